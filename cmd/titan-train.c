@@ -1,0 +1,119 @@
+/* titan-train - trains a run directory (one process per rank; one rank for now). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/cpu_env.h"
+#include "core/log.h"
+#include "core/version.h"
+#include "job/args.h"
+#include "train/train.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: titan-train [options] RUN [--section.key=value ...]\n"
+            "       titan-train --print-config RUN|CONFIG.toml [--section.key=value ...]\n"
+            "\n"
+            "Trains the run directory RUN (made by titan-init) from its latest checkpoint\n"
+            "up to training.steps, checkpointing every checkpoint.interval steps.\n"
+            "\n"
+            "  --data DIR          shard directory (same as --training.dataset_path=DIR)\n"
+            "  --print-config      print the resolved config and exit\n"
+            "  --sample N          after training, generate N tokens to stdout\n"
+            "  --prompt TEXT       prompt for --sample (default: none)\n"
+            "  --temperature T     sampling temperature, 0 = greedy (default 0)\n"
+            "  -q, --quiet         only errors\n"
+            "  -v, --verbose       more detail\n"
+            "  -h, --help          this help\n"
+            "  --version           print the version\n"
+            "\n"
+            "Exit status: 0 ok, 1 failure, 2 usage or config error, 3 file missing or\n"
+            "unreadable, 4 corrupt input, 5 non-finite loss or gradient, 6 out of memory.\n"
+            "See titan-train(1).\n");
+}
+
+static int need_value(int i, int argc, const char *opt) {
+    if (i + 1 < argc) return 1;
+    titan_error(TITAN_ERR_USAGE, "option '%s' needs a value", opt);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    titan_cpu_env_setup(argv);
+    titan_log_init("titan-train");
+    const char *pos = NULL, *data = NULL;
+    int print = 0;
+    titan_train_opts opts = {.prompt = "", .temperature = 0.0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (titan_args_is_override(a)) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--version")) {
+            printf("titan-train %s\n", TITAN_VERSION);
+            return 0;
+        } else if (!strcmp(a, "--print-config")) {
+            print = 1;
+        } else if (!strcmp(a, "--data")) {
+            if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
+            data = argv[++i];
+        } else if (!strcmp(a, "--sample")) {
+            if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 0 || v > 1000000) {
+                titan_error(TITAN_ERR_USAGE, "--sample: expected a token count, got '%s'", argv[i]);
+                return titan_report(TITAN_ERR_USAGE);
+            }
+            opts.sample_tokens = (int)v;
+        } else if (!strcmp(a, "--prompt")) {
+            if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
+            opts.prompt = argv[++i];
+        } else if (!strcmp(a, "--temperature")) {
+            if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
+            char *end;
+            opts.temperature = strtod(argv[++i], &end);
+            if (*end || opts.temperature < 0) {
+                titan_error(TITAN_ERR_USAGE, "--temperature: expected a number >= 0, got '%s'", argv[i]);
+                return titan_report(TITAN_ERR_USAGE);
+            }
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            titan_log_set_verbosity(0);
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            titan_log_set_verbosity(2);
+        } else if (a[0] == '-' && a[1]) {
+            titan_error(TITAN_ERR_USAGE, "unknown option '%s'", a);
+            titan_error_hint("titan-train --help lists the options; config keys are --section.key=value");
+            return titan_report(TITAN_ERR_USAGE);
+        } else if (!pos) {
+            pos = a;
+        } else {
+            titan_error(TITAN_ERR_USAGE, "unexpected argument '%s' (one run directory expected)", a);
+            return titan_report(TITAN_ERR_USAGE);
+        }
+    }
+    if (!pos) {
+        usage(stderr);
+        return 2;
+    }
+    titan_job_config cfg;
+    titan_config_defaults(&cfg);
+    struct stat sb;
+    titan_status st;
+    if (print && stat(pos, &sb) == 0 && S_ISREG(sb.st_mode))
+        st = titan_config_load_file(&cfg, pos);
+    else
+        st = titan_run_load_config(&cfg, pos);
+    if (st == TITAN_OK && data) snprintf(cfg.training_dataset_path, sizeof cfg.training_dataset_path, "%s", data);
+    if (st == TITAN_OK) st = titan_args_apply_overrides(&cfg, argc - 1, argv + 1);
+    if (st == TITAN_OK) st = titan_config_validate(&cfg);
+    if (st != TITAN_OK) return titan_report(st);
+    if (print) {
+        titan_config_write(&cfg, stdout);
+        return 0;
+    }
+    opts.run_dir = pos;
+    return titan_report(titan_train(&cfg, &opts));
+}

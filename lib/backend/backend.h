@@ -1,0 +1,116 @@
+/* backend.h - the op table every compute backend fills.
+ *
+ * Layout conventions (row-major, llm.c style names):
+ *   N  = rows (tokens in the micro-batch, B*T)
+ *   C  = model dim, H = FFN hidden dim, V = vocab size
+ *   B, T = batch and sequence length, NH = query heads, NKV = kv heads, HD = head dim
+ *   weights of a linear layer are [out, in] as in PyTorch (y = x W^T).
+ *
+ * Rules every backend keeps:
+ *   - forward ops overwrite their outputs;
+ *   - backward ops ADD into every gradient buffer they are given (+=), so
+ *     gradient accumulation and residual branches need no extra copies;
+ *   - results are deterministic: the same inputs give the same bits, whatever
+ *     the thread count (no atomics on floats, fixed reduction orders);
+ *   - pointers are device pointers of this backend; the CPU backend's are host memory.
+ * The CPU backend is the reference every other backend is tested against. */
+#ifndef TITAN_BACKEND_H
+#define TITAN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct titan_backend {
+    const char *name; /* "cpu", "cuda" */
+
+    /* memory */
+    void *(*alloc)(size_t nbytes);          /* zero-filled, 64-byte aligned; NULL on failure */
+    void (*free)(void *p);
+    void (*zero)(void *p, size_t nbytes);
+    void (*to_device)(void *dst, const void *host_src, size_t nbytes);
+    void (*to_host)(void *host_dst, const void *src, size_t nbytes);
+
+    /* out[N,OC] = inp[N,IC] @ w[OC,IC]^T */
+    void (*matmul_forward)(float *out, const float *inp, const float *w, int N, int IC, int OC);
+    /* dinp[N,IC] += dout @ w;  dw[OC,IC] += dout^T @ inp.  dinp or dw may be NULL (skip). */
+    void (*matmul_backward)(float *dinp, float *dw, const float *dout, const float *inp,
+                            const float *w, int N, int IC, int OC);
+
+    /* out[i] = a[i] + b[i] */
+    void (*add)(float *out, const float *a, const float *b, size_t n);
+
+    /* out[N,C] = wte[tokens[n], :] */
+    void (*embedding_forward)(float *out, const uint32_t *tokens, const float *wte, int N, int C);
+    /* dwte[tokens[n], :] += dout[n, :] */
+    void (*embedding_backward)(float *dwte, const float *dout, const uint32_t *tokens, int N, int C);
+
+    /* out = inp * rsqrt(mean(inp^2) + eps) * weight, statistics in fp32;
+     * rstd[N] saved for backward. */
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight,
+                            int N, int C, float eps);
+    void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp,
+                             const float *weight, const float *rstd, int N, int C);
+
+    /* Rotary embedding on x[B,T,NHX,HD] with interleaved pairs (x[2i], x[2i+1]) as
+     * Meta's reference (complex view). cos/sin are [T, HD/2] tables from
+     * titan_rope_tables(). out may alias inp. backward rotates by -angle
+     * and ADDS into dinp (dinp must not alias dout). */
+    void (*rope_forward)(float *out, const float *inp, const float *cos, const float *sin,
+                         int B, int T, int NHX, int HD);
+    void (*rope_backward)(float *dinp, const float *dout, const float *cos, const float *sin,
+                          int B, int T, int NHX, int HD);
+
+    /* Causal grouped-query attention, scale 1/sqrt(HD), without an S x S matrix:
+     *   q[B,T,NH,HD], k,v[B,T,NKV,HD] -> out[B,T,NH,HD];
+     *   lse[B,NH,T] = log-sum-exp of each softmax row, saved for backward.
+     * Query head h reads kv head h / (NH/NKV). */
+    void (*attention_forward)(float *out, float *lse, const float *q, const float *k,
+                              const float *v, int B, int T, int NH, int NKV, int HD);
+    void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout,
+                               const float *out, const float *lse, const float *q,
+                               const float *k, const float *v, int B, int T, int NH, int NKV,
+                               int HD);
+
+    /* out[N,H] = silu(h1) * h3 */
+    void (*swiglu_forward)(float *out, const float *h1, const float *h3, int N, int H);
+    void (*swiglu_backward)(float *dh1, float *dh3, const float *dout, const float *h1,
+                            const float *h3, int N, int H);
+
+    /* Fused softmax cross-entropy over logits[N,V] with targets[N]:
+     * losses[n] = logsumexp(logits[n]) - logits[n][targets[n]];
+     * dlogits[n] = (softmax(logits[n]) - onehot(targets[n])) * dscale.
+     * dlogits may alias logits (written after the row is read); NULL skips it. */
+    void (*cross_entropy)(float *losses, float *dlogits, const float *logits,
+                          const uint32_t *targets, int N, int V, float dscale);
+
+    /* Optimizer and reductions. */
+    /* One AdamW step (PyTorch semantics, decoupled weight decay):
+     * p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).  t >= 1. */
+    void (*adamw_step)(float *p, const float *g, float *m, float *v, size_t n, float lr,
+                       float beta1, float beta2, float eps, float weight_decay, int64_t t);
+    /* sum of x[i]^2 in double, in a fixed order */
+    double (*sumsq)(const float *x, size_t n);
+    /* x[i] *= s */
+    void (*scale)(float *x, size_t n, float s);
+} titan_backend;
+
+/* The CPU reference backend (OpenBLAS + OpenMP). */
+const titan_backend *titan_backend_cpu(void);
+
+/* Sets the number of threads the CPU backend (and its BLAS) uses; 0 = all cores. */
+void titan_backend_cpu_set_threads(int n);
+int titan_backend_cpu_threads(void);
+
+/* fp32 GEMM FLOP/s measured now with the current threads (the CPU peak for MFU). */
+double titan_backend_cpu_peak_flops(void);
+
+/* Llama 3 rotary tables: cos/sin[T, HD/2] for positions 0..T-1.
+ * freq_i = theta^(-2i/HD) (fp32 as the reference); when scale_factor > 0 the
+ * Llama 3.1 frequency scaling is applied (factor, low/high freq factors,
+ * original context length). Angles are formed in fp32 like the reference,
+ * cos/sin are evaluated in double then rounded. */
+void titan_rope_tables(float *cos, float *sin, int T, int HD, float theta, float scale_factor,
+                       float low_freq_factor, float high_freq_factor, int original_context);
+
+#endif

@@ -1,0 +1,102 @@
+/* cpu_backend.c - the CPU reference backend's op table, memory, threads and
+ * the small elementwise ops (add, scale, sumsq). */
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
+#include "core/mem.h"
+
+/* --- memory: host memory, so "device" copies are memcpy --- */
+
+static void *cpu_alloc(size_t nbytes) { return titan_alloc(nbytes, "cpu backend buffer"); }
+static void cpu_free(void *p) { titan_free(p); }
+static void cpu_zero(void *p, size_t nbytes) {
+    if (nbytes) memset(p, 0, nbytes);
+}
+static void cpu_copy(void *dst, const void *src, size_t nbytes) {
+    if (nbytes && dst != src) memcpy(dst, src, nbytes);
+}
+
+/* --- threads --- */
+
+void titan_backend_cpu_set_threads(int n) {
+    if (n <= 0) n = omp_get_num_procs();
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+int titan_backend_cpu_threads(void) { return omp_get_max_threads(); }
+
+/* --- elementwise ops: one rounding each, so any split gives the same bits --- */
+
+void titan_cpu_add(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 4 * TITAN_CPU_BLOCK)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void titan_cpu_scale(float *x, size_t n, float s) {
+#pragma omp parallel for schedule(static) if (n > 4 * TITAN_CPU_BLOCK)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* 16 double lanes keep the loop vectorisable without reassociating a
+ * reduction; the lanes are folded in a fixed order. */
+double titan_cpu_row_sumsq(const float *x, size_t n) {
+    double lane[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) lane[l] += (double)x[i + l] * (double)x[i + l];
+    for (; i < n; i++) lane[i & 15] += (double)x[i] * (double)x[i];
+    double s = 0.0;
+    for (int l = 0; l < 16; l++) s += lane[l];
+    return s;
+}
+
+/* Fixed pieces: at most 256 blocks whose size depends on n only; partial sums
+ * are added in block order. */
+double titan_cpu_sumsq(const float *x, size_t n) {
+    enum { MAXB = 256 };
+    double part[MAXB];
+    size_t bs = (n + MAXB - 1) / MAXB;
+    if (bs < TITAN_CPU_BLOCK) bs = TITAN_CPU_BLOCK;
+    bs = (bs + 63) & ~(size_t)63;
+    long nb = (long)((n + bs - 1) / bs);
+#pragma omp parallel for schedule(static) if (nb > 1)
+    for (long b = 0; b < nb; b++) {
+        size_t lo = (size_t)b * bs, hi = lo + bs < n ? lo + bs : n;
+        part[b] = titan_cpu_row_sumsq(x + lo, hi - lo);
+    }
+    double s = 0.0;
+    for (long b = 0; b < nb; b++) s += part[b];
+    return s;
+}
+
+static const titan_backend cpu_backend = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .to_device = cpu_copy,
+    .to_host = cpu_copy,
+    .matmul_forward = titan_cpu_matmul_forward,
+    .matmul_backward = titan_cpu_matmul_backward,
+    .add = titan_cpu_add,
+    .embedding_forward = titan_cpu_embedding_forward,
+    .embedding_backward = titan_cpu_embedding_backward,
+    .rmsnorm_forward = titan_cpu_rmsnorm_forward,
+    .rmsnorm_backward = titan_cpu_rmsnorm_backward,
+    .rope_forward = titan_cpu_rope_forward,
+    .rope_backward = titan_cpu_rope_backward,
+    .attention_forward = titan_cpu_attention_forward,
+    .attention_backward = titan_cpu_attention_backward,
+    .swiglu_forward = titan_cpu_swiglu_forward,
+    .swiglu_backward = titan_cpu_swiglu_backward,
+    .cross_entropy = titan_cpu_cross_entropy,
+    .adamw_step = titan_cpu_adamw_step,
+    .sumsq = titan_cpu_sumsq,
+    .scale = titan_cpu_scale,
+};
+
+const titan_backend *titan_backend_cpu(void) { return &cpu_backend; }

@@ -1,0 +1,70 @@
+/* cpu_ops.h - the CPU backend's ops, one file each; cpu_backend.c puts them
+ * in the titan_backend table. Internal to lib/backend/cpu.
+ *
+ * Determinism rule for every op here: work is split into pieces whose
+ * boundaries depend only on the shapes (rows, fixed blocks, tiles), never on
+ * the thread count, and every reduction runs in a fixed order inside one
+ * piece. The same inputs give the same bits with 1 or 64 threads. */
+#ifndef TITAN_BACKEND_CPU_OPS_H
+#define TITAN_BACKEND_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Elementwise work is cut into blocks of this many floats (a multiple of 64). */
+#define TITAN_CPU_BLOCK 8192
+
+/* cpu_backend.c: helpers shared by the ops */
+double titan_cpu_sumsq(const float *x, size_t n);
+/* sum of x[i]^2 of one short row in double, 16 lanes folded in a fixed order */
+double titan_cpu_row_sumsq(const float *x, size_t n);
+/* y[i] = exp(x[i]) for x <= 88; exactly 0 below -87.3 (vectorised, ~1 ulp) */
+void titan_cpu_exp(float *y, const float *x, int n);
+void titan_cpu_add(float *out, const float *a, const float *b, size_t n);
+void titan_cpu_scale(float *x, size_t n, float s);
+
+/* matmul.c */
+void titan_cpu_matmul_forward(float *out, const float *inp, const float *w, int N, int IC, int OC);
+void titan_cpu_matmul_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                               const float *w, int N, int IC, int OC);
+
+/* embedding.c */
+void titan_cpu_embedding_forward(float *out, const uint32_t *tokens, const float *wte, int N,
+                                 int C);
+void titan_cpu_embedding_backward(float *dwte, const float *dout, const uint32_t *tokens, int N,
+                                  int C);
+
+/* rmsnorm.c */
+void titan_cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
+                               int N, int C, float eps);
+void titan_cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                                const float *weight, const float *rstd, int N, int C);
+
+/* rope.c */
+void titan_cpu_rope_forward(float *out, const float *inp, const float *cos, const float *sin,
+                            int B, int T, int NHX, int HD);
+void titan_cpu_rope_backward(float *dinp, const float *dout, const float *cos, const float *sin,
+                             int B, int T, int NHX, int HD);
+
+/* attention.c */
+void titan_cpu_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                 const float *v, int B, int T, int NH, int NKV, int HD);
+void titan_cpu_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                  const float *out, const float *lse, const float *q,
+                                  const float *k, const float *v, int B, int T, int NH, int NKV,
+                                  int HD);
+
+/* swiglu.c */
+void titan_cpu_swiglu_forward(float *out, const float *h1, const float *h3, int N, int H);
+void titan_cpu_swiglu_backward(float *dh1, float *dh3, const float *dout, const float *h1,
+                               const float *h3, int N, int H);
+
+/* cross_entropy.c */
+void titan_cpu_cross_entropy(float *losses, float *dlogits, const float *logits,
+                             const uint32_t *targets, int N, int V, float dscale);
+
+/* adamw.c */
+void titan_cpu_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, int64_t t);
+
+#endif

@@ -1,0 +1,30 @@
+/* embedding.c - token embedding lookup and its scatter-add backward. */
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+
+/* out[n,:] = wte[tokens[n],:]. Token ids are validated by the data loader. */
+void titan_cpu_embedding_forward(float *out, const uint32_t *tokens, const float *wte, int N,
+                                 int C) {
+#pragma omp parallel for schedule(static) if ((long)N * C > 4 * TITAN_CPU_BLOCK)
+    for (int n = 0; n < N; n++)
+        memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, (size_t)C * sizeof(float));
+}
+
+/* dwte[tokens[n],:] += dout[n,:]. Threads own column blocks, never rows, so a
+ * token repeated in the batch is summed by one thread in token order: no
+ * races and the same bits for any thread count. */
+void titan_cpu_embedding_backward(float *dwte, const float *dout, const uint32_t *tokens, int N,
+                                  int C) {
+    enum { CB = 64 };
+    int ncb = (C + CB - 1) / CB;
+#pragma omp parallel for schedule(static) if ((long)N * C > 4 * TITAN_CPU_BLOCK)
+    for (int cb = 0; cb < ncb; cb++) {
+        int c0 = cb * CB, c1 = c0 + CB < C ? c0 + CB : C;
+        for (int n = 0; n < N; n++) {
+            float *dst = dwte + (size_t)tokens[n] * C;
+            const float *src = dout + (size_t)n * C;
+            for (int c = c0; c < c1; c++) dst[c] += src[c];
+        }
+    }
+}

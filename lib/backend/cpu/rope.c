@@ -1,0 +1,85 @@
+/* rope.c - rotary position embedding (Meta's interleaved complex view) and
+ * the Llama 3 / 3.1 cos/sin tables. */
+#include <math.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
+
+/* Pairs (x[2i], x[2i+1]) are complex numbers multiplied by e^{i angle}:
+ * out0 = x0 cos - x1 sin, out1 = x0 sin + x1 cos. out may alias inp. */
+void titan_cpu_rope_forward(float *out, const float *inp, const float *cos, const float *sin,
+                            int B, int T, int NHX, int HD) {
+    int h2 = HD / 2;
+    long rows = (long)B * T;
+#pragma omp parallel for schedule(static) if (rows * NHX * HD > 4 * TITAN_CPU_BLOCK)
+    for (long bt = 0; bt < rows; bt++) {
+        int t = (int)(bt % T);
+        const float *c = cos + (size_t)t * h2, *s = sin + (size_t)t * h2;
+        for (int h = 0; h < NHX; h++) {
+            const float *x = inp + ((size_t)bt * NHX + h) * HD;
+            float *y = out + ((size_t)bt * NHX + h) * HD;
+            for (int i = 0; i < h2; i++) {
+                float x0 = x[2 * i], x1 = x[2 * i + 1];
+                y[2 * i] = x0 * c[i] - x1 * s[i];
+                y[2 * i + 1] = x0 * s[i] + x1 * c[i];
+            }
+        }
+    }
+}
+
+/* The rotation's transpose (rotation by -angle), added into dinp. */
+void titan_cpu_rope_backward(float *dinp, const float *dout, const float *cos, const float *sin,
+                             int B, int T, int NHX, int HD) {
+    int h2 = HD / 2;
+    long rows = (long)B * T;
+#pragma omp parallel for schedule(static) if (rows * NHX * HD > 4 * TITAN_CPU_BLOCK)
+    for (long bt = 0; bt < rows; bt++) {
+        int t = (int)(bt % T);
+        const float *c = cos + (size_t)t * h2, *s = sin + (size_t)t * h2;
+        for (int h = 0; h < NHX; h++) {
+            const float *g = dout + ((size_t)bt * NHX + h) * HD;
+            float *d = dinp + ((size_t)bt * NHX + h) * HD;
+            for (int i = 0; i < h2; i++) {
+                float g0 = g[2 * i], g1 = g[2 * i + 1];
+                d[2 * i] += g0 * c[i] + g1 * s[i];
+                d[2 * i + 1] += g1 * c[i] - g0 * s[i];
+            }
+        }
+    }
+}
+
+/* freqs as the reference: 1 / theta^(arange(0, HD, 2)/HD) in fp32 (torch
+ * evaluates theta ** e in fp32 for a float exponent tensor), optionally with
+ * Llama 3.1's wavelength-dependent scaling; angle = t * freq in fp32. */
+/* no FMA contraction: the reference rounds every fp32 operation */
+__attribute__((optimize("fp-contract=off")))
+void titan_rope_tables(float *cos_t, float *sin_t, int T, int HD, float theta, float scale_factor,
+                       float low_freq_factor, float high_freq_factor, int original_context) {
+    int h2 = HD / 2;
+    float freqs[h2 > 0 ? h2 : 1];
+    for (int i = 0; i < h2; i++) {
+        float e = (float)(2 * i) / (float)HD;
+        float f = 1.0f / powf(theta, e);
+        if (scale_factor > 0.0f) {
+            float low_wl = (float)original_context / low_freq_factor;
+            float high_wl = (float)original_context / high_freq_factor;
+            float wl = 2.0f * (float)M_PI / f;
+            if (wl < high_wl) {
+                /* high frequency: unchanged */
+            } else if (wl > low_wl) {
+                f = f / scale_factor;
+            } else {
+                float smooth = ((float)original_context / wl - low_freq_factor) /
+                               (high_freq_factor - low_freq_factor);
+                f = (1.0f - smooth) * f / scale_factor + smooth * f;
+            }
+        }
+        freqs[i] = f;
+    }
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < h2; i++) {
+            float a = (float)t * freqs[i];
+            cos_t[(size_t)t * h2 + i] = (float)cos((double)a);
+            sin_t[(size_t)t * h2 + i] = (float)sin((double)a);
+        }
+}

@@ -1,0 +1,133 @@
+/* ckpt.h - the checkpoint format (see titan-checkpoint(5)).
+ *
+ * A checkpoint root holds step-NNNNNNNN/ directories and a `latest` file. A
+ * step directory holds metadata.json (format version, step, free metadata and a
+ * catalog of tensors; each tensor is a set of chunks: file, byte range, box
+ * within the global tensor, checksum) and the data files the ranks wrote.
+ * Readers intersect the boxes they need with the saved boxes and read only
+ * those chunks, so any layout loads any other layout's checkpoint.
+ *
+ * Writes go to step-N.tmp/, are fsynced, then renamed to step-N/; `latest` is
+ * replaced atomically afterwards. A crash at any point leaves the previous
+ * checkpoint loadable. */
+#ifndef TITAN_CKPT_CKPT_H
+#define TITAN_CKPT_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "tensor/box.h"
+#include "tensor/dtype.h"
+
+#define TITAN_CKPT_FORMAT "titan-checkpoint"
+#define TITAN_CKPT_VERSION 1
+/* The writer splits a box larger than this along its first dimension into
+ * several chunks, so a partial read never needs more than about this much
+ * scratch memory per chunk (one row of dim 0 is never split). */
+#define TITAN_CKPT_CHUNK_MAX ((size_t)64 << 20)
+
+/* ---- writing ---- */
+
+typedef struct titan_ckpt_writer titan_ckpt_writer;
+
+/* Starts root/step-N.tmp/ (root is created if needed; a stale step-N.tmp is
+ * removed) with the data file rank-00000.bin. */
+titan_status titan_ckpt_begin(titan_ckpt_writer **w, const char *root, int64_t step);
+/* Appends one chunk of tensor `name` (global shape `shape`, ndim 1..4): the
+ * dense row-major elements of `box` (NULL = the whole tensor) in host memory.
+ * Adding the same name again adds another chunk; dtype and shape must agree
+ * and boxes must not overlap (TITAN_ERR_USAGE). Data is copied or written
+ * before return. After a failed add the writer only accepts abort (commit
+ * fails and removes the .tmp dir). */
+titan_status titan_ckpt_add(titan_ckpt_writer *w, const char *name, titan_dtype dtype, int ndim,
+                            const int64_t *shape, const titan_box *box, const void *data);
+/* Free metadata (training state, config values). Setting a key again replaces it. */
+titan_status titan_ckpt_meta_i64(titan_ckpt_writer *w, const char *key, int64_t value);
+titan_status titan_ckpt_meta_f64(titan_ckpt_writer *w, const char *key, double value); /* finite */
+titan_status titan_ckpt_meta_str(titan_ckpt_writer *w, const char *key, const char *value);
+/* Writes metadata.json, fsyncs, publishes step-N/ (replacing an existing one
+ * atomically), points `latest` at it, then removes the oldest complete steps
+ * beyond keep_latest_k (0 = keep all; the step just written is always kept).
+ * Always frees w. On failure before publishing, the .tmp dir is removed. */
+titan_status titan_ckpt_commit(titan_ckpt_writer *w, int keep_latest_k);
+/* Removes the .tmp dir and frees w (NULL is fine). */
+void titan_ckpt_abort(titan_ckpt_writer *w);
+
+/* ---- reading ---- */
+
+typedef struct titan_ckpt titan_ckpt;
+
+typedef struct {
+    const char *name; /* valid until titan_ckpt_close */
+    titan_dtype dtype;
+    int ndim;
+    int64_t shape[TITAN_MAX_DIMS];
+    int nchunks;
+} titan_ckpt_tensor;
+
+typedef struct {
+    const char *file; /* name within the step dir; valid until titan_ckpt_close */
+    uint64_t offset;  /* bytes */
+    uint64_t nbytes;
+    titan_box box;
+    uint64_t checksum;
+    int checksum_xxh3; /* 1: XXH3_64bits, 0: XXH64 seed 0 */
+} titan_ckpt_chunk;
+
+/* path: a step dir (holds metadata.json), or a root: follows `latest`; if that
+ * is missing or names a missing dir, takes the highest complete step-N dir
+ * (step-N.tmp ignored) and warns. Validates the whole catalog (see the man page). */
+titan_status titan_ckpt_open(titan_ckpt **out, const char *path);
+void titan_ckpt_close(titan_ckpt *ck);
+
+int64_t titan_ckpt_step(const titan_ckpt *ck);
+const char *titan_ckpt_path(const titan_ckpt *ck); /* the step dir */
+
+/* TITAN_ERR_FORMAT when the key is missing or of another type (f64 accepts integers).
+ * The string stays valid until titan_ckpt_close. */
+titan_status titan_ckpt_meta_get_i64(const titan_ckpt *ck, const char *key, int64_t *out);
+titan_status titan_ckpt_meta_get_f64(const titan_ckpt *ck, const char *key, double *out);
+titan_status titan_ckpt_meta_get_str(const titan_ckpt *ck, const char *key, const char **out);
+
+int titan_ckpt_num_tensors(const titan_ckpt *ck);
+/* By index (0 <= i < num_tensors, catalog order) or by name (TITAN_ERR_FORMAT if absent). */
+titan_status titan_ckpt_tensor_info(const titan_ckpt *ck, int i, titan_ckpt_tensor *out);
+titan_status titan_ckpt_tensor_find(const titan_ckpt *ck, const char *name, titan_ckpt_tensor *out);
+int titan_ckpt_has_tensor(const titan_ckpt *ck, const char *name);
+titan_status titan_ckpt_chunk_info(const titan_ckpt *ck, const char *name, int j,
+                                   titan_ckpt_chunk *out);
+
+/* Reads the region `want` (NULL = whole tensor) of tensor `name` into dst, a
+ * dense row-major buffer over `want` of `dtype` elements. Reads only the chunks
+ * that intersect `want`, verifies each one's checksum, converts f32/bf16/f16 as
+ * needed. TITAN_ERR_FORMAT if `want` is not fully covered by the saved chunks. */
+titan_status titan_ckpt_read(titan_ckpt *ck, const char *name, titan_dtype dtype,
+                             const titan_box *want, void *dst);
+/* Reads every chunk and checks its checksum. */
+titan_status titan_ckpt_verify(titan_ckpt *ck);
+
+/* ---- the checkpoint root ---- */
+
+/* "step-00000100" (8 digits, more when the step needs them). */
+void titan_ckpt_step_name(char *out, size_t outsz, int64_t step);
+/* 0 and *step for "step-<digits>" exactly, else -1. */
+int titan_ckpt_parse_step_name(const char *name, int64_t *step);
+/* Complete steps (step-N dirs holding metadata.json), ascending; at most max
+ * stored, *count gets the total found. */
+titan_status titan_ckpt_list_steps(const char *root, int64_t *steps, int max, int *count);
+/* The step `latest` names, or the highest complete one; TITAN_ERR_IO
+ * "no checkpoint in ROOT" when there is none. */
+titan_status titan_ckpt_latest_step(const char *root, int64_t *step);
+/* Like latest_step, also giving the step dir path; warn: log when `latest` is
+ * missing or stale and a fallback was taken. */
+titan_status titan_ckpt_resolve(const char *root, char *dir, size_t dirsz, int64_t *step, int warn);
+/* Points root/latest at step-N atomically (write latest.tmp, fsync, rename, fsync root). */
+titan_status titan_ckpt_set_latest(const char *root, int64_t step);
+/* Removes the oldest complete steps beyond keep (keep > 0), never `keep_step`;
+ * also removes leftovers of interrupted writes and removals (step-N.old,
+ * step-N.del, and step-N.tmp for N < keep_step). Each step dir is renamed to
+ * step-N.del before it is removed, so a crash never leaves half a step-N. */
+titan_status titan_ckpt_prune(const char *root, int keep, int64_t keep_step);
+
+#endif

@@ -1,0 +1,386 @@
+/* ckpt_write.c - writing one checkpoint step: step-N.tmp/, data file, metadata, publish. */
+#include "ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "core/fsutil.h"
+#include "core/mem.h"
+
+#define WBUF_SIZE ((size_t)8 << 20)
+#define CHUNK_ALIGN 64 /* chunk offsets in a data file are multiples of this */
+
+typedef struct {
+    titan_box box;
+    uint64_t offset, nbytes, checksum;
+} wchunk;
+
+typedef struct {
+    char *name;
+    titan_dtype dtype;
+    int ndim;
+    int64_t shape[TITAN_MAX_DIMS];
+    wchunk *chunks;
+    int nchunks, cap;
+} wtensor;
+
+struct titan_ckpt_writer {
+    char root[PATH_MAX];
+    char tmpdir[PATH_MAX];
+    char final[PATH_MAX];
+    char datapath[PATH_MAX];
+    char dataname[32];
+    int64_t step;
+    int fd;
+    uint64_t file_off; /* bytes written to the file, buffered ones included */
+    unsigned char *buf;
+    size_t buf_len;
+    json_t *meta;
+    wtensor *tensors;
+    int ntensors, cap;
+    titan_status failed; /* first failure; commit refuses after one */
+};
+
+static titan_status fail(titan_ckpt_writer *w, titan_status st) {
+    if (w->failed == TITAN_OK) w->failed = st;
+    return st;
+}
+
+/* Removes dir without replacing the error being reported. */
+static void remove_quietly(const char *dir) {
+    char msg[2048];
+    titan_status code = titan_error_code();
+    snprintf(msg, sizeof msg, "%s", titan_error_message());
+    if (titan_fs_remove_tree(dir) != TITAN_OK) {
+        if (code != TITAN_OK) titan_error(code, "%s", msg);
+        else titan_error_clear();
+    }
+}
+
+static titan_status flush_buf(titan_ckpt_writer *w) {
+    if (w->buf_len == 0) return TITAN_OK;
+    titan_status st = titan_fs_write_all(w->fd, w->buf, w->buf_len, w->datapath);
+    w->buf_len = 0;
+    return st;
+}
+
+/* Appends bytes to the data file: small pieces through the buffer, large ones directly. */
+static titan_status append(titan_ckpt_writer *w, const void *p, size_t n) {
+    if (w->buf_len + n <= WBUF_SIZE) {
+        memcpy(w->buf + w->buf_len, p, n);
+        w->buf_len += n;
+    } else {
+        TITAN_TRY(flush_buf(w));
+        if (n >= WBUF_SIZE / 2) {
+            TITAN_TRY(titan_fs_write_all(w->fd, p, n, w->datapath));
+        } else {
+            memcpy(w->buf, p, n);
+            w->buf_len = n;
+        }
+    }
+    w->file_off += n;
+    return TITAN_OK;
+}
+
+static void free_writer(titan_ckpt_writer *w) {
+    if (!w) return;
+    if (w->fd >= 0) close(w->fd);
+    for (int i = 0; i < w->ntensors; i++) {
+        free(w->tensors[i].name);
+        free(w->tensors[i].chunks);
+    }
+    free(w->tensors);
+    if (w->meta) json_decref(w->meta);
+    titan_free(w->buf);
+    free(w);
+}
+
+titan_status titan_ckpt_begin(titan_ckpt_writer **out, const char *root, int64_t step) {
+    *out = NULL;
+    if (step < 0) return titan_error(TITAN_ERR_USAGE, "%s: checkpoint step %lld is negative", root, (long long)step);
+    titan_ckpt_writer *w = calloc(1, sizeof *w);
+    if (!w) return titan_error(TITAN_ERR_NOMEM, "%s: checkpoint writer: out of memory", root);
+    w->fd = -1;
+    w->step = step;
+    char name[64], tmpname[80];
+    titan_ckpt_step_name(name, sizeof name, step);
+    snprintf(tmpname, sizeof tmpname, "%s.tmp", name);
+    snprintf(w->dataname, sizeof w->dataname, "rank-%05d.bin", 0);
+    titan_status st = TITAN_OK;
+    if (strlen(root) >= sizeof w->root) st = titan_error(TITAN_ERR_USAGE, "%s: path too long", root);
+    if (st == TITAN_OK) {
+        strcpy(w->root, root);
+        st = titan_fs_join(w->tmpdir, sizeof w->tmpdir, root, tmpname);
+    }
+    if (st == TITAN_OK) st = titan_fs_join(w->final, sizeof w->final, root, name);
+    if (st == TITAN_OK) st = titan_fs_join(w->datapath, sizeof w->datapath, w->tmpdir, w->dataname);
+    if (st == TITAN_OK) st = titan_fs_mkdir_p(root);
+    if (st == TITAN_OK) st = titan_fs_remove_tree(w->tmpdir); /* stale, from a crash */
+    int made = 0;
+    if (st == TITAN_OK) {
+        if (mkdir(w->tmpdir, 0755) != 0)
+            st = titan_error(TITAN_ERR_IO, "%s: mkdir: %s", w->tmpdir, strerror(errno));
+        else
+            made = 1;
+    }
+    if (st == TITAN_OK) {
+        w->fd = open(w->datapath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (w->fd < 0) st = titan_error(TITAN_ERR_IO, "%s: open: %s", w->datapath, strerror(errno));
+    }
+    if (st == TITAN_OK && !(w->buf = titan_alloc(WBUF_SIZE, "checkpoint write buffer")))
+        st = TITAN_ERR_NOMEM;
+    if (st == TITAN_OK && !(w->meta = json_object()))
+        st = titan_error(TITAN_ERR_NOMEM, "%s: metadata: out of memory", w->tmpdir);
+    if (st != TITAN_OK) {
+        if (made) remove_quietly(w->tmpdir);
+        free_writer(w);
+        return st;
+    }
+    *out = w;
+    return TITAN_OK;
+}
+
+static int boxes_overlap(const titan_box *a, const titan_box *b) {
+    titan_box r;
+    return titan_box_intersect(a, b, &r) != 0;
+}
+
+static titan_status check_add(titan_ckpt_writer *w, const char *name, titan_dtype dtype, int ndim,
+                              const int64_t *shape, const titan_box *box) {
+    if (!name || !*name) return titan_error(TITAN_ERR_USAGE, "%s: tensor with an empty name", w->tmpdir);
+    if (ndim < 1 || ndim > TITAN_MAX_DIMS)
+        return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: ndim %d not in 1..%d", w->tmpdir, name,
+                           ndim, TITAN_MAX_DIMS);
+    if ((int)dtype < TITAN_DTYPE_F32 || dtype > TITAN_DTYPE_U32)
+        return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: unknown dtype %d", w->tmpdir, name, (int)dtype);
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 1)
+            return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: shape[%d] = %lld", w->tmpdir, name,
+                               d, (long long)shape[d]);
+        if (box->ndim != ndim || box->offset[d] < 0 || box->size[d] < 1 ||
+            box->offset[d] + box->size[d] > shape[d])
+            return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: box outside the shape in dim %d",
+                               w->tmpdir, name, d);
+    }
+    return TITAN_OK;
+}
+
+static wtensor *find_or_add_tensor(titan_ckpt_writer *w, const char *name, titan_dtype dtype,
+                                   int ndim, const int64_t *shape, titan_status *st) {
+    for (int i = 0; i < w->ntensors; i++) {
+        wtensor *t = &w->tensors[i];
+        if (strcmp(t->name, name) != 0) continue;
+        int same = t->dtype == dtype && t->ndim == ndim;
+        for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+        if (!same) {
+            *st = titan_error(TITAN_ERR_USAGE, "%s: tensor %s: chunk disagrees with earlier chunks "
+                              "on dtype or shape", w->tmpdir, name);
+            return NULL;
+        }
+        return t;
+    }
+    if (w->ntensors == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 64;
+        wtensor *nt = realloc(w->tensors, (size_t)cap * sizeof *nt);
+        if (!nt) goto nomem;
+        w->tensors = nt;
+        w->cap = cap;
+    }
+    wtensor *t = &w->tensors[w->ntensors];
+    memset(t, 0, sizeof *t);
+    if (!(t->name = strdup(name))) goto nomem;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    w->ntensors++;
+    return t;
+nomem:
+    *st = titan_error(TITAN_ERR_NOMEM, "%s: tensor %s: out of memory", w->tmpdir, name);
+    return NULL;
+}
+
+static titan_status add_chunk(titan_ckpt_writer *w, wtensor *t, const titan_box *box,
+                              const void *data, size_t nbytes) {
+    static const unsigned char zeros[CHUNK_ALIGN];
+    size_t pad = (CHUNK_ALIGN - w->file_off % CHUNK_ALIGN) % CHUNK_ALIGN;
+    if (pad) TITAN_TRY(append(w, zeros, pad));
+    if (t->nchunks == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 4;
+        wchunk *nc = realloc(t->chunks, (size_t)cap * sizeof *nc);
+        if (!nc) return titan_error(TITAN_ERR_NOMEM, "%s: tensor %s: out of memory", w->tmpdir, t->name);
+        t->chunks = nc;
+        t->cap = cap;
+    }
+    wchunk *c = &t->chunks[t->nchunks];
+    c->box = *box;
+    c->offset = w->file_off;
+    c->nbytes = nbytes;
+    c->checksum = XXH3_64bits(data, nbytes);
+    TITAN_TRY(append(w, data, nbytes));
+    t->nchunks++;
+    return TITAN_OK;
+}
+
+titan_status titan_ckpt_add(titan_ckpt_writer *w, const char *name, titan_dtype dtype, int ndim,
+                            const int64_t *shape, const titan_box *box, const void *data) {
+    if (w->failed != TITAN_OK)
+        return titan_error(w->failed, "%s: writer failed earlier; abort it", w->tmpdir);
+    titan_box whole = {.ndim = ndim};
+    if (!box) {
+        for (int d = 0; d < ndim && d < TITAN_MAX_DIMS; d++) whole.size[d] = shape[d];
+        box = &whole;
+    }
+    /* Usage errors leave the writer usable: nothing was written yet. */
+    TITAN_TRY(check_add(w, name, dtype, ndim, shape, box));
+    titan_status st = TITAN_OK;
+    wtensor *t = find_or_add_tensor(w, name, dtype, ndim, shape, &st);
+    if (!t) return st;
+    for (int j = 0; j < t->nchunks; j++)
+        if (boxes_overlap(&t->chunks[j].box, box))
+            return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: chunk overlaps chunk %d", w->tmpdir, name, j);
+
+    /* Split along dim 0 so no chunk exceeds TITAN_CKPT_CHUNK_MAX (rows stay whole). */
+    size_t esz = titan_dtype_size(dtype);
+    size_t row = esz;
+    for (int d = 1; d < ndim; d++) row *= (size_t)box->size[d];
+    int64_t rows_per = (int64_t)(TITAN_CKPT_CHUNK_MAX / row);
+    if (rows_per < 1) rows_per = 1;
+    const unsigned char *p = data;
+    for (int64_t r0 = 0; r0 < box->size[0]; r0 += rows_per) {
+        titan_box sub = *box;
+        sub.offset[0] = box->offset[0] + r0;
+        sub.size[0] = box->size[0] - r0 < rows_per ? box->size[0] - r0 : rows_per;
+        size_t n = (size_t)sub.size[0] * row;
+        st = add_chunk(w, t, &sub, p, n);
+        if (st != TITAN_OK) return fail(w, st);
+        p += n;
+    }
+    return TITAN_OK;
+}
+
+static titan_status set_meta(titan_ckpt_writer *w, const char *key, json_t *v) {
+    if (!v) return titan_error(TITAN_ERR_NOMEM, "%s: metadata %s: out of memory", w->tmpdir, key);
+    if (!key || !*key) {
+        json_decref(v);
+        return titan_error(TITAN_ERR_USAGE, "%s: metadata key is empty", w->tmpdir);
+    }
+    if (json_object_set_new(w->meta, key, v) != 0)
+        return titan_error(TITAN_ERR_USAGE, "%s: metadata key \"%s\" is not valid UTF-8", w->tmpdir, key);
+    return TITAN_OK;
+}
+
+titan_status titan_ckpt_meta_i64(titan_ckpt_writer *w, const char *key, int64_t value) {
+    return set_meta(w, key, json_integer((json_int_t)value));
+}
+
+titan_status titan_ckpt_meta_f64(titan_ckpt_writer *w, const char *key, double value) {
+    if (!isfinite(value))
+        return titan_error(TITAN_ERR_USAGE, "%s: metadata %s: value %g is not finite", w->tmpdir, key, value);
+    return set_meta(w, key, json_real(value));
+}
+
+titan_status titan_ckpt_meta_str(titan_ckpt_writer *w, const char *key, const char *value) {
+    json_t *v = json_string(value ? value : "");
+    if (!v) return titan_error(TITAN_ERR_USAGE, "%s: metadata %s: value is not valid UTF-8", w->tmpdir, key);
+    return set_meta(w, key, v);
+}
+
+static json_t *int_array(const int64_t *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) json_array_append_new(a, json_integer((json_int_t)v[i]));
+    return a;
+}
+
+/* The catalog; NULL on allocation failure (json_pack with an "o" of NULL fails too). */
+static json_t *build_metadata(titan_ckpt_writer *w) {
+    json_t *tensors = json_object();
+    for (int i = 0; tensors && i < w->ntensors; i++) {
+        const wtensor *t = &w->tensors[i];
+        json_t *chunks = json_array();
+        for (int j = 0; chunks && j < t->nchunks; j++) {
+            const wchunk *c = &t->chunks[j];
+            char sum[32];
+            snprintf(sum, sizeof sum, "xxh3:%016llx", (unsigned long long)c->checksum);
+            json_t *jc = json_pack("{s:s, s:I, s:I, s:{s:o, s:o}, s:s, s:s}", "file", w->dataname,
+                                   "offset", (json_int_t)c->offset, "nbytes", (json_int_t)c->nbytes,
+                                   "box", "offset", int_array(c->box.offset, t->ndim),
+                                   "size", int_array(c->box.size, t->ndim),
+                                   "checksum", sum, "compression", "none");
+            if (!jc || json_array_append_new(chunks, jc) != 0) {
+                json_decref(chunks);
+                chunks = NULL;
+            }
+        }
+        json_t *jt = chunks ? json_pack("{s:s, s:o, s:o}", "dtype", titan_dtype_name(t->dtype),
+                                        "shape", int_array(t->shape, t->ndim), "chunks", chunks)
+                            : NULL;
+        if (!jt || json_object_set_new(tensors, t->name, jt) != 0) {
+            json_decref(tensors);
+            tensors = NULL;
+        }
+    }
+    if (!tensors) return NULL;
+    return json_pack("{s:s, s:i, s:I, s:O, s:o}", "format", TITAN_CKPT_FORMAT, "version",
+                     TITAN_CKPT_VERSION, "step", (json_int_t)w->step, "meta", w->meta, "tensors", tensors);
+}
+
+/* Everything up to and including the rename of step-N.tmp to step-N. */
+static titan_status publish(titan_ckpt_writer *w) {
+    if (w->failed != TITAN_OK)
+        return titan_error(w->failed, "%s: not committed: an earlier write failed", w->tmpdir);
+    TITAN_TRY(flush_buf(w));
+    TITAN_TRY(titan_fs_fsync_fd(w->fd, w->datapath));
+    int fd = w->fd;
+    w->fd = -1;
+    if (close(fd) != 0) return titan_error(TITAN_ERR_IO, "%s: close: %s", w->datapath, strerror(errno));
+
+    json_t *root = build_metadata(w);
+    char *txt = root ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
+    if (root) json_decref(root);
+    if (!txt) return titan_error(TITAN_ERR_NOMEM, "%s: metadata.json: out of memory", w->tmpdir);
+    char mpath[PATH_MAX];
+    titan_status st = titan_fs_join(mpath, sizeof mpath, w->tmpdir, "metadata.json");
+    if (st == TITAN_OK) st = titan_fs_write_file(mpath, txt, strlen(txt));
+    free(txt);
+    TITAN_TRY(st);
+    TITAN_TRY(titan_fs_fsync_path(w->tmpdir));
+    return titan_fs_replace_dir(w->tmpdir, w->final); /* fsyncs root */
+}
+
+titan_status titan_ckpt_commit(titan_ckpt_writer *w, int keep_latest_k) {
+    if (keep_latest_k < 0) {
+        titan_status st = titan_error(TITAN_ERR_USAGE, "%s: keep_latest_k %d is negative", w->tmpdir, keep_latest_k);
+        titan_ckpt_abort(w);
+        return st;
+    }
+    titan_status st = publish(w);
+    if (st != TITAN_OK) {
+        remove_quietly(w->tmpdir);
+        free_writer(w);
+        return st;
+    }
+    st = titan_ckpt_set_latest(w->root, w->step);
+    if (st == TITAN_OK && keep_latest_k > 0) st = titan_ckpt_prune(w->root, keep_latest_k, w->step);
+    if (st != TITAN_OK) titan_error_context("%s: committed, but updating latest or pruning failed", w->final);
+    free_writer(w);
+    return st;
+}
+
+void titan_ckpt_abort(titan_ckpt_writer *w) {
+    if (!w) return;
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
+    remove_quietly(w->tmpdir);
+    free_writer(w);
+}

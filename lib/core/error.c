@@ -1,0 +1,55 @@
+/* error.c - the per-thread error message. */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MSG_MAX 2048
+
+static _Thread_local char err_msg[MSG_MAX];
+static _Thread_local char err_hint[MSG_MAX];
+static _Thread_local titan_status err_code;
+
+titan_status titan_error(titan_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    va_end(ap);
+    err_hint[0] = '\0';
+    err_code = code;
+    return code;
+}
+
+void titan_error_hint(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_hint, sizeof err_hint, fmt, ap);
+    va_end(ap);
+}
+
+void titan_error_context(const char *fmt, ...) {
+    char ctx[MSG_MAX], old[MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    memcpy(old, err_msg, sizeof old);
+    snprintf(err_msg, sizeof err_msg, "%s: %s", ctx, old);
+}
+
+const char *titan_error_message(void) { return err_msg; }
+const char *titan_error_hint_text(void) { return err_hint; }
+titan_status titan_error_code(void) { return err_code; }
+
+void titan_error_clear(void) {
+    err_msg[0] = '\0';
+    err_hint[0] = '\0';
+    err_code = TITAN_OK;
+}
+
+void titan_panic(const char *file, int line, const char *what) {
+    fprintf(stderr, "titan: internal error at %s:%d: %s\n", file, line, what);
+    abort();
+}

@@ -1,0 +1,4 @@
+#ifndef TITAN_CORE_VERSION_H
+#define TITAN_CORE_VERSION_H
+#define TITAN_VERSION "0.1.0"
+#endif

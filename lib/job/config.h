@@ -1,0 +1,93 @@
+/* config.h - the resolved job configuration (torchtitan-style TOML).
+ *
+ * A job is read from a TOML file, then `--section.key=value` overrides are
+ * applied in order. Every key has a type, a default, a check and a doc line in
+ * one table (config.c), which also drives --print-config and error messages. */
+#ifndef TITAN_JOB_CONFIG_H
+#define TITAN_JOB_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+#define TITAN_STR 256
+
+typedef struct {
+    /* [job] */
+    char job_description[TITAN_STR];
+    char job_dump_folder[TITAN_STR];   /* run directory (titan-init writes it) */
+
+    /* [model] */
+    char model_name[TITAN_STR];        /* "llama3" */
+    char model_flavor[TITAN_STR];      /* debugmodel, 1B, 3B, 8B, 70B, 405B */
+    char model_tokenizer[TITAN_STR];   /* "byte" (this version), later a path */
+    /* flavor overrides: 0 (or -1 for ffn_dim_multiplier/tie) keeps the flavor's value */
+    int model_dim, model_n_layers, model_n_heads, model_n_kv_heads, model_multiple_of;
+    double model_ffn_dim_multiplier;   /* -1 = flavor's, 0 = none */
+    double model_norm_eps;             /* 0 = flavor's */
+    double model_rope_theta;           /* 0 = flavor's */
+    double model_rope_scaling_factor;  /* -1 = flavor's, 0 = no scaling */
+    int model_tie_embeddings;          /* -1 = flavor's, 0/1 */
+
+    /* [optimizer] */
+    char optimizer_name[TITAN_STR];    /* "AdamW" */
+    double optimizer_lr, optimizer_beta1, optimizer_beta2, optimizer_eps, optimizer_weight_decay;
+
+    /* [lr_scheduler] */
+    int lr_scheduler_warmup_steps;
+    double lr_scheduler_decay_ratio;   /* < 0 = unset: decay over all steps after warmup */
+    char lr_scheduler_decay_type[TITAN_STR]; /* linear, sqrt, cosine */
+    double lr_scheduler_min_lr_factor;
+
+    /* [training] */
+    char training_dataset_path[TITAN_STR]; /* shard directory */
+    int training_local_batch_size;
+    int training_global_batch_size;    /* -1 = local * dp degree (no accumulation) */
+    int training_seq_len;
+    double training_max_norm;          /* <= 0 disables clipping */
+    int training_steps;
+    int64_t training_seed;
+    int training_deterministic;
+    char training_mixed_precision_param[TITAN_STR];  /* float32, bfloat16 */
+    char training_mixed_precision_reduce[TITAN_STR]; /* float32 */
+    char training_device[TITAN_STR];   /* cpu, cuda */
+    int training_threads;              /* 0 = all cores */
+
+    /* [parallelism] */
+    int parallelism_data_parallel_replicate_degree;
+    int parallelism_data_parallel_shard_degree; /* -1 = the rest */
+    int parallelism_tensor_parallel_degree;
+    int parallelism_context_parallel_degree;
+    int parallelism_pipeline_parallel_degree;
+
+    /* [checkpoint] */
+    int checkpoint_enable;
+    char checkpoint_folder[TITAN_STR]; /* relative to the run directory */
+    int checkpoint_interval;
+    int checkpoint_keep_latest_k;      /* 0 = keep all */
+    char checkpoint_async_mode[TITAN_STR]; /* disabled (this version) */
+
+    /* [metrics] */
+    int metrics_log_freq;
+    double metrics_peak_flops;         /* FLOP/s for MFU; 0 = measure with a GEMM probe */
+
+    /* [activation_checkpoint] */
+    char activation_checkpoint_mode[TITAN_STR]; /* none, full */
+} titan_job_config;
+
+/* Defaults of every key. */
+void titan_config_defaults(titan_job_config *cfg);
+/* Reads a TOML file over cfg. Unknown sections/keys and bad values are
+ * TITAN_ERR_USAGE naming the key, file:line and the valid choices. */
+titan_status titan_config_load_file(titan_job_config *cfg, const char *path);
+/* Same, from a string (name is used in messages). */
+titan_status titan_config_load_string(titan_job_config *cfg, const char *text, const char *name);
+/* Applies one "--section.key=value" (leading dashes optional). */
+titan_status titan_config_override(titan_job_config *cfg, const char *arg);
+/* Cross-key checks (e.g. batch sizes divide, degrees multiply to world size 1). */
+titan_status titan_config_validate(const titan_job_config *cfg);
+/* Writes the resolved config as TOML that titan_config_load_file reads back. */
+int titan_config_write(const titan_job_config *cfg, FILE *f);
+
+#endif

@@ -1,0 +1,35 @@
+/* llama.h - the Llama 3 model on a backend: forward and explicit backward. */
+#ifndef TITAN_MODEL_LLAMA_H
+#define TITAN_MODEL_LLAMA_H
+
+#include "backend/backend.h"
+#include "model/llama_config.h"
+
+typedef struct titan_llama titan_llama;
+
+typedef enum { TITAN_AC_NONE = 0, TITAN_AC_FULL = 1 } titan_ac_mode;
+
+/* Allocates parameters, gradients and activations for micro-batches of B x T. */
+titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
+                                const titan_backend *be, int B, int T, titan_ac_mode ac);
+void titan_llama_free(titan_llama *m);
+
+const titan_llama_config *titan_llama_get_config(const titan_llama *m);
+float *titan_llama_params_data(titan_llama *m); /* flat, catalog order, backend memory */
+float *titan_llama_grads_data(titan_llama *m);  /* same layout */
+size_t titan_llama_params_count(const titan_llama *m);
+size_t titan_llama_activation_bytes(const titan_llama *m);
+
+/* Forward over tokens[B*T]; with targets, returns the mean cross-entropy in
+ * *loss and keeps what backward needs. Without targets (NULL) it only
+ * computes logits (see titan_llama_logits). */
+titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const uint32_t *targets,
+                                 float *loss);
+/* Backward of the last forward: grads += d(loss * loss_scale)/dparams.
+ * loss_scale = 1 / gradient-accumulation steps. */
+void titan_llama_backward(titan_llama *m, float loss_scale);
+void titan_llama_zero_grads(titan_llama *m);
+/* Logits [B*T, V] of the last forward (backend memory). */
+const float *titan_llama_logits(const titan_llama *m);
+
+#endif

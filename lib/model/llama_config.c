@@ -1,0 +1,216 @@
+/* llama_config.c - Llama 3 flavors, FFN sizing, the parameter catalog and init. */
+#include "model/llama_config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/rng.h"
+
+typedef struct {
+    const char *name;
+    int dim, n_layers, n_heads, n_kv_heads, multiple_of;
+    float ffn_dim_multiplier, rope_scaling_factor;
+    int tie_embeddings;
+} flavor;
+
+/* Published dimensions (Meta's params.json of Llama 3.1 / 3.2). */
+static const flavor flavors[] = {
+    {"debugmodel", 256, 6, 16, 16, 256, 0.0f, 8.0f, 0},
+    {"1B", 2048, 16, 32, 8, 256, 1.5f, 32.0f, 1},
+    {"3B", 3072, 28, 24, 8, 256, 1.0f, 32.0f, 1},
+    {"8B", 4096, 32, 32, 8, 1024, 1.3f, 8.0f, 0},
+    {"70B", 8192, 80, 64, 8, 4096, 1.3f, 8.0f, 0},
+    {"405B", 16384, 126, 128, 8, 4096, 1.2f, 8.0f, 0},
+};
+#define N_FLAVORS ((int)(sizeof flavors / sizeof flavors[0]))
+
+const char *titan_llama_flavor_names(void) { return "debugmodel, 1B, 3B, 8B, 70B, 405B"; }
+
+titan_status titan_llama_flavor(const char *name, titan_llama_config *out) {
+    for (int i = 0; i < N_FLAVORS; i++) {
+        const flavor *f = &flavors[i];
+        if (strcmp(name, f->name) != 0) continue;
+        memset(out, 0, sizeof *out);
+        out->dim = f->dim;
+        out->n_layers = f->n_layers;
+        out->n_heads = f->n_heads;
+        out->n_kv_heads = f->n_kv_heads;
+        out->vocab_size = 0; /* from the tokenizer */
+        out->multiple_of = f->multiple_of;
+        out->ffn_dim_multiplier = f->ffn_dim_multiplier;
+        out->norm_eps = 1e-5f;
+        out->rope_theta = 500000.0f;
+        out->rope_scaling_factor = f->rope_scaling_factor;
+        out->rope_low_freq_factor = 1.0f;
+        out->rope_high_freq_factor = 4.0f;
+        out->rope_original_context = 8192;
+        out->tie_embeddings = f->tie_embeddings;
+        return TITAN_OK;
+    }
+    titan_error(TITAN_ERR_USAGE, "model.flavor: unknown flavor '%s'", name);
+    titan_error_hint("valid flavors: %s", titan_llama_flavor_names());
+    return TITAN_ERR_USAGE;
+}
+
+int titan_llama_hidden_dim(const titan_llama_config *c) {
+    /* Meta: h = int(2 * 4 * dim / 3); h = int(multiplier * h); round up to
+     * multiple_of. The multiplier is a Python float (double) there: take the
+     * decimal value the float was written from, so 1.3f acts as 1.3. */
+    long long h = (long long)(2.0 * 4.0 * c->dim / 3.0);
+    if (c->ffn_dim_multiplier > 0.0f) {
+        double m = round((double)c->ffn_dim_multiplier * 1e6) / 1e6;
+        h = (long long)(m * (double)h);
+    }
+    long long mo = c->multiple_of > 0 ? c->multiple_of : 1;
+    h = mo * ((h + mo - 1) / mo);
+    return (int)h;
+}
+
+titan_status titan_llama_config_check(const titan_llama_config *c) {
+    const char *w = "model config";
+    if (c->dim <= 0) return titan_error(TITAN_ERR_USAGE, "%s: dim: must be > 0 (got %d)", w, c->dim);
+    if (c->n_layers <= 0)
+        return titan_error(TITAN_ERR_USAGE, "%s: n_layers: must be > 0 (got %d)", w, c->n_layers);
+    if (c->n_heads <= 0)
+        return titan_error(TITAN_ERR_USAGE, "%s: n_heads: must be > 0 (got %d)", w, c->n_heads);
+    if (c->dim % c->n_heads != 0)
+        return titan_error(TITAN_ERR_USAGE, "%s: n_heads: %d does not divide dim %d", w,
+                           c->n_heads, c->dim);
+    if ((c->dim / c->n_heads) % 2 != 0)
+        return titan_error(TITAN_ERR_USAGE,
+                           "%s: head dim %d (dim / n_heads) must be even for rotary embeddings",
+                           w, c->dim / c->n_heads);
+    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0)
+        return titan_error(TITAN_ERR_USAGE, "%s: n_kv_heads: %d must be > 0 and divide n_heads %d",
+                           w, c->n_kv_heads, c->n_heads);
+    if (c->vocab_size <= 0)
+        return titan_error(TITAN_ERR_USAGE, "%s: vocab_size: must be > 0 (got %d)", w,
+                           c->vocab_size);
+    if (c->multiple_of <= 0)
+        return titan_error(TITAN_ERR_USAGE, "%s: multiple_of: must be > 0 (got %d)", w,
+                           c->multiple_of);
+    if (!(c->ffn_dim_multiplier >= 0.0f) || c->ffn_dim_multiplier > 64.0f)
+        return titan_error(TITAN_ERR_USAGE,
+                           "%s: ffn_dim_multiplier: must be 0 (none) or in (0, 64] (got %g)", w,
+                           (double)c->ffn_dim_multiplier);
+    if (!(c->norm_eps > 0.0f))
+        return titan_error(TITAN_ERR_USAGE, "%s: norm_eps: must be > 0 (got %g)", w,
+                           (double)c->norm_eps);
+    if (!(c->rope_theta > 1.0f))
+        return titan_error(TITAN_ERR_USAGE, "%s: rope_theta: must be > 1 (got %g)", w,
+                           (double)c->rope_theta);
+    if (!(c->rope_scaling_factor >= 0.0f))
+        return titan_error(TITAN_ERR_USAGE, "%s: rope_scaling_factor: must be >= 0 (got %g)", w,
+                           (double)c->rope_scaling_factor);
+    if (c->rope_scaling_factor > 0.0f) {
+        if (!(c->rope_low_freq_factor > 0.0f) ||
+            !(c->rope_high_freq_factor > c->rope_low_freq_factor))
+            return titan_error(TITAN_ERR_USAGE,
+                               "%s: rope frequency factors: need 0 < low (%g) < high (%g)", w,
+                               (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor);
+        if (c->rope_original_context <= 0)
+            return titan_error(TITAN_ERR_USAGE,
+                               "%s: rope_original_context: must be > 0 (got %d)", w,
+                               c->rope_original_context);
+    }
+    long long h = titan_llama_hidden_dim(c);
+    if (h <= 0 || h > (1LL << 30))
+        return titan_error(TITAN_ERR_USAGE, "%s: FFN hidden size %lld out of range", w, h);
+    return TITAN_OK;
+}
+
+/* ---- the parameter catalog ---- */
+
+static int put(titan_param *out, int i, size_t *off, const char *name, int64_t r, int64_t cl) {
+    if (out) {
+        titan_param *p = &out[i];
+        memset(p, 0, sizeof *p);
+        snprintf(p->name, sizeof p->name, "%s", name);
+        p->ndim = cl > 0 ? 2 : 1;
+        p->shape[0] = r;
+        p->shape[1] = cl > 0 ? cl : 0;
+        p->offset = *off;
+        p->numel = (size_t)r * (size_t)(cl > 0 ? cl : 1);
+    }
+    *off += (size_t)r * (size_t)(cl > 0 ? cl : 1);
+    return i + 1;
+}
+
+int titan_llama_params(const titan_llama_config *c, titan_param *out) {
+    int64_t C = c->dim, V = c->vocab_size, H = titan_llama_hidden_dim(c);
+    int64_t HD = c->dim / c->n_heads, QD = (int64_t)c->n_heads * HD, KVD = (int64_t)c->n_kv_heads * HD;
+    size_t off = 0;
+    int i = 0;
+    char name[80];
+    i = put(out, i, &off, "tok_embeddings.weight", V, C);
+    for (int l = 0; l < c->n_layers; l++) {
+        static const char *const sub[9] = {
+            "attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
+            "ffn_norm", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"};
+        const int64_t rows[9] = {C, QD, KVD, KVD, C, C, H, C, H};
+        const int64_t cols[9] = {0, C, C, C, QD, 0, C, H, C};
+        for (int k = 0; k < 9; k++) {
+            snprintf(name, sizeof name, "layers.%d.%s.weight", l, sub[k]);
+            i = put(out, i, &off, name, rows[k], cols[k]);
+        }
+    }
+    i = put(out, i, &off, "norm.weight", C, 0);
+    if (!c->tie_embeddings) i = put(out, i, &off, "output.weight", V, C);
+    return i;
+}
+
+size_t titan_llama_num_params(const titan_llama_config *c) {
+    size_t C = (size_t)c->dim, H = (size_t)titan_llama_hidden_dim(c);
+    size_t HD = C / (size_t)c->n_heads;
+    size_t QD = (size_t)c->n_heads * HD, KVD = (size_t)c->n_kv_heads * HD;
+    size_t emb = (size_t)c->vocab_size * C;
+    size_t layer = 2 * C + QD * C + 2 * KVD * C + C * QD + 3 * H * C;
+    return emb + (size_t)c->n_layers * layer + C + (c->tie_embeddings ? 0 : emb);
+}
+
+size_t titan_llama_num_params_nonembed(const titan_llama_config *c) {
+    return titan_llama_num_params(c) - (size_t)c->vocab_size * (size_t)c->dim;
+}
+
+double titan_llama_flops_per_token(const titan_llama_config *c, int seq_len) {
+    return 6.0 * (double)titan_llama_num_params_nonembed(c) +
+           12.0 * c->n_layers * (double)c->dim * (double)seq_len;
+}
+
+/* ---- initialisation ---- */
+
+/* Each tensor draws from the stream named after it, so the values depend only
+ * on (seed, name, index): not on visiting order, threads or the catalog. */
+void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64_t seed) {
+    int n = titan_llama_params(c, NULL);
+    titan_param ps[n > 0 ? n : 1];
+    titan_llama_params(c, ps);
+    const double out_std = 1.0 / sqrt((double)c->dim);
+    for (int i = 0; i < n; i++) {
+        const titan_param *p = &ps[i];
+        float *x = params + p->offset;
+        uint64_t stream = titan_rng_hash_name(p->name);
+        const char *s = p->name;
+        int layer = -1;
+        if (strncmp(s, "layers.", 7) == 0) sscanf(s + 7, "%d", &layer);
+        if (strstr(s, "norm.weight")) {
+            for (size_t j = 0; j < p->numel; j++) x[j] = 1.0f;
+        } else if (strcmp(s, "tok_embeddings.weight") == 0) {
+            if (c->tie_embeddings) /* shared with the head: the head's scale keeps logits O(1) */
+                titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, out_std,
+                                       -3.0 * out_std, 3.0 * out_std);
+            else
+                titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, 1.0, -INFINITY,
+                                       INFINITY);
+        } else if (strcmp(s, "output.weight") == 0) {
+            titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, out_std,
+                                   -3.0 * out_std, 3.0 * out_std);
+        } else if (strstr(s, ".wo.") || strstr(s, ".w2.") || strstr(s, ".w3.")) {
+            double std = 0.02 / sqrt(2.0 * (layer + 1));
+            titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, std, -2.0, 2.0);
+        } else { /* wq, wk, wv, w1 */
+            titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, 0.02, -2.0, 2.0);
+        }
+    }
+}

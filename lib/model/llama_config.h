@@ -1,0 +1,53 @@
+/* llama_config.h - Llama 3 model configuration, flavors and the parameter catalog. */
+#ifndef TITAN_MODEL_LLAMA_CONFIG_H
+#define TITAN_MODEL_LLAMA_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef struct {
+    int dim, n_layers, n_heads, n_kv_heads, vocab_size, multiple_of;
+    float ffn_dim_multiplier;      /* 0 = none */
+    float norm_eps;                /* 1e-5 */
+    float rope_theta;              /* 500000 */
+    float rope_scaling_factor;     /* 0 = no scaling; 8 for 3.1, 32 for 3.2 */
+    float rope_low_freq_factor;    /* 1 */
+    float rope_high_freq_factor;   /* 4 */
+    int rope_original_context;     /* 8192 */
+    int tie_embeddings;            /* output shares tok_embeddings */
+} titan_llama_config;
+
+/* Fills out with a published flavor (vocab_size left 0: it comes from the
+ * tokenizer). TITAN_ERR_USAGE listing the valid names if unknown. */
+titan_status titan_llama_flavor(const char *name, titan_llama_config *out);
+const char *titan_llama_flavor_names(void); /* "debugmodel, 1B, 3B, 8B, 70B, 405B" */
+/* Meta's FeedForward hidden size. */
+int titan_llama_hidden_dim(const titan_llama_config *c);
+/* Dimensions that fit together (heads divide dim, kv heads divide heads, ...). */
+titan_status titan_llama_config_check(const titan_llama_config *c);
+
+/* One parameter tensor. The catalog order is the order of the flat buffer. */
+typedef struct {
+    char name[80];       /* "layers.3.attention.wq.weight" */
+    int ndim;            /* 1 or 2 */
+    int64_t shape[2];
+    size_t offset;       /* in elements, into the flat parameter buffer */
+    size_t numel;
+} titan_param;
+
+/* Number of parameter tensors; fills out[0..n) when out != NULL. */
+int titan_llama_params(const titan_llama_config *c, titan_param *out);
+size_t titan_llama_num_params(const titan_llama_config *c);
+/* Parameters not in the token embedding (the output head counts when untied). */
+size_t titan_llama_num_params_nonembed(const titan_llama_config *c);
+/* Training FLOPs per token: 6 * nonembed + 12 * layers * dim * seq_len. */
+double titan_llama_flops_per_token(const titan_llama_config *c, int seq_len);
+
+/* Initialises the flat parameter buffer (host) as torchtitan's init_weights:
+ * embeddings N(0,1); wq,wk,wv,w1 trunc-normal std 0.02; wo,w2,w3 std
+ * 0.02/sqrt(2*(layer+1)); norms 1; output trunc-normal std dim^-0.5 cut at 3 std. */
+void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64_t seed);
+
+#endif

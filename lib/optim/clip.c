@@ -1,0 +1,19 @@
+/* clip.c - global-norm gradient clipping with torch.nn.utils.clip_grad_norm_ semantics. */
+#include <math.h>
+
+#include "optim/optim.h"
+
+double titan_grad_norm(const titan_backend *be, const float *grads, size_t n) {
+    return sqrt(be->sumsq(grads, n));
+}
+
+double titan_clip_grad_norm(const titan_backend *be, float *grads, size_t n, double max_norm) {
+    double norm = titan_grad_norm(be, grads, n);
+    if (max_norm > 0.0 && isfinite(norm)) {
+        /* torch forms the coefficient in fp32 and skips nothing; multiplying
+         * by a clamped 1.0 is the identity, so scaling only when < 1 matches. */
+        float coef = (float)max_norm / ((float)norm + 1e-6f);
+        if (coef < 1.0f) be->scale(grads, n, coef);
+    }
+    return norm;
+}

@@ -1,0 +1,26 @@
+/* dtype.h - element types and conversions. */
+#ifndef TITAN_TENSOR_DTYPE_H
+#define TITAN_TENSOR_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum {
+    TITAN_DTYPE_F32 = 0,
+    TITAN_DTYPE_BF16 = 1,
+    TITAN_DTYPE_F16 = 2,
+    TITAN_DTYPE_U32 = 3,
+} titan_dtype;
+
+size_t titan_dtype_size(titan_dtype t);
+const char *titan_dtype_name(titan_dtype t);       /* "f32", "bf16", "f16", "u32" */
+int titan_dtype_parse(const char *s, titan_dtype *out); /* 0 ok, -1 unknown */
+
+/* Round-to-nearest-even; NaN stays NaN. */
+uint16_t titan_f32_to_bf16(float f);
+float titan_bf16_to_f32(uint16_t h);
+uint16_t titan_f32_to_f16(float f);
+float titan_f16_to_f32(uint16_t h);
+
+#endif

@@ -1,0 +1,95 @@
+/* metrics.c - per-step training metrics: a line on stderr and JSON Lines. */
+#include "trace/metrics.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+struct titan_metrics {
+    FILE *f;
+    char path[4096];
+};
+
+/* Keeps only lines whose "step" is <= keep_step; rewrites through a temp file. */
+static titan_status truncate_after(const char *path, int64_t keep_step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return TITAN_OK; /* nothing yet */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return titan_error(TITAN_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    int dropped = 0;
+    while (getline(&line, &cap, in) > 0) {
+        const char *s = strstr(line, "\"step\":");
+        int64_t step = s ? strtoll(s + 7, NULL, 10) : 0;
+        if (step <= keep_step)
+            fputs(line, out);
+        else
+            dropped++;
+    }
+    free(line);
+    fclose(in);
+    if (fflush(out) != 0 || fsync(fileno(out)) != 0) {
+        fclose(out);
+        return titan_error(TITAN_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    }
+    fclose(out);
+    if (rename(tmp, path) != 0)
+        return titan_error(TITAN_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
+    if (dropped) titan_info("metrics: dropped %d lines after step %" PRId64 " (not checkpointed)", dropped, keep_step);
+    return TITAN_OK;
+}
+
+titan_status titan_metrics_open(titan_metrics **out, const char *path, int64_t resume_step) {
+    *out = NULL;
+    TITAN_TRY(truncate_after(path, resume_step));
+    titan_metrics *m = calloc(1, sizeof *m);
+    if (!m) return titan_error(TITAN_ERR_NOMEM, "metrics: out of memory");
+    snprintf(m->path, sizeof m->path, "%s", path);
+    m->f = fopen(path, "a");
+    if (!m->f) {
+        free(m);
+        return titan_error(TITAN_ERR_IO, "%s: cannot open for appending: %s", path, strerror(errno));
+    }
+    *out = m;
+    return TITAN_OK;
+}
+
+void titan_metrics_format(const titan_step_metrics *s, char *buf, size_t cap) {
+    snprintf(buf, cap,
+             "step %6" PRId64 " | loss %8.4f | grad_norm %8.4f | lr %.3e | tok/s %9.0f | mfu %5.2f%% | mem %6.0f MiB",
+             s->step, s->loss, s->grad_norm, s->lr, s->tokens_per_s, 100.0 * s->mfu,
+             (double)s->peak_rss_bytes / (1024.0 * 1024.0));
+}
+
+titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, int print) {
+    int n = fprintf(m->f,
+                    "{\"step\":%" PRId64 ",\"loss\":%.9g,\"grad_norm\":%.9g,\"lr\":%.9g,"
+                    "\"tokens_per_s\":%.6g,\"mfu\":%.6g,\"peak_flops\":%.6g,\"peak_rss_bytes\":%" PRIu64
+                    ",\"step_time_s\":%.6g,\"tokens_seen\":%" PRIu64 "}\n",
+                    s->step, s->loss, s->grad_norm, s->lr, s->tokens_per_s, s->mfu, s->peak_flops,
+                    s->peak_rss_bytes, s->step_time_s, s->tokens_seen);
+    if (n < 0 || fflush(m->f) != 0)
+        return titan_error(TITAN_ERR_IO, "%s: write failed: %s", m->path, strerror(errno));
+    if (print) {
+        char line[512];
+        titan_metrics_format(s, line, sizeof line);
+        fprintf(stderr, "%s\n", line);
+    }
+    return TITAN_OK;
+}
+
+void titan_metrics_close(titan_metrics *m) {
+    if (!m) return;
+    if (m->f) fclose(m->f);
+    free(m);
+}

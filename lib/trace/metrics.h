@@ -1,0 +1,35 @@
+/* metrics.h - per-step training metrics: a line on stderr and JSON Lines in the run dir. */
+#ifndef TITAN_TRACE_METRICS_H
+#define TITAN_TRACE_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+typedef struct {
+    int64_t step;
+    double loss;
+    double grad_norm;
+    double lr;
+    double tokens_per_s;
+    double mfu;            /* fraction of peak, 0..1 */
+    double peak_flops;     /* the peak MFU is relative to */
+    uint64_t peak_rss_bytes;
+    double step_time_s;
+    uint64_t tokens_seen;  /* total, after this step */
+} titan_step_metrics;
+
+typedef struct titan_metrics titan_metrics;
+
+/* Opens RUN/metrics.jsonl for appending. Lines for steps after resume_step
+ * (left by a run that died after its last checkpoint) are dropped first so
+ * the file reads as one clean curve. */
+titan_status titan_metrics_open(titan_metrics **out, const char *path, int64_t resume_step);
+/* Writes the JSON line (always) and the stderr line (when print is set). */
+titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, int print);
+void titan_metrics_close(titan_metrics *m);
+/* Formats the human stderr line into buf. */
+void titan_metrics_format(const titan_step_metrics *s, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,112 @@
+/* run_dir.c - creating a run directory: the resolved config and a seed checkpoint. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "data/tokenizer.h"
+#include "train/setup.h"
+#include "train/state.h"
+#include "train/train.h"
+
+static int dir_is_empty(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return 1;
+    struct dirent *e;
+    int empty = 1;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    closedir(d);
+    return empty;
+}
+
+titan_status titan_run_load_config(titan_job_config *cfg, const char *run_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.toml", run_dir);
+    struct stat sb;
+    if (stat(run_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        titan_error(TITAN_ERR_IO, "%s: no such run directory", run_dir);
+        titan_error_hint("create it with: titan-init CONFIG.toml %s", run_dir);
+        return TITAN_ERR_IO;
+    }
+    if (access(path, R_OK) != 0) {
+        titan_error(TITAN_ERR_IO, "%s: not a run directory (cannot read config.toml: %s)", run_dir,
+                    strerror(errno));
+        titan_error_hint("create it with: titan-init CONFIG.toml %s", run_dir);
+        return TITAN_ERR_IO;
+    }
+    titan_config_defaults(cfg);
+    return titan_config_load_file(cfg, path);
+}
+
+static titan_status write_config(const titan_job_config *cfg, const char *run_dir) {
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/config.toml", run_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return titan_error(TITAN_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    fprintf(f, "# titan job config, resolved by titan-init. titan-train reads this file;\n"
+               "# change it here or override keys on the command line (--section.key=value).\n");
+    int rc = titan_config_write(cfg, f);
+    if (rc != 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        fclose(f);
+        unlink(tmp);
+        return titan_error(TITAN_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    }
+    fclose(f);
+    if (rename(tmp, path) != 0) return titan_error(TITAN_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
+    return TITAN_OK;
+}
+
+titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, int force) {
+    TITAN_TRY(titan_config_validate(cfg));
+    titan_tokenizer *tok = NULL;
+    TITAN_TRY(titan_tokenizer_open(&tok, cfg->model_tokenizer));
+    titan_llama_config mc;
+    titan_status st = titan_setup_model_config(cfg, titan_tokenizer_vocab_size(tok), &mc);
+    if (st != TITAN_OK) {
+        titan_tokenizer_free(tok);
+        return st;
+    }
+    struct stat sb;
+    if (stat(run_dir, &sb) == 0 && !dir_is_empty(run_dir) && !force) {
+        titan_tokenizer_free(tok);
+        titan_error(TITAN_ERR_USAGE, "%s: run directory exists and is not empty", run_dir);
+        titan_error_hint("choose a new directory, or pass --force to start this run over");
+        return TITAN_ERR_USAGE;
+    }
+    if (force) {
+        char ck[4096];
+        snprintf(ck, sizeof ck, "%s/%s", run_dir, cfg->checkpoint_folder);
+        if ((st = titan_fs_remove_tree(ck)) != TITAN_OK) goto out;
+        snprintf(ck, sizeof ck, "%s/metrics.jsonl", run_dir);
+        unlink(ck);
+    }
+    if ((st = titan_fs_mkdir_p(run_dir)) != TITAN_OK) goto out;
+    if ((st = write_config(cfg, run_dir)) != TITAN_OK) goto out;
+
+    size_t n = titan_llama_num_params(&mc);
+    float *params = titan_alloc(n * sizeof(float), "seed checkpoint parameters");
+    if (!params) {
+        st = TITAN_ERR_NOMEM;
+        goto out;
+    }
+    titan_llama_init_weights(&mc, params, (uint64_t)cfg->training_seed);
+    char root[4096];
+    snprintf(root, sizeof root, "%s/%s", run_dir, cfg->checkpoint_folder);
+    titan_progress pr = {0};
+    st = titan_state_save(root, &mc, params, NULL, &pr, titan_tokenizer_id(tok), 0);
+    titan_free(params);
+    if (st == TITAN_OK)
+        titan_info("%s: llama3 %s, %zu parameters (dim %d, %d layers, %d heads, %d kv heads, ffn %d, vocab %d)",
+                   run_dir, cfg->model_flavor, n, mc.dim, mc.n_layers, mc.n_heads, mc.n_kv_heads,
+                   titan_llama_hidden_dim(&mc), mc.vocab_size);
+out:
+    titan_tokenizer_free(tok);
+    return st;
+}

@@ -1,0 +1,37 @@
+/* setup.c - from a job config to the objects a run needs. */
+#include "train/setup.h"
+
+titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_size,
+                                      titan_llama_config *out) {
+    TITAN_TRY(titan_llama_flavor(cfg->model_flavor, out));
+    if (cfg->model_dim > 0) out->dim = cfg->model_dim;
+    if (cfg->model_n_layers > 0) out->n_layers = cfg->model_n_layers;
+    if (cfg->model_n_heads > 0) out->n_heads = cfg->model_n_heads;
+    if (cfg->model_n_kv_heads > 0) out->n_kv_heads = cfg->model_n_kv_heads;
+    else if (cfg->model_n_heads > 0) out->n_kv_heads = cfg->model_n_heads;
+    if (cfg->model_multiple_of > 0) out->multiple_of = cfg->model_multiple_of;
+    if (cfg->model_ffn_dim_multiplier >= 0) out->ffn_dim_multiplier = (float)cfg->model_ffn_dim_multiplier;
+    if (cfg->model_norm_eps > 0) out->norm_eps = (float)cfg->model_norm_eps;
+    if (cfg->model_rope_theta > 0) out->rope_theta = (float)cfg->model_rope_theta;
+    if (cfg->model_rope_scaling_factor >= 0) out->rope_scaling_factor = (float)cfg->model_rope_scaling_factor;
+    if (cfg->model_tie_embeddings >= 0) out->tie_embeddings = cfg->model_tie_embeddings;
+    out->vocab_size = vocab_size;
+    titan_status st = titan_llama_config_check(out);
+    if (st != TITAN_OK) titan_error_context("[model] flavor %s with overrides", cfg->model_flavor);
+    return st;
+}
+
+titan_status titan_setup_accum_steps(const titan_job_config *cfg, int dp_size, int *out) {
+    int per_step = cfg->training_local_batch_size * dp_size;
+    if (cfg->training_global_batch_size < 0) {
+        *out = 1;
+        return TITAN_OK;
+    }
+    if (cfg->training_global_batch_size % per_step != 0)
+        return titan_error(TITAN_ERR_USAGE,
+                           "training.global_batch_size: %d is not a multiple of local_batch_size x "
+                           "data-parallel degree (%d x %d)",
+                           cfg->training_global_batch_size, cfg->training_local_batch_size, dp_size);
+    *out = cfg->training_global_batch_size / per_step;
+    return TITAN_OK;
+}

@@ -1,0 +1,16 @@
+/* setup.h - from a job config to the objects a run needs. */
+#ifndef TITAN_TRAIN_SETUP_H
+#define TITAN_TRAIN_SETUP_H
+
+#include "job/config.h"
+#include "model/llama_config.h"
+
+/* The model of a job: the flavor's published dimensions, the [model]
+ * overrides, and the vocabulary of its tokenizer. */
+titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_size,
+                                      titan_llama_config *out);
+
+/* Gradient-accumulation steps per optimizer step (global / (local * dp)). */
+titan_status titan_setup_accum_steps(const titan_job_config *cfg, int dp_size, int *out);
+
+#endif

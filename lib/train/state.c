@@ -1,0 +1,131 @@
+/* state.c - the training state in a checkpoint. */
+#include "train/state.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ckpt/ckpt.h"
+#include "core/log.h"
+
+/* The model fields a checkpoint records; a resume with another shape is refused. */
+#define MODEL_INT_FIELDS(X) \
+    X(dim) X(n_layers) X(n_heads) X(n_kv_heads) X(vocab_size) X(multiple_of) X(tie_embeddings) \
+    X(rope_original_context)
+#define MODEL_FLT_FIELDS(X) \
+    X(ffn_dim_multiplier) X(norm_eps) X(rope_theta) X(rope_scaling_factor) \
+    X(rope_low_freq_factor) X(rope_high_freq_factor)
+
+static titan_status save_tensors(titan_ckpt_writer *w, const titan_param *ps, int np,
+                                 const float *base, const char *suffix) {
+    for (int i = 0; i < np; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s%s", ps[i].name, suffix);
+        TITAN_TRY(titan_ckpt_add(w, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, NULL,
+                                 base + ps[i].offset));
+    }
+    return TITAN_OK;
+}
+
+titan_status titan_state_save(const char *root, const titan_llama_config *mc, const float *params,
+                              titan_adamw *adam, const titan_progress *pr,
+                              const char *tokenizer_id, int keep_latest_k) {
+    int np = titan_llama_params(mc, NULL);
+    titan_param ps[np];
+    titan_llama_params(mc, ps);
+    titan_ckpt_writer *w = NULL;
+    TITAN_TRY(titan_ckpt_begin(&w, root, pr->step));
+    titan_status st = TITAN_OK;
+#define PUT_I(f) if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "model." #f, mc->f);
+#define PUT_F(f) if (st == TITAN_OK) st = titan_ckpt_meta_f64(w, "model." #f, mc->f);
+    MODEL_INT_FIELDS(PUT_I)
+    MODEL_FLT_FIELDS(PUT_F)
+    if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "model.name", "llama3");
+    if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "tokenizer", tokenizer_id);
+    if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.step", pr->step);
+    if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.tokens_seen", (int64_t)pr->tokens_seen);
+    if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.next_sample", (int64_t)pr->loader.next_sample);
+    if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.epoch", (int64_t)pr->loader.epoch);
+    if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "layout", "single");
+    if (st == TITAN_OK) st = save_tensors(w, ps, np, params, "");
+    if (st == TITAN_OK && adam) {
+        st = titan_ckpt_meta_i64(w, "optim.adamw.step", titan_adamw_get_step(adam));
+        if (st == TITAN_OK) st = save_tensors(w, ps, np, titan_adamw_m(adam), ":exp_avg");
+        if (st == TITAN_OK) st = save_tensors(w, ps, np, titan_adamw_v(adam), ":exp_avg_sq");
+    }
+    if (st == TITAN_OK) return titan_ckpt_commit(w, keep_latest_k);
+    titan_ckpt_abort(w);
+    return st;
+}
+
+static titan_status check_model(titan_ckpt *ck, const titan_llama_config *mc) {
+    int64_t iv;
+    double fv;
+#define CHK_I(f) \
+    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "model." #f, &iv)); \
+    if (iv != mc->f) \
+        return titan_error(TITAN_ERR_USAGE, "%s: model." #f " is %" PRId64 " in the checkpoint but %d in the config", \
+                           titan_ckpt_path(ck), iv, mc->f);
+#define CHK_F(f) \
+    TITAN_TRY(titan_ckpt_meta_get_f64(ck, "model." #f, &fv)); \
+    if ((float)fv != mc->f) \
+        return titan_error(TITAN_ERR_USAGE, "%s: model." #f " is %g in the checkpoint but %g in the config", \
+                           titan_ckpt_path(ck), fv, (double)mc->f);
+    MODEL_INT_FIELDS(CHK_I)
+    MODEL_FLT_FIELDS(CHK_F)
+    return TITAN_OK;
+}
+
+static titan_status load_tensors(titan_ckpt *ck, const titan_param *ps, int np, float *base,
+                                 const char *suffix) {
+    for (int i = 0; i < np; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s%s", ps[i].name, suffix);
+        TITAN_TRY(titan_ckpt_read(ck, name, TITAN_DTYPE_F32, NULL, base + ps[i].offset));
+    }
+    return TITAN_OK;
+}
+
+static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, float *params,
+                             titan_adamw *adam, titan_progress *pr) {
+    TITAN_TRY(check_model(ck, mc));
+    int np = titan_llama_params(mc, NULL);
+    titan_param ps[np];
+    titan_llama_params(mc, ps);
+    int64_t v;
+    memset(pr, 0, sizeof *pr);
+    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "train.step", &v));
+    pr->step = v;
+    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "train.tokens_seen", &v));
+    pr->tokens_seen = (uint64_t)v;
+    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "loader.next_sample", &v));
+    pr->loader.next_sample = (uint64_t)v;
+    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "loader.epoch", &v));
+    pr->loader.epoch = (uint64_t)v;
+    TITAN_TRY(load_tensors(ck, ps, np, params, ""));
+    if (!adam) return TITAN_OK;
+    char first[128];
+    snprintf(first, sizeof first, "%s:exp_avg", ps[0].name);
+    if (!titan_ckpt_has_tensor(ck, first)) {
+        if (pr->step != 0)
+            return titan_error(TITAN_ERR_FORMAT, "%s: step %" PRId64 " has no optimizer state (%s)",
+                               titan_ckpt_path(ck), pr->step, first);
+        titan_adamw_set_step(adam, 0); /* seed checkpoint: fresh moments */
+        return TITAN_OK;
+    }
+    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "optim.adamw.step", &v));
+    titan_adamw_set_step(adam, v);
+    TITAN_TRY(load_tensors(ck, ps, np, titan_adamw_m(adam), ":exp_avg"));
+    TITAN_TRY(load_tensors(ck, ps, np, titan_adamw_v(adam), ":exp_avg_sq"));
+    return TITAN_OK;
+}
+
+titan_status titan_state_load(const char *path, const titan_llama_config *mc, float *params,
+                              titan_adamw *adam, titan_progress *pr, char *ckpt_path_out, size_t cap) {
+    titan_ckpt *ck = NULL;
+    TITAN_TRY(titan_ckpt_open(&ck, path));
+    if (ckpt_path_out) snprintf(ckpt_path_out, cap, "%s", titan_ckpt_path(ck));
+    titan_status st = load_all(ck, mc, params, adam, pr);
+    titan_ckpt_close(ck);
+    return st;
+}

@@ -1,0 +1,32 @@
+/* state.h - the training state in a checkpoint: parameters, AdamW moments,
+ * step, tokens seen, data-loader position, and the model it belongs to. */
+#ifndef TITAN_TRAIN_STATE_H
+#define TITAN_TRAIN_STATE_H
+
+#include <stdint.h>
+
+#include "data/loader.h"
+#include "model/llama.h"
+#include "optim/optim.h"
+
+typedef struct {
+    int64_t step;          /* optimizer steps completed */
+    uint64_t tokens_seen;  /* training tokens consumed (all ranks) */
+    titan_loader_state loader;
+} titan_progress;
+
+/* Writes ROOT/step-N/ (N = progress->step) atomically; adam may be NULL (seed
+ * checkpoint). Parameters are named as the reference; AdamW moments sit
+ * beside them as NAME:exp_avg and NAME:exp_avg_sq. */
+titan_status titan_state_save(const char *root, const titan_llama_config *mc, const float *params,
+                              titan_adamw *adam, const titan_progress *progress,
+                              const char *tokenizer_id, int keep_latest_k);
+
+/* Loads the checkpoint at path (a step dir, or a root: its latest) into
+ * params (host, catalog order) and adam (moments absent in a seed checkpoint
+ * leave adam zeroed at step 0). The checkpoint's model must equal mc. */
+titan_status titan_state_load(const char *path, const titan_llama_config *mc, float *params,
+                              titan_adamw *adam, titan_progress *progress, char *ckpt_path_out,
+                              size_t cap);
+
+#endif

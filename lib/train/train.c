@@ -1,0 +1,220 @@
+/* train.c - the single-process training loop.
+ *
+ * One optimizer step = accum micro-batches of local_batch_size x seq_len:
+ * forward, backward (gradients accumulate, each scaled 1/accum), a finiteness
+ * check, global-norm clipping, the LR schedule, AdamW. Everything is a pure
+ * function of (checkpoint, config, data), so a resumed run repeats an
+ * uninterrupted one bit for bit. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "data/loader.h"
+#include "data/shard.h"
+#include "data/tokenizer.h"
+#include "optim/optim.h"
+#include "trace/metrics.h"
+#include "train/sample.h"
+#include "train/setup.h"
+#include "train/state.h"
+#include "train/train.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    const titan_job_config *cfg;
+    const titan_backend *be;
+    titan_tokenizer *tok;
+    titan_shard_dir *data;
+    titan_loader *loader;
+    titan_llama_config mc;
+    titan_llama *model;
+    titan_adamw *adam;
+    titan_lr_schedule sched;
+    titan_metrics *metrics;
+    titan_progress pr;
+    int accum;
+    uint32_t *inputs, *targets;
+    double peak_flops, flops_per_token;
+    char ckpt_root[4096];
+} trainer;
+
+static titan_status open_data(trainer *t) {
+    const char *path = t->cfg->training_dataset_path;
+    if (!path[0]) {
+        titan_error(TITAN_ERR_USAGE, "training.dataset_path: not set");
+        titan_error_hint("make shards with titan-shard and pass --training.dataset_path=DIR");
+        return TITAN_ERR_USAGE;
+    }
+    TITAN_TRY(titan_shard_dir_open(&t->data, path));
+    const char *want = titan_tokenizer_id(t->tok), *have = titan_shard_dir_tokenizer(t->data);
+    if (strcmp(want, have) != 0 || titan_shard_dir_vocab_size(t->data) != t->mc.vocab_size) {
+        titan_error(TITAN_ERR_USAGE, "%s: shards were made with tokenizer '%s' (vocab %d), the model uses '%s' (vocab %d)",
+                    path, have, titan_shard_dir_vocab_size(t->data), want, t->mc.vocab_size);
+        titan_error_hint("re-shard the corpus with titan-shard --tokenizer %s", want);
+        return TITAN_ERR_USAGE;
+    }
+    return titan_loader_create(&t->loader, t->data, t->cfg->training_seq_len, 0, 1);
+}
+
+static titan_status setup(trainer *t, const titan_train_opts *opts) {
+    const titan_job_config *cfg = t->cfg;
+    TITAN_TRY(titan_config_validate(cfg));
+    if (strcmp(cfg->training_device, "cpu") != 0) {
+        titan_error(TITAN_ERR_USAGE, "training.device: '%s' is not available in this build", cfg->training_device);
+        titan_error_hint("use --training.device=cpu");
+        return TITAN_ERR_USAGE;
+    }
+    titan_backend_cpu_set_threads(cfg->training_threads);
+    t->be = titan_backend_cpu();
+    TITAN_TRY(titan_tokenizer_open(&t->tok, cfg->model_tokenizer));
+    TITAN_TRY(titan_setup_model_config(cfg, titan_tokenizer_vocab_size(t->tok), &t->mc));
+    TITAN_TRY(titan_setup_accum_steps(cfg, 1, &t->accum));
+    TITAN_TRY(open_data(t));
+
+    int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
+    titan_ac_mode ac = strcmp(cfg->activation_checkpoint_mode, "full") == 0 ? TITAN_AC_FULL : TITAN_AC_NONE;
+    TITAN_TRY(titan_llama_create(&t->model, &t->mc, t->be, B, T, ac));
+    titan_adamw_config hp = {
+        .beta1 = (float)cfg->optimizer_beta1, .beta2 = (float)cfg->optimizer_beta2,
+        .eps = (float)cfg->optimizer_eps, .weight_decay = (float)cfg->optimizer_weight_decay,
+    };
+    TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_llama_params_count(t->model), &hp));
+    TITAN_TRY(titan_lr_schedule_init(&t->sched, cfg->training_steps, cfg->lr_scheduler_warmup_steps,
+                                     cfg->lr_scheduler_decay_ratio, cfg->lr_scheduler_decay_type,
+                                     cfg->lr_scheduler_min_lr_factor));
+
+    /* Resume from the latest checkpoint (the seed one for a new run). */
+    snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/%s", opts->run_dir, cfg->checkpoint_folder);
+    char loaded[4096];
+    TITAN_TRY(titan_state_load(t->ckpt_root, &t->mc, titan_llama_params_data(t->model), t->adam,
+                               &t->pr, loaded, sizeof loaded));
+    titan_loader_set_state(t->loader, &t->pr.loader);
+    titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
+               t->pr.tokens_seen);
+
+    char mpath[4200];
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", opts->run_dir);
+    TITAN_TRY(titan_metrics_open(&t->metrics, mpath, t->pr.step));
+
+    size_t n = (size_t)B * T;
+    t->inputs = titan_alloc(n * sizeof(uint32_t), "input tokens");
+    t->targets = titan_alloc(n * sizeof(uint32_t), "target tokens");
+    if (!t->inputs || !t->targets) return TITAN_ERR_NOMEM;
+
+    t->flops_per_token = titan_llama_flops_per_token(&t->mc, T);
+    t->peak_flops = cfg->metrics_peak_flops > 0 ? cfg->metrics_peak_flops : titan_backend_cpu_peak_flops();
+    titan_info("model: %zu parameters, %.3g FLOPs/token; batch %d x %d x %d accum; peak %.1f GFLOP/s (%s); %d threads",
+               titan_llama_params_count(t->model), t->flops_per_token, B, T, t->accum, t->peak_flops * 1e-9,
+               cfg->metrics_peak_flops > 0 ? "from config" : "measured fp32 GEMM", titan_backend_cpu_threads());
+    return TITAN_OK;
+}
+
+/* One optimizer step. Parameters change only after every check passed. */
+static titan_status train_step(trainer *t, titan_step_metrics *sm) {
+    const titan_job_config *cfg = t->cfg;
+    int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
+    int64_t step = t->pr.step + 1;
+    double loss_sum = 0.0;
+    titan_llama_zero_grads(t->model);
+    for (int a = 0; a < t->accum; a++) {
+        TITAN_TRY(titan_loader_next(t->loader, t->inputs, t->targets, B));
+        float loss = 0.0f;
+        TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss));
+        if (!isfinite(loss)) {
+            titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is %g (micro-batch %d); step refused, parameters unchanged",
+                        step, (double)loss, a);
+            titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
+            return TITAN_ERR_NUMERIC;
+        }
+        titan_llama_backward(t->model, 1.0f / (float)t->accum);
+        loss_sum += loss;
+    }
+    float *params = titan_llama_params_data(t->model), *grads = titan_llama_grads_data(t->model);
+    size_t n = titan_llama_params_count(t->model);
+    double norm = titan_clip_grad_norm(t->be, grads, n, cfg->training_max_norm);
+    if (!isfinite(norm)) {
+        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is %g; step refused, parameters unchanged", step, norm);
+        titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
+        return TITAN_ERR_NUMERIC;
+    }
+    /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
+    double lr = cfg->optimizer_lr * titan_lr_factor(&t->sched, step - 1);
+    titan_adamw_step(t->adam, params, grads, (float)lr);
+
+    titan_loader_get_state(t->loader, &t->pr.loader);
+    t->pr.step = step;
+    t->pr.tokens_seen += (uint64_t)B * T * t->accum;
+    sm->step = step;
+    sm->loss = loss_sum / t->accum;
+    sm->grad_norm = norm;
+    sm->lr = lr;
+    sm->tokens_seen = t->pr.tokens_seen;
+    return TITAN_OK;
+}
+
+static titan_status save(trainer *t) {
+    double t0 = now_s();
+    titan_status st = titan_state_save(t->ckpt_root, &t->mc, titan_llama_params_data(t->model), t->adam,
+                                       &t->pr, titan_tokenizer_id(t->tok), t->cfg->checkpoint_keep_latest_k);
+    if (st == TITAN_OK)
+        titan_info("checkpoint: step %" PRId64 " saved in %.2f s", t->pr.step, now_s() - t0);
+    return st;
+}
+
+static titan_status loop(trainer *t) {
+    const titan_job_config *cfg = t->cfg;
+    double tokens_per_step = (double)cfg->training_local_batch_size * cfg->training_seq_len * t->accum;
+    while (t->pr.step < cfg->training_steps) {
+        titan_step_metrics sm = {0};
+        double t0 = now_s();
+        TITAN_TRY(train_step(t, &sm));
+        sm.step_time_s = now_s() - t0;
+        sm.tokens_per_s = tokens_per_step / sm.step_time_s;
+        sm.peak_flops = t->peak_flops;
+        sm.mfu = t->peak_flops > 0 ? t->flops_per_token * sm.tokens_per_s / t->peak_flops : 0.0;
+        sm.peak_rss_bytes = titan_peak_rss();
+        int print = titan_log_verbosity() >= 1 &&
+                    (sm.step % cfg->metrics_log_freq == 0 || sm.step == 1 || sm.step == cfg->training_steps);
+        TITAN_TRY(titan_metrics_log(t->metrics, &sm, print));
+        if (cfg->checkpoint_enable &&
+            (t->pr.step % cfg->checkpoint_interval == 0 || t->pr.step == cfg->training_steps)) {
+            TITAN_TRY(save(t));
+        }
+    }
+    return TITAN_OK;
+}
+
+static void teardown(trainer *t) {
+    titan_free(t->inputs);
+    titan_free(t->targets);
+    titan_metrics_close(t->metrics);
+    titan_adamw_free(t->adam);
+    titan_llama_free(t->model);
+    titan_loader_free(t->loader);
+    titan_shard_dir_close(t->data);
+    titan_tokenizer_free(t->tok);
+}
+
+titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *opts) {
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    titan_status st = setup(&t, opts);
+    if (st == TITAN_OK && t.pr.step >= cfg->training_steps)
+        titan_info("nothing to do: step %" PRId64 " >= training.steps %d", t.pr.step, cfg->training_steps);
+    if (st == TITAN_OK) st = loop(&t);
+    if (st == TITAN_OK && opts->sample_tokens > 0)
+        st = titan_sample(t.model, t.tok, opts->prompt, opts->sample_tokens, opts->temperature,
+                          (uint64_t)cfg->training_seed, stdout);
+    teardown(&t);
+    return st;
+}

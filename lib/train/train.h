@@ -1,0 +1,25 @@
+/* train.h - run directories and the training loop. */
+#ifndef TITAN_TRAIN_TRAIN_H
+#define TITAN_TRAIN_TRAIN_H
+
+#include "job/config.h"
+
+/* Creates RUN/ with config.toml (the resolved job) and the seed checkpoint
+ * RUN/<checkpoint.folder>/step-00000000 (weights initialised as the reference).
+ * Refuses an existing non-empty RUN unless force. */
+titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, int force);
+
+/* Reads RUN/config.toml into cfg (defaults first). */
+titan_status titan_run_load_config(titan_job_config *cfg, const char *run_dir);
+
+typedef struct {
+    const char *run_dir;
+    int sample_tokens;       /* after training, generate this many tokens to stdout */
+    const char *prompt;      /* sample prompt ("" = begin-of-text only) */
+    double temperature;      /* 0 = greedy */
+} titan_train_opts;
+
+/* Trains from the latest checkpoint of the run up to training.steps. */
+titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *opts);
+
+#endif

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Runs the whole test suite: unit test programs, the PyTorch parity test and the
+# CLI scripts. Prints one line per test and "N passed, N failed, N skipped".
+# A test program exiting 77 is skipped (e.g. PyTorch missing).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo 2>/dev/null; then
+    export OPENBLAS_CORETYPE=SkylakeX
+fi
+export TITAN_NO_REEXEC=1
+PY=/usr/bin/python3
+log=build/test-logs
+mkdir -p "$log"
+pass=0; fail=0; skip=0; failed=""
+
+run() { # name, command...
+    name=$1; shift
+    start=$(date +%s)
+    "$@" >"$log/$name.log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - start ))
+    if [ $rc -eq 0 ]; then
+        pass=$((pass + 1)); echo "PASS  $name (${secs}s)"
+    elif [ $rc -eq 77 ]; then
+        skip=$((skip + 1)); echo "SKIP  $name: $(tail -n 1 "$log/$name.log")"
+    else
+        fail=$((fail + 1)); failed="$failed $name"
+        echo "FAIL  $name (exit $rc, ${secs}s); last lines of $log/$name.log:"
+        tail -n 25 "$log/$name.log" | sed 's/^/    /'
+    fi
+}
+
+golden() {
+    if ! $PY -c 'import torch' 2>/dev/null; then
+        echo "PyTorch (python3-torch) not installed"; return 77
+    fi
+    $PY tests/torch/gen_golden.py build/golden && build/tests/test_parity build/golden
+}
+
+for t in build/tests/test_*; do
+    [ -x "$t" ] || continue
+    n=$(basename "$t")
+    [ "$n" = test_parity ] && continue
+    run "$n" "$t"
+done
+[ -x build/tests/test_parity ] && run test_parity golden
+for s in tests/cli/*.sh; do
+    [ -f "$s" ] || continue
+    run "cli_$(basename "$s" .sh)" sh "$s"
+done
+
+echo
+[ $fail -eq 0 ] || echo "failed:$failed"
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

@@ -1,0 +1,352 @@
+/* test_parity.c - titan's Llama 3 on the CPU backend against the independent
+ * PyTorch model (scripts/torch_llama.py), through goldens written in float64 by
+ * tests/torch/gen_golden.py:
+ *
+ *     /usr/bin/python3 tests/torch/gen_golden.py build/golden
+ *     build/tests/test_parity [build/golden]
+ *
+ * Per case: logits, loss and every parameter gradient (relative error
+ * ||a-b|| / ||b|| per tensor), the same with full activation checkpointing, then
+ * the loss and global grad norm of 10 AdamW steps with clipping. Exit 0 when
+ * every quantity is under TOL, 1 otherwise, 77 (skip) without goldens. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "model/llama.h"
+#include "model/llama_config.h"
+#include "optim/optim.h"
+
+#define TOL 1e-4
+#define MAX_TENSORS 4096
+
+typedef struct {
+    titan_llama_config mc;
+    int B, T, hidden_dim, num_tensors, steps;
+    size_t num_params;
+    double lr, beta1, beta2, eps, weight_decay, max_norm;
+} golden_config;
+
+static int g_failures;
+
+/* Prints one compared quantity and counts it when over the tolerance. */
+static double check(const char *what, double err) {
+    int ok = err < TOL; /* NaN fails */
+    printf("  %-44s rel err %.3e  %s\n", what, err, ok ? "ok" : "FAIL");
+    if (!ok) g_failures++;
+    return err;
+}
+
+static double rel_err(const float *a, const double *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += b[i] * b[i];
+    }
+    return sqrt(num) / (den > 0 ? sqrt(den) : 1e-300);
+}
+
+static double rel_err1(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-300); }
+
+/* Reads exactly nbytes of dir/name into a new buffer; NULL with a message otherwise. */
+static void *read_exact(const char *dir, const char *name, size_t nbytes) {
+    char path[1280];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "test_parity: %s: cannot open\n", path);
+        return NULL;
+    }
+    void *buf = malloc(nbytes ? nbytes : 1);
+    size_t got = buf ? fread(buf, 1, nbytes, f) : 0;
+    int extra = fgetc(f) != EOF;
+    fclose(f);
+    if (!buf || got != nbytes || extra) {
+        fprintf(stderr, "test_parity: %s: expected %zu bytes%s\n", path, nbytes,
+                got != nbytes ? ", file is shorter" : ", file is longer");
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* "key value" lines; every key this test needs must be present. */
+static int read_config(const char *dir, golden_config *g) {
+    char path[1280], key[64];
+    double val;
+    snprintf(path, sizeof path, "%s/config.txt", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "test_parity: %s: cannot open\n", path);
+        return -1;
+    }
+    memset(g, 0, sizeof *g);
+    int seen = 0;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%63s %lf", key, &val) != 2) continue;
+        titan_llama_config *c = &g->mc;
+#define KEY(k, dst) else if (strcmp(key, k) == 0) { dst; seen++; }
+        if (0) {}
+        KEY("dim", c->dim = (int)val)
+        KEY("n_layers", c->n_layers = (int)val)
+        KEY("n_heads", c->n_heads = (int)val)
+        KEY("n_kv_heads", c->n_kv_heads = (int)val)
+        KEY("vocab_size", c->vocab_size = (int)val)
+        KEY("multiple_of", c->multiple_of = (int)val)
+        KEY("ffn_dim_multiplier", c->ffn_dim_multiplier = (float)val)
+        KEY("norm_eps", c->norm_eps = (float)val)
+        KEY("rope_theta", c->rope_theta = (float)val)
+        KEY("rope_scaling_factor", c->rope_scaling_factor = (float)val)
+        KEY("rope_low_freq_factor", c->rope_low_freq_factor = (float)val)
+        KEY("rope_high_freq_factor", c->rope_high_freq_factor = (float)val)
+        KEY("rope_original_context", c->rope_original_context = (int)val)
+        KEY("tie_embeddings", c->tie_embeddings = (int)val)
+        KEY("hidden_dim", g->hidden_dim = (int)val)
+        KEY("batch", g->B = (int)val)
+        KEY("seq_len", g->T = (int)val)
+        KEY("num_params", g->num_params = (size_t)val)
+        KEY("num_tensors", g->num_tensors = (int)val)
+        KEY("steps", g->steps = (int)val)
+        KEY("lr", g->lr = val)
+        KEY("beta1", g->beta1 = val)
+        KEY("beta2", g->beta2 = val)
+        KEY("eps", g->eps = val)
+        KEY("weight_decay", g->weight_decay = val)
+        KEY("max_norm", g->max_norm = val)
+#undef KEY
+    }
+    fclose(f);
+    if (seen != 26) {
+        fprintf(stderr, "test_parity: %s: %d of 26 keys found\n", path, seen);
+        return -1;
+    }
+    return 0;
+}
+
+/* The golden catalog (params.txt) must be titan's catalog, entry by entry. */
+static int check_catalog(const char *dir, const golden_config *g, const titan_param *ps, int n) {
+    char path[1280];
+    snprintf(path, sizeof path, "%s/params.txt", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "test_parity: %s: cannot open\n", path);
+        return -1;
+    }
+    int bad = n != g->num_tensors, i = 0;
+    char name[128];
+    long long nd, d0, d1, off, numel;
+    while (!bad && fscanf(f, "%127s %lld %lld %lld %lld %lld", name, &nd, &d0, &d1, &off, &numel) == 6) {
+        const titan_param *p = &ps[i];
+        if (i >= n || strcmp(name, p->name) != 0 || nd != p->ndim || d0 != p->shape[0] ||
+            (nd == 2 && d1 != p->shape[1]) || (size_t)off != p->offset || (size_t)numel != p->numel) {
+            fprintf(stderr, "test_parity: %s: entry %d: golden %s [%lld, %lld] at %lld, titan %s [%lld, %lld] at %zu\n",
+                    path, i, name, d0, d1, off, i < n ? p->name : "(none)",
+                    i < n ? (long long)p->shape[0] : 0, i < n ? (long long)p->shape[1] : 0,
+                    i < n ? p->offset : 0);
+            bad = 1;
+        }
+        i++;
+    }
+    fclose(f);
+    if (!bad && i != n) {
+        fprintf(stderr, "test_parity: %s: %d entries, titan's catalog has %d\n", path, i, n);
+        bad = 1;
+    }
+    return bad ? -1 : 0;
+}
+
+typedef struct {
+    float *weights;
+    uint32_t *tokens, *targets;
+    double *logits, *loss, *grads, *losses, *grad_norms;
+} goldens;
+
+static void goldens_free(goldens *d) {
+    free(d->weights); free(d->tokens); free(d->targets); free(d->logits); free(d->loss);
+    free(d->grads); free(d->losses); free(d->grad_norms);
+}
+
+static int goldens_read(const char *dir, const golden_config *g, goldens *d) {
+    size_t N = (size_t)g->B * g->T, P = g->num_params, V = (size_t)g->mc.vocab_size;
+    memset(d, 0, sizeof *d);
+    d->weights = read_exact(dir, "weights.f32", P * 4);
+    d->tokens = read_exact(dir, "tokens.u32", N * 4);
+    d->targets = read_exact(dir, "targets.u32", N * 4);
+    d->logits = read_exact(dir, "logits.f64", N * V * 8);
+    d->loss = read_exact(dir, "loss.f64", 8);
+    d->grads = read_exact(dir, "grads.f64", P * 8);
+    d->losses = read_exact(dir, "losses.f64", (size_t)g->steps * 8);
+    d->grad_norms = read_exact(dir, "grad_norms.f64", (size_t)g->steps * 8);
+    if (!d->weights || !d->tokens || !d->targets || !d->logits || !d->loss || !d->grads ||
+        !d->losses || !d->grad_norms)
+        return -1;
+    for (size_t i = 0; i < N; i++)
+        if (d->tokens[i] >= (uint32_t)V || d->targets[i] >= (uint32_t)V) {
+            fprintf(stderr, "test_parity: %s: token %zu out of range\n", dir, i);
+            return -1;
+        }
+    return 0;
+}
+
+static int fail_status(const char *what, titan_status st) {
+    fprintf(stderr, "test_parity: %s: status %d: %s\n", what, (int)st, titan_error_message());
+    g_failures++;
+    return -1;
+}
+
+/* Loss and gradients of one forward/backward; per-tensor lines when verbose. */
+static int compare_grads(titan_llama *m, const titan_backend *be, const golden_config *g,
+                         const goldens *d, const titan_param *ps, int n, float *host,
+                         const char *tag, int per_tensor) {
+    char what[160];
+    float loss = 0;
+    titan_status st = titan_llama_forward(m, d->tokens, d->targets, &loss);
+    if (st != TITAN_OK) return fail_status("forward", st);
+    snprintf(what, sizeof what, "%sloss (%.6f vs %.6f)", tag, loss, d->loss[0]);
+    check(what, rel_err1(loss, d->loss[0]));
+    titan_llama_zero_grads(m);
+    titan_llama_backward(m, 1.0f);
+    be->to_host(host, titan_llama_grads_data(m), g->num_params * sizeof(float));
+    double worst = 0;
+    int worst_i = 0;
+    for (int i = 0; i < n; i++) {
+        double e = rel_err(host + ps[i].offset, d->grads + ps[i].offset, ps[i].numel);
+        if (per_tensor) {
+            snprintf(what, sizeof what, "%sgrad %.79s", tag, ps[i].name);
+            check(what, e);
+        }
+        if (!(e <= worst)) { worst = e; worst_i = i; }
+    }
+    snprintf(what, sizeof what, "%sgrads max (%.79s)", tag, ps[worst_i].name);
+    if (per_tensor)
+        printf("  %-44s rel err %.3e\n", what, worst);
+    else
+        check(what, worst);
+    return 0;
+}
+
+static int run_case(const char *root, const char *name) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    golden_config g;
+    if (read_config(dir, &g) != 0) return -1;
+    const titan_llama_config *c = &g.mc;
+    printf("case %s: dim %d layers %d heads %d/%d vocab %d hidden %d %s, B %d T %d\n", name,
+           c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size, g.hidden_dim,
+           c->tie_embeddings ? "tied" : "untied", g.B, g.T);
+    titan_status st = titan_llama_config_check(c);
+    if (st != TITAN_OK) return fail_status("config", st);
+    if (titan_llama_hidden_dim(c) != g.hidden_dim || titan_llama_num_params(c) != g.num_params) {
+        fprintf(stderr, "test_parity: %s: hidden dim %d / params %zu, titan says %d / %zu\n", dir,
+                g.hidden_dim, g.num_params, titan_llama_hidden_dim(c), titan_llama_num_params(c));
+        return -1;
+    }
+    int n = titan_llama_params(c, NULL);
+    if (n <= 0 || n > MAX_TENSORS) return -1;
+    static titan_param ps[MAX_TENSORS];
+    titan_llama_params(c, ps);
+    if (check_catalog(dir, &g, ps, n) != 0) return -1;
+
+    goldens d;
+    int rc = -1;
+    titan_llama *m = NULL, *mac = NULL;
+    titan_adamw *opt = NULL;
+    float *host = NULL;
+    const titan_backend *be = titan_backend_cpu();
+    size_t P = g.num_params, NV = (size_t)g.B * g.T * c->vocab_size;
+    if (goldens_read(dir, &g, &d) != 0) goto out;
+    host = malloc((P > NV ? P : NV) * sizeof(float));
+    if (!host) goto out;
+
+    if ((st = titan_llama_create(&m, c, be, g.B, g.T, TITAN_AC_NONE)) != TITAN_OK) {
+        fail_status("create", st);
+        goto out;
+    }
+    be->to_device(titan_llama_params_data(m), d.weights, P * sizeof(float));
+
+    /* logits first: a forward with targets may turn them into dlogits */
+    if ((st = titan_llama_forward(m, d.tokens, NULL, NULL)) != TITAN_OK) {
+        fail_status("forward (logits)", st);
+        goto out;
+    }
+    be->to_host(host, titan_llama_logits(m), NV * sizeof(float));
+    check("logits", rel_err(host, d.logits, NV));
+    if (compare_grads(m, be, &g, &d, ps, n, host, "", 1) != 0) goto out;
+
+    /* activation checkpointing recomputes the forward: same gradients */
+    if ((st = titan_llama_create(&mac, c, be, g.B, g.T, TITAN_AC_FULL)) != TITAN_OK) {
+        fail_status("create (ac full)", st);
+        goto out;
+    }
+    be->to_device(titan_llama_params_data(mac), d.weights, P * sizeof(float));
+    if (compare_grads(mac, be, &g, &d, ps, n, host, "ac=full: ", 0) != 0) goto out;
+
+    /* training: loss before each step and the unclipped norm, params updated in place */
+    titan_adamw_config oc = {(float)g.beta1, (float)g.beta2, (float)g.eps, (float)g.weight_decay};
+    if ((st = titan_adamw_create(&opt, be, P, &oc)) != TITAN_OK) {
+        fail_status("adamw", st);
+        goto out;
+    }
+    double worst_loss = 0, worst_norm = 0;
+    for (int s = 0; s < g.steps; s++) {
+        float loss = 0;
+        if ((st = titan_llama_forward(m, d.tokens, d.targets, &loss)) != TITAN_OK) {
+            fail_status("forward (step)", st);
+            goto out;
+        }
+        titan_llama_zero_grads(m);
+        titan_llama_backward(m, 1.0f);
+        float *grads = titan_llama_grads_data(m);
+        double norm = titan_clip_grad_norm(be, grads, P, g.max_norm);
+        titan_adamw_step(opt, titan_llama_params_data(m), grads, (float)g.lr);
+        char what[160];
+        snprintf(what, sizeof what, "step %2d loss (%.6f vs %.6f)", s + 1, loss, d.losses[s]);
+        worst_loss = fmax(worst_loss, check(what, rel_err1(loss, d.losses[s])));
+        snprintf(what, sizeof what, "step %2d grad norm (%.5f vs %.5f)", s + 1, norm, d.grad_norms[s]);
+        worst_norm = fmax(worst_norm, check(what, rel_err1(norm, d.grad_norms[s])));
+    }
+    printf("  %-44s rel err %.3e\n", "steps: loss max", worst_loss);
+    printf("  %-44s rel err %.3e\n", "steps: grad norm max", worst_norm);
+    rc = 0;
+out:
+    if (opt) titan_adamw_free(opt);
+    if (mac) titan_llama_free(mac);
+    if (m) titan_llama_free(m);
+    free(host);
+    goldens_free(&d);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    const char *root = argc > 1 ? argv[1] : "build/golden";
+    char path[1024];
+    snprintf(path, sizeof path, "%s/cases.txt", root);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        printf("test_parity: skip: %s not found "
+               "(make it with /usr/bin/python3 tests/torch/gen_golden.py %s)\n", path, root);
+        return 77;
+    }
+    char name[256];
+    int cases = 0, broken = 0;
+    while (fscanf(f, "%255s", name) == 1) {
+        cases++;
+        if (run_case(root, name) != 0) {
+            fprintf(stderr, "test_parity: case %s could not be run\n", name);
+            broken++;
+        }
+    }
+    fclose(f);
+    if (cases == 0) {
+        fprintf(stderr, "test_parity: %s: no cases\n", path);
+        return 1;
+    }
+    printf("test_parity: %d cases, %d failed comparisons, %d broken cases (tolerance %.0e)\n",
+           cases, g_failures, broken, TOL);
+    return g_failures || broken ? 1 : 0;
+}
