@@ -130,7 +130,8 @@ class Attention(nn.Module):
             k = k.repeat_interleave(rep, dim=2)
             v = v.repeat_interleave(rep, dim=2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, T, hd]
-        scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd) + mask
+        # QK^T/sqrt(hd) with the scale on q: one T x T pass less, same math
+        scores = torch.matmul(q * (1.0 / math.sqrt(self.hd)), k.transpose(2, 3)) + mask
         p = F.softmax(scores, dim=-1)
         out = torch.matmul(p, v).transpose(1, 2).reshape(B, T, self.nh * self.hd)
         return self.wo(out)

@@ -91,7 +91,7 @@ static titan_status list_entries(const char *root, step_entry **out, int *count)
         }
         e[n].step = step;
         e[n].kind = kind;
-        snprintf(e[n].name, sizeof e[n].name, "%s", de->d_name);
+        memcpy(e[n].name, de->d_name, strlen(de->d_name) + 1); /* length checked above */
         n++;
     }
     closedir(d);

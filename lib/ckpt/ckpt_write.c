@@ -171,6 +171,10 @@ static titan_status check_add(titan_ckpt_writer *w, const char *name, titan_dtyp
             return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: box outside the shape in dim %d",
                                w->tmpdir, name, d);
     }
+    int64_t total = (int64_t)titan_dtype_size(dtype); /* readers refuse more than 2^60 bytes */
+    for (int d = 0; d < ndim; d++)
+        if (__builtin_mul_overflow(total, shape[d], &total) || total > ((int64_t)1 << 60))
+            return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: shape too large", w->tmpdir, name);
     return TITAN_OK;
 }
 
@@ -234,6 +238,9 @@ titan_status titan_ckpt_add(titan_ckpt_writer *w, const char *name, titan_dtype 
                             const int64_t *shape, const titan_box *box, const void *data) {
     if (w->failed != TITAN_OK)
         return titan_error(w->failed, "%s: writer failed earlier; abort it", w->tmpdir);
+    if (!data || !shape)
+        return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: no %s", w->tmpdir, name ? name : "?",
+                           data ? "shape" : "data");
     titan_box whole = {.ndim = ndim};
     if (!box) {
         for (int d = 0; d < ndim && d < TITAN_MAX_DIMS; d++) whole.size[d] = shape[d];

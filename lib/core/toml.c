@@ -247,12 +247,13 @@ static titan_status parse_literal(parser *p, sbuf *b, int multi);
 static void keypath_text(const keypath *k, int n, char *out, size_t cap) {
     size_t used = 0;
     out[0] = '\0';
-    for (int i = 0; i < n && used < cap; i++) {
-        int w = titan_toml_format_key(out + used + (i > 0), cap - used - (i > 0), k->part[i]);
-        if (i > 0) out[used] = '.';
-        used += (size_t)w + (i > 0);
+    for (int i = 0; i < n; i++) {
+        char part[256];
+        titan_toml_format_key(part, sizeof part, k->part[i]);
+        int w = snprintf(out + used, cap - used, "%s%s", i ? "." : "", part);
+        if (w < 0 || (size_t)w >= cap - used) return;
+        used += (size_t)w;
     }
-    if (used >= cap) out[cap - 1] = '\0';
 }
 
 static titan_status parse_key(parser *p, keypath *k) {
@@ -320,7 +321,7 @@ static titan_status hex_escape(parser *p, int digits, sbuf *b) {
 
 /* Handles the character at p->pos inside a string body: control characters
  * are refused, newlines are counted. */
-static titan_status string_char(parser *p, sbuf *b, int multi, size_t open) {
+static titan_status string_char(parser *p, sbuf *b, int multi) {
     int c = peek(p, 0);
     if (c == '\n' || (c == '\r' && peek(p, 1) == '\n')) {
         if (!multi)
@@ -330,7 +331,6 @@ static titan_status string_char(parser *p, sbuf *b, int multi, size_t open) {
     }
     if ((c < 0x20 && c != '\t') || c == 0x7f)
         return perr_at(p, p->pos, "control character U+%04X in string (write it as an escape)", c);
-    (void)open;
     p->pos++;
     return sbuf_put(b, p->s + p->pos - 1, 1);
 }
@@ -391,7 +391,7 @@ static titan_status parse_basic(parser *p, sbuf *b, int multi) {
             }
             continue;
         }
-        TITAN_TRY(string_char(p, b, multi, open));
+        TITAN_TRY(string_char(p, b, multi));
     }
     if (!b->p) TITAN_TRY(sbuf_put(b, "", 0));
     return TITAN_OK;
@@ -417,7 +417,7 @@ static titan_status parse_literal(parser *p, sbuf *b, int multi) {
             TITAN_TRY(sbuf_put(b, "'", 1));
             continue;
         }
-        TITAN_TRY(string_char(p, b, multi, open));
+        TITAN_TRY(string_char(p, b, multi));
     }
     if (!b->p) TITAN_TRY(sbuf_put(b, "", 0));
     return TITAN_OK;
@@ -888,8 +888,10 @@ static titan_status walk(const titan_toml_table *t, char *path, size_t cap, tita
     for (int i = 0; i < t->n; i++) {
         const titan_toml_entry *e = &t->items[i];
         if (e->value.type == TITAN_TOML_TABLE) {
-            if (base) path[base] = '.';
-            titan_toml_format_key(path + base + (base > 0), cap - base - (base > 0), e->key);
+            if (base + 2 < cap) {
+                if (base) path[base] = '.';
+                titan_toml_format_key(path + base + (base > 0), cap - base - (base > 0), e->key);
+            }
             titan_status st = walk(e->value.u.table, path, cap, fn, ctx);
             path[base] = '\0';
             TITAN_TRY(st);
@@ -1005,6 +1007,20 @@ int titan_toml_format_double(char *buf, size_t n, double x) {
         for (int prec = 1; prec <= 17; prec++) {
             snprintf(tmp, sizeof tmp, "%.*g", prec, x);
             if (strtod(tmp, NULL) == x) break;
+        }
+        double ax = fabs(x);
+        if (strchr(tmp, 'e') && ax >= 1 && ax < 1e6) { /* 100.0, not 1e+02 */
+            int digits = (int)floor(log10(ax)) + 1, prec = 1;
+            while (prec < 17 && (snprintf(tmp, sizeof tmp, "%.*g", prec, x), strtod(tmp, NULL) != x)) prec++;
+            snprintf(tmp, sizeof tmp, "%.*g", prec > digits ? prec : digits, x);
+        }
+        char *e = strchr(tmp, 'e');
+        if (e) { /* 1e-08 -> 1e-8, 1e+15 -> 1e15 */
+            char *d = e + 1, *q = e + 1;
+            if (*d == '+') d++;
+            else if (*d == '-') q++, d++;
+            while (d[0] == '0' && d[1]) d++;
+            memmove(q, d, strlen(d) + 1);
         }
         if (!strpbrk(tmp, ".e")) strcat(tmp, ".0"); /* keep it a float in TOML */
     }

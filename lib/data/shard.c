@@ -213,8 +213,8 @@ static titan_status verify_file(titan_shard_dir *d, shard_file *f, uint64_t want
 
 static titan_status parse_index(titan_shard_dir *d, const json_t *root, const char *ipath, json_t **shards) {
     if (!json_is_object(root)) return titan_error(TITAN_ERR_FORMAT, "%s: not a JSON object", ipath);
-    const char *fmt, *tok;
-    uint64_t version, vocab;
+    const char *fmt = "", *tok = "";
+    uint64_t version = 0, vocab = 0;
     TITAN_TRY(index_string(root, "format", ipath, &fmt));
     if (strcmp(fmt, "titan-shard") != 0)
         return titan_error(TITAN_ERR_FORMAT, "%s: format '%s' (expected 'titan-shard')", ipath, fmt);
@@ -272,7 +272,7 @@ static titan_status dir_load(titan_shard_dir *d, const char *dir) {
         char where[PATH_MAX + 32];
         snprintf(where, sizeof where, "%s: shards[%zu]", ipath, i);
         shard_file *f = &d->files[i];
-        const char *name, *hex;
+        const char *name = "", *hex = "";
         uint64_t want_xxh = 0;
         if (!json_is_object(e)) st = titan_error(TITAN_ERR_FORMAT, "%s: not an object", where);
         if (st == TITAN_OK) st = index_string(e, "file", where, &name);
@@ -298,7 +298,7 @@ static titan_status dir_load(titan_shard_dir *d, const char *dir) {
         }
     }
     if (st == TITAN_OK) {
-        uint64_t t, docs;
+        uint64_t t = 0, docs = 0;
         st = index_uint(root, "tokens", ipath, &t);
         if (st == TITAN_OK) st = index_uint(root, "documents", ipath, &docs);
         if (st == TITAN_OK && (t != d->tokens || docs != d->documents))

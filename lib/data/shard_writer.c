@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "core/fsutil.h"
 #include "core/mem.h"
 
 #define BUF_TOKENS (1u << 16)
@@ -46,15 +47,6 @@ static void file_name(char *out, size_t cap, const titan_shard_writer *w, int i,
     snprintf(out, cap, "%s/shard-%05d.bin%s", w->dir, i, tmp ? ".tmp" : "");
 }
 
-static titan_status sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return titan_error(TITAN_ERR_IO, "%s: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    close(fd);
-    if (rc != 0) return titan_error(TITAN_ERR_IO, "%s: fsync: %s", dir, strerror(errno));
-    return TITAN_OK;
-}
-
 static titan_status write_all(int fd, const void *p, size_t n, off_t at, const char *path) {
     const unsigned char *c = p;
     while (n > 0) {
@@ -66,21 +58,6 @@ static titan_status write_all(int fd, const void *p, size_t n, off_t at, const c
         if (at >= 0) at += k;
     }
     return TITAN_OK;
-}
-
-/* Writes a whole small file atomically: path.tmp, fsync, rename. */
-static titan_status write_atomic(const char *path, const char *text) {
-    char tmp[PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return titan_error(TITAN_ERR_IO, "%s: %s", tmp, strerror(errno));
-    titan_status st = write_all(fd, text, strlen(text), -1, tmp);
-    if (st == TITAN_OK && fsync(fd) != 0) st = titan_error(TITAN_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
-    close(fd);
-    if (st == TITAN_OK && rename(tmp, path) != 0)
-        st = titan_error(TITAN_ERR_IO, "%s: rename: %s", path, strerror(errno));
-    if (st != TITAN_OK) unlink(tmp);
-    return st;
 }
 
 static titan_status prepare_dir(titan_shard_writer *w) {
@@ -114,7 +91,7 @@ static titan_status prepare_dir(titan_shard_writer *w) {
     char ipath[PATH_MAX + 16];
     snprintf(ipath, sizeof ipath, "%s/%s", w->dir, TITAN_SHARD_INDEX);
     if (unlink(ipath) != 0 && errno != ENOENT) return titan_error(TITAN_ERR_IO, "%s: %s", ipath, strerror(errno));
-    return sync_dir(w->dir);
+    return titan_fs_fsync_path(w->dir);
 }
 
 titan_status titan_shard_writer_open(titan_shard_writer **out, const char *dir,
@@ -214,6 +191,9 @@ static titan_status emit(titan_shard_writer *w, const uint32_t *ids, size_t n, i
         size_t m = n < room ? n : (size_t)room;
         if (m > BUF_TOKENS - w->buf_n) m = BUF_TOKENS - w->buf_n;
         unsigned char *p = w->buf + 4 * w->buf_n;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(p, ids, m * 4);
+#else
         for (size_t i = 0; i < m; i++) {
             uint32_t v = ids[i];
             p[4 * i] = (unsigned char)v;
@@ -221,6 +201,7 @@ static titan_status emit(titan_shard_writer *w, const uint32_t *ids, size_t n, i
             p[4 * i + 2] = (unsigned char)(v >> 16);
             p[4 * i + 3] = (unsigned char)(v >> 24);
         }
+#endif
         w->buf_n += m;
         w->cur_tokens += m;
         w->stats.tokens += m;
@@ -303,7 +284,7 @@ static titan_status write_index(titan_shard_writer *w) {
     memcpy(withnl + len, "\n", 2);
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/%s", w->dir, TITAN_SHARD_INDEX);
-    titan_status st = write_atomic(path, withnl);
+    titan_status st = titan_fs_write_atomic(path, withnl, len + 1); /* and syncs the directory */
     free(withnl);
     return st;
 }
@@ -335,9 +316,8 @@ static void remove_stale(titan_shard_writer *w) {
 titan_status titan_shard_writer_finish(titan_shard_writer *w, titan_shard_stats *stats) {
     TITAN_ASSERT(!w->finished);
     if (w->fd >= 0) TITAN_TRY(shard_end(w));
-    TITAN_TRY(sync_dir(w->dir)); /* shard renames are durable before the index names them */
+    TITAN_TRY(titan_fs_fsync_path(w->dir)); /* shard renames are durable before the index names them */
     TITAN_TRY(write_index(w));
-    TITAN_TRY(sync_dir(w->dir));
     w->finished = 1;
     if (w->force) remove_stale(w);
     if (stats) *stats = w->stats;

@@ -186,7 +186,7 @@ void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64
     int n = titan_llama_params(c, NULL);
     titan_param ps[n > 0 ? n : 1];
     titan_llama_params(c, ps);
-    const double out_std = 1.0 / sqrt((double)c->dim);
+    const double out_std = 1.0 / sqrt((double)c->dim), tied_std = 1.0 / c->dim;
     for (int i = 0; i < n; i++) {
         const titan_param *p = &ps[i];
         float *x = params + p->offset;
@@ -197,9 +197,13 @@ void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64
         if (strstr(s, "norm.weight")) {
             for (size_t j = 0; j < p->numel; j++) x[j] = 1.0f;
         } else if (strcmp(s, "tok_embeddings.weight") == 0) {
-            if (c->tie_embeddings) /* shared with the head: the head's scale keeps logits O(1) */
-                titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, out_std,
-                                       -3.0 * out_std, 3.0 * out_std);
+            /* Tied (torchtitan has no such case): the final norm gives each
+             * position's own embedding row norm sqrt(dim), so its logit is
+             * dim * std. std = 1/dim keeps that near 1 and the loss at init
+             * near ln V; N(0,1) would start it near dim. */
+            if (c->tie_embeddings)
+                titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, tied_std,
+                                       -3.0 * tied_std, 3.0 * tied_std);
             else
                 titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, 1.0, -INFINITY,
                                        INFINITY);

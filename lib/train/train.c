@@ -97,7 +97,7 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     char loaded[4096];
     TITAN_TRY(titan_state_load(t->ckpt_root, &t->mc, titan_llama_params_data(t->model), t->adam,
                                &t->pr, loaded, sizeof loaded));
-    titan_loader_set_state(t->loader, &t->pr.loader);
+    TITAN_TRY(titan_loader_set_state(t->loader, &t->pr.loader));
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
 

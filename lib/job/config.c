@@ -1,0 +1,748 @@
+/* config.c - the job configuration: one table of keys drives defaults,
+ * loading, overrides, checks, messages and --print-config. */
+#include "config.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/toml.h"
+
+typedef enum { T_STR, T_INT, T_INT64, T_DOUBLE, T_BOOL, T_TRI } key_type;
+
+enum {
+    F_LO = 1,        /* lo is a bound */
+    F_HI = 2,        /* hi is a bound */
+    F_LO_OPEN = 4,   /* value > lo (else >= lo) */
+    F_HI_OPEN = 8,   /* value < hi (else <= hi) */
+    F_MINUS1 = 16,   /* -1 is also allowed ("unset" / "the flavor's") */
+    F_NONEMPTY = 32, /* strings: "" is refused */
+};
+
+typedef struct {
+    const char *section, *key;
+    key_type type;
+    size_t off;
+    const char *sdef;    /* default of a string key */
+    double ndef;         /* default of any other key */
+    const char *choices; /* "a,b,c" or NULL */
+    double lo, hi;
+    unsigned flags;
+    const char *doc;
+} key_def;
+
+#define OFF(f) offsetof(titan_job_config, f)
+#define STR(sec, key, f, def, choices, flags, doc) {sec, key, T_STR, OFF(f), def, 0, choices, 0, 0, flags, doc}
+#define INT(sec, key, f, def, lo, flags, doc) {sec, key, T_INT, OFF(f), NULL, def, NULL, lo, 0, F_LO | (flags), doc}
+#define NUM(sec, key, f, def, lo, hi, flags, doc) {sec, key, T_DOUBLE, OFF(f), NULL, def, NULL, lo, hi, flags, doc}
+#define BOOL(sec, key, f, def, doc) {sec, key, T_BOOL, OFF(f), NULL, def, NULL, 0, 0, 0, doc}
+
+/* Defaults follow torchtitan's JobConfig where the key exists there. */
+static const key_def KEYS[] = {
+    STR("job", "description", job_description, "", NULL, 0, "free text describing the run"),
+    STR("job", "dump_folder", job_dump_folder, "./outputs", NULL, F_NONEMPTY,
+        "run directory: titan-init creates it, titan-train writes checkpoints and metrics there"),
+
+    STR("model", "name", model_name, "llama3", "llama3", 0, "model family"),
+    STR("model", "flavor", model_flavor, "debugmodel", "debugmodel,1B,3B,8B,70B,405B", 0,
+        "size preset; the keys below override single dimensions of it"),
+    STR("model", "tokenizer", model_tokenizer, "byte", NULL, F_NONEMPTY,
+        "tokenizer: \"byte\" (raw bytes plus specials) is the one built in"),
+    INT("model", "dim", model_dim, 0, 0, 0, "model width; 0 = the flavor's"),
+    INT("model", "n_layers", model_n_layers, 0, 0, 0, "transformer blocks; 0 = the flavor's"),
+    INT("model", "n_heads", model_n_heads, 0, 0, 0, "attention heads; 0 = the flavor's"),
+    INT("model", "n_kv_heads", model_n_kv_heads, 0, 0, 0,
+        "key/value heads (GQA); 0 = the flavor's, or n_heads when n_heads is set"),
+    INT("model", "multiple_of", model_multiple_of, 0, 0, 0, "FFN hidden size rounds up to this; 0 = the flavor's"),
+    NUM("model", "ffn_dim_multiplier", model_ffn_dim_multiplier, -1, 0, 0, F_LO | F_MINUS1,
+        "FFN hidden size multiplier; -1 = the flavor's, 0 = none"),
+    NUM("model", "norm_eps", model_norm_eps, 0, 0, 0, F_LO, "RMSNorm epsilon; 0 = the flavor's"),
+    NUM("model", "rope_theta", model_rope_theta, 0, 0, 0, F_LO, "RoPE base frequency; 0 = the flavor's"),
+    NUM("model", "rope_scaling_factor", model_rope_scaling_factor, -1, 0, 0, F_LO | F_MINUS1,
+        "Llama 3.1 RoPE scaling factor; -1 = the flavor's, 0 = no scaling"),
+    {"model", "tie_embeddings", T_TRI, OFF(model_tie_embeddings), NULL, -1, NULL, 0, 0, 0,
+     "output head shares the token embedding; -1 = the flavor's"},
+
+    STR("optimizer", "name", optimizer_name, "AdamW", "AdamW", 0, "optimizer"),
+    NUM("optimizer", "lr", optimizer_lr, 8e-4, 0, 0, F_LO | F_LO_OPEN, "peak learning rate"),
+    NUM("optimizer", "beta1", optimizer_beta1, 0.9, 0, 1, F_LO | F_HI | F_HI_OPEN, "AdamW first-moment decay"),
+    NUM("optimizer", "beta2", optimizer_beta2, 0.95, 0, 1, F_LO | F_HI | F_HI_OPEN, "AdamW second-moment decay"),
+    NUM("optimizer", "eps", optimizer_eps, 1e-8, 0, 0, F_LO | F_LO_OPEN, "AdamW epsilon"),
+    NUM("optimizer", "weight_decay", optimizer_weight_decay, 0.1, 0, 0, F_LO, "decoupled weight decay"),
+
+    INT("lr_scheduler", "warmup_steps", lr_scheduler_warmup_steps, 200, 0, 0,
+        "linear warmup steps (capped at training.steps)"),
+    NUM("lr_scheduler", "decay_ratio", lr_scheduler_decay_ratio, -1, 0, 1, F_LO | F_HI | F_MINUS1,
+        "fraction of steps that decay at the end (-1 = all steps after warmup; between, the LR stays at peak)"),
+    STR("lr_scheduler", "decay_type", lr_scheduler_decay_type, "linear", "linear,sqrt,cosine", 0, "decay curve"),
+    NUM("lr_scheduler", "min_lr_factor", lr_scheduler_min_lr_factor, 0, 0, 1, F_LO | F_HI,
+        "final LR as a fraction of the peak"),
+
+    STR("training", "dataset_path", training_dataset_path, "", NULL, 0,
+        "directory of token shards written by titan-shard"),
+    INT("training", "local_batch_size", training_local_batch_size, 8, 1, 0, "sequences per step per data-parallel rank"),
+    {"training", "global_batch_size", T_INT, OFF(training_global_batch_size), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
+     "sequences per optimizer step; -1 = local_batch_size x data-parallel degree (no gradient accumulation)"},
+    INT("training", "seq_len", training_seq_len, 2048, 1, 0, "tokens per sequence"),
+    NUM("training", "max_norm", training_max_norm, 1.0, 0, 0, 0, "gradient clipping max global norm; <= 0 disables"),
+    INT("training", "steps", training_steps, 10000, 1, 0, "optimizer steps to train"),
+    {"training", "seed", T_INT64, OFF(training_seed), NULL, 0, NULL, 0, 0, 0,
+     "seed of weight init and data order (titan always seeds)"},
+    BOOL("training", "deterministic", training_deterministic, 0, "bitwise-reproducible kernels even if slower"),
+    STR("training", "mixed_precision_param", training_mixed_precision_param, "float32", "float32,bfloat16", 0,
+        "parameter compute dtype; float32 by default (torchtitan: bfloat16) as the CPU backend computes "
+        "in float32; bfloat16 needs device = \"cuda\""),
+    STR("training", "mixed_precision_reduce", training_mixed_precision_reduce, "float32", "float32", 0,
+        "dtype of gradient reductions"),
+    STR("training", "device", training_device, "cpu", "cpu,cuda", 0, "where to train"),
+    INT("training", "threads", training_threads, 0, 0, 0, "CPU threads; 0 = all cores"),
+
+    INT("parallelism", "data_parallel_replicate_degree", parallelism_data_parallel_replicate_degree, 1, 1, 0,
+        "DDP/HSDP replicas"),
+    {"parallelism", "data_parallel_shard_degree", T_INT, OFF(parallelism_data_parallel_shard_degree), NULL, -1, NULL,
+     1, 0, F_LO | F_MINUS1, "FSDP shards; -1 = the ranks the other degrees leave"},
+    INT("parallelism", "tensor_parallel_degree", parallelism_tensor_parallel_degree, 1, 1, 0, "tensor parallel ranks"),
+    INT("parallelism", "context_parallel_degree", parallelism_context_parallel_degree, 1, 1, 0, "context parallel ranks"),
+    INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0, "pipeline stages"),
+
+    BOOL("checkpoint", "enable", checkpoint_enable, 1, "save checkpoints (and resume from the latest)"),
+    STR("checkpoint", "folder", checkpoint_folder, "checkpoint", NULL, F_NONEMPTY,
+        "checkpoint directory, relative to the run directory"),
+    INT("checkpoint", "interval", checkpoint_interval, 500, 1, 0, "save every this many steps (and at the end)"),
+    INT("checkpoint", "keep_latest_k", checkpoint_keep_latest_k, 10, 0, 0, "checkpoints kept; 0 = keep all"),
+    STR("checkpoint", "async_mode", checkpoint_async_mode, "disabled", "disabled", 0, "checkpoint writing mode"),
+
+    INT("metrics", "log_freq", metrics_log_freq, 10, 1, 0, "log metrics every this many steps"),
+    NUM("metrics", "peak_flops", metrics_peak_flops, 0, 0, 0, F_LO,
+        "peak FLOP/s of the device for MFU; 0 = measure with a GEMM probe"),
+
+    STR("activation_checkpoint", "mode", activation_checkpoint_mode, "none", "none,full", 0,
+        "recompute activations in backward: none, or full (every layer); selective is not supported yet"),
+};
+#define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+
+static const char *const SECTIONS[] = {"job", "model", "optimizer", "lr_scheduler", "training",
+                                       "parallelism", "checkpoint", "metrics", "activation_checkpoint"};
+#define NSECTIONS ((int)(sizeof SECTIONS / sizeof SECTIONS[0]))
+
+/* Old spellings that mean a supported key. */
+static const struct { const char *section, *key, *target; } ALIASES[] = {
+    {"checkpoint", "enable_checkpoint", "enable"},
+};
+
+/* Values a supported key will have one day, refused with a reason. */
+static const struct { const char *section, *key, *value, *why, *hint; } NOT_YET[] = {
+    {"activation_checkpoint", "mode", "selective", "selective activation checkpointing is not supported yet",
+     "use mode = \"full\" (recompute every layer) or \"none\""},
+    {"checkpoint", "async_mode", "async", "asynchronous checkpointing is not supported yet", "use \"disabled\""},
+    {"checkpoint", "async_mode", "async_with_pinned_mem", "asynchronous checkpointing is not supported yet",
+     "use \"disabled\""},
+};
+
+/* torchtitan keys that titan does not implement. Accepted with a warning when
+ * their value is harmless: NULL = any value (it only affects speed, logging
+ * or features off the training math), else the "|"-separated TOML values
+ * that are. Key "*" accepts any key of the section. */
+static const struct { const char *section, *key, *harmless; } IGNORED[] = {
+    {"job", "config_file", NULL}, {"job", "use_for_integration_test", NULL}, {"job", "print_args", NULL},
+    {"job", "print_config", NULL},
+    {"profiling", "enable_profiling", NULL}, {"profiling", "save_traces_folder", NULL},
+    {"profiling", "profile_freq", NULL}, {"profiling", "profiler_active", NULL}, {"profiling", "profiler_warmup", NULL},
+    {"profiling", "enable_memory_snapshot", NULL}, {"profiling", "save_memory_snapshot_folder", NULL},
+    {"metrics", "enable_tensorboard", NULL}, {"metrics", "disable_color_printing", NULL},
+    {"metrics", "save_tb_folder", NULL}, {"metrics", "save_for_all_ranks", NULL}, {"metrics", "rank_0_only", NULL},
+    {"metrics", "enable_wandb", NULL},
+    {"model", "tokenizer_path", NULL}, {"model", "hf_assets_path", NULL}, {"model", "converters", "[]"},
+    {"model", "print_after_conversion", NULL}, {"model", "norm_type", "\"rmsnorm\""},
+    {"optimizer", "implementation", NULL}, {"optimizer", "early_step_in_backward", "false"},
+    {"lr_scheduler", "lr_min", "0|0.0"},
+    {"training", "dataset", NULL}, {"training", "enable_cpu_offload", NULL}, {"training", "compile", NULL},
+    {"training", "gc_freq", NULL}, {"training", "gc_debug", NULL},
+    {"parallelism", "enable_compiled_autograd", NULL}, {"parallelism", "fsdp_reshard_after_forward", NULL},
+    {"parallelism", "disable_loss_parallel", NULL}, {"parallelism", "enable_async_tensor_parallel", NULL},
+    {"parallelism", "pipeline_parallel_split_points", "[]"}, {"parallelism", "module_fqns_per_model_part", NULL},
+    {"parallelism", "pipeline_parallel_first_stage_less_layers", NULL},
+    {"parallelism", "pipeline_parallel_last_stage_less_layers", NULL},
+    {"parallelism", "pipeline_parallel_layers_per_stage", NULL}, {"parallelism", "pipeline_parallel_schedule", NULL},
+    {"parallelism", "pipeline_parallel_schedule_csv", NULL}, {"parallelism", "pipeline_parallel_microbatch_size", NULL},
+    {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},
+    {"parallelism", "expert_tensor_parallel_degree", "1"},
+    {"checkpoint", "initial_load_path", "\"\""}, {"checkpoint", "initial_load_model_only", NULL},
+    {"checkpoint", "initial_load_in_hf", "false"}, {"checkpoint", "last_save_model_only", NULL},
+    {"checkpoint", "last_save_in_hf", "false"}, {"checkpoint", "model_weights_only", NULL},
+    {"checkpoint", "export_dtype", "\"float32\""}, {"checkpoint", "load_step", "-1"},
+    {"checkpoint", "exclude_from_loading", "[]"}, {"checkpoint", "enable_first_step_checkpoint", "false"},
+    {"checkpoint", "create_seed_checkpoint", "false"}, {"checkpoint", "load_only", "false"},
+    {"activation_checkpoint", "selective_ac_option", NULL},
+    {"activation_checkpoint", "per_op_sac_force_recompute_mm_shapes_by_fqns", NULL},
+    {"activation_checkpoint", "early_stop", NULL},
+    {"compile", "enable", NULL}, {"compile", "components", NULL}, {"compile", "backend", NULL},
+    {"float8", "enable_fsdp_float8_all_gather", "false"}, {"float8", "precompute_float8_dynamic_scale_for_fsdp", "false"},
+    {"float8", "force_recompute_fp8_weight_in_bwd", "false"}, {"float8", "recipe_name", NULL},
+    {"float8", "filter_fqns", NULL}, {"float8", "emulate", NULL}, {"float8", "moe_fqns_prototype", NULL},
+    {"mx", "mxfp8_dim1_cast_kernel_choice", NULL}, {"mx", "recipe_name", NULL}, {"mx", "filter_fqns", NULL},
+    {"mx", "moe_fqns_prototype", NULL},
+    {"comm", "init_timeout_seconds", NULL}, {"comm", "train_timeout_seconds", NULL},
+    {"comm", "trace_buf_size", NULL}, {"comm", "save_traces_folder", NULL},
+    {"memory_estimation", "enable", "false"}, {"memory_estimation", "disable_fake_mode", NULL},
+    {"fault_tolerance", "enable", "false"}, {"fault_tolerance", "*", NULL},
+    {"experimental", "custom_import", "\"\""}, {"experimental", "custom_args_module", "\"\""},
+    {"validation", "enable", "false"}, {"validation", "*", NULL},
+};
+#define NIGNORED ((int)(sizeof IGNORED / sizeof IGNORED[0]))
+
+/* ---- lookups ---- */
+
+static const key_def *find_key(const char *section, const char *key) {
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(KEYS[i].section, section) == 0 && strcmp(KEYS[i].key, key) == 0) return &KEYS[i];
+    return NULL;
+}
+
+static const key_def *find_alias(const char *section, const char *key) {
+    for (size_t i = 0; i < sizeof ALIASES / sizeof ALIASES[0]; i++)
+        if (strcmp(ALIASES[i].section, section) == 0 && strcmp(ALIASES[i].key, key) == 0)
+            return find_key(section, ALIASES[i].target);
+    return NULL;
+}
+
+static int find_ignored(const char *section, const char *key) {
+    for (int i = 0; i < NIGNORED; i++)
+        if (strcmp(IGNORED[i].section, section) == 0 &&
+            (strcmp(IGNORED[i].key, key) == 0 || strcmp(IGNORED[i].key, "*") == 0))
+            return i;
+    return -1;
+}
+
+static int section_supported(const char *s) {
+    for (int i = 0; i < NSECTIONS; i++)
+        if (strcmp(SECTIONS[i], s) == 0) return 1;
+    return 0;
+}
+
+static int section_known(const char *s) {
+    if (section_supported(s)) return 1;
+    for (int i = 0; i < NIGNORED; i++)
+        if (strcmp(IGNORED[i].section, s) == 0) return 1;
+    return 0;
+}
+
+/* ---- suggestions ---- */
+
+static int edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return 99;
+    int row[64];
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j];
+            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            int best = diag + cost;
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[m];
+}
+
+typedef struct {
+    const char *word, *best;
+    int dist;
+} suggest;
+
+static void suggest_try(suggest *s, const char *cand) {
+    int d = edit_distance(s->word, cand);
+    int limit = ((int)strlen(s->word) + 2) / 3;
+    if (limit < 1) limit = 1;
+    if (d <= limit && (!s->best || d < s->dist)) s->best = cand, s->dist = d;
+}
+
+/* Appends "a, b, c" of the supported keys of section (or its known ignored
+ * keys when the whole section is unsupported). */
+static void list_keys(const char *section, char *out, size_t cap) {
+    size_t used = 0;
+    out[0] = '\0';
+    int any = section_supported(section);
+    for (int i = 0; i < (any ? NKEYS : NIGNORED); i++) {
+        const char *sec = any ? KEYS[i].section : IGNORED[i].section;
+        const char *key = any ? KEYS[i].key : IGNORED[i].key;
+        if (strcmp(sec, section) != 0 || strcmp(key, "*") == 0) continue;
+        int w = snprintf(out + used, cap - used, "%s%s", used ? ", " : "", key);
+        if (w < 0 || (size_t)w >= cap - used) return;
+        used += (size_t)w;
+    }
+}
+
+static void list_sections(char *out, size_t cap) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < NSECTIONS; i++) {
+        int w = snprintf(out + used, cap - used, "%s[%s]", i ? ", " : "", SECTIONS[i]);
+        if (w < 0 || (size_t)w >= cap - used) return;
+        used += (size_t)w;
+    }
+}
+
+static titan_status unknown_key(const char *place, const char *section, const char *key) {
+    suggest s = {key, NULL, 0};
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(KEYS[i].section, section) == 0) suggest_try(&s, KEYS[i].key);
+    for (int i = 0; i < NIGNORED; i++)
+        if (strcmp(IGNORED[i].section, section) == 0 && strcmp(IGNORED[i].key, "*") != 0)
+            suggest_try(&s, IGNORED[i].key);
+    char keys[2048];
+    list_keys(section, keys, sizeof keys);
+    titan_error(TITAN_ERR_USAGE, "%s: unknown key '%s.%s' in [%s]", place, section, key, section);
+    if (s.best)
+        titan_error_hint("did you mean '%s'? keys of [%s]: %s", s.best, section, keys);
+    else
+        titan_error_hint("keys of [%s]: %s", section, keys);
+    return TITAN_ERR_USAGE;
+}
+
+static titan_status unknown_section(const char *place, const char *section) {
+    suggest s = {section, NULL, 0};
+    for (int i = 0; i < NSECTIONS; i++) suggest_try(&s, SECTIONS[i]);
+    for (int i = 0; i < NIGNORED; i++) suggest_try(&s, IGNORED[i].section);
+    char secs[1024];
+    list_sections(secs, sizeof secs);
+    titan_error(TITAN_ERR_USAGE, "%s: unknown section [%s]", place, section);
+    if (s.best)
+        titan_error_hint("did you mean [%s]? sections: %s", s.best, secs);
+    else
+        titan_error_hint("sections: %s", secs);
+    return TITAN_ERR_USAGE;
+}
+
+/* ---- setting one key ---- */
+
+static void value_text(const titan_toml_value *v, char *out, size_t cap) {
+    int n = titan_toml_format_value(out, cap, v);
+    if (n >= (int)cap && cap > 4) strcpy(out + cap - 4, "...");
+}
+
+/* "a positive integer", "a number in [0, 1)", ... for messages. */
+static void describe(const key_def *k, char *out, size_t cap) {
+    const char *pre = (k->flags & F_MINUS1) ? "-1 or " : "";
+    char lo[32], hi[32];
+    snprintf(lo, sizeof lo, "%g", k->lo);
+    snprintf(hi, sizeof hi, "%g", k->hi);
+    const char *noun = k->type == T_DOUBLE ? "number" : "integer";
+    int has_lo = k->flags & F_LO, has_hi = k->flags & F_HI;
+    switch (k->type) {
+    case T_STR: snprintf(out, cap, "%s", (k->flags & F_NONEMPTY) ? "a non-empty string" : "a string"); return;
+    case T_BOOL: snprintf(out, cap, "true or false"); return;
+    case T_TRI: snprintf(out, cap, "true, false or -1"); return;
+    case T_INT64: snprintf(out, cap, "an integer"); return;
+    default: break;
+    }
+    if (has_lo && has_hi)
+        snprintf(out, cap, "%sa %s in %s%s, %s%s", pre, noun, (k->flags & F_LO_OPEN) ? "(" : "[", lo, hi,
+                 (k->flags & F_HI_OPEN) ? ")" : "]");
+    else if (has_lo && k->lo == 0 && (k->flags & F_LO_OPEN))
+        snprintf(out, cap, "%sa positive %s", pre, noun);
+    else if (has_lo && k->lo == 1 && k->type == T_INT)
+        snprintf(out, cap, "%sa positive integer", pre);
+    else if (has_lo && k->lo == 0)
+        snprintf(out, cap, "%sa non-negative %s", pre, noun);
+    else if (has_lo)
+        snprintf(out, cap, "%san %s %s %s", pre, noun, (k->flags & F_LO_OPEN) ? ">" : ">=", lo);
+    else
+        snprintf(out, cap, "%s%s", pre, k->type == T_DOUBLE ? "a finite number" : "an integer");
+}
+
+static titan_status bad_value(const key_def *k, const char *place, const titan_toml_value *v) {
+    char want[128], got[96];
+    describe(k, want, sizeof want);
+    value_text(v, got, sizeof got);
+    return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: expected %s, got %s", place, k->section, k->key, want, got);
+}
+
+static int in_range(const key_def *k, double x) {
+    if ((k->flags & F_MINUS1) && x == -1) return 1;
+    if (k->flags & F_LO) {
+        if ((k->flags & F_LO_OPEN) ? !(x > k->lo) : !(x >= k->lo)) return 0;
+    }
+    if (k->flags & F_HI) {
+        if ((k->flags & F_HI_OPEN) ? !(x < k->hi) : !(x <= k->hi)) return 0;
+    }
+    return 1;
+}
+
+static titan_status check_choice(const key_def *k, const char *place, const char *s) {
+    for (size_t i = 0; i < sizeof NOT_YET / sizeof NOT_YET[0]; i++)
+        if (strcmp(NOT_YET[i].section, k->section) == 0 && strcmp(NOT_YET[i].key, k->key) == 0 &&
+            strcmp(NOT_YET[i].value, s) == 0) {
+            titan_error(TITAN_ERR_USAGE, "%s: %s.%s: '%s': %s", place, k->section, k->key, s, NOT_YET[i].why);
+            titan_error_hint("%s", NOT_YET[i].hint);
+            return TITAN_ERR_USAGE;
+        }
+    if (!k->choices) return TITAN_OK;
+    char list[256], *save = NULL;
+    snprintf(list, sizeof list, "%s", k->choices);
+    suggest sg = {s, NULL, 0};
+    for (char *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+        if (strcmp(c, s) == 0) return TITAN_OK;
+        suggest_try(&sg, c);
+    }
+    char pretty[256], best[64] = "";
+    size_t used = 0;
+    for (const char *c = k->choices; *c && used + 3 < sizeof pretty; c++) {
+        if (*c == ',') pretty[used++] = ',', pretty[used++] = ' ';
+        else pretty[used++] = *c;
+    }
+    pretty[used] = '\0';
+    if (sg.best) snprintf(best, sizeof best, "%.*s", (int)strcspn(sg.best, ","), sg.best);
+    titan_error(TITAN_ERR_USAGE, "%s: %s.%s: '%s' is not one of %s", place, k->section, k->key, s, pretty);
+    if (best[0]) titan_error_hint("did you mean '%s'?", best);
+    return TITAN_ERR_USAGE;
+}
+
+static titan_status set_key(titan_job_config *cfg, const key_def *k, const titan_toml_value *v, const char *place) {
+    void *field = (char *)cfg + k->off;
+    switch (k->type) {
+    case T_STR: {
+        if (v->type != TITAN_TOML_STRING) return bad_value(k, place, v);
+        if (v->u.str.len >= TITAN_STR)
+            return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: string is %zu bytes, longer than the %d allowed", place,
+                               k->section, k->key, v->u.str.len, TITAN_STR - 1);
+        if (strlen(v->u.str.ptr) != v->u.str.len)
+            return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: string contains a NUL character", place, k->section,
+                               k->key);
+        if ((k->flags & F_NONEMPTY) && v->u.str.len == 0) return bad_value(k, place, v);
+        TITAN_TRY(check_choice(k, place, v->u.str.ptr));
+        memset(field, 0, TITAN_STR); /* whole buffer, so configs compare with memcmp */
+        memcpy(field, v->u.str.ptr, v->u.str.len);
+        return TITAN_OK;
+    }
+    case T_INT:
+        if (v->type != TITAN_TOML_INT || v->u.i < INT_MIN || v->u.i > INT_MAX || !in_range(k, (double)v->u.i))
+            return bad_value(k, place, v);
+        *(int *)field = (int)v->u.i;
+        return TITAN_OK;
+    case T_INT64:
+        if (v->type != TITAN_TOML_INT) return bad_value(k, place, v);
+        *(int64_t *)field = v->u.i;
+        return TITAN_OK;
+    case T_DOUBLE: {
+        double x;
+        if (v->type == TITAN_TOML_INT) x = (double)v->u.i;
+        else if (v->type == TITAN_TOML_FLOAT) x = v->u.f;
+        else return bad_value(k, place, v);
+        if (!isfinite(x) || !in_range(k, x)) return bad_value(k, place, v);
+        *(double *)field = x;
+        return TITAN_OK;
+    }
+    case T_BOOL:
+        if (v->type != TITAN_TOML_BOOL) return bad_value(k, place, v);
+        *(int *)field = v->u.b;
+        return TITAN_OK;
+    case T_TRI:
+        if (v->type == TITAN_TOML_BOOL) *(int *)field = v->u.b;
+        else if (v->type == TITAN_TOML_INT && v->u.i == -1) *(int *)field = -1;
+        else return bad_value(k, place, v);
+        return TITAN_OK;
+    }
+    return TITAN_OK;
+}
+
+/* A torchtitan key titan ignores: warn, or refuse a value that would matter. */
+static titan_status ignored_key(int idx, const char *place, const char *section, const char *key,
+                                const titan_toml_value *v) {
+    const char *harmless = IGNORED[idx].harmless;
+    if (harmless) {
+        char list[256], *save = NULL, pretty[256] = "";
+        snprintf(list, sizeof list, "%s", harmless);
+        int ok = 0;
+        for (char *alt = strtok_r(list, "|", &save); alt; alt = strtok_r(NULL, "|", &save)) {
+            titan_toml_value hv;
+            if (titan_toml_parse_value(alt, "harmless", &hv) != TITAN_OK) continue;
+            ok |= titan_toml_value_equal(&hv, v);
+            titan_toml_value_free(&hv);
+            size_t used = strlen(pretty);
+            snprintf(pretty + used, sizeof pretty - used, "%s%s", used ? " or " : "", alt);
+        }
+        titan_error_clear();
+        if (!ok) {
+            char got[96];
+            value_text(v, got, sizeof got);
+            titan_error(TITAN_ERR_USAGE, "%s: %s.%s = %s: not supported yet", place, section, key, got);
+            titan_error_hint("remove the key or set it to %s", pretty);
+            return TITAN_ERR_USAGE;
+        }
+    }
+    titan_warn("%s: %s.%s: ignored: not supported yet", place, section, key);
+    return TITAN_OK;
+}
+
+/* line_of[i]: where key i was set in this file (0 = not yet); NULL for
+ * overrides, where a key may repeat and the last one wins. */
+static titan_status apply(titan_job_config *cfg, int *line_of, const char *section, const char *key, const titan_toml_value *v,
+                          const char *place, int line) {
+    const key_def *k = find_key(section, key);
+    if (!k) k = find_alias(section, key);
+    if (k) {
+        int idx = (int)(k - KEYS);
+        if (line_of && line_of[idx])
+            return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: same key as %s.%s, already set at line %d", place,
+                               section, key, k->section, k->key, line_of[idx]);
+        TITAN_TRY(set_key(cfg, k, v, place));
+        if (line_of) line_of[idx] = line;
+        return TITAN_OK;
+    }
+    int ig = find_ignored(section, key);
+    if (ig >= 0) return ignored_key(ig, place, section, key, v);
+    return unknown_key(place, section, key);
+}
+
+static titan_status apply_table(titan_job_config *cfg, int *line_of, const char *name, const char *section, const titan_toml_table *t) {
+    for (int i = 0; i < t->n; i++) {
+        const titan_toml_entry *e = &t->items[i];
+        char place[512];
+        snprintf(place, sizeof place, "%s:%d", name, e->line);
+        if (e->value.type == TITAN_TOML_TABLE) {
+            char sub[300];
+            titan_toml_format_key(sub, sizeof sub, e->key);
+            return unknown_key(place, section, sub); /* no config key is a table */
+        }
+        TITAN_TRY(apply(cfg, line_of, section, e->key, &e->value, place, e->line));
+    }
+    return TITAN_OK;
+}
+
+static titan_status apply_doc(titan_job_config *cfg, const titan_toml_doc *doc) {
+    int line_of[NKEYS] = {0};
+    titan_status st = TITAN_OK;
+    for (int i = 0; st == TITAN_OK && i < doc->root.n; i++) {
+        const titan_toml_entry *e = &doc->root.items[i];
+        char place[512];
+        snprintf(place, sizeof place, "%s:%d", doc->name, e->line);
+        if (e->value.type != TITAN_TOML_TABLE) {
+            char secs[1024];
+            list_sections(secs, sizeof secs);
+            st = titan_error(TITAN_ERR_USAGE, "%s: key '%s' is outside any section", place, e->key);
+            const char *home = NULL;
+            for (int j = 0; j < NKEYS; j++)
+                if (strcmp(KEYS[j].key, e->key) == 0) home = home ? "" : KEYS[j].section;
+            if (home && home[0])
+                titan_error_hint("put it under [%s]", home);
+            else
+                titan_error_hint("keys live in sections: %s", secs);
+        } else if (!section_known(e->key)) {
+            st = unknown_section(place, e->key);
+        } else {
+            st = apply_table(cfg, line_of, doc->name, e->key, e->value.u.table);
+        }
+    }
+    return st;
+}
+
+/* ---- public ---- */
+
+void titan_config_defaults(titan_job_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    for (int i = 0; i < NKEYS; i++) {
+        const key_def *k = &KEYS[i];
+        void *field = (char *)cfg + k->off;
+        switch (k->type) {
+        case T_STR: snprintf(field, TITAN_STR, "%s", k->sdef); break;
+        case T_INT: case T_BOOL: case T_TRI: *(int *)field = (int)k->ndef; break;
+        case T_INT64: *(int64_t *)field = (int64_t)k->ndef; break;
+        case T_DOUBLE: *(double *)field = k->ndef; break;
+        }
+    }
+}
+
+/* TOML syntax errors in a job file are config errors (exit 2), not corrupt data. */
+static titan_status as_usage(titan_status st) {
+    if (st != TITAN_ERR_FORMAT) return st;
+    char msg[2048], hint[2048];
+    snprintf(msg, sizeof msg, "%s", titan_error_message());
+    snprintf(hint, sizeof hint, "%s", titan_error_hint_text());
+    titan_error(TITAN_ERR_USAGE, "%s", msg);
+    if (hint[0]) titan_error_hint("%s", hint);
+    return TITAN_ERR_USAGE;
+}
+
+static titan_status load_doc(titan_job_config *cfg, titan_toml_doc *doc) {
+    titan_job_config *tmp = malloc(sizeof *tmp);
+    if (!tmp) {
+        titan_toml_free(doc);
+        return titan_error(TITAN_ERR_NOMEM, "out of memory");
+    }
+    memcpy(tmp, cfg, sizeof *tmp);
+    titan_status st = apply_doc(tmp, doc);
+    if (st == TITAN_OK) memcpy(cfg, tmp, sizeof *tmp); /* all or nothing */
+    free(tmp);
+    titan_toml_free(doc);
+    return st;
+}
+
+titan_status titan_config_load_file(titan_job_config *cfg, const char *path) {
+    titan_toml_doc *doc;
+    TITAN_TRY(as_usage(titan_toml_parse_file(path, &doc)));
+    return load_doc(cfg, doc);
+}
+
+titan_status titan_config_load_string(titan_job_config *cfg, const char *text, const char *name) {
+    titan_toml_doc *doc;
+    TITAN_TRY(as_usage(titan_toml_parse(text, strlen(text), name ? name : "<string>", &doc)));
+    return load_doc(cfg, doc);
+}
+
+titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
+    char place[600];
+    snprintf(place, sizeof place, "command line: %s", arg);
+    const char *a = arg;
+    while (*a == '-') a++;
+    size_t nlen = strcspn(a, "=");
+    const char *dot = memchr(a, '.', nlen);
+    char name[256];
+    if (nlen >= sizeof name) return titan_error(TITAN_ERR_USAGE, "%s: key name too long", place);
+    memcpy(name, a, nlen);
+    name[nlen] = '\0';
+    if (!dot || dot == a) {
+        titan_error(TITAN_ERR_USAGE, "%s: expected --section.key=value", place);
+        const char *home = NULL;
+        for (int j = 0; j < NKEYS; j++)
+            if (strcmp(KEYS[j].key, name) == 0) home = home ? "" : KEYS[j].section;
+        if (home && home[0]) titan_error_hint("did you mean --%s.%s%s?", home, name, a + nlen);
+        return TITAN_ERR_USAGE;
+    }
+    name[dot - a] = '\0';
+    const char *section = name, *key = name + (dot - a) + 1;
+    if (!section_known(section)) return unknown_section(place, section);
+    const key_def *k = find_key(section, key);
+    if (!k) k = find_alias(section, key);
+
+    titan_toml_value v;
+    memset(&v, 0, sizeof v);
+    if (a[nlen] != '=') {
+        if (!k || k->type != T_BOOL) {
+            if (!k && find_ignored(section, key) < 0) return unknown_key(place, section, key);
+            titan_error(TITAN_ERR_USAGE, "%s: missing '=value'", place);
+            titan_error_hint("write --%s.%s=VALUE", section, key);
+            return TITAN_ERR_USAGE;
+        }
+        v.type = TITAN_TOML_BOOL; /* a bare --section.flag means true */
+        v.u.b = 1;
+    } else {
+        const char *text = a + nlen + 1;
+        int quoted = text[0] == '"' || text[0] == '\'';
+        titan_status st = TITAN_ERR_FAIL;
+        if (!(k && k->type == T_STR) || quoted) {
+            st = titan_toml_parse_value(text, "value", &v);
+            if (st != TITAN_OK && quoted) {
+                titan_error_context("%s", place);
+                return TITAN_ERR_USAGE;
+            }
+        }
+        if (st != TITAN_OK) { /* not a TOML value: a bare string */
+            titan_error_clear();
+            v.type = TITAN_TOML_STRING;
+            v.u.str.len = strlen(text);
+            v.u.str.ptr = strdup(text);
+            if (!v.u.str.ptr) return titan_error(TITAN_ERR_NOMEM, "out of memory");
+        }
+    }
+    titan_job_config *tmp = malloc(sizeof *tmp);
+    if (!tmp) {
+        titan_toml_value_free(&v);
+        return titan_error(TITAN_ERR_NOMEM, "out of memory");
+    }
+    memcpy(tmp, cfg, sizeof *tmp);
+    titan_status st = apply(tmp, NULL, section, key, &v, place, 0);
+    if (st == TITAN_OK) memcpy(cfg, tmp, sizeof *tmp);
+    free(tmp);
+    titan_toml_value_free(&v);
+    return st;
+}
+
+titan_status titan_config_validate(const titan_job_config *c) {
+    static const struct { const char *key; size_t off; } degrees[] = {
+        {"data_parallel_replicate_degree", OFF(parallelism_data_parallel_replicate_degree)},
+        {"data_parallel_shard_degree", OFF(parallelism_data_parallel_shard_degree)},
+        {"tensor_parallel_degree", OFF(parallelism_tensor_parallel_degree)},
+        {"context_parallel_degree", OFF(parallelism_context_parallel_degree)},
+        {"pipeline_parallel_degree", OFF(parallelism_pipeline_parallel_degree)},
+    };
+    /* One process for now: every degree is 1 (dp_shard -1 = "the rest" = 1). */
+    for (size_t i = 0; i < sizeof degrees / sizeof degrees[0]; i++) {
+        int d = *(const int *)((const char *)c + degrees[i].off);
+        if (d == 1 || (d == -1 && degrees[i].off == OFF(parallelism_data_parallel_shard_degree))) continue;
+        titan_error(TITAN_ERR_USAGE, "parallelism.%s = %d: this version trains in a single process",
+                    degrees[i].key, d);
+        titan_error_hint("multi-process training is not available yet; set parallelism.%s = 1", degrees[i].key);
+        return TITAN_ERR_USAGE;
+    }
+    int dp = 1;
+    int per_step = c->training_local_batch_size * dp;
+    if (c->training_global_batch_size != -1 &&
+        (c->training_global_batch_size <= 0 || per_step <= 0 || c->training_global_batch_size % per_step != 0)) {
+        titan_error(TITAN_ERR_USAGE,
+                    "training.global_batch_size = %d: not a multiple of training.local_batch_size (%d) "
+                    "x data-parallel degree (%d)",
+                    c->training_global_batch_size, c->training_local_batch_size, dp);
+        titan_error_hint("use a multiple of %d (gradient accumulation), or -1 for no accumulation", per_step);
+        return TITAN_ERR_USAGE;
+    }
+    if (strcmp(c->training_mixed_precision_param, "bfloat16") == 0 && strcmp(c->training_device, "cuda") != 0) {
+        titan_error(TITAN_ERR_USAGE,
+                    "training.mixed_precision_param = \"bfloat16\": needs training.device = \"cuda\" "
+                    "(the %s backend computes in float32)", c->training_device);
+        titan_error_hint("set training.mixed_precision_param = \"float32\"");
+        return TITAN_ERR_USAGE;
+    }
+    return TITAN_OK;
+}
+
+int titan_config_write(const titan_job_config *cfg, FILE *f) {
+    const char *section = NULL;
+    for (int i = 0; i < NKEYS; i++) {
+        const key_def *k = &KEYS[i];
+        const void *field = (const char *)cfg + k->off;
+        if (!section || strcmp(section, k->section) != 0) {
+            fprintf(f, "%s[%s]\n", section ? "\n" : "", k->section);
+            section = k->section;
+        }
+        fprintf(f, "# %s", k->doc);
+        if (k->choices) {
+            fputs(" (", f);
+            for (const char *c = k->choices; *c; c++) {
+                if (*c == ',') fputc(',', f), fputc(' ', f);
+                else fputc(*c, f);
+            }
+            fputc(')', f);
+        }
+        fprintf(f, "\n%s = ", k->key);
+        char buf[6 * TITAN_STR + 16]; /* worst case: every byte a \uXXXX escape */
+        switch (k->type) {
+        case T_STR: {
+            const char *s = field;
+            titan_toml_format_string(buf, sizeof buf, s, strnlen(s, TITAN_STR));
+            fputs(buf, f);
+            break;
+        }
+        case T_INT: fprintf(f, "%d", *(const int *)field); break;
+        case T_INT64: fprintf(f, "%lld", (long long)*(const int64_t *)field); break;
+        case T_DOUBLE: titan_toml_format_double(buf, sizeof buf, *(const double *)field); fputs(buf, f); break;
+        case T_BOOL: fputs(*(const int *)field ? "true" : "false", f); break;
+        case T_TRI: {
+            int t = *(const int *)field;
+            fputs(t < 0 ? "-1" : t ? "true" : "false", f);
+            break;
+        }
+        }
+        fputc('\n', f);
+    }
+    return ferror(f) ? -1 : 0;
+}

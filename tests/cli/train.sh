@@ -1,0 +1,100 @@
+#!/bin/sh
+# CLI tests of titan-init and titan-train: exit codes, error messages, atomic
+# checkpoints, bit-exact resume, thread-count determinism. TAP output.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$top/bin
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+n=0; bad=0
+ok()   { n=$((n + 1)); echo "ok $n - $1"; }
+fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; [ -f "$tmp/err" ] && sed 's/^/#   /' "$tmp/err"; }
+# expect CODE PATTERN DESCRIPTION -- command...
+expect() {
+    code=$1; pat=$2; desc=$3; shift 4
+    "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    if [ $rc -ne "$code" ]; then fail "$desc (exit $rc, want $code)"; return; fi
+    if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then fail "$desc (stderr lacks '$pat')"; return; fi
+    ok "$desc"
+}
+
+# A small corpus: the man pages' text, sharded with the byte tokenizer.
+cat "$top"/man/* > "$tmp/corpus.txt"
+"$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
+
+TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
+ --training.seq_len=32 --training.local_batch_size=2 --training.steps=6 --checkpoint.interval=3
+ --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=2 --training.dataset_path=$tmp/data
+ --metrics.peak_flops=1e11 --training.threads=2"
+cfg=$top/configs/debugmodel.toml
+
+# --- configs and usage -------------------------------------------------------
+expect 0 "" "titan-init --help" -- "$bin/titan-init" --help
+expect 2 "unknown option" "unknown option is a usage error" -- "$bin/titan-init" --bogus "$cfg" "$tmp/r0"
+expect 3 "nope.toml" "missing config names the file" -- "$bin/titan-init" "$tmp/nope.toml" "$tmp/r0"
+printf '[training]\nsteps = 10\nstepz = 3\n' > "$tmp/bad1.toml"
+expect 2 "bad1.toml:3" "unknown key names file and line" -- "$bin/titan-init" "$tmp/bad1.toml" "$tmp/r0"
+expect 2 "steps" "unknown key suggests the near key" -- "$bin/titan-init" "$tmp/bad1.toml" "$tmp/r0"
+printf '[lr_scheduler]\ndecay_type = "cubic"\n' > "$tmp/bad2.toml"
+expect 2 "cosine" "bad choice lists the valid ones" -- "$bin/titan-init" "$tmp/bad2.toml" "$tmp/r0"
+printf '[training]\nseq_len = "long"\n' > "$tmp/bad3.toml"
+expect 2 "seq_len" "bad value type names the key" -- "$bin/titan-init" "$tmp/bad3.toml" "$tmp/r0"
+printf '[training\nsteps = 1\n' > "$tmp/bad4.toml"
+expect 2 "bad4.toml:1" "TOML syntax error names the line" -- "$bin/titan-init" "$tmp/bad4.toml" "$tmp/r0"
+expect 2 "command line" "bad override names the command line" -- "$bin/titan-init" "$cfg" "$tmp/r0" --training.bogus=1
+expect 2 "flavor" "unknown flavor lists the flavors" -- "$bin/titan-init" "$cfg" "$tmp/r0" --model.flavor=9B
+expect 2 "n_kv_heads" "kv heads must divide heads" -- "$bin/titan-init" "$cfg" "$tmp/r0" --model.n_kv_heads=5
+expect 0 "" "print-config" -- "$bin/titan-train" --print-config "$cfg" --training.steps=77
+grep -q "steps = 77" "$tmp/out" && ok "print-config shows the override" || fail "print-config shows the override"
+cp "$tmp/out" "$tmp/printed.toml"
+expect 0 "" "printed config loads back" -- "$bin/titan-train" --print-config "$tmp/printed.toml"
+cmp -s "$tmp/out" "$tmp/printed.toml" && ok "printed config round-trips" || fail "printed config round-trips"
+
+# --- init and train -----------------------------------------------------------
+expect 0 "" "titan-init tiny run" -- "$bin/titan-init" "$cfg" "$tmp/a" $TINY
+[ -f "$tmp/a/checkpoint/step-00000000/metadata.json" ] && ok "seed checkpoint exists" || fail "seed checkpoint exists"
+expect 2 "not empty" "init refuses a used run dir" -- "$bin/titan-init" "$cfg" "$tmp/a" $TINY
+expect 3 "no such run directory" "train a missing run dir" -- "$bin/titan-train" "$tmp/missing"
+expect 3 "nowhere" "train with a missing shard dir" -- "$bin/titan-train" "$tmp/a" --training.dataset_path="$tmp/nowhere"
+expect 0 "" "train 6 steps" -- "$bin/titan-train" "$tmp/a"
+[ "$(wc -l < "$tmp/a/metrics.jsonl")" -eq 6 ] && ok "6 metrics lines" || fail "6 metrics lines"
+grep -q '"mfu"' "$tmp/a/metrics.jsonl" && ok "metrics have mfu" || fail "metrics have mfu"
+ls "$tmp/a/checkpoint" | grep -q "step-00000006" && ok "final checkpoint written" || fail "final checkpoint written"
+ls "$tmp/a/checkpoint" | grep -q "tmp" && fail "no .tmp left behind" || ok "no .tmp left behind"
+
+# --- resume: 3 steps, stop, 3 more == 6 straight, bit for bit ------------------
+expect 0 "" "init run b" -- "$bin/titan-init" "$cfg" "$tmp/b" $TINY
+expect 0 "" "train b to step 3" -- "$bin/titan-train" "$tmp/b" --training.steps=3
+expect 0 "" "resume b to step 6" -- "$bin/titan-train" "$tmp/b"
+cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/b/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "resumed state is bitwise identical" || fail "resumed state is bitwise identical"
+cut -d, -f1-3 "$tmp/a/metrics.jsonl" > "$tmp/la"; cut -d, -f1-3 "$tmp/b/metrics.jsonl" > "$tmp/lb"
+cmp -s "$tmp/la" "$tmp/lb" && ok "resumed loss curve is identical" || fail "resumed loss curve is identical"
+
+# --- the same bits with one thread ---------------------------------------------
+expect 0 "" "init run c" -- "$bin/titan-init" "$cfg" "$tmp/c" $TINY
+expect 0 "" "train c with 1 thread" -- "$bin/titan-train" "$tmp/c" --training.threads=1
+cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/c/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "1 thread and 2 threads give the same bits" || fail "1 thread and 2 threads give the same bits"
+
+# --- gradient accumulation runs -------------------------------------------------
+expect 0 "" "init run g" -- "$bin/titan-init" "$cfg" "$tmp/g" $TINY --training.global_batch_size=4 --training.steps=2
+expect 0 "" "train with 2 accumulation steps" -- "$bin/titan-train" "$tmp/g"
+expect 2 "global_batch_size" "global batch not a multiple" -- "$bin/titan-train" "$tmp/g" --training.global_batch_size=3
+
+# --- divergence is refused ------------------------------------------------------
+expect 0 "" "init run d" -- "$bin/titan-init" "$cfg" "$tmp/d" $TINY
+expect 5 "not finite\|is nan\|is inf" "a non-finite step is refused with exit 5" -- "$bin/titan-train" "$tmp/d" --optimizer.lr=1e30 --training.max_norm=0 --lr_scheduler.warmup_steps=0
+
+# --- corrupt inputs -------------------------------------------------------------
+cp -r "$tmp/data" "$tmp/data2"
+f=$(ls "$tmp/data2"/*.bin | head -n 1)
+printf 'X' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null
+expect 4 "checksum" "corrupt shard is refused with exit 4" -- "$bin/titan-train" "$tmp/a" --training.steps=7 --training.dataset_path="$tmp/data2"
+cp -r "$tmp/a" "$tmp/e"
+printf 'XXXX' | dd of="$tmp/e/checkpoint/step-00000006/rank-00000.bin" bs=1 seek=64 conv=notrunc 2>/dev/null
+expect 4 "checksum" "corrupt checkpoint is refused with exit 4" -- "$bin/titan-train" "$tmp/e" --training.steps=7
+expect 2 "model" "checkpoint of another model shape is refused" -- "$bin/titan-train" "$tmp/a" --training.steps=7 --model.dim=64
+
+echo "1..$n"
+[ $bad -eq 0 ]
