@@ -28,6 +28,7 @@ static void usage(FILE *f) {
             "      --tokenizer NAME   tokenizer (%s; default byte)\n"
             "      --shard-tokens N   tokens per shard file, suffix K, M or G (default 16M)\n"
             "      --field NAME       JSON Lines member that holds the text (default text)\n"
+            "      --stdin-name NAME  the file name stdin stands for (x.jsonl), setting its kind\n"
             "  -f, --force            replace the shards already in DIR\n"
             "      --stats DIR        verify DIR and print its statistics on stdout\n"
             "  -q, --quiet            print errors only\n"
@@ -88,7 +89,7 @@ static titan_status add_doc(void *ctx, const char *source, const char *text, siz
 }
 
 typedef struct {
-    const char *out, *tokenizer, *field, *stats;
+    const char *out, *tokenizer, *field, *stats, *stdin_name;
     uint64_t shard_tokens;
     int force;
 } options;
@@ -104,7 +105,7 @@ static titan_status run(const options *o, char **inputs, int n_inputs) {
         return st;
     }
     double t0 = now_s();
-    titan_corpus_opts copts = {.field = o->field};
+    titan_corpus_opts copts = {.field = o->field, .stdin_name = o->stdin_name};
     titan_corpus_stats cs = {0};
     for (int i = 0; st == TITAN_OK && i < n_inputs; i++) {
         titan_debug("reading %s", inputs[i]);
@@ -130,12 +131,13 @@ static titan_status run(const options *o, char **inputs, int n_inputs) {
 
 int main(int argc, char **argv) {
     titan_log_init("titan-shard");
-    enum { OPT_TOKENIZER = 256, OPT_SHARD_TOKENS, OPT_FIELD, OPT_STATS, OPT_VERSION };
+    enum { OPT_TOKENIZER = 256, OPT_SHARD_TOKENS, OPT_FIELD, OPT_STDIN_NAME, OPT_STATS, OPT_VERSION };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
         {"shard-tokens", required_argument, NULL, OPT_SHARD_TOKENS},
         {"field", required_argument, NULL, OPT_FIELD},
+        {"stdin-name", required_argument, NULL, OPT_STDIN_NAME},
         {"force", no_argument, NULL, 'f'},
         {"stats", required_argument, NULL, OPT_STATS},
         {"quiet", no_argument, NULL, 'q'},
@@ -155,6 +157,7 @@ int main(int argc, char **argv) {
             if (parse_count(optarg, &o.shard_tokens) != TITAN_OK) return titan_report(TITAN_ERR_USAGE);
             break;
         case OPT_FIELD: o.field = optarg; break;
+        case OPT_STDIN_NAME: o.stdin_name = optarg; break;
         case 'f': o.force = 1; break;
         case OPT_STATS: o.stats = optarg; break;
         case 'q': verbosity = 0; break;

@@ -20,6 +20,8 @@ static void usage(FILE *f) {
             "\n"
             "  --data DIR          shard directory (same as --training.dataset_path=DIR)\n"
             "  --print-config      print the resolved config and exit\n"
+            "  --stop-at STEP      stop after STEP with a checkpoint; the LR schedule still\n"
+            "                      runs to training.steps (for jobs cut by a time limit)\n"
             "  --sample N          after training, generate N tokens to stdout\n"
             "  --prompt TEXT       prompt for --sample (default: none)\n"
             "  --temperature T     sampling temperature, 0 = greedy (default 0)\n"
@@ -68,6 +70,15 @@ int main(int argc, char **argv) {
                 return titan_report(TITAN_ERR_USAGE);
             }
             opts.sample_tokens = (int)v;
+        } else if (!strcmp(a, "--stop-at")) {
+            if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
+            char *end;
+            long long v = strtoll(argv[++i], &end, 10);
+            if (*end || v < 1) {
+                titan_error(TITAN_ERR_USAGE, "--stop-at: expected a step number >= 1, got '%s'", argv[i]);
+                return titan_report(TITAN_ERR_USAGE);
+            }
+            opts.stop_at = v;
         } else if (!strcmp(a, "--prompt")) {
             if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
             opts.prompt = argv[++i];

@@ -160,7 +160,8 @@ static titan_status slurp(reader *r, struct archive *a, const char *source, sour
     return TITAN_OK;
 }
 
-static titan_status read_archive(reader *r, struct archive *a, const char *label) {
+/* name: what a raw (single, maybe compressed) stream is called, for its kind. */
+static titan_status read_archive(reader *r, struct archive *a, const char *label, const char *name_of_raw) {
     struct archive_entry *e;
     for (;;) {
         int rc = archive_read_next_header(a, &e);
@@ -172,8 +173,8 @@ static titan_status read_archive(reader *r, struct archive *a, const char *label
         char source[SOURCE_MAX], name[PATH_MAX];
         int raw = archive_format(a) == ARCHIVE_FORMAT_RAW;
         if (raw) {
-            const char *base = strrchr(label, '/');
-            snprintf(name, sizeof name, "%s", base ? base + 1 : label);
+            const char *base = strrchr(name_of_raw, '/');
+            snprintf(name, sizeof name, "%s", base ? base + 1 : name_of_raw);
             strip_compression(name);
             snprintf(source, sizeof source, "%s", label);
         } else {
@@ -216,7 +217,7 @@ static titan_status read_archive(reader *r, struct archive *a, const char *label
 /* Opens a file or stdin (path NULL) with every filter and format; mtree is
  * left out on purpose: a text file that looks like an mtree spec would make
  * libarchive read the local files it names. */
-static titan_status read_stream(reader *r, const char *path, const char *label) {
+static titan_status read_stream(reader *r, const char *path, const char *label, const char *name_of_raw) {
     struct archive *a = archive_read_new();
     if (!a) return titan_error(TITAN_ERR_NOMEM, "%s: cannot create an archive reader", label);
     archive_read_support_filter_all(a);
@@ -241,7 +242,7 @@ static titan_status read_stream(reader *r, const char *path, const char *label) 
         st = titan_error(err == ENOENT || err == EACCES ? TITAN_ERR_IO : TITAN_ERR_FORMAT, "%s: %s", label,
                          archive_error_string(a) ? archive_error_string(a) : "cannot open");
     } else {
-        st = read_archive(r, a, label);
+        st = read_archive(r, a, label, name_of_raw);
     }
     archive_read_free(a);
     return st;
@@ -305,7 +306,7 @@ static titan_status read_path(reader *r, const char *path, int depth) {
     }
     if (S_ISDIR(sb.st_mode)) return read_dir(r, path, depth);
     if (access(path, R_OK) != 0) return titan_error(TITAN_ERR_IO, "%s: %s", path, strerror(errno));
-    return read_stream(r, path, path);
+    return read_stream(r, path, path, path);
 }
 
 titan_status titan_corpus_check(const char *input) {
@@ -319,7 +320,8 @@ titan_status titan_corpus_check(const char *input) {
 titan_status titan_corpus_read(const char *input, const titan_corpus_opts *opts,
                                titan_corpus_fn fn, void *ctx, titan_corpus_stats *stats) {
     reader r = {.opts = opts, .fn = fn, .ctx = ctx, .stats = stats};
-    titan_status st = strcmp(input, "-") == 0 ? read_stream(&r, NULL, "<stdin>") : read_path(&r, input, 0);
+    const char *sname = opts && opts->stdin_name ? opts->stdin_name : "<stdin>";
+    titan_status st = strcmp(input, "-") == 0 ? read_stream(&r, NULL, "<stdin>", sname) : read_path(&r, input, 0);
     free(r.buf);
     return st;
 }

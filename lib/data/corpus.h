@@ -23,7 +23,9 @@
 #include "core/error.h"
 
 typedef struct {
-    const char *field; /* JSON Lines member holding the text; NULL means "text" */
+    const char *field;      /* JSON Lines member holding the text; NULL means "text" */
+    const char *stdin_name; /* the file name stdin stands for ("x.jsonl"), which sets
+                               its kind; NULL: plain text (or an archive) */
 } titan_corpus_opts;
 
 typedef struct {

@@ -42,6 +42,7 @@ typedef struct {
     titan_metrics *metrics;
     titan_progress pr;
     int accum;
+    int64_t stop_at; /* stop after this step (0 = training.steps) */
     uint32_t *inputs, *targets;
     double peak_flops, flops_per_token;
     char ckpt_root[4096];
@@ -130,7 +131,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
         float loss = 0.0f;
         TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss));
         if (!isfinite(loss)) {
-            titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is %g (micro-batch %d); step refused, parameters unchanged",
+            titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g, micro-batch %d); step refused, parameters unchanged",
                         step, (double)loss, a);
             titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
             return TITAN_ERR_NUMERIC;
@@ -142,7 +143,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     size_t n = titan_llama_params_count(t->model);
     double norm = titan_clip_grad_norm(t->be, grads, n, cfg->training_max_norm);
     if (!isfinite(norm)) {
-        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is %g; step refused, parameters unchanged", step, norm);
+        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is not finite (%g); step refused, parameters unchanged", step, norm);
         titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
         return TITAN_ERR_NUMERIC;
     }
@@ -173,7 +174,9 @@ static titan_status save(trainer *t) {
 static titan_status loop(trainer *t) {
     const titan_job_config *cfg = t->cfg;
     double tokens_per_step = (double)cfg->training_local_batch_size * cfg->training_seq_len * t->accum;
-    while (t->pr.step < cfg->training_steps) {
+    int64_t stop = cfg->training_steps;
+    if (t->stop_at > 0 && t->stop_at < stop) stop = t->stop_at;
+    while (t->pr.step < stop) {
         titan_step_metrics sm = {0};
         double t0 = now_s();
         TITAN_TRY(train_step(t, &sm));
@@ -186,7 +189,7 @@ static titan_status loop(trainer *t) {
                     (sm.step % cfg->metrics_log_freq == 0 || sm.step == 1 || sm.step == cfg->training_steps);
         TITAN_TRY(titan_metrics_log(t->metrics, &sm, print));
         if (cfg->checkpoint_enable &&
-            (t->pr.step % cfg->checkpoint_interval == 0 || t->pr.step == cfg->training_steps)) {
+            (t->pr.step % cfg->checkpoint_interval == 0 || t->pr.step == stop)) {
             TITAN_TRY(save(t));
         }
     }
@@ -208,6 +211,7 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
+    t.stop_at = opts->stop_at;
     titan_status st = setup(&t, opts);
     if (st == TITAN_OK && t.pr.step >= cfg->training_steps)
         titan_info("nothing to do: step %" PRId64 " >= training.steps %d", t.pr.step, cfg->training_steps);

@@ -17,6 +17,8 @@ typedef struct {
     int sample_tokens;       /* after training, generate this many tokens to stdout */
     const char *prompt;      /* sample prompt ("" = begin-of-text only) */
     double temperature;      /* 0 = greedy */
+    int64_t stop_at;         /* stop (with a checkpoint) after this step; 0 = training.steps.
+                              * Unlike lowering training.steps, the LR schedule is unchanged. */
 } titan_train_opts;
 
 /* Trains from the latest checkpoint of the run up to training.steps. */

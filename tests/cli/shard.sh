@@ -79,6 +79,8 @@ check ".jsonl.gz: one document per line" stats_are "$T/gz" 2 $((9 + 5 + 4))
 
 check "stdin (-)" sh -c "printf 'from stdin' | '$BIN' -q - -o '$T/stdin'"
 check "stdin: documents and tokens" stats_are "$T/stdin" 1 12
+check "stdin as JSON Lines (--stdin-name)" sh -c "gzip -dc '$T/g.jsonl.gz' | '$BIN' -q --field body --stdin-name x.jsonl - -o '$T/stdin2'"
+check "stdin as JSON Lines: one document per line" stats_are "$T/stdin2" 2 $((9 + 5 + 4))
 
 check "several inputs" run 0 -q "$T/src/a.txt" "$T/in.tar.gz" -o "$T/multi"
 check "several inputs: totals add up" stats_are "$T/multi" $((DOCS + 1)) $((TOKENS + 48))

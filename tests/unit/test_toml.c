@@ -234,6 +234,10 @@ static void test_format(void) {
     CHECK(strcmp(buf, "0.0008") == 0, "8e-4 -> %s", buf);
     titan_toml_format_double(buf, sizeof buf, 100.0);
     CHECK(strcmp(buf, "100.0") == 0, "100 -> %s", buf);
+    titan_toml_format_double(buf, sizeof buf, 1e-8);
+    CHECK(strcmp(buf, "1e-8") == 0, "1e-8 -> %s", buf);
+    titan_toml_format_double(buf, sizeof buf, 1e15);
+    CHECK(strcmp(buf, "1e15") == 0, "1e15 -> %s", buf);
     titan_toml_format_double(buf, sizeof buf, INFINITY);
     CHECK(strcmp(buf, "inf") == 0, "inf -> %s", buf);
 
