@@ -642,8 +642,9 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
         if (!(k && k->type == T_STR) || quoted) {
             st = titan_toml_parse_value(text, "value", &v);
             if (st != TITAN_OK && quoted) {
+                st = as_usage(st);
                 titan_error_context("%s", place);
-                return TITAN_ERR_USAGE;
+                return st;
             }
         }
         if (st != TITAN_OK) { /* not a TOML value: a bare string */

@@ -3,6 +3,7 @@
 #ifndef TITAN_TENSOR_BOX_H
 #define TITAN_TENSOR_BOX_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define TITAN_MAX_DIMS 4
