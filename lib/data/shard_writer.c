@@ -64,7 +64,7 @@ static titan_status prepare_dir(titan_shard_writer *w) {
     struct stat sb;
     if (stat(w->dir, &sb) != 0) {
         if (errno != ENOENT) return titan_error(TITAN_ERR_IO, "%s: %s", w->dir, strerror(errno));
-        if (mkdir(w->dir, 0755) != 0) return titan_error(TITAN_ERR_IO, "%s: mkdir: %s", w->dir, strerror(errno));
+        TITAN_TRY(titan_fs_mkdir_p(w->dir)); /* parents too, like mkdir -p */
         w->created_dir = 1;
         return TITAN_OK;
     }
