@@ -29,7 +29,7 @@ BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas
 endif
 
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fopenmp -Ilib $(PKG_CFLAGS) $(BLAS_CFLAGS) -MMD -MP
-LDLIBS     = $(PKG_LIBS) $(BLAS_LIBS) -fopenmp -lm -lpthread
+LDLIBS     = $(PKG_LIBS) $(BLAS_LIBS) -fopenmp -lm -lpthread -ldl
 
 LIB_SRC  := $(shell find lib -name '*.c' | sort)
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
@@ -38,7 +38,38 @@ LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
 TOOLS    := $(CMD_SRC:cmd/%.c=bin/%)
 TESTS    := $(TEST_SRC:tests/unit/%.c=build/tests/%)
 
-all: $(TOOLS) $(TESTS)
+# CUDA backend: a separate shared library, built only where nvcc exists
+# (skipped silently otherwise). The tools dlopen it at run time (lookup
+# order: lib/backend/backend.h), so a CPU build never needs CUDA: it lands at
+# build/lib/titan/ (found by build/tests/*), a copy in bin/ (found by the
+# tools), and PREFIX/lib/titan/ on install.
+NVCC     ?= /usr/local/cuda/bin/nvcc
+CUDA_SO   = build/lib/titan/libtitan-cuda.so
+ifneq ($(wildcard $(NVCC)),)
+CUDA_LIBDIR ?= $(abspath $(dir $(NVCC))../lib64)
+CU_SRC   := $(sort $(wildcard kernels/*.cu))
+CU_OBJ   := $(CU_SRC:%.cu=build/obj/%.o)
+CUDA_OUT  = $(CUDA_SO) bin/libtitan-cuda.so
+NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 \
+             -gencode arch=compute_90,code=[sm_90,compute_90]
+ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
+                -Xcompiler -Wno-unused-parameter -MMD -MP
+
+build/obj/kernels/%.o: kernels/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(ALL_NVCCFLAGS) -c $< -o $@
+
+$(CUDA_SO): $(CU_OBJ)
+	@mkdir -p $(dir $@)
+	$(NVCC) -shared -cudart shared -o $@ $(CU_OBJ) -L$(CUDA_LIBDIR) \
+	    -Xlinker -rpath,$(CUDA_LIBDIR) -lcublasLt
+
+bin/libtitan-cuda.so: $(CUDA_SO)
+	@mkdir -p bin
+	cp $< $@
+endif
+
+all: $(TOOLS) $(TESTS) $(CUDA_OUT)
 
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -74,6 +105,8 @@ install: $(TOOLS)
 	for f in man/*.1; do cp $$f $(DESTDIR)$(PREFIX)/share/man/man1/; done
 	for f in man/*.5; do cp $$f $(DESTDIR)$(PREFIX)/share/man/man5/; done
 	for f in man/*.7; do cp $$f $(DESTDIR)$(PREFIX)/share/man/man7/; done
+	if [ -f $(CUDA_SO) ]; then mkdir -p $(DESTDIR)$(PREFIX)/lib/titan && \
+	    cp $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/titan/; fi
 
 clean:
 	rm -rf build bin

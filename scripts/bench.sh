@@ -87,7 +87,7 @@ $PY scripts/torch_bench.py --dim 256 --layers 6 --heads 16 --kv-heads 16 --vocab
     --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" "$@" >"$out/torch.json"
 
 $PY - "$run/metrics.jsonl" "$out/torch.json" "$SEQ" "$BATCH" "$WARMUP" "$THREADS" <<'EOF'
-import json, os, subprocess, sys
+import json, subprocess, sys
 sys.path.insert(0, "scripts")
 from torch_llama import LlamaConfig, flops_per_token
 

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/error.h"
+
 typedef struct titan_backend {
     const char *name; /* "cpu", "cuda" */
 
@@ -112,5 +114,24 @@ double titan_backend_cpu_peak_flops(void);
  * cos/sin are evaluated in double then rounded. */
 void titan_rope_tables(float *cos, float *sin, int T, int HD, float theta, float scale_factor,
                        float low_freq_factor, float high_freq_factor, int original_context);
+
+/* Opens a backend by name: "cpu"; "cuda" or "cuda:N" (GPU N, default 0),
+ * loaded at run time from libtitan-cuda.so; "auto": cuda when it opens, else
+ * cpu, with one info line saying which. A failure is TITAN_ERR_USAGE with
+ * the message "cuda: <cause>"; callers add their context with
+ * titan_error_context("training.device"). The CUDA library is looked up in
+ * this order, the first that exists wins:
+ *   $TITAN_CUDA_LIB                                   (when set, the only place)
+ *   <executable's dir>/libtitan-cuda.so               (bin/: `make` copies it there)
+ *   <executable's dir>/../lib/titan/libtitan-cuda.so  (PREFIX/lib/titan, build/lib/titan)
+ *   "libtitan-cuda.so" on the dynamic linker's search path. */
+titan_status titan_backend_open(const char *device, const titan_backend **out);
+
+/* The one symbol libtitan-cuda.so exports, "titan_backend_cuda_create":
+ * table_size is sizeof(titan_backend) of the caller (a mismatch is refused);
+ * ordinal the GPU. Returns the table, and a description of the GPU in msg;
+ * or NULL with the reason in msg. Idempotent for the same ordinal. */
+typedef const titan_backend *(*titan_backend_cuda_create_fn)(size_t table_size, int ordinal,
+                                                            char *msg, size_t msg_len);
 
 #endif

@@ -2,21 +2,26 @@
  *
  * Queries and keys are cut into 64-row tiles. The forward walks the key tiles
  * of one query tile with an online softmax (running max m, running sum l) and
- * never forms the T x T matrix; tiles entirely above the diagonal are
- * skipped, so causal attention costs half. It saves lse = m + log(l) per row.
+ * never forms the T x T matrix; tiles above the diagonal are skipped, so
+ * causal attention costs half. It saves lse = m + log(l) per query.
  *
  * The backward recomputes P = exp(S - lse) tile by tile, with
  * D = rowsum(dout * out):  dV = P^T dO,  dS = P * (dO V^T - D),
  * dK = scale dS^T Q,  dQ = scale dS K.  To stay deterministic without float
  * atomics it runs two passes: one over key tiles (each owns its dK/dV rows
  * and loops over every query head of its kv group), one over query tiles
- * (each owns its dQ rows). Both recompute P; every sum runs in a fixed order
+ * (each owns its dQ rows). Both recompute P. Every sum runs in a fixed order
  * inside one work item, so the thread count never changes the bits.
  *
- * The tile products are two shapes of kernel over GCC vector types:
- * rowdot (out[64 x 64] = A[64 x HD] Bt[HD x 64], vectorised along the 64
- * columns) and rowcomb (acc[64 x HD] += coef[64 x n] M[n x HD], vectorised
- * along HD). Both are inlined with HD a constant for 16/32/64/128. */
+ * Vectors always run along the 64 rows of the tile that a work item owns:
+ * the forward and the dQ pass keep scores transposed, St[key][query], so the
+ * online softmax is vertical vector max/add and K, V are read as broadcast
+ * scalars from row copies; the dK/dV pass keeps S[query][key]. Q^T and dO^T
+ * are packed once per query tile (forward: per work item; backward: one
+ * pre-pass), K^T and V^T once per key tile, so no tile is transposed per
+ * (query tile, key tile) pair. Two kernels over GCC vector types do all the
+ * products (rowdot: out = A B^T; colcomb: acc^T += M^T coef), inlined with
+ * HD a constant for 16/32/64/128. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,285 +30,277 @@
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
-#define TB 64 /* tile rows: queries per query tile = keys per key tile */
+#define TB 64 /* queries per query tile = keys per key tile */
 #define ALWAYS static inline __attribute__((always_inline))
 
-typedef float v16f __attribute__((vector_size(64)));
+typedef float v16f __attribute__((vector_size(64))); /* 64-byte aligned scratch only */
 typedef int32_t v16i __attribute__((vector_size(64)));
 
-/* per-thread scratch, 64-byte aligned */
-typedef struct {
-    float *qs, *qt, *dos, *dot, *ks, *kt, *vs, *vt; /* [TB*HD] tiles, *t = transposed */
-    float *s, *p, *dp;                              /* [TB*TB] */
-    float *acc1, *acc2;                             /* [TB*HD] accumulators */
-    float *rowa, *rowb, *rowc, *rowd;               /* [TB] per-row values */
-} scratch;
-
-static void *scratch_block(int HD, scratch *w) {
-    size_t tile = (size_t)TB * HD, sq = (size_t)TB * TB;
-    float *base = aligned_alloc(64, (10 * tile + 3 * sq + 4 * TB) * sizeof(float));
-    TITAN_ASSERT(base != NULL);
-    float *p = base;
-    float **tiles[10] = {&w->qs, &w->qt, &w->dos, &w->dot, &w->ks,
-                         &w->kt, &w->vs, &w->vt,  &w->acc1, &w->acc2};
-    for (int i = 0; i < 10; i++) *tiles[i] = p, p += tile;
-    w->s = p, p += sq;
-    w->p = p, p += sq;
-    w->dp = p, p += sq;
-    w->rowa = p, p += TB;
-    w->rowb = p, p += TB;
-    w->rowc = p, p += TB;
-    w->rowd = p;
-    return base;
-}
-
-/* out[i][c] = sum_d A[i][d] * Bt[d][c] for 64 rows and 64 columns. */
-ALWAYS void rowdot(float *restrict out, const float *restrict A, const float *restrict Bt,
-                   int HD) {
-    for (int i = 0; i < TB; i += 4) {
-        v16f acc[4][4];
-        for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = (v16f){0};
-        for (int d = 0; d < HD; d++) {
-            const v16f *b = (const v16f *)(Bt + (size_t)d * TB);
-            v16f b0 = b[0], b1 = b[1], b2 = b[2], b3 = b[3];
-            for (int r = 0; r < 4; r++) {
-                float a = A[(size_t)(i + r) * HD + d];
-                acc[r][0] += a * b0;
-                acc[r][1] += a * b1;
-                acc[r][2] += a * b2;
-                acc[r][3] += a * b3;
-            }
-        }
-        for (int r = 0; r < 4; r++) {
-            v16f *o = (v16f *)(out + (size_t)(i + r) * TB);
-            o[0] = acc[r][0], o[1] = acc[r][1], o[2] = acc[r][2], o[3] = acc[r][3];
-        }
-    }
-}
-
-/* acc[i][:] += sum_{x < nx} coef[i][x] * M[x][:] for 64 rows of HD. Rows are
- * blocked so about 8 vector accumulators are live. */
-ALWAYS void rowcomb(float *restrict acc, const float *restrict coef, const float *restrict M,
-                    int nx, int HD) {
-    if (HD % 16 == 0 && HD <= 256) {
-        const int NV = HD / 16, RB = NV >= 8 ? 1 : 8 / NV;
-        for (int i = 0; i < TB; i += RB) {
-            v16f a[16];
-            for (int r = 0; r < RB; r++)
-                for (int v = 0; v < NV; v++)
-                    a[r * NV + v] = ((v16f *)(acc + (size_t)(i + r) * HD))[v];
-            for (int x = 0; x < nx; x++) {
-                const v16f *m = (const v16f *)(M + (size_t)x * HD);
-                for (int r = 0; r < RB; r++) {
-                    float c = coef[(size_t)(i + r) * TB + x];
-                    for (int v = 0; v < NV; v++) a[r * NV + v] += c * m[v];
-                }
-            }
-            for (int r = 0; r < RB; r++)
-                for (int v = 0; v < NV; v++)
-                    ((v16f *)(acc + (size_t)(i + r) * HD))[v] = a[r * NV + v];
-        }
-    } else {
-        for (int i = 0; i < TB; i++)
-            for (int x = 0; x < nx; x++) {
-                float c = coef[(size_t)i * TB + x];
-                for (int d = 0; d < HD; d++) acc[(size_t)i * HD + d] += c * M[(size_t)x * HD + d];
-            }
-    }
-}
-
-/* Copies n rows (stride `ld` floats) of a [.., HD] tensor into a tile, times
- * `mul`, as rows ([TB][HD]) and/or transposed ([HD][TB]); the rest is zero. */
-ALWAYS void load_tile(float *rows, float *cols, const float *src, size_t ld, int n, float mul,
-                      int HD) {
-    if (rows) memset(rows, 0, (size_t)TB * HD * sizeof(float));
-    if (cols) memset(cols, 0, (size_t)TB * HD * sizeof(float));
-    for (int r = 0; r < n; r++) {
-        const float *x = src + (size_t)r * ld;
-        for (int d = 0; d < HD; d++) {
-            float y = x[d] * mul;
-            if (rows) rows[(size_t)r * HD + d] = y;
-            if (cols) cols[(size_t)d * TB + r] = y;
-        }
-    }
-}
-
-static float hmax16(v16f v) {
-    float m = v[0];
-    for (int i = 1; i < 16; i++) m = v[i] > m ? v[i] : m;
-    return m;
-}
-
-static float hsum16(v16f v) {
-    /* a fixed pairwise tree */
-    for (int w = 8; w >= 1; w /= 2)
-        for (int i = 0; i < w; i++) v[i] += v[i + w];
-    return v[0];
-}
+#define NV (TB / 16) /* vectors per tile row */
 
 static inline v16f vmax(v16f a, v16f b) {
     v16i gt = b > a;
     return (v16f)((gt & (v16i)b) | (~gt & (v16i)a));
 }
 
-static float row_max(const float *x) {
-    const v16f *v = (const v16f *)x;
-    return hmax16(vmax(vmax(v[0], v[1]), vmax(v[2], v[3])));
-}
-
-static float row_sum(const float *x) {
-    const v16f *v = (const v16f *)x;
-    return hsum16((v[0] + v[1]) + (v[2] + v[3]));
-}
-
-/* Sets masked scores to -inf: key column c >= nk, query row r >= nq, or key
- * after query (k0 + c > q0 + r). `trans` means s is [key][query]. */
-static void apply_mask(float *s, int trans, int q0, int nq, int k0, int nk) {
-    for (int a = 0; a < TB; a++)
-        for (int b = 0; b < TB; b++) {
-            int r = trans ? b : a, c = trans ? a : b;
-            if (c >= nk || r >= nq || k0 + c > q0 + r) s[(size_t)a * TB + b] = -INFINITY;
+/* out[c][:] = sum_d A[c*lda + d] * Bt[d][:] for rows c < n (one vector row =
+ * the 64 queries). Four rows share each load of Bt. */
+ALWAYS void rowdot_rows(float *restrict out, const float *restrict A, size_t lda,
+                        const float *restrict Bt, int c, const int R, int HD) {
+    v16f acc[4][NV];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < NV; v++) acc[r][v] = (v16f){0};
+    for (int d = 0; d < HD; d++) {
+        const v16f *b = (const v16f *)(Bt + (size_t)d * TB);
+        for (int r = 0; r < R; r++) {
+            float a = A[(size_t)(c + r) * lda + d];
+            for (int v = 0; v < NV; v++) acc[r][v] += a * b[v];
         }
+    }
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < NV; v++) ((v16f *)(out + (size_t)(c + r) * TB))[v] = acc[r][v];
 }
 
-static int needs_mask(int q0, int nq, int k0, int nk) { return nq < TB || nk < TB || k0 + TB - 1 > q0; }
+ALWAYS void rowdot(float *restrict out, const float *restrict A, size_t lda,
+                   const float *restrict Bt, int n, int HD) {
+    int c = 0;
+    for (; c + 4 <= n; c += 4) rowdot_rows(out, A, lda, Bt, c, 4, HD);
+    for (; c < n; c++) rowdot_rows(out, A, lda, Bt, c, 1, HD);
+}
 
-/* D[r] = dot(dout[r], out[r]) in a fixed order. */
-ALWAYS void row_delta(float *D, const float *dout, const float *out, size_t ld, int nq, int HD) {
-    for (int r = 0; r < TB; r++) {
-        float s = 0.0f;
-        if (r < nq)
-            for (int d = 0; d < HD; d++) s += dout[(size_t)r * ld + d] * out[(size_t)r * ld + d];
-        D[r] = s;
+/* accT[d][:] += sum_{c < n} M[c*ldm + d] * coef[c][:]  (accT is [HD][TB]) */
+ALWAYS void colcomb_cols(float *restrict accT, const float *restrict coef,
+                         const float *restrict M, size_t ldm, int n, int d0, const int R) {
+    v16f a[4][NV];
+    for (int i = 0; i < R; i++)
+        for (int v = 0; v < NV; v++) a[i][v] = ((v16f *)(accT + (size_t)(d0 + i) * TB))[v];
+    for (int c = 0; c < n; c++) {
+        const v16f *p = (const v16f *)(coef + (size_t)c * TB);
+        for (int i = 0; i < R; i++) {
+            float m = M[(size_t)c * ldm + d0 + i];
+            for (int v = 0; v < NV; v++) a[i][v] += m * p[v];
+        }
+    }
+    for (int i = 0; i < R; i++)
+        for (int v = 0; v < NV; v++) ((v16f *)(accT + (size_t)(d0 + i) * TB))[v] = a[i][v];
+}
+
+ALWAYS void colcomb(float *restrict accT, const float *restrict coef, const float *restrict M,
+                    size_t ldm, int n, int HD) {
+    int d = 0;
+    for (; d + 4 <= HD; d += 4) colcomb_cols(accT, coef, M, ldm, n, d, 4);
+    for (; d < HD; d++) colcomb_cols(accT, coef, M, ldm, n, d, 1);
+}
+
+/* dst[d][r] = src[r*ld + d] * mul for r < n, zero for n <= r < TB. */
+static void pack_t(float *dst, const float *src, size_t ld, int n, float mul, int HD) {
+    for (int d = 0; d < HD; d++) {
+        float *o = dst + (size_t)d * TB;
+        for (int r = 0; r < n; r++) o[r] = src[(size_t)r * ld + d] * mul;
+        for (int r = n; r < TB; r++) o[r] = 0.0f;
     }
 }
 
+/* St[c][:] -= L[:] for c < n, then -inf above the diagonal when the key tile
+ * is the query tile (key c after query r), then P = exp(St). */
+static void softmax_tile(float *St, const float *L, int n, int diagonal) {
+    const v16f *l = (const v16f *)L;
+    for (int c = 0; c < n; c++) {
+        v16f *s = (v16f *)(St + (size_t)c * TB);
+        for (int v = 0; v < NV; v++) s[v] -= l[v];
+    }
+    if (diagonal)
+        for (int c = 1; c < n; c++)
+            for (int r = 0; r < c; r++) St[(size_t)c * TB + r] = -INFINITY;
+    titan_cpu_exp(St, St, n * TB);
+}
+
 typedef struct {
-    int B, T, NH, NKV, HD;
+    int B, T, NH, NKV, HD, nt;
     float scale;
+    /* backward only: per (b, h, query tile) Q^T * scale, dO^T ([HD][TB]), lse, D ([TB]) */
+    float *qt, *dot, *lse, *delta;
 } shape;
 
+static size_t tile_index(const shape *g, int b, int h, int i) {
+    return ((size_t)b * g->NH + h) * g->nt + i;
+}
+
 /* ------------------------------------------------------------------ forward */
+
+/* Per-thread scratch. Tiles of the caller's tensors are copied into
+ * contiguous rows before the kernels read them: rows NKV*HD floats apart
+ * (1 KiB for the debug model) fall into a few L1 sets and evict each other. */
+typedef struct {
+    float *st, *dp;                    /* [TB*TB] scores / probabilities, dP / dS */
+    float *acc, *acc2, *qt;            /* [TB*HD] accumulators, packed Q^T */
+    float *kr, *vr, *kt, *vt, *qr, *dr; /* [TB*HD] row copies and transposes */
+    float *m, *l, *alpha;              /* [TB] */
+} scratch;
+
+static void *scratch_alloc(int HD, scratch *w) {
+    size_t sq = (size_t)TB * TB, tile = (size_t)TB * HD;
+    float *p = aligned_alloc(64, (2 * sq + 9 * tile + 3 * TB) * sizeof(float));
+    TITAN_ASSERT(p != NULL);
+    float *x = p;
+    w->st = x, x += sq;
+    w->dp = x, x += sq;
+    float **tiles[9] = {&w->acc, &w->acc2, &w->qt, &w->kr, &w->vr, &w->kt, &w->vt, &w->qr, &w->dr};
+    for (int i = 0; i < 9; i++) *tiles[i] = x, x += tile;
+    w->m = x, w->l = x + TB, w->alpha = x + 2 * TB;
+    return p;
+}
+
+/* dst[r][:] = src[r*ld + :] * mul for r < n (contiguous rows of HD). */
+static void copy_rows(float *dst, const float *src, size_t ld, int n, float mul, int HD) {
+    for (int r = 0; r < n; r++)
+        for (int d = 0; d < HD; d++) dst[(size_t)r * HD + d] = src[(size_t)r * ld + d] * mul;
+}
 
 ALWAYS void fwd_item(const shape *g, scratch *w, float *out, float *lse, const float *q,
                      const float *k, const float *v, int b, int h, int qi, int HD) {
     int T = g->T, NH = g->NH, NKV = g->NKV, kh = h / (NH / NKV);
     int q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
-    float *m = w->rowa, *l = w->rowb, *alpha = w->rowc;
-    load_tile(w->qs, NULL, q + (((size_t)b * T + q0) * NH + h) * HD, (size_t)NH * HD, nq,
-              g->scale, HD);
-    memset(w->acc1, 0, (size_t)TB * HD * sizeof(float));
-    for (int r = 0; r < TB; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    size_t ldq = (size_t)NH * HD, ldk = (size_t)NKV * HD;
+    v16f *m = (v16f *)w->m, *l = (v16f *)w->l, *alpha = (v16f *)w->alpha;
+    pack_t(w->qt, q + (((size_t)b * T + q0) * NH + h) * HD, ldq, nq, g->scale, HD);
+    memset(w->acc, 0, (size_t)TB * HD * sizeof(float));
+    for (int i = 0; i < NV; i++) m[i] = (v16f){0} - INFINITY, l[i] = (v16f){0};
     for (int kj = 0; kj <= qi; kj++) {
         int k0 = kj * TB, nk = T - k0 < TB ? T - k0 : TB;
-        size_t off = (((size_t)b * T + k0) * NKV + kh) * HD;
-        load_tile(NULL, w->kt, k + off, (size_t)NKV * HD, nk, 1.0f, HD);
-        load_tile(w->vs, NULL, v + off, (size_t)NKV * HD, nk, 1.0f, HD);
-        rowdot(w->s, w->qs, w->kt, HD);
-        if (needs_mask(q0, nq, k0, nk)) apply_mask(w->s, 0, q0, TB, k0, nk);
-        for (int r = 0; r < TB; r++) {
-            float *sr = w->s + (size_t)r * TB;
-            float mx = row_max(sr), mnew = mx > m[r] ? mx : m[r];
-            alpha[r] = m[r] - mnew; /* exp below; -inf on the first tile gives 0 */
-            m[r] = mnew;
-            for (int c = 0; c < TB; c++) sr[c] -= mnew;
+        size_t koff = (((size_t)b * T + k0) * NKV + kh) * HD;
+        copy_rows(w->kr, k + koff, ldk, nk, 1.0f, HD);
+        copy_rows(w->vr, v + koff, ldk, nk, 1.0f, HD);
+        rowdot(w->st, w->kr, HD, w->qt, nk, HD);
+        if (kj == qi)
+            for (int c = 1; c < nk; c++)
+                for (int r = 0; r < c; r++) w->st[(size_t)c * TB + r] = -INFINITY;
+        /* online softmax, one lane per query */
+        v16f mx[NV];
+        for (int i = 0; i < NV; i++) mx[i] = ((v16f *)w->st)[i];
+        for (int c = 1; c < nk; c++)
+            for (int i = 0; i < NV; i++) mx[i] = vmax(mx[i], ((v16f *)(w->st + (size_t)c * TB))[i]);
+        for (int i = 0; i < NV; i++) {
+            mx[i] = vmax(m[i], mx[i]);
+            alpha[i] = m[i] - mx[i]; /* exp below: 0 on the first tile (m = -inf) */
+            m[i] = mx[i];
         }
-        titan_cpu_exp(w->s, w->s, TB * TB);
-        titan_cpu_exp(alpha, alpha, TB);
-        for (int r = 0; r < TB; r++) {
-            l[r] = l[r] * alpha[r] + row_sum(w->s + (size_t)r * TB);
-            for (int d = 0; d < HD; d++) w->acc1[(size_t)r * HD + d] *= alpha[r];
-        }
-        rowcomb(w->acc1, w->s, w->vs, nk, HD);
+        for (int c = 0; c < nk; c++)
+            for (int i = 0; i < NV; i++) ((v16f *)(w->st + (size_t)c * TB))[i] -= mx[i];
+        titan_cpu_exp(w->st, w->st, nk * TB);
+        titan_cpu_exp(w->alpha, w->alpha, TB);
+        v16f sum[NV];
+        for (int i = 0; i < NV; i++) sum[i] = ((v16f *)w->st)[i];
+        for (int c = 1; c < nk; c++)
+            for (int i = 0; i < NV; i++) sum[i] += ((v16f *)(w->st + (size_t)c * TB))[i];
+        for (int i = 0; i < NV; i++) l[i] = l[i] * alpha[i] + sum[i];
+        for (int d = 0; d < HD; d++)
+            for (int i = 0; i < NV; i++) ((v16f *)(w->acc + (size_t)d * TB))[i] *= alpha[i];
+        colcomb(w->acc, w->st, w->vr, HD, nk, HD);
     }
     for (int r = 0; r < nq; r++) {
         float *o = out + (((size_t)b * T + q0 + r) * NH + h) * HD;
-        float inv = 1.0f / l[r];
-        for (int d = 0; d < HD; d++) o[d] = w->acc1[(size_t)r * HD + d] * inv;
-        lse[((size_t)b * NH + h) * T + q0 + r] = m[r] + logf(l[r]);
+        float inv = 1.0f / w->l[r];
+        for (int d = 0; d < HD; d++) o[d] = w->acc[(size_t)d * TB + r] * inv;
+        lse[((size_t)b * NH + h) * T + q0 + r] = w->m[r] + logf(w->l[r]);
     }
 }
 
-/* ------------------------------------------- backward pass 1: dK, dV per key tile */
+/* ------------------------------------------ backward: packing per query tile */
+
+ALWAYS void pack_item(const shape *g, const float *dout, const float *out, const float *lse,
+                      const float *q, int b, int h, int qi, int HD) {
+    int T = g->T, NH = g->NH, q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
+    size_t ld = (size_t)NH * HD, off = (((size_t)b * T + q0) * NH + h) * HD;
+    size_t ti = tile_index(g, b, h, qi);
+    pack_t(g->qt + ti * HD * TB, q + off, ld, nq, g->scale, HD);
+    pack_t(g->dot + ti * HD * TB, dout + off, ld, nq, 1.0f, HD);
+    float *L = g->lse + ti * TB, *D = g->delta + ti * TB;
+    for (int r = 0; r < TB; r++) {
+        float s = 0.0f;
+        if (r < nq)
+            for (int d = 0; d < HD; d++) s += dout[off + r * ld + d] * out[off + r * ld + d];
+        D[r] = s;
+        L[r] = r < nq ? lse[((size_t)b * NH + h) * T + q0 + r] : 0.0f;
+    }
+}
+
+/* ------------------------------------------- backward pass 1: dK, dV per key tile
+ * Here scores are S[query][key], vectors along the 64 keys of the tile, so
+ * dV^T and dK^T accumulate with the same column kernel as the forward. */
 
 ALWAYS void bwd_kv_item(const shape *g, scratch *w, float *dk, float *dv, const float *dout,
-                        const float *out, const float *lse, const float *q, const float *k,
-                        const float *v, int b, int kh, int kj, int HD) {
-    int T = g->T, NH = g->NH, NKV = g->NKV, rep = NH / NKV, nqt = (T + TB - 1) / TB;
+                        const float *q, const float *k, const float *v, int b, int kh, int kj,
+                        int HD) {
+    int T = g->T, NH = g->NH, NKV = g->NKV, rep = NH / NKV;
     int k0 = kj * TB, nk = T - k0 < TB ? T - k0 : TB;
+    size_t ldq = (size_t)NH * HD, ldk = (size_t)NKV * HD;
     size_t koff = (((size_t)b * T + k0) * NKV + kh) * HD;
-    float *L = w->rowa, *D = w->rowb;
-    load_tile(w->ks, NULL, k + koff, (size_t)NKV * HD, nk, 1.0f, HD);
-    load_tile(w->vs, NULL, v + koff, (size_t)NKV * HD, nk, 1.0f, HD);
-    memset(w->acc1, 0, (size_t)TB * HD * sizeof(float)); /* dK */
-    memset(w->acc2, 0, (size_t)TB * HD * sizeof(float)); /* dV */
+    float *dKT = w->acc, *dVT = w->acc2; /* [HD][TB] */
+    pack_t(w->kt, k + koff, ldk, nk, 1.0f, HD);
+    pack_t(w->vt, v + koff, ldk, nk, 1.0f, HD);
+    memset(dKT, 0, (size_t)TB * HD * sizeof(float));
+    memset(dVT, 0, (size_t)TB * HD * sizeof(float));
     for (int h = kh * rep; h < (kh + 1) * rep; h++)
-        for (int qi = kj; qi < nqt; qi++) {
+        for (int qi = kj; qi < g->nt; qi++) {
             int q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
-            size_t qoff = (((size_t)b * T + q0) * NH + h) * HD, ld = (size_t)NH * HD;
-            load_tile(w->qs, w->qt, q + qoff, ld, nq, g->scale, HD);
-            load_tile(w->dos, w->dot, dout + qoff, ld, nq, 1.0f, HD);
-            row_delta(D, dout + qoff, out + qoff, ld, nq, HD);
-            for (int r = 0; r < TB; r++) L[r] = r < nq ? lse[((size_t)b * NH + h) * T + q0 + r] : 0.0f;
-            /* transposed: rows are keys, columns queries */
-            rowdot(w->p, w->ks, w->qt, HD);
-            for (int c = 0; c < TB; c++)
-                for (int r = 0; r < TB; r++) w->p[(size_t)c * TB + r] -= L[r];
-            if (needs_mask(q0, nq, k0, nk)) apply_mask(w->p, 1, q0, nq, k0, nk);
-            titan_cpu_exp(w->p, w->p, TB * TB);
-            rowcomb(w->acc2, w->p, w->dos, nq, HD);
-            rowdot(w->dp, w->vs, w->dot, HD);
-            for (int c = 0; c < TB; c++)
-                for (int r = 0; r < TB; r++) {
-                    size_t x = (size_t)c * TB + r;
-                    w->dp[x] = w->p[x] * (w->dp[x] - D[r]);
-                }
-            rowcomb(w->acc1, w->dp, w->qs, nq, HD);
+            size_t ti = tile_index(g, b, h, qi), qoff = (((size_t)b * T + q0) * NH + h) * HD;
+            const float *L = g->lse + ti * TB, *D = g->delta + ti * TB;
+            copy_rows(w->qr, q + qoff, ldq, nq, g->scale, HD);
+            copy_rows(w->dr, dout + qoff, ldq, nq, 1.0f, HD);
+            rowdot(w->st, w->qr, HD, w->kt, nq, HD);
+            for (int r = 0; r < nq; r++) {
+                float *s = w->st + (size_t)r * TB;
+                for (int c = 0; c < TB; c++) s[c] -= L[r];
+                int first_masked = qi == kj ? r + 1 : nk;
+                for (int c = first_masked < nk ? first_masked : nk; c < TB; c++) s[c] = -INFINITY;
+            }
+            titan_cpu_exp(w->st, w->st, nq * TB);
+            rowdot(w->dp, w->dr, HD, w->vt, nq, HD);
+            for (int r = 0; r < nq; r++) {
+                float *p = w->st + (size_t)r * TB, *s = w->dp + (size_t)r * TB;
+                for (int c = 0; c < TB; c++) s[c] = p[c] * (s[c] - D[r]);
+            }
+            colcomb(dVT, w->st, w->dr, HD, nq, HD);
+            colcomb(dKT, w->dp, w->qr, HD, nq, HD);
         }
     for (int c = 0; c < nk; c++) {
-        float *gk = dk + koff + (size_t)c * NKV * HD, *gv = dv + koff + (size_t)c * NKV * HD;
+        float *gk = dk + koff + (size_t)c * ldk, *gv = dv + koff + (size_t)c * ldk;
         for (int d = 0; d < HD; d++) {
-            gk[d] += w->acc1[(size_t)c * HD + d];
-            gv[d] += w->acc2[(size_t)c * HD + d];
+            gk[d] += dKT[(size_t)d * TB + c];
+            gv[d] += dVT[(size_t)d * TB + c];
         }
     }
 }
 
 /* ----------------------------------------------- backward pass 2: dQ per query tile */
 
-ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, const float *dout, const float *out,
-                       const float *lse, const float *q, const float *k, const float *v, int b,
-                       int h, int qi, int HD) {
+ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, const float *k, const float *v,
+                       int b, int h, int qi, int HD) {
     int T = g->T, NH = g->NH, NKV = g->NKV, kh = h / (NH / NKV);
     int q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
-    size_t qoff = (((size_t)b * T + q0) * NH + h) * HD, ld = (size_t)NH * HD;
-    float *L = w->rowa, *D = w->rowb;
-    load_tile(w->qs, NULL, q + qoff, ld, nq, g->scale, HD);
-    load_tile(w->dos, NULL, dout + qoff, ld, nq, 1.0f, HD);
-    row_delta(D, dout + qoff, out + qoff, ld, nq, HD);
-    for (int r = 0; r < TB; r++) L[r] = r < nq ? lse[((size_t)b * NH + h) * T + q0 + r] : 0.0f;
-    memset(w->acc1, 0, (size_t)TB * HD * sizeof(float));
+    size_t ldk = (size_t)NKV * HD, ti = tile_index(g, b, h, qi);
+    const float *qt = g->qt + ti * HD * TB, *dot = g->dot + ti * HD * TB;
+    const v16f *D = (const v16f *)(g->delta + ti * TB);
+    float *dQ = w->acc; /* [HD][TB] */
+    memset(dQ, 0, (size_t)TB * HD * sizeof(float));
     for (int kj = 0; kj <= qi; kj++) {
         int k0 = kj * TB, nk = T - k0 < TB ? T - k0 : TB;
         size_t koff = (((size_t)b * T + k0) * NKV + kh) * HD;
-        load_tile(w->ks, w->kt, k + koff, (size_t)NKV * HD, nk, 1.0f, HD);
-        load_tile(NULL, w->vt, v + koff, (size_t)NKV * HD, nk, 1.0f, HD);
-        rowdot(w->p, w->qs, w->kt, HD);
-        for (int r = 0; r < TB; r++)
-            for (int c = 0; c < TB; c++) w->p[(size_t)r * TB + c] -= L[r];
-        if (needs_mask(q0, nq, k0, nk)) apply_mask(w->p, 0, q0, nq, k0, nk);
-        titan_cpu_exp(w->p, w->p, TB * TB);
-        rowdot(w->dp, w->dos, w->vt, HD);
-        for (int r = 0; r < TB; r++)
-            for (int c = 0; c < TB; c++) {
-                size_t x = (size_t)r * TB + c;
-                w->dp[x] = w->p[x] * (w->dp[x] - D[r]);
-            }
-        rowcomb(w->acc1, w->dp, w->ks, nk, HD);
+        copy_rows(w->kr, k + koff, ldk, nk, 1.0f, HD);
+        copy_rows(w->vr, v + koff, ldk, nk, 1.0f, HD);
+        rowdot(w->st, w->kr, HD, qt, nk, HD);
+        softmax_tile(w->st, g->lse + ti * TB, nk, kj == qi);
+        rowdot(w->dp, w->vr, HD, dot, nk, HD);
+        for (int c = 0; c < nk; c++) {
+            v16f *p = (v16f *)(w->st + (size_t)c * TB), *s = (v16f *)(w->dp + (size_t)c * TB);
+            for (int i = 0; i < NV; i++) s[i] = p[i] * (s[i] - D[i]);
+        }
+        colcomb(dQ, w->dp, w->kr, HD, nk, HD);
     }
     for (int r = 0; r < nq; r++) {
-        float *gq = dq + qoff + (size_t)r * ld;
-        for (int d = 0; d < HD; d++) gq[d] += g->scale * w->acc1[(size_t)r * HD + d];
+        float *gq = dq + (((size_t)b * T + q0 + r) * NH + h) * HD;
+        for (int d = 0; d < HD; d++) gq[d] += g->scale * dQ[(size_t)d * TB + r];
     }
 }
 
@@ -315,15 +312,18 @@ ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, const float *dout,
                              int qi) {                                                         \
         fwd_item(g, w, out, lse, q, k, v, b, h, qi, HDV);                                      \
     }                                                                                          \
-    static void kv_##SUFFIX(const shape *g, scratch *w, float *dk, float *dv, const float *dy, \
-                            const float *o, const float *lse, const float *q, const float *k,  \
-                            const float *v, int b, int kh, int kj) {                           \
-        bwd_kv_item(g, w, dk, dv, dy, o, lse, q, k, v, b, kh, kj, HDV);                        \
+    static void pack_##SUFFIX(const shape *g, const float *dy, const float *o,                \
+                              const float *lse, const float *q, int b, int h, int qi) {        \
+        pack_item(g, dy, o, lse, q, b, h, qi, HDV);                                            \
     }                                                                                          \
-    static void q_##SUFFIX(const shape *g, scratch *w, float *dq, const float *dy,              \
-                           const float *o, const float *lse, const float *q, const float *k,   \
+    static void kv_##SUFFIX(const shape *g, scratch *w, float *dk, float *dv, const float *dy, \
+                            const float *q, const float *k, const float *v, int b, int kh,     \
+                            int kj) {                                                          \
+        bwd_kv_item(g, w, dk, dv, dy, q, k, v, b, kh, kj, HDV);                                \
+    }                                                                                          \
+    static void q_##SUFFIX(const shape *g, scratch *w, float *dq, const float *k,              \
                            const float *v, int b, int h, int qi) {                             \
-        bwd_q_item(g, w, dq, dy, o, lse, q, k, v, b, h, qi, HDV);                              \
+        bwd_q_item(g, w, dq, k, v, b, h, qi, HDV);                                             \
     }
 
 INSTANCE(16, 16)
@@ -332,20 +332,23 @@ INSTANCE(64, 64)
 INSTANCE(128, 128)
 INSTANCE(any, g->HD)
 
-typedef void (*fwd_fn)(const shape *, scratch *, float *, float *, const float *, const float *,
-                       const float *, int, int, int);
-typedef void (*kv_fn)(const shape *, scratch *, float *, float *, const float *, const float *,
-                      const float *, const float *, const float *, const float *, int, int, int);
-typedef void (*q_fn)(const shape *, scratch *, float *, const float *, const float *,
-                     const float *, const float *, const float *, const float *, int, int, int);
+typedef struct {
+    void (*fwd)(const shape *, scratch *, float *, float *, const float *, const float *,
+                const float *, int, int, int);
+    void (*pack)(const shape *, const float *, const float *, const float *, const float *, int,
+                 int, int);
+    void (*kv)(const shape *, scratch *, float *, float *, const float *, const float *,
+               const float *, const float *, int, int, int);
+    void (*q)(const shape *, scratch *, float *, const float *, const float *, int, int, int);
+} kernels;
 
-static void pick(int HD, fwd_fn *f, kv_fn *kv, q_fn *qf) {
+static kernels pick(int HD) {
     switch (HD) {
-    case 16: *f = fwd_16, *kv = kv_16, *qf = q_16; break;
-    case 32: *f = fwd_32, *kv = kv_32, *qf = q_32; break;
-    case 64: *f = fwd_64, *kv = kv_64, *qf = q_64; break;
-    case 128: *f = fwd_128, *kv = kv_128, *qf = q_128; break;
-    default: *f = fwd_any, *kv = kv_any, *qf = q_any; break;
+    case 16: return (kernels){fwd_16, pack_16, kv_16, q_16};
+    case 32: return (kernels){fwd_32, pack_32, kv_32, q_32};
+    case 64: return (kernels){fwd_64, pack_64, kv_64, q_64};
+    case 128: return (kernels){fwd_128, pack_128, kv_128, q_128};
+    default: return (kernels){fwd_any, pack_any, kv_any, q_any};
     }
 }
 
@@ -354,24 +357,19 @@ static void pick(int HD, fwd_fn *f, kv_fn *kv, q_fn *qf) {
 void titan_cpu_attention_forward(float *out, float *lse, const float *q, const float *k,
                                  const float *v, int B, int T, int NH, int NKV, int HD) {
     TITAN_ASSERT(NKV > 0 && NH % NKV == 0 && HD > 0);
-    if (B <= 0 || T <= 0) return;
-    shape g = {B, T, NH, NKV, HD, 1.0f / sqrtf((float)HD)};
-    fwd_fn f;
-    kv_fn kv;
-    q_fn qf;
-    pick(HD, &f, &kv, &qf);
-    int nqt = (T + TB - 1) / TB;
-    long items = (long)nqt * B * NH;
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    shape g = {B, T, NH, NKV, HD, (T + TB - 1) / TB, 1.0f / sqrtf((float)HD), 0, 0, 0, 0};
+    kernels kn = pick(HD);
+    long items = (long)g.nt * B * NH;
 #pragma omp parallel if (items > 1)
     {
         scratch w;
-        void *mem = scratch_block(HD, &w);
+        void *mem = scratch_alloc(HD, &w);
         /* heaviest (last) query tiles first */
 #pragma omp for schedule(dynamic, 1)
         for (long it = 0; it < items; it++) {
-            int qi = nqt - 1 - (int)(it / ((long)B * NH));
-            int bh = (int)(it % ((long)B * NH));
-            f(&g, &w, out, lse, q, k, v, bh / NH, bh % NH, qi);
+            int qi = g.nt - 1 - (int)(it / ((long)B * NH)), bh = (int)(it % ((long)B * NH));
+            kn.fwd(&g, &w, out, lse, q, k, v, bh / NH, bh % NH, qi);
         }
         free(mem);
     }
@@ -382,29 +380,36 @@ void titan_cpu_attention_backward(float *dq, float *dk, float *dv, const float *
                                   const float *k, const float *v, int B, int T, int NH, int NKV,
                                   int HD) {
     TITAN_ASSERT(NKV > 0 && NH % NKV == 0 && HD > 0);
-    if (B <= 0 || T <= 0) return;
-    shape g = {B, T, NH, NKV, HD, 1.0f / sqrtf((float)HD)};
-    fwd_fn f;
-    kv_fn kv;
-    q_fn qf;
-    pick(HD, &f, &kv, &qf);
-    int nt = (T + TB - 1) / TB;
-    long kv_items = (long)nt * B * NKV, q_items = (long)nt * B * NH;
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    shape g = {B, T, NH, NKV, HD, (T + TB - 1) / TB, 1.0f / sqrtf((float)HD), 0, 0, 0, 0};
+    kernels kn = pick(HD);
+    long q_items = (long)g.nt * B * NH, kv_items = (long)g.nt * B * NKV;
+    size_t tiles = (size_t)q_items;
+    float *pack = aligned_alloc(64, tiles * (2 * (size_t)HD + 2) * TB * sizeof(float));
+    TITAN_ASSERT(pack != NULL);
+    g.qt = pack, g.dot = pack + tiles * HD * TB;
+    g.lse = g.dot + tiles * HD * TB, g.delta = g.lse + tiles * TB;
 #pragma omp parallel if (q_items > 1)
     {
         scratch w;
-        void *mem = scratch_block(HD, &w);
+        void *mem = scratch_alloc(HD, &w);
+#pragma omp for schedule(static)
+        for (long it = 0; it < q_items; it++) {
+            int bh = (int)(it / g.nt), qi = (int)(it % g.nt);
+            kn.pack(&g, dout, out, lse, q, bh / NH, bh % NH, qi);
+        }
         /* heaviest (first) key tiles first */
 #pragma omp for schedule(dynamic, 1)
         for (long it = 0; it < kv_items; it++) {
             int kj = (int)(it / ((long)B * NKV)), bk = (int)(it % ((long)B * NKV));
-            kv(&g, &w, dk, dv, dout, out, lse, q, k, v, bk / NKV, bk % NKV, kj);
+            kn.kv(&g, &w, dk, dv, dout, q, k, v, bk / NKV, bk % NKV, kj);
         }
 #pragma omp for schedule(dynamic, 1)
         for (long it = 0; it < q_items; it++) {
-            int qi = nt - 1 - (int)(it / ((long)B * NH)), bh = (int)(it % ((long)B * NH));
-            qf(&g, &w, dq, dout, out, lse, q, k, v, bh / NH, bh % NH, qi);
+            int qi = g.nt - 1 - (int)(it / ((long)B * NH)), bh = (int)(it % ((long)B * NH));
+            kn.q(&g, &w, dq, k, v, bh / NH, bh % NH, qi);
         }
         free(mem);
     }
+    free(pack);
 }

@@ -1,0 +1,294 @@
+/* attention.cu - causal grouped-query attention, flash style, fp32.
+ *
+ * A straightforward correct version (speed comes later, on tensor cores):
+ *
+ * Forward: a block of ATT_WARPS warps takes ATT_WARPS consecutive query rows
+ * of one (b, h), a warp per row. Key/value tiles of ATT_BK = 32 rows are
+ * staged in shared memory (rows padded by one float, so lane j reading row j
+ * hits bank (j + d) % 32: no conflicts). Lane j scores key j of the tile,
+ * the warp takes max and sum by shuffles, and the output row (lane owns dims
+ * lane + 32 i) is updated with an online softmax (running max m, running sum
+ * l): no T x T matrix. Tiles after the block's last row are never loaded.
+ * It saves lse = m + log(l) per row.
+ *
+ * Backward, as the CPU backend, in two kernels so no float atomics are needed:
+ *   P = exp(S - lse), D = rowsum(dO * O), dS = P * (dO V^T - D),
+ *   dV = P^T dO,  dK = scale dS^T Q,  dQ = scale dS K.
+ * dkv: one warp per tile of 32 keys of one (b, kv head); lane j owns key j and
+ *   accumulates its dK and dV rows in shared memory while the warp walks
+ *   every query head of the group and every query row t >= first key.
+ * dq:  like the forward, a warp per query row walking the key tiles.
+ * Each sum runs in a fixed order, so results are deterministic.
+ *
+ * Scores are formed as (q * scale) . k, as the CPU backend does. HD must be
+ * even and at most 256 (lane owns up to 8 dims; kernels are instantiated for
+ * 1, 2, 4, 8 dims per lane). */
+#include "cuda_ops.cuh"
+
+#define ATT_BK 32   /* keys per tile = lanes of a warp */
+#define ATT_WARPS 8 /* query rows per block (forward, dq) */
+
+/* Stages keys k0 .. k0+ATT_BK-1 of kv head kh into Ks/Vs [ATT_BK][HD+1];
+ * rows past T are zero. All threads of the block take part. */
+static __device__ void load_kv_tile(float *Ks, float *Vs, const float *k, const float *v, int b,
+                                    int kh, int k0, int T, int NKV, int HD) {
+    int ld = HD + 1;
+    for (int idx = threadIdx.x; idx < ATT_BK * HD; idx += blockDim.x) {
+        int j = idx / HD, d = idx % HD;
+        float kx = 0.0f, vx = 0.0f;
+        if (k0 + j < T) {
+            size_t off = (((size_t)b * T + k0 + j) * NKV + kh) * HD + d;
+            kx = k[off];
+            vx = v[off];
+        }
+        Ks[j * ld + d] = kx;
+        Vs[j * ld + d] = vx;
+    }
+}
+
+static __device__ __forceinline__ float dot_row(const float *a, const float *b, int HD) {
+    float s = 0.0f;
+    for (int d = 0; d < HD; d++) s += a[d] * b[d];
+    return s;
+}
+
+/* ------------------------------------------------------------------ forward */
+
+template <int DPL>
+__global__ void attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
+                                         const float *v, int T, int NH, int NKV, int HD,
+                                         float scale) {
+    extern __shared__ float smem[];
+    int ld = HD + 1;
+    float *Ks = smem, *Vs = Ks + ATT_BK * ld, *Qs = Vs + ATT_BK * ld; /* Qs [ATT_WARPS][HD] */
+    int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_WARPS;
+    int t = q0 + warp, kh = h / (NH / NKV);
+    bool active = t < T;
+    float *qs = Qs + warp * HD;
+    size_t qoff = (((size_t)b * T + t) * NH + h) * HD;
+    if (active)
+        for (int d = lane; d < HD; d += WARP) qs[d] = q[qoff + d] * scale;
+
+    float acc[DPL];
+#pragma unroll
+    for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    int last = min(q0 + ATT_WARPS, T) - 1; /* the block's last query row */
+    for (int k0 = 0; k0 <= last; k0 += ATT_BK) {
+        __syncthreads(); /* the previous tile is consumed (and qs written) */
+        load_kv_tile(Ks, Vs, k, v, b, kh, k0, T, NKV, HD);
+        __syncthreads();
+        if (!active || k0 > t) continue;
+        int nk = min(ATT_BK, t - k0 + 1); /* keys of this tile row t may see */
+        float s = lane < nk ? dot_row(qs, Ks + lane * ld, HD) : -INFINITY;
+        float mnew = fmaxf(m, warp_max(s));
+        float p = expf(s - mnew);     /* masked lanes: exp(-inf) = 0 */
+        float alpha = expf(m - mnew); /* first tile: exp(-inf) = 0 */
+        l = l * alpha + warp_sum(p);
+        m = mnew;
+#pragma unroll
+        for (int i = 0; i < DPL; i++) acc[i] *= alpha;
+        for (int j = 0; j < nk; j++) {
+            float pj = __shfl_sync(FULL_MASK, p, j);
+#pragma unroll
+            for (int i = 0; i < DPL; i++) {
+                int d = lane + WARP * i;
+                if (d < HD) acc[i] += pj * Vs[j * ld + d];
+            }
+        }
+    }
+    if (!active) return;
+    float inv = 1.0f / l;
+#pragma unroll
+    for (int i = 0; i < DPL; i++) {
+        int d = lane + WARP * i;
+        if (d < HD) out[qoff + d] = acc[i] * inv;
+    }
+    if (lane == 0) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+}
+
+/* -------------------------------------------------------- backward: dK, dV */
+
+template <int DPL>
+__global__ void attention_backward_dkv_kernel(float *dk, float *dv, const float *dout,
+                                              const float *out, const float *lse, const float *q,
+                                              const float *k, const float *v, int T, int NH,
+                                              int NKV, int HD, float scale) {
+    extern __shared__ float smem[];
+    int ld = HD + 1;
+    float *Ks = smem, *Vs = Ks + ATT_BK * ld, *dKs = Vs + ATT_BK * ld, *dVs = dKs + ATT_BK * ld;
+    float *qs = dVs + ATT_BK * ld, *dos = qs + HD;
+    int lane = threadIdx.x;
+    int b = blockIdx.z, kh = blockIdx.y, k0 = blockIdx.x * ATT_BK, rep = NH / NKV;
+    int j = lane, key = k0 + j;
+    load_kv_tile(Ks, Vs, k, v, b, kh, k0, T, NKV, HD);
+    for (int d = 0; d < HD; d++) dKs[j * ld + d] = 0.0f, dVs[j * ld + d] = 0.0f;
+    __syncwarp();
+    const float *kj = Ks + j * ld, *vj = Vs + j * ld;
+    float *dkj = dKs + j * ld, *dvj = dVs + j * ld;
+    for (int h = kh * rep; h < (kh + 1) * rep; h++)
+        for (int t = k0; t < T; t++) {
+            size_t off = (((size_t)b * T + t) * NH + h) * HD;
+            float dsum = 0.0f; /* D = dO . O */
+#pragma unroll
+            for (int i = 0; i < DPL; i++) {
+                int d = lane + WARP * i;
+                if (d < HD) {
+                    float g = dout[off + d];
+                    qs[d] = q[off + d] * scale;
+                    dos[d] = g;
+                    dsum += g * out[off + d];
+                }
+            }
+            float D = warp_sum(dsum), L = lse[((size_t)b * NH + h) * T + t];
+            __syncwarp(); /* qs, dos written */
+            if (key <= t && key < T) {
+                float p = expf(dot_row(qs, kj, HD) - L);
+                float ds = p * (dot_row(dos, vj, HD) - D);
+                for (int d = 0; d < HD; d++) {
+                    dvj[d] += p * dos[d];
+                    dkj[d] += ds * qs[d];
+                }
+            }
+            __syncwarp(); /* qs, dos read before the next row overwrites them */
+        }
+    /* write back coalesced: lanes walk the dims of one key row at a time */
+    int nk = min(ATT_BK, T - k0);
+    for (int r = 0; r < nk; r++) {
+        size_t off = (((size_t)b * T + k0 + r) * NKV + kh) * HD;
+        for (int d = lane; d < HD; d += WARP) {
+            dk[off + d] += dKs[r * ld + d];
+            dv[off + d] += dVs[r * ld + d];
+        }
+    }
+}
+
+/* ------------------------------------------------------------ backward: dQ */
+
+template <int DPL>
+__global__ void attention_backward_dq_kernel(float *dq, const float *dout, const float *out,
+                                             const float *lse, const float *q, const float *k,
+                                             const float *v, int T, int NH, int NKV, int HD,
+                                             float scale) {
+    extern __shared__ float smem[];
+    int ld = HD + 1;
+    float *Ks = smem, *Vs = Ks + ATT_BK * ld, *Qs = Vs + ATT_BK * ld, *DOs = Qs + ATT_WARPS * HD;
+    int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_WARPS;
+    int t = q0 + warp, kh = h / (NH / NKV);
+    bool active = t < T;
+    float *qs = Qs + warp * HD, *dos = DOs + warp * HD;
+    size_t qoff = (((size_t)b * T + t) * NH + h) * HD;
+    float D = 0.0f, L = 0.0f;
+    if (active) {
+        float dsum = 0.0f;
+        for (int d = lane; d < HD; d += WARP) {
+            float g = dout[qoff + d];
+            qs[d] = q[qoff + d] * scale;
+            dos[d] = g;
+            dsum += g * out[qoff + d];
+        }
+        D = warp_sum(dsum);
+        L = lse[((size_t)b * NH + h) * T + t];
+    }
+    float acc[DPL];
+#pragma unroll
+    for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
+    int last = min(q0 + ATT_WARPS, T) - 1;
+    for (int k0 = 0; k0 <= last; k0 += ATT_BK) {
+        __syncthreads();
+        load_kv_tile(Ks, Vs, k, v, b, kh, k0, T, NKV, HD);
+        __syncthreads();
+        if (!active || k0 > t) continue;
+        int nk = min(ATT_BK, t - k0 + 1);
+        float ds = 0.0f;
+        if (lane < nk) {
+            float p = expf(dot_row(qs, Ks + lane * ld, HD) - L);
+            ds = p * (dot_row(dos, Vs + lane * ld, HD) - D);
+        }
+        for (int j = 0; j < nk; j++) {
+            float dsj = __shfl_sync(FULL_MASK, ds, j);
+#pragma unroll
+            for (int i = 0; i < DPL; i++) {
+                int d = lane + WARP * i;
+                if (d < HD) acc[i] += dsj * Ks[j * ld + d];
+            }
+        }
+    }
+    if (!active) return;
+#pragma unroll
+    for (int i = 0; i < DPL; i++) {
+        int d = lane + WARP * i;
+        if (d < HD) dq[qoff + d] += scale * acc[i];
+    }
+}
+
+/* ------------------------------------------------------------- entry points */
+
+/* Kernels above 48 KiB of dynamic shared memory must ask for it first. */
+template <typename K>
+static void allow_smem(K kernel, size_t bytes) {
+    if (bytes > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)bytes));
+}
+
+static void check_shape(int NH, int NKV, int HD) {
+    if (NKV <= 0 || NH % NKV != 0 || HD <= 0 || HD % 2 != 0 || HD > 8 * WARP)
+        titan_cuda_panic(__FILE__, __LINE__, "attention shape",
+                         "needs NH % NKV == 0 and HD even, 2..256");
+}
+
+template <int DPL>
+static void forward(float *out, float *lse, const float *q, const float *k, const float *v, int B,
+                    int T, int NH, int NKV, int HD) {
+    size_t smem = (size_t)(2 * ATT_BK * (HD + 1) + ATT_WARPS * HD) * sizeof(float);
+    allow_smem(attention_forward_kernel<DPL>, smem);
+    dim3 grid((T + ATT_WARPS - 1) / ATT_WARPS, NH, B);
+    attention_forward_kernel<DPL><<<grid, ATT_WARPS * WARP, smem>>>(
+        out, lse, q, k, v, T, NH, NKV, HD, 1.0f / sqrtf((float)HD));
+    CUDA_CHECK_LAUNCH();
+}
+
+template <int DPL>
+static void backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                     const float *lse, const float *q, const float *k, const float *v, int B,
+                     int T, int NH, int NKV, int HD) {
+    float scale = 1.0f / sqrtf((float)HD);
+    size_t smem_kv = (size_t)(4 * ATT_BK * (HD + 1) + 2 * HD) * sizeof(float);
+    allow_smem(attention_backward_dkv_kernel<DPL>, smem_kv);
+    dim3 grid_kv((T + ATT_BK - 1) / ATT_BK, NKV, B);
+    attention_backward_dkv_kernel<DPL><<<grid_kv, WARP, smem_kv>>>(dk, dv, dout, out, lse, q, k,
+                                                                   v, T, NH, NKV, HD, scale);
+    CUDA_CHECK_LAUNCH();
+
+    size_t smem_q = (size_t)(2 * ATT_BK * (HD + 1) + 2 * ATT_WARPS * HD) * sizeof(float);
+    allow_smem(attention_backward_dq_kernel<DPL>, smem_q);
+    dim3 grid_q((T + ATT_WARPS - 1) / ATT_WARPS, NH, B);
+    attention_backward_dq_kernel<DPL><<<grid_q, ATT_WARPS * WARP, smem_q>>>(
+        dq, dout, out, lse, q, k, v, T, NH, NKV, HD, scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+void titan_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                  const float *v, int B, int T, int NH, int NKV, int HD) {
+    check_shape(NH, NKV, HD);
+    if (B <= 0 || T <= 0) return;
+    if (HD <= 32) forward<1>(out, lse, q, k, v, B, T, NH, NKV, HD);
+    else if (HD <= 64) forward<2>(out, lse, q, k, v, B, T, NH, NKV, HD);
+    else if (HD <= 128) forward<4>(out, lse, q, k, v, B, T, NH, NKV, HD);
+    else forward<8>(out, lse, q, k, v, B, T, NH, NKV, HD);
+}
+
+void titan_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                   const float *out, const float *lse, const float *q,
+                                   const float *k, const float *v, int B, int T, int NH, int NKV,
+                                   int HD) {
+    check_shape(NH, NKV, HD);
+    if (B <= 0 || T <= 0) return;
+    if (HD <= 32) backward<1>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    else if (HD <= 64) backward<2>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    else if (HD <= 128) backward<4>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    else backward<8>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+}

@@ -1,0 +1,58 @@
+/* hf_convert.h - titan checkpoints <-> Hugging Face Llama (safetensors + config.json).
+ *
+ * Export writes LlamaForCausalLM weights under HF names, with the rows of the
+ * q and k projections permuted per head from Meta's interleaved RoPE pairs
+ * (2i, 2i+1) to HF's rotate-half halves (i, i + hd/2); import undoes it.
+ * Only parameters travel; optimizer state stays behind. */
+#ifndef TITAN_CKPT_HF_CONVERT_H
+#define TITAN_CKPT_HF_CONVERT_H
+
+#include <stdint.h>
+
+#include "ckpt/ckpt.h"
+#include "model/llama_config.h"
+
+/* HF writes shards of at most 5 GB (decimal). */
+#define TITAN_HF_SHARD_BYTES ((uint64_t)5000000000)
+
+/* The model a checkpoint records in its meta keys (model.dim, ...). */
+titan_status titan_ckpt_model_config(const titan_ckpt *ck, titan_llama_config *mc);
+/* Reads every parameter of mc (catalog order, as f32) into params
+ * (titan_llama_num_params(mc) floats). */
+titan_status titan_ckpt_load_params(titan_ckpt *ck, const titan_llama_config *mc, float *params);
+
+/* The HF name of a titan parameter name ("layers.0.attention.wq.weight" ->
+ * "model.layers.0.self_attn.q_proj.weight"); -1 when it has none. */
+int titan_hf_name(const char *titan_name, char *out, size_t cap);
+
+/* Permutes the rows of a q or k weight [n_heads * head_dim, cols]: to_hf
+ * moves Meta row 2i+j of each head to HF row j*hd/2 + i; !to_hf inverts. */
+void titan_hf_permute_rows(float *dst, const float *src, int n_heads, int head_dim, int64_t cols,
+                           int to_hf);
+
+typedef struct {
+    titan_dtype dtype;        /* f32, bf16 or f16 */
+    uint64_t max_shard_bytes; /* 0: TITAN_HF_SHARD_BYTES */
+    int64_t bos_id, eos_id;   /* < 0: written as null */
+    int64_t max_position;     /* 0: rope_original_context (times the scaling factor when scaled) */
+    int force;                /* replace a non-empty outdir */
+} titan_hf_export_opts;
+
+/* Writes outdir (created; written as outdir.tmp then renamed): config.json,
+ * generation_config.json (when bos/eos are known), model.safetensors or
+ * model-0000k-of-0000N.safetensors + model.safetensors.index.json. */
+titan_status titan_hf_export(const char *ckpt_path, const char *outdir, const titan_hf_export_opts *o);
+
+typedef struct {
+    const char *tokenizer_id; /* NULL: "hf-import" */
+    int multiple_of;          /* 0: found from intermediate_size */
+    float ffn_dim_multiplier; /* < 0: found from intermediate_size */
+    int force;                /* write into a root that already holds checkpoints */
+} titan_hf_import_opts;
+
+/* Reads hfdir (config.json + model.safetensors or its index) and writes a
+ * titan checkpoint, step 0, f32, under outroot; *step_dir (optional) gets its path. */
+titan_status titan_hf_import(const char *hfdir, const char *outroot, const titan_hf_import_opts *o,
+                             char *step_dir, size_t cap);
+
+#endif

@@ -1,0 +1,46 @@
+/* inspect.h - looking at checkpoints: list a root, describe a step, verify
+ * every byte, compare two checkpoints tensor by tensor, evaluate the model.
+ * These print data (tables or JSON) to `out`; people's messages go through log.h. */
+#ifndef TITAN_CKPT_INSPECT_H
+#define TITAN_CKPT_INSPECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+/* What a CKPT argument names, as something titan_ckpt_open accepts: a step
+ * dir or a root stay as they are; a run dir (holding checkpoint/) becomes
+ * RUN/checkpoint. */
+titan_status titan_ckpt_resolve_arg(const char *arg, char *out, size_t cap);
+
+/* The checkpoints of a root (or a run dir): step, bytes, tokens seen, state
+ * (complete, incomplete .tmp, corrupt catalog) and which one `latest` names. */
+titan_status titan_ckpt_ls(const char *arg, int json, FILE *out);
+
+/* Step, training state, model, meta keys and the tensor catalog of one checkpoint. */
+titan_status titan_ckpt_info(const char *arg, int json, FILE *out);
+
+/* Checks the catalog, that each tensor's chunks cover it exactly once, and
+ * every checksum. Corrupt chunks are each reported (titan_warn) and the
+ * result is TITAN_ERR_FORMAT naming how many; *nbad gets their count. */
+titan_status titan_ckpt_verify_all(const char *arg, FILE *out, int *nbad);
+
+typedef struct {
+    int params_only; /* skip optimizer state (names with ':') */
+    int json;
+    int verbose;     /* also list identical tensors (text output) */
+} titan_ckpt_diff_opts;
+
+/* Compares every tensor of a and b: max abs and max relative difference and
+ * whether the bytes are identical; tensors found in one only. *differ = 1
+ * when anything differs. */
+titan_status titan_ckpt_diff(const char *a, const char *b, const titan_ckpt_diff_opts *o, FILE *out,
+                             int *differ);
+
+/* Runs the checkpoint's model (CPU backend) on tokens[T] and prints the
+ * logits, one row of V values per position (%.9g). */
+titan_status titan_ckpt_eval(const char *arg, const uint32_t *tokens, int T, FILE *out);
+
+#endif
