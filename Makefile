@@ -54,7 +54,11 @@ NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 \
              -gencode arch=compute_90,code=[sm_90,compute_90]
 ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
                 -Xcompiler -Wno-unused-parameter -MMD -MP
+endif
 
+all: $(TOOLS) $(TESTS) $(CUDA_OUT)
+
+ifneq ($(CUDA_OUT),)
 build/obj/kernels/%.o: kernels/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(ALL_NVCCFLAGS) -c $< -o $@
@@ -68,8 +72,6 @@ bin/libtitan-cuda.so: $(CUDA_SO)
 	@mkdir -p bin
 	cp $< $@
 endif
-
-all: $(TOOLS) $(TESTS) $(CUDA_OUT)
 
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)

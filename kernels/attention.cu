@@ -153,6 +153,7 @@ __global__ void attention_backward_dkv_kernel(float *dk, float *dv, const float 
             }
             __syncwarp(); /* qs, dos read before the next row overwrites them */
         }
+    __syncwarp(); /* every lane's dK/dV row is complete */
     /* write back coalesced: lanes walk the dims of one key row at a time */
     int nk = min(ATT_BK, T - k0);
     for (int r = 0; r < nk; r++) {

@@ -1,5 +1,5 @@
 /* cuda_backend.cu - the CUDA backend's op table: device memory, cuBLASLt
- * matmuls, and the kernels of kernels/*.cu. Built into libtitan-cuda.so,
+ * matmuls, and the kernels of the other kernels/ files. Built into libtitan-cuda.so,
  * which titan loads at run time (lib/backend/backend_loader.c), so a CPU-only
  * build never needs CUDA. The only exported symbol is
  * titan_backend_cuda_create (see backend.h).
@@ -72,6 +72,15 @@ static void cuda_to_host(void *host_dst, const void *src, size_t nbytes) {
 
 /* ------------------------------------------------------------------ matmul */
 
+/* The largest power of two (up to 256) dividing the address: cuBLASLt
+ * assumes 256-byte aligned matrices unless told, and the model passes
+ * pointers into larger buffers. */
+static uint32_t alignment(const void *p) {
+    uint32_t a = 256;
+    while (a > 4 && (uintptr_t)p % a != 0) a /= 2;
+    return a;
+}
+
 /* Column-major C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, as cuBLAS sees it.
  * Descriptors are made per call (a few microseconds of host time; a cache
  * keyed by shape is the follow-up). The heuristic's first choice for a
@@ -101,6 +110,15 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
     size_t ws = WORKSPACE_BYTES;
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    uint32_t al[3] = {alignment(A), alignment(B), alignment(C)};
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof al[2]));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g_cuda.lt, op, la, lb, lc, lc, pref, 1, &heur,

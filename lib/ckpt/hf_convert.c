@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,8 +437,12 @@ static int find_ffn(titan_llama_config *mc, int inter) {
             mc->multiple_of = mo;
             if (titan_llama_hidden_dim(mc) == inter) return 0;
         }
-    mc->ffn_dim_multiplier = 0.0f; /* exact: one multiple of intermediate_size itself */
+    /* Exact: multiple_of = intermediate_size, with a multiplier below 1 when
+     * the size is under Meta's 8/3 * dim. */
     mc->multiple_of = inter;
+    mc->ffn_dim_multiplier = 0.0f;
+    int h0 = titan_llama_hidden_dim(&(titan_llama_config){.dim = mc->dim, .multiple_of = 1});
+    if (inter < h0) mc->ffn_dim_multiplier = (float)(floor((double)inter / h0 * 1e6) / 1e6);
     return titan_llama_hidden_dim(mc) == inter ? 0 : -1;
 }
 

@@ -7,12 +7,16 @@
 #include "core/mem.h"
 #include "data/tokenizer_impl.h"
 
+/* Byte-level BPE (tokenizer_bpe.c): Llama 3's tiktoken file or a tokenizer.json. */
+extern const titan_tokenizer_ops titan_tokenizer_tiktoken_ops, titan_tokenizer_hf_ops;
+
 static const titan_tokenizer_ops *const known[] = {
     &titan_tokenizer_byte_ops,
+    &titan_tokenizer_tiktoken_ops, &titan_tokenizer_hf_ops,
 };
 #define N_KNOWN (sizeof known / sizeof known[0])
 
-const char *titan_tokenizer_choices(void) { return "byte"; }
+const char *titan_tokenizer_choices(void) { return "byte, tiktoken:PATH, hf:PATH"; }
 
 titan_status titan_tokenizer_open(titan_tokenizer **out, const char *spec) {
     *out = NULL;

@@ -16,9 +16,11 @@
  * Vectors always run along the 64 rows of the tile that a work item owns:
  * the forward and the dQ pass keep scores transposed, St[key][query], so the
  * online softmax is vertical vector max/add and K, V are read as broadcast
- * scalars from row copies; the dK/dV pass keeps S[query][key]. Q^T and dO^T
- * are packed once per query tile (forward: per work item; backward: one
- * pre-pass), K^T and V^T once per key tile, so no tile is transposed per
+ * scalars; the dK/dV pass keeps S[query][key]. A pre-pass copies K and V
+ * (and in the backward Q, dO and their transposes) into head-major, tile-
+ * padded buffers: rows of the caller's [B,T,heads,HD] tensors lie
+ * heads*HD floats apart (1 KiB for the debug model), map to a few L1 sets
+ * and evict each other, and would otherwise be re-gathered for every
  * (query tile, key tile) pair. Two kernels over GCC vector types do all the
  * products (rowdot: out = A B^T; colcomb: acc^T += M^T coef), inlined with
  * HD a constant for 16/32/64/128. */
@@ -115,63 +117,78 @@ static void softmax_tile(float *St, const float *L, int n, int diagonal) {
     titan_cpu_exp(St, St, n * TB);
 }
 
+/* dst[r][:] = src[r*ld + :] * mul for r < n; zero rows n..TB-1. */
+static void copy_rows(float *dst, const float *src, size_t ld, int n, float mul, int HD) {
+    for (int r = 0; r < n; r++)
+        for (int d = 0; d < HD; d++) dst[(size_t)r * HD + d] = src[(size_t)r * ld + d] * mul;
+    if (n < TB) memset(dst + (size_t)n * HD, 0, (size_t)(TB - n) * HD * sizeof(float));
+}
+
 typedef struct {
     int B, T, NH, NKV, HD, nt;
     float scale;
-    /* backward only: per (b, h, query tile) Q^T * scale, dO^T ([HD][TB]), lse, D ([TB]) */
-    float *qt, *dot, *lse, *delta;
+    /* head-major packs, one [TB][HD] tile (or [HD][TB] for *t) per (b, head, tile) */
+    float *kp, *vp;           /* K, V rows */
+    float *qp, *dop, *qt, *dot; /* backward: Q*scale, dO rows; their transposes */
+    float *lse, *delta;       /* backward: [TB] per query tile: lse, D = rowsum(dO*O) */
 } shape;
 
-static size_t tile_index(const shape *g, int b, int h, int i) {
-    return ((size_t)b * g->NH + h) * g->nt + i;
+static size_t tile_index(const shape *g, int b, int head, int nheads, int i) {
+    return ((size_t)b * nheads + head) * g->nt + i;
 }
 
-/* ------------------------------------------------------------------ forward */
+static const float *kv_tile(const shape *g, const float *pack, int b, int kh, int kj) {
+    return pack + tile_index(g, b, kh, g->NKV, kj) * TB * g->HD;
+}
 
-/* Per-thread scratch. Tiles of the caller's tensors are copied into
- * contiguous rows before the kernels read them: rows NKV*HD floats apart
- * (1 KiB for the debug model) fall into a few L1 sets and evict each other. */
+/* Per-thread scratch, 64-byte aligned. */
 typedef struct {
-    float *st, *dp;                    /* [TB*TB] scores / probabilities, dP / dS */
-    float *acc, *acc2, *qt;            /* [TB*HD] accumulators, packed Q^T */
-    float *kr, *vr, *kt, *vt, *qr, *dr; /* [TB*HD] row copies and transposes */
-    float *m, *l, *alpha;              /* [TB] */
+    float *st, *dp;         /* [TB*TB] scores / probabilities, dP / dS */
+    float *acc, *acc2, *qt; /* [TB*HD] accumulators, Q^T of the forward's tile */
+    float *kt, *vt;         /* [HD*TB] K^T, V^T of pass 1's key tile */
+    float *m, *l, *alpha;   /* [TB] */
 } scratch;
 
 static void *scratch_alloc(int HD, scratch *w) {
     size_t sq = (size_t)TB * TB, tile = (size_t)TB * HD;
-    float *p = aligned_alloc(64, (2 * sq + 9 * tile + 3 * TB) * sizeof(float));
+    float *p = aligned_alloc(64, (2 * sq + 5 * tile + 3 * TB) * sizeof(float));
     TITAN_ASSERT(p != NULL);
     float *x = p;
     w->st = x, x += sq;
     w->dp = x, x += sq;
-    float **tiles[9] = {&w->acc, &w->acc2, &w->qt, &w->kr, &w->vr, &w->kt, &w->vt, &w->qr, &w->dr};
-    for (int i = 0; i < 9; i++) *tiles[i] = x, x += tile;
+    float **tiles[5] = {&w->acc, &w->acc2, &w->qt, &w->kt, &w->vt};
+    for (int i = 0; i < 5; i++) *tiles[i] = x, x += tile;
     w->m = x, w->l = x + TB, w->alpha = x + 2 * TB;
     return p;
 }
 
-/* dst[r][:] = src[r*ld + :] * mul for r < n (contiguous rows of HD). */
-static void copy_rows(float *dst, const float *src, size_t ld, int n, float mul, int HD) {
-    for (int r = 0; r < n; r++)
-        for (int d = 0; d < HD; d++) dst[(size_t)r * HD + d] = src[(size_t)r * ld + d] * mul;
+static float *pack_alloc(size_t nfloats) {
+    float *p = aligned_alloc(64, nfloats * sizeof(float));
+    TITAN_ASSERT(p != NULL);
+    return p;
 }
 
-ALWAYS void fwd_item(const shape *g, scratch *w, float *out, float *lse, const float *q,
-                     const float *k, const float *v, int b, int h, int qi, int HD) {
-    int T = g->T, NH = g->NH, NKV = g->NKV, kh = h / (NH / NKV);
+/* K and V tile (b, kh, kj) into the packs */
+static void pack_kv(const shape *g, const float *k, const float *v, int b, int kh, int kj) {
+    int k0 = kj * TB, nk = g->T - k0 < TB ? g->T - k0 : TB;
+    size_t off = (((size_t)b * g->T + k0) * g->NKV + kh) * g->HD, ld = (size_t)g->NKV * g->HD;
+    copy_rows((float *)kv_tile(g, g->kp, b, kh, kj), k + off, ld, nk, 1.0f, g->HD);
+    copy_rows((float *)kv_tile(g, g->vp, b, kh, kj), v + off, ld, nk, 1.0f, g->HD);
+}
+
+/* ------------------------------------------------------------------ forward */
+
+ALWAYS void fwd_item(const shape *g, scratch *w, float *out, float *lse, const float *q, int b,
+                     int h, int qi, int HD) {
+    int T = g->T, NH = g->NH, kh = h / (NH / g->NKV);
     int q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
-    size_t ldq = (size_t)NH * HD, ldk = (size_t)NKV * HD;
     v16f *m = (v16f *)w->m, *l = (v16f *)w->l, *alpha = (v16f *)w->alpha;
-    pack_t(w->qt, q + (((size_t)b * T + q0) * NH + h) * HD, ldq, nq, g->scale, HD);
+    pack_t(w->qt, q + (((size_t)b * T + q0) * NH + h) * HD, (size_t)NH * HD, nq, g->scale, HD);
     memset(w->acc, 0, (size_t)TB * HD * sizeof(float));
     for (int i = 0; i < NV; i++) m[i] = (v16f){0} - INFINITY, l[i] = (v16f){0};
     for (int kj = 0; kj <= qi; kj++) {
-        int k0 = kj * TB, nk = T - k0 < TB ? T - k0 : TB;
-        size_t koff = (((size_t)b * T + k0) * NKV + kh) * HD;
-        copy_rows(w->kr, k + koff, ldk, nk, 1.0f, HD);
-        copy_rows(w->vr, v + koff, ldk, nk, 1.0f, HD);
-        rowdot(w->st, w->kr, HD, w->qt, nk, HD);
+        int nk = T - kj * TB < TB ? T - kj * TB : TB;
+        rowdot(w->st, kv_tile(g, g->kp, b, kh, kj), HD, w->qt, nk, HD);
         if (kj == qi)
             for (int c = 1; c < nk; c++)
                 for (int r = 0; r < c; r++) w->st[(size_t)c * TB + r] = -INFINITY;
@@ -196,7 +213,7 @@ ALWAYS void fwd_item(const shape *g, scratch *w, float *out, float *lse, const f
         for (int i = 0; i < NV; i++) l[i] = l[i] * alpha[i] + sum[i];
         for (int d = 0; d < HD; d++)
             for (int i = 0; i < NV; i++) ((v16f *)(w->acc + (size_t)d * TB))[i] *= alpha[i];
-        colcomb(w->acc, w->st, w->vr, HD, nk, HD);
+        colcomb(w->acc, w->st, kv_tile(g, g->vp, b, kh, kj), HD, nk, HD);
     }
     for (int r = 0; r < nq; r++) {
         float *o = out + (((size_t)b * T + q0 + r) * NH + h) * HD;
@@ -208,13 +225,16 @@ ALWAYS void fwd_item(const shape *g, scratch *w, float *out, float *lse, const f
 
 /* ------------------------------------------ backward: packing per query tile */
 
-ALWAYS void pack_item(const shape *g, const float *dout, const float *out, const float *lse,
-                      const float *q, int b, int h, int qi, int HD) {
+ALWAYS void pack_q_item(const shape *g, const float *dout, const float *out, const float *lse,
+                        const float *q, int b, int h, int qi, int HD) {
     int T = g->T, NH = g->NH, q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
     size_t ld = (size_t)NH * HD, off = (((size_t)b * T + q0) * NH + h) * HD;
-    size_t ti = tile_index(g, b, h, qi);
-    pack_t(g->qt + ti * HD * TB, q + off, ld, nq, g->scale, HD);
-    pack_t(g->dot + ti * HD * TB, dout + off, ld, nq, 1.0f, HD);
+    size_t ti = tile_index(g, b, h, NH, qi);
+    float *qr = g->qp + ti * TB * HD, *dr = g->dop + ti * TB * HD;
+    copy_rows(qr, q + off, ld, nq, g->scale, HD);
+    copy_rows(dr, dout + off, ld, nq, 1.0f, HD);
+    pack_t(g->qt + ti * TB * HD, qr, HD, nq, 1.0f, HD);
+    pack_t(g->dot + ti * TB * HD, dr, HD, nq, 1.0f, HD);
     float *L = g->lse + ti * TB, *D = g->delta + ti * TB;
     for (int r = 0; r < TB; r++) {
         float s = 0.0f;
@@ -229,41 +249,38 @@ ALWAYS void pack_item(const shape *g, const float *dout, const float *out, const
  * Here scores are S[query][key], vectors along the 64 keys of the tile, so
  * dV^T and dK^T accumulate with the same column kernel as the forward. */
 
-ALWAYS void bwd_kv_item(const shape *g, scratch *w, float *dk, float *dv, const float *dout,
-                        const float *q, const float *k, const float *v, int b, int kh, int kj,
+ALWAYS void bwd_kv_item(const shape *g, scratch *w, float *dk, float *dv, int b, int kh, int kj,
                         int HD) {
     int T = g->T, NH = g->NH, NKV = g->NKV, rep = NH / NKV;
     int k0 = kj * TB, nk = T - k0 < TB ? T - k0 : TB;
-    size_t ldq = (size_t)NH * HD, ldk = (size_t)NKV * HD;
-    size_t koff = (((size_t)b * T + k0) * NKV + kh) * HD;
     float *dKT = w->acc, *dVT = w->acc2; /* [HD][TB] */
-    pack_t(w->kt, k + koff, ldk, nk, 1.0f, HD);
-    pack_t(w->vt, v + koff, ldk, nk, 1.0f, HD);
+    pack_t(w->kt, kv_tile(g, g->kp, b, kh, kj), HD, nk, 1.0f, HD);
+    pack_t(w->vt, kv_tile(g, g->vp, b, kh, kj), HD, nk, 1.0f, HD);
     memset(dKT, 0, (size_t)TB * HD * sizeof(float));
     memset(dVT, 0, (size_t)TB * HD * sizeof(float));
     for (int h = kh * rep; h < (kh + 1) * rep; h++)
         for (int qi = kj; qi < g->nt; qi++) {
-            int q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
-            size_t ti = tile_index(g, b, h, qi), qoff = (((size_t)b * T + q0) * NH + h) * HD;
+            int nq = T - qi * TB < TB ? T - qi * TB : TB;
+            size_t ti = tile_index(g, b, h, NH, qi);
             const float *L = g->lse + ti * TB, *D = g->delta + ti * TB;
-            copy_rows(w->qr, q + qoff, ldq, nq, g->scale, HD);
-            copy_rows(w->dr, dout + qoff, ldq, nq, 1.0f, HD);
-            rowdot(w->st, w->qr, HD, w->kt, nq, HD);
+            const float *qr = g->qp + ti * TB * HD, *dr = g->dop + ti * TB * HD;
+            rowdot(w->st, qr, HD, w->kt, nq, HD);
             for (int r = 0; r < nq; r++) {
                 float *s = w->st + (size_t)r * TB;
                 for (int c = 0; c < TB; c++) s[c] -= L[r];
-                int first_masked = qi == kj ? r + 1 : nk;
-                for (int c = first_masked < nk ? first_masked : nk; c < TB; c++) s[c] = -INFINITY;
+                int first_masked = qi == kj && r + 1 < nk ? r + 1 : nk;
+                for (int c = first_masked; c < TB; c++) s[c] = -INFINITY;
             }
             titan_cpu_exp(w->st, w->st, nq * TB);
-            rowdot(w->dp, w->dr, HD, w->vt, nq, HD);
+            rowdot(w->dp, dr, HD, w->vt, nq, HD);
             for (int r = 0; r < nq; r++) {
                 float *p = w->st + (size_t)r * TB, *s = w->dp + (size_t)r * TB;
                 for (int c = 0; c < TB; c++) s[c] = p[c] * (s[c] - D[r]);
             }
-            colcomb(dVT, w->st, w->dr, HD, nq, HD);
-            colcomb(dKT, w->dp, w->qr, HD, nq, HD);
+            colcomb(dVT, w->st, dr, HD, nq, HD);
+            colcomb(dKT, w->dp, qr, HD, nq, HD);
         }
+    size_t koff = (((size_t)b * T + k0) * NKV + kh) * HD, ldk = (size_t)NKV * HD;
     for (int c = 0; c < nk; c++) {
         float *gk = dk + koff + (size_t)c * ldk, *gv = dv + koff + (size_t)c * ldk;
         for (int d = 0; d < HD; d++) {
@@ -275,28 +292,25 @@ ALWAYS void bwd_kv_item(const shape *g, scratch *w, float *dk, float *dv, const 
 
 /* ----------------------------------------------- backward pass 2: dQ per query tile */
 
-ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, const float *k, const float *v,
-                       int b, int h, int qi, int HD) {
-    int T = g->T, NH = g->NH, NKV = g->NKV, kh = h / (NH / NKV);
+ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, int b, int h, int qi, int HD) {
+    int T = g->T, NH = g->NH, kh = h / (NH / g->NKV);
     int q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
-    size_t ldk = (size_t)NKV * HD, ti = tile_index(g, b, h, qi);
-    const float *qt = g->qt + ti * HD * TB, *dot = g->dot + ti * HD * TB;
+    size_t ti = tile_index(g, b, h, NH, qi);
+    const float *qt = g->qt + ti * TB * HD, *dot = g->dot + ti * TB * HD;
     const v16f *D = (const v16f *)(g->delta + ti * TB);
     float *dQ = w->acc; /* [HD][TB] */
     memset(dQ, 0, (size_t)TB * HD * sizeof(float));
     for (int kj = 0; kj <= qi; kj++) {
-        int k0 = kj * TB, nk = T - k0 < TB ? T - k0 : TB;
-        size_t koff = (((size_t)b * T + k0) * NKV + kh) * HD;
-        copy_rows(w->kr, k + koff, ldk, nk, 1.0f, HD);
-        copy_rows(w->vr, v + koff, ldk, nk, 1.0f, HD);
-        rowdot(w->st, w->kr, HD, qt, nk, HD);
+        int nk = T - kj * TB < TB ? T - kj * TB : TB;
+        const float *kr = kv_tile(g, g->kp, b, kh, kj);
+        rowdot(w->st, kr, HD, qt, nk, HD);
         softmax_tile(w->st, g->lse + ti * TB, nk, kj == qi);
-        rowdot(w->dp, w->vr, HD, dot, nk, HD);
+        rowdot(w->dp, kv_tile(g, g->vp, b, kh, kj), HD, dot, nk, HD);
         for (int c = 0; c < nk; c++) {
             v16f *p = (v16f *)(w->st + (size_t)c * TB), *s = (v16f *)(w->dp + (size_t)c * TB);
             for (int i = 0; i < NV; i++) s[i] = p[i] * (s[i] - D[i]);
         }
-        colcomb(dQ, w->dp, w->kr, HD, nk, HD);
+        colcomb(dQ, w->dp, kr, HD, nk, HD);
     }
     for (int r = 0; r < nq; r++) {
         float *gq = dq + (((size_t)b * T + q0 + r) * NH + h) * HD;
@@ -308,22 +322,19 @@ ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, const float *k, co
 
 #define INSTANCE(SUFFIX, HDV)                                                                  \
     static void fwd_##SUFFIX(const shape *g, scratch *w, float *out, float *lse,             \
-                             const float *q, const float *k, const float *v, int b, int h,     \
-                             int qi) {                                                         \
-        fwd_item(g, w, out, lse, q, k, v, b, h, qi, HDV);                                      \
+                             const float *q, int b, int h, int qi) {                           \
+        fwd_item(g, w, out, lse, q, b, h, qi, HDV);                                            \
     }                                                                                          \
     static void pack_##SUFFIX(const shape *g, const float *dy, const float *o,                \
                               const float *lse, const float *q, int b, int h, int qi) {        \
-        pack_item(g, dy, o, lse, q, b, h, qi, HDV);                                            \
+        pack_q_item(g, dy, o, lse, q, b, h, qi, HDV);                                          \
     }                                                                                          \
-    static void kv_##SUFFIX(const shape *g, scratch *w, float *dk, float *dv, const float *dy, \
-                            const float *q, const float *k, const float *v, int b, int kh,     \
+    static void kv_##SUFFIX(const shape *g, scratch *w, float *dk, float *dv, int b, int kh,   \
                             int kj) {                                                          \
-        bwd_kv_item(g, w, dk, dv, dy, q, k, v, b, kh, kj, HDV);                                \
+        bwd_kv_item(g, w, dk, dv, b, kh, kj, HDV);                                             \
     }                                                                                          \
-    static void q_##SUFFIX(const shape *g, scratch *w, float *dq, const float *k,              \
-                           const float *v, int b, int h, int qi) {                             \
-        bwd_q_item(g, w, dq, k, v, b, h, qi, HDV);                                             \
+    static void q_##SUFFIX(const shape *g, scratch *w, float *dq, int b, int h, int qi) {      \
+        bwd_q_item(g, w, dq, b, h, qi, HDV);                                                   \
     }
 
 INSTANCE(16, 16)
@@ -333,13 +344,11 @@ INSTANCE(128, 128)
 INSTANCE(any, g->HD)
 
 typedef struct {
-    void (*fwd)(const shape *, scratch *, float *, float *, const float *, const float *,
-                const float *, int, int, int);
+    void (*fwd)(const shape *, scratch *, float *, float *, const float *, int, int, int);
     void (*pack)(const shape *, const float *, const float *, const float *, const float *, int,
                  int, int);
-    void (*kv)(const shape *, scratch *, float *, float *, const float *, const float *,
-               const float *, const float *, int, int, int);
-    void (*q)(const shape *, scratch *, float *, const float *, const float *, int, int, int);
+    void (*kv)(const shape *, scratch *, float *, float *, int, int, int);
+    void (*q)(const shape *, scratch *, float *, int, int, int);
 } kernels;
 
 static kernels pick(int HD) {
@@ -354,62 +363,79 @@ static kernels pick(int HD) {
 
 /* ------------------------------------------------------------- entry points */
 
+static shape make_shape(int B, int T, int NH, int NKV, int HD) {
+    TITAN_ASSERT(NKV > 0 && NH % NKV == 0 && HD > 0);
+    shape g = {0};
+    g.B = B, g.T = T, g.NH = NH, g.NKV = NKV, g.HD = HD, g.nt = (T + TB - 1) / TB;
+    g.scale = 1.0f / sqrtf((float)HD);
+    size_t kvsize = (size_t)B * NKV * g.nt * TB * HD;
+    g.kp = pack_alloc(2 * kvsize);
+    g.vp = g.kp + kvsize;
+    return g;
+}
+
 void titan_cpu_attention_forward(float *out, float *lse, const float *q, const float *k,
                                  const float *v, int B, int T, int NH, int NKV, int HD) {
-    TITAN_ASSERT(NKV > 0 && NH % NKV == 0 && HD > 0);
     if (B <= 0 || T <= 0 || NH <= 0) return;
-    shape g = {B, T, NH, NKV, HD, (T + TB - 1) / TB, 1.0f / sqrtf((float)HD), 0, 0, 0, 0};
+    shape g = make_shape(B, T, NH, NKV, HD);
     kernels kn = pick(HD);
-    long items = (long)g.nt * B * NH;
+    long items = (long)g.nt * B * NH, kv_items = (long)g.nt * B * NKV;
 #pragma omp parallel if (items > 1)
     {
         scratch w;
         void *mem = scratch_alloc(HD, &w);
-        /* heaviest (last) query tiles first */
+#pragma omp for schedule(static)
+        for (long it = 0; it < kv_items; it++)
+            pack_kv(&g, k, v, (int)(it / g.nt / NKV), (int)(it / g.nt % NKV), (int)(it % g.nt));
+        /* one head after another, so its K and V stay in this core's L2;
+         * heaviest (last) query tiles first within a head */
 #pragma omp for schedule(dynamic, 1)
         for (long it = 0; it < items; it++) {
-            int qi = g.nt - 1 - (int)(it / ((long)B * NH)), bh = (int)(it % ((long)B * NH));
-            kn.fwd(&g, &w, out, lse, q, k, v, bh / NH, bh % NH, qi);
+            int bh = (int)(it / g.nt), qi = g.nt - 1 - (int)(it % g.nt);
+            kn.fwd(&g, &w, out, lse, q, bh / NH, bh % NH, qi);
         }
         free(mem);
     }
+    free(g.kp);
 }
 
 void titan_cpu_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                                   const float *out, const float *lse, const float *q,
                                   const float *k, const float *v, int B, int T, int NH, int NKV,
                                   int HD) {
-    TITAN_ASSERT(NKV > 0 && NH % NKV == 0 && HD > 0);
     if (B <= 0 || T <= 0 || NH <= 0) return;
-    shape g = {B, T, NH, NKV, HD, (T + TB - 1) / TB, 1.0f / sqrtf((float)HD), 0, 0, 0, 0};
+    shape g = make_shape(B, T, NH, NKV, HD);
     kernels kn = pick(HD);
     long q_items = (long)g.nt * B * NH, kv_items = (long)g.nt * B * NKV;
-    size_t tiles = (size_t)q_items;
-    float *pack = aligned_alloc(64, tiles * (2 * (size_t)HD + 2) * TB * sizeof(float));
-    TITAN_ASSERT(pack != NULL);
-    g.qt = pack, g.dot = pack + tiles * HD * TB;
-    g.lse = g.dot + tiles * HD * TB, g.delta = g.lse + tiles * TB;
+    size_t qsize = (size_t)q_items * TB * HD;
+    float *qpack = pack_alloc(4 * qsize + 2 * (size_t)q_items * TB);
+    g.qp = qpack, g.dop = qpack + qsize, g.qt = qpack + 2 * qsize, g.dot = qpack + 3 * qsize;
+    g.lse = qpack + 4 * qsize, g.delta = g.lse + (size_t)q_items * TB;
 #pragma omp parallel if (q_items > 1)
     {
         scratch w;
         void *mem = scratch_alloc(HD, &w);
+#pragma omp for schedule(static) nowait
+        for (long it = 0; it < kv_items; it++)
+            pack_kv(&g, k, v, (int)(it / g.nt / NKV), (int)(it / g.nt % NKV), (int)(it % g.nt));
 #pragma omp for schedule(static)
         for (long it = 0; it < q_items; it++) {
             int bh = (int)(it / g.nt), qi = (int)(it % g.nt);
             kn.pack(&g, dout, out, lse, q, bh / NH, bh % NH, qi);
         }
-        /* heaviest (first) key tiles first */
+        /* head by head (cache reuse), heaviest (first) key tiles first */
 #pragma omp for schedule(dynamic, 1)
         for (long it = 0; it < kv_items; it++) {
-            int kj = (int)(it / ((long)B * NKV)), bk = (int)(it % ((long)B * NKV));
-            kn.kv(&g, &w, dk, dv, dout, q, k, v, bk / NKV, bk % NKV, kj);
+            int bk = (int)(it / g.nt), kj = (int)(it % g.nt);
+            kn.kv(&g, &w, dk, dv, bk / NKV, bk % NKV, kj);
         }
 #pragma omp for schedule(dynamic, 1)
         for (long it = 0; it < q_items; it++) {
-            int qi = g.nt - 1 - (int)(it / ((long)B * NH)), bh = (int)(it % ((long)B * NH));
-            kn.q(&g, &w, dq, k, v, bh / NH, bh % NH, qi);
+            int bh = (int)(it / g.nt), qi = g.nt - 1 - (int)(it % g.nt);
+            kn.q(&g, &w, dq, bh / NH, bh % NH, qi);
         }
         free(mem);
     }
-    free(pack);
+    free(qpack);
+    free(g.kp);
 }
