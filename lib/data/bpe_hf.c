@@ -48,7 +48,8 @@ static titan_status check_pretokenizer(const char *path, json_t *p) {
     if (strcmp(type, "Sequence") == 0) {
         json_t *arr = json_object_get(p, "pretokenizers"), *e;
         size_t i;
-        if (!json_is_array(arr)) return titan_error(TITAN_ERR_FORMAT, "%s: pre_tokenizer: Sequence without pretokenizers", path);
+        if (!json_is_array(arr))
+            return titan_error(TITAN_ERR_FORMAT, "%s: pre_tokenizer: Sequence without pretokenizers", path);
         json_array_foreach(arr, i, e) TITAN_TRY(check_pretokenizer(path, e));
         return TITAN_OK;
     }
@@ -57,15 +58,20 @@ static titan_status check_pretokenizer(const char *path, json_t *p) {
         const char *how = json_string_value(json_object_get(p, "behavior"));
         if (!re || strcmp(re, titan_bpe_llama3_pattern) != 0 || !how || strcmp(how, "Isolated") != 0 ||
             json_is_true(json_object_get(p, "invert")))
-            return titan_error(TITAN_ERR_FORMAT, "%s: pre_tokenizer: a Split other than Llama 3's pattern (only Llama 3's is supported)", path);
+            return titan_error(TITAN_ERR_FORMAT,
+                               "%s: pre_tokenizer: a Split other than Llama 3's pattern (only Llama 3's is supported)",
+                               path);
         return TITAN_OK;
     }
     if (strcmp(type, "ByteLevel") == 0) {
         if (json_is_true(json_object_get(p, "add_prefix_space")))
-            return titan_error(TITAN_ERR_FORMAT, "%s: pre_tokenizer: ByteLevel add_prefix_space is not supported", path);
+            return titan_error(TITAN_ERR_FORMAT, "%s: pre_tokenizer: ByteLevel add_prefix_space is not supported",
+                               path);
         json_t *use = json_object_get(p, "use_regex");
         if (!use || json_is_true(use))
-            return titan_error(TITAN_ERR_FORMAT, "%s: pre_tokenizer: ByteLevel use_regex (GPT-2's pattern) is not supported; only Llama 3's pattern is", path);
+            return titan_error(TITAN_ERR_FORMAT,
+                               "%s: pre_tokenizer: ByteLevel use_regex (GPT-2's pattern) is not supported; "
+                               "only Llama 3's pattern is", path);
         return TITAN_OK;
     }
     return titan_error(TITAN_ERR_FORMAT, "%s: pre_tokenizer: type '%s' is not supported", path, type);
@@ -106,7 +112,9 @@ static titan_status load_vocab(titan_bpe *b, const char *path, json_t *vocab, js
         size_t kn = strlen(key), had;
         long n = kn < sizeof buf ? unmap(from_cp, key, kn, buf) : -1;
         if (n <= 0)
-            return titan_error(TITAN_ERR_FORMAT, "%s: model.vocab: token '%.40s' is empty, too long or outside the byte-level alphabet", path, key);
+            return titan_error(TITAN_ERR_FORMAT,
+                               "%s: model.vocab: token '%.40s' is empty, too long or outside the byte-level alphabet",
+                               path, key);
         TITAN_TRY(get_id(path, "model.vocab", v, &id));
         if (titan_bpe_bytes(b, id, &had))
             return titan_error(TITAN_ERR_FORMAT, "%s: model.vocab: id %u given twice", path, id);
@@ -126,7 +134,9 @@ static titan_status load_vocab(titan_bpe *b, const char *path, json_t *vocab, js
     for (int c = 0; c < 256; c++) {
         unsigned char byte = (unsigned char)c;
         if ((b->byte_id[c] = titan_bpe_lookup(b, &byte, 1)) == TITAN_BPE_NONE)
-            return titan_error(TITAN_ERR_FORMAT, "%s: model.vocab: no token for the byte 0x%02x (not a byte-level BPE vocabulary?)", path, c);
+            return titan_error(TITAN_ERR_FORMAT,
+                               "%s: model.vocab: no token for the byte 0x%02x (not a byte-level BPE vocabulary?)",
+                               path, c);
     }
     return TITAN_OK;
 }
@@ -164,7 +174,8 @@ static titan_status load_merges(titan_bpe *b, const char *path, json_t *merges, 
         uint32_t whole = left != TITAN_BPE_NONE && right != TITAN_BPE_NONE
                              ? titan_bpe_lookup(b, buf, (size_t)(la + lc)) : TITAN_BPE_NONE;
         if (whole == TITAN_BPE_NONE)
-            return titan_error(TITAN_ERR_FORMAT, "%s: model.merges[%zu]: '%.*s' + '%.*s': a part or the merged token is not in model.vocab",
+            return titan_error(TITAN_ERR_FORMAT,
+                               "%s: model.merges[%zu]: '%.*s' + '%.*s': a part or the merged token is not in model.vocab",
                                path, i, (int)(an > 40 ? 40 : an), a, (int)(cn > 40 ? 40 : cn), c);
         if (i >= UINT32_MAX) return titan_error(TITAN_ERR_FORMAT, "%s: model.merges: too many", path);
         TITAN_TRY(titan_bpe_add_pair(b, left, right, (uint32_t)i, whole));

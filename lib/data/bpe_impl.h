@@ -34,7 +34,7 @@ typedef struct titan_bpe {
     uint32_t byte_id[256]; /* the token of each single byte */
     int whole_words;     /* look a whole pre-token up before merging (tiktoken; hf ignore_merges) */
     void *re;            /* the pre-tokenizer, a pcre2_code_8 */
-    void *cache;         /* words already merged (tokenizer_bpe.c) */
+    int jit;             /* re is JIT-compiled */
 } titan_bpe;
 
 /* Sets n_ids and allocates the per-id table with every id empty. */

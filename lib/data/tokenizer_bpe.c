@@ -45,8 +45,8 @@ titan_status titan_bpe_compile_pattern(titan_bpe *b) {
         return titan_error(TITAN_ERR_FAIL, "tokenizer: pre-tokenizer pattern: offset %zu: %s", (size_t)off,
                            (char *)msg);
     }
-    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT, pcre2_match interprets */
     b->re = re;
+    b->jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0; /* else pcre2_match interprets */
     return TITAN_OK;
 }
 
@@ -93,7 +93,7 @@ static size_t bpe_encode(const titan_tokenizer *t, const char *text, size_t n, u
     if (n && !md) titan_panic(__FILE__, __LINE__, "out of memory for the pre-tokenizer");
     size_t pos = 0;
     while (pos < n) {
-        int rc = pcre2_match(re, s, n, pos, 0, md, NULL);
+        int rc = b->jit ? pcre2_jit_match(re, s, n, pos, 0, md, NULL) : pcre2_match(re, s, n, pos, 0, md, NULL);
         size_t ms, me;
         if (rc >= 0) {
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);

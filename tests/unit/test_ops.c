@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h" /* titan_cpu_exp, the softmax exp kernel */
 #include "core/rng.h"
 
 static const titan_backend *be;
@@ -562,6 +563,27 @@ static void test_adamw(void) {
 
 /* ------------------------------------------------- sumsq, scale, add, exp */
 
+/* The vectorised exp every softmax uses: relative error over the softmax
+ * range (and a little above 0), exact zeros far below. */
+static void test_exp(void) {
+    int n = 100003;
+    float *x = zerosf(n), *y = zerosf(n);
+    double worst = 0.0;
+    for (int i = 0; i < n; i++) x[i] = (float)(-87.0 + 90.0 * i / (n - 1)); /* [-87, 3] */
+    titan_cpu_exp(y, x, n);
+    for (int i = 0; i < n; i++) {
+        double e = exp((double)x[i]), rel = fabs(y[i] - e) / e;
+        if (!(rel <= worst)) worst = rel;
+    }
+    float lo[3] = {-100.0f, -INFINITY, -88.0f}, ylo[3];
+    titan_cpu_exp(ylo, lo, 3);
+    int ok = worst < 4e-7 && ylo[0] == 0.0f && ylo[1] == 0.0f && ylo[2] == 0.0f;
+    printf("%-4s %-44s max rel err %.3e (tol 4e-07), exp(-inf) = %g\n", ok ? "ok" : "FAIL",
+           "exp kernel over [-87, 3]", worst, ylo[1]);
+    if (!ok) failures++;
+    free(x), free(y);
+}
+
 static void test_reductions(void) {
     size_t n = 300001;
     float *x = randf(n, -1, 1), *y = randf(n, -1, 1), *o = zerosf(n);
@@ -702,6 +724,60 @@ static const char *torch_bench =
     "  t=time.perf_counter();step();best=min(best,time.perf_counter()-t)\n"
     "print(best)\n";
 
+/* The other ops at the debug model's shapes (N = 2048 tokens, C = 256,
+ * H = 768, V = 2000), best of 5, milliseconds. */
+static void timing_ops(void) {
+    int N = 2048, C = 256, H = 768, V = 2000, NH = 16, HD = 16;
+    size_t np = (size_t)4 * 1000 * 1000;
+    float *x = randf((size_t)N * H, -1, 1), *y = randf((size_t)N * H, -1, 1);
+    float *z = zerosf((size_t)N * V), *w = randf((size_t)H * C, -1, 1), *r = zerosf(N); /* V > H */
+    float *lg = randf((size_t)N * V, -4, 4), *cs = zerosf((size_t)N * HD / 2);
+    float *sn = zerosf((size_t)N * HD / 2), *p = randf(np, -1, 1), *m = zerosf(np);
+    float *v = zerosf(np), *emb = zerosf((size_t)V * C), *wo = randf((size_t)V * C, -1, 1);
+    uint32_t *tok = malloc((size_t)N * sizeof(uint32_t));
+    for (int i = 0; i < N; i++) tok[i] = (uint32_t)((i * 7919) % V);
+    titan_rope_tables(cs, sn, N, HD, 500000.0f, 0.0f, 0.0f, 0.0f, 0);
+    double best[12];
+    for (int i = 0; i < 12; i++) best[i] = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        double t[13];
+        t[0] = now();
+        be->matmul_forward(z, x, w, N, C, H);
+        t[1] = now();
+        be->matmul_backward(y, w, z, x, w, N, C, H);
+        t[2] = now();
+        be->rmsnorm_forward(z, r, x, w, N, C, 1e-5f);
+        t[3] = now();
+        be->rmsnorm_backward(y, w, z, x, w, r, N, C);
+        t[4] = now();
+        be->rope_forward(z, x, cs, sn, 1, N, NH, HD);
+        t[5] = now();
+        be->rope_backward(y, x, cs, sn, 1, N, NH, HD);
+        t[6] = now();
+        be->swiglu_forward(z, x, y, N, H);
+        t[7] = now();
+        be->swiglu_backward(y, z, x, x, y, N, H);
+        t[8] = now();
+        be->cross_entropy(r, z, lg, tok, N, V, 1.0f / N); /* z holds N*V */
+        t[9] = now();
+        be->matmul_forward(z, x, wo, N, C, V);
+        t[10] = now();
+        be->embedding_backward(emb, x, tok, N, C);
+        t[11] = now();
+        be->adamw_step(p, x, m, v, np, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, rep + 1);
+        t[12] = now();
+        for (int i = 0; i < 12; i++) best[i] = fmin(best[i], t[i + 1] - t[i]);
+    }
+    printf("timing ops (ms): matmul %dx%dx%d fwd %.2f bwd %.2f | rmsnorm fwd %.2f bwd %.2f | "
+           "rope fwd %.2f bwd %.2f | swiglu fwd %.2f bwd %.2f | cross_entropy V%d %.2f | "
+           "lm head fwd %.2f | embedding bwd %.2f | adamw 4M %.2f\n",
+           N, C, H, best[0] * 1e3, best[1] * 1e3, best[2] * 1e3, best[3] * 1e3, best[4] * 1e3,
+           best[5] * 1e3, best[6] * 1e3, best[7] * 1e3, V, best[8] * 1e3, best[9] * 1e3,
+           best[10] * 1e3, best[11] * 1e3);
+    free(x), free(y), free(z), free(w), free(r), free(lg), free(cs), free(sn), free(p), free(m);
+    free(v), free(emb), free(wo), free(tok);
+}
+
 static void timing(void) {
     int B = 1, T = 2048, NH = 16, NKV = 16, HD = 16, reps = 5;
     size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
@@ -754,11 +830,15 @@ int main(void) {
     test_swiglu();
     test_cross_entropy();
     test_adamw();
+    test_exp();
     test_reductions();
     test_determinism();
     test_matmul_threads();
     const char *tm = getenv("TITAN_OPS_TIMING");
-    if (tm && strcmp(tm, "1") == 0) timing();
+    if (tm && strcmp(tm, "1") == 0) {
+        timing_ops();
+        timing();
+    }
     if (failures) {
         printf("test_ops: %d check(s) FAILED\n", failures);
         return 1;

@@ -1,0 +1,176 @@
+#!/bin/sh
+# CLI tests of titan-ckpt: ls, info, verify, diff, convert to and from Hugging
+# Face format (bit-exact f32 round trip, logits against an HF-convention
+# PyTorch model), pack/unpack and refusing unsafe archives. TAP output.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$top/bin
+ck=$bin/titan-ckpt
+PY=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+n=0; bad=0
+ok()   { n=$((n + 1)); echo "ok $n - $1"; }
+fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; [ -f "$tmp/err" ] && sed 's/^/#   /' "$tmp/err"; }
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+# expect CODE PATTERN DESCRIPTION -- command...
+expect() {
+    code=$1; pat=$2; desc=$3; shift 4
+    "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    if [ $rc -ne "$code" ]; then fail "$desc (exit $rc, want $code)"; return; fi
+    if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then fail "$desc (stderr lacks '$pat')"; return; fi
+    ok "$desc"
+}
+out_has() { grep -q -- "$1" "$tmp/out" && ok "$2" || fail "$2"; }
+
+# --- a tiny run: seed checkpoint (step 0) and step 3 ---------------------------
+cat "$top"/man/*.1 > "$tmp/corpus.txt"
+"$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
+TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
+ --training.seq_len=32 --training.local_batch_size=2 --training.steps=3 --checkpoint.interval=3
+ --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=2 --training.dataset_path=$tmp/data
+ --metrics.peak_flops=1e11 --training.threads=2"
+cfg=$top/configs/debugmodel.toml
+expect 0 "" "titan-init tiny run" -- "$bin/titan-init" -q "$cfg" "$tmp/a" $TINY
+expect 0 "" "train 3 steps" -- "$bin/titan-train" -q "$tmp/a"
+s0=$tmp/a/checkpoint/step-00000000
+s3=$tmp/a/checkpoint/step-00000003
+
+# --- usage -----------------------------------------------------------------------
+expect 0 "" "--help" -- "$ck" --help
+expect 2 "unknown command" "unknown command is a usage error" -- "$ck" frobnicate "$tmp/a"
+expect 2 "unknown option" "unknown option is a usage error" -- "$ck" info --bogus "$tmp/a"
+expect 2 "expected" "missing argument is a usage error" -- "$ck" diff "$tmp/a"
+expect 3 "nowhere" "missing checkpoint names the path" -- "$ck" info "$tmp/nowhere"
+
+# --- ls and info -------------------------------------------------------------------
+expect 0 "" "ls RUN" -- "$ck" ls "$tmp/a"
+out_has "step-00000003.*192.*complete (latest)" "ls shows step 3, tokens seen, latest"
+out_has "step-00000000" "ls shows the seed checkpoint"
+mkdir "$tmp/a/checkpoint/step-00000009.tmp"
+expect 0 "" "ls with a leftover .tmp" -- "$ck" ls "$tmp/a/checkpoint"
+out_has "step-00000009.tmp.*incomplete" "ls marks a .tmp step incomplete"
+rmdir "$tmp/a/checkpoint/step-00000009.tmp"
+expect 0 "" "ls --json" -- "$ck" ls --json "$tmp/a"
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [c["step"] for c in d["checkpoints"]]==[0,3] and d["checkpoints"][1]["latest"]' "$tmp/out" \
+    && ok "ls --json parses, steps 0 and 3" || fail "ls --json parses, steps 0 and 3"
+expect 0 "" "info RUN (latest step)" -- "$ck" info "$tmp/a"
+out_has "layers.1.attention.wq.weight:exp_avg_sq" "info lists optimizer state"
+out_has "dim 32, 2 layers, 4 heads, 2 kv heads, ffn 96, vocab 258" "info shows the model"
+expect 0 "" "info --json of a step dir" -- "$ck" info --json "$s0"
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["step"]==0 and d["model"]["dim"]==32 and len(d["tensors"])==21 and d["tensors"][0]["shape"]==[258,32]' "$tmp/out" \
+    && ok "info --json parses: step, model, 21 tensors" || fail "info --json parses: step, model, 21 tensors"
+
+# --- verify and diff ------------------------------------------------------------------
+expect 0 "" "verify a good checkpoint" -- "$ck" verify "$tmp/a"
+out_has "every checksum matches" "verify says ok"
+expect 0 "" "diff identical to itself -> 0" -- "$ck" diff "$tmp/a" "$s3"
+expect 1 "" "diff step 0 vs step 3 -> 1" -- "$ck" diff "$s0" "$s3"
+out_has "only_b .*exp_avg" "diff reports tensors only in B"
+out_has "differ .*max_abs" "diff reports max abs difference"
+expect 1 "" "diff --params-only --json" -- "$ck" diff --params-only --json "$s0" "$s3"
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert not d["identical"] and d["num_only_b"]==0 and d["num_differ"]==21' "$tmp/out" \
+    && ok "diff --json: 21 parameters differ, no optimizer state" || fail "diff --json: 21 parameters differ, no optimizer state"
+cp -r "$tmp/a" "$tmp/e"
+printf 'X' | dd of="$tmp/e/checkpoint/step-00000003/rank-00000.bin" bs=1 seek=100 conv=notrunc 2>/dev/null
+expect 4 "checksum mismatch in tensor tok_embeddings.weight (chunk 0)" "verify: corrupt byte -> exit 4, names tensor and chunk" -- "$ck" verify "$tmp/e"
+grep -q "rank-00000.bin" "$tmp/err" && ok "verify names the data file" || fail "verify names the data file"
+expect 4 "checksum" "diff of a corrupt checkpoint -> exit 4" -- "$ck" diff "$tmp/a" "$tmp/e"
+printf '{"format": "titan-checkpoint", "version": 1, "step": 3, "tensors": {' > "$tmp/e/checkpoint/step-00000003/metadata.json"
+expect 4 "metadata.json" "verify: broken catalog -> exit 4" -- "$ck" verify "$tmp/e/checkpoint/step-00000003"
+
+# --- Hugging Face export / import ----------------------------------------------------
+expect 0 "" "convert --to hf (f32)" -- "$ck" convert -q --to hf "$tmp/a" "$tmp/hf"
+[ -f "$tmp/hf/model.safetensors" ] && [ -f "$tmp/hf/config.json" ] && [ ! -f "$tmp/hf/model.safetensors.index.json" ] \
+    && ok "single model.safetensors + config.json, no index" || fail "single model.safetensors + config.json, no index"
+$PY -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["architectures"]==["LlamaForCausalLM"] and c["num_key_value_heads"]==2 and c["intermediate_size"]==96 and c["rope_scaling"]["rope_type"]=="llama3" and c["rms_norm_eps"]==1e-5 and c["torch_dtype"]=="float32"' "$tmp/hf/config.json" \
+    && ok "config.json fields" || fail "config.json fields"
+expect 2 "not empty" "export refuses a non-empty OUTDIR" -- "$ck" convert --to hf "$tmp/a" "$tmp/hf"
+expect 0 "" "convert --from hf" -- "$ck" convert -q --from hf "$tmp/hf" "$tmp/imp"
+expect 0 "" "f32 round trip: parameters bit-identical" -- "$ck" diff --params-only "$s3" "$tmp/imp"
+expect 0 "" "export --dtype bf16, sharded with an index" -- "$ck" convert -q --to hf "$tmp/a" "$tmp/hfb" --dtype bf16 --shard-size 40000
+[ -f "$tmp/hfb/model-00001-of-00003.safetensors" ] && [ -f "$tmp/hfb/model.safetensors.index.json" ] \
+    && ok "bf16 export: 3 shards + index" || fail "bf16 export: 3 shards + index"
+expect 0 "" "import the sharded bf16 export" -- "$ck" convert -q --from hf "$tmp/hfb" "$tmp/impb"
+expect 1 "" "bf16 round trip differs from f32" -- "$ck" diff --params-only --json "$s3" "$tmp/impb"
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert max(t["max_rel"] for t in d["tensors"]) <= 2**-8' "$tmp/out" \
+    && ok "bf16 round trip within bf16 rounding (rel <= 2^-8)" || fail "bf16 round trip within bf16 rounding (rel <= 2^-8)"
+cp -r "$tmp/hf" "$tmp/hfx"
+printf '\377\377\377\377' | dd of="$tmp/hfx/model.safetensors" bs=1 seek=0 conv=notrunc 2>/dev/null
+expect 4 "header length" "import of a safetensors file with an absurd header length -> 4" -- "$ck" convert --from hf "$tmp/hfx" "$tmp/impx"
+[ ! -e "$tmp/impx/step-00000000" ] && ok "failed import leaves no checkpoint" || fail "failed import leaves no checkpoint"
+
+# An HF import is a seed checkpoint titan-train resumes from: same 3 steps, same bits.
+expect 0 "" "convert step 0 --to hf" -- "$ck" convert -q --to hf "$s0" "$tmp/hf0"
+expect 0 "" "init run c" -- "$bin/titan-init" -q "$cfg" "$tmp/c" $TINY
+rm -rf "$tmp/c/checkpoint"
+expect 0 "" "import step 0 as run c's checkpoint" -- "$ck" convert -q --from hf "$tmp/hf0" "$tmp/c/checkpoint" --tokenizer byte
+expect 0 "" "train run c from the imported checkpoint" -- "$bin/titan-train" -q "$tmp/c"
+expect 0 "" "trained from the import == trained from the original (with optimizer state)" -- "$ck" diff "$s3" "$tmp/c"
+
+# Logits of the HF export in an HF-convention PyTorch model vs titan's own.
+TOK=1,2,3,40,50,60,70,80,90,100,255,256,257,0,5,9,33,34,35,36,37,38,39,41
+if $PY -c 'import torch, numpy' 2>/dev/null; then
+    expect 0 "" "titan-ckpt eval" -- "$ck" eval "$tmp/a" --tokens $TOK --threads 2
+    cp "$tmp/out" "$tmp/logits.txt"
+    expect 0 "" "HF export: q/k = published permutation, logits match (rel < 1e-4)" -- \
+        $PY "$top/tests/torch/hf_reference.py" "$tmp/hf" $TOK "$tmp/logits.txt" --titan-ckpt "$s3"
+    sed 's/^/# /' "$tmp/out"
+    # A random HF model with large weights: a wrong RoPE convention would be off by O(1).
+    expect 0 "" "write a random HF Llama" -- $PY "$top/tests/torch/hf_reference.py" --make-random "$tmp/rnd"
+    expect 0 "" "import it" -- "$ck" convert -q --from hf "$tmp/rnd" "$tmp/rndimp"
+    TOK2=1,2,3,40,50,60,70,80,90,10,25,26,27,0,5,9,33,34,35,36,37,38,39,41
+    "$ck" eval "$tmp/rndimp" --tokens $TOK2 --threads 2 > "$tmp/rl.txt" 2>"$tmp/err"
+    expect 0 "" "HF import: titan logits match the HF model (rel < 1e-4)" -- \
+        $PY "$top/tests/torch/hf_reference.py" "$tmp/rnd" $TOK2 "$tmp/rl.txt"
+    sed 's/^/# /' "$tmp/out"
+else
+    skip "HF logits comparison" "PyTorch not installed at $PY"
+fi
+
+# --- pack / unpack ---------------------------------------------------------------------
+expect 0 "" "pack" -- "$ck" pack -q "$tmp/a" "$tmp/a.tar.zst"
+expect 0 "" "unpack" -- "$ck" unpack -q "$tmp/a.tar.zst" "$tmp/un"
+expect 0 "" "unpacked == original" -- "$ck" diff "$tmp/a" "$tmp/un"
+[ "$(cat "$tmp/un/latest")" = "step-00000003" ] && ok "unpack writes latest" || fail "unpack writes latest"
+expect 2 "already exists" "unpack refuses to overwrite a step" -- "$ck" unpack "$tmp/a.tar.zst" "$tmp/un"
+cp -r "$tmp/a" "$tmp/f"
+printf 'X' | dd of="$tmp/f/checkpoint/step-00000003/rank-00000.bin" bs=1 seek=200 conv=notrunc 2>/dev/null
+expect 4 "checksum" "pack refuses a corrupt checkpoint" -- "$ck" pack "$tmp/f" "$tmp/f.tar.zst"
+[ ! -e "$tmp/f.tar.zst" ] && [ ! -e "$tmp/f.tar.zst.tmp" ] && ok "failed pack leaves no file" || fail "failed pack leaves no file"
+# Crafted archives: path traversal, absolute paths, links.
+mk_tar() { # name, then entries as kind:name (f: file, l: symlink to /etc/passwd)
+    out=$1; shift
+    $PY - "$out" "$@" <<'EOF'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    for spec in sys.argv[2:]:
+        kind, name = spec.split(":", 1)
+        ti = tarfile.TarInfo(name)
+        if kind == "l":
+            ti.type, ti.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            t.addfile(ti)
+        else:
+            data = b"evil\n"
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+EOF
+    zstd -q -f "$out" -o "$out.zst" && rm -f "$out"
+}
+if command -v zstd >/dev/null 2>&1; then
+    mk_tar "$tmp/dotdot.tar" "f:step-00000001/../../evil"
+    expect 4 "\"..\" component refused" "unpack refuses ../ paths" -- "$ck" unpack "$tmp/dotdot.tar.zst" "$tmp/u1"
+    [ ! -e "$tmp/evil" ] && ok "nothing written outside OUTDIR" || fail "nothing written outside OUTDIR"
+    mk_tar "$tmp/abs.tar" "f:$tmp/abs-evil"
+    expect 4 "absolute path refused" "unpack refuses absolute paths" -- "$ck" unpack "$tmp/abs.tar.zst" "$tmp/u2"
+    [ ! -e "$tmp/abs-evil" ] && ok "absolute entry not written" || fail "absolute entry not written"
+    mk_tar "$tmp/link.tar" "l:step-00000001/rank-00000.bin"
+    expect 4 "links" "unpack refuses symlinks" -- "$ck" unpack "$tmp/link.tar.zst" "$tmp/u3"
+    mk_tar "$tmp/other.tar" "f:README"
+    expect 4 "not part of a titan checkpoint" "unpack refuses foreign names" -- "$ck" unpack "$tmp/other.tar.zst" "$tmp/u4"
+else
+    skip "crafted archives" "zstd CLI not installed"
+fi
+
+echo "1..$n"
+[ $bad -eq 0 ]
