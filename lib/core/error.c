@@ -36,7 +36,13 @@ void titan_error_context(const char *fmt, ...) {
     vsnprintf(ctx, sizeof ctx, fmt, ap);
     va_end(ap);
     memcpy(old, err_msg, sizeof old);
-    snprintf(err_msg, sizeof err_msg, "%s: %s", ctx, old);
+    /* ctx + ": " + old, cut to fit (built by hand: snprintf would warn of truncation) */
+    size_t lc = strnlen(ctx, MSG_MAX - 3), lo = strnlen(old, MSG_MAX);
+    if (lc + 2 + lo > MSG_MAX - 1) lo = MSG_MAX - 1 - lc - 2;
+    memcpy(err_msg, ctx, lc);
+    memcpy(err_msg + lc, ": ", 2);
+    memcpy(err_msg + lc + 2, old, lo);
+    err_msg[lc + 2 + lo] = '\0';
 }
 
 const char *titan_error_message(void) { return err_msg; }

@@ -95,9 +95,10 @@ static titan_status check_model(const char *path, json_t *root, json_t *model) {
 }
 
 static titan_status get_id(const char *path, const char *where, json_t *v, uint32_t *id) {
+    /* Ids index a table: a vocabulary of 16M is far beyond any real one. */
     json_int_t x = json_is_integer(v) ? json_integer_value(v) : -1;
-    if (x < 0 || x >= INT32_MAX)
-        return titan_error(TITAN_ERR_FORMAT, "%s: %s: id is not an integer in 0..2^31-2", path, where);
+    if (x < 0 || x >= (1 << 24))
+        return titan_error(TITAN_ERR_FORMAT, "%s: %s: id is not an integer in 0..2^24-1", path, where);
     *id = (uint32_t)x;
     return TITAN_OK;
 }
@@ -127,7 +128,8 @@ static titan_status load_vocab(titan_bpe *b, const char *path, json_t *vocab, js
         char where[64];
         snprintf(where, sizeof where, "added_tokens[%zu]", i);
         TITAN_TRY(get_id(path, where, json_object_get(e, "id"), &id));
-        if (!content || !content[0]) return titan_error(TITAN_ERR_FORMAT, "%s: %s: no content", path, where);
+        if (!content || !content[0] || strlen(content) > 4096)
+            return titan_error(TITAN_ERR_FORMAT, "%s: %s: content empty or longer than 4096 bytes", path, where);
         /* Decoding an added token gives its content, even where the vocab has the id. */
         TITAN_TRY(titan_bpe_set(b, id, content, strlen(content), 0, &dup));
     }

@@ -356,6 +356,9 @@ static void test_bad_files(void) {
     j = tiny_hf(0, named, 0);
     CHECK(error_is(open_json(j, "noadded.json", &t), TITAN_ERR_FORMAT, "added_tokens", NULL));
     j = tiny_hf(0, named, 2);
+    json_object_set_new(json_object_get(json_object_get(j, "model"), "vocab"), "zz", json_integer(1 << 30));
+    CHECK(error_is(open_json(j, "bigid.json", &t), TITAN_ERR_FORMAT, "model.vocab", "id"));
+    j = tiny_hf(0, named, 2);
     json_object_set_new(j, "normalizer", json_pack("{s:s}", "type", "NFC"));
     CHECK(error_is(open_json(j, "norm.json", &t), TITAN_ERR_FORMAT, "normalizer", NULL));
 }

@@ -423,6 +423,7 @@ static void test_attention(void) {
     test_attention_case(1, 150, 2, 1, 32, 1.0); /* several tiles, MQA */
     test_attention_case(1, 70, 3, 3, 8, 3.0);   /* sharp softmax, odd head count */
     test_attention_case(1, 5, 2, 2, 128, 0.5);  /* wide head */
+    test_attention_case(2, 65, 4, 1, 12, 1.0);  /* one-row last tile, HD not a multiple of 16 */
 }
 
 /* ----------------------------------------------------------------- swiglu */

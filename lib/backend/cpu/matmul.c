@@ -28,10 +28,11 @@ typedef struct {
 static int half16(int x) { return ((x + 1) / 2 + 15) & ~15; }
 
 /* C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, row-major. Blocks are halved,
- * the larger side first, until there are 32 of them, a side would drop
- * below 256, or a block would hold fewer than 2^24 multiply-adds. Measured
- * beside one 2-thread sgemm at the debug model's shapes: the same speed
- * within noise. */
+ * the larger side first, until there are 16 of them, a side would drop
+ * below 128, or a block would hold fewer than 2^23 multiply-adds. Measured
+ * beside one 2-thread sgemm at the debug model's shapes: within ~10%, mostly
+ * noise. A single block still runs inside the parallel region, so OpenBLAS
+ * never threads it itself. */
 static void gemm(const gemm_args *g) {
     if (g->M <= 0 || g->N <= 0) return;
     if (g->K <= 0) {
@@ -46,14 +47,14 @@ static void gemm(const gemm_args *g) {
     for (;;) {
         long nb = (long)((g->M + MB - 1) / MB) * ((g->N + NB - 1) / NB);
         int *side = MB >= NB ? &MB : &NB;
-        if (nb >= 32 || *side <= 256) break;
+        if (nb >= 16 || *side <= 128) break;
         int h = half16(*side);
         long macs = (long)(side == &MB ? h : MB) * (side == &NB ? h : NB) * g->K;
-        if (macs < (1L << 24)) break;
+        if (macs < (1L << 23)) break;
         *side = h;
     }
     int nm = (g->M + MB - 1) / MB, nn = (g->N + NB - 1) / NB;
-#pragma omp parallel for schedule(dynamic, 1) if (nm * nn > 1)
+#pragma omp parallel for schedule(dynamic, 1)
     for (int blk = 0; blk < nm * nn; blk++) {
         int i0 = (blk / nn) * MB, j0 = (blk % nn) * NB;
         int mb = g->M - i0 < MB ? g->M - i0 : MB, nb = g->N - j0 < NB ? g->N - j0 : NB;
