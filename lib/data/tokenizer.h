@@ -1,7 +1,7 @@
 /* tokenizer.h - text <-> token ids, behind one API for every tokenizer.
  *
- * A tokenizer is chosen by a spec string: "byte" (this version) or, later,
- * "bpe:PATH". Its id (at most TITAN_TOKENIZER_ID_MAX bytes) is recorded in
+ * A tokenizer is chosen by a spec string: "byte", "tiktoken:PATH" or
+ * "hf:PATH" (byte-level BPE, see tokenizer_bpe.c). Its id (at most TITAN_TOKENIZER_ID_MAX bytes) is recorded in
  * shard headers and checkpoints so that data and model never disagree.
  * Encoding never adds <|begin_of_text|>/<|end_of_text|>: framing documents is
  * the shard writer's job. */
@@ -22,7 +22,7 @@ typedef struct titan_tokenizer titan_tokenizer;
 titan_status titan_tokenizer_open(titan_tokenizer **out, const char *spec);
 void titan_tokenizer_free(titan_tokenizer *t);
 
-/* Comma-separated names of the tokenizers this build knows ("byte"). */
+/* The spec forms this build knows ("byte, tiktoken:PATH, hf:PATH"). */
 const char *titan_tokenizer_choices(void);
 
 const char *titan_tokenizer_id(const titan_tokenizer *t);  /* "byte" */
