@@ -22,16 +22,7 @@
 #include "data/tokenizer.h"
 #include "data/tokenizer_impl.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                                          \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond,                  \
-                    titan_error_message());                                                                  \
-            failures++;                                                                                      \
-        }                                                                                                    \
-    } while (0)
+#include "check.h"
 
 static char root[256];
 

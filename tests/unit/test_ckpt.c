@@ -17,16 +17,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 
-static int failures;
-
-#define CHECK(c)                                                                           \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s\n  last error: %s\n", __FILE__, __LINE__, #c,  \
-                    titan_error_message());                                                \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
+#include "check.h"
 #define OK(expr) CHECK((expr) == TITAN_OK)
 
 /* st must be `code` and the message must hold each of the (up to 3) strings. */

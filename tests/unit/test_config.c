@@ -8,16 +8,7 @@
 #include "core/log.h"
 #include "job/config.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 /* ---- capturing titan_warn output (stderr) ---- */
 

@@ -7,16 +7,7 @@
 #include "core/error.h"
 #include "model/llama_config.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 static void test_hidden_dims(void) {
     static const struct { const char *name; int hidden; } want[] = {

@@ -11,16 +11,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
-static int failures;
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__,   \
-                    __LINE__, #cond, titan_error_message());                 \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;

@@ -12,16 +12,7 @@
 #include "model/llama.h"
 #include "optim/optim.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 enum { B = 2, T = 7, N = B * T };
 

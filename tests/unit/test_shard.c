@@ -14,16 +14,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
-static int failures;
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__,   \
-                    __LINE__, #cond, titan_error_message());                 \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 /* The status is `want` and the message holds every given fragment. */
 static int error_is(titan_status got, titan_status want, const char *frag1, const char *frag2) {
