@@ -594,8 +594,7 @@ titan_status titan_hf_import(const char *hfdir, const char *outroot, const titan
         if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "tokenizer", o->tokenizer_id ? o->tokenizer_id : "hf-import");
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.step", 0);
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.tokens_seen", 0);
-        if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.next_sample", 0);
-        if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.epoch", 0);
+        if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.position", 0);
         if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "layout", "single");
         if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "source", "hf");
         if (st == TITAN_OK) st = import_tensors(w, &s, &mc, hfdir);

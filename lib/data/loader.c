@@ -1,15 +1,20 @@
-/* loader.c - fixed-order, resumable packing of tokens into samples. */
+/* loader.c - resumable packing of tokens into samples, with an optional
+ * per-epoch shuffle that needs no memory per sample. */
 #include "data/loader.h"
 
 #include <inttypes.h>
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/rng.h"
 
 struct titan_loader {
     const titan_shard_dir *d;
     int seq_len, dp_rank, dp_size;
-    uint64_t samples;  /* per epoch, a multiple of dp_size */
+    uint64_t samples;  /* S, per epoch */
+    int shuffle;
+    uint64_t seed;
+    int half_bits;     /* the permutation works on 2*half_bits-bit numbers */
     titan_loader_state st;
     uint32_t *row;     /* seq_len + 1 tokens */
 };
@@ -27,13 +32,6 @@ titan_status titan_loader_create(titan_loader **out, const titan_shard_dir *d, i
         titan_error_hint("shard more text, or lower training.seq_len");
         return st;
     }
-    uint64_t samples = tokens / per / (uint64_t)dp_size * (uint64_t)dp_size;
-    if (samples == 0) {
-        titan_status st = titan_error(TITAN_ERR_USAGE, "loader: the data holds %" PRIu64 " samples of %" PRIu64
-                                      " tokens, fewer than the %d data-parallel ranks", tokens / per, per, dp_size);
-        titan_error_hint("shard more text, or lower training.seq_len");
-        return st;
-    }
     titan_loader *l = titan_alloc(sizeof *l, "loader");
     if (!l) return TITAN_ERR_NOMEM;
     l->row = titan_alloc(per * sizeof *l->row, "loader row");
@@ -45,9 +43,12 @@ titan_status titan_loader_create(titan_loader **out, const titan_shard_dir *d, i
     l->seq_len = seq_len;
     l->dp_rank = dp_rank;
     l->dp_size = dp_size;
-    l->samples = samples;
-    l->st.next_sample = (uint64_t)dp_rank;
-    l->st.epoch = 0;
+    l->samples = tokens / per;
+    l->shuffle = 0;
+    int bits = 1;
+    while (bits < 64 && ((uint64_t)1 << bits) < l->samples) bits++;
+    l->half_bits = (bits + 1) / 2;
+    l->st.position = 0;
     *out = l;
     return TITAN_OK;
 }
@@ -58,31 +59,53 @@ void titan_loader_free(titan_loader *l) {
     titan_free(l);
 }
 
+void titan_loader_set_shuffle(titan_loader *l, uint64_t seed) {
+    l->shuffle = 1;
+    l->seed = seed;
+}
+
+/* A balanced Feistel network is a bijection on [0, 4^half_bits) whatever its
+ * round function; walking the cycle until the value falls below S turns it
+ * into a bijection on [0, S) (at most 4 steps on average, as 4^h < 4S). */
+#define FEISTEL_ROUNDS 6
+static uint64_t permute(const titan_loader *l, uint64_t epoch, uint64_t i) {
+    int h = l->half_bits;
+    uint64_t mask = ((uint64_t)1 << h) - 1;
+    uint64_t stream = 0x6c6f61646572ull ^ (epoch * 0x9e3779b97f4a7c15ull); /* "loader", per epoch */
+    uint64_t x = i;
+    do {
+        uint64_t left = x >> h, right = x & mask;
+        for (int r = 0; r < FEISTEL_ROUNDS; r++) {
+            uint64_t f = titan_rng_u64(l->seed, stream, ((uint64_t)r << 58) ^ right) & mask;
+            uint64_t next = left ^ f;
+            left = right;
+            right = next;
+        }
+        x = (left << h) | right;
+    } while (x >= l->samples);
+    return x;
+}
+
+uint64_t titan_loader_sample_at(const titan_loader *l, uint64_t p) {
+    uint64_t epoch = p / l->samples, i = p % l->samples;
+    return l->shuffle ? permute(l, epoch, i) : i;
+}
+
 titan_status titan_loader_next(titan_loader *l, uint32_t *inputs, uint32_t *targets, int batch) {
     size_t L = (size_t)l->seq_len;
     for (int b = 0; b < batch; b++) {
-        uint64_t k = l->st.next_sample;
+        uint64_t p = l->st.position + (uint64_t)b * (uint64_t)l->dp_size + (uint64_t)l->dp_rank;
+        uint64_t k = titan_loader_sample_at(l, p);
         TITAN_TRY(titan_shard_dir_read(l->d, k * (L + 1), l->row, L + 1));
         memcpy(inputs + (size_t)b * L, l->row, L * sizeof *l->row);
         memcpy(targets + (size_t)b * L, l->row + 1, L * sizeof *l->row);
-        k += (uint64_t)l->dp_size;
-        if (k >= l->samples) {
-            k = (uint64_t)l->dp_rank;
-            l->st.epoch++;
-        }
-        l->st.next_sample = k;
     }
+    l->st.position += (uint64_t)batch * (uint64_t)l->dp_size;
     return TITAN_OK;
 }
 
 void titan_loader_get_state(const titan_loader *l, titan_loader_state *st) { *st = l->st; }
 
-titan_status titan_loader_set_state(titan_loader *l, const titan_loader_state *st) {
-    if (st->next_sample >= l->samples || st->next_sample % (uint64_t)l->dp_size != (uint64_t)l->dp_rank)
-        return titan_error(TITAN_ERR_FORMAT, "loader state: sample %" PRIu64 " does not fit rank %d of %d over "
-                           "%" PRIu64 " samples per epoch", st->next_sample, l->dp_rank, l->dp_size, l->samples);
-    l->st = *st;
-    return TITAN_OK;
-}
+void titan_loader_set_state(titan_loader *l, const titan_loader_state *st) { l->st = *st; }
 
 uint64_t titan_loader_samples_per_epoch(const titan_loader *l) { return l->samples; }

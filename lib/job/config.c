@@ -100,6 +100,8 @@ static const key_def KEYS[] = {
         "dtype of gradient reductions"),
     STR("training", "device", training_device, "cpu", "cpu,cuda", 0, "where to train"),
     INT("training", "threads", training_threads, 0, 0, 0, "CPU threads; 0 = all cores"),
+    BOOL("training", "shuffle", training_shuffle, 0,
+         "visit each epoch's samples in a random order drawn from training.seed (titan extension)"),
 
     INT("parallelism", "data_parallel_replicate_degree", parallelism_data_parallel_replicate_degree, 1, 1, 0,
         "DDP/HSDP replicas"),
@@ -114,7 +116,20 @@ static const key_def KEYS[] = {
         "checkpoint directory, relative to the run directory"),
     INT("checkpoint", "interval", checkpoint_interval, 500, 1, 0, "save every this many steps (and at the end)"),
     INT("checkpoint", "keep_latest_k", checkpoint_keep_latest_k, 10, 0, 0, "checkpoints kept; 0 = keep all"),
-    STR("checkpoint", "async_mode", checkpoint_async_mode, "disabled", "disabled", 0, "checkpoint writing mode"),
+    STR("checkpoint", "async_mode", checkpoint_async_mode, "disabled", "disabled,async,async_with_pinned_mem", 0,
+        "disabled: training waits for each save; async (and async_with_pinned_mem, the same on the CPU): a "
+        "background thread writes a host copy while training goes on"),
+
+    BOOL("validation", "enable", validation_enable, 0, "compute the loss on held-out shards during training"),
+    STR("validation", "dataset_path", validation_dataset_path, "", NULL, 0,
+        "held-out shard directory (titan-shard --split writes one)"),
+    {"validation", "local_batch_size", T_INT, OFF(validation_local_batch_size), NULL, -1, NULL, 1, 0,
+     F_LO | F_MINUS1, "sequences per validation batch per rank; -1 = training.local_batch_size (must equal it)"},
+    {"validation", "seq_len", T_INT, OFF(validation_seq_len), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
+     "tokens per validation sequence; -1 = training.seq_len (must equal it)"},
+    INT("validation", "freq", validation_freq, 10, 1, 0, "validate every this many steps (and after the last)"),
+    {"validation", "steps", T_INT, OFF(validation_steps), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
+     "batches per validation; -1 = every sample of the held-out set once"},
 
     INT("metrics", "log_freq", metrics_log_freq, 10, 1, 0, "log metrics every this many steps"),
     NUM("metrics", "peak_flops", metrics_peak_flops, 0, 0, 0, F_LO,
@@ -126,7 +141,8 @@ static const key_def KEYS[] = {
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
 static const char *const SECTIONS[] = {"job", "model", "optimizer", "lr_scheduler", "training",
-                                       "parallelism", "checkpoint", "metrics", "activation_checkpoint"};
+                                       "parallelism", "checkpoint", "validation", "metrics",
+                                       "activation_checkpoint"};
 #define NSECTIONS ((int)(sizeof SECTIONS / sizeof SECTIONS[0]))
 
 /* Old spellings that mean a supported key. */
@@ -138,9 +154,6 @@ static const struct { const char *section, *key, *target; } ALIASES[] = {
 static const struct { const char *section, *key, *value, *why, *hint; } NOT_YET[] = {
     {"activation_checkpoint", "mode", "selective", "selective activation checkpointing is not supported yet",
      "use mode = \"full\" (recompute every layer) or \"none\""},
-    {"checkpoint", "async_mode", "async", "asynchronous checkpointing is not supported yet", "use \"disabled\""},
-    {"checkpoint", "async_mode", "async_with_pinned_mem", "asynchronous checkpointing is not supported yet",
-     "use \"disabled\""},
 };
 
 /* torchtitan keys that titan does not implement. Accepted with a warning when
@@ -191,7 +204,7 @@ static const struct { const char *section, *key, *harmless; } IGNORED[] = {
     {"memory_estimation", "enable", "false"}, {"memory_estimation", "disable_fake_mode", NULL},
     {"fault_tolerance", "enable", "false"}, {"fault_tolerance", "*", NULL},
     {"experimental", "custom_import", "\"\""}, {"experimental", "custom_args_module", "\"\""},
-    {"validation", "enable", "false"}, {"validation", "*", NULL},
+    {"validation", "dataset", NULL},
 };
 #define NIGNORED ((int)(sizeof IGNORED / sizeof IGNORED[0]))
 
@@ -702,6 +715,26 @@ titan_status titan_config_validate(const titan_job_config *c) {
                     "(the %s backend computes in float32)", c->training_device);
         titan_error_hint("set training.mixed_precision_param = \"float32\"");
         return TITAN_ERR_USAGE;
+    }
+    if (c->validation_enable) {
+        /* Validation runs through the training model's buffers. */
+        if (c->validation_local_batch_size != -1 && c->validation_local_batch_size != c->training_local_batch_size) {
+            titan_error(TITAN_ERR_USAGE, "validation.local_batch_size = %d: must equal training.local_batch_size (%d)",
+                        c->validation_local_batch_size, c->training_local_batch_size);
+            titan_error_hint("leave validation.local_batch_size at -1");
+            return TITAN_ERR_USAGE;
+        }
+        if (c->validation_seq_len != -1 && c->validation_seq_len != c->training_seq_len) {
+            titan_error(TITAN_ERR_USAGE, "validation.seq_len = %d: must equal training.seq_len (%d)",
+                        c->validation_seq_len, c->training_seq_len);
+            titan_error_hint("leave validation.seq_len at -1");
+            return TITAN_ERR_USAGE;
+        }
+        if (!c->validation_dataset_path[0]) {
+            titan_error(TITAN_ERR_USAGE, "validation.enable = true: validation.dataset_path is not set");
+            titan_error_hint("make a held-out shard directory with titan-shard --split and set validation.dataset_path");
+            return TITAN_ERR_USAGE;
+        }
     }
     return TITAN_OK;
 }

@@ -53,6 +53,7 @@ typedef struct {
     char training_mixed_precision_reduce[TITAN_STR]; /* float32 */
     char training_device[TITAN_STR];   /* cpu, cuda */
     int training_threads;              /* 0 = all cores */
+    int training_shuffle;              /* visit each epoch's samples in a seeded random order */
 
     /* [parallelism] */
     int parallelism_data_parallel_replicate_degree;
@@ -66,7 +67,15 @@ typedef struct {
     char checkpoint_folder[TITAN_STR]; /* relative to the run directory */
     int checkpoint_interval;
     int checkpoint_keep_latest_k;      /* 0 = keep all */
-    char checkpoint_async_mode[TITAN_STR]; /* disabled (this version) */
+    char checkpoint_async_mode[TITAN_STR]; /* disabled, async, async_with_pinned_mem */
+
+    /* [validation] */
+    int validation_enable;
+    char validation_dataset_path[TITAN_STR]; /* held-out shard directory */
+    int validation_local_batch_size;   /* -1 = training's */
+    int validation_seq_len;            /* -1 = training's */
+    int validation_freq;               /* every this many steps */
+    int validation_steps;              /* batches per validation; -1 = the whole set once */
 
     /* [metrics] */
     int metrics_log_freq;

@@ -65,19 +65,28 @@ titan_status titan_metrics_open(titan_metrics **out, const char *path, int64_t r
 }
 
 void titan_metrics_format(const titan_step_metrics *s, char *buf, size_t cap) {
-    snprintf(buf, cap,
-             "step %6" PRId64 " | loss %8.4f | grad_norm %8.4f | lr %.3e | tok/s %9.0f | mfu %5.2f%% | mem %6.0f MiB",
-             s->step, s->loss, s->grad_norm, s->lr, s->tokens_per_s, 100.0 * s->mfu,
-             (double)s->peak_rss_bytes / (1024.0 * 1024.0));
+    int n = snprintf(buf, cap,
+                     "step %6" PRId64 " | loss %8.4f | grad_norm %8.4f | lr %.3e | tok/s %9.0f | mfu %5.2f%% | mem %6.0f MiB",
+                     s->step, s->loss, s->grad_norm, s->lr, s->tokens_per_s, 100.0 * s->mfu,
+                     (double)s->peak_rss_bytes / (1024.0 * 1024.0));
+    if (s->has_val && n >= 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, " | val_loss %8.4f", s->val_loss);
+    if (s->has_ckpt && n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " | ckpt stall %.3f s", s->ckpt_stall_s);
 }
 
 titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, int print) {
     int n = fprintf(m->f,
                     "{\"step\":%" PRId64 ",\"loss\":%.9g,\"grad_norm\":%.9g,\"lr\":%.9g,"
                     "\"tokens_per_s\":%.6g,\"mfu\":%.6g,\"peak_flops\":%.6g,\"peak_rss_bytes\":%" PRIu64
-                    ",\"step_time_s\":%.6g,\"tokens_seen\":%" PRIu64 "}\n",
+                    ",\"step_time_s\":%.6g,\"tokens_seen\":%" PRIu64,
                     s->step, s->loss, s->grad_norm, s->lr, s->tokens_per_s, s->mfu, s->peak_flops,
                     s->peak_rss_bytes, s->step_time_s, s->tokens_seen);
+    if (n >= 0 && s->has_val)
+        n = fprintf(m->f, ",\"val_loss\":%.9g,\"val_tokens\":%" PRIu64 ",\"val_time_s\":%.6g", s->val_loss,
+                    s->val_tokens, s->val_time_s);
+    if (n >= 0 && s->has_ckpt) n = fprintf(m->f, ",\"ckpt_stall_s\":%.6g", s->ckpt_stall_s);
+    if (n >= 0) n = fprintf(m->f, "}\n");
     if (n < 0 || fflush(m->f) != 0)
         return titan_error(TITAN_ERR_IO, "%s: write failed: %s", m->path, strerror(errno));
     if (print) {

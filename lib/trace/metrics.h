@@ -18,6 +18,12 @@ typedef struct {
     uint64_t peak_rss_bytes;
     double step_time_s;
     uint64_t tokens_seen;  /* total, after this step */
+    int has_val;           /* a validation ran after this step: */
+    double val_loss;       /*   mean loss over the held-out batches */
+    uint64_t val_tokens;   /*   tokens it covered (all ranks) */
+    double val_time_s;
+    int has_ckpt;          /* a checkpoint was saved after this step: */
+    double ckpt_stall_s;   /*   seconds training waited for it */
 } titan_step_metrics;
 
 typedef struct titan_metrics titan_metrics;

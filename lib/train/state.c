@@ -27,9 +27,8 @@ static titan_status save_tensors(titan_ckpt_writer *w, const titan_param *ps, in
     return TITAN_OK;
 }
 
-titan_status titan_state_save(const char *root, const titan_llama_config *mc, const float *params,
-                              titan_adamw *adam, const titan_progress *pr,
-                              const char *tokenizer_id, int keep_latest_k) {
+titan_status titan_state_save_view(const char *root, const titan_llama_config *mc, const titan_state_view *v,
+                                   const titan_progress *pr, const char *tokenizer_id, int keep_latest_k) {
     int np = titan_llama_params(mc, NULL);
     titan_param ps[np];
     titan_llama_params(mc, ps);
@@ -44,18 +43,29 @@ titan_status titan_state_save(const char *root, const titan_llama_config *mc, co
     if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "tokenizer", tokenizer_id);
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.step", pr->step);
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.tokens_seen", (int64_t)pr->tokens_seen);
-    if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.next_sample", (int64_t)pr->loader.next_sample);
-    if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.epoch", (int64_t)pr->loader.epoch);
+    if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.position", (int64_t)pr->loader.position);
     if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "layout", "single");
-    if (st == TITAN_OK) st = save_tensors(w, ps, np, params, "");
-    if (st == TITAN_OK && adam) {
-        st = titan_ckpt_meta_i64(w, "optim.adamw.step", titan_adamw_get_step(adam));
-        if (st == TITAN_OK) st = save_tensors(w, ps, np, titan_adamw_m(adam), ":exp_avg");
-        if (st == TITAN_OK) st = save_tensors(w, ps, np, titan_adamw_v(adam), ":exp_avg_sq");
+    if (st == TITAN_OK) st = save_tensors(w, ps, np, v->params, "");
+    if (st == TITAN_OK && v->exp_avg) {
+        st = titan_ckpt_meta_i64(w, "optim.adamw.step", v->adam_step);
+        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg, ":exp_avg");
+        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg_sq, ":exp_avg_sq");
     }
     if (st == TITAN_OK) return titan_ckpt_commit(w, keep_latest_k);
     titan_ckpt_abort(w);
     return st;
+}
+
+titan_status titan_state_save(const char *root, const titan_llama_config *mc, const float *params,
+                              titan_adamw *adam, const titan_progress *pr,
+                              const char *tokenizer_id, int keep_latest_k) {
+    titan_state_view v = {.params = params};
+    if (adam) {
+        v.exp_avg = titan_adamw_m(adam);
+        v.exp_avg_sq = titan_adamw_v(adam);
+        v.adam_step = titan_adamw_get_step(adam);
+    }
+    return titan_state_save_view(root, mc, &v, pr, tokenizer_id, keep_latest_k);
 }
 
 static titan_status check_model(titan_ckpt *ck, const titan_llama_config *mc) {
@@ -98,10 +108,9 @@ static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, float
     pr->step = v;
     TITAN_TRY(titan_ckpt_meta_get_i64(ck, "train.tokens_seen", &v));
     pr->tokens_seen = (uint64_t)v;
-    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "loader.next_sample", &v));
-    pr->loader.next_sample = (uint64_t)v;
-    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "loader.epoch", &v));
-    pr->loader.epoch = (uint64_t)v;
+    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "loader.position", &v));
+    if (v < 0) return titan_error(TITAN_ERR_FORMAT, "%s: loader.position %" PRId64 " is negative", titan_ckpt_path(ck), v);
+    pr->loader.position = (uint64_t)v;
     TITAN_TRY(load_tensors(ck, ps, np, params, ""));
     if (!adam) return TITAN_OK;
     char first[128];

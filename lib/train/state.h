@@ -22,6 +22,16 @@ titan_status titan_state_save(const char *root, const titan_llama_config *mc, co
                               titan_adamw *adam, const titan_progress *progress,
                               const char *tokenizer_id, int keep_latest_k);
 
+/* The arrays a save reads (host memory, catalog order): a live model and
+ * optimizer, or a snapshot of them (async save). exp_avg NULL: no optimizer
+ * state (seed checkpoint). */
+typedef struct {
+    const float *params, *exp_avg, *exp_avg_sq;
+    int64_t adam_step;
+} titan_state_view;
+titan_status titan_state_save_view(const char *root, const titan_llama_config *mc, const titan_state_view *v,
+                                   const titan_progress *progress, const char *tokenizer_id, int keep_latest_k);
+
 /* Loads the checkpoint at path (a step dir, or a root: its latest) into
  * params (host, catalog order) and adam (moments absent in a seed checkpoint
  * leave adam zeroed at step 0). The checkpoint's model must equal mc. */

@@ -4,7 +4,9 @@
  * forward, backward (gradients accumulate, each scaled 1/accum), a finiteness
  * check, global-norm clipping, the LR schedule, AdamW. Everything is a pure
  * function of (checkpoint, config, data), so a resumed run repeats an
- * uninterrupted one bit for bit. */
+ * uninterrupted one bit for bit. Validation (forward only, on held-out
+ * shards) and checkpoint saves (optionally in a background thread) run
+ * between steps and never touch the training state. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include "data/tokenizer.h"
 #include "optim/optim.h"
 #include "trace/metrics.h"
+#include "train/async_save.h"
 #include "train/sample.h"
 #include "train/setup.h"
 #include "train/state.h"
@@ -33,8 +36,10 @@ typedef struct {
     const titan_job_config *cfg;
     const titan_backend *be;
     titan_tokenizer *tok;
-    titan_shard_dir *data;
-    titan_loader *loader;
+    titan_shard_dir *data, *val_data;
+    titan_loader *loader, *val_loader;
+    int val_batches;           /* per validation */
+    titan_async_saver *saver;  /* NULL: saves block */
     titan_llama_config mc;
     titan_llama *model;
     titan_adamw *adam;
@@ -48,22 +53,55 @@ typedef struct {
     char ckpt_root[4096];
 } trainer;
 
+/* Opens a shard directory made with the model's tokenizer. */
+static titan_status open_shards(trainer *t, const char *path, titan_shard_dir **out) {
+    TITAN_TRY(titan_shard_dir_open(out, path));
+    const char *want = titan_tokenizer_id(t->tok), *have = titan_shard_dir_tokenizer(*out);
+    if (strcmp(want, have) != 0 || titan_shard_dir_vocab_size(*out) != t->mc.vocab_size) {
+        titan_error(TITAN_ERR_USAGE, "%s: shards were made with tokenizer '%s' (vocab %d), the model uses '%s' (vocab %d)",
+                    path, have, titan_shard_dir_vocab_size(*out), want, t->mc.vocab_size);
+        titan_error_hint("re-shard the corpus with titan-shard --tokenizer %s", t->cfg->model_tokenizer);
+        return TITAN_ERR_USAGE;
+    }
+    return TITAN_OK;
+}
+
 static titan_status open_data(trainer *t) {
-    const char *path = t->cfg->training_dataset_path;
+    const titan_job_config *cfg = t->cfg;
+    const char *path = cfg->training_dataset_path;
     if (!path[0]) {
         titan_error(TITAN_ERR_USAGE, "training.dataset_path: not set");
         titan_error_hint("make shards with titan-shard and pass --training.dataset_path=DIR");
         return TITAN_ERR_USAGE;
     }
-    TITAN_TRY(titan_shard_dir_open(&t->data, path));
-    const char *want = titan_tokenizer_id(t->tok), *have = titan_shard_dir_tokenizer(t->data);
-    if (strcmp(want, have) != 0 || titan_shard_dir_vocab_size(t->data) != t->mc.vocab_size) {
-        titan_error(TITAN_ERR_USAGE, "%s: shards were made with tokenizer '%s' (vocab %d), the model uses '%s' (vocab %d)",
-                    path, have, titan_shard_dir_vocab_size(t->data), want, t->mc.vocab_size);
-        titan_error_hint("re-shard the corpus with titan-shard --tokenizer %s", want);
+    TITAN_TRY(open_shards(t, path, &t->data));
+    TITAN_TRY(titan_loader_create(&t->loader, t->data, cfg->training_seq_len, 0, 1));
+    if (cfg->training_shuffle) titan_loader_set_shuffle(t->loader, (uint64_t)cfg->training_seed);
+    if (!cfg->validation_enable) return TITAN_OK;
+
+    /* Validation walks the held-out samples from the start every time, in
+     * order, so its losses are comparable across steps and runs. */
+    path = cfg->validation_dataset_path;
+    titan_status st = open_shards(t, path, &t->val_data);
+    if (st == TITAN_OK) st = titan_loader_create(&t->val_loader, t->val_data, cfg->training_seq_len, 0, 1);
+    if (st != TITAN_OK) {
+        titan_error_context("validation.dataset_path");
+        return st;
+    }
+    int B = cfg->training_local_batch_size;
+    uint64_t whole = titan_loader_samples_per_epoch(t->val_loader) / (uint64_t)B;
+    if (whole == 0) {
+        titan_error(TITAN_ERR_USAGE, "validation.dataset_path: %s holds %" PRIu64 " samples of %d tokens, fewer than "
+                    "one batch of %d", path, titan_loader_samples_per_epoch(t->val_loader),
+                    cfg->training_seq_len + 1, B);
+        titan_error_hint("set aside more text with titan-shard --split");
         return TITAN_ERR_USAGE;
     }
-    return titan_loader_create(&t->loader, t->data, t->cfg->training_seq_len, 0, 1);
+    t->val_batches = cfg->validation_steps > 0 ? cfg->validation_steps : (int)(whole > 1000000 ? 1000000 : whole);
+    if (cfg->validation_steps > 0 && (uint64_t)cfg->validation_steps > whole)
+        titan_warn("validation.steps = %d: the held-out set has %" PRIu64 " batches; later batches repeat earlier ones",
+                   cfg->validation_steps, whole);
+    return TITAN_OK;
 }
 
 static titan_status setup(trainer *t, const titan_train_opts *opts) {
@@ -108,7 +146,9 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     char loaded[4096];
     TITAN_TRY(titan_state_load(t->ckpt_root, &t->mc, titan_llama_params_data(t->model), t->adam,
                                &t->pr, loaded, sizeof loaded));
-    TITAN_TRY(titan_loader_set_state(t->loader, &t->pr.loader));
+    titan_loader_set_state(t->loader, &t->pr.loader);
+    if (strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable)
+        TITAN_TRY(titan_async_saver_create(&t->saver, titan_llama_params_count(t->model)));
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
 
@@ -172,13 +212,45 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     return TITAN_OK;
 }
 
-static titan_status save(trainer *t) {
+/* Saves the state after the current step; *stall_s = seconds training waited. */
+static titan_status save(trainer *t, double *stall_s) {
+    titan_state_view v = {
+        .params = titan_llama_params_data(t->model),
+        .exp_avg = titan_adamw_m(t->adam),
+        .exp_avg_sq = titan_adamw_v(t->adam),
+        .adam_step = titan_adamw_get_step(t->adam),
+    };
+    const char *tok = titan_tokenizer_id(t->tok);
+    int keep = t->cfg->checkpoint_keep_latest_k;
+    if (t->saver) return titan_async_save_start(t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, stall_s);
     double t0 = now_s();
-    titan_status st = titan_state_save(t->ckpt_root, &t->mc, titan_llama_params_data(t->model), t->adam,
-                                       &t->pr, titan_tokenizer_id(t->tok), t->cfg->checkpoint_keep_latest_k);
-    if (st == TITAN_OK)
-        titan_info("checkpoint: step %" PRId64 " saved in %.2f s", t->pr.step, now_s() - t0);
+    titan_status st = titan_state_save_view(t->ckpt_root, &t->mc, &v, &t->pr, tok, keep);
+    *stall_s = now_s() - t0;
+    if (st == TITAN_OK) titan_info("checkpoint: step %" PRId64 " saved in %.2f s", t->pr.step, *stall_s);
     return st;
+}
+
+/* Mean loss over the first val_batches batches of the held-out set. The
+ * forward pass reuses the training buffers; gradients, optimizer and the
+ * training loader are untouched. */
+static titan_status validate(trainer *t, titan_step_metrics *sm) {
+    int B = t->cfg->training_local_batch_size, T = t->cfg->training_seq_len;
+    double t0 = now_s(), sum = 0.0;
+    titan_loader_state start = {0};
+    titan_loader_set_state(t->val_loader, &start);
+    for (int i = 0; i < t->val_batches; i++) {
+        TITAN_TRY(titan_loader_next(t->val_loader, t->inputs, t->targets, B));
+        float loss = 0.0f;
+        TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss));
+        sum += loss;
+    }
+    sm->has_val = 1;
+    sm->val_loss = sum / t->val_batches;
+    sm->val_tokens = (uint64_t)t->val_batches * (uint64_t)B * (uint64_t)T;
+    sm->val_time_s = now_s() - t0;
+    if (!isfinite(sm->val_loss))
+        titan_warn("step %" PRId64 ": validation loss is not finite (%g)", sm->step, sm->val_loss);
+    return TITAN_OK;
 }
 
 static titan_status loop(trainer *t) {
@@ -188,22 +260,26 @@ static titan_status loop(trainer *t) {
     if (t->stop_at > 0 && t->stop_at < stop) stop = t->stop_at;
     while (t->pr.step < stop) {
         titan_step_metrics sm = {0};
+        if (t->saver) TITAN_TRY(titan_async_save_poll(t->saver)); /* a failed background save stops the run */
         double t0 = now_s();
         TITAN_TRY(train_step(t, &sm));
         sm.step_time_s = now_s() - t0;
         sm.tokens_per_s = tokens_per_step / sm.step_time_s;
         sm.peak_flops = t->peak_flops;
         sm.mfu = t->peak_flops > 0 ? t->flops_per_token * sm.tokens_per_s / t->peak_flops : 0.0;
+        if (t->val_loader && (t->pr.step % cfg->validation_freq == 0 || t->pr.step == stop))
+            TITAN_TRY(validate(t, &sm));
+        if (cfg->checkpoint_enable && (t->pr.step % cfg->checkpoint_interval == 0 || t->pr.step == stop)) {
+            TITAN_TRY(save(t, &sm.ckpt_stall_s));
+            sm.has_ckpt = 1;
+        }
         sm.peak_rss_bytes = titan_peak_rss();
         int print = titan_log_verbosity() >= 1 &&
-                    (sm.step % cfg->metrics_log_freq == 0 || sm.step == 1 || sm.step == cfg->training_steps);
+                    (sm.step % cfg->metrics_log_freq == 0 || sm.step == 1 || sm.step == cfg->training_steps ||
+                     sm.has_val);
         TITAN_TRY(titan_metrics_log(t->metrics, &sm, print));
-        if (cfg->checkpoint_enable &&
-            (t->pr.step % cfg->checkpoint_interval == 0 || t->pr.step == stop)) {
-            TITAN_TRY(save(t));
-        }
     }
-    return TITAN_OK;
+    return t->saver ? titan_async_save_wait(t->saver) : TITAN_OK;
 }
 
 static void teardown(trainer *t) {
@@ -212,8 +288,11 @@ static void teardown(trainer *t) {
     titan_metrics_close(t->metrics);
     titan_adamw_free(t->adam);
     titan_llama_free(t->model);
+    titan_async_saver_free(t->saver);
     titan_loader_free(t->loader);
+    titan_loader_free(t->val_loader);
     titan_shard_dir_close(t->data);
+    titan_shard_dir_close(t->val_data);
     titan_tokenizer_free(t->tok);
 }
 

@@ -77,6 +77,33 @@ expect 0 "" "train c with 1 thread" -- "$bin/titan-train" "$tmp/c" --training.th
 cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/c/checkpoint/step-00000006/rank-00000.bin" \
     && ok "1 thread and 2 threads give the same bits" || fail "1 thread and 2 threads give the same bits"
 
+# --- validation, async checkpoints, shuffle ----------------------------------------
+cat "$top/README.md" "$top/LICENSE" > "$tmp/held.txt"
+"$bin/titan-shard" -q -o "$tmp/val" "$tmp/held.txt" 2>"$tmp/err" && ok "shard held-out text" || fail "shard held-out text"
+expect 0 "" "init run v" -- "$bin/titan-init" "$cfg" "$tmp/v" $TINY
+expect 0 "val_loss" "train with validation every 2 steps" -- "$bin/titan-train" "$tmp/v" --validation.enable=true \
+    --validation.dataset_path="$tmp/val" --validation.freq=2 --validation.steps=3
+[ "$(grep -c '"val_loss"' "$tmp/v/metrics.jsonl")" -eq 3 ] && ok "val_loss at steps 2, 4, 6" || fail "val_loss at steps 2, 4, 6"
+cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/v/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "validation leaves the training state untouched" || fail "validation leaves the training state untouched"
+expect 2 "dataset_path" "validation without a dataset is refused" -- "$bin/titan-train" "$tmp/v" --training.steps=7 --validation.enable=true
+expect 2 "seq_len" "validation seq_len must equal training's" -- "$bin/titan-train" "$tmp/v" --training.steps=7 \
+    --validation.enable=true --validation.dataset_path="$tmp/val" --validation.seq_len=64
+expect 0 "" "init run s" -- "$bin/titan-init" "$cfg" "$tmp/s" $TINY
+expect 0 "ckpt stall" "train with async checkpoints" -- "$bin/titan-train" "$tmp/s" --checkpoint.async_mode=async --metrics.log_freq=1
+cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/s/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "async checkpoint holds the same state" || fail "async checkpoint holds the same state"
+[ "$(grep -c '"ckpt_stall_s"' "$tmp/s/metrics.jsonl")" -eq 2 ] && ok "ckpt stall in the metrics" || fail "ckpt stall in the metrics"
+expect 0 "" "init shuffled runs" -- "$bin/titan-init" "$cfg" "$tmp/h1" $TINY --training.shuffle=true
+cp -r "$tmp/h1" "$tmp/h2"
+expect 0 "" "train shuffled 6 steps" -- "$bin/titan-train" "$tmp/h1"
+expect 0 "" "train shuffled to step 3 (async)" -- "$bin/titan-train" "$tmp/h2" --stop-at 3 --checkpoint.async_mode=async
+expect 0 "" "resume shuffled to step 6" -- "$bin/titan-train" "$tmp/h2"
+cmp -s "$tmp/h1/checkpoint/step-00000006/rank-00000.bin" "$tmp/h2/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "shuffled resume is bitwise identical" || fail "shuffled resume is bitwise identical"
+cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/h1/checkpoint/step-00000006/rank-00000.bin" \
+    && fail "shuffle changes the order" || ok "shuffle changes the order"
+
 # --- gradient accumulation runs -------------------------------------------------
 expect 0 "" "init run g" -- "$bin/titan-init" "$cfg" "$tmp/g" $TINY --training.global_batch_size=4 --training.steps=2
 expect 0 "" "train with 2 accumulation steps" -- "$bin/titan-train" "$tmp/g"
