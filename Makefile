@@ -29,7 +29,13 @@ BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas
 endif
 
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fopenmp -Ilib $(PKG_CFLAGS) $(BLAS_CFLAGS) -MMD -MP
-LDLIBS     = $(PKG_LIBS) $(BLAS_LIBS) -fopenmp -lm -lpthread -ldl
+LDLIBS     = $(PKG_LIBS) $(BLAS_LIBS) $(PMIX_LIBS) -fopenmp -lm -lpthread -ldl
+
+# PMIx (lib/dist/bootstrap_pmix.c only): optional; a build without it runs
+# single-process and `--nproc` jobs and refuses PMIx launches (mpirun).
+PMIX_CFLAGS := $(shell pkg-config --cflags pmix 2>/dev/null)
+PMIX_LIBS   := $(shell pkg-config --libs pmix 2>/dev/null || { [ -f /usr/include/pmix.h ] && echo -lpmix; })
+build/obj/lib/dist/bootstrap_pmix.o: ALL_CFLAGS += $(PMIX_CFLAGS)
 
 LIB_SRC  := $(shell find lib -name '*.c' | sort)
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
@@ -37,6 +43,10 @@ TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
 TOOLS    := $(CMD_SRC:cmd/%.c=bin/%)
 TESTS    := $(TEST_SRC:tests/unit/%.c=build/tests/%)
+# Fuzz targets: `make check` replays each one's corpus through its entry point
+# (build/tests/test_fuzz_NAME, built with $(CC)); `make fuzz` fuzzes them.
+FUZZ_SRC    := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=build/tests/test_fuzz_%)
 
 # CUDA backend: a separate shared library, built only where nvcc exists
 # (skipped silently otherwise). The tools dlopen it at run time (lookup
@@ -56,7 +66,7 @@ ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib -Xcompiler -fPIC,-fvisibility=hidd
                 -Xcompiler -Wno-unused-parameter -MMD -MP
 endif
 
-all: $(TOOLS) $(TESTS) $(CUDA_OUT)
+all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT)
 
 ifneq ($(CUDA_OUT),)
 build/obj/kernels/%.o: kernels/%.cu
@@ -85,6 +95,27 @@ bin/%: build/obj/cmd/%.o build/libtitan.a
 	@mkdir -p bin
 	$(CC) $(ALL_CFLAGS) -o $@ $< build/libtitan.a $(LDLIBS)
 
+build/tests/test_fuzz_%: build/obj/tests/fuzz/fuzz_%.o build/obj/tests/fuzz/replay.o build/libtitan.a
+	@mkdir -p build/tests
+	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) build/libtitan.a $(LDLIBS)
+
+# `make fuzz [FUZZ_SECONDS=60]`: each target with clang's libFuzzer, ASan and
+# UBSan for FUZZ_SECONDS (scripts/fuzz.sh); crashers land in build/fuzz/.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_LIB      = lib/core/error.c lib/core/fsutil.c lib/core/log.c lib/tensor/box.c lib/tensor/dtype.c \
+                lib/ckpt/ckpt_read.c lib/ckpt/ckpt_dir.c lib/ckpt/ckpt_zstd.c lib/ckpt/safetensors.c
+FUZZ_FLAGS    = -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+                -Ilib $(shell pkg-config --cflags jansson libxxhash libzstd 2>/dev/null)
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=build/fuzz/fuzz_%)
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB) $(shell pkg-config --libs jansson libxxhash libzstd 2>/dev/null) -lm
+
+fuzz: $(FUZZ_BIN)
+	scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
+
 build/tests/%: build/obj/tests/unit/%.o build/libtitan.a
 	@mkdir -p build/tests
 	$(CC) $(ALL_CFLAGS) -o $@ $< build/libtitan.a $(LDLIBS)
@@ -94,6 +125,8 @@ check: all
 
 bench: all
 	scripts/bench.sh
+	scripts/bench_tokenizer.sh
+	scripts/bench_comm.sh
 
 demo:
 	scripts/install-deps.sh
@@ -113,5 +146,5 @@ install: $(TOOLS)
 clean:
 	rm -rf build bin
 
-.PHONY: all check bench demo install clean
+.PHONY: all check bench demo install clean fuzz
 -include $(shell find build/obj -name '*.d' 2>/dev/null)

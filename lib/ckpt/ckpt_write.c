@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +14,41 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckpt/ckpt_zstd.h"
 #include "core/fsutil.h"
 #include "core/mem.h"
 
 #define WBUF_SIZE ((size_t)8 << 20)
 #define CHUNK_ALIGN 64 /* chunk offsets in a data file are multiples of this */
+/* Compressed chunks wait (copied) until this many raw bytes are pending, so
+ * that many of them compress in parallel; adds larger than this compress
+ * straight from the caller's memory. */
+#define ZBATCH_BYTES ((size_t)64 << 20)
 
 typedef struct {
     titan_box box;
     uint64_t offset, nbytes, checksum;
+    int file; /* index into w->files (0 while there is only rank 0's file) */
+    uint64_t stored; /* bytes in the file */
+    titan_ckpt_compression comp;
 } wchunk;
+
+/* A chunk waiting to be compressed (into the current data file). */
+typedef struct {
+    int tensor; /* index: w->tensors may move */
+    titan_box box;
+    void *copy; /* owned copy of the raw bytes, or NULL when job.src is the caller's */
+    titan_ckpt_zjob job;
+} zpending;
+
+/* A rank's data file (titan_ckpt_add_rank). The current one's fd and offset
+ * live in the writer's fd and file_off; the others are parked here. */
+typedef struct {
+    int rank;
+    int fd; /* -1 when parked closed (synced) */
+    uint64_t off;
+    char name[32];
+} wfile;
 
 typedef struct {
     char *name;
@@ -48,6 +74,15 @@ struct titan_ckpt_writer {
     wtensor *tensors;
     int ntensors, cap;
     titan_status failed; /* first failure; commit refuses after one */
+    wfile *files; /* empty until a rank other than 0 is written */
+    int nfiles, cur, nopen;
+    int *slot; /* rank -> index into files, -1 when none; nslot entries */
+    int nslot;
+    titan_ckpt_compression comp;
+    int level;
+    zpending *pend;
+    int npend, pend_cap;
+    size_t pend_bytes;
 };
 
 static titan_status fail(titan_ckpt_writer *w, titan_status st) {
@@ -91,14 +126,143 @@ static titan_status append(titan_ckpt_writer *w, const void *p, size_t n) {
     return TITAN_OK;
 }
 
+/* ---- one data file per rank (titan_ckpt_add_rank) ---- */
+
+/* Parked files kept open; past this many, a parked file is closed (and
+ * reopened when its rank writes again) so a many-rank save stays under the
+ * descriptor limit. */
+#define MAX_PARKED_OPEN 128
+
+static void close_parked(titan_ckpt_writer *w) {
+    for (int i = 0; i < w->nfiles; i++)
+        if (i != w->cur && w->files[i].fd >= 0) {
+            close(w->files[i].fd);
+            w->files[i].fd = -1;
+        }
+    free(w->files);
+    free(w->slot);
+    w->files = NULL;
+    w->slot = NULL;
+    w->nfiles = w->nslot = 0;
+}
+
+/* fsyncs and closes every parked data file (fsync through a new descriptor
+ * flushes the file's pages too, so closed ones are reopened for it). */
+static titan_status sync_parked(titan_ckpt_writer *w) {
+    for (int i = 0; i < w->nfiles; i++) {
+        wfile *f = &w->files[i];
+        if (i == w->cur) continue;
+        char path[PATH_MAX];
+        TITAN_TRY(titan_fs_join(path, sizeof path, w->tmpdir, f->name));
+        if (f->fd < 0 && (f->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+            return titan_error(TITAN_ERR_IO, "%s: open: %s", path, strerror(errno));
+        titan_status st = titan_fs_fsync_fd(f->fd, path);
+        close(f->fd);
+        f->fd = -1;
+        TITAN_TRY(st);
+    }
+    return TITAN_OK;
+}
+
+static const char *chunk_file(const titan_ckpt_writer *w, const wchunk *c) {
+    return w->nfiles ? w->files[c->file].name : w->dataname;
+}
+
+/* Index of rank's entry in w->files, adding one (file not yet created) when new. */
+static titan_status file_slot(titan_ckpt_writer *w, int rank, int *idx) {
+    if (rank >= w->nslot) {
+        int n = w->nslot ? w->nslot : 8;
+        while (n <= rank) n *= 2;
+        int *ns = realloc(w->slot, (size_t)n * sizeof *ns);
+        if (!ns) return titan_error(TITAN_ERR_NOMEM, "%s: rank files: out of memory", w->tmpdir);
+        for (int i = w->nslot; i < n; i++) ns[i] = -1;
+        w->slot = ns;
+        w->nslot = n;
+    }
+    if (w->slot[rank] < 0) {
+        if ((w->nfiles & (w->nfiles - 1)) == 0) { /* capacity: the next power of two */
+            wfile *nf = realloc(w->files, (size_t)(w->nfiles ? 2 * w->nfiles : 1) * sizeof *nf);
+            if (!nf) return titan_error(TITAN_ERR_NOMEM, "%s: rank files: out of memory", w->tmpdir);
+            w->files = nf;
+        }
+        wfile *f = &w->files[w->nfiles];
+        f->rank = rank;
+        f->fd = -1;
+        f->off = 0;
+        snprintf(f->name, sizeof f->name, "rank-%05d.bin", rank);
+        w->slot[rank] = w->nfiles++;
+    }
+    *idx = w->slot[rank];
+    return TITAN_OK;
+}
+
+/* Makes rank's data file the current one: later appends go there. Its file is
+ * created on first use (rank 0's exists from begin). */
+static titan_status select_rank(titan_ckpt_writer *w, int rank) {
+    if (w->nfiles == 0) { /* rank 0's file, opened by begin, becomes entry 0 */
+        if (rank == 0) return TITAN_OK;
+        int i0;
+        TITAN_TRY(file_slot(w, 0, &i0));
+        w->cur = i0;
+    }
+    if (w->files[w->cur].rank == rank) return TITAN_OK;
+    int idx;
+    TITAN_TRY(file_slot(w, rank, &idx));
+    TITAN_TRY(flush_buf(w));
+    wfile *old = &w->files[w->cur], *f = &w->files[idx];
+    old->off = w->file_off;
+    old->fd = w->fd;
+    w->fd = -1;
+    if (w->nopen >= MAX_PARKED_OPEN) {
+        close(old->fd); /* unsynced: sync_parked reopens it */
+        old->fd = -1;
+    } else {
+        w->nopen++;
+    }
+    char path[PATH_MAX];
+    TITAN_TRY(titan_fs_join(path, sizeof path, w->tmpdir, f->name));
+    if (f->fd >= 0) {
+        w->nopen--;
+    } else {
+        /* The .tmp dir is this writer's own: a file there is one it made. */
+        f->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (f->fd < 0) return titan_error(TITAN_ERR_IO, "%s: open: %s", path, strerror(errno));
+        if (lseek(f->fd, (off_t)f->off, SEEK_SET) < 0) {
+            titan_status st = titan_error(TITAN_ERR_IO, "%s: seek: %s", path, strerror(errno));
+            close(f->fd);
+            f->fd = -1;
+            return st;
+        }
+    }
+    w->fd = f->fd;
+    f->fd = -1;
+    w->file_off = f->off;
+    w->cur = idx;
+    snprintf(w->dataname, sizeof w->dataname, "%s", f->name);
+    snprintf(w->datapath, sizeof w->datapath, "%s", path);
+    return TITAN_OK;
+}
+
+static void drop_pending(titan_ckpt_writer *w) {
+    for (int i = 0; i < w->npend; i++) {
+        free(w->pend[i].copy);
+        free(w->pend[i].job.out);
+    }
+    w->npend = 0;
+    w->pend_bytes = 0;
+}
+
 static void free_writer(titan_ckpt_writer *w) {
     if (!w) return;
+    drop_pending(w);
+    free(w->pend);
     if (w->fd >= 0) close(w->fd);
     for (int i = 0; i < w->ntensors; i++) {
         free(w->tensors[i].name);
         free(w->tensors[i].chunks);
     }
     free(w->tensors);
+    close_parked(w);
     if (w->meta) json_decref(w->meta);
     titan_free(w->buf);
     free(w);
@@ -111,6 +275,7 @@ titan_status titan_ckpt_begin(titan_ckpt_writer **out, const char *root, int64_t
     if (!w) return titan_error(TITAN_ERR_NOMEM, "%s: checkpoint writer: out of memory", root);
     w->fd = -1;
     w->step = step;
+    titan_ckpt_default_compression(&w->comp, &w->level);
     char name[64], tmpname[80];
     titan_ckpt_step_name(name, sizeof name, step);
     snprintf(tmpname, sizeof tmpname, "%s.tmp", name);
@@ -212,8 +377,9 @@ nomem:
     return NULL;
 }
 
-static titan_status add_chunk(titan_ckpt_writer *w, wtensor *t, const titan_box *box,
-                              const void *data, size_t nbytes) {
+/* Appends one chunk as stored (raw, or a zstd frame of nbytes raw bytes) and records it. */
+static titan_status add_stored(titan_ckpt_writer *w, wtensor *t, const titan_box *box, const void *stored,
+                               size_t stored_n, size_t nbytes, uint64_t checksum, titan_ckpt_compression comp) {
     static const unsigned char zeros[CHUNK_ALIGN];
     size_t pad = (CHUNK_ALIGN - w->file_off % CHUNK_ALIGN) % CHUNK_ALIGN;
     if (pad) TITAN_TRY(append(w, zeros, pad));
@@ -228,14 +394,102 @@ static titan_status add_chunk(titan_ckpt_writer *w, wtensor *t, const titan_box 
     c->box = *box;
     c->offset = w->file_off;
     c->nbytes = nbytes;
-    c->checksum = XXH3_64bits(data, nbytes);
-    TITAN_TRY(append(w, data, nbytes));
+    c->file = w->cur;
+    c->checksum = checksum;
+    c->stored = stored_n;
+    c->comp = comp;
+    TITAN_TRY(append(w, stored, stored_n));
     t->nchunks++;
     return TITAN_OK;
 }
 
-titan_status titan_ckpt_add(titan_ckpt_writer *w, const char *name, titan_dtype dtype, int ndim,
-                            const int64_t *shape, const titan_box *box, const void *data) {
+static titan_status add_chunk(titan_ckpt_writer *w, wtensor *t, const titan_box *box,
+                              const void *data, size_t nbytes) {
+    return add_stored(w, t, box, data, nbytes, nbytes, XXH3_64bits(data, nbytes), TITAN_CKPT_COMPRESS_NONE);
+}
+
+/* ---- compressed chunks ---- */
+
+/* Compresses the pending chunks (in parallel) and appends them in the order added. */
+static titan_status flush_pending(titan_ckpt_writer *w) {
+    if (w->npend == 0) return TITAN_OK;
+    titan_ckpt_zjob *jobs = malloc((size_t)w->npend * sizeof *jobs);
+    titan_status st = jobs ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "%s: out of memory", w->tmpdir);
+    for (int i = 0; i < w->npend && st == TITAN_OK; i++) jobs[i] = w->pend[i].job;
+    if (st == TITAN_OK) st = titan_ckpt_zstd_run(jobs, w->npend, w->level, w->tmpdir);
+    if (st == TITAN_OK)
+        for (int i = 0; i < w->npend; i++) w->pend[i].job.out = jobs[i].out; /* owned: drop_pending frees */
+    for (int i = 0; i < w->npend && st == TITAN_OK; i++) {
+        const zpending *p = &w->pend[i];
+        const titan_ckpt_zjob *j = &jobs[i];
+        int z = j->comp == TITAN_CKPT_COMPRESS_ZSTD;
+        st = add_stored(w, &w->tensors[p->tensor], &p->box, z ? j->out : j->src, z ? j->out_n : j->n, j->n,
+                        j->checksum, j->comp);
+    }
+    free(jobs);
+    drop_pending(w);
+    return st;
+}
+
+static titan_status push_pending(titan_ckpt_writer *w, int ti, const titan_box *box, const void *data,
+                                 size_t n, int copy) {
+    if (w->npend == w->pend_cap) {
+        int cap = w->pend_cap ? 2 * w->pend_cap : 64;
+        zpending *np = realloc(w->pend, (size_t)cap * sizeof *np);
+        if (!np) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", w->tmpdir);
+        w->pend = np;
+        w->pend_cap = cap;
+    }
+    zpending *p = &w->pend[w->npend];
+    memset(p, 0, sizeof *p);
+    if (copy) {
+        if (!(p->copy = malloc(n ? n : 1)))
+            return titan_error(TITAN_ERR_NOMEM, "%s: tensor %s: cannot copy %zu bytes to compress", w->tmpdir,
+                               w->tensors[ti].name, n);
+        memcpy(p->copy, data, n);
+        data = p->copy;
+    }
+    p->tensor = ti;
+    p->box = *box;
+    p->job.src = data;
+    p->job.n = n;
+    w->npend++;
+    w->pend_bytes += n;
+    return TITAN_OK;
+}
+
+/* The chunks of one add, compressed: a small add is copied and batched with
+ * others; a large one is compressed from the caller's memory before return,
+ * as many chunks at a time as there are threads. */
+static titan_status add_compressed(titan_ckpt_writer *w, int ti, const titan_box *box, const unsigned char *p,
+                                   int64_t rows_per, size_t row) {
+    size_t total = (size_t)box->size[0] * row;
+    int direct = total > ZBATCH_BYTES, group = omp_get_max_threads();
+    if (w->pend_bytes + total > ZBATCH_BYTES || direct) TITAN_TRY(flush_pending(w));
+    for (int64_t r0 = 0; r0 < box->size[0]; r0 += rows_per) {
+        titan_box sub = *box;
+        sub.offset[0] = box->offset[0] + r0;
+        sub.size[0] = box->size[0] - r0 < rows_per ? box->size[0] - r0 : rows_per;
+        size_t n = (size_t)sub.size[0] * row;
+        TITAN_TRY(push_pending(w, ti, &sub, p, n, !direct));
+        if (direct && w->npend >= group) TITAN_TRY(flush_pending(w));
+        p += n;
+    }
+    return direct ? flush_pending(w) : TITAN_OK;
+}
+
+titan_status titan_ckpt_set_compression(titan_ckpt_writer *w, titan_ckpt_compression c, int level) {
+    TITAN_TRY(titan_ckpt_check_compression(c, &level));
+    if (w->failed != TITAN_OK)
+        return titan_error(w->failed, "%s: writer failed earlier; abort it", w->tmpdir);
+    w->comp = c;
+    w->level = level;
+    return TITAN_OK;
+}
+
+/* Adds to the current data file (select_rank). */
+static titan_status add_here(titan_ckpt_writer *w, const char *name, titan_dtype dtype, int ndim,
+                             const int64_t *shape, const titan_box *box, const void *data) {
     if (w->failed != TITAN_OK)
         return titan_error(w->failed, "%s: writer failed earlier; abort it", w->tmpdir);
     if (!data || !shape)
@@ -262,6 +516,10 @@ titan_status titan_ckpt_add(titan_ckpt_writer *w, const char *name, titan_dtype 
     int64_t rows_per = (int64_t)(TITAN_CKPT_CHUNK_MAX / row);
     if (rows_per < 1) rows_per = 1;
     const unsigned char *p = data;
+    if (w->comp == TITAN_CKPT_COMPRESS_ZSTD) {
+        st = add_compressed(w, (int)(t - w->tensors), box, p, rows_per, row);
+        return st == TITAN_OK ? TITAN_OK : fail(w, st);
+    }
     for (int64_t r0 = 0; r0 < box->size[0]; r0 += rows_per) {
         titan_box sub = *box;
         sub.offset[0] = box->offset[0] + r0;
@@ -272,6 +530,25 @@ titan_status titan_ckpt_add(titan_ckpt_writer *w, const char *name, titan_dtype 
         p += n;
     }
     return TITAN_OK;
+}
+
+titan_status titan_ckpt_add_rank(titan_ckpt_writer *w, int rank, const char *name, titan_dtype dtype,
+                                 int ndim, const int64_t *shape, const titan_box *box, const void *data) {
+    if (w->failed != TITAN_OK)
+        return titan_error(w->failed, "%s: writer failed earlier; abort it", w->tmpdir);
+    if (rank < 0 || rank > TITAN_CKPT_MAX_RANK)
+        return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: rank %d not in 0..%d", w->tmpdir,
+                           name ? name : "?", rank, TITAN_CKPT_MAX_RANK);
+    /* Pending compressed chunks belong to the current rank's file. */
+    titan_status st = w->npend && rank != (w->nfiles ? w->files[w->cur].rank : 0) ? flush_pending(w) : TITAN_OK;
+    if (st == TITAN_OK) st = select_rank(w, rank);
+    if (st != TITAN_OK) return fail(w, st);
+    return add_here(w, name, dtype, ndim, shape, box, data);
+}
+
+titan_status titan_ckpt_add(titan_ckpt_writer *w, const char *name, titan_dtype dtype, int ndim,
+                            const int64_t *shape, const titan_box *box, const void *data) {
+    return titan_ckpt_add_rank(w, 0, name, dtype, ndim, shape, box, data);
 }
 
 static titan_status set_meta(titan_ckpt_writer *w, const char *key, json_t *v) {
@@ -317,11 +594,12 @@ static json_t *build_metadata(titan_ckpt_writer *w) {
             const wchunk *c = &t->chunks[j];
             char sum[32];
             snprintf(sum, sizeof sum, "xxh3:%016llx", (unsigned long long)c->checksum);
-            json_t *jc = json_pack("{s:s, s:I, s:I, s:{s:o, s:o}, s:s, s:s}", "file", w->dataname,
+            json_t *jc = json_pack("{s:s, s:I, s:I, s:{s:o, s:o}, s:s, s:s, s:I}", "file", chunk_file(w, c),
                                    "offset", (json_int_t)c->offset, "nbytes", (json_int_t)c->nbytes,
                                    "box", "offset", int_array(c->box.offset, t->ndim),
                                    "size", int_array(c->box.size, t->ndim),
-                                   "checksum", sum, "compression", "none");
+                                   "checksum", sum, "compression", titan_ckpt_compression_name(c->comp),
+                                   "stored_nbytes", (json_int_t)c->stored);
             if (!jc || json_array_append_new(chunks, jc) != 0) {
                 json_decref(chunks);
                 chunks = NULL;
@@ -344,6 +622,8 @@ static json_t *build_metadata(titan_ckpt_writer *w) {
 static titan_status publish(titan_ckpt_writer *w) {
     if (w->failed != TITAN_OK)
         return titan_error(w->failed, "%s: not committed: an earlier write failed", w->tmpdir);
+    TITAN_TRY(flush_pending(w)); /* into the current file, before it is synced */
+    TITAN_TRY(sync_parked(w));
     TITAN_TRY(flush_buf(w));
     TITAN_TRY(titan_fs_fsync_fd(w->fd, w->datapath));
     int fd = w->fd;

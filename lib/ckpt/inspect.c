@@ -138,7 +138,8 @@ titan_status titan_ckpt_ls(const char *arg, int json, FILE *out) {
                 if (titan_ckpt_meta_get_i64(ck, "train.tokens_seen", &tokens) != TITAN_OK) tokens = -1;
                 titan_ckpt_close(ck);
             } else {
-                state = titan_error_code() == TITAN_ERR_FORMAT ? "corrupt" : "unreadable";
+                titan_status code = titan_error_code();
+                state = code == TITAN_ERR_FORMAT || code == TITAN_ERR_CORRUPT ? "corrupt" : "unreadable";
                 titan_warn("%s", titan_error_message());
             }
             titan_error_clear();
@@ -198,6 +199,23 @@ static uint64_t tensor_bytes(const titan_ckpt_tensor *t) {
     return n;
 }
 
+/* Bytes the chunks of t take in the data files, and how many are zstd frames. */
+static uint64_t tensor_stored(const titan_ckpt *ck, const titan_ckpt_tensor *t, int *nzstd) {
+    uint64_t n = 0;
+    *nzstd = 0;
+    for (int j = 0; j < t->nchunks; j++) {
+        titan_ckpt_chunk c;
+        if (titan_ckpt_chunk_info(ck, t->name, j, &c) != TITAN_OK) continue;
+        n += c.stored_nbytes;
+        *nzstd += c.compression == TITAN_CKPT_COMPRESS_ZSTD;
+    }
+    return n;
+}
+
+static const char *compression_label(int nzstd, int nchunks) {
+    return nzstd == 0 ? "none" : nzstd == nchunks ? "zstd" : "mixed";
+}
+
 static void print_meta_value(FILE *out, json_t *v) {
     if (json_is_string(v)) fprintf(out, "%s", json_string_value(v));
     else if (json_is_integer(v)) fprintf(out, "%lld", (long long)json_integer_value(v));
@@ -214,22 +232,28 @@ titan_status titan_ckpt_info(const char *arg, int json, FILE *out) {
     int have_model = titan_ckpt_model_config(ck, &mc) == TITAN_OK;
     titan_error_clear();
     json_t *meta = load_meta(ck);
-    int nt = titan_ckpt_num_tensors(ck), nparam_t = 0, nopt_t = 0;
-    uint64_t total = 0, nparams = 0;
+    int nt = titan_ckpt_num_tensors(ck), nparam_t = 0, nopt_t = 0, nzstd_all = 0, nchunks_all = 0;
+    uint64_t total = 0, nparams = 0, stored_total = 0;
     json_t *jt = json_array();
     for (int i = 0; i < nt; i++) {
         titan_ckpt_tensor t;
         titan_ckpt_tensor_info(ck, i, &t);
         uint64_t b = tensor_bytes(&t);
+        int nz;
+        uint64_t sb = tensor_stored(ck, &t, &nz);
         total += b;
+        stored_total += sb;
+        nzstd_all += nz;
+        nchunks_all += t.nchunks;
         if (strchr(t.name, ':')) nopt_t++;
         else { nparam_t++; nparams += b / titan_dtype_size(t.dtype); }
         if (json) {
             json_t *sh = json_array();
             for (int d = 0; d < t.ndim; d++) json_array_append_new(sh, json_integer(t.shape[d]));
-            json_array_append_new(jt, json_pack("{s:s, s:s, s:o, s:i, s:I}", "name", t.name, "dtype",
+            json_array_append_new(jt, json_pack("{s:s, s:s, s:o, s:i, s:I, s:I, s:s}", "name", t.name, "dtype",
                                                 titan_dtype_name(t.dtype), "shape", sh, "chunks", t.nchunks,
-                                                "bytes", (json_int_t)b));
+                                                "bytes", (json_int_t)b, "stored_bytes", (json_int_t)sb,
+                                                "compression", compression_label(nz, t.nchunks)));
         }
     }
     json_t *tok = json_object_get(meta, "train.tokens_seen"), *layout = json_object_get(meta, "layout");
@@ -239,6 +263,8 @@ titan_status titan_ckpt_info(const char *arg, int json, FILE *out) {
                               "layout", layout ? layout : json_null(), "total_bytes", (json_int_t)total,
                               "num_params", (json_int_t)nparams, "num_param_tensors", nparam_t,
                               "num_optimizer_tensors", nopt_t);
+        json_object_set_new(o, "stored_bytes", json_integer((json_int_t)stored_total));
+        json_object_set_new(o, "compression", json_string(compression_label(nzstd_all, nchunks_all)));
         if (have_model)
             json_object_set_new(o, "model", json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "dim", mc.dim,
                                                       "n_layers", mc.n_layers, "n_heads", mc.n_heads,
@@ -266,7 +292,11 @@ titan_status titan_ckpt_info(const char *arg, int json, FILE *out) {
                     (double)mc.rope_scaling_factor, (double)mc.norm_eps);
         fprintf(out, "parameters   %llu in %d tensors; %d optimizer-state tensors\n", (unsigned long long)nparams,
                 nparam_t, nopt_t);
-        fprintf(out, "size         %llu bytes (%s)\nmeta\n", (unsigned long long)total, hb);
+        fprintf(out, "size         %llu bytes (%s)\n", (unsigned long long)total, hb);
+        human(hb, sizeof hb, stored_total);
+        fprintf(out, "on disk      %llu bytes (%s) in chunks, compression %s, ratio %.3f\nmeta\n",
+                (unsigned long long)stored_total, hb, compression_label(nzstd_all, nchunks_all),
+                stored_total ? (double)total / (double)stored_total : 1.0);
         const char *k;
         json_t *v;
         json_object_foreach(meta, k, v) {
@@ -274,14 +304,16 @@ titan_status titan_ckpt_info(const char *arg, int json, FILE *out) {
             print_meta_value(out, v);
             fputc('\n', out);
         }
-        fprintf(out, "tensors\n  %-44s %-5s %-16s %6s %12s\n", "NAME", "DTYPE", "SHAPE", "CHUNKS", "BYTES");
+        fprintf(out, "tensors\n  %-44s %-5s %-16s %6s %12s %12s\n", "NAME", "DTYPE", "SHAPE", "CHUNKS", "BYTES",
+                "ON DISK");
         for (int i = 0; i < nt; i++) {
             titan_ckpt_tensor t;
             char sh[96];
+            int nz;
             titan_ckpt_tensor_info(ck, i, &t);
             shape_str(sh, sizeof sh, &t);
-            fprintf(out, "  %-44s %-5s %-16s %6d %12llu\n", t.name, titan_dtype_name(t.dtype), sh, t.nchunks,
-                    (unsigned long long)tensor_bytes(&t));
+            fprintf(out, "  %-44s %-5s %-16s %6d %12llu %12llu\n", t.name, titan_dtype_name(t.dtype), sh, t.nchunks,
+                    (unsigned long long)tensor_bytes(&t), (unsigned long long)tensor_stored(ck, &t, &nz));
         }
     }
     json_decref(jt);
@@ -298,8 +330,8 @@ titan_status titan_ckpt_verify_all(const char *arg, FILE *out, int *nbad) {
     TITAN_TRY(titan_ckpt_resolve_arg(arg, path, sizeof path));
     titan_ckpt *ck;
     TITAN_TRY(titan_ckpt_open(&ck, path)); /* validates the catalog: boxes in shape, no overlaps */
-    int nt = titan_ckpt_num_tensors(ck), nchunks = 0;
-    uint64_t bytes = 0;
+    int nt = titan_ckpt_num_tensors(ck), nchunks = 0, ncorrupt = 0;
+    uint64_t bytes = 0, stored = 0;
     void *buf = NULL;
     size_t cap = 0;
     titan_status st = TITAN_OK;
@@ -324,10 +356,12 @@ titan_status titan_ckpt_verify_all(const char *arg, FILE *out, int *nbad) {
             titan_status rs = titan_ckpt_read(ck, t.name, t.dtype, &c.box, buf);
             nchunks++;
             bytes += c.nbytes;
-            if (rs == TITAN_ERR_FORMAT) {
+            stored += c.stored_nbytes;
+            if (rs == TITAN_ERR_FORMAT || rs == TITAN_ERR_CORRUPT) {
                 titan_warn("%s", titan_error_message());
                 titan_error_clear();
                 (*nbad)++;
+                ncorrupt += rs == TITAN_ERR_CORRUPT;
             } else if (rs != TITAN_OK) {
                 st = rs;
             }
@@ -339,12 +373,15 @@ titan_status titan_ckpt_verify_all(const char *arg, FILE *out, int *nbad) {
         }
     }
     free(buf);
+    /* A catalog problem (chunks not covering a tensor) outranks damaged data:
+     * the exit status says 4 when the description is wrong, 7 when only bytes are. */
     if (st == TITAN_OK && *nbad)
-        st = titan_error(TITAN_ERR_FORMAT, "%s: %d problem%s in %d chunks of %d tensors", titan_ckpt_path(ck),
-                         *nbad, *nbad == 1 ? "" : "s", nchunks, nt);
+        st = titan_error(*nbad > ncorrupt ? TITAN_ERR_FORMAT : TITAN_ERR_CORRUPT,
+                         "%s: %d problem%s in %d chunks of %d tensors (%d corrupt chunk%s)", titan_ckpt_path(ck),
+                         *nbad, *nbad == 1 ? "" : "s", nchunks, nt, ncorrupt, ncorrupt == 1 ? "" : "s");
     if (st == TITAN_OK)
-        fprintf(out, "%s: ok: %d tensors, %d chunks, %llu bytes, every checksum matches\n", titan_ckpt_path(ck),
-                nt, nchunks, (unsigned long long)bytes);
+        fprintf(out, "%s: ok: %d tensors, %d chunks, %llu bytes (%llu on disk), every checksum matches\n",
+                titan_ckpt_path(ck), nt, nchunks, (unsigned long long)bytes, (unsigned long long)stored);
     titan_ckpt_close(ck);
     return st;
 }

@@ -23,8 +23,10 @@ titan_status titan_ckpt_ls(const char *arg, int json, FILE *out);
 titan_status titan_ckpt_info(const char *arg, int json, FILE *out);
 
 /* Checks the catalog, that each tensor's chunks cover it exactly once, and
- * every checksum. Corrupt chunks are each reported (titan_warn) and the
- * result is TITAN_ERR_FORMAT naming how many; *nbad gets their count. */
+ * every checksum. Problems are each reported (titan_warn); the result names
+ * how many: TITAN_ERR_FORMAT when a tensor's chunks do not cover it,
+ * TITAN_ERR_CORRUPT when only chunk data is damaged (checksum mismatch, zstd
+ * frame error). *nbad gets their count. */
 titan_status titan_ckpt_verify_all(const char *arg, FILE *out, int *nbad);
 
 typedef struct {

@@ -78,12 +78,11 @@ static titan_status parse_tensor(titan_st_file *f, titan_st_tensor *t, const cha
     t->begin = (uint64_t)json_integer_value(b);
     t->end = (uint64_t)json_integer_value(e);
     char what[200];
-    if (t->end > f->data_size) {
-        snprintf(what, sizeof what, "data_offsets [%llu, %llu] past the end of the data (%llu bytes)",
-                 (unsigned long long)t->begin, (unsigned long long)t->end,
-                 (unsigned long long)f->data_size);
-        return bad(f, name, "%s", what);
-    }
+    if (t->end > f->data_size) /* the header is fine as far as it goes: the file was cut short */
+        return titan_error(TITAN_ERR_CORRUPT, "%s: byte %llu: truncated: tensor %s needs data bytes %llu..%llu, "
+                           "the file holds %llu", f->path, (unsigned long long)(f->data_start + f->data_size),
+                           name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                           (unsigned long long)f->data_size);
     size_t es = titan_dtype_size(t->dtype);
     if (t->begin % es) {
         snprintf(what, sizeof what, "data offset %llu not aligned to the %s element size %zu",
@@ -125,15 +124,14 @@ static titan_status check_overlaps(titan_st_file *f) {
     return st;
 }
 
-static titan_status parse_header(titan_st_file *f) {
-    struct stat sb;
-    if (fstat(f->fd, &sb) != 0) return titan_error(TITAN_ERR_IO, "%s: stat: %s", f->path, strerror(errno));
-    uint64_t size = (uint64_t)sb.st_size;
+/* The header of a file of `size` bytes: from f->fd, or from mem (the whole file) when f->fd < 0. */
+static titan_status parse_header(titan_st_file *f, uint64_t size, const unsigned char *mem) {
     if (size < 8)
         return titan_error(TITAN_ERR_FORMAT, "%s: %llu bytes: too short for a safetensors file",
                            f->path, (unsigned long long)size);
     unsigned char lb[8];
-    TITAN_TRY(titan_fs_pread_all(f->fd, lb, 8, 0, f->path));
+    if (mem) memcpy(lb, mem, 8);
+    else TITAN_TRY(titan_fs_pread_all(f->fd, lb, 8, 0, f->path));
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lb[i];
     if (hlen > TITAN_ST_HEADER_MAX || hlen > size - 8)
@@ -141,13 +139,17 @@ static titan_status parse_header(titan_st_file *f) {
                            "bytes, limit %llu)", f->path, (unsigned long long)hlen,
                            (unsigned long long)size, (unsigned long long)TITAN_ST_HEADER_MAX);
     if (hlen < 2) return titan_error(TITAN_ERR_FORMAT, "%s: header: empty", f->path);
-    char *txt = malloc(hlen);
-    if (!txt) return titan_error(TITAN_ERR_NOMEM, "%s: cannot allocate the header", f->path);
-    titan_status st = titan_fs_pread_all(f->fd, txt, hlen, 8, f->path);
-    if (st != TITAN_OK) { free(txt); return st; }
     json_error_t je;
-    f->root = json_loadb(txt, hlen, JSON_REJECT_DUPLICATES, &je);
-    free(txt);
+    if (mem) {
+        f->root = json_loadb((const char *)mem + 8, hlen, JSON_REJECT_DUPLICATES, &je);
+    } else {
+        char *txt = malloc(hlen);
+        if (!txt) return titan_error(TITAN_ERR_NOMEM, "%s: cannot allocate the header", f->path);
+        titan_status st = titan_fs_pread_all(f->fd, txt, hlen, 8, f->path);
+        if (st != TITAN_OK) { free(txt); return st; }
+        f->root = json_loadb(txt, hlen, JSON_REJECT_DUPLICATES, &je);
+        free(txt);
+    }
     if (!f->root)
         return titan_error(TITAN_ERR_FORMAT, "%s: header: byte %d: %s", f->path, je.position + 8, je.text);
     if (!json_is_object(f->root)) return titan_error(TITAN_ERR_FORMAT, "%s: header: not a JSON object", f->path);
@@ -185,7 +187,24 @@ titan_status titan_st_open(titan_st_file **out, const char *path) {
         free(f);
         return st;
     }
-    titan_status st = parse_header(f);
+    struct stat sb;
+    titan_status st = fstat(f->fd, &sb) == 0 ? parse_header(f, (uint64_t)sb.st_size, NULL)
+                                             : titan_error(TITAN_ERR_IO, "%s: stat: %s", path, strerror(errno));
+    if (st != TITAN_OK) {
+        titan_st_close(f);
+        return st;
+    }
+    *out = f;
+    return TITAN_OK;
+}
+
+titan_status titan_st_parse(titan_st_file **out, const void *data, size_t len, const char *label) {
+    *out = NULL;
+    titan_st_file *f = calloc(1, sizeof *f);
+    if (!f) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", label);
+    snprintf(f->path, sizeof f->path, "%s", label);
+    f->fd = -1;
+    titan_status st = parse_header(f, len, data);
     if (st != TITAN_OK) {
         titan_st_close(f);
         return st;

@@ -6,7 +6,8 @@
  * to the start of the data. Only the float dtypes titan uses are understood.
  * The reader checks the whole header on open (length, JSON, dtypes, shapes
  * against byte ranges, ranges inside the file, alignment, no overlaps), so a
- * malformed file is one clear TITAN_ERR_FORMAT, never a crash. */
+ * malformed file is one clear TITAN_ERR_FORMAT (a file shorter than its
+ * header's data: TITAN_ERR_CORRUPT), never a crash. */
 #ifndef TITAN_CKPT_SAFETENSORS_H
 #define TITAN_CKPT_SAFETENSORS_H
 
@@ -33,6 +34,9 @@ typedef struct {
 typedef struct titan_st_file titan_st_file;
 
 titan_status titan_st_open(titan_st_file **out, const char *path);
+/* Validates the header of a whole file held in memory (label names it in
+ * messages); tensors can be listed, not read. For tests and fuzzing. */
+titan_status titan_st_parse(titan_st_file **out, const void *data, size_t len, const char *label);
 void titan_st_close(titan_st_file *f);
 
 int titan_st_num_tensors(const titan_st_file *f);

@@ -11,9 +11,11 @@ typedef enum {
     TITAN_ERR_FAIL = 1,    /* internal or otherwise unclassified failure */
     TITAN_ERR_USAGE = 2,   /* bad option, bad config key or value */
     TITAN_ERR_IO = 3,      /* a file is missing, unreadable or unwritable */
-    TITAN_ERR_FORMAT = 4,  /* input exists but is corrupt or foreign */
+    TITAN_ERR_FORMAT = 4,  /* input exists but is malformed or foreign (its description: header, catalog) */
     TITAN_ERR_NUMERIC = 5, /* training refused a non-finite loss or gradient */
     TITAN_ERR_NOMEM = 6,   /* an allocation failed */
+    TITAN_ERR_CORRUPT = 7, /* well-described data is damaged: checksum mismatch, cut short, undecodable */
+    TITAN_ERR_COMM = 8,    /* another rank failed, exited or timed out (lib/dist) */
 } titan_status;
 
 /* Records "object: place: cause" style text for the calling thread and

@@ -61,6 +61,13 @@ size_t titan_bpe_merge(const titan_bpe *b, const uint8_t *s, size_t n, uint32_t 
 
 /* Compiles Llama 3's pre-tokenizer pattern into b->re. */
 titan_status titan_bpe_compile_pattern(titan_bpe *b);
+/* Calls fn on each pre-token of s[0..n) in order: the pattern's matches and,
+ * between them, each run of invalid UTF-8 (which never matches), so the
+ * pieces cover s exactly. The encoder and the trainer (bpe_train.c) both
+ * split here, so they agree on pre-tokens. Stops at fn's first non-OK
+ * status and returns it; TITAN_ERR_NOMEM if match data cannot be made. */
+typedef titan_status (*titan_bpe_word_fn)(void *ctx, const uint8_t *s, size_t n);
+titan_status titan_bpe_split(const titan_bpe *b, const uint8_t *s, size_t n, titan_bpe_word_fn fn, void *ctx);
 /* Llama 3's pattern as written in its tokenizer (and tokenizer.json). */
 extern const char titan_bpe_llama3_pattern[];
 

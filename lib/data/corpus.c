@@ -31,6 +31,7 @@ typedef struct {
     titan_corpus_stats *stats;
     char *buf; /* one source's bytes */
     size_t cap;
+    uint64_t consumed; /* input bytes of the streams already finished */
 } reader;
 
 static int ends_with(const char *s, const char *suffix) {
@@ -144,6 +145,8 @@ static titan_status slurp(reader *r, struct archive *a, const char *source, sour
         la_ssize_t k = archive_read_data(a, r->buf + n, r->cap - n - 1);
         if (k < 0)
             return titan_error(TITAN_ERR_FORMAT, "%s: byte %zu: %s", source, n, archive_error_string(a));
+        r->stats->input_bytes = r->consumed + (uint64_t)archive_filter_bytes(a, -1);
+        if (r->opts && r->opts->tick) r->opts->tick(r->ctx);
         if (k == 0) break;
         size_t before = n;
         n += (size_t)k;
@@ -217,7 +220,8 @@ static titan_status read_archive(reader *r, struct archive *a, const char *label
 /* Opens a file or stdin (path NULL) with every filter and format; mtree is
  * left out on purpose: a text file that looks like an mtree spec would make
  * libarchive read the local files it names. */
-static titan_status read_stream(reader *r, const char *path, const char *label, const char *name_of_raw) {
+static titan_status read_stream(reader *r, const char *path, const char *label, const char *name_of_raw,
+                                uint64_t size) {
     struct archive *a = archive_read_new();
     if (!a) return titan_error(TITAN_ERR_NOMEM, "%s: cannot create an archive reader", label);
     archive_read_support_filter_all(a);
@@ -243,6 +247,10 @@ static titan_status read_stream(reader *r, const char *path, const char *label, 
                          archive_error_string(a) ? archive_error_string(a) : "cannot open");
     } else {
         st = read_archive(r, a, label, name_of_raw);
+        /* A stream counts whole once read, whatever libarchive left unread. */
+        uint64_t used = (uint64_t)archive_filter_bytes(a, -1);
+        r->consumed += used > size ? used : size;
+        r->stats->input_bytes = r->consumed;
     }
     archive_read_free(a);
     return st;
@@ -306,7 +314,39 @@ static titan_status read_path(reader *r, const char *path, int depth) {
     }
     if (S_ISDIR(sb.st_mode)) return read_dir(r, path, depth);
     if (access(path, R_OK) != 0) return titan_error(TITAN_ERR_IO, "%s: %s", path, strerror(errno));
-    return read_stream(r, path, path, path);
+    return read_stream(r, path, path, path, (uint64_t)sb.st_size);
+}
+
+/* Follows read_path's walk: links to directories only at the top. */
+static uint64_t size_of(const char *path, int depth) {
+    struct stat sb;
+    if (depth > MAX_DEPTH || stat(path, &sb) != 0) return 0;
+    if (S_ISREG(sb.st_mode)) return (uint64_t)sb.st_size;
+    if (!S_ISDIR(sb.st_mode)) return 0;
+    struct stat lb;
+    if (depth > 0 && (lstat(path, &lb) != 0 || S_ISLNK(lb.st_mode))) return 0;
+    DIR *dp = opendir(path);
+    if (!dp) return 0;
+    uint64_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char child[PATH_MAX];
+        if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) < sizeof child)
+            total += size_of(child, depth + 1);
+    }
+    closedir(dp);
+    return total;
+}
+
+uint64_t titan_corpus_size(const char *input) {
+    if (strcmp(input, "-") == 0) {
+        struct stat sb;
+        if (fstat(STDIN_FILENO, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+        off_t at = lseek(STDIN_FILENO, 0, SEEK_CUR);
+        return at >= 0 && at <= sb.st_size ? (uint64_t)(sb.st_size - at) : (uint64_t)sb.st_size;
+    }
+    return size_of(input, 0);
 }
 
 titan_status titan_corpus_check(const char *input) {
@@ -321,7 +361,8 @@ titan_status titan_corpus_read(const char *input, const titan_corpus_opts *opts,
                                titan_corpus_fn fn, void *ctx, titan_corpus_stats *stats) {
     reader r = {.opts = opts, .fn = fn, .ctx = ctx, .stats = stats};
     const char *sname = opts && opts->stdin_name ? opts->stdin_name : "<stdin>";
-    titan_status st = strcmp(input, "-") == 0 ? read_stream(&r, NULL, "<stdin>", sname) : read_path(&r, input, 0);
+    r.consumed = stats->input_bytes;
+    titan_status st = strcmp(input, "-") == 0 ? read_stream(&r, NULL, "<stdin>", sname, 0) : read_path(&r, input, 0);
     free(r.buf);
     return st;
 }

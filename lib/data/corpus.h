@@ -26,6 +26,9 @@ typedef struct {
     const char *field;      /* JSON Lines member holding the text; NULL means "text" */
     const char *stdin_name; /* the file name stdin stands for ("x.jsonl"), which sets
                                its kind; NULL: plain text (or an archive) */
+    void (*tick)(void *ctx);  /* when set, called with the callback's ctx after each
+                                 block of input read, inside large files too (for a
+                                 progress line: stats.input_bytes has moved) */
 } titan_corpus_opts;
 
 typedef struct {
@@ -33,6 +36,8 @@ typedef struct {
     uint64_t skipped;   /* sources skipped (see above) */
     uint64_t documents; /* documents handed to the callback */
     uint64_t bytes;     /* their bytes of text */
+    uint64_t input_bytes; /* bytes of the input files consumed so far, as stored
+                             (compressed); for progress against titan_corpus_size */
 } titan_corpus_stats;
 
 /* Receives one document; source names it ("c.tgz:pkg/doc-3.json[17]"). A
@@ -42,6 +47,12 @@ typedef titan_status (*titan_corpus_fn)(void *ctx, const char *source, const cha
 /* Checks that an input exists and can be read, before any output is made:
  * TITAN_ERR_IO naming the path otherwise. "-" always passes. */
 titan_status titan_corpus_check(const char *input);
+
+/* The bytes an input holds as stored: a file's size, the sum over the
+ * regular files of a directory (walked as titan_corpus_read walks it), the
+ * size of stdin when it is a regular file. 0 when not known (a pipe) or on
+ * any error, which titan_corpus_read reports in its turn. */
+uint64_t titan_corpus_size(const char *input);
 
 /* Reads one input and calls fn for each document, in a fixed order. stats is
  * added to (not reset). Unreadable input: TITAN_ERR_IO; corrupt archive or

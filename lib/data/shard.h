@@ -86,6 +86,11 @@ titan_status titan_shard_writer_open(titan_shard_writer **out, const char *dir,
 titan_status titan_shard_writer_add_text(titan_shard_writer *w, const char *text, size_t n);
 /* Appends one already-encoded document, framed; ids must be < vocab size. */
 titan_status titan_shard_writer_add_tokens(titan_shard_writer *w, const uint32_t *ids, size_t n);
+/* Appends one document encoded with the writer's tokenizer (by another
+ * thread, see shard_pipeline.h), framed; the ids are trusted, not checked.
+ * text_bytes: the length of its text, for the statistics. */
+titan_status titan_shard_writer_add_encoded(titan_shard_writer *w, const uint32_t *ids, size_t n,
+                                           size_t text_bytes);
 /* Closes the last shard and writes the index. */
 titan_status titan_shard_writer_finish(titan_shard_writer *w, titan_shard_stats *stats);
 /* Frees the writer; one that was not finished removes every file it wrote

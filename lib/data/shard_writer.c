@@ -232,6 +232,13 @@ titan_status titan_shard_writer_add_tokens(titan_shard_writer *w, const uint32_t
     return emit_doc(w, ids, n);
 }
 
+titan_status titan_shard_writer_add_encoded(titan_shard_writer *w, const uint32_t *ids, size_t n,
+                                           size_t text_bytes) {
+    TITAN_ASSERT(!w->finished);
+    w->stats.text_bytes += text_bytes;
+    return emit_doc(w, ids, n);
+}
+
 titan_status titan_shard_writer_add_text(titan_shard_writer *w, const char *text, size_t n) {
     TITAN_ASSERT(!w->finished);
     if (n > w->scratch_cap) {
@@ -244,8 +251,7 @@ titan_status titan_shard_writer_add_text(titan_shard_writer *w, const char *text
     }
     size_t k = titan_tokenizer_encode(w->tok, text, n, w->scratch, w->scratch_cap);
     TITAN_ASSERT(k <= n);
-    w->stats.text_bytes += n;
-    return emit_doc(w, w->scratch, k);
+    return titan_shard_writer_add_encoded(w, w->scratch, k, n);
 }
 
 static titan_status write_index(titan_shard_writer *w) {

@@ -84,15 +84,14 @@ static void encode_word(const titan_bpe *b, const uint8_t *s, size_t n, sink *k)
     if (ids != small) free(ids);
 }
 
-static size_t bpe_encode(const titan_tokenizer *t, const char *text, size_t n, uint32_t *out, size_t cap) {
-    const titan_bpe *b = t->state;
-    const uint8_t *s = (const uint8_t *)text;
-    sink k = {out, cap, 0};
+titan_status titan_bpe_split(const titan_bpe *b, const uint8_t *s, size_t n, titan_bpe_word_fn fn, void *ctx) {
+    if (n == 0) return TITAN_OK;
     pcre2_code *re = b->re;
-    pcre2_match_data *md = n ? pcre2_match_data_create_from_pattern(re, NULL) : NULL;
-    if (n && !md) titan_panic(__FILE__, __LINE__, "out of memory for the pre-tokenizer");
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    if (!md) return titan_error(TITAN_ERR_NOMEM, "tokenizer: out of memory for the pre-tokenizer");
+    titan_status st = TITAN_OK;
     size_t pos = 0;
-    while (pos < n) {
+    while (pos < n && st == TITAN_OK) {
         int rc = b->jit ? pcre2_jit_match(re, s, n, pos, 0, md, NULL) : pcre2_match(re, s, n, pos, 0, md, NULL);
         size_t ms, me;
         if (rc >= 0) {
@@ -103,11 +102,30 @@ static size_t bpe_encode(const titan_tokenizer *t, const char *text, size_t n, u
         } else {
             ms = pos, me = pos + 1; /* a matcher limit: take one byte and go on */
         }
-        if (ms > pos) encode_word(b, s + pos, ms - pos, &k); /* invalid UTF-8 between matches */
-        if (me > ms) encode_word(b, s + ms, me - ms, &k);
+        if (ms > pos) st = fn(ctx, s + pos, ms - pos); /* invalid UTF-8 between matches */
+        if (me > ms && st == TITAN_OK) st = fn(ctx, s + ms, me - ms);
         pos = me > pos ? me : pos + 1;
     }
     pcre2_match_data_free(md);
+    return st;
+}
+
+typedef struct {
+    const titan_bpe *b;
+    sink *k;
+} encode_ctx;
+
+static titan_status encode_one(void *ctx, const uint8_t *s, size_t n) {
+    encode_ctx *e = ctx;
+    encode_word(e->b, s, n, e->k);
+    return TITAN_OK;
+}
+
+static size_t bpe_encode(const titan_tokenizer *t, const char *text, size_t n, uint32_t *out, size_t cap) {
+    sink k = {out, cap, 0};
+    encode_ctx e = {t->state, &k};
+    if (titan_bpe_split(t->state, (const uint8_t *)text, n, encode_one, &e) != TITAN_OK)
+        titan_panic(__FILE__, __LINE__, "out of memory for the pre-tokenizer");
     return k.count;
 }
 

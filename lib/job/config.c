@@ -119,6 +119,10 @@ static const key_def KEYS[] = {
     STR("checkpoint", "async_mode", checkpoint_async_mode, "disabled", "disabled,async,async_with_pinned_mem", 0,
         "disabled: training waits for each save; async (and async_with_pinned_mem, the same on the CPU): a "
         "background thread writes a host copy while training goes on"),
+    STR("checkpoint", "compression", checkpoint_compression, "none", "none,zstd", 0,
+        "how chunks are stored: none (raw), or zstd (each chunk its own frame; see titan-checkpoint(5))"),
+    {"checkpoint", "compression_level", T_INT, OFF(checkpoint_compression_level), NULL, 3, NULL, 1, 19,
+     F_LO | F_HI, "zstd level when compression = \"zstd\""},
 
     BOOL("validation", "enable", validation_enable, 0, "compute the loss on held-out shards during training"),
     STR("validation", "dataset_path", validation_dataset_path, "", NULL, 0,
@@ -242,6 +246,15 @@ static int section_known(const char *s) {
     for (int i = 0; i < NIGNORED; i++)
         if (strcmp(IGNORED[i].section, s) == 0) return 1;
     return 0;
+}
+
+/* The sections that have a key of this name, "[a]", "[a] or [b]" style
+ * joined by fmt: returns how many. */
+static int key_homes(const char *key, const char *homes[], int max) {
+    int n = 0;
+    for (int j = 0; j < NKEYS && n < max; j++)
+        if (strcmp(KEYS[j].key, key) == 0) homes[n++] = KEYS[j].section;
+    return n;
 }
 
 /* ---- suggestions ---- */
@@ -543,11 +556,12 @@ static titan_status apply_doc(titan_job_config *cfg, const titan_toml_doc *doc) 
             char secs[1024];
             list_sections(secs, sizeof secs);
             st = titan_error(TITAN_ERR_USAGE, "%s: key '%s' is outside any section", place, e->key);
-            const char *home = NULL;
-            for (int j = 0; j < NKEYS; j++)
-                if (strcmp(KEYS[j].key, e->key) == 0) home = home ? "" : KEYS[j].section;
-            if (home && home[0])
-                titan_error_hint("put it under [%s]", home);
+            const char *homes[2];
+            int nh = key_homes(e->key, homes, 2);
+            if (nh == 1)
+                titan_error_hint("put it under [%s]", homes[0]);
+            else if (nh == 2) /* e.g. steps: [training] and [validation] */
+                titan_error_hint("put it under [%s] (or [%s])", homes[0], homes[1]);
             else
                 titan_error_hint("keys live in sections: %s", secs);
         } else if (!section_known(e->key)) {
@@ -625,10 +639,12 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
     name[nlen] = '\0';
     if (!dot || dot == a) {
         titan_error(TITAN_ERR_USAGE, "%s: expected --section.key=value", place);
-        const char *home = NULL;
-        for (int j = 0; j < NKEYS; j++)
-            if (strcmp(KEYS[j].key, name) == 0) home = home ? "" : KEYS[j].section;
-        if (home && home[0]) titan_error_hint("did you mean --%s.%s%s?", home, name, a + nlen);
+        const char *homes[2];
+        int nh = key_homes(name, homes, 2);
+        if (nh == 1) titan_error_hint("did you mean --%s.%s%s?", homes[0], name, a + nlen);
+        if (nh == 2)
+            titan_error_hint("did you mean --%s.%s%s? (or --%s.%s%s)", homes[0], name, a + nlen, homes[1], name,
+                             a + nlen);
         return TITAN_ERR_USAGE;
     }
     name[dot - a] = '\0';
@@ -689,16 +705,19 @@ titan_status titan_config_validate(const titan_job_config *c) {
         {"context_parallel_degree", OFF(parallelism_context_parallel_degree)},
         {"pipeline_parallel_degree", OFF(parallelism_pipeline_parallel_degree)},
     };
-    /* One process for now: every degree is 1 (dp_shard -1 = "the rest" = 1). */
-    for (size_t i = 0; i < sizeof degrees / sizeof degrees[0]; i++) {
+    /* Data parallelism trains; the other degrees do not yet. */
+    for (size_t i = 2; i < sizeof degrees / sizeof degrees[0]; i++) {
         int d = *(const int *)((const char *)c + degrees[i].off);
-        if (d == 1 || (d == -1 && degrees[i].off == OFF(parallelism_data_parallel_shard_degree))) continue;
-        titan_error(TITAN_ERR_USAGE, "parallelism.%s = %d: this version trains in a single process",
+        if (d == 1) continue;
+        titan_error(TITAN_ERR_USAGE, "parallelism.%s = %d: not yet supported (data parallelism only)",
                     degrees[i].key, d);
-        titan_error_hint("multi-process training is not available yet; set parallelism.%s = 1", degrees[i].key);
+        titan_error_hint("set parallelism.%s = 1; data_parallel_replicate_degree and "
+                         "data_parallel_shard_degree (DDP, FSDP, HSDP) work", degrees[i].key);
         return TITAN_ERR_USAGE;
     }
-    int dp = 1;
+    /* With dp_shard = -1 the degree depends on the job's size: checked at start. */
+    int dp = c->parallelism_data_parallel_replicate_degree;
+    if (c->parallelism_data_parallel_shard_degree > 0) dp *= c->parallelism_data_parallel_shard_degree;
     int per_step = c->training_local_batch_size * dp;
     if (c->training_global_batch_size != -1 &&
         (c->training_global_batch_size <= 0 || per_step <= 0 || c->training_global_batch_size % per_step != 0)) {

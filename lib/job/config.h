@@ -68,6 +68,8 @@ typedef struct {
     int checkpoint_interval;
     int checkpoint_keep_latest_k;      /* 0 = keep all */
     char checkpoint_async_mode[TITAN_STR]; /* disabled, async, async_with_pinned_mem */
+    char checkpoint_compression[TITAN_STR]; /* none, zstd */
+    int checkpoint_compression_level;  /* zstd level 1..19 */
 
     /* [validation] */
     int validation_enable;

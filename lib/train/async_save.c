@@ -22,7 +22,7 @@ struct titan_async_saver {
     char tokenizer_id[64];
     titan_llama_config mc;
     titan_state_view view;
-    titan_progress progress;
+    titan_train_progress progress;
     int keep_latest_k;
     titan_status status;   /* the thread's result */
     char message[1024];    /* and its error message */
@@ -92,7 +92,7 @@ void titan_async_saver_free(titan_async_saver *s) {
 }
 
 titan_status titan_async_save_start(titan_async_saver *s, const char *root, const titan_llama_config *mc,
-                                    const titan_state_view *v, const titan_progress *progress,
+                                    const titan_state_view *v, const titan_train_progress *progress,
                                     const char *tokenizer_id, int keep_latest_k, double *stall_s) {
     double t0 = now_s();
     *stall_s = 0.0;

@@ -27,7 +27,7 @@ void titan_async_saver_free(titan_async_saver *s);
  * starting a new one), snapshots v and progress, and starts writing them to
  * root. *stall_s gets the seconds the caller was held (wait + copy). */
 titan_status titan_async_save_start(titan_async_saver *s, const char *root, const titan_llama_config *mc,
-                                    const titan_state_view *v, const titan_progress *progress,
+                                    const titan_state_view *v, const titan_train_progress *progress,
                                     const char *tokenizer_id, int keep_latest_k, double *stall_s);
 /* Never blocks: the error of a save that finished and failed (once), else TITAN_OK. */
 titan_status titan_async_save_poll(titan_async_saver *s);

@@ -65,6 +65,7 @@ static titan_status write_config(const titan_job_config *cfg, const char *run_di
 
 titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, int force) {
     TITAN_TRY(titan_config_validate(cfg));
+    TITAN_TRY(titan_setup_ckpt_compression(cfg));
     titan_tokenizer *tok = NULL;
     TITAN_TRY(titan_tokenizer_open(&tok, cfg->model_tokenizer));
     titan_llama_config mc;
@@ -99,7 +100,7 @@ titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, in
     titan_llama_init_weights(&mc, params, (uint64_t)cfg->training_seed);
     char root[4096];
     snprintf(root, sizeof root, "%s/%s", run_dir, cfg->checkpoint_folder);
-    titan_progress pr = {0};
+    titan_train_progress pr = {0};
     st = titan_state_save(root, &mc, params, NULL, &pr, titan_tokenizer_id(tok), 0);
     titan_free(params);
     if (st == TITAN_OK)

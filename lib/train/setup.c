@@ -1,6 +1,8 @@
 /* setup.c - from a job config to the objects a run needs. */
 #include "train/setup.h"
 
+#include "ckpt/ckpt.h"
+
 titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_size,
                                       titan_llama_config *out) {
     TITAN_TRY(titan_llama_flavor(cfg->model_flavor, out));
@@ -19,6 +21,14 @@ titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_siz
     titan_status st = titan_llama_config_check(out);
     if (st != TITAN_OK) titan_error_context("[model] flavor %s with overrides", cfg->model_flavor);
     return st;
+}
+
+titan_status titan_setup_ckpt_compression(const titan_job_config *cfg) {
+    titan_ckpt_compression c;
+    if (titan_ckpt_compression_parse(cfg->checkpoint_compression, &c))
+        return titan_error(TITAN_ERR_USAGE, "checkpoint.compression: \"%s\" is not none or zstd",
+                           cfg->checkpoint_compression);
+    return titan_ckpt_set_default_compression(c, cfg->checkpoint_compression_level);
 }
 
 titan_status titan_setup_accum_steps(const titan_job_config *cfg, int dp_size, int *out) {

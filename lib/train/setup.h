@@ -10,6 +10,10 @@
 titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_size,
                                       titan_llama_config *out);
 
+/* Makes [checkpoint] compression and compression_level the compression of
+ * every checkpoint this process writes (titan_ckpt_set_default_compression). */
+titan_status titan_setup_ckpt_compression(const titan_job_config *cfg);
+
 /* Gradient-accumulation steps per optimizer step (global / (local * dp)). */
 titan_status titan_setup_accum_steps(const titan_job_config *cfg, int dp_size, int *out);
 

@@ -27,13 +27,8 @@ static titan_status save_tensors(titan_ckpt_writer *w, const titan_param *ps, in
     return TITAN_OK;
 }
 
-titan_status titan_state_save_view(const char *root, const titan_llama_config *mc, const titan_state_view *v,
-                                   const titan_progress *pr, const char *tokenizer_id, int keep_latest_k) {
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(mc, ps);
-    titan_ckpt_writer *w = NULL;
-    TITAN_TRY(titan_ckpt_begin(&w, root, pr->step));
+titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_config *mc,
+                                    const titan_train_progress *pr, const char *tokenizer_id, const char *layout) {
     titan_status st = TITAN_OK;
 #define PUT_I(f) if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "model." #f, mc->f);
 #define PUT_F(f) if (st == TITAN_OK) st = titan_ckpt_meta_f64(w, "model." #f, mc->f);
@@ -44,7 +39,18 @@ titan_status titan_state_save_view(const char *root, const titan_llama_config *m
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.step", pr->step);
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.tokens_seen", (int64_t)pr->tokens_seen);
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.position", (int64_t)pr->loader.position);
-    if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "layout", "single");
+    if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "layout", layout);
+    return st;
+}
+
+titan_status titan_state_save_view(const char *root, const titan_llama_config *mc, const titan_state_view *v,
+                                   const titan_train_progress *pr, const char *tokenizer_id, int keep_latest_k) {
+    int np = titan_llama_params(mc, NULL);
+    titan_param ps[np];
+    titan_llama_params(mc, ps);
+    titan_ckpt_writer *w = NULL;
+    TITAN_TRY(titan_ckpt_begin(&w, root, pr->step));
+    titan_status st = titan_state_write_meta(w, mc, pr, tokenizer_id, "single");
     if (st == TITAN_OK) st = save_tensors(w, ps, np, v->params, "");
     if (st == TITAN_OK && v->exp_avg) {
         st = titan_ckpt_meta_i64(w, "optim.adamw.step", v->adam_step);
@@ -57,7 +63,7 @@ titan_status titan_state_save_view(const char *root, const titan_llama_config *m
 }
 
 titan_status titan_state_save(const char *root, const titan_llama_config *mc, const float *params,
-                              titan_adamw *adam, const titan_progress *pr,
+                              titan_adamw *adam, const titan_train_progress *pr,
                               const char *tokenizer_id, int keep_latest_k) {
     titan_state_view v = {.params = params};
     if (adam) {
@@ -96,12 +102,8 @@ static titan_status load_tensors(titan_ckpt *ck, const titan_param *ps, int np, 
     return TITAN_OK;
 }
 
-static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, float *params,
-                             titan_adamw *adam, titan_progress *pr) {
+titan_status titan_state_read_meta(titan_ckpt *ck, const titan_llama_config *mc, titan_train_progress *pr) {
     TITAN_TRY(check_model(ck, mc));
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(mc, ps);
     int64_t v;
     memset(pr, 0, sizeof *pr);
     TITAN_TRY(titan_ckpt_meta_get_i64(ck, "train.step", &v));
@@ -111,6 +113,16 @@ static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, float
     TITAN_TRY(titan_ckpt_meta_get_i64(ck, "loader.position", &v));
     if (v < 0) return titan_error(TITAN_ERR_FORMAT, "%s: loader.position %" PRId64 " is negative", titan_ckpt_path(ck), v);
     pr->loader.position = (uint64_t)v;
+    return TITAN_OK;
+}
+
+static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, float *params,
+                             titan_adamw *adam, titan_train_progress *pr) {
+    TITAN_TRY(titan_state_read_meta(ck, mc, pr));
+    int np = titan_llama_params(mc, NULL);
+    titan_param ps[np];
+    titan_llama_params(mc, ps);
+    int64_t v;
     TITAN_TRY(load_tensors(ck, ps, np, params, ""));
     if (!adam) return TITAN_OK;
     char first[128];
@@ -130,7 +142,7 @@ static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, float
 }
 
 titan_status titan_state_load(const char *path, const titan_llama_config *mc, float *params,
-                              titan_adamw *adam, titan_progress *pr, char *ckpt_path_out, size_t cap) {
+                              titan_adamw *adam, titan_train_progress *pr, char *ckpt_path_out, size_t cap) {
     titan_ckpt *ck = NULL;
     TITAN_TRY(titan_ckpt_open(&ck, path));
     if (ckpt_path_out) snprintf(ckpt_path_out, cap, "%s", titan_ckpt_path(ck));

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "ckpt/ckpt.h"
 #include "data/loader.h"
 #include "model/llama.h"
 #include "optim/optim.h"
@@ -13,13 +14,13 @@ typedef struct {
     int64_t step;          /* optimizer steps completed */
     uint64_t tokens_seen;  /* training tokens consumed (all ranks) */
     titan_loader_state loader;
-} titan_progress;
+} titan_train_progress;
 
 /* Writes ROOT/step-N/ (N = progress->step) atomically; adam may be NULL (seed
  * checkpoint). Parameters are named as the reference; AdamW moments sit
  * beside them as NAME:exp_avg and NAME:exp_avg_sq. */
 titan_status titan_state_save(const char *root, const titan_llama_config *mc, const float *params,
-                              titan_adamw *adam, const titan_progress *progress,
+                              titan_adamw *adam, const titan_train_progress *progress,
                               const char *tokenizer_id, int keep_latest_k);
 
 /* The arrays a save reads (host memory, catalog order): a live model and
@@ -30,13 +31,21 @@ typedef struct {
     int64_t adam_step;
 } titan_state_view;
 titan_status titan_state_save_view(const char *root, const titan_llama_config *mc, const titan_state_view *v,
-                                   const titan_progress *progress, const char *tokenizer_id, int keep_latest_k);
+                                   const titan_train_progress *progress, const char *tokenizer_id, int keep_latest_k);
 
 /* Loads the checkpoint at path (a step dir, or a root: its latest) into
  * params (host, catalog order) and adam (moments absent in a seed checkpoint
  * leave adam zeroed at step 0). The checkpoint's model must equal mc. */
 titan_status titan_state_load(const char *path, const titan_llama_config *mc, float *params,
-                              titan_adamw *adam, titan_progress *progress, char *ckpt_path_out,
+                              titan_adamw *adam, titan_train_progress *progress, char *ckpt_path_out,
                               size_t cap);
+
+/* The metadata every training checkpoint carries (model, tokenizer, step,
+ * tokens, loader position, layout string), for writers of sharded saves. */
+titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_config *mc,
+                                    const titan_train_progress *progress, const char *tokenizer_id,
+                                    const char *layout);
+/* Checks the checkpoint's model against mc and reads the progress. */
+titan_status titan_state_read_meta(titan_ckpt *ck, const titan_llama_config *mc, titan_train_progress *progress);
 
 #endif

@@ -1,8 +1,10 @@
-/* train.c - the single-process training loop.
+/* train.c - the training loop, one process per rank (one rank or many).
  *
- * One optimizer step = accum micro-batches of local_batch_size x seq_len:
- * forward, backward (gradients accumulate, each scaled 1/accum), a finiteness
- * check, global-norm clipping, the LR schedule, AdamW. Everything is a pure
+ * One optimizer step = accum micro-batches of local_batch_size x seq_len on
+ * every data-parallel rank: forward, backward (gradients accumulate, each
+ * scaled 1/accum), a finiteness check, gradient averaging over the ranks and
+ * sharding (fsdp.h), global-norm clipping, the LR schedule, AdamW on this
+ * rank's shard, and the all-gather of the updated parameters. Everything is a pure
  * function of (checkpoint, config, data), so a resumed run repeats an
  * uninterrupted one bit for bit. Validation (forward only, on held-out
  * shards) and checkpoint saves (optionally in a background thread) run
@@ -24,6 +26,7 @@
 #include "train/sample.h"
 #include "train/setup.h"
 #include "train/state.h"
+#include "train/state_dist.h"
 #include "train/train.h"
 
 static double now_s(void) {
@@ -44,8 +47,10 @@ typedef struct {
     titan_llama *model;
     titan_adamw *adam;
     titan_lr_schedule sched;
-    titan_metrics *metrics;
-    titan_progress pr;
+    titan_metrics *metrics;    /* rank 0 only */
+    titan_mesh mesh;
+    titan_fsdp *fsdp;
+    titan_train_progress pr;
     int accum;
     int64_t stop_at; /* stop after this step (0 = training.steps) */
     uint32_t *inputs, *targets;
@@ -75,7 +80,8 @@ static titan_status open_data(trainer *t) {
         return TITAN_ERR_USAGE;
     }
     TITAN_TRY(open_shards(t, path, &t->data));
-    TITAN_TRY(titan_loader_create(&t->loader, t->data, cfg->training_seq_len, 0, 1));
+    int dpr = t->mesh.dp_rank, dps = t->mesh.dp_size;
+    TITAN_TRY(titan_loader_create(&t->loader, t->data, cfg->training_seq_len, dpr, dps));
     if (cfg->training_shuffle) titan_loader_set_shuffle(t->loader, (uint64_t)cfg->training_seed);
     if (!cfg->validation_enable) return TITAN_OK;
 
@@ -83,13 +89,14 @@ static titan_status open_data(trainer *t) {
      * order, so its losses are comparable across steps and runs. */
     path = cfg->validation_dataset_path;
     titan_status st = open_shards(t, path, &t->val_data);
-    if (st == TITAN_OK) st = titan_loader_create(&t->val_loader, t->val_data, cfg->training_seq_len, 0, 1);
+    /* Each rank validates its share; the losses are averaged over ranks. */
+    if (st == TITAN_OK) st = titan_loader_create(&t->val_loader, t->val_data, cfg->training_seq_len, dpr, dps);
     if (st != TITAN_OK) {
         titan_error_context("validation.dataset_path");
         return st;
     }
     int B = cfg->training_local_batch_size;
-    uint64_t whole = titan_loader_samples_per_epoch(t->val_loader) / (uint64_t)B;
+    uint64_t whole = titan_loader_samples_per_epoch(t->val_loader) / ((uint64_t)B * dps);
     if (whole == 0) {
         titan_error(TITAN_ERR_USAGE, "validation.dataset_path: %s holds %" PRIu64 " samples of %d tokens, fewer than "
                     "one batch of %d", path, titan_loader_samples_per_epoch(t->val_loader),
@@ -107,6 +114,7 @@ static titan_status open_data(trainer *t) {
 static titan_status setup(trainer *t, const titan_train_opts *opts) {
     const titan_job_config *cfg = t->cfg;
     TITAN_TRY(titan_config_validate(cfg));
+    TITAN_TRY(titan_mesh_init(cfg, &t->mesh));
     const titan_backend *be = NULL;
     titan_status st = titan_backend_open(cfg->training_device, &be);
     if (st != TITAN_OK) {
@@ -123,10 +131,11 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         return TITAN_ERR_USAGE;
     }
     titan_backend_cpu_set_threads(cfg->training_threads);
+    TITAN_TRY(titan_setup_ckpt_compression(cfg));
     t->be = be;
     TITAN_TRY(titan_tokenizer_open(&t->tok, cfg->model_tokenizer));
     TITAN_TRY(titan_setup_model_config(cfg, titan_tokenizer_vocab_size(t->tok), &t->mc));
-    TITAN_TRY(titan_setup_accum_steps(cfg, 1, &t->accum));
+    TITAN_TRY(titan_setup_accum_steps(cfg, t->mesh.dp_size, &t->accum));
     TITAN_TRY(open_data(t));
 
     int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
@@ -136,7 +145,8 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         .beta1 = (float)cfg->optimizer_beta1, .beta2 = (float)cfg->optimizer_beta2,
         .eps = (float)cfg->optimizer_eps, .weight_decay = (float)cfg->optimizer_weight_decay,
     };
-    TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_llama_params_count(t->model), &hp));
+    TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model));
+    TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
     TITAN_TRY(titan_lr_schedule_init(&t->sched, cfg->training_steps, cfg->lr_scheduler_warmup_steps,
                                      cfg->lr_scheduler_decay_ratio, cfg->lr_scheduler_decay_type,
                                      cfg->lr_scheduler_min_lr_factor));
@@ -144,17 +154,24 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     /* Resume from the latest checkpoint (the seed one for a new run). */
     snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/%s", opts->run_dir, cfg->checkpoint_folder);
     char loaded[4096];
-    TITAN_TRY(titan_state_load(t->ckpt_root, &t->mc, titan_llama_params_data(t->model), t->adam,
-                               &t->pr, loaded, sizeof loaded));
+    /* Each rank reads its own boxes, whatever layout saved them. */
+    TITAN_TRY(titan_state_load_shards(t->ckpt_root, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
+                                      t->adam, &t->pr, loaded, sizeof loaded));
+    TITAN_TRY(titan_fsdp_gather_params(t->fsdp));
     titan_loader_set_state(t->loader, &t->pr.loader);
-    if (strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable)
+    /* The background saver snapshots one process's whole state; sharded
+     * saves (state_dist.h) run in the loop. */
+    if (t->mesh.world > 1 && strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable)
+        titan_info("checkpoint.async_mode = %s: saves block with %d ranks", cfg->checkpoint_async_mode,
+                   t->mesh.world);
+    else if (strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable)
         TITAN_TRY(titan_async_saver_create(&t->saver, titan_llama_params_count(t->model)));
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
 
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", opts->run_dir);
-    TITAN_TRY(titan_metrics_open(&t->metrics, mpath, t->pr.step));
+    if (t->mesh.rank == 0) TITAN_TRY(titan_metrics_open(&t->metrics, mpath, t->pr.step));
 
     size_t n = (size_t)B * T;
     t->inputs = titan_alloc(n * sizeof(uint32_t), "input tokens");
@@ -163,8 +180,10 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
 
     t->flops_per_token = titan_llama_flops_per_token(&t->mc, T);
     t->peak_flops = cfg->metrics_peak_flops > 0 ? cfg->metrics_peak_flops : titan_backend_cpu_peak_flops();
-    titan_info("model: %zu parameters, %.3g FLOPs/token; batch %d x %d x %d accum; peak %.1f GFLOP/s (%s); %d threads",
-               titan_llama_params_count(t->model), t->flops_per_token, B, T, t->accum, t->peak_flops * 1e-9,
+    t->peak_flops *= t->mesh.world; /* MFU is the job's: every rank's peak */
+    titan_info("model: %zu parameters, %.3g FLOPs/token; batch %d x %d x %d dp x %d accum; peak %.1f GFLOP/s (%s); %d threads",
+               titan_llama_params_count(t->model), t->flops_per_token, B, T, t->mesh.dp_size, t->accum,
+               t->peak_flops * 1e-9,
                cfg->metrics_peak_flops > 0 ? "from config" : "measured fp32 GEMM", titan_backend_cpu_threads());
     return TITAN_OK;
 }
@@ -189,9 +208,12 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
         titan_llama_backward(t->model, 1.0f / (float)t->accum);
         loss_sum += loss;
     }
-    float *params = titan_llama_params_data(t->model), *grads = titan_llama_grads_data(t->model);
-    size_t n = titan_llama_params_count(t->model);
-    double norm = titan_clip_grad_norm(t->be, grads, n, cfg->training_max_norm);
+    /* The loss reported is the mean over every rank's micro-batches. */
+    TITAN_TRY(titan_mesh_sum_double(t->mesh.world_comm, loss_sum, &loss_sum));
+    loss_sum /= t->mesh.world;
+    TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
+    double norm = 0.0;
+    TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm));
     if (!isfinite(norm)) {
         titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is not finite (%g); step refused, parameters unchanged", step, norm);
         titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
@@ -199,11 +221,12 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     }
     /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
     double lr = cfg->optimizer_lr * titan_lr_factor(&t->sched, step - 1);
-    titan_adamw_step(t->adam, params, grads, (float)lr);
+    titan_adamw_step(t->adam, titan_fsdp_params(t->fsdp), titan_fsdp_grads(t->fsdp), (float)lr);
+    TITAN_TRY(titan_fsdp_gather_params(t->fsdp));
 
     titan_loader_get_state(t->loader, &t->pr.loader);
     t->pr.step = step;
-    t->pr.tokens_seen += (uint64_t)B * T * t->accum;
+    t->pr.tokens_seen += (uint64_t)B * T * t->accum * t->mesh.dp_size;
     sm->step = step;
     sm->loss = loss_sum / t->accum;
     sm->grad_norm = norm;
@@ -224,7 +247,7 @@ static titan_status save(trainer *t, double *stall_s) {
     int keep = t->cfg->checkpoint_keep_latest_k;
     if (t->saver) return titan_async_save_start(t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, stall_s);
     double t0 = now_s();
-    titan_status st = titan_state_save_view(t->ckpt_root, &t->mc, &v, &t->pr, tok, keep);
+    titan_status st = titan_state_save_shards(&t->mesh, t->fsdp, t->adam, t->ckpt_root, &t->mc, &t->pr, tok, keep);
     *stall_s = now_s() - t0;
     if (st == TITAN_OK) titan_info("checkpoint: step %" PRId64 " saved in %.2f s", t->pr.step, *stall_s);
     return st;
@@ -244,9 +267,10 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
         TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss));
         sum += loss;
     }
+    TITAN_TRY(titan_mesh_sum_double(t->mesh.world_comm, sum, &sum));
     sm->has_val = 1;
-    sm->val_loss = sum / t->val_batches;
-    sm->val_tokens = (uint64_t)t->val_batches * (uint64_t)B * (uint64_t)T;
+    sm->val_loss = sum / t->val_batches / t->mesh.world;
+    sm->val_tokens = (uint64_t)t->val_batches * (uint64_t)B * (uint64_t)T * t->mesh.dp_size;
     sm->val_time_s = now_s() - t0;
     if (!isfinite(sm->val_loss))
         titan_warn("step %" PRId64 ": validation loss is not finite (%g)", sm->step, sm->val_loss);
@@ -255,7 +279,8 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
 
 static titan_status loop(trainer *t) {
     const titan_job_config *cfg = t->cfg;
-    double tokens_per_step = (double)cfg->training_local_batch_size * cfg->training_seq_len * t->accum;
+    double tokens_per_step = (double)cfg->training_local_batch_size * cfg->training_seq_len * t->accum *
+                             t->mesh.dp_size;
     int64_t stop = cfg->training_steps;
     if (t->stop_at > 0 && t->stop_at < stop) stop = t->stop_at;
     while (t->pr.step < stop) {
@@ -277,7 +302,7 @@ static titan_status loop(trainer *t) {
         int print = titan_log_verbosity() >= 1 &&
                     (sm.step % cfg->metrics_log_freq == 0 || sm.step == 1 || sm.step == cfg->training_steps ||
                      sm.has_val);
-        TITAN_TRY(titan_metrics_log(t->metrics, &sm, print));
+        if (t->metrics) TITAN_TRY(titan_metrics_log(t->metrics, &sm, print));
     }
     return t->saver ? titan_async_save_wait(t->saver) : TITAN_OK;
 }
@@ -294,6 +319,8 @@ static void teardown(trainer *t) {
     titan_shard_dir_close(t->data);
     titan_shard_dir_close(t->val_data);
     titan_tokenizer_free(t->tok);
+    titan_fsdp_free(t->fsdp);
+    titan_mesh_free(&t->mesh);
 }
 
 titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *opts) {
@@ -305,7 +332,7 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
     if (st == TITAN_OK && t.pr.step >= cfg->training_steps)
         titan_info("nothing to do: step %" PRId64 " >= training.steps %d", t.pr.step, cfg->training_steps);
     if (st == TITAN_OK) st = loop(&t);
-    if (st == TITAN_OK && opts->sample_tokens > 0)
+    if (st == TITAN_OK && opts->sample_tokens > 0 && t.mesh.rank == 0)
         st = titan_sample(t.model, t.tok, opts->prompt, opts->sample_tokens, opts->temperature,
                           (uint64_t)cfg->training_seed, stdout);
     teardown(&t);

@@ -73,11 +73,67 @@ $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert not d["identical
     && ok "diff --json: 21 parameters differ, no optimizer state" || fail "diff --json: 21 parameters differ, no optimizer state"
 cp -r "$tmp/a" "$tmp/e"
 printf 'X' | dd of="$tmp/e/checkpoint/step-00000003/rank-00000.bin" bs=1 seek=100 conv=notrunc 2>/dev/null
-expect 4 "checksum mismatch in tensor tok_embeddings.weight (chunk 0)" "verify: corrupt byte -> exit 4, names tensor and chunk" -- "$ck" verify "$tmp/e"
-grep -q "rank-00000.bin" "$tmp/err" && ok "verify names the data file" || fail "verify names the data file"
-expect 4 "checksum" "diff of a corrupt checkpoint -> exit 4" -- "$ck" diff "$tmp/a" "$tmp/e"
+expect 7 "checksum mismatch in tensor tok_embeddings.weight (chunk 0)" "verify: corrupt byte -> exit 7, names tensor and chunk" -- "$ck" verify "$tmp/e"
+grep -q "rank-00000.bin: byte 0:" "$tmp/err" && ok "verify names the data file and byte" || fail "verify names the data file and byte"
+expect 7 "checksum" "diff of a corrupt checkpoint -> exit 7" -- "$ck" diff "$tmp/a" "$tmp/e"
 printf '{"format": "titan-checkpoint", "version": 1, "step": 3, "tensors": {' > "$tmp/e/checkpoint/step-00000003/metadata.json"
 expect 4 "metadata.json" "verify: broken catalog -> exit 4" -- "$ck" verify "$tmp/e/checkpoint/step-00000003"
+
+# --- damaged checkpoints: the exit status says which kind (3 file, 4 catalog, 7 data) ---
+# bad NAME PYTHON: a copy of step 3 as $tmp/bad/NAME whose metadata.json the
+# Python statements change (m is the catalog, c(t, k) chunk k of tensor t).
+bad() {
+    rm -rf "$tmp/bad/$1"; mkdir -p "$tmp/bad"; cp -r "$s3" "$tmp/bad/$1"
+    $PY - "$tmp/bad/$1/metadata.json" "$2" <<'EOF'
+import json, sys
+p = sys.argv[1]
+m = json.load(open(p))
+c = lambda t, k: m["tensors"][t]["chunks"][k]
+exec(sys.argv[2])
+json.dump(m, open(p, "w"), indent=1)
+EOF
+}
+bad trunc ""
+data=$tmp/bad/trunc/rank-00000.bin
+truncate -s $(( $(wc -c < "$data") - 100 )) "$data"
+expect 7 "rank-00000.bin: byte [0-9]*: truncated" "truncated data file -> 7, names the file and byte" -- "$ck" verify "$tmp/bad/trunc"
+grep -q "tensor output.weight:exp_avg_sq (chunk 0) needs bytes" "$tmp/err" && ok "truncated: names the tensor and chunk" \
+    || fail "truncated: names the tensor and chunk"
+bad flip ""
+printf '\001' | dd of="$tmp/bad/flip/rank-00000.bin" bs=1 seek=70000 conv=notrunc 2>/dev/null
+expect 7 "rank-00000.bin: byte [0-9]*: checksum mismatch in tensor" "flipped byte -> 7" -- "$ck" verify "$tmp/bad/flip"
+bad missing 'c("output.weight", 0)["file"] = "rank-00001.bin"'
+expect 3 "metadata.json: tensor output.weight: chunk 0: data file .*rank-00001.bin: No such file" \
+    "chunk in a missing data file -> 3, names tensor, chunk and file" -- "$ck" verify "$tmp/bad/missing"
+bad range 'c("norm.weight", 0)["box"]["offset"] = [1]'
+expect 4 "metadata.json: tensor norm.weight: chunk 0: box offset \[1\] size \[32\] outside the shape" \
+    "box out of range -> 4" -- "$ck" verify "$tmp/bad/range"
+bad overlap 'e = m["tensors"]["norm.weight"]; h = dict(c("norm.weight", 0)); e["chunks"] = [dict(h, box={"offset": [0], "size": [16]}, nbytes=64, stored_nbytes=64), dict(h, box={"offset": [8], "size": [24]}, nbytes=96, stored_nbytes=96)]'
+expect 4 "metadata.json: tensor norm.weight: chunks 0 and 1 overlap" "overlapping boxes -> 4" -- "$ck" verify "$tmp/bad/overlap"
+bad gap 'e = m["tensors"]["norm.weight"]; h = dict(c("norm.weight", 0)); e["chunks"] = [dict(h, box={"offset": [0], "size": [16]}, nbytes=64, stored_nbytes=64)]'
+expect 4 "tensor norm.weight: chunks cover 16 of 32 elements" "chunks not covering a tensor -> 4" -- "$ck" verify "$tmp/bad/gap"
+bad dtype 'm["tensors"]["norm.weight"]["dtype"] = "f64"'
+expect 4 "metadata.json: tensor norm.weight: unknown dtype" "unknown dtype -> 4" -- "$ck" verify "$tmp/bad/dtype"
+bad huge 'c("norm.weight", 0)["nbytes"] = 2**62'
+expect 4 "tensor norm.weight: chunk 0: nbytes 4611686018427387904" "absurd length -> 4" -- "$ck" verify "$tmp/bad/huge"
+bad comp 'c("norm.weight", 0)["compression"] = "lz4"'
+expect 4 "compression \"lz4\" is not supported" "unknown compression -> 4" -- "$ck" info "$tmp/bad/comp"
+
+# --- zstd chunks: [checkpoint] compression ---------------------------------------------
+expect 0 "" "init run z (zstd chunks)" -- "$bin/titan-init" -q "$cfg" "$tmp/z" $TINY --checkpoint.compression=zstd --checkpoint.compression_level=5
+expect 0 "" "train run z 3 steps" -- "$bin/titan-train" -q "$tmp/z"
+expect 0 "" "zstd run == raw run, bit for bit (diff reads both)" -- "$ck" diff "$tmp/a" "$tmp/z"
+expect 0 "" "verify a zstd checkpoint" -- "$ck" verify "$tmp/z"
+expect 0 "" "info --json of a zstd checkpoint" -- "$ck" info --json "$tmp/z"
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["compression"] in ("zstd","mixed") and d["stored_bytes"] < d["total_bytes"]' "$tmp/out" \
+    && ok "info --json: compression and stored_bytes < total_bytes" || fail "info --json: compression and stored_bytes < total_bytes"
+grep -q '"compression": "zstd"' "$tmp/z/checkpoint/step-00000003/metadata.json" && ok "catalog records zstd chunks" \
+    || fail "catalog records zstd chunks"
+expect 2 "compression_level" "compression_level 20 is refused" -- "$bin/titan-init" -q "$cfg" "$tmp/z2" $TINY --checkpoint.compression_level=20
+cp -r "$tmp/z/checkpoint/step-00000003" "$tmp/bad/zflip"
+off=$($PY -c 'import json,sys; m=json.load(open(sys.argv[1])); c=[c for t in m["tensors"].values() for c in t["chunks"] if c["compression"]=="zstd"][0]; print(c["offset"] + c["stored_nbytes"] // 2)' "$tmp/bad/zflip/metadata.json")
+printf '\377' | dd of="$tmp/bad/zflip/rank-00000.bin" bs=1 seek="$off" conv=notrunc 2>/dev/null
+expect 7 "rank-00000.bin: byte [0-9]*: " "damaged zstd frame -> 7" -- "$ck" verify "$tmp/bad/zflip"
 
 # --- Hugging Face export / import ----------------------------------------------------
 expect 0 "" "convert --to hf (f32)" -- "$ck" convert -q --to hf "$tmp/a" "$tmp/hf"
@@ -97,8 +153,29 @@ $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert max(t["max_rel"]
     && ok "bf16 round trip within bf16 rounding (rel <= 2^-8)" || fail "bf16 round trip within bf16 rounding (rel <= 2^-8)"
 cp -r "$tmp/hf" "$tmp/hfx"
 printf '\377\377\377\377' | dd of="$tmp/hfx/model.safetensors" bs=1 seek=0 conv=notrunc 2>/dev/null
-expect 4 "header length" "import of a safetensors file with an absurd header length -> 4" -- "$ck" convert --from hf "$tmp/hfx" "$tmp/impx"
+expect 4 "model.safetensors: byte 0: header length" "import of a safetensors file with an absurd header length -> 4" -- "$ck" convert --from hf "$tmp/hfx" "$tmp/impx"
 [ ! -e "$tmp/impx/step-00000000" ] && ok "failed import leaves no checkpoint" || fail "failed import leaves no checkpoint"
+# st_edit DIR PYTHON: a copy of the f32 export as DIR whose model.safetensors
+# header (h, a dict) the Python statements change; the data stays.
+st_edit() {
+    rm -rf "$1"; cp -r "$tmp/hf" "$1"
+    $PY - "$1/model.safetensors" "$2" <<'EOF'
+import json, struct, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+exec(sys.argv[2])
+t = json.dumps(h).encode()
+t += b" " * (-len(t) % 8)
+open(p, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+EOF
+}
+st_edit "$tmp/hfd" 'h["model.norm.weight"]["dtype"] = "I64"'
+expect 4 "model.safetensors: header: tensor model.norm.weight: dtype \"I64\" is not supported" "safetensors with a wrong dtype -> 4" -- "$ck" convert --from hf "$tmp/hfd" "$tmp/impd"
+st_edit "$tmp/hft" 'pass'
+f=$tmp/hft/model.safetensors; truncate -s $(( $(wc -c < "$f") - 64 )) "$f"
+expect 7 "model.safetensors: byte [0-9]*: truncated: tensor" "truncated safetensors file -> 7" -- "$ck" convert --from hf "$tmp/hft" "$tmp/impt"
 
 # An HF import is a seed checkpoint titan-train resumes from: same 3 steps, same bits.
 expect 0 "" "convert step 0 --to hf" -- "$ck" convert -q --to hf "$s0" "$tmp/hf0"
@@ -136,7 +213,7 @@ expect 0 "" "unpacked == original" -- "$ck" diff "$tmp/a" "$tmp/un"
 expect 2 "already exists" "unpack refuses to overwrite a step" -- "$ck" unpack "$tmp/a.tar.zst" "$tmp/un"
 cp -r "$tmp/a" "$tmp/f"
 printf 'X' | dd of="$tmp/f/checkpoint/step-00000003/rank-00000.bin" bs=1 seek=200 conv=notrunc 2>/dev/null
-expect 4 "checksum" "pack refuses a corrupt checkpoint" -- "$ck" pack "$tmp/f" "$tmp/f.tar.zst"
+expect 7 "checksum" "pack refuses a corrupt checkpoint" -- "$ck" pack "$tmp/f" "$tmp/f.tar.zst"
 [ ! -e "$tmp/f.tar.zst" ] && [ ! -e "$tmp/f.tar.zst.tmp" ] && ok "failed pack leaves no file" || fail "failed pack leaves no file"
 # Crafted archives: path traversal, absolute paths, links.
 mk_tar() { # name, then entries as kind:name (f: file, l: symlink to /etc/passwd)

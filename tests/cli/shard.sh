@@ -130,6 +130,117 @@ check "truncated archive: no output made" sh -c "[ ! -e '$T/cut' ]"
 check "--help (exit 0, stdout)" sh -c "'$BIN' --help | grep -q 'usage: titan-shard'"
 check "--version (exit 0)" sh -c "'$BIN' --version | grep -q '^titan-shard '"
 
+# ---- threads: the same shards for any -j ----
+same_dirs() { # same_dirs A B: the same file names, byte-identical files
+    [ -d "$1" ] && [ "$(ls "$1")" = "$(ls "$2")" ] || { echo "# $1 and $2 hold different files"; return 1; }
+    for f in "$1"/*; do cmp -s "$f" "$2/${f##*/}" || { echo "# ${f##*/} differs"; return 1; }; done
+}
+# ~1.3 MB of JSON Lines: several 512 KiB batches of the tokenizing pipeline
+awk 'BEGIN { for (i = 0; i < 4000; i++) { s = ""; n = 20 + (i * 7919) % 80
+    for (k = 0; k < n; k++) s = s sprintf("w%d ", (i * k) % 997); printf "{\"text\": \"%sline %d\"}\n", s, i } }' >"$T/big.jsonl"
+BIG=4000
+check "-j 1" run 0 -q -j 1 --shard-tokens 100K "$T/big.jsonl" "$T/in.tar.gz" -o "$T/j1"
+check "-j 3" run 0 -q -j 3 --shard-tokens 100K "$T/big.jsonl" "$T/in.tar.gz" -o "$T/j3"
+check "--threads 2" run 0 -q --threads 2 --shard-tokens 100K "$T/big.jsonl" "$T/in.tar.gz" -o "$T/j2"
+check "-j 1 and 3 identical" same_dirs "$T/j1" "$T/j3"
+check "-j 1 and 2 identical" same_dirs "$T/j1" "$T/j2"
+check "-j 1 and 3: several shard files" [ -e "$T/j3/shard-00003.bin" ]
+check "-j 0: all online CPUs" run 0 -j 0 "$T/src/a.txt" -o "$T/j0"
+if command -v nproc >/dev/null 2>&1; then
+    check "-j 0: the summary names $(nproc) thread(s)" grep -q "MB/s, $(nproc) thread" "$T/err"
+else
+    ok "# SKIP -j 0 thread count (no nproc)"
+fi
+check "-j x (exit 2)" run 2 -j x "$T/src/a.txt" -o "$T/bad"
+check "-j 5000 (exit 2)" run 2 -j 5000 "$T/src/a.txt" -o "$T/bad"
+TT=$(pwd)/build/tokenizer/cl100k_base.tiktoken
+if [ -s "$TT" ]; then
+    check "BPE tokenizer, -j 1" run 0 -q -j 1 --tokenizer "tiktoken:$TT" --shard-tokens 64K "$T/big.jsonl" -o "$T/bpe1"
+    check "BPE tokenizer, -j 4" run 0 -q -j 4 --tokenizer "tiktoken:$TT" --shard-tokens 64K "$T/big.jsonl" -o "$T/bpe4"
+    check "BPE tokenizer: -j 1 and 4 identical" same_dirs "$T/bpe1" "$T/bpe4"
+else
+    for d in "-j 1" "-j 4" "identical"; do ok "# SKIP BPE tokenizer $d (sh tests/tokenizer/prepare.sh makes $TT)"; done
+fi
+
+# ---- the same input twice: the same bytes, for every input kind ----
+check "plain text twice" run 0 -q "$T/src/a.txt" -o "$T/twice-a"
+check "plain text twice: identical" same_dirs "$T/txt" "$T/twice-a"
+check "stdin twice" sh -c "printf 'from stdin' | '$BIN' -q - -o '$T/twice-stdin'"
+check "stdin twice: identical" same_dirs "$T/stdin" "$T/twice-stdin"
+check "--field twice" run 0 -q --field body "$T/g.jsonl.gz" -o "$T/twice-gz"
+check "--field twice: identical" same_dirs "$T/gz" "$T/twice-gz"
+check "--field on stdin, -j 1" sh -c "gzip -dc '$T/g.jsonl.gz' | '$BIN' -q -j 1 --field body --stdin-name x.jsonl - -o '$T/twice-stdin2'"
+check "--field on stdin: identical to -j 2" same_dirs "$T/stdin2" "$T/twice-stdin2"
+
+# ---- --split: a validation directory beside the training one ----
+check "--split 0.25" run 0 --split 0.25 "$T/big.jsonl" -o "$T/sp"
+va=$(stat_of "$T/sp-val" documents)
+check "--split: summary line names DIR-val" grep -q "validation: $va documents.*sp-val" "$T/err"
+check "--split: DIR verifies" run 0 --stats "$T/sp"
+check "--split: DIR-val verifies" run 0 --stats "$T/sp-val"
+tr=$(stat_of "$T/sp" documents); va=$(stat_of "$T/sp-val" documents)
+check "--split: the parts add up ($tr + $va = $BIG)" [ $((${tr:-0} + ${va:-0})) -eq $BIG ]
+check "--split 0.25: about a quarter held out ($va)" [ "${va:-0}" -gt 850 -a "${va:-0}" -lt 1150 ]
+check "--split, -j 1" run 0 -q -j 1 --split 0.25 "$T/big.jsonl" -o "$T/sp1/"
+check "--split, -j 1: same training part" same_dirs "$T/sp" "$T/sp1"
+check "--split, -j 1: same validation part" same_dirs "$T/sp-val" "$T/sp1-val"
+check "--split 25%" run 0 -q --split 25% "$T/big.jsonl" -o "$T/sp25"
+check "--split 25%: the same as 0.25" same_dirs "$T/sp-val" "$T/sp25-val"
+check "--seed 5" run 0 -q --seed 5 --split 0.25 "$T/big.jsonl" -o "$T/sp5"
+check "--seed 5: other documents held out" sh -c "! cmp -s '$T/sp-val/shard-00000.bin' '$T/sp5-val/shard-00000.bin'"
+check "--split 10 --val-output" run 0 -q --split 10 --val-output "$T/ten" "$T/big.jsonl" -o "$T/sp10"
+check "--split 10: exactly 10 held out" [ "$(stat_of "$T/ten" documents)" = 10 ]
+check "--split 10: the rest trains" [ "$(stat_of "$T/sp10" documents)" = $((BIG - 10)) ]
+check "--val-output: no DIR-val made" [ ! -e "$T/sp10-val" ]
+check "--split 10, -j 3: the same choice" run 0 -q -j 3 --split 10 --val-output "$T/ten3" "$T/big.jsonl" -o "$T/sp10j3"
+check "--split 10, -j 3: identical" same_dirs "$T/ten" "$T/ten3"
+check "--split fraction on stdin" sh -c "'$BIN' -q --stdin-name x.jsonl --split 0.1 - -o '$T/spin' <'$T/big.jsonl'"
+check "--split on stdin: both parts verify" sh -c "'$BIN' --stats '$T/spin' >/dev/null && '$BIN' --stats '$T/spin-val' >/dev/null"
+check "--split N on stdin (exit 2)" sh -c "'$BIN' --split 10 - -o '$T/spin2' <'$T/big.jsonl' 2>'$T/err'; [ \$? -eq 2 ] && grep -q 'give a fraction' '$T/err'"
+check "--split 0 (exit 2)" run 2 --split 0 "$T/big.jsonl" -o "$T/bad"
+check "--split 1.5 (exit 2)" run 2 --split 1.5 "$T/big.jsonl" -o "$T/bad"
+check "--val-output without --split (exit 2)" run 2 --val-output "$T/v" "$T/big.jsonl" -o "$T/bad"
+check "--val-output the same as -o (exit 2)" run 2 --split 0.1 --val-output "$T/same/" "$T/big.jsonl" -o "$T/same"
+check "--split $BIG of $BIG documents (exit 2)" run 2 --split $BIG "$T/big.jsonl" -o "$T/all"
+check "--split too many: message and no output" sh -c "grep -q 'at least one must stay' '$T/err' && [ ! -e '$T/all' ] && [ ! -e '$T/all-val' ]"
+check "--split 0.001 of one document (exit 2)" run 2 --split 0.001 "$T/src/a.txt" -o "$T/one"
+check "--split with an empty part: no output" sh -c "[ ! -e '$T/one' ] && [ ! -e '$T/one-val' ]"
+mkdir -p "$T/busyv-val"; echo keep >"$T/busyv-val/notes.txt"
+check "--split into an occupied DIR-val (exit 2)" run 2 --split 0.1 "$T/big.jsonl" -o "$T/busyv"
+check "--split into an occupied DIR-val: no DIR left" [ ! -e "$T/busyv" ]
+check "-o . with --split and no --val-output (exit 2)" sh -c "cd '$T/src' && '$BIN' --split 0.1 a.txt -o . 2>/dev/null; [ \$? -eq 2 ]"
+
+# ---- the progress line ----
+slow_input() { # a named pipe that gives two JSON Lines documents over ~1 s
+    rm -f "$T/slow.jsonl"; mkfifo "$T/slow.jsonl" || return 1
+    ( sleep 0.5; printf '{"text": "one"}\n'; sleep 0.6; printf '{"text": "two"}\n' ) >"$T/slow.jsonl" &
+}
+if command -v mkfifo >/dev/null 2>&1 && script -qc true /dev/null >/dev/null 2>&1; then
+    slow_input && script -qc "'$BIN' '$T/slow.jsonl' -o '$T/prog'" /dev/null >"$T/tty" 2>&1
+    check "progress line on a terminal" sh -c "grep -q 'MB read, 0 docs' '$T/tty' && grep -q \"\$(printf '\\r')\" '$T/tty'"
+    check "progress line: blanked before the summary" sh -c "tr '\\r' '\\n' <'$T/tty' | grep -q '^titan-shard: 2 documents'"
+    slow_input && script -qc "'$BIN' -q '$T/slow.jsonl' -o '$T/prog-q'" /dev/null >"$T/tty" 2>&1
+    check "-q: no progress line" [ ! -s "$T/tty" ]
+    slow_input && "$BIN" "$T/slow.jsonl" -o "$T/prog-file" 2>"$T/err"
+    check "stderr not a terminal: no progress line" sh -c "! grep -q \"\$(printf '\\r')\" '$T/err' && grep -q '2 documents' '$T/err'"
+else
+    for d in "terminal" "blanked" "-q" "not a terminal"; do ok "# SKIP progress line: $d (no script(1) or mkfifo)"; done
+fi
+
+# ---- bad input: binary entries, damaged shard directories ----
+check "-v: a binary archive entry is skipped by name" run 0 -v "$T/in.tar.gz" -o "$T/verbose"
+check "-v: the message names the entry" grep -q 'in.tar.gz:sub/e.dat: skipped: binary' "$T/err"
+check "without -v: the skip is counted" sh -c "'$BIN' '$T/in.tar.gz' -o '$T/quiet-skip' 2>&1 | grep -q '3 sources skipped (see -v)'"
+cp -r "$T/tgz" "$T/trunc" && truncate -s 100 "$T/trunc/shard-00000.bin"
+check "truncated shard given to --stats (exit 4)" run 4 --stats "$T/trunc"
+check "truncated shard: file and byte named" grep -q 'shard-00000.bin: byte 100: truncated' "$T/err"
+cp -r "$T/tgz" "$T/foreign" && cp "$T/big.jsonl" "$T/foreign/shard-00000.bin"
+check "foreign file as a shard (exit 4)" run 4 --stats "$T/foreign"
+check "foreign file: bad magic at byte 0" grep -q 'shard-00000.bin: byte 0: bad magic' "$T/err"
+printf '{"format": "titan-shard", "version": 1' >"$T/foreign/index.json"
+check "cut index.json (exit 4)" run 4 --stats "$T/foreign"
+check "cut index.json: line and column named" grep -q 'index.json: line 1 column' "$T/err"
+
 # ---- the demo corpus (npm nlp-corpus: 100 builds/doc-N.json of 1000 sentences) ----
 if [ -s "$CORPUS" ]; then
     check "demo corpus" run 0 "$CORPUS" -o "$T/corpus"

@@ -35,7 +35,7 @@ int main(void) {
     for (size_t i = 0; i < n; i++) p[i] = (float)i * 1e-6f, m[i] = 1.0f, v[i] = 2.0f;
     titan_async_saver *s;
     CHECK(titan_async_saver_create(&s, n) == TITAN_OK);
-    titan_progress pr = {.step = 1, .tokens_seen = 10, .loader = {.position = 5}};
+    titan_train_progress pr = {.step = 1, .tokens_seen = 10, .loader = {.position = 5}};
     titan_state_view view = {.params = p, .exp_avg = m, .exp_avg_sq = v, .adam_step = 1};
     char ck[128];
     snprintf(ck, sizeof ck, "%s/ckpt", root);
@@ -46,7 +46,7 @@ int main(void) {
     pr.step = 2;
     CHECK(titan_async_save_start(s, ck, &mc, &view, &pr, "byte", 0, &stall) == TITAN_OK); /* waits for step 1 */
     CHECK(titan_async_save_wait(s) == TITAN_OK);
-    titan_progress got;
+    titan_train_progress got;
     char path[256];
     snprintf(path, sizeof path, "%s/step-00000001", ck);
     CHECK(titan_state_load(path, &mc, back, NULL, &got, NULL, 0) == TITAN_OK);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,12 +338,12 @@ static void test_corrupt(const char *tmp) {
     OK(titan_ckpt_open(&ck, root));
     if (ck) {
         float b2[BR * BC], a2[15];
-        EXPECT_ERR(titan_ckpt_read(ck, "b", TITAN_DTYPE_F32, NULL, b2), TITAN_ERR_FORMAT,
+        EXPECT_ERR(titan_ckpt_read(ck, "b", TITAN_DTYPE_F32, NULL, b2), TITAN_ERR_CORRUPT,
                    "checksum mismatch", "tensor b", "rank-00000.bin");
         titan_box other = box2(3, 0, 3, 4); /* only chunk 2: still readable */
         OK(titan_ckpt_read(ck, "b", TITAN_DTYPE_F32, &other, b2));
         OK(titan_ckpt_read(ck, "a", TITAN_DTYPE_F32, NULL, a2));
-        EXPECT_ERR(titan_ckpt_verify(ck), TITAN_ERR_FORMAT, "checksum mismatch", "(chunk 1)", NULL);
+        EXPECT_ERR(titan_ckpt_verify(ck), TITAN_ERR_CORRUPT, "checksum mismatch", "(chunk 1)", NULL);
         titan_ckpt_close(ck);
     }
 
@@ -351,10 +352,14 @@ static void test_corrupt(const char *tmp) {
     struct stat st;
     CHECK(stat(data, &st) == 0);
     CHECK(truncate(data, st.st_size - 10) == 0);
-    EXPECT_ERR(titan_ckpt_open(&ck, root), TITAN_ERR_FORMAT, "truncated", "rank-00000.bin", NULL);
+    EXPECT_ERR(titan_ckpt_open(&ck, root), TITAN_ERR_CORRUPT, "truncated", "rank-00000.bin", "tensor d (chunk 0)");
+
+    /* A data file the catalog names is missing: an I/O error naming the chunk. */
+    OK(write_fixture(root, 1, 0));
+    edit_meta(root, edit_missing_file);
+    EXPECT_ERR(titan_ckpt_open(&ck, root), TITAN_ERR_IO, "rank-00001.bin", "No such file", "tensor b: chunk 2");
 
     struct { void (*edit)(json_t *); const char *a, *b; } cases[] = {
-        {edit_missing_file, "rank-00001.bin", "No such file"},
         {edit_overlap, "tensor b", "overlap"},
         {edit_out_of_range, "tensor b", "outside the shape"},
         {edit_version, "version 2", "not supported"},
@@ -371,6 +376,195 @@ static void test_corrupt(const char *tmp) {
     snprintf(mp, sizeof mp, "%s/step-00000001/metadata.json", root);
     OK(titan_fs_write_file(mp, "{\"format\": ", 11));
     EXPECT_ERR(titan_ckpt_open(&ck, root), TITAN_ERR_FORMAT, "metadata.json", "line 1", NULL);
+}
+
+/* ---- zstd chunks: round trip, raw fallback, determinism, damage ---- */
+
+enum { ZR = 64, ZC = 96, ZBIG_ROWS = 17, ZBIG_COLS = 1 << 20 };
+
+/* A smooth (compressible) f32 matrix and a random (incompressible) one. */
+static void fill_smooth(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = (float)(i % 100) * 0.25f;
+}
+
+static void fill_bits(float *p, size_t n, uint64_t seed) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint32_t u = (uint32_t)(x >> 16);
+        memcpy(&p[i], &u, sizeof u);
+    }
+}
+
+/* Step `step` of root: tensors "s" (smooth, 4 row-band chunks), "r" (random)
+ * and, when big, "big" (68 MiB: two chunks, compressed from the caller's memory). */
+static titan_status write_z(const char *root, int64_t step, const float *sm, const float *rnd, const float *big) {
+    titan_ckpt_writer *w;
+    TITAN_TRY(titan_ckpt_begin(&w, root, step));
+    int64_t sh[2] = {ZR, ZC}, bsh[2] = {ZBIG_ROWS, ZBIG_COLS};
+    titan_status st = titan_ckpt_set_compression(w, TITAN_CKPT_COMPRESS_ZSTD, 3);
+    for (int r = 0; r < 4 && st == TITAN_OK; r++) {
+        titan_box bx = box2(r * (ZR / 4), 0, ZR / 4, ZC);
+        st = titan_ckpt_add(w, "s", TITAN_DTYPE_F32, 2, sh, &bx, sm + (size_t)r * (ZR / 4) * ZC);
+    }
+    if (st == TITAN_OK) st = titan_ckpt_add(w, "r", TITAN_DTYPE_F32, 2, sh, NULL, rnd);
+    if (st == TITAN_OK && big) st = titan_ckpt_add(w, "big", TITAN_DTYPE_F32, 2, bsh, NULL, big);
+    if (st != TITAN_OK) {
+        titan_ckpt_abort(w);
+        return st;
+    }
+    return titan_ckpt_commit(w, 0);
+}
+
+static int files_equal(const char *a, const char *b) {
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    int eq = titan_fs_read_file(a, &x, &nx, (size_t)1 << 30) == TITAN_OK &&
+             titan_fs_read_file(b, &y, &ny, (size_t)1 << 30) == TITAN_OK && nx == ny && !memcmp(x, y, nx);
+    free(x);
+    free(y);
+    return eq;
+}
+
+static void edit_zstd_stored_huge(json_t *j) {
+    json_object_set_new(chunk_of(j, "s", 0), "stored_nbytes", json_integer((json_int_t)1 << 40));
+}
+static void edit_zstd_no_stored(json_t *j) { json_object_del(chunk_of(j, "s", 0), "stored_nbytes"); }
+static void edit_zstd_lz4(json_t *j) { json_object_set_new(chunk_of(j, "s", 0), "compression", json_string("lz4")); }
+static void edit_raw_stored(json_t *j) { json_object_set_new(chunk_of(j, "r", 0), "stored_nbytes", json_integer(7)); }
+static void edit_zstd_short(json_t *j) { /* the frame's last byte cut off */
+    json_t *c = chunk_of(j, "s", 1);
+    json_object_set_new(c, "stored_nbytes", json_integer(json_integer_value(json_object_get(c, "stored_nbytes")) - 1));
+}
+
+static void test_zstd(const char *tmp) {
+    char root[256], root1[256], p[PATH_MAX], q[PATH_MAX];
+    snprintf(root, sizeof root, "%s/z", tmp);
+    snprintf(root1, sizeof root1, "%s/z1", tmp);
+    size_t n = (size_t)ZR * ZC, nb = (size_t)ZBIG_ROWS * ZBIG_COLS;
+    float *sm = malloc(n * sizeof *sm), *rnd = malloc(n * sizeof *rnd), *out = malloc(nb * sizeof *out);
+    float *big = malloc(nb * sizeof *big);
+    CHECK(sm && rnd && out && big);
+    if (!sm || !rnd || !out || !big) return;
+    fill_smooth(sm, n);
+    fill_bits(rnd, n, 5);
+    fill_smooth(big, nb);
+
+    /* Levels: 0 is the default, 1..19 are accepted. */
+    EXPECT_ERR(titan_ckpt_set_default_compression(TITAN_CKPT_COMPRESS_ZSTD, 20), TITAN_ERR_USAGE, "level 20", NULL, NULL);
+    EXPECT_ERR(titan_ckpt_set_default_compression(TITAN_CKPT_COMPRESS_ZSTD, -1), TITAN_ERR_USAGE, "1..19", NULL, NULL);
+    titan_ckpt_compression cz;
+    CHECK(titan_ckpt_compression_parse("zstd", &cz) == 0 && cz == TITAN_CKPT_COMPRESS_ZSTD);
+    CHECK(titan_ckpt_compression_parse("gzip", &cz) == -1);
+
+    /* Same bytes with 1 thread and with all of them. */
+    int nthreads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    OK(write_z(root1, 1, sm, rnd, big));
+    omp_set_num_threads(nthreads > 1 ? nthreads : 2);
+    OK(write_z(root, 1, sm, rnd, big));
+    omp_set_num_threads(nthreads);
+    snprintf(p, sizeof p, "%s/step-00000001/rank-00000.bin", root);
+    snprintf(q, sizeof q, "%s/step-00000001/rank-00000.bin", root1);
+    CHECK(files_equal(p, q));
+    snprintf(p, sizeof p, "%s/step-00000001/metadata.json", root);
+    snprintf(q, sizeof q, "%s/step-00000001/metadata.json", root1);
+    CHECK(files_equal(p, q));
+
+    titan_ckpt *ck = NULL;
+    OK(titan_ckpt_open(&ck, root));
+    if (ck) {
+        titan_ckpt_chunk c;
+        OK(titan_ckpt_chunk_info(ck, "s", 2, &c));
+        CHECK(c.compression == TITAN_CKPT_COMPRESS_ZSTD && c.nbytes == (uint64_t)(ZR / 4) * ZC * 4 &&
+              c.stored_nbytes < c.nbytes / 4 && c.offset % 64 == 0);
+        OK(titan_ckpt_chunk_info(ck, "r", 0, &c)); /* random floats do not shrink: stored raw */
+        CHECK(c.compression == TITAN_CKPT_COMPRESS_NONE && c.stored_nbytes == c.nbytes);
+        titan_ckpt_tensor ti;
+        OK(titan_ckpt_tensor_find(ck, "big", &ti));
+        CHECK(ti.nchunks == 2);
+        OK(titan_ckpt_read(ck, "s", TITAN_DTYPE_F32, NULL, out));
+        CHECK(!memcmp(out, sm, n * sizeof *sm));
+        OK(titan_ckpt_read(ck, "r", TITAN_DTYPE_F32, NULL, out));
+        CHECK(!memcmp(out, rnd, n * sizeof *rnd)); /* NaN patterns included: bits, not values */
+        OK(titan_ckpt_read(ck, "big", TITAN_DTYPE_F32, NULL, out));
+        CHECK(!memcmp(out, big, nb * sizeof *big));
+        /* Partial and converting reads across two compressed chunks. */
+        titan_box across = box2(10, 5, 20, 30);
+        float ref[600];
+        uint16_t h[600];
+        OK(titan_ckpt_read(ck, "s", TITAN_DTYPE_BF16, &across, h));
+        extract(ref, sm, ZC, &across);
+        int conv_ok = 1;
+        for (int i = 0; i < 600; i++) conv_ok &= h[i] == titan_f32_to_bf16(ref[i]);
+        CHECK(conv_ok);
+        OK(titan_ckpt_verify(ck));
+        titan_ckpt_close(ck);
+    }
+
+    /* The catalog parsed from memory: same tensors, no data. */
+    char *txt = NULL;
+    size_t len = 0;
+    OK(titan_fs_read_file(p, &txt, &len, (size_t)1 << 30));
+    if (txt) {
+        OK(titan_ckpt_parse(&ck, txt, len, "mem.json"));
+        if (ck) {
+            CHECK(titan_ckpt_num_tensors(ck) == 3 && titan_ckpt_step(ck) == 1);
+            EXPECT_ERR(titan_ckpt_read(ck, "s", TITAN_DTYPE_F32, NULL, out), TITAN_ERR_IO, "mem.json", "no data files", NULL);
+            titan_ckpt_close(ck);
+        }
+        EXPECT_ERR(titan_ckpt_parse(&ck, txt, len / 2, "mem.json"), TITAN_ERR_FORMAT, "mem.json", NULL, NULL);
+        CHECK(ck == NULL);
+        free(txt);
+    }
+
+    /* A flipped byte inside a compressed frame: exit status 7 either way (frame error or checksum). */
+    OK(titan_ckpt_open(&ck, root));
+    titan_ckpt_chunk c1 = {0};
+    if (ck) OK(titan_ckpt_chunk_info(ck, "s", 1, &c1));
+    titan_ckpt_close(ck);
+    snprintf(q, sizeof q, "%s/step-00000001/rank-00000.bin", root);
+    FILE *f = fopen(q, "r+b");
+    CHECK(f != NULL);
+    if (f) {
+        fseek(f, (long)(c1.offset + c1.stored_nbytes / 2), SEEK_SET);
+        int ch = fgetc(f);
+        fseek(f, (long)(c1.offset + c1.stored_nbytes / 2), SEEK_SET);
+        fputc(ch ^ 0x5a, f);
+        fclose(f);
+    }
+    OK(titan_ckpt_open(&ck, root));
+    if (ck) {
+        EXPECT_ERR(titan_ckpt_read(ck, "s", TITAN_DTYPE_F32, NULL, out), TITAN_ERR_CORRUPT, "rank-00000.bin",
+                   "tensor s (chunk 1)", NULL);
+        titan_box first = box2(0, 0, ZR / 4, ZC); /* chunk 0 alone still reads */
+        OK(titan_ckpt_read(ck, "s", TITAN_DTYPE_F32, &first, out));
+        titan_ckpt_close(ck);
+    }
+
+    /* Malformed compression fields are catalog errors (4); a frame cut short is corrupt (7). */
+    struct { void (*edit)(json_t *); titan_status code; const char *a, *b; } cases[] = {
+        {edit_zstd_stored_huge, TITAN_ERR_FORMAT, "tensor s", "stored_nbytes 1099511627776 is impossible"},
+        {edit_zstd_no_stored, TITAN_ERR_FORMAT, "tensor s", "needs stored_nbytes"},
+        {edit_zstd_lz4, TITAN_ERR_FORMAT, "tensor s", "\"lz4\" is not supported"},
+        {edit_raw_stored, TITAN_ERR_FORMAT, "tensor r", "stored_nbytes 7"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        OK(write_z(root, 1, sm, rnd, NULL));
+        edit_meta(root, cases[i].edit);
+        EXPECT_ERR(titan_ckpt_open(&ck, root), cases[i].code, cases[i].a, cases[i].b, "metadata.json");
+    }
+    OK(write_z(root, 1, sm, rnd, NULL));
+    edit_meta(root, edit_zstd_short);
+    OK(titan_ckpt_open(&ck, root));
+    if (ck) {
+        EXPECT_ERR(titan_ckpt_verify(ck), TITAN_ERR_CORRUPT, "zstd frame of tensor s (chunk 1)", "does not decode", NULL);
+        titan_ckpt_close(ck);
+    }
+    free(sm);
+    free(rnd);
+    free(out);
+    free(big);
 }
 
 /* ---- SIGKILL at random points of a large write: the previous step stays loadable ---- */
@@ -527,6 +721,8 @@ int main(void) {
     printf("dir %.2f s\n", now_s() - t0);
     test_corrupt(tmp);
     printf("corrupt %.2f s\n", now_s() - t0);
+    test_zstd(tmp);
+    printf("zstd %.2f s\n", now_s() - t0);
     test_crash(tmp);
     if (titan_fs_remove_tree(tmp) != TITAN_OK) fprintf(stderr, "cleanup: %s\n", titan_error_message());
     printf("test_ckpt: %s (%d failures, %.2f s)\n", failures ? "FAIL" : "ok", failures, now_s() - t0);

@@ -215,8 +215,10 @@ static void test_file_errors(void) {
                "t.toml:2: activation_checkpoint.mode: 'selective': selective activation checkpointing is not "
                "supported yet",
                "use mode = \"full\" (recompute every layer) or \"none\"");
-    want_error(load(&c, "[checkpoint]\nasync_mode = \"async\"\n"), TITAN_ERR_USAGE,
-               "t.toml:2: checkpoint.async_mode: 'async': asynchronous checkpointing is not supported yet", NULL);
+    CHECK(load(&c, "[checkpoint]\nasync_mode = \"async\"\n") == TITAN_OK &&
+          strcmp(c.checkpoint_async_mode, "async") == 0);
+    want_error(load(&c, "[checkpoint]\nasync_mode = \"later\"\n"), TITAN_ERR_USAGE,
+               "t.toml:2: checkpoint.async_mode: 'later' is not one of disabled, async, async_with_pinned_mem", NULL);
     want_error(load(&c, "[trainig]\nsteps = 3\n"), TITAN_ERR_USAGE, "t.toml:1: unknown section [trainig]",
                "did you mean [training]? sections: [job], [model]");
     want_error(load(&c, "[bogus]\n"), TITAN_ERR_USAGE, "t.toml:1: unknown section [bogus]", "sections: [job]");
@@ -363,15 +365,20 @@ static void test_validate(void) {
     titan_config_defaults(&c);
     titan_config_override(&c, "--parallelism.tensor_parallel_degree=2");
     want_error(titan_config_validate(&c), TITAN_ERR_USAGE,
-               "parallelism.tensor_parallel_degree = 2: this version trains in a single process",
-               "multi-process training is not available yet");
+               "parallelism.tensor_parallel_degree = 2: not yet supported (data parallelism only)",
+               "set parallelism.tensor_parallel_degree = 1");
     titan_config_defaults(&c);
     titan_config_override(&c, "--parallelism.data_parallel_shard_degree=1");
     CHECK(titan_config_validate(&c) == TITAN_OK, "dp_shard 1: %s", titan_error_message());
     titan_config_override(&c, "--parallelism.data_parallel_shard_degree=4");
+    CHECK(titan_config_validate(&c) == TITAN_OK, "dp_shard 4: %s", titan_error_message());
+    /* The global batch must split over local x dp (2 x 4 here). */
+    titan_config_override(&c, "--training.local_batch_size=2");
+    titan_config_override(&c, "--training.global_batch_size=12");
     want_error(titan_config_validate(&c), TITAN_ERR_USAGE,
-               "parallelism.data_parallel_shard_degree = 4: this version trains in a single process",
-               "set parallelism.data_parallel_shard_degree = 1");
+               "training.global_batch_size = 12: not a multiple of training.local_batch_size (2) x data-parallel "
+               "degree (4)",
+               "use a multiple of 8");
     titan_config_defaults(&c);
     titan_config_override(&c, "--parallelism.pipeline_parallel_degree=2");
     CHECK(titan_config_validate(&c) == TITAN_ERR_USAGE, "pp 2");

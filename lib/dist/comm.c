@@ -1,0 +1,412 @@
+/* comm.c - communicator front end: argument checks, running operations one
+ * at a time in call order, the progress thread, requests (see comm.h). */
+#include "comm_impl.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_TIMEOUT_S 300.0
+#define DEFAULT_CHUNK (1u << 20)
+#define MSG_MAX 2048
+
+struct titan_comm_req {
+    comm_op op;
+    titan_comm *c;
+    atomic_int done;
+    titan_status st;
+    char msg[MSG_MAX];
+    char hint[256];
+    titan_comm_req *next;
+    size_t counts[]; /* a copy of op.counts, which the caller may free */
+};
+
+const char *titan_comm_redop_name(titan_comm_redop op) {
+    return op == TITAN_COMM_AVG ? "avg" : op == TITAN_COMM_SUM ? "sum" : "?";
+}
+
+const char *comm_kind_name(comm_kind k) {
+    switch (k) {
+    case COMM_ALL_REDUCE: return "all_reduce";
+    case COMM_REDUCE_SCATTER: return "reduce_scatter";
+    case COMM_ALL_GATHER: return "all_gather";
+    case COMM_ALL_TO_ALL: return "all_to_all";
+    case COMM_BROADCAST: return "broadcast";
+    case COMM_BARRIER: return "barrier";
+    case COMM_SEND: return "send";
+    case COMM_RECV: return "recv";
+    case COMM_SEND_RECV: return "send_recv";
+    case COMM_SPLIT: return "split";
+    }
+    return "?";
+}
+
+static double env_timeout(void) {
+    const char *s = getenv("TITAN_COMM_TIMEOUT");
+    if (s && *s) {
+        char *end;
+        double v = strtod(s, &end);
+        if (!*end && v > 0) return v;
+    }
+    return DEFAULT_TIMEOUT_S;
+}
+
+titan_comm *comm_new(const char *name, int rank, int size, double timeout_s, size_t chunk_bytes,
+                     const comm_backend *be, void *impl) {
+    titan_comm *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->rank = rank;
+    c->size = size;
+    c->timeout_s = timeout_s;
+    c->chunk_bytes = chunk_bytes;
+    c->be = be;
+    c->impl = impl;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    return c;
+}
+
+titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan_comm **out) {
+    *out = NULL;
+    double timeout = opt && opt->timeout_s > 0 ? opt->timeout_s : env_timeout();
+    size_t chunk = opt && opt->chunk_bytes ? opt->chunk_bytes : DEFAULT_CHUNK;
+    const char *name = opt && opt->name ? opt->name : "world";
+    if (chunk < 4096 || chunk > ((size_t)1 << 30))
+        return titan_error(TITAN_ERR_USAGE, "comm %s: chunk_bytes %zu: want 4 KiB..1 GiB", name,
+                           chunk);
+    return comm_shm_init_world(d, name, timeout, chunk, out);
+}
+
+int titan_comm_rank(const titan_comm *c) { return c->rank; }
+int titan_comm_size(const titan_comm *c) { return c->size; }
+const char *titan_comm_name(const titan_comm *c) { return c->name; }
+void titan_comm_set_timeout(titan_comm *c, double s) { c->timeout_s = s > 0 ? s : env_timeout(); }
+double titan_comm_timeout(const titan_comm *c) { return c->timeout_s; }
+unsigned long long titan_comm_seq(const titan_comm *c) { return atomic_load(&c->seq); }
+
+/* ---- running operations in order ------------------------------------------ */
+
+/* Runs op on this thread; a failure other than a usage error breaks the
+ * communicator (its ranks are out of step now). */
+static titan_status execute(titan_comm *c, const comm_op *op) {
+    pthread_mutex_lock(&c->mu);
+    int failed = c->failed;
+    char msg[sizeof c->fail_msg];
+    if (failed) memcpy(msg, c->fail_msg, sizeof msg);
+    pthread_mutex_unlock(&c->mu);
+    if (failed)
+        return titan_error(TITAN_ERR_COMM, "%s on comm %s: the communicator failed earlier: %s",
+                           comm_kind_name(op->kind), c->name, msg);
+    titan_status st = c->be->run(c, op);
+    if (st != TITAN_OK && st != TITAN_ERR_USAGE) {
+        pthread_mutex_lock(&c->mu);
+        if (!c->failed) {
+            c->failed = 1;
+            snprintf(c->fail_msg, sizeof c->fail_msg, "%s", titan_error_message());
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    return st;
+}
+
+static void *progress_main(void *arg) {
+    titan_comm *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->stop && (!c->qhead || c->busy)) pthread_cond_wait(&c->cv, &c->mu);
+        if (!c->qhead) break; /* stop, and nothing left */
+        titan_comm_req *r = c->qhead;
+        c->qhead = r->next;
+        if (!c->qhead) c->qtail = NULL;
+        c->busy = 1;
+        pthread_mutex_unlock(&c->mu);
+
+        titan_error_clear();
+        r->st = execute(c, &r->op);
+        if (r->st != TITAN_OK) {
+            snprintf(r->msg, sizeof r->msg, "%s", titan_error_message());
+            snprintf(r->hint, sizeof r->hint, "%s", titan_error_hint_text());
+        }
+
+        pthread_mutex_lock(&c->mu);
+        c->busy = 0;
+        atomic_store(&r->done, 1);
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* Blocking: wait until nothing is queued or running, run here. Queued: copy
+ * the operation (and its counts) into a request for the progress thread. */
+static titan_status submit(titan_comm *c, const comm_op *op, titan_comm_req **req) {
+    if (!req) {
+        pthread_mutex_lock(&c->mu);
+        while (c->qhead || c->busy) pthread_cond_wait(&c->cv, &c->mu);
+        c->busy = 1;
+        pthread_mutex_unlock(&c->mu);
+        titan_status st = execute(c, op);
+        pthread_mutex_lock(&c->mu);
+        c->busy = 0;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
+    *req = NULL;
+    size_t nc = op->counts ? (size_t)c->size : 0;
+    titan_comm_req *r = calloc(1, sizeof *r + nc * sizeof(size_t));
+    if (!r)
+        return titan_error(TITAN_ERR_NOMEM, "%s on comm %s: out of memory for the request",
+                           comm_kind_name(op->kind), c->name);
+    r->op = *op;
+    r->c = c;
+    if (nc) {
+        memcpy(r->counts, op->counts, nc * sizeof(size_t));
+        r->op.counts = r->counts;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (!c->has_thread) {
+        /* The thread takes no signals: those are the main program's. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        int rc = pthread_create(&c->thread, NULL, progress_main, c);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0) {
+            pthread_mutex_unlock(&c->mu);
+            free(r);
+            return titan_error(TITAN_ERR_FAIL, "comm %s: cannot start its progress thread: %s",
+                               c->name, strerror(rc));
+        }
+        c->has_thread = 1;
+    }
+    if (c->qtail)
+        c->qtail->next = r;
+    else
+        c->qhead = r;
+    c->qtail = r;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    *req = r;
+    return TITAN_OK;
+}
+
+titan_status titan_comm_wait(titan_comm_req *r) {
+    if (!r) return titan_error(TITAN_ERR_USAGE, "comm wait: no request");
+    titan_comm *c = r->c;
+    pthread_mutex_lock(&c->mu);
+    while (!atomic_load(&r->done)) pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    titan_status st = r->st;
+    if (st != TITAN_OK) {
+        titan_error(st, "%s", r->msg);
+        if (r->hint[0]) titan_error_hint("%s", r->hint);
+    }
+    free(r);
+    return st;
+}
+
+int titan_comm_test(const titan_comm_req *r) { return r && atomic_load(&r->done); }
+
+void titan_comm_free(titan_comm *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    while (c->qhead || c->busy) pthread_cond_wait(&c->cv, &c->mu);
+    c->stop = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (c->has_thread) pthread_join(c->thread, NULL);
+    if (c->be && c->be->free) c->be->free(c);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* ---- argument checks ------------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4))) static titan_status bad(const titan_comm *c, comm_kind k,
+                                                              const char *fmt, ...) {
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return titan_error(TITAN_ERR_USAGE, "%s on comm %s (rank %d of %d): %s", comm_kind_name(k),
+                       c->name, c->rank, c->size, what);
+}
+
+static titan_status check_dtype(const titan_comm *c, comm_kind k, titan_dtype dt, int reduce,
+                                titan_comm_redop op) {
+    if (titan_dtype_size(dt) == 0 || (unsigned)dt > TITAN_DTYPE_U32)
+        return bad(c, k, "unknown dtype %d", (int)dt);
+    if (reduce && dt != TITAN_DTYPE_F32 && dt != TITAN_DTYPE_BF16)
+        return bad(c, k, "dtype %s: reductions take f32 or bf16", titan_dtype_name(dt));
+    if (reduce && op != TITAN_COMM_SUM && op != TITAN_COMM_AVG)
+        return bad(c, k, "unknown reduction %d", (int)op);
+    return TITAN_OK;
+}
+
+static titan_status check_buf(const titan_comm *c, comm_kind k, const void *p, size_t count,
+                              titan_dtype dt, const char *which) {
+    if (count > (SIZE_MAX / 8) / (titan_dtype_size(dt) ? titan_dtype_size(dt) : 1))
+        return bad(c, k, "%s count %zu is too large", which, count);
+    if (count && !p) return bad(c, k, "%s buffer is NULL for %zu elements", which, count);
+    return TITAN_OK;
+}
+
+static titan_status check_rank(const titan_comm *c, comm_kind k, int r, const char *which,
+                               int self_ok) {
+    if (r < 0 || r >= c->size) return bad(c, k, "%s %d is not a rank of the communicator", which, r);
+    if (!self_ok && r == c->rank) return bad(c, k, "%s %d is this rank itself", which, r);
+    return TITAN_OK;
+}
+
+static titan_status check_counts(const titan_comm *c, comm_kind k, const size_t *counts,
+                                 titan_dtype dt, size_t *total) {
+    if (!counts) return bad(c, k, "counts is NULL");
+    size_t sum = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (counts[r] > SIZE_MAX / 16 - sum) return bad(c, k, "counts[%d] is too large", r);
+        sum += counts[r];
+    }
+    *total = sum;
+    return check_buf(c, k, (const void *)1, sum, dt, "total");
+}
+
+/* ---- operations ------------------------------------------------------------- */
+
+titan_status titan_comm_all_reduce(titan_comm *c, const void *send, void *recv, size_t count,
+                                   titan_dtype dt, titan_comm_redop op, titan_comm_req **req) {
+    TITAN_TRY(check_dtype(c, COMM_ALL_REDUCE, dt, 1, op));
+    TITAN_TRY(check_buf(c, COMM_ALL_REDUCE, send, count, dt, "send"));
+    TITAN_TRY(check_buf(c, COMM_ALL_REDUCE, recv, count, dt, "recv"));
+    comm_op o = {.kind = COMM_ALL_REDUCE, .dtype = dt, .redop = op, .send = send, .recv = recv,
+                 .count = count};
+    return submit(c, &o, req);
+}
+
+titan_status titan_comm_reduce_scatter_v(titan_comm *c, const void *send, void *recv,
+                                         const size_t *counts, titan_dtype dt,
+                                         titan_comm_redop op, titan_comm_req **req) {
+    size_t total;
+    TITAN_TRY(check_dtype(c, COMM_REDUCE_SCATTER, dt, 1, op));
+    TITAN_TRY(check_counts(c, COMM_REDUCE_SCATTER, counts, dt, &total));
+    TITAN_TRY(check_buf(c, COMM_REDUCE_SCATTER, send, total, dt, "send"));
+    TITAN_TRY(check_buf(c, COMM_REDUCE_SCATTER, recv, counts[c->rank], dt, "recv"));
+    comm_op o = {.kind = COMM_REDUCE_SCATTER, .dtype = dt, .redop = op, .send = send,
+                 .recv = recv, .counts = counts};
+    return submit(c, &o, req);
+}
+
+/* The even forms: counts all equal, built here (the request copies them). */
+static size_t *even_counts(titan_comm *c, size_t n) {
+    size_t *counts = malloc((size_t)c->size * sizeof *counts);
+    if (counts)
+        for (int r = 0; r < c->size; r++) counts[r] = n;
+    return counts;
+}
+
+titan_status titan_comm_reduce_scatter(titan_comm *c, const void *send, void *recv,
+                                       size_t recv_count, titan_dtype dt, titan_comm_redop op,
+                                       titan_comm_req **req) {
+    size_t *counts = even_counts(c, recv_count);
+    if (!counts) return titan_error(TITAN_ERR_NOMEM, "reduce_scatter on comm %s: out of memory", c->name);
+    titan_status st = titan_comm_reduce_scatter_v(c, send, recv, counts, dt, op, req);
+    free(counts);
+    return st;
+}
+
+titan_status titan_comm_all_gather_v(titan_comm *c, const void *send, void *recv,
+                                     const size_t *counts, titan_dtype dt, titan_comm_req **req) {
+    size_t total;
+    TITAN_TRY(check_dtype(c, COMM_ALL_GATHER, dt, 0, TITAN_COMM_SUM));
+    TITAN_TRY(check_counts(c, COMM_ALL_GATHER, counts, dt, &total));
+    TITAN_TRY(check_buf(c, COMM_ALL_GATHER, send, counts[c->rank], dt, "send"));
+    TITAN_TRY(check_buf(c, COMM_ALL_GATHER, recv, total, dt, "recv"));
+    comm_op o = {.kind = COMM_ALL_GATHER, .dtype = dt, .send = send, .recv = recv,
+                 .counts = counts};
+    return submit(c, &o, req);
+}
+
+titan_status titan_comm_all_gather(titan_comm *c, const void *send, void *recv,
+                                   size_t send_count, titan_dtype dt, titan_comm_req **req) {
+    size_t *counts = even_counts(c, send_count);
+    if (!counts) return titan_error(TITAN_ERR_NOMEM, "all_gather on comm %s: out of memory", c->name);
+    titan_status st = titan_comm_all_gather_v(c, send, recv, counts, dt, req);
+    free(counts);
+    return st;
+}
+
+titan_status titan_comm_all_to_all(titan_comm *c, const void *send, void *recv, size_t count,
+                                   titan_dtype dt, titan_comm_req **req) {
+    TITAN_TRY(check_dtype(c, COMM_ALL_TO_ALL, dt, 0, TITAN_COMM_SUM));
+    if (count > SIZE_MAX / 16 / (size_t)c->size)
+        return bad(c, COMM_ALL_TO_ALL, "count %zu is too large", count);
+    TITAN_TRY(check_buf(c, COMM_ALL_TO_ALL, send, count * (size_t)c->size, dt, "send"));
+    TITAN_TRY(check_buf(c, COMM_ALL_TO_ALL, recv, count * (size_t)c->size, dt, "recv"));
+    comm_op o = {.kind = COMM_ALL_TO_ALL, .dtype = dt, .send = send, .recv = recv, .count = count};
+    return submit(c, &o, req);
+}
+
+titan_status titan_comm_broadcast(titan_comm *c, void *buf, size_t count, titan_dtype dt,
+                                  int root, titan_comm_req **req) {
+    TITAN_TRY(check_dtype(c, COMM_BROADCAST, dt, 0, TITAN_COMM_SUM));
+    TITAN_TRY(check_rank(c, COMM_BROADCAST, root, "root", 1));
+    TITAN_TRY(check_buf(c, COMM_BROADCAST, buf, count, dt, "buf"));
+    comm_op o = {.kind = COMM_BROADCAST, .dtype = dt, .send = buf, .recv = buf, .count = count,
+                 .peer = root};
+    return submit(c, &o, req);
+}
+
+titan_status titan_comm_send(titan_comm *c, const void *buf, size_t count, titan_dtype dt,
+                             int peer, titan_comm_req **req) {
+    TITAN_TRY(check_dtype(c, COMM_SEND, dt, 0, TITAN_COMM_SUM));
+    TITAN_TRY(check_rank(c, COMM_SEND, peer, "destination", 0));
+    TITAN_TRY(check_buf(c, COMM_SEND, buf, count, dt, "send"));
+    comm_op o = {.kind = COMM_SEND, .dtype = dt, .send = buf, .count = count, .peer = peer};
+    return submit(c, &o, req);
+}
+
+titan_status titan_comm_recv(titan_comm *c, void *buf, size_t count, titan_dtype dt, int peer,
+                             titan_comm_req **req) {
+    TITAN_TRY(check_dtype(c, COMM_RECV, dt, 0, TITAN_COMM_SUM));
+    TITAN_TRY(check_rank(c, COMM_RECV, peer, "source", 0));
+    TITAN_TRY(check_buf(c, COMM_RECV, buf, count, dt, "recv"));
+    comm_op o = {.kind = COMM_RECV, .dtype = dt, .recv = buf, .count2 = count, .peer2 = peer};
+    return submit(c, &o, req);
+}
+
+titan_status titan_comm_send_recv(titan_comm *c, const void *send, size_t send_count, int dst,
+                                  void *recv, size_t recv_count, int src, titan_dtype dt,
+                                  titan_comm_req **req) {
+    TITAN_TRY(check_dtype(c, COMM_SEND_RECV, dt, 0, TITAN_COMM_SUM));
+    TITAN_TRY(check_rank(c, COMM_SEND_RECV, dst, "destination", 0));
+    TITAN_TRY(check_rank(c, COMM_SEND_RECV, src, "source", 0));
+    TITAN_TRY(check_buf(c, COMM_SEND_RECV, send, send_count, dt, "send"));
+    TITAN_TRY(check_buf(c, COMM_SEND_RECV, recv, recv_count, dt, "recv"));
+    comm_op o = {.kind = COMM_SEND_RECV, .dtype = dt, .send = send, .count = send_count,
+                 .peer = dst, .recv = recv, .count2 = recv_count, .peer2 = src};
+    return submit(c, &o, req);
+}
+
+titan_status titan_comm_barrier(titan_comm *c, titan_comm_req **req) {
+    comm_op o = {.kind = COMM_BARRIER, .dtype = TITAN_DTYPE_F32};
+    return submit(c, &o, req);
+}
+
+titan_status titan_comm_split(titan_comm *c, int color, int key, const char *name,
+                              titan_comm **out) {
+    *out = NULL;
+    char auto_name[64];
+    if (!name) {
+        snprintf(auto_name, sizeof auto_name, "%.40s.%d", c->name, color);
+        name = auto_name;
+    }
+    comm_op o = {.kind = COMM_SPLIT, .dtype = TITAN_DTYPE_F32, .color = color, .key = key,
+                 .name = name, .out = out};
+    return submit(c, &o, NULL);
+}

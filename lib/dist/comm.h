@@ -1,0 +1,143 @@
+/* comm.h - communicators: collective and point-to-point operations between
+ * the ranks of a job (bootstrap.h), the layer FSDP and friends are built on.
+ *
+ * Backend: shared memory (comm_shm.c), for ranks on one host. A backend
+ * table (comm_impl.h) leaves room for NCCL; this interface is what callers
+ * see either way.
+ *
+ * Operations. Buffers are plain host arrays of `count` elements of dtype.
+ *   all_reduce      recv[i] = op over ranks of send[i]
+ *   reduce_scatter  recv (counts[rank] elements) = op over ranks of rank's
+ *                   part of send, the parts laid end to end in rank order
+ *                   (send holds sum(counts) elements; counts may differ,
+ *                   `_v` form; the even form takes one count for all)
+ *   all_gather      recv = every rank's send laid end to end in rank order
+ *                   (counts[r] elements from rank r; even form: count each)
+ *   all_to_all      block q (count elements) of send goes to rank q, and
+ *                   arrives as block r of q's recv, r = the sender
+ *   broadcast       buf of root is copied to every rank's buf
+ *   send / recv     point to point, matched in call order per pair of ranks;
+ *                   the sizes must agree (checked)
+ *   send_recv       a send and a recv at once (exchanges without deadlock)
+ *   barrier
+ * Reductions take f32 or bf16; bf16 is reduced in f32 and rounded once at
+ * the end. Data movement takes any dtype. In place is allowed where FSDP
+ * wants it: all_reduce with send == recv, reduce_scatter with recv == send +
+ * (its own part's offset), all_gather with send == recv + (its own part's
+ * offset); other buffers must not overlap.
+ *
+ * Ordering and determinism. Every rank must call the collective operations
+ * of a communicator in the same order with the same arguments; a mismatch
+ * (another operation, dtype, count, root or reduction at the same sequence
+ * number) is detected and reported on every rank. A reduction adds the
+ * ranks' contributions in rank order 0, 1, ..., N-1 in f32 (then divides by
+ * N for avg), each element by exactly one rank, and that sum is what all
+ * ranks receive: results are bitwise identical on all ranks and do not
+ * depend on timing, chunk sizes or which rank computed which element. A
+ * serial loop adding in rank order reproduces them bit for bit.
+ *
+ * Asynchrony. Every operation takes a last argument `req`: NULL runs it to
+ * completion before returning; non-NULL queues it on the communicator's
+ * progress thread and returns at once with a handle for titan_comm_wait
+ * (which frees it) or titan_comm_test. Operations of one communicator run
+ * one at a time in call order (blocking and queued alike); different
+ * communicators run independently. Buffers of a queued operation belong to
+ * it until it completes. Wait for every request before titan_comm_free.
+ *
+ * Failure. Every operation has a timeout (titan_comm_options.timeout_s,
+ * else TITAN_COMM_TIMEOUT from the environment, else 300 s), counted from
+ * the last step the awaited ranks made (a long operation that keeps moving
+ * does not time out). A rank that does not arrive in time, or that exits
+ * (seen within 0.1 s where the ranks share a pid namespace), gives
+ * TITAN_ERR_COMM with a message naming the
+ * operation, its sequence number, the communicator and the missing ranks,
+ * e.g. "all_reduce #7 (f32 x 1048576) on comm world (rank 0 of 4): timed
+ * out after 300.0 s waiting for rank 3 (it completed 6 operations)". The
+ * rank that finds the failure marks the communicator failed in shared
+ * memory, so the others stop at once with its reason instead of each
+ * waiting out its own timeout. A failed communicator refuses later
+ * operations; free it (and usually exit with status TITAN_ERR_COMM).
+ * Usage errors (bad rank, dtype, count) are TITAN_ERR_USAGE and leave the
+ * communicator usable. */
+#ifndef TITAN_DIST_COMM_H
+#define TITAN_DIST_COMM_H
+
+#include <stddef.h>
+
+#include "bootstrap.h"
+#include "core/error.h"
+#include "tensor/dtype.h"
+
+typedef enum {
+    TITAN_COMM_SUM = 0,
+    TITAN_COMM_AVG = 1,
+} titan_comm_redop;
+
+typedef struct titan_comm titan_comm;
+typedef struct titan_comm_req titan_comm_req;
+
+typedef struct {
+    double timeout_s;    /* per operation; <= 0: TITAN_COMM_TIMEOUT, else 300 */
+    size_t chunk_bytes;  /* shm: bytes a rank stages per pipeline step; 0: 1 MiB */
+    const char *name;    /* for messages; NULL: "world" */
+} titan_comm_options;
+
+/* Collective over all ranks of d: the world communicator. opt may be NULL.
+ * Creating communicators (init, split) is collective: call from one thread,
+ * in the same order on every rank. */
+titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan_comm **out);
+
+/* Collective over c: ranks passing the same color >= 0 form a new
+ * communicator, ranked by key, then by rank in c; color < 0 takes part in
+ * the call but joins none (*out = NULL). name may be NULL ("<c>.<color>").
+ * For a mesh of rows x cols ranks, split(color = rank / cols) gives the row
+ * communicators and split(color = rank % cols) the column ones. The new
+ * communicator inherits c's timeout and chunk size. */
+titan_status titan_comm_split(titan_comm *c, int color, int key, const char *name,
+                              titan_comm **out);
+
+/* Stops the progress thread and unmaps; not collective. NULL is fine. */
+void titan_comm_free(titan_comm *c);
+
+int titan_comm_rank(const titan_comm *c);
+int titan_comm_size(const titan_comm *c);
+const char *titan_comm_name(const titan_comm *c);
+void titan_comm_set_timeout(titan_comm *c, double seconds);
+double titan_comm_timeout(const titan_comm *c);
+/* Collective operations completed so far (the next one has this + 1). */
+unsigned long long titan_comm_seq(const titan_comm *c);
+
+titan_status titan_comm_all_reduce(titan_comm *c, const void *send, void *recv, size_t count,
+                                   titan_dtype dt, titan_comm_redop op, titan_comm_req **req);
+titan_status titan_comm_reduce_scatter(titan_comm *c, const void *send, void *recv,
+                                       size_t recv_count, titan_dtype dt, titan_comm_redop op,
+                                       titan_comm_req **req);
+titan_status titan_comm_reduce_scatter_v(titan_comm *c, const void *send, void *recv,
+                                         const size_t *counts, titan_dtype dt,
+                                         titan_comm_redop op, titan_comm_req **req);
+titan_status titan_comm_all_gather(titan_comm *c, const void *send, void *recv,
+                                   size_t send_count, titan_dtype dt, titan_comm_req **req);
+titan_status titan_comm_all_gather_v(titan_comm *c, const void *send, void *recv,
+                                     const size_t *counts, titan_dtype dt, titan_comm_req **req);
+titan_status titan_comm_all_to_all(titan_comm *c, const void *send, void *recv, size_t count,
+                                   titan_dtype dt, titan_comm_req **req);
+titan_status titan_comm_broadcast(titan_comm *c, void *buf, size_t count, titan_dtype dt,
+                                  int root, titan_comm_req **req);
+titan_status titan_comm_send(titan_comm *c, const void *buf, size_t count, titan_dtype dt,
+                             int peer, titan_comm_req **req);
+titan_status titan_comm_recv(titan_comm *c, void *buf, size_t count, titan_dtype dt, int peer,
+                             titan_comm_req **req);
+titan_status titan_comm_send_recv(titan_comm *c, const void *send, size_t send_count,
+                                  int dst, void *recv, size_t recv_count, int src,
+                                  titan_dtype dt, titan_comm_req **req);
+titan_status titan_comm_barrier(titan_comm *c, titan_comm_req **req);
+
+/* Waits for a queued operation, frees the handle, and returns the
+ * operation's status (its message is then this thread's error). */
+titan_status titan_comm_wait(titan_comm_req *req);
+/* 1 when the operation has completed (wait then returns at once), else 0. */
+int titan_comm_test(const titan_comm_req *req);
+
+const char *titan_comm_redop_name(titan_comm_redop op); /* "sum", "avg" */
+
+#endif

@@ -1,0 +1,81 @@
+/* comm_impl.h - what comm.c (argument checks, ordering, the progress
+ * thread, requests) and a backend (comm_shm.c) share. Not a public header.
+ *
+ * comm.c hands a backend one operation at a time, in call order, from
+ * whichever thread runs it (the caller's for a blocking call, the progress
+ * thread for a queued one); the backend blocks until the operation is done
+ * on this rank. Arguments are checked before: a backend sees valid ranks,
+ * dtypes and buffers. */
+#ifndef TITAN_DIST_COMM_IMPL_H
+#define TITAN_DIST_COMM_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "comm.h"
+
+typedef enum {
+    COMM_ALL_REDUCE = 1,
+    COMM_REDUCE_SCATTER,
+    COMM_ALL_GATHER,
+    COMM_ALL_TO_ALL,
+    COMM_BROADCAST,
+    COMM_BARRIER,
+    COMM_SEND,
+    COMM_RECV,
+    COMM_SEND_RECV,
+    COMM_SPLIT,
+} comm_kind;
+
+typedef struct {
+    comm_kind kind;
+    titan_dtype dtype;
+    titan_comm_redop redop;
+    const void *send;
+    void *recv;
+    size_t count;          /* all_reduce; all_to_all per block; broadcast; send; send_recv's send */
+    size_t count2;         /* send_recv's recv; recv */
+    const size_t *counts;  /* reduce_scatter, all_gather: one per rank */
+    int peer;              /* broadcast root; send dst; recv src; send_recv dst */
+    int peer2;             /* send_recv src */
+    int color, key;        /* split */
+    const char *name;      /* split */
+    titan_comm **out;      /* split */
+} comm_op;
+
+typedef struct {
+    const char *name;
+    titan_status (*run)(titan_comm *c, const comm_op *op);
+    void (*free)(titan_comm *c);
+} comm_backend;
+
+struct titan_comm {
+    char name[64];
+    int rank, size;
+    double timeout_s;
+    size_t chunk_bytes;
+    const comm_backend *be;
+    void *impl;
+    atomic_ullong seq; /* collective operations completed; the backend counts */
+
+    /* ordering: one operation at a time, in call order */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    titan_comm_req *qhead, *qtail;
+    int busy, stop, has_thread;
+    pthread_t thread;
+    int failed;
+    char fail_msg[1024];
+};
+
+/* A communicator shell around a backend's state (comm.c). */
+titan_comm *comm_new(const char *name, int rank, int size, double timeout_s, size_t chunk_bytes,
+                     const comm_backend *be, void *impl);
+const char *comm_kind_name(comm_kind k);
+
+/* comm_shm.c: the world communicator over shared memory. */
+titan_status comm_shm_init_world(titan_dist *d, const char *name, double timeout_s,
+                                 size_t chunk_bytes, titan_comm **out);
+
+#endif

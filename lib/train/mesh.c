@@ -1,0 +1,103 @@
+/* mesh.c - a training job's ranks and their communicators. */
+#include "train/mesh.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+
+/* The resolved degrees for a world of `world` ranks. */
+static titan_status resolve(const titan_job_config *cfg, int world, titan_layout *l) {
+    l->dp_replicate = cfg->parallelism_data_parallel_replicate_degree;
+    l->tp = cfg->parallelism_tensor_parallel_degree;
+    l->cp = cfg->parallelism_context_parallel_degree;
+    l->pp = cfg->parallelism_pipeline_parallel_degree;
+    const char *not_yet = l->tp > 1 ? "tensor_parallel_degree" : l->cp > 1 ? "context_parallel_degree"
+                        : l->pp > 1 ? "pipeline_parallel_degree" : NULL;
+    if (not_yet) {
+        titan_error(TITAN_ERR_USAGE, "parallelism.%s > 1: not yet supported (data parallelism only: "
+                    "data_parallel_replicate_degree and data_parallel_shard_degree)", not_yet);
+        titan_error_hint("set parallelism.%s = 1", not_yet);
+        return TITAN_ERR_USAGE;
+    }
+    int rest = l->dp_replicate * l->tp * l->cp * l->pp;
+    int s = cfg->parallelism_data_parallel_shard_degree;
+    if (s == -1) {
+        if (world % rest != 0) {
+            titan_error(TITAN_ERR_USAGE, "parallelism: %d ranks cannot be split into data_parallel_replicate_degree %d "
+                        "x tp %d x cp %d x pp %d", world, l->dp_replicate, l->tp, l->cp, l->pp);
+            titan_error_hint("start a multiple of %d ranks, or change the degrees", rest);
+            return TITAN_ERR_USAGE;
+        }
+        s = world / rest;
+    }
+    l->dp_shard = s;
+    if (rest * s != world) {
+        titan_error(TITAN_ERR_USAGE, "parallelism: degrees multiply to %d (dp_replicate %d x dp_shard %d x tp %d x cp %d "
+                    "x pp %d) but the job has %d ranks", rest * s, l->dp_replicate, s, l->tp, l->cp, l->pp, world);
+        titan_error_hint("start %d ranks (--nproc %d), or set parallelism.data_parallel_shard_degree = -1",
+                         rest * s, rest * s);
+        return TITAN_ERR_USAGE;
+    }
+    return TITAN_OK;
+}
+
+titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
+    memset(m, 0, sizeof *m);
+    TITAN_TRY(titan_dist_init(&m->dist));
+    m->rank = titan_dist_rank(m->dist);
+    m->world = titan_dist_world_size(m->dist);
+    if (m->rank != 0) {
+        static char prog[64];
+        snprintf(prog, sizeof prog, "%s[rank %d]", titan_log_prog(), m->rank);
+        titan_log_init(prog);
+        if (titan_log_verbosity() < 2) titan_log_set_verbosity(0); /* warnings and errors only */
+    }
+    TITAN_TRY(resolve(cfg, m->world, &m->layout));
+    titan_layout_format(&m->layout, m->layout_str, sizeof m->layout_str);
+    titan_layout_coord c;
+    titan_layout_coord_of(&m->layout, m->rank, &c);
+    m->shard_rank = c.dp_shard;
+    m->dp_size = m->layout.dp_replicate * m->layout.dp_shard;
+    m->dp_rank = c.dp_replicate * m->layout.dp_shard + c.dp_shard;
+    if (m->world == 1) return TITAN_OK;
+
+    titan_comm_options o = {.timeout_s = 0, .chunk_bytes = 0, .name = "world"};
+    TITAN_TRY(titan_comm_init(m->dist, &o, &m->world_comm));
+    /* Same replicate coordinate: one FSDP group; same shard coordinate: one
+     * replica group. Each split is collective, so every rank makes both. */
+    titan_comm *sh = NULL, *rp = NULL;
+    TITAN_TRY(titan_comm_split(m->world_comm, c.dp_replicate, c.dp_shard, "shard", &sh));
+    titan_status st = titan_comm_split(m->world_comm, c.dp_shard, c.dp_replicate, "replicate", &rp);
+    if (m->layout.dp_shard > 1) m->shard_comm = sh; else titan_comm_free(sh);
+    if (m->layout.dp_replicate > 1) m->replicate_comm = rp; else titan_comm_free(rp);
+    titan_info("%d ranks (%s launch), layout %s", m->world, titan_dist_kind_name(titan_dist_kind_of(m->dist)),
+               m->layout_str);
+    return st;
+}
+
+void titan_mesh_free(titan_mesh *m) {
+    titan_comm_free(m->shard_comm);
+    titan_comm_free(m->replicate_comm);
+    titan_comm_free(m->world_comm);
+    titan_dist_free(m->dist);
+    memset(m, 0, sizeof *m);
+}
+
+titan_status titan_mesh_sum_double(titan_comm *c, double x, double *out) {
+    if (!c) {
+        *out = x;
+        return TITAN_OK;
+    }
+    int n = titan_comm_size(c);
+    double *all = titan_alloc((size_t)n * sizeof(double), "per-rank values");
+    if (!all) return TITAN_ERR_NOMEM;
+    /* Doubles travel as pairs of u32 (data movement takes any dtype). */
+    titan_status st = titan_comm_all_gather(c, &x, all, 2, TITAN_DTYPE_U32, NULL);
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += all[i];
+    titan_free(all);
+    *out = s;
+    return st;
+}

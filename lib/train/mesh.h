@@ -1,0 +1,41 @@
+/* mesh.h - a training job's ranks and their communicators.
+ *
+ * The job's world (bootstrap.h: PMIx, the local spawner, or one process) is
+ * laid out as [parallelism] says: world = dp_replicate x dp_shard x tp x cp x
+ * pp, dp_shard = -1 taking the ranks the others leave. Only data parallelism
+ * trains so far (tp, cp, pp > 1 are refused), so every rank is a dp rank:
+ * dp index = dp_replicate coordinate x dp_shard + dp_shard coordinate, the
+ * loader's rank. Communicators: world, shard (the dp_shard ranks sharing one
+ * replicate coordinate: FSDP's group) and replicate (the ranks holding the
+ * same shard: DDP/HSDP's group); NULL when that group is one rank. */
+#ifndef TITAN_TRAIN_MESH_H
+#define TITAN_TRAIN_MESH_H
+
+#include "dist/bootstrap.h"
+#include "dist/comm.h"
+#include "job/config.h"
+#include "parallel/layout.h"
+
+typedef struct {
+    titan_dist *dist;
+    titan_layout layout;
+    char layout_str[TITAN_LAYOUT_STR_MAX];
+    int rank, world;
+    int dp_rank, dp_size;
+    int shard_rank;                 /* coordinate along dp_shard */
+    titan_comm *world_comm;         /* NULL for one rank */
+    titan_comm *shard_comm;         /* NULL when dp_shard = 1 */
+    titan_comm *replicate_comm;     /* NULL when dp_replicate = 1 */
+} titan_mesh;
+
+/* Joins the job, checks the degrees against its size and builds the
+ * communicators (collective). Ranks other than 0 log only warnings and
+ * errors, prefixed "titan-train[rank N]". */
+titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m);
+void titan_mesh_free(titan_mesh *m);
+
+/* Sum of one double per rank of c, added in rank order in double (the same
+ * on every rank); c NULL: x. */
+titan_status titan_mesh_sum_double(titan_comm *c, double x, double *out);
+
+#endif

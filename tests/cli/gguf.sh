@@ -1,0 +1,176 @@
+#!/bin/sh
+# CLI tests of `titan-ckpt convert --to gguf`: usage errors and atomic output;
+# the file's layout and data read back by a standard-library Python reader
+# (tests/gguf/check_gguf.py); then, where npm can install node-llama-cpp
+# (tests/gguf/prepare.sh), llama.cpp itself: Hugging Face's GGUF parser reads
+# the header, llama.cpp loads the model, its next-token probabilities match
+# `titan-ckpt eval` (f32, f16, bf16, Llama 3.1 RoPE scaling, a BPE vocabulary)
+# and it tokenizes text as titan does. TAP output.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$top/bin
+ck=$bin/titan-ckpt
+PY=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+n=0; bad=0
+ok()   { n=$((n + 1)); echo "ok $n - $1"; }
+fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; [ -f "$tmp/err" ] && sed 's/^/#   /' "$tmp/err"; }
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+# expect CODE PATTERN DESCRIPTION -- command...   (PATTERN is looked for in stderr and stdout)
+expect() {
+    code=$1; pat=$2; desc=$3; shift 4
+    "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    cat "$tmp/out" >>"$tmp/err"
+    if [ $rc -ne "$code" ]; then fail "$desc (exit $rc, want $code)"; return; fi
+    if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then fail "$desc (output lacks '$pat')"; return; fi
+    ok "$desc"
+}
+note() { sed 's/^/# /' "$tmp/out"; }
+# ids SHARD_DIR OUT: the token ids of a one-document shard dir, without bos and eos (u32 LE)
+ids() { $PY -c 'import sys; open(sys.argv[2],"wb").write(open(sys.argv[1]+"/shard-00000.bin","rb").read()[68:-4])' "$1" "$2"; }
+# first SHARD_DIR N: the first N tokens of a shard dir (bos included), comma-separated
+first() { $PY -c 'import struct,sys; b=open(sys.argv[1]+"/shard-00000.bin","rb").read()[64:]; print(",".join(str(x) for x in struct.unpack("<%dI" % int(sys.argv[2]), b[:4*int(sys.argv[2])])))' "$1" "$2"; }
+
+# --- a tiny run, trained a little so its predictions are not uniform -------------
+cat "$top"/man/*.1 > "$tmp/corpus.txt"
+"$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
+SMALL="--model.dim=64 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
+ --training.seq_len=64 --training.local_batch_size=4 --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=5
+ --optimizer.lr=3e-3 --metrics.peak_flops=1e11 --training.threads=2"
+cfg=$top/configs/debugmodel.toml
+expect 0 "" "titan-init (byte tokenizer)" -- "$bin/titan-init" -q "$cfg" "$tmp/a" $SMALL \
+    --training.dataset_path="$tmp/data" --training.steps=100 --checkpoint.interval=100
+expect 0 "" "train 100 steps" -- "$bin/titan-train" -q "$tmp/a"
+
+# --- conversion and its errors -------------------------------------------------------
+expect 0 "" "convert --to gguf (f32)" -- "$ck" convert -q --to gguf "$tmp/a" "$tmp/a.gguf"
+[ -s "$tmp/a.gguf" ] && [ ! -e "$tmp/a.gguf.tmp" ] && ok "one file, no .tmp left" || fail "one file, no .tmp left"
+expect 2 "exists" "refuses to replace a file" -- "$ck" convert --to gguf "$tmp/a" "$tmp/a.gguf"
+expect 0 "" "--force replaces it" -- "$ck" convert -q --to gguf "$tmp/a" "$tmp/a.gguf" --force
+expect 2 "is a directory" "refuses a directory as output" -- "$ck" convert --to gguf "$tmp/a" "$tmp"
+expect 2 "f32, bf16 or f16" "--dtype u32 is a usage error" -- "$ck" convert --to gguf "$tmp/a" "$tmp/x.gguf" --dtype u32
+expect 2 "one file" "--shard-size is a usage error" -- "$ck" convert --to gguf "$tmp/a" "$tmp/x.gguf" --shard-size 9
+expect 2 "not supported" "--from gguf is not supported" -- "$ck" convert --from gguf "$tmp/a.gguf" "$tmp/x"
+expect 3 "nowhere" "missing checkpoint names the path" -- "$ck" convert --to gguf "$tmp/nowhere" "$tmp/x.gguf"
+expect 3 "" "unwritable place -> exit 3" -- "$ck" convert --to gguf "$tmp/a" "$tmp/no/such/dir/x.gguf"
+[ ! -e "$tmp/x.gguf" ] && [ ! -e "$tmp/x.gguf.tmp" ] && ok "failed conversions leave no file" || fail "failed conversions leave no file"
+expect 0 "" "--dtype f16" -- "$ck" convert -q --to gguf "$tmp/a" "$tmp/a.f16.gguf" --dtype f16
+expect 0 "" "--dtype bf16" -- "$ck" convert -q --to gguf "$tmp/a" "$tmp/a.bf16.gguf" --dtype bf16
+sz() { wc -c < "$1" | tr -d ' '; }
+echo "# sizes: f32 $(sz "$tmp/a.gguf"), f16 $(sz "$tmp/a.f16.gguf"), bf16 $(sz "$tmp/a.bf16.gguf") bytes"
+
+# --- layout and data, read with the Python standard library ---------------------------
+expect 0 "" "f32 HF export to compare with" -- "$ck" convert -q --to hf "$tmp/a" "$tmp/hf"
+for d in a a.f16 a.bf16; do
+    expect 0 "" "$d.gguf: layout, q/k in Meta order, data = checkpoint within dtype rounding" -- \
+        $PY "$top/tests/gguf/check_gguf.py" "$tmp/$d.gguf" "$tmp/hf"
+    note
+done
+
+# Llama 3.1 RoPE scaling that matters at short range: the same weights with an
+# original context of 16 (via the HF config), so rope_freqs.weight must be right.
+$PY -c 'import json,sys; p=sys.argv[1]; c=json.load(open(p)); c["rope_scaling"]["original_max_position_embeddings"]=16; json.dump(c,open(p,"w"))' "$tmp/hf/config.json"
+expect 0 "" "import with original context 16" -- "$ck" convert -q --from hf "$tmp/hf" "$tmp/r" --tokenizer byte
+expect 0 "" "convert it --to gguf" -- "$ck" convert -q --to gguf "$tmp/r" "$tmp/r.gguf"
+
+# Tied embeddings: no output.weight, llama.cpp reuses token_embd.
+expect 0 "" "titan-init (tied embeddings)" -- "$bin/titan-init" -q "$cfg" "$tmp/t" $SMALL --model.tie_embeddings=true \
+    --training.dataset_path="$tmp/data" --training.steps=30 --checkpoint.interval=30
+expect 0 "" "train 30 steps" -- "$bin/titan-train" -q "$tmp/t"
+expect 0 "" "convert the tied run" -- "$ck" convert -q --to gguf "$tmp/t" "$tmp/t.gguf"
+
+# A BPE vocabulary: a tokenizer trained on the corpus (tiktoken file), a run on it.
+expect 0 "" "train a 600-token tokenizer" -- "$bin/titan-shard" -q --train-tokenizer 600 "$tmp/corpus.txt" -o "$tmp/tok.tiktoken"
+TT=tiktoken:$tmp/tok.tiktoken
+"$bin/titan-shard" -q --tokenizer "$TT" -o "$tmp/data2" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard with it" || fail "shard with it"
+expect 0 "" "titan-init (tiktoken)" -- "$bin/titan-init" -q "$cfg" "$tmp/b" $SMALL --model.tokenizer="$TT" \
+    --training.dataset_path="$tmp/data2" --training.steps=20 --checkpoint.interval=20
+expect 0 "" "train 20 steps" -- "$bin/titan-train" -q "$tmp/b"
+expect 2 "--tokenizer" "a BPE run needs --tokenizer (its id is a hash)" -- "$ck" convert --to gguf "$tmp/b" "$tmp/b.gguf"
+expect 2 "trained with tokenizer" "--tokenizer of another id is refused" -- "$ck" convert --to gguf "$tmp/b" "$tmp/b.gguf" --tokenizer byte
+expect 0 "" "convert --to gguf --tokenizer tiktoken:FILE" -- "$ck" convert -q --to gguf "$tmp/b" "$tmp/b.gguf" --tokenizer "$TT"
+
+# Text to tokenize and evaluate: the README as one document, through each tokenizer.
+cp "$top/README.md" "$tmp/sample.txt"
+"$bin/titan-shard" -q -o "$tmp/s1" "$tmp/sample.txt" 2>"$tmp/err" && ids "$tmp/s1" "$tmp/s1.ids" && ok "byte ids of the sample" || fail "byte ids of the sample"
+"$bin/titan-shard" -q --tokenizer "$TT" -o "$tmp/s2" "$tmp/sample.txt" 2>"$tmp/err" && ids "$tmp/s2" "$tmp/s2.ids" && ok "BPE ids of the sample" || fail "BPE ids of the sample"
+TOK1=$(first "$tmp/s1" 48)
+TOK2=$(first "$tmp/s2" 48)
+"$ck" eval "$tmp/a" --tokens "$TOK1" --threads 2 >"$tmp/a.logits" 2>"$tmp/err" || fail "eval a"
+"$ck" eval "$tmp/r" --tokens "$TOK1" --threads 2 >"$tmp/r.logits" 2>"$tmp/err" || fail "eval r"
+"$ck" eval "$tmp/b" --tokens "$TOK2" --threads 2 >"$tmp/b.logits" 2>"$tmp/err" || fail "eval b"
+"$ck" eval "$tmp/t" --tokens "$TOK1" --threads 2 >"$tmp/t.logits" 2>"$tmp/err" || fail "eval t"
+"$ck" info --json "$tmp/a" >"$tmp/a.json" 2>"$tmp/err" || fail "info a"
+"$ck" info --json "$tmp/t" >"$tmp/t.json" 2>"$tmp/err" || fail "info t"
+
+# --- llama.cpp ----------------------------------------------------------------------------
+sh "$top/tests/gguf/prepare.sh" 2>"$tmp/prep"
+npm=$top/build/gguf/npm
+M=$top/tests/gguf/llama_cpp.mjs
+if ! command -v node >/dev/null 2>&1 || [ ! -f "$npm/node_modules/node-llama-cpp/package.json" ]; then
+    skip "llama.cpp checks" "$(tail -n 1 "$tmp/prep") (node-llama-cpp not installed)"
+    echo "1..$n"
+    [ $bad -eq 0 ]
+    exit
+fi
+if ! node "$M" "$npm" version >"$tmp/out" 2>"$tmp/err"; then
+    skip "llama.cpp checks" "$(head -n 1 "$tmp/out")"
+    echo "1..$n"
+    [ $bad -eq 0 ]
+    exit
+fi
+note
+# One node process runs every check (loading llama.cpp takes seconds):
+# check pass|fail DESCRIPTION COMMAND ARGS... adds a line to the list.
+: >"$tmp/checks"
+check() {
+    want=$1; desc=$2; shift 2
+    line="$want	$desc"
+    for a in "$@"; do line="$line	$a"; done
+    printf '%s\n' "$line" >>"$tmp/checks"
+}
+for d in f32 f16 bf16; do
+    f=$tmp/a.gguf; [ $d = f32 ] || f=$tmp/a.$d.gguf
+    check pass "@huggingface/gguf reads the $d file: llama.* keys, tensors" meta "$f" "$tmp/a.json" $d
+done
+check pass "@huggingface/gguf reads the tied file: no output.weight" meta "$tmp/t.gguf" "$tmp/t.json" f32
+# Probabilities of every token at 48 positions. llama.cpp's f16 KV cache
+# rounds K and V; with an f32 cache only the order of arithmetic differs.
+check pass "llama.cpp f32, f32 KV cache: probabilities = titan's (abs < 1e-5)" logits "$tmp/a.gguf" "$TOK1" "$tmp/a.logits" 1e-5 F32
+check pass "llama.cpp f32, its default f16 KV cache (abs < 1e-4)" logits "$tmp/a.gguf" "$TOK1" "$tmp/a.logits" 1e-4 F16
+check pass "llama.cpp f16 weights (abs < 2e-3)" logits "$tmp/a.f16.gguf" "$TOK1" "$tmp/a.logits" 2e-3 F32
+check pass "llama.cpp bf16 weights (abs < 1e-2)" logits "$tmp/a.bf16.gguf" "$TOK1" "$tmp/a.logits" 1e-2 F32
+check pass "RoPE scaled at context 16: llama.cpp = titan (abs < 1e-5)" logits "$tmp/r.gguf" "$TOK1" "$tmp/r.logits" 1e-5 F32
+check fail "...and the unscaled model is far from it (abs > 1e-3): the scaling is tested" logits "$tmp/a.gguf" "$TOK1" "$tmp/r.logits" 1e-3 F32
+check pass "tied embeddings: llama.cpp = titan (abs < 1e-5)" logits "$tmp/t.gguf" "$TOK1" "$tmp/t.logits" 1e-5 F32
+check pass "BPE run: llama.cpp = titan (abs < 1e-5)" logits "$tmp/b.gguf" "$TOK2" "$tmp/b.logits" 1e-5 F32
+check pass "llama.cpp tokenizes like titan: byte vocabulary" tokenize "$tmp/a.gguf" "$tmp/sample.txt" "$tmp/s1.ids"
+check pass "llama.cpp tokenizes like titan: merges from tiktoken ranks" tokenize "$tmp/b.gguf" "$tmp/sample.txt" "$tmp/s2.ids"
+# cl100k_base (tests/tokenizer/prepare.sh): 2 MB of English against js-tiktoken's ids.
+ref=$top/build/tokenizer
+if [ -s "$ref/english.cl100k.ids" ] && [ -s "$ref/cl100k_base.tiktoken" ] && [ -s "$ref/cl100k_base.json" ]; then
+    for spec in "tiktoken:$ref/cl100k_base.tiktoken" "hf:$ref/cl100k_base.json"; do
+        k=${spec%%:*}
+        expect 0 "" "cl100k ($k): a seed model" -- "$bin/titan-init" -q "$cfg" "$tmp/c$k" --model.tokenizer="$spec" \
+            --model.dim=16 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=1 --training.dataset_path="$tmp/data"
+        expect 0 "" "cl100k ($k): convert --dtype bf16" -- "$ck" convert -q --to gguf "$tmp/c$k" "$tmp/c$k.gguf" --dtype bf16 --tokenizer "$spec"
+        check pass "cl100k ($k): llama.cpp tokenizes 2 MB of English as js-tiktoken" tokenize "$tmp/c$k.gguf" "$ref/english.txt" "$ref/english.cl100k.ids"
+    done
+else
+    skip "cl100k tokenization" "build/tokenizer/english.* missing (tests/tokenizer/prepare.sh)"
+fi
+node "$M" "$npm" batch "$tmp/checks" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] || fail "llama.cpp checks ran to the end (exit $rc)"
+while IFS= read -r line; do
+    case $line in
+        "PASS "*) ok "${line#PASS }" ;;
+        "FAIL "*) n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - ${line#FAIL }" ;;
+        *) echo "# $line" ;;
+    esac
+done <"$tmp/out"
+[ "$(grep -c '^PASS \|^FAIL ' "$tmp/out")" -eq "$(wc -l < "$tmp/checks")" ] && ok "every llama.cpp check reported" || fail "every llama.cpp check reported"
+
+echo "1..$n"
+[ $bad -eq 0 ]
