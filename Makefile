@@ -127,6 +127,7 @@ bench: all
 	scripts/bench.sh
 	scripts/bench_tokenizer.sh
 	scripts/bench_comm.sh
+	scripts/bench_dist.sh
 
 demo:
 	scripts/install-deps.sh

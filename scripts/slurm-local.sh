@@ -34,7 +34,7 @@ pid_of() {
 
 running() {
     [ -f "$conf" ] && pid_of munged >/dev/null && pid_of slurmctld >/dev/null &&
-        pid_of slurmd >/dev/null && sinfo -h -o %T >/dev/null 2>&1
+        pid_of slurmd >/dev/null && timeout 5 sinfo -h -o %T >/dev/null 2>&1
 }
 
 # stop_daemons NAME...: SIGTERM to all at once (each takes 1-2 s to wind
@@ -121,18 +121,35 @@ EOF
     : > "$dir/plugstack.conf"
 }
 
+# The last error a daemon logged, for a message.
+last_error() {
+    grep -h -E 'error|fatal' "$dir/log/$1.log" 2>/dev/null | tail -n 1 | sed 's/^\[[^]]*\] //'
+}
+
+# A failed start leaves nothing running (the logs stay, for reading).
+start_failed() {
+    say "$*"
+    stop
+    exit 1
+}
+
 wait_idle() {
-    i=0
-    while [ $i -lt 300 ]; do
-        st=$(sinfo -h -N -o %T 2>/dev/null | head -n 1)
+    end=$(($(date +%s) + 30))
+    while [ "$(date +%s)" -lt $end ]; do
+        for n in munged slurmctld slurmd; do
+            pid_of $n >/dev/null ||
+                start_failed "$n exited: $(last_error $n) (log: $dir/log/$n.log)"
+        done
+        st=$(timeout 5 sinfo -h -N -o %T 2>/dev/null | head -n 1)
         case $st in
         idle) return 0 ;;
         *drain*|down*|inval*|fail*)
-            [ $i -gt 50 ] && die "node state '$st': $(sinfo -h -N -o %E 2>/dev/null); logs in $dir/log" ;;
+            [ "$(date +%s)" -gt $((end - 25)) ] &&
+                start_failed "node state '$st': $(sinfo -h -N -o %E 2>/dev/null); logs in $dir/log" ;;
         esac
-        sleep 0.1; i=$((i + 1))
+        sleep 0.1
     done
-    die "node not idle after 30 s (state '${st:-no answer}'); logs in $dir/log"
+    start_failed "node not idle after 30 s (state '${st:-no answer}'); logs in $dir/log"
 }
 
 start() {
@@ -154,10 +171,11 @@ start() {
     write_conf
     munged --key-file="$dir/munge/munge.key" --socket="$dir/munge.sock" --origin=127.0.0.1 \
         --pid-file="$dir/munged.pid" --log-file="$dir/log/munged.log" \
-        --seed-file="$dir/munge/munged.seed" 8>&- 9>&- || die "munged did not start; see $dir/log/munged.log"
+        --seed-file="$dir/munge/munged.seed" 8>&- 9>&- ||
+        start_failed "munged did not start: $(tail -n 1 "$dir/log/munged.log" 2>/dev/null)"
     # -c: no state from an earlier run; -i: a half-written state file is no reason to stop.
-    slurmctld -c -i 8>&- 9>&- || die "slurmctld did not start; see $dir/log/slurmctld.log"
-    slurmd 8>&- 9>&- || die "slurmd did not start; see $dir/log/slurmd.log"
+    slurmctld -c -i 8>&- 9>&- || start_failed "slurmctld did not start: $(last_error slurmctld)"
+    slurmd 8>&- 9>&- || start_failed "slurmd did not start: $(last_error slurmd)"
     wait_idle
     say "running: node $(hostname -s), $(nproc) CPUs, conf $conf"
     echo "$conf"

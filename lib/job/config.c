@@ -110,6 +110,14 @@ static const key_def KEYS[] = {
     INT("parallelism", "tensor_parallel_degree", parallelism_tensor_parallel_degree, 1, 1, 0, "tensor parallel ranks"),
     INT("parallelism", "context_parallel_degree", parallelism_context_parallel_degree, 1, 1, 0, "context parallel ranks"),
     INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0, "pipeline stages"),
+    STR("parallelism", "fsdp_reshard_after_forward", parallelism_fsdp_reshard_after_forward, "default",
+        "default,always,never", 0,
+        "FSDP: free each block's gathered parameters after its forward and gather them again for its backward "
+        "(default = always without pipeline parallelism); never keeps them from forward to backward"),
+    STR("parallelism", "comm_bucket_plan", parallelism_comm_bucket_plan, "auto", NULL, F_NONEMPTY,
+        "how blocks (0 = embedding, 1..n_layers, n_layers+1 = norm and output) group into communication units "
+        "(titan extension): auto (FSDP one per block, DDP 25 MB), blocks, whole, size:MB, or a unit id per "
+        "block such as \"0,1,1,2\""),
 
     BOOL("checkpoint", "enable", checkpoint_enable, 1, "save checkpoints (and resume from the latest)"),
     STR("checkpoint", "folder", checkpoint_folder, "checkpoint", NULL, F_NONEMPTY,
@@ -179,7 +187,7 @@ static const struct { const char *section, *key, *harmless; } IGNORED[] = {
     {"lr_scheduler", "lr_min", "0|0.0"},
     {"training", "dataset", NULL}, {"training", "enable_cpu_offload", NULL}, {"training", "compile", NULL},
     {"training", "gc_freq", NULL}, {"training", "gc_debug", NULL},
-    {"parallelism", "enable_compiled_autograd", NULL}, {"parallelism", "fsdp_reshard_after_forward", NULL},
+    {"parallelism", "enable_compiled_autograd", NULL},
     {"parallelism", "disable_loss_parallel", NULL}, {"parallelism", "enable_async_tensor_parallel", NULL},
     {"parallelism", "pipeline_parallel_split_points", "[]"}, {"parallelism", "module_fqns_per_model_part", NULL},
     {"parallelism", "pipeline_parallel_first_stage_less_layers", NULL},

@@ -61,6 +61,8 @@ typedef struct {
     int parallelism_tensor_parallel_degree;
     int parallelism_context_parallel_degree;
     int parallelism_pipeline_parallel_degree;
+    char parallelism_fsdp_reshard_after_forward[TITAN_STR]; /* default, always, never */
+    char parallelism_comm_bucket_plan[TITAN_STR];           /* auto, blocks, whole, size:MB, or unit ids */
 
     /* [checkpoint] */
     int checkpoint_enable;

@@ -51,7 +51,10 @@ struct titan_llama {
     int n_param_tensors;
     titan_param *catalog;
     int have_targets;
+    titan_llama_hooks hooks;
 };
+
+#define HOOK(m, which, b) ((m)->hooks.which ? (m)->hooks.which((m)->hooks.ctx, (b)) : TITAN_OK)
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
@@ -222,6 +225,12 @@ size_t titan_llama_activation_bytes(const titan_llama *m) {
 }
 const float *titan_llama_logits(const titan_llama *m) { return m->act[A_LOGITS]; }
 
+void titan_llama_set_hooks(titan_llama *m, const titan_llama_hooks *h) {
+    if (h) m->hooks = *h;
+    else memset(&m->hooks, 0, sizeof m->hooks);
+}
+int titan_llama_blocks(const titan_llama *m) { return m->L + 2; }
+
 void titan_llama_zero_grads(titan_llama *m) {
     m->be->zero(m->grads, m->nparams * sizeof(float));
 }
@@ -274,11 +283,20 @@ titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const u
     if (targets) be->to_device(tgt, targets, (size_t)N * sizeof(uint32_t));
     m->have_targets = 0;
 
+    int last = m->L + 1;
+    TITAN_TRY(HOOK(m, before_forward, 0));
     be->embedding_forward(resid(m, 0), tok, tok_emb(m, m->params), N, C);
-    for (int l = 0; l < m->L; l++) layer_forward(m, l, resid(m, l), resid(m, l + 1));
+    TITAN_TRY(HOOK(m, after_forward, 0));
+    for (int l = 0; l < m->L; l++) {
+        TITAN_TRY(HOOK(m, before_forward, l + 1));
+        layer_forward(m, l, resid(m, l), resid(m, l + 1));
+        TITAN_TRY(HOOK(m, after_forward, l + 1));
+    }
+    TITAN_TRY(HOOK(m, before_forward, last));
     be->rmsnorm_forward(m->act[A_XF], m->act[A_RSTDF], resid(m, m->L), final_norm(m, m->params),
                         N, C, m->cfg.norm_eps);
     be->matmul_forward(m->act[A_LOGITS], m->act[A_XF], head(m, m->params), N, C, V);
+    TITAN_TRY(HOOK(m, after_forward, last));
 
     if (!targets) return TITAN_OK;
     /* Loss only; backward recomputes the softmax into dlogits in place, so
@@ -363,17 +381,24 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
                       loss_scale / (float)N);
     m->have_targets = 0; /* the logits are gone */
 
+    /* Backward hooks' failures stay with their owner (see llama.h). */
+    (void)HOOK(m, before_backward, m->L + 1);
     be->zero(dxf, (size_t)N * C * f);
     be->matmul_backward(dxf, head(m, G), logits, m->act[A_XF], head(m, P), N, C, V);
     be->zero(dresid, (size_t)N * C * f);
     be->rmsnorm_backward(dresid, final_norm(m, G), dxf, resid(m, m->L), final_norm(m, P),
                          m->act[A_RSTDF], N, C);
+    (void)HOOK(m, after_backward, m->L + 1);
 
     for (int l = m->L - 1; l >= 0; l--) {
+        (void)HOOK(m, before_backward, l + 1);
         /* Recompute the block's intermediates from its saved input; its
          * output slot is no longer needed, so it serves as scratch. */
         if (m->ac == TITAN_AC_FULL) layer_forward(m, l, resid(m, l), resid(m, l + 1));
         layer_backward(m, l, resid(m, l));
+        (void)HOOK(m, after_backward, l + 1);
     }
+    (void)HOOK(m, before_backward, 0);
     be->embedding_backward(tok_emb(m, G), dresid, (const uint32_t *)m->act[A_TOKENS], N, C);
+    (void)HOOK(m, after_backward, 0);
 }

@@ -32,4 +32,30 @@ void titan_llama_zero_grads(titan_llama *m);
 /* Logits [B*T, V] of the last forward (backend memory). */
 const float *titan_llama_logits(const titan_llama *m);
 
+/* Per-block hooks, for parallelism that moves parameters and gradients while
+ * the model computes (FSDP gathers, gradient reductions). Blocks: 0 = token
+ * embedding, 1..n_layers = transformer layer block-1, n_layers + 1 = final
+ * norm and output head (which, with tied embeddings, also reads and adds
+ * gradients into block 0's tok_embeddings.weight). Forward runs blocks
+ * 0..n_layers+1, backward n_layers+1..0; with activation checkpointing
+ * the recomputation of a layer happens after its before_backward.
+ * before_forward and before_backward run before the block reads its
+ * parameters, after_forward once it no longer needs them in this forward,
+ * after_backward once its parameter gradients are final for this backward.
+ * A failing forward hook stops the forward with its status; backward hooks
+ * cannot stop the backward, so their owner must keep the failure. Any hook
+ * may be NULL. */
+typedef struct {
+    void *ctx;
+    titan_status (*before_forward)(void *ctx, int block);
+    titan_status (*after_forward)(void *ctx, int block);
+    titan_status (*before_backward)(void *ctx, int block);
+    titan_status (*after_backward)(void *ctx, int block);
+} titan_llama_hooks;
+
+/* Installs hooks (copied); NULL removes them. */
+void titan_llama_set_hooks(titan_llama *m, const titan_llama_hooks *h);
+/* Number of blocks: n_layers + 2. */
+int titan_llama_blocks(const titan_llama *m);
+
 #endif

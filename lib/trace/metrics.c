@@ -71,6 +71,9 @@ void titan_metrics_format(const titan_step_metrics *s, char *buf, size_t cap) {
                      (double)s->peak_rss_bytes / (1024.0 * 1024.0));
     if (s->has_val && n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, " | val_loss %8.4f", s->val_loss);
+    if (s->has_comm && n >= 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, " | comm exposed %.3f of %.3f s", s->comm_exposed_s,
+                      s->comm_total_s);
     if (s->has_ckpt && n >= 0 && (size_t)n < cap)
         snprintf(buf + n, cap - (size_t)n, " | ckpt stall %.3f s", s->ckpt_stall_s);
 }
@@ -86,6 +89,8 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
         n = fprintf(m->f, ",\"val_loss\":%.9g,\"val_tokens\":%" PRIu64 ",\"val_time_s\":%.6g", s->val_loss,
                     s->val_tokens, s->val_time_s);
     if (n >= 0 && s->has_ckpt) n = fprintf(m->f, ",\"ckpt_stall_s\":%.6g", s->ckpt_stall_s);
+    if (n >= 0 && s->has_comm)
+        n = fprintf(m->f, ",\"comm_total_s\":%.6g,\"comm_exposed_s\":%.6g", s->comm_total_s, s->comm_exposed_s);
     if (n >= 0) n = fprintf(m->f, "}\n");
     if (n < 0 || fflush(m->f) != 0)
         return titan_error(TITAN_ERR_IO, "%s: write failed: %s", m->path, strerror(errno));

@@ -24,6 +24,9 @@ typedef struct {
     double val_time_s;
     int has_ckpt;          /* a checkpoint was saved after this step: */
     double ckpt_stall_s;   /*   seconds training waited for it */
+    int has_comm;          /* more than one rank: */
+    double comm_total_s;   /*   running time of the step's parameter and gradient collectives */
+    double comm_exposed_s; /*   of which training waited (not hidden behind compute) */
 } titan_step_metrics;
 
 typedef struct titan_metrics titan_metrics;

@@ -7,19 +7,32 @@
  * over them. With dp_shard = 1 the shard is the whole model and aliases the
  * model's own buffers (DDP, or one process).
  *
- * A step: forward and backward on full parameters into full gradients;
- * titan_fsdp_sync_grads reduce-scatters the gradients (average) over the
- * shard group, packs this rank's chunks into the shard gradient and
- * all-reduces that (average) over the replicate group in 25 MB buckets;
- * titan_fsdp_clip takes the global norm (sums of squares added over the shard
- * group in rank order); AdamW updates the shard; titan_fsdp_gather_params
- * all-gathers the parameters back into the model for the next forward.
+ * A step runs block by block (llama.h hooks; blocks are grouped into
+ * communication units, see titan_fsdp_options). FSDP: a unit's parameters
+ * are all-gathered from the shards just before its first block's forward,
+ * the next unit's gather queued meanwhile so it runs while this one
+ * computes; with reshard_after_forward the unit counts as freed after its
+ * forward and is gathered again (the previous unit prefetched) during
+ * backward. As soon as a unit's last block (in backward order) is done on
+ * the last micro-batch, its gradients are reduce-scattered (average) over
+ * the shard group, asynchronously; for DDP/HSDP each finished unit's shard
+ * gradient is then all-reduced (average) over the replicate group.
+ * titan_fsdp_sync_grads waits for all of it; titan_fsdp_clip takes the
+ * global norm (sums of squares added over the shard group in rank order);
+ * AdamW updates the shard; titan_fsdp_params_updated marks every unit stale
+ * (and queues the first unit's gather for the next step).
  *
- * Memory: the model keeps full parameter and gradient buffers (the whole
- * model is gathered between steps, not layer by layer), so FSDP saves the
- * optimizer state and the shard copies: per rank 2 full + 4/dp_shard model
- * sizes of floats, against 4 for one process. All reductions add in rank
- * order, so a layout's results are deterministic. */
+ * Every collective is issued in the same order on every rank and every
+ * reduction adds in rank order, element by element, so neither the unit
+ * plan, nor resharding, nor timing changes a bit of the results: per-block
+ * and whole-model gathers train identically.
+ *
+ * Memory: on the CPU the model keeps one full flat parameter buffer and one
+ * full gradient buffer (the kernels read them), so resharding frees nothing
+ * yet; FSDP saves the optimizer state and shard copies: per rank 2 full +
+ * 4/dp_shard model sizes of floats, against 4 for one process. Set
+ * TITAN_FSDP_POISON=1 to fill resharded units with NaN, which proves no
+ * block reads parameters it did not gather. */
 #ifndef TITAN_TRAIN_FSDP_H
 #define TITAN_TRAIN_FSDP_H
 
@@ -45,7 +58,30 @@ void titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int r
 
 typedef struct titan_fsdp titan_fsdp;
 
-titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *model);
+/* The communication plan. Units are runs of consecutive blocks (llama.h
+ * numbering); each unit's parameters are gathered together and its
+ * gradients reduced together. */
+typedef struct {
+    int reshard_after_forward;  /* FSDP: free a unit after forward, gather again for backward */
+    /* unit_of_block[n_layers + 2]: unit ids, 0 for block 0, each the same as
+     * or one more than the previous block's; NULL: automatic by size. */
+    const int *unit_of_block;
+    /* Automatic plan: consecutive blocks share a unit while it stays within
+     * this many bytes of parameters (a larger block is a unit alone);
+     * 0: one unit per block. */
+    size_t bucket_bytes;
+} titan_fsdp_options;
+
+/* Parses parallelism.comm_bucket_plan for a model of n_blocks blocks into
+ * opt (unit_of_block points into units[n_blocks]): "auto" (FSDP one unit
+ * per block, DDP 25 MB buckets), "blocks" (one unit per block), "whole" (one
+ * unit), "size:MB" (automatic, MB per unit) or a comma-separated unit id per
+ * block ("0,1,1,2"). */
+titan_status titan_fsdp_parse_plan(const char *s, int n_blocks, int sharded, int *units, titan_fsdp_options *opt);
+
+/* Installs its hooks on the model when the job has more than one rank. */
+titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *model,
+                               const titan_fsdp_options *opt);
 void titan_fsdp_free(titan_fsdp *f);
 
 size_t titan_fsdp_numel(const titan_fsdp *f);   /* shard elements */
@@ -53,10 +89,25 @@ float *titan_fsdp_params(titan_fsdp *f);        /* packed shard parameters */
 float *titan_fsdp_grads(titan_fsdp *f);         /* packed shard gradients */
 const titan_shard_piece *titan_fsdp_pieces(const titan_fsdp *f);
 
-/* Collective: full parameters into the model from every rank's shard. */
+/* Collective: full parameters into the model from every rank's shard (each
+ * stale unit, at once). */
 titan_status titan_fsdp_gather_params(titan_fsdp *f);
-/* Collective: averaged gradients of this rank's shard into titan_fsdp_grads. */
+/* Whether the coming backward is the step's last micro-batch, whose
+ * after-backward hooks start the gradient reductions (default 1). */
+void titan_fsdp_set_sync(titan_fsdp *f, int sync);
+/* Collective: averaged gradients of this rank's shard into titan_fsdp_grads
+ * (waits for the reductions the backward started; starts any it did not).
+ * Also returns any failure a hook kept. */
 titan_status titan_fsdp_sync_grads(titan_fsdp *f);
+/* The shard parameters changed (optimizer step): every unit is stale; the
+ * first unit's gather is queued for the next forward. */
+titan_status titan_fsdp_params_updated(titan_fsdp *f);
+/* Communication time since the last call (then reset): *total_s, the
+ * operations' running time (issue or previous completion on the same
+ * communicator, to completion as observed at the next block boundary or
+ * wait, so an upper bound); *exposed_s, time the caller was blocked
+ * waiting for them. Both 0 for one process. */
+void titan_fsdp_comm_times(titan_fsdp *f, double *exposed_s, double *total_s);
 /* Collective: the global gradient norm (before clipping) into *norm; when
  * max_norm > 0 and the norm is finite, scales the shard gradients as
  * torch.nn.utils.clip_grad_norm_ does. */

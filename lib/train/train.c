@@ -145,7 +145,14 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         .beta1 = (float)cfg->optimizer_beta1, .beta2 = (float)cfg->optimizer_beta2,
         .eps = (float)cfg->optimizer_eps, .weight_decay = (float)cfg->optimizer_weight_decay,
     };
-    TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model));
+    int units[t->mc.n_layers + 2];
+    titan_fsdp_options fo = {0};
+    st = titan_fsdp_parse_plan(cfg->parallelism_comm_bucket_plan, t->mc.n_layers + 2, t->mesh.layout.dp_shard > 1,
+                               units, &fo);
+    if (st != TITAN_OK) return st;
+    /* torchtitan's "default": reshard unless pipeline parallel (not supported here). */
+    fo.reshard_after_forward = strcmp(cfg->parallelism_fsdp_reshard_after_forward, "never") != 0;
+    TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
     TITAN_TRY(titan_lr_schedule_init(&t->sched, cfg->training_steps, cfg->lr_scheduler_warmup_steps,
                                      cfg->lr_scheduler_decay_ratio, cfg->lr_scheduler_decay_type,
@@ -198,13 +205,16 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     for (int a = 0; a < t->accum; a++) {
         TITAN_TRY(titan_loader_next(t->loader, t->inputs, t->targets, B));
         float loss = 0.0f;
-        TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss));
+        titan_status fst = titan_llama_forward(t->model, t->inputs, t->targets, &loss);
+        if (fst != TITAN_OK) return fst; /* a hook's communication failure too */
         if (!isfinite(loss)) {
             titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g, micro-batch %d); step refused, parameters unchanged",
                         step, (double)loss, a);
             titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
             return TITAN_ERR_NUMERIC;
         }
+        /* The last micro-batch's backward starts the gradient reductions. */
+        titan_fsdp_set_sync(t->fsdp, a == t->accum - 1);
         titan_llama_backward(t->model, 1.0f / (float)t->accum);
         loss_sum += loss;
     }
@@ -214,6 +224,8 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
     double norm = 0.0;
     TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm));
+    titan_fsdp_comm_times(t->fsdp, &sm->comm_exposed_s, &sm->comm_total_s);
+    sm->has_comm = t->mesh.world > 1;
     if (!isfinite(norm)) {
         titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is not finite (%g); step refused, parameters unchanged", step, norm);
         titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
@@ -222,7 +234,8 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
     double lr = cfg->optimizer_lr * titan_lr_factor(&t->sched, step - 1);
     titan_adamw_step(t->adam, titan_fsdp_params(t->fsdp), titan_fsdp_grads(t->fsdp), (float)lr);
-    TITAN_TRY(titan_fsdp_gather_params(t->fsdp));
+    /* The next forward gathers block by block. */
+    TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
 
     titan_loader_get_state(t->loader, &t->pr.loader);
     t->pr.step = step;
@@ -304,6 +317,8 @@ static titan_status loop(trainer *t) {
                      sm.has_val);
         if (t->metrics) TITAN_TRY(titan_metrics_log(t->metrics, &sm, print));
     }
+    /* Full parameters for what follows on one rank (sampling). */
+    TITAN_TRY(titan_fsdp_gather_params(t->fsdp));
     return t->saver ? titan_async_save_wait(t->saver) : TITAN_OK;
 }
 

@@ -27,7 +27,7 @@ run 1 "suite all: 1 rank via pmix: ok" "1 rank: bootstrap and every collective" 
 run 2 "suite all: 2 ranks via pmix: ok" "2 ranks: bootstrap and every collective" --
 run 4 "suite all: 4 ranks via pmix: ok" "4 ranks: collectives, 2x2 mesh" --
 run 3 "suite timeout: 3 ranks via pmix: ok" "3 ranks: a rank that skips an operation is reported" -- --suite timeout
-grep -q "timed out after 0.5 s waiting for rank 2" "$tmp/err" && ok "timeout message names the missing rank" \
+grep -q "timed out after 1.0 s waiting for rank 2" "$tmp/err" && ok "timeout message names the missing rank" \
     || fail "timeout message names the missing rank"
 
 echo "1..$n"

@@ -5,15 +5,17 @@
 # killed rank, and a tiny data-parallel titan-train that must give the same
 # bits as --nproc 2. TAP output; skipped (77) without Slurm, without root to
 # start it, or when it will not start here. Stops the Slurm it started.
+# TITAN_REQUIRE_SLURM=1 (CI sets it) turns every skip into a failure.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
+skip() { echo "$1"; [ "${TITAN_REQUIRE_SLURM:-0}" = 1 ] && exit 1; exit 77; }
 prog=$top/build/tests/test_dist
 bin=$top/bin
 local_slurm=$top/scripts/slurm-local.sh
 for c in srun sinfo slurmd slurmctld munged; do
-    command -v $c >/dev/null 2>&1 || { echo "$c not found (Debian: slurm-wlm munge)"; exit 77; }
+    command -v $c >/dev/null 2>&1 || skip "$c not found (Debian: slurm-wlm munge)"
 done
-[ -x "$prog" ] || { echo "$prog not built (make)"; exit 77; }
+[ -x "$prog" ] || skip "$prog not built (make)"
 tmp=$(mktemp -d)
 started=0
 cleanup() {
@@ -26,16 +28,16 @@ trap 'exit 1' INT TERM
 # under us (fd 9; slurm-local.sh keeps it from the daemons).
 if command -v flock >/dev/null 2>&1; then
     exec 9>"${TITAN_SLURM_DIR:-/tmp/titan-slurm}.test.lock"
-    flock -w 300 9 || { echo "another dist_slurm.sh has held the local Slurm for 5 minutes"; exit 77; }
+    flock -w 300 9 || skip "another dist_slurm.sh has held the local Slurm for 5 minutes"
 fi
 # One already running (left by a developer, say) is used and left running.
 sh "$local_slurm" status 2>/dev/null || {
-    [ "$(id -u)" -eq 0 ] || { echo "starting a local Slurm needs root"; exit 77; }
+    [ "$(id -u)" -eq 0 ] || skip "starting a local Slurm needs root"
     started=1
 }
 t0=$(date +%s)
 conf=$(sh "$local_slurm" start 2>"$tmp/start") ||
-    { echo "local Slurm did not start: $(tail -n 1 "$tmp/start")"; exit 77; }
+    skip "local Slurm did not start: $(tail -n 1 "$tmp/start")"
 export SLURM_CONF="$conf"
 echo "# local Slurm ($SLURM_CONF) ready in $(($(date +%s) - t0)) s"
 

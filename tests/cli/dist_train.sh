@@ -9,7 +9,11 @@
 # sample order would move them by 1e-3 or more. Also: a checkpoint saved by
 # FSDP 2 resumes under FSDP 4 and as one process on the same curve; bad
 # degrees are usage errors; a killed rank makes the others stop with status
-# 8 and a message naming it. TAP output.
+# 8 and a message naming it. Per-block FSDP: whole-model and per-block
+# gathers, with or without reshard after forward, give bitwise the same
+# losses (TITAN_FSDP_POISON fills freed blocks with NaN, so a block that
+# read parameters it did not gather would show); multi-rank metrics carry
+# comm_total_s and comm_exposed_s. TAP output.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$top/bin
@@ -57,21 +61,54 @@ curve() { # DESCRIPTION RUN_A RUN_B [FIRST_STEP]
     if same_curve "$2" "$3" "${4:-1}" 2>"$tmp/err"; then ok "$1 ($(cat "$tmp/err"))"; else fail "$1"; fi
 }
 
-for r in single ddp2 fsdp2 fsdp4 hsdp mpi half; do
+for r in single ddp2 fsdp2 fsdp4 hsdp mpi half never whole plan; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 expect 0 "" "train 20 steps, one process" -- "$bin/titan-train" -q "$tmp/single"
 expect 0 "" "train DDP 2 (--nproc 2)" -- "$bin/titan-train" "$tmp/ddp2" --nproc 2 $DDP
 grep -q "layout dp_replicate=2,dp_shard=1" "$tmp/err" && ok "DDP 2 reports its layout" || fail "DDP 2 reports its layout"
 grep -q "rank 1" "$tmp/err" && fail "only rank 0 prints step lines" || ok "only rank 0 prints step lines"
+grep -q "comm exposed .* of .* s" "$tmp/err" && ok "step lines show exposed communication" || fail "step lines show exposed communication"
 expect 0 "" "train FSDP 2" -- "$bin/titan-train" -q "$tmp/fsdp2" --nproc 2
-expect 0 "" "train FSDP 4" -- "$bin/titan-train" -q "$tmp/fsdp4" --nproc 4
+expect 0 "" "train FSDP 4 (freed blocks poisoned)" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q "$tmp/fsdp4" --nproc 4
 expect 0 "" "train HSDP 2x2" -- "$bin/titan-train" -q "$tmp/hsdp" --nproc 4 $HSDP
 [ "$(wc -l < "$tmp/fsdp4/metrics.jsonl")" -eq 20 ] && ok "one metrics.jsonl line per step" || fail "one metrics.jsonl line per step"
 curve "DDP 2 loss curve = one process" "$tmp/single" "$tmp/ddp2"
 curve "FSDP 2 loss curve = one process" "$tmp/single" "$tmp/fsdp2"
 curve "FSDP 4 loss curve = one process" "$tmp/single" "$tmp/fsdp4"
 curve "HSDP 2x2 loss curve = one process" "$tmp/single" "$tmp/hsdp"
+# Per-block schedules: the same collectives in another order of issue.
+expect 0 "" "train FSDP 2, fsdp_reshard_after_forward = never" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q \
+    "$tmp/never" --nproc 2 --parallelism.fsdp_reshard_after_forward=never
+expect 0 "" "train FSDP 2, whole-model gather (comm_bucket_plan = whole)" -- "$bin/titan-train" -q "$tmp/whole" \
+    --nproc 2 --parallelism.comm_bucket_plan=whole
+expect 0 "" "train HSDP 2x2, explicit unit plan 0,1,1,2" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q "$tmp/plan" \
+    --nproc 4 $HSDP --parallelism.comm_bucket_plan=0,1,1,2
+curve "FSDP 2 without reshard loss curve = one process" "$tmp/single" "$tmp/never"
+same_bits() { # DESCRIPTION RUN_A RUN_B: identical loss and grad_norm at every step
+    if /usr/bin/python3 - "$2/metrics.jsonl" "$3/metrics.jsonl" <<'PY'
+import json, sys
+a, b = ([(d["loss"], d["grad_norm"]) for d in map(json.loads, open(p))] for p in sys.argv[1:3])
+sys.exit(0 if len(a) == 20 and a == b else 1)
+PY
+    then ok "$1"; else fail "$1"; fi
+}
+same_bits "per-block = whole-model gather, bit for bit" "$tmp/fsdp2" "$tmp/whole"
+same_bits "reshard after forward or not, bit for bit" "$tmp/fsdp2" "$tmp/never"
+same_bits "HSDP unit plan 0,1,1,2 = one unit per block, bit for bit" "$tmp/hsdp" "$tmp/plan"
+expect 2 "comm_bucket_plan" "a bad unit plan is a usage error" -- "$bin/titan-train" "$tmp/whole" --nproc 2 \
+    --parallelism.comm_bucket_plan=0,2,2,3
+if /usr/bin/python3 - "$tmp/fsdp2/metrics.jsonl" "$tmp/single/metrics.jsonl" <<'PY'
+import json, sys
+multi = [json.loads(l) for l in open(sys.argv[1])]
+one = [json.loads(l) for l in open(sys.argv[2])]
+ok = all(0 <= d["comm_exposed_s"] <= d["comm_total_s"] + 1e-9 and d["comm_total_s"] > 0 for d in multi)
+ok = ok and not any("comm_total_s" in d for d in one)
+sys.exit(0 if ok else 1)
+PY
+then ok "multi-rank metrics report comm_total_s >= comm_exposed_s (one process: none)"
+else fail "multi-rank metrics report comm_total_s >= comm_exposed_s (one process: none)"; fi
+
 ls "$tmp/fsdp4/checkpoint/step-00000020/" | grep -q "rank-00003.bin" && ok "FSDP 4 checkpoint has a data file per rank" \
     || fail "FSDP 4 checkpoint has a data file per rank"
 grep -q '"dp_replicate=1,dp_shard=4' "$tmp/fsdp4/checkpoint/step-00000020/metadata.json" && ok "checkpoint records the layout" \

@@ -1,0 +1,230 @@
+#!/bin/sh
+# bench_dist.sh - multi-process training: titan-train --nproc N beside PyTorch
+# (scripts/torch_dist_bench.py, gloo) in the same run, same debugmodel, same
+# global batch (BENCH_DIST_GLOBAL sequences of BENCH_DIST_SEQ_LEN tokens split
+# over the ranks), same steps. Layouts: FSDP 2, FSDP 4, DDP 2. torch 1.13's
+# FullyShardedDataParallel refuses CPU-only execution, so its FSDP stand-in is
+# DDP + ZeroRedundancyOptimizer (ZeRO-1), which shards what titan's FSDP saves
+# (titan gathers the whole model at once: see titan-train(1), Launch).
+# Prints tokens/s (warmup left out), the exposed and total communication time
+# per step, and each rank's peak RSS beside the analytic expectation
+# (parameters + gradients + optimizer state, sharded as each layout shards
+# them, + activations). Threads per rank = max(1, cores / ranks) on both sides.
+# Run by `make bench`.
+#
+#   BENCH_DIST_SEQ_LEN (512)  BENCH_DIST_GLOBAL (4)  BENCH_DIST_STEPS (4)
+#   BENCH_DIST_WARMUP (1)
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+PY=/usr/bin/python3
+SEQ=${BENCH_DIST_SEQ_LEN:-512}
+GLOBAL=${BENCH_DIST_GLOBAL:-4}
+STEPS=${BENCH_DIST_STEPS:-4}
+WARMUP=${BENCH_DIST_WARMUP:-1}
+out=build/bench_dist
+
+die() { echo "bench_dist: error: $*" >&2; exit 1; }
+[ "$STEPS" -gt "$WARMUP" ] || die "BENCH_DIST_STEPS ($STEPS) must exceed BENCH_DIST_WARMUP ($WARMUP)"
+[ $((GLOBAL % 4)) -eq 0 ] || die "BENCH_DIST_GLOBAL ($GLOBAL) must be a multiple of 4 (split over 2 and 4 ranks)"
+for t in titan-init titan-train titan-shard; do
+    [ -x "bin/$t" ] || die "bin/$t not built (run make)"
+done
+$PY -c 'import torch' 2>/dev/null || die "PyTorch not found for $PY (apt-get install python3-torch)"
+
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo 2>/dev/null; then
+    export OPENBLAS_CORETYPE=SkylakeX
+fi
+export TITAN_NO_REEXEC=1
+rm -rf "$out"
+mkdir -p "$out"
+
+# Data: this repository's sources, repeated until every rank has its steps.
+need=$(( (STEPS + 1) * GLOBAL * (SEQ + 1) ))
+bytes=0
+while [ "$bytes" -lt "$need" ]; do
+    cat lib/*/*.c lib/*/*.h >>"$out/corpus.txt"
+    bytes=$(wc -c <"$out/corpus.txt")
+done
+bin/titan-shard -q -o "$out/data" "$out/corpus.txt"
+rm -f "$out/corpus.txt"
+# PyTorch reads the same token stream: the first shard's payload after its 64-byte header.
+tail -c +65 "$out/data/shard-00000.bin" >"$out/tokens.u32"
+
+echo "bench_dist: load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+exec $PY - "$out" "$SEQ" "$GLOBAL" "$STEPS" "$WARMUP" <<'EOF'
+import json, os, subprocess, sys, time
+sys.path.insert(0, "scripts")
+from torch_llama import LlamaConfig, hidden_dim
+
+out, T, G, steps, warmup = sys.argv[1], *map(int, sys.argv[2:])
+cores = os.cpu_count() or 1
+c = LlamaConfig(dim=256, n_layers=6, n_heads=16, vocab_size=258, multiple_of=256,
+                rope_scaling_factor=8.0)
+MB = 2.0 ** 20
+
+
+def threads(n):
+    return max(1, cores // n)
+
+
+def act_titan(b):
+    """Bytes of titan's activation arena (lib/model/llama.c, no AC) for b x T tokens."""
+    C, QD, KVD, NH, H, V, L = c.dim, c.dim, c.dim, c.n_heads, hidden_dim(c), c.vocab_size, c.n_layers
+    layer = C + 1 + QD + 2 * KVD + QD + NH + C + C + 1 + 3 * H
+    head = C + 1 + V + 1
+    scratch = 2 * C + 2 * QD + 3 * KVD + 3 * H
+    n = b * T
+    return 4 * (n * ((L + 1) * C + L * layer + head + scratch + 2) + T * (c.dim // c.n_heads))
+
+
+def act_torch(b):
+    """Rough bytes autograd keeps for torch_llama.py: titan's per-token tensors plus
+    the attention probabilities every layer saves (no fused attention in 1.13), and
+    two more T x T score buffers live at once in backward."""
+    tt = 4 * b * c.n_heads * T * T
+    return act_titan(b) + c.n_layers * tt + 2 * tt
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def rank_of(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            for kv in f.read().split(b"\0"):
+                if kv.startswith(b"TITAN_RANK="):
+                    return int(kv[11:])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def hwm(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def titan(name, n, layout):
+    """titan-train --nproc n; each rank's peak RSS read from /proc (VmHWM only
+    grows, so the last read before a rank exits is its peak)."""
+    run = os.path.join(out, name)
+    b = G // n
+    subprocess.run(["bin/titan-init", "-q", "--force", "configs/debugmodel.toml", run,
+                    "--training.dataset_path=" + os.path.join(out, "data"),
+                    "--training.seq_len=%d" % T, "--training.local_batch_size=%d" % b,
+                    "--training.global_batch_size=%d" % G, "--training.steps=%d" % steps,
+                    "--training.threads=%d" % threads(n), "--checkpoint.enable=false",
+                    "--metrics.log_freq=1", "--metrics.peak_flops=1e11"], check=True)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads(n)), OMP_NUM_THREADS=str(threads(n)))
+    print("bench_dist: titan %s ..." % name, file=sys.stderr, flush=True)
+    p = subprocess.Popen(["bin/titan-train", "-q", run, "--nproc", str(n)] + layout, env=env)
+    peak, ranks = [0] * n, {}
+    while p.poll() is None:
+        for k in children(p.pid):
+            if k not in ranks:
+                ranks[k] = rank_of(k)
+            r = ranks[k]
+            if r is not None and 0 <= r < n:
+                peak[r] = max(peak[r], hwm(k))
+        time.sleep(0.05)
+    if p.returncode != 0:
+        sys.exit("bench_dist: titan-train %s exited with status %d" % (name, p.returncode))
+    m = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl")) if l.strip()]
+    timed = m[warmup:]
+    comm = None
+    if timed and all("comm_exposed_s" in s and "comm_total_s" in s for s in timed):
+        comm = (sum(s["comm_exposed_s"] for s in timed) / len(timed),
+                sum(s["comm_total_s"] for s in timed) / len(timed))
+    return dict(tps=G * T * len(timed) / sum(s["step_time_s"] for s in timed), comm=comm,
+                rss=peak, rss0_metrics=max(s["peak_rss_bytes"] for s in m), loss=m[-1]["loss"])
+
+
+def torch_run(name, n, mode):
+    res = os.path.join(out, name + ".json")
+    print("bench_dist: torch %s ..." % name, file=sys.stderr, flush=True)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads(n)), OMP_NUM_THREADS=str(threads(n)),
+               # keep freed memory, as scripts/bench.sh does for the single-process run
+               GLIBC_TUNABLES="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736")
+    subprocess.run([sys.executable, "scripts/torch_dist_bench.py", "--nproc", str(n), "--mode", mode,
+                    "--seq-len", str(T), "--local-batch", str(G // n), "--steps", str(steps),
+                    "--warmup", str(warmup), "--threads", str(threads(n)),
+                    "--tokens", os.path.join(out, "tokens.u32"), "--out", res],
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    r = json.load(open(res))
+    return dict(tps=r["tokens_per_s"], comm=(r["comm_exposed_s"], r["comm_total_s"]),
+                rss=r["peak_rss_bytes"], loss=r["loss"][-1], params=r["params"])
+
+
+P = None
+rows = []
+fsdp = lambda n: ["--parallelism.data_parallel_replicate_degree=1",
+                  "--parallelism.data_parallel_shard_degree=%d" % n]
+ddp = ["--parallelism.data_parallel_replicate_degree=2", "--parallelism.data_parallel_shard_degree=1"]
+for n, kind in ((2, "fsdp"), (4, "fsdp"), (2, "ddp")):
+    t = titan("%s%d" % (kind, n), n, fsdp(n) if kind == "fsdp" else ddp)
+    r = torch_run("torch_%s%d" % (kind, n), n, "zero" if kind == "fsdp" else "ddp")
+    P = 4 * r["params"]
+    b = G // n
+    # Analytic bytes per rank. titan FSDP: whole params + grads (gathered at once)
+    # + the rank's shard of params and grads + AdamW m, v of the shard. ZeRO-1:
+    # whole params + grads + m, v of the shard. DDP: everything whole.
+    if kind == "fsdp":
+        rows.append(("titan FSDP %d" % n, n, t, 2 * P + 4 * P / n, act_titan(b)))
+        rows.append(("torch DDP+ZeRO-1 %d" % n, n, r, 2 * P + 2 * P / n, act_torch(b)))
+    else:
+        rows.append(("titan DDP %d" % n, n, t, 4 * P, act_titan(b)))
+        rows.append(("torch DDP %d" % n, n, r, 4 * P, act_torch(b)))
+
+print("model: debugmodel (dim 256, 6 layers, 16 heads, vocab 258, %.2fM params), seq_len %d, "
+      "global batch %d sequences split over the ranks, %d steps, first %d not timed"
+      % (P / 4 / 1e6, T, G, steps, warmup))
+print("%d cores; threads per rank = max(1, cores / ranks): %s (titan --training.threads, torch "
+      "set_num_threads + OMP_NUM_THREADS); 4 ranks oversubscribe when ranks > cores"
+      % (cores, ", ".join("%d ranks -> %d" % (n, threads(n)) for n in (2, 4))))
+print("load average at the end: %s (the cores are shared with other work)"
+      % " ".join(open("/proc/loadavg").read().split()[:3]))
+print()
+print("%-20s %5s %9s %9s %9s %8s %10s %10s %10s %8s" % (
+    "implementation", "ranks", "tokens/s", "exposed s", "comm s", "exposed", "RSS MB max",
+    "analytic", "state+act", "loss"))
+for name, n, d, state, act in rows:
+    if d["comm"]:
+        e, tot = d["comm"]
+        comm = "%9.3f %9.3f %7.0f%%" % (e, tot, 100 * min(1.0, e / tot) if tot > 0 else 0)
+    else:
+        comm = "%9s %9s %8s" % ("n/a", "n/a", "n/a")
+    print("%-20s %5d %9.1f %s %10.1f %10.1f %10s %8.4f" % (
+        name, n, d["tps"], comm, max(d["rss"]) / MB, (state + act) / MB,
+        "%.0f+%.0f" % (state / MB, act / MB), d["loss"]))
+print()
+print("peak RSS per rank (MB):")
+for name, n, d, state, act in rows:
+    extra = ""
+    if "rss0_metrics" in d:
+        extra = "   (rank 0 in metrics.jsonl: %.1f)" % (d["rss0_metrics"] / MB)
+    print("  %-20s %s%s" % (name, " ".join("%7.1f" % (x / MB) for x in d["rss"]), extra))
+print()
+print("exposed: communication time per step not hidden behind compute, over its total.")
+print("  titan: comm_exposed_s / comm_total_s from metrics.jsonl (rank 0), n/a when absent.")
+print("  torch: DDP comm hook: buckets in flight = total; after the last bucket is issued")
+print("  (no backward compute left) = exposed; ZeRO-1's parameter broadcasts count whole.")
+print("analytic = params + grads + AdamW m, v as each layout holds them + activations")
+print("  (titan: its activation arena; torch: the same plus the T x T attention")
+print("  probabilities autograd keeps, approximate). RSS above it is code, libraries,")
+print("  communication buffers and allocator slack (torch runs with glibc told to keep")
+print("  freed memory, as in scripts/bench.sh, which adds to its RSS). A full FSDP (ZeRO-3) would hold")
+print("  4P/N of model state: %.1f MB at 2 ranks, %.1f MB at 4." % (4 * P / 2 / MB, 4 * P / 4 / MB))
+EOF
