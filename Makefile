@@ -101,6 +101,8 @@ build/tests/test_fuzz_%: build/obj/tests/fuzz/fuzz_%.o build/obj/tests/fuzz/repl
 
 # `make fuzz [FUZZ_SECONDS=60]`: each target with clang's libFuzzer, ASan and
 # UBSan for FUZZ_SECONDS (scripts/fuzz.sh); crashers land in build/fuzz/.
+# Needs clang and its libFuzzer runtime (Debian: clang, libclang-rt-14-dev);
+# `make check` does not.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_LIB      = lib/core/error.c lib/core/fsutil.c lib/core/log.c lib/tensor/box.c lib/tensor/dtype.c \

@@ -292,7 +292,7 @@ titan_status titan_comm_all_reduce(titan_comm *c, const void *send, void *recv, 
 titan_status titan_comm_reduce_scatter_v(titan_comm *c, const void *send, void *recv,
                                          const size_t *counts, titan_dtype dt,
                                          titan_comm_redop op, titan_comm_req **req) {
-    size_t total;
+    size_t total = 0;
     TITAN_TRY(check_dtype(c, COMM_REDUCE_SCATTER, dt, 1, op));
     TITAN_TRY(check_counts(c, COMM_REDUCE_SCATTER, counts, dt, &total));
     TITAN_TRY(check_buf(c, COMM_REDUCE_SCATTER, send, total, dt, "send"));
@@ -322,7 +322,7 @@ titan_status titan_comm_reduce_scatter(titan_comm *c, const void *send, void *re
 
 titan_status titan_comm_all_gather_v(titan_comm *c, const void *send, void *recv,
                                      const size_t *counts, titan_dtype dt, titan_comm_req **req) {
-    size_t total;
+    size_t total = 0;
     TITAN_TRY(check_dtype(c, COMM_ALL_GATHER, dt, 0, TITAN_COMM_SUM));
     TITAN_TRY(check_counts(c, COMM_ALL_GATHER, counts, dt, &total));
     TITAN_TRY(check_buf(c, COMM_ALL_GATHER, send, counts[c->rank], dt, "send"));
