@@ -3,28 +3,13 @@
 # Face format (bit-exact f32 round trip, logits against an HF-convention
 # PyTorch model), pack/unpack and refusing unsafe archives. TAP output.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$top/bin
+. "$(dirname "$0")/tap.sh"
 ck=$bin/titan-ckpt
 PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-n=0; bad=0
-ok()   { n=$((n + 1)); echo "ok $n - $1"; }
-fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; [ -f "$tmp/err" ] && sed 's/^/#   /' "$tmp/err"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-# expect CODE PATTERN DESCRIPTION -- command...
-expect() {
-    code=$1; pat=$2; desc=$3; shift 4
-    "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
-    if [ $rc -ne "$code" ]; then fail "$desc (exit $rc, want $code)"; return; fi
-    if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then fail "$desc (stderr lacks '$pat')"; return; fi
-    ok "$desc"
-}
 out_has() { grep -q -- "$1" "$tmp/out" && ok "$2" || fail "$2"; }
 
 # --- a tiny run: seed checkpoint (step 0) and step 3 ---------------------------
-cat "$top"/man/*.1 > "$tmp/corpus.txt"
+cat "$top"/man/man1/*.1 > "$tmp/corpus.txt"
 "$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
 TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
  --training.seq_len=32 --training.local_batch_size=2 --training.steps=3 --checkpoint.interval=3
@@ -249,5 +234,4 @@ else
     skip "crafted archives" "zstd CLI not installed"
 fi
 
-echo "1..$n"
-[ $bad -eq 0 ]
+tap_end

@@ -15,24 +15,11 @@
 # read parameters it did not gather would show); multi-rank metrics carry
 # comm_total_s and comm_exposed_s. TAP output.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$top/bin
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-n=0; bad=0
-ok()   { n=$((n + 1)); echo "ok $n - $1"; }
-fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; [ -f "$tmp/err" ] && tail -n 20 "$tmp/err" | sed 's/^/#   /'; }
-# expect CODE PATTERN DESCRIPTION -- command...
-expect() {
-    code=$1; pat=$2; desc=$3; shift 4
-    timeout 120 "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
-    if [ $rc -ne "$code" ]; then fail "$desc (exit $rc, want $code)"; return; fi
-    if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then fail "$desc (stderr lacks '$pat')"; return; fi
-    ok "$desc"
-}
+EXPECT_TIMEOUT=120
+. "$(dirname "$0")/tap.sh"
 export TITAN_COMM_TIMEOUT=20
 
-cat "$top"/man/* > "$tmp/corpus.txt"
+cat "$top"/man/*/* > "$tmp/corpus.txt"
 "$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
 
 # local batch 2, global 8: accumulation 4 alone, 2 under dp 2, 1 under dp 4.
@@ -163,5 +150,4 @@ elif ! grep -q "rank 1" "$tmp/err"; then fail "the message names rank 1"
 elif [ $dt -gt 15 ]; then fail "the job ends within 15 s of the kill ($dt s)"
 else ok "killed rank 1: rank 0 exits 8 within $dt s, job exits $rc"; fi
 
-echo "1..$n"
-[ $bad -eq 0 ]
+tap_end

@@ -7,25 +7,10 @@
 # `titan-ckpt eval` (f32, f16, bf16, Llama 3.1 RoPE scaling, a BPE vocabulary)
 # and it tokenizes text as titan does. TAP output.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$top/bin
+EXPECT_OUTPUT=1
+. "$(dirname "$0")/tap.sh"
 ck=$bin/titan-ckpt
 PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-n=0; bad=0
-ok()   { n=$((n + 1)); echo "ok $n - $1"; }
-fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; [ -f "$tmp/err" ] && sed 's/^/#   /' "$tmp/err"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-# expect CODE PATTERN DESCRIPTION -- command...   (PATTERN is looked for in stderr and stdout)
-expect() {
-    code=$1; pat=$2; desc=$3; shift 4
-    "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
-    cat "$tmp/out" >>"$tmp/err"
-    if [ $rc -ne "$code" ]; then fail "$desc (exit $rc, want $code)"; return; fi
-    if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then fail "$desc (output lacks '$pat')"; return; fi
-    ok "$desc"
-}
 note() { sed 's/^/# /' "$tmp/out"; }
 # ids SHARD_DIR OUT: the token ids of a one-document shard dir, without bos and eos (u32 LE)
 ids() { $PY -c 'import sys; open(sys.argv[2],"wb").write(open(sys.argv[1]+"/shard-00000.bin","rb").read()[68:-4])' "$1" "$2"; }
@@ -33,7 +18,7 @@ ids() { $PY -c 'import sys; open(sys.argv[2],"wb").write(open(sys.argv[1]+"/shar
 first() { $PY -c 'import struct,sys; b=open(sys.argv[1]+"/shard-00000.bin","rb").read()[64:]; print(",".join(str(x) for x in struct.unpack("<%dI" % int(sys.argv[2]), b[:4*int(sys.argv[2])])))' "$1" "$2"; }
 
 # --- a tiny run, trained a little so its predictions are not uniform -------------
-cat "$top"/man/*.1 > "$tmp/corpus.txt"
+cat "$top"/man/man1/*.1 > "$tmp/corpus.txt"
 "$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
 SMALL="--model.dim=64 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
  --training.seq_len=64 --training.local_batch_size=4 --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=5
@@ -172,5 +157,4 @@ while IFS= read -r line; do
 done <"$tmp/out"
 [ "$(grep -c '^PASS \|^FAIL ' "$tmp/out")" -eq "$(wc -l < "$tmp/checks")" ] && ok "every llama.cpp check reported" || fail "every llama.cpp check reported"
 
-echo "1..$n"
-[ $bad -eq 0 ]
+tap_end

@@ -3,23 +3,9 @@
 # gives back the same bytes, and training resumed from a resharded checkpoint
 # follows the original run bit for bit. Exit codes and messages. TAP output.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$top/bin
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-n=0; bad=0
-ok()   { n=$((n + 1)); echo "ok $n - $1"; }
-fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; [ -f "$tmp/err" ] && sed 's/^/#   /' "$tmp/err"; }
-# expect CODE PATTERN DESCRIPTION -- command...
-expect() {
-    code=$1; pat=$2; desc=$3; shift 4
-    "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
-    if [ $rc -ne "$code" ]; then fail "$desc (exit $rc, want $code)"; return; fi
-    if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then fail "$desc (stderr lacks '$pat')"; return; fi
-    ok "$desc"
-}
+. "$(dirname "$0")/tap.sh"
 
-cat "$top"/man/* > "$tmp/corpus.txt"
+cat "$top"/man/*/* > "$tmp/corpus.txt"
 "$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
 TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
  --training.seq_len=32 --training.local_batch_size=2 --training.steps=6 --checkpoint.interval=3
@@ -104,5 +90,4 @@ cut -d, -f1-3 "$tmp/a/metrics.jsonl" > "$tmp/la"; cut -d, -f1-3 "$tmp/r/metrics.
 cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/r/checkpoint/step-00000006/rank-00000.bin" \
     && ok "final state bitwise identical" || fail "final state bitwise identical"
 
-echo "1..$n"
-[ $bad -eq 0 ]
+tap_end

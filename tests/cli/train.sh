@@ -2,24 +2,10 @@
 # CLI tests of titan-init and titan-train: exit codes, error messages, atomic
 # checkpoints, bit-exact resume, thread-count determinism. TAP output.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$top/bin
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-n=0; bad=0
-ok()   { n=$((n + 1)); echo "ok $n - $1"; }
-fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; [ -f "$tmp/err" ] && sed 's/^/#   /' "$tmp/err"; }
-# expect CODE PATTERN DESCRIPTION -- command...
-expect() {
-    code=$1; pat=$2; desc=$3; shift 4
-    "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
-    if [ $rc -ne "$code" ]; then fail "$desc (exit $rc, want $code)"; return; fi
-    if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then fail "$desc (stderr lacks '$pat')"; return; fi
-    ok "$desc"
-}
+. "$(dirname "$0")/tap.sh"
 
 # A small corpus: the man pages' text, sharded with the byte tokenizer.
-cat "$top"/man/* > "$tmp/corpus.txt"
+cat "$top"/man/*/* > "$tmp/corpus.txt"
 "$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
 
 TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
@@ -123,5 +109,4 @@ printf 'XXXX' | dd of="$tmp/e/checkpoint/step-00000006/rank-00000.bin" bs=1 seek
 expect 7 "checksum" "corrupt checkpoint is refused with exit 7" -- "$bin/titan-train" "$tmp/e" --training.steps=7
 expect 2 "model" "checkpoint of another model shape is refused" -- "$bin/titan-train" "$tmp/a" --training.steps=7 --model.dim=64
 
-echo "1..$n"
-[ $bad -eq 0 ]
+tap_end

@@ -1,0 +1,29 @@
+# tap.sh - sourced by the CLI test scripts: TAP counters and the checks they
+# share. Gives $top (the repository), $bin, $tmp (a directory removed on
+# exit), ok/fail/skip DESCRIPTION, expect (below) and tap_end.
+#   EXPECT_TIMEOUT=S   bound every expect'ed command to S seconds
+#   EXPECT_OUTPUT=1    expect's PATTERN may also be in stdout
+top=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$top/bin
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+n=0; bad=0
+ok()   { n=$((n + 1)); echo "ok $n - $1"; }
+fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; [ -f "$tmp/err" ] && tail -n 40 "$tmp/err" | sed 's/^/#   /'; }
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+# expect CODE PATTERN DESCRIPTION -- command...: exit status CODE, and
+# PATTERN (if not empty) in its stderr. Output lands in $tmp/out, $tmp/err.
+expect() {
+    code=$1; pat=$2; desc=$3; shift 4
+    if [ -n "${EXPECT_TIMEOUT:-}" ]; then
+        timeout "$EXPECT_TIMEOUT" "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    else
+        "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    fi
+    [ "${EXPECT_OUTPUT:-0}" = 1 ] && cat "$tmp/out" >>"$tmp/err"
+    if [ $rc -ne "$code" ]; then fail "$desc (exit $rc, want $code)"; return; fi
+    if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then fail "$desc (output lacks '$pat')"; return; fi
+    ok "$desc"
+}
+# Prints the plan line; the script's exit status says whether all passed.
+tap_end() { echo "1..$n"; [ $bad -eq 0 ]; }
