@@ -3,10 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ckpt/inspect.h"
 #include "ckpt/reshard.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/version.h"
@@ -34,12 +34,6 @@ static void usage(FILE *f) {
             "Exit status: 0 ok, 1 failure, 2 usage error (bad layout, OUT exists), 3 file\n"
             "missing or unreadable, 4 malformed or foreign checkpoint, 6 out of memory,\n"
             "7 damaged checkpoint data. See titan-reshard(1).\n");
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total, const char *tensor) {
@@ -129,12 +123,12 @@ int main(int argc, char **argv) {
     titan_progress_init(&prog);
     o.progress = on_progress;
     o.ctx = &prog;
-    double t0 = now_s();
+    double t0 = titan_now_s();
     titan_reshard_stats s;
     st = titan_ckpt_reshard(src, pos[1], &o, &s);
     titan_progress_clear(&prog);
     if (st != TITAN_OK) return titan_report(st);
-    double dt = now_s() - t0;
+    double dt = titan_now_s() - t0;
     char layout[TITAN_LAYOUT_STR_MAX];
     titan_layout_format(&o.layout, layout, sizeof layout);
     titan_info("%s: step %lld, layout %s -> %s: %d tensors, %.1f MB in %d rank files (world %d), %.2f s",

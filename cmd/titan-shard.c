@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -94,12 +94,6 @@ static titan_status parse_seed(const char *s, uint64_t *out) {
     if (s[0] < '0' || s[0] > '9' || errno || *end) return usage_error("--seed '%s': not a non-negative integer", s);
     *out = v;
     return TITAN_OK;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static titan_status print_stats(const char *dir) {
@@ -198,13 +192,13 @@ static titan_status val_dir_of(const options *o, char *out, size_t cap) {
     return TITAN_OK;
 }
 
-/* Reads every input through fn, with the progress line. */
+/* Reads every input through fn(ctx, ...); no document in any of them is an error. */
 static titan_status read_all(char **inputs, int n_inputs, const titan_corpus_opts *copts, titan_corpus_fn fn,
-                             feed *f, titan_corpus_stats *cs) {
+                             void *ctx, titan_corpus_stats *cs) {
     titan_status st = TITAN_OK;
     for (int i = 0; st == TITAN_OK && i < n_inputs; i++) {
         titan_debug("reading %s", inputs[i]);
-        st = titan_corpus_read(inputs[i], copts, fn, f, cs);
+        st = titan_corpus_read(inputs[i], copts, fn, ctx, cs);
     }
     if (st == TITAN_OK && cs->documents == 0) {
         st = titan_error(TITAN_ERR_FORMAT, "no documents in the input (%" PRIu64 " sources read, %" PRIu64 " skipped)",
@@ -236,7 +230,7 @@ static titan_status run(const options *o, char **inputs, int n_inputs) {
     }
     titan_tokenizer *tok;
     TITAN_TRY(titan_tokenizer_open(&tok, o->tokenizer));
-    double t0 = now_s();
+    double t0 = titan_now_s();
     titan_corpus_opts copts = {.field = o->field, .stdin_name = o->stdin_name, .tick = tick};
     titan_corpus_stats cs = {0};
     titan_shard_split split = {0};
@@ -274,7 +268,7 @@ static titan_status run(const options *o, char **inputs, int n_inputs) {
     titan_shard_split_fini(&split);
     titan_tokenizer_free(tok);
     if (st != TITAN_OK) return st;
-    double dt = now_s() - t0;
+    double dt = titan_now_s() - t0;
     /* The rate covers all the text read, the held-out part included. */
     double mb = 1e-6 * (double)(ss.text_bytes + vs.text_bytes);
     titan_info("%" PRIu64 " documents, %" PRIu64 " tokens in %d shard file%s, %.1f MB of text in %.2f s (%.1f MB/s, %d thread%s) -> %s",
@@ -312,8 +306,7 @@ typedef struct {
     int threads;
     char *buf; /* the batch's documents, back to back */
     size_t len, cap;
-    size_t *ends; /* where each ends in buf */
-    const char **texts;
+    const char **texts; /* set at the flush: buf may move until then */
     size_t *lens;
     size_t n, ncap;
     const titan_corpus_stats *cs;
@@ -322,10 +315,7 @@ typedef struct {
 } train_feed;
 
 static titan_status train_flush(train_feed *f) {
-    for (size_t i = 0; i < f->n; i++) {
-        f->texts[i] = f->buf + (i ? f->ends[i - 1] : 0);
-        f->lens[i] = f->ends[i] - (i ? f->ends[i - 1] : 0);
-    }
+    for (size_t i = 0, off = 0; i < f->n; off += f->lens[i++]) f->texts[i] = f->buf + off;
     titan_status st = titan_bpe_trainer_add_texts(f->trainer, f->texts, f->lens, f->n, f->threads);
     f->n = f->len = 0;
     return st;
@@ -342,17 +332,16 @@ static titan_status train_doc(void *ctx, const char *source, const char *text, s
     }
     if (f->n == f->ncap) {
         size_t cap = f->ncap ? 2 * f->ncap : 4096;
-        size_t *e = realloc(f->ends, cap * sizeof *e), *l = realloc(f->lens, cap * sizeof *l);
+        size_t *l = realloc(f->lens, cap * sizeof *l);
         const char **t = realloc(f->texts, cap * sizeof *t);
-        if (e) f->ends = e;
         if (l) f->lens = l;
         if (t) f->texts = t;
-        if (!e || !l || !t) return titan_error(TITAN_ERR_NOMEM, "tokenizer training: out of memory for a batch");
+        if (!l || !t) return titan_error(TITAN_ERR_NOMEM, "tokenizer training: out of memory for a batch");
         f->ncap = cap;
     }
     memcpy(f->buf + f->len, text, n);
     f->len += n;
-    f->ends[f->n++] = f->len;
+    f->lens[f->n++] = n;
     titan_status st = f->len >= TRAIN_BATCH_BYTES ? train_flush(f) : TITAN_OK;
     if (titan_progress_due(&f->progress)) {
         char what[64];
@@ -373,32 +362,23 @@ static titan_status train_tokenizer(const options *o, char **inputs, int n_input
     for (int i = 0; i < n_inputs; i++) TITAN_TRY(titan_corpus_check(inputs[i]));
     titan_bpe_trainer *t;
     TITAN_TRY(titan_bpe_trainer_create(&t, o->train));
-    double t0 = now_s();
+    double t0 = titan_now_s();
     titan_corpus_opts copts = {.field = o->field, .stdin_name = o->stdin_name};
     titan_corpus_stats cs = {0};
     train_feed f = {.trainer = t, .threads = o->threads, .cs = &cs};
     titan_progress_init(&f.progress);
     for (int i = 0; f.progress.on && i < n_inputs; i++) f.total_bytes += titan_corpus_size(inputs[i]);
-    titan_status st = TITAN_OK;
-    for (int i = 0; st == TITAN_OK && i < n_inputs; i++) {
-        titan_debug("reading %s", inputs[i]);
-        st = titan_corpus_read(inputs[i], &copts, train_doc, &f, &cs);
-    }
+    titan_status st = read_all(inputs, n_inputs, &copts, train_doc, &f, &cs);
     if (st == TITAN_OK) st = train_flush(&f);
-    free(f.buf), free(f.ends), free(f.texts), free(f.lens);
+    free(f.buf), free(f.texts), free(f.lens);
     titan_progress_clear(&f.progress);
-    if (st == TITAN_OK && cs.documents == 0) {
-        st = titan_error(TITAN_ERR_FORMAT, "no documents in the input (%" PRIu64 " sources read, %" PRIu64 " skipped)",
-                         cs.sources, cs.skipped);
-        titan_error_hint("run with -v to see what was skipped");
-    }
-    double t1 = now_s();
+    double t1 = titan_now_s();
     if (st == TITAN_OK) st = titan_bpe_trainer_write(t, o->out);
     titan_bpe_train_stats ts;
     titan_bpe_trainer_stats(t, &ts);
     titan_bpe_trainer_free(t);
     if (st != TITAN_OK) return st;
-    double t2 = now_s();
+    double t2 = titan_now_s();
     titan_info("%" PRIu64 " documents, %.1f MB of text, %" PRIu64 " distinct pre-tokens, %u merges: %u tokens "
                "(+256 special) in %.2f s (counting %.2f s on %d thread%s, merging %.2f s) -> %s",
                ts.documents, 1e-6 * (double)ts.bytes, ts.distinct, ts.merges, 256 + ts.merges, t2 - t0, t1 - t0,

@@ -1,5 +1,6 @@
 /* titan-train - trains a run directory, one process per rank: alone, as N
  * local ranks it spawns itself (--nproc N), or under mpirun/srun (PMIx). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,19 @@ static int need_value(int i, int argc, const char *opt) {
     return 0;
 }
 
+/* An integer option value in [lo, hi]; 0 (error recorded) otherwise. */
+static int int_value(const char *opt, const char *s, long long lo, long long hi, const char *expected,
+                     long long *out) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*end || v < lo || v > hi) {
+        titan_error(TITAN_ERR_USAGE, "%s: expected %s, got '%s'", opt, expected, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 int main(int argc, char **argv) {
     titan_cpu_env_setup(argv);
     titan_log_init("titan-train");
@@ -94,30 +108,18 @@ int main(int argc, char **argv) {
             data = argv[++i];
         } else if (!strcmp(a, "--nproc")) {
             if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 1024) {
-                titan_error(TITAN_ERR_USAGE, "--nproc: expected a rank count 1..1024, got '%s'", argv[i]);
-                return titan_report(TITAN_ERR_USAGE);
-            }
+            long long v;
+            if (!int_value(a, argv[++i], 1, 1024, "a rank count 1..1024", &v)) return titan_report(TITAN_ERR_USAGE);
             nproc = (int)v;
         } else if (!strcmp(a, "--sample")) {
             if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 0 || v > 1000000) {
-                titan_error(TITAN_ERR_USAGE, "--sample: expected a token count, got '%s'", argv[i]);
-                return titan_report(TITAN_ERR_USAGE);
-            }
+            long long v;
+            if (!int_value(a, argv[++i], 0, 1000000, "a token count", &v)) return titan_report(TITAN_ERR_USAGE);
             opts.sample_tokens = (int)v;
         } else if (!strcmp(a, "--stop-at")) {
             if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
-            char *end;
-            long long v = strtoll(argv[++i], &end, 10);
-            if (*end || v < 1) {
-                titan_error(TITAN_ERR_USAGE, "--stop-at: expected a step number >= 1, got '%s'", argv[i]);
-                return titan_report(TITAN_ERR_USAGE);
-            }
+            long long v;
+            if (!int_value(a, argv[++i], 1, LLONG_MAX, "a step number >= 1", &v)) return titan_report(TITAN_ERR_USAGE);
             opts.stop_at = v;
         } else if (!strcmp(a, "--prompt")) {
             if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);

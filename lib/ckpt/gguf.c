@@ -283,11 +283,9 @@ titan_status titan_gguf_finish(titan_gguf_writer *w) {
         return titan_error(TITAN_ERR_USAGE, "gguf: %s: %d of %d tensors written", w->path, w->next, w->n);
     /* ggml pads the last tensor too: readers may expect data_bytes in the file. */
     TITAN_TRY(write_zeros(w, w->data_bytes - w->at));
-    TITAN_TRY(titan_fs_fsync_fd(w->fd, w->tmp));
-    int rc = close(w->fd);
+    int fd = w->fd;
     w->fd = -1;
-    if (rc != 0) return titan_error(TITAN_ERR_IO, "%s: close: %s", w->tmp, strerror(errno));
-    TITAN_TRY(titan_fs_rename(w->tmp, w->path));
+    TITAN_TRY(titan_fs_publish_fd(fd, w->tmp, w->path));
     w->tmp[0] = 0;
-    return titan_fs_fsync_parent(w->path);
+    return TITAN_OK;
 }

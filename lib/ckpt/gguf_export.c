@@ -129,19 +129,19 @@ static titan_status write_model(titan_ckpt *ck, const titan_llama_config *mc, co
         st = put_model_keys(w, ck, mc, o, titan_tokenizer_id(tok));
     }
     if (st == TITAN_OK) st = titan_gguf_put_vocab(w, tok, o->tokenizer, mc->vocab_size);
-    size_t maxn = 0;
+    size_t maxb = 0;
     char name[TITAN_GGUF_NAME_MAX + 1];
     int scaled = mc->rope_scaling_factor > 0;
     if (st == TITAN_OK && scaled) st = titan_gguf_add_tensor(w, "rope_freqs.weight", TITAN_DTYPE_F32, 1,
                                                              (int64_t[]){hd / 2});
     for (int i = 0; i < np && st == TITAN_OK; i++) {
         TITAN_ASSERT(gguf_name(ps[i].name, name, sizeof name) == 0);
-        st = titan_gguf_add_tensor(w, name, ps[i].ndim == 1 ? TITAN_DTYPE_F32 : o->dtype, ps[i].ndim, ps[i].shape);
-        if (ps[i].numel > maxn) maxn = ps[i].numel;
+        titan_dtype dt = ps[i].ndim == 1 ? TITAN_DTYPE_F32 : o->dtype;
+        st = titan_gguf_add_tensor(w, name, dt, ps[i].ndim, ps[i].shape);
+        if (ps[i].numel * titan_dtype_size(dt) > maxb) maxb = ps[i].numel * titan_dtype_size(dt);
     }
-    float *buf = st == TITAN_OK ? titan_alloc(maxn * sizeof(float), "export buffer") : NULL;
-    uint16_t *half = st == TITAN_OK ? titan_alloc(maxn * sizeof(uint16_t), "export buffer") : NULL;
-    if (st == TITAN_OK && (!buf || !half)) st = TITAN_ERR_NOMEM;
+    void *buf = st == TITAN_OK ? titan_alloc(maxb, "export buffer") : NULL;
+    if (st == TITAN_OK && !buf) st = TITAN_ERR_NOMEM;
     if (st == TITAN_OK) st = titan_gguf_begin(w, out_path);
     if (st == TITAN_OK && scaled) {
         rope_factors(mc, factors);
@@ -149,15 +149,9 @@ static titan_status write_model(titan_ckpt *ck, const titan_llama_config *mc, co
     }
     for (int i = 0; i < np && st == TITAN_OK; i++) {
         const titan_param *p = &ps[i];
-        st = titan_ckpt_read(ck, p->name, TITAN_DTYPE_F32, NULL, buf);
-        if (st != TITAN_OK) break;
-        if (p->ndim == 1 || o->dtype == TITAN_DTYPE_F32) {
-            st = titan_gguf_write(w, buf);
-            continue;
-        }
-        for (size_t k = 0; k < p->numel; k++)
-            half[k] = o->dtype == TITAN_DTYPE_BF16 ? titan_f32_to_bf16(buf[k]) : titan_f32_to_f16(buf[k]);
-        st = titan_gguf_write(w, half);
+        /* The reader converts (through f32, rounding to nearest even). */
+        st = titan_ckpt_read(ck, p->name, p->ndim == 1 ? TITAN_DTYPE_F32 : o->dtype, NULL, buf);
+        if (st == TITAN_OK) st = titan_gguf_write(w, buf);
     }
     if (st == TITAN_OK) st = titan_gguf_finish(w);
     if (st == TITAN_OK)
@@ -166,7 +160,6 @@ static titan_status write_model(titan_ckpt *ck, const titan_llama_config *mc, co
                    titan_tokenizer_id(tok));
     titan_gguf_writer_free(w);
     titan_free(buf);
-    titan_free(half);
     free(factors);
     free(ps);
     titan_tokenizer_free(tok);

@@ -18,13 +18,6 @@
 #include "core/log.h"
 #include "core/mem.h"
 
-/* The model fields a checkpoint records (the same keys as train/state.c). */
-#define MODEL_INT_FIELDS(X) \
-    X(dim) X(n_layers) X(n_heads) X(n_kv_heads) X(vocab_size) X(multiple_of) X(tie_embeddings) \
-    X(rope_original_context)
-#define MODEL_FLT_FIELDS(X) \
-    X(ffn_dim_multiplier) X(norm_eps) X(rope_theta) X(rope_scaling_factor) \
-    X(rope_low_freq_factor) X(rope_high_freq_factor)
 
 titan_status titan_ckpt_model_config(const titan_ckpt *ck, titan_llama_config *mc) {
     memset(mc, 0, sizeof *mc);
@@ -32,8 +25,8 @@ titan_status titan_ckpt_model_config(const titan_ckpt *ck, titan_llama_config *m
     double fv;
 #define GET_I(f) TITAN_TRY(titan_ckpt_meta_get_i64(ck, "model." #f, &iv)); mc->f = (int)iv;
 #define GET_F(f) TITAN_TRY(titan_ckpt_meta_get_f64(ck, "model." #f, &fv)); mc->f = (float)fv;
-    MODEL_INT_FIELDS(GET_I)
-    MODEL_FLT_FIELDS(GET_F)
+    TITAN_LLAMA_INT_FIELDS(GET_I)
+    TITAN_LLAMA_FLT_FIELDS(GET_F)
     titan_status st = titan_llama_config_check(mc);
     if (st != TITAN_OK) {
         titan_error_context("%s: model", titan_ckpt_path(ck));
@@ -588,8 +581,8 @@ titan_status titan_hf_import(const char *hfdir, const char *outroot, const titan
     if (st == TITAN_OK) {
 #define PUT_I(f) if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "model." #f, mc.f);
 #define PUT_F(f) if (st == TITAN_OK) st = titan_ckpt_meta_f64(w, "model." #f, mc.f);
-        MODEL_INT_FIELDS(PUT_I)
-        MODEL_FLT_FIELDS(PUT_F)
+        TITAN_LLAMA_INT_FIELDS(PUT_I)
+        TITAN_LLAMA_FLT_FIELDS(PUT_F)
         if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "model.name", "llama3");
         if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "tokenizer", o->tokenizer_id ? o->tokenizer_id : "hf-import");
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.step", 0);

@@ -170,20 +170,23 @@ titan_status titan_ckpt_ls(const char *arg, int json, FILE *out) {
 
 /* ---- info ---- */
 
+/* The free metadata as a JSON object, from the catalog open already parsed
+ * (the writer stores only integers, numbers and strings). */
 static json_t *load_meta(const titan_ckpt *ck) {
-    char p[PATH_MAX], *txt;
-    size_t len;
-    if (titan_fs_join(p, sizeof p, titan_ckpt_path(ck), "metadata.json") != TITAN_OK ||
-        titan_fs_read_file(p, &txt, &len, (size_t)1 << 30) != TITAN_OK) {
-        titan_error_clear();
-        return json_object();
+    json_t *m = json_object();
+    const char *k;
+    for (int i = 0; m && (k = titan_ckpt_meta_key(ck, i)); i++) {
+        int64_t iv;
+        double fv;
+        const char *sv;
+        json_t *v = titan_ckpt_meta_get_i64(ck, k, &iv) == TITAN_OK   ? json_integer(iv)
+                    : titan_ckpt_meta_get_f64(ck, k, &fv) == TITAN_OK ? json_real(fv)
+                    : titan_ckpt_meta_get_str(ck, k, &sv) == TITAN_OK ? json_string(sv)
+                                                                      : json_null();
+        json_object_set_new(m, k, v);
     }
-    json_t *root = json_loadb(txt, len, 0, NULL);
-    free(txt);
-    json_t *m = root ? json_object_get(root, "meta") : NULL;
-    m = m ? json_incref(m) : json_object();
-    if (root) json_decref(root);
-    return m;
+    titan_error_clear();
+    return m ? m : json_object();
 }
 
 static void shape_str(char *b, size_t n, const titan_ckpt_tensor *t) {

@@ -53,9 +53,32 @@ static titan_status list_files(const char *dir, char ***out, int *n) {
         (*n)++;
     }
     closedir(d);
+    if (st != TITAN_OK) {
+        for (int i = 0; i < *n; i++) free(v[i]);
+        free(v);
+        *n = 0;
+        return st;
+    }
     if (*n) qsort(v, (size_t)*n, sizeof *v, cmp_str);
     *out = v;
     return st;
+}
+
+/* fsyncs the files of a step dir and the dir itself: libarchive writes
+ * without fsync, and the dir is about to be renamed into place. */
+static titan_status sync_step(const char *dir) {
+    char **files;
+    int n;
+    TITAN_TRY(list_files(dir, &files, &n));
+    titan_status st = TITAN_OK;
+    for (int i = 0; i < n && st == TITAN_OK; i++) {
+        char p[PATH_MAX];
+        st = titan_fs_join(p, sizeof p, dir, files[i]);
+        if (st == TITAN_OK) st = titan_fs_fsync_path(p);
+    }
+    for (int i = 0; i < n; i++) free(files[i]);
+    free(files);
+    return st == TITAN_OK ? titan_fs_fsync_path(dir) : st;
 }
 
 static titan_status ar_fail(struct archive *a, const char *path, const char *what) {
@@ -291,6 +314,7 @@ titan_status titan_ckpt_unpack(const char *in, const char *outdir, int force) {
             titan_error_hint("unpack into another directory, or pass --force to replace it");
             st = TITAN_ERR_USAGE;
         }
+        if (st == TITAN_OK) st = sync_step(sd);
     }
     int64_t best = -1, step;
     for (int i = 0; i < n && st == TITAN_OK; i++) {

@@ -120,7 +120,7 @@ typedef struct {
     int cache_tensor, cache_chunk;
     titan_ckpt_chunk *chunks; /* the current tensor's input chunks */
     int nchunks, chunks_cap;
-    uint64_t done, total;
+    uint64_t total; /* tensor bytes to write; stats->bytes counts those done */
     char *wrote; /* per rank: has a data file */
 } job;
 
@@ -177,9 +177,8 @@ static titan_status copy_box(job *j, int ti, const titan_ckpt_tensor *t, int ran
         piece.size[0] = box->size[0] - r0 < rows_per ? box->size[0] - r0 : rows_per;
         TITAN_TRY(fill_piece(j, ti, t, dt, &piece));
         TITAN_TRY(titan_ckpt_add_rank(j->w, rank, t->name, dt, t->ndim, t->shape, &piece, j->piece.p));
-        j->done += (uint64_t)piece.size[0] * row;
         j->stats->bytes += (uint64_t)piece.size[0] * row;
-        if (j->o->progress) j->o->progress(j->o->ctx, j->done, j->total, t->name);
+        if (j->o->progress) j->o->progress(j->o->ctx, j->stats->bytes, j->total, t->name);
     }
     size_t held = j->piece.cap + j->cached.cap;
     if (held > j->stats->buf_bytes) j->stats->buf_bytes = held;

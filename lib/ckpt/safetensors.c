@@ -350,7 +350,8 @@ static titan_status pad_to(titan_st_writer *w, uint64_t pos, uint64_t *at) {
 }
 
 titan_status titan_st_writer_begin(titan_st_writer *w, const char *path) {
-    snprintf(w->path, sizeof w->path, "%s", path);
+    if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path)
+        return titan_error(TITAN_ERR_USAGE, "%s: path too long", path);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
     json_t *h = json_object();
     if (!h) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", path);
@@ -394,15 +395,11 @@ titan_status titan_st_writer_write(titan_st_writer *w, const void *data) {
 titan_status titan_st_writer_finish(titan_st_writer *w) {
     if (w->fd < 0 || w->next != w->n)
         return titan_error(TITAN_ERR_USAGE, "%s: %d of %d tensors written", w->path, w->next, w->n);
-    TITAN_TRY(titan_fs_fsync_fd(w->fd, w->tmp));
-    if (close(w->fd) != 0) {
-        w->fd = -1;
-        return titan_error(TITAN_ERR_IO, "%s: close: %s", w->tmp, strerror(errno));
-    }
+    int fd = w->fd;
     w->fd = -1;
-    TITAN_TRY(titan_fs_rename(w->tmp, w->path));
+    TITAN_TRY(titan_fs_publish_fd(fd, w->tmp, w->path));
     w->tmp[0] = 0;
-    return titan_fs_fsync_parent(w->path);
+    return TITAN_OK;
 }
 
 void titan_st_writer_free(titan_st_writer *w) {

@@ -87,6 +87,42 @@ titan_status titan_fs_pread_all(int fd, void *buf, size_t n, off_t off, const ch
     return TITAN_OK;
 }
 
+/* Reads fd to EOF into a growing buffer (NUL-terminated), at most max bytes. */
+static titan_status read_stream(int fd, const char *path, char **data, size_t *len, size_t max) {
+    size_t n = 0, cap = 65536;
+    char *buf = malloc(cap + 1);
+    if (!buf) return titan_error(TITAN_ERR_NOMEM, "%s: cannot allocate %zu bytes", path, cap + 1);
+    for (;;) {
+        if (n == cap) {
+            size_t ncap = cap * 2;
+            char *nb = realloc(buf, ncap + 1);
+            if (!nb) {
+                free(buf);
+                return titan_error(TITAN_ERR_NOMEM, "%s: cannot allocate %zu bytes", path, ncap + 1);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            return titan_error(TITAN_ERR_IO, "%s: read: %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+        if (n > max) {
+            free(buf);
+            return titan_error(TITAN_ERR_FORMAT, "%s: too large (more than %zu bytes)", path, max);
+        }
+    }
+    buf[n] = '\0';
+    *data = buf;
+    if (len) *len = n;
+    return TITAN_OK;
+}
+
 titan_status titan_fs_read_file(const char *path, char **data, size_t *len, size_t max) {
     *data = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -96,6 +132,11 @@ titan_status titan_fs_read_file(const char *path, char **data, size_t *len, size
         int e = errno;
         close(fd);
         return titan_error(TITAN_ERR_IO, "%s: stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) { /* a pipe or device: its size is unknown, read to EOF */
+        titan_status s = read_stream(fd, path, data, len, max);
+        close(fd);
+        return s;
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);
@@ -141,6 +182,14 @@ titan_status titan_fs_write_atomic(const char *path, const void *data, size_t n)
         return s;
     }
     return titan_fs_fsync_parent(path);
+}
+
+titan_status titan_fs_publish_fd(int fd, const char *tmp, const char *path) {
+    titan_status s = titan_fs_fsync_fd(fd, tmp);
+    if (close(fd) != 0 && s == TITAN_OK) s = titan_error(TITAN_ERR_IO, "%s: close: %s", tmp, strerror(errno));
+    if (s == TITAN_OK) s = titan_fs_rename(tmp, path);
+    if (s == TITAN_OK) s = titan_fs_fsync_parent(path);
+    return s;
 }
 
 titan_status titan_fs_fsync_fd(int fd, const char *path) {

@@ -36,6 +36,11 @@ titan_status titan_fs_write_file(const char *path, const void *data, size_t n);
  * a reader sees either the old or the new content, never a mix. */
 titan_status titan_fs_write_atomic(const char *path, const void *data, size_t n);
 
+/* Publishes a file written through fd as tmp: fsync, close (always, even on
+ * error), rename to path, fsync path's directory. The streaming writers'
+ * counterpart of titan_fs_write_atomic; tmp is left behind on error. */
+titan_status titan_fs_publish_fd(int fd, const char *tmp, const char *path);
+
 titan_status titan_fs_fsync_fd(int fd, const char *path);
 titan_status titan_fs_fsync_path(const char *path);   /* file or directory */
 titan_status titan_fs_fsync_parent(const char *path); /* the directory holding path */

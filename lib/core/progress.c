@@ -3,27 +3,21 @@
 
 #include <stdio.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 
 #define PERIOD_S 0.25
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void titan_progress_init(titan_progress *p) {
     p->on = titan_log_verbosity() == 1 && isatty(STDERR_FILENO);
-    p->t0 = now_s();
+    p->t0 = titan_now_s();
     p->last = p->t0; /* the first line after a quarter second: short runs print none */
     p->shown = 0;
 }
 
-int titan_progress_due(const titan_progress *p) { return p->on && now_s() - p->last >= PERIOD_S; }
+int titan_progress_due(const titan_progress *p) { return p->on && titan_now_s() - p->last >= PERIOD_S; }
 
 /* A line longer than the terminal would wrap, and \r would then rewrite only
  * its last row. */
@@ -35,7 +29,7 @@ static size_t columns(void) {
 
 void titan_progress_bytes(titan_progress *p, uint64_t done, uint64_t total, uint64_t rate_bytes, const char *what) {
     if (!p->on) return;
-    double t = now_s(), dt = t - p->t0, rate = dt > 0 ? 1e-6 * (double)rate_bytes / dt : 0;
+    double t = titan_now_s(), dt = t - p->t0, rate = dt > 0 ? 1e-6 * (double)rate_bytes / dt : 0;
     char line[512];
     if (total > 0 && done > 0 && done <= total) {
         /* The rest at the pace so far. */

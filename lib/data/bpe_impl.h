@@ -39,6 +39,7 @@ typedef struct titan_bpe {
 
 /* Sets n_ids and allocates the per-id table with every id empty. */
 titan_status titan_bpe_init(titan_bpe *b, uint32_t n_ids, const char *what);
+/* Frees the tables and the compiled pattern (a zeroed b is fine). */
 void titan_bpe_fini(titan_bpe *b);
 
 /* Gives id the byte string s[0..n) (n < 2^24). Regular tokens also enter the

@@ -15,10 +15,8 @@
  * again with the true count, so the first exact entry popped is the true
  * maximum, and among equal counts the smallest (left, right) pair. */
 #define _GNU_SOURCE /* qsort_r */
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include "data/bpe_train.h"
 
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +145,6 @@ void titan_bpe_trainer_free(titan_bpe_trainer *t) {
     free(t->ids);
     free(t->slots);
     free(t->arena);
-    pcre2_code_free(t->vocab.re);
     titan_bpe_fini(&t->vocab);
     free(t);
 }

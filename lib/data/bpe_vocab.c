@@ -1,5 +1,7 @@
 /* bpe_vocab.c - the BPE vocabulary: id -> bytes, bytes -> id, the merge
  * table, and the merge loop itself (see bpe_impl.h). */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -24,11 +26,12 @@ titan_status titan_bpe_init(titan_bpe *b, uint32_t n_ids, const char *what) {
 }
 
 void titan_bpe_fini(titan_bpe *b) {
+    pcre2_code_free(b->re);
     free(b->tok);
     free(b->arena);
     free(b->words);
     free(b->pairs);
-    b->tok = NULL, b->arena = NULL, b->words = NULL, b->pairs = NULL;
+    b->re = NULL, b->tok = NULL, b->arena = NULL, b->words = NULL, b->pairs = NULL;
 }
 
 const char *titan_bpe_bytes(const titan_bpe *b, uint32_t id, size_t *n) {

@@ -12,14 +12,12 @@
  * run of it is merged as a pre-token of its own, so every byte still encodes
  * and decoding gives back the input exactly. */
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include <errno.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <xxhash.h>
 
-#include "core/mem.h"
+#include "core/fsutil.h"
 #include "data/bpe_impl.h"
 #include "data/tokenizer_impl.h"
 
@@ -143,41 +141,13 @@ static size_t bpe_piece(const titan_tokenizer *t, uint32_t id, const char **byte
 static void bpe_fini(titan_tokenizer *t) {
     titan_bpe *b = t->state;
     if (!b) return;
-    pcre2_code_free(b->re);
     titan_bpe_fini(b);
     free(b);
     t->state = NULL;
 }
 
-static titan_status read_file(const char *path, char **data, size_t *n) {
-    *data = NULL;
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return titan_error(TITAN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            return titan_error(TITAN_ERR_NOMEM, "%s: cannot allocate memory to read it", path);
-        }
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap) break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) free(buf);
-        buf = bigger;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return titan_error(TITAN_ERR_IO, "%s: read error", path);
-    }
-    *data = buf;
-    *n = len;
-    return TITAN_OK;
-}
+/* Llama 3's files are 2 MB (tiktoken) and 9 MB (tokenizer.json). */
+#define FILE_MAX ((size_t)1 << 30)
 
 enum { KIND_TIKTOKEN, KIND_HF };
 
@@ -187,7 +157,7 @@ static titan_status bpe_open(titan_tokenizer *t, const char *arg, int kind) {
         return titan_error(TITAN_ERR_USAGE, "tokenizer '%s': needs a file: %s:PATH", word, word);
     char *data;
     size_t n;
-    TITAN_TRY(read_file(arg, &data, &n));
+    TITAN_TRY(titan_fs_read_file(arg, &data, &n, FILE_MAX));
     titan_bpe *b = calloc(1, sizeof *b);
     if (!b) {
         free(data);

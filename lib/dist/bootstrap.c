@@ -10,18 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/fsutil.h"
 
 #define DEFAULT_TIMEOUT_S 300.0
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void dist_sanitize_id(char *out, size_t cap, const char *in) {
     size_t n = strlen(in);
@@ -105,7 +99,7 @@ static titan_status env_int(const char *name, int lo, int hi, int *out) {
     return TITAN_OK;
 }
 
-static double env_timeout(void) {
+double titan_dist_env_timeout(void) {
     const char *s = getenv("TITAN_COMM_TIMEOUT");
     if (s && *s) {
         char *end;
@@ -144,7 +138,7 @@ titan_status titan_dist_init(titan_dist **out) {
     *out = NULL;
     titan_dist *d = calloc(1, sizeof *d);
     if (!d) return titan_error(TITAN_ERR_NOMEM, "bootstrap: out of memory");
-    d->timeout_s = env_timeout();
+    d->timeout_s = titan_dist_env_timeout();
     d->size = d->local_size = 1;
     titan_status st = TITAN_OK;
     if (getenv("PMIX_NAMESPACE")) {
@@ -267,7 +261,7 @@ static titan_status local_write_epoch(titan_dist *d, unsigned epoch) {
 static titan_status local_fence(titan_dist *d) {
     unsigned epoch = d->epoch + 1;
     TITAN_TRY(local_write_epoch(d, epoch));
-    double deadline = now_s() + d->timeout_s;
+    double deadline = titan_now_s() + d->timeout_s;
     useconds_t nap = 100;
     for (int next = 0;;) { /* ranks below `next` are known to have arrived */
         char path[PATH_MAX + 32];
@@ -277,7 +271,7 @@ static titan_status local_fence(titan_dist *d) {
             next++;
         }
         if (next == d->size) break;
-        if (now_s() > deadline) {
+        if (titan_now_s() > deadline) {
             char missing[256] = "";
             size_t used = 0;
             int shown = 0;

@@ -61,6 +61,9 @@ const char *titan_dist_job_id(const titan_dist *d);
 
 /* Seconds a fence may wait for the other ranks (default: see above). */
 void titan_dist_set_timeout(titan_dist *d, double seconds);
+/* The default of both fences and communicators: TITAN_COMM_TIMEOUT when it
+ * is a positive number, else 300. */
+double titan_dist_env_timeout(void);
 double titan_dist_timeout(const titan_dist *d);
 
 /* Stages a value (any bytes, at most 64 KiB) under key (at most 63 chars of

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_TIMEOUT_S 300.0
 #define DEFAULT_CHUNK (1u << 20)
 #define MSG_MAX 2048
 
@@ -44,16 +43,6 @@ const char *comm_kind_name(comm_kind k) {
     return "?";
 }
 
-static double env_timeout(void) {
-    const char *s = getenv("TITAN_COMM_TIMEOUT");
-    if (s && *s) {
-        char *end;
-        double v = strtod(s, &end);
-        if (!*end && v > 0) return v;
-    }
-    return DEFAULT_TIMEOUT_S;
-}
-
 titan_comm *comm_new(const char *name, int rank, int size, double timeout_s, size_t chunk_bytes,
                      const comm_backend *be, void *impl) {
     titan_comm *c = calloc(1, sizeof *c);
@@ -72,7 +61,7 @@ titan_comm *comm_new(const char *name, int rank, int size, double timeout_s, siz
 
 titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan_comm **out) {
     *out = NULL;
-    double timeout = opt && opt->timeout_s > 0 ? opt->timeout_s : env_timeout();
+    double timeout = opt && opt->timeout_s > 0 ? opt->timeout_s : titan_dist_env_timeout();
     size_t chunk = opt && opt->chunk_bytes ? opt->chunk_bytes : DEFAULT_CHUNK;
     const char *name = opt && opt->name ? opt->name : "world";
     if (chunk < 4096 || chunk > ((size_t)1 << 30))
@@ -84,7 +73,7 @@ titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan
 int titan_comm_rank(const titan_comm *c) { return c->rank; }
 int titan_comm_size(const titan_comm *c) { return c->size; }
 const char *titan_comm_name(const titan_comm *c) { return c->name; }
-void titan_comm_set_timeout(titan_comm *c, double s) { c->timeout_s = s > 0 ? s : env_timeout(); }
+void titan_comm_set_timeout(titan_comm *c, double s) { c->timeout_s = s > 0 ? s : titan_dist_env_timeout(); }
 double titan_comm_timeout(const titan_comm *c) { return c->timeout_s; }
 unsigned long long titan_comm_seq(const titan_comm *c) { return atomic_load(&c->seq); }
 

@@ -19,16 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 #define SLEEP_SLICE_S 0.1
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 
 static const comm_backend shm_backend;
-
-double shm_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- the bell ---------------------------------------------------------------- */
 
@@ -113,7 +109,7 @@ titan_status shm_wait(shm_ctx *x, shm_missing_fn missing, void *arg, shm_describ
     /* The timeout counts from the start of this wait, so an operation may
      * take long as long as the ranks keep moving; a stuck one is found
      * within the timeout of its last step. */
-    x->deadline = shm_now() + x->c->timeout_s;
+    x->deadline = titan_now_s() + x->c->timeout_s;
     for (;;) {
         unsigned seen = atomic_load(&h->bell);
         /* A stopped communicator fails every wait, even one whose condition
@@ -130,7 +126,7 @@ titan_status shm_wait(shm_ctx *x, shm_missing_fn missing, void *arg, shm_describ
             __builtin_ia32_pause();
             continue;
         }
-        double now = shm_now();
+        double now = titan_now_s();
         if (s->pid_check && now >= next_pid_check) {
             for (int r = 0; r < s->n; r++)
                 if ((miss >> r & 1) && process_gone(s->ranks[r].pid))

@@ -143,7 +143,6 @@ typedef uint64_t (*shm_missing_fn)(shm_ctx *x, void *arg);
 typedef void (*shm_describe_fn)(shm_ctx *x, int r, char *buf, size_t cap);
 
 /* comm_shm.c */
-double shm_now(void);
 void shm_ring_bell(shm_state *s);
 /* Waits until missing() is 0; TITAN_ERR_COMM on deadline, abort or a dead
  * peer (and then stops the communicator for the others). */

@@ -248,6 +248,12 @@ static titan_status all_reduce(coll *k) {
     return TITAN_OK;
 }
 
+/* off[q] = counts[0] + ... + counts[q-1]: where rank q's block starts. */
+static void offsets(const size_t *counts, int n, size_t *off) {
+    off[0] = 0;
+    for (int q = 0; q < n; q++) off[q + 1] = off[q] + counts[q];
+}
+
 static size_t max_count(const size_t *counts, int n) {
     size_t m = 0;
     for (int r = 0; r < n; r++) m = counts[r] > m ? counts[r] : m;
@@ -258,8 +264,8 @@ static titan_status reduce_scatter(coll *k) {
     shm_state *s = k->x->s;
     const comm_op *op = k->x->op;
     int n = s->n, me = s->me;
-    size_t es = titan_dtype_size(op->dtype), off[SHM_MAX_RANKS + 1] = {0};
-    for (int q = 0; q < n; q++) off[q + 1] = off[q] + op->counts[q];
+    size_t es = titan_dtype_size(op->dtype), off[SHM_MAX_RANKS + 1];
+    offsets(op->counts, n, off);
     size_t p = s->hdr->half_bytes / es / (size_t)n;
     const unsigned char *send = op->send, *src[SHM_MAX_RANKS];
     unsigned char *recv = op->recv;
@@ -287,8 +293,8 @@ static titan_status all_gather(coll *k) {
     shm_state *s = k->x->s;
     const comm_op *op = k->x->op;
     int n = s->n, me = s->me;
-    size_t es = titan_dtype_size(op->dtype), off[SHM_MAX_RANKS + 1] = {0};
-    for (int q = 0; q < n; q++) off[q + 1] = off[q] + op->counts[q];
+    size_t es = titan_dtype_size(op->dtype), off[SHM_MAX_RANKS + 1];
+    offsets(op->counts, n, off);
     size_t p = s->hdr->half_bytes / es;
     const unsigned char *send = op->send;
     unsigned char *recv = op->recv;

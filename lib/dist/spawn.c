@@ -17,17 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/fsutil.h"
 
 extern char **environ;
 
 #define KILL_AFTER_TERM_S 5.0
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The environment of one rank: ours without PMIX_* and TITAN_<job vars>,
  * plus the job variables. Built before fork (no malloc in the child). */
@@ -163,7 +158,7 @@ titan_status titan_dist_spawn_local(char *const argv[], const titan_dist_spawn_o
     /* Wait for all; on the first failure start the grace period. */
     int first = -1, signalled = 0;
     double term_at = 0, kill_at = 0;
-    if (st != TITAN_OK) term_at = now_s(); /* could not start them all: stop the started ones */
+    if (st != TITAN_OK) term_at = titan_now_s(); /* could not start them all: stop the started ones */
     while (alive > 0) {
         for (int r = 0; r < started; r++) {
             if (!pids[r]) continue;
@@ -173,11 +168,11 @@ titan_status titan_dist_spawn_local(char *const argv[], const titan_dist_spawn_o
             alive--;
             if (code_of(wst[r]) != 0 && first < 0) {
                 first = r;
-                if (term_at == 0) term_at = now_s() + grace;
+                if (term_at == 0) term_at = titan_now_s() + grace;
             }
         }
         if (alive == 0) break;
-        double t = now_s();
+        double t = titan_now_s();
         if (term_at > 0 && t >= term_at && kill_at == 0) {
             for (int r = 0; r < started; r++)
                 if (pids[r]) kill(pids[r], SIGTERM);
@@ -193,7 +188,7 @@ titan_status titan_dist_spawn_local(char *const argv[], const titan_dist_spawn_o
             signalled = sig;
             for (int r = 0; r < started; r++)
                 if (pids[r]) kill(pids[r], sig);
-            if (term_at == 0) term_at = now_s() + grace;
+            if (term_at == 0) term_at = titan_now_s() + grace;
         }
     }
     pthread_sigmask(SIG_SETMASK, &old_set, NULL);

@@ -50,4 +50,14 @@ double titan_llama_flops_per_token(const titan_llama_config *c, int seq_len);
  * 0.02/sqrt(2*(layer+1)); norms 1; output trunc-normal std dim^-0.5 cut at 3 std. */
 void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64_t seed);
 
+/* The fields that define a model (X-macro lists over titan_llama_config
+ * members): checkpoints record each as meta key "model.NAME", and a resume
+ * or import compares or reads exactly these. */
+#define TITAN_LLAMA_INT_FIELDS(X) \
+    X(dim) X(n_layers) X(n_heads) X(n_kv_heads) X(vocab_size) X(multiple_of) X(tie_embeddings) \
+    X(rope_original_context)
+#define TITAN_LLAMA_FLT_FIELDS(X) \
+    X(ffn_dim_multiplier) X(norm_eps) X(rope_theta) X(rope_scaling_factor) \
+    X(rope_low_freq_factor) X(rope_high_freq_factor)
+
 #endif

@@ -67,5 +67,8 @@ double titan_grad_norm(const titan_backend *be, const float *grads, size_t n);
 /* Returns the norm before clipping; when max_norm > 0 and the norm is finite,
  * scales grads by max_norm / (norm + 1e-6) if that is < 1. */
 double titan_clip_grad_norm(const titan_backend *be, float *grads, size_t n, double max_norm);
+/* The scaling step alone, for a norm computed elsewhere (over shards of
+ * several ranks): grads[0..n) is this rank's part of the gradient. */
+void titan_clip_scale(const titan_backend *be, float *grads, size_t n, double norm, double max_norm);
 
 #endif

@@ -6,8 +6,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
 
@@ -26,14 +26,7 @@ struct titan_async_saver {
     int keep_latest_k;
     titan_status status;   /* the thread's result */
     char message[1024];    /* and its error message */
-    double seconds;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 titan_status titan_async_saver_create(titan_async_saver **out, size_t n) {
     *out = NULL;
@@ -54,13 +47,12 @@ titan_status titan_async_saver_create(titan_async_saver **out, size_t n) {
 
 static void *writer_main(void *arg) {
     titan_async_saver *s = arg;
-    double t0 = now_s();
+    double t0 = titan_now_s();
     s->status = titan_state_save_view(s->root, &s->mc, &s->view, &s->progress, s->tokenizer_id,
                                       s->keep_latest_k);
-    s->seconds = now_s() - t0;
     if (s->status != TITAN_OK) snprintf(s->message, sizeof s->message, "%s", titan_error_message());
     else titan_info("checkpoint: step %" PRId64 " written in %.2f s (in the background)", s->progress.step,
-                    s->seconds);
+                    titan_now_s() - t0);
     atomic_store(&s->done, 1);
     return NULL;
 }
@@ -94,7 +86,7 @@ void titan_async_saver_free(titan_async_saver *s) {
 titan_status titan_async_save_start(titan_async_saver *s, const char *root, const titan_llama_config *mc,
                                     const titan_state_view *v, const titan_train_progress *progress,
                                     const char *tokenizer_id, int keep_latest_k, double *stall_s) {
-    double t0 = now_s();
+    double t0 = titan_now_s();
     *stall_s = 0.0;
     titan_status st = join(s);
     if (st != TITAN_OK) return st;
@@ -122,6 +114,6 @@ titan_status titan_async_save_start(titan_async_saver *s, const char *root, cons
     if (rc != 0) return titan_error(TITAN_ERR_FAIL, "checkpoint step %" PRId64 ": cannot start the writer thread: %s",
                                     progress->step, strerror(rc));
     s->running = 1;
-    *stall_s = now_s() - t0;
+    *stall_s = titan_now_s() - t0;
     return TITAN_OK;
 }

@@ -5,17 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/mem.h"
+#include "optim/optim.h"
 
 #define DDP_BUCKET_BYTES ((size_t)25 << 20) /* torch DDP's default bucket_cap_mb */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Queued operations of one communicator, oldest first. They complete in
  * call order (comm.h), so completions are found from the head. */
@@ -54,7 +49,6 @@ struct titan_fsdp {
     unit *units;
     int next_ar;     /* HSDP: the next unit (descending) whose shard gradient goes to all-reduce */
     op_queue q[NQ];
-    titan_comm *qc[NQ];
     titan_status err; /* first failure seen in a hook */
     double exposed_s, total_s;
 };
@@ -85,21 +79,25 @@ void titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int r
 
 /* ---- operation queues ------------------------------------------------------ */
 
+static void keep(titan_fsdp *f, titan_status st) {
+    if (st != TITAN_OK && f->err == TITAN_OK) f->err = st;
+}
+
 /* The operation at the head completed (or is awaited): free its handle and
- * book its running time; *blocked_s gets the time waited here. */
+ * book its running time, and as exposed the time waited here. */
 static void q_pop(titan_fsdp *f, int qi) {
     op_queue *q = &f->q[qi];
     size_t s = q->head % q->cap;
-    double t0 = now_s();
+    double t0 = titan_now_s();
     int was_done = titan_comm_test(q->req[s]);
     titan_status st = titan_comm_wait(q->req[s]);
-    double t1 = now_s();
+    double t1 = titan_now_s();
     if (!was_done) f->exposed_s += t1 - t0;
     double start = q->t_issue[s] > q->last_done ? q->t_issue[s] : q->last_done;
     f->total_s += t1 - start;
     q->last_done = t1;
     q->head++;
-    if (st != TITAN_OK && f->err == TITAN_OK) f->err = st;
+    keep(f, st);
 }
 
 /* Books whatever completed, without blocking. */
@@ -129,12 +127,8 @@ static titan_comm_req **q_slot(titan_fsdp *f, int qi) {
 /* Books the operation just issued into the slot (after a successful call). */
 static unsigned long long q_push(titan_fsdp *f, int qi) {
     op_queue *q = &f->q[qi];
-    q->t_issue[q->tail % q->cap] = now_s();
+    q->t_issue[q->tail % q->cap] = titan_now_s();
     return q->tail++;
-}
-
-static void keep(titan_fsdp *f, titan_status st) {
-    if (st != TITAN_OK && f->err == TITAN_OK) f->err = st;
 }
 
 /* ---- plan -------------------------------------------------------------- */
@@ -434,8 +428,6 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     }
     TITAN_TRY(make_units(f, mc, opt));
     f->next_ar = f->nunits - 1;
-    f->qc[Q_SHARD] = mesh->shard_comm;
-    f->qc[Q_REPLICATE] = mesh->replicate_comm;
     for (int qi = 0; qi < NQ; qi++) {
         op_queue *q = &f->q[qi];
         q->cap = (size_t)2 * f->np + (size_t)f->nunits + 8;
@@ -527,16 +519,14 @@ titan_status titan_fsdp_sync_grads(titan_fsdp *f) {
 
 titan_status titan_fsdp_clip(titan_fsdp *f, double max_norm, double *norm) {
     double ss = f->be->sumsq(f->sg, f->nshard);
-    double t0 = now_s();
+    double t0 = titan_now_s();
     TITAN_TRY(titan_mesh_sum_double(f->mesh->shard_comm, ss, &ss));
     if (f->mesh->shard_comm) { /* blocking: all of it exposed */
-        f->exposed_s += now_s() - t0;
-        f->total_s += now_s() - t0;
+        double dt = titan_now_s() - t0;
+        f->exposed_s += dt;
+        f->total_s += dt;
     }
     *norm = sqrt(ss);
-    if (max_norm > 0.0 && isfinite(*norm)) {
-        float coef = (float)max_norm / ((float)*norm + 1e-6f);
-        if (coef < 1.0f) f->be->scale(f->sg, f->nshard, coef);
-    }
+    titan_clip_scale(f->be, f->sg, f->nshard, *norm, max_norm);
     return TITAN_OK;
 }

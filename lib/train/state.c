@@ -8,13 +8,6 @@
 #include "ckpt/ckpt.h"
 #include "core/log.h"
 
-/* The model fields a checkpoint records; a resume with another shape is refused. */
-#define MODEL_INT_FIELDS(X) \
-    X(dim) X(n_layers) X(n_heads) X(n_kv_heads) X(vocab_size) X(multiple_of) X(tie_embeddings) \
-    X(rope_original_context)
-#define MODEL_FLT_FIELDS(X) \
-    X(ffn_dim_multiplier) X(norm_eps) X(rope_theta) X(rope_scaling_factor) \
-    X(rope_low_freq_factor) X(rope_high_freq_factor)
 
 static titan_status save_tensors(titan_ckpt_writer *w, const titan_param *ps, int np,
                                  const float *base, const char *suffix) {
@@ -32,8 +25,8 @@ titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_conf
     titan_status st = TITAN_OK;
 #define PUT_I(f) if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "model." #f, mc->f);
 #define PUT_F(f) if (st == TITAN_OK) st = titan_ckpt_meta_f64(w, "model." #f, mc->f);
-    MODEL_INT_FIELDS(PUT_I)
-    MODEL_FLT_FIELDS(PUT_F)
+    TITAN_LLAMA_INT_FIELDS(PUT_I)
+    TITAN_LLAMA_FLT_FIELDS(PUT_F)
     if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "model.name", "llama3");
     if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "tokenizer", tokenizer_id);
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.step", pr->step);
@@ -87,8 +80,8 @@ static titan_status check_model(titan_ckpt *ck, const titan_llama_config *mc) {
     if ((float)fv != mc->f) \
         return titan_error(TITAN_ERR_USAGE, "%s: model." #f " is %g in the checkpoint but %g in the config", \
                            titan_ckpt_path(ck), fv, (double)mc->f);
-    MODEL_INT_FIELDS(CHK_I)
-    MODEL_FLT_FIELDS(CHK_F)
+    TITAN_LLAMA_INT_FIELDS(CHK_I)
+    TITAN_LLAMA_FLT_FIELDS(CHK_F)
     return TITAN_OK;
 }
 
@@ -116,26 +109,35 @@ titan_status titan_state_read_meta(titan_ckpt *ck, const titan_llama_config *mc,
     return TITAN_OK;
 }
 
-static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, float *params,
-                             titan_adamw *adam, titan_train_progress *pr) {
-    TITAN_TRY(titan_state_read_meta(ck, mc, pr));
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(mc, ps);
-    int64_t v;
-    TITAN_TRY(load_tensors(ck, ps, np, params, ""));
-    if (!adam) return TITAN_OK;
+titan_status titan_state_read_adam_step(titan_ckpt *ck, const char *first_param,
+                                        const titan_train_progress *pr, titan_adamw *adam, int *has) {
     char first[128];
-    snprintf(first, sizeof first, "%s:exp_avg", ps[0].name);
-    if (!titan_ckpt_has_tensor(ck, first)) {
+    snprintf(first, sizeof first, "%s:exp_avg", first_param);
+    *has = titan_ckpt_has_tensor(ck, first);
+    if (!*has) {
         if (pr->step != 0)
             return titan_error(TITAN_ERR_FORMAT, "%s: step %" PRId64 " has no optimizer state (%s)",
                                titan_ckpt_path(ck), pr->step, first);
         titan_adamw_set_step(adam, 0); /* seed checkpoint: fresh moments */
         return TITAN_OK;
     }
+    int64_t v;
     TITAN_TRY(titan_ckpt_meta_get_i64(ck, "optim.adamw.step", &v));
     titan_adamw_set_step(adam, v);
+    return TITAN_OK;
+}
+
+static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, float *params,
+                             titan_adamw *adam, titan_train_progress *pr) {
+    TITAN_TRY(titan_state_read_meta(ck, mc, pr));
+    int np = titan_llama_params(mc, NULL);
+    titan_param ps[np];
+    titan_llama_params(mc, ps);
+    TITAN_TRY(load_tensors(ck, ps, np, params, ""));
+    if (!adam) return TITAN_OK;
+    int has;
+    TITAN_TRY(titan_state_read_adam_step(ck, ps[0].name, pr, adam, &has));
+    if (!has) return TITAN_OK;
     TITAN_TRY(load_tensors(ck, ps, np, titan_adamw_m(adam), ":exp_avg"));
     TITAN_TRY(load_tensors(ck, ps, np, titan_adamw_v(adam), ":exp_avg_sq"));
     return TITAN_OK;

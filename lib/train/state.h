@@ -47,5 +47,11 @@ titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_conf
                                     const char *layout);
 /* Checks the checkpoint's model against mc and reads the progress. */
 titan_status titan_state_read_meta(titan_ckpt *ck, const titan_llama_config *mc, titan_train_progress *progress);
+/* Whether the checkpoint holds AdamW moments (first_param:exp_avg): yes sets
+ * adam's step from it; no is a seed checkpoint (adam at step 0) unless
+ * progress says steps were taken, which is a format error. */
+titan_status titan_state_read_adam_step(titan_ckpt *ck, const char *first_param,
+                                        const titan_train_progress *progress, titan_adamw *adam,
+                                        int *has_moments);
 
 #endif

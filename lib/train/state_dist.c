@@ -106,18 +106,9 @@ static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, const
     titan_param ps[np];
     titan_llama_params(mc, ps);
     TITAN_TRY(load_boxes(ck, ps, np, pc, shard, ""));
-    char first[128];
-    snprintf(first, sizeof first, "%s:exp_avg", ps[0].name);
-    if (!titan_ckpt_has_tensor(ck, first)) {
-        if (pr->step != 0)
-            return titan_error(TITAN_ERR_FORMAT, "%s: step %" PRId64 " has no optimizer state (%s)",
-                               titan_ckpt_path(ck), pr->step, first);
-        titan_adamw_set_step(adam, 0); /* seed checkpoint: fresh moments */
-        return TITAN_OK;
-    }
-    int64_t v;
-    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "optim.adamw.step", &v));
-    titan_adamw_set_step(adam, v);
+    int has;
+    TITAN_TRY(titan_state_read_adam_step(ck, ps[0].name, pr, adam, &has));
+    if (!has) return TITAN_OK;
     TITAN_TRY(load_boxes(ck, ps, np, pc, titan_adamw_m(adam), ":exp_avg"));
     return load_boxes(ck, ps, np, pc, titan_adamw_v(adam), ":exp_avg_sq");
 }

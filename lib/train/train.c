@@ -13,8 +13,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "data/loader.h"
@@ -28,12 +28,6 @@
 #include "train/state.h"
 #include "train/state_dist.h"
 #include "train/train.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct {
     const titan_job_config *cfg;
@@ -205,8 +199,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     for (int a = 0; a < t->accum; a++) {
         TITAN_TRY(titan_loader_next(t->loader, t->inputs, t->targets, B));
         float loss = 0.0f;
-        titan_status fst = titan_llama_forward(t->model, t->inputs, t->targets, &loss);
-        if (fst != TITAN_OK) return fst; /* a hook's communication failure too */
+        TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss)); /* a hook's comm failure too */
         if (!isfinite(loss)) {
             titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g, micro-batch %d); step refused, parameters unchanged",
                         step, (double)loss, a);
@@ -259,9 +252,9 @@ static titan_status save(trainer *t, double *stall_s) {
     const char *tok = titan_tokenizer_id(t->tok);
     int keep = t->cfg->checkpoint_keep_latest_k;
     if (t->saver) return titan_async_save_start(t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, stall_s);
-    double t0 = now_s();
+    double t0 = titan_now_s();
     titan_status st = titan_state_save_shards(&t->mesh, t->fsdp, t->adam, t->ckpt_root, &t->mc, &t->pr, tok, keep);
-    *stall_s = now_s() - t0;
+    *stall_s = titan_now_s() - t0;
     if (st == TITAN_OK) titan_info("checkpoint: step %" PRId64 " saved in %.2f s", t->pr.step, *stall_s);
     return st;
 }
@@ -271,7 +264,7 @@ static titan_status save(trainer *t, double *stall_s) {
  * training loader are untouched. */
 static titan_status validate(trainer *t, titan_step_metrics *sm) {
     int B = t->cfg->training_local_batch_size, T = t->cfg->training_seq_len;
-    double t0 = now_s(), sum = 0.0;
+    double t0 = titan_now_s(), sum = 0.0;
     titan_loader_state start = {0};
     titan_loader_set_state(t->val_loader, &start);
     for (int i = 0; i < t->val_batches; i++) {
@@ -284,7 +277,7 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
     sm->has_val = 1;
     sm->val_loss = sum / t->val_batches / t->mesh.world;
     sm->val_tokens = (uint64_t)t->val_batches * (uint64_t)B * (uint64_t)T * t->mesh.dp_size;
-    sm->val_time_s = now_s() - t0;
+    sm->val_time_s = titan_now_s() - t0;
     if (!isfinite(sm->val_loss))
         titan_warn("step %" PRId64 ": validation loss is not finite (%g)", sm->step, sm->val_loss);
     return TITAN_OK;
@@ -299,9 +292,9 @@ static titan_status loop(trainer *t) {
     while (t->pr.step < stop) {
         titan_step_metrics sm = {0};
         if (t->saver) TITAN_TRY(titan_async_save_poll(t->saver)); /* a failed background save stops the run */
-        double t0 = now_s();
+        double t0 = titan_now_s();
         TITAN_TRY(train_step(t, &sm));
-        sm.step_time_s = now_s() - t0;
+        sm.step_time_s = titan_now_s() - t0;
         sm.tokens_per_s = tokens_per_step / sm.step_time_s;
         sm.peak_flops = t->peak_flops;
         sm.mfu = t->peak_flops > 0 ? t->flops_per_token * sm.tokens_per_s / t->peak_flops : 0.0;

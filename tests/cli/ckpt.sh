@@ -3,7 +3,7 @@
 # Face format (bit-exact f32 round trip, logits against an HF-convention
 # PyTorch model), pack/unpack and refusing unsafe archives. TAP output.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 ck=$bin/titan-ckpt
 PY=/usr/bin/python3
 out_has() { grep -q -- "$1" "$tmp/out" && ok "$2" || fail "$2"; }

@@ -16,7 +16,7 @@
 # comm_total_s and comm_exposed_s. TAP output.
 set -u
 EXPECT_TIMEOUT=120
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 export TITAN_COMM_TIMEOUT=20
 
 cat "$top"/man/*/* > "$tmp/corpus.txt"

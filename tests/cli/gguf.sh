@@ -8,7 +8,7 @@
 # and it tokenizes text as titan does. TAP output.
 set -u
 EXPECT_OUTPUT=1
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 ck=$bin/titan-ckpt
 PY=/usr/bin/python3
 note() { sed 's/^/# /' "$tmp/out"; }

@@ -3,7 +3,7 @@
 # gives back the same bytes, and training resumed from a resharded checkpoint
 # follows the original run bit for bit. Exit codes and messages. TAP output.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 cat "$top"/man/*/* > "$tmp/corpus.txt"
 "$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"

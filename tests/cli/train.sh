@@ -2,7 +2,7 @@
 # CLI tests of titan-init and titan-train: exit codes, error messages, atomic
 # checkpoints, bit-exact resume, thread-count determinism. TAP output.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 # A small corpus: the man pages' text, sharded with the byte tokenizer.
 cat "$top"/man/*/* > "$tmp/corpus.txt"

@@ -7,17 +7,16 @@
  * (tests/tokenizer/stress.cl100k.json and ~2 MB of English), through both
  * loaders, and the throughput in MB/s. Without that file it exits 77 (skip)
  * after the small tests pass. Run from the repository root. */
-#define _GNU_SOURCE
-#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <xxhash.h>
 
+#include "core/clock.h"
 #include "core/error.h"
+#include "core/fsutil.h"
 #include "data/bpe_impl.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_impl.h"
@@ -26,37 +25,12 @@
 
 static char root[256];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 static void write_file(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) {
         perror(path);
         exit(1);
     }
-}
-
-static char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    if (!buf || fread(buf, 1, (size_t)len, f) != (size_t)len) exit(1);
-    fclose(f);
-    buf[len] = '\0';
-    *n = (size_t)len;
-    return buf;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* The status is `want` and the message holds both fragments. */
@@ -305,7 +279,7 @@ static void test_bad_files(void) {
     static char data[8192];
     titan_tokenizer *t;
     CHECK(error_is(titan_tokenizer_open(&t, "tiktoken:/nonexistent/tok.model"), TITAN_ERR_IO, "/nonexistent/tok.model",
-                   "cannot open"));
+                   "open"));
     CHECK(error_is(titan_tokenizer_open(&t, "hf:/nonexistent/tokenizer.json"), TITAN_ERR_IO, "tokenizer.json", NULL));
     CHECK(error_is(titan_tokenizer_open(&t, "tiktoken"), TITAN_ERR_USAGE, "tiktoken:PATH", NULL));
     CHECK(error_is(titan_tokenizer_open(&t, "hf:"), TITAN_ERR_USAGE, "hf:PATH", NULL));
@@ -358,15 +332,8 @@ static void test_bad_files(void) {
 
 static long compared, matched;
 
-/* Compares encodings of the cases in path with their js-tiktoken ids. */
-static void compare_cases(titan_tokenizer *t, const char *path, const char *label) {
-    json_error_t err;
-    json_t *cases = json_load_file(path, JSON_ALLOW_NUL, &err);
-    CHECK(cases != NULL);
-    if (!cases) {
-        fprintf(stderr, "  %s: line %d: %s\n", path, err.line, err.text);
-        return;
-    }
+/* Compares encodings of the cases with their js-tiktoken ids. */
+static void compare_cases(titan_tokenizer *t, const json_t *cases, const char *label) {
     size_t i, bad = 0, ids_total = 0, ids_same = 0;
     json_t *c;
     json_array_foreach(cases, i, c) {
@@ -394,21 +361,11 @@ static void compare_cases(titan_tokenizer *t, const char *path, const char *labe
            ids_total);
     compared += (long)ids_total, matched += (long)ids_same;
     CHECK(bad == 0);
-    json_decref(cases);
 }
 
-/* English: ids compared with js-tiktoken's, then MB/s over a few passes. */
-static void compare_english(titan_tokenizer *t, const char *label) {
-    size_t n, nb;
-    char *text = read_all("build/tokenizer/english.txt", &n);
-    char *want = read_all("build/tokenizer/english.cl100k.ids", &nb);
-    if (!text || !want) {
-        printf("%s: build/tokenizer/english.* missing (tests/tokenizer/prepare.sh makes them): no English check\n",
-               label);
-        free(text);
-        free(want);
-        return;
-    }
+/* English: ids compared with js-tiktoken's (want, nb bytes), then MB/s over a few passes. */
+static void compare_english(titan_tokenizer *t, const char *label, const char *text, size_t n, const char *want,
+                            size_t nb) {
     uint32_t *ids = malloc(n * sizeof *ids);
     size_t k = titan_tokenizer_encode(t, text, n, ids, n), w = nb / 4, same = 0, first = SIZE_MAX;
     for (size_t i = 0; i < w && i < k; i++) {
@@ -423,17 +380,15 @@ static void compare_english(titan_tokenizer *t, const char *label) {
     compared += (long)w, matched += (long)same;
     CHECK(k == w && same == w);
     CHECK(round_trips(t, text, n, (uint32_t)titan_tokenizer_vocab_size(t)));
-    double t0 = now(), secs;
+    double t0 = titan_now_s(), secs;
     int passes = 0;
     do {
         titan_tokenizer_encode(t, text, n, ids, n);
         passes++;
-    } while ((secs = now() - t0) < 0.6 && passes < 5);
+    } while ((secs = titan_now_s() - t0) < 0.6 && passes < 5);
     printf("%s: encode %.1f MB/s (one thread, %d x %.1f MB in %.2f s; %.2f bytes per token)\n", label,
            (double)n * passes / secs / 1e6, passes, (double)n / 1e6, secs, (double)n / (double)k);
     free(ids);
-    free(text);
-    free(want);
 }
 
 /* The priority-queue merge equals the quadratic one on long random words. */
@@ -452,35 +407,51 @@ static void compare_merge_paths(titan_tokenizer *t) {
     CHECK(same);
 }
 
+/* The references are read once and compared through both loaders. */
 static int test_cl100k(void) {
     const char *tt = "build/tokenizer/cl100k_base.tiktoken", *hf = "build/tokenizer/cl100k_base.json";
     struct stat st;
     if (stat(tt, &st) != 0) return 0;
+    const char *cases_path = "tests/tokenizer/stress.cl100k.json";
+    json_error_t err;
+    json_t *cases = json_load_file(cases_path, JSON_ALLOW_NUL, &err);
+    CHECK(cases != NULL, "%s: line %d: %s", cases_path, err.line, err.text);
+    char *text = NULL, *want = NULL;
+    size_t n = 0, nb = 0;
+    int english = titan_fs_read_file("build/tokenizer/english.txt", &text, &n, (size_t)1 << 30) == TITAN_OK &&
+                  titan_fs_read_file("build/tokenizer/english.cl100k.ids", &want, &nb, (size_t)1 << 30) == TITAN_OK;
+    titan_error_clear();
+    if (!english)
+        printf("build/tokenizer/english.* missing (tests/tokenizer/prepare.sh makes them): no English check\n");
     titan_tokenizer *t = NULL;
-    double t0 = now();
+    double t0 = titan_now_s();
     CHECK(titan_tokenizer_open(&t, "tiktoken:build/tokenizer/cl100k_base.tiktoken") == TITAN_OK);
-    if (!t) return 1;
-    printf("tiktoken: cl100k_base loaded in %.2f s, vocabulary %d, id %s\n", now() - t0,
+    if (!t) goto out;
+    printf("tiktoken: cl100k_base loaded in %.2f s, vocabulary %d, id %s\n", titan_now_s() - t0,
            titan_tokenizer_vocab_size(t), titan_tokenizer_id(t));
     CHECK(titan_tokenizer_vocab_size(t) == 100256 + 256 && titan_tokenizer_bos(t) == 100256);
-    compare_cases(t, "tests/tokenizer/stress.cl100k.json", "tiktoken");
+    if (cases) compare_cases(t, cases, "tiktoken");
     compare_merge_paths(t);
-    compare_english(t, "tiktoken");
+    if (english) compare_english(t, "tiktoken", text, n, want, nb);
     titan_tokenizer_free(t);
 
     if (stat(hf, &st) != 0) {
         printf("hf: %s missing: no tokenizer.json check at scale\n", hf);
-        return 1;
+        goto out;
     }
-    t0 = now();
+    t0 = titan_now_s();
     CHECK(titan_tokenizer_open(&t, "hf:build/tokenizer/cl100k_base.json") == TITAN_OK);
-    if (!t) return 1;
-    printf("hf: cl100k_base.json loaded in %.2f s, vocabulary %d, id %s\n", now() - t0, titan_tokenizer_vocab_size(t),
+    if (!t) goto out;
+    printf("hf: cl100k_base.json loaded in %.2f s, vocabulary %d, id %s\n", titan_now_s() - t0, titan_tokenizer_vocab_size(t),
            titan_tokenizer_id(t));
     CHECK(titan_tokenizer_vocab_size(t) == 100277 && titan_tokenizer_bos(t) == 100257);
-    compare_cases(t, "tests/tokenizer/stress.cl100k.json", "hf");
-    compare_english(t, "hf");
+    if (cases) compare_cases(t, cases, "hf");
+    if (english) compare_english(t, "hf", text, n, want, nb);
     titan_tokenizer_free(t);
+out:
+    json_decref(cases);
+    free(text);
+    free(want);
     return 1;
 }
 
@@ -494,7 +465,7 @@ int main(void) {
     test_hf_small();
     test_bad_files();
     int big = test_cl100k();
-    nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    titan_fs_remove_tree(root);
     if (failures) {
         fprintf(stderr, "test_bpe: %d failures\n", failures);
         return 1;

@@ -11,18 +11,14 @@
  * ~2 MB to 4096 tokens, the encoding property, a round trip, the time and
  * the bytes per token. Exits 77 (skip) after the rest passes when python3
  * or the corpus is missing. Run from the repository root. */
-#define _GNU_SOURCE
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <ftw.h>
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/error.h"
+#include "core/fsutil.h"
 #include "data/bpe_impl.h"
 #include "data/bpe_train.h"
 #include "data/corpus.h"
@@ -32,29 +28,12 @@
 
 static char root[256];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
+/* The whole file (NUL-terminated), or NULL. */
 static char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    if (!buf || fread(buf, 1, (size_t)len, f) != (size_t)len) exit(1);
-    fclose(f);
-    buf[len] = '\0';
-    *n = (size_t)len;
-    return buf;
+    char *data = NULL;
+    *n = 0;
+    if (titan_fs_read_file(path, &data, n, (size_t)1 << 30) != TITAN_OK) return NULL;
+    return data;
 }
 
 static void path_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", root, name); }
@@ -349,7 +328,7 @@ static void naive_words(const texts *x, size_t k, const titan_bpe_trainer *t, co
     CHECK(bad == 0 && w == titan_bpe_trainer_words(t), "%zu of %zu words differ; trainer has %zu", bad, w,
           titan_bpe_trainer_words(t));
     free(order), free(p.s), free(p.n);
-    pcre2_code_free(b.re);
+    titan_bpe_fini(&b);
 }
 
 /* Returns 0 when python3 is missing (the comparison is skipped). */
@@ -405,19 +384,19 @@ static int test_reference(const texts *x) {
         return 0;
     }
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/tokenizer/bpe_train_ref.py '%s' %d '%s'", words, vocab, ref);
-    double t0 = now();
+    double t0 = titan_now_s();
     int rc = system(cmd);
     CHECK(rc == 0, "%s: exit %d", cmd, rc);
-    printf("reference: bpe_train_ref.py took %.1f s\n", now() - t0);
+    printf("reference: bpe_train_ref.py took %.1f s\n", titan_now_s() - t0);
     CHECK(rc == 0 && same_file(mine, ref, "C vs Python"));
     return 1;
 }
 
 /* ~2 MB to 4096 tokens: time, the encoding property, round trip, bytes per token. */
 static void test_scale(const texts *x) {
-    double t0 = now();
+    double t0 = titan_now_s();
     titan_bpe_trainer *t = train(x, x->n, 4096, 0, 0, 0);
-    double secs = now() - t0;
+    double secs = titan_now_s() - t0;
     titan_bpe_train_stats st;
     titan_bpe_trainer_stats(t, &st);
     CHECK(st.merges == 4096 - 256);
@@ -467,7 +446,7 @@ int main(void) {
         }
         free(x.buf), free(x.off);
     }
-    nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    titan_fs_remove_tree(root);
     if (failures) {
         fprintf(stderr, "test_bpe_train: %d failures\n", failures);
         return 1;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -36,12 +37,6 @@ static void expect_err_at(int line, titan_status st, titan_status code, const ch
     }
 }
 #define EXPECT_ERR(st, code, a, b, c) expect_err_at(__LINE__, (st), (code), (a), (b), (c))
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void fill(float *p, size_t n, uint64_t seed) {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -619,12 +614,12 @@ static void test_crash(const char *tmp) {
 
     /* A complete first step, timed: the kill delays are fractions of it. */
     fill(big, n, 1);
-    double t0 = now_s();
+    double t0 = titan_now_s();
     pid_t pid = fork();
     if (pid == 0) child_write(root, 1, 1, big);
     int status = 0;
     waitpid(pid, &status, 0);
-    double full = now_s() - t0;
+    double full = titan_now_s() - t0;
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     memcpy(ref, big, n * sizeof *big); /* ref: the data of the previous committed step */
     int64_t prev_seed = check_loadable(root, scratch, 1, ref, 1, ref), prev_step = 1;
@@ -651,7 +646,7 @@ static void test_crash(const char *tmp) {
             snprintf(tp, sizeof tp, "%s/%s", root, rel);
         }
         double delay = t < ntimed ? full * frac[t] * (0.9 + 0.2 * rand() / (double)RAND_MAX) : 0;
-        double start = now_s();
+        double start = titan_now_s();
         pid = fork();
         if (pid == 0) child_write(root, step, seed, big);
         if (t < ntimed) {
@@ -670,7 +665,7 @@ static void test_crash(const char *tmp) {
                 }
                 nanosleep(&ts, NULL);
             }
-            delay = now_s() - start;
+            delay = titan_now_s() - start;
         }
         int64_t got = check_loadable(root, scratch, prev_seed, ref, seed, big);
         int is_new = got == seed;
@@ -714,17 +709,19 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    double t0 = now_s();
+    /* Each part's own time (not the running total). */
+    double t0 = titan_now_s(), lap = t0;
+#define LAP(name) (printf(name " %.2f s\n", titan_now_s() - lap), lap = titan_now_s())
     test_roundtrip(tmp);
-    printf("roundtrip %.2f s\n", now_s() - t0);
+    LAP("roundtrip");
     test_dir(tmp);
-    printf("dir %.2f s\n", now_s() - t0);
+    LAP("dir");
     test_corrupt(tmp);
-    printf("corrupt %.2f s\n", now_s() - t0);
+    LAP("corrupt");
     test_zstd(tmp);
-    printf("zstd %.2f s\n", now_s() - t0);
+    LAP("zstd");
     test_crash(tmp);
     if (titan_fs_remove_tree(tmp) != TITAN_OK) fprintf(stderr, "cleanup: %s\n", titan_error_message());
-    printf("test_ckpt: %s (%d failures, %.2f s)\n", failures ? "FAIL" : "ok", failures, now_s() - t0);
+    printf("test_ckpt: %s (%d failures, %.2f s)\n", failures ? "FAIL" : "ok", failures, titan_now_s() - t0);
     return failures ? 1 : 0;
 }

@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "dist/bootstrap.h"
 #include "dist/comm.h"
@@ -32,12 +32,6 @@
 #include "check.h"
 
 static int me, nr; /* rank, ranks */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int has(const char *frag) { return strstr(titan_error_message(), frag) != NULL; }
 
@@ -278,7 +272,7 @@ static void test_async(titan_comm *c) {
     float *buf[K];
     titan_comm_req *req[K + 1];
     if (r != 0) usleep(300 * 1000);
-    double t0 = now_s();
+    double t0 = titan_now_s();
     for (int k = 0; k < K; k++) {
         buf[k] = xalloc(cnt * 4);
         fill(buf[k], TITAN_DTYPE_F32, r, 0, cnt, 30u + (unsigned)k);
@@ -286,12 +280,12 @@ static void test_async(titan_comm *c) {
                                     &req[k]) == TITAN_OK);
     }
     CHECK(titan_comm_barrier(c, &req[K]) == TITAN_OK);
-    double submitted = now_s() - t0;
+    double submitted = titan_now_s() - t0;
     if (r == 0 && n > 1) {
         CHECK(submitted < 0.1, "queueing took %.3f s: it should not wait for the peers", submitted);
         CHECK(!titan_comm_test(req[0]), "all_reduce done before the peers joined");
         volatile double work = 0; /* "compute" while the peers are late */
-        while (now_s() - t0 < 0.1) work += 1;
+        while (titan_now_s() - t0 < 0.1) work += 1;
     }
     for (int k = 0; k <= K; k++) CHECK(titan_comm_wait(req[k]) == TITAN_OK);
     for (int k = 0; k < K; k++) {
@@ -459,7 +453,7 @@ static void suite_timeout(titan_dist *d) {
         CHECK(st == TITAN_ERR_COMM && has("stopped because") && has("timed out"), "skipper: %s",
               titan_error_message());
     } else {
-        double t0 = now_s();
+        double t0 = titan_now_s();
         titan_status st;
         if (me == 0) { /* the failure also comes back through a queued operation */
             titan_comm_req *req;
@@ -467,7 +461,7 @@ static void suite_timeout(titan_dist *d) {
             st = titan_comm_wait(req);
         } else
             st = titan_comm_all_reduce(c, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
-        double dt = now_s() - t0;
+        double dt = titan_now_s() - t0;
         CHECK(st == TITAN_ERR_COMM && has("all_reduce #2") && has("timed out after 1.0 s") &&
               has(who) && has("completed 1 operation"), "waiter: %s", titan_error_message());
         CHECK(dt < T + 2.0, "failed after %.2f s", dt);
@@ -487,9 +481,9 @@ static void suite_kill(titan_dist *d) {
     float x = 1, y;
     CHECK(titan_comm_all_reduce(c, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL) == TITAN_OK);
     if (me == nr - 1) raise(SIGKILL);
-    double t0 = now_s();
+    double t0 = titan_now_s();
     titan_status st = titan_comm_all_reduce(c, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
-    double dt = now_s() - t0;
+    double dt = titan_now_s() - t0;
     char who[32];
     snprintf(who, sizeof who, "rank %d (pid", nr - 1);
     CHECK(st == TITAN_ERR_COMM && has("all_reduce #2") && has(who) && has("exited or was killed"),
@@ -518,11 +512,11 @@ static void suite_bench(titan_dist *d, size_t chunk) {
         float x = 1, y;
         int iters = 2000;
         titan_comm_barrier(c, NULL);
-        double t0 = now_s();
+        double t0 = titan_now_s();
         for (int i = 0; i < iters; i++)
             CHECK((k ? titan_comm_all_reduce(c, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL)
                      : titan_comm_barrier(c, NULL)) == TITAN_OK);
-        double t = (now_s() - t0) / iters;
+        double t = (titan_now_s() - t0) / iters;
         if (me == 0)
             printf("%-24s ranks %d  %8.1f us\n", k ? "all_reduce f32 x 1" : "barrier", nr, t * 1e6);
     }
@@ -536,11 +530,11 @@ static void suite_bench(titan_dist *d, size_t chunk) {
         for (int w = 0; w < 2; w++)
             titan_comm_all_reduce(c, a, b, cnt, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
         titan_comm_barrier(c, NULL);
-        double t0 = now_s();
+        double t0 = titan_now_s();
         for (int i = 0; i < iters; i++)
             CHECK(titan_comm_all_reduce(c, a, b, cnt, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL) == TITAN_OK);
         titan_comm_barrier(c, NULL);
-        double t = (now_s() - t0) / iters, alg = (double)bytes / t / 1e9;
+        double t = (titan_now_s() - t0) / iters, alg = (double)bytes / t / 1e9;
         if (me == 0)
             printf("all_reduce f32  ranks %d  %5zu MB  %8.3f ms  algbw %6.2f GB/s  busbw %6.2f GB/s\n",
                    nr, bytes >> 20, t * 1e3, alg, alg * 2.0 * (nr - 1) / nr);
@@ -608,10 +602,10 @@ static int leftover_segments(void) {
 static void launcher_tests(void) {
     int codes[8], first = -1;
     for (int n = 2; n <= 4; n++) {
-        double t0 = now_s();
+        double t0 = titan_now_s();
         titan_status st = spawn("all", n, codes, &first);
         CHECK(st == TITAN_OK, "suite on %d ranks", n);
-        fprintf(stderr, "suite on %d ranks: %s (%.2f s)\n", n, st ? "FAILED" : "ok", now_s() - t0);
+        fprintf(stderr, "suite on %d ranks: %s (%.2f s)\n", n, st ? "FAILED" : "ok", titan_now_s() - t0);
     }
     CHECK(spawn("timeout", 3, codes, &first) == TITAN_OK, "timeout suite");
     titan_status st = spawn("kill", 3, codes, &first);
@@ -635,12 +629,12 @@ static void bench(size_t chunk) {
     memcpy(b, a, maxb);
     for (size_t bytes = (size_t)1 << 20; bytes <= maxb; bytes *= 4) {
         int iters = 20;
-        double t0 = now_s();
+        double t0 = titan_now_s();
         for (int i = 0; i < iters; i++) {
             memcpy(b, a, bytes);
             __asm__ volatile("" : : "r"(b) : "memory"); /* the copy is used */
         }
-        double t = (now_s() - t0) / iters;
+        double t = (titan_now_s() - t0) / iters;
         printf("reference: memcpy %5zu MB in one process: %6.2f GB/s\n", bytes >> 20, bytes / t / 1e9);
     }
     free(a);

@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ckpt/ckpt.h"
 #include "ckpt/reshard.h"
+#include "core/clock.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "model/llama_config.h"
@@ -499,12 +499,6 @@ static void test_reshard(const char *tmp) {
     free(ts);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int main(void) {
     titan_log_set_verbosity(0);
     char tmp[] = "/tmp/titan-test-layout-XXXXXX";
@@ -512,15 +506,15 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    double t0 = now_s();
+    double t0 = titan_now_s();
     test_parse();
     test_chunk();
     test_plan();
     test_save_load(tmp);
-    printf("save/load %.2f s\n", now_s() - t0);
+    printf("save/load %.2f s\n", titan_now_s() - t0);
     test_many_ranks(tmp);
     test_reshard(tmp);
     if (titan_fs_remove_tree(tmp) != TITAN_OK) fprintf(stderr, "cleanup: %s\n", titan_error_message());
-    printf("test_layout: %s (%d failures, %.2f s)\n", failures ? "FAIL" : "ok", failures, now_s() - t0);
+    printf("test_layout: %s (%d failures, %.2f s)\n", failures ? "FAIL" : "ok", failures, titan_now_s() - t0);
     return failures ? 1 : 0;
 }

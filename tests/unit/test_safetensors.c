@@ -4,20 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "ckpt/safetensors.h"
 #include "core/fsutil.h"
-
-static int fails = 0, checks = 0;
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        checks++;                                                                 \
-        if (!(cond)) {                                                            \
-            fails++;                                                              \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                  \
-            fprintf(stderr, __VA_ARGS__);                                         \
-            fprintf(stderr, " [%s]\n", titan_error_message());                    \
-        }                                                                         \
-    } while (0)
 
 static char dir[256];
 
@@ -158,6 +147,7 @@ int main(void) {
     round_trip();
     malformed();
     titan_fs_remove_tree(dir);
-    printf("test_safetensors: %d checks, %d failed\n", checks, fails);
-    return fails ? 1 : 0;
+    if (failures) fprintf(stderr, "test_safetensors: %d failures\n", failures);
+    else printf("test_safetensors: ok\n");
+    return failures != 0;
 }

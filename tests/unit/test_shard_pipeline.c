@@ -1,12 +1,9 @@
 /* test_shard_pipeline.c - the threaded tokenizing pipeline writes exactly
  * what the one-thread writer writes, for any thread count and two writers;
  * the --split choice: parsing, fraction rate, count exactness, determinism. */
-#define _GNU_SOURCE
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -19,12 +16,6 @@
 #include "check.h"
 
 static char root[256];
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-static void rm_rf(const char *p) { nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* ---- the split ---- */
 
@@ -267,7 +258,7 @@ int main(void) {
         test_pipeline("tiktoken:build/tokenizer/cl100k_base.tiktoken", 1500, 1 << 18, (const int[]){1, 4}, 2);
     else
         printf("test_shard_pipeline: %s missing (sh tests/tokenizer/prepare.sh): BPE part skipped\n", tt);
-    rm_rf(root);
+    titan_fs_remove_tree(root);
     if (failures) {
         fprintf(stderr, "test_shard_pipeline: %d failures\n", failures);
         return 1;

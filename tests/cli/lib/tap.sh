@@ -1,6 +1,7 @@
-# tap.sh - sourced by the CLI test scripts: TAP counters and the checks they
-# share. Gives $top (the repository), $bin, $tmp (a directory removed on
-# exit), ok/fail/skip DESCRIPTION, expect (below) and tap_end.
+# tap.sh - sourced by the CLI test scripts (tests/cli/*.sh; not a test
+# itself): TAP counters and the checks they share. Gives $top (the
+# repository), $bin, $tmp (a directory removed on exit), ok/fail/skip
+# DESCRIPTION, expect (below) and tap_end.
 #   EXPECT_TIMEOUT=S   bound every expect'ed command to S seconds
 #   EXPECT_OUTPUT=1    expect's PATTERN may also be in stdout
 top=$(cd "$(dirname "$0")/../.." && pwd)
