@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_ops.h" /* titan_cpu_exp, the softmax exp kernel */
+#include "core/clock.h"
 #include "core/rng.h"
 
 static const titan_backend *be;
@@ -702,11 +702,7 @@ static void test_determinism(void) {
 
 /* ---------------------------------------------------------------- timing */
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double now(void) { return titan_now_s(); }
 
 static const char *torch_bench =
     "import torch,time\n"

@@ -1,15 +1,9 @@
 /* peak_probe.c - measures the CPU's fp32 GEMM rate, the peak MFU is quoted against. */
 #include <cblas.h>
-#include <time.h>
 
 #include "backend/backend.h"
+#include "core/clock.h"
 #include "core/mem.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Best of ~1 s of 1024^3 SGEMMs with the current thread setting: what BLAS
  * reaches on this machine is the honest ceiling for an fp32 CPU trainer. */
@@ -26,12 +20,12 @@ double titan_backend_cpu_peak_flops(void) {
         a[i] = (float)(i % 7) * 0.01f;
         b[i] = (float)(i % 5) * 0.01f;
     }
-    double best = 0.0, start = now_s();
+    double best = 0.0, start = titan_now_s();
     /* About a second of repeats: short probes read low (thread wake-up, clocks). */
-    for (int rep = 0; rep < 200 && (rep < 4 || now_s() - start < 1.0); rep++) {
-        double t0 = now_s();
+    for (int rep = 0; rep < 200 && (rep < 4 || titan_now_s() - start < 1.0); rep++) {
+        double t0 = titan_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        double dt = now_s() - t0;
+        double dt = titan_now_s() - t0;
         double rate = 2.0 * n * n * (double)n / dt;
         if (rep > 0 && rate > best) best = rate; /* first call warms up threads and caches */
     }
