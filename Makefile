@@ -58,6 +58,14 @@ CUDA_SO   = build/lib/titan/libtitan-cuda.so
 ifneq ($(wildcard $(NVCC)),)
 CUDA_LIBDIR ?= $(abspath $(dir $(NVCC))../lib64)
 CU_SRC   := $(sort $(wildcard kernels/*.cu))
+# NCCL (kernels/comm_nccl.cu, the nccl communicator): only where nccl.h is;
+# without it the library simply has no titan_cuda_nccl_api.
+NCCL_H   := $(firstword $(wildcard $(dir $(NVCC))../include/nccl.h /usr/include/nccl.h))
+ifeq ($(NCCL_H),)
+CU_SRC   := $(filter-out kernels/comm_nccl.cu,$(CU_SRC))
+else
+NCCL_LIBS = -lnccl
+endif
 CU_OBJ   := $(CU_SRC:%.cu=build/obj/%.o)
 CUDA_OUT  = $(CUDA_SO) bin/libtitan-cuda.so
 NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 \
@@ -76,7 +84,7 @@ build/obj/kernels/%.o: kernels/%.cu
 $(CUDA_SO): $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	$(NVCC) -shared -cudart shared -o $@ $(CU_OBJ) -L$(CUDA_LIBDIR) \
-	    -Xlinker -rpath,$(CUDA_LIBDIR) -lcublasLt
+	    -Xlinker -rpath,$(CUDA_LIBDIR) -lcublasLt $(NCCL_LIBS)
 
 bin/libtitan-cuda.so: $(CUDA_SO)
 	@mkdir -p bin

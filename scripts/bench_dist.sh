@@ -4,8 +4,9 @@
 # global batch (BENCH_DIST_GLOBAL sequences of BENCH_DIST_SEQ_LEN tokens split
 # over the ranks), same steps. Layouts: FSDP 2, FSDP 4, DDP 2. torch 1.13's
 # FullyShardedDataParallel refuses CPU-only execution, so its FSDP stand-in is
-# DDP + ZeroRedundancyOptimizer (ZeRO-1), which shards what titan's FSDP saves
-# (titan gathers the whole model at once: see titan-train(1), Launch).
+# DDP + ZeroRedundancyOptimizer (ZeRO-1), which keeps whole parameters and
+# gradients on every rank where titan's FSDP (ZeRO-3) keeps its shard and
+# the communication units in use.
 # Prints tokens/s (warmup left out), the exposed and total communication time
 # per step, and each rank's peak RSS beside the analytic expectation
 # (parameters + gradients + optimizer state, sharded as each layout shards
@@ -178,11 +179,15 @@ for n, kind in ((2, "fsdp"), (4, "fsdp"), (2, "ddp")):
     r = torch_run("torch_%s%d" % (kind, n), n, "zero" if kind == "fsdp" else "ddp")
     P = 4 * r["params"]
     b = G // n
-    # Analytic bytes per rank. titan FSDP: whole params + grads (gathered at once)
-    # + the rank's shard of params and grads + AdamW m, v of the shard. ZeRO-1:
-    # whole params + grads + m, v of the shard. DDP: everything whole.
+    # Analytic bytes per rank. titan FSDP: the rank's shard of params, grads and
+    # AdamW m, v, plus the units in use (lib/train/fsdp.h): at most about five
+    # of the largest unit (gathered current and prefetched parameters, the
+    # current unit's full gradient, two staging buffers). ZeRO-1: whole params
+    # + grads + m, v of the shard. DDP: everything whole.
+    hd = hidden_dim(c)
+    unit = 4 * max(4 * c.dim * c.dim + 3 * c.dim * hd + 2 * c.dim, c.vocab_size * c.dim + c.dim)
     if kind == "fsdp":
-        rows.append(("titan FSDP %d" % n, n, t, 2 * P + 4 * P / n, act_titan(b)))
+        rows.append(("titan FSDP %d" % n, n, t, 4 * P / n + 5 * unit, act_titan(b)))
         rows.append(("torch DDP+ZeRO-1 %d" % n, n, r, 2 * P + 2 * P / n, act_torch(b)))
     else:
         rows.append(("titan DDP %d" % n, n, t, 4 * P, act_titan(b)))
@@ -225,6 +230,7 @@ print("analytic = params + grads + AdamW m, v as each layout holds them + activa
 print("  (titan: its activation arena; torch: the same plus the T x T attention")
 print("  probabilities autograd keeps, approximate). RSS above it is code, libraries,")
 print("  communication buffers and allocator slack (torch runs with glibc told to keep")
-print("  freed memory, as in scripts/bench.sh, which adds to its RSS). A full FSDP (ZeRO-3) would hold")
-print("  4P/N of model state: %.1f MB at 2 ranks, %.1f MB at 4." % (4 * P / 2 / MB, 4 * P / 4 / MB))
+print("  freed memory, as in scripts/bench.sh, which adds to its RSS). titan FSDP's state is")
+print("  4P/N (%.1f MB at 2 ranks, %.1f MB at 4) plus up to 5 of its largest unit (%.1f MB)."
+      % (4 * P / 2 / MB, 4 * P / 4 / MB, unit / MB))
 EOF

@@ -134,4 +134,10 @@ titan_status titan_backend_open(const char *device, const titan_backend **out);
 typedef const titan_backend *(*titan_backend_cuda_create_fn)(size_t table_size, int ordinal,
                                                             char *msg, size_t msg_len);
 
+/* Another symbol of libtitan-cuda.so (opened as above, once per process),
+ * e.g. the NCCL communicator's table (lib/dist/comm_nccl_api.h); NULL with
+ * a TITAN_ERR_USAGE "cuda: ..." error when the library or the symbol is
+ * missing. */
+void *titan_backend_cuda_symbol(const char *name);
+
 #endif

@@ -62,6 +62,27 @@ static void *open_cuda_lib(void) {
     return h;
 }
 
+static void *cuda_handle; /* kept: tables live in the library */
+
+/* The library, opened once; NULL with the error recorded. */
+static void *cuda_lib(void) {
+    if (!cuda_handle) cuda_handle = open_cuda_lib();
+    return cuda_handle;
+}
+
+void *titan_backend_cuda_symbol(const char *name) {
+    void *h = cuda_lib();
+    if (!h) return NULL;
+    dlerror();
+    void *sym = dlsym(h, name);
+    if (!sym) {
+        const char *why = dlerror();
+        titan_error(TITAN_ERR_USAGE, "cuda: %s has no %s (%s)", CUDA_LIB, name,
+                    why ? why : "not found");
+    }
+    return sym;
+}
+
 /* "cuda" -> 0, "cuda:N" -> N; -1 when malformed */
 static int cuda_ordinal(const char *device) {
     if (strcmp(device, "cuda") == 0) return 0;
@@ -73,13 +94,9 @@ static int cuda_ordinal(const char *device) {
 }
 
 static titan_status open_cuda(int ordinal, const titan_backend **out, char *desc, size_t len) {
-    static void *handle; /* kept: the table lives in the library */
-    if (!handle && !(handle = open_cuda_lib())) return titan_error_code();
     titan_backend_cuda_create_fn create =
-        (titan_backend_cuda_create_fn)dlsym(handle, "titan_backend_cuda_create");
-    if (!create)
-        return titan_error(TITAN_ERR_USAGE, "cuda: %s: no titan_backend_cuda_create (%s)",
-                           CUDA_LIB, dlerror());
+        (titan_backend_cuda_create_fn)titan_backend_cuda_symbol("titan_backend_cuda_create");
+    if (!create) return titan_error_code();
     const titan_backend *be = create(sizeof(titan_backend), ordinal, desc, len);
     if (!be) return titan_error(TITAN_ERR_USAGE, "cuda: %s", desc);
     *out = be;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
+
 #define DEFAULT_CHUNK (1u << 20)
 #define MSG_MAX 2048
 
@@ -16,6 +18,7 @@ struct titan_comm_req {
     comm_op op;
     titan_comm *c;
     atomic_int done;
+    double t_start, t_end; /* titan_now_s() around the backend's run */
     titan_status st;
     char msg[MSG_MAX];
     char hint[256];
@@ -115,7 +118,9 @@ static void *progress_main(void *arg) {
         pthread_mutex_unlock(&c->mu);
 
         titan_error_clear();
+        r->t_start = titan_now_s();
         r->st = execute(c, &r->op);
+        r->t_end = titan_now_s();
         if (r->st != TITAN_OK) {
             snprintf(r->msg, sizeof r->msg, "%s", titan_error_message());
             snprintf(r->hint, sizeof r->hint, "%s", titan_error_hint_text());
@@ -184,12 +189,16 @@ static titan_status submit(titan_comm *c, const comm_op *op, titan_comm_req **re
     return TITAN_OK;
 }
 
-titan_status titan_comm_wait(titan_comm_req *r) {
+titan_status titan_comm_wait(titan_comm_req *r) { return titan_comm_wait_timed(r, NULL, NULL); }
+
+titan_status titan_comm_wait_timed(titan_comm_req *r, double *start, double *end) {
     if (!r) return titan_error(TITAN_ERR_USAGE, "comm wait: no request");
     titan_comm *c = r->c;
     pthread_mutex_lock(&c->mu);
     while (!atomic_load(&r->done)) pthread_cond_wait(&c->cv, &c->mu);
     pthread_mutex_unlock(&c->mu);
+    if (start) *start = r->t_start;
+    if (end) *end = r->t_end;
     titan_status st = r->st;
     if (st != TITAN_OK) {
         titan_error(st, "%s", r->msg);
@@ -200,6 +209,7 @@ titan_status titan_comm_wait(titan_comm_req *r) {
 }
 
 int titan_comm_test(const titan_comm_req *r) { return r && atomic_load(&r->done); }
+
 
 void titan_comm_free(titan_comm *c) {
     if (!c) return;

@@ -1,11 +1,22 @@
 /* comm.h - communicators: collective and point-to-point operations between
  * the ranks of a job (bootstrap.h), the layer FSDP and friends are built on.
  *
- * Backend: shared memory (comm_shm.c), for ranks on one host. A backend
- * table (comm_impl.h) leaves room for NCCL; this interface is what callers
- * see either way.
+ * Backends (a table each, comm_impl.h); this interface is what callers see:
+ *   shm   shared memory (comm_shm.c), ranks on one host, host buffers
+ *   nccl  NCCL on GPUs (comm_nccl.c, titan_comm_init_nccl): buffers are
+ *         DEVICE pointers of the communicator's GPU; an operation runs on
+ *         the communicator's own stream after the work queued on the
+ *         default stream, and returns (or completes its request) once
+ *         finished. Its differences from what follows: reductions add in
+ *         NCCL's order (bf16 rounded per step), not the serial rank-order
+ *         sum; mismatched calls and send/recv sizes are not detected
+ *         (they hang until the timeout); the timeout counts from the start
+ *         of the operation, NCCL cannot tell which rank is missing, and
+ *         the peers of a failed rank stop on an NCCL error or their own
+ *         timeout.
  *
- * Operations. Buffers are plain host arrays of `count` elements of dtype.
+ * Operations. Buffers are arrays of `count` elements of dtype (host or,
+ * for nccl, device memory).
  *   all_reduce      recv[i] = op over ranks of send[i]
  *   reduce_scatter  recv (counts[rank] elements) = op over ranks of rank's
  *                   part of send, the parts laid end to end in rank order
@@ -87,6 +98,14 @@ typedef struct {
  * in the same order on every rank. */
 titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan_comm **out);
 
+/* The same over NCCL (see above): GPU `device` (< 0: the dist's local
+ * rank), a unique id from rank 0 through the bootstrap, a non-blocking
+ * ncclComm_t. TITAN_ERR_USAGE when libtitan-cuda.so, its NCCL part or the
+ * GPU is missing (on every rank: the ranks agree before NCCL starts);
+ * opt->chunk_bytes is ignored. */
+titan_status titan_comm_init_nccl(titan_dist *d, int device, const titan_comm_options *opt,
+                                  titan_comm **out);
+
 /* Collective over c: ranks passing the same color >= 0 form a new
  * communicator, ranked by key, then by rank in c; color < 0 takes part in
  * the call but joins none (*out = NULL). name may be NULL ("<c>.<color>").
@@ -137,6 +156,10 @@ titan_status titan_comm_barrier(titan_comm *c, titan_comm_req **req);
 titan_status titan_comm_wait(titan_comm_req *req);
 /* 1 when the operation has completed (wait then returns at once), else 0. */
 int titan_comm_test(const titan_comm_req *req);
+/* titan_comm_wait, also giving when the operation started and ended
+ * running on the progress thread (titan_now_s, core/clock.h): its own
+ * running time, not its wait in the queue. start or end may be NULL. */
+titan_status titan_comm_wait_timed(titan_comm_req *req, double *start, double *end);
 
 const char *titan_comm_redop_name(titan_comm_redop op); /* "sum", "avg" */
 

@@ -95,9 +95,10 @@ static const key_def KEYS[] = {
     BOOL("training", "deterministic", training_deterministic, 0, "bitwise-reproducible kernels even if slower"),
     STR("training", "mixed_precision_param", training_mixed_precision_param, "float32", "float32,bfloat16", 0,
         "parameter compute dtype; float32 by default (torchtitan: bfloat16) as the CPU backend computes "
-        "in float32; bfloat16 needs device = \"cuda\""),
-    STR("training", "mixed_precision_reduce", training_mixed_precision_reduce, "float32", "float32", 0,
-        "dtype of gradient reductions"),
+        "in float32; bfloat16 needs device = \"cuda\", or on the CPU FSDP (data_parallel_shard_degree > 1), "
+        "which then gathers bf16 parameters"),
+    STR("training", "mixed_precision_reduce", training_mixed_precision_reduce, "float32", "float32,bfloat16", 0,
+        "dtype of gradient reductions (reduce-scatter and all-reduce) between ranks"),
     STR("training", "device", training_device, "cpu", "cpu,cuda", 0, "where to train"),
     INT("training", "threads", training_threads, 0, 0, 0, "CPU threads; 0 = all cores"),
     BOOL("training", "shuffle", training_shuffle, 0,
@@ -736,13 +737,8 @@ titan_status titan_config_validate(const titan_job_config *c) {
         titan_error_hint("use a multiple of %d (gradient accumulation), or -1 for no accumulation", per_step);
         return TITAN_ERR_USAGE;
     }
-    if (strcmp(c->training_mixed_precision_param, "bfloat16") == 0 && strcmp(c->training_device, "cuda") != 0) {
-        titan_error(TITAN_ERR_USAGE,
-                    "training.mixed_precision_param = \"bfloat16\": needs training.device = \"cuda\" "
-                    "(the %s backend computes in float32)", c->training_device);
-        titan_error_hint("set training.mixed_precision_param = \"float32\"");
-        return TITAN_ERR_USAGE;
-    }
+    /* bfloat16 parameters on the CPU need FSDP, which knows its degree only
+     * at start (data_parallel_shard_degree = -1): checked there. */
     if (c->validation_enable) {
         /* Validation runs through the training model's buffers. */
         if (c->validation_local_batch_size != -1 && c->validation_local_batch_size != c->training_local_batch_size) {

@@ -90,3 +90,41 @@ float titan_f16_to_f32(uint16_t h) {
     if (e == 31) return bits_f32(sign | 0x7f800000u | (m << 13));
     return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
 }
+
+int titan_dtype_is_float(titan_dtype t) {
+    return t == TITAN_DTYPE_F32 || t == TITAN_DTYPE_BF16 || t == TITAN_DTYPE_F16;
+}
+
+static float load_float(const void *src, titan_dtype t, size_t i) {
+    if (t == TITAN_DTYPE_F32) return ((const float *)src)[i];
+    uint16_t h = ((const uint16_t *)src)[i];
+    return t == TITAN_DTYPE_BF16 ? titan_bf16_to_f32(h) : titan_f16_to_f32(h);
+}
+
+int titan_dtype_convert(void *dst, titan_dtype dt, const void *src, titan_dtype st, size_t n) {
+    if (dt == st) {
+        if (dst != src && n) memmove(dst, src, n * titan_dtype_size(dt));
+        return 0;
+    }
+    if (!titan_dtype_is_float(dt) || !titan_dtype_is_float(st)) return -1;
+    /* The common FSDP pairs get plain loops the compiler can vectorise. */
+    if (dt == TITAN_DTYPE_BF16 && st == TITAN_DTYPE_F32) {
+        uint16_t *d = dst;
+        const float *x = src;
+        for (size_t i = 0; i < n; i++) d[i] = titan_f32_to_bf16(x[i]);
+        return 0;
+    }
+    if (dt == TITAN_DTYPE_F32 && st == TITAN_DTYPE_BF16) {
+        float *d = dst;
+        const uint16_t *x = src;
+        for (size_t i = 0; i < n; i++) d[i] = titan_bf16_to_f32(x[i]);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float v = load_float(src, st, i);
+        if (dt == TITAN_DTYPE_F32) ((float *)dst)[i] = v;
+        else if (dt == TITAN_DTYPE_BF16) ((uint16_t *)dst)[i] = titan_f32_to_bf16(v);
+        else ((uint16_t *)dst)[i] = titan_f32_to_f16(v);
+    }
+    return 0;
+}

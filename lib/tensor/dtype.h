@@ -23,4 +23,12 @@ float titan_bf16_to_f32(uint16_t h);
 uint16_t titan_f32_to_f16(float f);
 float titan_f16_to_f32(uint16_t h);
 
+/* 1 for the floating-point types (f32, bf16, f16). */
+int titan_dtype_is_float(titan_dtype t);
+/* dst[i] = src[i] converted from type st to type dt (rounding as above), for
+ * n elements; between two float types or a type and itself (a copy). dst
+ * and src must not overlap unless they are the same pointer of the same
+ * type. Returns 0, or -1 for a pair it cannot convert (u32 to a float). */
+int titan_dtype_convert(void *dst, titan_dtype dt, const void *src, titan_dtype st, size_t n);
+
 #endif

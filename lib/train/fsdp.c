@@ -12,15 +12,32 @@
 
 #define DDP_BUCKET_BYTES ((size_t)25 << 20) /* torch DDP's default bucket_cap_mb */
 
+#define NSTAGE 4 /* staging buffers: a gather in use, one prefetched, reductions in flight */
+
+/* What completing a queued operation leaves to do here. */
+enum { FIN_NONE, FIN_GATHER, FIN_REDUCE_SCATTER, FIN_ALL_REDUCE };
+
+typedef struct {
+    titan_comm_req *req;
+    int fin, unit, stage;
+} pending;
+
 /* Queued operations of one communicator, oldest first. They complete in
  * call order (comm.h), so completions are found from the head. */
 typedef struct {
-    titan_comm_req **req;
-    double *t_issue;
+    pending *ops;
     unsigned long long head, tail; /* sequence numbers; slot = seq % cap */
     size_t cap;
-    double last_done;              /* when the previous operation completed */
 } op_queue;
+
+/* A unit's collective runs on one contiguous buffer laid out rank by rank
+ * (the order collectives use); the model's flat layout is tensor by tensor.
+ * Packing and unpacking between the two is a copy (a cast for bf16). */
+typedef struct {
+    void *buf;
+    size_t cap; /* bytes */
+    int busy;
+} stage;
 
 enum { Q_SHARD, Q_REPLICATE, NQ };
 enum { STALE, INFLIGHT, READY };
@@ -29,27 +46,31 @@ typedef struct {
     int first_block, last_block; /* blocks [first, last] */
     int p0, p1;                  /* parameter tensors [p0, p1), catalog order */
     size_t shard_off, shard_len; /* this rank's packed shard range */
+    size_t full_off, full_len;   /* the tensors' range in the flat model */
+    size_t *counts;              /* [nshards]: elements each shard rank holds */
+    size_t *rank_off;            /* [nshards]: where each rank's part starts in the buffer */
     int state;                   /* STALE, INFLIGHT, READY (gathered parameters) */
     unsigned long long ag_seq;   /* shard queue: the unit's last gather */
-    unsigned long long rs_seq;   /* shard queue: the unit's last reduce-scatter */
-    int reduced;                 /* 0: not started, 1: reduce-scatter queued, 2: shard gradient final or all-reduce queued */
+    int reduced;                 /* 0: not started, 1: reduce-scatter queued, 2: shard gradient final, 3: all-reduce queued */
 } unit;
 
 struct titan_fsdp {
     titan_mesh *mesh;
     titan_llama *model;
     const titan_backend *be;
-    int np, nshards; /* parameter tensors; ranks of the shard group */
+    int np, nshards, me;  /* parameter tensors; ranks of the shard group; ours */
     titan_shard_piece *pieces;
-    size_t *counts;  /* np x nshards: elements each shard rank holds of parameter i */
+    size_t *counts;       /* np x nshards: elements each shard rank holds of parameter i */
     size_t nshard;
-    float *sp, *sg;  /* shard parameters and gradients (the model's own when unsharded) */
+    float *sp, *sg;       /* shard parameters and gradients (the model's own when unsharded) */
+    titan_dtype pdtype, rdtype;
     int nblocks, nunits, tied, reshard, poison, sync;
-    int *unit_of;    /* per block */
+    int *unit_of;         /* per block */
     unit *units;
-    int next_ar;     /* HSDP: the next unit (descending) whose shard gradient goes to all-reduce */
+    int next_ar;          /* HSDP/DDP: the next unit (descending) whose shard gradient goes to all-reduce */
     op_queue q[NQ];
-    titan_status err; /* first failure seen in a hook */
+    stage stages[NSTAGE];
+    titan_status err;     /* first failure seen in a hook */
     double exposed_s, total_s;
 };
 
@@ -77,33 +98,125 @@ void titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int r
 }
 
 
-/* ---- operation queues ------------------------------------------------------ */
+/* ---- staging buffers ------------------------------------------------------- */
 
 static void keep(titan_fsdp *f, titan_status st) {
     if (st != TITAN_OK && f->err == TITAN_OK) f->err = st;
 }
 
-/* The operation at the head completed (or is awaited): free its handle and
- * book its running time, and as exposed the time waited here. */
+static void q_pop(titan_fsdp *f, int qi);
+
+/* A free staging buffer of at least `bytes`, waiting for the oldest queued
+ * operation while all are busy; -1 on failure (kept in f->err). */
+static int stage_get(titan_fsdp *f, size_t bytes) {
+    for (;;) {
+        int k = -1;
+        for (int j = 0; j < NSTAGE; j++) /* a free one that fits, else any free one */
+            if (!f->stages[j].busy && (k < 0 || (f->stages[k].cap < bytes && f->stages[j].cap >= bytes))) k = j;
+        if (k >= 0) {
+            stage *s = &f->stages[k];
+            if (s->cap < bytes) {
+                titan_free_pages(s->buf);
+                s->buf = titan_alloc_pages(bytes, "fsdp staging buffer");
+                s->cap = s->buf ? bytes : 0;
+                if (!s->buf) {
+                    keep(f, TITAN_ERR_NOMEM);
+                    return -1;
+                }
+            }
+            s->busy = 1;
+            return k;
+        }
+        /* Every buffer belongs to a queued operation: complete the oldest. */
+        int qi = f->q[Q_SHARD].head < f->q[Q_SHARD].tail ? Q_SHARD : Q_REPLICATE;
+        if (f->q[qi].head == f->q[qi].tail) return -1; /* cannot happen: busy means queued */
+        q_pop(f, qi);
+    }
+}
+
+/* Between the flat model (tensor by tensor, each tensor's shard chunks in
+ * rank order) and a unit's buffer (rank by rank, each rank's chunks in tensor
+ * order), converting between f32 and the buffer's dtype. */
+static void permute(titan_fsdp *f, const unit *u, float *flat, void *buf, titan_dtype dt, int to_buf) {
+    int S = f->nshards;
+    size_t esz = titan_dtype_size(dt);
+    for (int r = 0; r < S; r++) {
+        size_t bpos = u->rank_off[r];
+        for (int i = u->p0; i < u->p1; i++) {
+            const size_t *c = f->counts + (size_t)i * S;
+            size_t fpos = f->pieces[i].param_off;
+            for (int q = 0; q < r; q++) fpos += c[q];
+            char *b = (char *)buf + bpos * esz;
+            if (to_buf)
+                titan_dtype_convert(b, dt, flat + fpos, TITAN_DTYPE_F32, c[r]);
+            else
+                titan_dtype_convert(flat + fpos, TITAN_DTYPE_F32, b, dt, c[r]);
+            bpos += c[r];
+        }
+    }
+}
+
+/* Parameters of a unit no block needs now: the pages go back (mem.h), or
+ * with TITAN_FSDP_POISON=1 they are filled with NaN, which proves that no
+ * block reads parameters it did not gather. */
+static void reshard(titan_fsdp *f, int ui) {
+    unit *u = &f->units[ui];
+    if (u->state != READY || u->p1 <= u->p0) return;
+    u->state = STALE;
+    float *P = titan_llama_params_data(f->model) + u->full_off;
+    if (f->poison)
+        for (size_t i = 0; i < u->full_len; i++) P[i] = NAN;
+    else
+        titan_mem_release_zero(P, u->full_len * sizeof(float));
+}
+
+/* ---- operation queues ------------------------------------------------------ */
+
+/* The operation's follow-up, once it completed: unpack a gather into the
+ * model, a reduce-scatter's part into the shard gradient, an all-reduce's
+ * result back into it. */
+static void finish(titan_fsdp *f, const pending *p) {
+    if (p->fin == FIN_NONE) return;
+    unit *u = &f->units[p->unit];
+    void *buf = f->stages[p->stage].buf;
+    if (p->fin == FIN_GATHER) {
+        permute(f, u, titan_llama_params_data(f->model), buf, f->pdtype, 0);
+        u->state = READY;
+    } else if (p->fin == FIN_REDUCE_SCATTER) {
+        const char *mine = (const char *)buf + u->rank_off[f->me] * titan_dtype_size(f->rdtype);
+        titan_dtype_convert(f->sg + u->shard_off, TITAN_DTYPE_F32, mine, f->rdtype, u->shard_len);
+        u->reduced = 2;
+    } else {
+        titan_dtype_convert(f->sg + u->shard_off, TITAN_DTYPE_F32, buf, f->rdtype, u->shard_len);
+    }
+    f->stages[p->stage].busy = 0;
+}
+
+/* The operation at the head completed (or is awaited): book its running
+ * time, and as exposed the part of it waited for here; then its follow-up. */
 static void q_pop(titan_fsdp *f, int qi) {
     op_queue *q = &f->q[qi];
-    size_t s = q->head % q->cap;
-    double t0 = titan_now_s();
-    int was_done = titan_comm_test(q->req[s]);
-    titan_status st = titan_comm_wait(q->req[s]);
-    double t1 = titan_now_s();
-    if (!was_done) f->exposed_s += t1 - t0;
-    double start = q->t_issue[s] > q->last_done ? q->t_issue[s] : q->last_done;
-    f->total_s += t1 - start;
-    q->last_done = t1;
+    pending p = q->ops[q->head % q->cap];
     q->head++;
+    double t0 = titan_now_s(), start = 0.0, end = 0.0;
+    titan_status st = titan_comm_wait_timed(p.req, &start, &end);
+    /* Exposed: the part of its running time we spent blocked here (the
+     * thread hand-over latency around it is neither). */
+    double a = t0 > start ? t0 : start, b = titan_now_s();
+    if (b > end) b = end;
+    if (b > a) f->exposed_s += b - a;
+    f->total_s += end - start;
+    if (st == TITAN_OK)
+        finish(f, &p);
+    else if (p.fin != FIN_NONE)
+        f->stages[p.stage].busy = 0;
     keep(f, st);
 }
 
 /* Books whatever completed, without blocking. */
 static void q_poll(titan_fsdp *f) {
     for (int qi = 0; qi < NQ; qi++)
-        while (f->q[qi].head < f->q[qi].tail && titan_comm_test(f->q[qi].req[f->q[qi].head % f->q[qi].cap]))
+        while (f->q[qi].head < f->q[qi].tail && titan_comm_test(f->q[qi].ops[f->q[qi].head % f->q[qi].cap].req))
             q_pop(f, qi);
 }
 
@@ -118,16 +231,19 @@ static void q_drain(titan_fsdp *f) {
 }
 
 /* Makes room for one operation; returns the slot for its handle. */
-static titan_comm_req **q_slot(titan_fsdp *f, int qi) {
+static pending *q_slot(titan_fsdp *f, int qi) {
     op_queue *q = &f->q[qi];
     if (q->tail - q->head == q->cap) q_pop(f, qi);
-    return &q->req[q->tail % q->cap];
+    return &q->ops[q->tail % q->cap];
 }
 
-/* Books the operation just issued into the slot (after a successful call). */
-static unsigned long long q_push(titan_fsdp *f, int qi) {
+/* Books the operation just issued (after a successful call). */
+static unsigned long long q_push(titan_fsdp *f, int qi, int fin, int ui, int stage) {
     op_queue *q = &f->q[qi];
-    q->t_issue[q->tail % q->cap] = titan_now_s();
+    pending *p = &q->ops[q->tail % q->cap];
+    p->fin = fin;
+    p->unit = ui;
+    p->stage = stage;
     return q->tail++;
 }
 
@@ -227,49 +343,59 @@ static titan_status make_units(titan_fsdp *f, const titan_llama_config *mc, cons
         if (i < u->p0) u->p0 = i;
         u->p1 = i + 1;
     }
+    int S = f->nshards;
     for (int u = 0; u < f->nunits; u++) {
         unit *x = &f->units[u];
+        x->counts = titan_alloc(2 * (size_t)S * sizeof(size_t), "unit counts");
+        if (!x->counts) return TITAN_ERR_NOMEM;
+        x->rank_off = x->counts + S;
+        x->state = READY;
         if (x->p1 <= x->p0) { /* a block without parameters: an empty run */
             x->p0 = x->p1 = 0;
             continue;
         }
         x->shard_off = f->pieces[x->p0].shard_off;
         x->shard_len = f->pieces[x->p1 - 1].shard_off + f->pieces[x->p1 - 1].len - x->shard_off;
-        x->state = f->nshards > 1 ? STALE : READY;
+        x->full_off = ps[x->p0].offset;
+        x->full_len = ps[x->p1 - 1].offset + ps[x->p1 - 1].numel - x->full_off;
+        size_t off = 0;
+        for (int r = 0; r < S; r++) {
+            for (int i = x->p0; i < x->p1; i++) x->counts[r] += f->counts[(size_t)i * S + r];
+            x->rank_off[r] = off;
+            off += x->counts[r];
+        }
+        if (S > 1) x->state = STALE;
     }
     return TITAN_OK;
 }
 
 /* ---- gathers ------------------------------------------------------------- */
 
+/* One all-gather for the unit: our shard part into its place in a staging
+ * buffer (cast to the parameter dtype), gathered in place. */
 static void issue_gather(titan_fsdp *f, int ui) {
     unit *u = &f->units[ui];
     if (u->state != STALE) return;
-    float *P = titan_llama_params_data(f->model);
-    for (int i = u->p0; i < u->p1; i++) {
-        const titan_shard_piece *p = &f->pieces[i];
-        memcpy(P + p->full_off, f->sp + p->shard_off, p->len * sizeof(float));
-        /* In place: our chunk already sits at its spot in the result; the
-         * shard group's chunks lie end to end from the parameter's start. */
-        titan_comm_req **r = q_slot(f, Q_SHARD);
-        titan_status st = titan_comm_all_gather_v(f->mesh->shard_comm, P + p->full_off, P + p->param_off,
-                                                  f->counts + (size_t)i * f->nshards, TITAN_DTYPE_F32, r);
-        if (st != TITAN_OK) {
-            keep(f, st);
-            continue;
-        }
-        u->ag_seq = q_push(f, Q_SHARD);
+    size_t esz = titan_dtype_size(f->pdtype);
+    int k = stage_get(f, u->full_len * esz);
+    if (k < 0) return;
+    char *buf = f->stages[k].buf, *mine = buf + u->rank_off[f->me] * esz;
+    titan_dtype_convert(mine, f->pdtype, f->sp + u->shard_off, TITAN_DTYPE_F32, u->shard_len);
+    pending *p = q_slot(f, Q_SHARD);
+    titan_status st = titan_comm_all_gather_v(f->mesh->shard_comm, mine, buf, u->counts, f->pdtype, &p->req);
+    if (st != TITAN_OK) {
+        f->stages[k].busy = 0;
+        keep(f, st);
+        return;
     }
+    u->ag_seq = q_push(f, Q_SHARD, FIN_GATHER, ui, k);
     u->state = INFLIGHT;
 }
 
 static void ensure(titan_fsdp *f, int ui) {
     unit *u = &f->units[ui];
     if (u->state == STALE) issue_gather(f, ui);
-    if (u->state == INFLIGHT) {
-        if (u->p1 > u->p0) q_wait(f, Q_SHARD, u->ag_seq);
-        u->state = READY;
-    }
+    if (u->state == INFLIGHT) q_wait(f, Q_SHARD, u->ag_seq);
 }
 
 /* The units block b reads: its own, and with tied embeddings the head
@@ -294,66 +420,66 @@ static void ensure_block(titan_fsdp *f, int b, int next) {
     for (int k = 0; k < n; k++) ensure(f, us[k]);
 }
 
-static void reshard(titan_fsdp *f, int ui) {
-    unit *u = &f->units[ui];
-    if (u->state != READY || u->p1 <= u->p0) return;
-    u->state = STALE;
-    if (!f->poison) return;
-    float *P = titan_llama_params_data(f->model);
-    size_t a = f->pieces[u->p0].param_off;
-    /* Up to the next unit's first tensor, or the end of the model. */
-    size_t e = ui + 1 < f->nunits && f->units[ui + 1].p1 > f->units[ui + 1].p0 ? f->pieces[f->units[ui + 1].p0].param_off
-                                                                        : titan_llama_params_count(f->model);
-    for (size_t i = a; i < e; i++) P[i] = NAN;
-}
-
 /* ---- gradient reductions ------------------------------------------------ */
 
 /* HSDP/DDP: all-reduce over the replicate group each unit whose shard
  * gradient is final, in descending unit order (the same on every rank). */
 static void advance_replicate(titan_fsdp *f) {
-    float *G = titan_llama_grads_data(f->model);
     while (f->next_ar >= 0) {
-        unit *u = &f->units[f->next_ar];
-        if (u->reduced == 0) return;
-        if (u->reduced == 1) { /* reduce-scatter queued: done yet? */
-            if (u->p1 > u->p0 && f->q[Q_SHARD].head <= u->rs_seq) return;
-            for (int i = u->p0; i < u->p1; i++)
-                memcpy(f->sg + f->pieces[i].shard_off, G + f->pieces[i].full_off, f->pieces[i].len * sizeof(float));
-            u->reduced = 2;
-        }
+        int ui = f->next_ar;
+        unit *u = &f->units[ui];
+        if (u->reduced < 2) return;
         if (f->mesh->replicate_comm && u->shard_len > 0) {
-            titan_comm_req **r = q_slot(f, Q_REPLICATE);
-            titan_status st = titan_comm_all_reduce(f->mesh->replicate_comm, f->sg + u->shard_off, f->sg + u->shard_off,
-                                                    u->shard_len, TITAN_DTYPE_F32, TITAN_COMM_AVG, r);
-            if (st == TITAN_OK) q_push(f, Q_REPLICATE);
+            float *g = f->sg + u->shard_off;
+            int k = -1, fin = FIN_NONE;
+            void *buf = g;
+            if (f->rdtype != TITAN_DTYPE_F32) {
+                k = stage_get(f, u->shard_len * titan_dtype_size(f->rdtype));
+                if (k < 0) return;
+                buf = f->stages[k].buf;
+                titan_dtype_convert(buf, f->rdtype, g, TITAN_DTYPE_F32, u->shard_len);
+                fin = FIN_ALL_REDUCE;
+            }
+            pending *p = q_slot(f, Q_REPLICATE);
+            titan_status st = titan_comm_all_reduce(f->mesh->replicate_comm, buf, buf, u->shard_len, f->rdtype,
+                                                    TITAN_COMM_AVG, &p->req);
+            if (st == TITAN_OK)
+                q_push(f, Q_REPLICATE, fin, ui, k);
+            else if (k >= 0)
+                f->stages[k].busy = 0;
             keep(f, st);
         }
+        u->reduced = 3;
         f->next_ar--;
     }
 }
 
-/* Unit ui's gradients are final: start reducing them. */
+/* Unit ui's gradients are final: one reduce-scatter (average) of the unit,
+ * packed rank by rank in the reduce dtype; the full gradient's pages go
+ * back at once (they read as zeros for the next step). */
 static void start_reduce(titan_fsdp *f, int ui) {
     unit *u = &f->units[ui];
     if (u->reduced) return;
-    if (f->nshards == 1) {
-        u->reduced = 2; /* the shard is the model's own gradient */
+    if (f->nshards == 1 || u->p1 <= u->p0) {
+        u->reduced = 2; /* unsharded: the shard is the model's own gradient */
         return;
     }
     float *G = titan_llama_grads_data(f->model);
-    for (int i = u->p0; i < u->p1; i++) {
-        const titan_shard_piece *p = &f->pieces[i];
-        titan_comm_req **r = q_slot(f, Q_SHARD);
-        titan_status st = titan_comm_reduce_scatter_v(f->mesh->shard_comm, G + p->param_off, G + p->full_off,
-                                                      f->counts + (size_t)i * f->nshards, TITAN_DTYPE_F32,
-                                                      TITAN_COMM_AVG, r);
-        if (st != TITAN_OK) {
-            keep(f, st);
-            continue;
-        }
-        u->rs_seq = q_push(f, Q_SHARD);
+    size_t esz = titan_dtype_size(f->rdtype);
+    int k = stage_get(f, u->full_len * esz);
+    if (k < 0) return;
+    char *buf = f->stages[k].buf;
+    permute(f, u, G, buf, f->rdtype, 1);
+    titan_mem_release_zero(G + u->full_off, u->full_len * sizeof(float));
+    pending *p = q_slot(f, Q_SHARD);
+    titan_status st = titan_comm_reduce_scatter_v(f->mesh->shard_comm, buf, buf + u->rank_off[f->me] * esz,
+                                                  u->counts, f->rdtype, TITAN_COMM_AVG, &p->req);
+    if (st != TITAN_OK) {
+        f->stages[k].busy = 0;
+        keep(f, st);
+        return;
     }
+    q_push(f, Q_SHARD, FIN_REDUCE_SCATTER, ui, k);
     u->reduced = 1;
 }
 
@@ -386,7 +512,12 @@ static titan_status hook_before_backward(void *ctx, int b) {
 static titan_status hook_after_backward(void *ctx, int b) {
     titan_fsdp *f = ctx;
     int ui = f->unit_of[b];
-    if (f->sync && b == f->units[ui].first_block) start_reduce(f, ui);
+    if (b == f->units[ui].first_block) {
+        /* The unit's backward is done. Its parameters go until the next
+         * forward (kept between micro-batches when never resharding). */
+        if (f->sync) start_reduce(f, ui);
+        if (f->nshards > 1 && (f->sync || f->reshard)) reshard(f, ui);
+    }
     q_poll(f);
     if (f->sync) advance_replicate(f);
     return f->err;
@@ -408,6 +539,8 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     f->nblocks = titan_llama_blocks(model);
     f->tied = mc->tie_embeddings;
     f->reshard = opt ? opt->reshard_after_forward : 1;
+    f->pdtype = opt ? opt->param_dtype : TITAN_DTYPE_F32;
+    f->rdtype = opt ? opt->reduce_dtype : TITAN_DTYPE_F32;
     const char *poison = getenv("TITAN_FSDP_POISON");
     f->poison = poison && strcmp(poison, "1") == 0;
     f->sync = 1;
@@ -419,6 +552,7 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     /* Every rank of this rank's shard group: same replicate coordinate. */
     titan_layout_coord c;
     titan_layout_coord_of(&mesh->layout, mesh->rank, &c);
+    f->me = c.dp_shard;
     titan_shard_piece tmp[f->np];
     for (int s = 0; s < f->nshards; s++) {
         c.dp_shard = s;
@@ -430,22 +564,19 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     f->next_ar = f->nunits - 1;
     for (int qi = 0; qi < NQ; qi++) {
         op_queue *q = &f->q[qi];
-        q->cap = (size_t)2 * f->np + (size_t)f->nunits + 8;
-        q->req = titan_alloc(q->cap * sizeof *q->req, "comm requests");
-        q->t_issue = titan_alloc(q->cap * sizeof(double), "comm request times");
-        if (!q->req || !q->t_issue) return TITAN_ERR_NOMEM;
+        q->cap = (size_t)3 * f->nunits + 8;
+        q->ops = titan_alloc(q->cap * sizeof *q->ops, "comm requests");
+        if (!q->ops) return TITAN_ERR_NOMEM;
     }
     if (f->nshards == 1) {
         f->sp = titan_llama_params_data(model);
         f->sg = titan_llama_grads_data(model);
     } else {
+        /* Filled by the checkpoint load; the model's full buffers stay
+         * untouched (no memory) until a gather fills a unit. */
         f->sp = titan_alloc((f->nshard + 1) * sizeof(float), "shard parameters");
         f->sg = titan_alloc((f->nshard + 1) * sizeof(float), "shard gradients");
         if (!f->sp || !f->sg) return TITAN_ERR_NOMEM;
-        /* The model holds the loaded or initial full parameters: take our chunks. */
-        const float *P = titan_llama_params_data(model);
-        for (int i = 0; i < f->np; i++)
-            memcpy(f->sp + f->pieces[i].shard_off, P + f->pieces[i].full_off, f->pieces[i].len * sizeof(float));
     }
     if (mesh->shard_comm || mesh->replicate_comm) {
         titan_llama_hooks h = {f, hook_before_forward, hook_after_forward, hook_before_backward,
@@ -463,10 +594,9 @@ void titan_fsdp_free(titan_fsdp *f) {
         titan_free(f->sp);
         titan_free(f->sg);
     }
-    for (int qi = 0; qi < NQ; qi++) {
-        titan_free(f->q[qi].req);
-        titan_free(f->q[qi].t_issue);
-    }
+    for (int qi = 0; qi < NQ; qi++) titan_free(f->q[qi].ops);
+    for (int k = 0; k < NSTAGE; k++) titan_free_pages(f->stages[k].buf);
+    for (int u = 0; f->units && u < f->nunits; u++) titan_free(f->units[u].counts);
     titan_free(f->units);
     titan_free(f->unit_of);
     titan_free(f->pieces);
@@ -486,6 +616,18 @@ void titan_fsdp_comm_times(titan_fsdp *f, double *exposed_s, double *total_s) {
     f->exposed_s = f->total_s = 0.0;
 }
 
+titan_status titan_fsdp_zero_grads(titan_fsdp *f) {
+    if (f->nshards == 1) {
+        titan_llama_zero_grads(f->model);
+        return TITAN_OK;
+    }
+    /* Usually nothing is resident: each reduce-scatter gave its pages back. */
+    float *G = titan_llama_grads_data(f->model);
+    for (int u = 0; u < f->nunits; u++)
+        titan_mem_release_zero(G + f->units[u].full_off, f->units[u].full_len * sizeof(float));
+    return TITAN_OK;
+}
+
 titan_status titan_fsdp_gather_params(titan_fsdp *f) {
     for (int u = 0; u < f->nunits; u++) issue_gather(f, u);
     for (int u = 0; u < f->nunits; u++) ensure(f, u);
@@ -496,19 +638,23 @@ titan_status titan_fsdp_gather_params(titan_fsdp *f) {
 
 titan_status titan_fsdp_params_updated(titan_fsdp *f) {
     if (f->nshards == 1) return TITAN_OK;
-    for (int u = 0; u < f->nunits; u++) f->units[u].state = STALE;
+    q_drain(f);
+    for (int u = 0; u < f->nunits; u++) {
+        reshard(f, u); /* gathered parameters are now out of date */
+        f->units[u].state = f->units[u].p1 > f->units[u].p0 ? STALE : READY;
+    }
     /* The next step's first gather runs while the loop logs and loads. */
     prefetch_block(f, 0);
-    return TITAN_OK;
+    titan_status st = f->err;
+    f->err = TITAN_OK;
+    return st;
 }
 
 titan_status titan_fsdp_sync_grads(titan_fsdp *f) {
     /* Units the backward did not start (no hooks, or no sync): start them. */
     for (int u = f->nunits - 1; u >= 0; u--) start_reduce(f, u);
-    if (f->nshards > 1) {
-        q_wait(f, Q_SHARD, f->q[Q_SHARD].tail - 1);
-        advance_replicate(f);
-    }
+    q_wait(f, Q_SHARD, f->q[Q_SHARD].tail - 1);
+    advance_replicate(f);
     q_drain(f);
     for (int u = 0; u < f->nunits; u++) f->units[u].reduced = 0;
     f->next_ar = f->nunits - 1;

@@ -8,31 +8,46 @@
  * model's own buffers (DDP, or one process).
  *
  * A step runs block by block (llama.h hooks; blocks are grouped into
- * communication units, see titan_fsdp_options). FSDP: a unit's parameters
- * are all-gathered from the shards just before its first block's forward,
+ * communication units, see titan_fsdp_options). Each unit's communication
+ * is one collective over one contiguous staging buffer laid out rank by
+ * rank (packing to and from the model's tensor-by-tensor layout is a copy,
+ * or a cast for bf16). FSDP: a unit's parameters are all-gathered from the
+ * shards (in the parameter dtype) just before its first block's forward,
  * the next unit's gather queued meanwhile so it runs while this one
- * computes; with reshard_after_forward the unit counts as freed after its
- * forward and is gathered again (the previous unit prefetched) during
- * backward. As soon as a unit's last block (in backward order) is done on
- * the last micro-batch, its gradients are reduce-scattered (average) over
- * the shard group, asynchronously; for DDP/HSDP each finished unit's shard
- * gradient is then all-reduced (average) over the replicate group.
- * titan_fsdp_sync_grads waits for all of it; titan_fsdp_clip takes the
- * global norm (sums of squares added over the shard group in rank order);
- * AdamW updates the shard; titan_fsdp_params_updated marks every unit stale
- * (and queues the first unit's gather for the next step).
+ * computes; with reshard_after_forward the unit is freed after its forward
+ * and gathered again (the previous unit prefetched) during backward, and
+ * freed again after its backward. As soon as a unit's last block (in
+ * backward order) is done on the last micro-batch, its gradients are
+ * reduce-scattered (average, in the reduce dtype) over the shard group,
+ * asynchronously, and the full gradient freed; for DDP/HSDP each finished
+ * unit's shard gradient is then all-reduced (average, reduce dtype) over
+ * the replicate group. titan_fsdp_sync_grads waits for all of it;
+ * titan_fsdp_clip takes the global norm (sums of squares added over the
+ * shard group in rank order); AdamW updates the fp32 shard;
+ * titan_fsdp_params_updated marks every unit stale (and queues the first
+ * unit's gather for the next step).
  *
  * Every collective is issued in the same order on every rank and every
  * reduction adds in rank order, element by element, so neither the unit
  * plan, nor resharding, nor timing changes a bit of the results: per-block
  * and whole-model gathers train identically.
  *
- * Memory: on the CPU the model keeps one full flat parameter buffer and one
- * full gradient buffer (the kernels read them), so resharding frees nothing
- * yet; FSDP saves the optimizer state and shard copies: per rank 2 full +
- * 4/dp_shard model sizes of floats, against 4 for one process. Set
- * TITAN_FSDP_POISON=1 to fill resharded units with NaN, which proves no
- * block reads parameters it did not gather. */
+ * Memory: the model's full parameter and gradient buffers are page-backed
+ * (core/mem.h) address space; "freeing" a unit gives its pages back, so a
+ * rank holds its fp32 shard (parameters, gradients, and AdamW's two moments:
+ * 4/dp_shard model sizes) plus the units in use: the gathered parameters of
+ * the current and prefetched units, the full gradients of units not yet
+ * reduced, and up to four staging buffers of a unit each. With
+ * reshard_after_forward = never, every unit stays gathered from its forward
+ * to its backward. Set TITAN_FSDP_POISON=1 to fill freed units with NaN
+ * instead, which proves no block reads parameters it did not gather.
+ *
+ * Mixed precision: param_dtype bf16 gathers bf16 copies of the fp32 shard,
+ * so blocks compute on bf16-rounded parameters (widened to fp32 for the CPU
+ * kernels); reduce_dtype bf16 casts gradients to bf16 for the
+ * reduce-scatter and all-reduce (each reduction still adds in fp32 and
+ * rounds once, comm.h). Master weights, optimizer state and the shard
+ * gradient stay fp32. */
 #ifndef TITAN_TRAIN_FSDP_H
 #define TITAN_TRAIN_FSDP_H
 
@@ -70,6 +85,8 @@ typedef struct {
      * this many bytes of parameters (a larger block is a unit alone);
      * 0: one unit per block. */
     size_t bucket_bytes;
+    titan_dtype param_dtype;    /* gathered parameters: F32 (default) or BF16 */
+    titan_dtype reduce_dtype;   /* gradient reductions: F32 (default) or BF16 */
 } titan_fsdp_options;
 
 /* Parses parallelism.comm_bucket_plan for a model of n_blocks blocks into
@@ -89,6 +106,9 @@ float *titan_fsdp_params(titan_fsdp *f);        /* packed shard parameters */
 float *titan_fsdp_grads(titan_fsdp *f);         /* packed shard gradients */
 const titan_shard_piece *titan_fsdp_pieces(const titan_fsdp *f);
 
+/* Zeroes the model's gradients before a step (sharded: gives their pages
+ * back; they are refilled by backward). */
+titan_status titan_fsdp_zero_grads(titan_fsdp *f);
 /* Collective: full parameters into the model from every rank's shard (each
  * stale unit, at once). */
 titan_status titan_fsdp_gather_params(titan_fsdp *f);
@@ -103,10 +123,9 @@ titan_status titan_fsdp_sync_grads(titan_fsdp *f);
  * first unit's gather is queued for the next forward. */
 titan_status titan_fsdp_params_updated(titan_fsdp *f);
 /* Communication time since the last call (then reset): *total_s, the
- * operations' running time (issue or previous completion on the same
- * communicator, to completion as observed at the next block boundary or
- * wait, so an upper bound); *exposed_s, time the caller was blocked
- * waiting for them. Both 0 for one process. */
+ * operations' own running time (comm.h's titan_comm_wait_timed, summed over
+ * operations and communicators); *exposed_s, the part of it the caller
+ * spent blocked waiting (so exposed <= total). Both 0 for one process. */
 void titan_fsdp_comm_times(titan_fsdp *f, double *exposed_s, double *total_s);
 /* Collective: the global gradient norm (before clipping) into *norm; when
  * max_norm > 0 and the norm is finite, scales the shard gradients as

@@ -146,6 +146,17 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     if (st != TITAN_OK) return st;
     /* torchtitan's "default": reshard unless pipeline parallel (not supported here). */
     fo.reshard_after_forward = strcmp(cfg->parallelism_fsdp_reshard_after_forward, "never") != 0;
+    fo.param_dtype = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    fo.reduce_dtype = strcmp(cfg->training_mixed_precision_reduce, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    /* The CPU kernels compute in fp32: bf16 parameters exist only as FSDP's gathered copies. */
+    if (fo.param_dtype == TITAN_DTYPE_BF16 && strcmp(t->be->name, "cpu") == 0 && t->mesh.layout.dp_shard == 1) {
+        titan_error(TITAN_ERR_USAGE,
+                    "training.mixed_precision_param = \"bfloat16\": the cpu backend computes in float32 and "
+                    "only FSDP (data_parallel_shard_degree > 1, here %d) gathers bf16 parameters",
+                    t->mesh.layout.dp_shard);
+        titan_error_hint("set training.mixed_precision_param = \"float32\", train with FSDP, or use training.device = \"cuda\"");
+        return TITAN_ERR_USAGE;
+    }
     TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
     TITAN_TRY(titan_lr_schedule_init(&t->sched, cfg->training_steps, cfg->lr_scheduler_warmup_steps,
@@ -158,7 +169,8 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     /* Each rank reads its own boxes, whatever layout saved them. */
     TITAN_TRY(titan_state_load_shards(t->ckpt_root, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
                                       t->adam, &t->pr, loaded, sizeof loaded));
-    TITAN_TRY(titan_fsdp_gather_params(t->fsdp));
+    /* Units are gathered block by block from the first forward on. */
+    TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
     titan_loader_set_state(t->loader, &t->pr.loader);
     /* The background saver snapshots one process's whole state; sharded
      * saves (state_dist.h) run in the loop. */
@@ -195,7 +207,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
     int64_t step = t->pr.step + 1;
     double loss_sum = 0.0;
-    titan_llama_zero_grads(t->model);
+    TITAN_TRY(titan_fsdp_zero_grads(t->fsdp));
     for (int a = 0; a < t->accum; a++) {
         TITAN_TRY(titan_loader_next(t->loader, t->inputs, t->targets, B));
         float loss = 0.0f;

@@ -289,7 +289,25 @@ static void test_copy(void) {
     CHECK(dx == 2.5, "scalar copy");
 }
 
+/* Array conversion agrees with the scalar functions, both ways and between
+ * the 16-bit types; u32 does not convert to a float. */
+static void test_convert(void) {
+    float x[6] = {1.0f, -2.5f, 3.14159265f, 1e-30f, 65504.0f, -0.0f}, y[6];
+    uint16_t h[6], g[6];
+    CHECK(titan_dtype_convert(h, TITAN_DTYPE_BF16, x, TITAN_DTYPE_F32, 6) == 0, "f32 to bf16");
+    for (int i = 0; i < 6; i++) CHECK(h[i] == titan_f32_to_bf16(x[i]), "bf16 %d", i);
+    CHECK(titan_dtype_convert(y, TITAN_DTYPE_F32, h, TITAN_DTYPE_BF16, 6) == 0, "bf16 to f32");
+    for (int i = 0; i < 6; i++) CHECK(y[i] == titan_bf16_to_f32(h[i]), "f32 from bf16 %d", i);
+    CHECK(titan_dtype_convert(g, TITAN_DTYPE_F16, h, TITAN_DTYPE_BF16, 6) == 0, "bf16 to f16");
+    for (int i = 0; i < 6; i++) CHECK(g[i] == titan_f32_to_f16(titan_bf16_to_f32(h[i])), "f16 from bf16 %d", i);
+    CHECK(titan_dtype_convert(y, TITAN_DTYPE_F32, x, TITAN_DTYPE_F32, 6) == 0 && memcmp(x, y, sizeof x) == 0, "copy");
+    uint32_t u[2] = {1, 2};
+    CHECK(titan_dtype_convert(y, TITAN_DTYPE_F32, u, TITAN_DTYPE_U32, 2) == -1, "u32 refused");
+    CHECK(titan_dtype_is_float(TITAN_DTYPE_BF16) && !titan_dtype_is_float(TITAN_DTYPE_U32), "is_float");
+}
+
 int main(void) {
+    test_convert();
     test_names();
     test_bf16();
     test_f16();

@@ -10,8 +10,9 @@
 
 /* --- memory: host memory, so "device" copies are memcpy --- */
 
-static void *cpu_alloc(size_t nbytes) { return titan_alloc(nbytes, "cpu backend buffer"); }
-static void cpu_free(void *p) { titan_free(p); }
+/* Page-backed: memory is resident once touched (FSDP frees pages, mem.h). */
+static void *cpu_alloc(size_t nbytes) { return titan_alloc_pages(nbytes, "cpu backend buffer"); }
+static void cpu_free(void *p) { titan_free_pages(p); }
 static void cpu_zero(void *p, size_t nbytes) {
     if (nbytes) memset(p, 0, nbytes);
 }
