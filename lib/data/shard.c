@@ -61,7 +61,7 @@ titan_status titan_shard_header_decode(titan_shard_header *h, const unsigned cha
                                        const char *name) {
     memset(h, 0, sizeof *h);
     if (n < TITAN_SHARD_HEADER_SIZE)
-        return titan_error(TITAN_ERR_FORMAT, "%s: byte %zu: truncated header (file has %zu bytes, a header needs %d)",
+        return titan_error(TITAN_ERR_CORRUPT, "%s: byte %zu: truncated header (file has %zu bytes, a header needs %d)",
                            name, n, n, TITAN_SHARD_HEADER_SIZE);
     if (memcmp(buf, TITAN_SHARD_MAGIC, 8) != 0)
         return titan_error(TITAN_ERR_FORMAT, "%s: byte 0: bad magic (not a titan shard file)", name);
@@ -75,7 +75,7 @@ titan_status titan_shard_header_decode(titan_shard_header *h, const unsigned cha
                            name, OFF_HSIZE, h->header_size, TITAN_SHARD_HEADER_SIZE);
     uint32_t want = get_u32(buf + OFF_HEADSUM), got = XXH32(buf, OFF_HEADSUM, 0);
     if (want != got)
-        return titan_error(TITAN_ERR_FORMAT, "%s: byte %d: header checksum mismatch (expected 0x%08" PRIx32 ", got 0x%08" PRIx32 ")",
+        return titan_error(TITAN_ERR_CORRUPT, "%s: byte %d: header checksum mismatch (expected 0x%08" PRIx32 ", got 0x%08" PRIx32 ")",
                            name, OFF_HEADSUM, want, got);
     h->tokens = get_u64(buf + OFF_TOKENS);
     h->documents = get_u64(buf + OFF_DOCS);
@@ -148,7 +148,7 @@ static titan_status verify_file(titan_shard_dir *d, shard_file *f, uint64_t want
     size_t size = (size_t)sb.st_size;
     if (size < TITAN_SHARD_HEADER_SIZE) {
         close(fd);
-        return titan_error(TITAN_ERR_FORMAT, "%s: byte %zu: truncated (file has %zu bytes, a header needs %d)",
+        return titan_error(TITAN_ERR_CORRUPT, "%s: byte %zu: truncated (file has %zu bytes, a header needs %d)",
                            f->path, size, size, TITAN_SHARD_HEADER_SIZE);
     }
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -173,13 +173,13 @@ static titan_status verify_file(titan_shard_dir *d, shard_file *f, uint64_t want
         return titan_error(TITAN_ERR_FORMAT, "%s: byte %d: %" PRIu64 " documents disagree with %s shards[%d] (%" PRIu64 ")",
                            f->path, OFF_DOCS, h.documents, TITAN_SHARD_INDEX, i, f->documents);
     if (h.payload_xxh64 != want_xxh)
-        return titan_error(TITAN_ERR_FORMAT, "%s: byte %d: payload checksum %016" PRIx64 " disagrees with %s shards[%d] (%016" PRIx64 ")",
+        return titan_error(TITAN_ERR_CORRUPT, "%s: byte %d: payload checksum %016" PRIx64 " disagrees with %s shards[%d] (%016" PRIx64 ")",
                            f->path, OFF_PAYSUM, h.payload_xxh64, TITAN_SHARD_INDEX, i, want_xxh);
     if (h.tokens > (SIZE_MAX - TITAN_SHARD_HEADER_SIZE) / 4)
         return titan_error(TITAN_ERR_FORMAT, "%s: byte %d: token count %" PRIu64 " too large", f->path, OFF_TOKENS, h.tokens);
     size_t want = TITAN_SHARD_HEADER_SIZE + (size_t)h.tokens * 4;
     if (size < want)
-        return titan_error(TITAN_ERR_FORMAT, "%s: byte %zu: truncated (file has %zu bytes, header says %zu)",
+        return titan_error(TITAN_ERR_CORRUPT, "%s: byte %zu: truncated (file has %zu bytes, header says %zu)",
                            f->path, size, size, want);
     if (size > want)
         return titan_error(TITAN_ERR_FORMAT, "%s: byte %zu: %zu bytes after the last token",
@@ -188,7 +188,7 @@ static titan_status verify_file(titan_shard_dir *d, shard_file *f, uint64_t want
     const unsigned char *payload = f->map + TITAN_SHARD_HEADER_SIZE;
     uint64_t got = XXH64(payload, (size_t)h.tokens * 4, 0);
     if (got != h.payload_xxh64)
-        return titan_error(TITAN_ERR_FORMAT, "%s: byte %d: payload checksum mismatch (expected %016" PRIx64 ", got %016" PRIx64 ")",
+        return titan_error(TITAN_ERR_CORRUPT, "%s: byte %d: payload checksum mismatch (expected %016" PRIx64 ", got %016" PRIx64 ")",
                            f->path, TITAN_SHARD_HEADER_SIZE, h.payload_xxh64, got);
     /* The range check runs in blocks whose max the compiler vectorises; only
      * a bad block is searched for the first offending token. */

@@ -103,7 +103,7 @@ expect 5 "not finite" "a non-finite step is refused with exit 5" -- "$bin/titan-
 cp -r "$tmp/data" "$tmp/data2"
 f=$(ls "$tmp/data2"/*.bin | head -n 1)
 printf 'X' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null
-expect 4 "checksum" "corrupt shard is refused with exit 4" -- "$bin/titan-train" "$tmp/a" --training.steps=7 --training.dataset_path="$tmp/data2"
+expect 7 "checksum" "corrupt shard is refused with exit 7" -- "$bin/titan-train" "$tmp/a" --training.steps=7 --training.dataset_path="$tmp/data2"
 cp -r "$tmp/a" "$tmp/e"
 printf 'XXXX' | dd of="$tmp/e/checkpoint/step-00000006/rank-00000.bin" bs=1 seek=64 conv=notrunc 2>/dev/null
 expect 7 "checksum" "corrupt checkpoint is refused with exit 7" -- "$bin/titan-train" "$tmp/e" --training.steps=7

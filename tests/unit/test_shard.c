@@ -165,15 +165,15 @@ static void test_damage(void) {
 
     fresh("payload", dir, sizeof dir, file, sizeof file);
     patch(file, 64 + 4 * 3, "\x07", 1);
-    CHECK(error_is(open_status(dir), TITAN_ERR_FORMAT, "shard-00001.bin: byte 64", "checksum mismatch"));
+    CHECK(error_is(open_status(dir), TITAN_ERR_CORRUPT, "shard-00001.bin: byte 64", "checksum mismatch"));
 
     fresh("truncated", dir, sizeof dir, file, sizeof file);
     struct stat sb;
     stat(file, &sb);
     CHECK(truncate(file, sb.st_size - 4) == 0);
-    CHECK(error_is(open_status(dir), TITAN_ERR_FORMAT, "shard-00001.bin", "truncated"));
+    CHECK(error_is(open_status(dir), TITAN_ERR_CORRUPT, "shard-00001.bin", "truncated"));
     CHECK(truncate(file, 10) == 0);
-    CHECK(error_is(open_status(dir), TITAN_ERR_FORMAT, "shard-00001.bin: byte 10", "truncated"));
+    CHECK(error_is(open_status(dir), TITAN_ERR_CORRUPT, "shard-00001.bin: byte 10", "truncated"));
 
     fresh("trailing", dir, sizeof dir, file, sizeof file);
     stat(file, &sb);
@@ -190,7 +190,7 @@ static void test_damage(void) {
 
     fresh("header", dir, sizeof dir, file, sizeof file);
     patch(file, 16, "\x05", 1); /* token count: caught by the header checksum */
-    CHECK(error_is(open_status(dir), TITAN_ERR_FORMAT, "shard-00001.bin: byte 60", "header checksum"));
+    CHECK(error_is(open_status(dir), TITAN_ERR_CORRUPT, "shard-00001.bin: byte 60", "header checksum"));
 
     /* A valid file whose header disagrees with the index. */
     fresh("disagree", dir, sizeof dir, file, sizeof file);
