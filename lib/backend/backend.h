@@ -23,7 +23,7 @@
 #include "core/error.h"
 
 typedef struct titan_backend {
-    const char *name; /* "cpu", "cuda" */
+    const char *name; /* "cpu", "cuda", "cpu-guard" */
 
     /* memory */
     void *(*alloc)(size_t nbytes);          /* zero-filled, 64-byte aligned; NULL on failure */
@@ -100,6 +100,13 @@ typedef struct titan_backend {
 /* The CPU reference backend (OpenBLAS + OpenMP). */
 const titan_backend *titan_backend_cpu(void);
 
+/* "cpu-guard", for tests: the CPU backend's ops on buffers that host code
+ * cannot touch (PROT_NONE outside the backend's own ops and copies), and
+ * every op checks its pointers are its buffers. Code that trains correctly
+ * on it crosses between host and backend memory only through to_device and
+ * to_host, as a GPU needs. Slow; serialises its ops. */
+const titan_backend *titan_backend_cpu_guard(void);
+
 /* Sets the number of threads the CPU backend (and its BLAS) uses; 0 = all cores. */
 void titan_backend_cpu_set_threads(int n);
 int titan_backend_cpu_threads(void);
@@ -126,6 +133,11 @@ void titan_rope_tables(float *cos, float *sin, int T, int HD, float theta, float
  *   <executable's dir>/../lib/titan/libtitan-cuda.so  (PREFIX/lib/titan, build/lib/titan)
  *   "libtitan-cuda.so" on the dynamic linker's search path. */
 titan_status titan_backend_open(const char *device, const titan_backend **out);
+/* The same without the info line, also accepting "cpu-guard"; desc (len
+ * bytes) gets what was opened: the GPU ("GPU 0: NVIDIA H100 80GB HBM3,
+ * sm_90, 79.1 GiB"), "" for cpu, or for "auto" without a GPU the reason
+ * ("auto: cuda: no GPU (...)"). */
+titan_status titan_backend_open_desc(const char *device, const titan_backend **out, char *desc, size_t len);
 
 /* The one symbol libtitan-cuda.so exports, "titan_backend_cuda_create":
  * table_size is sizeof(titan_backend) of the caller (a mismatch is refused);

@@ -103,19 +103,21 @@ static titan_status open_cuda(int ordinal, const titan_backend **out, char *desc
     return TITAN_OK;
 }
 
-titan_status titan_backend_open(const char *device, const titan_backend **out) {
-    char desc[512] = "";
+titan_status titan_backend_open_desc(const char *device, const titan_backend **out, char *desc, size_t len) {
     *out = NULL;
+    if (len) desc[0] = '\0';
     if (strcmp(device, "cpu") == 0) {
         *out = titan_backend_cpu();
         return TITAN_OK;
     }
+    if (strcmp(device, "cpu-guard") == 0) {
+        *out = titan_backend_cpu_guard();
+        snprintf(desc, len, "the CPU backend with device-memory rules, for tests");
+        return TITAN_OK;
+    }
     if (strcmp(device, "auto") == 0) {
-        if (open_cuda(0, out, desc, sizeof desc) == TITAN_OK) {
-            titan_info("device: cuda (%s)", desc);
-            return TITAN_OK;
-        }
-        titan_info("device: cpu (%s)", titan_error_message());
+        if (open_cuda(0, out, desc, len) == TITAN_OK) return TITAN_OK;
+        snprintf(desc, len, "auto: %s", titan_error_message());
         titan_error_clear();
         *out = titan_backend_cpu();
         return TITAN_OK;
@@ -126,7 +128,15 @@ titan_status titan_backend_open(const char *device, const titan_backend **out) {
         titan_error_hint("use cpu, cuda, cuda:N or auto");
         return TITAN_ERR_USAGE;
     }
-    TITAN_TRY(open_cuda(ordinal, out, desc, sizeof desc));
-    titan_debug("device: cuda (%s)", desc);
+    return open_cuda(ordinal, out, desc, len);
+}
+
+titan_status titan_backend_open(const char *device, const titan_backend **out) {
+    char desc[512];
+    TITAN_TRY(titan_backend_open_desc(device, out, desc, sizeof desc));
+    if (strcmp(device, "auto") == 0)
+        titan_info("device: %s (%s)", (*out)->name, desc);
+    else if (strcmp((*out)->name, "cuda") == 0)
+        titan_debug("device: cuda (%s)", desc);
     return TITAN_OK;
 }

@@ -82,6 +82,42 @@ titan_status titan_ckpt_commit(titan_ckpt_writer *w, int keep_latest_k);
 /* Removes the .tmp dir and frees w (NULL is fine). */
 void titan_ckpt_abort(titan_ckpt_writer *w);
 
+/* ---- writing in parallel: one part per rank (ckpt_part.c) ----
+ *
+ * Each rank of a sharded job writes its own data file, a "part", while one
+ * writer (titan_ckpt_begin, usually rank 0's) owns the staging dir and the
+ * catalog. The order: the catalog writer begins (creating step-N.tmp/);
+ * then every other rank begins its part, adds its chunks and finishes
+ * (fsyncs its file and gets its index: a catalog of that one file in the
+ * metadata.json format, {"rank": R} as its meta); the catalog writer takes
+ * every part's index with titan_ckpt_add_part and commits. The result is
+ * the checkpoint titan_ckpt_add_rank would write for the same chunks. */
+typedef struct titan_ckpt_part titan_ckpt_part;
+
+/* Starts rank's data file rank-RRRRR.bin in root/step-N.tmp/, which must
+ * exist (TITAN_ERR_IO otherwise) and not hold that file yet. rank >= 1:
+ * rank 0's file is the catalog writer's own. Compression is the process
+ * default (titan_ckpt_set_default_compression). */
+titan_status titan_ckpt_part_begin(titan_ckpt_part **p, const char *root, int64_t step, int rank);
+/* titan_ckpt_add, into the part's file (same rules, chunking and compression). */
+titan_status titan_ckpt_part_add(titan_ckpt_part *p, const char *name, titan_dtype dtype, int ndim,
+                                 const int64_t *shape, const titan_box *box, const void *data);
+/* Writes out and fsyncs the data file, then gives its index (malloc'd JSON
+ * text, *len bytes, no NUL counted) for the catalog writer. Always frees p;
+ * on failure the data file is removed. */
+titan_status titan_ckpt_part_finish(titan_ckpt_part *p, char **index, size_t *len);
+/* Closes and removes the part's data file, frees p (NULL is fine). The
+ * staging dir stays: it is the catalog writer's. */
+void titan_ckpt_part_abort(titan_ckpt_part *p);
+/* Catalog writer: records the chunks of `rank`'s finished part (index from
+ * titan_ckpt_part_finish on that rank), checked like a catalog on open, for
+ * this writer's step and `rank`, and against the chunks recorded so far
+ * (dtype, shape, no overlap). TITAN_ERR_FORMAT for an index that is not
+ * one; TITAN_ERR_USAGE when it disagrees or that rank's file is already in
+ * the checkpoint. The writer stays usable after a failed call. The file is
+ * fsynced again before commit publishes. */
+titan_status titan_ckpt_add_part(titan_ckpt_writer *w, int rank, const char *index, size_t len);
+
 /* ---- reading ---- */
 
 typedef struct titan_ckpt titan_ckpt;

@@ -3,8 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
-#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -14,7 +12,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "ckpt/ckpt_zstd.h"
+#include "ckpt/ckpt_write_impl.h"
 #include "core/fsutil.h"
 #include "core/mem.h"
 
@@ -24,66 +22,6 @@
  * that many of them compress in parallel; adds larger than this compress
  * straight from the caller's memory. */
 #define ZBATCH_BYTES ((size_t)64 << 20)
-
-typedef struct {
-    titan_box box;
-    uint64_t offset, nbytes, checksum;
-    int file; /* index into w->files (0 while there is only rank 0's file) */
-    uint64_t stored; /* bytes in the file */
-    titan_ckpt_compression comp;
-} wchunk;
-
-/* A chunk waiting to be compressed (into the current data file). */
-typedef struct {
-    int tensor; /* index: w->tensors may move */
-    titan_box box;
-    void *copy; /* owned copy of the raw bytes, or NULL when job.src is the caller's */
-    titan_ckpt_zjob job;
-} zpending;
-
-/* A rank's data file (titan_ckpt_add_rank). The current one's fd and offset
- * live in the writer's fd and file_off; the others are parked here. */
-typedef struct {
-    int rank;
-    int fd; /* -1 when parked closed (synced) */
-    uint64_t off;
-    char name[32];
-} wfile;
-
-typedef struct {
-    char *name;
-    titan_dtype dtype;
-    int ndim;
-    int64_t shape[TITAN_MAX_DIMS];
-    wchunk *chunks;
-    int nchunks, cap;
-} wtensor;
-
-struct titan_ckpt_writer {
-    char root[PATH_MAX];
-    char tmpdir[PATH_MAX];
-    char final[PATH_MAX];
-    char datapath[PATH_MAX];
-    char dataname[32];
-    int64_t step;
-    int fd;
-    uint64_t file_off; /* bytes written to the file, buffered ones included */
-    unsigned char *buf;
-    size_t buf_len;
-    json_t *meta;
-    wtensor *tensors;
-    int ntensors, cap;
-    titan_status failed; /* first failure; commit refuses after one */
-    wfile *files; /* empty until a rank other than 0 is written */
-    int nfiles, cur, nopen;
-    int *slot; /* rank -> index into files, -1 when none; nslot entries */
-    int nslot;
-    titan_ckpt_compression comp;
-    int level;
-    zpending *pend;
-    int npend, pend_cap;
-    size_t pend_bytes;
-};
 
 static titan_status fail(titan_ckpt_writer *w, titan_status st) {
     if (w->failed == TITAN_OK) w->failed = st;
@@ -196,13 +134,19 @@ static titan_status file_slot(titan_ckpt_writer *w, int rank, int *idx) {
     return TITAN_OK;
 }
 
+titan_status titan_ckpt_writer_file_slot(titan_ckpt_writer *w, int rank, int *idx) {
+    int i0;
+    if (w->nfiles == 0) TITAN_TRY(file_slot(w, w->rank, &i0)); /* the own file becomes entry 0 */
+    return file_slot(w, rank, idx);
+}
+
 /* Makes rank's data file the current one: later appends go there. Its file is
  * created on first use (rank 0's exists from begin). */
 static titan_status select_rank(titan_ckpt_writer *w, int rank) {
-    if (w->nfiles == 0) { /* rank 0's file, opened by begin, becomes entry 0 */
-        if (rank == 0) return TITAN_OK;
+    if (w->nfiles == 0) { /* the own file, opened by begin, becomes entry 0 */
+        if (rank == w->rank) return TITAN_OK;
         int i0;
-        TITAN_TRY(file_slot(w, 0, &i0));
+        TITAN_TRY(file_slot(w, w->rank, &i0));
         w->cur = i0;
     }
     if (w->files[w->cur].rank == rank) return TITAN_OK;
@@ -252,7 +196,7 @@ static void drop_pending(titan_ckpt_writer *w) {
     w->pend_bytes = 0;
 }
 
-static void free_writer(titan_ckpt_writer *w) {
+void titan_ckpt_writer_free(titan_ckpt_writer *w) {
     if (!w) return;
     drop_pending(w);
     free(w->pend);
@@ -268,18 +212,22 @@ static void free_writer(titan_ckpt_writer *w) {
     free(w);
 }
 
-titan_status titan_ckpt_begin(titan_ckpt_writer **out, const char *root, int64_t step) {
+titan_status titan_ckpt_writer_open(titan_ckpt_writer **out, const char *root, int64_t step, int rank,
+                                    int part) {
     *out = NULL;
     if (step < 0) return titan_error(TITAN_ERR_USAGE, "%s: checkpoint step %lld is negative", root, (long long)step);
+    if (rank < 0 || rank > TITAN_CKPT_MAX_RANK)
+        return titan_error(TITAN_ERR_USAGE, "%s: rank %d not in 0..%d", root, rank, TITAN_CKPT_MAX_RANK);
     titan_ckpt_writer *w = calloc(1, sizeof *w);
     if (!w) return titan_error(TITAN_ERR_NOMEM, "%s: checkpoint writer: out of memory", root);
     w->fd = -1;
     w->step = step;
+    w->rank = rank;
     titan_ckpt_default_compression(&w->comp, &w->level);
     char name[64], tmpname[80];
     titan_ckpt_step_name(name, sizeof name, step);
     snprintf(tmpname, sizeof tmpname, "%s.tmp", name);
-    snprintf(w->dataname, sizeof w->dataname, "rank-%05d.bin", 0);
+    snprintf(w->dataname, sizeof w->dataname, "rank-%05d.bin", rank);
     titan_status st = TITAN_OK;
     if (strlen(root) >= sizeof w->root) st = titan_error(TITAN_ERR_USAGE, "%s: path too long", root);
     if (st == TITAN_OK) {
@@ -288,14 +236,19 @@ titan_status titan_ckpt_begin(titan_ckpt_writer **out, const char *root, int64_t
     }
     if (st == TITAN_OK) st = titan_fs_join(w->final, sizeof w->final, root, name);
     if (st == TITAN_OK) st = titan_fs_join(w->datapath, sizeof w->datapath, w->tmpdir, w->dataname);
-    if (st == TITAN_OK) st = titan_fs_mkdir_p(root);
-    if (st == TITAN_OK) st = titan_fs_remove_tree(w->tmpdir); /* stale, from a crash */
     int made = 0;
-    if (st == TITAN_OK) {
-        if (mkdir(w->tmpdir, 0755) != 0)
-            st = titan_error(TITAN_ERR_IO, "%s: mkdir: %s", w->tmpdir, strerror(errno));
-        else
-            made = 1;
+    if (part) {
+        if (st == TITAN_OK && !titan_fs_is_dir(w->tmpdir))
+            st = titan_error(TITAN_ERR_IO, "%s: no such staging directory (its catalog writer starts it)", w->tmpdir);
+    } else {
+        if (st == TITAN_OK) st = titan_fs_mkdir_p(root);
+        if (st == TITAN_OK) st = titan_fs_remove_tree(w->tmpdir); /* stale, from a crash */
+        if (st == TITAN_OK) {
+            if (mkdir(w->tmpdir, 0755) != 0)
+                st = titan_error(TITAN_ERR_IO, "%s: mkdir: %s", w->tmpdir, strerror(errno));
+            else
+                made = 1;
+        }
     }
     if (st == TITAN_OK) {
         w->fd = open(w->datapath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -307,16 +260,23 @@ titan_status titan_ckpt_begin(titan_ckpt_writer **out, const char *root, int64_t
         st = titan_error(TITAN_ERR_NOMEM, "%s: metadata: out of memory", w->tmpdir);
     if (st != TITAN_OK) {
         if (made) remove_quietly(w->tmpdir);
-        free_writer(w);
+        else if (part && w->fd >= 0) unlink(w->datapath);
+        titan_ckpt_writer_free(w);
         return st;
     }
     *out = w;
     return TITAN_OK;
 }
 
-static int boxes_overlap(const titan_box *a, const titan_box *b) {
+titan_status titan_ckpt_begin(titan_ckpt_writer **out, const char *root, int64_t step) {
+    return titan_ckpt_writer_open(out, root, step, 0, 0);
+}
+
+int titan_ckpt_writer_overlap(const wtensor *t, const titan_box *box) {
     titan_box r;
-    return titan_box_intersect(a, b, &r) != 0;
+    for (int j = 0; j < t->nchunks; j++)
+        if (titan_box_intersect(&t->chunks[j].box, box, &r) != 0) return j;
+    return -1;
 }
 
 static titan_status check_add(titan_ckpt_writer *w, const char *name, titan_dtype dtype, int ndim,
@@ -343,8 +303,8 @@ static titan_status check_add(titan_ckpt_writer *w, const char *name, titan_dtyp
     return TITAN_OK;
 }
 
-static wtensor *find_or_add_tensor(titan_ckpt_writer *w, const char *name, titan_dtype dtype,
-                                   int ndim, const int64_t *shape, titan_status *st) {
+wtensor *titan_ckpt_writer_tensor(titan_ckpt_writer *w, const char *name, titan_dtype dtype, int ndim,
+                                  const int64_t *shape, titan_status *st) {
     for (int i = 0; i < w->ntensors; i++) {
         wtensor *t = &w->tensors[i];
         if (strcmp(t->name, name) != 0) continue;
@@ -377,20 +337,31 @@ nomem:
     return NULL;
 }
 
+wchunk *titan_ckpt_writer_new_chunk(titan_ckpt_writer *w, wtensor *t, titan_status *st) {
+    if (t->nchunks == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 4;
+        wchunk *nc = realloc(t->chunks, (size_t)cap * sizeof *nc);
+        if (!nc) {
+            *st = titan_error(TITAN_ERR_NOMEM, "%s: tensor %s: out of memory", w->tmpdir, t->name);
+            return NULL;
+        }
+        t->chunks = nc;
+        t->cap = cap;
+    }
+    wchunk *c = &t->chunks[t->nchunks];
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
 /* Appends one chunk as stored (raw, or a zstd frame of nbytes raw bytes) and records it. */
 static titan_status add_stored(titan_ckpt_writer *w, wtensor *t, const titan_box *box, const void *stored,
                                size_t stored_n, size_t nbytes, uint64_t checksum, titan_ckpt_compression comp) {
     static const unsigned char zeros[CHUNK_ALIGN];
     size_t pad = (CHUNK_ALIGN - w->file_off % CHUNK_ALIGN) % CHUNK_ALIGN;
     if (pad) TITAN_TRY(append(w, zeros, pad));
-    if (t->nchunks == t->cap) {
-        int cap = t->cap ? 2 * t->cap : 4;
-        wchunk *nc = realloc(t->chunks, (size_t)cap * sizeof *nc);
-        if (!nc) return titan_error(TITAN_ERR_NOMEM, "%s: tensor %s: out of memory", w->tmpdir, t->name);
-        t->chunks = nc;
-        t->cap = cap;
-    }
-    wchunk *c = &t->chunks[t->nchunks];
+    titan_status st = TITAN_OK;
+    wchunk *c = titan_ckpt_writer_new_chunk(w, t, &st);
+    if (!c) return st;
     c->box = *box;
     c->offset = w->file_off;
     c->nbytes = nbytes;
@@ -429,6 +400,11 @@ static titan_status flush_pending(titan_ckpt_writer *w) {
     free(jobs);
     drop_pending(w);
     return st;
+}
+
+titan_status titan_ckpt_writer_flush_pending(titan_ckpt_writer *w) {
+    titan_status st = flush_pending(w);
+    return st == TITAN_OK ? TITAN_OK : fail(w, st);
 }
 
 static titan_status push_pending(titan_ckpt_writer *w, int ti, const titan_box *box, const void *data,
@@ -503,11 +479,10 @@ static titan_status add_here(titan_ckpt_writer *w, const char *name, titan_dtype
     /* Usage errors leave the writer usable: nothing was written yet. */
     TITAN_TRY(check_add(w, name, dtype, ndim, shape, box));
     titan_status st = TITAN_OK;
-    wtensor *t = find_or_add_tensor(w, name, dtype, ndim, shape, &st);
+    wtensor *t = titan_ckpt_writer_tensor(w, name, dtype, ndim, shape, &st);
     if (!t) return st;
-    for (int j = 0; j < t->nchunks; j++)
-        if (boxes_overlap(&t->chunks[j].box, box))
-            return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: chunk overlaps chunk %d", w->tmpdir, name, j);
+    int j = titan_ckpt_writer_overlap(t, box);
+    if (j >= 0) return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: chunk overlaps chunk %d", w->tmpdir, name, j);
 
     /* Split along dim 0 so no chunk exceeds TITAN_CKPT_CHUNK_MAX (rows stay whole). */
     size_t esz = titan_dtype_size(dtype);
@@ -540,7 +515,7 @@ titan_status titan_ckpt_add_rank(titan_ckpt_writer *w, int rank, const char *nam
         return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: rank %d not in 0..%d", w->tmpdir,
                            name ? name : "?", rank, TITAN_CKPT_MAX_RANK);
     /* Pending compressed chunks belong to the current rank's file. */
-    titan_status st = w->npend && rank != (w->nfiles ? w->files[w->cur].rank : 0) ? flush_pending(w) : TITAN_OK;
+    titan_status st = w->npend && rank != (w->nfiles ? w->files[w->cur].rank : w->rank) ? flush_pending(w) : TITAN_OK;
     if (st == TITAN_OK) st = select_rank(w, rank);
     if (st != TITAN_OK) return fail(w, st);
     return add_here(w, name, dtype, ndim, shape, box, data);
@@ -584,8 +559,8 @@ static json_t *int_array(const int64_t *v, int n) {
     return a;
 }
 
-/* The catalog; NULL on allocation failure (json_pack with an "o" of NULL fails too). */
-static json_t *build_metadata(titan_ckpt_writer *w) {
+/* NULL on allocation failure (json_pack with an "o" of NULL fails too). */
+json_t *titan_ckpt_writer_catalog(titan_ckpt_writer *w) {
     json_t *tensors = json_object();
     for (int i = 0; tensors && i < w->ntensors; i++) {
         const wtensor *t = &w->tensors[i];
@@ -618,10 +593,7 @@ static json_t *build_metadata(titan_ckpt_writer *w) {
                      TITAN_CKPT_VERSION, "step", (json_int_t)w->step, "meta", w->meta, "tensors", tensors);
 }
 
-/* Everything up to and including the rename of step-N.tmp to step-N. */
-static titan_status publish(titan_ckpt_writer *w) {
-    if (w->failed != TITAN_OK)
-        return titan_error(w->failed, "%s: not committed: an earlier write failed", w->tmpdir);
+titan_status titan_ckpt_writer_sync_data(titan_ckpt_writer *w) {
     TITAN_TRY(flush_pending(w)); /* into the current file, before it is synced */
     TITAN_TRY(sync_parked(w));
     TITAN_TRY(flush_buf(w));
@@ -629,8 +601,16 @@ static titan_status publish(titan_ckpt_writer *w) {
     int fd = w->fd;
     w->fd = -1;
     if (close(fd) != 0) return titan_error(TITAN_ERR_IO, "%s: close: %s", w->datapath, strerror(errno));
+    return TITAN_OK;
+}
 
-    json_t *root = build_metadata(w);
+/* Everything up to and including the rename of step-N.tmp to step-N. */
+static titan_status publish(titan_ckpt_writer *w) {
+    if (w->failed != TITAN_OK)
+        return titan_error(w->failed, "%s: not committed: an earlier write failed", w->tmpdir);
+    TITAN_TRY(titan_ckpt_writer_sync_data(w));
+
+    json_t *root = titan_ckpt_writer_catalog(w);
     char *txt = root ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
     if (root) json_decref(root);
     if (!txt) return titan_error(TITAN_ERR_NOMEM, "%s: metadata.json: out of memory", w->tmpdir);
@@ -652,13 +632,13 @@ titan_status titan_ckpt_commit(titan_ckpt_writer *w, int keep_latest_k) {
     titan_status st = publish(w);
     if (st != TITAN_OK) {
         remove_quietly(w->tmpdir);
-        free_writer(w);
+        titan_ckpt_writer_free(w);
         return st;
     }
     st = titan_ckpt_set_latest(w->root, w->step);
     if (st == TITAN_OK && keep_latest_k > 0) st = titan_ckpt_prune(w->root, keep_latest_k, w->step);
     if (st != TITAN_OK) titan_error_context("%s: committed, but updating latest or pruning failed", w->final);
-    free_writer(w);
+    titan_ckpt_writer_free(w);
     return st;
 }
 
@@ -669,5 +649,5 @@ void titan_ckpt_abort(titan_ckpt_writer *w) {
         w->fd = -1;
     }
     remove_quietly(w->tmpdir);
-    free_writer(w);
+    titan_ckpt_writer_free(w);
 }

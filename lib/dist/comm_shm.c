@@ -128,10 +128,12 @@ titan_status shm_wait(shm_ctx *x, shm_missing_fn missing, void *arg, shm_describ
         }
         double now = titan_now_s();
         if (s->pid_check && now >= next_pid_check) {
-            for (int r = 0; r < s->n; r++)
-                if ((miss >> r & 1) && process_gone(s->ranks[r].pid))
-                    return shm_fail(x, "rank %d (pid %d) exited or was killed", r,
-                                    (int)s->ranks[r].pid);
+            for (int r = 0; r < s->n; r++) {
+                if (!(miss >> r & 1) || !process_gone(s->ranks[r].pid)) continue;
+                /* It may have done its part, then exited, since miss was read. */
+                if (!(missing(x, arg) >> r & 1)) continue;
+                return shm_fail(x, "rank %d (pid %d) exited or was killed", r, (int)s->ranks[r].pid);
+            }
             next_pid_check = now + SLEEP_SLICE_S;
         }
         if (now >= x->deadline) {

@@ -95,11 +95,13 @@ static const key_def KEYS[] = {
     BOOL("training", "deterministic", training_deterministic, 0, "bitwise-reproducible kernels even if slower"),
     STR("training", "mixed_precision_param", training_mixed_precision_param, "float32", "float32,bfloat16", 0,
         "parameter compute dtype; float32 by default (torchtitan: bfloat16) as the CPU backend computes "
-        "in float32; bfloat16 needs device = \"cuda\", or on the CPU FSDP (data_parallel_shard_degree > 1), "
-        "which then gathers bf16 parameters"),
+        "in float32; bfloat16 needs FSDP (data_parallel_shard_degree > 1), which then gathers bf16 parameters "
+        "(the CUDA backend has no bfloat16 kernels yet)"),
     STR("training", "mixed_precision_reduce", training_mixed_precision_reduce, "float32", "float32,bfloat16", 0,
         "dtype of gradient reductions (reduce-scatter and all-reduce) between ranks"),
-    STR("training", "device", training_device, "cpu", "cpu,cuda", 0, "where to train"),
+    STR("training", "device", training_device, "cpu", "cpu,cuda,cuda:N,auto,cpu-guard", 0,
+        "where to train: cpu; cuda or cuda:N (GPU N; one process, float32); auto (cuda if a GPU opens, else "
+        "cpu); cpu-guard (tests: the CPU under a GPU's memory rules)"),
     INT("training", "threads", training_threads, 0, 0, 0, "CPU threads; 0 = all cores"),
     BOOL("training", "shuffle", training_shuffle, 0,
          "visit each epoch's samples in a random order drawn from training.seed (titan extension)"),
@@ -426,7 +428,14 @@ static titan_status check_choice(const key_def *k, const char *place, const char
     snprintf(list, sizeof list, "%s", k->choices);
     suggest sg = {s, NULL, 0};
     for (char *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
-        if (strcmp(c, s) == 0) return TITAN_OK;
+        /* "name:N" stands for name:0, name:1, ... */
+        size_t cl = strlen(c);
+        if (cl > 2 && strcmp(c + cl - 2, ":N") == 0) {
+            if (strncmp(s, c, cl - 1) == 0 && s[cl - 1] && strspn(s + cl - 1, "0123456789") == strlen(s + cl - 1))
+                return TITAN_OK;
+        } else if (strcmp(c, s) == 0) {
+            return TITAN_OK;
+        }
         suggest_try(&sg, c);
     }
     char pretty[256], best[64] = "";

@@ -51,7 +51,7 @@ typedef struct {
     int training_deterministic;
     char training_mixed_precision_param[TITAN_STR];  /* float32, bfloat16 */
     char training_mixed_precision_reduce[TITAN_STR]; /* float32 */
-    char training_device[TITAN_STR];   /* cpu, cuda */
+    char training_device[TITAN_STR];   /* cpu, cuda, cuda:N, auto, cpu-guard */
     int training_threads;              /* 0 = all cores */
     int training_shuffle;              /* visit each epoch's samples in a seeded random order */
 

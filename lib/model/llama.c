@@ -52,6 +52,9 @@ struct titan_llama {
     titan_param *catalog;
     int have_targets;
     titan_llama_hooks hooks;
+    /* Host copy of the per-token losses when backend memory is not host
+     * memory (NULL on the CPU backend, whose losses are read in place). */
+    float *loss_host;
 };
 
 #define HOOK(m, which, b) ((m)->hooks.which ? (m)->hooks.which((m)->hooks.ctx, (b)) : TITAN_OK)
@@ -203,6 +206,13 @@ titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
     be->to_device(m->act[A_COS], cs, tb);
     be->to_device(m->act[A_SIN], cs + tb / sizeof(float), tb);
     free(cs);
+    if (be != titan_backend_cpu()) {
+        m->loss_host = titan_alloc((size_t)N * sizeof(float), "model: host copy of the losses");
+        if (!m->loss_host) {
+            titan_llama_free(m);
+            return TITAN_ERR_NOMEM;
+        }
+    }
     *out = m;
     return TITAN_OK;
 }
@@ -213,10 +223,12 @@ void titan_llama_free(titan_llama *m) {
     if (m->grads) m->be->free(m->grads);
     if (m->params) m->be->free(m->params);
     titan_free(m->catalog);
+    titan_free(m->loss_host);
     titan_free(m);
 }
 
 const titan_llama_config *titan_llama_get_config(const titan_llama *m) { return &m->cfg; }
+const titan_backend *titan_llama_backend(const titan_llama *m) { return m->be; }
 float *titan_llama_params_data(titan_llama *m) { return m->params; }
 float *titan_llama_grads_data(titan_llama *m) { return m->grads; }
 size_t titan_llama_params_count(const titan_llama *m) { return m->nparams; }
@@ -302,12 +314,15 @@ titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const u
     /* Loss only; backward recomputes the softmax into dlogits in place, so
      * the logits stay readable after forward and need no second buffer. */
     be->cross_entropy(m->act[A_LOSSES], NULL, m->act[A_LOGITS], tgt, N, V, 0.0f);
-    float *losses = malloc((size_t)N * sizeof(float));
-    if (!losses) return titan_error(TITAN_ERR_NOMEM, "model: loss: cannot allocate %d floats", N);
-    be->to_host(losses, m->act[A_LOSSES], (size_t)N * sizeof(float));
+    /* The host adds the losses (in order, in double): read in place on the
+     * CPU, copied over from a device (the copy waits for the forward). */
+    const float *losses = m->act[A_LOSSES];
+    if (m->loss_host) {
+        be->to_host(m->loss_host, m->act[A_LOSSES], (size_t)N * sizeof(float));
+        losses = m->loss_host;
+    }
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += losses[i];
-    free(losses);
     if (loss) *loss = (float)(sum / N);
     m->have_targets = 1;
     return TITAN_OK;

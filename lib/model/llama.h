@@ -15,6 +15,7 @@ titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
 void titan_llama_free(titan_llama *m);
 
 const titan_llama_config *titan_llama_get_config(const titan_llama *m);
+const titan_backend *titan_llama_backend(const titan_llama *m); /* whose memory the buffers are */
 float *titan_llama_params_data(titan_llama *m); /* flat, catalog order, backend memory */
 float *titan_llama_grads_data(titan_llama *m);  /* same layout */
 size_t titan_llama_params_count(const titan_llama *m);

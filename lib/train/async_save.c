@@ -1,4 +1,5 @@
-/* async_save.c - one background writer thread per save, one save at a time. */
+/* async_save.c - one background writer thread per save, one save at a time;
+ * for a multi-rank job, a thread per rank and a collective commit. */
 #include "train/async_save.h"
 
 #include <inttypes.h>
@@ -10,6 +11,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "train/state_dist.h"
 
 struct titan_async_saver {
     size_t n;
@@ -26,6 +28,11 @@ struct titan_async_saver {
     int keep_latest_k;
     titan_status status;   /* the thread's result */
     char message[1024];    /* and its error message */
+    /* sharded saves (NULL mesh: one process) */
+    titan_mesh *mesh;
+    const titan_shard_piece *pieces;
+    titan_shard_save *shard; /* started and not yet committed */
+    double started;          /* when it started (titan_now_s) */
 };
 
 titan_status titan_async_saver_create(titan_async_saver **out, size_t n) {
@@ -47,6 +54,11 @@ titan_status titan_async_saver_create(titan_async_saver **out, size_t n) {
 
 static void *writer_main(void *arg) {
     titan_async_saver *s = arg;
+    if (s->shard) { /* finish (collective) reports the outcome */
+        titan_shard_save_write(s->shard, s->view.params, s->view.exp_avg, s->view.exp_avg_sq);
+        atomic_store(&s->done, 1);
+        return NULL;
+    }
     double t0 = titan_now_s();
     s->status = titan_state_save_view(s->root, &s->mc, &s->view, &s->progress, s->tokenizer_id,
                                       s->keep_latest_k);
@@ -67,9 +79,34 @@ static titan_status join(titan_async_saver *s) {
                        s->message);
 }
 
-titan_status titan_async_save_wait(titan_async_saver *s) { return join(s); }
+/* Sharded: waits for this rank's thread, then commits with the others. */
+static titan_status commit_shard(titan_async_saver *s) {
+    if (!s->shard) return TITAN_OK;
+    if (s->running) pthread_join(s->thread, NULL);
+    s->running = 0;
+    titan_shard_save *ss = s->shard;
+    s->shard = NULL;
+    double t0 = titan_now_s();
+    titan_status st = titan_shard_save_finish(ss, s->keep_latest_k);
+    double t1 = titan_now_s();
+    if (st == TITAN_OK)
+        titan_info("checkpoint: step %" PRId64 " saved in the background (%.2f s after the save started; "
+                   "commit %.3f s)", s->progress.step, t1 - s->started, t1 - t0);
+    return st;
+}
+
+titan_status titan_async_save_wait(titan_async_saver *s) { return s->mesh ? commit_shard(s) : join(s); }
 
 titan_status titan_async_save_poll(titan_async_saver *s) {
+    if (s->mesh) {
+        if (!s->shard) return TITAN_OK; /* the same on every rank: saves start and commit together */
+        int world = s->mesh->world;
+        uint32_t done = (uint32_t)atomic_load(&s->done), all[world];
+        TITAN_TRY(titan_comm_all_gather(s->mesh->world_comm, &done, all, 1, TITAN_DTYPE_U32, NULL));
+        for (int r = 0; r < world; r++)
+            if (!all[r]) return TITAN_OK;
+        return commit_shard(s);
+    }
     if (!s->running || !atomic_load(&s->done)) return TITAN_OK;
     return join(s);
 }
@@ -77,10 +114,46 @@ titan_status titan_async_save_poll(titan_async_saver *s) {
 void titan_async_saver_free(titan_async_saver *s) {
     if (!s) return;
     if (s->running) pthread_join(s->thread, NULL);
+    titan_shard_save_abort(s->shard);
     titan_free(s->params);
     titan_free(s->exp_avg);
     titan_free(s->exp_avg_sq);
     titan_free(s);
+}
+
+titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mesh *mesh,
+                                              const titan_llama_config *mc, const titan_shard_piece *pieces,
+                                              size_t n) {
+    int np = titan_llama_params(mc, NULL), writes = 0;
+    for (int i = 0; i < np; i++) writes |= pieces[i].len && pieces[i].writes;
+    TITAN_TRY(titan_async_saver_create(out, writes ? n : 0));
+    (*out)->mesh = mesh;
+    (*out)->pieces = pieces;
+    return TITAN_OK;
+}
+
+/* Sharded: a collective start, then this rank's thread writes its part. */
+static titan_status start_shard(titan_async_saver *s, const titan_state_view *v, const titan_train_progress *pr) {
+    if (!v->exp_avg)
+        return titan_error(TITAN_ERR_USAGE, "checkpoint step %" PRId64 ": a sharded save needs the AdamW moments",
+                           pr->step);
+    TITAN_TRY(titan_shard_save_begin(&s->shard, s->mesh, s->pieces, s->root, &s->mc, pr, s->tokenizer_id,
+                                     v->adam_step));
+    s->started = titan_now_s();
+    if (s->n == 0) { /* nothing of ours to write: no thread */
+        writer_main(s);
+        return TITAN_OK;
+    }
+    int rc = pthread_create(&s->thread, NULL, writer_main, s);
+    if (rc == 0) {
+        s->running = 1;
+        return TITAN_OK;
+    }
+    /* The other ranks went ahead: write here rather than leave them waiting. */
+    titan_warn("checkpoint step %" PRId64 ": cannot start the writer thread (%s); writing in the loop", pr->step,
+               strerror(rc));
+    writer_main(s);
+    return TITAN_OK;
 }
 
 titan_status titan_async_save_start(titan_async_saver *s, const char *root, const titan_llama_config *mc,
@@ -88,7 +161,7 @@ titan_status titan_async_save_start(titan_async_saver *s, const char *root, cons
                                     const char *tokenizer_id, int keep_latest_k, double *stall_s) {
     double t0 = titan_now_s();
     *stall_s = 0.0;
-    titan_status st = join(s);
+    titan_status st = titan_async_save_wait(s);
     if (st != TITAN_OK) return st;
     size_t bytes = s->n * sizeof(float);
     memcpy(s->params, v->params, bytes);
@@ -110,6 +183,11 @@ titan_status titan_async_save_start(titan_async_saver *s, const char *root, cons
     s->status = TITAN_OK;
     s->message[0] = '\0';
     atomic_store(&s->done, 0);
+    if (s->mesh) {
+        st = start_shard(s, v, progress);
+        *stall_s = titan_now_s() - t0;
+        return st;
+    }
     int rc = pthread_create(&s->thread, NULL, writer_main, s);
     if (rc != 0) return titan_error(TITAN_ERR_FAIL, "checkpoint step %" PRId64 ": cannot start the writer thread: %s",
                                     progress->step, strerror(rc));

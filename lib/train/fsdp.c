@@ -129,7 +129,10 @@ static int stage_get(titan_fsdp *f, size_t bytes) {
         }
         /* Every buffer belongs to a queued operation: complete the oldest. */
         int qi = f->q[Q_SHARD].head < f->q[Q_SHARD].tail ? Q_SHARD : Q_REPLICATE;
-        if (f->q[qi].head == f->q[qi].tail) return -1; /* cannot happen: busy means queued */
+        if (f->q[qi].head == f->q[qi].tail) { /* cannot happen: busy means queued */
+            keep(f, titan_error(TITAN_ERR_FAIL, "fsdp: every staging buffer is busy and no operation is queued"));
+            return -1;
+        }
         q_pop(f, qi);
     }
 }
@@ -533,7 +536,7 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     const titan_llama_config *mc = titan_llama_get_config(model);
     f->mesh = mesh;
     f->model = model;
-    f->be = titan_backend_cpu();
+    f->be = titan_llama_backend(model); /* clipping runs where the gradients are */
     f->np = titan_llama_params(mc, NULL);
     f->nshards = mesh->layout.dp_shard;
     f->nblocks = titan_llama_blocks(model);

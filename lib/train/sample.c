@@ -36,8 +36,10 @@ titan_status titan_sample(titan_llama *model, const titan_tokenizer *tok, const 
     const titan_llama_config *mc = titan_llama_get_config(model);
     titan_llama *m = NULL;
     TITAN_TRY(titan_llama_create(&m, mc, titan_backend_cpu(), 1, SAMPLE_CTX, TITAN_AC_NONE));
+    /* Sampling runs on a CPU copy; the trained model may live on a device. */
     size_t np = titan_llama_params_count(m);
-    memcpy(titan_llama_params_data(m), titan_llama_params_data(model), np * sizeof(float));
+    titan_llama_backend(model)->to_host(titan_llama_params_data(m), titan_llama_params_data(model),
+                                        np * sizeof(float));
 
     size_t plen = prompt ? strlen(prompt) : 0;
     size_t cap = plen + (size_t)n + 1;

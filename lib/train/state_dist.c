@@ -3,89 +3,225 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "core/mem.h"
+/* Rank 0's save: the catalog and its own data file; the other ranks' parts
+ * reach it as indexes (ckpt.h, "writing in parallel"). */
+struct titan_shard_save {
+    titan_comm *comm; /* world; NULL for one rank */
+    int rank, world;
+    int64_t step;
+    char root[4096];
+    const titan_shard_piece *pieces;
+    titan_llama_config mc;
+    titan_ckpt_writer *w; /* rank 0 */
+    titan_status status;  /* this rank's write */
+    char *payload;        /* its index, or its error message when it failed */
+    size_t payload_len;
+};
 
-/* Adds the boxes rank r saves: arrays[3] are its packed parameters and moments. */
-static titan_status add_rank_boxes(titan_ckpt_writer *w, int r, const titan_param *ps, int np,
-                                   const titan_shard_piece *pc, const float *const arrays[3]) {
+/* Longest error message passed between ranks (error.c keeps 2048 bytes). */
+#define MSG_WORDS 512
+
+/* Rank 0's status and message, to every rank (the others take the message
+ * as their error). One fixed-size broadcast: no second round for a length. */
+static titan_status share_outcome(titan_comm *c, int me, titan_status st) {
+    if (!c) return st;
+    uint32_t buf[1 + MSG_WORDS] = {(uint32_t)st};
+    if (me == 0 && st != TITAN_OK) snprintf((char *)(buf + 1), MSG_WORDS * 4, "%s", titan_error_message());
+    TITAN_TRY(titan_comm_broadcast(c, buf, 1 + MSG_WORDS, TITAN_DTYPE_U32, 0, NULL));
+    ((char *)(buf + 1))[MSG_WORDS * 4 - 1] = '\0';
+    if (me != 0 && buf[0] != TITAN_OK) return titan_error((titan_status)buf[0], "%s", (char *)(buf + 1));
+    return (titan_status)buf[0];
+}
+
+static void free_save(titan_shard_save *s) {
+    free(s->payload);
+    free(s);
+}
+
+void titan_shard_save_abort(titan_shard_save *s) {
+    if (!s) return;
+    titan_ckpt_abort(s->w);
+    free_save(s);
+}
+
+titan_status titan_shard_save_begin(titan_shard_save **out, titan_mesh *mesh, const titan_shard_piece *pieces,
+                                    const char *root, const titan_llama_config *mc, const titan_train_progress *pr,
+                                    const char *tokenizer_id, int64_t adam_step) {
+    *out = NULL;
+    titan_shard_save *s = calloc(1, sizeof *s);
+    titan_status st = s ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "checkpoint step %" PRId64 ": out of memory", pr->step);
+    if (s) {
+        s->comm = mesh->world_comm;
+        s->rank = mesh->rank;
+        s->world = mesh->world;
+        s->step = pr->step;
+        s->pieces = pieces;
+        s->mc = *mc;
+        snprintf(s->root, sizeof s->root, "%s", root);
+    }
+    if (st == TITAN_OK && mesh->rank == 0) {
+        st = titan_ckpt_begin(&s->w, root, pr->step);
+        if (st == TITAN_OK) st = titan_state_write_meta(s->w, mc, pr, tokenizer_id, mesh->layout_str);
+        if (st == TITAN_OK) st = titan_ckpt_meta_i64(s->w, "optim.adamw.step", adam_step);
+        if (st != TITAN_OK) titan_error_context("checkpoint step %" PRId64 " not saved: rank 0", pr->step);
+    }
+    /* A rank without memory for s still takes part here; it fails the
+     * others at finish (they see it leave). */
+    titan_status shared = share_outcome(mesh->world_comm, mesh->rank, st);
+    if (!s) return st;
+    if (shared != TITAN_OK) {
+        titan_shard_save_abort(s);
+        return shared;
+    }
+    *out = s;
+    return TITAN_OK;
+}
+
+/* The boxes this rank saves, into rank 0's writer or this rank's part. */
+static titan_status add_boxes(titan_shard_save *s, titan_ckpt_part *p, const float *const arrays[3]) {
     static const char *suffix[3] = {"", ":exp_avg", ":exp_avg_sq"};
+    int np = titan_llama_params(&s->mc, NULL);
+    titan_param ps[np];
+    titan_llama_params(&s->mc, ps);
+    const titan_shard_piece *pc = s->pieces;
     for (int a = 0; a < 3; a++) {
         for (int i = 0; i < np; i++) {
             if (!pc[i].len || !pc[i].writes) continue;
             char name[128];
             snprintf(name, sizeof name, "%s%s", ps[i].name, suffix[a]);
-            TITAN_TRY(titan_ckpt_add_rank(w, r, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, &pc[i].box,
-                                          arrays[a] + pc[i].shard_off));
+            const float *src = arrays[a] + pc[i].shard_off;
+            TITAN_TRY(p ? titan_ckpt_part_add(p, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, &pc[i].box, src)
+                        : titan_ckpt_add(s->w, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, &pc[i].box, src));
         }
     }
     return TITAN_OK;
 }
 
+static size_t words(size_t bytes) { return (bytes + 3) / 4; }
+
+/* Keeps text as this rank's payload, in whole u32 words (the communicator's
+ * unit) ending in zeros. */
+static titan_status set_payload(titan_shard_save *s, const char *text, size_t len) {
+    free(s->payload);
+    s->payload_len = 0;
+    if (len > UINT32_MAX - 8 || !(s->payload = calloc(words(len) + 1, 4)))
+        return titan_error(TITAN_ERR_NOMEM, "checkpoint step %" PRId64 ": rank %d: %zu bytes of index: out of memory",
+                           s->step, s->rank, len);
+    memcpy(s->payload, text, len);
+    s->payload_len = len;
+    return TITAN_OK;
+}
+
+titan_status titan_shard_save_write(titan_shard_save *s, const float *params, const float *exp_avg,
+                                    const float *exp_avg_sq) {
+    const float *arrays[3] = {params, exp_avg, exp_avg_sq};
+    int np = titan_llama_params(&s->mc, NULL), writes = 0;
+    for (int i = 0; i < np; i++) writes |= s->pieces[i].len && s->pieces[i].writes;
+    titan_status st = TITAN_OK;
+    if (s->rank == 0) {
+        st = add_boxes(s, NULL, arrays);
+    } else if (writes) {
+        titan_ckpt_part *p = NULL;
+        char *index = NULL;
+        size_t len = 0;
+        st = titan_ckpt_part_begin(&p, s->root, s->step, s->rank);
+        if (st == TITAN_OK) st = add_boxes(s, p, arrays);
+        if (st == TITAN_OK) st = titan_ckpt_part_finish(p, &index, &len);
+        else titan_ckpt_part_abort(p);
+        if (st == TITAN_OK) st = set_payload(s, index, len);
+        free(index);
+    }
+    s->status = st;
+    if (st != TITAN_OK) { /* finish (maybe on another thread) passes the message on */
+        const char *msg = titan_error_message();
+        if (set_payload(s, msg, strlen(msg)) != TITAN_OK) titan_error(st, "%s", msg);
+    }
+    return st;
+}
+
+/* Whether rank r sends its payload to rank 0 in finish: the first failed
+ * rank its message, or, when none failed, every rank its index. */
+static int sends(const uint32_t *all, int failed, int r) {
+    return r != 0 && all[2 * r + 1] != 0 && (failed < 0 || failed == r);
+}
+
+/* Rank 0: receives what the ranks send, then publishes or drops the step. */
+static titan_status collect(titan_shard_save *s, const uint32_t *all, int failed, int keep, titan_status *cst_out) {
+    size_t max = 0;
+    for (int r = 1; r < s->world; r++)
+        if (sends(all, failed, r) && all[2 * r + 1] > max) max = all[2 * r + 1];
+    char *buf = calloc(words(max) + 1, 4);
+    titan_status st = TITAN_OK;
+    titan_status cst = buf ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "checkpoint step %" PRId64 ": %zu bytes of "
+                                                    "rank indexes: out of memory", s->step, max);
+    for (int r = 1; r < s->world && cst == TITAN_OK; r++) {
+        if (!sends(all, failed, r)) continue;
+        size_t len = all[2 * r + 1];
+        if ((cst = titan_comm_recv(s->comm, buf, words(len), TITAN_DTYPE_U32, r, NULL)) != TITAN_OK) break;
+        buf[len] = '\0';
+        if (r == failed)
+            st = titan_error((titan_status)all[2 * r], "checkpoint step %" PRId64 " not saved: rank %d: %s", s->step,
+                             r, buf);
+        else if (st == TITAN_OK && (st = titan_ckpt_add_part(s->w, r, buf, len)) != TITAN_OK)
+            titan_error_context("checkpoint step %" PRId64 " not saved", s->step);
+    }
+    free(buf);
+    *cst_out = cst;
+    if (cst == TITAN_OK && failed == 0)
+        st = titan_error(s->status, "checkpoint step %" PRId64 " not saved: rank 0: %s", s->step,
+                         s->payload ? s->payload : "(no message)");
+    else if (cst == TITAN_OK && failed > 0 && st == TITAN_OK) /* it had no memory left for its message */
+        st = titan_error((titan_status)all[2 * failed], "checkpoint step %" PRId64 " not saved: rank %d failed",
+                         s->step, failed);
+    if (cst != TITAN_OK || st != TITAN_OK)
+        titan_ckpt_abort(s->w);
+    else if ((st = titan_ckpt_commit(s->w, keep)) != TITAN_OK)
+        titan_error_context("checkpoint step %" PRId64, s->step);
+    s->w = NULL;
+    return st;
+}
+
+titan_status titan_shard_save_finish(titan_shard_save *s, int keep) {
+    if (!s->comm) { /* one rank */
+        titan_status st = s->status;
+        if (st != TITAN_OK) {
+            titan_error(st, "checkpoint step %" PRId64 " not saved: %s", s->step, s->payload ? s->payload : "");
+            titan_ckpt_abort(s->w);
+        } else {
+            st = titan_ckpt_commit(s->w, keep);
+        }
+        free_save(s);
+        return st;
+    }
+    /* Everyone's outcome and payload size; then the first failed rank sends
+     * its message, or, when none failed, every rank its index. */
+    uint32_t mine[2] = {(uint32_t)s->status, (uint32_t)s->payload_len}, all[2 * s->world];
+    titan_status cst = titan_comm_all_gather(s->comm, mine, all, 2, TITAN_DTYPE_U32, NULL), st = TITAN_OK;
+    int failed = -1;
+    for (int r = 0; cst == TITAN_OK && r < s->world && failed < 0; r++)
+        if (all[2 * r] != TITAN_OK) failed = r;
+    if (cst == TITAN_OK && sends(all, failed, s->rank))
+        cst = titan_comm_send(s->comm, s->payload, words(s->payload_len), TITAN_DTYPE_U32, 0, NULL);
+    if (cst == TITAN_OK && s->rank == 0) st = collect(s, all, failed, keep, &cst);
+    titan_comm *c = s->comm;
+    int me = s->rank;
+    titan_ckpt_abort(s->w); /* rank 0 after a communication failure: the staging dir goes */
+    free_save(s);
+    return cst != TITAN_OK ? cst : share_outcome(c, me, st);
+}
+
 titan_status titan_state_save_shards(titan_mesh *mesh, titan_fsdp *f, titan_adamw *adam, const char *root,
                                      const titan_llama_config *mc, const titan_train_progress *pr,
                                      const char *tokenizer_id, int keep_latest_k) {
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(mc, ps);
-    titan_shard_piece pc[np];
-    titan_comm *c = mesh->world_comm;
-    int me = mesh->rank;
-    titan_ckpt_writer *w = NULL;
-    titan_status st = TITAN_OK, cst = TITAN_OK; /* writer's, communication's */
-    if (me == 0) {
-        st = titan_ckpt_begin(&w, root, pr->step);
-        if (st == TITAN_OK) st = titan_state_write_meta(w, mc, pr, tokenizer_id, mesh->layout_str);
-        if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "optim.adamw.step", titan_adamw_get_step(adam));
-    }
-    const float *mine[3] = {titan_fsdp_params(f), titan_adamw_m(adam), titan_adamw_v(adam)};
-    float *buf = NULL;
-    for (int r = 0; r < mesh->world && cst == TITAN_OK; r++) {
-        size_t n;
-        titan_shard_plan(&mesh->layout, mc, r, pc, &n);
-        int writes = 0;
-        for (int i = 0; i < np; i++) writes |= pc[i].len && pc[i].writes;
-        if (!writes || n == 0) continue;
-        if (r == me && me != 0) {
-            for (int a = 0; a < 3 && cst == TITAN_OK; a++)
-                cst = titan_comm_send(c, mine[a], n, TITAN_DTYPE_F32, 0, NULL);
-            continue;
-        }
-        if (me != 0) continue;
-        const float *src[3] = {mine[0], mine[1], mine[2]};
-        if (r != 0) {
-            /* Receive even after a write error, so rank r is not left hanging. */
-            titan_free(buf);
-            buf = titan_alloc(3 * n * sizeof(float), "checkpoint shard from another rank");
-            if (!buf) {
-                cst = TITAN_ERR_NOMEM;
-                break;
-            }
-            for (int a = 0; a < 3 && cst == TITAN_OK; a++) {
-                cst = titan_comm_recv(c, buf + (size_t)a * n, n, TITAN_DTYPE_F32, r, NULL);
-                src[a] = buf + (size_t)a * n;
-            }
-        }
-        if (st == TITAN_OK && cst == TITAN_OK) st = add_rank_boxes(w, r, ps, np, pc, src);
-    }
-    titan_free(buf);
-    if (cst != TITAN_OK) {
-        titan_ckpt_abort(w);
-        return cst;
-    }
-    if (me == 0) {
-        if (st == TITAN_OK) st = titan_ckpt_commit(w, keep_latest_k);
-        else titan_ckpt_abort(w);
-    }
-    if (!c) return st;
-    /* Everyone learns how the write went, and no rank runs ahead of it. */
-    uint32_t code = (uint32_t)st;
-    TITAN_TRY(titan_comm_broadcast(c, &code, 1, TITAN_DTYPE_U32, 0, NULL));
-    if (me != 0 && code != TITAN_OK)
-        return titan_error((titan_status)code, "checkpoint step %" PRId64 ": rank 0 failed to write it (see its error)",
-                           pr->step);
-    return st;
+    titan_shard_save *s = NULL;
+    TITAN_TRY(titan_shard_save_begin(&s, mesh, titan_fsdp_pieces(f), root, mc, pr, tokenizer_id,
+                                     titan_adamw_get_step(adam)));
+    /* Its failure is passed on by finish, on every rank. */
+    titan_shard_save_write(s, titan_fsdp_params(f), titan_adamw_m(adam), titan_adamw_v(adam));
+    return titan_shard_save_finish(s, keep_latest_k);
 }
 
 static titan_status load_boxes(titan_ckpt *ck, const titan_param *ps, int np, const titan_shard_piece *pc,

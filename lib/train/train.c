@@ -23,15 +23,19 @@
 #include "optim/optim.h"
 #include "trace/metrics.h"
 #include "train/async_save.h"
+#include "train/device.h"
 #include "train/sample.h"
 #include "train/setup.h"
 #include "train/state.h"
 #include "train/state_dist.h"
+#include "train/state_stage.h"
 #include "train/train.h"
 
 typedef struct {
     const titan_job_config *cfg;
     const titan_backend *be;
+    titan_train_device dev;    /* training.device; be = dev.be */
+    titan_state_stage *stage;  /* host copies for saves when be's memory is not host memory */
     titan_tokenizer *tok;
     titan_shard_dir *data, *val_data;
     titan_loader *loader, *val_loader;
@@ -109,24 +113,13 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     const titan_job_config *cfg = t->cfg;
     TITAN_TRY(titan_config_validate(cfg));
     TITAN_TRY(titan_mesh_init(cfg, &t->mesh));
-    const titan_backend *be = NULL;
-    titan_status st = titan_backend_open(cfg->training_device, &be);
-    if (st != TITAN_OK) {
-        titan_error_context("training.device");
-        titan_error_hint("use --training.device=cpu");
-        return st;
-    }
-    if (strcmp(be->name, "cpu") != 0) {
-        /* The CUDA op table exists and is tested op by op (test_cuda_ops), but
-         * checkpoint and sampling code still read parameters as host memory. */
-        titan_error(TITAN_ERR_USAGE, "training.device: %s: training on this backend is not wired into titan-train yet",
-                    be->name);
-        titan_error_hint("use --training.device=cpu");
-        return TITAN_ERR_USAGE;
-    }
-    titan_backend_cpu_set_threads(cfg->training_threads);
+    /* A GPU trains one process (several ranks are refused there). */
+    TITAN_TRY(titan_train_device_open(cfg->training_device, t->mesh.world, &t->dev));
+    t->be = t->dev.be;
+    titan_info("device: %s%s%s%s", t->be->name, t->dev.desc[0] ? " (" : "", t->dev.desc, t->dev.desc[0] ? ")" : "");
+    titan_backend_cpu_set_threads(cfg->training_threads); /* the CPU backend, and sampling */
     TITAN_TRY(titan_setup_ckpt_compression(cfg));
-    t->be = be;
+    titan_status st;
     TITAN_TRY(titan_tokenizer_open(&t->tok, cfg->model_tokenizer));
     TITAN_TRY(titan_setup_model_config(cfg, titan_tokenizer_vocab_size(t->tok), &t->mc));
     TITAN_TRY(titan_setup_accum_steps(cfg, t->mesh.dp_size, &t->accum));
@@ -148,17 +141,24 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     fo.reshard_after_forward = strcmp(cfg->parallelism_fsdp_reshard_after_forward, "never") != 0;
     fo.param_dtype = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
     fo.reduce_dtype = strcmp(cfg->training_mixed_precision_reduce, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    if (fo.param_dtype == TITAN_DTYPE_BF16 && !t->dev.host) {
+        titan_error(TITAN_ERR_USAGE, "training.mixed_precision_param = \"bfloat16\": the %s backend computes in "
+                    "float32 and has no bfloat16 kernels yet", t->be->name);
+        titan_error_hint("set training.mixed_precision_param = \"float32\"");
+        return TITAN_ERR_USAGE;
+    }
     /* The CPU kernels compute in fp32: bf16 parameters exist only as FSDP's gathered copies. */
     if (fo.param_dtype == TITAN_DTYPE_BF16 && strcmp(t->be->name, "cpu") == 0 && t->mesh.layout.dp_shard == 1) {
         titan_error(TITAN_ERR_USAGE,
                     "training.mixed_precision_param = \"bfloat16\": the cpu backend computes in float32 and "
                     "only FSDP (data_parallel_shard_degree > 1, here %d) gathers bf16 parameters",
                     t->mesh.layout.dp_shard);
-        titan_error_hint("set training.mixed_precision_param = \"float32\", train with FSDP, or use training.device = \"cuda\"");
+        titan_error_hint("set training.mixed_precision_param = \"float32\", or train with FSDP");
         return TITAN_ERR_USAGE;
     }
     TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
+    if (!t->dev.host) TITAN_TRY(titan_state_stage_create(&t->stage, t->be, titan_fsdp_numel(t->fsdp)));
     TITAN_TRY(titan_lr_schedule_init(&t->sched, cfg->training_steps, cfg->lr_scheduler_warmup_steps,
                                      cfg->lr_scheduler_decay_ratio, cfg->lr_scheduler_decay_type,
                                      cfg->lr_scheduler_min_lr_factor));
@@ -167,18 +167,19 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/%s", opts->run_dir, cfg->checkpoint_folder);
     char loaded[4096];
     /* Each rank reads its own boxes, whatever layout saved them. */
-    TITAN_TRY(titan_state_load_shards(t->ckpt_root, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
+    TITAN_TRY(titan_state_load_staged(t->be, t->ckpt_root, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
                                       t->adam, &t->pr, loaded, sizeof loaded));
     /* Units are gathered block by block from the first forward on. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
     titan_loader_set_state(t->loader, &t->pr.loader);
-    /* The background saver snapshots one process's whole state; sharded
-     * saves (state_dist.h) run in the loop. */
-    if (t->mesh.world > 1 && strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable)
-        titan_info("checkpoint.async_mode = %s: saves block with %d ranks", cfg->checkpoint_async_mode,
-                   t->mesh.world);
-    else if (strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable)
-        TITAN_TRY(titan_async_saver_create(&t->saver, titan_llama_params_count(t->model)));
+    /* One process snapshots its whole state; each rank of a job its shard. */
+    if (strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable) {
+        if (t->mesh.world > 1)
+            TITAN_TRY(titan_async_saver_create_sharded(&t->saver, &t->mesh, &t->mc, titan_fsdp_pieces(t->fsdp),
+                                                       titan_fsdp_numel(t->fsdp)));
+        else
+            TITAN_TRY(titan_async_saver_create(&t->saver, titan_llama_params_count(t->model)));
+    }
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
 
@@ -192,12 +193,13 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     if (!t->inputs || !t->targets) return TITAN_ERR_NOMEM;
 
     t->flops_per_token = titan_llama_flops_per_token(&t->mc, T);
-    t->peak_flops = cfg->metrics_peak_flops > 0 ? cfg->metrics_peak_flops : titan_backend_cpu_peak_flops();
+    const char *peak_source;
+    t->peak_flops = titan_train_device_peak(&t->dev, cfg->metrics_peak_flops, &peak_source);
     t->peak_flops *= t->mesh.world; /* MFU is the job's: every rank's peak */
     titan_info("model: %zu parameters, %.3g FLOPs/token; batch %d x %d x %d dp x %d accum; peak %.1f GFLOP/s (%s); %d threads",
                titan_llama_params_count(t->model), t->flops_per_token, B, T, t->mesh.dp_size, t->accum,
                t->peak_flops * 1e-9,
-               cfg->metrics_peak_flops > 0 ? "from config" : "measured fp32 GEMM", titan_backend_cpu_threads());
+               peak_source, titan_backend_cpu_threads());
     return TITAN_OK;
 }
 
@@ -239,6 +241,10 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
     double lr = cfg->optimizer_lr * titan_lr_factor(&t->sched, step - 1);
     titan_adamw_step(t->adam, titan_fsdp_params(t->fsdp), titan_fsdp_grads(t->fsdp), (float)lr);
+    if (!t->dev.host) { /* a device queues its work: wait for it, so step_time_s is this step's */
+        float one;
+        t->be->to_host(&one, titan_fsdp_params(t->fsdp), sizeof one);
+    }
     /* The next forward gathers block by block. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
 
@@ -255,14 +261,16 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
 
 /* Saves the state after the current step; *stall_s = seconds training waited. */
 static titan_status save(trainer *t, double *stall_s) {
-    titan_state_view v = {
-        .params = titan_llama_params_data(t->model),
+    titan_state_view v = { /* several ranks: the packed shard (async_save.h) */
+        .params = t->mesh.world > 1 ? titan_fsdp_params(t->fsdp) : titan_llama_params_data(t->model),
         .exp_avg = titan_adamw_m(t->adam),
         .exp_avg_sq = titan_adamw_v(t->adam),
         .adam_step = titan_adamw_get_step(t->adam),
     };
     const char *tok = titan_tokenizer_id(t->tok);
     int keep = t->cfg->checkpoint_keep_latest_k;
+    if (t->stage) /* backend memory (one process): saved from a host copy */
+        return titan_state_save_staged(t->stage, t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, stall_s);
     if (t->saver) return titan_async_save_start(t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, stall_s);
     double t0 = titan_now_s();
     titan_status st = titan_state_save_shards(&t->mesh, t->fsdp, t->adam, t->ckpt_root, &t->mc, &t->pr, tok, keep);
@@ -303,8 +311,10 @@ static titan_status loop(trainer *t) {
     if (t->stop_at > 0 && t->stop_at < stop) stop = t->stop_at;
     while (t->pr.step < stop) {
         titan_step_metrics sm = {0};
-        if (t->saver) TITAN_TRY(titan_async_save_poll(t->saver)); /* a failed background save stops the run */
+        /* Several ranks commit a finished background save here (a short
+         * collective wait, counted in the step's time). */
         double t0 = titan_now_s();
+        if (t->saver) TITAN_TRY(titan_async_save_poll(t->saver)); /* a failed background save stops the run */
         TITAN_TRY(train_step(t, &sm));
         sm.step_time_s = titan_now_s() - t0;
         sm.tokens_per_s = tokens_per_step / sm.step_time_s;
@@ -332,14 +342,16 @@ static void teardown(trainer *t) {
     titan_free(t->targets);
     titan_metrics_close(t->metrics);
     titan_adamw_free(t->adam);
+    /* FSDP drains its queued gathers into the model's memory: it goes first. */
+    titan_fsdp_free(t->fsdp);
     titan_llama_free(t->model);
     titan_async_saver_free(t->saver);
+    titan_state_stage_free(t->stage);
     titan_loader_free(t->loader);
     titan_loader_free(t->val_loader);
     titan_shard_dir_close(t->data);
     titan_shard_dir_close(t->val_data);
     titan_tokenizer_free(t->tok);
-    titan_fsdp_free(t->fsdp);
     titan_mesh_free(&t->mesh);
 }
 

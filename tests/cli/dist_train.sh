@@ -7,7 +7,9 @@
 # norms added), which moves float32 results by a few ulps, far below 1e-5
 # over 20 steps of this model; a wrong shard, a missing average or another
 # sample order would move them by 1e-3 or more. Also: a checkpoint saved by
-# FSDP 2 resumes under FSDP 4 and as one process on the same curve; bad
+# FSDP 2 resumes under FSDP 4 and as one process on the same curve (and an
+# async one under HSDP 2x2); every rank writes its own data file, and one
+# that cannot fails the save everywhere, leaving no step behind; bad
 # degrees are usage errors; a killed rank makes the others stop with status
 # 8 and a message naming it. Per-block FSDP: whole-model and per-block
 # gathers, with or without reshard after forward, give bitwise the same
@@ -50,7 +52,7 @@ curve() { # DESCRIPTION RUN_A RUN_B [FIRST_STEP [TOL]]
     else fail "$1 ($(cat "$tmp/err"))"; fi
 }
 
-for r in single ddp2 fsdp2 fsdp4 hsdp mpi half never whole plan bf2 bf4 bfr; do
+for r in single ddp2 fsdp2 fsdp4 hsdp mpi half never whole plan bf2 bf4 bfr async full; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 expect 0 "" "train 20 steps, one process" -- "$bin/titan-train" -q "$tmp/single"
@@ -113,8 +115,10 @@ PY
 then ok "multi-rank metrics report comm_total_s >= comm_exposed_s (one process: none)"
 else fail "multi-rank metrics report comm_total_s >= comm_exposed_s (one process: none)"; fi
 
-ls "$tmp/fsdp4/checkpoint/step-00000020/" | grep -q "rank-00003.bin" && ok "FSDP 4 checkpoint has a data file per rank" \
-    || fail "FSDP 4 checkpoint has a data file per rank"
+[ "$(ls "$tmp/fsdp4/checkpoint/step-00000020/" | grep -c '^rank-0000[0-3]\.bin$')" -eq 4 ] \
+    && ok "FSDP 4 checkpoint has a data file per rank" || fail "FSDP 4 checkpoint has a data file per rank"
+expect 0 "" "titan-ckpt verify passes on the FSDP 4 checkpoint (each rank wrote its own file)" -- \
+    "$bin/titan-ckpt" verify "$tmp/fsdp4/checkpoint"
 grep -q '"dp_replicate=1,dp_shard=4' "$tmp/fsdp4/checkpoint/step-00000020/metadata.json" && ok "checkpoint records the layout" \
     || fail "checkpoint records the layout"
 
@@ -125,6 +129,39 @@ expect 0 "" "resume the FSDP 2 checkpoint under FSDP 4" -- "$bin/titan-train" -q
 curve "FSDP 2 -> FSDP 4 resume continues the curve" "$tmp/single" "$tmp/half" 11
 expect 0 "" "resume the FSDP 2 checkpoint as one process" -- "$bin/titan-train" -q "$tmp/half1"
 curve "FSDP 2 -> one process resume continues the curve" "$tmp/single" "$tmp/half1" 11
+
+# Background saves with several ranks: each rank's thread writes its own
+# file, the step commits once all are done. FSDP 2 to step 10, resumed
+# under HSDP 2x2 (whose replica ranks write nothing), async again.
+ASYNC="--checkpoint.async_mode=async"
+expect 0 "" "FSDP 2 to step 10, async checkpoints" -- "$bin/titan-train" -q "$tmp/async" --nproc 2 --stop-at 10 $ASYNC
+grep -q '"ckpt_stall_s"' "$tmp/async/metrics.jsonl" && ok "async FSDP 2 reports ckpt_stall_s" \
+    || fail "async FSDP 2 reports ckpt_stall_s"
+expect 0 "" "resume the async FSDP 2 checkpoint under HSDP 2x2, async" -- "$bin/titan-train" -q "$tmp/async" --nproc 4 \
+    $HSDP $ASYNC
+curve "async FSDP 2 -> async HSDP 2x2 resume continues the curve" "$tmp/single" "$tmp/async" 11
+grep -qx "step-00000020" "$tmp/async/checkpoint/latest" && ok "the last async save is committed before exit" \
+    || fail "the last async save is committed before exit"
+expect 0 "" "the async HSDP 2x2 checkpoint verifies" -- "$bin/titan-ckpt" verify "$tmp/async/checkpoint"
+
+# A rank that cannot create its data file (fail_open.c: ENOSPC, even as
+# root) fails the save on every rank; no step 10 is left, latest stays.
+if ${CC:-cc} -shared -fPIC -o "$tmp/fail_open.so" "$top/tests/cli/lib/fail_open.c" -ldl 2>"$tmp/err"; then
+    NOSPACE="env LD_PRELOAD=$tmp/fail_open.so FAIL_OPEN_SUFFIX=rank-00001.bin"
+    for mode in disabled async; do
+        expect 3 "checkpoint step 10 not saved: rank 1: .*rank-00001.bin: open: No space left on device" \
+            "rank 1 cannot write its file: the save fails (checkpoint.async_mode = $mode)" -- \
+            $NOSPACE "$bin/titan-train" -q "$tmp/full" --nproc 2 --checkpoint.async_mode=$mode
+        [ "$(grep -c "error: checkpoint step 10 not saved: rank 1" "$tmp/err")" -eq 2 ] \
+            && ok "both ranks report rank 1's error ($mode)" || fail "both ranks report rank 1's error ($mode)"
+        if ls "$tmp/full/checkpoint" | grep -q "step-00000010"; then fail "no step-00000010* left behind ($mode)"
+        else ok "no step-00000010* left behind ($mode)"; fi
+        grep -qx "step-00000000" "$tmp/full/checkpoint/latest" && ok "latest still names step 0 ($mode)" \
+            || fail "latest still names step 0 ($mode)"
+    done
+else
+    skip "a rank that cannot write its file" "no C compiler for the LD_PRELOAD shim"
+fi
 
 # Bad degrees.
 expect 2 "not yet" "tensor parallel is refused as not yet supported" -- \

@@ -90,6 +90,44 @@ cmp -s "$tmp/h1/checkpoint/step-00000006/rank-00000.bin" "$tmp/h2/checkpoint/ste
 cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/h1/checkpoint/step-00000006/rank-00000.bin" \
     && fail "shuffle changes the order" || ok "shuffle changes the order"
 
+# --- devices --------------------------------------------------------------------
+# cpu-guard is the CPU backend under a GPU's memory rules (host code touching
+# its buffers faults): the cuda path's host/device crossings, checked here.
+expect 0 "" "init guarded runs" -- "$bin/titan-init" "$cfg" "$tmp/gd" $TINY
+cp -r "$tmp/gd" "$tmp/gr"
+expect 0 "device: cpu-guard" "train on cpu-guard with validation and a sample" -- "$bin/titan-train" "$tmp/gd" \
+    --training.device=cpu-guard --validation.enable=true --validation.dataset_path="$tmp/val" --validation.freq=3 --sample 8
+cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/gd/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "cpu-guard trains the cpu's bits" || fail "cpu-guard trains the cpu's bits"
+expect 0 "" "cpu-guard to step 3, async save" -- "$bin/titan-train" "$tmp/gr" --training.device=cpu-guard --stop-at 3 \
+    --checkpoint.async_mode=async
+expect 0 "" "resume on cpu-guard to step 6" -- "$bin/titan-train" "$tmp/gr" --training.device=cpu-guard
+cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/gr/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "cpu-guard resume is bitwise identical" || fail "cpu-guard resume is bitwise identical"
+expect 2 "no bfloat16 kernels" "bf16 parameters on a device are refused" -- "$bin/titan-train" "$tmp/gr" \
+    --training.steps=7 --training.device=cpu-guard --training.mixed_precision_param=bfloat16
+expect 2 "not one of" "unknown device is refused" -- "$bin/titan-train" "$tmp/gr" --training.device=gpu
+expect 2 "not one of" "cuda:N takes a number" -- "$bin/titan-train" "$tmp/gr" --training.device=cuda:x
+expect 2 "nccl communicator: not yet" "cuda with 2 ranks is refused" -- "$bin/titan-train" --nproc 2 "$tmp/gr" \
+    --training.steps=7 --training.device=cuda
+expect 0 "" "init run au" -- "$bin/titan-init" "$cfg" "$tmp/au" $TINY
+expect 0 "device: " "train with device auto" -- "$bin/titan-train" "$tmp/au" --training.device=auto
+if grep -q "device: cpu (auto: " "$tmp/err"; then
+    cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/au/checkpoint/step-00000006/rank-00000.bin" \
+        && ok "auto without a GPU trains on the cpu" || fail "auto without a GPU trains on the cpu"
+else
+    skip "auto without a GPU trains on the cpu" "a GPU is present"
+fi
+# Without a GPU (this suite's usual machine): one error line naming the cause.
+"$bin/titan-train" "$tmp/gr" --training.steps=7 --training.device=cuda >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 0 ]; then
+    skip "cuda without a GPU fails with one line" "a GPU is present (it trained)"
+elif [ $rc -eq 2 ] && grep -q "error: training.device: cuda: " "$tmp/err" && [ "$(grep -c 'error:' "$tmp/err")" -eq 1 ]; then
+    ok "cuda without a GPU fails with one line: $(sed -n 's/.*error: //p' "$tmp/err" | cut -c1-80)"
+else
+    fail "cuda without a GPU fails with one line (exit $rc)"
+fi
+
 # --- gradient accumulation runs -------------------------------------------------
 expect 0 "" "init run g" -- "$bin/titan-init" "$cfg" "$tmp/g" $TINY --training.global_batch_size=4 --training.steps=2
 expect 0 "" "train with 2 accumulation steps" -- "$bin/titan-train" "$tmp/g"

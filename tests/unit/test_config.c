@@ -208,7 +208,13 @@ static void test_file_errors(void) {
     want_error(load(&c, "[optimizer]\nname = \"adamw\"\n"), TITAN_ERR_USAGE,
                "t.toml:2: optimizer.name: 'adamw' is not one of AdamW", "did you mean 'AdamW'?");
     want_error(load(&c, "[training]\ndevice = \"tpu\"\n"), TITAN_ERR_USAGE,
-               "t.toml:2: training.device: 'tpu' is not one of cpu, cuda", NULL);
+               "t.toml:2: training.device: 'tpu' is not one of cpu, cuda, cuda:N, auto, cpu-guard", NULL);
+    /* "cuda:N" stands for a GPU number */
+    CHECK(load(&c, "[training]\ndevice = \"cuda:12\"\n") == TITAN_OK && strcmp(c.training_device, "cuda:12") == 0);
+    CHECK(load(&c, "[training]\ndevice = \"auto\"\n") == TITAN_OK);
+    CHECK(load(&c, "[training]\ndevice = \"cuda:N\"\n") == TITAN_ERR_USAGE, "cuda:N itself is no device");
+    CHECK(load(&c, "[training]\ndevice = \"cuda:\"\n") == TITAN_ERR_USAGE);
+    CHECK(load(&c, "[training]\ndevice = \"cuda:1x\"\n") == TITAN_ERR_USAGE);
     want_error(load(&c, "[training]\nmixed_precision_reduce = \"float16\"\n"), TITAN_ERR_USAGE,
                "t.toml:2: training.mixed_precision_reduce: 'float16' is not one of float32, bfloat16", NULL);
     want_error(load(&c, "[activation_checkpoint]\nmode = \"selective\"\n"), TITAN_ERR_USAGE,

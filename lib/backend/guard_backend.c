@@ -1,0 +1,351 @@
+/* guard_backend.c - "cpu-guard": the CPU backend under a GPU's memory rules,
+ * so that code meant for a device can be checked on a machine without one.
+ *
+ * Its buffers are private pages that host code cannot touch: they are
+ * PROT_NONE except while one of its own ops or copies runs. Code that reads
+ * or writes backend memory other than through to_device/to_host faults at
+ * once (SIGSEGV) where on a GPU it would read garbage or crash later; and
+ * every op checks that the pointers it gets are its buffers (a host pointer
+ * handed to a device op is the other mistake), aborting with the op's name.
+ * The ops are the CPU backend's, so results are its bits.
+ *
+ * The protection flips are process-wide: ops are serialised by a mutex, and
+ * no other thread may touch backend memory meanwhile (none does: titan's
+ * background saver reads a host snapshot). Slow (two mprotect calls per
+ * buffer and op): for tests only. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+enum { MAX_BUFS = 256 };
+
+static struct {
+    pthread_mutex_t lock;
+    int n;
+    struct {
+        char *p;
+        size_t len; /* mapped bytes, whole pages */
+    } buf[MAX_BUFS];
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static const titan_backend *cpu(void) { return titan_backend_cpu(); }
+
+static void protect_all(int prot) {
+    for (int i = 0; i < g.n; i++)
+        if (mprotect(g.buf[i].p, g.buf[i].len, prot) != 0) titan_panic(__FILE__, __LINE__, "mprotect of a guarded buffer");
+}
+
+static void enter(void) {
+    pthread_mutex_lock(&g.lock);
+    protect_all(PROT_READ | PROT_WRITE);
+}
+
+static void leave(void) {
+    protect_all(PROT_NONE);
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* Whether [p, p + bytes) lies in one guarded buffer (caller holds the lock). */
+static int is_dev(const void *p, size_t bytes) {
+    const char *c = p;
+    for (int i = 0; i < g.n; i++)
+        if (c >= g.buf[i].p && c < g.buf[i].p + g.buf[i].len) return bytes <= (size_t)(g.buf[i].p + g.buf[i].len - c);
+    return 0;
+}
+
+/* A device pointer where the op needs one (NULL allowed where the op allows it). */
+static void need_dev(const char *op, const char *arg, const void *p, size_t bytes) {
+    if (bytes == 0 || (p && is_dev(p, bytes))) return;
+    char what[160];
+    snprintf(what, sizeof what, "cpu-guard: %s: %s %p is not (all) backend memory (%zu bytes)", op, arg, p, bytes);
+    titan_panic(__FILE__, __LINE__, what);
+}
+
+static void need_host(const char *op, const char *arg, const void *p) {
+    if (!is_dev(p, 1)) return;
+    char what[160];
+    snprintf(what, sizeof what, "cpu-guard: %s: %s %p is backend memory, not host memory", op, arg, p);
+    titan_panic(__FILE__, __LINE__, what);
+}
+
+#define F sizeof(float)
+#define DEV(op, p, n) need_dev(op, #p, p, (size_t)(n))
+#define DEV_OPT(op, p, n) \
+    do { if (p) DEV(op, p, n); } while (0)
+
+/* ------------------------------------------------------------------ memory */
+
+static void *g_alloc(size_t nbytes) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t len = ((nbytes ? nbytes : 1) + page - 1) / page * page;
+    pthread_mutex_lock(&g.lock);
+    void *p = NULL;
+    if (g.n < MAX_BUFS) {
+        p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); /* zero-filled */
+        if (p == MAP_FAILED) p = NULL;
+    }
+    if (p) {
+        g.buf[g.n].p = p;
+        g.buf[g.n].len = len;
+        g.n++;
+    }
+    pthread_mutex_unlock(&g.lock);
+    return p;
+}
+
+static void g_free(void *p) {
+    if (!p) return;
+    pthread_mutex_lock(&g.lock);
+    int i = 0;
+    while (i < g.n && g.buf[i].p != p) i++;
+    if (i == g.n) titan_panic(__FILE__, __LINE__, "cpu-guard: free of a pointer it did not allocate");
+    munmap(g.buf[i].p, g.buf[i].len);
+    g.buf[i] = g.buf[--g.n];
+    pthread_mutex_unlock(&g.lock);
+}
+
+static void g_zero(void *p, size_t nbytes) {
+    enter();
+    DEV("zero", p, nbytes);
+    cpu()->zero(p, nbytes);
+    leave();
+}
+
+static void g_to_device(void *dst, const void *host_src, size_t nbytes) {
+    enter();
+    DEV("to_device", dst, nbytes);
+    need_host("to_device", "host_src", host_src);
+    memcpy(dst, host_src, nbytes);
+    leave();
+}
+
+static void g_to_host(void *host_dst, const void *src, size_t nbytes) {
+    enter();
+    DEV("to_host", src, nbytes);
+    need_host("to_host", "host_dst", host_dst);
+    memcpy(host_dst, src, nbytes);
+    leave();
+}
+
+/* --------------------------------------------------------------------- ops */
+
+static void g_matmul_forward(float *out, const float *inp, const float *w, int N, int IC, int OC) {
+    enter();
+    DEV("matmul_forward", out, (size_t)N * OC * F);
+    DEV("matmul_forward", inp, (size_t)N * IC * F);
+    DEV("matmul_forward", w, (size_t)OC * IC * F);
+    cpu()->matmul_forward(out, inp, w, N, IC, OC);
+    leave();
+}
+
+static void g_matmul_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N,
+                              int IC, int OC) {
+    enter();
+    DEV_OPT("matmul_backward", dinp, (size_t)N * IC * F);
+    DEV_OPT("matmul_backward", dw, (size_t)OC * IC * F);
+    DEV("matmul_backward", dout, (size_t)N * OC * F);
+    DEV("matmul_backward", inp, (size_t)N * IC * F);
+    DEV("matmul_backward", w, (size_t)OC * IC * F);
+    cpu()->matmul_backward(dinp, dw, dout, inp, w, N, IC, OC);
+    leave();
+}
+
+static void g_add(float *out, const float *a, const float *b, size_t n) {
+    enter();
+    DEV("add", out, n * F);
+    DEV("add", a, n * F);
+    DEV("add", b, n * F);
+    cpu()->add(out, a, b, n);
+    leave();
+}
+
+static void g_embedding_forward(float *out, const uint32_t *tokens, const float *wte, int N, int C) {
+    enter();
+    DEV("embedding_forward", out, (size_t)N * C * F);
+    DEV("embedding_forward", tokens, (size_t)N * sizeof(uint32_t));
+    DEV("embedding_forward", wte, (size_t)C * F);
+    cpu()->embedding_forward(out, tokens, wte, N, C);
+    leave();
+}
+
+static void g_embedding_backward(float *dwte, const float *dout, const uint32_t *tokens, int N, int C) {
+    enter();
+    DEV("embedding_backward", dwte, (size_t)C * F);
+    DEV("embedding_backward", dout, (size_t)N * C * F);
+    DEV("embedding_backward", tokens, (size_t)N * sizeof(uint32_t));
+    cpu()->embedding_backward(dwte, dout, tokens, N, C);
+    leave();
+}
+
+static void g_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C,
+                              float eps) {
+    enter();
+    DEV("rmsnorm_forward", out, (size_t)N * C * F);
+    DEV("rmsnorm_forward", rstd, (size_t)N * F);
+    DEV("rmsnorm_forward", inp, (size_t)N * C * F);
+    DEV("rmsnorm_forward", weight, (size_t)C * F);
+    cpu()->rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
+    leave();
+}
+
+static void g_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                               const float *weight, const float *rstd, int N, int C) {
+    enter();
+    DEV("rmsnorm_backward", dinp, (size_t)N * C * F);
+    DEV("rmsnorm_backward", dweight, (size_t)C * F);
+    DEV("rmsnorm_backward", dout, (size_t)N * C * F);
+    DEV("rmsnorm_backward", inp, (size_t)N * C * F);
+    DEV("rmsnorm_backward", weight, (size_t)C * F);
+    DEV("rmsnorm_backward", rstd, (size_t)N * F);
+    cpu()->rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+    leave();
+}
+
+static void g_rope_forward(float *out, const float *inp, const float *cos, const float *sin, int B, int T, int NHX,
+                           int HD) {
+    size_t x = (size_t)B * T * NHX * HD * F, tab = (size_t)T * (HD / 2) * F;
+    enter();
+    DEV("rope_forward", out, x);
+    DEV("rope_forward", inp, x);
+    DEV("rope_forward", cos, tab);
+    DEV("rope_forward", sin, tab);
+    cpu()->rope_forward(out, inp, cos, sin, B, T, NHX, HD);
+    leave();
+}
+
+static void g_rope_backward(float *dinp, const float *dout, const float *cos, const float *sin, int B, int T,
+                            int NHX, int HD) {
+    size_t x = (size_t)B * T * NHX * HD * F, tab = (size_t)T * (HD / 2) * F;
+    enter();
+    DEV("rope_backward", dinp, x);
+    DEV("rope_backward", dout, x);
+    DEV("rope_backward", cos, tab);
+    DEV("rope_backward", sin, tab);
+    cpu()->rope_backward(dinp, dout, cos, sin, B, T, NHX, HD);
+    leave();
+}
+
+static void g_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                                int NH, int NKV, int HD) {
+    size_t qs = (size_t)B * T * NH * HD * F, ks = (size_t)B * T * NKV * HD * F;
+    enter();
+    DEV("attention_forward", out, qs);
+    DEV("attention_forward", lse, (size_t)B * NH * T * F);
+    DEV("attention_forward", q, qs);
+    DEV("attention_forward", k, ks);
+    DEV("attention_forward", v, ks);
+    cpu()->attention_forward(out, lse, q, k, v, B, T, NH, NKV, HD);
+    leave();
+}
+
+static void g_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                                 const float *lse, const float *q, const float *k, const float *v, int B, int T,
+                                 int NH, int NKV, int HD) {
+    size_t qs = (size_t)B * T * NH * HD * F, ks = (size_t)B * T * NKV * HD * F;
+    enter();
+    DEV("attention_backward", dq, qs);
+    DEV("attention_backward", dk, ks);
+    DEV("attention_backward", dv, ks);
+    DEV("attention_backward", dout, qs);
+    DEV("attention_backward", out, qs);
+    DEV("attention_backward", lse, (size_t)B * NH * T * F);
+    DEV("attention_backward", q, qs);
+    DEV("attention_backward", k, ks);
+    DEV("attention_backward", v, ks);
+    cpu()->attention_backward(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    leave();
+}
+
+static void g_swiglu_forward(float *out, const float *h1, const float *h3, int N, int H) {
+    size_t s = (size_t)N * H * F;
+    enter();
+    DEV("swiglu_forward", out, s);
+    DEV("swiglu_forward", h1, s);
+    DEV("swiglu_forward", h3, s);
+    cpu()->swiglu_forward(out, h1, h3, N, H);
+    leave();
+}
+
+static void g_swiglu_backward(float *dh1, float *dh3, const float *dout, const float *h1, const float *h3, int N,
+                              int H) {
+    size_t s = (size_t)N * H * F;
+    enter();
+    DEV("swiglu_backward", dh1, s);
+    DEV("swiglu_backward", dh3, s);
+    DEV("swiglu_backward", dout, s);
+    DEV("swiglu_backward", h1, s);
+    DEV("swiglu_backward", h3, s);
+    cpu()->swiglu_backward(dh1, dh3, dout, h1, h3, N, H);
+    leave();
+}
+
+static void g_cross_entropy(float *losses, float *dlogits, const float *logits, const uint32_t *targets, int N,
+                            int V, float dscale) {
+    enter();
+    DEV_OPT("cross_entropy", losses, (size_t)N * F);
+    DEV_OPT("cross_entropy", dlogits, (size_t)N * V * F);
+    DEV("cross_entropy", logits, (size_t)N * V * F);
+    DEV("cross_entropy", targets, (size_t)N * sizeof(uint32_t));
+    cpu()->cross_entropy(losses, dlogits, logits, targets, N, V, dscale);
+    leave();
+}
+
+static void g_adamw_step(float *p, const float *gr, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                         float eps, float weight_decay, int64_t t) {
+    enter();
+    DEV("adamw_step", p, n * F);
+    DEV("adamw_step", gr, n * F);
+    DEV("adamw_step", m, n * F);
+    DEV("adamw_step", v, n * F);
+    cpu()->adamw_step(p, gr, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
+    leave();
+}
+
+static double g_sumsq(const float *x, size_t n) {
+    enter();
+    DEV("sumsq", x, n * F);
+    double s = cpu()->sumsq(x, n);
+    leave();
+    return s;
+}
+
+static void g_scale(float *x, size_t n, float s) {
+    enter();
+    DEV("scale", x, n * F);
+    cpu()->scale(x, n, s);
+    leave();
+}
+
+static const titan_backend guard_backend = {
+    .name = "cpu-guard",
+    .alloc = g_alloc,
+    .free = g_free,
+    .zero = g_zero,
+    .to_device = g_to_device,
+    .to_host = g_to_host,
+    .matmul_forward = g_matmul_forward,
+    .matmul_backward = g_matmul_backward,
+    .add = g_add,
+    .embedding_forward = g_embedding_forward,
+    .embedding_backward = g_embedding_backward,
+    .rmsnorm_forward = g_rmsnorm_forward,
+    .rmsnorm_backward = g_rmsnorm_backward,
+    .rope_forward = g_rope_forward,
+    .rope_backward = g_rope_backward,
+    .attention_forward = g_attention_forward,
+    .attention_backward = g_attention_backward,
+    .swiglu_forward = g_swiglu_forward,
+    .swiglu_backward = g_swiglu_backward,
+    .cross_entropy = g_cross_entropy,
+    .adamw_step = g_adamw_step,
+    .sumsq = g_sumsq,
+    .scale = g_scale,
+};
+
+const titan_backend *titan_backend_cpu_guard(void) { return &guard_backend; }

@@ -1,0 +1,33 @@
+/* device.h - the device titan-train computes on (training.device): opening
+ * it for a job, whether its memory is host memory, and its peak FLOP/s for
+ * MFU. */
+#ifndef TITAN_TRAIN_DEVICE_H
+#define TITAN_TRAIN_DEVICE_H
+
+#include "backend/backend.h"
+
+typedef struct {
+    const titan_backend *be;
+    /* The backend's buffers are host memory (the CPU backend): the state is
+     * loaded and saved in place, without staging copies. */
+    int host;
+    /* What was opened, for the info line: "NVIDIA H100 ..." (cuda), the
+     * reason auto chose the cpu, or "". */
+    char desc[512];
+} titan_train_device;
+
+/* Opens training.device for a job of `world` ranks: "cpu"; "cuda" or
+ * "cuda:N" (GPU N), one rank only (several need the nccl communicator,
+ * not yet: a usage error); "auto": cuda when the job is one rank and GPU 0
+ * opens, else cpu; "cpu-guard" (backend.h; one rank). A device that does
+ * not open is a usage error "training.device: cuda: <cause>" with a hint. */
+titan_status titan_train_device_open(const char *device, int world, titan_train_device *out);
+
+/* One rank's peak FLOP/s for MFU and where it comes from (*source, for the
+ * info line): configured (> 0) wins; on the CPU backends the best fp32 GEMM
+ * measured now; on cuda the GPU's fp32 datasheet peak (the kernels use no
+ * tensor cores: fp32 without TF32) when the GPU is in the table, else 0
+ * (MFU unknown). */
+double titan_train_device_peak(const titan_train_device *d, double configured, const char **source);
+
+#endif

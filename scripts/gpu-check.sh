@@ -1,0 +1,174 @@
+#!/bin/sh
+# gpu-check.sh - the first things to run on a machine with an NVIDIA GPU
+# (none of it can run without one):
+#   1. make -j$JOBS (builds libtitan-cuda.so where nvcc is);
+#   2. build/tests/test_cuda_ops (every op against the CPU backend) and
+#      build/tests/test_comm_nccl (the nccl communicator; skipped without NCCL);
+#   3. tests/cli/train.sh (its device lines then see a GPU);
+#   4. configs/debugmodel.toml trained $STEPS steps on cpu and on cuda from
+#      one seed checkpoint: the loss curves must agree to $TOL relative at
+#      every step (fp32 on both sides, no TF32: the two differ only in the
+#      order of sums, ~1e-6 per op, which training amplifies slowly);
+#   5. on cuda: a run stopped at half way and resumed, and a run with async
+#      checkpoints, must end in the uninterrupted run's checkpoint bit for
+#      bit (deterministic kernels; the host staging of loads and saves);
+#      and a text sample (parameters copied back to the host).
+# Prints one PASS/FAIL line per check, then tokens/s and MFU of both runs.
+# Logs, metrics and summary.txt land in build/gpu-check/; with $OUT set (the
+# device runner fetches it, 8 files at most) also $OUT/summary.txt,
+# $OUT/loss_cpu_cuda.txt and everything as $OUT/gpu-check.tar.gz.
+# Exit status 0 when all passed.
+#   STEPS=50 TOL=1e-4 JOBS=16 scripts/gpu-check.sh
+# GPU_DEVICE=cpu-guard runs the same plumbing without a GPU (a check of this
+# script: the curves are then identical; the cuda unit test fails).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+STEPS=${STEPS:-50}
+TOL=${TOL:-1e-4}
+JOBS=${JOBS:-16}
+DEV=${GPU_DEVICE:-cuda}
+out=$top/build/gpu-check
+work=$top/build/gpu-check-runs
+rm -rf "$out" && mkdir -p "$out" || exit 1
+rm -rf "$work" && mkdir -p "$work" || exit 1
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo 2>/dev/null; then
+    export OPENBLAS_CORETYPE=SkylakeX
+fi
+export TITAN_NO_REEXEC=1
+bad=0
+summary=$out/summary.txt
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+pass() { say "PASS  $*"; }
+failed() { say "FAIL  $*"; bad=$((bad + 1)); }
+# Copies the results to $OUT (when set) and exits: 0 when nothing failed.
+finish() {
+    echo
+    if [ $bad -eq 0 ]; then say "all passed"; else say "$bad failed"; fi
+    if [ -n "${OUT:-}" ]; then
+        mkdir -p "$OUT" && cp "$summary" "$OUT/"
+        [ ! -f "$out/loss_cpu_cuda.txt" ] || cp "$out/loss_cpu_cuda.txt" "$OUT/"
+        tar -czf "$OUT/gpu-check.tar.gz" -C "$top/build" gpu-check
+    fi
+    [ $bad -eq 0 ]
+    exit
+}
+
+# --- the machine ----------------------------------------------------------------
+{ nvidia-smi 2>&1; echo; "${NVCC:-/usr/local/cuda/bin/nvcc}" --version 2>&1; echo; uname -a; nproc; } >"$out/machine.txt"
+say "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+
+# --- build ----------------------------------------------------------------------
+# The GPU image may lack the C libraries' headers: say so at once rather than
+# after minutes of compiling.
+missing=""
+for h in zstd.h archive.h jansson.h xxhash.h pcre2.h cblas.h; do
+    printf '#define PCRE2_CODE_UNIT_WIDTH 8\n#include <%s>\n' "$h" | ${CC:-cc} -E -x c \
+        -I/usr/include/x86_64-linux-gnu/openblas-openmp $(pkg-config --cflags openblas 2>/dev/null) - \
+        >/dev/null 2>&1 || missing="$missing $h"
+done
+if [ -n "$missing" ]; then
+    failed "build dependencies: no$missing (Debian/Ubuntu: libzstd-dev libarchive-dev libjansson-dev" \
+        "libxxhash-dev libpcre2-dev libopenblas-openmp-dev; scripts/install-deps.sh)"
+    finish
+fi
+if make -j"$JOBS" >"$out/make.log" 2>&1; then pass "make -j$JOBS"; else failed "make -j$JOBS (see make.log)"; fi
+if [ -f bin/libtitan-cuda.so ]; then
+    pass "libtitan-cuda.so built"
+else
+    failed "no bin/libtitan-cuda.so: nvcc not found (make NVCC=/path/to/nvcc)"
+    finish
+fi
+
+# --- unit tests -----------------------------------------------------------------
+unit() { # name: 0 passes, 77 is a skip (a failure for test_cuda_ops: the GPU did not open)
+    build/tests/$1 >"$out/$1.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then pass "$1"
+    elif [ $rc -eq 77 ] && [ "$1" != test_cuda_ops ]; then say "SKIP  $1: $(tail -n 1 "$out/$1.log")"
+    else failed "$1 (exit $rc): $(tail -n 1 "$out/$1.log")"; fi
+}
+unit test_cuda_ops
+unit test_comm_nccl
+if sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
+else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')"; fi
+
+# --- the same training on cpu and on cuda ------------------------------------------
+# A byte-tokenizer corpus from the repository's own text (the machine may
+# have no network).
+cat man/*/* README.md lib/*/*.c lib/*/*.h kernels/*.cu >"$work/corpus.txt"
+bin/titan-shard -q -o "$work/data" "$work/corpus.txt" 2>"$out/shard.log" || failed "titan-shard (see shard.log)"
+half=$((STEPS / 2))
+bin/titan-init -q configs/debugmodel.toml "$work/seed" --training.dataset_path="$work/data" \
+    --training.steps="$STEPS" --checkpoint.interval="$half" --checkpoint.keep_latest_k=0 \
+    --metrics.log_freq=10 2>"$out/init.log" || failed "titan-init (see init.log)"
+for r in cpu cuda resume async; do cp -r "$work/seed" "$work/$r"; done
+
+train() { # run-dir log args...: exit status, wall seconds into $secs
+    d=$1; log=$2; shift 2
+    t0=$(date +%s)
+    bin/titan-train "$work/$d" "$@" >"$out/$log.out" 2>"$out/$log.log"
+    rc=$?
+    secs=$(( $(date +%s) - t0 ))
+    cp "$work/$d/metrics.jsonl" "$out/$log.metrics.jsonl" 2>/dev/null
+    return $rc
+}
+if train cpu train_cpu --training.device=cpu; then pass "train $STEPS steps on cpu (${secs}s)"
+else failed "train on cpu (exit $rc): $(tail -n 2 "$out/train_cpu.log" | tr '\n' ' ')"; fi
+if train cuda train_cuda --training.device="$DEV" --sample 64 --prompt "The "; then
+    pass "train $STEPS steps on $DEV (${secs}s), then sample"
+else
+    failed "train on $DEV (exit $rc): $(tail -n 2 "$out/train_cuda.log" | tr '\n' ' ')"
+fi
+say "      $(grep 'device:' "$out/train_cuda.log" | head -n 1)"
+
+# field NAME FILE: the values of one key of metrics.jsonl, one per line
+field() { awk -F'[{},:]' -v k="\"$1\"" '{ for (i = 1; i < NF; i++) if ($i == k) { print $(i + 1); break } }' "$2"; }
+# maxrel NAME: max over steps of |cuda - cpu| / |cpu| for that key
+maxrel() {
+    field "$1" "$work/cpu/metrics.jsonl" >"$work/$1.cpu"
+    field "$1" "$work/cuda/metrics.jsonl" >"$work/$1.cuda"
+    paste "$work/$1.cpu" "$work/$1.cuda" | awk '
+        { n++ }
+        $1 !~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/ || $2 !~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/ { if (!bad) at = n; bad = 1; next }
+        { d = $2 - $1; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1; r = a > 0 ? d / a : d; if (r > m) { m = r; at = n } }
+        END { if (bad) printf "inf %d %d\n", at, n; else printf "%.3g %d %d\n", m, at, n }'
+}
+set -- $(maxrel loss)
+lmax=${1:-nan}; lat=${2:-0}; nsteps=${3:-0}
+set -- $(maxrel grad_norm)
+gmax=${1:-nan}; gat=${2:-0}
+if [ "$nsteps" -eq "$STEPS" ] && awk -v m="$lmax" -v t="$TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
+    pass "loss curves agree: max relative difference $lmax (step $lat) <= $TOL over $nsteps steps"
+else
+    failed "loss curves: max relative difference $lmax (step $lat) over $nsteps of $STEPS steps, tolerance $TOL"
+fi
+say "      grad_norm: max relative difference $gmax (step $gat) (not a criterion)"
+paste "$work/loss.cpu" "$work/loss.cuda" >"$out/loss_cpu_cuda.txt"
+
+# --- cuda: resume and async saves give the uninterrupted run's bits ---------------------
+final=$(printf 'step-%08d' "$STEPS")
+same() { cmp -s "$work/cuda/checkpoint/$final/rank-00000.bin" "$work/$1/checkpoint/$final/rank-00000.bin"; }
+if train resume train_cuda_stop --training.device="$DEV" --stop-at "$half" &&
+   train resume train_cuda_resume --training.device="$DEV" && same resume; then
+    pass "$DEV: stopped at step $half and resumed, bitwise identical at step $STEPS"
+else
+    failed "$DEV: resume at step $half (see train_cuda_stop.log, train_cuda_resume.log)"
+fi
+if train async train_cuda_async --training.device="$DEV" --checkpoint.async_mode=async && same async; then
+    pass "$DEV: async checkpoints, bitwise identical state"
+else
+    failed "$DEV: async checkpoints (see train_cuda_async.log)"
+fi
+
+# --- speed (steps after the first 5) ----------------------------------------------
+speed() { # metrics file: mean tokens/s, mfu, step_time_s
+    awk -F'[{},:]' '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1) }
+        v["\"step\""] > 5 { n++; tok += v["\"tokens_per_s\""]; mfu += v["\"mfu\""]; st += v["\"step_time_s\""] }
+        END { if (n) printf "%.0f tokens/s, MFU %.2f%%, %.4f s/step (mean of %d steps)", tok / n, 100 * mfu / n, st / n, n }' "$1"
+}
+say "speed cpu:  $(speed "$work/cpu/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cpu.log" | head -n 1)"
+say "speed $DEV: $(speed "$work/cuda/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda.log" | head -n 1)"
+
+finish
