@@ -14,7 +14,9 @@ CFLAGS  ?= $(OPT) $(ARCH) -g
 WARN     = -Wall -Wextra -Wno-unused-parameter
 PKGS     = libzstd libarchive jansson libxxhash libpcre2-8
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# Without pkg-config (or its .pc files), the plain names: the compiler finds
+# them through its defaults or LIBRARY_PATH (scripts/gpu-deps.sh).
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lzstd -larchive -ljansson -lxxhash -lpcre2-8)
 
 # OpenBLAS: prefer Debian's OpenMP build so BLAS and our kernels share one
 # thread pool (the pthread build's spinning workers fight OpenMP for cores).

@@ -19,6 +19,9 @@
 # $OUT/loss_cpu_cuda.txt and everything as $OUT/gpu-check.tar.gz.
 # Exit status 0 when all passed.
 #   STEPS=50 TOL=1e-4 JOBS=16 scripts/gpu-check.sh
+# A GPU machine without the C libraries and without a package registry: run
+# `scripts/gpu-deps.sh fetch` where apt works and bring .gpu-deps along (the
+# device runner: carry [".gpu-deps"]); this script unpacks it when needed.
 # GPU_DEVICE=cpu-guard runs the same plumbing without a GPU (a check of this
 # script: the curves are then identical; the cuda unit test fails).
 set -u
@@ -62,6 +65,10 @@ say "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ): $(nvidia-smi --query-gpu=name,dri
 # --- build ----------------------------------------------------------------------
 # The GPU image may lack the C libraries' headers: say so at once rather than
 # after minutes of compiling.
+# Carried Debian packages (scripts/gpu-deps.sh fetch, here) fill the gap.
+if [ -d .gpu-deps ] && ! printf '#include <zstd.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; then
+    . scripts/gpu-deps.sh use && say "build dependencies: unpacked from .gpu-deps into build/gpu-deps"
+fi
 missing=""
 for h in zstd.h archive.h jansson.h xxhash.h pcre2.h cblas.h; do
     printf '#define PCRE2_CODE_UNIT_WIDTH 8\n#include <%s>\n' "$h" | ${CC:-cc} -E -x c \
@@ -70,10 +77,12 @@ for h in zstd.h archive.h jansson.h xxhash.h pcre2.h cblas.h; do
 done
 if [ -n "$missing" ]; then
     failed "build dependencies: no$missing (Debian/Ubuntu: libzstd-dev libarchive-dev libjansson-dev" \
-        "libxxhash-dev libpcre2-dev libopenblas-openmp-dev; scripts/install-deps.sh)"
+        "libxxhash-dev libpcre2-dev libopenblas-openmp-dev; scripts/install-deps.sh; or carry .gpu-deps" \
+        "from scripts/gpu-deps.sh fetch)"
     finish
 fi
-if make -j"$JOBS" >"$out/make.log" 2>&1; then pass "make -j$JOBS"; else failed "make -j$JOBS (see make.log)"; fi
+# shellcheck disable=SC2086
+if make -j"$JOBS" ${TITAN_MAKE_VARS:-} >"$out/make.log" 2>&1; then pass "make -j$JOBS"; else failed "make -j$JOBS (see make.log)"; fi
 if [ -f bin/libtitan-cuda.so ]; then
     pass "libtitan-cuda.so built"
 else
