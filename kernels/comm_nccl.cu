@@ -56,22 +56,17 @@ static void pause_step(int i) {
     nanosleep(&ts, NULL);
 }
 
-/* Sets the communicator's GPU for one call; puts the caller's back. */
-class DeviceScope {
-  public:
-    explicit DeviceScope(int device) {
-        if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
-        err_ = prev_ == device ? cudaSuccess : cudaSetDevice(device);
-    }
-    ~DeviceScope() {
-        if (prev_ >= 0 && err_ == cudaSuccess) cudaSetDevice(prev_);
-    }
-    cudaError_t error() const { return err_; }
-
-  private:
-    int prev_;
-    cudaError_t err_;
-};
+/* Makes the communicator's GPU the calling thread's current device, and
+ * leaves it so. Not put back on purpose: since CUDA 12 cudaSetDevice creates
+ * the primary context of the device it names, so restoring a thread's
+ * default device 0 (comm.c's progress thread never chose one) would create
+ * a context on GPU 0 from every rank of the node. A titan process drives
+ * one GPU: its compute and its communicator are on the same one. */
+static cudaError_t use_device(int device) {
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == device) return cudaSuccess;
+    return cudaSetDevice(device);
+}
 
 static titan_status cuda_fail(char *msg, size_t cap, const char *what, cudaError_t e) {
     snprintf(msg, cap, "%s: %s: %s", what, cudaGetErrorName(e), cudaGetErrorString(e));
@@ -172,8 +167,8 @@ static titan_status api_init_rank(int device, int nranks, int rank,
                                   double timeout_s, titan_nccl_comm **out, char *msg, size_t cap) {
     *out = NULL;
     double deadline = now_s() + timeout_s;
-    DeviceScope scope(device);
-    if (scope.error() != cudaSuccess) return cuda_fail(msg, cap, "cudaSetDevice", scope.error());
+    cudaError_t de = use_device(device);
+    if (de != cudaSuccess) return cuda_fail(msg, cap, "cudaSetDevice", de);
     titan_nccl_comm *c = new_shell(device, msg, cap);
     if (!c) return TITAN_ERR_COMM;
     ncclUniqueId uid;
@@ -216,8 +211,8 @@ static titan_status api_split(titan_nccl_comm *parent, int color, int key, doubl
     return TITAN_ERR_USAGE;
 #else
     double deadline = now_s() + timeout_s;
-    DeviceScope scope(parent->device);
-    if (scope.error() != cudaSuccess) return cuda_fail(msg, cap, "cudaSetDevice", scope.error());
+    cudaError_t de = use_device(parent->device);
+    if (de != cudaSuccess) return cuda_fail(msg, cap, "cudaSetDevice", de);
     titan_nccl_comm *c = NULL;
     if (color >= 0 && !(c = new_shell(parent->device, msg, cap))) return TITAN_ERR_COMM;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -244,8 +239,10 @@ static titan_status api_split(titan_nccl_comm *parent, int color, int key, doubl
             st = nccl_fail(msg, cap, "ncclCommUserRank/ncclCommCount", a ? a : b, child);
     }
     if (st != TITAN_OK) {
-        if (child) ncclCommAbort(child);
+        /* The parent first: its abort joins the split job, which may still
+         * write the child's handle into `child`. */
         abort_comm(parent, msg); /* its ranks are out of step now */
+        if (child) ncclCommAbort(child);
         if (c) free_shell(c);
         return st;
     }
@@ -409,8 +406,8 @@ static titan_status api_enqueue(titan_nccl_comm *c, const titan_nccl_op *op, dou
         snprintf(msg, cap, "the communicator was aborted earlier: %s", c->why);
         return TITAN_ERR_COMM;
     }
-    DeviceScope scope(c->device);
-    if (scope.error() != cudaSuccess) return cuda_fail(msg, cap, "cudaSetDevice", scope.error());
+    cudaError_t de = use_device(c->device);
+    if (de != cudaSuccess) return cuda_fail(msg, cap, "cudaSetDevice", de);
     int n = c->size, me = c->rank;
     TITAN_TRY(check_bufs(c, op, n, me, msg, cap)); /* nothing started: still usable */
 
@@ -442,7 +439,7 @@ static titan_status api_enqueue(titan_nccl_comm *c, const titan_nccl_op *op, dou
 
 static int api_query(titan_nccl_comm *c) {
     if (!c->comm) return -1;
-    DeviceScope scope(c->device);
+    (void)use_device(c->device);
     cudaError_t e = cudaEventQuery(c->done);
     return e == cudaSuccess ? 1 : e == cudaErrorNotReady ? 0 : -1;
 }
@@ -452,8 +449,8 @@ static titan_status api_wait(titan_nccl_comm *c, char *msg, size_t cap) {
         snprintf(msg, cap, "the communicator was aborted earlier: %s", c->why);
         return TITAN_ERR_COMM;
     }
-    DeviceScope scope(c->device);
-    if (scope.error() != cudaSuccess) return cuda_fail(msg, cap, "cudaSetDevice", scope.error());
+    cudaError_t de = use_device(c->device);
+    if (de != cudaSuccess) return cuda_fail(msg, cap, "cudaSetDevice", de);
     titan_status st = TITAN_OK;
     for (int i = 0;; i++) {
         cudaError_t e = cudaEventQuery(c->done);
@@ -480,13 +477,13 @@ static titan_status api_wait(titan_nccl_comm *c, char *msg, size_t cap) {
 
 static void api_abort(titan_nccl_comm *c) {
     if (!c) return;
-    DeviceScope scope(c->device);
+    (void)use_device(c->device);
     abort_comm(c, "aborted by its owner");
 }
 
 static void api_destroy(titan_nccl_comm *c, double timeout_s) {
     if (!c) return;
-    DeviceScope scope(c->device);
+    (void)use_device(c->device);
     if (c->comm) {
         /* Finalize flushes outstanding work and waits for the peers to be
          * quiescent: bounded here, so a vanished peer cannot hang a free. */

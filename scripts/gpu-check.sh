@@ -67,6 +67,7 @@ say "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ): $(nvidia-smi --query-gpu=name,dri
 # after minutes of compiling.
 # Carried Debian packages (scripts/gpu-deps.sh fetch, here) fill the gap.
 if [ -d .gpu-deps ] && ! printf '#include <zstd.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; then
+    set -- use # dash's "." passes no arguments: the sourced script sees ours
     . scripts/gpu-deps.sh use && say "build dependencies: unpacked from .gpu-deps into build/gpu-deps"
 fi
 missing=""

@@ -5,7 +5,9 @@
 #   scripts/gpu-deps.sh fetch    here, where apt works: downloads Debian's
 #                                .deb files into .gpu-deps/ (ignored by git;
 #                                carry it to the GPU machine, ~15 MB)
-#   . scripts/gpu-deps.sh use    there: unpacks them into build/gpu-deps
+#   . scripts/gpu-deps.sh use    there (bash; in dash, whose "." takes no
+#                                arguments: set -- use; . scripts/gpu-deps.sh):
+#                                unpacks them into build/gpu-deps
 #                                (dpkg -x, nothing installed system-wide)
 #                                and exports CPATH, LIBRARY_PATH,
 #                                LD_LIBRARY_PATH and TITAN_MAKE_VARS (the

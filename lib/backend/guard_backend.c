@@ -18,10 +18,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/mem.h"
 
 enum { MAX_BUFS = 256 };
 
@@ -82,7 +82,7 @@ static void need_host(const char *op, const char *arg, const void *p) {
 /* ------------------------------------------------------------------ memory */
 
 static void *g_alloc(size_t nbytes) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t page = titan_page_size();
     size_t len = ((nbytes ? nbytes : 1) + page - 1) / page * page;
     pthread_mutex_lock(&g.lock);
     void *p = NULL;

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "comm_impl.h"
 #include "comm_nccl_api.h"
+#include "comm_shm.h" /* shm_describe_op */
 
 #define MSG_CAP 1024
 
@@ -151,28 +152,11 @@ titan_status titan_comm_init_nccl(titan_dist *d, int device, const titan_comm_op
 
 /* ---- operations ---------------------------------------------------------------------- */
 
-/* "all_reduce #7 (f32 x 1048576, sum)", as the shm backend says it. */
+/* "all_reduce #7 (f32 x 1048576, sum)": collectives in the shm backend's
+ * words (shm_describe_op); point-to-point with its peers. */
 static void describe(const comm_op *op, unsigned long long seq, int n, char *buf, size_t cap) {
-    const char *k = comm_kind_name(op->kind), *dt = titan_dtype_name(op->dtype);
-    size_t count = op->count;
-    if (op->counts) {
-        count = 0;
-        for (int r = 0; r < n; r++) count += op->counts[r];
-    }
+    const char *dt = titan_dtype_name(op->dtype);
     switch (op->kind) {
-    case COMM_ALL_REDUCE:
-        snprintf(buf, cap, "%s #%llu (%s x %zu, %s)", k, seq, dt, count,
-                 titan_comm_redop_name(op->redop));
-        break;
-    case COMM_REDUCE_SCATTER:
-        snprintf(buf, cap, "%s #%llu (%s x %zu in all, %s)", k, seq, dt, count,
-                 titan_comm_redop_name(op->redop));
-        break;
-    case COMM_ALL_GATHER: snprintf(buf, cap, "%s #%llu (%s x %zu in all)", k, seq, dt, count); break;
-    case COMM_ALL_TO_ALL: snprintf(buf, cap, "%s #%llu (%s x %zu per rank)", k, seq, dt, count); break;
-    case COMM_BROADCAST:
-        snprintf(buf, cap, "%s #%llu (%s x %zu from rank %d)", k, seq, dt, count, op->peer);
-        break;
     case COMM_SEND: snprintf(buf, cap, "send to rank %d (%s x %zu)", op->peer, dt, op->count); break;
     case COMM_RECV:
         snprintf(buf, cap, "recv from rank %d (%s x %zu)", op->peer2, dt, op->count2);
@@ -181,7 +165,7 @@ static void describe(const comm_op *op, unsigned long long seq, int n, char *buf
         snprintf(buf, cap, "send to rank %d (%s x %zu) with recv from rank %d (%s x %zu)", op->peer,
                  dt, op->count, op->peer2, dt, op->count2);
         break;
-    default: snprintf(buf, cap, "%s #%llu", k, seq); break;
+    default: shm_describe_op(op, seq, n, buf, cap); break;
     }
 }
 

@@ -15,8 +15,9 @@
  *   TITAN_ERR_COMM   NCCL or CUDA failed, or the deadline passed; the
  *                    communicator has been aborted (ncclCommAbort) and
  *                    refuses further operations
- * The library sets the communicator's GPU for each call and restores the
- * thread's previous one, so any thread may call (one at a time per
+ * Each call makes the communicator's GPU the calling thread's current
+ * device and leaves it so (restoring a device the thread never used would
+ * create a CUDA context there); any thread may call (one at a time per
  * communicator: comm.c guarantees it). */
 #ifndef TITAN_DIST_COMM_NCCL_API_H
 #define TITAN_DIST_COMM_NCCL_API_H
