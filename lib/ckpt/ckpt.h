@@ -81,6 +81,11 @@ titan_status titan_ckpt_meta_str(titan_ckpt_writer *w, const char *key, const ch
 titan_status titan_ckpt_commit(titan_ckpt_writer *w, int keep_latest_k);
 /* Removes the .tmp dir and frees w (NULL is fine). */
 void titan_ckpt_abort(titan_ckpt_writer *w);
+/* Writes out, fsyncs and closes the data files written so far, so that
+ * commit has only the catalog left: a save can do the slow part away from
+ * its commit (another thread). Adding chunks is refused after it
+ * (TITAN_ERR_USAGE); titan_ckpt_add_part and the metadata are not. */
+titan_status titan_ckpt_sync(titan_ckpt_writer *w);
 
 /* ---- writing in parallel: one part per rank (ckpt_part.c) ----
  *

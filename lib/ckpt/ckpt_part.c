@@ -162,6 +162,7 @@ titan_status titan_ckpt_add_part(titan_ckpt_writer *w, int rank, const char *ind
     if (st == TITAN_OK) st = check_part(w, rank, ck, label, fname);
     int file = -1;
     if (st == TITAN_OK) st = titan_ckpt_writer_file_slot(w, rank, &file);
+    if (st == TITAN_OK) w->files[file].part = 1;
     /* Only running out of memory stops a take half way; that fails the writer. */
     if (st == TITAN_OK && (st = take_part(w, file, ck)) != TITAN_OK && w->failed == TITAN_OK) w->failed = st;
     titan_ckpt_close(ck);

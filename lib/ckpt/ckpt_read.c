@@ -532,29 +532,6 @@ static titan_status read_chunk(titan_ckpt *ck, const rtensor *t, int j, void *bu
     return TITAN_OK;
 }
 
-static int is_float(titan_dtype t) {
-    return t == TITAN_DTYPE_F32 || t == TITAN_DTYPE_BF16 || t == TITAN_DTYPE_F16;
-}
-
-static float load_f(const void *p, size_t i, titan_dtype t) {
-    if (t == TITAN_DTYPE_F32) return ((const float *)p)[i];
-    uint16_t h = ((const uint16_t *)p)[i];
-    return t == TITAN_DTYPE_BF16 ? titan_bf16_to_f32(h) : titan_f16_to_f32(h);
-}
-
-static void convert(void *dst, titan_dtype dt, const void *src, titan_dtype st, size_t n) {
-    if (dt == TITAN_DTYPE_F32) {
-        float *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = load_f(src, i, st);
-    } else {
-        uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++) {
-            float f = load_f(src, i, st);
-            d[i] = dt == TITAN_DTYPE_BF16 ? titan_f32_to_bf16(f) : titan_f32_to_f16(f);
-        }
-    }
-}
-
 static int same_box(const titan_box *a, const titan_box *b) {
     if (a->ndim != b->ndim) return 0;
     for (int d = 0; d < a->ndim; d++)
@@ -566,7 +543,7 @@ titan_status titan_ckpt_read(titan_ckpt *ck, const char *name, titan_dtype dtype
                              const titan_box *want, void *dst) {
     const rtensor *t = find(ck, name);
     if (!t) return titan_error(TITAN_ERR_FORMAT, "%s: no tensor %s", ck->mpath, name);
-    if (dtype != t->dtype && !(is_float(dtype) && is_float(t->dtype)))
+    if (dtype != t->dtype && !(titan_dtype_is_float(dtype) && titan_dtype_is_float(t->dtype)))
         return titan_error(TITAN_ERR_USAGE, "%s: tensor %s is stored as %s and cannot be read as %s",
                            ck->mpath, name, titan_dtype_name(t->dtype), titan_dtype_name(dtype));
     titan_box whole = {.ndim = t->ndim};
@@ -616,7 +593,7 @@ titan_status titan_ckpt_read(titan_ckpt *ck, const char *name, titan_dtype dtype
         if (st != TITAN_OK) break;
         const void *src = scratch;
         if (dtype != t->dtype) {
-            convert(conv, dtype, scratch, t->dtype, (size_t)titan_box_numel(&c->box));
+            titan_dtype_convert(conv, dtype, scratch, t->dtype, (size_t)titan_box_numel(&c->box)); /* pair checked above */
             src = conv;
         }
         titan_box_copy(dst, want, src, &c->box, &r, esz);

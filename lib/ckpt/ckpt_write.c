@@ -127,6 +127,7 @@ static titan_status file_slot(titan_ckpt_writer *w, int rank, int *idx) {
         f->rank = rank;
         f->fd = -1;
         f->off = 0;
+        f->part = 0;
         snprintf(f->name, sizeof f->name, "rank-%05d.bin", rank);
         w->slot[rank] = w->nfiles++;
     }
@@ -514,6 +515,13 @@ titan_status titan_ckpt_add_rank(titan_ckpt_writer *w, int rank, const char *nam
     if (rank < 0 || rank > TITAN_CKPT_MAX_RANK)
         return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: rank %d not in 0..%d", w->tmpdir,
                            name ? name : "?", rank, TITAN_CKPT_MAX_RANK);
+    if (w->fd < 0) /* only titan_ckpt_sync leaves a writer that has not failed without a file */
+        return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: the data files are synced already", w->tmpdir,
+                           name ? name : "?");
+    /* A part's file is its rank's: reopening it here would write over its chunks. */
+    if (rank < w->nslot && w->slot[rank] >= 0 && w->files[w->slot[rank]].part)
+        return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: rank-%05d.bin came from that rank's part", w->tmpdir,
+                           name ? name : "?", rank);
     /* Pending compressed chunks belong to the current rank's file. */
     titan_status st = w->npend && rank != (w->nfiles ? w->files[w->cur].rank : w->rank) ? flush_pending(w) : TITAN_OK;
     if (st == TITAN_OK) st = select_rank(w, rank);
@@ -595,13 +603,20 @@ json_t *titan_ckpt_writer_catalog(titan_ckpt_writer *w) {
 
 titan_status titan_ckpt_writer_sync_data(titan_ckpt_writer *w) {
     TITAN_TRY(flush_pending(w)); /* into the current file, before it is synced */
-    TITAN_TRY(sync_parked(w));
+    TITAN_TRY(sync_parked(w)); /* again after titan_ckpt_sync: parts taken since */
+    if (w->fd < 0) return TITAN_OK; /* the own file, synced and closed by titan_ckpt_sync */
     TITAN_TRY(flush_buf(w));
     TITAN_TRY(titan_fs_fsync_fd(w->fd, w->datapath));
     int fd = w->fd;
     w->fd = -1;
     if (close(fd) != 0) return titan_error(TITAN_ERR_IO, "%s: close: %s", w->datapath, strerror(errno));
     return TITAN_OK;
+}
+
+titan_status titan_ckpt_sync(titan_ckpt_writer *w) {
+    if (w->failed != TITAN_OK) return titan_error(w->failed, "%s: writer failed earlier; abort it", w->tmpdir);
+    titan_status st = titan_ckpt_writer_sync_data(w);
+    return st == TITAN_OK ? TITAN_OK : fail(w, st);
 }
 
 /* Everything up to and including the rename of step-N.tmp to step-N. */

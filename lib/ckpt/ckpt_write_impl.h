@@ -36,7 +36,8 @@ typedef struct {
  * parked here. */
 typedef struct {
     int rank;
-    int fd; /* -1 when parked closed, or written by another process */
+    int fd; /* -1 when parked closed, or a part's */
+    int part; /* written by another process (titan_ckpt_add_part) */
     uint64_t off;
     char name[32];
 } wfile;
@@ -86,7 +87,8 @@ titan_status titan_ckpt_writer_open(titan_ckpt_writer **out, const char *root, i
 /* Frees w and closes its files; removes nothing. */
 void titan_ckpt_writer_free(titan_ckpt_writer *w);
 /* Writes out what is pending and buffered, fsyncs every data file this
- * writer wrote, and closes its own. */
+ * writer wrote, and closes its own. Again after a first call (titan_ckpt_sync):
+ * fsyncs the other files again, taken parts included. */
 titan_status titan_ckpt_writer_sync_data(titan_ckpt_writer *w);
 /* Compresses and appends the chunks waiting for compression, recording
  * them; a failure fails the writer. */

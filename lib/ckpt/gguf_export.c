@@ -167,7 +167,7 @@ static titan_status write_model(titan_ckpt *ck, const titan_llama_config *mc, co
 }
 
 titan_status titan_gguf_export(const char *ckpt_path, const char *out_path, const titan_gguf_export_opts *o) {
-    if (o->dtype != TITAN_DTYPE_F32 && o->dtype != TITAN_DTYPE_BF16 && o->dtype != TITAN_DTYPE_F16)
+    if (!titan_dtype_is_float(o->dtype))
         return titan_error(TITAN_ERR_USAGE, "--dtype: must be f32, bf16 or f16");
     if (titan_fs_is_dir(out_path))
         return titan_error(TITAN_ERR_USAGE, "%s: is a directory; give the name of the .gguf file to write", out_path);

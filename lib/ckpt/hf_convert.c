@@ -195,8 +195,7 @@ static titan_status write_shard(titan_ckpt *ck, const titan_llama_config *mc, co
         if (dt == TITAN_DTYPE_F32) {
             st = titan_st_writer_write(w, src);
         } else {
-            for (size_t k = 0; k < p->numel; k++)
-                out[k] = dt == TITAN_DTYPE_BF16 ? titan_f32_to_bf16(src[k]) : titan_f32_to_f16(src[k]);
+            titan_dtype_convert(out, dt, src, TITAN_DTYPE_F32, p->numel); /* dt: a float type */
             st = titan_st_writer_write(w, out);
         }
     }
@@ -278,7 +277,7 @@ static titan_status export_into(titan_ckpt *ck, const titan_llama_config *mc, co
 }
 
 titan_status titan_hf_export(const char *ckpt_path, const char *outdir, const titan_hf_export_opts *o) {
-    if (o->dtype != TITAN_DTYPE_F32 && o->dtype != TITAN_DTYPE_BF16 && o->dtype != TITAN_DTYPE_F16)
+    if (!titan_dtype_is_float(o->dtype))
         return titan_error(TITAN_ERR_USAGE, "--dtype: must be f32, bf16 or f16");
     if (titan_fs_exists(outdir) && !o->force && !(titan_fs_is_dir(outdir) && dir_is_empty(outdir))) {
         titan_error(TITAN_ERR_USAGE, "%s: exists and is not empty", outdir);

@@ -452,8 +452,6 @@ static int same_shape(const titan_ckpt_tensor *a, const titan_ckpt_tensor *b) {
     return 1;
 }
 
-static int is_float_dtype(titan_dtype t) { return t != TITAN_DTYPE_U32; }
-
 static titan_status diff_open(titan_ckpt *c[2], const char *a, const char *b) {
     char p[PATH_MAX];
     c[0] = c[1] = NULL;
@@ -506,7 +504,7 @@ titan_status titan_ckpt_diff(const char *a, const char *b, const titan_ckpt_diff
             if (side == 1) continue; /* common tensors are compared once */
             titan_ckpt_tensor_find(y, ta.name, &tb);
             char note[160];
-            if (!same_shape(&ta, &tb) || is_float_dtype(ta.dtype) != is_float_dtype(tb.dtype)) {
+            if (!same_shape(&ta, &tb) || titan_dtype_is_float(ta.dtype) != titan_dtype_is_float(tb.dtype)) {
                 char sa[64], sb[64];
                 shape_str(sa, sizeof sa, &ta);
                 shape_str(sb, sizeof sb, &tb);

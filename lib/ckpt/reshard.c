@@ -124,12 +124,8 @@ typedef struct {
     char *wrote; /* per rank: has a data file */
 } job;
 
-static int is_float(titan_dtype t) {
-    return t == TITAN_DTYPE_F32 || t == TITAN_DTYPE_BF16 || t == TITAN_DTYPE_F16;
-}
-
 static titan_dtype out_dtype(const titan_reshard_opts *o, titan_dtype src) {
-    return o->dtype >= 0 && is_float(src) ? (titan_dtype)o->dtype : src;
+    return o->dtype >= 0 && titan_dtype_is_float(src) ? (titan_dtype)o->dtype : src;
 }
 
 /* Fills j->piece with region `piece` of tensor ti. Input chunks are read
@@ -268,7 +264,7 @@ static void warn_heads(const titan_ckpt *ck, const titan_layout *l) {
 titan_status titan_ckpt_reshard(const char *src, const char *out, const titan_reshard_opts *o,
                                 titan_reshard_stats *stats) {
     memset(stats, 0, sizeof *stats);
-    if (o->dtype >= 0 && !is_float((titan_dtype)o->dtype))
+    if (o->dtype >= 0 && !titan_dtype_is_float((titan_dtype)o->dtype))
         return titan_error(TITAN_ERR_USAGE, "reshard: output dtype must be f32, bf16 or f16");
     titan_ckpt *ck = NULL;
     TITAN_TRY(titan_ckpt_open(&ck, src));

@@ -238,12 +238,6 @@ const char *titan_st_metadata(const titan_st_file *f, const char *key) {
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static float load_f(const void *p, size_t i, titan_dtype t) {
-    if (t == TITAN_DTYPE_F32) return ((const float *)p)[i];
-    uint16_t h = ((const uint16_t *)p)[i];
-    return t == TITAN_DTYPE_BF16 ? titan_bf16_to_f32(h) : titan_f16_to_f32(h);
-}
-
 titan_status titan_st_read(titan_st_file *f, const titan_st_tensor *t, titan_dtype dtype, void *dst) {
     if (!titan_st_dtype_name(dtype))
         return titan_error(TITAN_ERR_USAGE, "%s: tensor %s: cannot read as %s", f->path, t->name,
@@ -257,15 +251,8 @@ titan_status titan_st_read(titan_st_file *f, const titan_st_tensor *t, titan_dty
     void *raw = malloc(nbytes ? nbytes : 1);
     if (!raw) return titan_error(TITAN_ERR_NOMEM, "%s: tensor %s: cannot allocate %zu bytes", f->path, t->name, nbytes);
     titan_status st = titan_fs_pread_all(f->fd, raw, nbytes, (off_t)(f->data_start + t->begin), f->path);
-    if (st == TITAN_OK) {
-        for (size_t i = 0; i < n; i++) {
-            float v = load_f(raw, i, t->dtype);
-            if (dtype == TITAN_DTYPE_F32) ((float *)dst)[i] = v;
-            else ((uint16_t *)dst)[i] = dtype == TITAN_DTYPE_BF16 ? titan_f32_to_bf16(v) : titan_f32_to_f16(v);
-        }
-    } else {
-        titan_error_context("tensor %s", t->name);
-    }
+    if (st == TITAN_OK) titan_dtype_convert(dst, dtype, raw, t->dtype, n); /* both float types */
+    else titan_error_context("tensor %s", t->name);
     free(raw);
     return st;
 }

@@ -123,6 +123,7 @@ titan_status titan_shard_save_write(titan_shard_save *s, const float *params, co
     titan_status st = TITAN_OK;
     if (s->rank == 0) {
         st = add_boxes(s, NULL, arrays);
+        if (st == TITAN_OK) st = titan_ckpt_sync(s->w); /* here, not in finish's collective commit */
     } else if (writes) {
         titan_ckpt_part *p = NULL;
         char *index = NULL;
@@ -136,7 +137,8 @@ titan_status titan_shard_save_write(titan_shard_save *s, const float *params, co
     }
     s->status = st;
     if (st != TITAN_OK) { /* finish (maybe on another thread) passes the message on */
-        const char *msg = titan_error_message();
+        char msg[MSG_WORDS * 4]; /* a copy: set_payload's own failure would replace it */
+        snprintf(msg, sizeof msg, "%s", titan_error_message());
         if (set_payload(s, msg, strlen(msg)) != TITAN_OK) titan_error(st, "%s", msg);
     }
     return st;

@@ -108,8 +108,9 @@ static void *rank_main(void *arg) {
 }
 
 /* The same checkpoint, every rank writing its own file at once (ranks 1..3
- * on threads), rank 0 merging their indexes. */
-static titan_status write_parts(const char *root, int64_t step) {
+ * on threads), rank 0 merging their indexes; sync: rank 0 syncs its file
+ * (titan_ckpt_sync) before it takes them, as a sharded save does. */
+static titan_status write_parts(const char *root, int64_t step, int sync) {
     titan_ckpt_writer *w;
     TITAN_TRY(titan_ckpt_begin(&w, root, step));
     titan_status st = titan_ckpt_meta_str(w, "layout", "test");
@@ -121,6 +122,12 @@ static titan_status write_parts(const char *root, int64_t step) {
     }
     target t0 = {.w = w, .rank = 0};
     if (st == TITAN_OK) st = add_rank_boxes(&t0, 0);
+    if (st == TITAN_OK && sync) {
+        st = titan_ckpt_sync(w);
+        float x = 0.0f; /* no chunk after the sync */
+        int64_t one = 1;
+        CHECK(st != TITAN_OK || titan_ckpt_add(w, "late", TITAN_DTYPE_F32, 1, &one, NULL, &x) == TITAN_ERR_USAGE);
+    }
     for (int r = 1; r < NR; r++) {
         pthread_join(th[r], NULL);
         CHECK(jobs[r].st == TITAN_OK, "rank %d: %s", r, jobs[r].msg);
@@ -150,7 +157,7 @@ static void test_same_as_one_writer(const char *tmp, titan_ckpt_compression comp
     snprintf(one, sizeof one, "%s/one-%d", tmp, (int)comp);
     snprintf(par, sizeof par, "%s/par-%d", tmp, (int)comp);
     OK(write_one(one, 5));
-    OK(write_parts(par, 5));
+    OK(write_parts(par, 5, comp == TITAN_CKPT_COMPRESS_ZSTD));
     const char *files[] = {"metadata.json", "rank-00000.bin", "rank-00001.bin", "rank-00002.bin", "rank-00003.bin"};
     for (int i = 0; i < 5; i++) {
         char a[4300], b[4300];
@@ -237,6 +244,11 @@ static void test_refusals(const char *tmp) {
     EXPECT_ERR(titan_ckpt_add_part(w, 1, iold, nold), TITAN_ERR_USAGE, "step 8");
     OK(titan_ckpt_add_part(w, 1, i1, n1));
     EXPECT_ERR(titan_ckpt_add_part(w, 1, i1, n1), TITAN_ERR_USAGE, "already in the checkpoint");
+    /* Nor is a taken part's file written over by this writer. */
+    {
+        target t1 = {.w = w, .rank = 1};
+        EXPECT_ERR(add_rank_boxes(&t1, 3), TITAN_ERR_USAGE, "came from that rank's part");
+    }
     /* A part whose boxes overlap boxes already taken: rank 1's, written as rank 4. */
     free(i3);
     i3 = NULL;
