@@ -150,9 +150,9 @@ install: $(TOOLS)
 	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
 	         $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7
 	cp $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	for f in man/man1/*.1; do cp $$f $(DESTDIR)$(PREFIX)/share/man/man1/; done
-	for f in man/man5/*.5; do cp $$f $(DESTDIR)$(PREFIX)/share/man/man5/; done
-	for f in man/man7/*.7; do cp $$f $(DESTDIR)$(PREFIX)/share/man/man7/; done
+	for f in man/*.1; do cp $$f $(DESTDIR)$(PREFIX)/share/man/man1/; done
+	for f in man/*.5; do cp $$f $(DESTDIR)$(PREFIX)/share/man/man5/; done
+	for f in man/*.7; do cp $$f $(DESTDIR)$(PREFIX)/share/man/man7/; done
 	if [ -f $(CUDA_SO) ]; then mkdir -p $(DESTDIR)$(PREFIX)/lib/titan && \
 	    cp $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/titan/; fi
 

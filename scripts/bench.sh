@@ -10,7 +10,6 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-PY=/usr/bin/python3
 SEQ=${BENCH_SEQ_LEN:-2048}
 BATCH=${BENCH_BATCH:-1}
 STEPS=${BENCH_STEPS:-6}
@@ -18,19 +17,10 @@ WARMUP=${BENCH_WARMUP:-2}
 THREADS=${BENCH_THREADS:-2}
 out=build/bench
 
-die() { echo "bench: error: $*" >&2; exit 1; }
-[ "$STEPS" -gt "$WARMUP" ] || die "BENCH_STEPS ($STEPS) must exceed BENCH_WARMUP ($WARMUP)"
-for t in titan-init titan-train titan-shard; do
-    [ -x "bin/$t" ] || die "bin/$t not built (run make)"
-done
-$PY -c 'import torch' 2>/dev/null || die "PyTorch not found for $PY (apt-get install python3-torch)"
-
-# Both sides get the same math libraries and thread counts. OpenBLAS 0.3.21
-# misdetects some AVX-512 Xeons; torch links the same OpenBLAS.
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo 2>/dev/null; then
-    export OPENBLAS_CORETYPE=SkylakeX
-fi
-export OPENBLAS_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" TITAN_NO_REEXEC=1
+NAME=bench
+. scripts/bench_env.sh
+# Both sides get the same thread counts.
+export OPENBLAS_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS"
 mkdir -p "$out"
 
 # Data: shards of this repository's own sources (any text will do for speed),

@@ -18,25 +18,15 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-PY=/usr/bin/python3
 SEQ=${BENCH_DIST_SEQ_LEN:-512}
 GLOBAL=${BENCH_DIST_GLOBAL:-4}
 STEPS=${BENCH_DIST_STEPS:-4}
 WARMUP=${BENCH_DIST_WARMUP:-1}
 out=build/bench_dist
 
-die() { echo "bench_dist: error: $*" >&2; exit 1; }
-[ "$STEPS" -gt "$WARMUP" ] || die "BENCH_DIST_STEPS ($STEPS) must exceed BENCH_DIST_WARMUP ($WARMUP)"
+NAME=bench_dist
+. scripts/bench_env.sh
 [ $((GLOBAL % 4)) -eq 0 ] || die "BENCH_DIST_GLOBAL ($GLOBAL) must be a multiple of 4 (split over 2 and 4 ranks)"
-for t in titan-init titan-train titan-shard; do
-    [ -x "bin/$t" ] || die "bin/$t not built (run make)"
-done
-$PY -c 'import torch' 2>/dev/null || die "PyTorch not found for $PY (apt-get install python3-torch)"
-
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo 2>/dev/null; then
-    export OPENBLAS_CORETYPE=SkylakeX
-fi
-export TITAN_NO_REEXEC=1
 rm -rf "$out"
 mkdir -p "$out"
 

@@ -35,7 +35,7 @@ lines() { wc -l <"$1" | tr -d ' '; }
 # ---- a small corpus: the man pages and README as text, a JSON Lines file
 # with other scripts, and invalid UTF-8 ----
 mkdir -p "$T/src"
-for f in man/man1/*.1 man/man5/*.5 README.md; do [ -f "$f" ] && cp "$f" "$T/src/"; done
+for f in man/*.1 man/*.5 README.md; do [ -f "$f" ] && cp "$f" "$T/src/"; done
 printf '{"text": "caf\\u00e9 na\\u00efve \\u65e5\\u672c\\u8a9e \\u043f\\u0440\\u0438\\u0432\\u0435\\u0442 123456 \\ud83d\\ude00"}\n{"text": "tabs\\tand\\r\\nnewlines  "}\n' >"$T/src/other.jsonl"
 printf 'bytes \377\376 not UTF-8 \300\257 end\n' >"$T/src/bad-utf8.txt"
 

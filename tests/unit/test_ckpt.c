@@ -20,6 +20,7 @@
 #include "core/log.h"
 
 #include "check.h"
+#include "files.h"
 #define OK(expr) CHECK((expr) == TITAN_OK)
 
 /* st must be `code` and the message must hold each of the (up to 3) strings. */
@@ -409,16 +410,6 @@ static titan_status write_z(const char *root, int64_t step, const float *sm, con
         return st;
     }
     return titan_ckpt_commit(w, 0);
-}
-
-static int files_equal(const char *a, const char *b) {
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    int eq = titan_fs_read_file(a, &x, &nx, (size_t)1 << 30) == TITAN_OK &&
-             titan_fs_read_file(b, &y, &ny, (size_t)1 << 30) == TITAN_OK && nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return eq;
 }
 
 static void edit_zstd_stored_huge(json_t *j) {

@@ -14,6 +14,7 @@
 #include "core/fsutil.h"
 
 #include "check.h"
+#include "files.h"
 #define OK(expr) CHECK((expr) == TITAN_OK)
 
 /* st must be `code` and the message must hold `need`. */
@@ -141,16 +142,6 @@ static titan_status write_parts(const char *root, int64_t step, int sync) {
     return titan_ckpt_commit(w, 0);
 }
 
-static int same_file(const char *a, const char *b) {
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    int eq = titan_fs_read_file(a, &x, &nx, (size_t)1 << 30) == TITAN_OK &&
-             titan_fs_read_file(b, &y, &ny, (size_t)1 << 30) == TITAN_OK && nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return eq;
-}
-
 static void test_same_as_one_writer(const char *tmp, titan_ckpt_compression comp) {
     OK(titan_ckpt_set_default_compression(comp, 0));
     char one[4200], par[4200];
@@ -163,7 +154,7 @@ static void test_same_as_one_writer(const char *tmp, titan_ckpt_compression comp
         char a[4300], b[4300];
         snprintf(a, sizeof a, "%s/step-00000005/%s", one, files[i]);
         snprintf(b, sizeof b, "%s/step-00000005/%s", par, files[i]);
-        CHECK(same_file(a, b), "%s differs (compression %d)", files[i], (int)comp);
+        CHECK(files_equal(a, b), "%s differs (compression %d)", files[i], (int)comp);
     }
     char stage[4300];
     snprintf(stage, sizeof stage, "%s/step-00000005.tmp", par);

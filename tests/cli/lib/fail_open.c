@@ -28,32 +28,22 @@ static int call(const char *sym, const char *path, int flags, mode_t mode) {
     return real(path, flags, mode);
 }
 
-int open(const char *path, int flags, ...) {
-    mode_t mode = 0;
-    if (flags & O_CREAT) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
+/* open and open64 alike: the mode argument exists only with O_CREAT. */
+#define FAIL_OPEN_WRAPPER(name)                                  \
+    int name(const char *path, int flags, ...) {                 \
+        mode_t mode = 0;                                         \
+        if (flags & O_CREAT) {                                   \
+            va_list ap;                                          \
+            va_start(ap, flags);                                 \
+            mode = (mode_t)va_arg(ap, int);                      \
+            va_end(ap);                                          \
+        }                                                        \
+        if (refused(path, flags)) {                              \
+            errno = ENOSPC;                                      \
+            return -1;                                           \
+        }                                                        \
+        return call(#name, path, flags, mode);                   \
     }
-    if (refused(path, flags)) {
-        errno = ENOSPC;
-        return -1;
-    }
-    return call("open", path, flags, mode);
-}
 
-int open64(const char *path, int flags, ...) {
-    mode_t mode = 0;
-    if (flags & O_CREAT) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
-    }
-    if (refused(path, flags)) {
-        errno = ENOSPC;
-        return -1;
-    }
-    return call("open64", path, flags, mode);
-}
+FAIL_OPEN_WRAPPER(open)
+FAIL_OPEN_WRAPPER(open64)
