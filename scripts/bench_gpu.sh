@@ -8,8 +8,9 @@
 #   8B   Llama 3.1 8B's layers: dim 4096, 32 heads, 8 kv heads, FFN 14336,
 #        vocab 128256, cut to $BENCH_8B_LAYERS layers
 # at seq_len 2048 and 8192, random tokens (titan reads shards made with a
-# synthetic 128256-token tokenizer). titan computes in fp32 (its CUDA backend
-# has no bf16 kernels yet) and its rows say so.
+# synthetic 128256-token tokenizer). titan computes in bf16 with fp32 master
+# weights (training.mixed_precision_param = "bfloat16"; BENCH_TITAN_DTYPE=float32
+# for its fp32 path) and its rows say which.
 # Prints a Markdown table (tokens/s after the warmup steps, MFU against one peak
 # for every row, peak GPU memory) and writes it with the raw JSON and the logs
 # to build/bench_gpu/ and, when $OUT is set, $OUT/bench_gpu.{md,json} and
@@ -19,7 +20,8 @@
 #   scripts/bench_gpu.sh [--peak-flops F]
 #   BENCH_PEAK_FLOPS (989e12: H100 SXM bf16 dense; H200 has the same compute)
 #   BENCH_8B_LAYERS (4)  BENCH_SEQS ("2048 8192")  BENCH_SHAPES ("1B 8B")
-#   BENCH_IMPLS ("eager compile titan")  BENCH_BATCH (1)  BENCH_STEPS (8)
+#   BENCH_IMPLS ("eager compile titan")  BENCH_TITAN_DTYPE (bfloat16)
+#   BENCH_BATCH (1)  BENCH_STEPS (8)
 #   BENCH_WARMUP (3)  BENCH_RUN_TIMEOUT (150 s a run)
 #   BENCH_BUDGET (480 s from the start, build included: a run gets what is
 #   left, and none starts with less than BENCH_MIN_RUN, 40 s)
@@ -72,6 +74,9 @@ L8=${BENCH_8B_LAYERS:-4}
 SEQS=${BENCH_SEQS:-2048 8192}
 SHAPES=${BENCH_SHAPES:-1B 8B}
 IMPLS=${BENCH_IMPLS:-eager compile titan}
+TDTYPE=${BENCH_TITAN_DTYPE:-bfloat16}
+case $TDTYPE in bfloat16) TMODE=bf16 ;; float32) TMODE=fp32 ;;
+*) echo "bench_gpu: error: BENCH_TITAN_DTYPE: '$TDTYPE' is not bfloat16 or float32" >&2; exit 2 ;; esac
 BATCH=${BENCH_BATCH:-1}
 STEPS=${BENCH_STEPS:-8}
 WARMUP=${BENCH_WARMUP:-3}
@@ -253,7 +258,7 @@ run() {
     idx=$((idx + 1))
     name=$(printf '%02d-%s-%s-%s' "$idx" "$sh" "$seq" "$mode")
     if [ "$impl" = titan ] && [ $titan_ok -eq 0 ]; then
-        meta "$name" titan fp32 "$sh" "$seq" -1 0 0 0 "$titan_why"
+        meta "$name" titan "$TMODE" "$sh" "$seq" -1 0 0 0 "$titan_why"
         return
     fi
     for pass in 1 2; do # before and after waiting for a seed checkpoint
@@ -274,7 +279,7 @@ run() {
         eval "irc=\${init_rc_$sh:--1}"
         if [ "$irc" != 0 ]; then # its log says why
             cp "$out/init-$sh.log" "$out/$name.log" 2>/dev/null
-            meta "$name" titan fp32 "$sh" "$seq" "$irc" 0 600 0
+            meta "$name" titan "$TMODE" "$sh" "$seq" "$irc" 0 600 0
             return
         fi
     done
@@ -299,7 +304,8 @@ run() {
         rm -f "$work/run-$sh/metrics.jsonl"
         timeout -k 10 "$limit" bin/titan-train "$work/run-$sh" --training.seq_len="$seq" \
             --training.local_batch_size="$BATCH" --training.steps="$STEPS" \
-            --training.device="$DEVICE" --metrics.peak_flops="$PEAK" >"$out/$name.log" 2>&1
+            --training.device="$DEVICE" --metrics.peak_flops="$PEAK" \
+            --training.mixed_precision_param="$TDTYPE" >"$out/$name.log" 2>&1
         rc=$?
         cp "$work/run-$sh/metrics.jsonl" "$out/$name.metrics.jsonl" 2>/dev/null
     fi
@@ -315,7 +321,7 @@ for seq in $SEQS; do
         for m in $IMPLS; do
             case $m in
             eager|compile) run torch "$m" "$sh" "$seq" ;;
-            titan) run titan fp32 "$sh" "$seq" ;;
+            titan) run titan "$TMODE" "$sh" "$seq" ;;
             *) echo "bench_gpu: error: unknown implementation '$m' (eager, compile, titan)" >&2; exit 2 ;;
             esac
         done

@@ -12,7 +12,9 @@
 #   5. on cuda: a run stopped at half way and resumed, and a run with async
 #      checkpoints, must end in the uninterrupted run's checkpoint bit for
 #      bit (deterministic kernels; the host staging of loads and saves);
-#      and a text sample (parameters copied back to the host).
+#      and a text sample (parameters copied back to the host);
+#   6. on cuda in bf16 (mixed_precision_param): the loss curve within
+#      $BF16_TOL of the cpu's fp32 one, and a second run ending in the same bits.
 # Prints one PASS/FAIL line per check, then tokens/s and MFU of both runs.
 # Logs, metrics and summary.txt land in build/gpu-check/; with $OUT set (the
 # device runner fetches it, 8 files at most) also $OUT/summary.txt,
@@ -52,6 +54,7 @@ finish() {
     if [ -n "${OUT:-}" ]; then
         mkdir -p "$OUT" && cp "$summary" "$OUT/"
         [ ! -f "$out/loss_cpu_cuda.txt" ] || cp "$out/loss_cpu_cuda.txt" "$OUT/"
+        [ ! -f "$out/loss_cpu_bf16.txt" ] || cp "$out/loss_cpu_bf16.txt" "$OUT/"
         tar -czf "$OUT/gpu-check.tar.gz" -C "$top/build" gpu-check
     fi
     [ $bad -eq 0 ]
@@ -135,11 +138,11 @@ say "      $(grep 'device:' "$out/train_cuda.log" | head -n 1)"
 
 # field NAME FILE: the values of one key of metrics.jsonl, one per line
 field() { awk -F'[{},:]' -v k="\"$1\"" '{ for (i = 1; i < NF; i++) if ($i == k) { print $(i + 1); break } }' "$2"; }
-# maxrel NAME: max over steps of |cuda - cpu| / |cpu| for that key
+# maxrel NAME [RUN]: max over steps of |RUN - cpu| / |cpu| for that key (RUN: cuda)
 maxrel() {
     field "$1" "$work/cpu/metrics.jsonl" >"$work/$1.cpu"
-    field "$1" "$work/cuda/metrics.jsonl" >"$work/$1.cuda"
-    paste "$work/$1.cpu" "$work/$1.cuda" | awk '
+    field "$1" "$work/${2:-cuda}/metrics.jsonl" >"$work/$1.${2:-cuda}"
+    paste "$work/$1.cpu" "$work/$1.${2:-cuda}" | awk '
         { n++ }
         $1 !~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/ || $2 !~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/ { if (!bad) at = n; bad = 1; next }
         { d = $2 - $1; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1; r = a > 0 ? d / a : d; if (r > m) { m = r; at = n } }
@@ -172,6 +175,28 @@ else
     failed "$DEV: async checkpoints (see train_cuda_async.log)"
 fi
 
+# --- cuda in bf16 (fp32 master weights): near the fp32 curve, repeatable -------------
+BF16_TOL=${BF16_TOL:-2e-2}
+BF16="--training.mixed_precision_param=bfloat16"
+for r in bf16 bf16b; do cp -r "$work/seed" "$work/$r"; done
+# shellcheck disable=SC2086
+if train bf16 train_cuda_bf16 --training.device="$DEV" $BF16; then pass "train $STEPS steps on $DEV in bf16 (${secs}s)"
+else failed "train on $DEV in bf16 (exit $rc): $(tail -n 2 "$out/train_cuda_bf16.log" | tr '\n' ' ')"; fi
+set -- $(maxrel loss bf16)
+if [ "${3:-0}" -eq "$STEPS" ] && awk -v m="${1:-inf}" -v t="$BF16_TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
+    pass "bf16 loss curve near cpu fp32: max relative difference $1 (step $2) <= $BF16_TOL"
+else
+    failed "bf16 loss curve: max relative difference ${1:-nan} (step ${2:-0}) over ${3:-0} of $STEPS steps, tolerance $BF16_TOL"
+fi
+paste "$work/loss.cpu" "$work/loss.bf16" >"$out/loss_cpu_bf16.txt"
+# shellcheck disable=SC2086
+if train bf16b train_cuda_bf16_again --training.device="$DEV" $BF16 &&
+   cmp -s "$work/bf16/checkpoint/$final/rank-00000.bin" "$work/bf16b/checkpoint/$final/rank-00000.bin"; then
+    pass "$DEV bf16: a second run ends in the same bits (deterministic kernels)"
+else
+    failed "$DEV bf16: a second run differs (see train_cuda_bf16_again.log)"
+fi
+
 # --- speed (steps after the first 5) ----------------------------------------------
 speed() { # metrics file: mean tokens/s, mfu, step_time_s
     awk -F'[{},:]' '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1) }
@@ -180,5 +205,7 @@ speed() { # metrics file: mean tokens/s, mfu, step_time_s
 }
 say "speed cpu:  $(speed "$work/cpu/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cpu.log" | head -n 1)"
 say "speed $DEV: $(speed "$work/cuda/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda.log" | head -n 1)"
+say "speed $DEV bf16: $(speed "$work/bf16/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda_bf16.log" | head -n 1)"
+say "      $(grep 'device memory:' "$out/train_cuda_bf16.log" | head -n 1)"
 
 finish

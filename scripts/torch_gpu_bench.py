@@ -425,7 +425,7 @@ def report(d: str, peak: float) -> int:
             r["shape"], r["dim"], r["layers"], r["heads"], r["kv_heads"], r["ffn"],
             ", tied" if r["tie"] else "")
         impl = "PyTorch %s" % env.get("torch", "").split(" ")[0] if r["impl"] == "torch" else "titan"
-        mode = {"eager": "eager bf16", "compile": "compile bf16", "fp32": "fp32"}.get(r["mode"], r["mode"])
+        mode = {"eager": "eager bf16", "compile": "compile bf16", "fp32": "fp32", "bf16": "bf16 (fp32 master)"}.get(r["mode"], r["mode"])
         md.append("| %s | %s | %s | %d x %d | %s | %s | %s | %s | %s |" % (
             impl, mode, shape, r["seq"], r["batch"], f(r["tokens_per_s"], "%.0f"),
             f(r["mfu"] and 100 * r["mfu"], "%.2f%%"), f(r["peak_gib"], "%.1f"),

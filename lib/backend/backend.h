@@ -12,7 +12,10 @@
  *     gradient accumulation and residual branches need no extra copies;
  *   - results are deterministic: the same inputs give the same bits, whatever
  *     the thread count (no atomics on floats, fixed reduction orders);
- *   - pointers are device pointers of this backend; the CPU backend's are host memory.
+ *   - pointers are device pointers of this backend; the CPU backend's are host memory;
+ *   - mixed precision (dt = bf16) changes storage, never the arithmetic: every
+ *     op computes in fp32 and rounds its outputs once, so the CPU backend's
+ *     bf16 ops (fp32 ops on widened copies) are the reference for any other's.
  * The CPU backend is the reference every other backend is tested against. */
 #ifndef TITAN_BACKEND_H
 #define TITAN_BACKEND_H
@@ -21,6 +24,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "tensor/dtype.h"
 
 typedef struct titan_backend {
     const char *name; /* "cpu", "cuda", "cpu-guard" */
@@ -31,61 +35,81 @@ typedef struct titan_backend {
     void (*zero)(void *p, size_t nbytes);
     void (*to_device)(void *dst, const void *host_src, size_t nbytes);
     void (*to_host)(void *host_dst, const void *src, size_t nbytes);
+    /* Bytes held through alloc now (*in_use) and the most held at once since
+     * the last reset (*peak); reset != 0 then starts a new peak window at
+     * the current bytes. *device_used: the device's whole used memory
+     * (total - free, with the runtime's context, library workspaces and
+     * other processes), 0 for host backends. Any pointer may be NULL. */
+    void (*memory)(size_t *in_use, size_t *peak, size_t *device_used, int reset);
 
-    /* out[N,OC] = inp[N,IC] @ w[OC,IC]^T */
-    void (*matmul_forward)(float *out, const float *inp, const float *w, int N, int IC, int OC);
-    /* dinp[N,IC] += dout @ w;  dw[OC,IC] += dout^T @ inp.  dinp or dw may be NULL (skip). */
-    void (*matmul_backward)(float *dinp, float *dw, const float *dout, const float *inp,
-                            const float *w, int N, int IC, int OC);
+    /* dst[i] = src[i] converted between TITAN_DTYPE_F32 and TITAN_DTYPE_BF16
+     * (round to nearest even; the same type is a copy). dst and src do not
+     * overlap. */
+    void (*convert)(void *dst, titan_dtype dst_type, const void *src, titan_dtype src_type, size_t n);
 
-    /* out[i] = a[i] + b[i] */
-    void (*add)(float *out, const float *a, const float *b, size_t n);
+    /* The compute ops. dt is the type of the activations, their gradients
+     * and the weights the op reads: TITAN_DTYPE_F32, or TITAN_DTYPE_BF16
+     * (bf16 in memory, fp32 arithmetic inside the op, each output element
+     * rounded once; "+=" outputs read the bf16 value, add in fp32, round).
+     * Always fp32, whatever dt: parameter gradients (dw, dweight, dwte), rstd,
+     * lse, losses and the rope tables. Pointers typed void * are dt. */
+
+    /* out[N,OC] = inp[N,IC] @ w[OC,IC]^T, accumulated in fp32 */
+    void (*matmul_forward)(titan_dtype dt, void *out, const void *inp, const void *w, int N, int IC,
+                           int OC);
+    /* dinp[N,IC] += dout @ w;  dw[OC,IC] += dout^T @ inp (fp32).  dinp or dw may be NULL (skip). */
+    void (*matmul_backward)(titan_dtype dt, void *dinp, float *dw, const void *dout, const void *inp,
+                            const void *w, int N, int IC, int OC);
+
+    /* out[i] = a[i] + b[i]; out may alias a or b */
+    void (*add)(titan_dtype dt, void *out, const void *a, const void *b, size_t n);
 
     /* out[N,C] = wte[tokens[n], :] */
-    void (*embedding_forward)(float *out, const uint32_t *tokens, const float *wte, int N, int C);
-    /* dwte[tokens[n], :] += dout[n, :] */
-    void (*embedding_backward)(float *dwte, const float *dout, const uint32_t *tokens, int N, int C);
+    void (*embedding_forward)(titan_dtype dt, void *out, const uint32_t *tokens, const void *wte,
+                              int N, int C);
+    /* dwte[tokens[n], :] += dout[n, :]  (dwte fp32) */
+    void (*embedding_backward)(titan_dtype dt, float *dwte, const void *dout, const uint32_t *tokens,
+                               int N, int C);
 
     /* out = inp * rsqrt(mean(inp^2) + eps) * weight, statistics in fp32;
      * rstd[N] saved for backward. */
-    void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight,
-                            int N, int C, float eps);
-    void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp,
-                             const float *weight, const float *rstd, int N, int C);
+    void (*rmsnorm_forward)(titan_dtype dt, void *out, float *rstd, const void *inp,
+                            const void *weight, int N, int C, float eps);
+    void (*rmsnorm_backward)(titan_dtype dt, void *dinp, float *dweight, const void *dout,
+                             const void *inp, const void *weight, const float *rstd, int N, int C);
 
     /* Rotary embedding on x[B,T,NHX,HD] with interleaved pairs (x[2i], x[2i+1]) as
      * Meta's reference (complex view). cos/sin are [T, HD/2] tables from
      * titan_rope_tables(). out may alias inp. backward rotates by -angle
      * and ADDS into dinp (dinp must not alias dout). */
-    void (*rope_forward)(float *out, const float *inp, const float *cos, const float *sin,
-                         int B, int T, int NHX, int HD);
-    void (*rope_backward)(float *dinp, const float *dout, const float *cos, const float *sin,
-                          int B, int T, int NHX, int HD);
+    void (*rope_forward)(titan_dtype dt, void *out, const void *inp, const float *cos,
+                         const float *sin, int B, int T, int NHX, int HD);
+    void (*rope_backward)(titan_dtype dt, void *dinp, const void *dout, const float *cos,
+                          const float *sin, int B, int T, int NHX, int HD);
 
     /* Causal grouped-query attention, scale 1/sqrt(HD), without an S x S matrix:
      *   q[B,T,NH,HD], k,v[B,T,NKV,HD] -> out[B,T,NH,HD];
-     *   lse[B,NH,T] = log-sum-exp of each softmax row, saved for backward.
+     *   lse[B,NH,T] = log-sum-exp of each softmax row (fp32), saved for backward.
      * Query head h reads kv head h / (NH/NKV). */
-    void (*attention_forward)(float *out, float *lse, const float *q, const float *k,
-                              const float *v, int B, int T, int NH, int NKV, int HD);
-    void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout,
-                               const float *out, const float *lse, const float *q,
-                               const float *k, const float *v, int B, int T, int NH, int NKV,
-                               int HD);
+    void (*attention_forward)(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
+                              const void *v, int B, int T, int NH, int NKV, int HD);
+    void (*attention_backward)(titan_dtype dt, void *dq, void *dk, void *dv, const void *dout,
+                               const void *out, const float *lse, const void *q, const void *k,
+                               const void *v, int B, int T, int NH, int NKV, int HD);
 
     /* out[N,H] = silu(h1) * h3 */
-    void (*swiglu_forward)(float *out, const float *h1, const float *h3, int N, int H);
-    void (*swiglu_backward)(float *dh1, float *dh3, const float *dout, const float *h1,
-                            const float *h3, int N, int H);
+    void (*swiglu_forward)(titan_dtype dt, void *out, const void *h1, const void *h3, int N, int H);
+    void (*swiglu_backward)(titan_dtype dt, void *dh1, void *dh3, const void *dout, const void *h1,
+                            const void *h3, int N, int H);
 
-    /* Fused softmax cross-entropy over logits[N,V] with targets[N]:
+    /* Fused softmax cross-entropy over logits[N,V] with targets[N], in fp32:
      * losses[n] = logsumexp(logits[n]) - logits[n][targets[n]];
      * dlogits[n] = (softmax(logits[n]) - onehot(targets[n])) * dscale.
      * dlogits may alias logits (written after the row is read); NULL skips it. */
-    void (*cross_entropy)(float *losses, float *dlogits, const float *logits,
+    void (*cross_entropy)(titan_dtype dt, float *losses, void *dlogits, const void *logits,
                           const uint32_t *targets, int N, int V, float dscale);
 
-    /* Optimizer and reductions. */
+    /* Optimizer and reductions: fp32 master weights, gradients and state. */
     /* One AdamW step (PyTorch semantics, decoupled weight decay):
      * p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).  t >= 1. */

@@ -30,8 +30,10 @@ static struct {
     int n;
     struct {
         char *p;
-        size_t len; /* mapped bytes, whole pages */
+        size_t len;    /* mapped bytes, whole pages */
+        size_t nbytes; /* bytes asked for, for memory() */
     } buf[MAX_BUFS];
+    size_t in_use, peak;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const titan_backend *cpu(void) { return titan_backend_cpu(); }
@@ -76,6 +78,11 @@ static void need_host(const char *op, const char *arg, const void *p) {
 
 #define F sizeof(float)
 #define DEV(op, p, n) need_dev(op, #p, p, (size_t)(n))
+/* Bytes of one element of an op's dt tensors: 4 for f32, 2 for bf16 (0 for
+ * another type, which the CPU backend refuses itself). */
+static size_t elem(titan_dtype dt) {
+    return dt == TITAN_DTYPE_F32 || dt == TITAN_DTYPE_BF16 ? titan_dtype_size(dt) : 0;
+}
 #define DEV_OPT(op, p, n) \
     do { if (p) DEV(op, p, n); } while (0)
 
@@ -93,7 +100,10 @@ static void *g_alloc(size_t nbytes) {
     if (p) {
         g.buf[g.n].p = p;
         g.buf[g.n].len = len;
+        g.buf[g.n].nbytes = nbytes;
         g.n++;
+        g.in_use += nbytes;
+        if (g.in_use > g.peak) g.peak = g.in_use;
     }
     pthread_mutex_unlock(&g.lock);
     return p;
@@ -106,6 +116,7 @@ static void g_free(void *p) {
     while (i < g.n && g.buf[i].p != p) i++;
     if (i == g.n) titan_panic(__FILE__, __LINE__, "cpu-guard: free of a pointer it did not allocate");
     munmap(g.buf[i].p, g.buf[i].len);
+    g.in_use -= g.buf[i].nbytes;
     g.buf[i] = g.buf[--g.n];
     pthread_mutex_unlock(&g.lock);
 }
@@ -133,121 +144,140 @@ static void g_to_host(void *host_dst, const void *src, size_t nbytes) {
     leave();
 }
 
+static void g_memory(size_t *in_use, size_t *peak, size_t *device_used, int reset) {
+    pthread_mutex_lock(&g.lock);
+    if (in_use) *in_use = g.in_use;
+    if (peak) *peak = g.peak;
+    if (reset) g.peak = g.in_use;
+    pthread_mutex_unlock(&g.lock);
+    if (device_used) *device_used = 0;
+}
+
+static void g_convert(void *dst, titan_dtype dst_type, const void *src, titan_dtype src_type, size_t n) {
+    enter();
+    DEV("convert", dst, n * titan_dtype_size(dst_type));
+    DEV("convert", src, n * titan_dtype_size(src_type));
+    cpu()->convert(dst, dst_type, src, src_type, n);
+    leave();
+}
+
 /* --------------------------------------------------------------------- ops */
 
-static void g_matmul_forward(float *out, const float *inp, const float *w, int N, int IC, int OC) {
+static void g_matmul_forward(titan_dtype dt, void *out, const void *inp, const void *w, int N, int IC, int OC) {
     enter();
-    DEV("matmul_forward", out, (size_t)N * OC * F);
-    DEV("matmul_forward", inp, (size_t)N * IC * F);
-    DEV("matmul_forward", w, (size_t)OC * IC * F);
-    cpu()->matmul_forward(out, inp, w, N, IC, OC);
+    DEV("matmul_forward", out, (size_t)N * OC * elem(dt));
+    DEV("matmul_forward", inp, (size_t)N * IC * elem(dt));
+    DEV("matmul_forward", w, (size_t)OC * IC * elem(dt));
+    cpu()->matmul_forward(dt, out, inp, w, N, IC, OC);
     leave();
 }
 
-static void g_matmul_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N,
-                              int IC, int OC) {
+static void g_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout, const void *inp,
+                              const void *w, int N, int IC, int OC) {
     enter();
-    DEV_OPT("matmul_backward", dinp, (size_t)N * IC * F);
+    DEV_OPT("matmul_backward", dinp, (size_t)N * IC * elem(dt));
     DEV_OPT("matmul_backward", dw, (size_t)OC * IC * F);
-    DEV("matmul_backward", dout, (size_t)N * OC * F);
-    DEV("matmul_backward", inp, (size_t)N * IC * F);
-    DEV("matmul_backward", w, (size_t)OC * IC * F);
-    cpu()->matmul_backward(dinp, dw, dout, inp, w, N, IC, OC);
+    DEV("matmul_backward", dout, (size_t)N * OC * elem(dt));
+    DEV("matmul_backward", inp, (size_t)N * IC * elem(dt));
+    DEV("matmul_backward", w, (size_t)OC * IC * elem(dt));
+    cpu()->matmul_backward(dt, dinp, dw, dout, inp, w, N, IC, OC);
     leave();
 }
 
-static void g_add(float *out, const float *a, const float *b, size_t n) {
+static void g_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n) {
     enter();
-    DEV("add", out, n * F);
-    DEV("add", a, n * F);
-    DEV("add", b, n * F);
-    cpu()->add(out, a, b, n);
+    DEV("add", out, n * elem(dt));
+    DEV("add", a, n * elem(dt));
+    DEV("add", b, n * elem(dt));
+    cpu()->add(dt, out, a, b, n);
     leave();
 }
 
-static void g_embedding_forward(float *out, const uint32_t *tokens, const float *wte, int N, int C) {
+static void g_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens, const void *wte, int N,
+                                int C) {
     enter();
-    DEV("embedding_forward", out, (size_t)N * C * F);
+    DEV("embedding_forward", out, (size_t)N * C * elem(dt));
     DEV("embedding_forward", tokens, (size_t)N * sizeof(uint32_t));
-    DEV("embedding_forward", wte, (size_t)C * F);
-    cpu()->embedding_forward(out, tokens, wte, N, C);
+    DEV("embedding_forward", wte, (size_t)C * elem(dt));
+    cpu()->embedding_forward(dt, out, tokens, wte, N, C);
     leave();
 }
 
-static void g_embedding_backward(float *dwte, const float *dout, const uint32_t *tokens, int N, int C) {
+static void g_embedding_backward(titan_dtype dt, float *dwte, const void *dout, const uint32_t *tokens, int N,
+                                 int C) {
     enter();
     DEV("embedding_backward", dwte, (size_t)C * F);
-    DEV("embedding_backward", dout, (size_t)N * C * F);
+    DEV("embedding_backward", dout, (size_t)N * C * elem(dt));
     DEV("embedding_backward", tokens, (size_t)N * sizeof(uint32_t));
-    cpu()->embedding_backward(dwte, dout, tokens, N, C);
+    cpu()->embedding_backward(dt, dwte, dout, tokens, N, C);
     leave();
 }
 
-static void g_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C,
-                              float eps) {
+static void g_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const void *inp, const void *weight, int N,
+                              int C, float eps) {
     enter();
-    DEV("rmsnorm_forward", out, (size_t)N * C * F);
+    DEV("rmsnorm_forward", out, (size_t)N * C * elem(dt));
     DEV("rmsnorm_forward", rstd, (size_t)N * F);
-    DEV("rmsnorm_forward", inp, (size_t)N * C * F);
-    DEV("rmsnorm_forward", weight, (size_t)C * F);
-    cpu()->rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
+    DEV("rmsnorm_forward", inp, (size_t)N * C * elem(dt));
+    DEV("rmsnorm_forward", weight, (size_t)C * elem(dt));
+    cpu()->rmsnorm_forward(dt, out, rstd, inp, weight, N, C, eps);
     leave();
 }
 
-static void g_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                               const float *weight, const float *rstd, int N, int C) {
+static void g_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const void *dout, const void *inp,
+                               const void *weight, const float *rstd, int N, int C) {
     enter();
-    DEV("rmsnorm_backward", dinp, (size_t)N * C * F);
+    DEV("rmsnorm_backward", dinp, (size_t)N * C * elem(dt));
     DEV("rmsnorm_backward", dweight, (size_t)C * F);
-    DEV("rmsnorm_backward", dout, (size_t)N * C * F);
-    DEV("rmsnorm_backward", inp, (size_t)N * C * F);
-    DEV("rmsnorm_backward", weight, (size_t)C * F);
+    DEV("rmsnorm_backward", dout, (size_t)N * C * elem(dt));
+    DEV("rmsnorm_backward", inp, (size_t)N * C * elem(dt));
+    DEV("rmsnorm_backward", weight, (size_t)C * elem(dt));
     DEV("rmsnorm_backward", rstd, (size_t)N * F);
-    cpu()->rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+    cpu()->rmsnorm_backward(dt, dinp, dweight, dout, inp, weight, rstd, N, C);
     leave();
 }
 
-static void g_rope_forward(float *out, const float *inp, const float *cos, const float *sin, int B, int T, int NHX,
-                           int HD) {
-    size_t x = (size_t)B * T * NHX * HD * F, tab = (size_t)T * (HD / 2) * F;
+static void g_rope_forward(titan_dtype dt, void *out, const void *inp, const float *cos, const float *sin, int B,
+                           int T, int NHX, int HD) {
+    size_t x = (size_t)B * T * NHX * HD * elem(dt), tab = (size_t)T * (HD / 2) * F;
     enter();
     DEV("rope_forward", out, x);
     DEV("rope_forward", inp, x);
     DEV("rope_forward", cos, tab);
     DEV("rope_forward", sin, tab);
-    cpu()->rope_forward(out, inp, cos, sin, B, T, NHX, HD);
+    cpu()->rope_forward(dt, out, inp, cos, sin, B, T, NHX, HD);
     leave();
 }
 
-static void g_rope_backward(float *dinp, const float *dout, const float *cos, const float *sin, int B, int T,
-                            int NHX, int HD) {
-    size_t x = (size_t)B * T * NHX * HD * F, tab = (size_t)T * (HD / 2) * F;
+static void g_rope_backward(titan_dtype dt, void *dinp, const void *dout, const float *cos, const float *sin,
+                            int B, int T, int NHX, int HD) {
+    size_t x = (size_t)B * T * NHX * HD * elem(dt), tab = (size_t)T * (HD / 2) * F;
     enter();
     DEV("rope_backward", dinp, x);
     DEV("rope_backward", dout, x);
     DEV("rope_backward", cos, tab);
     DEV("rope_backward", sin, tab);
-    cpu()->rope_backward(dinp, dout, cos, sin, B, T, NHX, HD);
+    cpu()->rope_backward(dt, dinp, dout, cos, sin, B, T, NHX, HD);
     leave();
 }
 
-static void g_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
-                                int NH, int NKV, int HD) {
-    size_t qs = (size_t)B * T * NH * HD * F, ks = (size_t)B * T * NKV * HD * F;
+static void g_attention_forward(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
+                                const void *v, int B, int T, int NH, int NKV, int HD) {
+    size_t qs = (size_t)B * T * NH * HD * elem(dt), ks = (size_t)B * T * NKV * HD * elem(dt);
     enter();
     DEV("attention_forward", out, qs);
     DEV("attention_forward", lse, (size_t)B * NH * T * F);
     DEV("attention_forward", q, qs);
     DEV("attention_forward", k, ks);
     DEV("attention_forward", v, ks);
-    cpu()->attention_forward(out, lse, q, k, v, B, T, NH, NKV, HD);
+    cpu()->attention_forward(dt, out, lse, q, k, v, B, T, NH, NKV, HD);
     leave();
 }
 
-static void g_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
-                                 const float *lse, const float *q, const float *k, const float *v, int B, int T,
+static void g_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv, const void *dout, const void *out,
+                                 const float *lse, const void *q, const void *k, const void *v, int B, int T,
                                  int NH, int NKV, int HD) {
-    size_t qs = (size_t)B * T * NH * HD * F, ks = (size_t)B * T * NKV * HD * F;
+    size_t qs = (size_t)B * T * NH * HD * elem(dt), ks = (size_t)B * T * NKV * HD * elem(dt);
     enter();
     DEV("attention_backward", dq, qs);
     DEV("attention_backward", dk, ks);
@@ -258,41 +288,41 @@ static void g_attention_backward(float *dq, float *dk, float *dv, const float *d
     DEV("attention_backward", q, qs);
     DEV("attention_backward", k, ks);
     DEV("attention_backward", v, ks);
-    cpu()->attention_backward(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    cpu()->attention_backward(dt, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
     leave();
 }
 
-static void g_swiglu_forward(float *out, const float *h1, const float *h3, int N, int H) {
-    size_t s = (size_t)N * H * F;
+static void g_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N, int H) {
+    size_t s = (size_t)N * H * elem(dt);
     enter();
     DEV("swiglu_forward", out, s);
     DEV("swiglu_forward", h1, s);
     DEV("swiglu_forward", h3, s);
-    cpu()->swiglu_forward(out, h1, h3, N, H);
+    cpu()->swiglu_forward(dt, out, h1, h3, N, H);
     leave();
 }
 
-static void g_swiglu_backward(float *dh1, float *dh3, const float *dout, const float *h1, const float *h3, int N,
-                              int H) {
-    size_t s = (size_t)N * H * F;
+static void g_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *dout, const void *h1,
+                              const void *h3, int N, int H) {
+    size_t s = (size_t)N * H * elem(dt);
     enter();
     DEV("swiglu_backward", dh1, s);
     DEV("swiglu_backward", dh3, s);
     DEV("swiglu_backward", dout, s);
     DEV("swiglu_backward", h1, s);
     DEV("swiglu_backward", h3, s);
-    cpu()->swiglu_backward(dh1, dh3, dout, h1, h3, N, H);
+    cpu()->swiglu_backward(dt, dh1, dh3, dout, h1, h3, N, H);
     leave();
 }
 
-static void g_cross_entropy(float *losses, float *dlogits, const float *logits, const uint32_t *targets, int N,
-                            int V, float dscale) {
+static void g_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
+                            const uint32_t *targets, int N, int V, float dscale) {
     enter();
     DEV_OPT("cross_entropy", losses, (size_t)N * F);
-    DEV_OPT("cross_entropy", dlogits, (size_t)N * V * F);
-    DEV("cross_entropy", logits, (size_t)N * V * F);
+    DEV_OPT("cross_entropy", dlogits, (size_t)N * V * elem(dt));
+    DEV("cross_entropy", logits, (size_t)N * V * elem(dt));
     DEV("cross_entropy", targets, (size_t)N * sizeof(uint32_t));
-    cpu()->cross_entropy(losses, dlogits, logits, targets, N, V, dscale);
+    cpu()->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale);
     leave();
 }
 
@@ -329,6 +359,8 @@ static const titan_backend guard_backend = {
     .zero = g_zero,
     .to_device = g_to_device,
     .to_host = g_to_host,
+    .memory = g_memory,
+    .convert = g_convert,
     .matmul_forward = g_matmul_forward,
     .matmul_backward = g_matmul_backward,
     .add = g_add,

@@ -565,7 +565,7 @@ titan_status titan_ckpt_eval(const char *arg, const uint32_t *tokens, int T, FIL
     titan_ckpt_close(ck);
     const titan_backend *be = titan_backend_cpu();
     titan_llama *m = NULL;
-    if (st == TITAN_OK) st = titan_llama_create(&m, &mc, be, 1, T, TITAN_AC_NONE);
+    if (st == TITAN_OK) st = titan_llama_create(&m, &mc, be, 1, T, TITAN_AC_NONE, TITAN_DTYPE_F32);
     float *logits = NULL;
     size_t nl = (size_t)T * (size_t)mc.vocab_size;
     if (st == TITAN_OK) {
@@ -573,8 +573,8 @@ titan_status titan_ckpt_eval(const char *arg, const uint32_t *tokens, int T, FIL
         st = titan_llama_forward(m, tokens, NULL, NULL);
     }
     if (st == TITAN_OK && !(logits = titan_alloc(nl * sizeof(float), "logits"))) st = TITAN_ERR_NOMEM;
+    if (st == TITAN_OK) st = titan_llama_logits_host(m, logits);
     if (st == TITAN_OK) {
-        be->to_host(logits, titan_llama_logits(m), nl * sizeof(float));
         for (int t = 0; t < T; t++)
             for (int v = 0; v < mc.vocab_size; v++)
                 fprintf(out, "%.9g%c", (double)logits[(size_t)t * mc.vocab_size + v], v + 1 < mc.vocab_size ? ' ' : '\n');

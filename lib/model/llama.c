@@ -1,7 +1,13 @@
 /* llama.c - the Llama 3 model on a backend: buffers, forward, explicit backward.
  *
  * Three allocations, llm.c style: parameters and gradients (flat, catalog
- * order) and one activation arena carved by a table of sizes. With
+ * order, fp32) and one activation arena carved by a table of sizes. With a
+ * bf16 compute type a fourth holds the bf16 compute copy of the parameters,
+ * cast block by block just before the block runs (so FSDP's freshly
+ * gathered fp32 parameters are what is cast); activations and their
+ * gradients are bf16, parameter gradients stay fp32 (the backend's ops add
+ * into them in fp32), as do the norms' rstd, attention's lse and the
+ * losses. With
  * TITAN_AC_FULL the per-layer intermediates exist once and are recomputed
  * layer by layer in backward from the saved layer inputs; the ops are
  * deterministic, so the recomputed values and the gradients are bitwise the
@@ -33,21 +39,26 @@ enum {
 #define A_LAYER_FIRST A_N1
 #define A_LAYER_LAST A_SW
 
+/* void *: the compute type; float *: always fp32 */
 typedef struct {
-    float *n1, *rstd1, *q, *k, *v, *att, *lse, *h, *n2, *rstd2, *h1, *h3, *sw;
+    void *n1, *q, *k, *v, *att, *h, *n2, *h1, *h3, *sw;
+    float *rstd1, *lse, *rstd2;
 } layer_acts;
 
 struct titan_llama {
     titan_llama_config cfg;
     const titan_backend *be;
     titan_ac_mode ac;
+    titan_dtype dt; /* compute type of activations and the weights ops read */
     int B, T, N, C, NH, NKV, HD, QD, KVD, H, V, L;
     size_t nparams;
     float *params, *grads;
-    float *arena;
-    size_t arena_floats;
-    size_t act_size[A_COUNT]; /* floats per copy */
-    float *act[A_COUNT];
+    void *params_lp; /* the compute copy when dt is not fp32, else NULL */
+    char *arena;
+    size_t arena_bytes;
+    size_t act_size[A_COUNT];  /* elements per copy */
+    size_t act_bytes[A_COUNT]; /* bytes per copy, 64-byte multiples */
+    void *act[A_COUNT];
     int n_param_tensors;
     titan_param *catalog;
     int have_targets;
@@ -59,37 +70,83 @@ struct titan_llama {
 
 #define HOOK(m, which, b) ((m)->hooks.which ? (m)->hooks.which((m)->hooks.ctx, (b)) : TITAN_OK)
 
-static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* Parameter (or gradient) tensor pointers. */
-static float *tok_emb(const titan_llama *m, float *base) { return base + m->catalog[0].offset; }
-static float *layer_param(const titan_llama *m, float *base, int l, int k) {
-    return base + m->catalog[1 + l * P_PER_LAYER + k].offset;
+/* Whether activation id is fp32 whatever the compute type (statistics,
+ * losses, tables, token ids in 4-byte slots). */
+static int act_is_fp32(int id) {
+    return id == A_RSTD1 || id == A_RSTD2 || id == A_RSTDF || id == A_LSE || id == A_LOSSES ||
+           id == A_COS || id == A_SIN || id == A_TOKENS || id == A_TARGETS;
 }
-static float *final_norm(const titan_llama *m, float *base) {
-    return base + m->catalog[1 + m->L * P_PER_LAYER].offset;
+
+/* Parameter tensor k of the catalog in a flat buffer of elements of esz bytes. */
+static void *param_at(const titan_llama *m, void *base, size_t esz, int k) {
+    return (char *)base + m->catalog[k].offset * esz;
 }
-static float *head(const titan_llama *m, float *base) {
-    return m->cfg.tie_embeddings ? tok_emb(m, base)
-                                 : base + m->catalog[2 + m->L * P_PER_LAYER].offset;
+static int head_index(const titan_llama *m) {
+    return m->cfg.tie_embeddings ? 0 : 2 + m->L * P_PER_LAYER;
+}
+/* The weights the ops read: the compute copy in dt. */
+static void *W_tok(const titan_llama *m) { return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), 0); }
+static void *W_layer(const titan_llama *m, int l, int k) {
+    return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), 1 + l * P_PER_LAYER + k);
+}
+static void *W_final_norm(const titan_llama *m) {
+    return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), 1 + m->L * P_PER_LAYER);
+}
+static void *W_head(const titan_llama *m) {
+    return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), head_index(m));
+}
+/* Their fp32 gradients. */
+static float *G_tok(const titan_llama *m) { return param_at(m, m->grads, sizeof(float), 0); }
+static float *G_layer(const titan_llama *m, int l, int k) {
+    return param_at(m, m->grads, sizeof(float), 1 + l * P_PER_LAYER + k);
+}
+static float *G_final_norm(const titan_llama *m) {
+    return param_at(m, m->grads, sizeof(float), 1 + m->L * P_PER_LAYER);
+}
+static float *G_head(const titan_llama *m) { return param_at(m, m->grads, sizeof(float), head_index(m)); }
+
+/* Casts catalog tensors [first, last] (contiguous) to the compute copy. */
+static void cast_params(titan_llama *m, int first, int last) {
+    size_t lo = m->catalog[first].offset, hi = m->catalog[last].offset + m->catalog[last].numel;
+    m->be->convert((char *)m->params_lp + lo * titan_dtype_size(m->dt), m->dt, m->params + lo,
+                   TITAN_DTYPE_F32, hi - lo);
+}
+
+/* Refreshes the compute copy of what block b reads (see llama.h for blocks). */
+static void cast_block(titan_llama *m, int b) {
+    if (!m->params_lp) return;
+    int last = m->L + 1;
+    if (b == 0) cast_params(m, 0, 0);
+    else if (b < last) cast_params(m, 1 + (b - 1) * P_PER_LAYER, b * P_PER_LAYER);
+    else {
+        cast_params(m, 1 + m->L * P_PER_LAYER, 1 + m->L * P_PER_LAYER);
+        cast_params(m, head_index(m), head_index(m));
+    }
+}
+
+static void *act_slot(const titan_llama *m, int id, size_t slot) {
+    return (char *)m->act[id] + slot * m->act_bytes[id];
 }
 
 static layer_acts acts_of(const titan_llama *m, int l) {
-    int slot = m->ac == TITAN_AC_FULL ? 0 : l;
-#define SLOT(id) (m->act[id] + (size_t)slot * m->act_size[id])
-    layer_acts a = {SLOT(A_N1), SLOT(A_RSTD1), SLOT(A_Q),   SLOT(A_K),     SLOT(A_V),
-                    SLOT(A_ATT), SLOT(A_LSE),  SLOT(A_H),   SLOT(A_N2),    SLOT(A_RSTD2),
-                    SLOT(A_H1), SLOT(A_H3),    SLOT(A_SW)};
-#undef SLOT
+    size_t slot = m->ac == TITAN_AC_FULL ? 0 : (size_t)l;
+    layer_acts a = {
+        act_slot(m, A_N1, slot),  act_slot(m, A_Q, slot),  act_slot(m, A_K, slot),
+        act_slot(m, A_V, slot),   act_slot(m, A_ATT, slot), act_slot(m, A_H, slot),
+        act_slot(m, A_N2, slot),  act_slot(m, A_H1, slot), act_slot(m, A_H3, slot),
+        act_slot(m, A_SW, slot),  act_slot(m, A_RSTD1, slot), act_slot(m, A_LSE, slot),
+        act_slot(m, A_RSTD2, slot),
+    };
     return a;
 }
 
-static float *resid(const titan_llama *m, int l) {
-    return m->act[A_RESID] + (size_t)l * m->act_size[A_RESID];
-}
+static void *resid(const titan_llama *m, int l) { return act_slot(m, A_RESID, (size_t)l); }
 
 titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
-                                const titan_backend *be, int B, int T, titan_ac_mode ac) {
+                                const titan_backend *be, int B, int T, titan_ac_mode ac,
+                                titan_dtype dt) {
     *out = NULL;
     TITAN_TRY(titan_llama_config_check(c));
     if (B <= 0 || T <= 0)
@@ -98,12 +155,16 @@ titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
         return titan_error(TITAN_ERR_USAGE, "model: micro-batch %d x %d: too many tokens", B, T);
     if (ac != TITAN_AC_NONE && ac != TITAN_AC_FULL)
         return titan_error(TITAN_ERR_USAGE, "model: unknown activation checkpoint mode %d", ac);
+    if (dt != TITAN_DTYPE_F32 && dt != TITAN_DTYPE_BF16)
+        return titan_error(TITAN_ERR_USAGE, "model: compute type %s: only f32 and bf16 are supported",
+                           titan_dtype_name(dt));
 
     titan_llama *m = titan_alloc(sizeof *m, "model");
     if (!m) return TITAN_ERR_NOMEM;
     m->cfg = *c;
     m->be = be;
     m->ac = ac;
+    m->dt = dt;
     m->B = B;
     m->T = T;
     m->N = B * T;
@@ -161,37 +222,38 @@ titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
     s[A_SIN] = (size_t)T * (size_t)(m->HD / 2);
     s[A_TOKENS] = N; /* uint32 in float-sized slots */
     s[A_TARGETS] = N;
-    for (int i = 0; i < A_COUNT; i++) s[i] = round16(s[i]);
-
     size_t total = 0;
     for (int i = 0; i < A_COUNT; i++) {
+        m->act_bytes[i] = round64(s[i] * (act_is_fp32(i) ? sizeof(float) : titan_dtype_size(dt)));
         size_t copies = 1;
         if (i == A_RESID) copies = (size_t)m->L + 1;
         else if (i >= A_LAYER_FIRST && i <= A_LAYER_LAST && ac == TITAN_AC_NONE)
             copies = (size_t)m->L;
-        total += copies * s[i];
+        total += copies * m->act_bytes[i];
     }
-    m->arena_floats = total;
+    m->arena_bytes = total;
 
     size_t pbytes = m->nparams * sizeof(float);
+    size_t lpbytes = dt == TITAN_DTYPE_F32 ? 0 : m->nparams * titan_dtype_size(dt);
     m->params = be->alloc(pbytes);
     m->grads = m->params ? be->alloc(pbytes) : NULL;
-    m->arena = m->grads ? be->alloc(total * sizeof(float)) : NULL;
+    m->params_lp = m->grads && lpbytes ? be->alloc(lpbytes) : NULL;
+    m->arena = m->grads && (m->params_lp || !lpbytes) ? be->alloc(total) : NULL;
     if (!m->arena) {
         titan_llama_free(m);
         return titan_error(TITAN_ERR_NOMEM,
                            "model: cannot allocate %zu bytes of %s memory (parameters, gradients, "
-                           "activations for %d x %d tokens)",
-                           2 * pbytes + total * sizeof(float), be->name, B, T);
+                           "%s activations for %d x %d tokens)",
+                           2 * pbytes + lpbytes + total, be->name, titan_dtype_name(dt), B, T);
     }
-    float *p = m->arena;
+    char *p = m->arena;
     for (int i = 0; i < A_COUNT; i++) {
         size_t copies = 1;
         if (i == A_RESID) copies = (size_t)m->L + 1;
         else if (i >= A_LAYER_FIRST && i <= A_LAYER_LAST && ac == TITAN_AC_NONE)
             copies = (size_t)m->L;
         m->act[i] = p;
-        p += copies * s[i];
+        p += copies * m->act_bytes[i];
     }
 
     /* RoPE tables for positions 0..T-1, built on the host once. */
@@ -220,6 +282,7 @@ titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
 void titan_llama_free(titan_llama *m) {
     if (!m) return;
     if (m->arena) m->be->free(m->arena);
+    if (m->params_lp) m->be->free(m->params_lp);
     if (m->grads) m->be->free(m->grads);
     if (m->params) m->be->free(m->params);
     titan_free(m->catalog);
@@ -232,10 +295,30 @@ const titan_backend *titan_llama_backend(const titan_llama *m) { return m->be; }
 float *titan_llama_params_data(titan_llama *m) { return m->params; }
 float *titan_llama_grads_data(titan_llama *m) { return m->grads; }
 size_t titan_llama_params_count(const titan_llama *m) { return m->nparams; }
-size_t titan_llama_activation_bytes(const titan_llama *m) {
-    return m->arena_floats * sizeof(float);
+size_t titan_llama_activation_bytes(const titan_llama *m) { return m->arena_bytes; }
+size_t titan_llama_compute_copy_bytes(const titan_llama *m) {
+    return m->params_lp ? m->nparams * titan_dtype_size(m->dt) : 0;
 }
-const float *titan_llama_logits(const titan_llama *m) { return m->act[A_LOGITS]; }
+titan_dtype titan_llama_compute_dtype(const titan_llama *m) { return m->dt; }
+const float *titan_llama_logits(const titan_llama *m) {
+    TITAN_ASSERT(m->dt == TITAN_DTYPE_F32); /* others: titan_llama_logits_host */
+    return m->act[A_LOGITS];
+}
+
+titan_status titan_llama_logits_host(const titan_llama *m, float *dst) {
+    size_t n = (size_t)m->N * (size_t)m->V;
+    if (m->dt == TITAN_DTYPE_F32) {
+        m->be->to_host(dst, m->act[A_LOGITS], n * sizeof(float));
+        return TITAN_OK;
+    }
+    size_t esz = titan_dtype_size(m->dt);
+    void *tmp = titan_alloc(n * esz, "model: host copy of the logits");
+    if (!tmp) return TITAN_ERR_NOMEM;
+    m->be->to_host(tmp, m->act[A_LOGITS], n * esz);
+    titan_dtype_convert(dst, TITAN_DTYPE_F32, tmp, m->dt, n);
+    titan_free(tmp);
+    return TITAN_OK;
+}
 
 void titan_llama_set_hooks(titan_llama *m, const titan_llama_hooks *h) {
     if (h) m->hooks = *h;
@@ -249,37 +332,36 @@ void titan_llama_zero_grads(titan_llama *m) {
 
 /* One transformer block: x -> out, intermediates into a. out may hold
  * anything on entry (it is used as the projection scratch). */
-static void layer_forward(titan_llama *m, int l, const float *x, float *out) {
+static void layer_forward(titan_llama *m, int l, const void *x, void *out) {
     const titan_backend *be = m->be;
+    titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
     int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
-    float *P = m->params;
     const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
 
-    be->rmsnorm_forward(a.n1, a.rstd1, x, layer_param(m, P, l, P_ATTN_NORM), N, C,
-                        m->cfg.norm_eps);
-    be->matmul_forward(a.q, a.n1, layer_param(m, P, l, P_WQ), N, C, QD);
-    be->matmul_forward(a.k, a.n1, layer_param(m, P, l, P_WK), N, C, KVD);
-    be->matmul_forward(a.v, a.n1, layer_param(m, P, l, P_WV), N, C, KVD);
+    be->rmsnorm_forward(dt, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM), N, C, m->cfg.norm_eps);
+    be->matmul_forward(dt, a.q, a.n1, W_layer(m, l, P_WQ), N, C, QD);
+    be->matmul_forward(dt, a.k, a.n1, W_layer(m, l, P_WK), N, C, KVD);
+    be->matmul_forward(dt, a.v, a.n1, W_layer(m, l, P_WV), N, C, KVD);
     /* [N, NH*HD] is [B, T, NH, HD]: rotate in place, no transposes. */
-    be->rope_forward(a.q, a.q, cs, sn, m->B, m->T, m->NH, m->HD);
-    be->rope_forward(a.k, a.k, cs, sn, m->B, m->T, m->NKV, m->HD);
-    be->attention_forward(a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->NH, m->NKV, m->HD);
-    be->matmul_forward(out, a.att, layer_param(m, P, l, P_WO), N, QD, C);
-    be->add(a.h, x, out, (size_t)N * C);
+    be->rope_forward(dt, a.q, a.q, cs, sn, m->B, m->T, m->NH, m->HD);
+    be->rope_forward(dt, a.k, a.k, cs, sn, m->B, m->T, m->NKV, m->HD);
+    be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->NH, m->NKV, m->HD);
+    be->matmul_forward(dt, out, a.att, W_layer(m, l, P_WO), N, QD, C);
+    be->add(dt, a.h, x, out, (size_t)N * C);
 
-    be->rmsnorm_forward(a.n2, a.rstd2, a.h, layer_param(m, P, l, P_FFN_NORM), N, C,
-                        m->cfg.norm_eps);
-    be->matmul_forward(a.h1, a.n2, layer_param(m, P, l, P_W1), N, C, H);
-    be->matmul_forward(a.h3, a.n2, layer_param(m, P, l, P_W3), N, C, H);
-    be->swiglu_forward(a.sw, a.h1, a.h3, N, H);
-    be->matmul_forward(out, a.sw, layer_param(m, P, l, P_W2), N, H, C);
-    be->add(out, a.h, out, (size_t)N * C);
+    be->rmsnorm_forward(dt, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM), N, C, m->cfg.norm_eps);
+    be->matmul_forward(dt, a.h1, a.n2, W_layer(m, l, P_W1), N, C, H);
+    be->matmul_forward(dt, a.h3, a.n2, W_layer(m, l, P_W3), N, C, H);
+    be->swiglu_forward(dt, a.sw, a.h1, a.h3, N, H);
+    be->matmul_forward(dt, out, a.sw, W_layer(m, l, P_W2), N, H, C);
+    be->add(dt, out, a.h, out, (size_t)N * C);
 }
 
 titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const uint32_t *targets,
                                  float *loss) {
     const titan_backend *be = m->be;
+    titan_dtype dt = m->dt;
     int N = m->N, C = m->C, V = m->V;
     /* Out-of-range ids would read outside the embedding table. */
     for (int i = 0; i < N; i++) {
@@ -290,30 +372,33 @@ titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const u
             return titan_error(TITAN_ERR_FORMAT, "model input: target %d: id %u >= vocab size %d",
                                i, targets[i], V);
     }
-    uint32_t *tok = (uint32_t *)m->act[A_TOKENS], *tgt = (uint32_t *)m->act[A_TARGETS];
+    uint32_t *tok = m->act[A_TOKENS], *tgt = m->act[A_TARGETS];
     be->to_device(tok, tokens, (size_t)N * sizeof(uint32_t));
     if (targets) be->to_device(tgt, targets, (size_t)N * sizeof(uint32_t));
     m->have_targets = 0;
 
     int last = m->L + 1;
     TITAN_TRY(HOOK(m, before_forward, 0));
-    be->embedding_forward(resid(m, 0), tok, tok_emb(m, m->params), N, C);
+    cast_block(m, 0);
+    be->embedding_forward(dt, resid(m, 0), tok, W_tok(m), N, C);
     TITAN_TRY(HOOK(m, after_forward, 0));
     for (int l = 0; l < m->L; l++) {
         TITAN_TRY(HOOK(m, before_forward, l + 1));
+        cast_block(m, l + 1);
         layer_forward(m, l, resid(m, l), resid(m, l + 1));
         TITAN_TRY(HOOK(m, after_forward, l + 1));
     }
     TITAN_TRY(HOOK(m, before_forward, last));
-    be->rmsnorm_forward(m->act[A_XF], m->act[A_RSTDF], resid(m, m->L), final_norm(m, m->params),
-                        N, C, m->cfg.norm_eps);
-    be->matmul_forward(m->act[A_LOGITS], m->act[A_XF], head(m, m->params), N, C, V);
+    cast_block(m, last);
+    be->rmsnorm_forward(dt, m->act[A_XF], m->act[A_RSTDF], resid(m, m->L), W_final_norm(m), N, C,
+                        m->cfg.norm_eps);
+    be->matmul_forward(dt, m->act[A_LOGITS], m->act[A_XF], W_head(m), N, C, V);
     TITAN_TRY(HOOK(m, after_forward, last));
 
     if (!targets) return TITAN_OK;
     /* Loss only; backward recomputes the softmax into dlogits in place, so
      * the logits stay readable after forward and need no second buffer. */
-    be->cross_entropy(m->act[A_LOSSES], NULL, m->act[A_LOGITS], tgt, N, V, 0.0f);
+    be->cross_entropy(dt, m->act[A_LOSSES], NULL, m->act[A_LOGITS], tgt, N, V, 0.0f);
     /* The host adds the losses (in order, in double): read in place on the
      * CPU, copied over from a device (the copy waits for the forward). */
     const float *losses = m->act[A_LOSSES];
@@ -330,83 +415,80 @@ titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const u
 
 /* Backward of one block. On entry dresid = dL/d(block output); on exit
  * dL/d(block input). Adds into the block's parameter gradients. */
-static void layer_backward(titan_llama *m, int l, const float *x) {
+static void layer_backward(titan_llama *m, int l, const void *x) {
     const titan_backend *be = m->be;
+    titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
     int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
-    float *P = m->params, *G = m->grads;
-    float *dresid = m->act[A_DRESID], *dn = m->act[A_DN];
-    float *dq = m->act[A_DQ], *dk = m->act[A_DK], *dv = m->act[A_DV];
-    float *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
-    float *dh1 = m->act[A_DH1], *dh3 = m->act[A_DH3], *dsw = m->act[A_DSW];
+    void *dresid = m->act[A_DRESID], *dn = m->act[A_DN];
+    void *dq = m->act[A_DQ], *dk = m->act[A_DK], *dv = m->act[A_DV];
+    void *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
+    void *dh1 = m->act[A_DH1], *dh3 = m->act[A_DH3], *dsw = m->act[A_DSW];
     const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
-    size_t f = sizeof(float);
+    size_t e = titan_dtype_size(dt);
 
     /* out = h + w2(swiglu(w1 n2, w3 n2)), n2 = rmsnorm(h) */
-    be->zero(dsw, (size_t)N * H * f);
-    be->matmul_backward(dsw, layer_param(m, G, l, P_W2), dresid, a.sw, layer_param(m, P, l, P_W2),
-                        N, H, C);
-    be->zero(dh1, (size_t)N * H * f);
-    be->zero(dh3, (size_t)N * H * f);
-    be->swiglu_backward(dh1, dh3, dsw, a.h1, a.h3, N, H);
-    be->zero(dn, (size_t)N * C * f);
-    be->matmul_backward(dn, layer_param(m, G, l, P_W1), dh1, a.n2, layer_param(m, P, l, P_W1), N,
-                        C, H);
-    be->matmul_backward(dn, layer_param(m, G, l, P_W3), dh3, a.n2, layer_param(m, P, l, P_W3), N,
-                        C, H);
+    be->zero(dsw, (size_t)N * H * e);
+    be->matmul_backward(dt, dsw, G_layer(m, l, P_W2), dresid, a.sw, W_layer(m, l, P_W2), N, H, C);
+    be->zero(dh1, (size_t)N * H * e);
+    be->zero(dh3, (size_t)N * H * e);
+    be->swiglu_backward(dt, dh1, dh3, dsw, a.h1, a.h3, N, H);
+    be->zero(dn, (size_t)N * C * e);
+    be->matmul_backward(dt, dn, G_layer(m, l, P_W1), dh1, a.n2, W_layer(m, l, P_W1), N, C, H);
+    be->matmul_backward(dt, dn, G_layer(m, l, P_W3), dh3, a.n2, W_layer(m, l, P_W3), N, C, H);
     /* dresid already holds the residual path's share: the norm adds the rest. */
-    be->rmsnorm_backward(dresid, layer_param(m, G, l, P_FFN_NORM), dn, a.h,
-                         layer_param(m, P, l, P_FFN_NORM), a.rstd2, N, C);
+    be->rmsnorm_backward(dt, dresid, G_layer(m, l, P_FFN_NORM), dn, a.h, W_layer(m, l, P_FFN_NORM),
+                         a.rstd2, N, C);
 
     /* h = x + wo(attention(rope(wq n1), rope(wk n1), wv n1)), n1 = rmsnorm(x) */
-    be->zero(datt, (size_t)N * QD * f);
-    be->matmul_backward(datt, layer_param(m, G, l, P_WO), dresid, a.att, layer_param(m, P, l, P_WO),
-                        N, QD, C);
-    be->zero(dq, (size_t)N * QD * f);
-    be->zero(dk, (size_t)N * KVD * f);
-    be->zero(dv, (size_t)N * KVD * f);
-    be->attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->NH,
+    be->zero(datt, (size_t)N * QD * e);
+    be->matmul_backward(dt, datt, G_layer(m, l, P_WO), dresid, a.att, W_layer(m, l, P_WO), N, QD, C);
+    be->zero(dq, (size_t)N * QD * e);
+    be->zero(dk, (size_t)N * KVD * e);
+    be->zero(dv, (size_t)N * KVD * e);
+    be->attention_backward(dt, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->NH,
                            m->NKV, m->HD);
     /* datt is free again: it takes the un-rotated dq. */
-    be->zero(datt, (size_t)N * QD * f);
-    be->rope_backward(datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
-    be->zero(dkr, (size_t)N * KVD * f);
-    be->rope_backward(dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
-    be->zero(dn, (size_t)N * C * f);
-    be->matmul_backward(dn, layer_param(m, G, l, P_WQ), datt, a.n1, layer_param(m, P, l, P_WQ), N,
-                        C, QD);
-    be->matmul_backward(dn, layer_param(m, G, l, P_WK), dkr, a.n1, layer_param(m, P, l, P_WK), N,
-                        C, KVD);
-    be->matmul_backward(dn, layer_param(m, G, l, P_WV), dv, a.n1, layer_param(m, P, l, P_WV), N,
-                        C, KVD);
-    be->rmsnorm_backward(dresid, layer_param(m, G, l, P_ATTN_NORM), dn, x,
-                         layer_param(m, P, l, P_ATTN_NORM), a.rstd1, N, C);
+    be->zero(datt, (size_t)N * QD * e);
+    be->rope_backward(dt, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
+    be->zero(dkr, (size_t)N * KVD * e);
+    be->rope_backward(dt, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
+    be->zero(dn, (size_t)N * C * e);
+    be->matmul_backward(dt, dn, G_layer(m, l, P_WQ), datt, a.n1, W_layer(m, l, P_WQ), N, C, QD);
+    be->matmul_backward(dt, dn, G_layer(m, l, P_WK), dkr, a.n1, W_layer(m, l, P_WK), N, C, KVD);
+    be->matmul_backward(dt, dn, G_layer(m, l, P_WV), dv, a.n1, W_layer(m, l, P_WV), N, C, KVD);
+    be->rmsnorm_backward(dt, dresid, G_layer(m, l, P_ATTN_NORM), dn, x, W_layer(m, l, P_ATTN_NORM),
+                         a.rstd1, N, C);
 }
 
 void titan_llama_backward(titan_llama *m, float loss_scale) {
     TITAN_ASSERT(m->have_targets); /* backward needs a forward with targets */
     const titan_backend *be = m->be;
+    titan_dtype dt = m->dt;
     int N = m->N, C = m->C, V = m->V;
-    float *P = m->params, *G = m->grads;
-    float *logits = m->act[A_LOGITS], *dresid = m->act[A_DRESID], *dxf = m->act[A_DN];
-    size_t f = sizeof(float);
+    void *logits = m->act[A_LOGITS], *dresid = m->act[A_DRESID], *dxf = m->act[A_DN];
+    size_t e = titan_dtype_size(dt);
+    /* FSDP may have re-gathered the parameters since forward: cast again. */
+    int recast = m->hooks.before_backward != NULL;
 
     /* dlogits overwrite the logits: d(loss_scale * mean CE). */
-    be->cross_entropy(m->act[A_LOSSES], logits, logits, (const uint32_t *)m->act[A_TARGETS], N, V,
+    be->cross_entropy(dt, m->act[A_LOSSES], logits, logits, m->act[A_TARGETS], N, V,
                       loss_scale / (float)N);
     m->have_targets = 0; /* the logits are gone */
 
     /* Backward hooks' failures stay with their owner (see llama.h). */
     (void)HOOK(m, before_backward, m->L + 1);
-    be->zero(dxf, (size_t)N * C * f);
-    be->matmul_backward(dxf, head(m, G), logits, m->act[A_XF], head(m, P), N, C, V);
-    be->zero(dresid, (size_t)N * C * f);
-    be->rmsnorm_backward(dresid, final_norm(m, G), dxf, resid(m, m->L), final_norm(m, P),
+    if (recast) cast_block(m, m->L + 1);
+    be->zero(dxf, (size_t)N * C * e);
+    be->matmul_backward(dt, dxf, G_head(m), logits, m->act[A_XF], W_head(m), N, C, V);
+    be->zero(dresid, (size_t)N * C * e);
+    be->rmsnorm_backward(dt, dresid, G_final_norm(m), dxf, resid(m, m->L), W_final_norm(m),
                          m->act[A_RSTDF], N, C);
     (void)HOOK(m, after_backward, m->L + 1);
 
     for (int l = m->L - 1; l >= 0; l--) {
         (void)HOOK(m, before_backward, l + 1);
+        if (recast) cast_block(m, l + 1);
         /* Recompute the block's intermediates from its saved input; its
          * output slot is no longer needed, so it serves as scratch. */
         if (m->ac == TITAN_AC_FULL) layer_forward(m, l, resid(m, l), resid(m, l + 1));
@@ -414,6 +496,6 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
         (void)HOOK(m, after_backward, l + 1);
     }
     (void)HOOK(m, before_backward, 0);
-    be->embedding_backward(tok_emb(m, G), dresid, (const uint32_t *)m->act[A_TOKENS], N, C);
+    be->embedding_backward(dt, G_tok(m), dresid, m->act[A_TOKENS], N, C);
     (void)HOOK(m, after_backward, 0);
 }

@@ -9,9 +9,14 @@ typedef struct titan_llama titan_llama;
 
 typedef enum { TITAN_AC_NONE = 0, TITAN_AC_FULL = 1 } titan_ac_mode;
 
-/* Allocates parameters, gradients and activations for micro-batches of B x T. */
+/* Allocates parameters, gradients and activations for micro-batches of B x T.
+ * dt is the compute type: TITAN_DTYPE_F32, or TITAN_DTYPE_BF16 for mixed
+ * precision (bf16 activations and a bf16 compute copy of the parameters,
+ * cast from the fp32 parameters before each block runs; parameters,
+ * gradients and everything the optimizer sees stay fp32). */
 titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
-                                const titan_backend *be, int B, int T, titan_ac_mode ac);
+                                const titan_backend *be, int B, int T, titan_ac_mode ac,
+                                titan_dtype dt);
 void titan_llama_free(titan_llama *m);
 
 const titan_llama_config *titan_llama_get_config(const titan_llama *m);
@@ -20,6 +25,8 @@ float *titan_llama_params_data(titan_llama *m); /* flat, catalog order, backend 
 float *titan_llama_grads_data(titan_llama *m);  /* same layout */
 size_t titan_llama_params_count(const titan_llama *m);
 size_t titan_llama_activation_bytes(const titan_llama *m);
+size_t titan_llama_compute_copy_bytes(const titan_llama *m); /* the bf16 parameter copy; 0 for f32 */
+titan_dtype titan_llama_compute_dtype(const titan_llama *m);
 
 /* Forward over tokens[B*T]; with targets, returns the mean cross-entropy in
  * *loss and keeps what backward needs. Without targets (NULL) it only
@@ -30,8 +37,10 @@ titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const u
  * loss_scale = 1 / gradient-accumulation steps. */
 void titan_llama_backward(titan_llama *m, float loss_scale);
 void titan_llama_zero_grads(titan_llama *m);
-/* Logits [B*T, V] of the last forward (backend memory). */
+/* Logits [B*T, V] of the last forward (backend memory); f32 models only. */
 const float *titan_llama_logits(const titan_llama *m);
+/* The same as fp32 in host memory dst[B*T*V], whatever the compute type. */
+titan_status titan_llama_logits_host(const titan_llama *m, float *dst);
 
 /* Per-block hooks, for parallelism that moves parameters and gradients while
  * the model computes (FSDP gathers, gradient reductions). Blocks: 0 = token

@@ -74,6 +74,9 @@ void titan_metrics_format(const titan_step_metrics *s, char *buf, size_t cap) {
     if (s->has_comm && n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, " | comm exposed %.3f of %.3f s", s->comm_exposed_s,
                       s->comm_total_s);
+    if (s->has_dev_mem && n >= 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, " | dev mem %.0f MiB (used %.0f)",
+                      (double)s->dev_peak_bytes / (1024.0 * 1024.0), (double)s->dev_used_bytes / (1024.0 * 1024.0));
     if (s->has_ckpt && n >= 0 && (size_t)n < cap)
         snprintf(buf + n, cap - (size_t)n, " | ckpt stall %.3f s", s->ckpt_stall_s);
 }
@@ -91,6 +94,9 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
     if (n >= 0 && s->has_ckpt) n = fprintf(m->f, ",\"ckpt_stall_s\":%.6g", s->ckpt_stall_s);
     if (n >= 0 && s->has_comm)
         n = fprintf(m->f, ",\"comm_total_s\":%.6g,\"comm_exposed_s\":%.6g", s->comm_total_s, s->comm_exposed_s);
+    if (n >= 0 && s->has_dev_mem)
+        n = fprintf(m->f, ",\"dev_peak_bytes\":%" PRIu64 ",\"dev_used_bytes\":%" PRIu64, s->dev_peak_bytes,
+                    s->dev_used_bytes);
     if (n >= 0) n = fprintf(m->f, "}\n");
     if (n < 0 || fflush(m->f) != 0)
         return titan_error(TITAN_ERR_IO, "%s: write failed: %s", m->path, strerror(errno));

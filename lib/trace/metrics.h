@@ -27,6 +27,9 @@ typedef struct {
     int has_comm;          /* more than one rank: */
     double comm_total_s;   /*   running time of the step's parameter and gradient collectives */
     double comm_exposed_s; /*   of which training waited (not hidden behind compute) */
+    int has_dev_mem;           /* a device backend (not host memory): */
+    uint64_t dev_peak_bytes;   /*   most bytes held in its buffers during the step */
+    uint64_t dev_used_bytes;   /*   the device's used memory after the step (context, workspaces, others) */
 } titan_step_metrics;
 
 typedef struct titan_metrics titan_metrics;

@@ -25,9 +25,10 @@ titan_status titan_train_device_open(const char *device, int world, titan_train_
 
 /* One rank's peak FLOP/s for MFU and where it comes from (*source, for the
  * info line): configured (> 0) wins; on the CPU backends the best fp32 GEMM
- * measured now; on cuda the GPU's fp32 datasheet peak (the kernels use no
- * tensor cores: fp32 without TF32) when the GPU is in the table, else 0
- * (MFU unknown). */
-double titan_train_device_peak(const titan_train_device *d, double configured, const char **source);
+ * measured now (bf16 compute widens to fp32 GEMMs there); on cuda the GPU's
+ * dense datasheet peak for the compute type (fp32 without TF32, or bf16
+ * tensor cores) when the GPU is in the table, else 0 (MFU unknown). */
+double titan_train_device_peak(const titan_train_device *d, titan_dtype compute, double configured,
+                               const char **source);
 
 #endif

@@ -42,9 +42,9 @@
  * to its backward. Set TITAN_FSDP_POISON=1 to fill freed units with NaN
  * instead, which proves no block reads parameters it did not gather.
  *
- * Mixed precision: param_dtype bf16 gathers bf16 copies of the fp32 shard,
- * so blocks compute on bf16-rounded parameters (widened to fp32 for the CPU
- * kernels); reduce_dtype bf16 casts gradients to bf16 for the
+ * Mixed precision: param_dtype bf16 gathers bf16 copies of the fp32 shard
+ * (half the bytes) into the model's fp32 buffer, exactly the values the
+ * model's bf16 compute copy then takes (llama.h); reduce_dtype bf16 casts gradients to bf16 for the
  * reduce-scatter and all-reduce (each reduction still adds in fp32 and
  * rounds once, comm.h). Master weights, optimizer state and the shard
  * gradient stay fp32. */

@@ -35,7 +35,7 @@ titan_status titan_sample(titan_llama *model, const titan_tokenizer *tok, const 
                           double temperature, uint64_t seed, FILE *out) {
     const titan_llama_config *mc = titan_llama_get_config(model);
     titan_llama *m = NULL;
-    TITAN_TRY(titan_llama_create(&m, mc, titan_backend_cpu(), 1, SAMPLE_CTX, TITAN_AC_NONE));
+    TITAN_TRY(titan_llama_create(&m, mc, titan_backend_cpu(), 1, SAMPLE_CTX, TITAN_AC_NONE, TITAN_DTYPE_F32));
     /* Sampling runs on a CPU copy; the trained model may live on a device. */
     size_t np = titan_llama_params_count(m);
     titan_llama_backend(model)->to_host(titan_llama_params_data(m), titan_llama_params_data(model),

@@ -127,7 +127,10 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
 
     int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
     titan_ac_mode ac = strcmp(cfg->activation_checkpoint_mode, "full") == 0 ? TITAN_AC_FULL : TITAN_AC_NONE;
-    TITAN_TRY(titan_llama_create(&t->model, &t->mc, t->be, B, T, ac));
+    /* mixed_precision_param is the compute type (torchtitan's meaning): bf16
+     * activations and compute weights; parameters, gradients and AdamW stay fp32. */
+    titan_dtype compute = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    TITAN_TRY(titan_llama_create(&t->model, &t->mc, t->be, B, T, ac, compute));
     titan_adamw_config hp = {
         .beta1 = (float)cfg->optimizer_beta1, .beta2 = (float)cfg->optimizer_beta2,
         .eps = (float)cfg->optimizer_eps, .weight_decay = (float)cfg->optimizer_weight_decay,
@@ -139,26 +142,24 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     if (st != TITAN_OK) return st;
     /* torchtitan's "default": reshard unless pipeline parallel (not supported here). */
     fo.reshard_after_forward = strcmp(cfg->parallelism_fsdp_reshard_after_forward, "never") != 0;
-    fo.param_dtype = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    fo.param_dtype = compute; /* FSDP gathers what the model computes with */
     fo.reduce_dtype = strcmp(cfg->training_mixed_precision_reduce, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
-    if (fo.param_dtype == TITAN_DTYPE_BF16 && !t->dev.host) {
-        titan_error(TITAN_ERR_USAGE, "training.mixed_precision_param = \"bfloat16\": the %s backend computes in "
-                    "float32 and has no bfloat16 kernels yet", t->be->name);
-        titan_error_hint("set training.mixed_precision_param = \"float32\"");
-        return TITAN_ERR_USAGE;
-    }
-    /* The CPU kernels compute in fp32: bf16 parameters exist only as FSDP's gathered copies. */
-    if (fo.param_dtype == TITAN_DTYPE_BF16 && strcmp(t->be->name, "cpu") == 0 && t->mesh.layout.dp_shard == 1) {
-        titan_error(TITAN_ERR_USAGE,
-                    "training.mixed_precision_param = \"bfloat16\": the cpu backend computes in float32 and "
-                    "only FSDP (data_parallel_shard_degree > 1, here %d) gathers bf16 parameters",
-                    t->mesh.layout.dp_shard);
-        titan_error_hint("set training.mixed_precision_param = \"float32\", or train with FSDP");
-        return TITAN_ERR_USAGE;
-    }
     TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
-    if (!t->dev.host) TITAN_TRY(titan_state_stage_create(&t->stage, t->be, titan_fsdp_numel(t->fsdp)));
+    if (!t->dev.host) {
+        TITAN_TRY(titan_state_stage_create(&t->stage, t->be, titan_fsdp_numel(t->fsdp)));
+        /* Everything on the device is allocated by now, once: the analytic plan
+         * beside what the backend holds (each step's peak is reported too). */
+        double mib = 1.0 / (1024.0 * 1024.0), pg = 2.0 * sizeof(float) * (double)titan_llama_params_count(t->model);
+        double lp = (double)titan_llama_compute_copy_bytes(t->model), act = (double)titan_llama_activation_bytes(t->model);
+        double opt = 2.0 * sizeof(float) * (double)titan_adamw_numel(t->adam);
+        size_t held = 0;
+        t->be->memory(&held, NULL, NULL, 0);
+        titan_info("device memory: planned %.1f MiB (parameters and gradients %.1f, %s compute copy %.1f, "
+                   "AdamW %.1f, activations %.1f); held %.1f MiB",
+                   (pg + lp + act + opt) * mib, pg * mib, titan_dtype_name(compute), lp * mib, opt * mib,
+                   act * mib, (double)held * mib);
+    }
     TITAN_TRY(titan_lr_schedule_init(&t->sched, cfg->training_steps, cfg->lr_scheduler_warmup_steps,
                                      cfg->lr_scheduler_decay_ratio, cfg->lr_scheduler_decay_type,
                                      cfg->lr_scheduler_min_lr_factor));
@@ -194,7 +195,7 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
 
     t->flops_per_token = titan_llama_flops_per_token(&t->mc, T);
     const char *peak_source;
-    t->peak_flops = titan_train_device_peak(&t->dev, cfg->metrics_peak_flops, &peak_source);
+    t->peak_flops = titan_train_device_peak(&t->dev, compute, cfg->metrics_peak_flops, &peak_source);
     t->peak_flops *= t->mesh.world; /* MFU is the job's: every rank's peak */
     titan_info("model: %zu parameters, %.3g FLOPs/token; batch %d x %d x %d dp x %d accum; peak %.1f GFLOP/s (%s); %d threads",
                titan_llama_params_count(t->model), t->flops_per_token, B, T, t->mesh.dp_size, t->accum,
@@ -315,7 +316,15 @@ static titan_status loop(trainer *t) {
          * collective wait, counted in the step's time). */
         double t0 = titan_now_s();
         if (t->saver) TITAN_TRY(titan_async_save_poll(t->saver)); /* a failed background save stops the run */
+        t->be->memory(NULL, NULL, NULL, 1); /* the step's own peak */
         TITAN_TRY(train_step(t, &sm));
+        if (!t->dev.host) {
+            size_t peak = 0, used = 0;
+            t->be->memory(NULL, &peak, &used, 0);
+            sm.has_dev_mem = 1;
+            sm.dev_peak_bytes = peak;
+            sm.dev_used_bytes = used;
+        }
         sm.step_time_s = titan_now_s() - t0;
         sm.tokens_per_s = tokens_per_step / sm.step_time_s;
         sm.peak_flops = t->peak_flops;

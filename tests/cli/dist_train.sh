@@ -52,7 +52,7 @@ curve() { # DESCRIPTION RUN_A RUN_B [FIRST_STEP [TOL]]
     else fail "$1 ($(cat "$tmp/err"))"; fi
 }
 
-for r in single ddp2 fsdp2 fsdp4 hsdp mpi half never whole plan bf2 bf4 bfr async full; do
+for r in single ddp2 fsdp2 fsdp4 hsdp mpi half never whole plan bf1 bf2 bf4 bfr async full; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 expect 0 "" "train 20 steps, one process" -- "$bin/titan-train" -q "$tmp/single"
@@ -76,21 +76,24 @@ expect 0 "" "train FSDP 2, whole-model gather (comm_bucket_plan = whole)" -- "$b
 expect 0 "" "train HSDP 2x2, explicit unit plan 0,1,1,2" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q "$tmp/plan" \
     --nproc 4 $HSDP --parallelism.comm_bucket_plan=0,1,1,2
 curve "FSDP 2 without reshard loss curve = one process" "$tmp/single" "$tmp/never"
-# Mixed precision: bf16 parameter gathers are bf16(fp32 shard) whatever the
-# layout, so FSDP 2 and 4 agree as fp32 layouts do; against fp32 the curve
-# moves by bf16 rounding (stated tolerance 2e-3 relative over 20 steps; seen 1.8e-4).
+# Mixed precision: bf16 compute (mixed_precision_param), bf16 gathers of the
+# fp32 shards. Layouts agree with one bf16 process within BF16_LAYOUT_TOL
+# (the order of gradient sums moves bf16 roundings); against fp32 the curve
+# moves by bf16 rounding (tolerance 5e-3 relative over 20 steps; seen 4.6e-4,
+# and 5e-6 between layouts).
+BF16_LAYOUT_TOL=1e-4
 BF16P="--training.mixed_precision_param=bfloat16"
 BF16R="--training.mixed_precision_reduce=bfloat16"
 expect 0 "" "train FSDP 2, bf16 parameters" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q "$tmp/bf2" --nproc 2 $BF16P
 expect 0 "" "train FSDP 4, bf16 parameters" -- "$bin/titan-train" -q "$tmp/bf4" --nproc 4 $BF16P
 expect 0 "" "train HSDP 2x2, bf16 parameters and reductions" -- "$bin/titan-train" -q "$tmp/bfr" --nproc 4 $HSDP $BF16P $BF16R
-curve "bf16 parameters: FSDP 4 = FSDP 2" "$tmp/bf2" "$tmp/bf4"
-curve "bf16 parameters: loss curve near fp32" "$tmp/fsdp2" "$tmp/bf2" 1 2e-3
-curve "bf16 parameters and reductions: loss curve near fp32" "$tmp/fsdp2" "$tmp/bfr" 1 2e-3
+expect 0 "" "train one process, bf16 compute" -- "$bin/titan-train" -q "$tmp/bf1" $BF16P
+curve "bf16: FSDP 2 = one process" "$tmp/bf1" "$tmp/bf2" 1 $BF16_LAYOUT_TOL
+curve "bf16: FSDP 4 = one process" "$tmp/bf1" "$tmp/bf4" 1 $BF16_LAYOUT_TOL
+curve "bf16: loss curve near fp32" "$tmp/fsdp2" "$tmp/bf2" 1 5e-3
+curve "bf16 with bf16 reductions: loss curve near fp32" "$tmp/fsdp2" "$tmp/bfr" 1 5e-3
 if cmp -s "$tmp/fsdp2/metrics.jsonl" "$tmp/bf2/metrics.jsonl"; then fail "bf16 parameters change the numbers"
 else ok "bf16 parameters change the numbers"; fi
-expect 2 "only FSDP" "bf16 parameters on one CPU process are a usage error" -- \
-    "$bin/titan-train" "$tmp/single" $BF16P
 same_bits() { # DESCRIPTION RUN_A RUN_B: identical loss and grad_norm at every step
     if /usr/bin/python3 - "$2/metrics.jsonl" "$3/metrics.jsonl" <<'PY'
 import json, sys

@@ -104,8 +104,37 @@ expect 0 "" "cpu-guard to step 3, async save" -- "$bin/titan-train" "$tmp/gr" --
 expect 0 "" "resume on cpu-guard to step 6" -- "$bin/titan-train" "$tmp/gr" --training.device=cpu-guard
 cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/gr/checkpoint/step-00000006/rank-00000.bin" \
     && ok "cpu-guard resume is bitwise identical" || fail "cpu-guard resume is bitwise identical"
-expect 2 "no bfloat16 kernels" "bf16 parameters on a device are refused" -- "$bin/titan-train" "$tmp/gr" \
-    --training.steps=7 --training.device=cpu-guard --training.mixed_precision_param=bfloat16
+# Mixed precision (bf16 compute, fp32 master weights): the guarded device
+# computes the cpu's bf16 bits too.
+BF16="--training.mixed_precision_param=bfloat16"
+expect 0 "" "init bf16 runs" -- "$bin/titan-init" "$cfg" "$tmp/hb" $TINY
+cp -r "$tmp/hb" "$tmp/hg"
+expect 0 "" "train bf16 on the cpu" -- "$bin/titan-train" "$tmp/hb" $BF16
+expect 0 "bf16 compute copy" "train bf16 on cpu-guard (device memory reported)" -- "$bin/titan-train" "$tmp/hg" \
+    --training.device=cpu-guard $BF16
+grep -q "dev mem [0-9]* MiB" "$tmp/err" && ok "step lines show device memory" || fail "step lines show device memory"
+cmp -s "$tmp/hb/checkpoint/step-00000006/rank-00000.bin" "$tmp/hg/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "cpu-guard trains the cpu's bf16 bits" || fail "cpu-guard trains the cpu's bf16 bits"
+cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/hb/checkpoint/step-00000006/rank-00000.bin" \
+    && fail "bf16 changes the numbers" || ok "bf16 changes the numbers"
+# 50 steps: the bf16 loss curve stays within BF16_TOL (relative, every step) of fp32's.
+BF16_TOL=5e-3
+LONG="--training.steps=50 --checkpoint.interval=50 --lr_scheduler.warmup_steps=5"
+expect 0 "" "init 50-step runs" -- "$bin/titan-init" "$cfg" "$tmp/f50" $TINY $LONG
+cp -r "$tmp/f50" "$tmp/h50"
+expect 0 "" "train 50 steps fp32" -- "$bin/titan-train" -q "$tmp/f50"
+expect 0 "" "train 50 steps bf16" -- "$bin/titan-train" -q "$tmp/h50" $BF16
+if worst=$(/usr/bin/python3 - "$tmp/f50/metrics.jsonl" "$tmp/h50/metrics.jsonl" "$BF16_TOL" <<'PY'
+import json, sys
+def load(p): return {d["step"]: d["loss"] for d in map(json.loads, open(p))}
+a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+if sorted(a) != list(range(1, 51)) or sorted(b) != sorted(a): sys.exit("steps differ")
+worst = max(abs(a[s] - b[s]) / a[s] for s in a)
+print("max relative difference %.2e, loss %.3f -> %.3f (fp32) vs %.3f (bf16)" % (worst, a[1], a[50], b[50]))
+sys.exit(0 if worst <= tol and a[50] < 0.95 * a[1] else 1)
+PY
+); then ok "bf16 loss curve within $BF16_TOL of fp32 over 50 steps ($worst)"
+else fail "bf16 loss curve within $BF16_TOL of fp32 over 50 steps ($worst)"; fi
 expect 2 "not one of" "unknown device is refused" -- "$bin/titan-train" "$tmp/gr" --training.device=gpu
 expect 2 "not one of" "cuda:N takes a number" -- "$bin/titan-train" "$tmp/gr" --training.device=cuda:x
 expect 2 "nccl communicator: not yet" "cuda with 2 ranks is refused" -- "$bin/titan-train" --nproc 2 "$tmp/gr" \

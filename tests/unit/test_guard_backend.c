@@ -50,7 +50,7 @@ static void host_writes_device(void) {
 static void op_gets_host_pointer(void) {
     float host[64] = {0};
     float *d = gb->alloc(64 * sizeof(float));
-    gb->add(d, d, host, 64);
+    gb->add(TITAN_DTYPE_F32, d, d, host, 64);
 }
 
 static void to_device_from_device(void) {
@@ -74,14 +74,14 @@ static void fill(float *x, size_t n, uint64_t stream) {
 }
 
 /* The same model on both backends: losses, logits and gradients in bits. */
-static void test_model(void) {
+static void test_model(titan_dtype dt) {
     titan_llama_config c;
     CHECK(titan_llama_flavor("debugmodel", &c) == TITAN_OK);
     c.dim = 32, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.multiple_of = 16, c.vocab_size = 50;
     int B = 2, T = 16, N = B * T;
     titan_llama *mc = NULL, *mg = NULL;
-    CHECK(titan_llama_create(&mc, &c, cb, B, T, TITAN_AC_NONE) == TITAN_OK);
-    CHECK(titan_llama_create(&mg, &c, gb, B, T, TITAN_AC_FULL) == TITAN_OK);
+    CHECK(titan_llama_create(&mc, &c, cb, B, T, TITAN_AC_NONE, dt) == TITAN_OK);
+    CHECK(titan_llama_create(&mg, &c, gb, B, T, TITAN_AC_FULL, dt) == TITAN_OK);
     if (!mc || !mg) return;
     size_t np = titan_llama_params_count(mc), V = (size_t)c.vocab_size;
     float *p = malloc(np * sizeof(float)), *g1 = malloc(np * sizeof(float)), *g2 = malloc(np * sizeof(float));
@@ -95,15 +95,14 @@ static void test_model(void) {
     float lc = 0, lg = 0;
     CHECK(titan_llama_forward(mc, tok, tgt, &lc) == TITAN_OK);
     CHECK(titan_llama_forward(mg, tok, tgt, &lg) == TITAN_OK);
-    CHECK(memcmp(&lc, &lg, sizeof lc) == 0, "loss %.9g vs %.9g", (double)lc, (double)lg);
-    memcpy(l1, titan_llama_logits(mc), (size_t)N * V * sizeof(float));
-    gb->to_host(l2, titan_llama_logits(mg), (size_t)N * V * sizeof(float));
-    CHECK(memcmp(l1, l2, (size_t)N * V * sizeof(float)) == 0, "logits");
+    CHECK(memcmp(&lc, &lg, sizeof lc) == 0, "%s loss %.9g vs %.9g", titan_dtype_name(dt), (double)lc, (double)lg);
+    CHECK(titan_llama_logits_host(mc, l1) == TITAN_OK && titan_llama_logits_host(mg, l2) == TITAN_OK);
+    CHECK(memcmp(l1, l2, (size_t)N * V * sizeof(float)) == 0, "%s logits", titan_dtype_name(dt));
     titan_llama_backward(mc, 0.5f);
     titan_llama_backward(mg, 0.5f);
     memcpy(g1, titan_llama_grads_data(mc), np * sizeof(float));
     gb->to_host(g2, titan_llama_grads_data(mg), np * sizeof(float));
-    CHECK(memcmp(g1, g2, np * sizeof(float)) == 0, "gradients");
+    CHECK(memcmp(g1, g2, np * sizeof(float)) == 0, "%s gradients", titan_dtype_name(dt));
     titan_llama_free(mc);
     titan_llama_free(mg);
     free(p), free(g1), free(g2), free(l1), free(l2);
@@ -121,7 +120,8 @@ int main(void) {
     CHECK(dies_by(proper_use) == 0, "copies and ops work");
     const titan_backend *be = NULL;
     CHECK(titan_backend_open("cpu-guard", &be) == TITAN_OK && be == gb, "opened by name");
-    test_model();
+    test_model(TITAN_DTYPE_F32);
+    test_model(TITAN_DTYPE_BF16);
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

@@ -36,14 +36,18 @@ static titan_llama_config tiny(int tied) {
     return c;
 }
 
-static titan_llama *make(const titan_llama_config *c, int b, int t, titan_ac_mode ac) {
+static titan_llama *make_dt(const titan_llama_config *c, int b, int t, titan_ac_mode ac, titan_dtype dt) {
     titan_llama *m = NULL;
-    titan_status st = titan_llama_create(&m, c, titan_backend_cpu(), b, t, ac);
+    titan_status st = titan_llama_create(&m, c, titan_backend_cpu(), b, t, ac, dt);
     if (st != TITAN_OK) {
         fprintf(stderr, "FAIL create: %s\n", titan_error_message());
         exit(1);
     }
     return m;
+}
+
+static titan_llama *make(const titan_llama_config *c, int b, int t, titan_ac_mode ac) {
+    return make_dt(c, b, t, ac, TITAN_DTYPE_F32);
 }
 
 static void tokens_for(uint32_t *tok, uint32_t *tgt, int n, int V, uint64_t seed) {
@@ -313,6 +317,74 @@ static void test_clip_and_adamw_state(void) {
               TITAN_ERR_USAGE, "beta1 = 1 refused");
 }
 
+/* ||a - b|| / ||b|| over n floats */
+static double rel_l2(const float *a, const float *b, size_t n) {
+    double d2 = 0, n2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        d2 += d * d;
+        n2 += (double)b[i] * b[i];
+    }
+    return sqrt(d2 / (n2 > 0 ? n2 : 1));
+}
+
+/* Mixed precision: bf16 activations and compute weights, fp32 parameters and
+ * gradients. Against the fp32 model on the same parameters the loss moves by
+ * bf16 rounding (tolerance 1e-2 relative) and the gradients by a few
+ * percent (tolerance 5e-2, normalised); AC stays bitwise; the compute copy
+ * follows every change of the fp32 parameters. */
+static void test_bf16(int tied) {
+    titan_llama_config c = tiny(tied);
+    c.dim = 64, c.vocab_size = 96;
+    int b = 2, t = 16, n = b * t;
+    titan_llama *f = make(&c, b, t, TITAN_AC_NONE);
+    titan_llama *h = make_dt(&c, b, t, TITAN_AC_NONE, TITAN_DTYPE_BF16);
+    titan_llama *hf = make_dt(&c, b, t, TITAN_AC_FULL, TITAN_DTYPE_BF16);
+    size_t np = titan_llama_params_count(f);
+    CHECK(titan_llama_compute_dtype(h) == TITAN_DTYPE_BF16 && titan_llama_compute_copy_bytes(h) == 2 * np &&
+              titan_llama_compute_copy_bytes(f) == 0, "bf16 compute copy of 2 bytes per parameter");
+    CHECK(titan_llama_activation_bytes(h) < titan_llama_activation_bytes(f), "bf16 activations are smaller");
+    float *p = malloc(np * sizeof(float));
+    titan_llama_init_weights(&c, p, 77);
+    memcpy(titan_llama_params_data(f), p, np * sizeof(float));
+    memcpy(titan_llama_params_data(h), p, np * sizeof(float));
+    memcpy(titan_llama_params_data(hf), p, np * sizeof(float));
+    uint32_t tok[64], tgt[64];
+    tokens_for(tok, tgt, n, c.vocab_size, 41);
+    titan_llama_zero_grads(f), titan_llama_zero_grads(h), titan_llama_zero_grads(hf);
+    double lf = loss_of(f, tok, tgt), lh = loss_of(h, tok, tgt), lhf = loss_of(hf, tok, tgt);
+    titan_llama_backward(f, 1.0f);
+    titan_llama_backward(h, 1.0f);
+    titan_llama_backward(hf, 1.0f);
+    double grel = rel_l2(titan_llama_grads_data(h), titan_llama_grads_data(f), np);
+    printf("  bf16 vs fp32 (%s): loss %.6f vs %.6f (rel %.2e), gradients rel L2 %.2e\n", tied ? "tied" : "untied",
+           lh, lf, fabs(lh - lf) / lf, grel);
+    CHECK(fabs(lh - lf) < 1e-2 * lf, "bf16 loss %.6f vs fp32 %.6f", lh, lf);
+    CHECK(lh != lf, "bf16 computes in bf16 (the loss moved)");
+    CHECK(grel < 5e-2, "bf16 gradients rel L2 %.3e", grel);
+    CHECK(lh == lhf && memcmp(titan_llama_grads_data(h), titan_llama_grads_data(hf), np * sizeof(float)) == 0,
+          "bf16: AC none and full agree bitwise");
+    CHECK(memcmp(titan_llama_params_data(h), p, np * sizeof(float)) == 0, "fp32 parameters untouched by bf16 compute");
+
+    /* logits through the host copy: bf16 values widened */
+    float *lg = malloc((size_t)n * c.vocab_size * sizeof(float));
+    CHECK(titan_llama_logits_host(h, lg) == TITAN_OK);
+    int exact = 1;
+    for (size_t i = 0; i < (size_t)n * c.vocab_size; i++)
+        exact &= titan_bf16_to_f32(titan_f32_to_bf16(lg[i])) == lg[i];
+    CHECK(exact, "bf16 logits are bf16 values");
+
+    /* the compute copy follows the fp32 parameters: scale them, the loss follows fp32's */
+    for (size_t i = 0; i < np; i++) p[i] *= 1.5f;
+    memcpy(titan_llama_params_data(f), p, np * sizeof(float));
+    memcpy(titan_llama_params_data(h), p, np * sizeof(float));
+    double lf2 = loss_of(f, tok, tgt), lh2 = loss_of(h, tok, tgt);
+    CHECK(fabs(lh2 - lf2) < 1e-2 * lf2 && fabs(lh2 - lh) > 1e-4, "after a parameter change: bf16 %.6f, fp32 %.6f",
+          lh2, lf2);
+    free(p), free(lg);
+    titan_llama_free(f), titan_llama_free(h), titan_llama_free(hf);
+}
+
 int main(void) {
     titan_backend_cpu_set_threads(1);
     printf("test_model_grad:\n");
@@ -326,6 +398,8 @@ int main(void) {
     test_adamw_training(0);
     test_adamw_training(1);
     test_clip_and_adamw_state();
+    test_bf16(0);
+    test_bf16(1);
     if (failures) {
         fprintf(stderr, "test_model_grad: %d failure(s)\n", failures);
         return 1;

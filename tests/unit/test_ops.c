@@ -2,7 +2,8 @@
  * reference (forward) and against central finite differences of that
  * reference (backward), plus: backward adds into its gradients, results are
  * bitwise identical with 1 and 2 threads, AdamW and the RoPE tables match
- * PyTorch values. One line per check; exit 1 on any failure.
+ * PyTorch values. All with dt = f32 (the bf16 entries: test_ops_bf16.c). One line
+ * per check; exit 1 on any failure.
  *
  * TITAN_OPS_TIMING=1 adds an attention benchmark (B=1 T=2048 NH=16 HD=16)
  * beside PyTorch eager attention measured in the same run. */
@@ -151,16 +152,16 @@ static void test_matmul(void) {
     float *inp = randf((size_t)N * IC, -1, 1), *w = randf((size_t)OC * IC, -1, 1);
     float *wt = randf((size_t)N * OC, -1, 1), *out = zerosf((size_t)N * OC);
     mm_ctx c = {N, IC, OC, to_double(inp, (size_t)N * IC), to_double(w, (size_t)OC * IC), wt};
-    be->matmul_forward(out, inp, w, N, IC, OC);
+    be->matmul_forward(TITAN_DTYPE_F32, out, inp, w, N, IC, OC);
     double *ref = zerosd((size_t)N * OC);
     mm_ref(ref, &c);
     check("matmul forward", out, ref, (size_t)N * OC, 1e-6);
     float *dinp = zerosf((size_t)N * IC), *dw = zerosf((size_t)OC * IC);
-    be->matmul_backward(dinp, dw, wt, inp, w, N, IC, OC);
+    be->matmul_backward(TITAN_DTYPE_F32, dinp, dw, wt, inp, w, N, IC, OC);
     check_grad("matmul backward dinp (fd)", mm_loss, &c, c.inp, dinp, (size_t)N * IC, 1e-5);
     check_grad("matmul backward dw (fd)", mm_loss, &c, c.w, dw, (size_t)OC * IC, 1e-5);
     float *dinp2 = dupf(dinp, (size_t)N * IC);
-    be->matmul_backward(dinp2, NULL, wt, inp, w, N, IC, OC);
+    be->matmul_backward(TITAN_DTYPE_F32, dinp2, NULL, wt, inp, w, N, IC, OC);
     double *twice = zerosd((size_t)N * IC);
     for (size_t i = 0; i < (size_t)N * IC; i++) twice[i] = 2.0 * dinp[i];
     check("matmul backward adds (x2, dw NULL)", dinp2, twice, (size_t)N * IC, 1e-6);
@@ -176,7 +177,7 @@ static void test_embedding(void) {
     for (int n = 0; n < N; n++) tok[n] = (uint32_t)((n * 7 + n / 3) % V);
     float *wte = randf((size_t)V * C, -1, 1), *out = zerosf((size_t)N * C);
     float *dout = randf((size_t)N * C, -1, 1), *dwte = zerosf((size_t)V * C);
-    be->embedding_forward(out, tok, wte, N, C);
+    be->embedding_forward(TITAN_DTYPE_F32, out, tok, wte, N, C);
     double *ref = zerosd((size_t)N * C);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) ref[n * C + c] = wte[tok[n] * C + c];
@@ -185,10 +186,10 @@ static void test_embedding(void) {
     double *dref = zerosd((size_t)V * C);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) dref[tok[n] * C + c] += dout[n * C + c];
-    be->embedding_backward(dwte, dout, tok, N, C);
+    be->embedding_backward(TITAN_DTYPE_F32, dwte, dout, tok, N, C);
     check("embedding backward (repeated tokens)", dwte, dref, (size_t)V * C, 1e-6);
     for (size_t i = 0; i < (size_t)V * C; i++) dref[i] *= 2.0;
-    be->embedding_backward(dwte, dout, tok, N, C);
+    be->embedding_backward(TITAN_DTYPE_F32, dwte, dout, tok, N, C);
     check("embedding backward adds (x2)", dwte, dref, (size_t)V * C, 1e-6);
     free(wte), free(out), free(dout), free(dwte), free(ref), free(dref);
 }
@@ -229,15 +230,15 @@ static void test_rmsnorm(void) {
     rn_ctx c = {N, C, eps, to_double(x, (size_t)N * C), to_double(w, C), wt};
     double *ref = zerosd((size_t)N * C), *rref = zerosd(N);
     rn_ref(ref, rref, &c);
-    be->rmsnorm_forward(out, rstd, x, w, N, C, eps);
+    be->rmsnorm_forward(TITAN_DTYPE_F32, out, rstd, x, w, N, C, eps);
     check("rmsnorm forward", out, ref, (size_t)N * C, 2e-6);
     check("rmsnorm forward rstd", rstd, rref, N, 2e-6);
     float *dx = zerosf((size_t)N * C), *dw = zerosf(C);
-    be->rmsnorm_backward(dx, dw, wt, x, w, rstd, N, C);
+    be->rmsnorm_backward(TITAN_DTYPE_F32, dx, dw, wt, x, w, rstd, N, C);
     check_grad("rmsnorm backward dinp (fd)", rn_loss, &c, c.x, dx, (size_t)N * C, 1e-5);
     check_grad("rmsnorm backward dweight (fd)", rn_loss, &c, c.w, dw, C, 1e-5);
     float *dx2 = dupf(dx, (size_t)N * C), *dw2 = dupf(dw, C);
-    be->rmsnorm_backward(dx2, dw2, wt, x, w, rstd, N, C);
+    be->rmsnorm_backward(TITAN_DTYPE_F32, dx2, dw2, wt, x, w, rstd, N, C);
     double *t1 = zerosd((size_t)N * C), *t2 = zerosd(C);
     for (size_t i = 0; i < (size_t)N * C; i++) t1[i] = 2.0 * dx[i];
     for (int i = 0; i < C; i++) t2[i] = 2.0 * dw[i];
@@ -288,17 +289,17 @@ static void test_rope(void) {
     rp_ctx c = {B, T, NHX, HD, to_double(x, n), cs, sn, wt};
     double *ref = zerosd(n);
     rp_ref(ref, &c);
-    be->rope_forward(out, x, cs, sn, B, T, NHX, HD);
+    be->rope_forward(TITAN_DTYPE_F32, out, x, cs, sn, B, T, NHX, HD);
     check("rope forward", out, ref, n, 1e-6);
     float *inplace = dupf(x, n);
-    be->rope_forward(inplace, inplace, cs, sn, B, T, NHX, HD);
+    be->rope_forward(TITAN_DTYPE_F32, inplace, inplace, cs, sn, B, T, NHX, HD);
     check_bits("rope forward in place (out == inp)", inplace, out, n * sizeof(float));
     float *dx = zerosf(n);
-    be->rope_backward(dx, wt, cs, sn, B, T, NHX, HD);
+    be->rope_backward(TITAN_DTYPE_F32, dx, wt, cs, sn, B, T, NHX, HD);
     check_grad("rope backward (fd)", rp_loss, &c, c.x, dx, n, 1e-5);
     double *twice = zerosd(n);
     for (size_t i = 0; i < n; i++) twice[i] = 2.0 * dx[i];
-    be->rope_backward(dx, wt, cs, sn, B, T, NHX, HD);
+    be->rope_backward(TITAN_DTYPE_F32, dx, wt, cs, sn, B, T, NHX, HD);
     check("rope backward adds (x2)", dx, twice, n, 1e-6);
     free(cs), free(sn), free(x), free(wt), free(out), free(c.x), free(ref), free(inplace);
     free(dx), free(twice);
@@ -393,13 +394,13 @@ static void test_attention_case(int B, int T, int NH, int NKV, int HD, double am
     at_ctx c = {B, T, NH, NKV, HD, to_double(q, nq), to_double(k, nk), to_double(v, nk), wt};
     double *ref = zerosd(nq), *lref = zerosd((size_t)B * NH * T);
     at_ref(ref, lref, &c);
-    be->attention_forward(out, lse, q, k, v, B, T, NH, NKV, HD);
+    be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, NH, NKV, HD);
     snprintf(name, sizeof name, "attention fwd B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
     check(name, out, ref, nq, 1e-5);
     snprintf(name, sizeof name, "attention lse B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
     check(name, lse, lref, (size_t)B * NH * T, 1e-6);
     float *dq = zerosf(nq), *dk = zerosf(nk), *dv = zerosf(nk);
-    be->attention_backward(dq, dk, dv, wt, out, lse, q, k, v, B, T, NH, NKV, HD);
+    be->attention_backward(TITAN_DTYPE_F32, dq, dk, dv, wt, out, lse, q, k, v, B, T, NH, NKV, HD);
     snprintf(name, sizeof name, "attention bwd dq (fd) T%d NKV%d HD%d", T, NKV, HD);
     check_grad(name, at_loss, &c, c.q, dq, nq, 1e-4);
     snprintf(name, sizeof name, "attention bwd dk (fd) T%d NKV%d HD%d", T, NKV, HD);
@@ -409,7 +410,7 @@ static void test_attention_case(int B, int T, int NH, int NKV, int HD, double am
     double *t1 = zerosd(nq), *t2 = zerosd(nk), *t3 = zerosd(nk);
     for (size_t i = 0; i < nq; i++) t1[i] = 2.0 * dq[i];
     for (size_t i = 0; i < nk; i++) t2[i] = 2.0 * dk[i], t3[i] = 2.0 * dv[i];
-    be->attention_backward(dq, dk, dv, wt, out, lse, q, k, v, B, T, NH, NKV, HD);
+    be->attention_backward(TITAN_DTYPE_F32, dq, dk, dv, wt, out, lse, q, k, v, B, T, NH, NKV, HD);
     snprintf(name, sizeof name, "attention bwd adds (x2) T%d", T);
     check(name, dq, t1, nq, 1e-5);
     check(name, dk, t2, nk, 1e-5);
@@ -455,15 +456,15 @@ static void test_swiglu(void) {
     sw_ctx c = {N, H, to_double(h1, n), to_double(h3, n), wt};
     double *ref = zerosd(n);
     sw_ref(ref, &c);
-    be->swiglu_forward(out, h1, h3, N, H);
+    be->swiglu_forward(TITAN_DTYPE_F32, out, h1, h3, N, H);
     check("swiglu forward", out, ref, n, 2e-6);
     float *d1 = zerosf(n), *d3 = zerosf(n);
-    be->swiglu_backward(d1, d3, wt, h1, h3, N, H);
+    be->swiglu_backward(TITAN_DTYPE_F32, d1, d3, wt, h1, h3, N, H);
     check_grad("swiglu backward dh1 (fd)", sw_loss, &c, c.h1, d1, n, 1e-5);
     check_grad("swiglu backward dh3 (fd)", sw_loss, &c, c.h3, d3, n, 1e-5);
     double *t1 = zerosd(n), *t3 = zerosd(n);
     for (size_t i = 0; i < n; i++) t1[i] = 2.0 * d1[i], t3[i] = 2.0 * d3[i];
-    be->swiglu_backward(d1, d3, wt, h1, h3, N, H);
+    be->swiglu_backward(TITAN_DTYPE_F32, d1, d3, wt, h1, h3, N, H);
     check("swiglu backward adds dh1 (x2)", d1, t1, n, 1e-6);
     check("swiglu backward adds dh3 (x2)", d3, t3, n, 1e-6);
     free(h1), free(h3), free(wt), free(out), free(c.h1), free(c.h3), free(ref), free(d1);
@@ -506,11 +507,11 @@ static void test_cross_entropy(void) {
     ce_ctx c = {N, V, to_double(x, n), 1.0 / N, tg};
     double *lref = zerosd(N);
     ce_ref(lref, &c);
-    be->cross_entropy(loss, d, x, tg, N, V, 1.0f / N);
+    be->cross_entropy(TITAN_DTYPE_F32, loss, d, x, tg, N, V, 1.0f / N);
     check("cross_entropy losses", loss, lref, N, 1e-6);
     check_grad("cross_entropy dlogits (fd)", ce_loss, &c, c.x, d, n, 1e-5);
     float *alias = dupf(x, n), *loss2 = zerosf(N);
-    be->cross_entropy(loss2, alias, alias, tg, N, V, 1.0f / N);
+    be->cross_entropy(TITAN_DTYPE_F32, loss2, alias, alias, tg, N, V, 1.0f / N);
     check_bits("cross_entropy dlogits aliasing logits", alias, d, n * sizeof(float));
     check_bits("cross_entropy losses when aliased", loss2, loss, N * sizeof(float));
     free(x), free(loss), free(d), free(c.x), free(lref), free(alias), free(loss2);
@@ -596,7 +597,7 @@ static void test_reductions(void) {
     if (!(rel <= 1e-12)) failures++;
     double *want = zerosd(n);
     for (size_t i = 0; i < n; i++) want[i] = (double)x[i] + y[i];
-    be->add(o, x, y, n);
+    be->add(TITAN_DTYPE_F32, o, x, y, n);
     check("add", o, want, n, 1e-7);
     for (size_t i = 0; i < n; i++) want[i] = (double)x[i] * 0.37;
     be->scale(x, n, 0.37f);
@@ -632,20 +633,20 @@ static void run_all(outs *o, int threads) {
     o->n = 12;
     for (int i = 0; i < 12; i++) o->bufs[i] = zerosf(sz[i]), o->sizes[i] = sz[i];
     float **b = o->bufs;
-    be->matmul_forward(b[0], x, w, N, C, H);
-    be->matmul_backward(b[1], b[2], dy, x, w, N, C, H);
+    be->matmul_forward(TITAN_DTYPE_F32, b[0], x, w, N, C, H);
+    be->matmul_backward(TITAN_DTYPE_F32, b[1], b[2], dy, x, w, N, C, H);
     float *rstd = zerosf(N);
-    be->rmsnorm_forward(b[3], rstd, x, w, N, C, 1e-5f);
-    be->rmsnorm_backward(b[1], b[2], dy, x, w, rstd, N, C);
-    be->embedding_backward(b[4], x, tok, N, C);
-    be->rope_forward(b[3], b[3], cs, sn, 1, N, C / HD, HD);
-    be->rope_backward(b[1], x, cs, sn, 1, N, C / HD, HD);
-    be->attention_forward(b[5], b[6], q, k, v, B, T, NH, NKV, HD);
-    be->attention_backward(b[7], b[7] + nq, b[7] + nq + nk, q, b[5], b[6], q, k, v, B, T, NH,
-                           NKV, HD);
-    be->swiglu_forward(b[8], dy, h3, N, H);
-    be->swiglu_backward(b[8], b[8] + (size_t)N * H, h3, dy, b[0], N, H);
-    be->cross_entropy(b[9] + (size_t)N * V, b[9], lg, tok, N, V, 0.5f);
+    be->rmsnorm_forward(TITAN_DTYPE_F32, b[3], rstd, x, w, N, C, 1e-5f);
+    be->rmsnorm_backward(TITAN_DTYPE_F32, b[1], b[2], dy, x, w, rstd, N, C);
+    be->embedding_backward(TITAN_DTYPE_F32, b[4], x, tok, N, C);
+    be->rope_forward(TITAN_DTYPE_F32, b[3], b[3], cs, sn, 1, N, C / HD, HD);
+    be->rope_backward(TITAN_DTYPE_F32, b[1], x, cs, sn, 1, N, C / HD, HD);
+    be->attention_forward(TITAN_DTYPE_F32, b[5], b[6], q, k, v, B, T, NH, NKV, HD);
+    be->attention_backward(TITAN_DTYPE_F32, b[7], b[7] + nq, b[7] + nq + nk, q, b[5], b[6], q, k,
+                           v, B, T, NH, NKV, HD);
+    be->swiglu_forward(TITAN_DTYPE_F32, b[8], dy, h3, N, H);
+    be->swiglu_backward(TITAN_DTYPE_F32, b[8], b[8] + (size_t)N * H, h3, dy, b[0], N, H);
+    be->cross_entropy(TITAN_DTYPE_F32, b[9] + (size_t)N * V, b[9], lg, tok, N, V, 0.5f);
     float *pm = b[10], *m = pm + (size_t)H * C, *vv = m + (size_t)H * C;
     memcpy(pm, w, (size_t)H * C * sizeof(float));
     be->adamw_step(pm, b[2], m, vv, (size_t)H * C, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
@@ -667,8 +668,8 @@ static void test_matmul_threads(void) {
             set_threads(t + 1);
             r[t][0] = zerosf((size_t)N * OC), r[t][1] = zerosf((size_t)N * IC);
             r[t][2] = zerosf((size_t)OC * IC);
-            be->matmul_forward(r[t][0], x, w, N, IC, OC);
-            be->matmul_backward(r[t][1], r[t][2], dy, x, w, N, IC, OC);
+            be->matmul_forward(TITAN_DTYPE_F32, r[t][0], x, w, N, IC, OC);
+            be->matmul_backward(TITAN_DTYPE_F32, r[t][1], r[t][2], dy, x, w, N, IC, OC);
         }
         set_threads(0);
         char name[96];
@@ -739,27 +740,27 @@ static void timing_ops(void) {
     for (int rep = 0; rep < 5; rep++) {
         double t[13];
         t[0] = now();
-        be->matmul_forward(z, x, w, N, C, H);
+        be->matmul_forward(TITAN_DTYPE_F32, z, x, w, N, C, H);
         t[1] = now();
-        be->matmul_backward(y, w, z, x, w, N, C, H);
+        be->matmul_backward(TITAN_DTYPE_F32, y, w, z, x, w, N, C, H);
         t[2] = now();
-        be->rmsnorm_forward(z, r, x, w, N, C, 1e-5f);
+        be->rmsnorm_forward(TITAN_DTYPE_F32, z, r, x, w, N, C, 1e-5f);
         t[3] = now();
-        be->rmsnorm_backward(y, w, z, x, w, r, N, C);
+        be->rmsnorm_backward(TITAN_DTYPE_F32, y, w, z, x, w, r, N, C);
         t[4] = now();
-        be->rope_forward(z, x, cs, sn, 1, N, NH, HD);
+        be->rope_forward(TITAN_DTYPE_F32, z, x, cs, sn, 1, N, NH, HD);
         t[5] = now();
-        be->rope_backward(y, x, cs, sn, 1, N, NH, HD);
+        be->rope_backward(TITAN_DTYPE_F32, y, x, cs, sn, 1, N, NH, HD);
         t[6] = now();
-        be->swiglu_forward(z, x, y, N, H);
+        be->swiglu_forward(TITAN_DTYPE_F32, z, x, y, N, H);
         t[7] = now();
-        be->swiglu_backward(y, z, x, x, y, N, H);
+        be->swiglu_backward(TITAN_DTYPE_F32, y, z, x, x, y, N, H);
         t[8] = now();
-        be->cross_entropy(r, z, lg, tok, N, V, 1.0f / N); /* z holds N*V */
+        be->cross_entropy(TITAN_DTYPE_F32, r, z, lg, tok, N, V, 1.0f / N); /* z holds N*V */
         t[9] = now();
-        be->matmul_forward(z, x, wo, N, C, V);
+        be->matmul_forward(TITAN_DTYPE_F32, z, x, wo, N, C, V);
         t[10] = now();
-        be->embedding_backward(emb, x, tok, N, C);
+        be->embedding_backward(TITAN_DTYPE_F32, emb, x, tok, N, C);
         t[11] = now();
         be->adamw_step(p, x, m, v, np, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, rep + 1);
         t[12] = now();
@@ -784,12 +785,13 @@ static void timing(void) {
     /* causal attention: QK^T and PV over the lower triangle; backward = 2.5x */
     double fl = 4.0 * B * NH * HD * (double)T * (T + 1) / 2.0;
     double tf = 1e9, tb = 1e9;
-    be->attention_forward(out, lse, q, k, v, B, T, NH, NKV, HD);
+    be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, NH, NKV, HD);
     for (int r = 0; r < reps; r++) {
         double t0 = now();
-        be->attention_forward(out, lse, q, k, v, B, T, NH, NKV, HD);
+        be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, NH, NKV, HD);
         double t1 = now();
-        be->attention_backward(dq, dk, dv, dy, out, lse, q, k, v, B, T, NH, NKV, HD);
+        be->attention_backward(TITAN_DTYPE_F32, dq, dk, dv, dy, out, lse, q, k, v, B, T, NH, NKV,
+                               HD);
         double t2 = now();
         tf = fmin(tf, t1 - t0), tb = fmin(tb, t2 - t1);
     }

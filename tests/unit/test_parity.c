@@ -263,7 +263,7 @@ static int run_case(const char *root, const char *name) {
     host = malloc((P > NV ? P : NV) * sizeof(float));
     if (!host) goto out;
 
-    if ((st = titan_llama_create(&m, c, be, g.B, g.T, TITAN_AC_NONE)) != TITAN_OK) {
+    if ((st = titan_llama_create(&m, c, be, g.B, g.T, TITAN_AC_NONE, TITAN_DTYPE_F32)) != TITAN_OK) {
         fail_status("create", st);
         goto out;
     }
@@ -279,7 +279,7 @@ static int run_case(const char *root, const char *name) {
     if (compare_grads(m, be, &g, &d, ps, n, host, "", 1) != 0) goto out;
 
     /* activation checkpointing recomputes the forward: same gradients */
-    if ((st = titan_llama_create(&mac, c, be, g.B, g.T, TITAN_AC_FULL)) != TITAN_OK) {
+    if ((st = titan_llama_create(&mac, c, be, g.B, g.T, TITAN_AC_FULL, TITAN_DTYPE_F32)) != TITAN_OK) {
         fail_status("create (ac full)", st);
         goto out;
     }

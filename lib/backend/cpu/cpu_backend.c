@@ -2,6 +2,8 @@
  * the small elementwise ops (add, scale, sumsq). */
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -10,9 +12,50 @@
 
 /* --- memory: host memory, so "device" copies are memcpy --- */
 
-/* Page-backed: memory is resident once touched (FSDP frees pages, mem.h). */
-static void *cpu_alloc(size_t nbytes) { return titan_alloc_pages(nbytes, "cpu backend buffer"); }
-static void cpu_free(void *p) { titan_free_pages(p); }
+/* Bytes held through cpu_alloc, for memory(). */
+static struct {
+    pthread_mutex_t lock;
+    size_t in_use, peak;
+} acct = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Page-backed: memory is resident once touched (FSDP frees pages, mem.h).
+ * One page in front of the data keeps the size asked for, so cpu_free can
+ * account for it; the data stays page-aligned. */
+static void *cpu_alloc(size_t nbytes) {
+    size_t page = titan_page_size();
+    if (nbytes > SIZE_MAX - page) {
+        titan_error(TITAN_ERR_NOMEM, "cpu backend buffer: cannot allocate %zu bytes", nbytes);
+        return NULL;
+    }
+    char *base = titan_alloc_pages(page + nbytes, "cpu backend buffer");
+    if (!base) return NULL;
+    memcpy(base, &nbytes, sizeof nbytes);
+    pthread_mutex_lock(&acct.lock);
+    acct.in_use += nbytes;
+    if (acct.in_use > acct.peak) acct.peak = acct.in_use;
+    pthread_mutex_unlock(&acct.lock);
+    return base + page;
+}
+
+static void cpu_free(void *p) {
+    if (!p) return;
+    char *base = (char *)p - titan_page_size();
+    size_t nbytes;
+    memcpy(&nbytes, base, sizeof nbytes);
+    pthread_mutex_lock(&acct.lock);
+    acct.in_use -= nbytes;
+    pthread_mutex_unlock(&acct.lock);
+    titan_free_pages(base);
+}
+
+static void cpu_memory(size_t *in_use, size_t *peak, size_t *device_used, int reset) {
+    pthread_mutex_lock(&acct.lock);
+    if (in_use) *in_use = acct.in_use;
+    if (peak) *peak = acct.peak;
+    if (reset) acct.peak = acct.in_use;
+    pthread_mutex_unlock(&acct.lock);
+    if (device_used) *device_used = 0;
+}
 static void cpu_zero(void *p, size_t nbytes) {
     if (nbytes) memset(p, 0, nbytes);
 }
@@ -81,20 +124,22 @@ static const titan_backend cpu_backend = {
     .zero = cpu_zero,
     .to_device = cpu_copy,
     .to_host = cpu_copy,
-    .matmul_forward = titan_cpu_matmul_forward,
-    .matmul_backward = titan_cpu_matmul_backward,
-    .add = titan_cpu_add,
-    .embedding_forward = titan_cpu_embedding_forward,
-    .embedding_backward = titan_cpu_embedding_backward,
-    .rmsnorm_forward = titan_cpu_rmsnorm_forward,
-    .rmsnorm_backward = titan_cpu_rmsnorm_backward,
-    .rope_forward = titan_cpu_rope_forward,
-    .rope_backward = titan_cpu_rope_backward,
-    .attention_forward = titan_cpu_attention_forward,
-    .attention_backward = titan_cpu_attention_backward,
-    .swiglu_forward = titan_cpu_swiglu_forward,
-    .swiglu_backward = titan_cpu_swiglu_backward,
-    .cross_entropy = titan_cpu_cross_entropy,
+    .memory = cpu_memory,
+    .convert = titan_cpu_convert,
+    .matmul_forward = titan_cpu_dt_matmul_forward,
+    .matmul_backward = titan_cpu_dt_matmul_backward,
+    .add = titan_cpu_dt_add,
+    .embedding_forward = titan_cpu_dt_embedding_forward,
+    .embedding_backward = titan_cpu_dt_embedding_backward,
+    .rmsnorm_forward = titan_cpu_dt_rmsnorm_forward,
+    .rmsnorm_backward = titan_cpu_dt_rmsnorm_backward,
+    .rope_forward = titan_cpu_dt_rope_forward,
+    .rope_backward = titan_cpu_dt_rope_backward,
+    .attention_forward = titan_cpu_dt_attention_forward,
+    .attention_backward = titan_cpu_dt_attention_backward,
+    .swiglu_forward = titan_cpu_dt_swiglu_forward,
+    .swiglu_backward = titan_cpu_dt_swiglu_backward,
+    .cross_entropy = titan_cpu_dt_cross_entropy,
     .adamw_step = titan_cpu_adamw_step,
     .sumsq = titan_cpu_sumsq,
     .scale = titan_cpu_scale,

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tensor/dtype.h"
+
 /* Elementwise work is cut into blocks of this many floats (a multiple of 64). */
 #define TITAN_CPU_BLOCK 8192
 
@@ -66,5 +68,42 @@ void titan_cpu_cross_entropy(float *losses, float *dlogits, const float *logits,
 /* adamw.c */
 void titan_cpu_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr,
                           float beta1, float beta2, float eps, float weight_decay, int64_t t);
+
+/* lowp.c: the table's convert and typed compute entries (backend.h). F32
+ * calls the kernels above; BF16 runs them on widened fp32 copies and
+ * rounds each output once. */
+void titan_cpu_convert(void *dst, titan_dtype dst_type, const void *src, titan_dtype src_type,
+                       size_t n);
+void titan_cpu_dt_matmul_forward(titan_dtype dt, void *out, const void *inp, const void *w, int N,
+                                 int IC, int OC);
+void titan_cpu_dt_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout,
+                                  const void *inp, const void *w, int N, int IC, int OC);
+void titan_cpu_dt_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n);
+void titan_cpu_dt_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,
+                                    const void *wte, int N, int C);
+void titan_cpu_dt_embedding_backward(titan_dtype dt, float *dwte, const void *dout,
+                                     const uint32_t *tokens, int N, int C);
+void titan_cpu_dt_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const void *inp,
+                                  const void *weight, int N, int C, float eps);
+void titan_cpu_dt_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const void *dout,
+                                   const void *inp, const void *weight, const float *rstd, int N,
+                                   int C);
+void titan_cpu_dt_rope_forward(titan_dtype dt, void *out, const void *inp, const float *cos,
+                               const float *sin, int B, int T, int NHX, int HD);
+void titan_cpu_dt_rope_backward(titan_dtype dt, void *dinp, const void *dout, const float *cos,
+                                const float *sin, int B, int T, int NHX, int HD);
+void titan_cpu_dt_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
+                                    const void *k, const void *v, int B, int T, int NH, int NKV,
+                                    int HD);
+void titan_cpu_dt_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv,
+                                     const void *dout, const void *out, const float *lse,
+                                     const void *q, const void *k, const void *v, int B, int T,
+                                     int NH, int NKV, int HD);
+void titan_cpu_dt_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
+                                 int H);
+void titan_cpu_dt_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *dout,
+                                  const void *h1, const void *h3, int N, int H);
+void titan_cpu_dt_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
+                                const uint32_t *targets, int N, int V, float dscale);
 
 #endif
