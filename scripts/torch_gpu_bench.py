@@ -47,13 +47,13 @@ def hidden_dim(dim: int, multiple_of: int, ffn_mult: float) -> int:
 
 def flops_per_token(dim, layers, heads, kv_heads, ffn, vocab, tie, seq_len) -> float:
     """titan_llama_flops_per_token (lib/model/llama_config.c), term for term:
-    6 x non-embedding parameters + 12 x layers x dim x seq_len. The
-    non-embedding count leaves out tok_embeddings only, so an untied output
-    head counts and a tied one (1B) does not."""
+    6 x matmul parameters + 12 x layers x dim x seq_len. The matmul count
+    leaves out tok_embeddings' lookup only: the output head counts, tied
+    (1B) or not."""
     hd = dim // heads
     qd, kvd = heads * hd, kv_heads * hd
     layer = 2 * dim + qd * dim + 2 * kvd * dim + dim * qd + 3 * ffn * dim
-    nonembed = layers * layer + dim + (0 if tie else vocab * dim)
+    nonembed = layers * layer + dim + vocab * dim
     return 6.0 * nonembed + 12.0 * layers * dim * seq_len
 
 

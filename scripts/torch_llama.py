@@ -224,8 +224,10 @@ def ordered_params(model: Llama) -> List[Tuple[str, nn.Parameter]]:
 
 
 def flops_per_token(c: LlamaConfig, seq_len: int) -> float:
-    """6 * non-embedding params + 12 * layers * dim * seq_len (the head counts when untied)."""
+    """6 * matmul params + 12 * layers * dim * seq_len (the head counts, tied or not)."""
     nonembed = sum(math.prod(s) for n, s in catalog(c) if n != "tok_embeddings.weight")
+    if c.tie_embeddings:
+        nonembed += c.vocab_size * c.dim
     return 6.0 * nonembed + 12.0 * c.n_layers * c.dim * seq_len
 
 

@@ -174,7 +174,9 @@ size_t titan_llama_num_params_nonembed(const titan_llama_config *c) {
 }
 
 double titan_llama_flops_per_token(const titan_llama_config *c, int seq_len) {
-    return 6.0 * (double)titan_llama_num_params_nonembed(c) +
+    /* A tied head is still a V x D matmul (torchtitan's count leaves it out). */
+    double head = c->tie_embeddings ? (double)c->vocab_size * (double)c->dim : 0.0;
+    return 6.0 * ((double)titan_llama_num_params_nonembed(c) + head) +
            12.0 * c->n_layers * (double)c->dim * (double)seq_len;
 }
 

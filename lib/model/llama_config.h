@@ -42,7 +42,8 @@ int titan_llama_params(const titan_llama_config *c, titan_param *out);
 size_t titan_llama_num_params(const titan_llama_config *c);
 /* Parameters not in the token embedding (the output head counts when untied). */
 size_t titan_llama_num_params_nonembed(const titan_llama_config *c);
-/* Training FLOPs per token: 6 * nonembed + 12 * layers * dim * seq_len. */
+/* Training FLOPs per token: 6 * (nonembed + the head when tied: every
+ * matmul parameter) + 12 * layers * dim * seq_len. */
 double titan_llama_flops_per_token(const titan_llama_config *c, int seq_len);
 
 /* Initialises the flat parameter buffer (host) as torchtitan's init_weights:
