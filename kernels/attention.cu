@@ -1,6 +1,10 @@
-/* attention.cu - causal grouped-query attention, flash style, fp32.
+/* attention.cu - causal grouped-query attention, flash style, fp32 math.
  *
- * A straightforward correct version (speed comes later, on tensor cores):
+ * A straightforward correct version (speed comes later: a tensor-core flash
+ * attention on bf16 tiles is the follow-up). Tensors are of storage type S
+ * (float or bf16); every kernel widens them to fp32 as it loads (K/V tiles
+ * are staged in shared memory as fp32), computes exactly as the fp32 version
+ * and rounds each output once; lse is fp32.
  *
  * Forward: a block of ATT_WARPS warps takes ATT_WARPS consecutive query rows
  * of one (b, h), a warp per row. Key/value tiles of ATT_BK = 32 rows are
@@ -28,18 +32,19 @@
 #define ATT_BK 32   /* keys per tile = lanes of a warp */
 #define ATT_WARPS 8 /* query rows per block (forward, dq) */
 
-/* Stages keys k0 .. k0+ATT_BK-1 of kv head kh into Ks/Vs [ATT_BK][HD+1];
- * rows past T are zero. All threads of the block take part. */
-static __device__ void load_kv_tile(float *Ks, float *Vs, const float *k, const float *v, int b,
-                                    int kh, int k0, int T, int NKV, int HD) {
+/* Stages keys k0 .. k0+ATT_BK-1 of kv head kh into Ks/Vs [ATT_BK][HD+1] as
+ * fp32; rows past T are zero. All threads of the block take part. */
+template <typename S>
+static __device__ void load_kv_tile(float *Ks, float *Vs, const S *k, const S *v, int b, int kh,
+                                    int k0, int T, int NKV, int HD) {
     int ld = HD + 1;
     for (int idx = threadIdx.x; idx < ATT_BK * HD; idx += blockDim.x) {
         int j = idx / HD, d = idx % HD;
         float kx = 0.0f, vx = 0.0f;
         if (k0 + j < T) {
             size_t off = (((size_t)b * T + k0 + j) * NKV + kh) * HD + d;
-            kx = k[off];
-            vx = v[off];
+            kx = load_f32(k + off);
+            vx = load_f32(v + off);
         }
         Ks[j * ld + d] = kx;
         Vs[j * ld + d] = vx;
@@ -54,10 +59,9 @@ static __device__ __forceinline__ float dot_row(const float *a, const float *b, 
 
 /* ------------------------------------------------------------------ forward */
 
-template <int DPL>
-__global__ void attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
-                                         const float *v, int T, int NH, int NKV, int HD,
-                                         float scale) {
+template <typename S, int DPL>
+__global__ void attention_forward_kernel(S *out, float *lse, const S *q, const S *k, const S *v,
+                                         int T, int NH, int NKV, int HD, float scale) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *Qs = Vs + ATT_BK * ld; /* Qs [ATT_WARPS][HD] */
@@ -68,7 +72,7 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
     float *qs = Qs + warp * HD;
     size_t qoff = (((size_t)b * T + t) * NH + h) * HD;
     if (active)
-        for (int d = lane; d < HD; d += WARP) qs[d] = q[qoff + d] * scale;
+        for (int d = lane; d < HD; d += WARP) qs[d] = load_f32(q + qoff + d) * scale;
 
     float acc[DPL];
 #pragma unroll
@@ -103,18 +107,18 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
 #pragma unroll
     for (int i = 0; i < DPL; i++) {
         int d = lane + WARP * i;
-        if (d < HD) out[qoff + d] = acc[i] * inv;
+        if (d < HD) store_f32(out + qoff + d, acc[i] * inv);
     }
     if (lane == 0) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
 }
 
 /* -------------------------------------------------------- backward: dK, dV */
 
-template <int DPL>
-__global__ void attention_backward_dkv_kernel(float *dk, float *dv, const float *dout,
-                                              const float *out, const float *lse, const float *q,
-                                              const float *k, const float *v, int T, int NH,
-                                              int NKV, int HD, float scale) {
+template <typename S, int DPL>
+__global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const S *out,
+                                              const float *lse, const S *q, const S *k,
+                                              const S *v, int T, int NH, int NKV, int HD,
+                                              float scale) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *dKs = Vs + ATT_BK * ld, *dVs = dKs + ATT_BK * ld;
@@ -135,10 +139,10 @@ __global__ void attention_backward_dkv_kernel(float *dk, float *dv, const float 
             for (int i = 0; i < DPL; i++) {
                 int d = lane + WARP * i;
                 if (d < HD) {
-                    float g = dout[off + d];
-                    qs[d] = q[off + d] * scale;
+                    float g = load_f32(dout + off + d);
+                    qs[d] = load_f32(q + off + d) * scale;
                     dos[d] = g;
-                    dsum += g * out[off + d];
+                    dsum += g * load_f32(out + off + d);
                 }
             }
             float D = warp_sum(dsum), L = lse[((size_t)b * NH + h) * T + t];
@@ -159,19 +163,18 @@ __global__ void attention_backward_dkv_kernel(float *dk, float *dv, const float 
     for (int r = 0; r < nk; r++) {
         size_t off = (((size_t)b * T + k0 + r) * NKV + kh) * HD;
         for (int d = lane; d < HD; d += WARP) {
-            dk[off + d] += dKs[r * ld + d];
-            dv[off + d] += dVs[r * ld + d];
+            store_f32(dk + off + d, load_f32(dk + off + d) + dKs[r * ld + d]);
+            store_f32(dv + off + d, load_f32(dv + off + d) + dVs[r * ld + d]);
         }
     }
 }
 
 /* ------------------------------------------------------------ backward: dQ */
 
-template <int DPL>
-__global__ void attention_backward_dq_kernel(float *dq, const float *dout, const float *out,
-                                             const float *lse, const float *q, const float *k,
-                                             const float *v, int T, int NH, int NKV, int HD,
-                                             float scale) {
+template <typename S, int DPL>
+__global__ void attention_backward_dq_kernel(S *dq, const S *dout, const S *out, const float *lse,
+                                             const S *q, const S *k, const S *v, int T, int NH,
+                                             int NKV, int HD, float scale) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *Qs = Vs + ATT_BK * ld, *DOs = Qs + ATT_WARPS * HD;
@@ -185,10 +188,10 @@ __global__ void attention_backward_dq_kernel(float *dq, const float *dout, const
     if (active) {
         float dsum = 0.0f;
         for (int d = lane; d < HD; d += WARP) {
-            float g = dout[qoff + d];
-            qs[d] = q[qoff + d] * scale;
+            float g = load_f32(dout + qoff + d);
+            qs[d] = load_f32(q + qoff + d) * scale;
             dos[d] = g;
-            dsum += g * out[qoff + d];
+            dsum += g * load_f32(out + qoff + d);
         }
         D = warp_sum(dsum);
         L = lse[((size_t)b * NH + h) * T + t];
@@ -221,7 +224,7 @@ __global__ void attention_backward_dq_kernel(float *dq, const float *dout, const
 #pragma unroll
     for (int i = 0; i < DPL; i++) {
         int d = lane + WARP * i;
-        if (d < HD) dq[qoff + d] += scale * acc[i];
+        if (d < HD) store_f32(dq + qoff + d, load_f32(dq + qoff + d) + scale * acc[i]);
     }
 }
 
@@ -241,55 +244,74 @@ static void check_shape(int NH, int NKV, int HD) {
                          "needs NH % NKV == 0 and HD even, 2..256");
 }
 
-template <int DPL>
-static void forward(float *out, float *lse, const float *q, const float *k, const float *v, int B,
-                    int T, int NH, int NKV, int HD) {
+template <typename S, int DPL>
+static void forward(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int NH,
+                    int NKV, int HD) {
     size_t smem = (size_t)(2 * ATT_BK * (HD + 1) + ATT_WARPS * HD) * sizeof(float);
-    allow_smem(attention_forward_kernel<DPL>, smem);
+    allow_smem(attention_forward_kernel<S, DPL>, smem);
     dim3 grid((T + ATT_WARPS - 1) / ATT_WARPS, NH, B);
-    attention_forward_kernel<DPL><<<grid, ATT_WARPS * WARP, smem>>>(
+    attention_forward_kernel<S, DPL><<<grid, ATT_WARPS * WARP, smem>>>(
         out, lse, q, k, v, T, NH, NKV, HD, 1.0f / sqrtf((float)HD));
     CUDA_CHECK_LAUNCH();
 }
 
-template <int DPL>
-static void backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
-                     const float *lse, const float *q, const float *k, const float *v, int B,
-                     int T, int NH, int NKV, int HD) {
+template <typename S, int DPL>
+static void backward(S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse,
+                     const S *q, const S *k, const S *v, int B, int T, int NH, int NKV, int HD) {
     float scale = 1.0f / sqrtf((float)HD);
     size_t smem_kv = (size_t)(4 * ATT_BK * (HD + 1) + 2 * HD) * sizeof(float);
-    allow_smem(attention_backward_dkv_kernel<DPL>, smem_kv);
+    allow_smem(attention_backward_dkv_kernel<S, DPL>, smem_kv);
     dim3 grid_kv((T + ATT_BK - 1) / ATT_BK, NKV, B);
-    attention_backward_dkv_kernel<DPL><<<grid_kv, WARP, smem_kv>>>(dk, dv, dout, out, lse, q, k,
-                                                                   v, T, NH, NKV, HD, scale);
+    attention_backward_dkv_kernel<S, DPL><<<grid_kv, WARP, smem_kv>>>(
+        dk, dv, dout, out, lse, q, k, v, T, NH, NKV, HD, scale);
     CUDA_CHECK_LAUNCH();
 
     size_t smem_q = (size_t)(2 * ATT_BK * (HD + 1) + 2 * ATT_WARPS * HD) * sizeof(float);
-    allow_smem(attention_backward_dq_kernel<DPL>, smem_q);
+    allow_smem(attention_backward_dq_kernel<S, DPL>, smem_q);
     dim3 grid_q((T + ATT_WARPS - 1) / ATT_WARPS, NH, B);
-    attention_backward_dq_kernel<DPL><<<grid_q, ATT_WARPS * WARP, smem_q>>>(
+    attention_backward_dq_kernel<S, DPL><<<grid_q, ATT_WARPS * WARP, smem_q>>>(
         dq, dout, out, lse, q, k, v, T, NH, NKV, HD, scale);
     CUDA_CHECK_LAUNCH();
 }
 
-void titan_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
-                                  const float *v, int B, int T, int NH, int NKV, int HD) {
-    check_shape(NH, NKV, HD);
-    if (B <= 0 || T <= 0) return;
-    if (HD <= 32) forward<1>(out, lse, q, k, v, B, T, NH, NKV, HD);
-    else if (HD <= 64) forward<2>(out, lse, q, k, v, B, T, NH, NKV, HD);
-    else if (HD <= 128) forward<4>(out, lse, q, k, v, B, T, NH, NKV, HD);
-    else forward<8>(out, lse, q, k, v, B, T, NH, NKV, HD);
+/* picks the kernels' dims per lane (1, 2, 4, 8) from HD */
+template <typename S>
+static void forward_hd(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T,
+                       int NH, int NKV, int HD) {
+    if (HD <= 32) forward<S, 1>(out, lse, q, k, v, B, T, NH, NKV, HD);
+    else if (HD <= 64) forward<S, 2>(out, lse, q, k, v, B, T, NH, NKV, HD);
+    else if (HD <= 128) forward<S, 4>(out, lse, q, k, v, B, T, NH, NKV, HD);
+    else forward<S, 8>(out, lse, q, k, v, B, T, NH, NKV, HD);
 }
 
-void titan_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                                   const float *out, const float *lse, const float *q,
-                                   const float *k, const float *v, int B, int T, int NH, int NKV,
+template <typename S>
+static void backward_hd(S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse,
+                        const S *q, const S *k, const S *v, int B, int T, int NH, int NKV,
+                        int HD) {
+    if (HD <= 32) backward<S, 1>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    else if (HD <= 64) backward<S, 2>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    else if (HD <= 128) backward<S, 4>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    else backward<S, 8>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+}
+
+void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
+                                  const void *k, const void *v, int B, int T, int NH, int NKV,
+                                  int HD) {
+    check_shape(NH, NKV, HD);
+    if (B <= 0 || T <= 0) return;
+    TITAN_CUDA_DISPATCH(dt, "attention_forward",
+                        forward_hd<S>((S *)out, lse, (const S *)q, (const S *)k, (const S *)v, B,
+                                      T, NH, NKV, HD));
+}
+
+void titan_cuda_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv, const void *dout,
+                                   const void *out, const float *lse, const void *q,
+                                   const void *k, const void *v, int B, int T, int NH, int NKV,
                                    int HD) {
     check_shape(NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
-    if (HD <= 32) backward<1>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
-    else if (HD <= 64) backward<2>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
-    else if (HD <= 128) backward<4>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
-    else backward<8>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    TITAN_CUDA_DISPATCH(dt, "attention_backward",
+                        backward_hd<S>((S *)dq, (S *)dk, (S *)dv, (const S *)dout,
+                                       (const S *)out, lse, (const S *)q, (const S *)k,
+                                       (const S *)v, B, T, NH, NKV, HD));
 }

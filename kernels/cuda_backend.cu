@@ -1,27 +1,17 @@
-/* cuda_backend.cu - the CUDA backend's op table: device memory, cuBLASLt
- * matmuls, and the kernels of the other kernels/ files. Built into libtitan-cuda.so,
- * which titan loads at run time (lib/backend/backend_loader.c), so a CPU-only
- * build never needs CUDA. The only exported symbol is
- * titan_backend_cuda_create (see backend.h).
- *
- * Matmuls run in fp32 with CUBLAS_COMPUTE_32F: no TF32, so results stay
- * within ~1e-6 relative of the CPU backend. The backend holds one device,
- * the default stream, one cuBLASLt handle and a 32 MiB workspace. */
+/* cuda_backend.cu - the CUDA backend's op table: device memory (with the
+ * byte accounting of memory()), and the kernels of the other kernels/ files
+ * (matmuls in matmul.cu). Built into libtitan-cuda.so, which titan loads at
+ * run time (lib/backend/backend_loader.c), so a CPU-only build never needs
+ * CUDA. The only exported symbol is titan_backend_cuda_create (see
+ * backend.h). The backend holds one device, the default stream, one
+ * cuBLASLt handle and a 32 MiB workspace. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublasLt.h>
-
 #include "backend/backend.h"
 #include "cuda_ops.cuh"
-
-#define CUBLAS_CHECK(stmt)                                                                 \
-    do {                                                                                   \
-        cublasStatus_t cublas_check_st_ = (stmt);                                          \
-        if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                     \
-            titan_cuda_panic(__FILE__, __LINE__, #stmt, cublasLtGetStatusString(cublas_check_st_)); \
-    } while (0)
 
 void titan_cuda_panic(const char *file, int line, const char *stmt, const char *what) {
     fprintf(stderr, "titan: cuda: %s:%d: %s: %s\n", file, line, stmt, what);
@@ -29,15 +19,86 @@ void titan_cuda_panic(const char *file, int line, const char *stmt, const char *
     abort();
 }
 
-enum { WORKSPACE_BYTES = 32 << 20 };
+void titan_cuda_bad_dtype(const char *file, int line, const char *op, titan_dtype dt) {
+    char what[96];
+    snprintf(what, sizeof what, "dtype %d is not f32 (%d) or bf16 (%d)", (int)dt,
+             (int)TITAN_DTYPE_F32, (int)TITAN_DTYPE_BF16);
+    titan_cuda_panic(file, line, op, what);
+}
 
 static struct {
     int ready, ordinal;
-    cublasLtHandle_t lt;
-    void *workspace;
 } g_cuda;
 
 /* ------------------------------------------------------------------ memory */
+
+/* Every live allocation's size, by pointer: an open-addressing table (linear
+ * probing, tombstones, power-of-two capacity, at most half full counting
+ * tombstones), so memory() can report the bytes held and free() can tell a
+ * pointer this backend never handed out. Guarded by a mutex: a checkpoint
+ * thread may allocate beside the training thread. */
+#define MEM_TOMB ((void *)1) /* cudaMalloc never returns 1 */
+
+static struct {
+    void **key;
+    size_t *size;
+    size_t cap, live, filled; /* filled = live + tombstones */
+    size_t in_use, peak;
+} g_mem;
+static pthread_mutex_t g_mem_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t mem_home(const void *p, size_t cap) {
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull; /* Fibonacci hashing */
+    return (size_t)(h >> 32) & (cap - 1);
+}
+
+/* the slot holding p, or cap when absent */
+static size_t mem_find(const void *p) {
+    if (g_mem.cap == 0) return 0;
+    size_t mask = g_mem.cap - 1;
+    for (size_t i = mem_home(p, g_mem.cap), n = 0; n < g_mem.cap; i = (i + 1) & mask, n++) {
+        if (g_mem.key[i] == NULL) break;
+        if (g_mem.key[i] == p) return i;
+    }
+    return g_mem.cap;
+}
+
+/* Rebuilds the table at capacity cap without tombstones; -1 when out of host memory. */
+static int mem_rehash(size_t cap) {
+    void **key = (void **)calloc(cap, sizeof *key);
+    size_t *size = (size_t *)calloc(cap, sizeof *size);
+    if (!key || !size) {
+        free(key), free(size);
+        return -1;
+    }
+    for (size_t j = 0; j < g_mem.cap; j++) {
+        void *p = g_mem.key[j];
+        if (p == NULL || p == MEM_TOMB) continue;
+        size_t i = mem_home(p, cap);
+        while (key[i]) i = (i + 1) & (cap - 1);
+        key[i] = p, size[i] = g_mem.size[j];
+    }
+    free(g_mem.key), free(g_mem.size);
+    g_mem.key = key, g_mem.size = size, g_mem.cap = cap, g_mem.filled = g_mem.live;
+    return 0;
+}
+
+/* Records a new allocation; -1 when out of host memory. */
+static int mem_insert(void *p, size_t nbytes) {
+    if (2 * (g_mem.filled + 1) > g_mem.cap) {
+        size_t cap = g_mem.cap ? g_mem.cap : 256;
+        while (2 * (g_mem.live + 1) > cap / 2) cap *= 2; /* room to grow after the rebuild */
+        if (mem_rehash(cap) != 0) return -1;
+    }
+    size_t i = mem_home(p, g_mem.cap);
+    while (g_mem.key[i] != NULL && g_mem.key[i] != MEM_TOMB) i = (i + 1) & (g_mem.cap - 1);
+    if (g_mem.key[i] == NULL) g_mem.filled++;
+    g_mem.key[i] = p, g_mem.size[i] = nbytes;
+    g_mem.live++;
+    g_mem.in_use += nbytes;
+    if (g_mem.in_use > g_mem.peak) g_mem.peak = g_mem.in_use;
+    return 0;
+}
 
 /* zero-filled; cudaMalloc aligns to 256 bytes. NULL on failure. */
 static void *cuda_alloc(size_t nbytes) {
@@ -51,11 +112,46 @@ static void *cuda_alloc(size_t nbytes) {
         cudaFree(p);
         return NULL;
     }
+    pthread_mutex_lock(&g_mem_mutex);
+    int st = mem_insert(p, nbytes);
+    pthread_mutex_unlock(&g_mem_mutex);
+    if (st != 0) {
+        cudaFree(p);
+        return NULL;
+    }
     return p;
 }
 
+/* Freeing a pointer this backend did not hand out (or twice) is a broken
+ * invariant: it aborts with the pointer rather than corrupt the accounting. */
 static void cuda_free(void *p) {
-    if (p) CUDA_CHECK(cudaFree(p));
+    if (!p) return;
+    pthread_mutex_lock(&g_mem_mutex);
+    size_t i = mem_find(p);
+    if (i == g_mem.cap) {
+        pthread_mutex_unlock(&g_mem_mutex);
+        char what[96];
+        snprintf(what, sizeof what, "%p is not a live allocation of this backend", p);
+        titan_cuda_panic(__FILE__, __LINE__, "free", what);
+    }
+    g_mem.in_use -= g_mem.size[i];
+    g_mem.key[i] = MEM_TOMB;
+    g_mem.live--;
+    pthread_mutex_unlock(&g_mem_mutex);
+    CUDA_CHECK(cudaFree(p));
+}
+
+static void cuda_memory(size_t *in_use, size_t *peak, size_t *device_used, int reset) {
+    pthread_mutex_lock(&g_mem_mutex);
+    if (in_use) *in_use = g_mem.in_use;
+    if (peak) *peak = g_mem.peak;
+    if (reset) g_mem.peak = g_mem.in_use;
+    pthread_mutex_unlock(&g_mem_mutex);
+    if (device_used) {
+        size_t free_b = 0, total_b = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        *device_used = total_b - free_b;
+    }
 }
 
 static void cuda_zero(void *p, size_t nbytes) {
@@ -70,90 +166,6 @@ static void cuda_to_host(void *host_dst, const void *src, size_t nbytes) {
     if (nbytes) CUDA_CHECK(cudaMemcpy(host_dst, src, nbytes, cudaMemcpyDeviceToHost));
 }
 
-/* ------------------------------------------------------------------ matmul */
-
-/* The largest power of two (up to 256) dividing the address: cuBLASLt
- * assumes 256-byte aligned matrices unless told, and the model passes
- * pointers into larger buffers. */
-static uint32_t alignment(const void *p) {
-    uint32_t a = 256;
-    while (a > 4 && (uintptr_t)p % a != 0) a /= 2;
-    return a;
-}
-
-/* Column-major C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, as cuBLAS sees it.
- * Descriptors are made per call (a few microseconds of host time; a cache
- * keyed by shape is the follow-up). The heuristic's first choice for a
- * shape is stable, so the same shapes give the same bits. */
-static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *A,
-                 int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    if (m <= 0 || n <= 0) return;
-    if (k <= 0) { /* an empty sum: C = beta C */
-        if (beta == 0.0f) {
-            for (int j = 0; j < n; j++)
-                CUDA_CHECK(cudaMemset(C + (size_t)j * ldc, 0, (size_t)m * sizeof(float)));
-        }
-        return;
-    }
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta == CUBLAS_OP_N ? m : k,
-                                            ta == CUBLAS_OP_N ? k : m, lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, tb == CUBLAS_OP_N ? k : n,
-                                            tb == CUBLAS_OP_N ? n : k, ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = WORKSPACE_BYTES;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    uint32_t al[3] = {alignment(A), alignment(B), alignment(C)};
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof al[2]));
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g_cuda.lt, op, la, lb, lc, lc, pref, 1, &heur,
-                                                &found));
-    if (found == 0)
-        titan_cuda_panic(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic",
-                         "no fp32 algorithm for this shape");
-    float alpha = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(g_cuda.lt, op, &alpha, A, la, B, lb, &beta, C, lc, C, lc,
-                                &heur.algo, g_cuda.workspace, WORKSPACE_BYTES, 0));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
-    CUBLAS_CHECK(cublasLtMatmulDescDestroy(op));
-}
-
-/* Row-major X[r,c] is column-major X^T[c,r] with the same pointer, so each
- * row-major product is computed as its transpose. */
-
-/* out[N,OC] = inp[N,IC] @ w[OC,IC]^T  <=>  out^T[OC,N] = op_T(w^T[IC,OC]) inp^T[IC,N],
- * where w^T and inp^T are w and inp read column-major. */
-void titan_cuda_matmul_forward(float *out, const float *inp, const float *w, int N, int IC,
-                               int OC) {
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, inp, IC, 0.0f, out, OC);
-}
-
-/* dinp[N,IC] += dout[N,OC] @ w[OC,IC]  <=>  dinp^T[IC,N] += w^T[IC,OC] dout^T[OC,N];
- * dw[OC,IC] += dout^T @ inp            <=>  dw^T[IC,OC] += inp^T[IC,N] (dout^T)^T[N,OC] */
-void titan_cuda_matmul_backward(float *dinp, float *dw, const float *dout, const float *inp,
-                                const float *w, int N, int IC, int OC) {
-    if (dinp) gemm(CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, w, IC, dout, OC, 1.0f, dinp, IC);
-    if (dw) gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, inp, IC, dout, OC, 1.0f, dw, IC);
-}
-
 /* ------------------------------------------------------------------- table */
 
 static const titan_backend cuda_backend = {
@@ -163,6 +175,8 @@ static const titan_backend cuda_backend = {
     .zero = cuda_zero,
     .to_device = cuda_to_device,
     .to_host = cuda_to_host,
+    .memory = cuda_memory,
+    .convert = titan_cuda_convert,
     .matmul_forward = titan_cuda_matmul_forward,
     .matmul_backward = titan_cuda_matmul_backward,
     .add = titan_cuda_add,
@@ -220,14 +234,7 @@ titan_backend_cuda_create(size_t table_size, int ordinal, char *msg, size_t msg_
         if ((e = cudaSetDevice(ordinal)) != cudaSuccess) return fail(msg, msg_len, "cudaSetDevice", e);
         /* kernels for this GPU? (the .so holds sm_80, sm_90 code and compute_90 PTX) */
         if ((e = titan_cuda_probe()) != cudaSuccess) return fail(msg, msg_len, "probe kernel", e);
-        if (cublasLtCreate(&g_cuda.lt) != CUBLAS_STATUS_SUCCESS) {
-            snprintf(msg, msg_len, "cuBLASLt: cublasLtCreate failed");
-            return NULL;
-        }
-        if ((e = cudaMalloc(&g_cuda.workspace, WORKSPACE_BYTES)) != cudaSuccess) {
-            cublasLtDestroy(g_cuda.lt);
-            return fail(msg, msg_len, "cudaMalloc (cuBLASLt workspace)", e);
-        }
+        if (titan_cuda_matmul_open(msg, msg_len) != 0) return NULL;
         g_cuda.ordinal = ordinal;
         g_cuda.ready = 1;
     }

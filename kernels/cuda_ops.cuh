@@ -6,7 +6,14 @@
  * Every op has the CPU op's name with "cuda" for "cpu" and the same arguments
  * (titan_cpu_rmsnorm_forward <-> titan_cuda_rmsnorm_forward); the kernels are
  * named <op>_kernel. Pointers are device pointers. All work is queued on the
- * default stream; to_host and sumsq synchronise.
+ * default stream; to_host, sumsq and memory synchronise.
+ *
+ * Storage types: the compute ops take the table's titan_dtype dt first. Their
+ * kernels are templates on the storage type S (float or __nv_bfloat16) that
+ * load with load_f32, compute in fp32 exactly as the fp32 kernel does, and
+ * write each output once with store_f32 (round to nearest even): for T =
+ * float the code and bits are the fp32 op's. TITAN_CUDA_DISPATCH turns dt
+ * into S at each entry point (S, not T: T is the sequence length).
  *
  * Determinism: no float atomics anywhere. Each output element is written by
  * one thread, reductions run in fixed trees whose shape depends only on the
@@ -22,7 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
+
+#include "tensor/dtype.h"
 
 /* cuda_backend.cu: prints "titan: cuda: file:line: statement: what" and aborts */
 [[noreturn]] void titan_cuda_panic(const char *file, int line, const char *stmt, const char *what);
@@ -37,6 +47,27 @@
 /* after a <<<...>>> launch: catches bad configurations at the launch site */
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
+/* cuda_backend.cu: an op was called with a dt other than f32 / bf16; aborts */
+[[noreturn]] void titan_cuda_bad_dtype(const char *file, int line, const char *op, titan_dtype dt);
+
+/* Runs the statement(s) with the typedef S the storage type of dt:
+ *   TITAN_CUDA_DISPATCH(dt, "add", add_launch<S>((S *)out, (const S *)a, (const S *)b, n));
+ * Any other dt aborts, naming the op. */
+#define TITAN_CUDA_DISPATCH(dt, op, ...)                                 \
+    do {                                                                 \
+        if ((dt) == TITAN_DTYPE_F32) {                                   \
+            typedef float S;                                             \
+            __VA_ARGS__;                                                 \
+        } else if ((dt) == TITAN_DTYPE_BF16) {                           \
+            typedef __nv_bfloat16 S;                                     \
+            __VA_ARGS__;                                                 \
+        } else {                                                         \
+            titan_cuda_bad_dtype(__FILE__, __LINE__, (op), (dt));        \
+        }                                                                \
+    } while (0)
+
+typedef __nv_bfloat16 bf16;
+
 /* ------------------------------------------------------- device helpers */
 
 #define WARP 32
@@ -46,6 +77,14 @@ static inline unsigned titan_cuda_blocks(size_t n, int threads) {
     size_t b = (n + (size_t)threads - 1) / (size_t)threads;
     return (unsigned)(b < 65536 ? b : 65536); /* grid-stride loops cover the rest */
 }
+
+/* Storage <-> fp32. Loads widen exactly; a store rounds once, to nearest
+ * even (the CPU's titan_f32_to_bf16), so "+=" on bf16 is
+ * store_f32(p, load_f32(p) + x): read, add in fp32, round. */
+static __device__ __forceinline__ float load_f32(const float *p) { return *p; }
+static __device__ __forceinline__ float load_f32(const bf16 *p) { return __bfloat162float(*p); }
+static __device__ __forceinline__ void store_f32(float *p, float x) { *p = x; }
+static __device__ __forceinline__ void store_f32(bf16 *p, float x) { *p = __float2bfloat16_rn(x); }
 
 /* Butterfly (xor) reductions: every lane ends with the same value, and the
  * tree is fixed, so the result does not depend on timing. */
@@ -98,50 +137,59 @@ static __device__ __forceinline__ float block_max(float v, float *tmp) {
 /* ------------------------------------------------------------ the ops */
 
 /* elementwise.cu */
-void titan_cuda_add(float *out, const float *a, const float *b, size_t n);
+void titan_cuda_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n);
 void titan_cuda_scale(float *x, size_t n, float s);
+/* dst[i] = src[i] between f32 and bf16 (round to nearest even); same type: a copy */
+void titan_cuda_convert(void *dst, titan_dtype dst_type, const void *src, titan_dtype src_type,
+                        size_t n);
 
 /* reductions.cu */
 double titan_cuda_sumsq(const float *x, size_t n);
 
-/* matmul: in cuda_backend.cu (cuBLASLt, which owns the handle and workspace) */
-void titan_cuda_matmul_forward(float *out, const float *inp, const float *w, int N, int IC, int OC);
-void titan_cuda_matmul_backward(float *dinp, float *dw, const float *dout, const float *inp,
-                                const float *w, int N, int IC, int OC);
+/* matmul.cu (cuBLASLt, which owns the handle, workspace and descriptor cache).
+ * open: once, on the current device; 0, or -1 with the cause in msg. */
+int titan_cuda_matmul_open(char *msg, size_t msg_len);
+void titan_cuda_matmul_forward(titan_dtype dt, void *out, const void *inp, const void *w, int N,
+                               int IC, int OC);
+void titan_cuda_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout,
+                                const void *inp, const void *w, int N, int IC, int OC);
 
 /* embedding.cu */
-void titan_cuda_embedding_forward(float *out, const uint32_t *tokens, const float *wte, int N,
-                                  int C);
-void titan_cuda_embedding_backward(float *dwte, const float *dout, const uint32_t *tokens, int N,
-                                   int C);
+void titan_cuda_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,
+                                  const void *wte, int N, int C);
+void titan_cuda_embedding_backward(titan_dtype dt, float *dwte, const void *dout,
+                                   const uint32_t *tokens, int N, int C);
 
 /* rmsnorm.cu */
-void titan_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
-                                int N, int C, float eps);
-void titan_cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                                 const float *weight, const float *rstd, int N, int C);
+void titan_cuda_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const void *inp,
+                                const void *weight, int N, int C, float eps);
+void titan_cuda_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const void *dout,
+                                 const void *inp, const void *weight, const float *rstd, int N,
+                                 int C);
 
 /* rope.cu */
-void titan_cuda_rope_forward(float *out, const float *inp, const float *cos, const float *sin,
-                             int B, int T, int NHX, int HD);
-void titan_cuda_rope_backward(float *dinp, const float *dout, const float *cos, const float *sin,
-                              int B, int T, int NHX, int HD);
+void titan_cuda_rope_forward(titan_dtype dt, void *out, const void *inp, const float *cos,
+                             const float *sin, int B, int T, int NHX, int HD);
+void titan_cuda_rope_backward(titan_dtype dt, void *dinp, const void *dout, const float *cos,
+                              const float *sin, int B, int T, int NHX, int HD);
 
 /* attention.cu */
-void titan_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
-                                  const float *v, int B, int T, int NH, int NKV, int HD);
-void titan_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                                   const float *out, const float *lse, const float *q,
-                                   const float *k, const float *v, int B, int T, int NH, int NKV,
+void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
+                                  const void *k, const void *v, int B, int T, int NH, int NKV,
+                                  int HD);
+void titan_cuda_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv, const void *dout,
+                                   const void *out, const float *lse, const void *q,
+                                   const void *k, const void *v, int B, int T, int NH, int NKV,
                                    int HD);
 
 /* swiglu.cu */
-void titan_cuda_swiglu_forward(float *out, const float *h1, const float *h3, int N, int H);
-void titan_cuda_swiglu_backward(float *dh1, float *dh3, const float *dout, const float *h1,
-                                const float *h3, int N, int H);
+void titan_cuda_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
+                               int H);
+void titan_cuda_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *dout,
+                                const void *h1, const void *h3, int N, int H);
 
 /* cross_entropy.cu */
-void titan_cuda_cross_entropy(float *losses, float *dlogits, const float *logits,
+void titan_cuda_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
                               const uint32_t *targets, int N, int V, float dscale);
 
 /* adamw.cu */

@@ -1,11 +1,14 @@
-/* elementwise.cu - add and scale, one thread per element (grid-stride), and
- * the probe kernel the backend launches once when it is opened. */
+/* elementwise.cu - add, scale and convert, one thread per element
+ * (grid-stride), and the probe kernel the backend launches once when it is
+ * opened. */
 #include "cuda_ops.cuh"
 
-__global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
+/* out may alias a or b: each thread reads its element before writing it */
+template <typename S>
+__global__ void add_kernel(S *out, const S *a, const S *b, size_t n) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        out[i] = a[i] + b[i];
+        store_f32(out + i, load_f32(a + i) + load_f32(b + i));
 }
 
 __global__ void scale_kernel(float *x, size_t n, float s) {
@@ -13,19 +16,52 @@ __global__ void scale_kernel(float *x, size_t n, float s) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] *= s;
 }
 
+/* D <- S: widen exactly or round once to nearest even */
+template <typename D, typename S>
+__global__ void convert_kernel(D *dst, const S *src, size_t n) {
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        store_f32(dst + i, load_f32(src + i));
+}
+
 __global__ void probe_kernel(void) {}
 
-/* out[i] = a[i] + b[i] */
-void titan_cuda_add(float *out, const float *a, const float *b, size_t n) {
-    if (n == 0) return;
-    add_kernel<<<titan_cuda_blocks(n, 256), 256>>>(out, a, b, n);
+template <typename S>
+static void add_launch(S *out, const S *a, const S *b, size_t n) {
+    add_kernel<S><<<titan_cuda_blocks(n, 256), 256>>>(out, a, b, n);
     CUDA_CHECK_LAUNCH();
+}
+
+/* out[i] = a[i] + b[i] */
+void titan_cuda_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n) {
+    if (n == 0) return;
+    TITAN_CUDA_DISPATCH(dt, "add", add_launch<S>((S *)out, (const S *)a, (const S *)b, n));
 }
 
 /* x[i] *= s */
 void titan_cuda_scale(float *x, size_t n, float s) {
     if (n == 0) return;
     scale_kernel<<<titan_cuda_blocks(n, 256), 256>>>(x, n, s);
+    CUDA_CHECK_LAUNCH();
+}
+
+void titan_cuda_convert(void *dst, titan_dtype dst_type, const void *src, titan_dtype src_type,
+                        size_t n) {
+    int dst_ok = dst_type == TITAN_DTYPE_F32 || dst_type == TITAN_DTYPE_BF16;
+    int src_ok = src_type == TITAN_DTYPE_F32 || src_type == TITAN_DTYPE_BF16;
+    if (!dst_ok) titan_cuda_bad_dtype(__FILE__, __LINE__, "convert (destination)", dst_type);
+    if (!src_ok) titan_cuda_bad_dtype(__FILE__, __LINE__, "convert (source)", src_type);
+    if (n == 0) return;
+    if (dst_type == src_type) {
+        size_t bytes = n * (dst_type == TITAN_DTYPE_F32 ? sizeof(float) : sizeof(bf16));
+        if (dst != src) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+        return;
+    }
+    unsigned blocks = titan_cuda_blocks(n, 256);
+    if (dst_type == TITAN_DTYPE_BF16)
+        convert_kernel<bf16, float><<<blocks, 256>>>((bf16 *)dst, (const float *)src, n);
+    else
+        convert_kernel<float, bf16><<<blocks, 256>>>((float *)dst, (const bf16 *)src, n);
     CUDA_CHECK_LAUNCH();
 }
 

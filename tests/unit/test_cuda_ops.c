@@ -1,8 +1,15 @@
 /* test_cuda_ops.c - every op of the CUDA backend against the CPU reference
- * backend on the same random inputs: forward outputs and backward gradients
- * (gradients start random, so "adds into" is checked too), aliasing cases,
- * and bitwise repeatability of the GPU results. Error is normalised:
- * ||gpu - cpu|| / ||cpu|| (L2), against a tolerance per kind of op.
+ * backend on the same random inputs, once with dt = f32 and once with
+ * dt = bf16: forward outputs and backward gradients (gradients start random,
+ * so "adds into" is checked too), aliasing cases, bitwise repeatability of
+ * the GPU results, convert both ways, and memory()'s accounting.
+ *
+ * bf16 inputs are random values rounded to bf16 on the host, so both
+ * backends read the same bits; the CPU backend's bf16 ops (fp32 ops on
+ * widened copies, rounded once) are the reference. Error is normalised:
+ * ||gpu - cpu|| / ||cpu|| (L2, over the values widened to fp32), against the
+ * tolerance of the op's dt and kind below; the fp32 outputs of a bf16 op
+ * (dw, dweight, dwte, rstd, lse, losses) are held to the same dt's row.
  *
  * Without a GPU (or without libtitan-cuda.so) it prints "no GPU: <reason>"
  * and exits 77, which scripts/run-tests.sh reports as skipped. */
@@ -14,27 +21,59 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "tensor/dtype.h"
 
-/* tolerance table (fp32) */
-#define TOL_ELEMENTWISE 1e-5 /* add, scale, embedding, rope, swiglu, norms, loss, adamw */
-#define TOL_MATMUL 1e-4      /* long fp32 dot products summed in another order */
-#define TOL_ATTENTION 1e-4
-#define TOL_SUMSQ 1e-12      /* both sum in double */
+/* tolerance table: normalised L2 error by dt and kind of op */
+enum { ELEMENTWISE, MATMUL, ATTENTION, KINDS };
+static const double TOL_F32[KINDS] = {
+    1e-5, /* add, embedding, rope, swiglu, norms, loss, adamw */
+    1e-4, /* long fp32 dot products summed in another order */
+    1e-4,
+};
+static const double TOL_BF16[KINDS] = {
+    1e-2, /* one bf16 rounding of nearly equal fp32 results: ~1 ulp (2^-8) on a few elements */
+    2e-2, /* fp32-accumulated products of bf16 inputs (tensor cores vs BLAS) */
+    2e-2,
+};
+#define TOL_SUMSQ 1e-12 /* both sum in double */
 
 static const titan_backend *cpu, *gpu;
 static int failures;
 static uint64_t stream_counter = 1;
+static titan_dtype cur_dt; /* the dt of the section running */
+
+static double tol(int kind) { return cur_dt == TITAN_DTYPE_BF16 ? TOL_BF16[kind] : TOL_F32[kind]; }
+static size_t esize(titan_dtype t) { return t == TITAN_DTYPE_BF16 ? 2 : 4; }
+static const char *dname(void) { return cur_dt == TITAN_DTYPE_BF16 ? "bf16" : "f32"; }
 
 /* ---------------------------------------------------------------- helpers */
 
-static float *randf(size_t n, double lo, double hi) {
-    float *x = malloc((n ? n : 1) * sizeof(float));
-    uint64_t s = stream_counter++;
-    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * titan_rng_uniform(7, s, i));
-    return x;
+static void *xmalloc(size_t nbytes) {
+    void *p = malloc(nbytes ? nbytes : 1);
+    if (!p) {
+        fprintf(stderr, "out of host memory (%zu bytes)\n", nbytes);
+        exit(1);
+    }
+    return p;
 }
 
-/* a device copy of n host floats (or bytes via up_bytes) */
+/* n random values in [lo, hi) stored as type t (bf16: rounded to nearest even) */
+static void *rand_t(titan_dtype t, size_t n, double lo, double hi) {
+    void *x = xmalloc(n * esize(t));
+    uint64_t s = stream_counter++;
+    for (size_t i = 0; i < n; i++) {
+        float v = (float)(lo + (hi - lo) * titan_rng_uniform(7, s, i));
+        if (t == TITAN_DTYPE_BF16) ((uint16_t *)x)[i] = titan_f32_to_bf16(v);
+        else ((float *)x)[i] = v;
+    }
+    return x;
+}
+static float *randf(size_t n, double lo, double hi) { return rand_t(TITAN_DTYPE_F32, n, lo, hi); }
+/* of the section's dt */
+static void *randd(size_t n, double lo, double hi) { return rand_t(cur_dt, n, lo, hi); }
+static void *hostd(size_t n) { return xmalloc(n * esize(cur_dt)); }
+
+/* a device copy of nbytes of host memory */
 static void *up_bytes(const void *h, size_t nbytes) {
     void *d = gpu->alloc(nbytes);
     if (!d) {
@@ -45,45 +84,89 @@ static void *up_bytes(const void *h, size_t nbytes) {
     return d;
 }
 static float *up(const float *h, size_t n) { return up_bytes(h, n * sizeof(float)); }
-
-/* the device buffer's contents in a new host array */
-static float *down(const float *d, size_t n) {
-    float *h = malloc((n ? n : 1) * sizeof(float));
-    gpu->to_host(h, d, n * sizeof(float));
-    return h;
+static void *upd(const void *h, size_t n) { return up_bytes(h, n * esize(cur_dt)); }
+static void *allocd(size_t n) {
+    void *d = gpu->alloc(n * esize(cur_dt));
+    if (!d) {
+        fprintf(stderr, "cuda alloc of %zu elements failed\n", n);
+        exit(1);
+    }
+    return d;
 }
 
-static void check(const char *name, const float *got, const float *want, size_t n, double tol) {
-    double num = 0.0, den = 0.0;
-    int nan = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - (double)want[i];
-        if (d != d) nan = 1;
-        num += d * d;
-        den += (double)want[i] * want[i];
-    }
-    double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1.0);
-    int ok = !nan && rel <= tol;
-    printf("%-4s %-48s rel err %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", name, rel, tol);
+/* the device buffer's contents (n elements of type t) in a new host array */
+static void *down_t(titan_dtype t, const void *d, size_t n) {
+    void *h = xmalloc(n * esize(t));
+    gpu->to_host(h, d, n * esize(t));
+    return h;
+}
+static float *down(const float *d, size_t n) { return down_t(TITAN_DTYPE_F32, d, n); }
+
+static double widen(titan_dtype t, const void *x, size_t i) {
+    return t == TITAN_DTYPE_BF16 ? (double)titan_bf16_to_f32(((const uint16_t *)x)[i])
+                                 : (double)((const float *)x)[i];
+}
+
+static void report(const char *name, int ok, double rel, double tl) {
+    printf("%-4s [%-4s] %-50s rel err %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", dname(), name, rel,
+           tl);
     if (!ok) failures++;
 }
 
-/* compares a device buffer with a host reference, then frees the download */
-static void check_dev(const char *name, const float *dev, const float *want, size_t n, double tol) {
-    float *h = down(dev, n);
-    check(name, h, want, n, tol);
+static void check_t(const char *name, titan_dtype t, const void *got, const void *want, size_t n,
+                    double tl) {
+    double num = 0.0, den = 0.0;
+    int nan = 0;
+    for (size_t i = 0; i < n; i++) {
+        double w = widen(t, want, i), d = widen(t, got, i) - w;
+        if (d != d) nan = 1;
+        num += d * d;
+        den += w * w;
+    }
+    double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1.0);
+    report(name, !nan && rel <= tl, rel, tl);
+}
+
+/* compares a device buffer of type t with a host reference */
+static void check_dev_t(const char *name, titan_dtype t, const void *dev, const void *want,
+                        size_t n, double tl) {
+    void *h = down_t(t, dev, n);
+    check_t(name, t, h, want, n, tl);
     free(h);
+}
+/* an fp32 buffer (dw, rstd, lse, losses, ...) */
+static void check_dev(const char *name, const float *dev, const float *want, size_t n, double tl) {
+    check_dev_t(name, TITAN_DTYPE_F32, dev, want, n, tl);
+}
+/* a buffer of the section's dt */
+static void check_devd(const char *name, const void *dev, const void *want, size_t n, double tl) {
+    check_dev_t(name, cur_dt, dev, want, n, tl);
 }
 
 static void check_bits(const char *name, const void *a, const void *b, size_t nbytes) {
     int ok = memcmp(a, b, nbytes) == 0;
-    printf("%-4s %-48s %s\n", ok ? "ok" : "FAIL", name, ok ? "bitwise equal" : "bits differ");
+    printf("%-4s [%-4s] %-50s %s\n", ok ? "ok" : "FAIL", dname(), name,
+           ok ? "bitwise equal" : "bits differ");
     if (!ok) failures++;
 }
 
-/* ------------------------------------------------------------------- ops */
+/* two device buffers hold the same bytes */
+static void check_dev_bits(const char *name, const void *d1, const void *d2, size_t nbytes) {
+    void *h1 = xmalloc(nbytes), *h2 = xmalloc(nbytes);
+    gpu->to_host(h1, d1, nbytes);
+    gpu->to_host(h2, d2, nbytes);
+    check_bits(name, h1, h2, nbytes);
+    free(h1), free(h2);
+}
 
-static void test_memory(void) {
+static void check_true(const char *name, int ok, const char *detail) {
+    printf("%-4s [%-4s] %-50s %s\n", ok ? "ok" : "FAIL", dname(), name, detail);
+    if (!ok) failures++;
+}
+
+/* ------------------------------------------------ memory, convert (no dt) */
+
+static void test_buffers(void) {
     size_t n = 100003;
     float *d = gpu->alloc(n * sizeof(float));
     float *h = down(d, n), *z = calloc(n, sizeof(float));
@@ -101,239 +184,88 @@ static void test_memory(void) {
     free(h), free(z), free(x);
 }
 
-static void test_elementwise(void) {
+static void test_memory_accounting(void) {
+    char detail[160];
+    size_t u0, p0, dev0, u1, p1, dev1, u2, p2, u3, p3;
+    gpu->memory(&u0, &p0, &dev0, 1); /* a new peak window at u0 */
+    gpu->memory(NULL, NULL, NULL, 0); /* any pointer may be NULL */
+    size_t nb = (size_t)3 << 20;
+    void *a = gpu->alloc(nb);
+    gpu->memory(&u1, &p1, &dev1, 0);
+    snprintf(detail, sizeof detail, "in_use %zu -> %zu, peak %zu, device_used %zu", u0, u1, p1,
+             dev1);
+    check_true("memory: alloc adds its size to in_use and peak", u1 == u0 + nb && p1 == u1,
+               detail);
+    check_true("memory: device_used covers in_use", dev1 >= u1 && dev1 > 0, detail);
+    gpu->free(a);
+    gpu->memory(&u2, &p2, NULL, 0);
+    snprintf(detail, sizeof detail, "in_use %zu, peak %zu", u2, p2);
+    check_true("memory: free returns in_use, peak stays", u2 == u0 && p2 == u0 + nb, detail);
+    gpu->memory(NULL, NULL, NULL, 1);
+    gpu->memory(&u3, &p3, NULL, 0);
+    snprintf(detail, sizeof detail, "in_use %zu, peak %zu", u3, p3);
+    check_true("memory: reset starts the peak at in_use", u3 == u0 && p3 == u0, detail);
+    (void)p0, (void)dev0;
+}
+
+/* f32 -> bf16 bitwise as titan_f32_to_bf16 (ties, overflow, subnormals,
+ * signed zero), bf16 -> f32 exactly, same-type copies; NaN stays NaN. */
+static void test_convert(void) {
+    size_t n = 70001, nspec = 12;
+    float *f = randf(n, -3, 3);
+    uint32_t sub = 0x00012345u; /* a subnormal */
+    float fsub;
+    memcpy(&fsub, &sub, sizeof fsub);
+    float spec[12] = {0.0f, -0.0f, INFINITY, -INFINITY, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f,
+                      -(1.0f + 0x1p-8f), 3.3961e38f, 3.4e38f, fsub, -fsub, 1e-39f};
+    memcpy(f, spec, nspec * sizeof(float));
+    for (size_t i = nspec; i < n; i += 97) f[i] *= 1e30f; /* large exponents too */
+    uint16_t *want16 = xmalloc(n * 2);
+    for (size_t i = 0; i < n; i++) want16[i] = titan_f32_to_bf16(f[i]);
+    float *want32 = xmalloc(n * 4);
+    for (size_t i = 0; i < n; i++) want32[i] = titan_bf16_to_f32(want16[i]);
+
+    float *d_f = up(f, n), *d_f2 = gpu->alloc(n * 4);
+    uint16_t *d_b = gpu->alloc(n * 2), *d_b2 = gpu->alloc(n * 2);
+    gpu->convert(d_b, TITAN_DTYPE_BF16, d_f, TITAN_DTYPE_F32, n);
+    uint16_t *h16 = down_t(TITAN_DTYPE_BF16, d_b, n);
+    check_bits("convert f32 -> bf16 (ties, inf, subnormals)", h16, want16, n * 2);
+    gpu->convert(d_f2, TITAN_DTYPE_F32, d_b, TITAN_DTYPE_BF16, n);
+    float *h32 = down(d_f2, n);
+    check_bits("convert bf16 -> f32", h32, want32, n * 4);
+    gpu->convert(d_b2, TITAN_DTYPE_BF16, d_b, TITAN_DTYPE_BF16, n);
+    check_dev_bits("convert bf16 -> bf16 (a copy)", d_b2, d_b, n * 2);
+    gpu->convert(d_f2, TITAN_DTYPE_F32, d_f, TITAN_DTYPE_F32, n);
+    check_dev_bits("convert f32 -> f32 (a copy)", d_f2, d_f, n * 4);
+
+    float nan = NAN;
+    gpu->to_device(d_f, &nan, sizeof nan);
+    gpu->convert(d_b, TITAN_DTYPE_BF16, d_f, TITAN_DTYPE_F32, 1);
+    uint16_t hb;
+    gpu->to_host(&hb, d_b, 2);
+    check_true("convert NaN f32 -> bf16 stays NaN", (hb & 0x7f80u) == 0x7f80u && (hb & 0x7fu),
+               "");
+    gpu->free(d_f), gpu->free(d_f2), gpu->free(d_b), gpu->free(d_b2);
+    free(f), free(want16), free(want32), free(h16), free(h32);
+}
+
+/* ------------------------------------------------------------- fp32 only */
+
+static void test_scale_sumsq(void) {
     size_t n = 100003;
-    float *a = randf(n, -2, 2), *b = randf(n, -2, 2), *out = malloc(n * sizeof(float));
-    float *da = up(a, n), *db = up(b, n), *dout = up(a, n);
-    cpu->add(out, a, b, n);
-    gpu->add(dout, da, db, n);
-    check_dev("add", dout, out, n, TOL_ELEMENTWISE);
+    float *a = randf(n, -2, 2), *da = up(a, n);
     cpu->scale(a, n, -0.37f);
     gpu->scale(da, n, -0.37f);
-    check_dev("scale", da, a, n, TOL_ELEMENTWISE);
+    check_dev("scale", da, a, n, TOL_F32[ELEMENTWISE]);
 
     size_t m = 1000003;
     float *x = randf(m, -3, 3), *dx = up(x, m);
     double sc = cpu->sumsq(x, m), sg = gpu->sumsq(dx, m), sg2 = gpu->sumsq(dx, m);
     double rel = fabs(sg - sc) / sc;
-    int ok = rel <= TOL_SUMSQ;
-    printf("%-4s %-48s rel err %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", "sumsq (n = 1000003)", rel,
-           TOL_SUMSQ);
-    if (!ok) failures++;
+    report("sumsq (n = 1000003)", rel <= TOL_SUMSQ, rel, TOL_SUMSQ);
     check_bits("sumsq repeats bitwise", &sg, &sg2, sizeof sg);
-    gpu->free(da), gpu->free(db), gpu->free(dout), gpu->free(dx);
-    free(a), free(b), free(out), free(x);
-}
-
-static void test_matmul(int N, int IC, int OC) {
-    char name[96];
-    float *inp = randf((size_t)N * IC, -1, 1), *w = randf((size_t)OC * IC, -0.5, 0.5);
-    float *dout = randf((size_t)N * OC, -1, 1);
-    float *dinp = randf((size_t)N * IC, -1, 1), *dw = randf((size_t)OC * IC, -1, 1);
-    float *out = malloc((size_t)N * OC * sizeof(float));
-    float *d_inp = up(inp, (size_t)N * IC), *d_w = up(w, (size_t)OC * IC);
-    float *d_dout = up(dout, (size_t)N * OC), *d_out = gpu->alloc((size_t)N * OC * sizeof(float));
-    float *d_dinp = up(dinp, (size_t)N * IC), *d_dw = up(dw, (size_t)OC * IC);
-
-    cpu->matmul_forward(out, inp, w, N, IC, OC);
-    gpu->matmul_forward(d_out, d_inp, d_w, N, IC, OC);
-    snprintf(name, sizeof name, "matmul_forward N=%d IC=%d OC=%d", N, IC, OC);
-    check_dev(name, d_out, out, (size_t)N * OC, TOL_MATMUL);
-
-    cpu->matmul_backward(dinp, dw, dout, inp, w, N, IC, OC);
-    gpu->matmul_backward(d_dinp, d_dw, d_dout, d_inp, d_w, N, IC, OC);
-    snprintf(name, sizeof name, "matmul_backward dinp (+=) N=%d IC=%d OC=%d", N, IC, OC);
-    check_dev(name, d_dinp, dinp, (size_t)N * IC, TOL_MATMUL);
-    snprintf(name, sizeof name, "matmul_backward dw (+=) N=%d IC=%d OC=%d", N, IC, OC);
-    check_dev(name, d_dw, dw, (size_t)OC * IC, TOL_MATMUL);
-
-    /* NULL gradients are skipped */
-    cpu->matmul_backward(NULL, dw, dout, inp, w, N, IC, OC);
-    gpu->matmul_backward(NULL, d_dw, d_dout, d_inp, d_w, N, IC, OC);
-    cpu->matmul_backward(dinp, NULL, dout, inp, w, N, IC, OC);
-    gpu->matmul_backward(d_dinp, NULL, d_dout, d_inp, d_w, N, IC, OC);
-    check_dev("matmul_backward with one NULL gradient: dinp", d_dinp, dinp, (size_t)N * IC,
-              TOL_MATMUL);
-    check_dev("matmul_backward with one NULL gradient: dw", d_dw, dw, (size_t)OC * IC,
-              TOL_MATMUL);
-    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_out);
-    gpu->free(d_dinp), gpu->free(d_dw);
-    free(inp), free(w), free(dout), free(dinp), free(dw), free(out);
-}
-
-/* pointers 4 bytes past an allocation's start, as into a carved buffer */
-static void test_matmul_unaligned(int N, int IC, int OC) {
-    float *inp = randf((size_t)N * IC + 1, -1, 1), *w = randf((size_t)OC * IC + 1, -0.5, 0.5);
-    float *out = malloc((size_t)N * OC * sizeof(float));
-    float *d_inp = up(inp, (size_t)N * IC + 1), *d_w = up(w, (size_t)OC * IC + 1);
-    float *d_out = gpu->alloc(((size_t)N * OC + 1) * sizeof(float));
-    cpu->matmul_forward(out, inp + 1, w + 1, N, IC, OC);
-    gpu->matmul_forward(d_out + 1, d_inp + 1, d_w + 1, N, IC, OC);
-    check_dev("matmul_forward on 4-byte aligned pointers", d_out + 1, out, (size_t)N * OC,
-              TOL_MATMUL);
-    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_out);
-    free(inp), free(w), free(out);
-}
-
-static void test_embedding(void) {
-    int N = 300, C = 96, V = 50;
-    uint32_t tokens[300];
-    for (int n = 0; n < N; n++) tokens[n] = (uint32_t)(titan_rng_u64(7, 999, n) % V);
-    tokens[1] = tokens[0]; /* a repeat for certain */
-    float *wte = randf((size_t)V * C, -1, 1), *dout = randf((size_t)N * C, -1, 1);
-    float *dwte = randf((size_t)V * C, -1, 1), *out = malloc((size_t)N * C * sizeof(float));
-    uint32_t *d_tok = up_bytes(tokens, sizeof tokens);
-    float *d_wte = up(wte, (size_t)V * C), *d_dout = up(dout, (size_t)N * C);
-    float *d_dwte = up(dwte, (size_t)V * C), *d_out = gpu->alloc((size_t)N * C * sizeof(float));
-    cpu->embedding_forward(out, tokens, wte, N, C);
-    gpu->embedding_forward(d_out, d_tok, d_wte, N, C);
-    check_dev("embedding_forward", d_out, out, (size_t)N * C, TOL_ELEMENTWISE);
-    cpu->embedding_backward(dwte, dout, tokens, N, C);
-    gpu->embedding_backward(d_dwte, d_dout, d_tok, N, C);
-    check_dev("embedding_backward (+=, repeated tokens)", d_dwte, dwte, (size_t)V * C,
-              TOL_ELEMENTWISE);
-    gpu->free(d_tok), gpu->free(d_wte), gpu->free(d_dout), gpu->free(d_dwte), gpu->free(d_out);
-    free(wte), free(dout), free(dwte), free(out);
-}
-
-static void test_rmsnorm(int N, int C) {
-    char name[96];
-    size_t nc = (size_t)N * C;
-    float *inp = randf(nc, -2, 2), *w = randf(C, 0.5, 1.5), *dout = randf(nc, -1, 1);
-    float *dinp = randf(nc, -1, 1), *dw = randf(C, -1, 1);
-    float *out = malloc(nc * sizeof(float)), *rstd = malloc(N * sizeof(float));
-    float *d_inp = up(inp, nc), *d_w = up(w, C), *d_dout = up(dout, nc), *d_dinp = up(dinp, nc);
-    float *d_dw = up(dw, C), *d_out = gpu->alloc(nc * sizeof(float));
-    float *d_rstd = gpu->alloc(N * sizeof(float));
-    cpu->rmsnorm_forward(out, rstd, inp, w, N, C, 1e-5f);
-    gpu->rmsnorm_forward(d_out, d_rstd, d_inp, d_w, N, C, 1e-5f);
-    snprintf(name, sizeof name, "rmsnorm_forward out N=%d C=%d", N, C);
-    check_dev(name, d_out, out, nc, TOL_ELEMENTWISE);
-    check_dev("rmsnorm_forward rstd", d_rstd, rstd, N, TOL_ELEMENTWISE);
-    /* backward from the CPU's rstd on both sides, so only the backward is compared */
-    gpu->to_device(d_rstd, rstd, N * sizeof(float));
-    cpu->rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
-    gpu->rmsnorm_backward(d_dinp, d_dw, d_dout, d_inp, d_w, d_rstd, N, C);
-    check_dev("rmsnorm_backward dinp (+=)", d_dinp, dinp, nc, TOL_ELEMENTWISE);
-    check_dev("rmsnorm_backward dweight (+=)", d_dw, dw, C, TOL_ELEMENTWISE);
-    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_dinp), gpu->free(d_dw);
-    gpu->free(d_out), gpu->free(d_rstd);
-    free(inp), free(w), free(dout), free(dinp), free(dw), free(out), free(rstd);
-}
-
-static void test_rope(void) {
-    int B = 2, T = 37, NHX = 3, HD = 16;
-    size_t n = (size_t)B * T * NHX * HD, nt = (size_t)T * HD / 2;
-    float *cs = malloc(nt * sizeof(float)), *sn = malloc(nt * sizeof(float));
-    titan_rope_tables(cs, sn, T, HD, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
-    float *x = randf(n, -1, 1), *dout = randf(n, -1, 1), *dinp = randf(n, -1, 1);
-    float *out = malloc(n * sizeof(float));
-    float *d_cs = up(cs, nt), *d_sn = up(sn, nt), *d_x = up(x, n), *d_dout = up(dout, n);
-    float *d_dinp = up(dinp, n), *d_out = gpu->alloc(n * sizeof(float));
-    cpu->rope_forward(out, x, cs, sn, B, T, NHX, HD);
-    gpu->rope_forward(d_out, d_x, d_cs, d_sn, B, T, NHX, HD);
-    check_dev("rope_forward", d_out, out, n, TOL_ELEMENTWISE);
-    gpu->rope_forward(d_x, d_x, d_cs, d_sn, B, T, NHX, HD); /* in place */
-    check_dev("rope_forward in place (out == inp)", d_x, out, n, TOL_ELEMENTWISE);
-    cpu->rope_backward(dinp, dout, cs, sn, B, T, NHX, HD);
-    gpu->rope_backward(d_dinp, d_dout, d_cs, d_sn, B, T, NHX, HD);
-    check_dev("rope_backward (+=)", d_dinp, dinp, n, TOL_ELEMENTWISE);
-    gpu->free(d_cs), gpu->free(d_sn), gpu->free(d_x), gpu->free(d_dout), gpu->free(d_dinp);
-    gpu->free(d_out);
-    free(cs), free(sn), free(x), free(dout), free(dinp), free(out);
-}
-
-static void test_attention(int B, int T, int NH, int NKV, int HD) {
-    char name[128];
-    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nl = (size_t)B * NH * T;
-    float *q = randf(nq, -1, 1), *k = randf(nk, -1, 1), *v = randf(nk, -1, 1);
-    float *dout = randf(nq, -1, 1);
-    float *dq = randf(nq, -1, 1), *dk = randf(nk, -1, 1), *dv = randf(nk, -1, 1);
-    float *out = malloc(nq * sizeof(float)), *lse = malloc(nl * sizeof(float));
-    float *d_q = up(q, nq), *d_k = up(k, nk), *d_v = up(v, nk), *d_dout = up(dout, nq);
-    float *d_dq = up(dq, nq), *d_dk = up(dk, nk), *d_dv = up(dv, nk);
-    float *d_out = gpu->alloc(nq * sizeof(float)), *d_lse = gpu->alloc(nl * sizeof(float));
-
-    cpu->attention_forward(out, lse, q, k, v, B, T, NH, NKV, HD);
-    gpu->attention_forward(d_out, d_lse, d_q, d_k, d_v, B, T, NH, NKV, HD);
-    snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d HD=%d", B, T, NH,
-             NKV, HD);
-    check_dev(name, d_out, out, nq, TOL_ATTENTION);
-    check_dev("attention_forward lse", d_lse, lse, nl, TOL_ATTENTION);
-
-    /* backward from the CPU's out and lse on both sides */
-    gpu->to_device(d_out, out, nq * sizeof(float));
-    gpu->to_device(d_lse, lse, nl * sizeof(float));
-    cpu->attention_backward(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
-    gpu->attention_backward(d_dq, d_dk, d_dv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T, NH, NKV,
-                            HD);
-    check_dev("attention_backward dq (+=)", d_dq, dq, nq, TOL_ATTENTION);
-    check_dev("attention_backward dk (+=)", d_dk, dk, nk, TOL_ATTENTION);
-    check_dev("attention_backward dv (+=)", d_dv, dv, nk, TOL_ATTENTION);
-
-    /* the same call twice from zero gradients gives the same bits */
-    float *g1[3], *g2[3];
-    size_t sz[3] = {nq, nk, nk};
-    for (int rep = 0; rep < 2; rep++) {
-        gpu->zero(d_dq, nq * sizeof(float));
-        gpu->zero(d_dk, nk * sizeof(float));
-        gpu->zero(d_dv, nk * sizeof(float));
-        gpu->attention_backward(d_dq, d_dk, d_dv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T, NH,
-                                NKV, HD);
-        float **g = rep ? g2 : g1;
-        g[0] = down(d_dq, nq), g[1] = down(d_dk, nk), g[2] = down(d_dv, nk);
-    }
-    int same = 1;
-    for (int i = 0; i < 3; i++) same &= memcmp(g1[i], g2[i], sz[i] * sizeof(float)) == 0;
-    check_bits("attention_backward repeats bitwise", &same, &(int){1}, sizeof same);
-    for (int i = 0; i < 3; i++) free(g1[i]), free(g2[i]);
-
-    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_dq);
-    gpu->free(d_dk), gpu->free(d_dv), gpu->free(d_out), gpu->free(d_lse);
-    free(q), free(k), free(v), free(dout), free(dq), free(dk), free(dv), free(out), free(lse);
-}
-
-static void test_swiglu(void) {
-    int N = 33, H = 700;
-    size_t n = (size_t)N * H;
-    float *h1 = randf(n, -6, 6), *h3 = randf(n, -2, 2), *dout = randf(n, -1, 1);
-    float *dh1 = randf(n, -1, 1), *dh3 = randf(n, -1, 1), *out = malloc(n * sizeof(float));
-    float *d_h1 = up(h1, n), *d_h3 = up(h3, n), *d_dout = up(dout, n), *d_dh1 = up(dh1, n);
-    float *d_dh3 = up(dh3, n), *d_out = gpu->alloc(n * sizeof(float));
-    cpu->swiglu_forward(out, h1, h3, N, H);
-    gpu->swiglu_forward(d_out, d_h1, d_h3, N, H);
-    check_dev("swiglu_forward", d_out, out, n, TOL_ELEMENTWISE);
-    cpu->swiglu_backward(dh1, dh3, dout, h1, h3, N, H);
-    gpu->swiglu_backward(d_dh1, d_dh3, d_dout, d_h1, d_h3, N, H);
-    check_dev("swiglu_backward dh1 (+=)", d_dh1, dh1, n, TOL_ELEMENTWISE);
-    check_dev("swiglu_backward dh3 (+=)", d_dh3, dh3, n, TOL_ELEMENTWISE);
-    gpu->free(d_h1), gpu->free(d_h3), gpu->free(d_dout), gpu->free(d_dh1), gpu->free(d_dh3);
-    gpu->free(d_out);
-    free(h1), free(h3), free(dout), free(dh1), free(dh3), free(out);
-}
-
-static void test_cross_entropy(void) {
-    int N = 17, V = 5003;
-    size_t n = (size_t)N * V;
-    uint32_t targets[17];
-    for (int i = 0; i < N; i++) targets[i] = (uint32_t)(titan_rng_u64(7, 1234, i) % V);
-    targets[0] = 0, targets[1] = (uint32_t)V - 1; /* both ends */
-    float *logits = randf(n, -8, 8), *losses = malloc(N * sizeof(float));
-    float *dlogits = malloc(n * sizeof(float));
-    float *d_logits = up(logits, n), *d_losses = gpu->alloc(N * sizeof(float));
-    float *d_dlogits = gpu->alloc(n * sizeof(float));
-    uint32_t *d_tg = up_bytes(targets, sizeof targets);
-    float dscale = 1.0f / N;
-    cpu->cross_entropy(losses, dlogits, logits, targets, N, V, dscale);
-    gpu->cross_entropy(d_losses, d_dlogits, d_logits, d_tg, N, V, dscale);
-    check_dev("cross_entropy losses", d_losses, losses, N, TOL_ELEMENTWISE);
-    check_dev("cross_entropy dlogits", d_dlogits, dlogits, n, TOL_ELEMENTWISE);
-    gpu->zero(d_losses, N * sizeof(float));
-    gpu->cross_entropy(d_losses, d_logits, d_logits, d_tg, N, V, dscale); /* in place */
-    check_dev("cross_entropy losses (dlogits == logits)", d_losses, losses, N, TOL_ELEMENTWISE);
-    check_dev("cross_entropy dlogits in place", d_logits, dlogits, n, TOL_ELEMENTWISE);
-    gpu->free(d_logits), gpu->free(d_losses), gpu->free(d_dlogits), gpu->free(d_tg);
-    free(logits), free(losses), free(dlogits);
+    gpu->free(da), gpu->free(dx);
+    free(a), free(x);
 }
 
 static void test_adamw(void) {
@@ -347,9 +279,9 @@ static void test_adamw(void) {
         gpu->free(d_g);
         free(g);
     }
-    check_dev("adamw_step p (3 steps)", d_p, p, n, TOL_ELEMENTWISE);
-    check_dev("adamw_step m", d_m, m, n, TOL_ELEMENTWISE);
-    check_dev("adamw_step v", d_v, v, n, TOL_ELEMENTWISE);
+    check_dev("adamw_step p (3 steps)", d_p, p, n, TOL_F32[ELEMENTWISE]);
+    check_dev("adamw_step m", d_m, m, n, TOL_F32[ELEMENTWISE]);
+    check_dev("adamw_step v", d_v, v, n, TOL_F32[ELEMENTWISE]);
     float *hp = down(d_p, n);
     check_bits("adamw_step p equals the CPU's bits", hp, p, n * sizeof(float));
     free(hp);
@@ -357,16 +289,282 @@ static void test_adamw(void) {
     free(p), free(m), free(v);
 }
 
-int main(void) {
-    titan_status st = titan_backend_open("cuda", &gpu);
-    if (st != TITAN_OK) {
-        printf("no GPU: %s\n", titan_error_message());
-        return 77;
+/* ------------------------------------------------- every dt (cur_dt) ops */
+
+static void test_add(void) {
+    titan_dtype dt = cur_dt;
+    size_t n = 100003;
+    void *a = randd(n, -2, 2), *b = randd(n, -2, 2), *out = hostd(n);
+    void *da = upd(a, n), *db = upd(b, n), *dout = allocd(n);
+    cpu->add(dt, out, a, b, n);
+    gpu->add(dt, dout, da, db, n);
+    check_devd("add", dout, out, n, tol(ELEMENTWISE));
+    gpu->add(dt, da, da, db, n); /* out == a */
+    check_devd("add in place (out == a)", da, out, n, tol(ELEMENTWISE));
+    gpu->to_device(da, a, n * esize(dt));
+    gpu->add(dt, db, da, db, n); /* out == b */
+    check_devd("add in place (out == b)", db, out, n, tol(ELEMENTWISE));
+    gpu->free(da), gpu->free(db), gpu->free(dout);
+    free(a), free(b), free(out);
+}
+
+static void test_matmul(int N, int IC, int OC) {
+    titan_dtype dt = cur_dt;
+    char name[96];
+    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    void *inp = randd(ni, -1, 1), *w = randd(nw, -0.5, 0.5), *dout = randd(no, -1, 1);
+    void *dinp = randd(ni, -1, 1), *out = hostd(no);
+    float *dw = randf(nw, -1, 1);
+    void *d_inp = upd(inp, ni), *d_w = upd(w, nw), *d_dout = upd(dout, no), *d_out = allocd(no);
+    void *d_dinp = upd(dinp, ni);
+    float *d_dw = up(dw, nw);
+
+    cpu->matmul_forward(dt, out, inp, w, N, IC, OC);
+    gpu->matmul_forward(dt, d_out, d_inp, d_w, N, IC, OC);
+    snprintf(name, sizeof name, "matmul_forward N=%d IC=%d OC=%d", N, IC, OC);
+    check_devd(name, d_out, out, no, tol(MATMUL));
+
+    cpu->matmul_backward(dt, dinp, dw, dout, inp, w, N, IC, OC);
+    gpu->matmul_backward(dt, d_dinp, d_dw, d_dout, d_inp, d_w, N, IC, OC);
+    snprintf(name, sizeof name, "matmul_backward dinp (+=) N=%d IC=%d OC=%d", N, IC, OC);
+    check_devd(name, d_dinp, dinp, ni, tol(MATMUL));
+    snprintf(name, sizeof name, "matmul_backward dw (+=, f32) N=%d IC=%d OC=%d", N, IC, OC);
+    check_dev(name, d_dw, dw, nw, tol(MATMUL));
+
+    /* NULL gradients are skipped */
+    cpu->matmul_backward(dt, NULL, dw, dout, inp, w, N, IC, OC);
+    gpu->matmul_backward(dt, NULL, d_dw, d_dout, d_inp, d_w, N, IC, OC);
+    cpu->matmul_backward(dt, dinp, NULL, dout, inp, w, N, IC, OC);
+    gpu->matmul_backward(dt, d_dinp, NULL, d_dout, d_inp, d_w, N, IC, OC);
+    check_devd("matmul_backward with one NULL gradient: dinp", d_dinp, dinp, ni, tol(MATMUL));
+    check_dev("matmul_backward with one NULL gradient: dw", d_dw, dw, nw, tol(MATMUL));
+
+    /* the same calls again from the same state give the same bits */
+    void *d_out2 = allocd(no), *d_dinp2 = upd(dinp, ni);
+    float *d_dw2 = up(dw, nw);
+    gpu->to_device(d_dinp, dinp, ni * esize(dt));
+    gpu->to_device(d_dw, dw, nw * sizeof(float));
+    gpu->matmul_forward(dt, d_out2, d_inp, d_w, N, IC, OC);
+    gpu->matmul_backward(dt, d_dinp, d_dw, d_dout, d_inp, d_w, N, IC, OC);
+    gpu->matmul_backward(dt, d_dinp2, d_dw2, d_dout, d_inp, d_w, N, IC, OC);
+    check_dev_bits("matmul_forward repeats bitwise", d_out2, d_out, no * esize(dt));
+    check_dev_bits("matmul_backward dinp repeats bitwise", d_dinp2, d_dinp, ni * esize(dt));
+    check_dev_bits("matmul_backward dw repeats bitwise", d_dw2, d_dw, nw * sizeof(float));
+
+    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_out);
+    gpu->free(d_dinp), gpu->free(d_dw), gpu->free(d_out2), gpu->free(d_dinp2), gpu->free(d_dw2);
+    free(inp), free(w), free(dout), free(dinp), free(dw), free(out);
+}
+
+/* pointers one element past an allocation's start, as into a carved buffer
+ * (4-byte aligned for f32, 2-byte for bf16) */
+static void test_matmul_unaligned(int N, int IC, int OC) {
+    titan_dtype dt = cur_dt;
+    size_t es = esize(dt), ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    char *inp = randd(ni + 1, -1, 1), *w = randd(nw + 1, -0.5, 0.5), *dout = randd(no + 1, -1, 1);
+    char *dinp = randd(ni + 1, -1, 1), *out = hostd(no);
+    float *dw = randf(nw + 1, -1, 1);
+    char *d_inp = upd(inp, ni + 1), *d_w = upd(w, nw + 1), *d_dout = upd(dout, no + 1);
+    char *d_dinp = upd(dinp, ni + 1), *d_out = allocd(no + 1);
+    float *d_dw = up(dw, nw + 1);
+    cpu->matmul_forward(dt, out, inp + es, w + es, N, IC, OC);
+    gpu->matmul_forward(dt, d_out + es, d_inp + es, d_w + es, N, IC, OC);
+    check_devd("matmul_forward on one-element-offset pointers", d_out + es, out, no,
+               tol(MATMUL));
+    cpu->matmul_backward(dt, dinp + es, dw + 1, dout + es, inp + es, w + es, N, IC, OC);
+    gpu->matmul_backward(dt, d_dinp + es, d_dw + 1, d_dout + es, d_inp + es, d_w + es, N, IC, OC);
+    check_devd("matmul_backward dinp, offset pointers", d_dinp + es, dinp + es, ni, tol(MATMUL));
+    check_dev("matmul_backward dw, offset pointers", d_dw + 1, dw + 1, nw, tol(MATMUL));
+    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_dinp), gpu->free(d_out);
+    gpu->free(d_dw);
+    free(inp), free(w), free(dout), free(dinp), free(out), free(dw);
+}
+
+static void test_embedding(void) {
+    titan_dtype dt = cur_dt;
+    int N = 300, C = 96, V = 50;
+    uint32_t tokens[300];
+    for (int n = 0; n < N; n++) tokens[n] = (uint32_t)(titan_rng_u64(7, 999, n) % V);
+    tokens[1] = tokens[0]; /* a repeat for certain */
+    size_t nw = (size_t)V * C, no = (size_t)N * C;
+    void *wte = randd(nw, -1, 1), *dout = randd(no, -1, 1), *out = hostd(no);
+    float *dwte = randf(nw, -1, 1);
+    uint32_t *d_tok = up_bytes(tokens, sizeof tokens);
+    void *d_wte = upd(wte, nw), *d_dout = upd(dout, no), *d_out = allocd(no);
+    float *d_dwte = up(dwte, nw);
+    cpu->embedding_forward(dt, out, tokens, wte, N, C);
+    gpu->embedding_forward(dt, d_out, d_tok, d_wte, N, C);
+    check_devd("embedding_forward", d_out, out, no, tol(ELEMENTWISE));
+    cpu->embedding_backward(dt, dwte, dout, tokens, N, C);
+    gpu->embedding_backward(dt, d_dwte, d_dout, d_tok, N, C);
+    check_dev("embedding_backward (+=, f32 dwte, repeated tokens)", d_dwte, dwte, nw,
+              tol(ELEMENTWISE));
+    gpu->free(d_tok), gpu->free(d_wte), gpu->free(d_dout), gpu->free(d_dwte), gpu->free(d_out);
+    free(wte), free(dout), free(dwte), free(out);
+}
+
+static void test_rmsnorm(int N, int C) {
+    titan_dtype dt = cur_dt;
+    char name[96];
+    size_t nc = (size_t)N * C;
+    void *inp = randd(nc, -2, 2), *w = randd(C, 0.5, 1.5), *dout = randd(nc, -1, 1);
+    void *dinp = randd(nc, -1, 1), *out = hostd(nc);
+    float *dw = randf(C, -1, 1), *rstd = xmalloc(N * sizeof(float));
+    void *d_inp = upd(inp, nc), *d_w = upd(w, C), *d_dout = upd(dout, nc), *d_dinp = upd(dinp, nc);
+    void *d_out = allocd(nc);
+    float *d_dw = up(dw, C), *d_rstd = gpu->alloc(N * sizeof(float));
+    cpu->rmsnorm_forward(dt, out, rstd, inp, w, N, C, 1e-5f);
+    gpu->rmsnorm_forward(dt, d_out, d_rstd, d_inp, d_w, N, C, 1e-5f);
+    snprintf(name, sizeof name, "rmsnorm_forward out N=%d C=%d", N, C);
+    check_devd(name, d_out, out, nc, tol(ELEMENTWISE));
+    check_dev("rmsnorm_forward rstd (f32)", d_rstd, rstd, N, tol(ELEMENTWISE));
+    /* backward from the CPU's rstd on both sides, so only the backward is compared */
+    gpu->to_device(d_rstd, rstd, N * sizeof(float));
+    cpu->rmsnorm_backward(dt, dinp, dw, dout, inp, w, rstd, N, C);
+    gpu->rmsnorm_backward(dt, d_dinp, d_dw, d_dout, d_inp, d_w, d_rstd, N, C);
+    check_devd("rmsnorm_backward dinp (+=)", d_dinp, dinp, nc, tol(ELEMENTWISE));
+    check_dev("rmsnorm_backward dweight (+=, f32)", d_dw, dw, C, tol(ELEMENTWISE));
+    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_dinp), gpu->free(d_dw);
+    gpu->free(d_out), gpu->free(d_rstd);
+    free(inp), free(w), free(dout), free(dinp), free(dw), free(out), free(rstd);
+}
+
+static void test_rope(void) {
+    titan_dtype dt = cur_dt;
+    int B = 2, T = 37, NHX = 3, HD = 16;
+    size_t n = (size_t)B * T * NHX * HD, nt = (size_t)T * HD / 2;
+    float *cs = xmalloc(nt * sizeof(float)), *sn = xmalloc(nt * sizeof(float));
+    titan_rope_tables(cs, sn, T, HD, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
+    void *x = randd(n, -1, 1), *dout = randd(n, -1, 1), *dinp = randd(n, -1, 1), *out = hostd(n);
+    float *d_cs = up(cs, nt), *d_sn = up(sn, nt);
+    void *d_x = upd(x, n), *d_dout = upd(dout, n), *d_dinp = upd(dinp, n), *d_out = allocd(n);
+    cpu->rope_forward(dt, out, x, cs, sn, B, T, NHX, HD);
+    gpu->rope_forward(dt, d_out, d_x, d_cs, d_sn, B, T, NHX, HD);
+    check_devd("rope_forward", d_out, out, n, tol(ELEMENTWISE));
+    gpu->rope_forward(dt, d_x, d_x, d_cs, d_sn, B, T, NHX, HD); /* in place */
+    check_devd("rope_forward in place (out == inp)", d_x, out, n, tol(ELEMENTWISE));
+    cpu->rope_backward(dt, dinp, dout, cs, sn, B, T, NHX, HD);
+    gpu->rope_backward(dt, d_dinp, d_dout, d_cs, d_sn, B, T, NHX, HD);
+    check_devd("rope_backward (+=)", d_dinp, dinp, n, tol(ELEMENTWISE));
+    gpu->free(d_cs), gpu->free(d_sn), gpu->free(d_x), gpu->free(d_dout), gpu->free(d_dinp);
+    gpu->free(d_out);
+    free(cs), free(sn), free(x), free(dout), free(dinp), free(out);
+}
+
+static void test_attention(int B, int T, int NH, int NKV, int HD) {
+    titan_dtype dt = cur_dt;
+    char name[128];
+    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nl = (size_t)B * NH * T;
+    size_t es = esize(dt);
+    void *q = randd(nq, -1, 1), *k = randd(nk, -1, 1), *v = randd(nk, -1, 1);
+    void *dout = randd(nq, -1, 1);
+    void *dq = randd(nq, -1, 1), *dk = randd(nk, -1, 1), *dv = randd(nk, -1, 1);
+    void *out = hostd(nq);
+    float *lse = xmalloc(nl * sizeof(float));
+    void *d_q = upd(q, nq), *d_k = upd(k, nk), *d_v = upd(v, nk), *d_dout = upd(dout, nq);
+    void *d_dq = upd(dq, nq), *d_dk = upd(dk, nk), *d_dv = upd(dv, nk), *d_out = allocd(nq);
+    float *d_lse = gpu->alloc(nl * sizeof(float));
+
+    cpu->attention_forward(dt, out, lse, q, k, v, B, T, NH, NKV, HD);
+    gpu->attention_forward(dt, d_out, d_lse, d_q, d_k, d_v, B, T, NH, NKV, HD);
+    snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d HD=%d", B, T, NH,
+             NKV, HD);
+    check_devd(name, d_out, out, nq, tol(ATTENTION));
+    check_dev("attention_forward lse (f32)", d_lse, lse, nl, tol(ATTENTION));
+    void *d_out2 = allocd(nq);
+    float *d_lse2 = gpu->alloc(nl * sizeof(float));
+    gpu->attention_forward(dt, d_out2, d_lse2, d_q, d_k, d_v, B, T, NH, NKV, HD);
+    check_dev_bits("attention_forward out repeats bitwise", d_out2, d_out, nq * es);
+    check_dev_bits("attention_forward lse repeats bitwise", d_lse2, d_lse, nl * sizeof(float));
+
+    /* backward from the CPU's out and lse on both sides */
+    gpu->to_device(d_out, out, nq * es);
+    gpu->to_device(d_lse, lse, nl * sizeof(float));
+    cpu->attention_backward(dt, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    gpu->attention_backward(dt, d_dq, d_dk, d_dv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T, NH,
+                            NKV, HD);
+    check_devd("attention_backward dq (+=)", d_dq, dq, nq, tol(ATTENTION));
+    check_devd("attention_backward dk (+=)", d_dk, dk, nk, tol(ATTENTION));
+    check_devd("attention_backward dv (+=)", d_dv, dv, nk, tol(ATTENTION));
+
+    /* the same call twice from zero gradients gives the same bits */
+    void *g1[3], *g2[3];
+    size_t sz[3] = {nq, nk, nk};
+    for (int rep = 0; rep < 2; rep++) {
+        gpu->zero(d_dq, nq * es);
+        gpu->zero(d_dk, nk * es);
+        gpu->zero(d_dv, nk * es);
+        gpu->attention_backward(dt, d_dq, d_dk, d_dv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T,
+                                NH, NKV, HD);
+        void **g = rep ? g2 : g1;
+        g[0] = down_t(dt, d_dq, nq), g[1] = down_t(dt, d_dk, nk), g[2] = down_t(dt, d_dv, nk);
     }
-    cpu = titan_backend_cpu();
-    printf("backend %s against %s\n", gpu->name, cpu->name);
-    test_memory();
-    test_elementwise();
+    int same = 1;
+    for (int i = 0; i < 3; i++) same &= memcmp(g1[i], g2[i], sz[i] * es) == 0;
+    check_bits("attention_backward repeats bitwise", &same, &(int){1}, sizeof same);
+    for (int i = 0; i < 3; i++) free(g1[i]), free(g2[i]);
+
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_dq);
+    gpu->free(d_dk), gpu->free(d_dv), gpu->free(d_out), gpu->free(d_lse), gpu->free(d_out2);
+    gpu->free(d_lse2);
+    free(q), free(k), free(v), free(dout), free(dq), free(dk), free(dv), free(out), free(lse);
+}
+
+static void test_swiglu(void) {
+    titan_dtype dt = cur_dt;
+    int N = 33, H = 700;
+    size_t n = (size_t)N * H;
+    void *h1 = randd(n, -6, 6), *h3 = randd(n, -2, 2), *dout = randd(n, -1, 1);
+    void *dh1 = randd(n, -1, 1), *dh3 = randd(n, -1, 1), *out = hostd(n);
+    void *d_h1 = upd(h1, n), *d_h3 = upd(h3, n), *d_dout = upd(dout, n), *d_dh1 = upd(dh1, n);
+    void *d_dh3 = upd(dh3, n), *d_out = allocd(n);
+    cpu->swiglu_forward(dt, out, h1, h3, N, H);
+    gpu->swiglu_forward(dt, d_out, d_h1, d_h3, N, H);
+    check_devd("swiglu_forward", d_out, out, n, tol(ELEMENTWISE));
+    cpu->swiglu_backward(dt, dh1, dh3, dout, h1, h3, N, H);
+    gpu->swiglu_backward(dt, d_dh1, d_dh3, d_dout, d_h1, d_h3, N, H);
+    check_devd("swiglu_backward dh1 (+=)", d_dh1, dh1, n, tol(ELEMENTWISE));
+    check_devd("swiglu_backward dh3 (+=)", d_dh3, dh3, n, tol(ELEMENTWISE));
+    gpu->free(d_h1), gpu->free(d_h3), gpu->free(d_dout), gpu->free(d_dh1), gpu->free(d_dh3);
+    gpu->free(d_out);
+    free(h1), free(h3), free(dout), free(dh1), free(dh3), free(out);
+}
+
+static void test_cross_entropy(void) {
+    titan_dtype dt = cur_dt;
+    int N = 17, V = 5003;
+    size_t n = (size_t)N * V;
+    uint32_t targets[17];
+    for (int i = 0; i < N; i++) targets[i] = (uint32_t)(titan_rng_u64(7, 1234, i) % V);
+    targets[0] = 0, targets[1] = (uint32_t)V - 1; /* both ends */
+    void *logits = randd(n, -8, 8), *dlogits = hostd(n);
+    float *losses = xmalloc(N * sizeof(float));
+    void *d_logits = upd(logits, n), *d_dlogits = allocd(n);
+    float *d_losses = gpu->alloc(N * sizeof(float));
+    uint32_t *d_tg = up_bytes(targets, sizeof targets);
+    float dscale = 1.0f / N;
+    cpu->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale);
+    gpu->cross_entropy(dt, d_losses, d_dlogits, d_logits, d_tg, N, V, dscale);
+    check_dev("cross_entropy losses (f32)", d_losses, losses, N, tol(ELEMENTWISE));
+    check_devd("cross_entropy dlogits", d_dlogits, dlogits, n, tol(ELEMENTWISE));
+    gpu->zero(d_losses, N * sizeof(float));
+    gpu->cross_entropy(dt, d_losses, NULL, d_logits, d_tg, N, V, dscale); /* losses only */
+    check_dev("cross_entropy losses (dlogits NULL)", d_losses, losses, N, tol(ELEMENTWISE));
+    gpu->zero(d_losses, N * sizeof(float));
+    gpu->cross_entropy(dt, d_losses, d_logits, d_logits, d_tg, N, V, dscale); /* in place */
+    check_dev("cross_entropy losses (dlogits == logits)", d_losses, losses, N, tol(ELEMENTWISE));
+    check_devd("cross_entropy dlogits in place", d_logits, dlogits, n, tol(ELEMENTWISE));
+    check_dev_bits("cross_entropy dlogits in place equals out of place", d_logits, d_dlogits,
+                   n * esize(dt));
+    gpu->free(d_logits), gpu->free(d_losses), gpu->free(d_dlogits), gpu->free(d_tg);
+    free(logits), free(losses), free(dlogits);
+}
+
+/* every op that takes a dt, with cur_dt */
+static void test_dtype_ops(titan_dtype dt) {
+    cur_dt = dt;
+    printf("--- dt = %s\n", dname());
+    test_add();
     test_matmul(67, 129, 95);
     test_matmul(256, 512, 384);
     test_matmul_unaligned(33, 65, 17);
@@ -380,7 +578,24 @@ int main(void) {
     test_attention(1, 40, 2, 1, 256);
     test_swiglu();
     test_cross_entropy();
+}
+
+int main(void) {
+    titan_status st = titan_backend_open("cuda", &gpu);
+    if (st != TITAN_OK) {
+        printf("no GPU: %s\n", titan_error_message());
+        return 77;
+    }
+    cpu = titan_backend_cpu();
+    printf("backend %s against %s\n", gpu->name, cpu->name);
+    cur_dt = TITAN_DTYPE_F32;
+    test_buffers();
+    test_memory_accounting();
+    test_convert();
+    test_scale_sumsq();
     test_adamw();
+    test_dtype_ops(TITAN_DTYPE_F32);
+    test_dtype_ops(TITAN_DTYPE_BF16);
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

@@ -1,0 +1,322 @@
+/* matmul.cu - the linear layer's products through cuBLASLt:
+ *   forward   out[N,OC]  = inp[N,IC] @ w[OC,IC]^T
+ *   backward  dinp[N,IC] += dout @ w,   dw[OC,IC] += dout^T @ inp (dw fp32)
+ *
+ * Always CUBLAS_COMPUTE_32F with an fp32 scale type, so accumulation is fp32:
+ *   dt = f32:  A, B, C, D fp32. No TF32 (that would be COMPUTE_32F_FAST_TF32),
+ *              results stay within ~1e-6 relative of the CPU backend.
+ *   dt = bf16: A, B bf16 (tensor cores, fp32 accumulate); out and dinp bf16
+ *              (C = D, the epilogue computes alpha*acc + beta*C in fp32 and
+ *              rounds once); dw fp32 (C = D fp32 with bf16 A, B: a combination
+ *              cuBLASLt supports).
+ * A bf16 output must not be rounded more than once, so split-K algorithms
+ * that reduce "in place" in the output type are excluded for it (the
+ * preference's reduction-scheme mask allows only partials kept in the
+ * compute type, or no split).
+ *
+ * Plan cache: the matmul descriptor, the three layouts and the heuristic's
+ * first algorithm are made once per key (transposes, m, n, k, leading dims,
+ * A/B type, C/D type, the three pointers' alignments) and kept in a small
+ * table (CACHE_SLOTS, replaced round-robin). A model has a handful of
+ * shapes, so after the first step every call is a table hit: no descriptor
+ * creation and no heuristic query. The heuristic's choice depends only on
+ * the key, so a hit and a fresh query run the same algorithm: the same
+ * inputs give the same bits either way. The table, the handle and the
+ * workspace are shared; a mutex serialises the lookup and the enqueue.
+ *
+ * Should the heuristic offer no algorithm for a key (odd leading dims with
+ * 2-byte aligned bf16 pointers are the likely case), the plan falls back to
+ * a plain tiled kernel here (fp32 accumulation in a fixed order, one
+ * rounding), with one note on stderr per plan, instead of aborting.
+ * TITAN_CUDA_GEMM_FALLBACK=1 in the environment when the backend opens sends
+ * every matmul there (to test that kernel against the CPU backend). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+
+#include "cuda_ops.cuh"
+
+#define CUBLAS_CHECK(stmt)                                                                 \
+    do {                                                                                   \
+        cublasStatus_t cublas_check_st_ = (stmt);                                          \
+        if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                     \
+            titan_cuda_panic(__FILE__, __LINE__, #stmt, cublasLtGetStatusString(cublas_check_st_)); \
+    } while (0)
+
+enum { WORKSPACE_BYTES = 32 << 20, CACHE_SLOTS = 128 };
+
+/* All 4-byte fields, no padding: compared with memcmp. */
+typedef struct {
+    int32_t ta, tb, m, n, k, lda, ldb, ldc;
+    int32_t ab_type, cd_type;           /* cudaDataType_t */
+    uint32_t align_a, align_b, align_c; /* bytes; D is C */
+} gemm_key;
+
+typedef struct {
+    int used, fallback; /* fallback: no cuBLASLt algorithm, gemm_fallback_kernel */
+    gemm_key key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+static struct {
+    int ready;
+    cublasLtHandle_t lt;
+    void *workspace;
+    gemm_plan plans[CACHE_SLOTS];
+    int next;           /* the slot a miss fills when the table is full */
+    int force_fallback; /* TITAN_CUDA_GEMM_FALLBACK=1 */
+} g_mm;
+static pthread_mutex_t g_mm_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+int titan_cuda_matmul_open(char *msg, size_t msg_len) {
+    if (g_mm.ready) return 0;
+    cublasStatus_t st = cublasLtCreate(&g_mm.lt);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        snprintf(msg, msg_len, "cuBLASLt: cublasLtCreate: %s", cublasLtGetStatusString(st));
+        return -1;
+    }
+    cudaError_t e = cudaMalloc(&g_mm.workspace, WORKSPACE_BYTES);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cublasLtDestroy(g_mm.lt);
+        snprintf(msg, msg_len, "cudaMalloc of the cuBLASLt workspace (%d MiB): %s",
+                 WORKSPACE_BYTES >> 20, cudaGetErrorString(e));
+        return -1;
+    }
+    const char *fb = getenv("TITAN_CUDA_GEMM_FALLBACK");
+    g_mm.force_fallback = fb && strcmp(fb, "1") == 0;
+    g_mm.ready = 1;
+    return 0;
+}
+
+/* The largest power of two (up to 256) dividing the address, at least the
+ * element size: cuBLASLt assumes 256-byte aligned matrices unless told, and
+ * the model passes pointers into larger buffers. */
+static uint32_t alignment(const void *p, uint32_t elem) {
+    uint32_t a = 256;
+    while (a > elem && (uintptr_t)p % a != 0) a /= 2;
+    return a;
+}
+
+static const char *type_name(int32_t t) { return t == CUDA_R_16BF ? "bf16" : "f32"; }
+
+static void plan_destroy(gemm_plan *p) {
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lc));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->la));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->op));
+    p->used = 0;
+}
+
+/* The heuristic's first algorithm for the plan's descriptors under a
+ * reduction-scheme mask; 0 when there is none. */
+static int plan_algo(gemm_plan *p, uint32_t reduction_mask) {
+    const gemm_key *k = &p->key;
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = WORKSPACE_BYTES;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction_mask, sizeof reduction_mask));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k->align_a, sizeof k->align_a));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k->align_b, sizeof k->align_b));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k->align_c, sizeof k->align_c));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->align_c, sizeof k->align_c));
+    cublasLtMatmulHeuristicResult_t heur;
+    memset(&heur, 0, sizeof heur);
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g_mm.lt, p->op, p->la, p->lb, p->lc, p->lc, pref,
+                                                1, &heur, &found));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (found > 0) p->algo = heur.algo;
+    return found > 0;
+}
+
+/* Fills a free slot with the descriptors, layouts and algorithm of key. */
+static void plan_create(gemm_plan *p, const gemm_key *key) {
+    p->key = *key;
+    p->fallback = 0;
+    cublasOperation_t ta = (cublasOperation_t)key->ta, tb = (cublasOperation_t)key->tb;
+    cudaDataType_t ab = (cudaDataType_t)key->ab_type, cd = (cudaDataType_t)key->cd_type;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, ta == CUBLAS_OP_N ? key->m : key->k,
+                                            ta == CUBLAS_OP_N ? key->k : key->m, key->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, tb == CUBLAS_OP_N ? key->k : key->n,
+                                            tb == CUBLAS_OP_N ? key->n : key->k, key->ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, cd, key->m, key->n, key->ldc));
+    p->used = 1;
+    if (g_mm.force_fallback) {
+        p->fallback = 1;
+        return;
+    }
+    /* a bf16 output: no in-place split-K (partial sums rounded to bf16) */
+    uint32_t mask = cd == CUDA_R_16BF ? (uint32_t)CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                                      : (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK;
+    if (plan_algo(p, mask)) return;
+    /* none without it (not expected): any scheme beats no matmul */
+    if (mask != (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK &&
+        plan_algo(p, (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK))
+        return;
+    p->fallback = 1;
+    fprintf(stderr,
+            "titan: cuda: note: cuBLASLt has no algorithm for m=%d n=%d k=%d op=%c%c "
+            "ld=%d,%d,%d A/B %s C/D %s alignment %u,%u,%u bytes; using the fallback kernel\n",
+            key->m, key->n, key->k, ta == CUBLAS_OP_N ? 'N' : 'T', tb == CUBLAS_OP_N ? 'N' : 'T',
+            key->lda, key->ldb, key->ldc, type_name(key->ab_type), type_name(key->cd_type),
+            key->align_a, key->align_b, key->align_c);
+}
+
+/* The plan of key: a hit, or a new one in a free slot or the next victim's.
+ * Called with the mutex held. */
+static gemm_plan *plan_get(const gemm_key *key) {
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (g_mm.plans[i].used && memcmp(&g_mm.plans[i].key, key, sizeof *key) == 0)
+            return &g_mm.plans[i];
+    gemm_plan *p = NULL;
+    for (int i = 0; i < CACHE_SLOTS && !p; i++)
+        if (!g_mm.plans[i].used) p = &g_mm.plans[i];
+    if (!p) {
+        p = &g_mm.plans[g_mm.next];
+        g_mm.next = (g_mm.next + 1) % CACHE_SLOTS;
+        plan_destroy(p);
+    }
+    plan_create(p, key);
+    return p;
+}
+
+/* ------------------------------------------------------- fallback kernel */
+
+#define FB_TILE 16
+
+/* Column-major C[m,n] = op(A) op(B) + beta C (alpha 1), one thread per
+ * element of C, FB_TILE x FB_TILE blocks; k is walked in tiles staged in
+ * shared memory as fp32, each sum in order l = 0..k-1. beta == 0 does not
+ * read C. ta/tb: 1 for a transposed operand. */
+template <typename AB, typename CD>
+__global__ void gemm_fallback_kernel(int ta, int tb, int m, int n, int k, const AB *A, int lda,
+                                     const AB *B, int ldb, float beta, CD *C, int ldc) {
+    __shared__ float As[FB_TILE][FB_TILE + 1], Bs[FB_TILE][FB_TILE + 1];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int i = blockIdx.x * FB_TILE + tx, j = blockIdx.y * FB_TILE + ty;
+    float acc = 0.0f;
+    for (int l0 = 0; l0 < k; l0 += FB_TILE) {
+        int al = l0 + ty; /* As[l][i] = op(A)(i, l) */
+        float a = 0.0f, b = 0.0f;
+        if (i < m && al < k)
+            a = load_f32(A + (ta ? (size_t)i * lda + al : (size_t)al * lda + i));
+        int bl = l0 + tx; /* Bs[j][l] = op(B)(l, j) */
+        if (bl < k && j < n)
+            b = load_f32(B + (tb ? (size_t)bl * ldb + j : (size_t)j * ldb + bl));
+        As[ty][tx] = a;
+        Bs[ty][tx] = b;
+        __syncthreads();
+        for (int l = 0; l < FB_TILE; l++) acc += As[l][tx] * Bs[ty][l];
+        __syncthreads();
+    }
+    if (i < m && j < n) {
+        CD *c = C + (size_t)j * ldc + i;
+        store_f32(c, beta == 0.0f ? acc : acc + beta * load_f32(c));
+    }
+}
+
+template <typename AB, typename CD>
+static void gemm_fallback_launch(const gemm_key *key, const void *A, const void *B, float beta,
+                                 void *C) {
+    unsigned gy = (unsigned)((key->n + FB_TILE - 1) / FB_TILE);
+    if (gy > 65535)
+        titan_cuda_panic(__FILE__, __LINE__, "gemm_fallback_kernel", "n above 65535 * 16");
+    dim3 grid((unsigned)((key->m + FB_TILE - 1) / FB_TILE), gy), block(FB_TILE, FB_TILE);
+    gemm_fallback_kernel<AB, CD><<<grid, block>>>(key->ta != CUBLAS_OP_N, key->tb != CUBLAS_OP_N,
+                                                  key->m, key->n, key->k, (const AB *)A, key->lda,
+                                                  (const AB *)B, key->ldb, beta, (CD *)C, key->ldc);
+    CUDA_CHECK_LAUNCH();
+}
+
+static void gemm_fallback(const gemm_key *key, const void *A, const void *B, float beta, void *C) {
+    int ab16 = key->ab_type == CUDA_R_16BF, cd16 = key->cd_type == CUDA_R_16BF;
+    if (ab16 && cd16) gemm_fallback_launch<bf16, bf16>(key, A, B, beta, C);
+    else if (ab16) gemm_fallback_launch<bf16, float>(key, A, B, beta, C);
+    else if (cd16) gemm_fallback_launch<float, bf16>(key, A, B, beta, C);
+    else gemm_fallback_launch<float, float>(key, A, B, beta, C);
+}
+
+/* ------------------------------------------------------------------ gemm */
+
+static size_t type_size(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
+
+static cudaDataType_t lt_type(titan_dtype dt, const char *op) {
+    if (dt == TITAN_DTYPE_F32) return CUDA_R_32F;
+    if (dt == TITAN_DTYPE_BF16) return CUDA_R_16BF;
+    titan_cuda_bad_dtype(__FILE__, __LINE__, op, dt);
+}
+
+/* Column-major C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, as cuBLAS sees it;
+ * A and B of type ab, C (= D) of type cd. */
+static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                 cudaDataType_t ab, const void *A, int lda, const void *B, int ldb,
+                 cudaDataType_t cd, float beta, void *C, int ldc) {
+    if (m <= 0 || n <= 0) return;
+    size_t es = type_size(cd);
+    if (k <= 0) { /* an empty sum: C = beta C */
+        if (beta == 0.0f)
+            CUDA_CHECK(cudaMemset2D(C, (size_t)ldc * es, 0, (size_t)m * es, (size_t)n));
+        return;
+    }
+    if (!g_mm.ready)
+        titan_cuda_panic(__FILE__, __LINE__, "matmul", "cuBLASLt is not open (no backend created)");
+    gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.ta = (int32_t)ta, key.tb = (int32_t)tb;
+    key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
+    key.ab_type = (int32_t)ab, key.cd_type = (int32_t)cd;
+    key.align_a = alignment(A, (uint32_t)type_size(ab));
+    key.align_b = alignment(B, (uint32_t)type_size(ab));
+    key.align_c = alignment(C, (uint32_t)es);
+    float alpha = 1.0f;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    pthread_mutex_lock(&g_mm_mutex);
+    gemm_plan *p = plan_get(&key);
+    if (p->fallback)
+        gemm_fallback(&key, A, B, beta, C);
+    else
+        st = cublasLtMatmul(g_mm.lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc,
+                            &p->algo, g_mm.workspace, WORKSPACE_BYTES, 0);
+    pthread_mutex_unlock(&g_mm_mutex);
+    CUBLAS_CHECK(st);
+}
+
+/* Row-major X[r,c] is column-major X^T[c,r] with the same pointer, so each
+ * row-major product is computed as its transpose. */
+
+/* out[N,OC] = inp[N,IC] @ w[OC,IC]^T  <=>  out^T[OC,N] = op_T(w^T[IC,OC]) inp^T[IC,N],
+ * where w^T and inp^T are w and inp read column-major. */
+void titan_cuda_matmul_forward(titan_dtype dt, void *out, const void *inp, const void *w, int N,
+                               int IC, int OC) {
+    cudaDataType_t t = lt_type(dt, "matmul_forward");
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, t, w, IC, inp, IC, t, 0.0f, out, OC);
+}
+
+/* dinp[N,IC] += dout[N,OC] @ w[OC,IC]  <=>  dinp^T[IC,N] += w^T[IC,OC] dout^T[OC,N];
+ * dw[OC,IC] += dout^T @ inp            <=>  dw^T[IC,OC] += inp^T[IC,N] (dout^T)^T[N,OC]
+ * dinp is dt, dw fp32. */
+void titan_cuda_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout,
+                                const void *inp, const void *w, int N, int IC, int OC) {
+    cudaDataType_t t = lt_type(dt, "matmul_backward");
+    if (dinp) gemm(CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, t, w, IC, dout, OC, t, 1.0f, dinp, IC);
+    if (dw)
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, t, inp, IC, dout, OC, CUDA_R_32F, 1.0f, dw, IC);
+}
