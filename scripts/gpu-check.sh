@@ -103,6 +103,10 @@ unit() { # name: 0 passes, 77 is a skip (a failure for test_cuda_ops: the GPU di
     else failed "$1 (exit $rc): $(tail -n 1 "$out/$1.log")"; fi
 }
 unit test_cuda_ops
+# the same with every matmul on the fallback kernel (what runs when cuBLASLt offers no algorithm)
+if TITAN_CUDA_GEMM_FALLBACK=1 build/tests/test_cuda_ops >"$out/test_cuda_ops_fallback.log" 2>&1; then
+    pass "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1"
+else failed "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1: $(tail -n 1 "$out/test_cuda_ops_fallback.log")"; fi
 unit test_comm_nccl
 if sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
 else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')"; fi
