@@ -166,11 +166,9 @@ static void plan_create(gemm_plan *p, const gemm_key *key) {
     /* a bf16 output: no in-place split-K (partial sums rounded to bf16) */
     uint32_t mask = cd == CUDA_R_16BF ? (uint32_t)CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
                                       : (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK;
+    /* none (not expected): the fallback kernel, which rounds once, rather
+     * than an in-place split-K that would round partial sums to bf16 */
     if (plan_algo(p, mask)) return;
-    /* none without it (not expected): any scheme beats no matmul */
-    if (mask != (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK &&
-        plan_algo(p, (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK))
-        return;
     p->fallback = 1;
     fprintf(stderr,
             "titan: cuda: note: cuBLASLt has no algorithm for m=%d n=%d k=%d op=%c%c "

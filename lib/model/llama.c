@@ -83,29 +83,25 @@ static int act_is_fp32(int id) {
 static void *param_at(const titan_llama *m, void *base, size_t esz, int k) {
     return (char *)base + m->catalog[k].offset * esz;
 }
+/* Catalog indices of the tensors the blocks read. */
+static int layer_index(int l, int k) { return 1 + l * P_PER_LAYER + k; }
+static int final_norm_index(const titan_llama *m) { return 1 + m->L * P_PER_LAYER; }
 static int head_index(const titan_llama *m) {
     return m->cfg.tie_embeddings ? 0 : 2 + m->L * P_PER_LAYER;
 }
-/* The weights the ops read: the compute copy in dt. */
-static void *W_tok(const titan_llama *m) { return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), 0); }
-static void *W_layer(const titan_llama *m, int l, int k) {
-    return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), 1 + l * P_PER_LAYER + k);
+/* Tensor k as the ops read it (the compute copy, in dt) and its fp32 gradient. */
+static void *W(const titan_llama *m, int k) {
+    return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), k);
 }
-static void *W_final_norm(const titan_llama *m) {
-    return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), 1 + m->L * P_PER_LAYER);
-}
-static void *W_head(const titan_llama *m) {
-    return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), head_index(m));
-}
-/* Their fp32 gradients. */
-static float *G_tok(const titan_llama *m) { return param_at(m, m->grads, sizeof(float), 0); }
-static float *G_layer(const titan_llama *m, int l, int k) {
-    return param_at(m, m->grads, sizeof(float), 1 + l * P_PER_LAYER + k);
-}
-static float *G_final_norm(const titan_llama *m) {
-    return param_at(m, m->grads, sizeof(float), 1 + m->L * P_PER_LAYER);
-}
-static float *G_head(const titan_llama *m) { return param_at(m, m->grads, sizeof(float), head_index(m)); }
+static float *G(const titan_llama *m, int k) { return param_at(m, m->grads, sizeof(float), k); }
+static void *W_tok(const titan_llama *m) { return W(m, 0); }
+static void *W_layer(const titan_llama *m, int l, int k) { return W(m, layer_index(l, k)); }
+static void *W_final_norm(const titan_llama *m) { return W(m, final_norm_index(m)); }
+static void *W_head(const titan_llama *m) { return W(m, head_index(m)); }
+static float *G_tok(const titan_llama *m) { return G(m, 0); }
+static float *G_layer(const titan_llama *m, int l, int k) { return G(m, layer_index(l, k)); }
+static float *G_final_norm(const titan_llama *m) { return G(m, final_norm_index(m)); }
+static float *G_head(const titan_llama *m) { return G(m, head_index(m)); }
 
 /* Casts catalog tensors [first, last] (contiguous) to the compute copy. */
 static void cast_params(titan_llama *m, int first, int last) {
@@ -119,9 +115,9 @@ static void cast_block(titan_llama *m, int b) {
     if (!m->params_lp) return;
     int last = m->L + 1;
     if (b == 0) cast_params(m, 0, 0);
-    else if (b < last) cast_params(m, 1 + (b - 1) * P_PER_LAYER, b * P_PER_LAYER);
+    else if (b < last) cast_params(m, layer_index(b - 1, 0), layer_index(b - 1, P_PER_LAYER - 1));
     else {
-        cast_params(m, 1 + m->L * P_PER_LAYER, 1 + m->L * P_PER_LAYER);
+        cast_params(m, final_norm_index(m), final_norm_index(m));
         cast_params(m, head_index(m), head_index(m));
     }
 }
