@@ -27,6 +27,9 @@
  * Scores are formed as (q * scale) . k, as the CPU backend does. HD must be
  * even and at most 256 (lane owns up to 8 dims; kernels are instantiated for
  * 1, 2, 4, 8 dims per lane). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "cuda_ops.cuh"
 
 #define ATT_BK 32   /* keys per tile = lanes of a warp */
@@ -294,11 +297,40 @@ static void backward_hd(S *dq, S *dk, S *dv, const S *dout, const S *out, const 
     else backward<S, 8>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
 }
 
+/* bf16 runs on the tensor-core kernels (attention_tc.cu) where they apply:
+ * HD 64 or 128, q, k, v, dout 16-byte aligned and out, dq, dk, dv 4-byte
+ * aligned (the model's buffers are 64-byte aligned; odd test slices are
+ * not). Everything else, and every call when TITAN_CUDA_ATTENTION=simple
+ * (read once: the check of one path against the other), runs the CUDA-core
+ * kernels above. */
+static int simple_only(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("TITAN_CUDA_ATTENTION");
+        v = e && strcmp(e, "simple") == 0;
+    }
+    return v;
+}
+
+static int aligned(const void *p, uintptr_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+
+static int use_tc(titan_dtype dt, int HD, const void *a16, const void *b16, const void *c16,
+                  const void *d16, const void *e4, const void *f4, const void *g4) {
+    return dt == TITAN_DTYPE_BF16 && !simple_only() && titan_cuda_attention_tc_supported(HD) &&
+           aligned(a16, 16) && aligned(b16, 16) && aligned(c16, 16) && aligned(d16, 16) &&
+           aligned(e4, 4) && aligned(f4, 4) && aligned(g4, 4);
+}
+
 void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
                                   const void *k, const void *v, int B, int T, int NH, int NKV,
                                   int HD) {
     check_shape(NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
+    if (use_tc(dt, HD, q, k, v, q, out, out, out)) {
+        titan_cuda_attention_tc_forward((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                                        (const bf16 *)v, B, T, NH, NKV, HD);
+        return;
+    }
     TITAN_CUDA_DISPATCH(dt, "attention_forward",
                         forward_hd<S>((S *)out, lse, (const S *)q, (const S *)k, (const S *)v, B,
                                       T, NH, NKV, HD));
@@ -310,6 +342,12 @@ void titan_cuda_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv,
                                    int HD) {
     check_shape(NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
+    if (use_tc(dt, HD, q, k, v, dout, dq, dk, dv)) {
+        titan_cuda_attention_tc_backward((bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
+                                         (const bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                                         (const bf16 *)v, B, T, NH, NKV, HD);
+        return;
+    }
     TITAN_CUDA_DISPATCH(dt, "attention_backward",
                         backward_hd<S>((S *)dq, (S *)dk, (S *)dv, (const S *)dout,
                                        (const S *)out, lse, (const S *)q, (const S *)k,

@@ -182,6 +182,17 @@ void titan_cuda_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv,
                                    const void *k, const void *v, int B, int T, int NH, int NKV,
                                    int HD);
 
+/* attention_tc.cu: bf16 on tensor cores (mma.sync), HD 64 and 128; q, k, v,
+ * dout 16-byte aligned, out, dq, dk, dv 4-byte aligned (attention.cu's
+ * entry points choose it; same contract as the table's attention ops) */
+int titan_cuda_attention_tc_supported(int HD);
+void titan_cuda_attention_tc_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                                     const bf16 *v, int B, int T, int NH, int NKV, int HD);
+void titan_cuda_attention_tc_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+                                      const bf16 *out, const float *lse, const bf16 *q,
+                                      const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV,
+                                      int HD);
+
 /* swiglu.cu */
 void titan_cuda_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
                                int H);

@@ -107,6 +107,10 @@ unit test_cuda_ops
 if TITAN_CUDA_GEMM_FALLBACK=1 build/tests/test_cuda_ops >"$out/test_cuda_ops_fallback.log" 2>&1; then
     pass "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1"
 else failed "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1: $(tail -n 1 "$out/test_cuda_ops_fallback.log")"; fi
+# and with bf16 attention on the CUDA-core kernels instead of the tensor-core ones
+if TITAN_CUDA_ATTENTION=simple build/tests/test_cuda_ops >"$out/test_cuda_ops_simple_attention.log" 2>&1; then
+    pass "test_cuda_ops with TITAN_CUDA_ATTENTION=simple"
+else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=simple: $(tail -n 1 "$out/test_cuda_ops_simple_attention.log")"; fi
 unit test_comm_nccl
 if sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
 else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')"; fi

@@ -2,7 +2,9 @@
  * backend on the same random inputs, once with dt = f32 and once with
  * dt = bf16: forward outputs and backward gradients (gradients start random,
  * so "adds into" is checked too), aliasing cases, bitwise repeatability of
- * the GPU results, convert both ways, and memory()'s accounting.
+ * the GPU results, convert both ways, and memory()'s accounting. bf16
+ * attention at HD 64 and 128 runs the tensor-core kernels (attention_tc.cu);
+ * TITAN_CUDA_ATTENTION=simple sends it to the CUDA-core ones instead.
  *
  * bf16 inputs are random values rounded to bf16 on the host, so both
  * backends read the same bits; the CPU backend's bf16 ops (fp32 ops on
@@ -576,6 +578,10 @@ static void test_dtype_ops(titan_dtype dt) {
     test_attention(1, 130, 8, 8, 64);
     test_attention(1, 70, 4, 1, 128);
     test_attention(1, 40, 2, 1, 256);
+    /* bf16 at HD 64 and 128 runs the tensor-core kernels (attention_tc.cu):
+     * whole and ragged tiles, GQA groups of 1, 2 and 4 (the cases above too) */
+    test_attention(1, 64, 4, 4, 64);
+    test_attention(2, 257, 8, 2, 128);
     test_swiglu();
     test_cross_entropy();
 }
