@@ -75,8 +75,10 @@ void titan_metrics_format(const titan_step_metrics *s, char *buf, size_t cap) {
         n += snprintf(buf + n, cap - (size_t)n, " | comm exposed %.3f of %.3f s", s->comm_exposed_s,
                       s->comm_total_s);
     if (s->has_dev_mem && n >= 0 && (size_t)n < cap)
-        n += snprintf(buf + n, cap - (size_t)n, " | dev mem %.0f MiB (used %.0f)",
-                      (double)s->dev_peak_bytes / (1024.0 * 1024.0), (double)s->dev_used_bytes / (1024.0 * 1024.0));
+        n += snprintf(buf + n, cap - (size_t)n, " | dev mem %.0f MiB", (double)s->dev_peak_bytes / (1024.0 * 1024.0));
+    /* the device's own count (0 from a test device in host memory) */
+    if (s->has_dev_mem && s->dev_used_bytes && n >= 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, " (used %.0f)", (double)s->dev_used_bytes / (1024.0 * 1024.0));
     if (s->has_ckpt && n >= 0 && (size_t)n < cap)
         snprintf(buf + n, cap - (size_t)n, " | ckpt stall %.3f s", s->ckpt_stall_s);
 }
