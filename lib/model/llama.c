@@ -296,6 +296,11 @@ size_t titan_llama_compute_copy_bytes(const titan_llama *m) {
     return m->params_lp ? m->nparams * titan_dtype_size(m->dt) : 0;
 }
 titan_dtype titan_llama_compute_dtype(const titan_llama *m) { return m->dt; }
+void titan_llama_release_compute_copy(titan_llama *m, size_t off, size_t n) {
+    if (!m->params_lp || m->be != titan_backend_cpu()) return;
+    size_t e = titan_dtype_size(m->dt);
+    titan_mem_release_zero((char *)m->params_lp + off * e, n * e);
+}
 const float *titan_llama_logits(const titan_llama *m) {
     TITAN_ASSERT(m->dt == TITAN_DTYPE_F32); /* others: titan_llama_logits_host */
     return m->act[A_LOGITS];

@@ -27,6 +27,11 @@ size_t titan_llama_params_count(const titan_llama *m);
 size_t titan_llama_activation_bytes(const titan_llama *m);
 size_t titan_llama_compute_copy_bytes(const titan_llama *m); /* the bf16 parameter copy; 0 for f32 */
 titan_dtype titan_llama_compute_dtype(const titan_llama *m);
+/* Parameters [off, off + n) (elements, catalog order) are not needed in
+ * compute form until their block runs again, which casts them afresh: on
+ * the CPU backend the compute copy's pages of that range go back (FSDP's
+ * reshard). No-op without a compute copy or on a device. */
+void titan_llama_release_compute_copy(titan_llama *m, size_t off, size_t n);
 
 /* Forward over tokens[B*T]; with targets, returns the mean cross-entropy in
  * *loss and keeps what backward needs. Without targets (NULL) it only

@@ -171,6 +171,8 @@ static void reshard(titan_fsdp *f, int ui) {
         for (size_t i = 0; i < u->full_len; i++) P[i] = NAN;
     else
         titan_mem_release_zero(P, u->full_len * sizeof(float));
+    /* its bf16 compute copy too: the next gather's block casts it again */
+    if (!f->poison) titan_llama_release_compute_copy(f->model, u->full_off, u->full_len);
 }
 
 /* ---- operation queues ------------------------------------------------------ */
