@@ -74,9 +74,16 @@ NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 \
              -gencode arch=compute_90,code=[sm_90,compute_90]
 ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
                 -Xcompiler -Wno-unused-parameter -MMD -MP
+# kernels/attention_tc.cu's device code on the CPU under a host emulator
+# (tests/emu/emu.h), built with $(CXX) and the CUDA headers: the suite checks
+# the tensor-core kernels' logic on machines without a GPU. No strict
+# aliasing: the device code reads bf16 pairs through uint32_t pointers.
+EMU_TEST  = build/tests/test_attention_tc_emu
+EMU_FLAGS = -std=c++17 -O2 -g $(WARN) -Wno-unknown-pragmas -fno-strict-aliasing \
+            $(filter -Werror,$(CFLAGS)) -Ibuild/emu -isystem $(dir $(NVCC))../include
 endif
 
-all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT)
+all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST)
 
 ifneq ($(CUDA_OUT),)
 build/obj/kernels/%.o: kernels/%.cu
@@ -91,6 +98,14 @@ $(CUDA_SO): $(CU_OBJ)
 bin/libtitan-cuda.so: $(CUDA_SO)
 	@mkdir -p bin
 	cp $< $@
+
+build/emu/kern.inc: kernels/attention_tc.cu tests/emu/gen_kernels.awk
+	@mkdir -p build/emu
+	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
+
+$(EMU_TEST): tests/emu/test_attention_tc_emu.cpp tests/emu/emu.h build/emu/kern.inc
+	@mkdir -p build/tests
+	$(CXX) $(EMU_FLAGS) -o $@ $<
 endif
 
 build/obj/%.o: %.c

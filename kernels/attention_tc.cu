@@ -52,7 +52,11 @@
  * (forward; l sums the unrounded fp32 P); P before dV += P^T dO and dS before
  * dK += dS^T Q and dQ += dS K (backward); each output once. Against the CPU
  * backend's bf16 path (fp32 math on widened inputs) expect a normalised L2
- * error of a few 1e-3, under 1e-2. */
+ * error of a few 1e-3, under 1e-2.
+ *
+ * The suite runs the device code on the CPU too (tests/emu: the PTX wrappers
+ * emulated, launched with the launch geometry below); its generator cuts this
+ * file at the "PTX wrappers" and "host side" section lines: keep them. */
 #include <math.h>
 #include <stdint.h>
 
@@ -612,6 +616,37 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
 }
 
+/* ---------------------------------------------------------- launch geometry */
+
+/* Grids, block sizes and dynamic shared memory of the kernels above: the
+ * host side below launches with these, and so does the host emulator
+ * (tests/emu), which runs the device code above on the CPU. */
+
+#define TC_DELTA_THREADS 256 /* delta kernel: 8 rows (warps) per block */
+
+static constexpr size_t tc_tiles_bytes(int rows, int HD) {
+    return (size_t)rows * (HD + TC_PAD) * sizeof(bf16);
+}
+
+/* the shared memory layouts at the top of each kernel */
+static constexpr size_t tc_forward_smem(int HD) { return tc_tiles_bytes(TC_BR + 4 * TC_BC, HD); }
+static constexpr size_t tc_dkv_smem(int HD) {
+    return tc_tiles_bytes(2 * TC_BC + 4 * tc_dkv_bq(HD), HD) + 4 * tc_dkv_bq(HD) * sizeof(float);
+}
+static constexpr size_t tc_dq_smem(int HD) { return tc_tiles_bytes(2 * TC_BR + 4 * TC_BC, HD); }
+
+/* forward, dq: a CTA per (query tile, head, batch); dkv: per (key tile, kv
+ * head, batch); delta: a warp per row of [B, NH, T] */
+static inline dim3 tc_query_grid(int B, int T, int NH) {
+    return dim3((T + TC_BR - 1) / TC_BR, NH, B);
+}
+static inline dim3 tc_key_grid(int B, int T, int NKV) {
+    return dim3((T + TC_BC - 1) / TC_BC, NKV, B);
+}
+static inline dim3 tc_delta_grid(size_t rows) {
+    return dim3(titan_cuda_blocks(rows * WARP, TC_DELTA_THREADS));
+}
+
 /* ---------------------------------------------------------------- host side */
 
 /* Once per kernel instance (thread-safe static init): kernels above 48 KiB of
@@ -621,10 +656,6 @@ static int tc_allow_smem(const void *kernel, size_t bytes) {
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)bytes));
     return 0;
-}
-
-static size_t tc_tiles_bytes(int rows, int HD) {
-    return (size_t)rows * (HD + TC_PAD) * sizeof(bf16);
 }
 
 static int tc_misaligned(const void *p, uintptr_t align) {
@@ -645,13 +676,12 @@ static void tc_check(int B, int NH, int NKV, int HD) {
 template <int HD>
 static void tc_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
                        int T, int NH, int NKV) {
-    const size_t smem = tc_tiles_bytes(TC_BR + 4 * TC_BC, HD);
+    const size_t smem = tc_forward_smem(HD);
     static const int once = tc_allow_smem((const void *)attention_tc_forward_kernel<HD>, smem);
     (void)once;
     const float scale_log2 = 1.0f / sqrtf((float)HD) * TC_LOG2E;
-    dim3 grid((T + TC_BR - 1) / TC_BR, NH, B);
-    attention_tc_forward_kernel<HD><<<grid, TC_THREADS, smem>>>(out, lse, q, k, v, T, NH, NKV,
-                                                                scale_log2);
+    attention_tc_forward_kernel<HD><<<tc_query_grid(B, T, NH), TC_THREADS, smem>>>(
+        out, lse, q, k, v, T, NH, NKV, scale_log2);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -665,25 +695,23 @@ static void tc_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf
 
     float *delta = NULL;
     CUDA_CHECK(cudaMallocAsync((void **)&delta, rows * sizeof(float), 0));
-    attention_tc_delta_kernel<HD><<<titan_cuda_blocks(rows * WARP, 256), 256>>>(delta, dout, out,
-                                                                               T, NH, rows);
+    attention_tc_delta_kernel<HD><<<tc_delta_grid(rows), TC_DELTA_THREADS>>>(delta, dout, out, T,
+                                                                           NH, rows);
     CUDA_CHECK_LAUNCH();
 
-    const size_t smem_kv = tc_tiles_bytes(2 * TC_BC + 4 * BQ, HD) + 4 * BQ * sizeof(float);
+    const size_t smem_kv = tc_dkv_smem(HD);
     static const int once_kv =
         tc_allow_smem((const void *)attention_tc_dkv_kernel<HD, BQ>, smem_kv);
     (void)once_kv;
-    dim3 grid_kv((T + TC_BC - 1) / TC_BC, NKV, B);
-    attention_tc_dkv_kernel<HD, BQ><<<grid_kv, TC_THREADS, smem_kv>>>(
+    attention_tc_dkv_kernel<HD, BQ><<<tc_key_grid(B, T, NKV), TC_THREADS, smem_kv>>>(
         dk, dv, dout, lse, delta, q, k, v, T, NH, NKV, scale, scale_log2);
     CUDA_CHECK_LAUNCH();
 
-    const size_t smem_q = tc_tiles_bytes(2 * TC_BR + 4 * TC_BC, HD);
+    const size_t smem_q = tc_dq_smem(HD);
     static const int once_q = tc_allow_smem((const void *)attention_tc_dq_kernel<HD>, smem_q);
     (void)once_q;
-    dim3 grid_q((T + TC_BR - 1) / TC_BR, NH, B);
-    attention_tc_dq_kernel<HD><<<grid_q, TC_THREADS, smem_q>>>(dq, dout, lse, delta, q, k, v, T,
-                                                               NH, NKV, scale, scale_log2);
+    attention_tc_dq_kernel<HD><<<tc_query_grid(B, T, NH), TC_THREADS, smem_q>>>(
+        dq, dout, lse, delta, q, k, v, T, NH, NKV, scale, scale_log2);
     CUDA_CHECK_LAUNCH();
 
     CUDA_CHECK(cudaFreeAsync(delta, 0));

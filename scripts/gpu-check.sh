@@ -111,6 +111,12 @@ else failed "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1: $(tail -n 1 "$out/te
 if TITAN_CUDA_ATTENTION=simple build/tests/test_cuda_ops >"$out/test_cuda_ops_simple_attention.log" 2>&1; then
     pass "test_cuda_ops with TITAN_CUDA_ATTENTION=simple"
 else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=simple: $(tail -n 1 "$out/test_cuda_ops_simple_attention.log")"; fi
+# the tensor-core attention alone against a double-precision reference, with its timing
+if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/attention_tc_check.cu \
+        kernels/attention_tc.cu -o build/attention_tc_check >"$out/attention_tc_check.log" 2>&1 &&
+   build/attention_tc_check >>"$out/attention_tc_check.log" 2>&1; then
+    pass "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"
+else failed "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"; fi
 unit test_comm_nccl
 if sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
 else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')"; fi

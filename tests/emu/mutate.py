@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""mutate.py - checks that the emulator test catches broken tensor-core kernels.
+
+Opt-in (not part of `make check`; about 2 minutes on 2 cores):
+    /usr/bin/python3 tests/emu/mutate.py [NAME...]
+
+Each mutation below is a small, plausible bug planted in a copy of
+kernels/attention_tc.cu: a missing barrier, a cp.async wait that waits for too
+little, a fragment register swapped, a mask off by one, a row left unfilled.
+For each, the device code is cut out with gen_kernels.awk, the emulator test
+(test_attention_tc_emu.cpp, its quick shapes) is built with $CXX (g++) and
+run: a nonzero exit (a FAIL line or an emulator abort) is "caught". The
+unmutated file runs first and must pass. A mutation whose text is no longer
+in the file is reported "stale": update it to the kernel's new wording.
+
+Exit status 0 when the control passes and every mutation is caught.
+Environment: CXX (g++), NVCC (/usr/local/cuda/bin/nvcc; its ../include holds
+the CUDA headers)."""
+import os
+import subprocess
+import sys
+import tempfile
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SRC = "kernels/attention_tc.cu"
+
+# name: (the bug, [(text, replacement, which occurrence counting from 1)])
+MUTATIONS = {
+    "fwd_no_trailing_sync": (
+        "forward: a tile buffer refilled while other warps still read it",
+        [("        __syncthreads(); /* this buffer is refilled at kj + 1 */\n", "", 1)]),
+    "fwd_wait_too_little": (
+        "forward: computes on a tile whose cp.async has not landed",
+        [("tc_cp_async_wait<1>();", "tc_cp_async_wait<2>();", 1)]),
+    "dq_no_sync_after_wait": (
+        "dq: reads a tile before the other threads' copies landed",
+        [("        }\n        __syncthreads();\n        const bf16 *Kt",
+          "        }\n        const bf16 *Kt", 2)]),
+    "dkv_no_trailing_sync": (
+        "dkv: a query tile buffer refilled while other warps still read it",
+        [("        __syncthreads(); /* this buffer is refilled at it + 1 */\n", "", 1)]),
+    "frag_a_swapped": (
+        "A fragment: registers a1 and a2 swapped",
+        [("    a[1] = tc_lds32(p + 8 * ld);\n    a[2] = tc_lds32(p + 8);\n",
+          "    a[1] = tc_lds32(p + 8);\n    a[2] = tc_lds32(p + 8 * ld);\n", 1)]),
+    "frag_b_kn_swapped": (
+        "B fragment from a row-major K x N tile: the pair's halves swapped",
+        [("b[0] = tc_pack_raw(p[0], p[ld]);", "b[0] = tc_pack_raw(p[ld], p[0]);", 1)]),
+    "frag_a_from_c_swapped": (
+        "A fragment from C fragments: a1 and a2 swapped",
+        [("    a[1] = tc_pack_f32(c0[2], c0[3]);\n    a[2] = tc_pack_f32(c1[0], c1[1]);\n",
+          "    a[1] = tc_pack_f32(c1[0], c1[1]);\n    a[2] = tc_pack_f32(c0[2], c0[3]);\n", 1)]),
+    "fwd_no_rescale": (
+        "forward: O not rescaled when the running max grows",
+        [("            o[dt][0] *= al_lo;\n", "", 1)]),
+    "dkv_mask_off_by_one": (
+        "dkv: the diagonal masked out",
+        [("ok_lo = i < T && j_lo <= i", "ok_lo = i < T && j_lo < i", 1)]),
+    "dkv_prefetch_wrong_head": (
+        "dkv: the next query tile fetched from the wrong head of the group",
+        [("h1 = kh * rep + (it + 1) / per_head", "h1 = kh * rep + it / per_head", 1)]),
+    "tile_rows_past_T_unfilled": (
+        "tile load: rows past T left as they were instead of zeroed",
+        [("*reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);", "(void)d;", 1)]),
+}
+
+
+def mutate(src, edits):
+    """src with the edits applied, or None when a text is not found"""
+    for old, new, nth in edits:
+        at = -1
+        for _ in range(nth):
+            at = src.find(old, at + 1)
+            if at < 0:
+                return None
+        src = src[:at] + new + src[at + len(old):]
+    return src
+
+
+def build_and_run(src, work, name):
+    """(caught-or-failed: bool, one-line summary) for kernel source src"""
+    cu = os.path.join(work, "attention_tc.cu")
+    inc = os.path.join(work, "kern.inc")
+    exe = os.path.join(work, "test_" + name)
+    with open(cu, "w") as f:
+        f.write(src)
+    with open(inc, "w") as f:
+        subprocess.run(["awk", "-f", os.path.join(TOP, "tests/emu/gen_kernels.awk"), cu],
+                       stdout=f, check=True)
+    nvcc = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
+    cxx = os.environ.get("CXX", "g++")
+    cc = subprocess.run([cxx, "-std=c++17", "-O2", "-Wno-unknown-pragmas", "-fno-strict-aliasing",
+                         "-I" + work, "-isystem", os.path.join(os.path.dirname(nvcc), "../include"),
+                         "-o", exe, os.path.join(TOP, "tests/emu/test_attention_tc_emu.cpp")],
+                        capture_output=True, text=True)
+    if cc.returncode != 0:
+        return None, "does not compile: " + (cc.stderr.strip().splitlines() or [""])[0]
+    env = dict(os.environ)
+    env.pop("TITAN_EMU_FULL", None)
+    try:
+        r = subprocess.run([exe], capture_output=True, text=True, timeout=300, env=env)
+    except subprocess.TimeoutExpired:
+        return True, "timed out"
+    out = r.stdout.strip().splitlines()
+    fails = [ln for ln in out if ln.startswith("FAIL")]
+    err = r.stderr.strip().splitlines()
+    why = (fails[0] if fails else err[-1] if err else out[-1] if out else "")[:110]
+    return r.returncode != 0, f"exit {r.returncode}: {why}"
+
+
+def main():
+    names = sys.argv[1:] or list(MUTATIONS)
+    unknown = [n for n in names if n not in MUTATIONS]
+    if unknown:
+        print("mutate.py: no mutation named " + ", ".join(unknown), file=sys.stderr)
+        print("known: " + " ".join(MUTATIONS), file=sys.stderr)
+        return 2
+    with open(os.path.join(TOP, SRC)) as f:
+        src = f.read()
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="titan-mutate.") as work:
+        failed, what = build_and_run(src, work, "control")
+        if failed is not False:
+            print(f"FAIL    control (unmutated {SRC}): {what}")
+            return 1
+        print(f"ok      control passes ({what})")
+        for name in names:
+            bug, edits = MUTATIONS[name]
+            m = mutate(src, edits)
+            if m is None:
+                print(f"STALE   {name}: its text is not in {SRC}")
+                bad += 1
+                continue
+            caught, what = build_and_run(m, work, name)
+            if caught is None:
+                print(f"STALE   {name}: {what}")
+                bad += 1
+            elif caught:
+                print(f"caught  {name} ({bug}): {what}")
+            else:
+                print(f"MISSED  {name} ({bug})")
+                bad += 1
+            sys.stdout.flush()
+    print(f"{len(names) - bad} of {len(names)} mutations caught")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+/* test_attention_tc_emu.cpp - the tensor-core flash attention's device code
+ * (kernels/attention_tc.cu) run on the CPU under the host emulator
+ * (tests/emu/emu.h) against a double-precision reference, so the suite
+ * checks the kernels' logic on machines without a GPU.
+ *
+ * Per shape (HD, B, T, NH, NKV, input amplitude):
+ *   - forward: out and lse against the reference (normalised L2 error; lse
+ *     max absolute error);
+ *   - backward from the kernel's own out and lse: dq, dk, dv into zeros
+ *     against the reference, and into random nonzero gradients against
+ *     start + reference (the kernels add into their outputs);
+ *   - the same bits from a second forward and a second backward under other
+ *     random interleavings of the threads (no race on shared memory, no
+ *     dependence on when a cp.async lands).
+ * Bounds: normalised L2 < 2e-2 (the bf16 roundings of P and dS: expect a few
+ * 1e-3), lse within 1e-3.
+ *
+ * Limits: emu.h's header. In short, the fragment layouts are the emulator's
+ * reading of the PTX ISA; only a GPU confirms them
+ * (tests/gpu/attention_tc_check.cu). The launchers below mirror
+ * attention_tc.cu's tc_forward / tc_backward by hand, with the grids and
+ * shared memory sizes of its "launch geometry" section; keep them in step.
+ *
+ * The default run takes the shapes marked quick (HD 64 and 128, ragged T,
+ * 1 to 4 tiles, GQA groups of 1, 2 and 4, B = 2): about 5 s on one core;
+ * TITAN_EMU_FULL=1 runs every shape (about 11 s). tests/emu/mutate.py checks
+ * that this test catches broken kernels.
+ * One line per shape; exit 0 when all pass, 1 otherwise. */
+#include "emu.h"
+
+#include "kern.inc" /* build/emu/, from kernels/attention_tc.cu by gen_kernels.awk */
+
+#include <algorithm>
+
+/* ------------------------------------ launchers, as attention_tc.cu's host side */
+
+template <int HD>
+static void emu_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
+                        int T, int NH, int NKV) {
+    const size_t smem = tc_forward_smem(HD);
+    const float scale_log2 = 1.0f / sqrtf((float)HD) * TC_LOG2E;
+    emu_launch(tc_query_grid(B, T, NH), TC_THREADS, smem, [&] {
+        attention_tc_forward_kernel<HD>(out, lse, q, k, v, T, NH, NKV, scale_log2);
+    });
+}
+
+template <int HD>
+static void emu_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *out,
+                         const float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
+                         int T, int NH, int NKV) {
+    constexpr int BQ = tc_dkv_bq(HD);
+    const float scale = 1.0f / sqrtf((float)HD), scale_log2 = scale * TC_LOG2E;
+    const size_t rows = (size_t)B * NH * T;
+
+    std::vector<float> scratch(rows, NAN); /* the stream-ordered delta scratch */
+    float *delta = scratch.data();
+    emu_launch(tc_delta_grid(rows), TC_DELTA_THREADS, 0,
+               [&] { attention_tc_delta_kernel<HD>(delta, dout, out, T, NH, rows); });
+
+    emu_launch(tc_key_grid(B, T, NKV), TC_THREADS, tc_dkv_smem(HD), [&] {
+        attention_tc_dkv_kernel<HD, BQ>(dk, dv, dout, lse, delta, q, k, v, T, NH, NKV, scale,
+                                        scale_log2);
+    });
+
+    emu_launch(tc_query_grid(B, T, NH), TC_THREADS, tc_dq_smem(HD), [&] {
+        attention_tc_dq_kernel<HD>(dq, dout, lse, delta, q, k, v, T, NH, NKV, scale, scale_log2);
+    });
+}
+
+/* ------------------------------------------------------ reference in double */
+
+struct Ref {
+    std::vector<double> out, lse, dq, dk, dv;
+};
+
+/* x[B, T, heads, HD] row (b, i, h) */
+static size_t at(int b, int i, int h, int T, int heads, int HD) {
+    return (((size_t)b * T + i) * heads + h) * HD;
+}
+
+static void ref_forward(Ref &r, const std::vector<float> &q, const std::vector<float> &k,
+                        const std::vector<float> &v, int B, int T, int NH, int NKV, int HD) {
+    r.out.assign((size_t)B * T * NH * HD, 0);
+    r.lse.assign((size_t)B * NH * T, 0);
+    const double scale = 1.0 / sqrt((double)HD);
+    std::vector<double> s(T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const int kh = h / (NH / NKV);
+            for (int i = 0; i < T; i++) {
+                const float *qi = &q[at(b, i, h, T, NH, HD)];
+                double m = -INFINITY, l = 0;
+                for (int j = 0; j <= i; j++) {
+                    const float *kj = &k[at(b, j, kh, T, NKV, HD)];
+                    double d = 0;
+                    for (int x = 0; x < HD; x++) d += (double)qi[x] * kj[x];
+                    s[j] = d * scale;
+                    m = std::max(m, s[j]);
+                }
+                for (int j = 0; j <= i; j++) l += exp(s[j] - m);
+                double *o = &r.out[at(b, i, h, T, NH, HD)];
+                for (int j = 0; j <= i; j++) {
+                    const double p = exp(s[j] - m) / l;
+                    const float *vj = &v[at(b, j, kh, T, NKV, HD)];
+                    for (int x = 0; x < HD; x++) o[x] += p * vj[x];
+                }
+                r.lse[((size_t)b * NH + h) * T + i] = m + log(l);
+            }
+        }
+}
+
+/* the backward from the given out and lse, as the kernels take them */
+static void ref_backward(Ref &r, const std::vector<float> &dout, const std::vector<float> &out,
+                         const std::vector<float> &lse, const std::vector<float> &q,
+                         const std::vector<float> &k, const std::vector<float> &v, int B, int T,
+                         int NH, int NKV, int HD) {
+    r.dq.assign((size_t)B * T * NH * HD, 0);
+    r.dk.assign((size_t)B * T * NKV * HD, 0);
+    r.dv.assign((size_t)B * T * NKV * HD, 0);
+    const double scale = 1.0 / sqrt((double)HD);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const int kh = h / (NH / NKV);
+            for (int i = 0; i < T; i++) {
+                const size_t qo = at(b, i, h, T, NH, HD);
+                double D = 0;
+                for (int x = 0; x < HD; x++) D += (double)dout[qo + x] * out[qo + x];
+                const double L = lse[((size_t)b * NH + h) * T + i];
+                for (int j = 0; j <= i; j++) {
+                    const size_t ko = at(b, j, kh, T, NKV, HD);
+                    double s = 0, dp = 0;
+                    for (int x = 0; x < HD; x++) {
+                        s += (double)q[qo + x] * k[ko + x];
+                        dp += (double)dout[qo + x] * v[ko + x];
+                    }
+                    const double p = exp(s * scale - L), ds = p * (dp - D);
+                    for (int x = 0; x < HD; x++) {
+                        r.dv[ko + x] += p * dout[qo + x];
+                        r.dk[ko + x] += scale * ds * q[qo + x];
+                        r.dq[qo + x] += scale * ds * k[ko + x];
+                    }
+                }
+            }
+        }
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+/* ||x - ref|| / ||ref||; infinite when x has a NaN or Inf */
+static double nerr(const std::vector<float> &x, const std::vector<double> &ref) {
+    double n = 0, d = 0;
+    for (size_t i = 0; i < x.size(); i++) {
+        if (!std::isfinite(x[i])) return INFINITY;
+        n += (x[i] - ref[i]) * (x[i] - ref[i]);
+        d += ref[i] * ref[i];
+    }
+    return sqrt(n / (d > 0 ? d : 1));
+}
+
+static std::vector<bf16> to_bf16(const std::vector<float> &x) {
+    std::vector<bf16> r(x.size());
+    for (size_t i = 0; i < x.size(); i++) r[i] = __float2bfloat16_rn(x[i]);
+    return r;
+}
+static std::vector<float> to_f32(const std::vector<bf16> &x) {
+    std::vector<float> r(x.size());
+    for (size_t i = 0; i < x.size(); i++) r[i] = __bfloat162float(x[i]);
+    return r;
+}
+template <typename X>
+static bool same_bits(const std::vector<X> &a, const std::vector<X> &b) {
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(X)) == 0;
+}
+
+/* ------------------------------------------------------------------ cases */
+
+struct Shape {
+    int HD, B, T, NH, NKV;
+    float amp; /* q and k scale: larger makes the softmax peakier */
+    bool quick;
+};
+
+/* returns 1 when the shape passes */
+template <int HD>
+static int run_case(const Shape &c, unsigned seed) {
+    const int B = c.B, T = c.T, NH = c.NH, NKV = c.NKV;
+    std::mt19937 g(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
+    auto rnd = [&](size_t n, float a) { /* values exact in bf16 */
+        std::vector<float> x(n);
+        for (auto &e : x) e = __bfloat162float(__float2bfloat16_rn(a * nd(g)));
+        return x;
+    };
+    const std::vector<float> q = rnd(nq, c.amp), k = rnd(nk, c.amp), v = rnd(nk, 1.0f),
+                             dout = rnd(nq, 1.0f);
+    const std::vector<bf16> qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v), dob = to_bf16(dout);
+
+    /* forward twice, under two interleavings */
+    std::vector<bf16> out(nq, __float2bfloat16_rn(NAN)), out2 = out;
+    std::vector<float> lse((size_t)B * NH * T, NAN), lse2 = lse;
+    emu::rng.seed(seed * 7 + 1);
+    emu_forward<HD>(out.data(), lse.data(), qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+    emu::rng.seed(seed * 7 + 2);
+    emu_forward<HD>(out2.data(), lse2.data(), qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+    bool same = same_bits(out, out2) && same_bits(lse, lse2);
+    Ref r;
+    ref_forward(r, q, k, v, B, T, NH, NKV, HD);
+    const std::vector<float> outf = to_f32(out);
+    const double e_out = nerr(outf, r.out);
+    double e_lse = 0;
+    for (size_t i = 0; i < lse.size(); i++)
+        e_lse = std::max(e_lse, std::isfinite(lse[i]) ? fabs(lse[i] - r.lse[i]) : INFINITY);
+
+    /* backward into zeros, twice under two interleavings */
+    Ref rb;
+    ref_backward(rb, dout, outf, lse, q, k, v, B, T, NH, NKV, HD);
+    const bf16 zero = __float2bfloat16_rn(0.0f);
+    std::vector<bf16> dq(nq, zero), dk(nk, zero), dv(nk, zero), dq2 = dq, dk2 = dk, dv2 = dv;
+    emu::rng.seed(seed * 7 + 3);
+    emu_backward<HD>(dq.data(), dk.data(), dv.data(), dob.data(), out.data(), lse.data(),
+                     qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+    emu::rng.seed(seed * 7 + 4);
+    emu_backward<HD>(dq2.data(), dk2.data(), dv2.data(), dob.data(), out.data(), lse.data(),
+                     qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+    same = same && same_bits(dq, dq2) && same_bits(dk, dk2) && same_bits(dv, dv2);
+    const double e_dq = nerr(to_f32(dq), rb.dq), e_dk = nerr(to_f32(dk), rb.dk),
+                 e_dv = nerr(to_f32(dv), rb.dv);
+
+    /* backward into nonzero gradients: bf16(start + gradient) */
+    const std::vector<float> dq0 = rnd(nq, 0.05f), dk0 = rnd(nk, 0.05f), dv0 = rnd(nk, 0.05f);
+    std::vector<bf16> dqa = to_bf16(dq0), dka = to_bf16(dk0), dva = to_bf16(dv0);
+    emu::rng.seed(seed * 7 + 5);
+    emu_backward<HD>(dqa.data(), dka.data(), dva.data(), dob.data(), out.data(), lse.data(),
+                     qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+    std::vector<double> tq(nq), tk(nk), tv(nk);
+    for (size_t i = 0; i < nq; i++) tq[i] = dq0[i] + rb.dq[i];
+    for (size_t i = 0; i < nk; i++) tk[i] = dk0[i] + rb.dk[i], tv[i] = dv0[i] + rb.dv[i];
+    const double e_acc =
+        std::max({nerr(to_f32(dqa), tq), nerr(to_f32(dka), tk), nerr(to_f32(dva), tv)});
+
+    const double worst = std::max({e_out, e_dq, e_dk, e_dv, e_acc});
+    const bool ok = worst < 2e-2 && e_lse < 1e-3 && same;
+    printf("%s HD %3d B %d T %4d NH %d NKV %d amp %.1f: out %.2e lse %.1e dq %.2e dk %.2e "
+           "dv %.2e add %.2e, %s\n",
+           ok ? "ok  " : "FAIL", HD, B, T, NH, NKV, c.amp, e_out, e_lse, e_dq, e_dk, e_dv, e_acc,
+           same ? "same bits" : "BITS DIFFER between interleavings");
+    fflush(stdout);
+    return ok;
+}
+
+static const Shape SHAPES[] = {
+    /* HD  B    T  NH NKV amp quick */
+    {64, 1, 1, 1, 1, 1.0f, true},     /* one row */
+    {64, 1, 17, 2, 1, 1.0f, true},    /* ragged, one partial tile, group 2 */
+    {64, 1, 64, 2, 2, 1.0f, false},   /* exactly one tile */
+    {64, 2, 100, 4, 2, 1.0f, true},   /* B 2, second tile ragged, group 2 */
+    {128, 1, 70, 2, 1, 1.0f, true},   /* HD 128: BQ 32, group 2 */
+    {64, 1, 200, 1, 1, 1.0f, false},  /* 4 tiles, group 1 */
+    {128, 1, 150, 1, 1, 1.0f, true},  /* HD 128, 3 tiles, group 1 */
+    {64, 1, 65, 4, 1, 3.0f, true},    /* group 4, a 1-row tile, peaky softmax */
+    {64, 1, 200, 2, 1, 2.0f, true},   /* 4 tiles, group 2 */
+    {128, 2, 33, 4, 4, 1.0f, false},  /* HD 128, B 2, group 1 */
+    {128, 1, 160, 4, 2, 2.0f, false}, /* HD 128, 3 tiles, group 2 */
+    {128, 1, 128, 1, 1, 3.0f, false}, /* HD 128, 2 whole tiles, peaky */
+};
+
+int main(void) {
+    const char *e = getenv("TITAN_EMU_FULL");
+    const bool full = e && e[0] && strcmp(e, "0") != 0;
+    int run = 0, passed = 0;
+    for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) {
+        const Shape &c = SHAPES[i];
+        if (!full && !c.quick) continue;
+        run++;
+        passed += c.HD == 64 ? run_case<64>(c, (unsigned)i + 1) : run_case<128>(c, (unsigned)i + 1);
+    }
+    printf("%d of %d shapes passed (%s; %ld warp mma.sync, %ld fiber switches)\n", passed, run,
+           full ? "all shapes" : "quick set, TITAN_EMU_FULL=1 for all", emu::n_mma, emu::n_switch);
+    return passed == run ? 0 : 1;
+}
