@@ -21,7 +21,7 @@ EXPECT_TIMEOUT=120
 . "$(dirname "$0")/lib/tap.sh"
 export TITAN_COMM_TIMEOUT=20
 
-cat "$top"/man/* > "$tmp/corpus.txt"
+cat "$top"/man/*.[157] > "$tmp/corpus.txt"
 "$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
 
 # local batch 2, global 8: accumulation 4 alone, 2 under dp 2, 1 under dp 4.

@@ -3,31 +3,9 @@
 # refusals, and the exit codes of titan-shard(1). Run from the repository root
 # after `make`. Prints TAP; exits non-zero when a test fails.
 set -u
-BIN=${BIN:-bin/titan-shard}
-[ -x "$BIN" ] || { echo "Bail out! $BIN not built (run make)"; exit 1; }
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+. "$(dirname "$0")/lib/tap.sh"
+. "$(dirname "$0")/lib/shard_run.sh"
 CORPUS=${TITAN_CORPUS:-$(pwd)/.deps/nlp-corpus-4.4.0.tgz}
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/titan-cli-shard.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT INT TERM
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { # check DESCRIPTION COMMAND...: passes when the command succeeds
-    d=$1; shift
-    if "$@"; then ok "$d"; else not_ok "$d"; fi
-}
-# run EXPECTED_RC ARGS...: runs titan-shard, keeps stdout/stderr in $T/out, $T/err
-run() {
-    want=$1; shift
-    "$BIN" "$@" >"$T/out" 2>"$T/err"
-    rc=$?
-    [ "$rc" -eq "$want" ] || { echo "# exit $rc, want $want: titan-shard $*"; sed 's/^/#   /' "$T/err"; return 1; }
-}
-stat_of() { # stat_of DIR KEY: one value of --stats
-    "$BIN" --stats "$1" 2>/dev/null | awk -F': ' -v k="$2" '$1 == k { print $2 }'
-}
 stats_are() { # stats_are DIR DOCS TOKENS
     [ "$(stat_of "$1" documents)" = "$2" ] && [ "$(stat_of "$1" tokens)" = "$3" ] &&
         [ "$(stat_of "$1" checksums)" = ok ] ||
@@ -253,5 +231,4 @@ else
     ok "# SKIP demo corpus counts"
 fi
 
-echo "1..$n"
-[ "$fails" -eq 0 ]
+tap_end

@@ -5,31 +5,9 @@
 # the refusals and exit codes of titan-shard(1). Run from the repository root
 # after `make`. Prints TAP; exits non-zero when a test fails.
 set -u
-BIN=${BIN:-bin/titan-shard}
-[ -x "$BIN" ] || { echo "Bail out! $BIN not built (run make)"; exit 1; }
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+. "$(dirname "$0")/lib/tap.sh"
+. "$(dirname "$0")/lib/shard_run.sh"
 PY=/usr/bin/python3
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/titan-cli-tok.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT INT TERM
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { # check DESCRIPTION COMMAND...: passes when the command succeeds
-    d=$1; shift
-    if "$@"; then ok "$d"; else not_ok "$d"; fi
-}
-# run EXPECTED_RC ARGS...: runs titan-shard, keeps stdout/stderr in $T/out, $T/err
-run() {
-    want=$1; shift
-    "$BIN" "$@" >"$T/out" 2>"$T/err"
-    rc=$?
-    [ "$rc" -eq "$want" ] || { echo "# exit $rc, want $want: titan-shard $*"; sed 's/^/#   /' "$T/err"; return 1; }
-}
-stat_of() { # stat_of DIR KEY: one value of --stats
-    "$BIN" --stats "$1" 2>/dev/null | awk -F': ' -v k="$2" '$1 == k { print $2 }'
-}
 lines() { wc -l <"$1" | tr -d ' '; }
 
 # ---- a small corpus: the man pages and README as text, a JSON Lines file
@@ -102,8 +80,8 @@ check "existing file: hint names -f" grep -q 'hint: -f replaces it' "$T/err"
 check "existing file: left as it was" cmp -s "$T/tok.tiktoken" "$T/tok2.tiktoken"
 check "-f replaces it" run 0 -q -f --train-tokenizer 300 -o "$T/tok.tiktoken" "$T/src"
 check "-f: the new file" [ "$(lines "$T/tok.tiktoken")" = 300 ]
-for bad in 255 abc 12x 2000000 1025K; do
-    check "--train-tokenizer $bad (exit 2)" run 2 --train-tokenizer "$bad" -o "$T/bad" "$T/src"
+for size in 255 abc 12x 2000000 1025K; do
+    check "--train-tokenizer $size (exit 2)" run 2 --train-tokenizer "$size" -o "$T/bad" "$T/src"
 done
 check "bad size: the message gives the range" grep -q '256 to 1048576' "$T/err"
 check "no -o (exit 2)" run 2 --train-tokenizer 300 "$T/src"
@@ -117,5 +95,4 @@ check "only skipped sources (exit 4)" run 4 --train-tokenizer 300 -o "$T/bad" "$
 check "no file left by the failures" [ ! -e "$T/bad" ]
 check "--help names --train-tokenizer" sh -c "'$BIN' --help | grep -q -- '--train-tokenizer N'"
 
-echo "1..$n"
-[ "$fails" -eq 0 ]
+tap_end

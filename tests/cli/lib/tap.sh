@@ -1,7 +1,7 @@
 # tap.sh - sourced by the CLI test scripts (tests/cli/*.sh; not a test
 # itself): TAP counters and the checks they share. Gives $top (the
 # repository), $bin, $tmp (a directory removed on exit), ok/fail/skip
-# DESCRIPTION, expect (below) and tap_end.
+# DESCRIPTION, check, expect (below) and tap_end.
 #   EXPECT_TIMEOUT=S   bound every expect'ed command to S seconds
 #   EXPECT_OUTPUT=1    expect's PATTERN may also be in stdout
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -12,6 +12,8 @@ n=0; bad=0
 ok()   { n=$((n + 1)); echo "ok $n - $1"; }
 fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; [ -f "$tmp/err" ] && tail -n 40 "$tmp/err" | sed 's/^/#   /'; }
 skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+# check DESCRIPTION COMMAND...: passes when the command succeeds
+check() { d=$1; shift; if "$@"; then ok "$d"; else fail "$d"; fi; }
 # expect CODE PATTERN DESCRIPTION -- command...: exit status CODE, and
 # PATTERN (if not empty) in its stderr. Output lands in $tmp/out, $tmp/err.
 expect() {
