@@ -76,6 +76,7 @@ titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan
 int titan_comm_rank(const titan_comm *c) { return c->rank; }
 int titan_comm_size(const titan_comm *c) { return c->size; }
 const char *titan_comm_name(const titan_comm *c) { return c->name; }
+int titan_comm_device_buffers(const titan_comm *c) { return c->be->device_buffers; }
 void titan_comm_set_timeout(titan_comm *c, double s) { c->timeout_s = s > 0 ? s : titan_dist_env_timeout(); }
 double titan_comm_timeout(const titan_comm *c) { return c->timeout_s; }
 unsigned long long titan_comm_seq(const titan_comm *c) { return atomic_load(&c->seq); }

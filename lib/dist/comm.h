@@ -4,19 +4,22 @@
  * Backends (a table each, comm_impl.h); this interface is what callers see:
  *   shm   shared memory (comm_shm.c), ranks on one host, host buffers
  *   nccl  NCCL on GPUs (comm_nccl.c, titan_comm_init_nccl): buffers are
- *         DEVICE pointers of the communicator's GPU; an operation runs on
- *         the communicator's own stream after the work queued on the
- *         default stream, and returns (or completes its request) once
- *         finished. Its differences from what follows: reductions add in
- *         NCCL's order (bf16 rounded per step), not the serial rank-order
- *         sum; mismatched calls and send/recv sizes are not detected
- *         (they hang until the timeout); the timeout counts from the start
- *         of the operation, NCCL cannot tell which rank is missing, and
- *         the peers of a failed rank stop on an NCCL error or their own
- *         timeout.
+ *         device pointers of the communicator's GPU, or host memory staged
+ *         through the communicator's device scratch buffers (meant for
+ *         small host data such as loss sums and checkpoint status: a large
+ *         host buffer costs two copies); an operation runs on the
+ *         communicator's own stream after the work queued on the default
+ *         stream, and returns (or completes its request) once finished,
+ *         host outputs filled. Its differences from what follows:
+ *         reductions add in NCCL's order (bf16 rounded per step), not the
+ *         serial rank-order sum; mismatched calls and send/recv sizes are
+ *         not detected (they hang until the timeout); the timeout counts
+ *         from the start of the operation, NCCL cannot tell which rank is
+ *         missing, and the peers of a failed rank stop on an NCCL error or
+ *         their own timeout.
  *
- * Operations. Buffers are arrays of `count` elements of dtype (host or,
- * for nccl, device memory).
+ * Operations. Buffers are arrays of `count` elements of dtype (host
+ * memory, or for nccl device memory as well).
  *   all_reduce      recv[i] = op over ranks of send[i]
  *   reduce_scatter  recv (counts[rank] elements) = op over ranks of rank's
  *                   part of send, the parts laid end to end in rank order
@@ -121,6 +124,9 @@ void titan_comm_free(titan_comm *c);
 int titan_comm_rank(const titan_comm *c);
 int titan_comm_size(const titan_comm *c);
 const char *titan_comm_name(const titan_comm *c);
+/* 1 when c moves GPU memory itself (nccl), 0 when its buffers must be host
+ * memory (shm): callers holding data on a device copy it to the host first. */
+int titan_comm_device_buffers(const titan_comm *c);
 void titan_comm_set_timeout(titan_comm *c, double seconds);
 double titan_comm_timeout(const titan_comm *c);
 /* Collective operations completed so far (the next one has this + 1). */

@@ -48,6 +48,7 @@ typedef struct {
     const char *name;
     titan_status (*run)(titan_comm *c, const comm_op *op);
     void (*free)(titan_comm *c);
+    int device_buffers; /* takes GPU memory (titan_comm_device_buffers) */
 } comm_backend;
 
 struct titan_comm {

@@ -6,12 +6,20 @@
  * No CUDA types cross this line: a communicator is an opaque handle that
  * owns its ncclComm_t, a CUDA stream of its own (non-blocking, so NCCL
  * kernels never serialize with compute by accident) and two events; ids
- * are byte arrays. Buffers are device pointers of the communicator's GPU.
+ * are byte arrays. Buffers are device (or managed) memory of the
+ * communicator's GPU, used as they are, or host memory (pageable or
+ * pinned), staged: the communicator keeps two device scratch buffers, grown
+ * on demand, copies a host input into one on its stream before the NCCL
+ * call, and copies a host output back in wait(). Each side of an operation
+ * is judged alone, so a host send with a device recv is fine; a staged
+ * in-place form runs out of place. Meant for small host data (loss sums,
+ * status words); a large host buffer costs two copies.
  *
  * Every call that can fail returns a titan_status and writes the cause
  * (without the operation's name, which the caller adds) into msg:
  *   TITAN_ERR_USAGE  nothing was started and the communicator is usable
- *                    (a host pointer, a buffer on another GPU)
+ *                    (a buffer on another GPU, or one that starts in host
+ *                    memory and ends in GPU memory or the reverse)
  *   TITAN_ERR_COMM   NCCL or CUDA failed, or the deadline passed; the
  *                    communicator has been aborted (ncclCommAbort) and
  *                    refuses further operations
@@ -85,11 +93,13 @@ typedef struct {
      * wait() as well. */
     titan_status (*enqueue)(titan_nccl_comm *c, const titan_nccl_op *op, double timeout_s,
                             char *msg, size_t cap);
-    /* 1 when the last enqueued operation has completed, 0 not yet, -1 failed
-     * (wait() then says why). */
+    /* 1 when the last enqueued operation's NCCL work has completed, 0 not
+     * yet, -1 failed (wait() then says why). A host output is filled only
+     * by wait(): call it after every enqueue, even once query gave 1. */
     int (*query)(titan_nccl_comm *c);
     /* Waits for the last enqueued operation, polling its event and NCCL's
-     * asynchronous error; on an error or at the deadline, aborts. */
+     * asynchronous error, then copies a staged output to its host buffer;
+     * on an error or at the deadline, aborts. */
     titan_status (*wait)(titan_nccl_comm *c, char *msg, size_t cap);
     /* ncclCommAbort now (kernels stop, peers see a remote error); the
      * handle stays valid for destroy. */

@@ -446,4 +446,4 @@ static titan_status shm_run(titan_comm *c, const comm_op *op) {
 
 static void shm_free(titan_comm *c) { state_free(c->impl); }
 
-static const comm_backend shm_backend = {"shm", shm_run, shm_free};
+static const comm_backend shm_backend = {"shm", shm_run, shm_free, 0};

@@ -3,35 +3,56 @@
 #include "train/device.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "dist/comm_nccl_api.h"
 
-titan_status titan_train_device_open(const char *device, int world, titan_train_device *d) {
+/* Whether libtitan-cuda.so carries the nccl communicator. */
+static int have_nccl(void) {
+    const char *force = getenv("TITAN_COMM");
+    if (force && strcmp(force, "shm") == 0) return 0;
+    int ok = titan_backend_cuda_symbol(TITAN_NCCL_API_SYMBOL) != NULL;
+    titan_error_clear();
+    return ok;
+}
+
+titan_status titan_train_device_open(const char *device, int world, int local_rank, titan_train_device *d) {
     memset(d, 0, sizeof *d);
-    int gpu = strncmp(device, "cuda", 4) == 0 || strcmp(device, "cpu-guard") == 0;
-    if (gpu && world > 1) {
-        /* Sharded state would need the FSDP staging buffers on the device and a
-         * GPU communicator; refused before any rank touches a GPU. */
-        titan_error(TITAN_ERR_USAGE,
-                    "training.device = \"%s\" with %d ranks: %s with several ranks needs the nccl communicator: "
-                    "not yet", device, world, strcmp(device, "cpu-guard") == 0 ? "cpu-guard" : "cuda");
-        titan_error_hint("train on one GPU as one process (no --nproc, mpirun or srun), or use "
-                         "--training.device=cpu for data parallelism");
+    /* Several ranks: one GPU each, by local rank (CUDA_VISIBLE_DEVICES picks
+     * which); a fixed GPU would put every rank of a node on it. */
+    char name[32];
+    snprintf(name, sizeof name, "%s", device);
+    if (world > 1 && strncmp(device, "cuda:", 5) == 0) {
+        titan_error(TITAN_ERR_USAGE, "training.device = \"%s\" with %d ranks: every rank would use that GPU",
+                    device, world);
+        titan_error_hint("use --training.device=cuda: each rank takes the GPU of its local rank (choose the GPUs "
+                         "with CUDA_VISIBLE_DEVICES)");
         return TITAN_ERR_USAGE;
     }
-    const char *name = device;
-    if (strcmp(device, "auto") == 0 && world > 1) name = "cpu";
+    if (world > 1 && (strcmp(device, "cuda") == 0 || strcmp(device, "auto") == 0))
+        snprintf(name, sizeof name, "cuda:%d", local_rank);
     titan_status st = titan_backend_open_desc(name, &d->be, d->desc, sizeof d->desc);
+    if (st != TITAN_OK && strcmp(device, "auto") == 0) {
+        /* auto: every rank of the job falls back alike (the same install) */
+        snprintf(d->desc, sizeof d->desc, "auto: %s", titan_error_message());
+        titan_error_clear();
+        d->be = titan_backend_cpu();
+        st = TITAN_OK;
+    }
     if (st != TITAN_OK) {
-        titan_error_context("training.device");
+        titan_error_context("training.device%s", world > 1 ? " (this rank's GPU: its local rank)" : "");
         titan_error_hint("use --training.device=cpu");
         return st;
     }
-    if (name != device)
-        snprintf(d->desc, sizeof d->desc, "auto: %d ranks (cuda with several ranks needs the nccl communicator: not yet)",
-                 world);
     d->host = d->be == titan_backend_cpu();
+    d->nccl = world > 1 && strcmp(d->be->name, "cuda") == 0 && have_nccl();
+    if (world > 1 && strcmp(d->be->name, "cuda") == 0 && !d->nccl)
+        titan_warn("%s: data parallelism over shared memory through host copies (libtitan-cuda.so %s): "
+                   "slow, and one node only", name,
+                   getenv("TITAN_COMM") ? "TITAN_COMM=shm" : "was built without NCCL");
     return TITAN_OK;
 }
 

@@ -11,17 +11,21 @@ typedef struct {
     /* The backend's buffers are host memory (the CPU backend): the state is
      * loaded and saved in place, without staging copies. */
     int host;
+    /* Several ranks on cuda with NCCL: the job's communicators are nccl ones
+     * (mesh.h), else shared memory (device data staged through the host). */
+    int nccl;
     /* What was opened, for the info line: "NVIDIA H100 ..." (cuda), the
      * reason auto chose the cpu, or "". */
     char desc[512];
 } titan_train_device;
 
-/* Opens training.device for a job of `world` ranks: "cpu"; "cuda" or
- * "cuda:N" (GPU N), one rank only (several need the nccl communicator,
- * not yet: a usage error); "auto": cuda when the job is one rank and GPU 0
- * opens, else cpu; "cpu-guard" (backend.h; one rank). A device that does
- * not open is a usage error "training.device: cuda: <cause>" with a hint. */
-titan_status titan_train_device_open(const char *device, int world, titan_train_device *out);
+/* Opens training.device for a job of `world` ranks: "cpu"; "cuda" (one
+ * rank: GPU 0; several: the GPU of the rank's local rank) or "cuda:N" (one
+ * rank only: with several it would be every rank's GPU, a usage error);
+ * "auto": cuda as above when it opens, else cpu; "cpu-guard" (backend.h).
+ * A device that does not open is a usage error "training.device: cuda:
+ * <cause>" with a hint. TITAN_COMM=shm keeps several cuda ranks off NCCL. */
+titan_status titan_train_device_open(const char *device, int world, int local_rank, titan_train_device *out);
 
 /* One rank's peak FLOP/s for MFU and where it comes from (*source, for the
  * info line): configured (> 0) wins; on the CPU backends the best fp32 GEMM

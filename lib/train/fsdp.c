@@ -34,7 +34,8 @@ typedef struct {
  * (the order collectives use); the model's flat layout is tensor by tensor.
  * Packing and unpacking between the two is a copy (a cast for bf16). */
 typedef struct {
-    void *buf;
+    void *buf;  /* backend memory */
+    void *host; /* its host mirror, when the communicator takes host memory only */
     size_t cap; /* bytes */
     int busy;
 } stage;
@@ -63,6 +64,8 @@ struct titan_fsdp {
     size_t *counts;       /* np x nshards: elements each shard rank holds of parameter i */
     size_t nshard;
     float *sp, *sg;       /* shard parameters and gradients (the model's own when unsharded) */
+    int host;             /* backend memory is host memory (the CPU backend) */
+    int mirror;           /* device buffers, host-only communicators: collectives run on host mirrors */
     titan_dtype pdtype, rdtype;
     int nblocks, nunits, tied, reshard, poison, sync;
     int *unit_of;         /* per block */
@@ -106,6 +109,65 @@ static void keep(titan_fsdp *f, titan_status st) {
 
 static void q_pop(titan_fsdp *f, int qi);
 
+static void stage_free(titan_fsdp *f, stage *s) {
+    if (f->host) titan_free_pages(s->buf);
+    else if (s->buf) f->be->free(s->buf);
+    titan_free_pages(s->host);
+    s->buf = s->host = NULL;
+    s->cap = 0;
+}
+
+/* A staging buffer of `bytes` where the model's memory is (and its host
+ * mirror where collectives need one). */
+static titan_status stage_alloc(titan_fsdp *f, stage *s, size_t bytes) {
+    stage_free(f, s);
+    s->buf = f->host ? titan_alloc_pages(bytes, "fsdp staging buffer") : f->be->alloc(bytes);
+    if (s->buf && f->mirror) s->host = titan_alloc_pages(bytes, "fsdp staging buffer (host mirror)");
+    if (!s->buf || (f->mirror && !s->host)) {
+        if (s->buf && !f->host) f->be->free(s->buf);
+        titan_free_pages(s->host);
+        s->buf = s->host = NULL;
+        return titan_error(TITAN_ERR_NOMEM, "fsdp staging buffer of %zu bytes (%s): out of memory", bytes,
+                           f->be->name);
+    }
+    s->cap = bytes;
+    return TITAN_OK;
+}
+
+/* Where a collective reads and writes stage k's bytes [off, ...): the host
+ * mirror, or the buffer itself. */
+static char *comm_buf(titan_fsdp *f, int k, size_t off) {
+    return (char *)(f->mirror ? f->stages[k].host : f->stages[k].buf) + off;
+}
+
+/* Mirror: bytes [off, off + n) of stage k to the host before a collective
+ * reads them, or back to the device after it wrote them. */
+static void mirror_out(titan_fsdp *f, int k, size_t off, size_t n) {
+    if (f->mirror) f->be->to_host((char *)f->stages[k].host + off, (char *)f->stages[k].buf + off, n);
+}
+static void mirror_in(titan_fsdp *f, int k, size_t off, size_t n) {
+    if (f->mirror) f->be->to_device((char *)f->stages[k].buf + off, (char *)f->stages[k].host + off, n);
+}
+
+/* [p, p + n floats) of the model's full buffers reads as zeros afterwards;
+ * on the host its pages go back (mem.h). A device keeps them. */
+static void release_zero(titan_fsdp *f, float *p, size_t n) {
+    if (f->host) titan_mem_release_zero(p, n * sizeof(float));
+    else f->be->zero(p, n * sizeof(float));
+}
+
+/* TITAN_FSDP_POISON: n floats of NaN at p (backend memory). */
+static void fill_nan(titan_fsdp *f, float *p, size_t n) {
+    if (f->host) {
+        for (size_t i = 0; i < n; i++) p[i] = NAN;
+        return;
+    }
+    float chunk[4096];
+    for (size_t i = 0; i < 4096; i++) chunk[i] = NAN;
+    for (size_t i = 0; i < n; i += 4096)
+        f->be->to_device(p + i, chunk, (n - i < 4096 ? n - i : 4096) * sizeof(float));
+}
+
 /* A free staging buffer of at least `bytes`, waiting for the oldest queued
  * operation while all are busy; -1 on failure (kept in f->err). */
 static int stage_get(titan_fsdp *f, size_t bytes) {
@@ -115,14 +177,9 @@ static int stage_get(titan_fsdp *f, size_t bytes) {
             if (!f->stages[j].busy && (k < 0 || (f->stages[k].cap < bytes && f->stages[j].cap >= bytes))) k = j;
         if (k >= 0) {
             stage *s = &f->stages[k];
-            if (s->cap < bytes) {
-                titan_free_pages(s->buf);
-                s->buf = titan_alloc_pages(bytes, "fsdp staging buffer");
-                s->cap = s->buf ? bytes : 0;
-                if (!s->buf) {
-                    keep(f, TITAN_ERR_NOMEM);
-                    return -1;
-                }
+            if (s->cap < bytes && stage_alloc(f, s, bytes) != TITAN_OK) {
+                keep(f, TITAN_ERR_NOMEM);
+                return -1;
             }
             s->busy = 1;
             return k;
@@ -151,9 +208,9 @@ static void permute(titan_fsdp *f, const unit *u, float *flat, void *buf, titan_
             for (int q = 0; q < r; q++) fpos += c[q];
             char *b = (char *)buf + bpos * esz;
             if (to_buf)
-                titan_dtype_convert(b, dt, flat + fpos, TITAN_DTYPE_F32, c[r]);
+                f->be->convert(b, dt, flat + fpos, TITAN_DTYPE_F32, c[r]);
             else
-                titan_dtype_convert(flat + fpos, TITAN_DTYPE_F32, b, dt, c[r]);
+                f->be->convert(flat + fpos, TITAN_DTYPE_F32, b, dt, c[r]);
             bpos += c[r];
         }
     }
@@ -167,12 +224,14 @@ static void reshard(titan_fsdp *f, int ui) {
     if (u->state != READY || u->p1 <= u->p0) return;
     u->state = STALE;
     float *P = titan_llama_params_data(f->model) + u->full_off;
-    if (f->poison)
-        for (size_t i = 0; i < u->full_len; i++) P[i] = NAN;
-    else
-        titan_mem_release_zero(P, u->full_len * sizeof(float));
+    if (f->poison) {
+        fill_nan(f, P, u->full_len);
+        return;
+    }
+    if (!f->host) return; /* a device keeps the memory; the next gather overwrites it */
+    titan_mem_release_zero(P, u->full_len * sizeof(float));
     /* its bf16 compute copy too: the next gather's block casts it again */
-    if (!f->poison) titan_llama_release_compute_copy(f->model, u->full_off, u->full_len);
+    titan_llama_release_compute_copy(f->model, u->full_off, u->full_len);
 }
 
 /* ---- operation queues ------------------------------------------------------ */
@@ -183,16 +242,19 @@ static void reshard(titan_fsdp *f, int ui) {
 static void finish(titan_fsdp *f, const pending *p) {
     if (p->fin == FIN_NONE) return;
     unit *u = &f->units[p->unit];
-    void *buf = f->stages[p->stage].buf;
+    char *buf = f->stages[p->stage].buf;
     if (p->fin == FIN_GATHER) {
+        mirror_in(f, p->stage, 0, u->full_len * titan_dtype_size(f->pdtype));
         permute(f, u, titan_llama_params_data(f->model), buf, f->pdtype, 0);
         u->state = READY;
     } else if (p->fin == FIN_REDUCE_SCATTER) {
-        const char *mine = (const char *)buf + u->rank_off[f->me] * titan_dtype_size(f->rdtype);
-        titan_dtype_convert(f->sg + u->shard_off, TITAN_DTYPE_F32, mine, f->rdtype, u->shard_len);
+        size_t esz = titan_dtype_size(f->rdtype), off = u->rank_off[f->me] * esz;
+        mirror_in(f, p->stage, off, u->shard_len * esz);
+        f->be->convert(f->sg + u->shard_off, TITAN_DTYPE_F32, buf + off, f->rdtype, u->shard_len);
         u->reduced = 2;
     } else {
-        titan_dtype_convert(f->sg + u->shard_off, TITAN_DTYPE_F32, buf, f->rdtype, u->shard_len);
+        mirror_in(f, p->stage, 0, u->shard_len * titan_dtype_size(f->rdtype));
+        f->be->convert(f->sg + u->shard_off, TITAN_DTYPE_F32, buf, f->rdtype, u->shard_len);
     }
     f->stages[p->stage].busy = 0;
 }
@@ -381,13 +443,14 @@ static titan_status make_units(titan_fsdp *f, const titan_llama_config *mc, cons
 static void issue_gather(titan_fsdp *f, int ui) {
     unit *u = &f->units[ui];
     if (u->state != STALE) return;
-    size_t esz = titan_dtype_size(f->pdtype);
+    size_t esz = titan_dtype_size(f->pdtype), off = u->rank_off[f->me] * esz;
     int k = stage_get(f, u->full_len * esz);
     if (k < 0) return;
-    char *buf = f->stages[k].buf, *mine = buf + u->rank_off[f->me] * esz;
-    titan_dtype_convert(mine, f->pdtype, f->sp + u->shard_off, TITAN_DTYPE_F32, u->shard_len);
+    f->be->convert((char *)f->stages[k].buf + off, f->pdtype, f->sp + u->shard_off, TITAN_DTYPE_F32, u->shard_len);
+    mirror_out(f, k, off, u->shard_len * esz);
     pending *p = q_slot(f, Q_SHARD);
-    titan_status st = titan_comm_all_gather_v(f->mesh->shard_comm, mine, buf, u->counts, f->pdtype, &p->req);
+    titan_status st = titan_comm_all_gather_v(f->mesh->shard_comm, comm_buf(f, k, off), comm_buf(f, k, 0), u->counts,
+                                              f->pdtype, &p->req);
     if (st != TITAN_OK) {
         f->stages[k].busy = 0;
         keep(f, st);
@@ -438,11 +501,13 @@ static void advance_replicate(titan_fsdp *f) {
             float *g = f->sg + u->shard_off;
             int k = -1, fin = FIN_NONE;
             void *buf = g;
-            if (f->rdtype != TITAN_DTYPE_F32) {
-                k = stage_get(f, u->shard_len * titan_dtype_size(f->rdtype));
+            if (f->rdtype != TITAN_DTYPE_F32 || f->mirror) {
+                size_t bytes = u->shard_len * titan_dtype_size(f->rdtype);
+                k = stage_get(f, bytes);
                 if (k < 0) return;
-                buf = f->stages[k].buf;
-                titan_dtype_convert(buf, f->rdtype, g, TITAN_DTYPE_F32, u->shard_len);
+                f->be->convert(f->stages[k].buf, f->rdtype, g, TITAN_DTYPE_F32, u->shard_len);
+                mirror_out(f, k, 0, bytes);
+                buf = comm_buf(f, k, 0);
                 fin = FIN_ALL_REDUCE;
             }
             pending *p = q_slot(f, Q_REPLICATE);
@@ -473,12 +538,13 @@ static void start_reduce(titan_fsdp *f, int ui) {
     size_t esz = titan_dtype_size(f->rdtype);
     int k = stage_get(f, u->full_len * esz);
     if (k < 0) return;
-    char *buf = f->stages[k].buf;
-    permute(f, u, G, buf, f->rdtype, 1);
-    titan_mem_release_zero(G + u->full_off, u->full_len * sizeof(float));
+    permute(f, u, G, f->stages[k].buf, f->rdtype, 1);
+    release_zero(f, G + u->full_off, u->full_len);
+    mirror_out(f, k, 0, u->full_len * esz);
     pending *p = q_slot(f, Q_SHARD);
-    titan_status st = titan_comm_reduce_scatter_v(f->mesh->shard_comm, buf, buf + u->rank_off[f->me] * esz,
-                                                  u->counts, f->rdtype, TITAN_COMM_AVG, &p->req);
+    titan_status st = titan_comm_reduce_scatter_v(f->mesh->shard_comm, comm_buf(f, k, 0),
+                                                  comm_buf(f, k, u->rank_off[f->me] * esz), u->counts, f->rdtype,
+                                                  TITAN_COMM_AVG, &p->req);
     if (st != TITAN_OK) {
         f->stages[k].busy = 0;
         keep(f, st);
@@ -538,7 +604,10 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     const titan_llama_config *mc = titan_llama_get_config(model);
     f->mesh = mesh;
     f->model = model;
-    f->be = titan_llama_backend(model); /* clipping runs where the gradients are */
+    f->be = titan_llama_backend(model); /* packing, clipping: where the model's memory is */
+    f->host = f->be == titan_backend_cpu();
+    titan_comm *any = mesh->shard_comm ? mesh->shard_comm : mesh->replicate_comm;
+    f->mirror = !f->host && any && !titan_comm_device_buffers(any);
     f->np = titan_llama_params(mc, NULL);
     f->nshards = mesh->layout.dp_shard;
     f->nblocks = titan_llama_blocks(model);
@@ -579,9 +648,17 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     } else {
         /* Filled by the checkpoint load; the model's full buffers stay
          * untouched (no memory) until a gather fills a unit. */
-        f->sp = titan_alloc((f->nshard + 1) * sizeof(float), "shard parameters");
-        f->sg = titan_alloc((f->nshard + 1) * sizeof(float), "shard gradients");
-        if (!f->sp || !f->sg) return TITAN_ERR_NOMEM;
+        size_t bytes = (f->nshard + 1) * sizeof(float);
+        if (f->host) {
+            f->sp = titan_alloc(bytes, "shard parameters");
+            f->sg = titan_alloc(bytes, "shard gradients");
+        } else {
+            f->sp = f->be->alloc(bytes);
+            f->sg = f->be->alloc(bytes);
+        }
+        if (!f->sp || !f->sg)
+            return titan_error(TITAN_ERR_NOMEM, "fsdp: shard parameters and gradients, 2 x %zu bytes (%s): out of memory",
+                               bytes, f->be->name);
     }
     if (mesh->shard_comm || mesh->replicate_comm) {
         titan_llama_hooks h = {f, hook_before_forward, hook_after_forward, hook_before_backward,
@@ -595,12 +672,15 @@ void titan_fsdp_free(titan_fsdp *f) {
     if (!f) return;
     q_drain(f); /* no operation may outlive its buffers */
     if (f->model) titan_llama_set_hooks(f->model, NULL);
-    if (f->nshards > 1) {
+    if (f->nshards > 1 && f->host) {
         titan_free(f->sp);
         titan_free(f->sg);
+    } else if (f->nshards > 1) {
+        if (f->sp) f->be->free(f->sp);
+        if (f->sg) f->be->free(f->sg);
     }
     for (int qi = 0; qi < NQ; qi++) titan_free(f->q[qi].ops);
-    for (int k = 0; k < NSTAGE; k++) titan_free_pages(f->stages[k].buf);
+    for (int k = 0; k < NSTAGE; k++) stage_free(f, &f->stages[k]);
     for (int u = 0; f->units && u < f->nunits; u++) titan_free(f->units[u].counts);
     titan_free(f->units);
     titan_free(f->unit_of);
@@ -628,8 +708,7 @@ titan_status titan_fsdp_zero_grads(titan_fsdp *f) {
     }
     /* Usually nothing is resident: each reduce-scatter gave its pages back. */
     float *G = titan_llama_grads_data(f->model);
-    for (int u = 0; u < f->nunits; u++)
-        titan_mem_release_zero(G + f->units[u].full_off, f->units[u].full_len * sizeof(float));
+    for (int u = 0; u < f->nunits; u++) release_zero(f, G + f->units[u].full_off, f->units[u].full_len);
     return TITAN_OK;
 }
 

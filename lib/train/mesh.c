@@ -61,10 +61,18 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
     m->shard_rank = c.dp_shard;
     m->dp_size = m->layout.dp_replicate * m->layout.dp_shard;
     m->dp_rank = c.dp_replicate * m->layout.dp_shard + c.dp_shard;
-    if (m->world == 1) return TITAN_OK;
+    return TITAN_OK;
+}
 
+titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
+    if (m->world == 1) return TITAN_OK;
+    titan_layout_coord c;
+    titan_layout_coord_of(&m->layout, m->rank, &c);
     titan_comm_options o = {.timeout_s = 0, .chunk_bytes = 0, .name = "world"};
-    TITAN_TRY(titan_comm_init(m->dist, &o, &m->world_comm));
+    if (nccl)
+        TITAN_TRY(titan_comm_init_nccl(m->dist, -1, &o, &m->world_comm));
+    else
+        TITAN_TRY(titan_comm_init(m->dist, &o, &m->world_comm));
     /* Same replicate coordinate: one FSDP group; same shard coordinate: one
      * replica group. Each split is collective, so every rank makes both. */
     titan_comm *sh = NULL, *rp = NULL;
@@ -72,8 +80,8 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
     titan_status st = titan_comm_split(m->world_comm, c.dp_shard, c.dp_replicate, "replicate", &rp);
     if (m->layout.dp_shard > 1) m->shard_comm = sh; else titan_comm_free(sh);
     if (m->layout.dp_replicate > 1) m->replicate_comm = rp; else titan_comm_free(rp);
-    titan_info("%d ranks (%s launch), layout %s", m->world, titan_dist_kind_name(titan_dist_kind_of(m->dist)),
-               m->layout_str);
+    titan_info("%d ranks (%s launch, %s communicators), layout %s", m->world,
+               titan_dist_kind_name(titan_dist_kind_of(m->dist)), nccl ? "nccl" : "shared-memory", m->layout_str);
     return st;
 }
 

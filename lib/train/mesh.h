@@ -7,7 +7,9 @@
  * dp index = dp_replicate coordinate x dp_shard + dp_shard coordinate, the
  * loader's rank. Communicators: world, shard (the dp_shard ranks sharing one
  * replicate coordinate: FSDP's group) and replicate (the ranks holding the
- * same shard: DDP/HSDP's group); NULL when that group is one rank. */
+ * same shard: DDP/HSDP's group); NULL when that group is one rank. On
+ * cuda with NCCL they are nccl communicators, which move device buffers
+ * (FSDP's) and host ones (loss sums, checkpoint messages) alike. */
 #ifndef TITAN_TRAIN_MESH_H
 #define TITAN_TRAIN_MESH_H
 
@@ -28,10 +30,14 @@ typedef struct {
     titan_comm *replicate_comm;     /* NULL when dp_replicate = 1 */
 } titan_mesh;
 
-/* Joins the job, checks the degrees against its size and builds the
- * communicators (collective). Ranks other than 0 log only warnings and
- * errors, prefixed "titan-train[rank N]". */
+/* Joins the job and checks the degrees against its size (collective).
+ * Ranks other than 0 log only warnings and errors, prefixed
+ * "titan-train[rank N]". */
 titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m);
+/* Builds the communicators (collective; nothing for one rank): nccl != 0
+ * over NCCL on this process's GPU (its local rank's; comm.h), else shared
+ * memory (one node, host buffers). */
+titan_status titan_mesh_connect(titan_mesh *m, int nccl);
 void titan_mesh_free(titan_mesh *m);
 
 /* Sum of one double per rank of c, added in rank order in double (the same

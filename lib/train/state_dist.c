@@ -215,14 +215,13 @@ titan_status titan_shard_save_finish(titan_shard_save *s, int keep) {
     return cst != TITAN_OK ? cst : share_outcome(c, me, st);
 }
 
-titan_status titan_state_save_shards(titan_mesh *mesh, titan_fsdp *f, titan_adamw *adam, const char *root,
-                                     const titan_llama_config *mc, const titan_train_progress *pr,
+titan_status titan_state_save_shards(titan_mesh *mesh, const titan_shard_piece *pieces, const titan_state_view *v,
+                                     const char *root, const titan_llama_config *mc, const titan_train_progress *pr,
                                      const char *tokenizer_id, int keep_latest_k) {
     titan_shard_save *s = NULL;
-    TITAN_TRY(titan_shard_save_begin(&s, mesh, titan_fsdp_pieces(f), root, mc, pr, tokenizer_id,
-                                     titan_adamw_get_step(adam)));
+    TITAN_TRY(titan_shard_save_begin(&s, mesh, pieces, root, mc, pr, tokenizer_id, v->adam_step));
     /* Its failure is passed on by finish, on every rank. */
-    titan_shard_save_write(s, titan_fsdp_params(f), titan_adamw_m(adam), titan_adamw_v(adam));
+    titan_shard_save_write(s, v->params, v->exp_avg, v->exp_avg_sq);
     return titan_shard_save_finish(s, keep_latest_k);
 }
 

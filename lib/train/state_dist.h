@@ -12,10 +12,12 @@
  * moments of every rank that saves a box (layout.h's `writes`), each rank
  * its own rank-RRRRR.bin, all at once, and "layout" metadata: the three
  * steps below in a row. Every rank returns the outcome (a failure on any
- * rank fails all). */
-titan_status titan_state_save_shards(titan_mesh *mesh, titan_fsdp *f, titan_adamw *adam, const char *root,
-                                     const titan_llama_config *mc, const titan_train_progress *progress,
-                                     const char *tokenizer_id, int keep_latest_k);
+ * rank fails all). pieces: this rank's (titan_fsdp_pieces); v: its packed
+ * shard arrays, host memory (state_stage.h copies a device's). */
+titan_status titan_state_save_shards(titan_mesh *mesh, const titan_shard_piece *pieces, const titan_state_view *v,
+                                     const char *root, const titan_llama_config *mc,
+                                     const titan_train_progress *progress, const char *tokenizer_id,
+                                     int keep_latest_k);
 
 /* A sharded save in three steps, so that the middle one, the writing, can
  * run in a background thread (async_save.h). Nothing is visible to readers

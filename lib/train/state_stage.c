@@ -1,17 +1,13 @@
 /* state_stage.c - checkpoint loads and saves through host copies (see state_stage.h). */
 #include "train/state_stage.h"
 
-#include <inttypes.h>
-
-#include "core/clock.h"
-#include "core/log.h"
 #include "core/mem.h"
 #include "train/state_dist.h"
 
 struct titan_state_stage {
     const titan_backend *be;
     size_t n;
-    float *params, *exp_avg, *exp_avg_sq; /* host, page-backed; NULL until the first save */
+    float *params, *exp_avg, *exp_avg_sq; /* host, page-backed */
 };
 
 titan_status titan_state_load_staged(const titan_backend *be, const char *path, const titan_llama_config *mc,
@@ -39,11 +35,17 @@ titan_status titan_state_load_staged(const titan_backend *be, const char *path, 
 }
 
 titan_status titan_state_stage_create(titan_state_stage **out, const titan_backend *be, size_t n) {
-    *out = titan_alloc(sizeof **out, "checkpoint staging");
-    if (!*out) return TITAN_ERR_NOMEM;
-    (*out)->be = be;
-    (*out)->n = n;
-    return TITAN_OK;
+    titan_state_stage *s = *out = titan_alloc(sizeof **out, "checkpoint staging");
+    if (!s) return TITAN_ERR_NOMEM;
+    s->be = be;
+    s->n = n;
+    /* Address space now (pages fault in at the first save, then stay), so
+     * that a save, collective with several ranks, cannot fail half way. */
+    size_t bytes = n ? n * sizeof(float) : 1;
+    s->params = titan_alloc_pages(bytes, "host copy of the parameters (checkpoint)");
+    s->exp_avg = titan_alloc_pages(bytes, "host copy of exp_avg (checkpoint)");
+    s->exp_avg_sq = titan_alloc_pages(bytes, "host copy of exp_avg_sq (checkpoint)");
+    return s->params && s->exp_avg && s->exp_avg_sq ? TITAN_OK : TITAN_ERR_NOMEM;
 }
 
 void titan_state_stage_free(titan_state_stage *s) {
@@ -54,45 +56,15 @@ void titan_state_stage_free(titan_state_stage *s) {
     titan_free(s);
 }
 
-titan_status titan_state_save_staged(titan_state_stage *s, titan_async_saver *saver, const char *root,
-                                     const titan_llama_config *mc, const titan_state_view *v,
-                                     const titan_train_progress *pr, const char *tokenizer_id, int keep,
-                                     double *stall_s) {
-    double t0 = titan_now_s();
-    *stall_s = 0.0;
+void titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, titan_state_view *host) {
     size_t bytes = s->n * sizeof(float);
-    if (!s->params) {
-        /* Kept for later saves: the pages stay faulted in. */
-        s->params = titan_alloc_pages(bytes ? bytes : 1, "host copy of the parameters (checkpoint)");
-        s->exp_avg = titan_alloc_pages(bytes ? bytes : 1, "host copy of exp_avg (checkpoint)");
-        s->exp_avg_sq = titan_alloc_pages(bytes ? bytes : 1, "host copy of exp_avg_sq (checkpoint)");
-        if (!s->params || !s->exp_avg || !s->exp_avg_sq) {
-            titan_free_pages(s->params);
-            titan_free_pages(s->exp_avg);
-            titan_free_pages(s->exp_avg_sq);
-            s->params = s->exp_avg = s->exp_avg_sq = NULL;
-            return titan_error(TITAN_ERR_NOMEM, "checkpoint step %" PRId64 ": 3 x %zu bytes of host memory for the "
-                               "copy of the %s state: out of memory", pr->step, bytes, s->be->name);
-        }
+    titan_state_view dev = *v; /* host may be v */
+    *host = (titan_state_view){.params = s->params, .adam_step = dev.adam_step};
+    s->be->to_host(s->params, dev.params, bytes);
+    if (dev.exp_avg) {
+        s->be->to_host(s->exp_avg, dev.exp_avg, bytes);
+        s->be->to_host(s->exp_avg_sq, dev.exp_avg_sq, bytes);
+        host->exp_avg = s->exp_avg;
+        host->exp_avg_sq = s->exp_avg_sq;
     }
-    titan_state_view host = {.params = s->params, .adam_step = v->adam_step};
-    s->be->to_host(s->params, v->params, bytes);
-    if (v->exp_avg) {
-        s->be->to_host(s->exp_avg, v->exp_avg, bytes);
-        s->be->to_host(s->exp_avg_sq, v->exp_avg_sq, bytes);
-        host.exp_avg = s->exp_avg;
-        host.exp_avg_sq = s->exp_avg_sq;
-    }
-    titan_status st;
-    if (saver) {
-        /* The saver snapshots the host copy (one more memcpy) before returning. */
-        double held = 0.0;
-        st = titan_async_save_start(saver, root, mc, &host, pr, tokenizer_id, keep, &held);
-        *stall_s = titan_now_s() - t0;
-        return st;
-    }
-    st = titan_state_save_view(root, mc, &host, pr, tokenizer_id, keep);
-    *stall_s = titan_now_s() - t0;
-    if (st == TITAN_OK) titan_info("checkpoint: step %" PRId64 " saved in %.2f s", pr->step, *stall_s);
-    return st;
 }

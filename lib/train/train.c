@@ -113,8 +113,9 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     const titan_job_config *cfg = t->cfg;
     TITAN_TRY(titan_config_validate(cfg));
     TITAN_TRY(titan_mesh_init(cfg, &t->mesh));
-    /* A GPU trains one process (several ranks are refused there). */
-    TITAN_TRY(titan_train_device_open(cfg->training_device, t->mesh.world, &t->dev));
+    /* Several ranks on GPUs: one each, by local rank; then the communicators. */
+    TITAN_TRY(titan_train_device_open(cfg->training_device, t->mesh.world, titan_dist_local_rank(t->mesh.dist), &t->dev));
+    TITAN_TRY(titan_mesh_connect(&t->mesh, t->dev.nccl));
     t->be = t->dev.be;
     titan_info("device: %s%s%s%s", t->be->name, t->dev.desc[0] ? " (" : "", t->dev.desc, t->dev.desc[0] ? ")" : "");
     titan_backend_cpu_set_threads(cfg->training_threads); /* the CPU backend, and sampling */
@@ -153,12 +154,15 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         double mib = 1.0 / (1024.0 * 1024.0), pg = 2.0 * sizeof(float) * (double)titan_llama_params_count(t->model);
         double lp = (double)titan_llama_compute_copy_bytes(t->model), act = (double)titan_llama_activation_bytes(t->model);
         double opt = 2.0 * sizeof(float) * (double)titan_adamw_numel(t->adam);
+        /* FSDP: the rank's shard of parameters and gradients beside the full
+         * buffers (a device keeps those whole; staging buffers come on top) */
+        double shard = t->mesh.layout.dp_shard > 1 ? 2.0 * sizeof(float) * (double)titan_fsdp_numel(t->fsdp) : 0.0;
         size_t held = 0;
         t->be->memory(&held, NULL, NULL, 0);
         titan_info("device memory: planned %.1f MiB (parameters and gradients %.1f, %s compute copy %.1f, "
-                   "AdamW %.1f, activations %.1f); held %.1f MiB",
-                   (pg + lp + act + opt) * mib, pg * mib, titan_dtype_name(compute), lp * mib, opt * mib,
-                   act * mib, (double)held * mib);
+                   "AdamW %.1f, activations %.1f, FSDP shard %.1f); held %.1f MiB",
+                   (pg + lp + act + opt + shard) * mib, pg * mib, titan_dtype_name(compute), lp * mib, opt * mib,
+                   act * mib, shard * mib, (double)held * mib);
     }
     TITAN_TRY(titan_lr_schedule_init(&t->sched, cfg->training_steps, cfg->lr_scheduler_warmup_steps,
                                      cfg->lr_scheduler_decay_ratio, cfg->lr_scheduler_decay_type,
@@ -270,11 +274,17 @@ static titan_status save(trainer *t, double *stall_s) {
     };
     const char *tok = titan_tokenizer_id(t->tok);
     int keep = t->cfg->checkpoint_keep_latest_k;
-    if (t->stage) /* backend memory (one process): saved from a host copy */
-        return titan_state_save_staged(t->stage, t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, stall_s);
-    if (t->saver) return titan_async_save_start(t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, stall_s);
     double t0 = titan_now_s();
-    titan_status st = titan_state_save_shards(&t->mesh, t->fsdp, t->adam, t->ckpt_root, &t->mc, &t->pr, tok, keep);
+    if (t->stage) /* backend memory: saved from a host copy (part of the stall) */
+        titan_state_stage_copy(t->stage, &v, &v);
+    titan_status st;
+    if (t->saver) {
+        double held = 0.0;
+        st = titan_async_save_start(t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, &held);
+        *stall_s = titan_now_s() - t0;
+        return st;
+    }
+    st = titan_state_save_shards(&t->mesh, titan_fsdp_pieces(t->fsdp), &v, t->ckpt_root, &t->mc, &t->pr, tok, keep);
     *stall_s = titan_now_s() - t0;
     if (st == TITAN_OK) titan_info("checkpoint: step %" PRId64 " saved in %.2f s", t->pr.step, *stall_s);
     return st;

@@ -15,7 +15,8 @@
 # gathers, with or without reshard after forward, give bitwise the same
 # losses (TITAN_FSDP_POISON fills freed blocks with NaN, so a block that
 # read parameters it did not gather would show); multi-rank metrics carry
-# comm_total_s and comm_exposed_s. TAP output.
+# comm_total_s and comm_exposed_s. The device path (cpu-guard) of every
+# layout writes the CPU's checkpoints byte for byte. TAP output.
 set -u
 EXPECT_TIMEOUT=120
 . "$(dirname "$0")/lib/tap.sh"
@@ -165,6 +166,35 @@ if ${CC:-cc} -shared -fPIC -o "$tmp/fail_open.so" "$top/tests/cli/lib/fail_open.
 else
     skip "a rank that cannot write its file" "no C compiler for the LD_PRELOAD shim"
 fi
+
+# cpu-guard (backend.h: the CPU backend under a GPU's memory rules) with
+# several ranks runs the device path of data parallelism: shards, staging
+# buffers and AdamW in backend memory, collectives through host mirrors.
+# It computes the CPU's bits, so every layout's checkpoint must equal the
+# same layout's on the CPU byte for byte; a host access to device memory
+# would fault.
+GUARD="--training.device=cpu-guard"
+for r in gfsdp2 gddp2 ghsdp gbfr gasync; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"; done
+same_ckpt() { # DESCRIPTION RUN_A RUN_B: every file of step 20 identical
+    d=0
+    for f in "$2"/checkpoint/step-00000020/*; do cmp -s "$f" "$3/checkpoint/step-00000020/${f##*/}" || d=1; done
+    [ $d -eq 0 ] && [ -f "$3/checkpoint/step-00000020/metadata.json" ] && ok "$1" || fail "$1"
+}
+expect 0 "" "cpu-guard FSDP 2 (freed blocks poisoned)" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q "$tmp/gfsdp2" \
+    --nproc 2 $GUARD
+same_ckpt "cpu-guard FSDP 2 checkpoint = cpu FSDP 2, byte for byte" "$tmp/fsdp2" "$tmp/gfsdp2"
+expect 0 "" "cpu-guard DDP 2" -- "$bin/titan-train" -q "$tmp/gddp2" --nproc 2 $DDP $GUARD
+same_ckpt "cpu-guard DDP 2 checkpoint = cpu DDP 2" "$tmp/ddp2" "$tmp/gddp2"
+expect 0 "" "cpu-guard HSDP 2x2" -- "$bin/titan-train" -q "$tmp/ghsdp" --nproc 4 $HSDP $GUARD
+same_ckpt "cpu-guard HSDP 2x2 checkpoint = cpu HSDP 2x2" "$tmp/hsdp" "$tmp/ghsdp"
+expect 0 "" "cpu-guard HSDP 2x2, bf16 parameters and reductions" -- "$bin/titan-train" -q "$tmp/gbfr" --nproc 4 \
+    $HSDP $BF16P $BF16R $GUARD
+same_ckpt "cpu-guard bf16 HSDP 2x2 checkpoint = cpu's" "$tmp/bfr" "$tmp/gbfr"
+expect 0 "" "cpu-guard FSDP 2 to step 10, async" -- "$bin/titan-train" -q "$tmp/gasync" --nproc 2 --stop-at 10 \
+    $ASYNC $GUARD
+expect 0 "" "resume it under cpu-guard HSDP 2x2, async" -- "$bin/titan-train" -q "$tmp/gasync" --nproc 4 $HSDP \
+    $ASYNC $GUARD
+same_ckpt "cpu-guard async FSDP 2 -> HSDP 2x2 = the cpu's" "$tmp/async" "$tmp/gasync"
 
 # Bad degrees.
 expect 2 "not yet" "tensor parallel is refused as not yet supported" -- \

@@ -137,8 +137,8 @@ PY
 else fail "bf16 loss curve within $BF16_TOL of fp32 over 50 steps ($worst)"; fi
 expect 2 "not one of" "unknown device is refused" -- "$bin/titan-train" "$tmp/gr" --training.device=gpu
 expect 2 "not one of" "cuda:N takes a number" -- "$bin/titan-train" "$tmp/gr" --training.device=cuda:x
-expect 2 "nccl communicator: not yet" "cuda with 2 ranks is refused" -- "$bin/titan-train" --nproc 2 "$tmp/gr" \
-    --training.steps=7 --training.device=cuda
+expect 2 "every rank would use that GPU" "cuda:0 with 2 ranks is refused" -- "$bin/titan-train" --nproc 2 "$tmp/gr" \
+    --training.steps=7 --training.device=cuda:0
 expect 0 "" "init run au" -- "$bin/titan-init" "$cfg" "$tmp/au" $TINY
 expect 0 "device: " "train with device auto" -- "$bin/titan-train" "$tmp/au" --training.device=auto
 if grep -q "device: cpu (auto: " "$tmp/err"; then
