@@ -10,7 +10,17 @@
  * mode: after ncclInProgress, issue nothing on the communicator (nor on its
  * stream) until the state leaves ncclInProgress.
  *
- * NCCL cannot tell which peer is missing, so a timeout names none. */
+ * NCCL cannot tell which peer is missing, so a timeout names none.
+ *
+ * Host buffers are staged through two device buffers of the communicator
+ * (stage[0] for the send side, stage[1] for recv): copied in on the stream
+ * before the NCCL call, and the output copied out in wait() once the NCCL
+ * work is done. Not at enqueue: a copy to pageable memory returns only when
+ * it has run, that is when the peers have arrived, which would hold enqueue
+ * past its deadline. The stages come from the stream-ordered allocator
+ * where the GPU has one: cudaMalloc and cudaFree synchronize the whole
+ * device, so they would wait on NCCL kernels of another communicator that
+ * may be waiting on this rank. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +43,11 @@ struct titan_nccl_comm {
     cudaEvent_t ready;   /* recorded on the legacy default stream: inputs are computed */
     cudaEvent_t done;    /* recorded on stream after the operation */
     float *scratch;      /* the barrier's operand */
+    void *stage[2];      /* host buffers' device copies: send, recv (grown on demand) */
+    size_t stage_cap[2];
+    int pools;           /* stages from cudaMallocAsync (else cudaMalloc) */
+    void *copy_back;     /* host recv buffer that wait() fills from stage[1], or NULL */
+    size_t copy_bytes;
     int device, rank, size;
     double deadline;     /* of the operation under way */
     double timeout_s;    /* the one it was given */
@@ -134,6 +149,11 @@ static titan_status api_unique_id(unsigned char id[TITAN_NCCL_ID_BYTES], char *m
 
 /* Frees what new_shell made; the NCCL communicator must be gone already. */
 static void free_shell(titan_nccl_comm *c) {
+    for (int k = 0; k < 2; k++)
+        if (c->stage[k]) {
+            if (c->pools) cudaFreeAsync(c->stage[k], c->stream);
+            else cudaFree(c->stage[k]);
+        }
     if (c->done) cudaEventDestroy(c->done);
     if (c->ready) cudaEventDestroy(c->ready);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -154,6 +174,11 @@ static titan_nccl_comm *new_shell(int device, char *msg, size_t cap) {
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->scratch, sizeof(float));
     if (e == cudaSuccess) e = cudaMemset(c->scratch, 0, sizeof(float));
+    cudaDeviceAttr pools = cudaDevAttrMemoryPoolsSupported;
+    if (e == cudaSuccess && cudaDeviceGetAttribute(&c->pools, pools, device) != cudaSuccess) {
+        cudaGetLastError(); /* no answer: plain cudaMalloc */
+        c->pools = 0;
+    }
     if (e != cudaSuccess) {
         cuda_fail(msg, cap, "creating the communicator's stream and events", e);
         free_shell(c);
@@ -282,11 +307,21 @@ static size_t total(const size_t *counts, int n) {
     return s;
 }
 
-/* A buffer NCCL can use: device (or managed) memory of this GPU, both ends. */
+/* What an operation reads and writes: bytes of each side, and which sides
+ * are host memory to be staged. */
+struct sides {
+    size_t sb, rb;
+    int host_send, host_recv;
+};
+
+/* Device (or managed) memory of this GPU, used as it is, or host memory
+ * (pinned or pageable), staged (*host = 1); both ends the same kind. */
 static titan_status check_buf(const titan_nccl_comm *c, const void *p, size_t bytes,
-                              const char *which, char *msg, size_t cap) {
+                              const char *which, int *host, char *msg, size_t cap) {
+    *host = 0;
     if (!bytes) return TITAN_OK;
     const char *ends[2] = {(const char *)p, (const char *)p + bytes - 1};
+    int on_host[2];
     for (int k = 0; k < 2; k++) {
         cudaPointerAttributes a;
         cudaError_t e = cudaPointerGetAttributes(&a, ends[k]);
@@ -294,22 +329,24 @@ static titan_status check_buf(const titan_nccl_comm *c, const void *p, size_t by
             cudaGetLastError();
             a.type = cudaMemoryTypeUnregistered;
         }
-        if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) {
-            snprintf(msg, cap, "%s buffer %p (%zu bytes) %s not GPU memory: an nccl communicator "
-                     "takes device pointers", which, p, bytes, k ? "ends in" : "is");
-            return TITAN_ERR_USAGE;
-        }
+        on_host[k] = a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged;
         if (a.type == cudaMemoryTypeDevice && a.device != c->device) {
             snprintf(msg, cap, "%s buffer %p is on GPU %d, the communicator's is GPU %d", which, p,
                      a.device, c->device);
             return TITAN_ERR_USAGE;
         }
     }
+    if (on_host[0] != on_host[1]) {
+        snprintf(msg, cap, "%s buffer %p (%zu bytes) starts in %s memory and ends in %s memory",
+                 which, p, bytes, on_host[0] ? "host" : "GPU", on_host[1] ? "host" : "GPU");
+        return TITAN_ERR_USAGE;
+    }
+    *host = on_host[0];
     return TITAN_OK;
 }
 
 static titan_status check_bufs(const titan_nccl_comm *c, const titan_nccl_op *op, int n, int me,
-                               char *msg, size_t cap) {
+                               sides *sd, char *msg, size_t cap) {
     size_t es = type_size(op->dtype), sb = 0, rb = 0;
     switch (op->kind) {
     case TITAN_NCCL_ALL_REDUCE: sb = rb = op->count * es; break;
@@ -331,8 +368,57 @@ static titan_status check_bufs(const titan_nccl_comm *c, const titan_nccl_op *op
         break;
     case TITAN_NCCL_BARRIER: break;
     }
-    titan_status st = check_buf(c, op->send, sb, "send", msg, cap);
-    return st != TITAN_OK ? st : check_buf(c, op->recv, rb, "recv", msg, cap);
+    sd->sb = sb;
+    sd->rb = rb;
+    titan_status st = check_buf(c, op->send, sb, "send", &sd->host_send, msg, cap);
+    return st != TITAN_OK ? st : check_buf(c, op->recv, rb, "recv", &sd->host_recv, msg, cap);
+}
+
+/* Stage k (0 send, 1 recv) of at least `need` bytes, in stream order: the
+ * old one (nothing of this communicator is in flight) is freed first. */
+static cudaError_t grow_stage(titan_nccl_comm *c, int k, size_t need) {
+    if (need <= c->stage_cap[k]) return cudaSuccess;
+    size_t want = 64 << 10; /* loss sums and status words fit the first one */
+    while (want < need) want *= 2;
+    if (c->stage[k]) {
+        cudaError_t e = c->pools ? cudaFreeAsync(c->stage[k], c->stream) : cudaFree(c->stage[k]);
+        c->stage[k] = NULL;
+        c->stage_cap[k] = 0;
+        if (e != cudaSuccess) return e;
+    }
+    cudaError_t e = c->pools ? cudaMallocAsync(&c->stage[k], want, c->stream)
+                             : cudaMalloc(&c->stage[k], want);
+    if (e != cudaSuccess) {
+        c->stage[k] = NULL;
+        return e;
+    }
+    c->stage_cap[k] = want;
+    return cudaSuccess;
+}
+
+/* Points o's host sides at the stages and queues the copies in: the send
+ * side, and for broadcast (in place on recv) the root's recv side. An
+ * in-place all_reduce of a host buffer uses the recv stage alone; the other
+ * in-place forms become out of place, which NCCL takes as well. */
+static cudaError_t stage_in(titan_nccl_comm *c, const titan_nccl_op *op, const sides *sd, int me,
+                            titan_nccl_op *o) {
+    cudaError_t e = cudaSuccess;
+    int shared = op->kind == TITAN_NCCL_ALL_REDUCE && sd->host_send && sd->host_recv &&
+                 op->send == op->recv;
+    if (sd->host_recv) {
+        if ((e = grow_stage(c, 1, sd->rb)) != cudaSuccess) return e;
+        o->recv = c->stage[1];
+    }
+    if (sd->host_send) {
+        if (!shared && (e = grow_stage(c, 0, sd->sb)) != cudaSuccess) return e;
+        void *to = c->stage[shared ? 1 : 0];
+        o->send = to;
+        e = cudaMemcpyAsync(to, op->send, sd->sb, cudaMemcpyHostToDevice, c->stream);
+        if (e != cudaSuccess) return e;
+    }
+    if (sd->host_recv && op->kind == TITAN_NCCL_BROADCAST && me == op->peer)
+        e = cudaMemcpyAsync(o->recv, op->recv, sd->rb, cudaMemcpyHostToDevice, c->stream);
+    return e;
 }
 
 /* The NCCL calls of one operation, between ncclGroupStart and ncclGroupEnd.
@@ -409,7 +495,10 @@ static titan_status api_enqueue(titan_nccl_comm *c, const titan_nccl_op *op, dou
     cudaError_t de = use_device(c->device);
     if (de != cudaSuccess) return cuda_fail(msg, cap, "cudaSetDevice", de);
     int n = c->size, me = c->rank;
-    TITAN_TRY(check_bufs(c, op, n, me, msg, cap)); /* nothing started: still usable */
+    sides sd;
+    TITAN_TRY(check_bufs(c, op, n, me, &sd, msg, cap)); /* nothing started: still usable */
+    c->copy_back = NULL;
+    c->copy_bytes = 0;
 
     /* The inputs are written by kernels on the legacy default stream (the
      * compute backend's); our non-blocking stream must wait for them. */
@@ -420,10 +509,16 @@ static titan_status api_enqueue(titan_nccl_comm *c, const titan_nccl_op *op, dou
         abort_comm(c, msg);
         return st;
     }
+    titan_nccl_op o = *op;
+    if ((sd.host_send || sd.host_recv) && (e = stage_in(c, op, &sd, me, &o)) != cudaSuccess) {
+        titan_status st = cuda_fail(msg, cap, "staging host buffers on the GPU", e);
+        abort_comm(c, msg);
+        return st;
+    }
     titan_status st = TITAN_OK;
     ncclResult_t r = ncclGroupStart();
     if (r == ncclSuccess) {
-        ncclResult_t ri = issue(c, op, n, me);
+        ncclResult_t ri = issue(c, &o, n, me);
         r = ncclGroupEnd(); /* always: closes the group even after a failed call */
         if (ri != ncclSuccess) r = ri;
     }
@@ -433,7 +528,30 @@ static titan_status api_enqueue(titan_nccl_comm *c, const titan_nccl_op *op, dou
         st = settle(c->comm, c->deadline, timeout_s, "enqueueing (connecting to the peers)", msg, cap);
     if (st == TITAN_OK && (e = cudaEventRecord(c->done, c->stream)) != cudaSuccess)
         st = cuda_fail(msg, cap, "cudaEventRecord", e);
-    if (st != TITAN_OK) abort_comm(c, msg);
+    if (st != TITAN_OK) {
+        abort_comm(c, msg);
+        return st;
+    }
+    if (sd.host_recv) {
+        c->copy_back = op->recv;
+        c->copy_bytes = sd.rb;
+    }
+    return TITAN_OK;
+}
+
+/* The host recv buffer's copy out of its stage, once the NCCL work is done:
+ * quick by then, so a plain copy and a wait on the stream. */
+static titan_status finish_copy_back(titan_nccl_comm *c, char *msg, size_t cap) {
+    void *to = c->copy_back;
+    size_t bytes = c->copy_bytes;
+    c->copy_back = NULL;
+    c->copy_bytes = 0;
+    if (!to) return TITAN_OK;
+    cudaError_t e = cudaMemcpyAsync(to, c->stage[1], bytes, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    if (e == cudaSuccess) return TITAN_OK;
+    titan_status st = cuda_fail(msg, cap, "copying the result to the host buffer", e);
+    abort_comm(c, msg);
     return st;
 }
 
@@ -454,7 +572,7 @@ static titan_status api_wait(titan_nccl_comm *c, char *msg, size_t cap) {
     titan_status st = TITAN_OK;
     for (int i = 0;; i++) {
         cudaError_t e = cudaEventQuery(c->done);
-        if (e == cudaSuccess) return TITAN_OK;
+        if (e == cudaSuccess) return finish_copy_back(c, msg, cap);
         if (e != cudaErrorNotReady) {
             st = cuda_fail(msg, cap, "cudaEventQuery", e);
             break;
@@ -471,6 +589,8 @@ static titan_status api_wait(titan_nccl_comm *c, char *msg, size_t cap) {
         }
         pause_step(i);
     }
+    c->copy_back = NULL; /* the stage holds no result */
+    c->copy_bytes = 0;
     abort_comm(c, msg);
     return st;
 }

@@ -42,6 +42,22 @@ typedef struct titan_backend {
      * other processes), 0 for host backends. Any pointer may be NULL. */
     void (*memory)(size_t *in_use, size_t *peak, size_t *device_used, int reset);
 
+    /* Buffers whose memory comes and goes (FSDP's full parameters and
+     * gradients: a unit's memory is held only while it is gathered or
+     * accumulating). alloc_releasable reserves nbytes of address space with
+     * nothing usable yet; commit(p, n) makes [p, p + n) usable, zero-filled
+     * where it was not usable (0; -1 with a TITAN_ERR_NOMEM error when memory
+     * ran out); release(p, n) makes [p, p + n) read as zeros afterwards and
+     * gives back the memory wholly inside it (host: pages; a GPU: its
+     * mapping granules, the partial ones at the ends are zeroed). A device
+     * may fault on touching memory not committed (cpu-guard does; host
+     * memory faults back in, zeroed, by itself, so commit is a no-op there).
+     * Only for buffers from alloc_releasable; free frees them; memory()
+     * counts what is committed. */
+    void *(*alloc_releasable)(size_t nbytes);
+    int (*commit)(void *p, size_t nbytes);
+    void (*release)(void *p, size_t nbytes);
+
     /* dst[i] = src[i] converted between TITAN_DTYPE_F32 and TITAN_DTYPE_BF16
      * (round to nearest even; the same type is a copy). dst and src do not
      * overlap. */

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -32,15 +33,35 @@ static struct {
         char *p;
         size_t len;    /* mapped bytes, whole pages */
         size_t nbytes; /* bytes asked for, for memory() */
+        /* alloc_releasable's: one flag per page, 1 while committed; pages
+         * not committed stay PROT_NONE even inside ops. NULL: all usable. */
+        unsigned char *committed;
     } buf[MAX_BUFS];
     size_t in_use, peak;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const titan_backend *cpu(void) { return titan_backend_cpu(); }
 
+static void protect(char *p, size_t len, int prot) {
+    if (len && mprotect(p, len, prot) != 0) titan_panic(__FILE__, __LINE__, "mprotect of a guarded buffer");
+}
+
 static void protect_all(int prot) {
-    for (int i = 0; i < g.n; i++)
-        if (mprotect(g.buf[i].p, g.buf[i].len, prot) != 0) titan_panic(__FILE__, __LINE__, "mprotect of a guarded buffer");
+    size_t page = titan_page_size();
+    for (int i = 0; i < g.n; i++) {
+        const unsigned char *c = g.buf[i].committed;
+        if (!c || prot == PROT_NONE) {
+            protect(g.buf[i].p, g.buf[i].len, prot);
+            continue;
+        }
+        size_t np = g.buf[i].len / page;
+        for (size_t a = 0; a < np;) { /* runs of committed pages */
+            size_t b = a;
+            while (b < np && c[b] == c[a]) b++;
+            if (c[a]) protect(g.buf[i].p + a * page, (b - a) * page, prot);
+            a = b;
+        }
+    }
 }
 
 static void enter(void) {
@@ -53,19 +74,38 @@ static void leave(void) {
     pthread_mutex_unlock(&g.lock);
 }
 
-/* Whether [p, p + bytes) lies in one guarded buffer (caller holds the lock). */
-static int is_dev(const void *p, size_t bytes) {
+/* The guarded buffer holding p, or -1 (caller holds the lock). */
+static int find(const void *p) {
     const char *c = p;
     for (int i = 0; i < g.n; i++)
-        if (c >= g.buf[i].p && c < g.buf[i].p + g.buf[i].len) return bytes <= (size_t)(g.buf[i].p + g.buf[i].len - c);
-    return 0;
+        if (c >= g.buf[i].p && c < g.buf[i].p + g.buf[i].len) return i;
+    return -1;
 }
 
-/* A device pointer where the op needs one (NULL allowed where the op allows it). */
+/* Whether [p, p + bytes) lies in one guarded buffer (caller holds the lock). */
+static int is_dev(const void *p, size_t bytes) {
+    int i = find(p);
+    return i >= 0 && bytes <= (size_t)(g.buf[i].p + g.buf[i].len - (const char *)p);
+}
+
+/* Whether all of [p, p + bytes) (backend memory) is committed. */
+static int is_committed(const void *p, size_t bytes) {
+    int i = find(p);
+    if (i < 0 || !g.buf[i].committed || !bytes) return 1;
+    size_t page = titan_page_size(), a = (size_t)((const char *)p - g.buf[i].p) / page;
+    size_t b = (size_t)((const char *)p + bytes - 1 - g.buf[i].p) / page;
+    for (size_t k = a; k <= b; k++)
+        if (!g.buf[i].committed[k]) return 0;
+    return 1;
+}
+
+/* A device pointer where the op needs one (NULL allowed where the op allows
+ * it), to memory that is committed (a GPU would fault on the rest). */
 static void need_dev(const char *op, const char *arg, const void *p, size_t bytes) {
-    if (bytes == 0 || (p && is_dev(p, bytes))) return;
-    char what[160];
-    snprintf(what, sizeof what, "cpu-guard: %s: %s %p is not (all) backend memory (%zu bytes)", op, arg, p, bytes);
+    if (bytes == 0 || (p && is_dev(p, bytes) && is_committed(p, bytes))) return;
+    char what[200];
+    snprintf(what, sizeof what, "cpu-guard: %s: %s %p is not (all) %s (%zu bytes)", op, arg, p,
+             p && is_dev(p, bytes) ? "committed memory: released and not committed again" : "backend memory", bytes);
     titan_panic(__FILE__, __LINE__, what);
 }
 
@@ -88,9 +128,11 @@ static size_t elem(titan_dtype dt) {
 
 /* ------------------------------------------------------------------ memory */
 
-static void *g_alloc(size_t nbytes) {
+static void *alloc_buf(size_t nbytes, int releasable) {
     size_t page = titan_page_size();
     size_t len = ((nbytes ? nbytes : 1) + page - 1) / page * page;
+    unsigned char *committed = releasable ? calloc(len / page, 1) : NULL;
+    if (releasable && !committed) return NULL;
     pthread_mutex_lock(&g.lock);
     void *p = NULL;
     if (g.n < MAX_BUFS) {
@@ -101,12 +143,63 @@ static void *g_alloc(size_t nbytes) {
         g.buf[g.n].p = p;
         g.buf[g.n].len = len;
         g.buf[g.n].nbytes = nbytes;
+        g.buf[g.n].committed = committed;
         g.n++;
-        g.in_use += nbytes;
+        if (!releasable) g.in_use += nbytes; /* releasable: counted as committed */
         if (g.in_use > g.peak) g.peak = g.in_use;
+    } else {
+        free(committed);
     }
     pthread_mutex_unlock(&g.lock);
     return p;
+}
+
+static void *g_alloc(size_t nbytes) { return alloc_buf(nbytes, 0); }
+static void *g_alloc_releasable(size_t nbytes) { return alloc_buf(nbytes, 1); }
+
+/* Bytes of buffer i that page k holds (the last page may hold fewer). */
+static size_t page_bytes(int i, size_t k) {
+    size_t page = titan_page_size(), at = k * page;
+    return at >= g.buf[i].nbytes ? 0 : g.buf[i].nbytes - at < page ? g.buf[i].nbytes - at : page;
+}
+
+static int g_commit(void *p, size_t nbytes) {
+    if (!nbytes) return 0;
+    pthread_mutex_lock(&g.lock);
+    int i = find(p);
+    if (i < 0 || !g.buf[i].committed || !is_dev(p, nbytes))
+        titan_panic(__FILE__, __LINE__, "cpu-guard: commit: not (all) memory of a releasable buffer");
+    size_t page = titan_page_size(), a = (size_t)((char *)p - g.buf[i].p) / page;
+    size_t b = (size_t)((char *)p + nbytes - 1 - g.buf[i].p) / page;
+    for (size_t k = a; k <= b; k++)
+        if (!g.buf[i].committed[k]) { /* released pages were given back: they read as zeros */
+            g.buf[i].committed[k] = 1;
+            g.in_use += page_bytes(i, k);
+        }
+    if (g.in_use > g.peak) g.peak = g.in_use;
+    pthread_mutex_unlock(&g.lock);
+    return 0;
+}
+
+static void g_release(void *p, size_t nbytes) {
+    if (!nbytes) return;
+    enter();
+    int i = find(p);
+    if (i < 0 || !g.buf[i].committed || !is_dev(p, nbytes))
+        titan_panic(__FILE__, __LINE__, "cpu-guard: release: not (all) memory of a releasable buffer");
+    size_t page = titan_page_size(), off = (size_t)((char *)p - g.buf[i].p), end = off + nbytes;
+    for (size_t k = off / page; k * page < end; k++) {
+        if (!g.buf[i].committed[k]) continue;
+        size_t lo = k * page > off ? k * page : off, hi = (k + 1) * page < end ? (k + 1) * page : end;
+        if (lo == k * page && hi == (k + 1) * page) { /* wholly inside: given back */
+            if (madvise(g.buf[i].p + lo, page, MADV_DONTNEED) != 0) titan_panic(__FILE__, __LINE__, "madvise");
+            g.buf[i].committed[k] = 0;
+            g.in_use -= page_bytes(i, k);
+        } else {
+            memset(g.buf[i].p + lo, 0, hi - lo);
+        }
+    }
+    leave();
 }
 
 static void g_free(void *p) {
@@ -116,7 +209,13 @@ static void g_free(void *p) {
     while (i < g.n && g.buf[i].p != p) i++;
     if (i == g.n) titan_panic(__FILE__, __LINE__, "cpu-guard: free of a pointer it did not allocate");
     munmap(g.buf[i].p, g.buf[i].len);
-    g.in_use -= g.buf[i].nbytes;
+    if (g.buf[i].committed) {
+        for (size_t k = 0; k < g.buf[i].len / titan_page_size(); k++)
+            if (g.buf[i].committed[k]) g.in_use -= page_bytes(i, k);
+        free(g.buf[i].committed);
+    } else {
+        g.in_use -= g.buf[i].nbytes;
+    }
     g.buf[i] = g.buf[--g.n];
     pthread_mutex_unlock(&g.lock);
 }
@@ -360,6 +459,9 @@ static const titan_backend guard_backend = {
     .to_device = g_to_device,
     .to_host = g_to_host,
     .memory = g_memory,
+    .alloc_releasable = g_alloc_releasable,
+    .commit = g_commit,
+    .release = g_release,
     .convert = g_convert,
     .matmul_forward = g_matmul_forward,
     .matmul_backward = g_matmul_backward,

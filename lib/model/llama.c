@@ -140,9 +140,14 @@ static layer_acts acts_of(const titan_llama *m, int l) {
 
 static void *resid(const titan_llama *m, int l) { return act_slot(m, A_RESID, (size_t)l); }
 
-titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
-                                const titan_backend *be, int B, int T, titan_ac_mode ac,
-                                titan_dtype dt) {
+titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c, const titan_backend *be, int B,
+                                int T, titan_ac_mode ac, titan_dtype dt) {
+    return titan_llama_create_ex(out, c, be, B, T, ac, dt, 0);
+}
+
+titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *c,
+                                   const titan_backend *be, int B, int T, titan_ac_mode ac,
+                                   titan_dtype dt, unsigned flags) {
     *out = NULL;
     TITAN_TRY(titan_llama_config_check(c));
     if (B <= 0 || T <= 0)
@@ -231,9 +236,10 @@ titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
 
     size_t pbytes = m->nparams * sizeof(float);
     size_t lpbytes = dt == TITAN_DTYPE_F32 ? 0 : m->nparams * titan_dtype_size(dt);
-    m->params = be->alloc(pbytes);
-    m->grads = m->params ? be->alloc(pbytes) : NULL;
-    m->params_lp = m->grads && lpbytes ? be->alloc(lpbytes) : NULL;
+    void *(*state_alloc)(size_t) = flags & TITAN_LLAMA_RELEASABLE ? be->alloc_releasable : be->alloc;
+    m->params = state_alloc(pbytes);
+    m->grads = m->params ? state_alloc(pbytes) : NULL;
+    m->params_lp = m->grads && lpbytes ? state_alloc(lpbytes) : NULL;
     m->arena = m->grads && (m->params_lp || !lpbytes) ? be->alloc(total) : NULL;
     if (!m->arena) {
         titan_llama_free(m);
@@ -296,10 +302,30 @@ size_t titan_llama_compute_copy_bytes(const titan_llama *m) {
     return m->params_lp ? m->nparams * titan_dtype_size(m->dt) : 0;
 }
 titan_dtype titan_llama_compute_dtype(const titan_llama *m) { return m->dt; }
-void titan_llama_release_compute_copy(titan_llama *m, size_t off, size_t n) {
-    if (!m->params_lp || m->be != titan_backend_cpu()) return;
+static titan_status commit(titan_llama *m, void *p, size_t bytes, const char *what) {
+    if (m->be->commit(p, bytes) == 0) return TITAN_OK;
+    titan_error_context("model: %s", what);
+    return TITAN_ERR_NOMEM;
+}
+
+titan_status titan_llama_commit_params(titan_llama *m, size_t off, size_t n) {
+    TITAN_TRY(commit(m, m->params + off, n * sizeof(float), "parameters"));
     size_t e = titan_dtype_size(m->dt);
-    titan_mem_release_zero((char *)m->params_lp + off * e, n * e);
+    return m->params_lp ? commit(m, (char *)m->params_lp + off * e, n * e, "compute copy") : TITAN_OK;
+}
+
+void titan_llama_release_params(titan_llama *m, size_t off, size_t n) {
+    m->be->release(m->params + off, n * sizeof(float));
+    size_t e = titan_dtype_size(m->dt);
+    if (m->params_lp) m->be->release((char *)m->params_lp + off * e, n * e);
+}
+
+titan_status titan_llama_commit_grads(titan_llama *m, size_t off, size_t n) {
+    return commit(m, m->grads + off, n * sizeof(float), "gradients");
+}
+
+void titan_llama_release_grads(titan_llama *m, size_t off, size_t n) {
+    m->be->release(m->grads + off, n * sizeof(float));
 }
 const float *titan_llama_logits(const titan_llama *m) {
     TITAN_ASSERT(m->dt == TITAN_DTYPE_F32); /* others: titan_llama_logits_host */

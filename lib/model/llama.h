@@ -17,6 +17,14 @@ typedef enum { TITAN_AC_NONE = 0, TITAN_AC_FULL = 1 } titan_ac_mode;
 titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
                                 const titan_backend *be, int B, int T, titan_ac_mode ac,
                                 titan_dtype dt);
+/* The same with flags: TITAN_LLAMA_RELEASABLE puts parameters, gradients
+ * and the compute copy in releasable memory (backend.h), nothing of it
+ * committed: the caller (FSDP) commits each range before anything touches
+ * it and releases it after (the functions below). */
+enum { TITAN_LLAMA_RELEASABLE = 1 };
+titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *c,
+                                   const titan_backend *be, int B, int T, titan_ac_mode ac,
+                                   titan_dtype dt, unsigned flags);
 void titan_llama_free(titan_llama *m);
 
 const titan_llama_config *titan_llama_get_config(const titan_llama *m);
@@ -27,11 +35,16 @@ size_t titan_llama_params_count(const titan_llama *m);
 size_t titan_llama_activation_bytes(const titan_llama *m);
 size_t titan_llama_compute_copy_bytes(const titan_llama *m); /* the bf16 parameter copy; 0 for f32 */
 titan_dtype titan_llama_compute_dtype(const titan_llama *m);
-/* Parameters [off, off + n) (elements, catalog order) are not needed in
- * compute form until their block runs again, which casts them afresh: on
- * the CPU backend the compute copy's pages of that range go back (FSDP's
- * reshard). No-op without a compute copy or on a device. */
-void titan_llama_release_compute_copy(titan_llama *m, size_t off, size_t n);
+/* Residency of elements [off, off + n) (catalog order) of a model made
+ * with TITAN_LLAMA_RELEASABLE (backend.h's commit and release): the
+ * parameters with their compute copy, or the gradients. commit makes them
+ * usable (zero where they were released; TITAN_ERR_NOMEM when the device
+ * is full); release makes them read as zeros and gives their memory back
+ * (the compute copy is cast afresh when the block next runs). */
+titan_status titan_llama_commit_params(titan_llama *m, size_t off, size_t n);
+void titan_llama_release_params(titan_llama *m, size_t off, size_t n);
+titan_status titan_llama_commit_grads(titan_llama *m, size_t off, size_t n);
+void titan_llama_release_grads(titan_llama *m, size_t off, size_t n);
 
 /* Forward over tokens[B*T]; with targets, returns the mean cross-entropy in
  * *loss and keeps what backward needs. Without targets (NULL) it only

@@ -149,13 +149,6 @@ static void mirror_in(titan_fsdp *f, int k, size_t off, size_t n) {
     if (f->mirror) f->be->to_device((char *)f->stages[k].buf + off, (char *)f->stages[k].host + off, n);
 }
 
-/* [p, p + n floats) of the model's full buffers reads as zeros afterwards;
- * on the host its pages go back (mem.h). A device keeps them. */
-static void release_zero(titan_fsdp *f, float *p, size_t n) {
-    if (f->host) titan_mem_release_zero(p, n * sizeof(float));
-    else f->be->zero(p, n * sizeof(float));
-}
-
 /* TITAN_FSDP_POISON: n floats of NaN at p (backend memory). */
 static void fill_nan(titan_fsdp *f, float *p, size_t n) {
     if (f->host) {
@@ -223,15 +216,12 @@ static void reshard(titan_fsdp *f, int ui) {
     unit *u = &f->units[ui];
     if (u->state != READY || u->p1 <= u->p0) return;
     u->state = STALE;
-    float *P = titan_llama_params_data(f->model) + u->full_off;
     if (f->poison) {
-        fill_nan(f, P, u->full_len);
+        fill_nan(f, titan_llama_params_data(f->model) + u->full_off, u->full_len);
         return;
     }
-    if (!f->host) return; /* a device keeps the memory; the next gather overwrites it */
-    titan_mem_release_zero(P, u->full_len * sizeof(float));
-    /* its bf16 compute copy too: the next gather's block casts it again */
-    titan_llama_release_compute_copy(f->model, u->full_off, u->full_len);
+    /* with its compute copy: the next gather's block casts it again */
+    titan_llama_release_params(f->model, u->full_off, u->full_len);
 }
 
 /* ---- operation queues ------------------------------------------------------ */
@@ -245,7 +235,8 @@ static void finish(titan_fsdp *f, const pending *p) {
     char *buf = f->stages[p->stage].buf;
     if (p->fin == FIN_GATHER) {
         mirror_in(f, p->stage, 0, u->full_len * titan_dtype_size(f->pdtype));
-        permute(f, u, titan_llama_params_data(f->model), buf, f->pdtype, 0);
+        keep(f, titan_llama_commit_params(f->model, u->full_off, u->full_len));
+        if (f->err == TITAN_OK) permute(f, u, titan_llama_params_data(f->model), buf, f->pdtype, 0);
         u->state = READY;
     } else if (p->fin == FIN_REDUCE_SCATTER) {
         size_t esz = titan_dtype_size(f->rdtype), off = u->rank_off[f->me] * esz;
@@ -534,12 +525,18 @@ static void start_reduce(titan_fsdp *f, int ui) {
         u->reduced = 2; /* unsharded: the shard is the model's own gradient */
         return;
     }
-    float *G = titan_llama_grads_data(f->model);
     size_t esz = titan_dtype_size(f->rdtype);
     int k = stage_get(f, u->full_len * esz);
     if (k < 0) return;
-    permute(f, u, G, f->stages[k].buf, f->rdtype, 1);
-    release_zero(f, G + u->full_off, u->full_len);
+    /* committed already by its backward; reads zeros if it never ran */
+    titan_status cst = titan_llama_commit_grads(f->model, u->full_off, u->full_len);
+    if (cst != TITAN_OK) {
+        f->stages[k].busy = 0;
+        keep(f, cst);
+        return;
+    }
+    permute(f, u, titan_llama_grads_data(f->model), f->stages[k].buf, f->rdtype, 1);
+    titan_llama_release_grads(f->model, u->full_off, u->full_len);
     mirror_out(f, k, 0, u->full_len * esz);
     pending *p = q_slot(f, Q_SHARD);
     titan_status st = titan_comm_reduce_scatter_v(f->mesh->shard_comm, comm_buf(f, k, 0),
@@ -575,7 +572,13 @@ static titan_status hook_after_forward(void *ctx, int b) {
 
 static titan_status hook_before_backward(void *ctx, int b) {
     titan_fsdp *f = ctx;
-    if (f->nshards > 1) ensure_block(f, b, b - 1);
+    if (f->nshards > 1) {
+        ensure_block(f, b, b - 1);
+        /* the block adds into its units' gradients (released after each step) */
+        int us[2], n = needs(f, b, us);
+        for (int k = 0; k < n; k++)
+            keep(f, titan_llama_commit_grads(f->model, f->units[us[k]].full_off, f->units[us[k]].full_len));
+    }
     q_poll(f);
     return f->err;
 }
@@ -706,9 +709,8 @@ titan_status titan_fsdp_zero_grads(titan_fsdp *f) {
         titan_llama_zero_grads(f->model);
         return TITAN_OK;
     }
-    /* Usually nothing is resident: each reduce-scatter gave its pages back. */
-    float *G = titan_llama_grads_data(f->model);
-    for (int u = 0; u < f->nunits; u++) release_zero(f, G + f->units[u].full_off, f->units[u].full_len);
+    /* Usually nothing is held: each reduce-scatter gave its memory back. */
+    for (int u = 0; u < f->nunits; u++) titan_llama_release_grads(f->model, f->units[u].full_off, f->units[u].full_len);
     return TITAN_OK;
 }
 

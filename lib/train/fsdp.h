@@ -32,15 +32,26 @@
  * plan, nor resharding, nor timing changes a bit of the results: per-block
  * and whole-model gathers train identically.
  *
- * Memory: the model's full parameter and gradient buffers are page-backed
- * (core/mem.h) address space; "freeing" a unit gives its pages back, so a
- * rank holds its fp32 shard (parameters, gradients, and AdamW's two moments:
- * 4/dp_shard model sizes) plus the units in use: the gathered parameters of
- * the current and prefetched units, the full gradients of units not yet
- * reduced, and up to four staging buffers of a unit each. With
- * reshard_after_forward = never, every unit stays gathered from its forward
- * to its backward. Set TITAN_FSDP_POISON=1 to fill freed units with NaN
- * instead, which proves no block reads parameters it did not gather.
+ * Memory: the model's full parameter, gradient and compute-copy buffers are
+ * releasable memory (llama.h's TITAN_LLAMA_RELEASABLE, backend.h): a unit's
+ * range is committed when its gather lands (parameters) or its backward
+ * starts (gradients), and released when it is resharded or reduced, so a
+ * rank holds its fp32 shard (parameters, gradients, and AdamW's two
+ * moments: 4/dp_shard model sizes) plus the units in use: the gathered
+ * parameters of the current and prefetched units, the full gradients of
+ * units not yet reduced, and up to four staging buffers of a unit each. On
+ * the host that is pages (mem.h); on a GPU, mapping granules (the partial
+ * ones at a unit's ends stay, zeroed). With reshard_after_forward = never,
+ * every unit stays gathered from its forward to its backward. Set
+ * TITAN_FSDP_POISON=1 to fill freed units with NaN instead, which proves no
+ * block reads parameters it did not gather (cpu-guard faults on released
+ * memory itself).
+ *
+ * Devices: shards, staging buffers and AdamW live in the backend's memory
+ * (packing is the backend's convert). An nccl communicator takes them as
+ * they are; a host-only one (shared memory, with cpu-guard or with a cuda
+ * build without NCCL) gets host mirrors of the staging buffers, copied with
+ * to_host before a collective and to_device after it.
  *
  * Mixed precision: param_dtype bf16 gathers bf16 copies of the fp32 shard
  * (half the bytes) into the model's fp32 buffer, exactly the values the

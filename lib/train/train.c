@@ -131,7 +131,9 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     /* mixed_precision_param is the compute type (torchtitan's meaning): bf16
      * activations and compute weights; parameters, gradients and AdamW stay fp32. */
     titan_dtype compute = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
-    TITAN_TRY(titan_llama_create(&t->model, &t->mc, t->be, B, T, ac, compute));
+    /* FSDP holds a unit's full parameters and gradients only while in use */
+    unsigned mflags = t->mesh.layout.dp_shard > 1 ? TITAN_LLAMA_RELEASABLE : 0;
+    TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, B, T, ac, compute, mflags));
     titan_adamw_config hp = {
         .beta1 = (float)cfg->optimizer_beta1, .beta2 = (float)cfg->optimizer_beta2,
         .eps = (float)cfg->optimizer_eps, .weight_decay = (float)cfg->optimizer_weight_decay,
@@ -154,15 +156,18 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         double mib = 1.0 / (1024.0 * 1024.0), pg = 2.0 * sizeof(float) * (double)titan_llama_params_count(t->model);
         double lp = (double)titan_llama_compute_copy_bytes(t->model), act = (double)titan_llama_activation_bytes(t->model);
         double opt = 2.0 * sizeof(float) * (double)titan_adamw_numel(t->adam);
-        /* FSDP: the rank's shard of parameters and gradients beside the full
-         * buffers (a device keeps those whole; staging buffers come on top) */
+        /* FSDP: the rank's shard of parameters and gradients (staging buffers
+         * come on top) */
         double shard = t->mesh.layout.dp_shard > 1 ? 2.0 * sizeof(float) * (double)titan_fsdp_numel(t->fsdp) : 0.0;
         size_t held = 0;
         t->be->memory(&held, NULL, NULL, 0);
-        titan_info("device memory: planned %.1f MiB (parameters and gradients %.1f, %s compute copy %.1f, "
+        /* FSDP commits a unit's full parameters and gradients only while in
+         * use (releasable memory): the full sizes are an upper bound then. */
+        const char *bound = shard > 0 ? "at most " : "";
+        titan_info("device memory: planned %s%.1f MiB (parameters and gradients %s%.1f, %s compute copy %s%.1f, "
                    "AdamW %.1f, activations %.1f, FSDP shard %.1f); held %.1f MiB",
-                   (pg + lp + act + opt + shard) * mib, pg * mib, titan_dtype_name(compute), lp * mib, opt * mib,
-                   act * mib, shard * mib, (double)held * mib);
+                   bound, (pg + lp + act + opt + shard) * mib, bound, pg * mib, titan_dtype_name(compute), bound,
+                   lp * mib, opt * mib, act * mib, shard * mib, (double)held * mib);
     }
     TITAN_TRY(titan_lr_schedule_init(&t->sched, cfg->training_steps, cfg->lr_scheduler_warmup_steps,
                                      cfg->lr_scheduler_decay_ratio, cfg->lr_scheduler_decay_type,

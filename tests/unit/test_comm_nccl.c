@@ -1,4 +1,6 @@
-/* test_comm_nccl.c - the nccl communicator (comm.h over NCCL, device buffers).
+/* test_comm_nccl.c - the nccl communicator (comm.h over NCCL): device
+ * buffers, host buffers (staged through the communicator's device scratch
+ * buffers), and operations mixing the two.
  *
  *   test_comm_nccl           first the suite on 2 ranks (local launcher, GPU =
  *                            local rank; the ranks exit 77 together when there
@@ -31,6 +33,7 @@
 
 static int me, nr;                /* rank, ranks */
 static const titan_backend *gpu;  /* device memory of this rank's GPU */
+static int on_host;               /* 1: the tests' buffers are host memory (staged) */
 
 static int has(const char *frag) { return strstr(titan_error_message(), frag) != NULL; }
 
@@ -75,20 +78,38 @@ static void put(void *h, titan_dtype dt, size_t i, uint32_t b) {
     else memcpy((char *)h + 4 * i, &b, 4);
 }
 
-/* A device buffer of n elements: rank r's data from element `off`, or
- * filled with a marker when r < 0. */
+/* The tests' buffers: device memory of gpu, or host memory when on_host. */
+static void *acquire(size_t bytes) { return on_host ? calloc(1, bytes + 1) : gpu->alloc(bytes); }
+
+static void release(void *p) {
+    if (on_host) free(p);
+    else gpu->free(p);
+}
+
+static void upload(void *d, const void *h, size_t bytes) {
+    if (on_host) memcpy(d, h, bytes);
+    else gpu->to_device(d, h, bytes);
+}
+
+static void download(void *h, const void *d, size_t bytes) {
+    if (on_host) memcpy(h, d, bytes);
+    else gpu->to_host(h, d, bytes);
+}
+
+/* A device (on_host: host) buffer of n elements: rank r's data from
+ * element `off`, or filled with a marker when r < 0. */
 static void *dev(titan_dtype dt, int r, size_t off, size_t n, unsigned seed) {
     size_t es = titan_dtype_size(dt);
-    void *h = malloc(n * es + 1), *d = gpu->alloc(n * es);
+    void *h = malloc(n * es + 1), *d = acquire(n * es);
     for (size_t i = 0; i < n; i++) put(h, dt, i, r < 0 ? 0x7f7fu : bits(dt, r, off + i, seed));
-    gpu->to_device(d, h, n * es);
+    upload(d, h, n * es);
     free(h);
     return d;
 }
 
 static void *host(const void *d, titan_dtype dt, size_t n) {
     void *h = malloc(n * titan_dtype_size(dt) + 1);
-    gpu->to_host(h, d, n * titan_dtype_size(dt));
+    download(h, d, n * titan_dtype_size(dt));
     return h;
 }
 
@@ -110,8 +131,8 @@ static void test_all_reduce(titan_comm *c, titan_dtype dt, titan_comm_redop op, 
     CHECK(bad < 0, "all_reduce %s %s n=%zu%s: element %ld", titan_dtype_name(dt),
           titan_comm_redop_name(op), n, inplace ? " in place" : "", bad);
     free(h);
-    gpu->free(s);
-    if (!inplace) gpu->free(r);
+    release(s);
+    if (!inplace) release(r);
 }
 
 static size_t sum(const size_t *counts) {
@@ -132,8 +153,8 @@ static void test_reduce_scatter(titan_comm *c, titan_dtype dt, titan_comm_redop 
     CHECK(bad < 0, "reduce_scatter %s %s%s: element %ld", titan_dtype_name(dt),
           titan_comm_redop_name(op), inplace ? " in place" : "", bad);
     free(h);
-    gpu->free(s);
-    if (!inplace) gpu->free(r);
+    release(s);
+    if (!inplace) release(r);
 }
 
 static void test_all_gather(titan_comm *c, titan_dtype dt, const size_t *counts, int inplace,
@@ -145,9 +166,9 @@ static void test_all_gather(titan_comm *c, titan_dtype dt, const size_t *counts,
     void *s = dev(dt, me, off, counts[me], seed);
     if (inplace) { /* my part already in place, as FSDP has it */
         void *h = host(s, dt, counts[me]);
-        gpu->free(s);
+        release(s);
         s = r + off * es;
-        gpu->to_device(s, h, counts[me] * es);
+        upload(s, h, counts[me] * es);
         free(h);
     }
     CHECK(titan_comm_all_gather_v(c, s, r, counts, dt, NULL) == TITAN_OK);
@@ -161,8 +182,8 @@ static void test_all_gather(titan_comm *c, titan_dtype dt, const size_t *counts,
           inplace ? " in place" : "", bad);
     free(h);
     free(owner);
-    gpu->free(r);
-    if (!inplace) gpu->free(s);
+    release(r);
+    if (!inplace) release(s);
 }
 
 static void test_all_to_all(titan_comm *c, titan_dtype dt, size_t n, unsigned seed) {
@@ -173,8 +194,8 @@ static void test_all_to_all(titan_comm *c, titan_dtype dt, size_t n, unsigned se
     long bad = FIRST_BAD(h, dt, n * (size_t)nr, bits(dt, (int)(i / n), me * n + i % n, seed));
     CHECK(bad < 0, "all_to_all %s: element %ld", titan_dtype_name(dt), bad);
     free(h);
-    gpu->free(s);
-    gpu->free(r);
+    release(s);
+    release(r);
 }
 
 /* Ranks of c (which may be a split): root holds data "of rank root". */
@@ -185,7 +206,7 @@ static void test_broadcast(titan_comm *c, titan_dtype dt, size_t n, int root, un
     long bad = FIRST_BAD(h, dt, n, bits(dt, root, i, seed));
     CHECK(bad < 0, "broadcast %s from %d: element %ld", titan_dtype_name(dt), root, bad);
     free(h);
-    gpu->free(b);
+    release(b);
 }
 
 /* Ring exchange, then rank 0 -> 1 by send and recv (2 ranks and more). */
@@ -204,8 +225,8 @@ static void test_p2p(titan_comm *c, size_t n) {
         CHECK(FIRST_BAD(h, dt, n, bits(dt, 0, i, 7)) < 0, "recv from 0");
         free(h);
     }
-    gpu->free(s);
-    gpu->free(r);
+    release(s);
+    release(r);
 }
 
 /* Queued operations complete in order; each result is the reference. */
@@ -226,24 +247,100 @@ static void test_requests(titan_comm *c) {
                         reduced(TITAN_DTYPE_F32, i, 20u + (unsigned)k, TITAN_COMM_SUM)) < 0,
               "queued all_reduce %d", k);
         free(h);
-        gpu->free(b[k]);
+        release(b[k]);
     }
 }
 
-/* Usage errors leave the communicator usable. */
+/* Usage errors leave the communicator usable; a host buffer on the stack
+ * is no usage error. */
 static void test_usage(titan_comm *c) {
-    float hostbuf[16] = {0};
     unsigned long long seq = titan_comm_seq(c);
-    CHECK(titan_comm_all_reduce(c, hostbuf, hostbuf, 16, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL) ==
-              TITAN_ERR_USAGE && has("device pointers") && has("on comm"),
-          "host pointer");
     void *d = dev(TITAN_DTYPE_U32, me, 0, 16, 0);
     CHECK(titan_comm_all_reduce(c, d, d, 16, TITAN_DTYPE_U32, TITAN_COMM_SUM, NULL) ==
-          TITAN_ERR_USAGE && has("f32 or bf16"));
-    gpu->free(d);
+          TITAN_ERR_USAGE && has("f32 or bf16") && has("on comm"));
+    release(d);
     CHECK(titan_comm_seq(c) == seq, "failed calls are not counted");
+    float stack[16];
+    for (int i = 0; i < 16; i++) stack[i] = val(me, (size_t)i, 9);
+    CHECK(titan_comm_all_reduce(c, stack, stack, 16, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL) ==
+          TITAN_OK);
+    CHECK(FIRST_BAD(stack, TITAN_DTYPE_F32, 16, reduced(TITAN_DTYPE_F32, i, 9, TITAN_COMM_SUM)) < 0,
+          "all_reduce of a stack buffer");
     test_all_reduce(c, TITAN_DTYPE_F32, TITAN_COMM_SUM, 100, 0, 9);
-    CHECK(titan_comm_seq(c) == seq + 1, "seq %llu, want %llu", titan_comm_seq(c), seq + 1);
+    CHECK(titan_comm_seq(c) == seq + 2, "seq %llu, want %llu", titan_comm_seq(c), seq + 2);
+}
+
+/* One side on the host, the other on the GPU: each side staged or not on
+ * its own. */
+static void test_mixed(titan_comm *c) {
+    titan_dtype f = TITAN_DTYPE_F32, u = TITAN_DTYPE_U32;
+    size_t n = 5000;
+    /* all_reduce: host send, device recv */
+    on_host = 1;
+    void *hs = dev(f, me, 0, n, 30);
+    on_host = 0;
+    void *dr = dev(f, -1, 0, n, 0);
+    CHECK(titan_comm_all_reduce(c, hs, dr, n, f, TITAN_COMM_SUM, NULL) == TITAN_OK);
+    void *h = host(dr, f, n);
+    CHECK(FIRST_BAD(h, f, n, reduced(f, i, 30, TITAN_COMM_SUM)) < 0, "all_reduce host -> device");
+    free(h);
+    free(hs);
+    release(dr);
+
+    /* all_gather: device send, host recv (uneven: ncclBroadcast per rank) */
+    size_t counts[2] = {7, 2}, total = sum(counts), off = me ? counts[0] : 0;
+    void *ds = dev(u, me, off, counts[me], 31);
+    on_host = 1;
+    void *hr = dev(u, -1, 0, total, 0);
+    on_host = 0;
+    CHECK(titan_comm_all_gather_v(c, ds, hr, counts, u, NULL) == TITAN_OK);
+    CHECK(FIRST_BAD(hr, u, total, bits(u, i < counts[0] ? 0 : 1, i, 31)) < 0,
+          "all_gather device -> host");
+    release(ds);
+    free(hr);
+
+    /* send_recv around the ring: host send, device recv */
+    if (nr >= 2) {
+        int to = (me + 1) % nr, from = (me + nr - 1) % nr;
+        on_host = 1;
+        hs = dev(u, me, 0, 33, 32);
+        on_host = 0;
+        dr = dev(u, -1, 0, 33, 0);
+        CHECK(titan_comm_send_recv(c, hs, 33, to, dr, 33, from, u, NULL) == TITAN_OK);
+        h = host(dr, u, 33);
+        CHECK(FIRST_BAD(h, u, 33, bits(u, from, i, 32)) < 0, "send_recv host -> device");
+        free(h);
+        free(hs);
+        release(dr);
+    }
+}
+
+/* Host buffers, staged through the communicator's device buffers: the
+ * small data a trainer moves (a loss sum, status words, a status message)
+ * and sizes that grow the stages past their first 64 KiB. */
+static void suite_host(titan_comm *c) {
+    on_host = 1;
+    test_all_reduce(c, TITAN_DTYPE_F32, TITAN_COMM_SUM, 2, 0, 11);
+    test_all_reduce(c, TITAN_DTYPE_F32, TITAN_COMM_SUM, 2, 1, 12);
+    test_all_reduce(c, TITAN_DTYPE_BF16, TITAN_COMM_AVG, 100003, 1, 13);
+    test_all_reduce(c, TITAN_DTYPE_F32, TITAN_COMM_AVG, 1000003, 0, 14);
+    test_all_reduce(c, TITAN_DTYPE_F32, TITAN_COMM_SUM, 0, 0, 0);
+    test_all_reduce(c, TITAN_DTYPE_F32, TITAN_COMM_SUM, 3, 1, 15); /* after the large ones */
+    size_t even[2] = {4096, 4096}, uneven[2] = {1000, 3}, words[2] = {2, 2};
+    test_reduce_scatter(c, TITAN_DTYPE_F32, TITAN_COMM_SUM, uneven, 1, 16);
+    test_reduce_scatter(c, TITAN_DTYPE_BF16, TITAN_COMM_AVG, even, 0, 17);
+    test_all_gather(c, TITAN_DTYPE_U32, words, 0, 18);
+    test_all_gather(c, TITAN_DTYPE_U32, uneven, 0, 19);
+    test_all_gather(c, TITAN_DTYPE_U32, uneven, 1, 20);
+    test_all_gather(c, TITAN_DTYPE_BF16, uneven, 1, 21);
+    test_all_to_all(c, TITAN_DTYPE_U32, 5, 22);
+    test_broadcast(c, TITAN_DTYPE_U32, 37, 0, 23);
+    test_broadcast(c, TITAN_DTYPE_BF16, 10001, nr - 1, 24);
+    if (nr >= 2) test_p2p(c, 65537);
+    if (nr >= 2) test_p2p(c, 3);
+    test_requests(c);
+    on_host = 0;
+    test_mixed(c);
 }
 
 static void test_split(titan_comm *c) {
@@ -269,7 +366,7 @@ static void test_split(titan_comm *c) {
             CHECK(FIRST_BAD(h, TITAN_DTYPE_BF16, 300, bits(TITAN_DTYPE_BF16, me, i, 3)) < 0,
                   "all_reduce over a 1-rank split");
             free(h);
-            gpu->free(b);
+            release(b);
             titan_comm_free(solo);
         }
     }
@@ -301,6 +398,7 @@ static void suite(titan_comm *c) {
     CHECK(titan_comm_barrier(c, NULL) == TITAN_OK);
     test_requests(c);
     test_usage(c);
+    suite_host(c);
     test_split(c);
 }
 

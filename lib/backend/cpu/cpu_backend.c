@@ -48,6 +48,10 @@ static void cpu_free(void *p) {
     titan_free_pages(base);
 }
 
+/* Host pages fault back in, zeroed, when touched: nothing to commit. */
+static int cpu_commit(void *p, size_t nbytes) { return 0; }
+static void cpu_release(void *p, size_t nbytes) { titan_mem_release_zero(p, nbytes); }
+
 static void cpu_memory(size_t *in_use, size_t *peak, size_t *device_used, int reset) {
     pthread_mutex_lock(&acct.lock);
     if (in_use) *in_use = acct.in_use;
@@ -125,6 +129,9 @@ static const titan_backend cpu_backend = {
     .to_device = cpu_copy,
     .to_host = cpu_copy,
     .memory = cpu_memory,
+    .alloc_releasable = cpu_alloc, /* page-backed already */
+    .commit = cpu_commit,
+    .release = cpu_release,
     .convert = titan_cpu_convert,
     .matmul_forward = titan_cpu_dt_matmul_forward,
     .matmul_backward = titan_cpu_dt_matmul_backward,
