@@ -2,8 +2,9 @@
  * GPU would not forgive: host code reading or writing its buffers directly
  * dies with SIGSEGV, and an op handed a host pointer aborts; through its own
  * ops and copies it computes the CPU backend's bits. Also the model on it:
- * a forward and backward equal the CPU model's, bit for bit. Each fatal
- * case runs in a child process. */
+ * a forward and backward equal the CPU model's, bit for bit. Releasable
+ * memory: ops on what is not committed abort; release zeroes and gives
+ * back (cpu and cpu-guard). Each fatal case runs in a child process. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,51 @@ static void proper_use(void) {
     if (host[5] != 10.0f) abort();
 }
 
+/* Releasable memory (backend.h): nothing usable until committed. */
+enum { PAGEF = 1024 }; /* floats per 4 KiB page */
+
+static void op_on_uncommitted(void) {
+    float *d = gb->alloc_releasable(4 * PAGEF * sizeof(float));
+    gb->zero(d, 16);
+}
+
+static void op_on_released(void) {
+    float *d = gb->alloc_releasable(4 * PAGEF * sizeof(float));
+    gb->commit(d, 4 * PAGEF * sizeof(float));
+    gb->release(d + PAGEF, 2 * PAGEF * sizeof(float));
+    gb->scale(d, 4 * PAGEF, 2.0f); /* pages 1 and 2 were given back */
+}
+
+/* commit/release keep values outside the released range, zero inside it,
+ * and memory() counts committed bytes only. */
+static void test_releasable(const titan_backend *be) {
+    size_t n = 4 * PAGEF, in0 = 0, in1 = 0, in2 = 0, in3 = 0;
+    be->memory(&in0, NULL, NULL, 0);
+    float *d = be->alloc_releasable(n * sizeof(float));
+    CHECK(d != NULL, "%s: alloc_releasable", be->name);
+    be->memory(&in1, NULL, NULL, 0);
+    CHECK(be->commit(d, n * sizeof(float)) == 0, "%s: commit", be->name);
+    be->memory(&in2, NULL, NULL, 0);
+    float h[4 * PAGEF];
+    for (size_t i = 0; i < n; i++) h[i] = (float)i + 1.0f;
+    be->to_device(d, h, sizeof h);
+    /* release from the middle of page 0 to the middle of page 3: pages 1
+     * and 2 go back, the ends are zeroed in place */
+    size_t lo = PAGEF / 2, hi = 3 * PAGEF + PAGEF / 2;
+    be->release(d + lo, (hi - lo) * sizeof(float));
+    be->memory(&in3, NULL, NULL, 0);
+    CHECK(be->commit(d, n * sizeof(float)) == 0, "%s: commit again", be->name);
+    be->to_host(h, d, sizeof h);
+    int good = 1;
+    for (size_t i = 0; i < n; i++) good &= h[i] == (i < lo || i >= hi ? (float)i + 1.0f : 0.0f);
+    CHECK(good, "%s: released range reads zeros, the rest keeps its values", be->name);
+    if (be == gb) {
+        CHECK(in1 == in0 && in2 == in0 + n * sizeof(float) && in3 == in2 - 2 * PAGEF * sizeof(float),
+              "cpu-guard: memory() counts committed pages (%zu, %zu, %zu, %zu)", in0, in1, in2, in3);
+    }
+    be->free(d);
+}
+
 static void fill(float *x, size_t n, uint64_t stream) {
     for (size_t i = 0; i < n; i++) x[i] = (float)(titan_rng_uniform(11, stream, i) - 0.5) * 0.2f;
 }
@@ -118,6 +164,10 @@ int main(void) {
     CHECK(dies_by(op_gets_host_pointer) == SIGABRT, "an op given host memory aborts");
     CHECK(dies_by(to_device_from_device) == SIGABRT, "to_device from backend memory aborts");
     CHECK(dies_by(proper_use) == 0, "copies and ops work");
+    CHECK(dies_by(op_on_uncommitted) == SIGABRT, "an op on releasable memory not committed aborts");
+    CHECK(dies_by(op_on_released) == SIGABRT, "an op on released memory aborts");
+    test_releasable(gb);
+    test_releasable(cb);
     const titan_backend *be = NULL;
     CHECK(titan_backend_open("cpu-guard", &be) == TITAN_OK && be == gb, "opened by name");
     test_model(TITAN_DTYPE_F32);
