@@ -2,10 +2,12 @@
  * byte accounting of memory()), and the kernels of the other kernels/ files
  * (matmuls in matmul.cu). Built into libtitan-cuda.so, which titan loads at
  * run time (lib/backend/backend_loader.c), so a CPU-only build never needs
- * CUDA. The only exported symbol is titan_backend_cuda_create (see
- * backend.h). The backend holds one device, the default stream, one
- * cuBLASLt handle and a 32 MiB workspace. */
+ * CUDA. It exports titan_backend_cuda_create (see backend.h) and
+ * titan_cuda_set_error_fn (cuda_ops.cuh). The backend holds one device, the default stream, one
+ * cuBLASLt handle and a 32 MiB workspace. Releasable buffers live in vmm.cu;
+ * their committed bytes count in memory() like allocations. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,32 @@ void titan_cuda_bad_dtype(const char *file, int line, const char *op, titan_dtyp
 static struct {
     int ready, ordinal;
 } g_cuda;
+
+int titan_cuda_device(void) { return g_cuda.ordinal; }
+
+typedef titan_status (*titan_cuda_error_fn)(titan_status code, const char *fmt, ...);
+static titan_cuda_error_fn g_error_fn;
+
+/* The loader passes titan_error (see cuda_ops.cuh) */
+extern "C" __attribute__((visibility("default"))) void
+titan_cuda_set_error_fn(titan_cuda_error_fn fn) {
+    __atomic_store_n(&g_error_fn, fn, __ATOMIC_RELEASE);
+}
+
+void titan_cuda_error(titan_status code, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    titan_cuda_error_fn fn = __atomic_load_n(&g_error_fn, __ATOMIC_ACQUIRE);
+    if (fn) {
+        fn(code, "%s", msg);
+    } else {
+        fprintf(stderr, "titan: %s\n", msg);
+        fflush(stderr);
+    }
+}
 
 /* ------------------------------------------------------------------ memory */
 
@@ -100,6 +128,20 @@ static int mem_insert(void *p, size_t nbytes) {
     return 0;
 }
 
+/* committed releasable memory (vmm.cu), held like an allocation */
+void titan_cuda_mem_commit(size_t nbytes) {
+    pthread_mutex_lock(&g_mem_mutex);
+    g_mem.in_use += nbytes;
+    if (g_mem.in_use > g_mem.peak) g_mem.peak = g_mem.in_use;
+    pthread_mutex_unlock(&g_mem_mutex);
+}
+
+void titan_cuda_mem_uncommit(size_t nbytes) {
+    pthread_mutex_lock(&g_mem_mutex);
+    g_mem.in_use -= nbytes;
+    pthread_mutex_unlock(&g_mem_mutex);
+}
+
 /* zero-filled; cudaMalloc aligns to 256 bytes. NULL on failure. */
 static void *cuda_alloc(size_t nbytes) {
     void *p = NULL;
@@ -126,6 +168,7 @@ static void *cuda_alloc(size_t nbytes) {
  * invariant: it aborts with the pointer rather than corrupt the accounting. */
 static void cuda_free(void *p) {
     if (!p) return;
+    if (titan_cuda_vmm_free(p)) return; /* a releasable buffer's reservation */
     pthread_mutex_lock(&g_mem_mutex);
     size_t i = mem_find(p);
     if (i == g_mem.cap) {
@@ -154,6 +197,10 @@ static void cuda_memory(size_t *in_use, size_t *peak, size_t *device_used, int r
     }
 }
 
+static void *cuda_alloc_releasable(size_t nbytes) {
+    return titan_cuda_vmm_alloc(nbytes, cuda_alloc);
+}
+
 static void cuda_zero(void *p, size_t nbytes) {
     if (nbytes) CUDA_CHECK(cudaMemset(p, 0, nbytes));
 }
@@ -176,6 +223,9 @@ static const titan_backend cuda_backend = {
     .to_device = cuda_to_device,
     .to_host = cuda_to_host,
     .memory = cuda_memory,
+    .alloc_releasable = cuda_alloc_releasable,
+    .commit = titan_cuda_vmm_commit,
+    .release = titan_cuda_vmm_release,
     .convert = titan_cuda_convert,
     .matmul_forward = titan_cuda_matmul_forward,
     .matmul_backward = titan_cuda_matmul_backward,

@@ -32,6 +32,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "core/error.h"
 #include "tensor/dtype.h"
 
 /* cuda_backend.cu: prints "titan: cuda: file:line: statement: what" and aborts */
@@ -206,6 +207,29 @@ void titan_cuda_cross_entropy(titan_dtype dt, float *losses, void *dlogits, cons
 /* adamw.cu */
 void titan_cuda_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr,
                            float beta1, float beta2, float eps, float weight_decay, int64_t t);
+
+/* cuda_backend.cu: the backend's GPU; the accounting behind memory() of
+ * committed releasable memory (bytes mapped, whole granules) */
+int titan_cuda_device(void);
+void titan_cuda_mem_commit(size_t nbytes);
+void titan_cuda_mem_uncommit(size_t nbytes);
+
+/* cuda_backend.cu: records a titan error for the calling thread. The library
+ * cannot call titan_error itself (it lives in the executable, which does not
+ * export it to a dlopen'ed library): the loader hands it over through the
+ * exported titan_cuda_set_error_fn; before that, the message goes to stderr. */
+void titan_cuda_error(titan_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* vmm.cu: releasable buffers (backend.h's alloc_releasable, commit, release)
+ * on CUDA's virtual memory management, or fallback_alloc's ordinary buffers
+ * where the driver or device lacks it. vmm_free: 1 when p was a VMM buffer,
+ * now freed; 0 otherwise (a fallback buffer is forgotten here, and the caller
+ * frees it as the ordinary allocation it is). */
+void *titan_cuda_vmm_alloc(size_t nbytes, void *(*fallback_alloc)(size_t));
+int titan_cuda_vmm_commit(void *p, size_t nbytes);
+void titan_cuda_vmm_release(void *p, size_t nbytes);
+int titan_cuda_vmm_free(void *p);
 
 /* elementwise.cu: launches an empty kernel and waits, so "no kernel image
  * for this GPU" shows up when the backend is opened, not in the first op */

@@ -14,7 +14,9 @@
 #      bit (deterministic kernels; the host staging of loads and saves);
 #      and a text sample (parameters copied back to the host);
 #   6. on cuda in bf16 (mixed_precision_param): the loss curve within
-#      $BF16_TOL of the cpu's fp32 one, and a second run ending in the same bits.
+#      $BF16_TOL of the cpu's fp32 one, and a second run ending in the same bits;
+#   7. with two GPUs or more: FSDP 2 (--nproc 2, a GPU per rank) over NCCL and
+#      over shared memory (TITAN_COMM=shm) against FSDP 2 on the cpu, to $TOL.
 # Prints one PASS/FAIL line per check, then tokens/s and MFU of both runs.
 # Logs, metrics and summary.txt land in build/gpu-check/; with $OUT set (the
 # device runner fetches it, 8 files at most) also $OUT/summary.txt,
@@ -209,6 +211,33 @@ if train bf16b train_cuda_bf16_again --training.device="$DEV" $BF16 &&
     pass "$DEV bf16: a second run ends in the same bits (deterministic kernels)"
 else
     failed "$DEV bf16: a second run differs (see train_cuda_bf16_again.log)"
+fi
+
+# --- several ranks (two GPUs or more): FSDP 2 over NCCL, and over shared memory -------
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$DEV" = cpu-guard ] || [ "${ngpu:-0}" -ge 2 ]; then
+    for r in dp_cpu dp_nccl dp_shm; do cp -r "$work/seed" "$work/$r"; done
+    train dp_cpu train_fsdp2_cpu --training.device=cpu --nproc 2 || failed "FSDP 2 on cpu (see train_fsdp2_cpu.log)"
+    for c in nccl shm; do
+        export TITAN_COMM=$c
+        train dp_$c train_fsdp2_$c --training.device="$DEV" --nproc 2; rc=$?
+        unset TITAN_COMM
+        if [ $rc -eq 0 ]; then
+            field loss "$work/dp_cpu/metrics.jsonl" >"$work/l.a"; field loss "$work/dp_$c/metrics.jsonl" >"$work/l.b"
+            m=$(paste "$work/l.a" "$work/l.b" | awk '{ n++; d = $2 - $1; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > m) m = r }
+                END { printf "%s", n == '"$STEPS"' ? sprintf("%.3g", m) : "inf" }')
+            if awk -v m="$m" -v t="$TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
+                pass "FSDP 2 on $DEV ($c communicators) = FSDP 2 on cpu: max relative difference $m <= $TOL"
+            else
+                failed "FSDP 2 on $DEV ($c communicators): max relative difference $m, tolerance $TOL"
+            fi
+            say "      $(grep 'device memory:' "$out/train_fsdp2_$c.log" | head -n 1)"
+        else
+            failed "FSDP 2 on $DEV ($c communicators; see train_fsdp2_$c.log)"
+        fi
+    done
+else
+    say "SKIP several ranks on cuda: ${ngpu:-0} GPU(s) visible, two needed (one per rank)"
 fi
 
 # --- speed (steps after the first 5) ----------------------------------------------

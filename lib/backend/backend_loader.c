@@ -97,6 +97,12 @@ static titan_status open_cuda(int ordinal, const titan_backend **out, char *desc
     titan_backend_cuda_create_fn create =
         (titan_backend_cuda_create_fn)titan_backend_cuda_symbol("titan_backend_cuda_create");
     if (!create) return titan_error_code();
+    /* The library reports errors (a commit out of GPU memory) through ours:
+     * it cannot link against the executable's titan_error. */
+    typedef titan_status (*error_fn)(titan_status, const char *, ...);
+    void (*set_error)(error_fn) = (void (*)(error_fn))titan_backend_cuda_symbol("titan_cuda_set_error_fn");
+    if (set_error) set_error(titan_error);
+    else titan_error_clear(); /* an older library: its messages go to stderr */
     const titan_backend *be = create(sizeof(titan_backend), ordinal, desc, len);
     if (!be) return titan_error(TITAN_ERR_USAGE, "cuda: %s", desc);
     *out = be;
