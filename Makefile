@@ -103,7 +103,7 @@ build/emu/kern.inc: kernels/attention_tc.cu tests/emu/gen_kernels.awk
 	@mkdir -p build/emu
 	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
 
-$(EMU_TEST): tests/emu/test_attention_tc_emu.cpp tests/emu/emu.h build/emu/kern.inc
+$(EMU_TEST): tests/emu/test_attention_tc_emu.cpp tests/emu/emu.h tests/gpu/bf16_check.h build/emu/kern.inc
 	@mkdir -p build/tests
 	$(CXX) $(EMU_FLAGS) -o $@ $<
 endif

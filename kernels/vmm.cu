@@ -71,6 +71,16 @@ static void *drv_symbol(const char *name) {
 
 #define DRV_RESOLVE(f) (g_drv.f = (decltype(g_drv.f))drv_symbol("cu" #f)) != NULL
 
+/* Pinned memory of the backend's GPU: what commit maps. */
+static CUmemAllocationProp device_prop(void) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = g_drv.device;
+    return prop;
+}
+
 static void drv_init(void) {
     g_drv.device = titan_cuda_device();
     if (!(DRV_RESOLVE(GetErrorName) && DRV_RESOLVE(DeviceGet) && DRV_RESOLVE(DeviceGetAttribute) &&
@@ -84,11 +94,7 @@ static void drv_init(void) {
         g_drv.DeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
                                  dev) != CUDA_SUCCESS || !vmm)
         return;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = g_drv.device;
+    CUmemAllocationProp prop = device_prop();
     size_t g = 0;
     if (g_drv.MemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) !=
             CUDA_SUCCESS || g == 0 || (g & (g - 1)) != 0)
@@ -244,11 +250,7 @@ static int map_run(vmm_buf *b, size_t first, size_t count) {
         if (!nm) return -1;
         b->map = nm, b->capmap = cap;
     }
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = g_drv.device;
+    CUmemAllocationProp prop = device_prop();
     CUmemGenericAllocationHandle h;
     CUresult r = g_drv.MemCreate(&h, bytes, &prop, 0);
     if (r == CUDA_ERROR_OUT_OF_MEMORY) return -1;

@@ -14,6 +14,7 @@
 #include "train/state_dist.h"
 
 struct titan_async_saver {
+    const titan_backend *be; /* whose memory start's view points to */
     size_t n;
     float *params, *exp_avg, *exp_avg_sq; /* the snapshot */
     /* the save in flight */
@@ -35,11 +36,12 @@ struct titan_async_saver {
     double started;          /* when it started (titan_now_s) */
 };
 
-titan_status titan_async_saver_create(titan_async_saver **out, size_t n) {
+titan_status titan_async_saver_create(titan_async_saver **out, const titan_backend *be, size_t n) {
     *out = NULL;
     titan_async_saver *s = titan_alloc(sizeof *s, "async checkpoint");
     if (!s) return TITAN_ERR_NOMEM;
     memset(s, 0, sizeof *s);
+    s->be = be;
     s->n = n;
     s->params = titan_alloc(n * sizeof(float), "async checkpoint snapshot (parameters)");
     s->exp_avg = titan_alloc(n * sizeof(float), "async checkpoint snapshot (exp_avg)");
@@ -121,12 +123,12 @@ void titan_async_saver_free(titan_async_saver *s) {
     titan_free(s);
 }
 
-titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mesh *mesh,
+titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mesh *mesh, const titan_backend *be,
                                               const titan_llama_config *mc, const titan_shard_piece *pieces,
                                               size_t n) {
     int np = titan_llama_params(mc, NULL), writes = 0;
     for (int i = 0; i < np; i++) writes |= pieces[i].len && pieces[i].writes;
-    TITAN_TRY(titan_async_saver_create(out, writes ? n : 0));
+    TITAN_TRY(titan_async_saver_create(out, be, writes ? n : 0));
     (*out)->mesh = mesh;
     (*out)->pieces = pieces;
     return TITAN_OK;
@@ -164,14 +166,15 @@ titan_status titan_async_save_start(titan_async_saver *s, const char *root, cons
     titan_status st = titan_async_save_wait(s);
     if (st != TITAN_OK) return st;
     size_t bytes = s->n * sizeof(float);
-    memcpy(s->params, v->params, bytes);
+    /* the snapshot: straight from the device's memory where v is there */
+    s->be->to_host(s->params, v->params, bytes);
     s->view.params = s->params;
     s->view.exp_avg = NULL;
     s->view.exp_avg_sq = NULL;
     s->view.adam_step = v->adam_step;
     if (v->exp_avg) {
-        memcpy(s->exp_avg, v->exp_avg, bytes);
-        memcpy(s->exp_avg_sq, v->exp_avg_sq, bytes);
+        s->be->to_host(s->exp_avg, v->exp_avg, bytes);
+        s->be->to_host(s->exp_avg_sq, v->exp_avg_sq, bytes);
         s->view.exp_avg = s->exp_avg;
         s->view.exp_avg_sq = s->exp_avg_sq;
     }

@@ -28,13 +28,14 @@
 
 typedef struct titan_async_saver titan_async_saver;
 
-/* n floats per array (parameters, and each AdamW moment). */
-titan_status titan_async_saver_create(titan_async_saver **out, size_t n);
+/* n floats per array (parameters, and each AdamW moment); start's view
+ * points to be's memory (a device's too: the snapshot is its to_host). */
+titan_status titan_async_saver_create(titan_async_saver **out, const titan_backend *be, size_t n);
 /* The saver of a multi-rank job: pieces are this rank's (titan_fsdp_pieces,
  * n floats of packed shard; kept by reference), and start's view holds the
  * packed shard arrays (moments required). A rank that saves no box keeps no
  * snapshot. Not collective. */
-titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mesh *mesh,
+titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mesh *mesh, const titan_backend *be,
                                               const titan_llama_config *mc, const titan_shard_piece *pieces,
                                               size_t n);
 /* Waits for (and frees) a running save; its error is lost only if the caller

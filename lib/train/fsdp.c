@@ -64,7 +64,6 @@ struct titan_fsdp {
     size_t *counts;       /* np x nshards: elements each shard rank holds of parameter i */
     size_t nshard;
     float *sp, *sg;       /* shard parameters and gradients (the model's own when unsharded) */
-    int host;             /* backend memory is host memory (the CPU backend) */
     int mirror;           /* device buffers, host-only communicators: collectives run on host mirrors */
     titan_dtype pdtype, rdtype;
     int nblocks, nunits, tied, reshard, poison, sync;
@@ -110,23 +109,21 @@ static void keep(titan_fsdp *f, titan_status st) {
 static void q_pop(titan_fsdp *f, int qi);
 
 static void stage_free(titan_fsdp *f, stage *s) {
-    if (f->host) titan_free_pages(s->buf);
-    else if (s->buf) f->be->free(s->buf);
+    if (s->buf) f->be->free(s->buf);
     titan_free_pages(s->host);
     s->buf = s->host = NULL;
     s->cap = 0;
 }
 
-/* A staging buffer of `bytes` where the model's memory is (and its host
- * mirror where collectives need one). */
+/* A staging buffer of `bytes` where the model's memory is (the CPU
+ * backend's is page-backed host memory), and its host mirror where
+ * collectives need one. */
 static titan_status stage_alloc(titan_fsdp *f, stage *s, size_t bytes) {
     stage_free(f, s);
-    s->buf = f->host ? titan_alloc_pages(bytes, "fsdp staging buffer") : f->be->alloc(bytes);
+    s->buf = f->be->alloc(bytes);
     if (s->buf && f->mirror) s->host = titan_alloc_pages(bytes, "fsdp staging buffer (host mirror)");
     if (!s->buf || (f->mirror && !s->host)) {
-        if (s->buf && !f->host) f->be->free(s->buf);
-        titan_free_pages(s->host);
-        s->buf = s->host = NULL;
+        stage_free(f, s);
         return titan_error(TITAN_ERR_NOMEM, "fsdp staging buffer of %zu bytes (%s): out of memory", bytes,
                            f->be->name);
     }
@@ -151,10 +148,6 @@ static void mirror_in(titan_fsdp *f, int k, size_t off, size_t n) {
 
 /* TITAN_FSDP_POISON: n floats of NaN at p (backend memory). */
 static void fill_nan(titan_fsdp *f, float *p, size_t n) {
-    if (f->host) {
-        for (size_t i = 0; i < n; i++) p[i] = NAN;
-        return;
-    }
     float chunk[4096];
     for (size_t i = 0; i < 4096; i++) chunk[i] = NAN;
     for (size_t i = 0; i < n; i += 4096)
@@ -608,9 +601,8 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     f->mesh = mesh;
     f->model = model;
     f->be = titan_llama_backend(model); /* packing, clipping: where the model's memory is */
-    f->host = f->be == titan_backend_cpu();
     titan_comm *any = mesh->shard_comm ? mesh->shard_comm : mesh->replicate_comm;
-    f->mirror = !f->host && any && !titan_comm_device_buffers(any);
+    f->mirror = f->be != titan_backend_cpu() && any && !titan_comm_device_buffers(any);
     f->np = titan_llama_params(mc, NULL);
     f->nshards = mesh->layout.dp_shard;
     f->nblocks = titan_llama_blocks(model);
@@ -652,13 +644,8 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
         /* Filled by the checkpoint load; the model's full buffers stay
          * untouched (no memory) until a gather fills a unit. */
         size_t bytes = (f->nshard + 1) * sizeof(float);
-        if (f->host) {
-            f->sp = titan_alloc(bytes, "shard parameters");
-            f->sg = titan_alloc(bytes, "shard gradients");
-        } else {
-            f->sp = f->be->alloc(bytes);
-            f->sg = f->be->alloc(bytes);
-        }
+        f->sp = f->be->alloc(bytes);
+        f->sg = f->be->alloc(bytes);
         if (!f->sp || !f->sg)
             return titan_error(TITAN_ERR_NOMEM, "fsdp: shard parameters and gradients, 2 x %zu bytes (%s): out of memory",
                                bytes, f->be->name);
@@ -675,10 +662,7 @@ void titan_fsdp_free(titan_fsdp *f) {
     if (!f) return;
     q_drain(f); /* no operation may outlive its buffers */
     if (f->model) titan_llama_set_hooks(f->model, NULL);
-    if (f->nshards > 1 && f->host) {
-        titan_free(f->sp);
-        titan_free(f->sg);
-    } else if (f->nshards > 1) {
+    if (f->nshards > 1) {
         if (f->sp) f->be->free(f->sp);
         if (f->sg) f->be->free(f->sg);
     }

@@ -1,6 +1,7 @@
-/* state_stage.h - checkpoints of a one-process job whose backend memory the
- * host cannot read (cuda, cpu-guard): loads and saves go through host copies
- * made with the backend's to_device / to_host. On the CPU backend (memory
+/* state_stage.h - checkpoints of a job whose backend memory the host cannot
+ * read (cuda, cpu-guard): loads and synchronous saves go through host
+ * copies made with the backend's to_device / to_host (an async saver's
+ * snapshot is its own copy, async_save.h). On the CPU backend (memory
  * already on the host) the load is the plain one, without copies. One
  * process or one rank's shard alike (the pieces say which). */
 #ifndef TITAN_TRAIN_STATE_STAGE_H

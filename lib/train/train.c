@@ -149,8 +149,11 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     fo.reduce_dtype = strcmp(cfg->training_mixed_precision_reduce, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
     TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
+    int async = strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable;
     if (!t->dev.host) {
-        TITAN_TRY(titan_state_stage_create(&t->stage, t->be, titan_fsdp_numel(t->fsdp)));
+        /* Synchronous saves of backend memory go through host copies (an
+         * async saver's snapshot is one already). */
+        if (!async) TITAN_TRY(titan_state_stage_create(&t->stage, t->be, titan_fsdp_numel(t->fsdp)));
         /* Everything on the device is allocated by now, once: the analytic plan
          * beside what the backend holds (each step's peak is reported too). */
         double mib = 1.0 / (1024.0 * 1024.0), pg = 2.0 * sizeof(float) * (double)titan_llama_params_count(t->model);
@@ -183,12 +186,12 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
     titan_loader_set_state(t->loader, &t->pr.loader);
     /* One process snapshots its whole state; each rank of a job its shard. */
-    if (strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable) {
+    if (async) {
         if (t->mesh.world > 1)
-            TITAN_TRY(titan_async_saver_create_sharded(&t->saver, &t->mesh, &t->mc, titan_fsdp_pieces(t->fsdp),
+            TITAN_TRY(titan_async_saver_create_sharded(&t->saver, &t->mesh, t->be, &t->mc, titan_fsdp_pieces(t->fsdp),
                                                        titan_fsdp_numel(t->fsdp)));
         else
-            TITAN_TRY(titan_async_saver_create(&t->saver, titan_llama_params_count(t->model)));
+            TITAN_TRY(titan_async_saver_create(&t->saver, t->be, titan_llama_params_count(t->model)));
     }
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
@@ -279,17 +282,12 @@ static titan_status save(trainer *t, double *stall_s) {
     };
     const char *tok = titan_tokenizer_id(t->tok);
     int keep = t->cfg->checkpoint_keep_latest_k;
+    if (t->saver) /* snapshots v (from the device too), then writes in the background */
+        return titan_async_save_start(t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, stall_s);
     double t0 = titan_now_s();
     if (t->stage) /* backend memory: saved from a host copy (part of the stall) */
         titan_state_stage_copy(t->stage, &v, &v);
-    titan_status st;
-    if (t->saver) {
-        double held = 0.0;
-        st = titan_async_save_start(t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, &held);
-        *stall_s = titan_now_s() - t0;
-        return st;
-    }
-    st = titan_state_save_shards(&t->mesh, titan_fsdp_pieces(t->fsdp), &v, t->ckpt_root, &t->mc, &t->pr, tok, keep);
+    titan_status st = titan_state_save_shards(&t->mesh, titan_fsdp_pieces(t->fsdp), &v, t->ckpt_root, &t->mc, &t->pr, tok, keep);
     *stall_s = titan_now_s() - t0;
     if (st == TITAN_OK) titan_info("checkpoint: step %" PRId64 " saved in %.2f s", t->pr.step, *stall_s);
     return st;

@@ -29,6 +29,7 @@
 #include "emu.h"
 
 #include "kern.inc" /* build/emu/, from kernels/attention_tc.cu by gen_kernels.awk */
+#include "../gpu/bf16_check.h"
 
 #include <algorithm>
 
@@ -147,26 +148,6 @@ static void ref_backward(Ref &r, const std::vector<float> &dout, const std::vect
 /* ---------------------------------------------------------------- helpers */
 
 /* ||x - ref|| / ||ref||; infinite when x has a NaN or Inf */
-static double nerr(const std::vector<float> &x, const std::vector<double> &ref) {
-    double n = 0, d = 0;
-    for (size_t i = 0; i < x.size(); i++) {
-        if (!std::isfinite(x[i])) return INFINITY;
-        n += (x[i] - ref[i]) * (x[i] - ref[i]);
-        d += ref[i] * ref[i];
-    }
-    return sqrt(n / (d > 0 ? d : 1));
-}
-
-static std::vector<bf16> to_bf16(const std::vector<float> &x) {
-    std::vector<bf16> r(x.size());
-    for (size_t i = 0; i < x.size(); i++) r[i] = __float2bfloat16_rn(x[i]);
-    return r;
-}
-static std::vector<float> to_f32(const std::vector<bf16> &x) {
-    std::vector<float> r(x.size());
-    for (size_t i = 0; i < x.size(); i++) r[i] = __bfloat162float(x[i]);
-    return r;
-}
 template <typename X>
 static bool same_bits(const std::vector<X> &a, const std::vector<X> &b) {
     return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(X)) == 0;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cuda_ops.cuh"
+#include "bf16_check.h"
 
 /* cuda_backend.cu's, which this program does not link */
 void titan_cuda_panic(const char *file, int line, const char *stmt, const char *what) {
@@ -45,26 +46,6 @@ static std::vector<X> host(const X *d, size_t n) {
     CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost));
     return h;
 }
-static std::vector<float> f32(const std::vector<bf16> &x) {
-    std::vector<float> r(x.size());
-    for (size_t i = 0; i < x.size(); i++) r[i] = __bfloat162float(x[i]);
-    return r;
-}
-static std::vector<bf16> b16(const std::vector<float> &x) {
-    std::vector<bf16> r(x.size());
-    for (size_t i = 0; i < x.size(); i++) r[i] = __float2bfloat16_rn(x[i]);
-    return r;
-}
-static double nerr(const std::vector<float> &x, const std::vector<double> &ref) {
-    double n = 0, d = 0;
-    for (size_t i = 0; i < x.size(); i++) {
-        if (!std::isfinite(x[i])) return INFINITY;
-        n += (x[i] - ref[i]) * (x[i] - ref[i]);
-        d += ref[i] * ref[i];
-    }
-    return sqrt(n / (d > 0 ? d : 1));
-}
-
 static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     std::mt19937 g(seed);
     std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -76,9 +57,9 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     };
     std::vector<float> q = rnd(nq, 1.5f), k = rnd(nk, 1.5f), v = rnd(nk, 1), dout = rnd(nq, 1);
     std::vector<float> g0q = rnd(nq, 0.05f), g0k = rnd(nk, 0.05f), g0v = rnd(nk, 0.05f);
-    bf16 *qd = dev(b16(q)), *kd = dev(b16(k)), *vd = dev(b16(v)), *ddo = dev(b16(dout));
-    bf16 *ob = dev(std::vector<bf16>(nq)), *gq = dev(b16(g0q)), *gk = dev(b16(g0k)),
-         *gv = dev(b16(g0v));
+    bf16 *qd = dev(to_bf16(q)), *kd = dev(to_bf16(k)), *vd = dev(to_bf16(v)), *ddo = dev(to_bf16(dout));
+    bf16 *ob = dev(std::vector<bf16>(nq)), *gq = dev(to_bf16(g0q)), *gk = dev(to_bf16(g0k)),
+         *gv = dev(to_bf16(g0v));
     float *dlse = dev(std::vector<float>(nl));
     titan_cuda_attention_tc_forward(ob, dlse, qd, kd, vd, B, T, NH, NKV, HD);
     titan_cuda_attention_tc_backward(gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, T, NH, NKV,
@@ -87,9 +68,9 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     std::vector<bf16> out = host(ob, nq), rq = host(gq, nq), rk = host(gk, nk), rv = host(gv, nk);
     std::vector<float> lse = host(dlse, nl);
     /* again: the same bits */
-    CUDA_CHECK(cudaMemcpy(gq, b16(g0q).data(), nq * 2, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(gk, b16(g0k).data(), nk * 2, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(gv, b16(g0v).data(), nk * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(gq, to_bf16(g0q).data(), nq * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(gk, to_bf16(g0k).data(), nk * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(gv, to_bf16(g0v).data(), nk * 2, cudaMemcpyHostToDevice));
     titan_cuda_attention_tc_forward(ob, dlse, qd, kd, vd, B, T, NH, NKV, HD);
     titan_cuda_attention_tc_backward(gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, T, NH, NKV,
                                      HD);
@@ -104,7 +85,7 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     std::vector<double> ro(nq, 0), rl(nl), tq(nq), tk(nk), tv(nk);
     for (size_t i = 0; i < nq; i++) tq[i] = g0q[i];
     for (size_t i = 0; i < nk; i++) tk[i] = g0k[i], tv[i] = g0v[i];
-    std::vector<float> of = f32(out);
+    std::vector<float> of = to_f32(out);
     double scale = 1.0 / sqrt((double)HD), e_lse = 0;
     std::vector<double> s(T);
     for (int b = 0; b < B; b++)
@@ -142,8 +123,8 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
                 }
             }
         }
-    double e_o = nerr(of, ro), e_q = nerr(f32(rq), tq), e_k = nerr(f32(rk), tk),
-           e_v = nerr(f32(rv), tv);
+    double e_o = nerr(of, ro), e_q = nerr(to_f32(rq), tq), e_k = nerr(to_f32(rk), tk),
+           e_v = nerr(to_f32(rv), tv);
     bool ok = std::max({e_o, e_q, e_k, e_v}) < 2e-2 && e_lse < 1e-3 && same;
     printf("%s B=%d T=%d NH=%d NKV=%d HD=%d: out %.2e lse %.1e dq %.2e dk %.2e dv %.2e %s\n",
            ok ? "ok  " : "FAIL", B, T, NH, NKV, HD, e_o, e_lse, e_q, e_k, e_v,

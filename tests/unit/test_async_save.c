@@ -34,7 +34,7 @@ int main(void) {
     float *p = malloc(n * 4), *m = malloc(n * 4), *v = malloc(n * 4), *back = malloc(n * 4);
     for (size_t i = 0; i < n; i++) p[i] = (float)i * 1e-6f, m[i] = 1.0f, v[i] = 2.0f;
     titan_async_saver *s;
-    CHECK(titan_async_saver_create(&s, n) == TITAN_OK);
+    CHECK(titan_async_saver_create(&s, titan_backend_cpu(), n) == TITAN_OK);
     titan_train_progress pr = {.step = 1, .tokens_seen = 10, .loader = {.position = 5}};
     titan_state_view view = {.params = p, .exp_avg = m, .exp_avg_sq = v, .adam_step = 1};
     char ck[128];
