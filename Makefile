@@ -81,9 +81,15 @@ ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib -Xcompiler -fPIC,-fvisibility=hidd
 EMU_TEST  = build/tests/test_attention_tc_emu
 EMU_FLAGS = -std=c++17 -O2 -g $(WARN) -Wno-unknown-pragmas -fno-strict-aliasing \
             $(filter -Werror,$(CFLAGS)) -Ibuild/emu -isystem $(dir $(NVCC))../include
+# kernels/vmm.cu's object linked against a host mock of the CUDA runtime and
+# driver calls it makes (tests/mock/): the suite checks releasable memory
+# without a GPU. libcudart only registers vmm.o's fat binary.
+VMM_MOCK_TEST  = build/tests/test_vmm_mock
+VMM_MOCK_FLAGS = -std=c++17 -O2 -g $(WARN) $(filter -Werror,$(CFLAGS)) -Ilib \
+                 -isystem $(dir $(NVCC))../include
 endif
 
-all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST)
+all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(VMM_MOCK_TEST)
 
 ifneq ($(CUDA_OUT),)
 build/obj/kernels/%.o: kernels/%.cu
@@ -106,6 +112,10 @@ build/emu/kern.inc: kernels/attention_tc.cu tests/emu/gen_kernels.awk
 $(EMU_TEST): tests/emu/test_attention_tc_emu.cpp tests/emu/emu.h tests/gpu/bf16_check.h build/emu/kern.inc
 	@mkdir -p build/tests
 	$(CXX) $(EMU_FLAGS) -o $@ $<
+
+$(VMM_MOCK_TEST): tests/mock/test_vmm_mock.cpp build/obj/kernels/vmm.o
+	@mkdir -p build/tests
+	$(CXX) $(VMM_MOCK_FLAGS) -o $@ $^ -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lpthread
 endif
 
 build/obj/%.o: %.c

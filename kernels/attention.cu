@@ -241,10 +241,13 @@ static void allow_smem(K kernel, size_t bytes) {
                                         (int)bytes));
 }
 
-static void check_shape(int NH, int NKV, int HD) {
+/* NH and B are grid dimensions y and z (here and in attention_tc.cu) */
+static void check_shape(int B, int NH, int NKV, int HD) {
     if (NKV <= 0 || NH % NKV != 0 || HD <= 0 || HD % 2 != 0 || HD > 8 * WARP)
         titan_cuda_panic(__FILE__, __LINE__, "attention shape",
                          "needs NH % NKV == 0 and HD even, 2..256");
+    if (B > 65535 || NH > 65535)
+        titan_cuda_panic(__FILE__, __LINE__, "attention shape", "needs B and NH at most 65535");
 }
 
 template <typename S, int DPL>
@@ -324,7 +327,7 @@ static int use_tc(titan_dtype dt, int HD, const void *a16, const void *b16, cons
 void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
                                   const void *k, const void *v, int B, int T, int NH, int NKV,
                                   int HD) {
-    check_shape(NH, NKV, HD);
+    check_shape(B, NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
     if (use_tc(dt, HD, q, k, v, q, out, out, out)) {
         titan_cuda_attention_tc_forward((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
@@ -340,7 +343,7 @@ void titan_cuda_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv,
                                    const void *out, const float *lse, const void *q,
                                    const void *k, const void *v, int B, int T, int NH, int NKV,
                                    int HD) {
-    check_shape(NH, NKV, HD);
+    check_shape(B, NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
     if (use_tc(dt, HD, q, k, v, dout, dq, dk, dv)) {
         titan_cuda_attention_tc_backward((bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,

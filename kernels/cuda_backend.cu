@@ -285,6 +285,16 @@ titan_backend_cuda_create(size_t table_size, int ordinal, char *msg, size_t msg_
         /* kernels for this GPU? (the .so holds sm_80, sm_90 code and compute_90 PTX) */
         if ((e = titan_cuda_probe()) != cudaSuccess) return fail(msg, msg_len, "probe kernel", e);
         if (titan_cuda_matmul_open(msg, msg_len) != 0) return NULL;
+        /* Ops take their scratch from the stream-ordered pool (cudaMallocAsync)
+         * every step; by default the pool hands memory back to the driver at
+         * each synchronisation (one per step: the loss copy), so the next step
+         * would map it again. Keep it: the scratch is a few MiB. */
+        cudaMemPool_t pool;
+        if ((e = cudaDeviceGetDefaultMemPool(&pool, ordinal)) != cudaSuccess)
+            return fail(msg, msg_len, "cudaDeviceGetDefaultMemPool", e);
+        uint64_t keep = UINT64_MAX;
+        if ((e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep)) != cudaSuccess)
+            return fail(msg, msg_len, "cudaMemPoolSetAttribute", e);
         g_cuda.ordinal = ordinal;
         g_cuda.ready = 1;
     }

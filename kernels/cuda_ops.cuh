@@ -87,6 +87,51 @@ static __device__ __forceinline__ float load_f32(const bf16 *p) { return __bfloa
 static __device__ __forceinline__ void store_f32(float *p, float x) { *p = x; }
 static __device__ __forceinline__ void store_f32(bf16 *p, float x) { *p = __float2bfloat16_rn(x); }
 
+/* 16-byte packs for the memory-bound kernels: one 128-bit access instead of
+ * 4 (fp32) or 8 (bf16) narrow ones. TITAN_PACK(S) elements of S fill 16
+ * bytes. load_f32_vec / store_f32_vec move N elements (whole 16-byte chunks)
+ * and widen or round each one exactly as load_f32 / store_f32 do, so a
+ * kernel applying its per-element arithmetic to the unpacked values keeps
+ * the scalar kernel's bits. p must be 16-byte aligned: the host checks
+ * titan_cuda_aligned16 and otherwise takes the kernel's scalar path. */
+#define TITAN_PACK(S) ((int)(16 / sizeof(S)))
+
+template <typename S>
+union titan_pack16 {
+    uint4 u;
+    S e[TITAN_PACK(S)];
+};
+
+template <int N, typename S>
+static __device__ __forceinline__ void load_f32_vec(const S *p, float (&x)[N]) {
+    static_assert(N % TITAN_PACK(S) == 0, "whole 16-byte chunks");
+#pragma unroll
+    for (int c = 0; c < N / TITAN_PACK(S); c++) {
+        titan_pack16<S> k;
+        k.u = reinterpret_cast<const uint4 *>(p)[c];
+#pragma unroll
+        for (int i = 0; i < TITAN_PACK(S); i++) x[c * TITAN_PACK(S) + i] = load_f32(&k.e[i]);
+    }
+}
+
+template <int N, typename S>
+static __device__ __forceinline__ void store_f32_vec(S *p, const float (&x)[N]) {
+    static_assert(N % TITAN_PACK(S) == 0, "whole 16-byte chunks");
+#pragma unroll
+    for (int c = 0; c < N / TITAN_PACK(S); c++) {
+        titan_pack16<S> k;
+#pragma unroll
+        for (int i = 0; i < TITAN_PACK(S); i++) store_f32(&k.e[i], x[c * TITAN_PACK(S) + i]);
+        reinterpret_cast<uint4 *>(p)[c] = k.u;
+    }
+}
+
+/* host: whether every pointer is 16-byte aligned (NULL is) */
+template <typename... P>
+static inline bool titan_cuda_aligned16(const P *...p) {
+    return (((uintptr_t)p | ... | (uintptr_t)0) & 15) == 0;
+}
+
 /* Butterfly (xor) reductions: every lane ends with the same value, and the
  * tree is fixed, so the result does not depend on timing. */
 static __device__ __forceinline__ float warp_sum(float v) {

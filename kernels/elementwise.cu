@@ -1,13 +1,28 @@
-/* elementwise.cu - add, scale and convert, one thread per element
- * (grid-stride), and the probe kernel the backend launches once when it is
- * opened. */
+/* elementwise.cu - add, scale and convert (grid-stride), and the probe
+ * kernel the backend launches once when it is opened.
+ *
+ * add and convert move 16 bytes per thread access (cuda_ops.cuh's packs):
+ * the first nvec packs of P elements go whole, the rest (the tail, or
+ * everything when a pointer is not 16-byte aligned: nvec = 0) one element
+ * at a time. Each element gets the same fp32 arithmetic and one rounding
+ * either way, so both paths give the same bits. */
 #include "cuda_ops.cuh"
 
-/* out may alias a or b: each thread reads its element before writing it */
+/* out may alias a or b: each thread reads its elements before writing them */
 template <typename S>
-__global__ void add_kernel(S *out, const S *a, const S *b, size_t n) {
+__global__ void add_kernel(S *out, const S *a, const S *b, size_t n, size_t nvec) {
+    constexpr int P = TITAN_PACK(S);
+    size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    for (size_t v = first; v < nvec; v += stride) {
+        float x[P], y[P];
+        load_f32_vec(a + v * P, x);
+        load_f32_vec(b + v * P, y);
+#pragma unroll
+        for (int k = 0; k < P; k++) x[k] = x[k] + y[k];
+        store_f32_vec(out + v * P, x);
+    }
+    for (size_t i = nvec * P + first; i < n; i += stride)
         store_f32(out + i, load_f32(a + i) + load_f32(b + i));
 }
 
@@ -16,11 +31,20 @@ __global__ void scale_kernel(float *x, size_t n, float s) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] *= s;
 }
 
-/* D <- S: widen exactly or round once to nearest even */
+/* D <- S: widen exactly or round once to nearest even; packs of
+ * CONVERT_PACK elements (16 bytes of bf16, 32 of fp32) */
+#define CONVERT_PACK 8
+
 template <typename D, typename S>
-__global__ void convert_kernel(D *dst, const S *src, size_t n) {
+__global__ void convert_kernel(D *dst, const S *src, size_t n, size_t nvec) {
+    size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    for (size_t v = first; v < nvec; v += stride) {
+        float x[CONVERT_PACK];
+        load_f32_vec(src + v * CONVERT_PACK, x);
+        store_f32_vec(dst + v * CONVERT_PACK, x);
+    }
+    for (size_t i = nvec * CONVERT_PACK + first; i < n; i += stride)
         store_f32(dst + i, load_f32(src + i));
 }
 
@@ -28,7 +52,8 @@ __global__ void probe_kernel(void) {}
 
 template <typename S>
 static void add_launch(S *out, const S *a, const S *b, size_t n) {
-    add_kernel<S><<<titan_cuda_blocks(n, 256), 256>>>(out, a, b, n);
+    size_t nvec = titan_cuda_aligned16(out, a, b) ? n / TITAN_PACK(S) : 0;
+    add_kernel<S><<<titan_cuda_blocks(nvec ? nvec : n, 256), 256>>>(out, a, b, n, nvec);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -57,11 +82,12 @@ void titan_cuda_convert(void *dst, titan_dtype dst_type, const void *src, titan_
         if (dst != src) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
         return;
     }
-    unsigned blocks = titan_cuda_blocks(n, 256);
+    size_t nvec = titan_cuda_aligned16(dst, src) ? n / CONVERT_PACK : 0;
+    unsigned blocks = titan_cuda_blocks(nvec ? nvec : n, 256);
     if (dst_type == TITAN_DTYPE_BF16)
-        convert_kernel<bf16, float><<<blocks, 256>>>((bf16 *)dst, (const float *)src, n);
+        convert_kernel<bf16, float><<<blocks, 256>>>((bf16 *)dst, (const float *)src, n, nvec);
     else
-        convert_kernel<float, bf16><<<blocks, 256>>>((float *)dst, (const bf16 *)src, n);
+        convert_kernel<float, bf16><<<blocks, 256>>>((float *)dst, (const bf16 *)src, n, nvec);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -203,13 +203,15 @@ static gemm_plan *plan_get(const gemm_key *key) {
 /* Column-major C[m,n] = op(A) op(B) + beta C (alpha 1), one thread per
  * element of C, FB_TILE x FB_TILE blocks; k is walked in tiles staged in
  * shared memory as fp32, each sum in order l = 0..k-1. beta == 0 does not
- * read C. ta/tb: 1 for a transposed operand. */
+ * read C. ta/tb: 1 for a transposed operand. Column tiles run along
+ * blockIdx.x (n is the token count in the forward and dinp products, up to
+ * 2^30), row tiles along blockIdx.y (m is a model dimension). */
 template <typename AB, typename CD>
 __global__ void gemm_fallback_kernel(int ta, int tb, int m, int n, int k, const AB *A, int lda,
                                      const AB *B, int ldb, float beta, CD *C, int ldc) {
     __shared__ float As[FB_TILE][FB_TILE + 1], Bs[FB_TILE][FB_TILE + 1];
     int tx = threadIdx.x, ty = threadIdx.y;
-    int i = blockIdx.x * FB_TILE + tx, j = blockIdx.y * FB_TILE + ty;
+    int i = blockIdx.y * FB_TILE + tx, j = blockIdx.x * FB_TILE + ty;
     float acc = 0.0f;
     for (int l0 = 0; l0 < k; l0 += FB_TILE) {
         int al = l0 + ty; /* As[l][i] = op(A)(i, l) */
@@ -234,10 +236,10 @@ __global__ void gemm_fallback_kernel(int ta, int tb, int m, int n, int k, const 
 template <typename AB, typename CD>
 static void gemm_fallback_launch(const gemm_key *key, const void *A, const void *B, float beta,
                                  void *C) {
-    unsigned gy = (unsigned)((key->n + FB_TILE - 1) / FB_TILE);
+    unsigned gy = (unsigned)((key->m + FB_TILE - 1) / FB_TILE);
     if (gy > 65535)
-        titan_cuda_panic(__FILE__, __LINE__, "gemm_fallback_kernel", "n above 65535 * 16");
-    dim3 grid((unsigned)((key->m + FB_TILE - 1) / FB_TILE), gy), block(FB_TILE, FB_TILE);
+        titan_cuda_panic(__FILE__, __LINE__, "gemm_fallback_kernel", "m above 65535 * 16");
+    dim3 grid((unsigned)((key->n + FB_TILE - 1) / FB_TILE), gy), block(FB_TILE, FB_TILE);
     gemm_fallback_kernel<AB, CD><<<grid, block>>>(key->ta != CUBLAS_OP_N, key->tb != CUBLAS_OP_N,
                                                   key->m, key->n, key->k, (const AB *)A, key->lda,
                                                   (const AB *)B, key->ldb, beta, (CD *)C, key->ldc);

@@ -46,20 +46,64 @@ __global__ void rmsnorm_backward_dinp_kernel(S *dinp, const S *dout, const S *in
     }
 }
 
-/* One thread per column sums its rows in order, in double: dw += sum_n dy*(x*r).
- * Deterministic without atomics; only C threads, a two-pass split over
- * row blocks is the faster follow-up. */
+/* dweight += sum_n dy*(x*r), in double, deterministic without atomics, in
+ * two passes whose split depends on N and C only:
+ *   1. block (column group, chunk): DW_COLS columns x DW_STRIPES row stripes;
+ *      thread (x, y) sums rows y, y+DW_STRIPES, .. of the chunk for column x
+ *      (each warp reads a row's DW_COLS neighbouring columns), then stripe 0
+ *      folds the stripes in order into partial[chunk][c];
+ *   2. a thread per column folds the chunks in order and adds once.
+ * Every product is exact in double (fp32 x fp32), so the sum differs from the
+ * CPU's single sequential one only in double roundings, far below fp32's. */
+#define DW_COLS 32
+#define DW_STRIPES 8
+#define DW_CHUNK_MIN 256 /* rows per chunk, doubled until the chunks fit gridDim.y */
+
 template <typename S>
-__global__ void rmsnorm_backward_dweight_kernel(float *dweight, const S *dout, const S *inp,
-                                                const float *rstd, int N, int C) {
+__global__ void rmsnorm_dweight_partial_kernel(double *partial, const S *dout, const S *inp,
+                                               const float *rstd, int N, int C, int chunk) {
+    __shared__ double tmp[DW_STRIPES][DW_COLS + 1];
+    const int c = blockIdx.x * DW_COLS + threadIdx.x, k = blockIdx.y;
+    const int n0 = k * chunk, n1 = min(N, n0 + chunk);
+    double acc = 0.0;
+    if (c < C)
+        for (int n = n0 + threadIdx.y; n < n1; n += DW_STRIPES) {
+            size_t i = (size_t)n * C + c;
+            acc += (double)load_f32(dout + i) * (double)(load_f32(inp + i) * rstd[n]);
+        }
+    tmp[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        double s = tmp[0][threadIdx.x];
+        for (int y = 1; y < DW_STRIPES; y++) s += tmp[y][threadIdx.x];
+        partial[(size_t)k * C + c] = s;
+    }
+}
+
+__global__ void rmsnorm_dweight_fold_kernel(float *dweight, const double *partial, int chunks,
+                                            int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    double acc = 0.0;
-    for (int n = 0; n < N; n++) {
-        size_t i = (size_t)n * C + c;
-        acc += (double)load_f32(dout + i) * (double)(load_f32(inp + i) * rstd[n]);
-    }
-    dweight[c] += (float)acc;
+    double s = 0.0;
+    for (int k = 0; k < chunks; k++) s += partial[(size_t)k * C + c];
+    dweight[c] += (float)s;
+}
+
+template <typename S>
+static void dweight_launch(float *dweight, const S *dout, const S *inp, const float *rstd, int N,
+                           int C) {
+    int chunk = DW_CHUNK_MIN;
+    while ((N + (long)chunk - 1) / chunk > 65535) chunk *= 2;
+    const int chunks = (int)((N + (long)chunk - 1) / chunk);
+    double *partial = NULL;
+    CUDA_CHECK(cudaMallocAsync((void **)&partial, (size_t)chunks * C * sizeof(double), 0));
+    dim3 grid((unsigned)((C + DW_COLS - 1) / DW_COLS), (unsigned)chunks);
+    rmsnorm_dweight_partial_kernel<S><<<grid, dim3(DW_COLS, DW_STRIPES)>>>(partial, dout, inp,
+                                                                          rstd, N, C, chunk);
+    CUDA_CHECK_LAUNCH();
+    rmsnorm_dweight_fold_kernel<<<(C + 127) / 128, 128>>>(dweight, partial, chunks, C);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaFreeAsync(partial, 0));
 }
 
 template <typename S>
@@ -77,9 +121,7 @@ static void backward_launch(S *dinp, float *dweight, const S *dout, const S *inp
         CUDA_CHECK_LAUNCH();
     }
     if (dweight) {
-        rmsnorm_backward_dweight_kernel<S><<<(C + 127) / 128, 128>>>(dweight, dout, inp, rstd, N,
-                                                                      C);
-        CUDA_CHECK_LAUNCH();
+        dweight_launch<S>(dweight, dout, inp, rstd, N, C);
     }
 }
 

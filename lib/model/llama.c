@@ -62,6 +62,9 @@ struct titan_llama {
     int n_param_tensors;
     titan_param *catalog;
     int have_targets;
+    /* > 0 when the last forward also wrote d(loss * scale)/dlogits over the
+     * logits (titan_llama_forward_train): backward starts from them */
+    float dlogits_scale;
     titan_llama_hooks hooks;
     /* Host copy of the per-token losses when backend memory is not host
      * memory (NULL on the CPU backend, whose losses are read in place). */
@@ -385,8 +388,9 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out) {
     be->add(dt, out, a.h, out, (size_t)N * C);
 }
 
-titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const uint32_t *targets,
-                                 float *loss) {
+/* grad_scale > 0: the cross-entropy pass also writes the logits' gradient */
+static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const uint32_t *targets,
+                                float grad_scale, float *loss) {
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     int N = m->N, C = m->C, V = m->V;
@@ -403,6 +407,7 @@ titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const u
     be->to_device(tok, tokens, (size_t)N * sizeof(uint32_t));
     if (targets) be->to_device(tgt, targets, (size_t)N * sizeof(uint32_t));
     m->have_targets = 0;
+    m->dlogits_scale = 0.0f;
 
     int last = m->L + 1;
     TITAN_TRY(HOOK(m, before_forward, 0));
@@ -423,9 +428,16 @@ titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const u
     TITAN_TRY(HOOK(m, after_forward, last));
 
     if (!targets) return TITAN_OK;
-    /* Loss only; backward recomputes the softmax into dlogits in place, so
-     * the logits stay readable after forward and need no second buffer. */
-    be->cross_entropy(dt, m->act[A_LOSSES], NULL, m->act[A_LOGITS], tgt, N, V, 0.0f);
+    /* Loss only, so the logits stay readable after forward (backward then
+     * recomputes the softmax into dlogits in place); or, for a training
+     * step, loss and dlogits in one pass over the logits. */
+    if (grad_scale > 0.0f) {
+        be->cross_entropy(dt, m->act[A_LOSSES], m->act[A_LOGITS], m->act[A_LOGITS], tgt, N, V,
+                          grad_scale / (float)N);
+        m->dlogits_scale = grad_scale;
+    } else {
+        be->cross_entropy(dt, m->act[A_LOSSES], NULL, m->act[A_LOGITS], tgt, N, V, 0.0f);
+    }
     /* The host adds the losses (in order, in double): read in place on the
      * CPU, copied over from a device (the copy waits for the forward). */
     const float *losses = m->act[A_LOSSES];
@@ -438,6 +450,17 @@ titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const u
     if (loss) *loss = (float)(sum / N);
     m->have_targets = 1;
     return TITAN_OK;
+}
+
+titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const uint32_t *targets,
+                                 float *loss) {
+    return forward_run(m, tokens, targets, 0.0f, loss);
+}
+
+titan_status titan_llama_forward_train(titan_llama *m, const uint32_t *tokens,
+                                       const uint32_t *targets, float loss_scale, float *loss) {
+    TITAN_ASSERT(targets && loss_scale > 0.0f);
+    return forward_run(m, tokens, targets, loss_scale, loss);
 }
 
 /* Backward of one block. On entry dresid = dL/d(block output); on exit
@@ -498,10 +521,15 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
     /* FSDP may have re-gathered the parameters since forward: cast again. */
     int recast = m->hooks.before_backward != NULL;
 
-    /* dlogits overwrite the logits: d(loss_scale * mean CE). */
-    be->cross_entropy(dt, m->act[A_LOSSES], logits, logits, m->act[A_TARGETS], N, V,
-                      loss_scale / (float)N);
+    /* dlogits overwrite the logits: d(loss_scale * mean CE), unless the
+     * forward wrote them already (with this very scale). */
+    if (m->dlogits_scale > 0.0f)
+        TITAN_ASSERT(m->dlogits_scale == loss_scale);
+    else
+        be->cross_entropy(dt, m->act[A_LOSSES], logits, logits, m->act[A_TARGETS], N, V,
+                          loss_scale / (float)N);
     m->have_targets = 0; /* the logits are gone */
+    m->dlogits_scale = 0.0f;
 
     /* Backward hooks' failures stay with their owner (see llama.h). */
     (void)HOOK(m, before_backward, m->L + 1);

@@ -51,6 +51,11 @@ void titan_llama_release_grads(titan_llama *m, size_t off, size_t n);
  * computes logits (see titan_llama_logits). */
 titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const uint32_t *targets,
                                  float *loss);
+/* A forward with targets that a backward with the same loss_scale follows:
+ * the cross-entropy pass also writes d(loss * loss_scale)/dlogits over the
+ * logits, one pass over them instead of two (the logits are then gone). */
+titan_status titan_llama_forward_train(titan_llama *m, const uint32_t *tokens,
+                                       const uint32_t *targets, float loss_scale, float *loss);
 /* Backward of the last forward: grads += d(loss * loss_scale)/dparams.
  * loss_scale = 1 / gradient-accumulation steps. */
 void titan_llama_backward(titan_llama *m, float loss_scale);

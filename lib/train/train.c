@@ -226,7 +226,9 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     for (int a = 0; a < t->accum; a++) {
         TITAN_TRY(titan_loader_next(t->loader, t->inputs, t->targets, B));
         float loss = 0.0f;
-        TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss)); /* a hook's comm failure too */
+        float scale = 1.0f / (float)t->accum;
+        /* a hook's comm failure too */
+        TITAN_TRY(titan_llama_forward_train(t->model, t->inputs, t->targets, scale, &loss));
         if (!isfinite(loss)) {
             titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g, micro-batch %d); step refused, parameters unchanged",
                         step, (double)loss, a);
@@ -235,7 +237,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
         }
         /* The last micro-batch's backward starts the gradient reductions. */
         titan_fsdp_set_sync(t->fsdp, a == t->accum - 1);
-        titan_llama_backward(t->model, 1.0f / (float)t->accum);
+        titan_llama_backward(t->model, scale);
         loss_sum += loss;
     }
     /* The loss reported is the mean over every rank's micro-batches. */

@@ -306,6 +306,13 @@ static void test_add(void) {
     gpu->to_device(da, a, n * esize(dt));
     gpu->add(dt, db, da, db, n); /* out == b */
     check_devd("add in place (out == b)", db, out, n, tol(ELEMENTWISE));
+    /* one element in: no 16-byte packs, the kernel's element-wise path */
+    size_t e = esize(dt);
+    gpu->to_device(da, a, n * e);
+    gpu->to_device(db, b, n * e);
+    gpu->add(dt, (char *)dout + e, (char *)da + e, (char *)db + e, n - 1);
+    check_devd("add, pointers off 16-byte alignment", (char *)dout + e, (char *)out + e, n - 1,
+               tol(ELEMENTWISE));
     gpu->free(da), gpu->free(db), gpu->free(dout);
     free(a), free(b), free(out);
 }
@@ -382,27 +389,29 @@ static void test_matmul_unaligned(int N, int IC, int OC) {
     free(inp), free(w), free(dout), free(dinp), free(out), free(dw);
 }
 
-static void test_embedding(void) {
+/* V small against N: tokens repeat, in runs the backward walks in row order */
+static void test_embedding(int N, int C, int V) {
     titan_dtype dt = cur_dt;
-    int N = 300, C = 96, V = 50;
-    uint32_t tokens[300];
+    char name[96];
+    uint32_t *tokens = xmalloc((size_t)N * sizeof *tokens);
     for (int n = 0; n < N; n++) tokens[n] = (uint32_t)(titan_rng_u64(7, 999, n) % V);
     tokens[1] = tokens[0]; /* a repeat for certain */
     size_t nw = (size_t)V * C, no = (size_t)N * C;
     void *wte = randd(nw, -1, 1), *dout = randd(no, -1, 1), *out = hostd(no);
     float *dwte = randf(nw, -1, 1);
-    uint32_t *d_tok = up_bytes(tokens, sizeof tokens);
+    uint32_t *d_tok = up_bytes(tokens, (size_t)N * sizeof *tokens);
     void *d_wte = upd(wte, nw), *d_dout = upd(dout, no), *d_out = allocd(no);
     float *d_dwte = up(dwte, nw);
     cpu->embedding_forward(dt, out, tokens, wte, N, C);
     gpu->embedding_forward(dt, d_out, d_tok, d_wte, N, C);
-    check_devd("embedding_forward", d_out, out, no, tol(ELEMENTWISE));
+    snprintf(name, sizeof name, "embedding_forward N=%d C=%d", N, C);
+    check_devd(name, d_out, out, no, tol(ELEMENTWISE));
     cpu->embedding_backward(dt, dwte, dout, tokens, N, C);
     gpu->embedding_backward(dt, d_dwte, d_dout, d_tok, N, C);
-    check_dev("embedding_backward (+=, f32 dwte, repeated tokens)", d_dwte, dwte, nw,
-              tol(ELEMENTWISE));
+    snprintf(name, sizeof name, "embedding_backward (+=, f32 dwte) N=%d C=%d V=%d", N, C, V);
+    check_dev(name, d_dwte, dwte, nw, tol(ELEMENTWISE));
     gpu->free(d_tok), gpu->free(d_wte), gpu->free(d_dout), gpu->free(d_dwte), gpu->free(d_out);
-    free(wte), free(dout), free(dwte), free(out);
+    free(wte), free(dout), free(dwte), free(out), free(tokens);
 }
 
 static void test_rmsnorm(int N, int C) {
@@ -425,7 +434,8 @@ static void test_rmsnorm(int N, int C) {
     cpu->rmsnorm_backward(dt, dinp, dw, dout, inp, w, rstd, N, C);
     gpu->rmsnorm_backward(dt, d_dinp, d_dw, d_dout, d_inp, d_w, d_rstd, N, C);
     check_devd("rmsnorm_backward dinp (+=)", d_dinp, dinp, nc, tol(ELEMENTWISE));
-    check_dev("rmsnorm_backward dweight (+=, f32)", d_dw, dw, C, tol(ELEMENTWISE));
+    snprintf(name, sizeof name, "rmsnorm_backward dweight (+=, f32) N=%d C=%d", N, C);
+    check_dev(name, d_dw, dw, C, tol(ELEMENTWISE));
     gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_dinp), gpu->free(d_dw);
     gpu->free(d_out), gpu->free(d_rstd);
     free(inp), free(w), free(dout), free(dinp), free(dw), free(out), free(rstd);
@@ -523,6 +533,11 @@ static void test_swiglu(void) {
     cpu->swiglu_forward(dt, out, h1, h3, N, H);
     gpu->swiglu_forward(dt, d_out, d_h1, d_h3, N, H);
     check_devd("swiglu_forward", d_out, out, n, tol(ELEMENTWISE));
+    size_t e = esize(dt); /* one element in: the element-wise path */
+    gpu->zero(d_out, n * e);
+    gpu->swiglu_forward(dt, (char *)d_out + e, (char *)d_h1 + e, (char *)d_h3 + e, 1, (int)n - 1);
+    check_devd("swiglu_forward, pointers off 16-byte alignment", (char *)d_out + e,
+               (char *)out + e, n - 1, tol(ELEMENTWISE));
     cpu->swiglu_backward(dt, dh1, dh3, dout, h1, h3, N, H);
     gpu->swiglu_backward(dt, d_dh1, d_dh3, d_dout, d_h1, d_h3, N, H);
     check_devd("swiglu_backward dh1 (+=)", d_dh1, dh1, n, tol(ELEMENTWISE));
@@ -570,9 +585,11 @@ static void test_dtype_ops(titan_dtype dt) {
     test_matmul(67, 129, 95);
     test_matmul(256, 512, 384);
     test_matmul_unaligned(33, 65, 17);
-    test_embedding();
+    test_embedding(300, 96, 50);
+    test_embedding(700, 300, 3); /* long runs; C over one block of columns */
     test_rmsnorm(37, 1000);
     test_rmsnorm(5, 16);
+    test_rmsnorm(700, 45); /* dweight in 3 chunks of rows, the last ragged */
     test_rope();
     test_attention(2, 100, 4, 2, 16);
     test_attention(1, 130, 8, 8, 64);

@@ -480,6 +480,8 @@ static void suite_kill(titan_dist *d) {
     }
     float x = 1, y;
     CHECK(titan_comm_all_reduce(c, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL) == TITAN_OK);
+    /* every rank is past #1 before the death: a slow one would fail in #1 */
+    CHECK(titan_dist_fence(d) == TITAN_OK, "fence: %s", titan_error_message());
     if (me == nr - 1) raise(SIGKILL);
     double t0 = titan_now_s();
     titan_status st = titan_comm_all_reduce(c, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);

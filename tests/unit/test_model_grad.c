@@ -215,6 +215,48 @@ static void test_ac(int tied) {
     titan_llama_free(f);
 }
 
+/* forward_train writes dlogits in the loss pass: the same loss and the same
+ * gradient bits as forward + backward's own softmax pass; a plain forward
+ * after it (validation) keeps its logits and leaves backward the usual way. */
+static void test_forward_train(void) {
+    titan_llama_config c = tiny(1);
+    titan_llama *a = make(&c, B, T, TITAN_AC_NONE), *f = make(&c, B, T, TITAN_AC_NONE);
+    size_t np = titan_llama_params_count(a);
+    rough_init(&c, titan_llama_params_data(a));
+    memcpy(titan_llama_params_data(f), titan_llama_params_data(a), np * sizeof(float));
+    uint32_t tok[N], tgt[N];
+    titan_llama_zero_grads(a);
+    titan_llama_zero_grads(f);
+    for (int r = 0; r < 2; r++) {
+        tokens_for(tok, tgt, N, c.vocab_size, 41 + r);
+        float lf = 0;
+        double la = loss_of(a, tok, tgt);
+        CHECK(titan_llama_forward_train(f, tok, tgt, 0.5f, &lf) == TITAN_OK, "forward_train: %s",
+              titan_error_message());
+        CHECK(la == lf, "forward_train loss %.9g vs forward %.9g", (double)lf, la);
+        titan_llama_backward(a, 0.5f);
+        titan_llama_backward(f, 0.5f);
+    }
+    CHECK(memcmp(titan_llama_grads_data(a), titan_llama_grads_data(f), np * sizeof(float)) == 0,
+          "forward_train + backward gradients differ from forward + backward");
+    float l1 = 0;
+    CHECK(titan_llama_forward_train(f, tok, tgt, 0.5f, &l1) == TITAN_OK, "forward_train");
+    double l2 = loss_of(f, tok, tgt); /* a validation forward in between */
+    CHECK(l1 == l2, "plain forward after forward_train: loss %.9g vs %.9g", l2, (double)l1);
+    float logits[N * 40];
+    memcpy(logits, titan_llama_logits(f), sizeof logits);
+    loss_of(a, tok, tgt);
+    CHECK(memcmp(logits, titan_llama_logits(a), sizeof logits) == 0,
+          "plain forward after forward_train: logits overwritten");
+    titan_llama_backward(f, 0.25f); /* recomputes dlogits with its own scale */
+    titan_llama_backward(a, 0.25f);
+    CHECK(memcmp(titan_llama_grads_data(a), titan_llama_grads_data(f), np * sizeof(float)) == 0,
+          "backward after a plain forward differs");
+    printf("  forward_train: loss and gradients bitwise equal to forward + backward\n");
+    titan_llama_free(a);
+    titan_llama_free(f);
+}
+
 static void test_accumulation(void) {
     titan_llama_config c = tiny(0);
     titan_llama *m2 = make(&c, B, T, TITAN_AC_NONE), *m4 = make(&c, 2 * B, T, TITAN_AC_NONE);
@@ -394,6 +436,7 @@ int main(void) {
     test_init_loss(1);
     test_ac(0);
     test_ac(1);
+    test_forward_train();
     test_accumulation();
     test_adamw_training(0);
     test_adamw_training(1);
