@@ -16,9 +16,12 @@
  * aligned; the entry points abort otherwise, as on a bad shape.
  *
  * Products run on mma.sync.m16n8k16 (bf16 x bf16 -> fp32, sm_80 and sm_90),
- * with operands staged in shared memory by cp.async and fragments read with
- * plain 32-bit / 16-bit shared loads in the PTX ISA's documented layouts
- * (rows padded by 8 bf16, so every fragment load is free of bank conflicts).
+ * with operands staged in shared memory by cp.async and fragments read by
+ * ldmatrix.x4 in the PTX ISA's documented layouts: an A fragment, or the B
+ * fragments of two 8-column tiles, per instruction; .trans where B is stored
+ * k-major (V in P V, dO and Q in dV and dK, K in dQ). Rows are padded by 8
+ * bf16: every ldmatrix row is 16-byte aligned and the 8 rows of each 8x8
+ * matrix fall on distinct banks (no conflicts).
  * A CTA is 4 warps; each warp owns 16 rows of the CTA's 64-row tile. Tiles of
  * the streamed operand are double-buffered: the next one is in flight while
  * the current one is used.
@@ -26,8 +29,11 @@
  * Forward (FlashAttention-2): CTA = (64 query rows, head, batch); walks kv
  * tiles of 64 keys up to the diagonal. S = Q K^T in fp32, then in fp32 the
  * online softmax (running max m, running sum l, in base 2: S * scale * log2e)
- * and the causal mask (every tile, key > query -> -inf); P is rounded to
- * bf16 for P V, O accumulates in fp32 and is rescaled by exp(m_old - m_new).
+ * and the causal mask (key > query -> -inf, on the diagonal tile only: the
+ * keys of the earlier tiles precede every row); P is rounded to bf16 for
+ * P V, O accumulates in fp32 and is rescaled by exp(m_old - m_new). On the
+ * diagonal tile warp w's rows see keys up to 16w + 15 only: the S and P V
+ * products of the later 16-key blocks are skipped (their P is 0).
  * At the end out = O / l rounded once to bf16; lse = m + log(l) in fp32,
  * natural log (the CPU backend's definition). Shared memory: Q 64 rows + K, V
  * 2 x 64 rows each: 46,080 B (HD 64), 87,040 B (HD 128).
@@ -40,13 +46,19 @@
  *          computes S^T, dP^T for them against query tiles of BQ rows (64 for
  *          HD 64, 32 for HD 128: registers), walking every query head of the
  *          GQA group and every query tile at or after the diagonal. dK, dV
- *          accumulate in fp32 registers. Shared memory 56,320 B / 70,144 B.
+ *          accumulate in fp32 registers. Only query tiles that overlap the
+ *          key tile (or run past T) are masked; the products of 16-query
+ *          blocks before all of a warp's keys are skipped. Shared memory
+ *          56,320 B / 70,144 B.
  *   dq:    CTA = (64 query rows, head, batch) walking kv tiles up to the
- *          diagonal; dQ in fp32 registers. Shared memory 55,296 B / 104,448 B.
+ *          diagonal, masked and skipped as the forward; dQ in fp32
+ *          registers. Shared memory 55,296 B / 104,448 B.
  * dK, dV, dQ are ADDED into the caller's tensors: read bf16, add in fp32,
  * round once. No atomics; every output element has one owner thread and every
  * sum runs in an order fixed by the shapes (mma.sync, butterfly shuffles over
- * the 4 lanes of a row, fixed loops), so the bits repeat run to run.
+ * the 4 lanes of a row, fixed loops), so the bits repeat run to run. (A
+ * skipped product adds only zeros: the bits are those of computing it, up
+ * to the sign of a zero.)
  *
  * bf16 roundings beyond the inputs (which are bf16 already): P before P V
  * (forward; l sums the unrounded fp32 P); P before dV += P^T dO and dS before
@@ -66,7 +78,7 @@
 #define TC_BC 64      /* keys per kv tile: forward, dq; keys per CTA: dkv */
 #define TC_WARPS 4    /* one per 16 rows of the CTA's tile */
 #define TC_THREADS (TC_WARPS * WARP)
-#define TC_PAD 8      /* bf16 of padding per shared row: fragment loads hit 32 banks */
+#define TC_PAD 8      /* bf16 of padding per shared row: ldmatrix rows on distinct banks */
 
 static_assert(TC_BR == TC_BC, "the forward and dq walk tiles 0..qi: one kv tile per query tile");
 static_assert(TC_BR == 16 * TC_WARPS && TC_BC == 16 * TC_WARPS, "a warp owns 16 rows");
@@ -105,6 +117,30 @@ static __device__ __forceinline__ void tc_cp_async_wait(void) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16, a warp collective:
+ * lanes 8i..8i+7 give the row addresses of 8x8 matrix i (rows of 16 bytes,
+ * 16-byte aligned, in shared memory); register i of lane l = 4 g + t gets
+ * matrix i's row g, columns 2t, 2t+1, or with .trans rows 2t, 2t+1 of
+ * column g (the matrix read column-major); the lower-indexed element in the
+ * low 16 bits. (x2 and x1 are not needed: every tile count here is even.)
+ * Volatile with a memory clobber: they read what cp.async and other threads
+ * wrote before a barrier, so they must stay between the barriers. */
+static __device__ __forceinline__ void tc_ldsm_x4(uint32_t r[4], const bf16 *row) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void tc_ldsm_x4_trans(uint32_t r[4], const bf16 *row) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s)
+                 : "memory");
+}
+
 /* ---------------------------------------------------- fragments and helpers */
 
 /* Fragment layouts of mma.m16n8k16 (PTX ISA), lane = 4 g + t:
@@ -112,11 +148,12 @@ static __device__ __forceinline__ void tc_cp_async_wait(void) {
  *              a3 = A[g+8][2t+8..]
  *   B (16x8):  b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g]
  *   C (16x8):  c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1]
- * The lower-indexed element of a pair sits in the low 16 bits. */
-
-static __device__ __forceinline__ uint32_t tc_lds32(const bf16 *p) {
-    return *reinterpret_cast<const uint32_t *>(p);
-}
+ * The lower-indexed element of a pair sits in the low 16 bits. Each A and
+ * B register is one 8x8 quarter of its operand in ldmatrix's layout (above),
+ * so one ldmatrix.x4 loads an A fragment or the B fragments of two n-tiles.
+ * Every row address below is a multiple of 8 bf16 from a 16-byte aligned
+ * tile whose rows are (HD + TC_PAD) * 2 bytes apart: 16-byte aligned, and
+ * the 8 rows of a matrix fall on 8 distinct groups of 4 banks. */
 
 static __device__ __forceinline__ uint32_t tc_pack_raw(bf16 lo, bf16 hi) {
     return (uint32_t)__bfloat16_as_ushort(lo) | ((uint32_t)__bfloat16_as_ushort(hi) << 16);
@@ -127,30 +164,28 @@ static __device__ __forceinline__ uint32_t tc_pack_f32(float lo, float hi) {
     return tc_pack_raw(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi));
 }
 
-/* A from row-major M (leading dim ld), M pointing at the tile's (0, 0) */
-static __device__ __forceinline__ void tc_frag_a(uint32_t a[4], const bf16 *M, int ld, int g,
-                                              int t) {
-    const bf16 *p = M + g * ld + 2 * t;
-    a[0] = tc_lds32(p);
-    a[1] = tc_lds32(p + 8 * ld);
-    a[2] = tc_lds32(p + 8);
-    a[3] = tc_lds32(p + 8 * ld + 8);
+/* A from row-major M (leading dim ld), M pointing at the tile's (0, 0).
+ * Lanes 0-7, 8-15, 16-23, 24-31 give rows 0-7 and 8-15 of columns 0-7, then
+ * of columns 8-15: matrices a0, a1, a2, a3. */
+static __device__ __forceinline__ void tc_frag_a(uint32_t a[4], const bf16 *M, int ld, int lane) {
+    tc_ldsm_x4(a, M + (lane & 15) * ld + (lane >> 4) * 8);
 }
 
-/* B[kk][n] = M[n][kk]: M row-major with the 8 n as rows (K for Q K^T) */
-static __device__ __forceinline__ void tc_frag_b_nk(uint32_t b[2], const bf16 *M, int ld, int g,
-                                                 int t) {
-    const bf16 *p = M + g * ld + 2 * t;
-    b[0] = tc_lds32(p);
-    b[1] = tc_lds32(p + 8);
+/* B[kk][n] = M[n][kk] for two n-tiles: M row-major with the 16 n as rows
+ * (K for Q K^T); b[0..1] for rows 0-7, b[2..3] for rows 8-15. Matrices: rows
+ * 0-7 k 0-7, rows 0-7 k 8-15, rows 8-15 k 0-7, rows 8-15 k 8-15. */
+static __device__ __forceinline__ void tc_frag_b_nk2(uint32_t b[4], const bf16 *M, int ld,
+                                                  int lane) {
+    tc_ldsm_x4(b, M + ((lane & 7) + (lane >> 4) * 8) * ld + ((lane >> 3) & 1) * 8);
 }
 
-/* B[kk][n] = M[kk][n]: M row-major with the 16 kk as rows (V for P V) */
-static __device__ __forceinline__ void tc_frag_b_kn(uint32_t b[2], const bf16 *M, int ld, int g,
-                                                 int t) {
-    const bf16 *p = M + 2 * t * ld + g;
-    b[0] = tc_pack_raw(p[0], p[ld]);
-    b[1] = tc_pack_raw(p[8 * ld], p[9 * ld]);
+/* B[kk][n] = M[kk][n] for two n-tiles: M row-major with the 16 kk as rows
+ * (V for P V), columns 0-7 into b[0..1], 8-15 into b[2..3]; .trans turns
+ * each stored 8x8 block into its B layout (lane 4 g + t: rows 2t, 2t+1 of
+ * column g) */
+static __device__ __forceinline__ void tc_frag_b_kn2(uint32_t b[4], const bf16 *M, int ld,
+                                                  int lane) {
+    tc_ldsm_x4_trans(b, M + (lane & 15) * ld + (lane >> 4) * 8);
 }
 
 /* A (16 rows x 16 k) from the fp32 C fragments of two adjacent 8-column
@@ -210,6 +245,25 @@ static __device__ __forceinline__ void tc_tile_load(bf16 *dst, const bf16 *x, in
     }
 }
 
+/* s = S * scale_log2 (base 2) on this lane's two rows; with MASK (the
+ * diagonal tile) -inf where the key is past the row. Key of column 8 nt + e:
+ * key0 + 8 nt + e. mx_lo, mx_hi take the rows' maxima over these columns. */
+template <bool MASK, int NT>
+static __device__ __forceinline__ void tc_scale_mask(float (&s)[NT][4], float scale_log2, int key0,
+                                                  int row_lo, int row_hi, float &mx_lo,
+                                                  float &mx_hi) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int key = key0 + nt * 8 + e;
+            s[nt][e] = !MASK || key <= row_lo ? s[nt][e] * scale_log2 : -INFINITY;
+            s[nt][2 + e] = !MASK || key <= row_hi ? s[nt][2 + e] * scale_log2 : -INFINITY;
+            mx_lo = fmaxf(mx_lo, s[nt][e]);
+            mx_hi = fmaxf(mx_hi, s[nt][2 + e]);
+        }
+}
+
 /* ------------------------------------------------------------------ forward */
 
 template <int HD>
@@ -251,18 +305,27 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
         __syncthreads();
         const bf16 *Kt = Ks + (kj & 1) * TC_BC * LD, *Vt = Vs + (kj & 1) * TC_BC * LD;
+        /* Only the diagonal tile (kj == qi) has keys past a row. There this
+         * warp's rows 16 warp.. 16 warp + 15 see keys up to 16 warp + 15:
+         * the S and P V products of the keys past `live` are skipped (P is
+         * 0 there). Warp-uniform branches. */
+        const bool diag = kj == qi;
+        const int live = diag ? 16 * warp + 16 : TC_BC;
 
         float s[NT][4]; /* S for rows 16 warp.., keys kj*TC_BC + 8 nt.. */
         tc_zero(s);
 #pragma unroll
         for (int kd = 0; kd < KD; kd++) {
             uint32_t a[4];
-            tc_frag_a(a, Qw + kd * 16, LD, g, t);
+            tc_frag_a(a, Qw + kd * 16, LD, lane);
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                uint32_t bb[2];
-                tc_frag_b_nk(bb, Kt + nt * 8 * LD + kd * 16, LD, g, t);
-                tc_mma_16816(s[nt], a, bb);
+            for (int np = 0; np < NT / 2; np++) { /* n-tiles 2 np, 2 np + 1 */
+                if (16 * np < live) {
+                    uint32_t bb[4];
+                    tc_frag_b_nk2(bb, Kt + np * 16 * LD + kd * 16, LD, lane);
+                    tc_mma_16816(s[2 * np], a, bb);
+                    tc_mma_16816(s[2 * np + 1], a, bb + 2);
+                }
             }
         }
 
@@ -271,16 +334,10 @@ __global__ void __launch_bounds__(TC_THREADS)
          * the new max is finite; exp2(-inf) = 0 does the rest. */
         const int k0 = kj * TC_BC;
         float mx_lo = -INFINITY, mx_hi = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int key = k0 + nt * 8 + 2 * t + e;
-                s[nt][e] = key <= row_lo ? s[nt][e] * scale_log2 : -INFINITY;
-                s[nt][2 + e] = key <= row_hi ? s[nt][2 + e] * scale_log2 : -INFINITY;
-                mx_lo = fmaxf(mx_lo, s[nt][e]);
-                mx_hi = fmaxf(mx_hi, s[nt][2 + e]);
-            }
+        if (diag)
+            tc_scale_mask<true>(s, scale_log2, k0 + 2 * t, row_lo, row_hi, mx_lo, mx_hi);
+        else
+            tc_scale_mask<false>(s, scale_log2, k0 + 2 * t, row_lo, row_hi, mx_lo, mx_hi);
         const float mn_lo = fmaxf(m_lo, tc_quad_max(mx_lo)), mn_hi = fmaxf(m_hi, tc_quad_max(mx_hi));
         const float al_lo = exp2f(m_lo - mn_lo), al_hi = exp2f(m_hi - mn_hi); /* 0 at first */
         m_lo = mn_lo;
@@ -308,13 +365,16 @@ __global__ void __launch_bounds__(TC_THREADS)
         /* O += P V, P rounded to bf16 */
 #pragma unroll
         for (int kc = 0; kc < TC_BC / 16; kc++) {
-            uint32_t a[4];
-            tc_frag_a_from_c(a, s[2 * kc], s[2 * kc + 1]);
+            if (16 * kc < live) {
+                uint32_t a[4];
+                tc_frag_a_from_c(a, s[2 * kc], s[2 * kc + 1]);
 #pragma unroll
-            for (int dt = 0; dt < DT; dt++) {
-                uint32_t bb[2];
-                tc_frag_b_kn(bb, Vt + kc * 16 * LD + dt * 8, LD, g, t);
-                tc_mma_16816(o[dt], a, bb);
+                for (int dj = 0; dj < DT / 2; dj++) { /* column tiles 2 dj, 2 dj + 1 */
+                    uint32_t bb[4];
+                    tc_frag_b_kn2(bb, Vt + kc * 16 * LD + dj * 16, LD, lane);
+                    tc_mma_16816(o[2 * dj], a, bb);
+                    tc_mma_16816(o[2 * dj + 1], a, bb + 2);
+                }
             }
         }
         __syncthreads(); /* this buffer is refilled at kj + 1 */
@@ -385,6 +445,32 @@ static __device__ __forceinline__ void tc_dkv_stage(bf16 *Qb, bf16 *dOb, float *
     }
 }
 
+/* P^T = exp(S^T scale - lse) into st, dS^T = P^T (dP^T - D) into dpt, for
+ * keys j_lo, j_hi and the queries i = q0 + 8 nt + 2t + e of this lane's
+ * columns; with MASK (a query tile that overlaps the key tile or runs past
+ * T) zero where the query is before the key or past T */
+template <bool MASK, int NT>
+static __device__ __forceinline__ void tc_dkv_ds(float (&st)[NT][4], float (&dpt)[NT][4],
+                                              const float *Lb, const float *Db,
+                                              float scale_log2, int q0, int T, int j_lo,
+                                              int j_hi, int t) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int col = nt * 8 + 2 * t + e, i = q0 + col;
+            const float L = Lb[col], D = Db[col];
+            const bool ok_lo = !MASK || (i < T && j_lo <= i);
+            const bool ok_hi = !MASK || (i < T && j_hi <= i);
+            const float p_lo = ok_lo ? exp2f(st[nt][e] * scale_log2 - L) : 0.0f;
+            const float p_hi = ok_hi ? exp2f(st[nt][2 + e] * scale_log2 - L) : 0.0f;
+            dpt[nt][e] = ok_lo ? p_lo * (dpt[nt][e] - D) : 0.0f;
+            dpt[nt][2 + e] = ok_hi ? p_hi * (dpt[nt][2 + e] - D) : 0.0f;
+            st[nt][e] = p_lo;
+            st[nt][2 + e] = p_hi;
+        }
+}
+
 template <int HD, int BQ>
 __global__ void __launch_bounds__(TC_THREADS)
     attention_tc_dkv_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const float *lse,
@@ -431,6 +517,14 @@ __global__ void __launch_bounds__(TC_THREADS)
         const int buf = it & 1, q0 = (qs + it % per_head) * BQ;
         const bf16 *Qb = Qs + buf * BQ * LD, *dOb = dOs + buf * BQ * LD;
         const float *Lb = Ls + buf * BQ, *Db = Ds + buf * BQ;
+        /* Only a query tile that overlaps the key tile (q0 < k0 + TC_BC)
+         * has queries before a key, and only the last runs past T: the
+         * others need no mask. The first `dead` queries of the tile are
+         * before all of this warp's keys (none when <= 0): the products of
+         * those 16-query blocks are skipped (P, dS are 0 there). Warp-uniform
+         * branches. */
+        const bool edge = q0 < k0 + TC_BC || q0 + BQ > T;
+        const int dead = k0 + 16 * warp - q0;
 
         /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BQ queries */
         float st[NT][4], dpt[NT][4];
@@ -439,48 +533,44 @@ __global__ void __launch_bounds__(TC_THREADS)
 #pragma unroll
         for (int kd = 0; kd < KD; kd++) {
             uint32_t ak[4], av[4];
-            tc_frag_a(ak, Kw + kd * 16, LD, g, t);
-            tc_frag_a(av, Vw + kd * 16, LD, g, t);
+            tc_frag_a(ak, Kw + kd * 16, LD, lane);
+            tc_frag_a(av, Vw + kd * 16, LD, lane);
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                uint32_t bb[2];
-                tc_frag_b_nk(bb, Qb + nt * 8 * LD + kd * 16, LD, g, t);
-                tc_mma_16816(st[nt], ak, bb);
-                tc_frag_b_nk(bb, dOb + nt * 8 * LD + kd * 16, LD, g, t);
-                tc_mma_16816(dpt[nt], av, bb);
+            for (int np = 0; np < NT / 2; np++) { /* query n-tiles 2 np, 2 np + 1 */
+                if (16 * np + 16 > dead) {
+                    uint32_t bb[4];
+                    tc_frag_b_nk2(bb, Qb + np * 16 * LD + kd * 16, LD, lane);
+                    tc_mma_16816(st[2 * np], ak, bb);
+                    tc_mma_16816(st[2 * np + 1], ak, bb + 2);
+                    tc_frag_b_nk2(bb, dOb + np * 16 * LD + kd * 16, LD, lane);
+                    tc_mma_16816(dpt[2 * np], av, bb);
+                    tc_mma_16816(dpt[2 * np + 1], av, bb + 2);
+                }
             }
         }
 
-        /* P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D); zero where the
-         * query is before the key or past T */
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int col = nt * 8 + 2 * t + e, i = q0 + col;
-                const float L = Lb[col], D = Db[col];
-                const bool ok_lo = i < T && j_lo <= i, ok_hi = i < T && j_hi <= i;
-                const float p_lo = ok_lo ? exp2f(st[nt][e] * scale_log2 - L) : 0.0f;
-                const float p_hi = ok_hi ? exp2f(st[nt][2 + e] * scale_log2 - L) : 0.0f;
-                dpt[nt][e] = ok_lo ? p_lo * (dpt[nt][e] - D) : 0.0f;
-                dpt[nt][2 + e] = ok_hi ? p_hi * (dpt[nt][2 + e] - D) : 0.0f;
-                st[nt][e] = p_lo;
-                st[nt][2 + e] = p_hi;
-            }
+        if (edge)
+            tc_dkv_ds<true>(st, dpt, Lb, Db, scale_log2, q0, T, j_lo, j_hi, t);
+        else
+            tc_dkv_ds<false>(st, dpt, Lb, Db, scale_log2, q0, T, j_lo, j_hi, t);
 
         /* dV += P^T dO, dK += dS^T Q (P, dS rounded to bf16) */
 #pragma unroll
         for (int kc = 0; kc < BQ / 16; kc++) {
-            uint32_t ap[4], ads[4];
-            tc_frag_a_from_c(ap, st[2 * kc], st[2 * kc + 1]);
-            tc_frag_a_from_c(ads, dpt[2 * kc], dpt[2 * kc + 1]);
+            if (16 * kc + 16 > dead) {
+                uint32_t ap[4], ads[4];
+                tc_frag_a_from_c(ap, st[2 * kc], st[2 * kc + 1]);
+                tc_frag_a_from_c(ads, dpt[2 * kc], dpt[2 * kc + 1]);
 #pragma unroll
-            for (int dt = 0; dt < DT; dt++) {
-                uint32_t bb[2];
-                tc_frag_b_kn(bb, dOb + kc * 16 * LD + dt * 8, LD, g, t);
-                tc_mma_16816(dva[dt], ap, bb);
-                tc_frag_b_kn(bb, Qb + kc * 16 * LD + dt * 8, LD, g, t);
-                tc_mma_16816(dka[dt], ads, bb);
+                for (int dj = 0; dj < DT / 2; dj++) {
+                    uint32_t bb[4];
+                    tc_frag_b_kn2(bb, dOb + kc * 16 * LD + dj * 16, LD, lane);
+                    tc_mma_16816(dva[2 * dj], ap, bb);
+                    tc_mma_16816(dva[2 * dj + 1], ap, bb + 2);
+                    tc_frag_b_kn2(bb, Qb + kc * 16 * LD + dj * 16, LD, lane);
+                    tc_mma_16816(dka[2 * dj], ads, bb);
+                    tc_mma_16816(dka[2 * dj + 1], ads, bb + 2);
+                }
             }
         }
         __syncthreads(); /* this buffer is refilled at it + 1 */
@@ -505,6 +595,27 @@ __global__ void __launch_bounds__(TC_THREADS)
 }
 
 /* ------------------------------------------------------------ backward: dQ */
+
+/* dS = P (dP - D) into s, P = exp2(S scale_log2 - L), on this lane's two
+ * rows; with MASK (the diagonal tile) zero where the key (key0 + 8 nt + e)
+ * is past the row */
+template <bool MASK, int NT>
+static __device__ __forceinline__ void tc_dq_ds(float (&s)[NT][4], const float (&dp)[NT][4],
+                                             float scale_log2, float L_lo, float L_hi,
+                                             float D_lo, float D_hi, int key0, int row_lo,
+                                             int row_hi) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int key = key0 + nt * 8 + e;
+            const bool ok_lo = !MASK || key <= row_lo, ok_hi = !MASK || key <= row_hi;
+            const float p_lo = ok_lo ? exp2f(s[nt][e] * scale_log2 - L_lo) : 0.0f;
+            const float p_hi = ok_hi ? exp2f(s[nt][2 + e] * scale_log2 - L_hi) : 0.0f;
+            s[nt][e] = ok_lo ? p_lo * (dp[nt][e] - D_lo) : 0.0f;
+            s[nt][2 + e] = ok_hi ? p_hi * (dp[nt][2 + e] - D_hi) : 0.0f;
+        }
+}
 
 template <int HD>
 __global__ void __launch_bounds__(TC_THREADS)
@@ -553,6 +664,10 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
         __syncthreads();
         const bf16 *Kt = Ks + (kj & 1) * TC_BC * LD, *Vt = Vs + (kj & 1) * TC_BC * LD;
+        /* as in the forward: only the diagonal tile is masked, and there the
+         * products of the keys past `live` are skipped (dS is 0 there) */
+        const bool diag = kj == qi;
+        const int live = diag ? 16 * warp + 16 : TC_BC;
 
         /* S = Q K^T, dP = dO V^T for this warp's 16 rows x 64 keys */
         float s[NT][4], dp[NT][4];
@@ -561,42 +676,42 @@ __global__ void __launch_bounds__(TC_THREADS)
 #pragma unroll
         for (int kd = 0; kd < KD; kd++) {
             uint32_t aq[4], ao[4];
-            tc_frag_a(aq, Qw + kd * 16, LD, g, t);
-            tc_frag_a(ao, dOw + kd * 16, LD, g, t);
+            tc_frag_a(aq, Qw + kd * 16, LD, lane);
+            tc_frag_a(ao, dOw + kd * 16, LD, lane);
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                uint32_t bb[2];
-                tc_frag_b_nk(bb, Kt + nt * 8 * LD + kd * 16, LD, g, t);
-                tc_mma_16816(s[nt], aq, bb);
-                tc_frag_b_nk(bb, Vt + nt * 8 * LD + kd * 16, LD, g, t);
-                tc_mma_16816(dp[nt], ao, bb);
+            for (int np = 0; np < NT / 2; np++) { /* n-tiles 2 np, 2 np + 1 */
+                if (16 * np < live) {
+                    uint32_t bb[4];
+                    tc_frag_b_nk2(bb, Kt + np * 16 * LD + kd * 16, LD, lane);
+                    tc_mma_16816(s[2 * np], aq, bb);
+                    tc_mma_16816(s[2 * np + 1], aq, bb + 2);
+                    tc_frag_b_nk2(bb, Vt + np * 16 * LD + kd * 16, LD, lane);
+                    tc_mma_16816(dp[2 * np], ao, bb);
+                    tc_mma_16816(dp[2 * np + 1], ao, bb + 2);
+                }
             }
         }
 
         /* dS = P (dP - D) into s; zero above the diagonal */
         const int k0 = kj * TC_BC;
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int key = k0 + nt * 8 + 2 * t + e;
-                const bool ok_lo = key <= row_lo, ok_hi = key <= row_hi;
-                const float p_lo = ok_lo ? exp2f(s[nt][e] * scale_log2 - L_lo) : 0.0f;
-                const float p_hi = ok_hi ? exp2f(s[nt][2 + e] * scale_log2 - L_hi) : 0.0f;
-                s[nt][e] = ok_lo ? p_lo * (dp[nt][e] - D_lo) : 0.0f;
-                s[nt][2 + e] = ok_hi ? p_hi * (dp[nt][2 + e] - D_hi) : 0.0f;
-            }
+        if (diag)
+            tc_dq_ds<true>(s, dp, scale_log2, L_lo, L_hi, D_lo, D_hi, k0 + 2 * t, row_lo, row_hi);
+        else
+            tc_dq_ds<false>(s, dp, scale_log2, L_lo, L_hi, D_lo, D_hi, k0 + 2 * t, row_lo, row_hi);
 
         /* dQ += dS K (dS rounded to bf16) */
 #pragma unroll
         for (int kc = 0; kc < TC_BC / 16; kc++) {
-            uint32_t a[4];
-            tc_frag_a_from_c(a, s[2 * kc], s[2 * kc + 1]);
+            if (16 * kc < live) {
+                uint32_t a[4];
+                tc_frag_a_from_c(a, s[2 * kc], s[2 * kc + 1]);
 #pragma unroll
-            for (int dt = 0; dt < DT; dt++) {
-                uint32_t bb[2];
-                tc_frag_b_kn(bb, Kt + kc * 16 * LD + dt * 8, LD, g, t);
-                tc_mma_16816(dqa[dt], a, bb);
+                for (int dj = 0; dj < DT / 2; dj++) {
+                    uint32_t bb[4];
+                    tc_frag_b_kn2(bb, Kt + kc * 16 * LD + dj * 16, LD, lane);
+                    tc_mma_16816(dqa[2 * dj], a, bb);
+                    tc_mma_16816(dqa[2 * dj + 1], a, bb + 2);
+                }
             }
         }
         __syncthreads(); /* this buffer is refilled at kj + 1 */

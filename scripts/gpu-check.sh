@@ -16,7 +16,9 @@
 #   6. on cuda in bf16 (mixed_precision_param): the loss curve within
 #      $BF16_TOL of the cpu's fp32 one, and a second run ending in the same bits;
 #   7. with two GPUs or more: FSDP 2 (--nproc 2, a GPU per rank) over NCCL and
-#      over shared memory (TITAN_COMM=shm) against FSDP 2 on the cpu, to $TOL.
+#      over shared memory (TITAN_COMM=shm) against FSDP 2 on the cpu, to $TOL;
+#   8. last (slow): test_cuda_ops under compute-sanitizer memcheck, at most
+#      $MEMCHECK_S seconds (240; 0 skips it).
 # Prints one PASS/FAIL line per check, then tokens/s and MFU of both runs.
 # Logs, metrics and summary.txt land in build/gpu-check/; with $OUT set (the
 # device runner fetches it, 8 files at most) also $OUT/summary.txt,
@@ -250,5 +252,23 @@ say "speed cpu:  $(speed "$work/cpu/metrics.jsonl"); $(grep -o 'peak [^;]*' "$ou
 say "speed $DEV: $(speed "$work/cuda/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda.log" | head -n 1)"
 say "speed $DEV bf16: $(speed "$work/bf16/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda_bf16.log" | head -n 1)"
 say "      $(grep 'device memory:' "$out/train_cuda_bf16.log" | head -n 1)"
+
+# --- last, as it is slow: every op under compute-sanitizer memcheck -------------------
+# Out-of-bounds and misaligned accesses, and uninitialised reads of device
+# memory, in test_cuda_ops. Kernels run 10-100 times slower under it, so it
+# has a deadline (MEMCHECK_S, 240 s; 0 skips it); a sanitizer that refuses the
+# machine (it does under gVisor) is a SKIP.
+cs=$(command -v compute-sanitizer || echo "$(dirname "${NVCC:-/usr/local/cuda/bin/nvcc}")/compute-sanitizer")
+if [ "${MEMCHECK_S:-240}" -gt 0 ] && [ -x "$cs" ] && [ "$DEV" = cuda ]; then
+    timeout "${MEMCHECK_S:-240}" "$cs" --tool memcheck --error-exitcode 99 build/tests/test_cuda_ops \
+        >"$out/memcheck.log" 2>&1; rc=$?
+    if [ $rc -eq 0 ]; then pass "compute-sanitizer memcheck: test_cuda_ops clean"
+    elif [ $rc -eq 99 ]; then
+        failed "compute-sanitizer memcheck: $(grep -m 1 -E 'Invalid|Misaligned|Uninitialized|Error' "$out/memcheck.log")"
+    elif [ $rc -eq 124 ]; then say "SKIP  compute-sanitizer memcheck: not done in ${MEMCHECK_S:-240} s"
+    else say "SKIP  compute-sanitizer memcheck (exit $rc): $(tail -n 1 "$out/memcheck.log")"; fi
+else
+    say "SKIP  compute-sanitizer memcheck: MEMCHECK_S=0, no compute-sanitizer or not a cuda run"
+fi
 
 finish

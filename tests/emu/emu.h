@@ -11,29 +11,35 @@
  *
  * How: a CTA runs as blockDim.x fibers (ucontext) on one OS thread, blocks
  * one after another. A fiber runs until it waits at a barrier (__syncthreads,
- * __syncwarp, or a warp collective: __shfl_xor_sync, mma.sync); the next
- * fiber is drawn at random among the runnable ones, so a run is one legal
- * interleaving of the threads, a different one per seed, and lanes of a warp
- * are never in lock step (stricter than the hardware; code that needs lock
- * step is wrong on Volta and later anyway). A warp collective exchanges its
- * lanes' registers through per-warp slots at one warp barrier.
- * mma.sync.m16n8k16 (bf16 in, fp32 accumulate) assembles A and B from the
- * lanes' fragments by the PTX ISA's tables and multiplies in fp32. cp.async
- * copies read the source at issue and land in shared memory at random times
- * between issue and the cp.async.wait_group that covers them. Dynamic shared
- * memory starts filled with 0xff (bf16 NaN) at every block, so a tile read
- * before it was filled poisons the result; cp.async outside the launch's
- * dynamic size, a write past it, a misaligned cp.async, a barrier that not
- * every thread reaches (deadlock) and copies still in flight at exit abort.
+ * __syncwarp, or a warp collective: __shfl_xor_sync, mma.sync, ldmatrix);
+ * the next fiber is drawn at random among the runnable ones, so a run is one
+ * legal interleaving of the threads, a different one per seed, and lanes of
+ * a warp are never in lock step (stricter than the hardware; code that needs
+ * lock step is wrong on Volta and later anyway). A warp collective exchanges
+ * its lanes' registers through per-warp slots at one warp barrier; lanes of
+ * a warp in different collectives abort. mma.sync.m16n8k16 (bf16 in, fp32
+ * accumulate) assembles A and B from the lanes' fragments by the PTX ISA's
+ * tables and multiplies in fp32. ldmatrix.x4 (plain and .trans) takes the
+ * row addresses the lanes post and hands each lane its registers by this
+ * file's reading of the ISA (emu_ldsm_warp), reading shared memory when the
+ * last lane arrives. cp.async copies read the source at issue and land in
+ * shared memory at random times between issue and the cp.async.wait_group
+ * that covers them. Dynamic shared memory starts filled with 0xff (bf16 NaN)
+ * at every block, so a tile read before it was filled poisons the result;
+ * cp.async outside the launch's dynamic size, a write past it, a misaligned
+ * cp.async, an ldmatrix row misaligned or outside the dynamic size, a
+ * barrier that not every thread reaches (deadlock) and copies still in
+ * flight at exit abort.
  *
  * Limits: it checks the kernels' logic against THIS FILE's reading of the
- * PTX fragment layouts (tc_mma_16816 below). Were that reading wrong, kernels
- * and emulator could agree and both be wrong: only a GPU confirms the layouts
- * (tests/gpu/attention_tc_check.cu, scripts/gpu-check.sh). Not modelled: the
- * PTX wrappers themselves (the generator drops them), memory ordering beyond
- * barriers, blocks running concurrently, the hardware's order and precision
- * of the mma's inner sum, device exp2f/logf (host libm here), register and
- * shared memory limits other than SMEM_MAX, bank conflicts, speed.
+ * PTX layouts (mma's fragments and ldmatrix's, below). Were that reading
+ * wrong, kernels and emulator could agree and both be wrong: only a GPU
+ * confirms the layouts (tests/gpu/attention_tc_check.cu,
+ * scripts/gpu-check.sh). Not modelled: the PTX wrappers themselves (the
+ * generator drops them), memory ordering beyond barriers, blocks running
+ * concurrently, the hardware's order and precision of the mma's inner sum,
+ * device exp2f/logf (host libm here), register and shared memory limits
+ * other than SMEM_MAX, bank conflicts, speed.
  *
  * One translation unit only: it defines the globals the device code names
  * (tc_smem, blockIdx, gridDim, blockDim). */
@@ -94,13 +100,19 @@ struct Fiber {
 };
 
 /* one collective's registers, per lane: in[0..3] a, in[4..5] b (mma) or
- * in[0] the value (shfl); out the mma's c. Two sets per warp, by the parity
- * of the warp barrier's generation: a lane can start the next collective
- * while others still read this one's set, never the one after (it waits for
- * them at the next barrier). */
+ * in[0] the value (shfl); out the mma's c; addr and frag ldmatrix's row
+ * address and registers; op which collective the lane is in (all lanes must
+ * be in the same one). Two sets per warp, by the parity of the warp
+ * barrier's generation: a lane can start the next collective while others
+ * still read this one's set, never the one after (it waits for them at the
+ * next barrier). */
+enum Op { OP_SHFL = 1, OP_MMA, OP_LDSM };
 struct Slots {
     uint32_t in[WARP][6];
     float out[WARP][4];
+    const unsigned char *addr[WARP];
+    uint32_t frag[WARP][4];
+    int op[WARP]; /* Op, plus 16 * matrices + 8 * trans for ldmatrix */
 };
 
 struct Copy { /* one cp.async, its source read at issue */
@@ -153,6 +165,13 @@ static void warp_barrier(void (*last)(int w) = nullptr) {
     warp_gen[w]++;
     for (int i = w * WARP; i < (w + 1) * WARP; i++)
         if (i != cur) ready.push_back(i);
+}
+
+/* in a warp collective's last(w): every lane of warp w posted the same op */
+static void same_op(int w) {
+    const Slots &s = slots[w][warp_gen[w] & 1];
+    for (int l = 1; l < WARP; l++)
+        if (s.op[l] != s.op[0]) fail("lanes of a warp in different warp collectives");
 }
 
 /* all threads of the block meet here */
@@ -246,7 +265,8 @@ static inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
     const int w = emu::cur / WARP, l = emu::cur % WARP;
     emu::Slots &s = emu::slots[w][emu::warp_gen[w] & 1];
     memcpy(&s.in[l][0], &v, 4);
-    emu::warp_barrier();
+    s.op[l] = emu::OP_SHFL;
+    emu::warp_barrier(emu::same_op);
     float r;
     memcpy(&r, &s.in[l ^ lane_mask][0], 4);
     return r;
@@ -283,6 +303,7 @@ static inline float emu_bf16_hi(uint32_t u) {
  *   C 16x8:  c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1]
  * (Products of bf16 are exact in fp32; the sum runs k = 0..15 in fp32.) */
 static void emu_mma_warp(int w) {
+    emu::same_op(w);
     emu::Slots &s = emu::slots[w][emu::warp_gen[w] & 1];
     float A[16][16], B[16][8];
     for (int L = 0; L < WARP; L++) {
@@ -320,9 +341,64 @@ static inline void tc_mma_16816(float c[4], const uint32_t a[4], const uint32_t 
     s.in[l][4] = b[0];
     s.in[l][5] = b[1];
     memcpy(s.out[l], c, 16);
+    s.op[l] = emu::OP_MMA;
     emu::warp_barrier(emu_mma_warp);
     memcpy(c, s.out[l], 16);
 }
+
+/* ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16 for warp w (N = 1, 2,
+ * 4; the kernels use x4), run by the last lane to arrive; reads shared
+ * memory as it is at that moment. The PTX ISA's text ("Warp-level matrix
+ * load instruction: ldmatrix"), read as: lanes 8i..8i+7 give the start
+ * addresses of rows 0..7 of matrix i (lanes from 8N on are unused, their
+ * addresses ignored here); each row is 16 bytes (8 b16), naturally aligned;
+ * four consecutive lanes receive one row, lane 0 the first pair, matrix i
+ * into register i. So register i of lane l = 4 g + t holds matrix i's row g,
+ * elements 2t, 2t+1. .trans loads the matrix column-major: the 8 addresses
+ * are its columns, and lane l gets element g of the rows given by lanes
+ * 8i + 2t and 8i + 2t + 1. Lower-indexed element in the low 16 bits, as in
+ * mma's fragments. (The ISA draws the per-lane layout in a figure, an image:
+ * this reading is from the text, and is the one under which an x4 fills
+ * mma's A fragment from its four 8x8 quarters; test_attention_tc_emu checks
+ * the kernels' loads against mma's tables.) */
+template <int N, bool TRANS>
+static void emu_ldsm_warp(int w) {
+    emu::same_op(w);
+    emu::Slots &s = emu::slots[w][emu::warp_gen[w] & 1];
+    for (int L = 0; L < WARP; L++) {
+        const int g = L >> 2, t = L & 3;
+        for (int i = 0; i < N; i++) {
+            uint16_t lo, hi;
+            if (!TRANS) {
+                memcpy(&lo, s.addr[8 * i + g] + 4 * t, 2);
+                memcpy(&hi, s.addr[8 * i + g] + 4 * t + 2, 2);
+            } else {
+                memcpy(&lo, s.addr[8 * i + 2 * t] + 2 * g, 2);
+                memcpy(&hi, s.addr[8 * i + 2 * t + 1] + 2 * g, 2);
+            }
+            s.frag[L][i] = (uint32_t)lo | (uint32_t)hi << 16;
+        }
+    }
+}
+
+template <int N, bool TRANS>
+static inline void emu_ldsm(uint32_t *r, const bf16 *row) {
+    const int w = emu::cur / WARP, l = emu::cur % WARP;
+    emu::Slots &s = emu::slots[w][emu::warp_gen[w] & 1];
+    const unsigned char *p = (const unsigned char *)row;
+    if (l < 8 * N) { /* a lane whose address is used */
+        if ((uintptr_t)p & 15) emu::fail("ldmatrix row address not 16-byte aligned");
+        if (p < tc_smem || p + 16 > tc_smem + emu::smem_bytes)
+            emu::fail("ldmatrix row outside the dynamic shared memory");
+    }
+    s.addr[l] = l < 8 * N ? p : nullptr;
+    s.op[l] = emu::OP_LDSM + 16 * N + 8 * TRANS;
+    emu::warp_barrier(emu_ldsm_warp<N, TRANS>);
+    memcpy(r, s.frag[l], 4 * N);
+}
+
+static inline void tc_ldsm_x4(uint32_t r[4], const bf16 *row) { emu_ldsm<4, false>(r, row); }
+static inline void tc_ldsm_x4_trans(uint32_t r[4], const bf16 *row) { emu_ldsm<4, true>(r, row); }
 
 /* cp.async.cg.shared.global, 16 bytes */
 static inline void tc_cp_async16(void *smem, const void *gmem) {

@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """mutate.py - checks that the emulator test catches broken tensor-core kernels.
 
-Opt-in (not part of `make check`; about 2 minutes on 2 cores):
+Opt-in (not part of `make check`; about 4 minutes on 2 cores):
     /usr/bin/python3 tests/emu/mutate.py [NAME...]
 
 Each mutation below is a small, plausible bug planted in a copy of
 kernels/attention_tc.cu: a missing barrier, a cp.async wait that waits for too
-little, a fragment register swapped, a mask off by one, a row left unfilled.
+little, a fragment register swapped, ldmatrix without .trans, a mask off by
+one or on the wrong tile, a product skipped that was needed, a row left
+unfilled.
 For each, the device code is cut out with gen_kernels.awk, the emulator test
 (test_attention_tc_emu.cpp, its quick shapes) is built with $CXX (g++) and
 run: a nonzero exit (a FAIL line or an emulator abort) is "caught". The
@@ -40,12 +42,16 @@ MUTATIONS = {
         "dkv: a query tile buffer refilled while other warps still read it",
         [("        __syncthreads(); /* this buffer is refilled at it + 1 */\n", "", 1)]),
     "frag_a_swapped": (
-        "A fragment: registers a1 and a2 swapped",
-        [("    a[1] = tc_lds32(p + 8 * ld);\n    a[2] = tc_lds32(p + 8);\n",
-          "    a[1] = tc_lds32(p + 8);\n    a[2] = tc_lds32(p + 8 * ld);\n", 1)]),
-    "frag_b_kn_swapped": (
-        "B fragment from a row-major K x N tile: the pair's halves swapped",
-        [("b[0] = tc_pack_raw(p[0], p[ld]);", "b[0] = tc_pack_raw(p[ld], p[0]);", 1)]),
+        "A fragment: ldmatrix rows given in the B order, registers a1 and a2 swapped",
+        [("tc_ldsm_x4(a, M + (lane & 15) * ld + (lane >> 4) * 8);",
+          "tc_ldsm_x4(a, M + ((lane & 7) + (lane >> 4) * 8) * ld + ((lane >> 3) & 1) * 8);", 1)]),
+    "frag_b_nk_swapped": (
+        "B fragments of two n-tiles (K): rows given in the A order, b[1] and b[2] swapped",
+        [("tc_ldsm_x4(b, M + ((lane & 7) + (lane >> 4) * 8) * ld + ((lane >> 3) & 1) * 8);",
+          "tc_ldsm_x4(b, M + (lane & 15) * ld + (lane >> 4) * 8);", 1)]),
+    "frag_b_kn_no_trans": (
+        "B fragments from a row-major K x N tile (V): ldmatrix without .trans",
+        [("tc_ldsm_x4_trans(b, M", "tc_ldsm_x4(b, M", 1)]),
     "frag_a_from_c_swapped": (
         "A fragment from C fragments: a1 and a2 swapped",
         [("    a[1] = tc_pack_f32(c0[2], c0[3]);\n    a[2] = tc_pack_f32(c1[0], c1[1]);\n",
@@ -55,7 +61,27 @@ MUTATIONS = {
         [("            o[dt][0] *= al_lo;\n", "", 1)]),
     "dkv_mask_off_by_one": (
         "dkv: the diagonal masked out",
-        [("ok_lo = i < T && j_lo <= i", "ok_lo = i < T && j_lo < i", 1)]),
+        [("(i < T && j_lo <= i)", "(i < T && j_lo < i)", 1)]),
+    "fwd_mask_wrong_tile": (
+        "forward: the causal mask applied on the first kv tile instead of the diagonal one",
+        [("const bool diag = kj == qi;", "const bool diag = kj == 0;", 1)]),
+    "dq_mask_wrong_tile": (
+        "dq: the causal mask applied on the first kv tile instead of the diagonal one",
+        [("const bool diag = kj == qi;", "const bool diag = kj == 0;", 2)]),
+    "fwd_skip_diagonal_block": (
+        "forward: the diagonal tile's products skipped from the warp's own 16 keys on",
+        [("const int live = diag ? 16 * warp + 16 : TC_BC;",
+          "const int live = diag ? 16 * warp : TC_BC;", 1)]),
+    "dq_skip_diagonal_block": (
+        "dq: the diagonal tile's products skipped from the warp's own 16 keys on",
+        [("const int live = diag ? 16 * warp + 16 : TC_BC;",
+          "const int live = diag ? 16 * warp : TC_BC;", 2)]),
+    "dkv_mask_first_tile_only": (
+        "dkv: only the query tile on the key tile's first row masked (HD 128 has two)",
+        [("const bool edge = q0 < k0 + TC_BC ||", "const bool edge = q0 == k0 ||", 1)]),
+    "dkv_skip_diagonal_block": (
+        "dkv: the S^T, dP^T products of the warp's diagonal 16-query block skipped",
+        [("if (16 * np + 16 > dead) {", "if (16 * np > dead) {", 1)]),
     "dkv_prefetch_wrong_head": (
         "dkv: the next query tile fetched from the wrong head of the group",
         [("h1 = kh * rep + (it + 1) / per_head", "h1 = kh * rep + it / per_head", 1)]),
