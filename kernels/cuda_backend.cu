@@ -215,14 +215,19 @@ static void cuda_to_host(void *host_dst, const void *src, size_t nbytes) {
 
 /* ------------------------------------------------------------------- table */
 
+/* the default stream, which every op uses, and the pool's frees on it */
+static void cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
 static const titan_backend cuda_backend = {
     .name = "cuda",
+    .host = 0,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .zero = cuda_zero,
     .to_device = cuda_to_device,
     .to_host = cuda_to_host,
     .memory = cuda_memory,
+    .sync = cuda_sync,
     .alloc_releasable = cuda_alloc_releasable,
     .commit = titan_cuda_vmm_commit,
     .release = titan_cuda_vmm_release,

@@ -14,7 +14,9 @@
 # Prints a Markdown table (tokens/s after the warmup steps, MFU against one peak
 # for every row, peak GPU memory) and writes it with the raw JSON and the logs
 # to build/bench_gpu/ and, when $OUT is set, $OUT/bench_gpu.{md,json} and
-# $OUT/bench_gpu-logs.tar.gz. A run that fails, is refused (out of memory) or
+# $OUT/bench_gpu-logs.tar.gz. A titan run takes one step more than timed,
+# profiled op by op: NAME.ops.txt (per-op table) and NAME.trace.json (Chrome
+# trace) in the logs say where its step time goes. A run that fails, is refused (out of memory) or
 # hits its time limit is a row with the line that says why.
 #
 #   scripts/bench_gpu.sh [--peak-flops F]
@@ -301,13 +303,19 @@ run() {
             --out "$out/$name.json" >/dev/null 2>"$out/$name.log"
         rc=$?
     else
-        rm -f "$work/run-$sh/metrics.jsonl"
+        # One step more than timed, profiled op by op (titan-train's
+        # [profiling]): where the step's time goes, beside the table.
+        rm -rf "$work/run-$sh/metrics.jsonl" "$work/run-$sh/profile_traces"
         timeout -k 10 "$limit" bin/titan-train "$work/run-$sh" --training.seq_len="$seq" \
-            --training.local_batch_size="$BATCH" --training.steps="$STEPS" \
+            --training.local_batch_size="$BATCH" --training.steps=$((STEPS + 1)) \
             --training.device="$DEVICE" --metrics.peak_flops="$PEAK" \
-            --training.mixed_precision_param="$TDTYPE" >"$out/$name.log" 2>&1
+            --training.mixed_precision_param="$TDTYPE" --profiling.enable_profiling=true \
+            --profiling.profile_freq=$((STEPS + 1)) >"$out/$name.log" 2>&1
         rc=$?
         cp "$work/run-$sh/metrics.jsonl" "$out/$name.metrics.jsonl" 2>/dev/null
+        p="$work/run-$sh/profile_traces/iteration_$((STEPS + 1))"
+        cp "$p/rank0_ops.txt" "$out/$name.ops.txt" 2>/dev/null
+        cp "$p/rank0_trace.json" "$out/$name.trace.json" 2>/dev/null
     fi
     wall=$(( $(date +%s) - t0 ))
     if [ -n "$poller" ]; then kill "$poller" 2>/dev/null; wait "$poller" 2>/dev/null; poller=""; fi

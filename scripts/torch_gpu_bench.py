@@ -369,7 +369,8 @@ def report(d: str, peak: float) -> int:
                     steps.append(json.loads(l))
                 except ValueError:
                     pass
-            timed = [s["step_time_s"] for s in steps[meta["warmup"]:]]
+            # the step after meta["steps"] is the profiled one (bench_gpu.sh)
+            timed = [s["step_time_s"] for s in steps[meta["warmup"]:meta["steps"]]]
             if timed:
                 r["tokens_per_s"] = meta["batch"] * meta["seq"] * len(timed) / sum(timed)
                 r["note"] = "%d timed steps; first step %.1f s" % (len(timed), steps[0]["step_time_s"])

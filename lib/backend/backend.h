@@ -28,6 +28,10 @@
 
 typedef struct titan_backend {
     const char *name; /* "cpu", "cuda", "cpu-guard" */
+    /* 1 when the backend's pointers are plain host memory that callers may
+     * read and write in place (cpu); 0 for a device, and for cpu-guard,
+     * which stands in for one. Wrappers (the op profiler) copy it. */
+    int host;
 
     /* memory */
     void *(*alloc)(size_t nbytes);          /* zero-filled, 64-byte aligned; NULL on failure */
@@ -41,6 +45,9 @@ typedef struct titan_backend {
      * (total - free, with the runtime's context, library workspaces and
      * other processes), 0 for host backends. Any pointer may be NULL. */
     void (*memory)(size_t *in_use, size_t *peak, size_t *device_used, int reset);
+    /* Returns once every op queued so far has finished (ops may run
+     * asynchronously on a device; a no-op on host backends). */
+    void (*sync)(void);
 
     /* Buffers whose memory comes and goes (FSDP's full parameters and
      * gradients: a unit's memory is held only while it is gathered or

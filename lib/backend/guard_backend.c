@@ -451,14 +451,18 @@ static void g_scale(float *x, size_t n, float s) {
     leave();
 }
 
+static void g_sync(void) {}
+
 static const titan_backend guard_backend = {
     .name = "cpu-guard",
+    .host = 0, /* stands in for a device */
     .alloc = g_alloc,
     .free = g_free,
     .zero = g_zero,
     .to_device = g_to_device,
     .to_host = g_to_host,
     .memory = g_memory,
+    .sync = g_sync,
     .alloc_releasable = g_alloc_releasable,
     .commit = g_commit,
     .release = g_release,

@@ -94,14 +94,15 @@ static const key_def KEYS[] = {
      "seed of weight init and data order (titan always seeds)"},
     BOOL("training", "deterministic", training_deterministic, 0, "bitwise-reproducible kernels even if slower"),
     STR("training", "mixed_precision_param", training_mixed_precision_param, "float32", "float32,bfloat16", 0,
-        "parameter compute dtype; float32 by default (torchtitan: bfloat16) as the CPU backend computes "
-        "in float32; bfloat16 needs FSDP (data_parallel_shard_degree > 1), which then gathers bf16 parameters "
-        "(the CUDA backend has no bfloat16 kernels yet)"),
+        "compute dtype (torchtitan's meaning): bfloat16 computes with bf16 activations and weights while "
+        "parameters, gradients and AdamW stay float32 (FSDP then gathers bf16 parameters); float32 by "
+        "default (torchtitan: bfloat16)"),
     STR("training", "mixed_precision_reduce", training_mixed_precision_reduce, "float32", "float32,bfloat16", 0,
         "dtype of gradient reductions (reduce-scatter and all-reduce) between ranks"),
     STR("training", "device", training_device, "cpu", "cpu,cuda,cuda:N,auto,cpu-guard", 0,
-        "where to train: cpu; cuda or cuda:N (GPU N; one process, float32); auto (cuda if a GPU opens, else "
-        "cpu); cpu-guard (tests: the CPU under a GPU's memory rules)"),
+        "where to train: cpu; cuda (with several ranks, each on the GPU of its local rank) or cuda:N (GPU N, "
+        "one rank); auto (cuda if a GPU opens, else cpu); cpu-guard (tests: the CPU under a GPU's memory "
+        "rules)"),
     INT("training", "threads", training_threads, 0, 0, 0, "CPU threads; 0 = all cores"),
     BOOL("training", "shuffle", training_shuffle, 0,
          "visit each epoch's samples in a random order drawn from training.seed (titan extension)"),
@@ -150,13 +151,21 @@ static const key_def KEYS[] = {
     NUM("metrics", "peak_flops", metrics_peak_flops, 0, 0, 0, F_LO,
         "peak FLOP/s of the device for MFU; 0 = measure with a GEMM probe"),
 
+    BOOL("profiling", "enable_profiling", profiling_enable_profiling, 0,
+         "time every backend op of one step in profile_freq (each op waits for the device: that step "
+         "runs slower) and write a Chrome trace and a per-op table"),
+    STR("profiling", "save_traces_folder", profiling_save_traces_folder, "profile_traces", NULL, F_NONEMPTY,
+        "where the traces go, relative to the run directory: FOLDER/iteration_STEP/rankR_trace.json"),
+    INT("profiling", "profile_freq", profiling_profile_freq, 10, 1, 0,
+        "profile the steps that are a multiple of this"),
+
     STR("activation_checkpoint", "mode", activation_checkpoint_mode, "none", "none,full", 0,
         "recompute activations in backward: none, or full (every layer); selective is not supported yet"),
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
 static const char *const SECTIONS[] = {"job", "model", "optimizer", "lr_scheduler", "training",
-                                       "parallelism", "checkpoint", "validation", "metrics",
+                                       "parallelism", "checkpoint", "validation", "metrics", "profiling",
                                        "activation_checkpoint"};
 #define NSECTIONS ((int)(sizeof SECTIONS / sizeof SECTIONS[0]))
 
@@ -178,8 +187,7 @@ static const struct { const char *section, *key, *value, *why, *hint; } NOT_YET[
 static const struct { const char *section, *key, *harmless; } IGNORED[] = {
     {"job", "config_file", NULL}, {"job", "use_for_integration_test", NULL}, {"job", "print_args", NULL},
     {"job", "print_config", NULL},
-    {"profiling", "enable_profiling", NULL}, {"profiling", "save_traces_folder", NULL},
-    {"profiling", "profile_freq", NULL}, {"profiling", "profiler_active", NULL}, {"profiling", "profiler_warmup", NULL},
+    {"profiling", "profiler_active", NULL}, {"profiling", "profiler_warmup", NULL},
     {"profiling", "enable_memory_snapshot", NULL}, {"profiling", "save_memory_snapshot_folder", NULL},
     {"metrics", "enable_tensorboard", NULL}, {"metrics", "disable_color_printing", NULL},
     {"metrics", "save_tb_folder", NULL}, {"metrics", "save_for_all_ranks", NULL}, {"metrics", "rank_0_only", NULL},

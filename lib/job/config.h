@@ -85,6 +85,11 @@ typedef struct {
     int metrics_log_freq;
     double metrics_peak_flops;         /* FLOP/s for MFU; 0 = measure with a GEMM probe */
 
+    /* [profiling] */
+    int profiling_enable_profiling;          /* time every op of one step in profile_freq */
+    char profiling_save_traces_folder[TITAN_STR]; /* relative to the run directory */
+    int profiling_profile_freq;
+
     /* [activation_checkpoint] */
     char activation_checkpoint_mode[TITAN_STR]; /* none, full */
 } titan_job_config;

@@ -273,7 +273,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     be->to_device(m->act[A_COS], cs, tb);
     be->to_device(m->act[A_SIN], cs + tb / sizeof(float), tb);
     free(cs);
-    if (be != titan_backend_cpu()) {
+    if (!be->host) {
         m->loss_host = titan_alloc((size_t)N * sizeof(float), "model: host copy of the losses");
         if (!m->loss_host) {
             titan_llama_free(m);

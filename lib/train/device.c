@@ -47,7 +47,7 @@ titan_status titan_train_device_open(const char *device, int world, int local_ra
         titan_error_hint("use --training.device=cpu");
         return st;
     }
-    d->host = d->be == titan_backend_cpu();
+    d->host = d->be->host;
     d->nccl = world > 1 && strcmp(d->be->name, "cuda") == 0 && have_nccl();
     if (world > 1 && strcmp(d->be->name, "cuda") == 0 && !d->nccl)
         titan_warn("%s: data parallelism over shared memory through host copies (libtitan-cuda.so %s): "

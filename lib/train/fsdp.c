@@ -602,7 +602,7 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     f->model = model;
     f->be = titan_llama_backend(model); /* packing, clipping: where the model's memory is */
     titan_comm *any = mesh->shard_comm ? mesh->shard_comm : mesh->replicate_comm;
-    f->mirror = f->be != titan_backend_cpu() && any && !titan_comm_device_buffers(any);
+    f->mirror = !f->be->host && any && !titan_comm_device_buffers(any);
     f->np = titan_llama_params(mc, NULL);
     f->nshards = mesh->layout.dp_shard;
     f->nblocks = titan_llama_blocks(model);

@@ -13,7 +13,7 @@ struct titan_state_stage {
 titan_status titan_state_load_staged(const titan_backend *be, const char *path, const titan_llama_config *mc,
                                      const titan_shard_piece *pieces, float *shard, titan_adamw *adam,
                                      titan_train_progress *pr, char *ckpt_path_out, size_t cap) {
-    if (be == titan_backend_cpu())
+    if (be->host)
         return titan_state_load_shards(path, mc, pieces, shard, adam, pr, ckpt_path_out, cap);
     size_t n = titan_adamw_numel(adam), bytes = n * sizeof(float);
     /* A CPU optimizer of the same shape takes the moments (a seed checkpoint

@@ -12,9 +12,12 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "backend/op_profile.h"
 #include "core/clock.h"
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "data/loader.h"
@@ -54,6 +57,8 @@ typedef struct {
     uint32_t *inputs, *targets;
     double peak_flops, flops_per_token;
     char ckpt_root[4096];
+    titan_op_profile *prof;    /* [profiling] enable_profiling: be is its table */
+    char prof_root[4096];
 } trainer;
 
 /* Opens a shard directory made with the model's tokenizer. */
@@ -117,6 +122,10 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     TITAN_TRY(titan_train_device_open(cfg->training_device, t->mesh.world, titan_dist_local_rank(t->mesh.dist), &t->dev));
     TITAN_TRY(titan_mesh_connect(&t->mesh, t->dev.nccl));
     t->be = t->dev.be;
+    if (cfg->profiling_enable_profiling) {
+        TITAN_TRY(titan_op_profile_create(t->dev.be, &t->prof, &t->be));
+        snprintf(t->prof_root, sizeof t->prof_root, "%s/%s", opts->run_dir, cfg->profiling_save_traces_folder);
+    }
     titan_info("device: %s%s%s%s", t->be->name, t->dev.desc[0] ? " (" : "", t->dev.desc, t->dev.desc[0] ? ")" : "");
     titan_backend_cpu_set_threads(cfg->training_threads); /* the CPU backend, and sampling */
     TITAN_TRY(titan_setup_ckpt_compression(cfg));
@@ -319,6 +328,35 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
     return TITAN_OK;
 }
 
+/* After a profiled step: this rank's Chrome trace and op table under
+ * FOLDER/iteration_STEP/, and one line on the costliest op. */
+static titan_status profile_report(trainer *t, double step_s) {
+    char dir[4096 + 64], path[4096 + 128];
+    snprintf(dir, sizeof dir, "%s/iteration_%" PRId64, t->prof_root, t->pr.step);
+    TITAN_TRY(titan_fs_mkdir_p(dir));
+    snprintf(path, sizeof path, "%s/rank%d_trace.json", dir, t->mesh.rank);
+    TITAN_TRY(titan_op_profile_write_trace(t->prof, path, t->mesh.rank, t->pr.step));
+    snprintf(path, sizeof path, "%s/rank%d_ops.txt", dir, t->mesh.rank);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return titan_error(TITAN_ERR_NOMEM, "op profile %s: out of memory", path);
+    fprintf(f, "step %" PRId64 ", rank %d, backend %s\n", t->pr.step, t->mesh.rank, t->be->name);
+    titan_op_profile_summary(t->prof, f, step_s);
+    titan_status st = fclose(f) == 0 ? titan_fs_write_atomic(path, buf, len)
+                                     : titan_error(TITAN_ERR_NOMEM, "op profile %s: out of memory", path);
+    free(buf);
+    TITAN_TRY(st);
+    const char *top = NULL;
+    double top_s = 0, all = titan_op_profile_total_s(t->prof, &top, &top_s);
+    if (t->mesh.rank == 0)
+        titan_info("profile: step %" PRId64 ": ops %.1f ms of the step's %.1f ms (each op waited for), "
+                   "costliest %s %.1f%%; %s/rank%d_{trace.json,ops.txt}",
+                   t->pr.step, 1e3 * all, 1e3 * step_s, top ? top : "-", all > 0 ? 100 * top_s / all : 0.0,
+                   dir, t->mesh.rank);
+    return TITAN_OK;
+}
+
 static titan_status loop(trainer *t) {
     const titan_job_config *cfg = t->cfg;
     double tokens_per_step = (double)cfg->training_local_batch_size * cfg->training_seq_len * t->accum *
@@ -332,7 +370,11 @@ static titan_status loop(trainer *t) {
         double t0 = titan_now_s();
         if (t->saver) TITAN_TRY(titan_async_save_poll(t->saver)); /* a failed background save stops the run */
         t->be->memory(NULL, NULL, NULL, 1); /* the step's own peak */
-        TITAN_TRY(train_step(t, &sm));
+        int profiled = t->prof && (t->pr.step + 1) % cfg->profiling_profile_freq == 0;
+        if (profiled) titan_op_profile_record(t->prof, 1);
+        titan_status st = train_step(t, &sm);
+        if (profiled) titan_op_profile_record(t->prof, 0);
+        TITAN_TRY(st);
         if (!t->dev.host) {
             size_t peak = 0, used = 0;
             t->be->memory(NULL, &peak, &used, 0);
@@ -344,6 +386,7 @@ static titan_status loop(trainer *t) {
         sm.tokens_per_s = tokens_per_step / sm.step_time_s;
         sm.peak_flops = t->peak_flops;
         sm.mfu = t->peak_flops > 0 ? t->flops_per_token * sm.tokens_per_s / t->peak_flops : 0.0;
+        if (profiled) TITAN_TRY(profile_report(t, sm.step_time_s));
         if (t->val_loader && (t->pr.step % cfg->validation_freq == 0 || t->pr.step == stop))
             TITAN_TRY(validate(t, &sm));
         if (cfg->checkpoint_enable && (t->pr.step % cfg->checkpoint_interval == 0 || t->pr.step == stop)) {
@@ -377,6 +420,7 @@ static void teardown(trainer *t) {
     titan_shard_dir_close(t->val_data);
     titan_tokenizer_free(t->tok);
     titan_mesh_free(&t->mesh);
+    titan_op_profile_free(t->prof);
 }
 
 titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *opts) {

@@ -104,6 +104,37 @@ expect 0 "" "cpu-guard to step 3, async save" -- "$bin/titan-train" "$tmp/gr" --
 expect 0 "" "resume on cpu-guard to step 6" -- "$bin/titan-train" "$tmp/gr" --training.device=cpu-guard
 cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/gr/checkpoint/step-00000006/rank-00000.bin" \
     && ok "cpu-guard resume is bitwise identical" || fail "cpu-guard resume is bitwise identical"
+# [profiling]: every op of steps 3 and 6 timed; a Chrome trace and a table
+# per profiled step; the numbers do not change.
+expect 0 "" "init profiled runs" -- "$bin/titan-init" "$cfg" "$tmp/pc" $TINY
+cp -r "$tmp/pc" "$tmp/pg"
+PROF="--profiling.enable_profiling=true --profiling.profile_freq=3"
+expect 0 "profile: step 3: ops" "train profiled on the cpu" -- "$bin/titan-train" "$tmp/pc" $PROF
+expect 0 "costliest" "train profiled on cpu-guard" -- "$bin/titan-train" "$tmp/pg" $PROF --training.device=cpu-guard
+for r in pc pg; do
+    cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/$r/checkpoint/step-00000006/rank-00000.bin" \
+        && ok "profiled run ($r) trains the same bits" || fail "profiled run ($r) trains the same bits"
+done
+if /usr/bin/python3 - "$tmp/pg/profile_traces" <<'PY'
+import json, sys
+root = sys.argv[1]
+for step in (3, 6):
+    t = json.load(open("%s/iteration_%d/rank0_trace.json" % (root, step)))
+    ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]
+    names = {e["name"] for e in ev}
+    need = {"matmul_forward", "matmul_backward", "attention_forward", "attention_backward", "cross_entropy",
+            "adamw_step", "embedding_backward", "rmsnorm_backward"}
+    assert need <= names, need - names
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in ev)
+    assert all(e["args"]["flops"] > 0 for e in ev if e["name"].startswith(("matmul", "attention")))
+    assert t["otherData"]["step"] == step
+    ops = open("%s/iteration_%d/rank0_ops.txt" % (root, step)).read()
+    assert "matmul_backward" in ops and "all ops" in ops and "of the step" in ops, ops
+PY
+then ok "profile traces are Chrome trace JSON with every op, and op tables"
+else fail "profile traces are Chrome trace JSON with every op, and op tables"; fi
+[ "$(ls "$tmp/pg/profile_traces")" = "iteration_3
+iteration_6" ] && ok "profiled steps 3 and 6 only" || fail "profiled steps 3 and 6 only"
 # Mixed precision (bf16 compute, fp32 master weights): the guarded device
 # computes the cpu's bf16 bits too.
 BF16="--training.mixed_precision_param=bfloat16"

@@ -345,8 +345,12 @@ static void test_torchtitan_file(void) {
     titan_status st = titan_config_load_file(&c, fixture());
     const char *err = capture_end();
     CHECK(st == TITAN_OK, "torchtitan file: %s (hint: %s)", titan_error_message(), titan_error_hint_text());
-    CHECK(strstr(err, "torchtitan_debug.toml:18: profiling.enable_profiling: ignored: not supported yet") != NULL,
+    CHECK(strstr(err, "torchtitan_debug.toml:21: profiling.enable_memory_snapshot: ignored: not supported yet") !=
+              NULL,
           "warnings name file:line and key:\n%s", err);
+    CHECK(strstr(err, "enable_profiling") == NULL && c.profiling_enable_profiling == 0 &&
+              c.profiling_profile_freq == 10 && strcmp(c.profiling_save_traces_folder, "profile_trace") == 0,
+          "[profiling] keys read:\n%s", err);
     CHECK(strstr(err, "compile.components: ignored") && strstr(err, "float8.filter_fqns: ignored") &&
               strstr(err, "comm.trace_buf_size: ignored") && strstr(err, "model.hf_assets_path: ignored"),
           "warnings:\n%s", err);

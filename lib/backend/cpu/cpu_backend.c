@@ -121,14 +121,18 @@ double titan_cpu_sumsq(const float *x, size_t n) {
     return s;
 }
 
+static void cpu_sync(void) {} /* every op has finished when it returns */
+
 static const titan_backend cpu_backend = {
     .name = "cpu",
+    .host = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .zero = cpu_zero,
     .to_device = cpu_copy,
     .to_host = cpu_copy,
     .memory = cpu_memory,
+    .sync = cpu_sync,
     .alloc_releasable = cpu_alloc, /* page-backed already */
     .commit = cpu_commit,
     .release = cpu_release,

@@ -1,0 +1,331 @@
+/* op_profile.c - the op profiler: a backend table whose ops time the inner
+ * backend's (see op_profile.h). */
+#define _GNU_SOURCE
+#include "backend/op_profile.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/fsutil.h"
+
+typedef struct {
+    const char *name; /* the op's table name (static) */
+    double t0, dur;   /* seconds: start on titan_now_s, duration */
+    double flops;
+    char shape[64];
+} op_event;
+
+struct titan_op_profile {
+    const titan_backend *inner;
+    titan_backend table;
+    int on;
+    double start; /* of the recording */
+    op_event *ev;
+    size_t n, cap;
+    pthread_mutex_t lock;
+};
+
+/* the one profiler (the table's ops have no context pointer) */
+static titan_op_profile *g_prof;
+
+static double op_begin(void) {
+    g_prof->inner->sync(); /* earlier work is not this op's */
+    return titan_now_s();
+}
+
+static void op_end(const char *name, double t0, double flops, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void op_end(const char *name, double t0, double flops, const char *fmt, ...) {
+    titan_op_profile *p = g_prof;
+    p->inner->sync();
+    double t1 = titan_now_s();
+    pthread_mutex_lock(&p->lock);
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 1024;
+        op_event *ev = realloc(p->ev, cap * sizeof *ev);
+        if (!ev) { /* the profile loses this event, training goes on */
+            pthread_mutex_unlock(&p->lock);
+            return;
+        }
+        p->ev = ev, p->cap = cap;
+    }
+    op_event *e = &p->ev[p->n++];
+    e->name = name, e->t0 = t0, e->dur = t1 - t0, e->flops = flops;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->shape, sizeof e->shape, fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Runs CALL; when recording, timed and kept as op NAME with FLOPS and a shape. */
+#define TIMED(NAME, FLOPS, CALL, ...)                    \
+    do {                                                 \
+        if (!g_prof->on) {                               \
+            CALL;                                        \
+            return;                                      \
+        }                                                \
+        double t0_ = op_begin();                         \
+        CALL;                                            \
+        op_end(NAME, t0_, (FLOPS), __VA_ARGS__);         \
+    } while (0)
+
+#define IN (g_prof->inner)
+
+static void p_zero(void *p, size_t nbytes) {
+    TIMED("zero", 0, IN->zero(p, nbytes), "%zu bytes", nbytes);
+}
+static void p_to_device(void *dst, const void *src, size_t nbytes) {
+    TIMED("to_device", 0, IN->to_device(dst, src, nbytes), "%zu bytes", nbytes);
+}
+static void p_to_host(void *dst, const void *src, size_t nbytes) {
+    TIMED("to_host", 0, IN->to_host(dst, src, nbytes), "%zu bytes", nbytes);
+}
+static void p_convert(void *dst, titan_dtype dt_dst, const void *src, titan_dtype dt_src,
+                      size_t n) {
+    TIMED("convert", 0, IN->convert(dst, dt_dst, src, dt_src, n), "%s <- %s x %zu",
+          titan_dtype_name(dt_dst), titan_dtype_name(dt_src), n);
+}
+static void p_matmul_forward(titan_dtype dt, void *out, const void *inp, const void *w, int N,
+                             int IC, int OC) {
+    TIMED("matmul_forward", 2.0 * N * IC * OC, IN->matmul_forward(dt, out, inp, w, N, IC, OC),
+          "N=%d IC=%d OC=%d", N, IC, OC);
+}
+static void p_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout,
+                              const void *inp, const void *w, int N, int IC, int OC) {
+    double products = (dinp != NULL) + (dw != NULL);
+    TIMED("matmul_backward", 2.0 * N * IC * OC * products,
+          IN->matmul_backward(dt, dinp, dw, dout, inp, w, N, IC, OC), "N=%d IC=%d OC=%d%s%s", N,
+          IC, OC, dinp ? " dinp" : "", dw ? " dw" : "");
+}
+static void p_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n) {
+    TIMED("add", 0, IN->add(dt, out, a, b, n), "n=%zu", n);
+}
+static void p_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,
+                                const void *wte, int N, int C) {
+    TIMED("embedding_forward", 0, IN->embedding_forward(dt, out, tokens, wte, N, C), "N=%d C=%d",
+          N, C);
+}
+static void p_embedding_backward(titan_dtype dt, float *dwte, const void *dout,
+                                 const uint32_t *tokens, int N, int C) {
+    TIMED("embedding_backward", 0, IN->embedding_backward(dt, dwte, dout, tokens, N, C),
+          "N=%d C=%d", N, C);
+}
+static void p_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const void *inp,
+                              const void *weight, int N, int C, float eps) {
+    TIMED("rmsnorm_forward", 0, IN->rmsnorm_forward(dt, out, rstd, inp, weight, N, C, eps),
+          "N=%d C=%d", N, C);
+}
+static void p_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const void *dout,
+                               const void *inp, const void *weight, const float *rstd, int N,
+                               int C) {
+    TIMED("rmsnorm_backward", 0,
+          IN->rmsnorm_backward(dt, dinp, dweight, dout, inp, weight, rstd, N, C), "N=%d C=%d", N,
+          C);
+}
+static void p_rope_forward(titan_dtype dt, void *out, const void *inp, const float *cos,
+                           const float *sin, int B, int T, int NHX, int HD) {
+    TIMED("rope_forward", 0, IN->rope_forward(dt, out, inp, cos, sin, B, T, NHX, HD),
+          "B=%d T=%d heads=%d HD=%d", B, T, NHX, HD);
+}
+static void p_rope_backward(titan_dtype dt, void *dinp, const void *dout, const float *cos,
+                            const float *sin, int B, int T, int NHX, int HD) {
+    TIMED("rope_backward", 0, IN->rope_backward(dt, dinp, dout, cos, sin, B, T, NHX, HD),
+          "B=%d T=%d heads=%d HD=%d", B, T, NHX, HD);
+}
+
+/* Causal attention's products: S = Q K^T and P V over the T (T + 1) / 2
+ * query-key pairs at or below the diagonal, 2 flops per multiply-add. The
+ * backward does five such products (S again, dP, dV, dK, dQ). */
+static double attention_flops(int B, int T, int NH, int HD, int products) {
+    return 2.0 * products * B * NH * HD * ((double)T * (T + 1) / 2);
+}
+
+static void p_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
+                                const void *k, const void *v, int B, int T, int NH, int NKV,
+                                int HD) {
+    TIMED("attention_forward", attention_flops(B, T, NH, HD, 2),
+          IN->attention_forward(dt, out, lse, q, k, v, B, T, NH, NKV, HD),
+          "B=%d T=%d NH=%d NKV=%d HD=%d", B, T, NH, NKV, HD);
+}
+static void p_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv, const void *dout,
+                                 const void *out, const float *lse, const void *q, const void *k,
+                                 const void *v, int B, int T, int NH, int NKV, int HD) {
+    TIMED("attention_backward", attention_flops(B, T, NH, HD, 5),
+          IN->attention_backward(dt, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD),
+          "B=%d T=%d NH=%d NKV=%d HD=%d", B, T, NH, NKV, HD);
+}
+static void p_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
+                             int H) {
+    TIMED("swiglu_forward", 0, IN->swiglu_forward(dt, out, h1, h3, N, H), "N=%d H=%d", N, H);
+}
+static void p_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *dout,
+                              const void *h1, const void *h3, int N, int H) {
+    TIMED("swiglu_backward", 0, IN->swiglu_backward(dt, dh1, dh3, dout, h1, h3, N, H),
+          "N=%d H=%d", N, H);
+}
+static void p_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
+                            const uint32_t *targets, int N, int V, float dscale) {
+    TIMED("cross_entropy", 0, IN->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale),
+          "N=%d V=%d%s", N, V, dlogits ? " dlogits" : "");
+}
+static void p_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, int64_t t) {
+    TIMED("adamw_step", 0, IN->adamw_step(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, t),
+          "n=%zu", n);
+}
+static void p_scale(float *x, size_t n, float s) {
+    TIMED("scale", 0, IN->scale(x, n, s), "n=%zu", n);
+}
+static double p_sumsq(const float *x, size_t n) {
+    if (!g_prof->on) return IN->sumsq(x, n);
+    double t0 = op_begin();
+    double s = IN->sumsq(x, n);
+    op_end("sumsq", t0, 0, "n=%zu", n);
+    return s;
+}
+
+titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profile **out,
+                                     const titan_backend **table) {
+    if (g_prof) return titan_error(TITAN_ERR_USAGE, "op profiler: one exists already");
+    titan_op_profile *p = calloc(1, sizeof *p);
+    if (!p) return titan_error(TITAN_ERR_NOMEM, "op profiler: out of memory");
+    pthread_mutex_init(&p->lock, NULL);
+    p->inner = inner;
+    p->table = *inner; /* name, host flag, memory ops, sync: inner's own */
+    titan_backend *t = &p->table;
+    t->zero = p_zero, t->to_device = p_to_device, t->to_host = p_to_host, t->convert = p_convert;
+    t->matmul_forward = p_matmul_forward, t->matmul_backward = p_matmul_backward;
+    t->add = p_add;
+    t->embedding_forward = p_embedding_forward, t->embedding_backward = p_embedding_backward;
+    t->rmsnorm_forward = p_rmsnorm_forward, t->rmsnorm_backward = p_rmsnorm_backward;
+    t->rope_forward = p_rope_forward, t->rope_backward = p_rope_backward;
+    t->attention_forward = p_attention_forward, t->attention_backward = p_attention_backward;
+    t->swiglu_forward = p_swiglu_forward, t->swiglu_backward = p_swiglu_backward;
+    t->cross_entropy = p_cross_entropy;
+    t->adamw_step = p_adamw_step, t->sumsq = p_sumsq, t->scale = p_scale;
+    g_prof = p;
+    *out = p;
+    *table = &p->table;
+    return TITAN_OK;
+}
+
+void titan_op_profile_free(titan_op_profile *p) {
+    if (!p) return;
+    if (g_prof == p) g_prof = NULL;
+    pthread_mutex_destroy(&p->lock);
+    free(p->ev);
+    free(p);
+}
+
+void titan_op_profile_record(titan_op_profile *p, int on) {
+    pthread_mutex_lock(&p->lock);
+    if (on) {
+        p->n = 0;
+        p->start = titan_now_s();
+    }
+    p->on = on;
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* the JSON string body of s (shapes and op names: no quotes, but be safe) */
+static void json_str(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        if ((unsigned char)*s >= 0x20) fputc(*s, f);
+    }
+}
+
+titan_status titan_op_profile_write_trace(const titan_op_profile *p, const char *path, int rank,
+                                          int64_t step) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return titan_error(TITAN_ERR_NOMEM, "op profile %s: out of memory", path);
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"step\": %lld, \"rank\": %d, "
+               "\"backend\": \"%s\"},\n \"traceEvents\": [\n",
+            (long long)step, rank, p->inner->name);
+    fprintf(f, "  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": "
+               "\"rank %d (%s)\"}}",
+            rank, rank, p->inner->name);
+    for (size_t i = 0; i < p->n; i++) {
+        const op_event *e = &p->ev[i];
+        fprintf(f, ",\n  {\"name\": \"%s\", \"cat\": \"op\", \"ph\": \"X\", \"pid\": %d, \"tid\": 0, "
+                   "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"shape\": \"",
+                e->name, rank, (e->t0 - p->start) * 1e6, e->dur * 1e6);
+        json_str(f, e->shape);
+        fputc('"', f);
+        if (e->flops > 0) fprintf(f, ", \"flops\": %.0f", e->flops);
+        fputs("}}", f);
+    }
+    fputs("\n]}\n", f);
+    if (fclose(f) != 0) {
+        free(buf);
+        return titan_error(TITAN_ERR_NOMEM, "op profile %s: out of memory", path);
+    }
+    titan_status st = titan_fs_write_atomic(path, buf, len);
+    free(buf);
+    return st;
+}
+
+typedef struct {
+    const char *name;
+    long calls;
+    double s, flops;
+} op_total;
+
+static int by_time(const void *a, const void *b) {
+    double x = ((const op_total *)a)->s, y = ((const op_total *)b)->s;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* per-name totals into t[] (sorted, costliest first); returns their count */
+static int totals(const titan_op_profile *p, op_total *t, int cap) {
+    int nt = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const op_event *e = &p->ev[i];
+        int j = 0;
+        while (j < nt && strcmp(t[j].name, e->name) != 0) j++;
+        if (j == nt) {
+            if (nt == cap) continue;
+            t[nt++] = (op_total){e->name, 0, 0, 0};
+        }
+        t[j].calls++, t[j].s += e->dur, t[j].flops += e->flops;
+    }
+    qsort(t, (size_t)nt, sizeof *t, by_time);
+    return nt;
+}
+
+enum { MAX_OPS = 32 }; /* distinct op names: the table has 21 */
+
+double titan_op_profile_total_s(const titan_op_profile *p, const char **top, double *top_s) {
+    op_total t[MAX_OPS];
+    int nt = totals(p, t, MAX_OPS);
+    double all = 0;
+    for (int i = 0; i < nt; i++) all += t[i].s;
+    if (top) *top = nt ? t[0].name : NULL;
+    if (top_s) *top_s = nt ? t[0].s : 0;
+    return all;
+}
+
+void titan_op_profile_summary(const titan_op_profile *p, FILE *f, double step_s) {
+    op_total t[MAX_OPS];
+    int nt = totals(p, t, MAX_OPS);
+    double all = 0;
+    for (int i = 0; i < nt; i++) all += t[i].s;
+    fprintf(f, "%-20s %7s %11s %7s %11s %9s\n", "op", "calls", "total ms", "share", "ms/call",
+            "TFLOP/s");
+    for (int i = 0; i < nt; i++) {
+        fprintf(f, "%-20s %7ld %11.3f %6.1f%% %11.4f", t[i].name, t[i].calls, 1e3 * t[i].s,
+                all > 0 ? 100 * t[i].s / all : 0.0, 1e3 * t[i].s / t[i].calls);
+        if (t[i].flops > 0 && t[i].s > 0) fprintf(f, " %9.2f", t[i].flops / t[i].s / 1e12);
+        fputc('\n', f);
+    }
+    fprintf(f, "%-20s %7s %11.3f", "all ops", "", 1e3 * all);
+    if (step_s > 0) fprintf(f, "  (%.1f%% of the step's %.3f ms)", 100 * all / step_s, 1e3 * step_s);
+    fputc('\n', f);
+}
