@@ -188,6 +188,14 @@ static __device__ __forceinline__ void tc_frag_b_kn2(uint32_t b[4], const bf16 *
     tc_ldsm_x4_trans(b, M + (lane & 15) * ld + (lane >> 4) * 8);
 }
 
+/* c0 += a B0 and c1 += a B1: the two 8-column tiles of one x4 B load
+ * (b[0..1] and b[2..3], as tc_frag_b_nk2 and tc_frag_b_kn2 give them) */
+static __device__ __forceinline__ void tc_mma_pair(float c0[4], float c1[4], const uint32_t a[4],
+                                                const uint32_t b[4]) {
+    tc_mma_16816(c0, a, b);
+    tc_mma_16816(c1, a, b + 2);
+}
+
 /* A (16 rows x 16 k) from the fp32 C fragments of two adjacent 8-column
  * tiles (k 0..7 and 8..15), rounded to bf16 */
 static __device__ __forceinline__ void tc_frag_a_from_c(uint32_t a[4], const float c0[4],
@@ -323,8 +331,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 if (16 * np < live) {
                     uint32_t bb[4];
                     tc_frag_b_nk2(bb, Kt + np * 16 * LD + kd * 16, LD, lane);
-                    tc_mma_16816(s[2 * np], a, bb);
-                    tc_mma_16816(s[2 * np + 1], a, bb + 2);
+                    tc_mma_pair(s[2 * np], s[2 * np + 1], a, bb);
                 }
             }
         }
@@ -372,8 +379,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 for (int dj = 0; dj < DT / 2; dj++) { /* column tiles 2 dj, 2 dj + 1 */
                     uint32_t bb[4];
                     tc_frag_b_kn2(bb, Vt + kc * 16 * LD + dj * 16, LD, lane);
-                    tc_mma_16816(o[2 * dj], a, bb);
-                    tc_mma_16816(o[2 * dj + 1], a, bb + 2);
+                    tc_mma_pair(o[2 * dj], o[2 * dj + 1], a, bb);
                 }
             }
         }
@@ -540,11 +546,9 @@ __global__ void __launch_bounds__(TC_THREADS)
                 if (16 * np + 16 > dead) {
                     uint32_t bb[4];
                     tc_frag_b_nk2(bb, Qb + np * 16 * LD + kd * 16, LD, lane);
-                    tc_mma_16816(st[2 * np], ak, bb);
-                    tc_mma_16816(st[2 * np + 1], ak, bb + 2);
+                    tc_mma_pair(st[2 * np], st[2 * np + 1], ak, bb);
                     tc_frag_b_nk2(bb, dOb + np * 16 * LD + kd * 16, LD, lane);
-                    tc_mma_16816(dpt[2 * np], av, bb);
-                    tc_mma_16816(dpt[2 * np + 1], av, bb + 2);
+                    tc_mma_pair(dpt[2 * np], dpt[2 * np + 1], av, bb);
                 }
             }
         }
@@ -565,11 +569,9 @@ __global__ void __launch_bounds__(TC_THREADS)
                 for (int dj = 0; dj < DT / 2; dj++) {
                     uint32_t bb[4];
                     tc_frag_b_kn2(bb, dOb + kc * 16 * LD + dj * 16, LD, lane);
-                    tc_mma_16816(dva[2 * dj], ap, bb);
-                    tc_mma_16816(dva[2 * dj + 1], ap, bb + 2);
+                    tc_mma_pair(dva[2 * dj], dva[2 * dj + 1], ap, bb);
                     tc_frag_b_kn2(bb, Qb + kc * 16 * LD + dj * 16, LD, lane);
-                    tc_mma_16816(dka[2 * dj], ads, bb);
-                    tc_mma_16816(dka[2 * dj + 1], ads, bb + 2);
+                    tc_mma_pair(dka[2 * dj], dka[2 * dj + 1], ads, bb);
                 }
             }
         }
@@ -683,11 +685,9 @@ __global__ void __launch_bounds__(TC_THREADS)
                 if (16 * np < live) {
                     uint32_t bb[4];
                     tc_frag_b_nk2(bb, Kt + np * 16 * LD + kd * 16, LD, lane);
-                    tc_mma_16816(s[2 * np], aq, bb);
-                    tc_mma_16816(s[2 * np + 1], aq, bb + 2);
+                    tc_mma_pair(s[2 * np], s[2 * np + 1], aq, bb);
                     tc_frag_b_nk2(bb, Vt + np * 16 * LD + kd * 16, LD, lane);
-                    tc_mma_16816(dp[2 * np], ao, bb);
-                    tc_mma_16816(dp[2 * np + 1], ao, bb + 2);
+                    tc_mma_pair(dp[2 * np], dp[2 * np + 1], ao, bb);
                 }
             }
         }
@@ -709,8 +709,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 for (int dj = 0; dj < DT / 2; dj++) {
                     uint32_t bb[4];
                     tc_frag_b_kn2(bb, Kt + kc * 16 * LD + dj * 16, LD, lane);
-                    tc_mma_16816(dqa[2 * dj], a, bb);
-                    tc_mma_16816(dqa[2 * dj + 1], a, bb + 2);
+                    tc_mma_pair(dqa[2 * dj], dqa[2 * dj + 1], a, bb);
                 }
             }
         }
