@@ -272,6 +272,27 @@ static __device__ __forceinline__ void tc_scale_mask(float (&s)[NT][4], float sc
         }
 }
 
+/* The forward's and dq's walk over kv tiles, double-buffered: queues tile
+ * kj + 1 into the other buffer (freed at the end of tile kj - 1) when there
+ * is one, then waits until tile kj has landed, for this thread's copies and
+ * (the barrier) everyone's. */
+template <int HD>
+static __device__ __forceinline__ void tc_kv_advance(bf16 *Ks, bf16 *Vs, const bf16 *k,
+                                                  const bf16 *v, int b, int kj, int nkv, int T,
+                                                  int NKV, int kh) {
+    constexpr int LD = HD + TC_PAD;
+    if (kj + 1 < nkv) {
+        const int nb = (kj + 1) & 1;
+        tc_tile_load<HD, TC_BC>(Ks + nb * TC_BC * LD, k, b, (kj + 1) * TC_BC, T, NKV, kh);
+        tc_tile_load<HD, TC_BC>(Vs + nb * TC_BC * LD, v, b, (kj + 1) * TC_BC, T, NKV, kh);
+        tc_cp_async_commit();
+        tc_cp_async_wait<1>();
+    } else {
+        tc_cp_async_wait<0>();
+    }
+    __syncthreads();
+}
+
 /* ------------------------------------------------------------------ forward */
 
 template <int HD>
@@ -302,16 +323,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     const bf16 *Qw = Qs + warp * 16 * LD;
 
     for (int kj = 0; kj < nkv; kj++) {
-        if (kj + 1 < nkv) { /* the next tile into the other buffer, freed at the end of kj-1 */
-            const int nb = (kj + 1) & 1;
-            tc_tile_load<HD, TC_BC>(Ks + nb * TC_BC * LD, k, b, (kj + 1) * TC_BC, T, NKV, kh);
-            tc_tile_load<HD, TC_BC>(Vs + nb * TC_BC * LD, v, b, (kj + 1) * TC_BC, T, NKV, kh);
-            tc_cp_async_commit();
-            tc_cp_async_wait<1>();
-        } else {
-            tc_cp_async_wait<0>();
-        }
-        __syncthreads();
+        tc_kv_advance<HD>(Ks, Vs, k, v, b, kj, nkv, T, NKV, kh);
         const bf16 *Kt = Ks + (kj & 1) * TC_BC * LD, *Vt = Vs + (kj & 1) * TC_BC * LD;
         /* Only the diagonal tile (kj == qi) has keys past a row. There this
          * warp's rows 16 warp.. 16 warp + 15 see keys up to 16 warp + 15:
@@ -655,16 +667,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     const bf16 *Qw = Qs + warp * 16 * LD, *dOw = dOs + warp * 16 * LD;
 
     for (int kj = 0; kj < nkv; kj++) {
-        if (kj + 1 < nkv) {
-            const int nb = (kj + 1) & 1;
-            tc_tile_load<HD, TC_BC>(Ks + nb * TC_BC * LD, k, b, (kj + 1) * TC_BC, T, NKV, kh);
-            tc_tile_load<HD, TC_BC>(Vs + nb * TC_BC * LD, v, b, (kj + 1) * TC_BC, T, NKV, kh);
-            tc_cp_async_commit();
-            tc_cp_async_wait<1>();
-        } else {
-            tc_cp_async_wait<0>();
-        }
-        __syncthreads();
+        tc_kv_advance<HD>(Ks, Vs, k, v, b, kj, nkv, T, NKV, kh);
         const bf16 *Kt = Ks + (kj & 1) * TC_BC * LD, *Vt = Vs + (kj & 1) * TC_BC * LD;
         /* as in the forward: only the diagonal tile is masked, and there the
          * products of the keys past `live` are skipped (dS is 0 there) */

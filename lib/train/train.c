@@ -265,10 +265,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
     double lr = cfg->optimizer_lr * titan_lr_factor(&t->sched, step - 1);
     titan_adamw_step(t->adam, titan_fsdp_params(t->fsdp), titan_fsdp_grads(t->fsdp), (float)lr);
-    if (!t->dev.host) { /* a device queues its work: wait for it, so step_time_s is this step's */
-        float one;
-        t->be->to_host(&one, titan_fsdp_params(t->fsdp), sizeof one);
-    }
+    t->be->sync(); /* a device queues its work: step_time_s is this step's */
     /* The next forward gathers block by block. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
 

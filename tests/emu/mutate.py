@@ -31,13 +31,13 @@ MUTATIONS = {
     "fwd_no_trailing_sync": (
         "forward: a tile buffer refilled while other warps still read it",
         [("        __syncthreads(); /* this buffer is refilled at kj + 1 */\n", "", 1)]),
-    "fwd_wait_too_little": (
-        "forward: computes on a tile whose cp.async has not landed",
+    "kv_wait_too_little": (
+        "forward, dq: compute on a kv tile whose cp.async has not landed",
         [("tc_cp_async_wait<1>();", "tc_cp_async_wait<2>();", 1)]),
-    "dq_no_sync_after_wait": (
-        "dq: reads a tile before the other threads' copies landed",
-        [("        }\n        __syncthreads();\n        const bf16 *Kt",
-          "        }\n        const bf16 *Kt", 2)]),
+    "kv_no_sync_after_wait": (
+        "forward, dq: read a kv tile before the other threads' copies landed",
+        [("        tc_cp_async_wait<0>();\n    }\n    __syncthreads();\n",
+          "        tc_cp_async_wait<0>();\n    }\n", 1)]),
     "dkv_no_trailing_sync": (
         "dkv: a query tile buffer refilled while other warps still read it",
         [("        __syncthreads(); /* this buffer is refilled at it + 1 */\n", "", 1)]),

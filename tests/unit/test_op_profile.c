@@ -41,7 +41,7 @@ int main(void) {
     CHECK(ss > 0, "sumsq returns the inner value");
     const char *top = NULL;
     double top_s = -1, all = titan_op_profile_total_s(p, &top, &top_s);
-    CHECK(all >= 0 && top != NULL && top_s <= all + 1e-12, "totals: %g, %s %g", all, top ? top : "-", top_s);
+    CHECK(all > 0 && top != NULL && top_s > 0 && top_s <= all + 1e-12, "totals: %g, %s %g", all, top ? top : "-", top_s);
 
     char *buf = NULL;
     size_t len = 0;
