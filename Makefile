@@ -81,6 +81,17 @@ ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib -Xcompiler -fPIC,-fvisibility=hidd
 EMU_TEST  = build/tests/test_attention_tc_emu
 EMU_FLAGS = -std=c++17 -O2 -g $(WARN) -Wno-unknown-pragmas -fno-strict-aliasing \
             $(filter -Werror,$(CFLAGS)) -Ibuild/emu -isystem $(dir $(NVCC))../include
+# The whole CUDA backend on the CPU (tests/emu/cuda_emu.h): every kernels/*.cu
+# but comm_nccl.cu made host C++ by gen_kernels.awk, over a host CUDA runtime,
+# cuBLASLt and CUB. The suite runs test_cuda_ops and a training run on it
+# (TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so).
+EMU_SO      = build/emu/libtitan-cuda-emu.so
+EMU_CU_SRC := $(filter-out kernels/comm_nccl.cu,$(sort $(wildcard kernels/*.cu)))
+EMU_CU_OBJ := $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.o) build/emu/cuda/cuda_emu.o \
+              build/emu/cuda/cublaslt_emu.o
+EMU_SO_FLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fno-strict-aliasing \
+               $(WARN) -Wno-unknown-pragmas $(filter -Werror,$(CFLAGS)) -Ilib -Ikernels -Itests/emu \
+               -isystem $(dir $(NVCC))../include -MMD -MP
 # kernels/vmm.cu's object linked against a host mock of the CUDA runtime and
 # driver calls it makes (tests/mock/): the suite checks releasable memory
 # without a GPU. libcudart only registers vmm.o's fat binary.
@@ -89,7 +100,7 @@ VMM_MOCK_FLAGS = -std=c++17 -O2 -g $(WARN) $(filter -Werror,$(CFLAGS)) -Ilib \
                  -isystem $(dir $(NVCC))../include
 endif
 
-all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(VMM_MOCK_TEST)
+all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_SO) $(VMM_MOCK_TEST)
 
 ifneq ($(CUDA_OUT),)
 build/obj/kernels/%.o: kernels/%.cu
@@ -109,9 +120,25 @@ build/emu/kern.inc: kernels/attention_tc.cu tests/emu/gen_kernels.awk
 	@mkdir -p build/emu
 	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
 
-$(EMU_TEST): tests/emu/test_attention_tc_emu.cpp tests/emu/emu.h tests/gpu/bf16_check.h build/emu/kern.inc
+$(EMU_TEST): tests/emu/test_attention_tc_emu.cpp tests/emu/emu.h tests/emu/emu_core.h tests/gpu/bf16_check.h build/emu/kern.inc
 	@mkdir -p build/tests
 	$(CXX) $(EMU_FLAGS) -o $@ $<
+
+build/emu/cuda/%.cpp: kernels/%.cu tests/emu/gen_kernels.awk
+	@mkdir -p build/emu/cuda
+	awk -v whole=1 -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
+
+build/emu/cuda/%.o: build/emu/cuda/%.cpp
+	$(CXX) $(EMU_SO_FLAGS) -c $< -o $@
+
+build/emu/cuda/%.o: tests/emu/%.cpp
+	@mkdir -p build/emu/cuda
+	$(CXX) $(EMU_SO_FLAGS) -c $< -o $@
+
+.SECONDARY: $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.cpp)
+
+$(EMU_SO): $(EMU_CU_OBJ)
+	$(CXX) -shared -o $@ $(EMU_CU_OBJ) -Wl,--no-undefined -lpthread
 
 $(VMM_MOCK_TEST): tests/mock/test_vmm_mock.cpp build/obj/kernels/vmm.o
 	@mkdir -p build/tests
@@ -185,4 +212,4 @@ clean:
 	rm -rf build bin
 
 .PHONY: all check bench demo install clean fuzz
--include $(shell find build/obj -name '*.d' 2>/dev/null)
+-include $(shell find build/obj build/emu -name '*.d' 2>/dev/null)

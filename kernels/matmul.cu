@@ -135,11 +135,16 @@ static int plan_algo(gemm_plan *p, uint32_t reduction_mask) {
     cublasLtMatmulHeuristicResult_t heur;
     memset(&heur, 0, sizeof heur);
     int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g_mm.lt, p->op, p->la, p->lb, p->lc, p->lc, pref,
-                                                1, &heur, &found));
+    /* NOT_SUPPORTED is cuBLASLt's "no heuristic for this configuration":
+     * no algorithm, as found = 0; and a result is usable only when its
+     * state is SUCCESS */
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g_mm.lt, p->op, p->la, p->lb, p->lc,
+                                                       p->lc, pref, 1, &heur, &found);
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(st);
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (found > 0) p->algo = heur.algo;
-    return found > 0;
+    found = st == CUBLAS_STATUS_SUCCESS && found > 0 && heur.state == CUBLAS_STATUS_SUCCESS;
+    if (found) p->algo = heur.algo;
+    return found;
 }
 
 /* Fills a free slot with the descriptors, layouts and algorithm of key. */

@@ -47,6 +47,10 @@ for t in build/tests/test_*; do
     run "$n" "$t"
 done
 [ -x build/tests/test_parity ] && run test_parity golden
+# The CUDA backend's own code on the CPU (tests/emu/cuda_emu.h), where nvcc built it.
+if [ -f build/emu/libtitan-cuda-emu.so ] && [ -x build/tests/test_cuda_ops ]; then
+    run test_cuda_ops_emu env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so build/tests/test_cuda_ops
+fi
 for s in tests/cli/*.sh; do
     [ -f "$s" ] || continue
     run "cli_$(basename "$s" .sh)" sh "$s"

@@ -1,18 +1,59 @@
-# gen_kernels.awk - kernels/attention_tc.cu's device code for the host
-# emulator (tests/emu/emu.h), on stdout:
+# gen_kernels.awk - a kernels/*.cu file made host C++ for the emulator
+# (tests/emu/emu_core.h), on stdout:
 #   awk -f tests/emu/gen_kernels.awk kernels/attention_tc.cu > build/emu/kern.inc
-# Keeps everything up to the "host side" section line except the
-# '#include "cuda_ops.cuh"' line and the "PTX wrappers" section (emu.h
-# defines those functions); both become blank lines, so line numbers in
-# compiler messages and debuggers are the .cu file's. Fails when either
-# section line is missing (the file was reorganised: look here again).
-BEGIN { print "#line 1 \"" ARGV[1] "\"" }
-/^\/\* -+ host side / { host = 1; exit }
+#       attention_tc.cu's device code alone (test_attention_tc_emu): the file
+#       up to its "host side" section line; fails when that line or the "PTX
+#       wrappers" one is missing (the file was reorganised: look here again)
+#   awk -v whole=1 -f tests/emu/gen_kernels.awk kernels/X.cu > build/emu/cuda/X.cpp
+#       the whole file, host side included, for libtitan-cuda-emu.so
+#       (tests/emu/cuda_emu.h, which the output includes first)
+# Rewrites, each keeping the line count, so line numbers in compiler messages
+# and debuggers are the .cu file's (#line):
+#   - the "PTX wrappers" section becomes blank lines (emu_core.h defines them)
+#   - `extern __shared__ [__align__(n)] T name[];` -> a T pointer to emu_smem
+#   - whole: `kern<...><<<cfg>>>(args` -> `emu_kernel_launch(cfg).run(kern<...>, args`
+#     (the kernel name must start its line and <<< ... >>>( share that line)
+#   - whole: `#include <cub/...>` -> blank (cuda_emu.h has a host CUB)
+BEGIN {
+    if (whole) print "#include \"cuda_emu.h\""
+    print "#line 1 \"" ARGV[1] "\""
+}
+!whole && /^\/\* -+ host side / { host = 1; exit }
 /^\/\* -+ / { skip = ($0 ~ / PTX wrappers/); if (skip) ptx = 1 }
-/^#include "cuda_ops\.cuh"/ { print ""; next }
-{ print (skip ? "" : $0) }
+skip { print ""; next }
+!whole && /^#include "cuda_ops\.cuh"/ { print ""; next }
+whole && /^#include <cub\// { print ""; next }
+/extern __shared__ / {
+    line = $0
+    match(line, /^[ \t]*/); indent = substr(line, 1, RLENGTH)
+    sub(/^[ \t]*extern __shared__ /, "", line)
+    sub(/__align__\([0-9]+\) /, "", line)
+    if (!match(line, /[A-Za-z_][A-Za-z0-9_]*\[\];/)) {
+        printf "gen_kernels.awk: %s:%d: cannot read this extern __shared__ line\n", ARGV[1], NR > "/dev/stderr"
+        exit 1
+    }
+    name = substr(line, RSTART, RLENGTH - 3); type = substr(line, 1, RSTART - 1)
+    sub(/[ \t]+$/, "", type)
+    print indent type " *" name " = reinterpret_cast<" type " *>(emu_smem);"
+    next
+}
+whole && /<<<.*>>>\(/ {
+    line = $0
+    match(line, /^[ \t]*/); indent = substr(line, 1, RLENGTH)
+    p = index(line, "<<<"); q = index(line, ">>>(")
+    name = substr(line, RLENGTH + 1, p - RLENGTH - 1)
+    cfg = substr(line, p + 3, q - p - 3)
+    rest = substr(line, q + 4)
+    print indent "emu_kernel_launch(" cfg ").run(" name (rest ~ /^\)/ ? "" : ", ") rest
+    next
+}
+whole && /<<</ {
+    printf "gen_kernels.awk: %s:%d: a launch the generator cannot read (kernel name first, <<< ... >>>( on one line)\n", ARGV[1], NR > "/dev/stderr"
+    exit 1
+}
+{ print }
 END {
-    if (!ptx || !host) {
+    if (!whole && (!ptx || !host)) {
         printf "gen_kernels.awk: %s: no \"%s\" section line\n", ARGV[1],
             (!ptx ? "PTX wrappers" : "host side") > "/dev/stderr"
         exit 1

@@ -34,6 +34,7 @@
 #include "../gpu/bf16_check.h"
 
 #include <algorithm>
+#include <random>
 
 /* ------------------------------------ launchers, as attention_tc.cu's host side */
 
@@ -176,7 +177,7 @@ static int check_fragments(void) {
     constexpr int LD = 64 + TC_PAD;
     int bad = 0;
     emu_launch(dim3(1), WARP, 16 * LD * sizeof(bf16), [&] {
-        bf16 *M = reinterpret_cast<bf16 *>(tc_smem);
+        bf16 *M = reinterpret_cast<bf16 *>(emu_smem);
         const int lane = (int)threadIdx.x, g = lane >> 2, t = lane & 3;
         for (int i = lane; i < 16 * LD; i += WARP) M[i] = __ushort_as_bfloat16((unsigned short)i);
         __syncwarp();

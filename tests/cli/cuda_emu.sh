@@ -1,0 +1,83 @@
+#!/bin/sh
+# titan-train --training.device=cuda on the CUDA backend's own code run on the
+# CPU (build/emu/libtitan-cuda-emu.so, tests/emu/cuda_emu.h): every kernel,
+# the cuBLASLt plans, the memory plan, mixed precision and checkpoints of the
+# cuda path, on machines without a GPU. Not a speed test, and not a check of
+# the hardware (tests/unit/test_cuda_ops and scripts/gpu-check.sh on a GPU):
+# a check of the backend's logic against the CPU backend. TAP output; skipped
+# (77) where the library was not built (no nvcc).
+#
+# Tolerances: fp32 loss and grad norm within 1e-5 relative of the CPU's every
+# step (they agree to ~1e-8: only summation orders differ); bf16 within 5e-3
+# relative of the CPU backend's bf16 (train.sh's bf16-vs-fp32 bound; both
+# round the same tensors to bf16, the kernels sum in other orders).
+set -u
+. "$(dirname "$0")/lib/tap.sh"
+
+EMU=$top/build/emu/libtitan-cuda-emu.so
+if [ ! -f "$EMU" ]; then
+    echo "no CUDA emulator library ($EMU: built where nvcc is)"
+    exit 77
+fi
+
+cat "$top"/man/*.[157] > "$tmp/corpus.txt"
+"$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
+
+# head dim 64: bf16 attention runs the tensor-core kernels (attention_tc.cu)
+SMALL="--model.dim=128 --model.n_layers=2 --model.n_heads=2 --model.n_kv_heads=1 --model.multiple_of=16
+ --training.seq_len=64 --training.local_batch_size=2 --training.steps=6 --checkpoint.interval=3
+ --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=2 --training.dataset_path=$tmp/data
+ --metrics.peak_flops=1e11 --training.threads=2"
+cfg=$top/configs/debugmodel.toml
+CUDA="--training.device=cuda"
+BF16="--training.mixed_precision_param=bfloat16"
+# emu [VAR=VALUE...] COMMAND...: COMMAND on the emulated GPU
+emu() { env TITAN_CUDA_LIB="$EMU" "$@"; }
+
+# close RUN_A RUN_B TOL: loss and grad_norm of every step within TOL relative
+close() {
+    /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY'
+import json, sys
+def load(p): return {d["step"]: (d["loss"], d["grad_norm"]) for d in map(json.loads, open(p))}
+a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+if sorted(a) != list(range(1, 7)) or sorted(b) != sorted(a): sys.exit("steps differ")
+worst = max(abs(x - y) / abs(x) for s in a for x, y in zip(a[s], b[s]))
+print("max relative difference %.1e" % worst)
+sys.exit(0 if worst <= tol else 1)
+PY
+}
+
+expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
+for r in g r s p f hc hg ha; do cp -r "$tmp/c" "$tmp/$r"; done
+
+# --- fp32: the cpu's loss curve ---------------------------------------------------
+expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
+expect 0 "titan CPU emulator" "train 6 steps on cuda (emulated)" -- emu "$bin/titan-train" "$tmp/g" $CUDA
+grep -q "dev mem [0-9]* MiB" "$tmp/err" && ok "step lines show device memory" || fail "step lines show device memory"
+d=$(close "$tmp/c" "$tmp/g" 1e-5) && ok "fp32 loss and grad norm track the cpu's ($d)" \
+    || fail "fp32 loss and grad norm track the cpu's ($d)"
+# resume, under another interleaving of the emulated threads
+expect 0 "" "cuda to step 3" -- emu "$bin/titan-train" "$tmp/r" $CUDA --stop-at 3
+expect 0 "" "resume on cuda to step 6 (other thread interleaving)" -- emu TITAN_EMU_SEED=7 "$bin/titan-train" "$tmp/r" $CUDA
+cmp -s "$tmp/g/checkpoint/step-00000006/rank-00000.bin" "$tmp/r/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "cuda resume is bitwise identical" || fail "cuda resume is bitwise identical"
+# the fallback GEMM kernel instead of cuBLASLt
+expect 0 "" "train on cuda, fallback GEMM" -- emu TITAN_CUDA_GEMM_FALLBACK=1 "$bin/titan-train" "$tmp/f" $CUDA
+d=$(close "$tmp/c" "$tmp/f" 1e-5) && ok "fallback GEMM tracks the cpu ($d)" || fail "fallback GEMM tracks the cpu ($d)"
+# the profiler's synchronisation changes nothing
+expect 0 "costliest" "train profiled on cuda" -- emu "$bin/titan-train" "$tmp/p" $CUDA \
+    --profiling.enable_profiling=true --profiling.profile_freq=3
+cmp -s "$tmp/g/checkpoint/step-00000006/rank-00000.bin" "$tmp/p/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "profiled cuda run trains the same bits" || fail "profiled cuda run trains the same bits"
+[ -f "$tmp/p/profile_traces/iteration_6/rank0_trace.json" ] && ok "cuda profile trace written" \
+    || fail "cuda profile trace written"
+
+# --- bf16 mixed precision ------------------------------------------------------------
+expect 0 "" "train bf16 on the cpu" -- "$bin/titan-train" "$tmp/hc" $BF16
+expect 0 "bf16 compute copy" "train bf16 on cuda (tensor-core attention)" -- emu "$bin/titan-train" "$tmp/hg" $CUDA $BF16
+d=$(close "$tmp/hc" "$tmp/hg" 5e-3) && ok "bf16 tracks the cpu's bf16 ($d)" || fail "bf16 tracks the cpu's bf16 ($d)"
+expect 0 "" "train bf16 on cuda (CUDA-core attention)" -- emu TITAN_CUDA_ATTENTION=simple "$bin/titan-train" "$tmp/ha" $CUDA $BF16
+d=$(close "$tmp/hc" "$tmp/ha" 5e-3) && ok "bf16, CUDA-core attention, tracks the cpu ($d)" \
+    || fail "bf16, CUDA-core attention, tracks the cpu ($d)"
+
+tap_end

@@ -1,0 +1,383 @@
+/* cuda_emu.cpp - the CUDA runtime calls of the CUDA backend, on the host, for
+ * libtitan-cuda-emu.so (tests/emu/cuda_emu.h says what is emulated and how).
+ * Definitions of the real header's declarations: the compiler checks each
+ * one against the API the backend is built with.
+ *
+ * Device memory: one reserved arena (PROT_NONE, never reused, so a freed
+ * pointer stays invalid). An allocation takes whole pages and ends at the
+ * last one, 256-byte aligned like cudaMalloc, with an inaccessible page
+ * after it. Its pages are readable and writable only inside a DeviceScope
+ * (a kernel, memcpy, memset, cuBLASLt, CUB): host code that reads a device
+ * pointer, a kernel that runs past an allocation's page, or anything that
+ * touches freed memory stops with SIGSEGV and a line naming the address. */
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+
+#include "cuda_emu.h"
+
+namespace {
+constexpr size_t ARENA_BYTES = (size_t)1 << 40; /* reserved, not committed */
+constexpr size_t TOTAL_BYTES = (size_t)80 << 30; /* the emulated GPU's memory */
+constexpr size_t DEFAULT_SMEM = 48 * 1024, OPTIN_SMEM = EMU_SMEM_MAX;
+
+struct Alloc {
+    size_t bytes;         /* as asked */
+    unsigned char *pages; /* the first of its pages */
+    size_t page_bytes;    /* whole pages, without the guard page */
+};
+
+std::recursive_mutex g_lock;
+unsigned char *g_arena;
+size_t g_arena_used, g_page, g_live_bytes;
+std::map<uintptr_t, Alloc> g_live; /* by the pointer handed out */
+int g_scope_depth;
+cudaError_t g_last_error = cudaSuccess;
+std::map<const void *, int> g_max_dyn_smem; /* cudaFuncSetAttribute, by kernel */
+struct sigaction g_old_segv;
+
+cudaError_t record(cudaError_t e) {
+    if (e != cudaSuccess) g_last_error = e;
+    return e;
+}
+
+void protect_all(int prot) {
+    for (auto &kv : g_live)
+        if (mprotect(kv.second.pages, kv.second.page_bytes, prot) != 0) {
+            perror("emu: mprotect");
+            abort();
+        }
+}
+
+/* a fault in the arena: name it and stop; elsewhere: not ours */
+void on_segv(int sig, siginfo_t *si, void *ctx) {
+    const unsigned char *a = (const unsigned char *)si->si_addr;
+    if (g_arena && a >= g_arena && a < g_arena + ARENA_BYTES) {
+        fprintf(stderr,
+                "emu: %s touched device memory at %p: %s\n",
+                g_scope_depth ? "device code" : "host code", si->si_addr,
+                g_scope_depth ? "past an allocation's end, or freed memory"
+                              : "device pointers are not host memory (copy with to_host)");
+        if (g_scope_depth)
+            fprintf(stderr, "emu: (the kernel's block (%u, %u, %u), thread %d)\n", blockIdx.x,
+                    blockIdx.y, blockIdx.z, emu::cur);
+        signal(SIGABRT, SIG_DFL);
+        abort();
+    }
+    sigaction(SIGSEGV, &g_old_segv, nullptr); /* the fault repeats under the old handler */
+}
+
+bool arena_init() {
+    if (g_arena) return true;
+    void *p = mmap(nullptr, ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) return false;
+    g_arena = (unsigned char *)p;
+    g_page = (size_t)sysconf(_SC_PAGESIZE);
+    /* another legal interleaving of the threads per seed */
+    const char *seed = getenv("TITAN_EMU_SEED");
+    if (seed && *seed) emu::rng.seed(strtoull(seed, nullptr, 10));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_old_segv);
+    return true;
+}
+
+const Alloc *find(const void *p) {
+    auto it = g_live.upper_bound((uintptr_t)p);
+    if (it == g_live.begin()) return nullptr;
+    --it;
+    const uintptr_t a = (uintptr_t)p;
+    return a < (uintptr_t)(it->second.pages + it->second.page_bytes) ? &it->second : nullptr;
+}
+
+cudaError_t dev_alloc(void **out, size_t bytes) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    if (!out) return record(cudaErrorInvalidValue);
+    *out = nullptr;
+    if (!arena_init()) return record(cudaErrorMemoryAllocation);
+    const size_t rounded = (bytes + 255) / 256 * 256;
+    const size_t pages = (rounded + g_page - 1) / g_page * g_page;
+    if (g_live_bytes + bytes > TOTAL_BYTES || g_arena_used + pages + g_page > ARENA_BYTES)
+        return record(cudaErrorMemoryAllocation);
+    Alloc a{bytes, g_arena + g_arena_used, pages};
+    g_arena_used += pages + g_page;
+    unsigned char *user = a.pages + pages - rounded;
+    if (mprotect(a.pages, pages, PROT_READ | PROT_WRITE) != 0) return record(cudaErrorMemoryAllocation);
+    memset(a.pages, 0xff, pages); /* NaN: a read before the first write shows */
+    if (g_scope_depth == 0) mprotect(a.pages, pages, PROT_NONE);
+    g_live[(uintptr_t)user] = a;
+    g_live_bytes += bytes;
+    *out = user;
+    return cudaSuccess;
+}
+
+cudaError_t dev_free(void *p) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    if (!p) return cudaSuccess;
+    auto it = g_live.find((uintptr_t)p);
+    if (it == g_live.end()) return record(cudaErrorInvalidValue);
+    mprotect(it->second.pages, it->second.page_bytes, PROT_NONE);
+    madvise(it->second.pages, it->second.page_bytes, MADV_DONTNEED);
+    g_live_bytes -= it->second.bytes;
+    g_live.erase(it);
+    return cudaSuccess;
+}
+} /* namespace */
+
+/* ------------------------------------------------------ cuda_emu.h's side */
+
+bool emu::is_device(const void *p, size_t n) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    auto it = g_live.upper_bound((uintptr_t)p);
+    if (it == g_live.begin()) return false;
+    --it;
+    const uintptr_t a = (uintptr_t)p, end = it->first + it->second.bytes;
+    return a >= it->first && a <= end && n <= end - a;
+}
+
+void emu::check_device(const void *p, size_t n, const char *what) {
+    if (is_device(p, n)) return;
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    const Alloc *a = find(p);
+    if (a)
+        fprintf(stderr, "emu: %s: %zu bytes at %p run past the end of a device allocation\n",
+                what, n, p);
+    else
+        fprintf(stderr, "emu: %s: %p is not device memory (a host pointer, or freed)\n", what, p);
+    abort();
+}
+
+cudaError_t emu::check_launch(const void *kernel, dim3 g, dim3 b, size_t smem) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+    if (!b.x || !b.y || !b.z || b.x > 1024 || b.y > 1024 || b.z > 64 || threads > 1024 || !g.x ||
+        !g.y || !g.z || g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
+        return record(cudaErrorInvalidConfiguration);
+    auto it = g_max_dyn_smem.find(kernel);
+    const size_t limit = it != g_max_dyn_smem.end() ? (size_t)it->second : DEFAULT_SMEM;
+    if (smem > limit) return record(cudaErrorInvalidValue);
+    return cudaSuccess;
+}
+
+emu::DeviceScope::DeviceScope() {
+    g_lock.lock();
+    if (g_scope_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
+}
+
+emu::DeviceScope::~DeviceScope() {
+    if (--g_scope_depth == 0) protect_all(PROT_NONE);
+    g_lock.unlock();
+}
+
+/* ------------------------------------------------------- the runtime API */
+
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    default: return "cudaErrorUnknown";
+    }
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorNotSupported: return "operation not supported";
+    default: return "unknown error";
+    }
+}
+
+cudaError_t cudaGetLastError(void) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    cudaError_t e = g_last_error;
+    g_last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return g_last_error; }
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    return device == 0 ? cudaSuccess : record(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int *device) {
+    *device = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
+    if (device != 0) return record(cudaErrorInvalidDevice);
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "titan CPU emulator");
+    prop->major = 9;
+    prop->minor = 0;
+    prop->totalGlobalMem = TOTAL_BYTES;
+    prop->multiProcessorCount = 132;
+    prop->warpSize = 32;
+    prop->maxThreadsPerBlock = 1024;
+    prop->sharedMemPerBlock = DEFAULT_SMEM;
+    prop->sharedMemPerBlockOptin = OPTIN_SMEM;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
+    if (device != 0) return record(cudaErrorInvalidDevice);
+    switch (attr) {
+    case cudaDevAttrMemoryPoolsSupported: *value = 1; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)OPTIN_SMEM; return cudaSuccess;
+    default: return record(cudaErrorNotSupported); /* not needed so far: say so */
+    }
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+cudaError_t cudaMalloc(void **p, size_t bytes) { return dev_alloc(p, bytes); }
+cudaError_t cudaFree(void *p) { return dev_free(p); }
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) { return dev_alloc(p, bytes); }
+cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return dev_free(p); }
+
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    *total_b = TOTAL_BYTES;
+    *free_b = TOTAL_BYTES - g_live_bytes;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *p, int value, size_t n) {
+    if (n == 0) return cudaSuccess;
+    if (!emu::is_device(p, n)) return record(cudaErrorInvalidValue);
+    emu::DeviceScope scope;
+    memset(p, value, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t) {
+    return cudaMemset(p, value, n);
+}
+
+cudaError_t cudaMemset2D(void *p, size_t pitch, int value, size_t width, size_t height) {
+    if (width == 0 || height == 0) return cudaSuccess;
+    if (width > pitch || !emu::is_device(p, pitch * (height - 1) + width))
+        return record(cudaErrorInvalidValue);
+    emu::DeviceScope scope;
+    for (size_t r = 0; r < height; r++) memset((unsigned char *)p + r * pitch, value, width);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+    if (n == 0) return cudaSuccess;
+    const bool ddev = emu::is_device(dst, n), sdev = emu::is_device(src, n);
+    bool ok;
+    switch (kind) {
+    case cudaMemcpyHostToDevice: ok = ddev && !sdev; break;
+    case cudaMemcpyDeviceToHost: ok = !ddev && sdev; break;
+    case cudaMemcpyDeviceToDevice: ok = ddev && sdev; break;
+    case cudaMemcpyHostToHost: ok = !ddev && !sdev; break;
+    case cudaMemcpyDefault: ok = true; break;
+    default: ok = false;
+    }
+    if (!ok) return record(cudaErrorInvalidValue);
+    emu::DeviceScope scope;
+    memmove(dst, src, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
+                            cudaStream_t) {
+    return cudaMemcpy(dst, src, n, kind);
+}
+
+/* a __device__ variable is a host global here */
+cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t n, size_t offset,
+                                 cudaMemcpyKind kind) {
+    if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDefault)
+        return record(cudaErrorInvalidValue);
+    memcpy(dst, (const unsigned char *)symbol + offset, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *p) {
+    memset(attr, 0, sizeof *attr);
+    if (emu::is_device(p, 1)) {
+        attr->type = cudaMemoryTypeDevice;
+        attr->devicePointer = (void *)p;
+    } else {
+        attr->type = cudaMemoryTypeUnregistered;
+        attr->hostPointer = (void *)p;
+    }
+    attr->device = 0;
+    return cudaSuccess;
+}
+
+/* every stream is the default one: synchronous, so events are always done */
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
+    *s = (cudaStream_t)new char;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    delete (char *)s;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
+    *e = (cudaEvent_t)new char;
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete (char *)e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+
+/* the pool keeps nothing here: memory goes back at cudaFreeAsync */
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device) {
+    if (device != 0) return record(cudaErrorInvalidDevice);
+    static char the_pool;
+    *pool = (cudaMemPool_t)&the_pool;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void *) { return cudaSuccess; }
+
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return record(cudaErrorNotSupported);
+    if (value < 0 || (size_t)value > OPTIN_SMEM) return record(cudaErrorInvalidValue);
+    g_max_dyn_smem[func] = value;
+    return cudaSuccess;
+}
+
+/* no driver: vmm.cu finds no entry points and falls back to plain buffers */
+cudaError_t cudaGetDriverEntryPointByVersion(const char *, void **fn, unsigned int,
+                                             unsigned long long,
+                                             cudaDriverEntryPointQueryResult *status) {
+    *fn = nullptr;
+    if (status) *status = cudaDriverEntryPointSymbolNotFound;
+    return cudaSuccess;
+}
