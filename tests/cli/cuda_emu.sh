@@ -48,7 +48,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r s p f hc hg ha; do cp -r "$tmp/c" "$tmp/$r"; done
+for r in g r s p f hc hg ha c2 g2 h2 b2; do cp -r "$tmp/c" "$tmp/$r"; done
 
 # --- fp32: the cpu's loss curve ---------------------------------------------------
 expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
@@ -79,5 +79,17 @@ d=$(close "$tmp/hc" "$tmp/hg" 5e-3) && ok "bf16 tracks the cpu's bf16 ($d)" || f
 expect 0 "" "train bf16 on cuda (CUDA-core attention)" -- emu TITAN_CUDA_ATTENTION=simple "$bin/titan-train" "$tmp/ha" $CUDA $BF16
 d=$(close "$tmp/hc" "$tmp/ha" 5e-3) && ok "bf16, CUDA-core attention, tracks the cpu ($d)" \
     || fail "bf16, CUDA-core attention, tracks the cpu ($d)"
+
+# --- data parallelism (FSDP over 2 ranks, each its own emulated GPU) ----------------
+# (shared-memory communicators with device staging: the library has no NCCL)
+expect 0 "" "train 2 ranks on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/c2"
+expect 0 "dp_shard=2" "train 2 ranks on cuda (emulated)" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/g2" $CUDA
+d=$(close "$tmp/c2" "$tmp/g2" 1e-5) && ok "2-rank fp32 tracks the cpu's 2 ranks ($d)" \
+    || fail "2-rank fp32 tracks the cpu's 2 ranks ($d)"
+expect 0 "" "train 2 ranks bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/h2" $BF16
+expect 0 "" "train 2 ranks bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/b2" $CUDA $BF16
+d=$(close "$tmp/h2" "$tmp/b2" 5e-3) && ok "2-rank bf16 tracks the cpu's ($d)" || fail "2-rank bf16 tracks the cpu's ($d)"
+expect 2 "GPU 1 requested, 1 visible" "a rank without a GPU of its own is refused" -- emu "$bin/titan-train" --nproc 2 \
+    "$tmp/g2" $CUDA --training.steps=7
 
 tap_end

@@ -213,22 +213,35 @@ cudaError_t cudaGetLastError(void) {
 
 cudaError_t cudaPeekAtLastError(void) { return g_last_error; }
 
+/* TITAN_EMU_DEVICES=N (default 1): N alike GPUs, so that the ranks of a
+ * --nproc run each take their own. Each process emulates its own: memory
+ * is not shared between them. */
+static int device_count() {
+    const char *e = getenv("TITAN_EMU_DEVICES");
+    const int n = e && *e ? atoi(e) : 1;
+    return n >= 1 && n <= 64 ? n : 1;
+}
+static bool valid_device(int d) { return d >= 0 && d < device_count(); }
+static int g_device;
+
 cudaError_t cudaGetDeviceCount(int *count) {
-    *count = 1;
+    *count = device_count();
     return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
-    return device == 0 ? cudaSuccess : record(cudaErrorInvalidDevice);
+    if (!valid_device(device)) return record(cudaErrorInvalidDevice);
+    g_device = device;
+    return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device) {
-    *device = 0;
+    *device = g_device;
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
-    if (device != 0) return record(cudaErrorInvalidDevice);
+    if (!valid_device(device)) return record(cudaErrorInvalidDevice);
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "titan CPU emulator");
     prop->major = 9;
@@ -243,7 +256,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
 }
 
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
-    if (device != 0) return record(cudaErrorInvalidDevice);
+    if (!valid_device(device)) return record(cudaErrorInvalidDevice);
     switch (attr) {
     case cudaDevAttrMemoryPoolsSupported: *value = 1; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
@@ -358,7 +371,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cu
 
 /* the pool keeps nothing here: memory goes back at cudaFreeAsync */
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device) {
-    if (device != 0) return record(cudaErrorInvalidDevice);
+    if (!valid_device(device)) return record(cudaErrorInvalidDevice);
     static char the_pool;
     *pool = (cudaMemPool_t)&the_pool;
     return cudaSuccess;
