@@ -82,13 +82,14 @@ EMU_TEST  = build/tests/test_attention_tc_emu
 EMU_FLAGS = -std=c++17 -O2 -g $(WARN) -Wno-unknown-pragmas -fno-strict-aliasing \
             $(filter -Werror,$(CFLAGS)) -Ibuild/emu -isystem $(dir $(NVCC))../include
 # The whole CUDA backend on the CPU (tests/emu/cuda_emu.h): every kernels/*.cu
-# but comm_nccl.cu made host C++ by gen_kernels.awk, over a host CUDA runtime,
-# cuBLASLt and CUB. The suite runs test_cuda_ops and a training run on it
+# made host C++ by gen_kernels.awk, over a host CUDA runtime, cuBLASLt, CUB
+# and (where nccl.h is) NCCL between processes. The suite runs test_cuda_ops,
+# test_comm_nccl and training runs on it
 # (TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so).
 EMU_SO      = build/emu/libtitan-cuda-emu.so
-EMU_CU_SRC := $(filter-out kernels/comm_nccl.cu,$(sort $(wildcard kernels/*.cu)))
+EMU_CU_SRC := $(CU_SRC)
 EMU_CU_OBJ := $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.o) build/emu/cuda/cuda_emu.o \
-              build/emu/cuda/cublaslt_emu.o
+              build/emu/cuda/cublaslt_emu.o $(if $(NCCL_H),build/emu/cuda/nccl_emu.o)
 EMU_SO_FLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fno-strict-aliasing \
                $(WARN) -Wno-unknown-pragmas $(filter -Werror,$(CFLAGS)) -Ilib -Ikernels -Itests/emu \
                -isystem $(dir $(NVCC))../include -MMD -MP

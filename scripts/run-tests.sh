@@ -50,6 +50,8 @@ done
 # The CUDA backend's own code on the CPU (tests/emu/cuda_emu.h), where nvcc built it.
 if [ -f build/emu/libtitan-cuda-emu.so ] && [ -x build/tests/test_cuda_ops ]; then
     run test_cuda_ops_emu env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so build/tests/test_cuda_ops
+    run test_comm_nccl_emu env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so TITAN_EMU_DEVICES=2 \
+        build/tests/test_comm_nccl
 fi
 for s in tests/cli/*.sh; do
     [ -f "$s" ] || continue

@@ -48,7 +48,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r s p f hc hg ha c2 g2 h2 b2; do cp -r "$tmp/c" "$tmp/$r"; done
+for r in g r s p f hc hg ha c2 g2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
 
 # --- fp32: the cpu's loss curve ---------------------------------------------------
 expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
@@ -80,15 +80,24 @@ expect 0 "" "train bf16 on cuda (CUDA-core attention)" -- emu TITAN_CUDA_ATTENTI
 d=$(close "$tmp/hc" "$tmp/ha" 5e-3) && ok "bf16, CUDA-core attention, tracks the cpu ($d)" \
     || fail "bf16, CUDA-core attention, tracks the cpu ($d)"
 
-# --- data parallelism (FSDP over 2 ranks, each its own emulated GPU) ----------------
-# (shared-memory communicators with device staging: the library has no NCCL)
+# --- data parallelism (each rank its own emulated GPU) --------------------------------
+# NCCL communicators (tests/emu/nccl_emu.cpp) where the library has them,
+# else shared-memory ones with device staging. FSDP over 2 ranks, and HSDP
+# 2 x 2 (communicator splits).
+if nm -D "$EMU" | grep -q titan_cuda_nccl_api; then COMMS=nccl; else COMMS=shared-memory; fi
 expect 0 "" "train 2 ranks on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/c2"
-expect 0 "dp_shard=2" "train 2 ranks on cuda (emulated)" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/g2" $CUDA
+expect 0 "$COMMS communicators), layout dp_replicate=1,dp_shard=2" "train 2 ranks on cuda (emulated, $COMMS)" -- \
+    emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/g2" $CUDA
 d=$(close "$tmp/c2" "$tmp/g2" 1e-5) && ok "2-rank fp32 tracks the cpu's 2 ranks ($d)" \
     || fail "2-rank fp32 tracks the cpu's 2 ranks ($d)"
 expect 0 "" "train 2 ranks bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/h2" $BF16
 expect 0 "" "train 2 ranks bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/b2" $CUDA $BF16
 d=$(close "$tmp/h2" "$tmp/b2" 5e-3) && ok "2-rank bf16 tracks the cpu's ($d)" || fail "2-rank bf16 tracks the cpu's ($d)"
+HSDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=2"
+expect 0 "" "train HSDP 2x2 on the cpu" -- "$bin/titan-train" --nproc 4 "$tmp/c4" $HSDP
+expect 0 "layout dp_replicate=2,dp_shard=2" "train HSDP 2x2 on cuda" -- emu TITAN_EMU_DEVICES=4 "$bin/titan-train" \
+    --nproc 4 "$tmp/g4" $CUDA $HSDP
+d=$(close "$tmp/c4" "$tmp/g4" 1e-5) && ok "HSDP on cuda tracks the cpu's ($d)" || fail "HSDP on cuda tracks the cpu's ($d)"
 expect 2 "GPU 1 requested, 1 visible" "a rank without a GPU of its own is refused" -- emu "$bin/titan-train" --nproc 2 \
     "$tmp/g2" $CUDA --training.steps=7
 

@@ -37,6 +37,7 @@ std::map<uintptr_t, Alloc> g_live; /* by the pointer handed out */
 int g_scope_depth;
 cudaError_t g_last_error = cudaSuccess;
 std::map<const void *, int> g_max_dyn_smem; /* cudaFuncSetAttribute, by kernel */
+int g_device;                               /* cudaSetDevice's */
 struct sigaction g_old_segv;
 
 cudaError_t record(cudaError_t e) {
@@ -222,7 +223,6 @@ static int device_count() {
     return n >= 1 && n <= 64 ? n : 1;
 }
 static bool valid_device(int d) { return d >= 0 && d < device_count(); }
-static int g_device;
 
 cudaError_t cudaGetDeviceCount(int *count) {
     *count = device_count();
@@ -344,7 +344,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *p)
         attr->type = cudaMemoryTypeUnregistered;
         attr->hostPointer = (void *)p;
     }
-    attr->device = 0;
+    attr->device = g_device; /* each process's memory is its one GPU's */
     return cudaSuccess;
 }
 

@@ -23,11 +23,15 @@
  *   - cublaslt_emu.cpp: the cuBLASLt calls of kernels/matmul.cu, as plain
  *     column-major GEMMs (fp32 accumulation, one rounding to the output
  *     type) by this emulator's reading of the cuBLASLt documentation.
+ *   - nccl_emu.cpp (where nccl.h is): the NCCL calls of comm_nccl.cu,
+ *     between the rank processes through shared memory; TITAN_EMU_DEVICES=N
+ *     makes N GPUs so that each rank of a --nproc job has its own.
  *   - here: cub::DeviceRadixSort::SortPairs (a stable host sort).
  *   - emu_core.h: the kernels' execution (fibers, barriers, shuffles).
- * Not emulated: NCCL (comm_nccl.cu is left out: the library has no NCCL
- * communicator) and the driver's virtual memory management (vmm.cu finds no
- * driver entry points and takes its fallback). Limits: emu_core.h's header;
+ * Not emulated: the driver's virtual memory management (vmm.cu finds no
+ * driver entry points and takes its fallback; tests/mock/test_vmm_mock
+ * checks the VMM path), concurrency between streams (all synchronous), and
+ * memory shared between the GPUs of one process. Limits: emu_core.h's header;
  * host libm stands in for device math (ulp-level differences), so the
  * numbers match the GPU's to the test tolerances, not bit for bit. */
 #ifndef TITAN_TESTS_EMU_CUDA_EMU_H
