@@ -48,7 +48,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r s p f hc hg ha c2 g2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
+for r in g r p f hc hg ha c2 g2 s2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
 
 # --- fp32: the cpu's loss curve ---------------------------------------------------
 expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
@@ -90,6 +90,10 @@ expect 0 "$COMMS communicators), layout dp_replicate=1,dp_shard=2" "train 2 rank
     emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/g2" $CUDA
 d=$(close "$tmp/c2" "$tmp/g2" 1e-5) && ok "2-rank fp32 tracks the cpu's 2 ranks ($d)" \
     || fail "2-rank fp32 tracks the cpu's 2 ranks ($d)"
+expect 0 "shared-memory communicators" "train 2 ranks on cuda, TITAN_COMM=shm (device staging)" -- \
+    emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/s2" $CUDA
+d=$(close "$tmp/c2" "$tmp/s2" 1e-5) && ok "shared-memory communicators on cuda track the cpu ($d)" \
+    || fail "shared-memory communicators on cuda track the cpu ($d)"
 expect 0 "" "train 2 ranks bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/h2" $BF16
 expect 0 "" "train 2 ranks bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/b2" $CUDA $BF16
 d=$(close "$tmp/h2" "$tmp/b2" 5e-3) && ok "2-rank bf16 tracks the cpu's ($d)" || fail "2-rank bf16 tracks the cpu's ($d)"
