@@ -24,8 +24,8 @@
  * shared memory sizes of its "launch geometry" section; keep them in step.
  *
  * The default run takes the shapes marked quick (HD 64 and 128, ragged T,
- * 1 to 4 tiles, GQA groups of 1, 2 and 4, B = 2): about 5 s on one core;
- * TITAN_EMU_FULL=1 runs every shape (about 11 s). tests/emu/mutate.py checks
+ * 1 to 4 tiles, GQA groups of 1, 2 and 4, B = 2): about 2 s on one core;
+ * TITAN_EMU_FULL=1 runs every shape (about 3 s). tests/emu/mutate.py checks
  * that this test catches broken kernels.
  * One line per shape; exit 0 when all pass, 1 otherwise. */
 #include "emu.h"
