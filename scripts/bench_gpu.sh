@@ -31,7 +31,8 @@
 #   /usr/bin/python3 that imports torch)
 #   BENCH_KEEP=1 keeps the titan run directories (12 GB of seed checkpoints)
 #   BENCH_GPU_SMOKE=1: a check of this script without a GPU: tiny shapes,
-#   titan on the cpu, PyTorch on the CPU; the numbers mean nothing.
+#   titan on cuda under the CPU emulator (build/emu/libtitan-cuda-emu.so;
+#   without it on the cpu), PyTorch on the CPU; the numbers mean nothing.
 # Build first (make, or scripts/gpu-check.sh) to leave the budget to the runs;
 # without bin/libtitan-cuda.so this script runs make itself.
 # Exit status: 0 when the table was written (its rows say what failed), 77 no
@@ -91,6 +92,11 @@ if [ $SMOKE -eq 1 ]; then
     STEPS=${BENCH_STEPS:-3}
     WARMUP=${BENCH_WARMUP:-1}
     DEVICE=cpu
+    # titan's cuda path on the CPU where the emulator is built (kernels/README.md)
+    if [ -f build/emu/libtitan-cuda-emu.so ] && [ -z "${TITAN_CUDA_LIB:-}" ]; then
+        DEVICE=cuda
+        export TITAN_CUDA_LIB="$top/build/emu/libtitan-cuda-emu.so"
+    fi
 fi
 for v in "BENCH_8B_LAYERS=$L8" "BENCH_BATCH=$BATCH" "BENCH_STEPS=$STEPS" "BENCH_WARMUP=$WARMUP" \
     "BENCH_RUN_TIMEOUT=$RUN_TIMEOUT" "BENCH_BUDGET=$BUDGET" "BENCH_MIN_RUN=$MIN_RUN" $(for s in $SEQS; do echo "BENCH_SEQS=$s"; done); do

@@ -406,8 +406,15 @@ def report(d: str, peak: float) -> int:
               "(torchtitan on one GPU), F.scaled_dot_product_attention(is_causal=True), GQA by "
               "repeat_interleave, torch.optim.AdamW(fused=True), clip to norm 1; compile = "
               "torch.compile of each block")
-    md.append("- titan: fp32 throughout (matmuls without TF32; the CUDA backend has no bf16 "
-              "kernels yet), so its ceiling is the fp32 peak (67 TFLOP/s on H100 SXM, 6.8% of 989)")
+    titan_modes = {r["mode"] for r in rows if r["impl"] == "titan"}
+    if "bf16" in titan_modes:
+        md.append("- titan bf16: training.mixed_precision_param = bfloat16: a bf16 copy of the "
+                  "parameters and bf16 activations for compute (cuBLASLt bf16 GEMMs with fp32 "
+                  "accumulation, tensor-core flash attention), fp32 master weights, gradients "
+                  "and AdamW state")
+    if "fp32" in titan_modes:
+        md.append("- titan fp32: fp32 throughout, matmuls without TF32: its ceiling is the fp32 "
+                  "peak (67 TFLOP/s on H100 SXM, 6.8% of 989)")
     md.append("- random tokens, vocab 128256; tokens/s over the steps after the first %s; peak GiB: "
               "torch.cuda.max_memory_allocated for PyTorch, the GPU's memory.used rise during the "
               "run (nvidia-smi, CUDA context included) for titan; GPU GiB: that rise for every row"
