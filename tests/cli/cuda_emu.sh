@@ -72,6 +72,10 @@ cmp -s "$tmp/g/checkpoint/step-00000006/rank-00000.bin" "$tmp/p/checkpoint/step-
 [ -f "$tmp/p/profile_traces/iteration_6/rank0_trace.json" ] && ok "cuda profile trace written" \
     || fail "cuda profile trace written"
 
+# out of GPU memory at start: a clear error and exit status 6, no crash
+expect 6 "cannot allocate .* bytes of cuda memory" "a model too big for the GPU is refused" -- \
+    emu TITAN_EMU_MEMORY_MIB=36 "$bin/titan-train" "$tmp/g" $CUDA --training.steps=7
+
 # --- bf16 mixed precision ------------------------------------------------------------
 expect 0 "" "train bf16 on the cpu" -- "$bin/titan-train" "$tmp/hc" $BF16
 expect 0 "bf16 compute copy" "train bf16 on cuda (tensor-core attention)" -- emu "$bin/titan-train" "$tmp/hg" $CUDA $BF16

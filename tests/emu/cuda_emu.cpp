@@ -21,7 +21,16 @@
 
 namespace {
 constexpr size_t ARENA_BYTES = (size_t)1 << 40; /* reserved, not committed */
-constexpr size_t TOTAL_BYTES = (size_t)80 << 30; /* the emulated GPU's memory */
+/* the emulated GPU's memory: 80 GiB, or TITAN_EMU_MEMORY_MIB (to try out of memory) */
+size_t total_bytes() {
+    static size_t total;
+    if (!total) {
+        const char *e = getenv("TITAN_EMU_MEMORY_MIB");
+        const unsigned long long mib = e && *e ? strtoull(e, nullptr, 10) : 0;
+        total = mib ? (size_t)mib << 20 : (size_t)80 << 30;
+    }
+    return total;
+}
 constexpr size_t DEFAULT_SMEM = 48 * 1024, OPTIN_SMEM = EMU_SMEM_MAX;
 
 struct Alloc {
@@ -105,7 +114,7 @@ cudaError_t dev_alloc(void **out, size_t bytes) {
     if (!arena_init()) return record(cudaErrorMemoryAllocation);
     const size_t rounded = (bytes + 255) / 256 * 256;
     const size_t pages = (rounded + g_page - 1) / g_page * g_page;
-    if (g_live_bytes + bytes > TOTAL_BYTES || g_arena_used + pages + g_page > ARENA_BYTES)
+    if (g_live_bytes + bytes > total_bytes() || g_arena_used + pages + g_page > ARENA_BYTES)
         return record(cudaErrorMemoryAllocation);
     Alloc a{bytes, g_arena + g_arena_used, pages};
     g_arena_used += pages + g_page;
@@ -246,7 +255,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
     snprintf(prop->name, sizeof prop->name, "titan CPU emulator");
     prop->major = 9;
     prop->minor = 0;
-    prop->totalGlobalMem = TOTAL_BYTES;
+    prop->totalGlobalMem = total_bytes();
     prop->multiProcessorCount = 132;
     prop->warpSize = 32;
     prop->maxThreadsPerBlock = 1024;
@@ -277,8 +286,8 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return dev_free(p); }
 
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
     std::lock_guard<std::recursive_mutex> hold(g_lock);
-    *total_b = TOTAL_BYTES;
-    *free_b = TOTAL_BYTES - g_live_bytes;
+    *total_b = total_bytes();
+    *free_b = total_bytes() - g_live_bytes;
     return cudaSuccess;
 }
 

@@ -20,6 +20,7 @@
  *     checked as the GPU does (block and grid limits, dynamic shared memory
  *     over 48 KiB without cudaFuncSetAttribute) and set cudaGetLastError;
  *     kernel arguments that are pointers must be null or device memory.
+ *     The GPU has 80 GiB, or TITAN_EMU_MEMORY_MIB.
  *   - cublaslt_emu.cpp: the cuBLASLt calls of kernels/matmul.cu, as plain
  *     column-major GEMMs (fp32 accumulation, one rounding to the output
  *     type) by this emulator's reading of the cuBLASLt documentation.
