@@ -810,8 +810,8 @@ static void tc_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf
     const float scale = 1.0f / sqrtf((float)HD), scale_log2 = scale * TC_LOG2E;
     const size_t rows = (size_t)B * NH * T;
 
-    float *delta = NULL;
-    CUDA_CHECK(cudaMallocAsync((void **)&delta, rows * sizeof(float), 0));
+    float *delta = (float *)titan_cuda_scratch(rows * sizeof(float),
+                                               "attention_backward (D = rowsum(dO * O))");
     attention_tc_delta_kernel<HD><<<tc_delta_grid(rows), TC_DELTA_THREADS>>>(delta, dout, out, T,
                                                                            NH, rows);
     CUDA_CHECK_LAUNCH();

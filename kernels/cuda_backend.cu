@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "cuda_ops.cuh"
@@ -26,6 +27,23 @@ void titan_cuda_bad_dtype(const char *file, int line, const char *op, titan_dtyp
     snprintf(what, sizeof what, "dtype %d is not f32 (%d) or bf16 (%d)", (int)dt,
              (int)TITAN_DTYPE_F32, (int)TITAN_DTYPE_BF16);
     titan_cuda_panic(file, line, op, what);
+}
+
+void *titan_cuda_scratch(size_t nbytes, const char *op) {
+    void *p = NULL;
+    cudaError_t e = cudaMallocAsync(&p, nbytes ? nbytes : 1, 0);
+    if (e == cudaSuccess) return p;
+    cudaGetLastError(); /* not sticky */
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    fprintf(stderr,
+            "titan: error: cuda: out of GPU memory: %s needs %zu bytes of scratch, %.1f MiB "
+            "free of %.1f MiB (%s)\n"
+            "hint: lower training.local_batch_size or training.seq_len, or shard with more ranks\n",
+            op, nbytes, (double)free_b / 1048576.0, (double)total_b / 1048576.0,
+            cudaGetErrorString(e));
+    fflush(NULL);
+    _exit(TITAN_ERR_NOMEM); /* the op cannot return an error; exit status 6 says what happened */
 }
 
 static struct {

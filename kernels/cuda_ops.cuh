@@ -48,6 +48,14 @@
 /* after a <<<...>>> launch: catches bad configurations at the launch site */
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
+/* cuda_backend.cu: nbytes of scratch for an op, from the stream-ordered pool
+ * on the default stream (give it back with cudaFreeAsync(p, 0)). The ops
+ * return void, so out of GPU memory cannot be an error they return: it ends
+ * the process with exit status 6 (TITAN_ERR_NOMEM, as an allocation the
+ * caller checks) and a message that names the op and the size, never an
+ * abort. The pool keeps its memory, so only a run's first step can get here. */
+void *titan_cuda_scratch(size_t nbytes, const char *op);
+
 /* cuda_backend.cu: an op was called with a dt other than f32 / bf16; aborts */
 [[noreturn]] void titan_cuda_bad_dtype(const char *file, int line, const char *op, titan_dtype dt);
 

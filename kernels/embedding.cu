@@ -84,8 +84,8 @@ static void backward_launch(float *dwte, const S *dout, const uint32_t *tokens, 
                                                (uint32_t *)nullptr, (const uint32_t *)nullptr,
                                                (uint32_t *)nullptr, N, 0, 32, (cudaStream_t)0));
     size_t list = ((size_t)N * sizeof(uint32_t) + 255) / 256 * 256;
-    unsigned char *scratch = NULL;
-    CUDA_CHECK(cudaMallocAsync((void **)&scratch, 3 * list + cub_bytes, 0));
+    unsigned char *scratch = (unsigned char *)titan_cuda_scratch(
+        3 * list + cub_bytes, "embedding_backward (token sort)");
     uint32_t *tok_sorted = (uint32_t *)scratch, *rows = (uint32_t *)(scratch + list),
              *rows_sorted = (uint32_t *)(scratch + 2 * list);
     void *cub_tmp = scratch + 3 * list;

@@ -95,8 +95,8 @@ static void dweight_launch(float *dweight, const S *dout, const S *inp, const fl
     int chunk = DW_CHUNK_MIN;
     while ((N + (long)chunk - 1) / chunk > 65535) chunk *= 2;
     const int chunks = (int)((N + (long)chunk - 1) / chunk);
-    double *partial = NULL;
-    CUDA_CHECK(cudaMallocAsync((void **)&partial, (size_t)chunks * C * sizeof(double), 0));
+    double *partial = (double *)titan_cuda_scratch((size_t)chunks * C * sizeof(double),
+                                                    "rmsnorm_backward (dweight partial sums)");
     dim3 grid((unsigned)((C + DW_COLS - 1) / DW_COLS), (unsigned)chunks);
     rmsnorm_dweight_partial_kernel<S><<<grid, dim3(DW_COLS, DW_STRIPES)>>>(partial, dout, inp,
                                                                           rstd, N, C, chunk);

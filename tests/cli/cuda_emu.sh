@@ -75,6 +75,8 @@ cmp -s "$tmp/g/checkpoint/step-00000006/rank-00000.bin" "$tmp/p/checkpoint/step-
 # out of GPU memory at start: a clear error and exit status 6, no crash
 expect 6 "cannot allocate .* bytes of cuda memory" "a model too big for the GPU is refused" -- \
     emu TITAN_EMU_MEMORY_MIB=36 "$bin/titan-train" "$tmp/g" $CUDA --training.steps=7
+expect 6 "out of GPU memory: .* needs [0-9]* bytes of scratch" "out of memory inside an op: exit status 6, no abort" -- \
+    emu TITAN_EMU_FAIL_POOL=1 "$bin/titan-train" "$tmp/g" $CUDA --training.steps=7
 
 # --- bf16 mixed precision ------------------------------------------------------------
 expect 0 "" "train bf16 on the cpu" -- "$bin/titan-train" "$tmp/hc" $BF16

@@ -26,8 +26,8 @@ size_t total_bytes() {
     static size_t total;
     if (!total) {
         const char *e = getenv("TITAN_EMU_MEMORY_MIB");
-        const unsigned long long mib = e && *e ? strtoull(e, nullptr, 10) : 0;
-        total = mib ? (size_t)mib << 20 : (size_t)80 << 30;
+        const double mib = e && *e ? strtod(e, nullptr) : 0.0; /* fractions: bytes count */
+        total = mib > 0 ? (size_t)(mib * 1048576.0) : (size_t)80 << 30;
     }
     return total;
 }
@@ -281,7 +281,16 @@ cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
 cudaError_t cudaMalloc(void **p, size_t bytes) { return dev_alloc(p, bytes); }
 cudaError_t cudaFree(void *p) { return dev_free(p); }
-cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) { return dev_alloc(p, bytes); }
+/* TITAN_EMU_FAIL_POOL=1: the stream-ordered pool is out of memory (the ops'
+ * scratch: their out-of-memory path) */
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
+    const char *e = getenv("TITAN_EMU_FAIL_POOL");
+    if (e && strcmp(e, "1") == 0) {
+        *p = nullptr;
+        return record(cudaErrorMemoryAllocation);
+    }
+    return dev_alloc(p, bytes);
+}
 cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return dev_free(p); }
 
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
