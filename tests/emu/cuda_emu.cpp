@@ -5,11 +5,17 @@
  *
  * Device memory: one reserved arena (PROT_NONE, never reused, so a freed
  * pointer stays invalid). An allocation takes whole pages and ends at the
- * last one, 256-byte aligned like cudaMalloc, with an inaccessible page
- * after it. Its pages are readable and writable only inside a DeviceScope
- * (a kernel, memcpy, memset, cuBLASLt, CUB): host code that reads a device
- * pointer, a kernel that runs past an allocation's page, or anything that
- * touches freed memory stops with SIGSEGV and a line naming the address. */
+ * last one, 256-byte aligned like cudaMalloc, with 16 inaccessible pages
+ * after it (and before the first). Its pages are readable and writable only
+ * inside a DeviceScope (a kernel, memcpy, memset, cuBLASLt, CUB): host code
+ * that reads a device pointer, a kernel that runs up to 64 KiB past an
+ * allocation's pages, or anything that touches freed memory stops with
+ * SIGSEGV and a line naming the address. The rest of its pages (up to 255
+ * bytes after it, the page's start before it) stay 0xff: cudaFree checks
+ * them. Limits: the protection is the process's, so while one thread is in
+ * a DeviceScope another thread's host read of device memory goes unseen;
+ * a fault on a thread that blocks SIGSEGV (titan's communicator thread)
+ * dies without the line. Errors and the current device are per thread. */
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -36,17 +42,20 @@ constexpr size_t DEFAULT_SMEM = 48 * 1024, OPTIN_SMEM = EMU_SMEM_MAX;
 struct Alloc {
     size_t bytes;         /* as asked */
     unsigned char *pages; /* the first of its pages */
-    size_t page_bytes;    /* whole pages, without the guard page */
+    size_t page_bytes;    /* whole pages, without the guard pages */
+    int device;           /* the GPU current at cudaMalloc */
 };
+constexpr size_t GUARD_PAGES = 16; /* inaccessible after each allocation */
 
 std::recursive_mutex g_lock;
 unsigned char *g_arena;
 size_t g_arena_used, g_page, g_live_bytes;
 std::map<uintptr_t, Alloc> g_live; /* by the pointer handed out */
 int g_scope_depth;
-cudaError_t g_last_error = cudaSuccess;
+/* per host thread, as the runtime's */
+thread_local cudaError_t g_last_error = cudaSuccess;
+thread_local int g_device; /* cudaSetDevice's; a new thread starts on 0 */
 std::map<const void *, int> g_max_dyn_smem; /* cudaFuncSetAttribute, by kernel */
-int g_device;                               /* cudaSetDevice's */
 struct sigaction g_old_segv;
 
 cudaError_t record(cudaError_t e) {
@@ -71,7 +80,7 @@ void on_segv(int sig, siginfo_t *si, void *ctx) {
                 g_scope_depth ? "device code" : "host code", si->si_addr,
                 g_scope_depth ? "past an allocation's end, or freed memory"
                               : "device pointers are not host memory (copy with to_host)");
-        if (g_scope_depth)
+        if (emu::in_kernel)
             fprintf(stderr, "emu: (the kernel's block (%u, %u, %u), thread %d)\n", blockIdx.x,
                     blockIdx.y, blockIdx.z, emu::cur);
         signal(SIGABRT, SIG_DFL);
@@ -87,6 +96,7 @@ bool arena_init() {
     if (p == MAP_FAILED) return false;
     g_arena = (unsigned char *)p;
     g_page = (size_t)sysconf(_SC_PAGESIZE);
+    g_arena_used = GUARD_PAGES * g_page; /* below the first allocation too */
     /* another legal interleaving of the threads per seed */
     const char *seed = getenv("TITAN_EMU_SEED");
     if (seed && *seed) emu::rng.seed(strtoull(seed, nullptr, 10));
@@ -112,12 +122,14 @@ cudaError_t dev_alloc(void **out, size_t bytes) {
     if (!out) return record(cudaErrorInvalidValue);
     *out = nullptr;
     if (!arena_init()) return record(cudaErrorMemoryAllocation);
+    const size_t guard = GUARD_PAGES * g_page;
+    if (bytes > total_bytes() - g_live_bytes || bytes > ARENA_BYTES - g_arena_used)
+        return record(cudaErrorMemoryAllocation); /* also no size arithmetic overflow below */
     const size_t rounded = (bytes + 255) / 256 * 256;
     const size_t pages = (rounded + g_page - 1) / g_page * g_page;
-    if (g_live_bytes + bytes > total_bytes() || g_arena_used + pages + g_page > ARENA_BYTES)
-        return record(cudaErrorMemoryAllocation);
-    Alloc a{bytes, g_arena + g_arena_used, pages};
-    g_arena_used += pages + g_page;
+    if (g_arena_used + pages + guard > ARENA_BYTES) return record(cudaErrorMemoryAllocation);
+    Alloc a{bytes, g_arena + g_arena_used, pages, g_device};
+    g_arena_used += pages + guard;
     unsigned char *user = a.pages + pages - rounded;
     if (mprotect(a.pages, pages, PROT_READ | PROT_WRITE) != 0) return record(cudaErrorMemoryAllocation);
     memset(a.pages, 0xff, pages); /* NaN: a read before the first write shows */
@@ -133,6 +145,19 @@ cudaError_t dev_free(void *p) {
     if (!p) return cudaSuccess;
     auto it = g_live.find((uintptr_t)p);
     if (it == g_live.end()) return record(cudaErrorInvalidValue);
+    /* the bytes of its pages around it (up to 255 after, the page's start
+     * before) are still 0xff, or something wrote outside the allocation */
+    const Alloc &a = it->second;
+    const unsigned char *user = (const unsigned char *)p, *end = a.pages + a.page_bytes;
+    if (mprotect(a.pages, a.page_bytes, PROT_READ) != 0) abort();
+    for (const unsigned char *q = a.pages; q < end; q++)
+        if ((q < user || q >= user + a.bytes) && *q != 0xff) {
+            fprintf(stderr,
+                    "emu: cudaFree(%p): the allocation of %zu bytes was written %s its end "
+                    "(byte %td)\n",
+                    p, a.bytes, q < user ? "before" : "past", q - user);
+            abort();
+        }
     mprotect(it->second.pages, it->second.page_bytes, PROT_NONE);
     madvise(it->second.pages, it->second.page_bytes, MADV_DONTNEED);
     g_live_bytes -= it->second.bytes;
@@ -355,14 +380,17 @@ cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t n, size_t
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *p) {
     memset(attr, 0, sizeof *attr);
-    if (emu::is_device(p, 1)) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    const Alloc *a = emu::is_device(p, 0) ? find(p) : nullptr;
+    if (a) {
         attr->type = cudaMemoryTypeDevice;
         attr->devicePointer = (void *)p;
+        attr->device = a->device;
     } else {
         attr->type = cudaMemoryTypeUnregistered;
         attr->hostPointer = (void *)p;
+        attr->device = -1;
     }
-    attr->device = g_device; /* each process's memory is its one GPU's */
     return cudaSuccess;
 }
 

@@ -14,9 +14,11 @@
  *     inaccessible except while a kernel or a device-side runtime call
  *     (memcpy, memset, cuBLASLt, CUB) runs: host code that touches a device
  *     pointer faults where, on a GPU, it would read garbage. Each allocation
- *     ends at a page boundary followed by an inaccessible page, so a kernel
- *     that runs past its end faults too; new allocations are filled with
- *     0xff (NaN), so a read before the first write shows. Launches are
+ *     ends at a page boundary followed by 64 KiB of inaccessible pages, so a
+ *     kernel that runs past its end faults too, and cudaFree checks that the
+ *     rest of its pages (the 256-byte rounding) was not written; new
+ *     allocations are filled with 0xff (NaN), so a read before the first
+ *     write shows. Launches are
  *     checked as the GPU does (block and grid limits, dynamic shared memory
  *     over 48 KiB without cudaFuncSetAttribute) and set cudaGetLastError;
  *     kernel arguments that are pointers must be null or device memory.
@@ -92,7 +94,7 @@ struct DeviceScope {
 template <typename A>
 inline void check_arg(int i, const A &a) {
     if constexpr (std::is_pointer<A>::value) {
-        if (a && !is_device(a, 1)) {
+        if (a && !is_device(a, 0)) { /* one past the end is a legal argument */
             char what[64];
             snprintf(what, sizeof what, "kernel argument %d (a host pointer?)", i);
             check_device(a, 1, what);

@@ -39,7 +39,8 @@
  * in flight at exit abort. Static __shared__ arrays become function-static
  * variables (`#define __shared__ static` in cuda_emu.h): shared by the
  * block's fibers, and blocks run one after another, which is their CUDA
- * meaning; they are not poisoned between blocks.
+ * meaning; gen_kernels.awk has each block's first thread to reach one fill
+ * it with 0xff too (emu_poison_static).
  *
  * Limits: it checks the kernels' logic against THIS FILE's reading of the
  * PTX layouts (mma's fragments and ldmatrix's, below). Were that reading
@@ -66,6 +67,7 @@
 #include <deque>
 #include <functional>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -138,7 +140,7 @@ struct Fiber {
  * the warp barrier's generation: a lane can start the next collective while
  * others still read this one's set, never the one after (it waits for them
  * at the next barrier). */
-enum Op { OP_SHFL = 1, OP_MMA, OP_LDSM };
+enum Op { OP_SHFL = 1, OP_MMA, OP_LDSM, OP_SYNC };
 struct Slots {
     uint32_t in[WARP_SIZE][6];
     float out[WARP_SIZE][4];
@@ -176,6 +178,9 @@ struct Rng {
 };
 inline Rng rng;
 inline long n_pending; /* cp.async copies issued and not yet landed */
+inline unsigned long block_serial = 1; /* of the block running; bumped per block */
+inline std::unordered_map<const void *, unsigned long> poisoned; /* static __shared__: block */
+inline bool in_kernel;                 /* a launch is running (for fault messages) */
 inline long n_mma, n_switch; /* warp-level mma.sync, fiber switches */
 
 [[noreturn]] inline void fail(const char *what) {
@@ -215,6 +220,7 @@ inline void fiber_init(int i) {
      * aligned as after a call */
     uintptr_t top = ((uintptr_t)fib[i].stack + STACK_BYTES) & ~(uintptr_t)15;
     uint64_t *f = (uint64_t *)(top - 16);
+    f[1] = 0; /* where fiber_main's caller would be: the end of a backtrace */
     f[0] = (uint64_t)(uintptr_t)fiber_main;
     for (int r = 1; r <= 6; r++) f[-r] = 0;
     uint32_t csr[2];
@@ -286,6 +292,7 @@ inline void run_block(int nt, size_t smem, const std::function<void()> &fn) {
     if (smem > EMU_SMEM_MAX) fail("dynamic shared memory over the per-block limit");
     nthreads = nt;
     smem_bytes = smem;
+    block_serial++; /* static __shared__ arrays: NaN again at first use */
     /* the dynamic size and a page past it: poisoned, and the tail checked */
     const size_t watched = smem + 4096;
     memset(emu_smem, 0xff, watched);
@@ -335,12 +342,26 @@ inline void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<v
     gridDim = grid;
     blockDim = block;
     const int nt = (int)(block.x * block.y * block.z);
+    emu::in_kernel = true;
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
                 blockIdx = make_uint3(x, y, z);
                 emu::run_block(nt, smem, fn);
             }
+    emu::in_kernel = false;
+}
+
+/* a static __shared__ array (gen_kernels.awk adds the call after each
+ * declaration): the first thread of a block to reach it fills it with 0xff
+ * (NaN), so a read before a write shows, as for dynamic shared memory.
+ * Fibers switch only at barriers, so no thread has written it before. */
+inline void emu_poison_static(void *p, size_t n) {
+    unsigned long &at = emu::poisoned[p];
+    if (at != emu::block_serial) {
+        memset(p, 0xff, n);
+        at = emu::block_serial;
+    }
 }
 
 /* ----------------------------------------------------- device intrinsics */
@@ -348,7 +369,9 @@ inline void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<v
 inline void __syncthreads() { emu::block_barrier(); }
 inline void __syncwarp(unsigned mask = emu::FULL) {
     if (mask != emu::FULL) emu::fail("__syncwarp with a partial mask");
-    emu::warp_barrier();
+    const int w = emu::cur / emu::WARP_SIZE, l = emu::cur % emu::WARP_SIZE;
+    emu::slots[w][emu::warp_gen[w] & 1].op[l] = emu::OP_SYNC;
+    emu::warp_barrier(emu::same_op); /* every lane at a __syncwarp, none in a shuffle */
 }
 
 /* a shuffle: every lane posts v; lane l gets the value of lane src(l) */

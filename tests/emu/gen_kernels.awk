@@ -14,6 +14,8 @@
 #   - whole: `kern<...><<<cfg>>>(args` -> `emu_kernel_launch(cfg).run(kern<...>, args`
 #     (the kernel name must start its line and <<< ... >>>( share that line)
 #   - whole: `#include <cub/...>` -> blank (cuda_emu.h has a host CUB)
+#   - whole: `__shared__ T a[..], b[..];` (static) gets
+#     `emu_poison_static(&a, sizeof a); ...` appended: NaN at every block
 BEGIN {
     if (whole) print "#include \"cuda_emu.h\""
     print "#line 1 \"" ARGV[1] "\""
@@ -35,6 +37,25 @@ whole && /^#include <cub\// { print ""; next }
     name = substr(line, RSTART, RLENGTH - 3); type = substr(line, 1, RSTART - 1)
     sub(/[ \t]+$/, "", type)
     print indent type " *" name " = reinterpret_cast<" type " *>(emu_smem);"
+    next
+}
+# a static __shared__ declaration: NaN-filled at each block's first thread
+# to reach it (appended on the same line; the declaration is then static)
+whole && /^[ \t]*__shared__ / && !/extern/ {
+    line = $0
+    sub(/^[ \t]*__shared__ [A-Za-z_][A-Za-z0-9_]* /, "", line)
+    sub(/;.*$/, "", line)
+    n = split(line, decl, ",")
+    poison = ""
+    for (i = 1; i <= n; i++) {
+        d = decl[i]
+        sub(/^[ \t]*/, "", d)
+        if (d !~ /^[A-Za-z_]/) continue # a comma inside brackets: not a name
+        match(d, /^[A-Za-z_][A-Za-z0-9_]*/)
+        nm = substr(d, 1, RLENGTH)
+        poison = poison " emu_poison_static(&" nm ", sizeof " nm ");"
+    }
+    print $0 poison
     next
 }
 whole && /<<<.*>>>\(/ {

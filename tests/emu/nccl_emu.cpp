@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,7 @@ constexpr size_t CHUNK = 1 << 20;
 
 struct Mailbox {
     std::atomic<int> full; /* 1: bytes of data wait for the receiver */
-    size_t bytes;
+    size_t bytes, total;   /* this chunk's, and the whole message's */
 };
 
 struct Shared {
@@ -241,35 +242,52 @@ ncclResult_t run_collective(ncclComm_t c, const Op &o) {
     return ncclSuccess;
 }
 
-/* sends and receives together: each moves a chunk whenever its mailbox allows */
+/* Sends and receives together: each moves a chunk whenever its mailbox
+ * allows. Operations on one (communicator, direction, peer) go in issue
+ * order, as NCCL matches them; a send is done when its last chunk has been
+ * taken (an unmatched send never completes, as on NCCL). */
 ncclResult_t run_p2p(std::vector<std::pair<ncclComm_t, Op>> &ops, size_t first, size_t end) {
     std::vector<size_t> done(end - first, 0);
+    std::vector<char> finished(end - first, 0);
     const double deadline = now_s() + timeout_s();
     for (long spin = 0;; spin++) {
         bool all = true, moved = false;
         for (size_t i = first; i < end; i++) {
+            if (finished[i - first]) continue;
+            all = false;
             ncclComm_t c = ops[i].first;
             const Op &o = ops[i].second;
+            bool behind = false; /* an earlier unfinished op on the same channel */
+            for (size_t j = first; j < i && !behind; j++)
+                behind = !finished[j - first] && ops[j].first == c &&
+                         ops[j].second.kind == o.kind && ops[j].second.peer == o.peer;
+            if (behind) continue;
             const size_t total = o.count * type_bytes(o.type);
+            if (total == 0) { /* nothing to move */
+                finished[i - first] = 1, moved = true;
+                continue;
+            }
             size_t &d = done[i - first];
-            if (d >= total) continue;
-            all = false;
             const int from = o.kind == Op::SEND ? c->rank : o.peer;
             const int to = o.kind == Op::SEND ? o.peer : c->rank;
             Mailbox &mb = c->sh->box[from][to];
             const size_t k = total - d < CHUNK ? total - d : CHUNK;
-            if (o.kind == Op::SEND && !mb.full.load()) {
+            if (o.kind == Op::SEND && d >= total) {
+                if (!mb.full.load()) finished[i - first] = 1, moved = true; /* taken */
+            } else if (o.kind == Op::SEND && !mb.full.load()) {
                 emu::DeviceScope scope;
                 memcpy(c->box_data(from, to), o.send + d, k);
                 mb.bytes = k;
+                mb.total = total;
                 mb.full.store(1);
                 d += k, moved = true;
             } else if (o.kind == Op::RECV && mb.full.load()) {
-                if (mb.bytes != k) return c->fail("send and recv sizes differ");
+                if (mb.total != total || mb.bytes != k) return c->fail("send and recv sizes differ");
                 emu::DeviceScope scope;
                 memcpy(o.recv + d, c->box_data(from, to), k);
                 mb.full.store(0);
                 d += k, moved = true;
+                if (d >= total) finished[i - first] = 1;
             }
         }
         if (all) return ncclSuccess;
@@ -396,8 +414,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     const unsigned serial = comm->splits++;
     if (!comm->barrier()) return comm->fail("a peer did not arrive at the split");
     if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
-    char child[96];
-    snprintf(child, sizeof child, "%s-s%u-c%d", comm->name.c_str(), serial, color);
+    /* POSIX shm names stay short: nested splits hash the parent's name */
+    char child[64];
+    snprintf(child, sizeof child, "/titan-nccl-emu-%016llx-s%u-c%d",
+             (unsigned long long)std::hash<std::string>()(comm->name), serial, color);
     return join(newcomm, child, count, pos);
 }
 
