@@ -93,6 +93,9 @@ EMU_CU_OBJ := $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.o) build/emu/cuda/cuda_
 EMU_SO_FLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fno-strict-aliasing \
                $(WARN) -Wno-unknown-pragmas $(filter -Werror,$(CFLAGS)) -Ilib -Ikernels -Itests/emu \
                -isystem $(dir $(NVCC))../include -MMD -MP
+# The emulator's own checks (tests/emu/test_cuda_emu.cu, CUDA source made
+# host C++ by gen_kernels.awk like kernels/*.cu): it catches what it says.
+EMU_SELF_TEST = build/tests/test_cuda_emu
 # kernels/vmm.cu's object linked against a host mock of the CUDA runtime and
 # driver calls it makes (tests/mock/): the suite checks releasable memory
 # without a GPU. libcudart only registers vmm.o's fat binary.
@@ -101,7 +104,8 @@ VMM_MOCK_FLAGS = -std=c++17 -O2 -g $(WARN) $(filter -Werror,$(CFLAGS)) -Ilib \
                  -isystem $(dir $(NVCC))../include
 endif
 
-all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_SO) $(VMM_MOCK_TEST)
+all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_SO) $(EMU_SELF_TEST) \
+     $(VMM_MOCK_TEST)
 
 ifneq ($(CUDA_OUT),)
 build/obj/kernels/%.o: kernels/%.cu
@@ -140,6 +144,14 @@ build/emu/cuda/%.o: tests/emu/%.cpp
 
 $(EMU_SO): $(EMU_CU_OBJ)
 	$(CXX) -shared -o $@ $(EMU_CU_OBJ) -Wl,--no-undefined -lpthread
+
+build/emu/test_cuda_emu.cpp: tests/emu/test_cuda_emu.cu tests/emu/gen_kernels.awk
+	@mkdir -p build/emu
+	awk -v whole=1 -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
+
+$(EMU_SELF_TEST): build/emu/test_cuda_emu.cpp build/emu/cuda/cuda_emu.o
+	@mkdir -p build/tests
+	$(CXX) $(EMU_SO_FLAGS) -o $@ $^ -lpthread
 
 $(VMM_MOCK_TEST): tests/mock/test_vmm_mock.cpp build/obj/kernels/vmm.o
 	@mkdir -p build/tests

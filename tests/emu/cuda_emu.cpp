@@ -131,7 +131,8 @@ cudaError_t dev_alloc(void **out, size_t bytes) {
     Alloc a{bytes, g_arena + g_arena_used, pages, g_device};
     g_arena_used += pages + guard;
     unsigned char *user = a.pages + pages - rounded;
-    if (mprotect(a.pages, pages, PROT_READ | PROT_WRITE) != 0) return record(cudaErrorMemoryAllocation);
+    if (mprotect(a.pages, pages, PROT_READ | PROT_WRITE) != 0)
+        return record(cudaErrorMemoryAllocation);
     memset(a.pages, 0xff, pages); /* NaN: a read before the first write shows */
     if (g_scope_depth == 0) mprotect(a.pages, pages, PROT_NONE);
     g_live[(uintptr_t)user] = a;

@@ -139,8 +139,12 @@ bool combine(unsigned char *out, const unsigned char *const *in, int n, size_t c
     switch (t) {
     case ncclFloat32: combine_as<float, float>(out, in, n, count, red, same, same); return true;
     case ncclFloat64: combine_as<double, double>(out, in, n, count, red, same, same); return true;
-    case ncclBfloat16: combine_as<__nv_bfloat16, float>(out, in, n, count, red, bf16_get, bf16_put); return true;
-    case ncclFloat16: combine_as<__half, float>(out, in, n, count, red, f16_get, f16_put); return true;
+    case ncclBfloat16:
+        combine_as<__nv_bfloat16, float>(out, in, n, count, red, bf16_get, bf16_put);
+        return true;
+    case ncclFloat16:
+        combine_as<__half, float>(out, in, n, count, red, f16_get, f16_put);
+        return true;
     case ncclInt32: combine_as<int32_t, int32_t>(out, in, n, count, red, same, same); return true;
     case ncclUint32: combine_as<uint32_t, uint32_t>(out, in, n, count, red, same, same); return true;
     case ncclInt64: combine_as<int64_t, int64_t>(out, in, n, count, red, same, same); return true;
