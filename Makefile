@@ -74,13 +74,6 @@ NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 \
              -gencode arch=compute_90,code=[sm_90,compute_90]
 ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
                 -Xcompiler -Wno-unused-parameter -MMD -MP
-# kernels/attention_tc.cu's device code on the CPU under a host emulator
-# (tests/emu/emu.h), built with $(CXX) and the CUDA headers: the suite checks
-# the tensor-core kernels' logic on machines without a GPU. No strict
-# aliasing: the device code reads bf16 pairs through uint32_t pointers.
-EMU_TEST  = build/tests/test_attention_tc_emu
-EMU_FLAGS = -std=c++17 -O2 -g $(WARN) -Wno-unknown-pragmas -fno-strict-aliasing \
-            $(filter -Werror,$(CFLAGS)) -Ibuild/emu -isystem $(dir $(NVCC))../include
 # The whole CUDA backend on the CPU (tests/emu/cuda_emu.h): every kernels/*.cu
 # made host C++ by gen_kernels.awk, over a host CUDA runtime, cuBLASLt, CUB
 # and (where nccl.h is) NCCL between processes. The suite runs test_cuda_ops,
@@ -93,9 +86,12 @@ EMU_CU_OBJ := $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.o) build/emu/cuda/cuda_
 EMU_SO_FLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fno-strict-aliasing \
                $(WARN) -Wno-unknown-pragmas $(filter -Werror,$(CFLAGS)) -Ilib -Ikernels -Itests/emu \
                -isystem $(dir $(NVCC))../include -MMD -MP
-# The emulator's own checks (tests/emu/test_cuda_emu.cu, CUDA source made
-# host C++ by gen_kernels.awk like kernels/*.cu): it catches what it says.
+# Two tests on it, linked with its runtime: the emulator's own checks
+# (tests/emu/test_cuda_emu.cu, CUDA source made host C++ the same way: it
+# catches what it says), and attention_tc.cu against a double-precision
+# reference (it includes the generated file: its device helpers are static).
 EMU_SELF_TEST = build/tests/test_cuda_emu
+EMU_TEST      = build/tests/test_attention_tc_emu
 # kernels/vmm.cu's object linked against a host mock of the CUDA runtime and
 # driver calls it makes (tests/mock/): the suite checks releasable memory
 # without a GPU. libcudart only registers vmm.o's fat binary.
@@ -121,17 +117,13 @@ bin/libtitan-cuda.so: $(CUDA_SO)
 	@mkdir -p bin
 	cp $< $@
 
-build/emu/kern.inc: kernels/attention_tc.cu tests/emu/gen_kernels.awk
-	@mkdir -p build/emu
-	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
-
-$(EMU_TEST): tests/emu/test_attention_tc_emu.cpp tests/emu/emu.h tests/emu/emu_core.h tests/gpu/bf16_check.h build/emu/kern.inc
-	@mkdir -p build/tests
-	$(CXX) $(EMU_FLAGS) -o $@ $<
-
 build/emu/cuda/%.cpp: kernels/%.cu tests/emu/gen_kernels.awk
 	@mkdir -p build/emu/cuda
-	awk -v whole=1 -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
+	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
+
+build/emu/cuda/%.cpp: tests/emu/%.cu tests/emu/gen_kernels.awk
+	@mkdir -p build/emu/cuda
+	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
 
 build/emu/cuda/%.o: build/emu/cuda/%.cpp
 	$(CXX) $(EMU_SO_FLAGS) -c $< -o $@
@@ -140,18 +132,19 @@ build/emu/cuda/%.o: tests/emu/%.cpp
 	@mkdir -p build/emu/cuda
 	$(CXX) $(EMU_SO_FLAGS) -c $< -o $@
 
-.SECONDARY: $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.cpp)
+.SECONDARY: $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.cpp) build/emu/cuda/test_cuda_emu.cpp
 
 $(EMU_SO): $(EMU_CU_OBJ)
 	$(CXX) -shared -o $@ $(EMU_CU_OBJ) -Wl,--no-undefined -lpthread
 
-build/emu/test_cuda_emu.cpp: tests/emu/test_cuda_emu.cu tests/emu/gen_kernels.awk
-	@mkdir -p build/emu
-	awk -v whole=1 -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
-
-$(EMU_SELF_TEST): build/emu/test_cuda_emu.cpp build/emu/cuda/cuda_emu.o
+$(EMU_SELF_TEST): build/emu/cuda/test_cuda_emu.cpp build/emu/cuda/cuda_emu.o
 	@mkdir -p build/tests
 	$(CXX) $(EMU_SO_FLAGS) -o $@ $^ -lpthread
+
+$(EMU_TEST): tests/emu/test_attention_tc_emu.cpp build/emu/cuda/attention_tc.cpp \
+             tests/gpu/bf16_check.h build/emu/cuda/cuda_emu.o
+	@mkdir -p build/tests
+	$(CXX) $(EMU_SO_FLAGS) -Ibuild/emu/cuda -o $@ $< build/emu/cuda/cuda_emu.o -lpthread
 
 $(VMM_MOCK_TEST): tests/mock/test_vmm_mock.cpp build/obj/kernels/vmm.o
 	@mkdir -p build/tests

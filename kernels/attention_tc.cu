@@ -233,12 +233,58 @@ static __device__ __forceinline__ void tc_zero(float (&c)[N][4]) {
     for (int i = 0; i < N; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
 }
 
+/* c += A B^T for this warp's 16 rows, over KD k-steps of 16: A is the warp's
+ * 16-row tile (row-major, leading dim ld), B is n-major (row n of B gives
+ * column n of the product, ld), 8 NT columns. Only n-tile pairs np_lo <=
+ * np < np_hi are computed (warp-uniform; the others keep c: skipped blocks
+ * whose products are known to be masked or zero). */
+template <int KD, int NT>
+static __device__ __forceinline__ void tc_gemm_nk(float (&c)[NT][4], const bf16 *A, const bf16 *B,
+                                                  int ld, int lane, int np_lo, int np_hi) {
+#pragma unroll
+    for (int kd = 0; kd < KD; kd++) {
+        uint32_t a[4];
+        tc_frag_a(a, A + kd * 16, ld, lane);
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) { /* n-tiles 2 np, 2 np + 1 */
+            if (np >= np_lo && np < np_hi) {
+                uint32_t bb[4];
+                tc_frag_b_nk2(bb, B + np * 16 * ld + kd * 16, ld, lane);
+                tc_mma_pair(c[2 * np], c[2 * np + 1], a, bb);
+            }
+        }
+    }
+}
+
+/* c += P B for this warp's 16 rows: P is the 16 x 8 NT product in C
+ * fragments (scores), rounded to bf16 A fragments 16 columns at a time; B
+ * is k-major (row kk, leading dim ld), 8 DT columns. Only 16-row blocks
+ * kc_lo <= kc < kc_hi of B are used (warp-uniform; P is zero elsewhere). */
+template <int DT, int NT>
+static __device__ __forceinline__ void tc_gemm_ck(float (&c)[DT][4], const float (&p)[NT][4],
+                                                  const bf16 *B, int ld, int lane, int kc_lo,
+                                                  int kc_hi) {
+#pragma unroll
+    for (int kc = 0; kc < NT / 2; kc++) {
+        if (kc >= kc_lo && kc < kc_hi) {
+            uint32_t a[4];
+            tc_frag_a_from_c(a, p[2 * kc], p[2 * kc + 1]);
+#pragma unroll
+            for (int dj = 0; dj < DT / 2; dj++) {
+                uint32_t bb[4];
+                tc_frag_b_kn2(bb, B + kc * 16 * ld + dj * 16, ld, lane);
+                tc_mma_pair(c[2 * dj], c[2 * dj + 1], a, bb);
+            }
+        }
+    }
+}
+
 /* Queues rows row0 .. row0+ROWS-1 of one head of x[B, T, heads, HD] into
  * dst[ROWS][HD + TC_PAD] with cp.async (the caller commits); rows past T are
  * zeroed. All threads of the CTA take part. */
 template <int HD, int ROWS>
-static __device__ __forceinline__ void tc_tile_load(bf16 *dst, const bf16 *x, int b, int row0, int T,
-                                                 int heads, int head) {
+static __device__ __forceinline__ void tc_tile_load(bf16 *dst, const bf16 *x, int b, int row0,
+                                                    int T, int heads, int head) {
     constexpr int LD = HD + TC_PAD, CPR = HD / 8; /* 16-byte chunks per row */
     static_assert((ROWS * CPR) % TC_THREADS == 0, "whole rounds of chunks");
 #pragma unroll
@@ -334,19 +380,7 @@ __global__ void __launch_bounds__(TC_THREADS)
 
         float s[NT][4]; /* S for rows 16 warp.., keys kj*TC_BC + 8 nt.. */
         tc_zero(s);
-#pragma unroll
-        for (int kd = 0; kd < KD; kd++) {
-            uint32_t a[4];
-            tc_frag_a(a, Qw + kd * 16, LD, lane);
-#pragma unroll
-            for (int np = 0; np < NT / 2; np++) { /* n-tiles 2 np, 2 np + 1 */
-                if (16 * np < live) {
-                    uint32_t bb[4];
-                    tc_frag_b_nk2(bb, Kt + np * 16 * LD + kd * 16, LD, lane);
-                    tc_mma_pair(s[2 * np], s[2 * np + 1], a, bb);
-                }
-            }
-        }
+        tc_gemm_nk<KD>(s, Qw, Kt, LD, lane, 0, (live + 15) / 16);
 
         /* scale into base 2, mask, online softmax. Key 0 of a tile is at most
          * the tile's first query (tiles 0..qi), so no row is all -inf and
@@ -357,7 +391,8 @@ __global__ void __launch_bounds__(TC_THREADS)
             tc_scale_mask<true>(s, scale_log2, k0 + 2 * t, row_lo, row_hi, mx_lo, mx_hi);
         else
             tc_scale_mask<false>(s, scale_log2, k0 + 2 * t, row_lo, row_hi, mx_lo, mx_hi);
-        const float mn_lo = fmaxf(m_lo, tc_quad_max(mx_lo)), mn_hi = fmaxf(m_hi, tc_quad_max(mx_hi));
+        const float mn_lo = fmaxf(m_lo, tc_quad_max(mx_lo)),
+                    mn_hi = fmaxf(m_hi, tc_quad_max(mx_hi));
         const float al_lo = exp2f(m_lo - mn_lo), al_hi = exp2f(m_hi - mn_hi); /* 0 at first */
         m_lo = mn_lo;
         m_hi = mn_hi;
@@ -382,19 +417,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
 
         /* O += P V, P rounded to bf16 */
-#pragma unroll
-        for (int kc = 0; kc < TC_BC / 16; kc++) {
-            if (16 * kc < live) {
-                uint32_t a[4];
-                tc_frag_a_from_c(a, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-                for (int dj = 0; dj < DT / 2; dj++) { /* column tiles 2 dj, 2 dj + 1 */
-                    uint32_t bb[4];
-                    tc_frag_b_kn2(bb, Vt + kc * 16 * LD + dj * 16, LD, lane);
-                    tc_mma_pair(o[2 * dj], o[2 * dj + 1], a, bb);
-                }
-            }
-        }
+        tc_gemm_ck(o, s, Vt, LD, lane, 0, (live + 15) / 16);
         __syncthreads(); /* this buffer is refilled at kj + 1 */
     }
 
@@ -524,8 +547,8 @@ __global__ void __launch_bounds__(TC_THREADS)
         if (it + 1 < n_iter) {
             const int nb = (it + 1) & 1, h1 = kh * rep + (it + 1) / per_head;
             const int q1 = (qs + (it + 1) % per_head) * BQ;
-            tc_dkv_stage<HD, BQ>(Qs + nb * BQ * LD, dOs + nb * BQ * LD, Ls + nb * BQ, Ds + nb * BQ, q,
-                              dout, lse, delta, b, h1, q1, T, NH);
+            tc_dkv_stage<HD, BQ>(Qs + nb * BQ * LD, dOs + nb * BQ * LD, Ls + nb * BQ, Ds + nb * BQ,
+                                 q, dout, lse, delta, b, h1, q1, T, NH);
             tc_cp_async_commit();
             tc_cp_async_wait<1>();
         } else {
@@ -548,22 +571,9 @@ __global__ void __launch_bounds__(TC_THREADS)
         float st[NT][4], dpt[NT][4];
         tc_zero(st);
         tc_zero(dpt);
-#pragma unroll
-        for (int kd = 0; kd < KD; kd++) {
-            uint32_t ak[4], av[4];
-            tc_frag_a(ak, Kw + kd * 16, LD, lane);
-            tc_frag_a(av, Vw + kd * 16, LD, lane);
-#pragma unroll
-            for (int np = 0; np < NT / 2; np++) { /* query n-tiles 2 np, 2 np + 1 */
-                if (16 * np + 16 > dead) {
-                    uint32_t bb[4];
-                    tc_frag_b_nk2(bb, Qb + np * 16 * LD + kd * 16, LD, lane);
-                    tc_mma_pair(st[2 * np], st[2 * np + 1], ak, bb);
-                    tc_frag_b_nk2(bb, dOb + np * 16 * LD + kd * 16, LD, lane);
-                    tc_mma_pair(dpt[2 * np], dpt[2 * np + 1], av, bb);
-                }
-            }
-        }
+        const int live_lo = dead > 0 ? dead / 16 : 0; /* the first 16-query block not dead */
+        tc_gemm_nk<KD>(st, Kw, Qb, LD, lane, live_lo, NT / 2);
+        tc_gemm_nk<KD>(dpt, Vw, dOb, LD, lane, live_lo, NT / 2);
 
         if (edge)
             tc_dkv_ds<true>(st, dpt, Lb, Db, scale_log2, q0, T, j_lo, j_hi, t);
@@ -571,22 +581,8 @@ __global__ void __launch_bounds__(TC_THREADS)
             tc_dkv_ds<false>(st, dpt, Lb, Db, scale_log2, q0, T, j_lo, j_hi, t);
 
         /* dV += P^T dO, dK += dS^T Q (P, dS rounded to bf16) */
-#pragma unroll
-        for (int kc = 0; kc < BQ / 16; kc++) {
-            if (16 * kc + 16 > dead) {
-                uint32_t ap[4], ads[4];
-                tc_frag_a_from_c(ap, st[2 * kc], st[2 * kc + 1]);
-                tc_frag_a_from_c(ads, dpt[2 * kc], dpt[2 * kc + 1]);
-#pragma unroll
-                for (int dj = 0; dj < DT / 2; dj++) {
-                    uint32_t bb[4];
-                    tc_frag_b_kn2(bb, dOb + kc * 16 * LD + dj * 16, LD, lane);
-                    tc_mma_pair(dva[2 * dj], dva[2 * dj + 1], ap, bb);
-                    tc_frag_b_kn2(bb, Qb + kc * 16 * LD + dj * 16, LD, lane);
-                    tc_mma_pair(dka[2 * dj], dka[2 * dj + 1], ads, bb);
-                }
-            }
-        }
+        tc_gemm_ck(dva, st, dOb, LD, lane, live_lo, NT / 2);
+        tc_gemm_ck(dka, dpt, Qb, LD, lane, live_lo, NT / 2);
         __syncthreads(); /* this buffer is refilled at it + 1 */
     }
 
@@ -678,22 +674,8 @@ __global__ void __launch_bounds__(TC_THREADS)
         float s[NT][4], dp[NT][4];
         tc_zero(s);
         tc_zero(dp);
-#pragma unroll
-        for (int kd = 0; kd < KD; kd++) {
-            uint32_t aq[4], ao[4];
-            tc_frag_a(aq, Qw + kd * 16, LD, lane);
-            tc_frag_a(ao, dOw + kd * 16, LD, lane);
-#pragma unroll
-            for (int np = 0; np < NT / 2; np++) { /* n-tiles 2 np, 2 np + 1 */
-                if (16 * np < live) {
-                    uint32_t bb[4];
-                    tc_frag_b_nk2(bb, Kt + np * 16 * LD + kd * 16, LD, lane);
-                    tc_mma_pair(s[2 * np], s[2 * np + 1], aq, bb);
-                    tc_frag_b_nk2(bb, Vt + np * 16 * LD + kd * 16, LD, lane);
-                    tc_mma_pair(dp[2 * np], dp[2 * np + 1], ao, bb);
-                }
-            }
-        }
+        tc_gemm_nk<KD>(s, Qw, Kt, LD, lane, 0, (live + 15) / 16);
+        tc_gemm_nk<KD>(dp, dOw, Vt, LD, lane, 0, (live + 15) / 16);
 
         /* dS = P (dP - D) into s; zero above the diagonal */
         const int k0 = kj * TC_BC;
@@ -703,19 +685,7 @@ __global__ void __launch_bounds__(TC_THREADS)
             tc_dq_ds<false>(s, dp, scale_log2, L_lo, L_hi, D_lo, D_hi, k0 + 2 * t, row_lo, row_hi);
 
         /* dQ += dS K (dS rounded to bf16) */
-#pragma unroll
-        for (int kc = 0; kc < TC_BC / 16; kc++) {
-            if (16 * kc < live) {
-                uint32_t a[4];
-                tc_frag_a_from_c(a, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-                for (int dj = 0; dj < DT / 2; dj++) {
-                    uint32_t bb[4];
-                    tc_frag_b_kn2(bb, Kt + kc * 16 * LD + dj * 16, LD, lane);
-                    tc_mma_pair(dqa[2 * dj], dqa[2 * dj + 1], a, bb);
-                }
-            }
-        }
+        tc_gemm_ck(dqa, s, Kt, LD, lane, 0, (live + 15) / 16);
         __syncthreads(); /* this buffer is refilled at kj + 1 */
     }
 

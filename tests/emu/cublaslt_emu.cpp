@@ -113,7 +113,8 @@ cublasStatus_t problem(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
     if (d.compute != CUBLAS_COMPUTE_32F || d.scale != CUDA_R_32F ||
         d.pointer_mode != CUBLASLT_POINTER_MODE_HOST)
         return CUBLAS_STATUS_NOT_SUPPORTED;
-    if ((d.ta != CUBLAS_OP_N && d.ta != CUBLAS_OP_T) || (d.tb != CUBLAS_OP_N && d.tb != CUBLAS_OP_T))
+    if ((d.ta != CUBLAS_OP_N && d.ta != CUBLAS_OP_T) ||
+        (d.tb != CUBLAS_OP_N && d.tb != CUBLAS_OP_T))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     const int32_t ab = p->a.type, cd = p->dd.type;
     if (p->b.type != ab || p->c.type != cd) return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -140,7 +141,8 @@ size_t extent(const Layout &l) {
 }
 
 float get(const void *p, int32_t t, size_t i) {
-    return t == CUDA_R_16BF ? __bfloat162float(((const __nv_bfloat16 *)p)[i]) : ((const float *)p)[i];
+    return t == CUDA_R_16BF ? __bfloat162float(((const __nv_bfloat16 *)p)[i])
+                            : ((const float *)p)[i];
 }
 } /* namespace */
 

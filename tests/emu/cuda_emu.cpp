@@ -253,9 +253,12 @@ cudaError_t cudaPeekAtLastError(void) { return g_last_error; }
  * --nproc run each take their own. Each process emulates its own: memory
  * is not shared between them. */
 static int device_count() {
-    const char *e = getenv("TITAN_EMU_DEVICES");
-    const int n = e && *e ? atoi(e) : 1;
-    return n >= 1 && n <= 64 ? n : 1;
+    static const int n = [] {
+        const char *e = getenv("TITAN_EMU_DEVICES");
+        const int k = e && *e ? atoi(e) : 1;
+        return k >= 1 && k <= 64 ? k : 1;
+    }();
+    return n;
 }
 static bool valid_device(int d) { return d >= 0 && d < device_count(); }
 
@@ -310,8 +313,11 @@ cudaError_t cudaFree(void *p) { return dev_free(p); }
 /* TITAN_EMU_FAIL_POOL=1: the stream-ordered pool is out of memory (the ops'
  * scratch: their out-of-memory path) */
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
-    const char *e = getenv("TITAN_EMU_FAIL_POOL");
-    if (e && strcmp(e, "1") == 0) {
+    static const bool fail_pool = [] {
+        const char *e = getenv("TITAN_EMU_FAIL_POOL");
+        return e && strcmp(e, "1") == 0;
+    }();
+    if (fail_pool) {
         *p = nullptr;
         return record(cudaErrorMemoryAllocation);
     }

@@ -1,13 +1,10 @@
 /* emu_core.h - a host emulator of the CUDA execution model: the CTA as
  * fibers, barriers, warp collectives (shuffles, mma.sync, ldmatrix) and
  * cp.async, so that device code runs on the CPU, in the test suite, on
- * machines without a GPU. Two users:
- *   - tests/emu/emu.h: attention_tc.cu's device code alone, against a
- *     double-precision reference (test_attention_tc_emu);
- *   - tests/emu/cuda_emu.h: every .cu file of kernels/, host side included,
- *     with a host CUDA runtime, cuBLASLt and CUB underneath: the whole CUDA
- *     backend as build/emu/libtitan-cuda-emu.so (test_cuda_ops, titan-train
- *     --device cuda through TITAN_CUDA_LIB).
+ * machines without a GPU. tests/emu/cuda_emu.h puts a host CUDA runtime,
+ * cuBLASLt, CUB and NCCL under it: the whole CUDA backend as
+ * build/emu/libtitan-cuda-emu.so (test_cuda_ops, titan-train --device cuda
+ * through TITAN_CUDA_LIB), and test_attention_tc_emu.
  *
  * Why: kernel logic (indexing, ragged tails, barriers that guard shared
  * memory, warp collectives, "adds into" outputs, bf16 roundings) is easy to

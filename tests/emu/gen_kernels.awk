@@ -1,31 +1,24 @@
-# gen_kernels.awk - a kernels/*.cu file made host C++ for the emulator
-# (tests/emu/emu_core.h), on stdout:
-#   awk -f tests/emu/gen_kernels.awk kernels/attention_tc.cu > build/emu/kern.inc
-#       attention_tc.cu's device code alone (test_attention_tc_emu): the file
-#       up to its "host side" section line; fails when that line or the "PTX
-#       wrappers" one is missing (the file was reorganised: look here again)
-#   awk -v whole=1 -f tests/emu/gen_kernels.awk kernels/X.cu > build/emu/cuda/X.cpp
-#       the whole file, host side included, for libtitan-cuda-emu.so
-#       (tests/emu/cuda_emu.h, which the output includes first)
-# Rewrites, each keeping the line count, so line numbers in compiler messages
-# and debuggers are the .cu file's (#line):
-#   - the "PTX wrappers" section becomes blank lines (emu_core.h defines them)
+# gen_kernels.awk - a CUDA source file (kernels/*.cu, tests/emu/*.cu) made
+# host C++ for the emulator, on stdout:
+#   awk -f tests/emu/gen_kernels.awk kernels/X.cu > build/emu/cuda/X.cpp
+# The output includes tests/emu/cuda_emu.h first. Rewrites, each keeping the
+# line count, so line numbers in compiler messages and debuggers are the .cu
+# file's (#line):
+#   - a "PTX wrappers" section becomes blank lines (emu_core.h defines them)
 #   - `extern __shared__ [__align__(n)] T name[];` -> a T pointer to emu_smem
-#   - whole: `kern<...><<<cfg>>>(args` -> `emu_kernel_launch(cfg).run(kern<...>, args`
+#   - `kern<...><<<cfg>>>(args` -> `emu_kernel_launch(cfg).run(kern<...>, args`
 #     (the kernel name must start its line and <<< ... >>>( share that line)
-#   - whole: `#include <cub/...>` -> blank (cuda_emu.h has a host CUB)
-#   - whole: `__shared__ T a[..], b[..];` (static) gets
+#   - `#include <cub/...>` -> blank (cuda_emu.h has a host CUB)
+#   - `__shared__ T a[..], b[..];` (static) gets
 #     `emu_poison_static(&a, sizeof a); ...` appended: NaN at every block
 BEGIN {
-    if (whole) print "#include \"cuda_emu.h\""
+    print "#include \"cuda_emu.h\""
     print "#line 1 \"" ARGV[1] "\""
 }
-!whole && /^\/\* -+ host side / { host = 1; exit }
-/^\/\* -+ / { skip = ($0 ~ / PTX wrappers/); if (skip) ptx = 1 }
+/^\/\* -+ / { skip = ($0 ~ / PTX wrappers/) }
 skip { print ""; next }
-!whole && /^#include "cuda_ops\.cuh"/ { print ""; next }
-whole && /^#include <cub\// { print ""; next }
-/extern __shared__ / {
+/^#include <cub\// { print ""; next }
+/^[ \t]*extern __shared__ / {
     line = $0
     match(line, /^[ \t]*/); indent = substr(line, 1, RLENGTH)
     sub(/^[ \t]*extern __shared__ /, "", line)
@@ -41,7 +34,7 @@ whole && /^#include <cub\// { print ""; next }
 }
 # a static __shared__ declaration: NaN-filled at each block's first thread
 # to reach it (appended on the same line; the declaration is then static)
-whole && /^[ \t]*__shared__ / && !/extern/ {
+/^[ \t]*__shared__ / && !/extern/ {
     line = $0
     sub(/^[ \t]*__shared__ [A-Za-z_][A-Za-z0-9_]* /, "", line)
     sub(/;.*$/, "", line)
@@ -58,7 +51,7 @@ whole && /^[ \t]*__shared__ / && !/extern/ {
     print $0 poison
     next
 }
-whole && /<<<.*>>>\(/ {
+/<<<.*>>>\(/ {
     line = $0
     match(line, /^[ \t]*/); indent = substr(line, 1, RLENGTH)
     p = index(line, "<<<"); q = index(line, ">>>(")
@@ -68,15 +61,8 @@ whole && /<<<.*>>>\(/ {
     print indent "emu_kernel_launch(" cfg ").run(" name (rest ~ /^\)/ ? "" : ", ") rest
     next
 }
-whole && /<<</ {
+/<<</ {
     printf "gen_kernels.awk: %s:%d: a launch the generator cannot read (kernel name first, <<< ... >>>( on one line)\n", ARGV[1], NR > "/dev/stderr"
     exit 1
 }
 { print }
-END {
-    if (!whole && (!ptx || !host)) {
-        printf "gen_kernels.awk: %s: no \"%s\" section line\n", ARGV[1],
-            (!ptx ? "PTX wrappers" : "host side") > "/dev/stderr"
-        exit 1
-    }
-}

@@ -9,9 +9,10 @@ kernels/attention_tc.cu: a missing barrier, a cp.async wait that waits for too
 little, a fragment register swapped, ldmatrix without .trans, a mask off by
 one or on the wrong tile, a product skipped that was needed, a row left
 unfilled.
-For each, the device code is cut out with gen_kernels.awk, the emulator test
-(test_attention_tc_emu.cpp, its quick shapes) is built with $CXX (g++) and
-run: a nonzero exit (a FAIL line or an emulator abort) is "caught". The
+For each, the file is made host C++ with gen_kernels.awk, the emulator test
+(test_attention_tc_emu.cpp, its quick shapes) is built with $CXX (g++) over
+the emulated runtime (build/emu/cuda/cuda_emu.o, or tests/emu/cuda_emu.cpp)
+and run: a nonzero exit (a FAIL line or an emulator abort) is "caught". The
 unmutated file runs first and must pass. A mutation whose text is no longer
 in the file is reported "stale": update it to the kernel's new wording.
 
@@ -80,8 +81,9 @@ MUTATIONS = {
         "dkv: only the query tile on the key tile's first row masked (HD 128 has two)",
         [("const bool edge = q0 < k0 + TC_BC ||", "const bool edge = q0 == k0 ||", 1)]),
     "dkv_skip_diagonal_block": (
-        "dkv: the S^T, dP^T products of the warp's diagonal 16-query block skipped",
-        [("if (16 * np + 16 > dead) {", "if (16 * np > dead) {", 1)]),
+        "dkv: the products of the warp's diagonal 16-query block skipped",
+        [("const int live_lo = dead > 0 ? dead / 16 : 0;",
+          "const int live_lo = dead >= 0 ? dead / 16 + 1 : 0;", 1)]),
     "dkv_prefetch_wrong_head": (
         "dkv: the next query tile fetched from the wrong head of the group",
         [("h1 = kh * rep + (it + 1) / per_head", "h1 = kh * rep + it / per_head", 1)]),
@@ -103,21 +105,36 @@ def mutate(src, edits):
     return src
 
 
+def runtime_object(work, cxx, flags):
+    """the emulated CUDA runtime: make's object when built, else compiled here once"""
+    built = os.path.join(TOP, "build/emu/cuda/cuda_emu.o")
+    if os.path.exists(built):
+        return built
+    obj = os.path.join(work, "cuda_emu.o")
+    if not os.path.exists(obj):
+        subprocess.run([cxx] + flags + ["-c", "-o", obj, os.path.join(TOP, "tests/emu/cuda_emu.cpp")],
+                       check=True)
+    return obj
+
+
 def build_and_run(src, work, name):
     """(caught-or-failed: bool, one-line summary) for kernel source src"""
     cu = os.path.join(work, "attention_tc.cu")
-    inc = os.path.join(work, "kern.inc")
+    gen = os.path.join(work, "attention_tc.cpp")
     exe = os.path.join(work, "test_" + name)
     with open(cu, "w") as f:
         f.write(src)
-    with open(inc, "w") as f:
+    with open(gen, "w") as f:
         subprocess.run(["awk", "-f", os.path.join(TOP, "tests/emu/gen_kernels.awk"), cu],
                        stdout=f, check=True)
     nvcc = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
     cxx = os.environ.get("CXX", "g++")
-    cc = subprocess.run([cxx, "-std=c++17", "-O2", "-Wno-unknown-pragmas", "-fno-strict-aliasing",
-                         "-I" + work, "-isystem", os.path.join(os.path.dirname(nvcc), "../include"),
-                         "-o", exe, os.path.join(TOP, "tests/emu/test_attention_tc_emu.cpp")],
+    flags = ["-std=c++17", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-Wno-unknown-pragmas",
+             "-I" + work, "-I" + os.path.join(TOP, "lib"), "-I" + os.path.join(TOP, "kernels"),
+             "-I" + os.path.join(TOP, "tests/emu"),
+             "-isystem", os.path.join(os.path.dirname(nvcc), "../include")]
+    cc = subprocess.run([cxx] + flags + ["-o", exe, os.path.join(TOP, "tests/emu/test_attention_tc_emu.cpp"),
+                                         runtime_object(work, cxx, flags), "-lpthread"],
                         capture_output=True, text=True)
     if cc.returncode != 0:
         return None, "does not compile: " + (cc.stderr.strip().splitlines() or [""])[0]

@@ -146,9 +146,13 @@ bool combine(unsigned char *out, const unsigned char *const *in, int n, size_t c
         combine_as<__half, float>(out, in, n, count, red, f16_get, f16_put);
         return true;
     case ncclInt32: combine_as<int32_t, int32_t>(out, in, n, count, red, same, same); return true;
-    case ncclUint32: combine_as<uint32_t, uint32_t>(out, in, n, count, red, same, same); return true;
+    case ncclUint32:
+        combine_as<uint32_t, uint32_t>(out, in, n, count, red, same, same);
+        return true;
     case ncclInt64: combine_as<int64_t, int64_t>(out, in, n, count, red, same, same); return true;
-    case ncclUint64: combine_as<uint64_t, uint64_t>(out, in, n, count, red, same, same); return true;
+    case ncclUint64:
+        combine_as<uint64_t, uint64_t>(out, in, n, count, red, same, same);
+        return true;
     case ncclUint8: combine_as<uint8_t, uint8_t>(out, in, n, count, red, same, same); return true;
     case ncclInt8: combine_as<int8_t, int8_t>(out, in, n, count, red, same, same); return true;
     default: return false;
@@ -223,7 +227,8 @@ ncclResult_t run_collective(ncclComm_t c, const Op &o) {
                 emu::DeviceScope scope;
                 switch (o.kind) {
                 case Op::ALL_REDUCE:
-                    if (!combine(tmp.data(), in.data(), n, k, o.type, o.red)) return ncclInvalidArgument;
+                    if (!combine(tmp.data(), in.data(), n, k, o.type, o.red))
+                        return ncclInvalidArgument;
                     memcpy(o.recv + at * es, tmp.data(), bytes);
                     break;
                 case Op::REDUCE:
@@ -235,7 +240,8 @@ ncclResult_t run_collective(ncclComm_t c, const Op &o) {
                     }
                     break;
                 case Op::ALL_GATHER:
-                    for (int r = 0; r < n; r++) memcpy(o.recv + (r * o.count + at) * es, in[r], bytes);
+                    for (int r = 0; r < n; r++)
+                        memcpy(o.recv + (r * o.count + at) * es, in[r], bytes);
                     break;
                 case Op::BROADCAST: memcpy(o.recv + at * es, in[o.peer], bytes); break;
                 default: break;
@@ -286,7 +292,8 @@ ncclResult_t run_p2p(std::vector<std::pair<ncclComm_t, Op>> &ops, size_t first, 
                 mb.full.store(1);
                 d += k, moved = true;
             } else if (o.kind == Op::RECV && mb.full.load()) {
-                if (mb.total != total || mb.bytes != k) return c->fail("send and recv sizes differ");
+                if (mb.total != total || mb.bytes != k)
+                    return c->fail("send and recv sizes differ");
                 emu::DeviceScope scope;
                 memcpy(o.recv + d, c->box_data(from, to), k);
                 mb.full.store(0);
@@ -311,7 +318,8 @@ ncclResult_t run_group(std::vector<std::pair<ncclComm_t, Op>> &ops) {
         while (p2p && j < ops.size() &&
                (ops[j].second.kind == Op::SEND || ops[j].second.kind == Op::RECV))
             j++;
-        const ncclResult_t r = p2p ? run_p2p(ops, i, j) : run_collective(ops[i].first, ops[i].second);
+        const ncclResult_t r =
+            p2p ? run_p2p(ops, i, j) : run_collective(ops[i].first, ops[i].second);
         if (r != ncclSuccess) return r;
         i = j;
     }

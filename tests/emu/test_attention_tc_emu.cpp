@@ -1,6 +1,6 @@
-/* test_attention_tc_emu.cpp - the tensor-core flash attention's device code
- * (kernels/attention_tc.cu) run on the CPU under the host emulator
- * (tests/emu/emu.h) against a double-precision reference, so the suite
+/* test_attention_tc_emu.cpp - the tensor-core flash attention
+ * (kernels/attention_tc.cu) run on the CPU under the CUDA emulator
+ * (tests/emu/cuda_emu.h) against a double-precision reference, so the suite
  * checks the kernels' logic on machines without a GPU.
  *
  * Per shape (HD, B, T, NH, NKV, input amplitude):
@@ -17,58 +17,89 @@
  * Bounds: normalised L2 < 2e-2 (the bf16 roundings of P and dS: expect a few
  * 1e-3), lse within 1e-3.
  *
- * Limits: emu.h's header. In short, the fragment layouts are the emulator's
- * reading of the PTX ISA; only a GPU confirms them
- * (tests/gpu/attention_tc_check.cu). The launchers below mirror
- * attention_tc.cu's tc_forward / tc_backward by hand, with the grids and
- * shared memory sizes of its "launch geometry" section; keep them in step.
+ * The whole file is included as gen_kernels.awk makes it (build/emu/cuda/),
+ * host side too: the test calls its entry points, so the grids, shared
+ * memory sizes and scratch are the backend's own, on emulated device memory.
+ * Limits: emu_core.h's header. In short, the fragment layouts are the
+ * emulator's reading of the PTX ISA; only a GPU confirms them
+ * (tests/gpu/attention_tc_check.cu).
  *
  * The default run takes the shapes marked quick (HD 64 and 128, ragged T,
  * 1 to 4 tiles, GQA groups of 1, 2 and 4, B = 2): about 2 s on one core;
  * TITAN_EMU_FULL=1 runs every shape (about 3 s). tests/emu/mutate.py checks
  * that this test catches broken kernels.
  * One line per shape; exit 0 when all pass, 1 otherwise. */
-#include "emu.h"
-
-#include "kern.inc" /* build/emu/, from kernels/attention_tc.cu by gen_kernels.awk */
+#include "attention_tc.cpp" /* build/emu/cuda/, from kernels/attention_tc.cu */
 #include "../gpu/bf16_check.h"
 
 #include <algorithm>
 #include <random>
 
-/* ------------------------------------ launchers, as attention_tc.cu's host side */
+/* ---------------------------- what the host side takes from cuda_backend.cu */
+
+void titan_cuda_panic(const char *file, int line, const char *stmt, const char *what) {
+    fprintf(stderr, "titan: cuda: %s:%d: %s: %s\n", file, line, stmt, what);
+    abort();
+}
+
+void *titan_cuda_scratch(size_t nbytes, const char *op) {
+    void *p = nullptr;
+    if (cudaMallocAsync(&p, nbytes, 0) != cudaSuccess)
+        titan_cuda_panic(__FILE__, __LINE__, op, "scratch");
+    return p;
+}
+
+/* ------------------------------ the entry points, on copies in device memory */
+
+/* a device copy of x (cudaFree it) */
+template <typename X>
+static X *up(const X *x, size_t n) {
+    void *d = nullptr;
+    CUDA_CHECK(cudaMalloc(&d, n * sizeof(X)));
+    CUDA_CHECK(cudaMemcpy(d, x, n * sizeof(X), cudaMemcpyHostToDevice));
+    return (X *)d;
+}
+
+/* copies d back into x and frees it */
+template <typename X>
+static void down(X *x, X *d, size_t n) {
+    CUDA_CHECK(cudaMemcpy(x, d, n * sizeof(X), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(d));
+}
 
 template <int HD>
 static void emu_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
                         int T, int NH, int NKV) {
-    const size_t smem = tc_forward_smem(HD);
-    const float scale_log2 = 1.0f / sqrtf((float)HD) * TC_LOG2E;
-    emu_launch(tc_query_grid(B, T, NH), TC_THREADS, smem, [&] {
-        attention_tc_forward_kernel<HD>(out, lse, q, k, v, T, NH, NKV, scale_log2);
-    });
+    const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD,
+                 nl = (size_t)B * NH * T;
+    bf16 *dout_ = up(out, nq), *dq = up(q, nq), *dk = up(k, nk), *dv = up(v, nk);
+    float *dl = up(lse, nl);
+    titan_cuda_attention_tc_forward(dout_, dl, dq, dk, dv, B, T, NH, NKV, HD);
+    down(out, dout_, nq);
+    down(lse, dl, nl);
+    CUDA_CHECK(cudaFree(dq));
+    CUDA_CHECK(cudaFree(dk));
+    CUDA_CHECK(cudaFree(dv));
 }
 
 template <int HD>
 static void emu_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *out,
                          const float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
                          int T, int NH, int NKV) {
-    constexpr int BQ = tc_dkv_bq(HD);
-    const float scale = 1.0f / sqrtf((float)HD), scale_log2 = scale * TC_LOG2E;
-    const size_t rows = (size_t)B * NH * T;
-
-    std::vector<float> scratch(rows, NAN); /* the stream-ordered delta scratch */
-    float *delta = scratch.data();
-    emu_launch(tc_delta_grid(rows), TC_DELTA_THREADS, 0,
-               [&] { attention_tc_delta_kernel<HD>(delta, dout, out, T, NH, rows); });
-
-    emu_launch(tc_key_grid(B, T, NKV), TC_THREADS, tc_dkv_smem(HD), [&] {
-        attention_tc_dkv_kernel<HD, BQ>(dk, dv, dout, lse, delta, q, k, v, T, NH, NKV, scale,
-                                        scale_log2);
-    });
-
-    emu_launch(tc_query_grid(B, T, NH), TC_THREADS, tc_dq_smem(HD), [&] {
-        attention_tc_dq_kernel<HD>(dq, dout, lse, delta, q, k, v, T, NH, NKV, scale, scale_log2);
-    });
+    const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD,
+                 nl = (size_t)B * NH * T;
+    bf16 *gq = up(dq, nq), *gk = up(dk, nk), *gv = up(dv, nk);
+    bf16 *d_dout = up(dout, nq), *d_out = up(out, nq), *d_q = up(q, nq), *d_k = up(k, nk),
+         *d_v = up(v, nk);
+    float *d_lse = up(lse, nl);
+    titan_cuda_attention_tc_backward(gq, gk, gv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T, NH, NKV,
+                                     HD);
+    down(dq, gq, nq);
+    down(dk, gk, nk);
+    down(dv, gv, nk);
+    for (void *p : {(void *)d_dout, (void *)d_out, (void *)d_q, (void *)d_k, (void *)d_v,
+                    (void *)d_lse})
+        CUDA_CHECK(cudaFree(p));
 }
 
 /* ------------------------------------------------------ reference in double */
@@ -169,9 +200,9 @@ static uint64_t digest(uint64_t h, const std::vector<X> &x) {
 /* ---------------------------------------------------- fragment loads */
 
 /* The kernels' fragment loads (ldmatrix, emulated) against the mma.m16n8k16
- * fragment tables (emu.h, emu_mma_warp) read element by element from a
+ * fragment tables (emu_core.h, emu_mma_warp) read element by element from a
  * 16-row tile of distinct values: the registers the scalar loads they
- * replaced gave. Pins emu.h's ldmatrix and the loads' lane addressing to
+ * replaced gave. Pins emu_core.h's ldmatrix and the loads' lane addressing to
  * the mma layout. Returns the number of wrong registers. */
 static int check_fragments(void) {
     constexpr int LD = 64 + TC_PAD;
