@@ -22,7 +22,9 @@
  *   accumulates its dK and dV rows in shared memory while the warp walks
  *   every query head of the group and every query row t >= first key.
  * dq:  like the forward, a warp per query row walking the key tiles.
- * Each sum runs in a fixed order, so results are deterministic.
+ * Each sum runs in a fixed order, so results are deterministic. dQ, dK, dV
+ * are added into the caller's tensors, or stored without reading them when
+ * the acc mask lacks TITAN_ACC_DX (a warp-uniform branch at the store).
  *
  * Scores are formed as (q * scale) . k, as the CPU backend does. HD must be
  * even and at most 256 (lane owns up to 8 dims; kernels are instantiated for
@@ -121,7 +123,7 @@ template <typename S, int DPL>
 __global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const S *out,
                                               const float *lse, const S *q, const S *k,
                                               const S *v, int T, int NH, int NKV, int HD,
-                                              float scale) {
+                                              float scale, int add) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *dKs = Vs + ATT_BK * ld, *dVs = dKs + ATT_BK * ld;
@@ -165,10 +167,16 @@ __global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const
     int nk = min(ATT_BK, T - k0);
     for (int r = 0; r < nk; r++) {
         size_t off = (((size_t)b * T + k0 + r) * NKV + kh) * HD;
-        for (int d = lane; d < HD; d += WARP) {
-            store_f32(dk + off + d, load_f32(dk + off + d) + dKs[r * ld + d]);
-            store_f32(dv + off + d, load_f32(dv + off + d) + dVs[r * ld + d]);
-        }
+        if (add)
+            for (int d = lane; d < HD; d += WARP) {
+                store_grad<true>(dk + off + d, dKs[r * ld + d]);
+                store_grad<true>(dv + off + d, dVs[r * ld + d]);
+            }
+        else
+            for (int d = lane; d < HD; d += WARP) {
+                store_grad<false>(dk + off + d, dKs[r * ld + d]);
+                store_grad<false>(dv + off + d, dVs[r * ld + d]);
+            }
     }
 }
 
@@ -177,7 +185,7 @@ __global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const
 template <typename S, int DPL>
 __global__ void attention_backward_dq_kernel(S *dq, const S *dout, const S *out, const float *lse,
                                              const S *q, const S *k, const S *v, int T, int NH,
-                                             int NKV, int HD, float scale) {
+                                             int NKV, int HD, float scale, int add) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *Qs = Vs + ATT_BK * ld, *DOs = Qs + ATT_WARPS * HD;
@@ -227,7 +235,9 @@ __global__ void attention_backward_dq_kernel(S *dq, const S *dout, const S *out,
 #pragma unroll
     for (int i = 0; i < DPL; i++) {
         int d = lane + WARP * i;
-        if (d < HD) store_f32(dq + qoff + d, load_f32(dq + qoff + d) + scale * acc[i]);
+        if (d >= HD) continue;
+        if (add) store_grad<true>(dq + qoff + d, scale * acc[i]);
+        else store_grad<false>(dq + qoff + d, scale * acc[i]);
     }
 }
 
@@ -262,21 +272,21 @@ static void forward(S *out, float *lse, const S *q, const S *k, const S *v, int 
 }
 
 template <typename S, int DPL>
-static void backward(S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse,
+static void backward(int add, S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse,
                      const S *q, const S *k, const S *v, int B, int T, int NH, int NKV, int HD) {
     float scale = 1.0f / sqrtf((float)HD);
     size_t smem_kv = (size_t)(4 * ATT_BK * (HD + 1) + 2 * HD) * sizeof(float);
     allow_smem(attention_backward_dkv_kernel<S, DPL>, smem_kv);
     dim3 grid_kv((T + ATT_BK - 1) / ATT_BK, NKV, B);
     attention_backward_dkv_kernel<S, DPL><<<grid_kv, WARP, smem_kv>>>(
-        dk, dv, dout, out, lse, q, k, v, T, NH, NKV, HD, scale);
+        dk, dv, dout, out, lse, q, k, v, T, NH, NKV, HD, scale, add);
     CUDA_CHECK_LAUNCH();
 
     size_t smem_q = (size_t)(2 * ATT_BK * (HD + 1) + 2 * ATT_WARPS * HD) * sizeof(float);
     allow_smem(attention_backward_dq_kernel<S, DPL>, smem_q);
     dim3 grid_q((T + ATT_WARPS - 1) / ATT_WARPS, NH, B);
     attention_backward_dq_kernel<S, DPL><<<grid_q, ATT_WARPS * WARP, smem_q>>>(
-        dq, dout, out, lse, q, k, v, T, NH, NKV, HD, scale);
+        dq, dout, out, lse, q, k, v, T, NH, NKV, HD, scale, add);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -290,14 +300,17 @@ static void forward_hd(S *out, float *lse, const S *q, const S *k, const S *v, i
     else forward<S, 8>(out, lse, q, k, v, B, T, NH, NKV, HD);
 }
 
+/* add: 1 adds into dq, dk, dv, 0 overwrites them */
 template <typename S>
-static void backward_hd(S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse,
-                        const S *q, const S *k, const S *v, int B, int T, int NH, int NKV,
-                        int HD) {
-    if (HD <= 32) backward<S, 1>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
-    else if (HD <= 64) backward<S, 2>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
-    else if (HD <= 128) backward<S, 4>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
-    else backward<S, 8>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+static void backward_hd(int add, S *dq, S *dk, S *dv, const S *dout, const S *out,
+                        const float *lse, const S *q, const S *k, const S *v, int B, int T,
+                        int NH, int NKV, int HD) {
+    if (HD <= 32) backward<S, 1>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    else if (HD <= 64)
+        backward<S, 2>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    else if (HD <= 128)
+        backward<S, 4>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    else backward<S, 8>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
 }
 
 /* bf16 runs on the tensor-core kernels (attention_tc.cu) where they apply:
@@ -339,20 +352,22 @@ void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const v
                                       T, NH, NKV, HD));
 }
 
-void titan_cuda_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv, const void *dout,
-                                   const void *out, const float *lse, const void *q,
-                                   const void *k, const void *v, int B, int T, int NH, int NKV,
-                                   int HD) {
+void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
+                                   const void *dout, const void *out, const float *lse,
+                                   const void *q, const void *k, const void *v, int B, int T,
+                                   int NH, int NKV, int HD) {
     check_shape(B, NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
+    const int add = (acc & TITAN_ACC_DX) != 0;
     if (use_tc(dt, HD, q, k, v, dout, dq, dk, dv)) {
-        titan_cuda_attention_tc_backward((bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
-                                         (const bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
-                                         (const bf16 *)v, B, T, NH, NKV, HD);
+        titan_cuda_attention_tc_backward(add, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
+                                         (const bf16 *)dout, (const bf16 *)out, lse,
+                                         (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, B, T,
+                                         NH, NKV, HD);
         return;
     }
     TITAN_CUDA_DISPATCH(dt, "attention_backward",
-                        backward_hd<S>((S *)dq, (S *)dk, (S *)dv, (const S *)dout,
+                        backward_hd<S>(add, (S *)dq, (S *)dk, (S *)dv, (const S *)dout,
                                        (const S *)out, lse, (const S *)q, (const S *)k,
                                        (const S *)v, B, T, NH, NKV, HD));
 }

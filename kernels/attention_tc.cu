@@ -7,13 +7,14 @@
  *   void titan_cuda_attention_tc_forward(__nv_bfloat16 *out, float *lse,
  *       const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
  *       int B, int T, int NH, int NKV, int HD);
- *   void titan_cuda_attention_tc_backward(__nv_bfloat16 *dq, __nv_bfloat16 *dk,
+ *   void titan_cuda_attention_tc_backward(int acc, __nv_bfloat16 *dq, __nv_bfloat16 *dk,
  *       __nv_bfloat16 *dv, const __nv_bfloat16 *dout, const __nv_bfloat16 *out,
  *       const float *lse, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
  *       const __nv_bfloat16 *v, int B, int T, int NH, int NKV, int HD);
  *
  * q, k, v, dout must be 16-byte aligned (cp.async), out, dq, dk, dv 4-byte
- * aligned; the entry points abort otherwise, as on a bad shape.
+ * aligned; the entry points abort otherwise, as on a bad shape. acc nonzero
+ * adds into dq, dk, dv (backend.h's TITAN_ACC_DX), 0 overwrites them.
  *
  * Products run on mma.sync.m16n8k16 (bf16 x bf16 -> fp32, sm_80 and sm_90),
  * with operands staged in shared memory by cp.async and fragments read by
@@ -53,10 +54,12 @@
  *   dq:    CTA = (64 query rows, head, batch) walking kv tiles up to the
  *          diagonal, masked and skipped as the forward; dQ in fp32
  *          registers. Shared memory 55,296 B / 104,448 B.
- * dK, dV, dQ are ADDED into the caller's tensors: read bf16, add in fp32,
- * round once. No atomics; every output element has one owner thread and every
- * sum runs in an order fixed by the shapes (mma.sync, butterfly shuffles over
- * the 4 lanes of a row, fixed loops), so the bits repeat run to run. (A
+ * dK, dV, dQ are ADDED into the caller's tensors (acc 1: read bf16, add in
+ * fp32, round once) or stored over them without a read (acc 0: the fp32
+ * register rounded once, the sum into zeros). No atomics; every output
+ * element has one owner thread and every sum runs in an order fixed by the
+ * shapes (mma.sync, butterfly shuffles over the 4 lanes of a row, fixed
+ * loops), so the bits repeat run to run. (A
  * skipped product adds only zeros: the bits are those of computing it, up
  * to the sign of a zero.)
  *
@@ -225,6 +228,12 @@ static __device__ __forceinline__ void tc_store_bf16x2(bf16 *p, float x, float y
 static __device__ __forceinline__ void tc_add_bf16x2(bf16 *p, float x, float y) {
     __nv_bfloat162 old = *reinterpret_cast<const __nv_bfloat162 *>(p);
     tc_store_bf16x2(p, __bfloat162float(old.x) + x, __bfloat162float(old.y) + y);
+}
+
+/* a gradient pair under the acc mask: added (add != 0) or stored unread */
+static __device__ __forceinline__ void tc_grad_bf16x2(int add, bf16 *p, float x, float y) {
+    if (add) tc_add_bf16x2(p, x, y);
+    else tc_store_bf16x2(p, x, y);
 }
 
 template <int N>
@@ -516,7 +525,7 @@ template <int HD, int BQ>
 __global__ void __launch_bounds__(TC_THREADS)
     attention_tc_dkv_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const float *lse,
                             const float *delta, const bf16 *q, const bf16 *k, const bf16 *v,
-                            int T, int NH, int NKV, float scale, float scale_log2) {
+                            int T, int NH, int NKV, float scale, float scale_log2, int add) {
     constexpr int LD = HD + TC_PAD, NT = BQ / 8, KD = HD / 16, DT = HD / 8;
     static_assert(TC_BC % BQ == 0, "query tiles start on the key tile's first row");
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -590,16 +599,16 @@ __global__ void __launch_bounds__(TC_THREADS)
         const size_t off = (((size_t)b * T + j_lo) * NKV + kh) * HD + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {
-            tc_add_bf16x2(dk + off + dt * 8, dka[dt][0] * scale, dka[dt][1] * scale);
-            tc_add_bf16x2(dv + off + dt * 8, dva[dt][0], dva[dt][1]);
+            tc_grad_bf16x2(add, dk + off + dt * 8, dka[dt][0] * scale, dka[dt][1] * scale);
+            tc_grad_bf16x2(add, dv + off + dt * 8, dva[dt][0], dva[dt][1]);
         }
     }
     if (j_hi < T) {
         const size_t off = (((size_t)b * T + j_hi) * NKV + kh) * HD + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {
-            tc_add_bf16x2(dk + off + dt * 8, dka[dt][2] * scale, dka[dt][3] * scale);
-            tc_add_bf16x2(dv + off + dt * 8, dva[dt][2], dva[dt][3]);
+            tc_grad_bf16x2(add, dk + off + dt * 8, dka[dt][2] * scale, dka[dt][3] * scale);
+            tc_grad_bf16x2(add, dv + off + dt * 8, dva[dt][2], dva[dt][3]);
         }
     }
 }
@@ -631,7 +640,7 @@ template <int HD>
 __global__ void __launch_bounds__(TC_THREADS)
     attention_tc_dq_kernel(bf16 *dq, const bf16 *dout, const float *lse, const float *delta,
                            const bf16 *q, const bf16 *k, const bf16 *v, int T, int NH, int NKV,
-                           float scale, float scale_log2) {
+                           float scale, float scale_log2, int add) {
     constexpr int LD = HD + TC_PAD, NT = TC_BC / 8, KD = HD / 16, DT = HD / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16 *Qs = reinterpret_cast<bf16 *>(tc_smem); /* [TC_BR][LD] */
@@ -693,13 +702,13 @@ __global__ void __launch_bounds__(TC_THREADS)
         bf16 *p = dq + (((size_t)b * T + row_lo) * NH + h) * HD + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++)
-            tc_add_bf16x2(p + dt * 8, dqa[dt][0] * scale, dqa[dt][1] * scale);
+            tc_grad_bf16x2(add, p + dt * 8, dqa[dt][0] * scale, dqa[dt][1] * scale);
     }
     if (row_hi < T) {
         bf16 *p = dq + (((size_t)b * T + row_hi) * NH + h) * HD + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++)
-            tc_add_bf16x2(p + dt * 8, dqa[dt][2] * scale, dqa[dt][3] * scale);
+            tc_grad_bf16x2(add, p + dt * 8, dqa[dt][2] * scale, dqa[dt][3] * scale);
     }
 }
 
@@ -773,7 +782,7 @@ static void tc_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, cons
 }
 
 template <int HD>
-static void tc_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *out,
+static void tc_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *out,
                         const float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
                         int T, int NH, int NKV) {
     constexpr int BQ = tc_dkv_bq(HD);
@@ -791,14 +800,14 @@ static void tc_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf
         tc_allow_smem((const void *)attention_tc_dkv_kernel<HD, BQ>, smem_kv);
     (void)once_kv;
     attention_tc_dkv_kernel<HD, BQ><<<tc_key_grid(B, T, NKV), TC_THREADS, smem_kv>>>(
-        dk, dv, dout, lse, delta, q, k, v, T, NH, NKV, scale, scale_log2);
+        dk, dv, dout, lse, delta, q, k, v, T, NH, NKV, scale, scale_log2, add);
     CUDA_CHECK_LAUNCH();
 
     const size_t smem_q = tc_dq_smem(HD);
     static const int once_q = tc_allow_smem((const void *)attention_tc_dq_kernel<HD>, smem_q);
     (void)once_q;
     attention_tc_dq_kernel<HD><<<tc_query_grid(B, T, NH), TC_THREADS, smem_q>>>(
-        dq, dout, lse, delta, q, k, v, T, NH, NKV, scale, scale_log2);
+        dq, dout, lse, delta, q, k, v, T, NH, NKV, scale, scale_log2, add);
     CUDA_CHECK_LAUNCH();
 
     CUDA_CHECK(cudaFreeAsync(delta, 0));
@@ -816,7 +825,7 @@ void titan_cuda_attention_tc_forward(bf16 *out, float *lse, const bf16 *q, const
     else tc_forward<128>(out, lse, q, k, v, B, T, NH, NKV);
 }
 
-void titan_cuda_attention_tc_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+void titan_cuda_attention_tc_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                                       const bf16 *out, const float *lse, const bf16 *q,
                                       const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV,
                                       int HD) {
@@ -827,6 +836,7 @@ void titan_cuda_attention_tc_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *
         titan_cuda_panic(__FILE__, __LINE__, "attention_tc_backward",
                          "q, k, v, dout must be 16-byte aligned, out, dq, dk, dv 4-byte aligned");
     if (B <= 0 || T <= 0) return;
-    if (HD == 64) tc_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV);
-    else tc_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV);
+    const int add = acc != 0;
+    if (HD == 64) tc_backward<64>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV);
+    else tc_backward<128>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV);
 }

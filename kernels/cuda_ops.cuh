@@ -15,6 +15,12 @@
  * float the code and bits are the fp32 op's. TITAN_CUDA_DISPATCH turns dt
  * into S at each entry point (S, not T: T is the sequence length).
  *
+ * Gradients: a backward op's acc mask (backend.h, TITAN_ACC_DX / _DW) says
+ * which outputs it adds into (+=, store_grad<true>: read, add in fp32, round
+ * once) and which it overwrites (=, store_grad<false>: never read, so they
+ * may hold NaN on entry). Overwriting stores the term alone, which is the
+ * sum into zeros bit for bit but for the sign of a zero (0 + x == x).
+ *
  * Determinism: no float atomics anywhere. Each output element is written by
  * one thread, reductions run in fixed trees whose shape depends only on the
  * tensor shapes (never on the GPU's SM count), so the same inputs give the
@@ -32,6 +38,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "backend/backend.h" /* TITAN_ACC_DX, TITAN_ACC_DW */
 #include "core/error.h"
 #include "tensor/dtype.h"
 
@@ -94,6 +101,13 @@ static __device__ __forceinline__ float load_f32(const float *p) { return *p; }
 static __device__ __forceinline__ float load_f32(const bf16 *p) { return __bfloat162float(*p); }
 static __device__ __forceinline__ void store_f32(float *p, float x) { *p = x; }
 static __device__ __forceinline__ void store_f32(bf16 *p, float x) { *p = __float2bfloat16_rn(x); }
+
+/* A gradient element under the acc mask (see the top): p += x or p = x */
+template <bool ACC, typename S>
+static __device__ __forceinline__ void store_grad(S *p, float x) {
+    if constexpr (ACC) store_f32(p, load_f32(p) + x);
+    else store_f32(p, x);
+}
 
 /* 16-byte packs for the memory-bound kernels: one 128-bit access instead of
  * 4 (fp32) or 8 (bf16) narrow ones. TITAN_PACK(S) elements of S fill 16
@@ -205,44 +219,46 @@ double titan_cuda_sumsq(const float *x, size_t n);
 int titan_cuda_matmul_open(char *msg, size_t msg_len);
 void titan_cuda_matmul_forward(titan_dtype dt, void *out, const void *inp, const void *w, int N,
                                int IC, int OC);
-void titan_cuda_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout,
-                                const void *inp, const void *w, int N, int IC, int OC);
+void titan_cuda_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw,
+                                const void *dout, const void *inp, const void *w, int N, int IC,
+                                int OC);
 
 /* embedding.cu */
 void titan_cuda_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,
                                   const void *wte, int N, int C);
-void titan_cuda_embedding_backward(titan_dtype dt, float *dwte, const void *dout,
-                                   const uint32_t *tokens, int N, int C);
+void titan_cuda_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
+                                   const uint32_t *tokens, int N, int C, int V);
 
 /* rmsnorm.cu */
 void titan_cuda_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const void *inp,
                                 const void *weight, int N, int C, float eps);
-void titan_cuda_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const void *dout,
-                                 const void *inp, const void *weight, const float *rstd, int N,
-                                 int C);
+void titan_cuda_rmsnorm_backward(titan_dtype dt, int acc, void *dinp, float *dweight,
+                                 const void *dout, const void *inp, const void *weight,
+                                 const float *rstd, int N, int C);
 
 /* rope.cu */
 void titan_cuda_rope_forward(titan_dtype dt, void *out, const void *inp, const float *cos,
                              const float *sin, int B, int T, int NHX, int HD);
-void titan_cuda_rope_backward(titan_dtype dt, void *dinp, const void *dout, const float *cos,
-                              const float *sin, int B, int T, int NHX, int HD);
+void titan_cuda_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dout,
+                              const float *cos, const float *sin, int B, int T, int NHX, int HD);
 
 /* attention.cu */
 void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
                                   const void *k, const void *v, int B, int T, int NH, int NKV,
                                   int HD);
-void titan_cuda_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv, const void *dout,
-                                   const void *out, const float *lse, const void *q,
-                                   const void *k, const void *v, int B, int T, int NH, int NKV,
-                                   int HD);
+void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
+                                   const void *dout, const void *out, const float *lse,
+                                   const void *q, const void *k, const void *v, int B, int T,
+                                   int NH, int NKV, int HD);
 
 /* attention_tc.cu: bf16 on tensor cores (mma.sync), HD 64 and 128; q, k, v,
  * dout 16-byte aligned, out, dq, dk, dv 4-byte aligned (attention.cu's
- * entry points choose it; same contract as the table's attention ops) */
+ * entry points choose it; same contract as the table's attention ops, but
+ * acc is a flag: nonzero adds into dq, dk, dv, 0 overwrites them) */
 int titan_cuda_attention_tc_supported(int HD);
 void titan_cuda_attention_tc_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                                      const bf16 *v, int B, int T, int NH, int NKV, int HD);
-void titan_cuda_attention_tc_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+void titan_cuda_attention_tc_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                                       const bf16 *out, const float *lse, const bf16 *q,
                                       const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV,
                                       int HD);
@@ -250,15 +266,16 @@ void titan_cuda_attention_tc_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *
 /* swiglu.cu */
 void titan_cuda_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
                                int H);
-void titan_cuda_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *dout,
-                                const void *h1, const void *h3, int N, int H);
+void titan_cuda_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3,
+                                const void *dout, const void *h1, const void *h3, int N, int H);
 
 /* cross_entropy.cu */
 void titan_cuda_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
                               const uint32_t *targets, int N, int V, float dscale);
 
 /* adamw.cu */
-void titan_cuda_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr,
+void titan_cuda_adamw_step(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
+                           float lr,
                            float beta1, float beta2, float eps, float weight_decay, int64_t t);
 
 /* cuda_backend.cu: the backend's GPU; the accounting behind memory() of

@@ -7,7 +7,12 @@
  * CUDA Toolkit), so a token repeated in the batch is one run of rows in n
  * order; the block that holds a run's first row walks it, a thread per
  * column. Work is spread over the batch's distinct tokens and the columns,
- * not over C threads only. */
+ * not over C threads only.
+ *
+ * Overwriting (acc without TITAN_ACC_DW) writes all of dwte[V, C] once, with
+ * no fill before and no read of it: a block per row v finds token v's run in
+ * the sorted tokens by binary search and stores its sum from 0 in the same
+ * order, or 0 when v is not in the batch. */
 #include <cub/device/device_radix_sort.cuh>
 
 #include "cuda_ops.cuh"
@@ -59,6 +64,28 @@ __global__ void embedding_backward_runs_kernel(float *dwte, const S *dout, const
     *dst = acc;
 }
 
+/* Block v (overwrite): row v of dwte = the sum of token v's run of rows, in
+ * the sorted order, or 0 without one; every element of dwte written once.
+ * Tokens >= V are not written (the CPU backend's contract leaves them out). */
+template <typename S>
+__global__ void embedding_backward_fill_kernel(float *dwte, const S *dout, const uint32_t *tok,
+                                               const uint32_t *rows, int N, int C) {
+    const uint32_t token = blockIdx.x;
+    int lo = 0, hi = N; /* the first sorted position whose token is >= this one */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (tok[mid] < token) lo = mid + 1;
+        else hi = mid;
+    }
+    float *dst = dwte + (size_t)token * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = lo; j < N && tok[j] == token; j++)
+            acc += load_f32(dout + (size_t)rows[j] * C + c);
+        dst[c] = acc;
+    }
+}
+
 template <typename S>
 static void forward_launch(S *out, const uint32_t *tokens, const S *wte, int N, int C) {
     size_t row_bytes = (size_t)C * sizeof(S);
@@ -78,7 +105,8 @@ static void forward_launch(S *out, const uint32_t *tokens, const S *wte, int N, 
 /* Sort scratch, stream-ordered on the default stream like every op: keys and
  * values out, values in, then CUB's temporary storage. */
 template <typename S>
-static void backward_launch(float *dwte, const S *dout, const uint32_t *tokens, int N, int C) {
+static void backward_launch(bool acc, float *dwte, const S *dout, const uint32_t *tokens, int N,
+                            int C, int V) {
     size_t cub_bytes = 0;
     CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, (const uint32_t *)nullptr,
                                                (uint32_t *)nullptr, (const uint32_t *)nullptr,
@@ -95,9 +123,14 @@ static void backward_launch(float *dwte, const S *dout, const uint32_t *tokens, 
     /* stable: equal tokens keep their rows in increasing order */
     CUDA_CHECK(cub::DeviceRadixSort::SortPairs(cub_tmp, cub_bytes, tokens, tok_sorted, rows,
                                                rows_sorted, N, 0, 32, (cudaStream_t)0));
-    dim3 grid((unsigned)N, (unsigned)((C + EMB_THREADS - 1) / EMB_THREADS));
-    embedding_backward_runs_kernel<S><<<grid, EMB_THREADS>>>(dwte, dout, tok_sorted, rows_sorted,
-                                                             N, C);
+    if (acc) {
+        dim3 grid((unsigned)N, (unsigned)((C + EMB_THREADS - 1) / EMB_THREADS));
+        embedding_backward_runs_kernel<S><<<grid, EMB_THREADS>>>(dwte, dout, tok_sorted,
+                                                                 rows_sorted, N, C);
+    } else {
+        embedding_backward_fill_kernel<S><<<(unsigned)V, EMB_THREADS>>>(dwte, dout, tok_sorted,
+                                                                        rows_sorted, N, C);
+    }
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaFreeAsync(scratch, 0));
 }
@@ -109,12 +142,18 @@ void titan_cuda_embedding_forward(titan_dtype dt, void *out, const uint32_t *tok
                         forward_launch<S>((S *)out, tokens, (const S *)wte, N, C));
 }
 
-/* dwte[tokens[n], :] += dout[n, :]  (dwte fp32) */
-void titan_cuda_embedding_backward(titan_dtype dt, float *dwte, const void *dout,
-                                   const uint32_t *tokens, int N, int C) {
-    if (N <= 0 || C <= 0) return;
+/* dwte[tokens[n], :] += dout[n, :]  (dwte[V, C] fp32); without
+ * TITAN_ACC_DW all of dwte is written, rows of absent tokens 0 */
+void titan_cuda_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
+                                   const uint32_t *tokens, int N, int C, int V) {
+    const bool add = (acc & TITAN_ACC_DW) != 0;
+    if (C <= 0 || (add && N <= 0) || (!add && V <= 0)) return;
+    if (N <= 0) { /* no rows: an overwritten dwte is the empty sum */
+        CUDA_CHECK(cudaMemsetAsync(dwte, 0, (size_t)V * C * sizeof(float), 0));
+        return;
+    }
     if ((C + EMB_THREADS - 1) / EMB_THREADS > 65535)
         titan_cuda_panic(__FILE__, __LINE__, "embedding_backward", "C is too large");
     TITAN_CUDA_DISPATCH(dt, "embedding_backward",
-                        backward_launch<S>(dwte, (const S *)dout, tokens, N, C));
+                        backward_launch<S>(add, dwte, (const S *)dout, tokens, N, C, V));
 }

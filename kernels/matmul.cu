@@ -1,6 +1,9 @@
 /* matmul.cu - the linear layer's products through cuBLASLt:
  *   forward   out[N,OC]  = inp[N,IC] @ w[OC,IC]^T
- *   backward  dinp[N,IC] += dout @ w,   dw[OC,IC] += dout^T @ inp (dw fp32)
+ *   backward  dinp[N,IC] (+)= dout @ w,   dw[OC,IC] (+)= dout^T @ inp (dw fp32)
+ * The backward's acc mask picks beta per output: 1 adds into it (+=), 0
+ * overwrites it (=): cuBLASLt then reads nothing of C, so a NaN there does
+ * not propagate, and the first writer of a gradient needs no zero fill.
  *
  * Always CUBLAS_COMPUTE_32F with an fp32 scale type, so accumulation is fp32:
  *   dt = f32:  A, B, C, D fp32. No TF32 (that would be COMPUTE_32F_FAST_TF32),
@@ -317,11 +320,14 @@ void titan_cuda_matmul_forward(titan_dtype dt, void *out, const void *inp, const
 
 /* dinp[N,IC] += dout[N,OC] @ w[OC,IC]  <=>  dinp^T[IC,N] += w^T[IC,OC] dout^T[OC,N];
  * dw[OC,IC] += dout^T @ inp            <=>  dw^T[IC,OC] += inp^T[IC,N] (dout^T)^T[N,OC]
- * dinp is dt, dw fp32. */
-void titan_cuda_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout,
-                                const void *inp, const void *w, int N, int IC, int OC) {
+ * dinp is dt, dw fp32; "=" instead of "+=" (beta 0) where acc lacks the bit. */
+void titan_cuda_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw,
+                                const void *dout, const void *inp, const void *w, int N, int IC,
+                                int OC) {
     cudaDataType_t t = lt_type(dt, "matmul_backward");
-    if (dinp) gemm(CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, t, w, IC, dout, OC, t, 1.0f, dinp, IC);
+    float beta_x = acc & TITAN_ACC_DX ? 1.0f : 0.0f, beta_w = acc & TITAN_ACC_DW ? 1.0f : 0.0f;
+    if (dinp) gemm(CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, t, w, IC, dout, OC, t, beta_x, dinp, IC);
     if (dw)
-        gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, t, inp, IC, dout, OC, CUDA_R_32F, 1.0f, dw, IC);
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, t, inp, IC, dout, OC, CUDA_R_32F, beta_w, dw,
+             IC);
 }

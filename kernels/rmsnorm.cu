@@ -26,8 +26,8 @@ __global__ void rmsnorm_forward_kernel(S *out, float *rstd, const S *inp, const 
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
 
-/* one block per row: dx += r*(dy*w) - x * r^3/C * sum_c(dy*w*x) */
-template <typename S>
+/* one block per row: dx (+)= r*(dy*w) - x * r^3/C * sum_c(dy*w*x) */
+template <typename S, bool ACC>
 __global__ void rmsnorm_backward_dinp_kernel(S *dinp, const S *dout, const S *inp, const S *weight,
                                              const float *rstd, int C) {
     __shared__ double tmp[32];
@@ -42,17 +42,18 @@ __global__ void rmsnorm_backward_dinp_kernel(S *dinp, const S *dout, const S *in
     float k = (float)((double)r * r * r * dot / C);
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float g = r * (load_f32(dy + c) * load_f32(weight + c)) - load_f32(x + c) * k;
-        store_f32(dx + c, load_f32(dx + c) + g);
+        store_grad<ACC>(dx + c, g);
     }
 }
 
-/* dweight += sum_n dy*(x*r), in double, deterministic without atomics, in
+/* dweight (+)= sum_n dy*(x*r), in double, deterministic without atomics, in
  * two passes whose split depends on N and C only:
  *   1. block (column group, chunk): DW_COLS columns x DW_STRIPES row stripes;
  *      thread (x, y) sums rows y, y+DW_STRIPES, .. of the chunk for column x
  *      (each warp reads a row's DW_COLS neighbouring columns), then stripe 0
  *      folds the stripes in order into partial[chunk][c];
- *   2. a thread per column folds the chunks in order and adds once.
+ *   2. a thread per column folds the chunks in order and adds once (or
+ *      stores, overwriting: the partials are never in dweight itself).
  * Every product is exact in double (fp32 x fp32), so the sum differs from the
  * CPU's single sequential one only in double roundings, far below fp32's. */
 #define DW_COLS 32
@@ -80,18 +81,19 @@ __global__ void rmsnorm_dweight_partial_kernel(double *partial, const S *dout, c
     }
 }
 
+template <bool ACC>
 __global__ void rmsnorm_dweight_fold_kernel(float *dweight, const double *partial, int chunks,
                                             int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     double s = 0.0;
     for (int k = 0; k < chunks; k++) s += partial[(size_t)k * C + c];
-    dweight[c] += (float)s;
+    store_grad<ACC>(dweight + c, (float)s);
 }
 
 template <typename S>
-static void dweight_launch(float *dweight, const S *dout, const S *inp, const float *rstd, int N,
-                           int C) {
+static void dweight_launch(bool acc, float *dweight, const S *dout, const S *inp,
+                           const float *rstd, int N, int C) {
     int chunk = DW_CHUNK_MIN;
     while ((N + (long)chunk - 1) / chunk > 65535) chunk *= 2;
     const int chunks = (int)((N + (long)chunk - 1) / chunk);
@@ -101,7 +103,10 @@ static void dweight_launch(float *dweight, const S *dout, const S *inp, const fl
     rmsnorm_dweight_partial_kernel<S><<<grid, dim3(DW_COLS, DW_STRIPES)>>>(partial, dout, inp,
                                                                           rstd, N, C, chunk);
     CUDA_CHECK_LAUNCH();
-    rmsnorm_dweight_fold_kernel<<<(C + 127) / 128, 128>>>(dweight, partial, chunks, C);
+    if (acc)
+        rmsnorm_dweight_fold_kernel<true><<<(C + 127) / 128, 128>>>(dweight, partial, chunks, C);
+    else
+        rmsnorm_dweight_fold_kernel<false><<<(C + 127) / 128, 128>>>(dweight, partial, chunks, C);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaFreeAsync(partial, 0));
 }
@@ -114,14 +119,19 @@ static void forward_launch(S *out, float *rstd, const S *inp, const S *weight, i
 }
 
 template <typename S>
-static void backward_launch(S *dinp, float *dweight, const S *dout, const S *inp, const S *weight,
-                            const float *rstd, int N, int C) {
+static void backward_launch(int acc, S *dinp, float *dweight, const S *dout, const S *inp,
+                            const S *weight, const float *rstd, int N, int C) {
     if (dinp) {
-        rmsnorm_backward_dinp_kernel<S><<<N, RMS_THREADS>>>(dinp, dout, inp, weight, rstd, C);
+        if (acc & TITAN_ACC_DX)
+            rmsnorm_backward_dinp_kernel<S, true><<<N, RMS_THREADS>>>(dinp, dout, inp, weight,
+                                                                      rstd, C);
+        else
+            rmsnorm_backward_dinp_kernel<S, false><<<N, RMS_THREADS>>>(dinp, dout, inp, weight,
+                                                                       rstd, C);
         CUDA_CHECK_LAUNCH();
     }
     if (dweight) {
-        dweight_launch<S>(dweight, dout, inp, rstd, N, C);
+        dweight_launch<S>((acc & TITAN_ACC_DW) != 0, dweight, dout, inp, rstd, N, C);
     }
 }
 
@@ -133,11 +143,16 @@ void titan_cuda_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const vo
                                           C, eps));
 }
 
-void titan_cuda_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const void *dout,
-                                 const void *inp, const void *weight, const float *rstd, int N,
-                                 int C) {
-    if (N <= 0 || C <= 0) return;
+void titan_cuda_rmsnorm_backward(titan_dtype dt, int acc, void *dinp, float *dweight,
+                                 const void *dout, const void *inp, const void *weight,
+                                 const float *rstd, int N, int C) {
+    if (C <= 0) return;
+    if (N <= 0) { /* no rows: an overwritten dweight is the empty sum */
+        if (dweight && !(acc & TITAN_ACC_DW))
+            CUDA_CHECK(cudaMemsetAsync(dweight, 0, (size_t)C * sizeof(float), 0));
+        return;
+    }
     TITAN_CUDA_DISPATCH(dt, "rmsnorm_backward",
-                        backward_launch<S>((S *)dinp, dweight, (const S *)dout, (const S *)inp,
-                                           (const S *)weight, rstd, N, C));
+                        backward_launch<S>(acc, (S *)dinp, dweight, (const S *)dout,
+                                           (const S *)inp, (const S *)weight, rstd, N, C));
 }

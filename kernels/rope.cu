@@ -55,8 +55,8 @@ __global__ void rope_forward_kernel(S *out, const S *inp, const float *cos, cons
     }
 }
 
-/* the transpose, added into dinp */
-template <typename S>
+/* the transpose, added into dinp (ACC) or stored there (dinp not read) */
+template <typename S, bool ACC>
 __global__ void rope_backward_kernel(S *dinp, const S *dout, const float *cos, const float *sin,
                                      int T, int NHX, int HD, size_t pairs, size_t nvec) {
     constexpr int P = TITAN_PACK(S);
@@ -67,13 +67,18 @@ __global__ void rope_backward_kernel(S *dinp, const S *dout, const float *cos, c
         size_t x = v * P, ti = table_index(x / 2, T, NHX, h2);
         float g[P], d[P];
         load_f32_vec(dout + x, g);
-        load_f32_vec(dinp + x, d);
+        if constexpr (ACC) load_f32_vec(dinp + x, d);
 #pragma unroll
         for (int k = 0; k < P / 2; k++) {
             float d0, d1;
             unrotate(g[2 * k], g[2 * k + 1], cos[ti + k], sin[ti + k], &d0, &d1);
-            d[2 * k] = d[2 * k] + d0;
-            d[2 * k + 1] = d[2 * k + 1] + d1;
+            if constexpr (ACC) {
+                d[2 * k] = d[2 * k] + d0;
+                d[2 * k + 1] = d[2 * k + 1] + d1;
+            } else {
+                d[2 * k] = d0;
+                d[2 * k + 1] = d1;
+            }
         }
         store_f32_vec(dinp + x, d);
     }
@@ -81,8 +86,8 @@ __global__ void rope_backward_kernel(S *dinp, const S *dout, const float *cos, c
         size_t x = 2 * p, ti = table_index(p, T, NHX, h2);
         float d0, d1;
         unrotate(load_f32(dout + x), load_f32(dout + x + 1), cos[ti], sin[ti], &d0, &d1);
-        store_f32(dinp + x, load_f32(dinp + x) + d0);
-        store_f32(dinp + x + 1, load_f32(dinp + x + 1) + d1);
+        store_grad<ACC>(dinp + x, d0);
+        store_grad<ACC>(dinp + x + 1, d1);
     }
 }
 
@@ -104,11 +109,16 @@ static void forward_launch(S *out, const S *inp, const float *cos, const float *
 }
 
 template <typename S>
-static void backward_launch(S *dinp, const S *dout, const float *cos, const float *sin, int T,
-                            int NHX, int HD, size_t pairs) {
+static void backward_launch(bool acc, S *dinp, const S *dout, const float *cos, const float *sin,
+                            int T, int NHX, int HD, size_t pairs) {
     size_t nvec = rope_packs(dinp, dout, HD, pairs);
-    rope_backward_kernel<S><<<titan_cuda_blocks(nvec ? nvec : pairs, 256), 256>>>(
-        dinp, dout, cos, sin, T, NHX, HD, pairs, nvec);
+    unsigned blocks = titan_cuda_blocks(nvec ? nvec : pairs, 256);
+    if (acc)
+        rope_backward_kernel<S, true><<<blocks, 256>>>(dinp, dout, cos, sin, T, NHX, HD, pairs,
+                                                       nvec);
+    else
+        rope_backward_kernel<S, false><<<blocks, 256>>>(dinp, dout, cos, sin, T, NHX, HD, pairs,
+                                                        nvec);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -120,11 +130,11 @@ void titan_cuda_rope_forward(titan_dtype dt, void *out, const void *inp, const f
                         forward_launch<S>((S *)out, (const S *)inp, cos, sin, T, NHX, HD, pairs));
 }
 
-void titan_cuda_rope_backward(titan_dtype dt, void *dinp, const void *dout, const float *cos,
-                              const float *sin, int B, int T, int NHX, int HD) {
+void titan_cuda_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dout,
+                              const float *cos, const float *sin, int B, int T, int NHX, int HD) {
     if (B <= 0 || T <= 0 || NHX <= 0 || HD < 2) return;
     size_t pairs = (size_t)B * T * NHX * (HD / 2);
     TITAN_CUDA_DISPATCH(dt, "rope_backward",
-                        backward_launch<S>((S *)dinp, (const S *)dout, cos, sin, T, NHX, HD,
-                                           pairs));
+                        backward_launch<S>((acc & TITAN_ACC_DX) != 0, (S *)dinp, (const S *)dout,
+                                           cos, sin, T, NHX, HD, pairs));
 }

@@ -28,17 +28,22 @@ __global__ void swiglu_forward_kernel(S *out, const S *h1, const S *h3, size_t n
 }
 
 /* sig = 1/(1+e^-h1), silu = h1*sig:  dh3 += dy*silu;
- * dh1 += dy*h3 * sig*(1 + h1*(1-sig)). The "+=" is acc + term, one rounding. */
+ * dh1 += dy*h3 * sig*(1 + h1*(1-sig)). The "+=" is acc + term, one rounding;
+ * without ACC the term alone (acc is not read: the output is not loaded). */
 static __device__ __forceinline__ float sigmoid_f32(float a) { return 1.0f / (1.0f + expf(-a)); }
+template <bool ACC>
 static __device__ __forceinline__ float dh3_f32(float acc, float dy, float a, float sig) {
-    return acc + dy * (a * sig);
+    if constexpr (ACC) return acc + dy * (a * sig);
+    else return dy * (a * sig);
 }
+template <bool ACC>
 static __device__ __forceinline__ float dh1_f32(float acc, float dy, float b, float a, float sig) {
-    return acc + dy * b * (sig * (1.0f + a * (1.0f - sig)));
+    if constexpr (ACC) return acc + dy * b * (sig * (1.0f + a * (1.0f - sig)));
+    else return dy * b * (sig * (1.0f + a * (1.0f - sig)));
 }
 
 /* Either gradient may be NULL. */
-template <typename S>
+template <typename S, bool ACC>
 __global__ void swiglu_backward_kernel(S *dh1, S *dh3, const S *dout, const S *h1, const S *h3,
                                        size_t n, size_t nvec) {
     constexpr int P = TITAN_PACK(S);
@@ -52,25 +57,28 @@ __global__ void swiglu_backward_kernel(S *dh1, S *dh3, const S *dout, const S *h
 #pragma unroll
         for (int k = 0; k < P; k++) sig[k] = sigmoid_f32(a[k]);
         if (dh3) {
-            load_f32_vec(dh3 + o, g);
+            if constexpr (ACC) load_f32_vec(dh3 + o, g);
 #pragma unroll
-            for (int k = 0; k < P; k++) g[k] = dh3_f32(g[k], dy[k], a[k], sig[k]);
+            for (int k = 0; k < P; k++) g[k] = dh3_f32<ACC>(ACC ? g[k] : 0.0f, dy[k], a[k], sig[k]);
             store_f32_vec(dh3 + o, g);
         }
         if (dh1) {
             float b[P];
             load_f32_vec(h3 + o, b);
-            load_f32_vec(dh1 + o, g);
+            if constexpr (ACC) load_f32_vec(dh1 + o, g);
 #pragma unroll
-            for (int k = 0; k < P; k++) g[k] = dh1_f32(g[k], dy[k], b[k], a[k], sig[k]);
+            for (int k = 0; k < P; k++)
+                g[k] = dh1_f32<ACC>(ACC ? g[k] : 0.0f, dy[k], b[k], a[k], sig[k]);
             store_f32_vec(dh1 + o, g);
         }
     }
     for (size_t i = nvec * P + first; i < n; i += stride) {
         float a = load_f32(h1 + i), dy = load_f32(dout + i);
         float sig = sigmoid_f32(a);
-        if (dh3) store_f32(dh3 + i, dh3_f32(load_f32(dh3 + i), dy, a, sig));
-        if (dh1) store_f32(dh1 + i, dh1_f32(load_f32(dh1 + i), dy, load_f32(h3 + i), a, sig));
+        if (dh3) store_f32(dh3 + i, dh3_f32<ACC>(ACC ? load_f32(dh3 + i) : 0.0f, dy, a, sig));
+        if (dh1)
+            store_f32(dh1 + i,
+                      dh1_f32<ACC>(ACC ? load_f32(dh1 + i) : 0.0f, dy, load_f32(h3 + i), a, sig));
     }
 }
 
@@ -83,10 +91,14 @@ static void forward_launch(S *out, const S *h1, const S *h3, size_t n) {
 }
 
 template <typename S>
-static void backward_launch(S *dh1, S *dh3, const S *dout, const S *h1, const S *h3, size_t n) {
+static void backward_launch(bool acc, S *dh1, S *dh3, const S *dout, const S *h1, const S *h3,
+                            size_t n) {
     size_t nvec = titan_cuda_aligned16(dh1, dh3, dout, h1, h3) ? n / TITAN_PACK(S) : 0;
-    swiglu_backward_kernel<S><<<titan_cuda_blocks(nvec ? nvec : n, 256), 256>>>(
-        dh1, dh3, dout, h1, h3, n, nvec);
+    unsigned blocks = titan_cuda_blocks(nvec ? nvec : n, 256);
+    if (acc)
+        swiglu_backward_kernel<S, true><<<blocks, 256>>>(dh1, dh3, dout, h1, h3, n, nvec);
+    else
+        swiglu_backward_kernel<S, false><<<blocks, 256>>>(dh1, dh3, dout, h1, h3, n, nvec);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -98,11 +110,11 @@ void titan_cuda_swiglu_forward(titan_dtype dt, void *out, const void *h1, const 
                         forward_launch<S>((S *)out, (const S *)h1, (const S *)h3, n));
 }
 
-void titan_cuda_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *dout,
-                                const void *h1, const void *h3, int N, int H) {
+void titan_cuda_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3,
+                                const void *dout, const void *h1, const void *h3, int N, int H) {
     if (N <= 0 || H <= 0 || (!dh1 && !dh3)) return;
     size_t n = (size_t)N * H;
     TITAN_CUDA_DISPATCH(dt, "swiglu_backward",
-                        backward_launch<S>((S *)dh1, (S *)dh3, (const S *)dout, (const S *)h1,
-                                           (const S *)h3, n));
+                        backward_launch<S>((acc & TITAN_ACC_DX) != 0, (S *)dh1, (S *)dh3,
+                                           (const S *)dout, (const S *)h1, (const S *)h3, n));
 }

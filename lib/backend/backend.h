@@ -8,8 +8,10 @@
  *
  * Rules every backend keeps:
  *   - forward ops overwrite their outputs;
- *   - backward ops ADD into every gradient buffer they are given (+=), so
- *     gradient accumulation and residual branches need no extra copies;
+ *   - backward ops write each gradient buffer they are given either with =
+ *     or with +=, as their acc mask says (TITAN_ACC_* below): += serves
+ *     gradient accumulation and residual branches without extra copies, =
+ *     spares the first writer a zero fill and a read of the zeros;
  *   - results are deterministic: the same inputs give the same bits, whatever
  *     the thread count (no atomics on floats, fixed reduction orders);
  *   - pointers are device pointers of this backend; the CPU backend's are host memory;
@@ -25,6 +27,15 @@
 
 #include "core/error.h"
 #include "tensor/dtype.h"
+
+/* The acc mask of a backward op: which of its gradient outputs it adds into
+ * (+=); the others it overwrites (=) without reading them, so they may hold
+ * anything, NaN included, on entry. An overwritten output is the same as
+ * the sum into zeros, bit for bit but for the sign of a zero. */
+enum {
+    TITAN_ACC_DX = 1, /* activation gradients: dinp, dq/dk/dv, dh1/dh3 */
+    TITAN_ACC_DW = 2, /* parameter gradients (fp32): dw, dweight, dwte */
+};
 
 typedef struct titan_backend {
     const char *name; /* "cpu", "cuda", "cpu-guard" */
@@ -80,9 +91,10 @@ typedef struct titan_backend {
     /* out[N,OC] = inp[N,IC] @ w[OC,IC]^T, accumulated in fp32 */
     void (*matmul_forward)(titan_dtype dt, void *out, const void *inp, const void *w, int N, int IC,
                            int OC);
-    /* dinp[N,IC] += dout @ w;  dw[OC,IC] += dout^T @ inp (fp32).  dinp or dw may be NULL (skip). */
-    void (*matmul_backward)(titan_dtype dt, void *dinp, float *dw, const void *dout, const void *inp,
-                            const void *w, int N, int IC, int OC);
+    /* dinp[N,IC] (+)= dout @ w;  dw[OC,IC] (+)= dout^T @ inp (fp32).
+     * dinp or dw may be NULL (skip). */
+    void (*matmul_backward)(titan_dtype dt, int acc, void *dinp, float *dw, const void *dout,
+                            const void *inp, const void *w, int N, int IC, int OC);
 
     /* out[i] = a[i] + b[i]; out may alias a or b */
     void (*add)(titan_dtype dt, void *out, const void *a, const void *b, size_t n);
@@ -90,25 +102,28 @@ typedef struct titan_backend {
     /* out[N,C] = wte[tokens[n], :] */
     void (*embedding_forward)(titan_dtype dt, void *out, const uint32_t *tokens, const void *wte,
                               int N, int C);
-    /* dwte[tokens[n], :] += dout[n, :]  (dwte fp32) */
-    void (*embedding_backward)(titan_dtype dt, float *dwte, const void *dout, const uint32_t *tokens,
-                               int N, int C);
+    /* dwte[tokens[n], :] += dout[n, :]  (dwte[V,C] fp32); without
+     * TITAN_ACC_DW all of dwte is written: rows of tokens not in the batch
+     * become 0. */
+    void (*embedding_backward)(titan_dtype dt, int acc, float *dwte, const void *dout,
+                               const uint32_t *tokens, int N, int C, int V);
 
     /* out = inp * rsqrt(mean(inp^2) + eps) * weight, statistics in fp32;
      * rstd[N] saved for backward. */
     void (*rmsnorm_forward)(titan_dtype dt, void *out, float *rstd, const void *inp,
                             const void *weight, int N, int C, float eps);
-    void (*rmsnorm_backward)(titan_dtype dt, void *dinp, float *dweight, const void *dout,
-                             const void *inp, const void *weight, const float *rstd, int N, int C);
+    void (*rmsnorm_backward)(titan_dtype dt, int acc, void *dinp, float *dweight,
+                             const void *dout, const void *inp, const void *weight,
+                             const float *rstd, int N, int C);
 
     /* Rotary embedding on x[B,T,NHX,HD] with interleaved pairs (x[2i], x[2i+1]) as
      * Meta's reference (complex view). cos/sin are [T, HD/2] tables from
      * titan_rope_tables(). out may alias inp. backward rotates by -angle
-     * and ADDS into dinp (dinp must not alias dout). */
+     * into dinp (which must not alias dout). */
     void (*rope_forward)(titan_dtype dt, void *out, const void *inp, const float *cos,
                          const float *sin, int B, int T, int NHX, int HD);
-    void (*rope_backward)(titan_dtype dt, void *dinp, const void *dout, const float *cos,
-                          const float *sin, int B, int T, int NHX, int HD);
+    void (*rope_backward)(titan_dtype dt, int acc, void *dinp, const void *dout,
+                          const float *cos, const float *sin, int B, int T, int NHX, int HD);
 
     /* Causal grouped-query attention, scale 1/sqrt(HD), without an S x S matrix:
      *   q[B,T,NH,HD], k,v[B,T,NKV,HD] -> out[B,T,NH,HD];
@@ -116,14 +131,15 @@ typedef struct titan_backend {
      * Query head h reads kv head h / (NH/NKV). */
     void (*attention_forward)(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
                               const void *v, int B, int T, int NH, int NKV, int HD);
-    void (*attention_backward)(titan_dtype dt, void *dq, void *dk, void *dv, const void *dout,
-                               const void *out, const float *lse, const void *q, const void *k,
-                               const void *v, int B, int T, int NH, int NKV, int HD);
+    void (*attention_backward)(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
+                               const void *dout, const void *out, const float *lse,
+                               const void *q, const void *k, const void *v, int B, int T, int NH,
+                               int NKV, int HD);
 
     /* out[N,H] = silu(h1) * h3 */
     void (*swiglu_forward)(titan_dtype dt, void *out, const void *h1, const void *h3, int N, int H);
-    void (*swiglu_backward)(titan_dtype dt, void *dh1, void *dh3, const void *dout, const void *h1,
-                            const void *h3, int N, int H);
+    void (*swiglu_backward)(titan_dtype dt, int acc, void *dh1, void *dh3, const void *dout,
+                            const void *h1, const void *h3, int N, int H);
 
     /* Fused softmax cross-entropy over logits[N,V] with targets[N], in fp32:
      * losses[n] = logsumexp(logits[n]) - logits[n][targets[n]];
@@ -135,9 +151,12 @@ typedef struct titan_backend {
     /* Optimizer and reductions: fp32 master weights, gradients and state. */
     /* One AdamW step (PyTorch semantics, decoupled weight decay):
      * p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-     * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).  t >= 1. */
-    void (*adamw_step)(float *p, const float *g, float *m, float *v, size_t n, float lr,
-                       float beta1, float beta2, float eps, float weight_decay, int64_t t);
+     * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).  t >= 1.
+     * p_bf16: NULL, or the bf16 compute copy, written in the same pass as
+     * convert() would from the new p (saves the cast's read of p). */
+    void (*adamw_step)(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float weight_decay,
+                       int64_t t);
     /* sum of x[i]^2 in double, in a fixed order */
     double (*sumsq)(const float *x, size_t n);
     /* x[i] *= s */

@@ -7,7 +7,10 @@
  * once (SIGSEGV) where on a GPU it would read garbage or crash later; and
  * every op checks that the pointers it gets are its buffers (a host pointer
  * handed to a device op is the other mistake), aborting with the op's name.
- * The ops are the CPU backend's, so results are its bits.
+ * The ops are the CPU backend's, so results are its bits. Gradient outputs
+ * a backward op overwrites (acc bit clear) are filled with NaN first, as a
+ * device's fresh memory may hold anything: an op or a caller that relies on
+ * their old contents shows it.
  *
  * The protection flips are process-wide: ops are serialised by a mutex, and
  * no other thread may touch backend memory meanwhile (none does: titan's
@@ -271,15 +274,22 @@ static void g_matmul_forward(titan_dtype dt, void *out, const void *inp, const v
     leave();
 }
 
-static void g_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout, const void *inp,
-                              const void *w, int N, int IC, int OC) {
+/* All-ones bytes: NaN in fp32 and in bf16. */
+static void poison(void *p, size_t nbytes, int acc, int bit) {
+    if (p && !(acc & bit)) memset(p, 0xff, nbytes);
+}
+
+static void g_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw, const void *dout,
+                              const void *inp, const void *w, int N, int IC, int OC) {
     enter();
     DEV_OPT("matmul_backward", dinp, (size_t)N * IC * elem(dt));
     DEV_OPT("matmul_backward", dw, (size_t)OC * IC * F);
     DEV("matmul_backward", dout, (size_t)N * OC * elem(dt));
     DEV("matmul_backward", inp, (size_t)N * IC * elem(dt));
     DEV("matmul_backward", w, (size_t)OC * IC * elem(dt));
-    cpu()->matmul_backward(dt, dinp, dw, dout, inp, w, N, IC, OC);
+    poison(dinp, (size_t)N * IC * elem(dt), acc, TITAN_ACC_DX);
+    poison(dw, (size_t)OC * IC * F, acc, TITAN_ACC_DW);
+    cpu()->matmul_backward(dt, acc, dinp, dw, dout, inp, w, N, IC, OC);
     leave();
 }
 
@@ -302,13 +312,14 @@ static void g_embedding_forward(titan_dtype dt, void *out, const uint32_t *token
     leave();
 }
 
-static void g_embedding_backward(titan_dtype dt, float *dwte, const void *dout, const uint32_t *tokens, int N,
-                                 int C) {
+static void g_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
+                                 const uint32_t *tokens, int N, int C, int V) {
     enter();
-    DEV("embedding_backward", dwte, (size_t)C * F);
+    DEV("embedding_backward", dwte, (size_t)V * C * F);
     DEV("embedding_backward", dout, (size_t)N * C * elem(dt));
     DEV("embedding_backward", tokens, (size_t)N * sizeof(uint32_t));
-    cpu()->embedding_backward(dt, dwte, dout, tokens, N, C);
+    poison(dwte, (size_t)V * C * F, acc, TITAN_ACC_DW);
+    cpu()->embedding_backward(dt, acc, dwte, dout, tokens, N, C, V);
     leave();
 }
 
@@ -323,8 +334,9 @@ static void g_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const void
     leave();
 }
 
-static void g_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const void *dout, const void *inp,
-                               const void *weight, const float *rstd, int N, int C) {
+static void g_rmsnorm_backward(titan_dtype dt, int acc, void *dinp, float *dweight,
+                               const void *dout, const void *inp, const void *weight,
+                               const float *rstd, int N, int C) {
     enter();
     DEV("rmsnorm_backward", dinp, (size_t)N * C * elem(dt));
     DEV("rmsnorm_backward", dweight, (size_t)C * F);
@@ -332,7 +344,9 @@ static void g_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const
     DEV("rmsnorm_backward", inp, (size_t)N * C * elem(dt));
     DEV("rmsnorm_backward", weight, (size_t)C * elem(dt));
     DEV("rmsnorm_backward", rstd, (size_t)N * F);
-    cpu()->rmsnorm_backward(dt, dinp, dweight, dout, inp, weight, rstd, N, C);
+    poison(dinp, (size_t)N * C * elem(dt), acc, TITAN_ACC_DX);
+    poison(dweight, (size_t)C * F, acc, TITAN_ACC_DW);
+    cpu()->rmsnorm_backward(dt, acc, dinp, dweight, dout, inp, weight, rstd, N, C);
     leave();
 }
 
@@ -348,15 +362,16 @@ static void g_rope_forward(titan_dtype dt, void *out, const void *inp, const flo
     leave();
 }
 
-static void g_rope_backward(titan_dtype dt, void *dinp, const void *dout, const float *cos, const float *sin,
-                            int B, int T, int NHX, int HD) {
+static void g_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dout,
+                            const float *cos, const float *sin, int B, int T, int NHX, int HD) {
     size_t x = (size_t)B * T * NHX * HD * elem(dt), tab = (size_t)T * (HD / 2) * F;
     enter();
     DEV("rope_backward", dinp, x);
     DEV("rope_backward", dout, x);
     DEV("rope_backward", cos, tab);
     DEV("rope_backward", sin, tab);
-    cpu()->rope_backward(dt, dinp, dout, cos, sin, B, T, NHX, HD);
+    poison(dinp, x, acc, TITAN_ACC_DX);
+    cpu()->rope_backward(dt, acc, dinp, dout, cos, sin, B, T, NHX, HD);
     leave();
 }
 
@@ -373,9 +388,10 @@ static void g_attention_forward(titan_dtype dt, void *out, float *lse, const voi
     leave();
 }
 
-static void g_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv, const void *dout, const void *out,
-                                 const float *lse, const void *q, const void *k, const void *v, int B, int T,
-                                 int NH, int NKV, int HD) {
+static void g_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
+                                 const void *dout, const void *out, const float *lse,
+                                 const void *q, const void *k, const void *v, int B, int T, int NH,
+                                 int NKV, int HD) {
     size_t qs = (size_t)B * T * NH * HD * elem(dt), ks = (size_t)B * T * NKV * HD * elem(dt);
     enter();
     DEV("attention_backward", dq, qs);
@@ -387,7 +403,10 @@ static void g_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv, c
     DEV("attention_backward", q, qs);
     DEV("attention_backward", k, ks);
     DEV("attention_backward", v, ks);
-    cpu()->attention_backward(dt, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    poison(dq, qs, acc, TITAN_ACC_DX);
+    poison(dk, ks, acc, TITAN_ACC_DX);
+    poison(dv, ks, acc, TITAN_ACC_DX);
+    cpu()->attention_backward(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
     leave();
 }
 
@@ -401,8 +420,8 @@ static void g_swiglu_forward(titan_dtype dt, void *out, const void *h1, const vo
     leave();
 }
 
-static void g_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *dout, const void *h1,
-                              const void *h3, int N, int H) {
+static void g_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3, const void *dout,
+                              const void *h1, const void *h3, int N, int H) {
     size_t s = (size_t)N * H * elem(dt);
     enter();
     DEV("swiglu_backward", dh1, s);
@@ -410,7 +429,9 @@ static void g_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *
     DEV("swiglu_backward", dout, s);
     DEV("swiglu_backward", h1, s);
     DEV("swiglu_backward", h3, s);
-    cpu()->swiglu_backward(dt, dh1, dh3, dout, h1, h3, N, H);
+    poison(dh1, s, acc, TITAN_ACC_DX);
+    poison(dh3, s, acc, TITAN_ACC_DX);
+    cpu()->swiglu_backward(dt, acc, dh1, dh3, dout, h1, h3, N, H);
     leave();
 }
 
@@ -425,14 +446,16 @@ static void g_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const 
     leave();
 }
 
-static void g_adamw_step(float *p, const float *gr, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                         float eps, float weight_decay, int64_t t) {
+static void g_adamw_step(float *p, void *p_bf16, const float *gr, float *m, float *v, size_t n,
+                         float lr, float beta1, float beta2, float eps, float weight_decay,
+                         int64_t t) {
     enter();
     DEV("adamw_step", p, n * F);
+    DEV_OPT("adamw_step", p_bf16, n * sizeof(uint16_t));
     DEV("adamw_step", gr, n * F);
     DEV("adamw_step", m, n * F);
     DEV("adamw_step", v, n * F);
-    cpu()->adamw_step(p, gr, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
+    cpu()->adamw_step(p, p_bf16, gr, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
     leave();
 }
 

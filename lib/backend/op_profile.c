@@ -95,12 +95,16 @@ static void p_matmul_forward(titan_dtype dt, void *out, const void *inp, const v
     TIMED("matmul_forward", 2.0 * N * IC * OC, IN->matmul_forward(dt, out, inp, w, N, IC, OC),
           "N=%d IC=%d OC=%d", N, IC, OC);
 }
-static void p_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout,
+/* Shapes say which gradient outputs add ("+="): those read their old values. */
+static const char *adds(int acc, int bit) { return acc & bit ? "+=" : ""; }
+
+static void p_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw, const void *dout,
                               const void *inp, const void *w, int N, int IC, int OC) {
     double products = (dinp != NULL) + (dw != NULL);
     TIMED("matmul_backward", 2.0 * N * IC * OC * products,
-          IN->matmul_backward(dt, dinp, dw, dout, inp, w, N, IC, OC), "N=%d IC=%d OC=%d%s%s", N,
-          IC, OC, dinp ? " dinp" : "", dw ? " dw" : "");
+          IN->matmul_backward(dt, acc, dinp, dw, dout, inp, w, N, IC, OC),
+          "N=%d IC=%d OC=%d%s%s%s%s", N, IC, OC, dinp ? " dinp" : "",
+          dinp ? adds(acc, TITAN_ACC_DX) : "", dw ? " dw" : "", dw ? adds(acc, TITAN_ACC_DW) : "");
 }
 static void p_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n) {
     TIMED("add", 0, IN->add(dt, out, a, b, n), "n=%zu", n);
@@ -110,32 +114,33 @@ static void p_embedding_forward(titan_dtype dt, void *out, const uint32_t *token
     TIMED("embedding_forward", 0, IN->embedding_forward(dt, out, tokens, wte, N, C), "N=%d C=%d",
           N, C);
 }
-static void p_embedding_backward(titan_dtype dt, float *dwte, const void *dout,
-                                 const uint32_t *tokens, int N, int C) {
-    TIMED("embedding_backward", 0, IN->embedding_backward(dt, dwte, dout, tokens, N, C),
-          "N=%d C=%d", N, C);
+static void p_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
+                                 const uint32_t *tokens, int N, int C, int V) {
+    TIMED("embedding_backward", 0, IN->embedding_backward(dt, acc, dwte, dout, tokens, N, C, V),
+          "N=%d C=%d V=%d%s", N, C, V, acc & TITAN_ACC_DW ? " +=" : "");
 }
 static void p_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const void *inp,
                               const void *weight, int N, int C, float eps) {
     TIMED("rmsnorm_forward", 0, IN->rmsnorm_forward(dt, out, rstd, inp, weight, N, C, eps),
           "N=%d C=%d", N, C);
 }
-static void p_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const void *dout,
-                               const void *inp, const void *weight, const float *rstd, int N,
-                               int C) {
+static void p_rmsnorm_backward(titan_dtype dt, int acc, void *dinp, float *dweight,
+                               const void *dout, const void *inp, const void *weight,
+                               const float *rstd, int N, int C) {
     TIMED("rmsnorm_backward", 0,
-          IN->rmsnorm_backward(dt, dinp, dweight, dout, inp, weight, rstd, N, C), "N=%d C=%d", N,
-          C);
+          IN->rmsnorm_backward(dt, acc, dinp, dweight, dout, inp, weight, rstd, N, C),
+          "N=%d C=%d%s%s", N, C, acc & TITAN_ACC_DX ? " dinp+=" : "",
+          acc & TITAN_ACC_DW ? " dw+=" : "");
 }
 static void p_rope_forward(titan_dtype dt, void *out, const void *inp, const float *cos,
                            const float *sin, int B, int T, int NHX, int HD) {
     TIMED("rope_forward", 0, IN->rope_forward(dt, out, inp, cos, sin, B, T, NHX, HD),
           "B=%d T=%d heads=%d HD=%d", B, T, NHX, HD);
 }
-static void p_rope_backward(titan_dtype dt, void *dinp, const void *dout, const float *cos,
-                            const float *sin, int B, int T, int NHX, int HD) {
-    TIMED("rope_backward", 0, IN->rope_backward(dt, dinp, dout, cos, sin, B, T, NHX, HD),
-          "B=%d T=%d heads=%d HD=%d", B, T, NHX, HD);
+static void p_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dout,
+                            const float *cos, const float *sin, int B, int T, int NHX, int HD) {
+    TIMED("rope_backward", 0, IN->rope_backward(dt, acc, dinp, dout, cos, sin, B, T, NHX, HD),
+          "B=%d T=%d heads=%d HD=%d%s", B, T, NHX, HD, acc & TITAN_ACC_DX ? " +=" : "");
 }
 
 /* Causal attention's products: S = Q K^T and P V over the T (T + 1) / 2
@@ -152,31 +157,34 @@ static void p_attention_forward(titan_dtype dt, void *out, float *lse, const voi
           IN->attention_forward(dt, out, lse, q, k, v, B, T, NH, NKV, HD),
           "B=%d T=%d NH=%d NKV=%d HD=%d", B, T, NH, NKV, HD);
 }
-static void p_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv, const void *dout,
-                                 const void *out, const float *lse, const void *q, const void *k,
-                                 const void *v, int B, int T, int NH, int NKV, int HD) {
+static void p_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
+                                 const void *dout, const void *out, const float *lse,
+                                 const void *q, const void *k, const void *v, int B, int T, int NH,
+                                 int NKV, int HD) {
     TIMED("attention_backward", attention_flops(B, T, NH, HD, 5),
-          IN->attention_backward(dt, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD),
-          "B=%d T=%d NH=%d NKV=%d HD=%d", B, T, NH, NKV, HD);
+          IN->attention_backward(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD),
+          "B=%d T=%d NH=%d NKV=%d HD=%d%s", B, T, NH, NKV, HD, acc & TITAN_ACC_DX ? " +=" : "");
 }
 static void p_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
                              int H) {
     TIMED("swiglu_forward", 0, IN->swiglu_forward(dt, out, h1, h3, N, H), "N=%d H=%d", N, H);
 }
-static void p_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *dout,
+static void p_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3, const void *dout,
                               const void *h1, const void *h3, int N, int H) {
-    TIMED("swiglu_backward", 0, IN->swiglu_backward(dt, dh1, dh3, dout, h1, h3, N, H),
-          "N=%d H=%d", N, H);
+    TIMED("swiglu_backward", 0, IN->swiglu_backward(dt, acc, dh1, dh3, dout, h1, h3, N, H),
+          "N=%d H=%d%s", N, H, acc & TITAN_ACC_DX ? " +=" : "");
 }
 static void p_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
                             const uint32_t *targets, int N, int V, float dscale) {
     TIMED("cross_entropy", 0, IN->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale),
           "N=%d V=%d%s", N, V, dlogits ? " dlogits" : "");
 }
-static void p_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr,
-                         float beta1, float beta2, float eps, float weight_decay, int64_t t) {
-    TIMED("adamw_step", 0, IN->adamw_step(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, t),
-          "n=%zu", n);
+static void p_adamw_step(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
+                         float lr, float beta1, float beta2, float eps, float weight_decay,
+                         int64_t t) {
+    TIMED("adamw_step", 0,
+          IN->adamw_step(p, p_bf16, g, m, v, n, lr, beta1, beta2, eps, weight_decay, t),
+          "n=%zu%s", n, p_bf16 ? " +bf16 copy" : "");
 }
 static void p_scale(float *x, size_t n, float s) {
     TIMED("scale", 0, IN->scale(x, n, s), "n=%zu", n);

@@ -65,6 +65,13 @@ struct titan_llama {
     /* > 0 when the last forward also wrote d(loss * scale)/dlogits over the
      * logits (titan_llama_forward_train): backward starts from them */
     float dlogits_scale;
+    /* 1 after titan_llama_zero_grads until the next backward, which then
+     * writes the gradients (=) instead of adding: no zero fill, no read. */
+    int grads_fresh;
+    /* 1 while the compute copy matches the fp32 parameters because the
+     * caller wrote both (titan_llama_set_compute_copy_current): the
+     * forward's casts are skipped. */
+    int copy_current;
     titan_llama_hooks hooks;
     /* Host copy of the per-token losses when backend memory is not host
      * memory (NULL on the CPU backend, whose losses are read in place). */
@@ -115,7 +122,7 @@ static void cast_params(titan_llama *m, int first, int last) {
 
 /* Refreshes the compute copy of what block b reads (see llama.h for blocks). */
 static void cast_block(titan_llama *m, int b) {
-    if (!m->params_lp) return;
+    if (!m->params_lp || m->copy_current) return;
     int last = m->L + 1;
     if (b == 0) cast_params(m, 0, 0);
     else if (b < last) cast_params(m, layer_index(b - 1, 0), layer_index(b - 1, P_PER_LAYER - 1));
@@ -304,6 +311,10 @@ size_t titan_llama_activation_bytes(const titan_llama *m) { return m->arena_byte
 size_t titan_llama_compute_copy_bytes(const titan_llama *m) {
     return m->params_lp ? m->nparams * titan_dtype_size(m->dt) : 0;
 }
+void *titan_llama_compute_copy(titan_llama *m) { return m->params_lp; }
+void titan_llama_set_compute_copy_current(titan_llama *m, int current) {
+    m->copy_current = current && m->params_lp;
+}
 titan_dtype titan_llama_compute_dtype(const titan_llama *m) { return m->dt; }
 static titan_status commit(titan_llama *m, void *p, size_t bytes, const char *what) {
     if (m->be->commit(p, bytes) == 0) return TITAN_OK;
@@ -312,6 +323,7 @@ static titan_status commit(titan_llama *m, void *p, size_t bytes, const char *wh
 }
 
 titan_status titan_llama_commit_params(titan_llama *m, size_t off, size_t n) {
+    m->copy_current = 0; /* FSDP's gathers write the parameters */
     TITAN_TRY(commit(m, m->params + off, n * sizeof(float), "parameters"));
     size_t e = titan_dtype_size(m->dt);
     return m->params_lp ? commit(m, (char *)m->params_lp + off * e, n * e, "compute copy") : TITAN_OK;
@@ -356,9 +368,7 @@ void titan_llama_set_hooks(titan_llama *m, const titan_llama_hooks *h) {
 }
 int titan_llama_blocks(const titan_llama *m) { return m->L + 2; }
 
-void titan_llama_zero_grads(titan_llama *m) {
-    m->be->zero(m->grads, m->nparams * sizeof(float));
-}
+void titan_llama_zero_grads(titan_llama *m) { m->grads_fresh = 1; }
 
 /* One transformer block: x -> out, intermediates into a. out may hold
  * anything on entry (it is used as the projection scratch). */
@@ -464,8 +474,10 @@ titan_status titan_llama_forward_train(titan_llama *m, const uint32_t *tokens,
 }
 
 /* Backward of one block. On entry dresid = dL/d(block output); on exit
- * dL/d(block input). Adds into the block's parameter gradients. */
-static void layer_backward(titan_llama *m, int l, const void *x) {
+ * dL/d(block input). Into the block's parameter gradients: gw is
+ * TITAN_ACC_DW to add, 0 to write them. Each activation gradient's first
+ * writer overwrites it (acc without TITAN_ACC_DX), later ones add. */
+static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
@@ -475,40 +487,35 @@ static void layer_backward(titan_llama *m, int l, const void *x) {
     void *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
     void *dh1 = m->act[A_DH1], *dh3 = m->act[A_DH3], *dsw = m->act[A_DSW];
     const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
-    size_t e = titan_dtype_size(dt);
+    const int add = TITAN_ACC_DX;
 
     /* out = h + w2(swiglu(w1 n2, w3 n2)), n2 = rmsnorm(h) */
-    be->zero(dsw, (size_t)N * H * e);
-    be->matmul_backward(dt, dsw, G_layer(m, l, P_W2), dresid, a.sw, W_layer(m, l, P_W2), N, H, C);
-    be->zero(dh1, (size_t)N * H * e);
-    be->zero(dh3, (size_t)N * H * e);
-    be->swiglu_backward(dt, dh1, dh3, dsw, a.h1, a.h3, N, H);
-    be->zero(dn, (size_t)N * C * e);
-    be->matmul_backward(dt, dn, G_layer(m, l, P_W1), dh1, a.n2, W_layer(m, l, P_W1), N, C, H);
-    be->matmul_backward(dt, dn, G_layer(m, l, P_W3), dh3, a.n2, W_layer(m, l, P_W3), N, C, H);
+    be->matmul_backward(dt, gw, dsw, G_layer(m, l, P_W2), dresid, a.sw, W_layer(m, l, P_W2), N, H,
+                        C);
+    be->swiglu_backward(dt, 0, dh1, dh3, dsw, a.h1, a.h3, N, H);
+    be->matmul_backward(dt, gw, dn, G_layer(m, l, P_W1), dh1, a.n2, W_layer(m, l, P_W1), N, C, H);
+    be->matmul_backward(dt, add | gw, dn, G_layer(m, l, P_W3), dh3, a.n2, W_layer(m, l, P_W3), N,
+                        C, H);
     /* dresid already holds the residual path's share: the norm adds the rest. */
-    be->rmsnorm_backward(dt, dresid, G_layer(m, l, P_FFN_NORM), dn, a.h, W_layer(m, l, P_FFN_NORM),
-                         a.rstd2, N, C);
+    be->rmsnorm_backward(dt, add | gw, dresid, G_layer(m, l, P_FFN_NORM), dn, a.h,
+                         W_layer(m, l, P_FFN_NORM), a.rstd2, N, C);
 
     /* h = x + wo(attention(rope(wq n1), rope(wk n1), wv n1)), n1 = rmsnorm(x) */
-    be->zero(datt, (size_t)N * QD * e);
-    be->matmul_backward(dt, datt, G_layer(m, l, P_WO), dresid, a.att, W_layer(m, l, P_WO), N, QD, C);
-    be->zero(dq, (size_t)N * QD * e);
-    be->zero(dk, (size_t)N * KVD * e);
-    be->zero(dv, (size_t)N * KVD * e);
-    be->attention_backward(dt, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->NH,
-                           m->NKV, m->HD);
+    be->matmul_backward(dt, gw, datt, G_layer(m, l, P_WO), dresid, a.att, W_layer(m, l, P_WO), N,
+                        QD, C);
+    be->attention_backward(dt, 0, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T,
+                           m->NH, m->NKV, m->HD);
     /* datt is free again: it takes the un-rotated dq. */
-    be->zero(datt, (size_t)N * QD * e);
-    be->rope_backward(dt, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
-    be->zero(dkr, (size_t)N * KVD * e);
-    be->rope_backward(dt, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
-    be->zero(dn, (size_t)N * C * e);
-    be->matmul_backward(dt, dn, G_layer(m, l, P_WQ), datt, a.n1, W_layer(m, l, P_WQ), N, C, QD);
-    be->matmul_backward(dt, dn, G_layer(m, l, P_WK), dkr, a.n1, W_layer(m, l, P_WK), N, C, KVD);
-    be->matmul_backward(dt, dn, G_layer(m, l, P_WV), dv, a.n1, W_layer(m, l, P_WV), N, C, KVD);
-    be->rmsnorm_backward(dt, dresid, G_layer(m, l, P_ATTN_NORM), dn, x, W_layer(m, l, P_ATTN_NORM),
-                         a.rstd1, N, C);
+    be->rope_backward(dt, 0, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
+    be->rope_backward(dt, 0, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
+    be->matmul_backward(dt, gw, dn, G_layer(m, l, P_WQ), datt, a.n1, W_layer(m, l, P_WQ), N, C,
+                        QD);
+    be->matmul_backward(dt, add | gw, dn, G_layer(m, l, P_WK), dkr, a.n1, W_layer(m, l, P_WK), N,
+                        C, KVD);
+    be->matmul_backward(dt, add | gw, dn, G_layer(m, l, P_WV), dv, a.n1, W_layer(m, l, P_WV), N, C,
+                        KVD);
+    be->rmsnorm_backward(dt, add | gw, dresid, G_layer(m, l, P_ATTN_NORM), dn, x,
+                         W_layer(m, l, P_ATTN_NORM), a.rstd1, N, C);
 }
 
 void titan_llama_backward(titan_llama *m, float loss_scale) {
@@ -517,9 +524,13 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
     titan_dtype dt = m->dt;
     int N = m->N, C = m->C, V = m->V;
     void *logits = m->act[A_LOGITS], *dresid = m->act[A_DRESID], *dxf = m->act[A_DN];
-    size_t e = titan_dtype_size(dt);
+    /* The first backward after zero_grads writes every parameter gradient
+     * (each has one writer, but for tied embeddings: the head writes,
+     * the embedding adds); later ones add. */
+    int gw = m->grads_fresh ? 0 : TITAN_ACC_DW;
+    m->grads_fresh = 0;
     /* FSDP may have re-gathered the parameters since forward: cast again. */
-    int recast = m->hooks.before_backward != NULL;
+    int recast = m->hooks.regathers;
 
     /* dlogits overwrite the logits: d(loss_scale * mean CE), unless the
      * forward wrote them already (with this very scale). */
@@ -534,10 +545,8 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
     /* Backward hooks' failures stay with their owner (see llama.h). */
     (void)HOOK(m, before_backward, m->L + 1);
     if (recast) cast_block(m, m->L + 1);
-    be->zero(dxf, (size_t)N * C * e);
-    be->matmul_backward(dt, dxf, G_head(m), logits, m->act[A_XF], W_head(m), N, C, V);
-    be->zero(dresid, (size_t)N * C * e);
-    be->rmsnorm_backward(dt, dresid, G_final_norm(m), dxf, resid(m, m->L), W_final_norm(m),
+    be->matmul_backward(dt, gw, dxf, G_head(m), logits, m->act[A_XF], W_head(m), N, C, V);
+    be->rmsnorm_backward(dt, gw, dresid, G_final_norm(m), dxf, resid(m, m->L), W_final_norm(m),
                          m->act[A_RSTDF], N, C);
     (void)HOOK(m, after_backward, m->L + 1);
 
@@ -547,10 +556,11 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
         /* Recompute the block's intermediates from its saved input; its
          * output slot is no longer needed, so it serves as scratch. */
         if (m->ac == TITAN_AC_FULL) layer_forward(m, l, resid(m, l), resid(m, l + 1));
-        layer_backward(m, l, resid(m, l));
+        layer_backward(m, l, resid(m, l), gw);
         (void)HOOK(m, after_backward, l + 1);
     }
     (void)HOOK(m, before_backward, 0);
-    be->embedding_backward(dt, G_tok(m), dresid, m->act[A_TOKENS], N, C);
+    be->embedding_backward(dt, m->cfg.tie_embeddings ? TITAN_ACC_DW : gw, G_tok(m), dresid,
+                           m->act[A_TOKENS], N, C, V);
     (void)HOOK(m, after_backward, 0);
 }

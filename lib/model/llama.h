@@ -35,6 +35,15 @@ size_t titan_llama_params_count(const titan_llama *m);
 size_t titan_llama_activation_bytes(const titan_llama *m);
 size_t titan_llama_compute_copy_bytes(const titan_llama *m); /* the bf16 parameter copy; 0 for f32 */
 titan_dtype titan_llama_compute_dtype(const titan_llama *m);
+/* The compute copy itself (catalog order, backend memory, nparams elements
+ * of the compute dtype), or NULL for an fp32 model: for an optimizer step
+ * that writes it with the parameters (titan_adamw_step_cast). */
+void *titan_llama_compute_copy(titan_llama *m);
+/* current = 1: the caller has just written the compute copy from the fp32
+ * parameters, so forwards skip their block casts until this is set to 0.
+ * A write of the parameters that does not also write the copy must set 0
+ * (the default; commit_params does it). */
+void titan_llama_set_compute_copy_current(titan_llama *m, int current);
 /* Residency of elements [off, off + n) (catalog order) of a model made
  * with TITAN_LLAMA_RELEASABLE (backend.h's commit and release): the
  * parameters with their compute copy, or the gradients. commit makes them
@@ -59,6 +68,9 @@ titan_status titan_llama_forward_train(titan_llama *m, const uint32_t *tokens,
 /* Backward of the last forward: grads += d(loss * loss_scale)/dparams.
  * loss_scale = 1 / gradient-accumulation steps. */
 void titan_llama_backward(titan_llama *m, float loss_scale);
+/* The gradients are zero from here: the next backward writes them rather
+ * than adding, without a zero fill (the buffer keeps its old values until
+ * then, so read the gradients only after a backward). */
 void titan_llama_zero_grads(titan_llama *m);
 /* Logits [B*T, V] of the last forward (backend memory); f32 models only. */
 const float *titan_llama_logits(const titan_llama *m);
@@ -84,6 +96,9 @@ typedef struct {
     titan_status (*after_forward)(void *ctx, int block);
     titan_status (*before_backward)(void *ctx, int block);
     titan_status (*after_backward)(void *ctx, int block);
+    /* 1 when before_backward may have replaced a block's parameters since
+     * its forward (FSDP's re-gather): the compute copy is cast again. */
+    int regathers;
 } titan_llama_hooks;
 
 /* Installs hooks (copied); NULL removes them. */

@@ -23,6 +23,10 @@ titan_status titan_adamw_create(titan_adamw **out, const titan_backend *be, size
 void titan_adamw_free(titan_adamw *o);
 /* Increments the step count (the first step uses t = 1), then updates params. */
 void titan_adamw_step(titan_adamw *o, float *params, const float *grads, float lr);
+/* The same, also writing params_bf16 (n bf16, backend memory), the compute
+ * copy, from the new parameters in the same pass; NULL: none. */
+void titan_adamw_step_cast(titan_adamw *o, float *params, void *params_bf16, const float *grads,
+                           float lr);
 
 /* State for checkpoints. m and v are backend memory of titan_adamw_numel() floats. */
 float *titan_adamw_m(titan_adamw *o);

@@ -652,7 +652,7 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     }
     if (mesh->shard_comm || mesh->replicate_comm) {
         titan_llama_hooks h = {f, hook_before_forward, hook_after_forward, hook_before_backward,
-                               hook_after_backward};
+                               hook_after_backward, .regathers = f->nshards > 1};
         titan_llama_set_hooks(model, &h);
     }
     return TITAN_OK;

@@ -264,7 +264,17 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     }
     /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
     double lr = cfg->optimizer_lr * titan_lr_factor(&t->sched, step - 1);
-    titan_adamw_step(t->adam, titan_fsdp_params(t->fsdp), titan_fsdp_grads(t->fsdp), (float)lr);
+    /* Unsharded, the optimizer updates the model's own parameters: it also
+     * writes their bf16 compute copy in the same pass, and the forwards
+     * skip their casts. */
+    float *params = titan_fsdp_params(t->fsdp);
+    void *copy = params == titan_llama_params_data(t->model) &&
+                         titan_adamw_numel(t->adam) == titan_llama_params_count(t->model) &&
+                         titan_llama_compute_dtype(t->model) == TITAN_DTYPE_BF16
+                     ? titan_llama_compute_copy(t->model)
+                     : NULL;
+    titan_adamw_step_cast(t->adam, params, copy, titan_fsdp_grads(t->fsdp), (float)lr);
+    titan_llama_set_compute_copy_current(t->model, copy != NULL);
     t->be->sync(); /* a device queues its work: step_time_s is this step's */
     /* The next forward gathers block by block. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));

@@ -87,6 +87,9 @@ MUTATIONS = {
     "dkv_prefetch_wrong_head": (
         "dkv: the next query tile fetched from the wrong head of the group",
         [("h1 = kh * rep + (it + 1) / per_head", "h1 = kh * rep + it / per_head", 1)]),
+    "grad_overwrite_reads": (
+        "dq, dk, dv overwritten (acc 0) by an add: the NaN they hold on entry is read",
+        [("    else tc_store_bf16x2(p, x, y);", "    else tc_add_bf16x2(p, x, y);", 1)]),
     "tile_rows_past_T_unfilled": (
         "tile load: rows past T left as they were instead of zeroed",
         [("*reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);", "(void)d;", 1)]),

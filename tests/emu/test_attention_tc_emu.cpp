@@ -6,14 +6,17 @@
  * Per shape (HD, B, T, NH, NKV, input amplitude):
  *   - forward: out and lse against the reference (normalised L2 error; lse
  *     max absolute error);
- *   - backward from the kernel's own out and lse: dq, dk, dv into zeros
- *     against the reference, and into random nonzero gradients against
- *     start + reference (the kernels add into their outputs);
+ *   - backward from the kernel's own out and lse: dq, dk, dv added into
+ *     zeros against the reference, and into random nonzero gradients
+ *     against start + reference; overwritten (acc 0) over NaN-filled
+ *     gradients: the bits of the sum into zeros (a zero's sign aside), so
+ *     nothing is read;
  *   - the same bits from a second forward and a second backward under other
  *     random interleavings of the threads (no race on shared memory, no
  *     dependence on when a cp.async lands).
  * Each line ends with a digest of all the outputs' bits (the same from run
- * to run on one host: libm's exp2f, logf feed it).
+ * to run on one host: libm's exp2f, logf feed it; the overwritten gradients
+ * are held to the added ones' bits instead).
  * Bounds: normalised L2 < 2e-2 (the bf16 roundings of P and dS: expect a few
  * 1e-3), lse within 1e-3.
  *
@@ -25,8 +28,8 @@
  * (tests/gpu/attention_tc_check.cu).
  *
  * The default run takes the shapes marked quick (HD 64 and 128, ragged T,
- * 1 to 4 tiles, GQA groups of 1, 2 and 4, B = 2): about 2 s on one core;
- * TITAN_EMU_FULL=1 runs every shape (about 3 s). tests/emu/mutate.py checks
+ * 1 to 4 tiles, GQA groups of 1, 2 and 4, B = 2): about 2.5 s on one core;
+ * TITAN_EMU_FULL=1 runs every shape (about 5 s). tests/emu/mutate.py checks
  * that this test catches broken kernels.
  * One line per shape; exit 0 when all pass, 1 otherwise. */
 #include "attention_tc.cpp" /* build/emu/cuda/, from kernels/attention_tc.cu */
@@ -82,18 +85,19 @@ static void emu_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, con
     CUDA_CHECK(cudaFree(dv));
 }
 
+/* acc: 1 adds into dq, dk, dv, 0 overwrites them */
 template <int HD>
-static void emu_backward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *out,
-                         const float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
-                         int T, int NH, int NKV) {
+static void emu_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+                         const bf16 *out, const float *lse, const bf16 *q, const bf16 *k,
+                         const bf16 *v, int B, int T, int NH, int NKV) {
     const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD,
                  nl = (size_t)B * NH * T;
     bf16 *gq = up(dq, nq), *gk = up(dk, nk), *gv = up(dv, nk);
     bf16 *d_dout = up(dout, nq), *d_out = up(out, nq), *d_q = up(q, nq), *d_k = up(k, nk),
          *d_v = up(v, nk);
     float *d_lse = up(lse, nl);
-    titan_cuda_attention_tc_backward(gq, gk, gv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T, NH, NKV,
-                                     HD);
+    titan_cuda_attention_tc_backward(acc, gq, gk, gv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T,
+                                     NH, NKV, HD);
     down(dq, gq, nq);
     down(dk, gk, nk);
     down(dv, gv, nk);
@@ -187,6 +191,17 @@ static bool same_bits(const std::vector<X> &a, const std::vector<X> &b) {
     return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(X)) == 0;
 }
 
+/* the same bf16 bits, but for the sign of a zero (what an overwrite may
+ * differ in from a sum into zeros: 0 + -0 is +0); a NaN never matches */
+static bool same_bits_but_zero_sign(const std::vector<bf16> &a, const std::vector<bf16> &b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); i++) {
+        const unsigned short x = __bfloat16_as_ushort(a[i]), y = __bfloat16_as_ushort(b[i]);
+        if (x != y && ((x | y) & 0x7fff) != 0) return false;
+    }
+    return true;
+}
+
 /* FNV-1a over the bits of x, chained from h: a change of the kernels that
  * should keep every bit (a faster load, a skipped zero product) must keep
  * the printed digest */
@@ -277,26 +292,36 @@ static int run_case(const Shape &c, unsigned seed) {
     for (size_t i = 0; i < lse.size(); i++)
         e_lse = std::max(e_lse, std::isfinite(lse[i]) ? fabs(lse[i] - r.lse[i]) : INFINITY);
 
-    /* backward into zeros, twice under two interleavings */
+    /* backward added into zeros, twice under two interleavings */
     Ref rb;
     ref_backward(rb, dout, outf, lse, q, k, v, B, T, NH, NKV, HD);
     const bf16 zero = __float2bfloat16_rn(0.0f);
     std::vector<bf16> dq(nq, zero), dk(nk, zero), dv(nk, zero), dq2 = dq, dk2 = dk, dv2 = dv;
     emu::rng.seed(seed * 7 + 3);
-    emu_backward<HD>(dq.data(), dk.data(), dv.data(), dob.data(), out.data(), lse.data(),
+    emu_backward<HD>(1, dq.data(), dk.data(), dv.data(), dob.data(), out.data(), lse.data(),
                      qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
     emu::rng.seed(seed * 7 + 4);
-    emu_backward<HD>(dq2.data(), dk2.data(), dv2.data(), dob.data(), out.data(), lse.data(),
+    emu_backward<HD>(1, dq2.data(), dk2.data(), dv2.data(), dob.data(), out.data(), lse.data(),
                      qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
     same = same && same_bits(dq, dq2) && same_bits(dk, dk2) && same_bits(dv, dv2);
     const double e_dq = nerr(to_f32(dq), rb.dq), e_dk = nerr(to_f32(dk), rb.dk),
                  e_dv = nerr(to_f32(dv), rb.dv);
 
+    /* overwritten: NaN on entry must neither be read nor survive; the bits
+     * are those of the sum into zeros */
+    const bf16 nan = __float2bfloat16_rn(NAN);
+    std::vector<bf16> dqo(nq, nan), dko(nk, nan), dvo(nk, nan);
+    emu::rng.seed(seed * 7 + 6);
+    emu_backward<HD>(0, dqo.data(), dko.data(), dvo.data(), dob.data(), out.data(), lse.data(),
+                     qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+    const bool same_ow = same_bits_but_zero_sign(dqo, dq) && same_bits_but_zero_sign(dko, dk) &&
+                         same_bits_but_zero_sign(dvo, dv);
+
     /* backward into nonzero gradients: bf16(start + gradient) */
     const std::vector<float> dq0 = rnd(nq, 0.05f), dk0 = rnd(nk, 0.05f), dv0 = rnd(nk, 0.05f);
     std::vector<bf16> dqa = to_bf16(dq0), dka = to_bf16(dk0), dva = to_bf16(dv0);
     emu::rng.seed(seed * 7 + 5);
-    emu_backward<HD>(dqa.data(), dka.data(), dva.data(), dob.data(), out.data(), lse.data(),
+    emu_backward<HD>(1, dqa.data(), dka.data(), dva.data(), dob.data(), out.data(), lse.data(),
                      qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
     std::vector<double> tq(nq), tk(nk), tv(nk);
     for (size_t i = 0; i < nq; i++) tq[i] = dq0[i] + rb.dq[i];
@@ -308,10 +333,11 @@ static int run_case(const Shape &c, unsigned seed) {
     h = digest(digest(digest(digest(digest(h, out), lse), dq), dk), dv);
     h = digest(digest(digest(h, dqa), dka), dva);
     const double worst = std::max({e_out, e_dq, e_dk, e_dv, e_acc});
-    const bool ok = worst < 2e-2 && e_lse < 1e-3 && same;
+    const bool ok = worst < 2e-2 && e_lse < 1e-3 && same && same_ow;
     printf("%s HD %3d B %d T %4d NH %d NKV %d amp %.1f: out %.2e lse %.1e dq %.2e dk %.2e "
-           "dv %.2e add %.2e, %s %08x\n",
+           "dv %.2e add %.2e, %s, %s %08x\n",
            ok ? "ok  " : "FAIL", HD, B, T, NH, NKV, c.amp, e_out, e_lse, e_dq, e_dk, e_dv, e_acc,
+           same_ow ? "overwrite = add into 0" : "OVERWRITE DIFFERS from add into 0",
            same ? "same bits" : "BITS DIFFER between interleavings",
            (unsigned)(h ^ (h >> 32)));
     fflush(stdout);

@@ -10,9 +10,11 @@
  *       -o build/attention_tc_check && build/attention_tc_check
  *
  * Compares forward (out, lse) and backward (dq, dk, dv added into random
- * nonzero gradients) with a double-precision CPU reference on small shapes
- * (normalised L2 error < 2e-2, lse within 1e-3, the same bits from a second
- * run), then times two Llama-sized shapes. Exit 0 when every shape passes. */
+ * nonzero gradients, and overwritten over NaN) with a double-precision CPU
+ * reference on small shapes (normalised L2 error < 2e-2, lse within 1e-3,
+ * the same bits from a second run), then times two Llama-sized shapes
+ * (backward overwriting, as the model's first writer of a gradient). Exit 0
+ * when every shape passes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,13 @@
 void titan_cuda_panic(const char *file, int line, const char *stmt, const char *what) {
     fprintf(stderr, "panic: %s:%d: %s: %s\n", file, line, stmt, what);
     abort();
+}
+
+void *titan_cuda_scratch(size_t nbytes, const char *op) {
+    void *p = nullptr;
+    if (cudaMallocAsync(&p, nbytes, 0) != cudaSuccess)
+        titan_cuda_panic(__FILE__, __LINE__, op, "scratch");
+    return p;
 }
 
 static float bfr(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
@@ -62,7 +71,7 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
          *gv = dev(to_bf16(g0v));
     float *dlse = dev(std::vector<float>(nl));
     titan_cuda_attention_tc_forward(ob, dlse, qd, kd, vd, B, T, NH, NKV, HD);
-    titan_cuda_attention_tc_backward(gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, T, NH, NKV,
+    titan_cuda_attention_tc_backward(1, gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, T, NH, NKV,
                                      HD);
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<bf16> out = host(ob, nq), rq = host(gq, nq), rk = host(gk, nk), rv = host(gv, nk);
@@ -72,7 +81,7 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     CUDA_CHECK(cudaMemcpy(gk, to_bf16(g0k).data(), nk * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(gv, to_bf16(g0v).data(), nk * 2, cudaMemcpyHostToDevice));
     titan_cuda_attention_tc_forward(ob, dlse, qd, kd, vd, B, T, NH, NKV, HD);
-    titan_cuda_attention_tc_backward(gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, T, NH, NKV,
+    titan_cuda_attention_tc_backward(1, gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, T, NH, NKV,
                                      HD);
     CUDA_CHECK(cudaDeviceSynchronize());
     bool same = memcmp(host(ob, nq).data(), out.data(), nq * 2) == 0 &&
@@ -80,6 +89,14 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
                 memcmp(host(gq, nq).data(), rq.data(), nq * 2) == 0 &&
                 memcmp(host(gk, nk).data(), rk.data(), nk * 2) == 0 &&
                 memcmp(host(gv, nk).data(), rv.data(), nk * 2) == 0;
+    /* overwritten: all-ones bytes are bf16 NaN, which must not be read */
+    CUDA_CHECK(cudaMemset(gq, 0xff, nq * 2));
+    CUDA_CHECK(cudaMemset(gk, 0xff, nk * 2));
+    CUDA_CHECK(cudaMemset(gv, 0xff, nk * 2));
+    titan_cuda_attention_tc_backward(0, gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, T, NH, NKV,
+                                     HD);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<bf16> wq = host(gq, nq), wk = host(gk, nk), wv = host(gv, nk);
 
     /* reference (double): forward from q, k, v; backward from the kernel's out and lse */
     std::vector<double> ro(nq, 0), rl(nl), tq(nq), tk(nk), tv(nk);
@@ -125,9 +142,13 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
         }
     double e_o = nerr(of, ro), e_q = nerr(to_f32(rq), tq), e_k = nerr(to_f32(rk), tk),
            e_v = nerr(to_f32(rv), tv);
-    bool ok = std::max({e_o, e_q, e_k, e_v}) < 2e-2 && e_lse < 1e-3 && same;
-    printf("%s B=%d T=%d NH=%d NKV=%d HD=%d: out %.2e lse %.1e dq %.2e dk %.2e dv %.2e %s\n",
-           ok ? "ok  " : "FAIL", B, T, NH, NKV, HD, e_o, e_lse, e_q, e_k, e_v,
+    for (size_t i = 0; i < nq; i++) tq[i] -= g0q[i]; /* the gradients alone */
+    for (size_t i = 0; i < nk; i++) tk[i] -= g0k[i], tv[i] -= g0v[i];
+    double e_w = std::max({nerr(to_f32(wq), tq), nerr(to_f32(wk), tk), nerr(to_f32(wv), tv)});
+    bool ok = std::max({e_o, e_q, e_k, e_v, e_w}) < 2e-2 && e_lse < 1e-3 && same;
+    printf("%s B=%d T=%d NH=%d NKV=%d HD=%d: out %.2e lse %.1e dq %.2e dk %.2e dv %.2e "
+           "overwrite %.2e %s\n",
+           ok ? "ok  " : "FAIL", B, T, NH, NKV, HD, e_o, e_lse, e_q, e_k, e_v, e_w,
            same ? "same bits" : "BITS DIFFER");
     for (void *p : {(void *)qd, (void *)kd, (void *)vd, (void *)ddo, (void *)ob, (void *)gq,
                     (void *)gk, (void *)gv, (void *)dlse})
@@ -151,13 +172,14 @@ static void bench(int B, int T, int NH, int NKV, int HD) {
     CUDA_CHECK(cudaEventCreate(&e2));
     const int reps = 10;
     titan_cuda_attention_tc_forward(o, lse, q, k, v, B, T, NH, NKV, HD); /* warm up */
-    titan_cuda_attention_tc_backward(dq, dk, dv, dout, o, lse, q, k, v, B, T, NH, NKV, HD);
+    titan_cuda_attention_tc_backward(0, dq, dk, dv, dout, o, lse, q, k, v, B, T, NH, NKV, HD);
     CUDA_CHECK(cudaEventRecord(e0));
     for (int i = 0; i < reps; i++)
         titan_cuda_attention_tc_forward(o, lse, q, k, v, B, T, NH, NKV, HD);
     CUDA_CHECK(cudaEventRecord(e1));
     for (int i = 0; i < reps; i++)
-        titan_cuda_attention_tc_backward(dq, dk, dv, dout, o, lse, q, k, v, B, T, NH, NKV, HD);
+        titan_cuda_attention_tc_backward(0, dq, dk, dv, dout, o, lse, q, k, v, B, T, NH, NKV,
+                                         HD);
     CUDA_CHECK(cudaEventRecord(e2));
     CUDA_CHECK(cudaEventSynchronize(e2));
     float tf, tb;

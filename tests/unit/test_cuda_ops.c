@@ -1,8 +1,12 @@
 /* test_cuda_ops.c - every op of the CUDA backend against the CPU reference
  * backend on the same random inputs, once with dt = f32 and once with
- * dt = bf16: forward outputs and backward gradients (gradients start random,
- * so "adds into" is checked too), aliasing cases, bitwise repeatability of
- * the GPU results, convert both ways, and memory()'s accounting. bf16
+ * dt = bf16: forward outputs and backward gradients, aliasing cases, bitwise
+ * repeatability of the GPU results, convert both ways, and memory()'s
+ * accounting. Every backward op runs under each acc mask (backend.h): an
+ * added gradient (+=) starts random, on the CPU too, so the result is start
+ * + gradient; an overwritten one (=) starts as NaN on the GPU and must equal
+ * the CPU's sum into zeros, with no NaN left (nothing read). Ops with two
+ * kinds of gradient (matmul, rmsnorm) also run the mixed masks. bf16
  * attention at HD 64 and 128 runs the tensor-core kernels (attention_tc.cu);
  * TITAN_CUDA_ATTENTION=simple sends it to the CUDA-core ones instead.
  *
@@ -166,6 +170,44 @@ static void check_true(const char *name, int ok, const char *detail) {
     if (!ok) failures++;
 }
 
+/* ------------------------------------------------- gradients and acc masks */
+
+/* the CPU reference always adds: an overwrite is its sum into zeros */
+#define ACC_ALL (TITAN_ACC_DX | TITAN_ACC_DW)
+
+/* every mask: both outputs added, both overwritten, then the mixed ones */
+static const int MASKS[] = {ACC_ALL, 0, TITAN_ACC_DX, TITAN_ACC_DW};
+
+/* how an output under mask bit `bit` is written, for check names */
+static const char *mode(int acc, int bit) { return acc & bit ? "+=" : "= over NaN"; }
+
+/* n NaNs of type t (f32 or bf16 quiet NaN) */
+static void *nan_t(titan_dtype t, size_t n) {
+    void *x = xmalloc(n * esize(t));
+    for (size_t i = 0; i < n; i++) {
+        if (t == TITAN_DTYPE_BF16) ((uint16_t *)x)[i] = 0x7fc0u;
+        else ((float *)x)[i] = NAN;
+    }
+    return x;
+}
+
+/* A gradient of n elements of type t as a backward op finds it: added into
+ * (add != 0): the same random values in *host (the CPU reference's start)
+ * and on the GPU; overwritten: zeros in *host, NaN on the GPU. Returns the
+ * device buffer. */
+static void *grad_start(titan_dtype t, size_t n, int add, void **host) {
+    void *h = add ? rand_t(t, n, -1, 1) : calloc(n ? n : 1, esize(t)); /* 0 bits: +0 */
+    if (!h) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    void *src = add ? h : nan_t(t, n);
+    void *d = up_bytes(src, n * esize(t));
+    if (src != h) free(src);
+    *host = h;
+    return d;
+}
+
 /* ------------------------------------------------ memory, convert (no dt) */
 
 static void test_buffers(void) {
@@ -274,10 +316,14 @@ static void test_adamw(void) {
     size_t n = 10007;
     float *p = randf(n, -1, 1), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
     float *d_p = up(p, n), *d_m = up(m, n), *d_v = up(v, n);
+    /* the third step also writes the bf16 compute copy */
+    uint16_t *copy = malloc(n * 2), *hcopy = malloc(n * 2);
+    void *d_copy = gpu->alloc(n * 2);
     for (int64_t t = 1; t <= 3; t++) {
         float *g = randf(n, -0.1, 0.1), *d_g = up(g, n);
-        cpu->adamw_step(p, g, m, v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
-        gpu->adamw_step(d_p, d_g, d_m, d_v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        cpu->adamw_step(p, t == 3 ? copy : NULL, g, m, v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        gpu->adamw_step(d_p, t == 3 ? d_copy : NULL, d_g, d_m, d_v, n, 3e-4f, 0.9f, 0.95f, 1e-8f,
+                        0.1f, t);
         gpu->free(d_g);
         free(g);
     }
@@ -286,6 +332,21 @@ static void test_adamw(void) {
     check_dev("adamw_step v", d_v, v, n, TOL_F32[ELEMENTWISE]);
     float *hp = down(d_p, n);
     check_bits("adamw_step p equals the CPU's bits", hp, p, n * sizeof(float));
+    gpu->to_host(hcopy, d_copy, n * 2);
+    check_bits("adamw_step bf16 copy equals the CPU's bits", hcopy, copy, n * 2);
+    /* pointers off 16-byte alignment take the one-by-one kernel */
+    float *g = randf(n, -0.1, 0.1), *d_g = up(g, n);
+    size_t k = n - 1;
+    cpu->adamw_step(p + 1, copy + 1, g + 1, m + 1, v + 1, k, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
+    gpu->adamw_step(d_p + 1, (uint16_t *)d_copy + 1, d_g + 1, d_m + 1, d_v + 1, k, 1e-3f, 0.9f,
+                    0.95f, 1e-8f, 0.1f, 4);
+    free(hp);
+    hp = down(d_p, n);
+    gpu->to_host(hcopy, d_copy, n * 2);
+    check_bits("adamw_step unaligned: p equals the CPU's bits", hp, p, n * sizeof(float));
+    check_bits("adamw_step unaligned: bf16 copy equals the CPU's", hcopy, copy, n * 2);
+    gpu->free(d_g), gpu->free(d_copy);
+    free(g), free(copy), free(hcopy);
     free(hp);
     gpu->free(d_p), gpu->free(d_m), gpu->free(d_v);
     free(p), free(m), free(v);
@@ -322,29 +383,38 @@ static void test_matmul(int N, int IC, int OC) {
     char name[96];
     size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
     void *inp = randd(ni, -1, 1), *w = randd(nw, -0.5, 0.5), *dout = randd(no, -1, 1);
-    void *dinp = randd(ni, -1, 1), *out = hostd(no);
-    float *dw = randf(nw, -1, 1);
+    void *out = hostd(no);
     void *d_inp = upd(inp, ni), *d_w = upd(w, nw), *d_dout = upd(dout, no), *d_out = allocd(no);
-    void *d_dinp = upd(dinp, ni);
-    float *d_dw = up(dw, nw);
 
     cpu->matmul_forward(dt, out, inp, w, N, IC, OC);
     gpu->matmul_forward(dt, d_out, d_inp, d_w, N, IC, OC);
     snprintf(name, sizeof name, "matmul_forward N=%d IC=%d OC=%d", N, IC, OC);
     check_devd(name, d_out, out, no, tol(MATMUL));
 
-    cpu->matmul_backward(dt, dinp, dw, dout, inp, w, N, IC, OC);
-    gpu->matmul_backward(dt, d_dinp, d_dw, d_dout, d_inp, d_w, N, IC, OC);
-    snprintf(name, sizeof name, "matmul_backward dinp (+=) N=%d IC=%d OC=%d", N, IC, OC);
-    check_devd(name, d_dinp, dinp, ni, tol(MATMUL));
-    snprintf(name, sizeof name, "matmul_backward dw (+=, f32) N=%d IC=%d OC=%d", N, IC, OC);
-    check_dev(name, d_dw, dw, nw, tol(MATMUL));
+    /* each mask: beta 1 or 0 per output (dinp: DX, dw: DW) */
+    for (size_t m = 0; m < sizeof MASKS / sizeof MASKS[0]; m++) {
+        int acc = MASKS[m];
+        void *dinp, *dw;
+        void *d_dinp = grad_start(dt, ni, acc & TITAN_ACC_DX, &dinp);
+        float *d_dw = grad_start(TITAN_DTYPE_F32, nw, acc & TITAN_ACC_DW, &dw);
+        cpu->matmul_backward(dt, ACC_ALL, dinp, dw, dout, inp, w, N, IC, OC);
+        gpu->matmul_backward(dt, acc, d_dinp, d_dw, d_dout, d_inp, d_w, N, IC, OC);
+        snprintf(name, sizeof name, "matmul_backward dinp (%s) N=%d IC=%d OC=%d",
+                 mode(acc, TITAN_ACC_DX), N, IC, OC);
+        check_devd(name, d_dinp, dinp, ni, tol(MATMUL));
+        snprintf(name, sizeof name, "matmul_backward dw (%s, f32)", mode(acc, TITAN_ACC_DW));
+        check_dev(name, d_dw, dw, nw, tol(MATMUL));
+        gpu->free(d_dinp), gpu->free(d_dw);
+        free(dinp), free(dw);
+    }
 
-    /* NULL gradients are skipped */
-    cpu->matmul_backward(dt, NULL, dw, dout, inp, w, N, IC, OC);
-    gpu->matmul_backward(dt, NULL, d_dw, d_dout, d_inp, d_w, N, IC, OC);
-    cpu->matmul_backward(dt, dinp, NULL, dout, inp, w, N, IC, OC);
-    gpu->matmul_backward(dt, d_dinp, NULL, d_dout, d_inp, d_w, N, IC, OC);
+    /* NULL gradients are skipped: the other one is still written as its bit says */
+    void *dinp = randd(ni, -1, 1), *d_dinp = upd(dinp, ni);
+    float *dw = randf(nw, -1, 1), *d_dw = up(dw, nw);
+    cpu->matmul_backward(dt, ACC_ALL, NULL, dw, dout, inp, w, N, IC, OC);
+    gpu->matmul_backward(dt, ACC_ALL, NULL, d_dw, d_dout, d_inp, d_w, N, IC, OC);
+    cpu->matmul_backward(dt, ACC_ALL, dinp, NULL, dout, inp, w, N, IC, OC);
+    gpu->matmul_backward(dt, ACC_ALL, d_dinp, NULL, d_dout, d_inp, d_w, N, IC, OC);
     check_devd("matmul_backward with one NULL gradient: dinp", d_dinp, dinp, ni, tol(MATMUL));
     check_dev("matmul_backward with one NULL gradient: dw", d_dw, dw, nw, tol(MATMUL));
 
@@ -354,8 +424,8 @@ static void test_matmul(int N, int IC, int OC) {
     gpu->to_device(d_dinp, dinp, ni * esize(dt));
     gpu->to_device(d_dw, dw, nw * sizeof(float));
     gpu->matmul_forward(dt, d_out2, d_inp, d_w, N, IC, OC);
-    gpu->matmul_backward(dt, d_dinp, d_dw, d_dout, d_inp, d_w, N, IC, OC);
-    gpu->matmul_backward(dt, d_dinp2, d_dw2, d_dout, d_inp, d_w, N, IC, OC);
+    gpu->matmul_backward(dt, ACC_ALL, d_dinp, d_dw, d_dout, d_inp, d_w, N, IC, OC);
+    gpu->matmul_backward(dt, ACC_ALL, d_dinp2, d_dw2, d_dout, d_inp, d_w, N, IC, OC);
     check_dev_bits("matmul_forward repeats bitwise", d_out2, d_out, no * esize(dt));
     check_dev_bits("matmul_backward dinp repeats bitwise", d_dinp2, d_dinp, ni * esize(dt));
     check_dev_bits("matmul_backward dw repeats bitwise", d_dw2, d_dw, nw * sizeof(float));
@@ -366,30 +436,45 @@ static void test_matmul(int N, int IC, int OC) {
 }
 
 /* pointers one element past an allocation's start, as into a carved buffer
- * (4-byte aligned for f32, 2-byte for bf16) */
+ * (4-byte aligned for f32, 2-byte for bf16); the backward added into, then
+ * overwritten */
 static void test_matmul_unaligned(int N, int IC, int OC) {
     titan_dtype dt = cur_dt;
+    char name[96];
     size_t es = esize(dt), ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
     char *inp = randd(ni + 1, -1, 1), *w = randd(nw + 1, -0.5, 0.5), *dout = randd(no + 1, -1, 1);
-    char *dinp = randd(ni + 1, -1, 1), *out = hostd(no);
-    float *dw = randf(nw + 1, -1, 1);
+    char *out = hostd(no);
     char *d_inp = upd(inp, ni + 1), *d_w = upd(w, nw + 1), *d_dout = upd(dout, no + 1);
-    char *d_dinp = upd(dinp, ni + 1), *d_out = allocd(no + 1);
-    float *d_dw = up(dw, nw + 1);
+    char *d_out = allocd(no + 1);
     cpu->matmul_forward(dt, out, inp + es, w + es, N, IC, OC);
     gpu->matmul_forward(dt, d_out + es, d_inp + es, d_w + es, N, IC, OC);
     check_devd("matmul_forward on one-element-offset pointers", d_out + es, out, no,
                tol(MATMUL));
-    cpu->matmul_backward(dt, dinp + es, dw + 1, dout + es, inp + es, w + es, N, IC, OC);
-    gpu->matmul_backward(dt, d_dinp + es, d_dw + 1, d_dout + es, d_inp + es, d_w + es, N, IC, OC);
-    check_devd("matmul_backward dinp, offset pointers", d_dinp + es, dinp + es, ni, tol(MATMUL));
-    check_dev("matmul_backward dw, offset pointers", d_dw + 1, dw + 1, nw, tol(MATMUL));
-    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_dinp), gpu->free(d_out);
-    gpu->free(d_dw);
-    free(inp), free(w), free(dout), free(dinp), free(out), free(dw);
+    for (int m = 0; m < 2; m++) { /* ACC_ALL, then 0 */
+        int acc = MASKS[m];
+        void *dinp, *dw;
+        char *d_dinp = grad_start(dt, ni + 1, acc & TITAN_ACC_DX, &dinp);
+        float *d_dw = grad_start(TITAN_DTYPE_F32, nw + 1, acc & TITAN_ACC_DW, &dw);
+        cpu->matmul_backward(dt, ACC_ALL, (char *)dinp + es, (float *)dw + 1, dout + es,
+                             inp + es, w + es, N, IC, OC);
+        gpu->matmul_backward(dt, acc, d_dinp + es, d_dw + 1, d_dout + es, d_inp + es, d_w + es,
+                             N, IC, OC);
+        snprintf(name, sizeof name, "matmul_backward dinp (%s), offset pointers",
+                 mode(acc, TITAN_ACC_DX));
+        check_devd(name, d_dinp + es, (char *)dinp + es, ni, tol(MATMUL));
+        snprintf(name, sizeof name, "matmul_backward dw (%s), offset pointers",
+                 mode(acc, TITAN_ACC_DW));
+        check_dev(name, d_dw + 1, (float *)dw + 1, nw, tol(MATMUL));
+        gpu->free(d_dinp), gpu->free(d_dw);
+        free(dinp), free(dw);
+    }
+    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_out);
+    free(inp), free(w), free(dout), free(out);
 }
 
-/* V small against N: tokens repeat, in runs the backward walks in row order */
+/* V small against N: tokens repeat, in runs the backward walks in row
+ * order; V large against N: most rows of dwte are of tokens not in the
+ * batch, which an overwrite must zero */
 static void test_embedding(int N, int C, int V) {
     titan_dtype dt = cur_dt;
     char name[96];
@@ -398,20 +483,26 @@ static void test_embedding(int N, int C, int V) {
     tokens[1] = tokens[0]; /* a repeat for certain */
     size_t nw = (size_t)V * C, no = (size_t)N * C;
     void *wte = randd(nw, -1, 1), *dout = randd(no, -1, 1), *out = hostd(no);
-    float *dwte = randf(nw, -1, 1);
     uint32_t *d_tok = up_bytes(tokens, (size_t)N * sizeof *tokens);
     void *d_wte = upd(wte, nw), *d_dout = upd(dout, no), *d_out = allocd(no);
-    float *d_dwte = up(dwte, nw);
     cpu->embedding_forward(dt, out, tokens, wte, N, C);
     gpu->embedding_forward(dt, d_out, d_tok, d_wte, N, C);
     snprintf(name, sizeof name, "embedding_forward N=%d C=%d", N, C);
     check_devd(name, d_out, out, no, tol(ELEMENTWISE));
-    cpu->embedding_backward(dt, dwte, dout, tokens, N, C);
-    gpu->embedding_backward(dt, d_dwte, d_dout, d_tok, N, C);
-    snprintf(name, sizeof name, "embedding_backward (+=, f32 dwte) N=%d C=%d V=%d", N, C, V);
-    check_dev(name, d_dwte, dwte, nw, tol(ELEMENTWISE));
-    gpu->free(d_tok), gpu->free(d_wte), gpu->free(d_dout), gpu->free(d_dwte), gpu->free(d_out);
-    free(wte), free(dout), free(dwte), free(out), free(tokens);
+    for (int m = 0; m < 2; m++) { /* ACC_ALL, then 0 */
+        int acc = MASKS[m];
+        void *dwte;
+        float *d_dwte = grad_start(TITAN_DTYPE_F32, nw, acc & TITAN_ACC_DW, &dwte);
+        cpu->embedding_backward(dt, ACC_ALL, dwte, dout, tokens, N, C, V);
+        gpu->embedding_backward(dt, acc, d_dwte, d_dout, d_tok, N, C, V);
+        snprintf(name, sizeof name, "embedding_backward (%s, f32 dwte) N=%d C=%d V=%d",
+                 mode(acc, TITAN_ACC_DW), N, C, V);
+        check_dev(name, d_dwte, dwte, nw, tol(ELEMENTWISE));
+        gpu->free(d_dwte);
+        free(dwte);
+    }
+    gpu->free(d_tok), gpu->free(d_wte), gpu->free(d_dout), gpu->free(d_out);
+    free(wte), free(dout), free(out), free(tokens);
 }
 
 static void test_rmsnorm(int N, int C) {
@@ -419,11 +510,11 @@ static void test_rmsnorm(int N, int C) {
     char name[96];
     size_t nc = (size_t)N * C;
     void *inp = randd(nc, -2, 2), *w = randd(C, 0.5, 1.5), *dout = randd(nc, -1, 1);
-    void *dinp = randd(nc, -1, 1), *out = hostd(nc);
-    float *dw = randf(C, -1, 1), *rstd = xmalloc(N * sizeof(float));
-    void *d_inp = upd(inp, nc), *d_w = upd(w, C), *d_dout = upd(dout, nc), *d_dinp = upd(dinp, nc);
+    void *out = hostd(nc);
+    float *rstd = xmalloc(N * sizeof(float));
+    void *d_inp = upd(inp, nc), *d_w = upd(w, C), *d_dout = upd(dout, nc);
     void *d_out = allocd(nc);
-    float *d_dw = up(dw, C), *d_rstd = gpu->alloc(N * sizeof(float));
+    float *d_rstd = gpu->alloc(N * sizeof(float));
     cpu->rmsnorm_forward(dt, out, rstd, inp, w, N, C, 1e-5f);
     gpu->rmsnorm_forward(dt, d_out, d_rstd, d_inp, d_w, N, C, 1e-5f);
     snprintf(name, sizeof name, "rmsnorm_forward out N=%d C=%d", N, C);
@@ -431,36 +522,95 @@ static void test_rmsnorm(int N, int C) {
     check_dev("rmsnorm_forward rstd (f32)", d_rstd, rstd, N, tol(ELEMENTWISE));
     /* backward from the CPU's rstd on both sides, so only the backward is compared */
     gpu->to_device(d_rstd, rstd, N * sizeof(float));
-    cpu->rmsnorm_backward(dt, dinp, dw, dout, inp, w, rstd, N, C);
-    gpu->rmsnorm_backward(dt, d_dinp, d_dw, d_dout, d_inp, d_w, d_rstd, N, C);
-    check_devd("rmsnorm_backward dinp (+=)", d_dinp, dinp, nc, tol(ELEMENTWISE));
-    snprintf(name, sizeof name, "rmsnorm_backward dweight (+=, f32) N=%d C=%d", N, C);
-    check_dev(name, d_dw, dw, C, tol(ELEMENTWISE));
-    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_dinp), gpu->free(d_dw);
-    gpu->free(d_out), gpu->free(d_rstd);
-    free(inp), free(w), free(dout), free(dinp), free(dw), free(out), free(rstd);
+    for (size_t m = 0; m < sizeof MASKS / sizeof MASKS[0]; m++) {
+        int acc = MASKS[m];
+        void *dinp, *dw;
+        void *d_dinp = grad_start(dt, nc, acc & TITAN_ACC_DX, &dinp);
+        float *d_dw = grad_start(TITAN_DTYPE_F32, C, acc & TITAN_ACC_DW, &dw);
+        cpu->rmsnorm_backward(dt, ACC_ALL, dinp, dw, dout, inp, w, rstd, N, C);
+        gpu->rmsnorm_backward(dt, acc, d_dinp, d_dw, d_dout, d_inp, d_w, d_rstd, N, C);
+        snprintf(name, sizeof name, "rmsnorm_backward dinp (%s)", mode(acc, TITAN_ACC_DX));
+        check_devd(name, d_dinp, dinp, nc, tol(ELEMENTWISE));
+        snprintf(name, sizeof name, "rmsnorm_backward dweight (%s, f32) N=%d C=%d",
+                 mode(acc, TITAN_ACC_DW), N, C);
+        check_dev(name, d_dw, dw, C, tol(ELEMENTWISE));
+        gpu->free(d_dinp), gpu->free(d_dw);
+        free(dinp), free(dw);
+    }
+    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_out), gpu->free(d_rstd);
+    free(inp), free(w), free(dout), free(out), free(rstd);
+}
+
+/* No rows: an overwritten parameter gradient is the empty sum, zeros (an
+ * added one is left as it was); no other output has elements. */
+static void test_empty_batch(void) {
+    titan_dtype dt = cur_dt;
+    int C = 40, V = 7;
+    size_t nw = (size_t)V * C;
+    float *zeros = calloc(nw, sizeof(float));
+    for (int m = 0; m < 2; m++) { /* ACC_ALL, then 0 */
+        int acc = MASKS[m], add = acc & TITAN_ACC_DW;
+        void *start;
+        float *d_dw = grad_start(TITAN_DTYPE_F32, C, add, &start);
+        gpu->rmsnorm_backward(dt, acc, NULL, d_dw, NULL, NULL, NULL, NULL, 0, C);
+        float *h = down(d_dw, C);
+        check_bits(add ? "rmsnorm_backward N=0 (+=) leaves dweight"
+                       : "rmsnorm_backward N=0 (= over NaN) zeroes dweight",
+                   h, add ? start : zeros, C * sizeof(float));
+        gpu->free(d_dw);
+        free(h), free(start);
+
+        d_dw = grad_start(TITAN_DTYPE_F32, nw, add, &start);
+        gpu->embedding_backward(dt, acc, d_dw, NULL, NULL, 0, C, V);
+        h = down(d_dw, nw);
+        check_bits(add ? "embedding_backward N=0 (+=) leaves dwte"
+                       : "embedding_backward N=0 (= over NaN) zeroes dwte",
+                   h, add ? start : zeros, nw * sizeof(float));
+        gpu->free(d_dw);
+        free(h), free(start);
+    }
+    free(zeros);
 }
 
 static void test_rope(void) {
     titan_dtype dt = cur_dt;
     int B = 2, T = 37, NHX = 3, HD = 16;
-    size_t n = (size_t)B * T * NHX * HD, nt = (size_t)T * HD / 2;
+    char name[96];
+    size_t n = (size_t)B * T * NHX * HD, nt = (size_t)T * HD / 2, e = esize(dt);
     float *cs = xmalloc(nt * sizeof(float)), *sn = xmalloc(nt * sizeof(float));
     titan_rope_tables(cs, sn, T, HD, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
-    void *x = randd(n, -1, 1), *dout = randd(n, -1, 1), *dinp = randd(n, -1, 1), *out = hostd(n);
+    void *x = randd(n, -1, 1), *dout = randd(n, -1, 1), *out = hostd(n);
     float *d_cs = up(cs, nt), *d_sn = up(sn, nt);
-    void *d_x = upd(x, n), *d_dout = upd(dout, n), *d_dinp = upd(dinp, n), *d_out = allocd(n);
+    void *d_x = upd(x, n), *d_dout = upd(dout, n), *d_out = allocd(n);
     cpu->rope_forward(dt, out, x, cs, sn, B, T, NHX, HD);
     gpu->rope_forward(dt, d_out, d_x, d_cs, d_sn, B, T, NHX, HD);
     check_devd("rope_forward", d_out, out, n, tol(ELEMENTWISE));
     gpu->rope_forward(dt, d_x, d_x, d_cs, d_sn, B, T, NHX, HD); /* in place */
     check_devd("rope_forward in place (out == inp)", d_x, out, n, tol(ELEMENTWISE));
-    cpu->rope_backward(dt, dinp, dout, cs, sn, B, T, NHX, HD);
-    gpu->rope_backward(dt, d_dinp, d_dout, d_cs, d_sn, B, T, NHX, HD);
-    check_devd("rope_backward (+=)", d_dinp, dinp, n, tol(ELEMENTWISE));
-    gpu->free(d_cs), gpu->free(d_sn), gpu->free(d_x), gpu->free(d_dout), gpu->free(d_dinp);
-    gpu->free(d_out);
-    free(cs), free(sn), free(x), free(dout), free(dinp), free(out);
+    for (int m = 0; m < 2; m++) { /* ACC_ALL, then 0 */
+        int acc = MASKS[m];
+        void *dinp;
+        void *d_dinp = grad_start(dt, n, acc & TITAN_ACC_DX, &dinp);
+        cpu->rope_backward(dt, ACC_ALL, dinp, dout, cs, sn, B, T, NHX, HD);
+        gpu->rope_backward(dt, acc, d_dinp, d_dout, d_cs, d_sn, B, T, NHX, HD);
+        snprintf(name, sizeof name, "rope_backward (%s)", mode(acc, TITAN_ACC_DX));
+        check_devd(name, d_dinp, dinp, n, tol(ELEMENTWISE));
+        /* one pair in (B = 1 of 2): no 16-byte packs, the pair-wise path */
+        gpu->free(d_dinp);
+        free(dinp);
+        d_dinp = grad_start(dt, n, acc & TITAN_ACC_DX, &dinp);
+        cpu->rope_backward(dt, ACC_ALL, (char *)dinp + 2 * e, (char *)dout + 2 * e, cs, sn, 1, T,
+                           NHX, HD);
+        gpu->rope_backward(dt, acc, (char *)d_dinp + 2 * e, (char *)d_dout + 2 * e, d_cs, d_sn,
+                           1, T, NHX, HD);
+        snprintf(name, sizeof name, "rope_backward (%s), off 16-byte alignment",
+                 mode(acc, TITAN_ACC_DX));
+        check_devd(name, (char *)d_dinp + 2 * e, (char *)dinp + 2 * e, n / 2, tol(ELEMENTWISE));
+        gpu->free(d_dinp);
+        free(dinp);
+    }
+    gpu->free(d_cs), gpu->free(d_sn), gpu->free(d_x), gpu->free(d_dout), gpu->free(d_out);
+    free(cs), free(sn), free(x), free(dout), free(out);
 }
 
 static void test_attention(int B, int T, int NH, int NKV, int HD) {
@@ -470,11 +620,10 @@ static void test_attention(int B, int T, int NH, int NKV, int HD) {
     size_t es = esize(dt);
     void *q = randd(nq, -1, 1), *k = randd(nk, -1, 1), *v = randd(nk, -1, 1);
     void *dout = randd(nq, -1, 1);
-    void *dq = randd(nq, -1, 1), *dk = randd(nk, -1, 1), *dv = randd(nk, -1, 1);
     void *out = hostd(nq);
     float *lse = xmalloc(nl * sizeof(float));
     void *d_q = upd(q, nq), *d_k = upd(k, nk), *d_v = upd(v, nk), *d_dout = upd(dout, nq);
-    void *d_dq = upd(dq, nq), *d_dk = upd(dk, nk), *d_dv = upd(dv, nk), *d_out = allocd(nq);
+    void *d_out = allocd(nq);
     float *d_lse = gpu->alloc(nl * sizeof(float));
 
     cpu->attention_forward(dt, out, lse, q, k, v, B, T, NH, NKV, HD);
@@ -492,44 +641,59 @@ static void test_attention(int B, int T, int NH, int NKV, int HD) {
     /* backward from the CPU's out and lse on both sides */
     gpu->to_device(d_out, out, nq * es);
     gpu->to_device(d_lse, lse, nl * sizeof(float));
-    cpu->attention_backward(dt, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
-    gpu->attention_backward(dt, d_dq, d_dk, d_dv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T, NH,
-                            NKV, HD);
-    check_devd("attention_backward dq (+=)", d_dq, dq, nq, tol(ATTENTION));
-    check_devd("attention_backward dk (+=)", d_dk, dk, nk, tol(ATTENTION));
-    check_devd("attention_backward dv (+=)", d_dv, dv, nk, tol(ATTENTION));
+    for (int m = 0; m < 2; m++) { /* ACC_ALL, then 0 */
+        int acc = MASKS[m], add = acc & TITAN_ACC_DX;
+        void *dq, *dk, *dv;
+        void *d_dq = grad_start(dt, nq, add, &dq), *d_dk = grad_start(dt, nk, add, &dk),
+             *d_dv = grad_start(dt, nk, add, &dv);
+        cpu->attention_backward(dt, ACC_ALL, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV,
+                                HD);
+        gpu->attention_backward(dt, acc, d_dq, d_dk, d_dv, d_dout, d_out, d_lse, d_q, d_k, d_v,
+                                B, T, NH, NKV, HD);
+        const char *md = mode(acc, TITAN_ACC_DX);
+        snprintf(name, sizeof name, "attention_backward dq (%s)", md);
+        check_devd(name, d_dq, dq, nq, tol(ATTENTION));
+        snprintf(name, sizeof name, "attention_backward dk (%s)", md);
+        check_devd(name, d_dk, dk, nk, tol(ATTENTION));
+        snprintf(name, sizeof name, "attention_backward dv (%s)", md);
+        check_devd(name, d_dv, dv, nk, tol(ATTENTION));
+        gpu->free(d_dq), gpu->free(d_dk), gpu->free(d_dv);
+        free(dq), free(dk), free(dv);
+    }
 
-    /* the same call twice from zero gradients gives the same bits */
+    /* the same call twice, overwriting NaN-filled gradients, gives the same bits */
     void *g1[3], *g2[3];
     size_t sz[3] = {nq, nk, nk};
     for (int rep = 0; rep < 2; rep++) {
-        gpu->zero(d_dq, nq * es);
-        gpu->zero(d_dk, nk * es);
-        gpu->zero(d_dv, nk * es);
-        gpu->attention_backward(dt, d_dq, d_dk, d_dv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T,
-                                NH, NKV, HD);
+        void *ignored[3], *d_g[3];
+        for (int i = 0; i < 3; i++) d_g[i] = grad_start(dt, sz[i], 0, &ignored[i]);
+        gpu->attention_backward(dt, 0, d_g[0], d_g[1], d_g[2], d_dout, d_out, d_lse, d_q, d_k,
+                                d_v, B, T, NH, NKV, HD);
         void **g = rep ? g2 : g1;
-        g[0] = down_t(dt, d_dq, nq), g[1] = down_t(dt, d_dk, nk), g[2] = down_t(dt, d_dv, nk);
+        for (int i = 0; i < 3; i++) {
+            g[i] = down_t(dt, d_g[i], sz[i]);
+            gpu->free(d_g[i]);
+            free(ignored[i]);
+        }
     }
     int same = 1;
     for (int i = 0; i < 3; i++) same &= memcmp(g1[i], g2[i], sz[i] * es) == 0;
     check_bits("attention_backward repeats bitwise", &same, &(int){1}, sizeof same);
     for (int i = 0; i < 3; i++) free(g1[i]), free(g2[i]);
 
-    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_dq);
-    gpu->free(d_dk), gpu->free(d_dv), gpu->free(d_out), gpu->free(d_lse), gpu->free(d_out2);
-    gpu->free(d_lse2);
-    free(q), free(k), free(v), free(dout), free(dq), free(dk), free(dv), free(out), free(lse);
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout);
+    gpu->free(d_out), gpu->free(d_lse), gpu->free(d_out2), gpu->free(d_lse2);
+    free(q), free(k), free(v), free(dout), free(out), free(lse);
 }
 
 static void test_swiglu(void) {
     titan_dtype dt = cur_dt;
     int N = 33, H = 700;
+    char name[96];
     size_t n = (size_t)N * H;
     void *h1 = randd(n, -6, 6), *h3 = randd(n, -2, 2), *dout = randd(n, -1, 1);
-    void *dh1 = randd(n, -1, 1), *dh3 = randd(n, -1, 1), *out = hostd(n);
-    void *d_h1 = upd(h1, n), *d_h3 = upd(h3, n), *d_dout = upd(dout, n), *d_dh1 = upd(dh1, n);
-    void *d_dh3 = upd(dh3, n), *d_out = allocd(n);
+    void *out = hostd(n);
+    void *d_h1 = upd(h1, n), *d_h3 = upd(h3, n), *d_dout = upd(dout, n), *d_out = allocd(n);
     cpu->swiglu_forward(dt, out, h1, h3, N, H);
     gpu->swiglu_forward(dt, d_out, d_h1, d_h3, N, H);
     check_devd("swiglu_forward", d_out, out, n, tol(ELEMENTWISE));
@@ -538,13 +702,34 @@ static void test_swiglu(void) {
     gpu->swiglu_forward(dt, (char *)d_out + e, (char *)d_h1 + e, (char *)d_h3 + e, 1, (int)n - 1);
     check_devd("swiglu_forward, pointers off 16-byte alignment", (char *)d_out + e,
                (char *)out + e, n - 1, tol(ELEMENTWISE));
-    cpu->swiglu_backward(dt, dh1, dh3, dout, h1, h3, N, H);
-    gpu->swiglu_backward(dt, d_dh1, d_dh3, d_dout, d_h1, d_h3, N, H);
-    check_devd("swiglu_backward dh1 (+=)", d_dh1, dh1, n, tol(ELEMENTWISE));
-    check_devd("swiglu_backward dh3 (+=)", d_dh3, dh3, n, tol(ELEMENTWISE));
-    gpu->free(d_h1), gpu->free(d_h3), gpu->free(d_dout), gpu->free(d_dh1), gpu->free(d_dh3);
-    gpu->free(d_out);
-    free(h1), free(h3), free(dout), free(dh1), free(dh3), free(out);
+    for (int m = 0; m < 2; m++) { /* ACC_ALL, then 0 */
+        int acc = MASKS[m], add = acc & TITAN_ACC_DX;
+        const char *md = mode(acc, TITAN_ACC_DX);
+        void *dh1, *dh3;
+        void *d_dh1 = grad_start(dt, n, add, &dh1), *d_dh3 = grad_start(dt, n, add, &dh3);
+        cpu->swiglu_backward(dt, ACC_ALL, dh1, dh3, dout, h1, h3, N, H);
+        gpu->swiglu_backward(dt, acc, d_dh1, d_dh3, d_dout, d_h1, d_h3, N, H);
+        snprintf(name, sizeof name, "swiglu_backward dh1 (%s)", md);
+        check_devd(name, d_dh1, dh1, n, tol(ELEMENTWISE));
+        snprintf(name, sizeof name, "swiglu_backward dh3 (%s)", md);
+        check_devd(name, d_dh3, dh3, n, tol(ELEMENTWISE));
+        gpu->free(d_dh1), gpu->free(d_dh3);
+        free(dh1), free(dh3);
+        /* one element in: the element-wise path */
+        d_dh1 = grad_start(dt, n, add, &dh1), d_dh3 = grad_start(dt, n, add, &dh3);
+        cpu->swiglu_backward(dt, ACC_ALL, (char *)dh1 + e, (char *)dh3 + e, (char *)dout + e,
+                             (char *)h1 + e, (char *)h3 + e, 1, (int)n - 1);
+        gpu->swiglu_backward(dt, acc, (char *)d_dh1 + e, (char *)d_dh3 + e, (char *)d_dout + e,
+                             (char *)d_h1 + e, (char *)d_h3 + e, 1, (int)n - 1);
+        snprintf(name, sizeof name, "swiglu_backward dh1 (%s), off 16-byte alignment", md);
+        check_devd(name, (char *)d_dh1 + e, (char *)dh1 + e, n - 1, tol(ELEMENTWISE));
+        snprintf(name, sizeof name, "swiglu_backward dh3 (%s), off 16-byte alignment", md);
+        check_devd(name, (char *)d_dh3 + e, (char *)dh3 + e, n - 1, tol(ELEMENTWISE));
+        gpu->free(d_dh1), gpu->free(d_dh3);
+        free(dh1), free(dh3);
+    }
+    gpu->free(d_h1), gpu->free(d_h3), gpu->free(d_dout), gpu->free(d_out);
+    free(h1), free(h3), free(dout), free(out);
 }
 
 static void test_cross_entropy(void) {
@@ -590,6 +775,8 @@ static void test_dtype_ops(titan_dtype dt) {
     test_rmsnorm(37, 1000);
     test_rmsnorm(5, 16);
     test_rmsnorm(700, 45); /* dweight in 3 chunks of rows, the last ragged */
+    test_embedding(20, 40, 1000); /* most rows of dwte not in the batch */
+    test_empty_batch();
     test_rope();
     test_attention(2, 100, 4, 2, 16);
     test_attention(1, 130, 8, 8, 64);

@@ -1,9 +1,10 @@
 /* test_ops.c - every op of the CPU backend against a naive double-precision
  * reference (forward) and against central finite differences of that
- * reference (backward), plus: backward adds into its gradients, results are
- * bitwise identical with 1 and 2 threads, AdamW and the RoPE tables match
- * PyTorch values. All with dt = f32 (the bf16 entries: test_ops_bf16.c). One line
- * per check; exit 1 on any failure.
+ * reference (backward, overwriting: acc 0), plus: backward adds into its
+ * gradients with the acc bits set (the acc mask in full: test_ops_acc.c),
+ * results are bitwise identical with 1 and 2 threads, AdamW and the RoPE
+ * tables match PyTorch values. All with dt = f32 (the bf16 entries:
+ * test_ops_bf16.c). One line per check; exit 1 on any failure.
  *
  * TITAN_OPS_TIMING=1 adds an attention benchmark (B=1 T=2048 NH=16 HD=16)
  * beside PyTorch eager attention measured in the same run. */
@@ -17,6 +18,9 @@
 #include "backend/cpu/cpu_ops.h" /* titan_cpu_exp, the softmax exp kernel */
 #include "core/clock.h"
 #include "core/rng.h"
+
+/* every gradient output added into (+=); 0 overwrites them all */
+#define ACC (TITAN_ACC_DX | TITAN_ACC_DW)
 
 static const titan_backend *be;
 static int failures;
@@ -157,11 +161,11 @@ static void test_matmul(void) {
     mm_ref(ref, &c);
     check("matmul forward", out, ref, (size_t)N * OC, 1e-6);
     float *dinp = zerosf((size_t)N * IC), *dw = zerosf((size_t)OC * IC);
-    be->matmul_backward(TITAN_DTYPE_F32, dinp, dw, wt, inp, w, N, IC, OC);
+    be->matmul_backward(TITAN_DTYPE_F32, 0, dinp, dw, wt, inp, w, N, IC, OC); /* overwrite */
     check_grad("matmul backward dinp (fd)", mm_loss, &c, c.inp, dinp, (size_t)N * IC, 1e-5);
     check_grad("matmul backward dw (fd)", mm_loss, &c, c.w, dw, (size_t)OC * IC, 1e-5);
     float *dinp2 = dupf(dinp, (size_t)N * IC);
-    be->matmul_backward(TITAN_DTYPE_F32, dinp2, NULL, wt, inp, w, N, IC, OC);
+    be->matmul_backward(TITAN_DTYPE_F32, ACC, dinp2, NULL, wt, inp, w, N, IC, OC);
     double *twice = zerosd((size_t)N * IC);
     for (size_t i = 0; i < (size_t)N * IC; i++) twice[i] = 2.0 * dinp[i];
     check("matmul backward adds (x2, dw NULL)", dinp2, twice, (size_t)N * IC, 1e-6);
@@ -186,10 +190,10 @@ static void test_embedding(void) {
     double *dref = zerosd((size_t)V * C);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) dref[tok[n] * C + c] += dout[n * C + c];
-    be->embedding_backward(TITAN_DTYPE_F32, dwte, dout, tok, N, C);
+    be->embedding_backward(TITAN_DTYPE_F32, 0, dwte, dout, tok, N, C, V);
     check("embedding backward (repeated tokens)", dwte, dref, (size_t)V * C, 1e-6);
     for (size_t i = 0; i < (size_t)V * C; i++) dref[i] *= 2.0;
-    be->embedding_backward(TITAN_DTYPE_F32, dwte, dout, tok, N, C);
+    be->embedding_backward(TITAN_DTYPE_F32, ACC, dwte, dout, tok, N, C, V);
     check("embedding backward adds (x2)", dwte, dref, (size_t)V * C, 1e-6);
     free(wte), free(out), free(dout), free(dwte), free(ref), free(dref);
 }
@@ -234,11 +238,11 @@ static void test_rmsnorm(void) {
     check("rmsnorm forward", out, ref, (size_t)N * C, 2e-6);
     check("rmsnorm forward rstd", rstd, rref, N, 2e-6);
     float *dx = zerosf((size_t)N * C), *dw = zerosf(C);
-    be->rmsnorm_backward(TITAN_DTYPE_F32, dx, dw, wt, x, w, rstd, N, C);
+    be->rmsnorm_backward(TITAN_DTYPE_F32, 0, dx, dw, wt, x, w, rstd, N, C);
     check_grad("rmsnorm backward dinp (fd)", rn_loss, &c, c.x, dx, (size_t)N * C, 1e-5);
     check_grad("rmsnorm backward dweight (fd)", rn_loss, &c, c.w, dw, C, 1e-5);
     float *dx2 = dupf(dx, (size_t)N * C), *dw2 = dupf(dw, C);
-    be->rmsnorm_backward(TITAN_DTYPE_F32, dx2, dw2, wt, x, w, rstd, N, C);
+    be->rmsnorm_backward(TITAN_DTYPE_F32, ACC, dx2, dw2, wt, x, w, rstd, N, C);
     double *t1 = zerosd((size_t)N * C), *t2 = zerosd(C);
     for (size_t i = 0; i < (size_t)N * C; i++) t1[i] = 2.0 * dx[i];
     for (int i = 0; i < C; i++) t2[i] = 2.0 * dw[i];
@@ -295,11 +299,11 @@ static void test_rope(void) {
     be->rope_forward(TITAN_DTYPE_F32, inplace, inplace, cs, sn, B, T, NHX, HD);
     check_bits("rope forward in place (out == inp)", inplace, out, n * sizeof(float));
     float *dx = zerosf(n);
-    be->rope_backward(TITAN_DTYPE_F32, dx, wt, cs, sn, B, T, NHX, HD);
+    be->rope_backward(TITAN_DTYPE_F32, 0, dx, wt, cs, sn, B, T, NHX, HD);
     check_grad("rope backward (fd)", rp_loss, &c, c.x, dx, n, 1e-5);
     double *twice = zerosd(n);
     for (size_t i = 0; i < n; i++) twice[i] = 2.0 * dx[i];
-    be->rope_backward(TITAN_DTYPE_F32, dx, wt, cs, sn, B, T, NHX, HD);
+    be->rope_backward(TITAN_DTYPE_F32, ACC, dx, wt, cs, sn, B, T, NHX, HD);
     check("rope backward adds (x2)", dx, twice, n, 1e-6);
     free(cs), free(sn), free(x), free(wt), free(out), free(c.x), free(ref), free(inplace);
     free(dx), free(twice);
@@ -400,7 +404,8 @@ static void test_attention_case(int B, int T, int NH, int NKV, int HD, double am
     snprintf(name, sizeof name, "attention lse B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
     check(name, lse, lref, (size_t)B * NH * T, 1e-6);
     float *dq = zerosf(nq), *dk = zerosf(nk), *dv = zerosf(nk);
-    be->attention_backward(TITAN_DTYPE_F32, dq, dk, dv, wt, out, lse, q, k, v, B, T, NH, NKV, HD);
+    be->attention_backward(TITAN_DTYPE_F32, 0, dq, dk, dv, wt, out, lse, q, k, v, B, T, NH, NKV,
+                           HD);
     snprintf(name, sizeof name, "attention bwd dq (fd) T%d NKV%d HD%d", T, NKV, HD);
     check_grad(name, at_loss, &c, c.q, dq, nq, 1e-4);
     snprintf(name, sizeof name, "attention bwd dk (fd) T%d NKV%d HD%d", T, NKV, HD);
@@ -410,7 +415,8 @@ static void test_attention_case(int B, int T, int NH, int NKV, int HD, double am
     double *t1 = zerosd(nq), *t2 = zerosd(nk), *t3 = zerosd(nk);
     for (size_t i = 0; i < nq; i++) t1[i] = 2.0 * dq[i];
     for (size_t i = 0; i < nk; i++) t2[i] = 2.0 * dk[i], t3[i] = 2.0 * dv[i];
-    be->attention_backward(TITAN_DTYPE_F32, dq, dk, dv, wt, out, lse, q, k, v, B, T, NH, NKV, HD);
+    be->attention_backward(TITAN_DTYPE_F32, ACC, dq, dk, dv, wt, out, lse, q, k, v, B, T, NH,
+                           NKV, HD);
     snprintf(name, sizeof name, "attention bwd adds (x2) T%d", T);
     check(name, dq, t1, nq, 1e-5);
     check(name, dk, t2, nk, 1e-5);
@@ -459,12 +465,12 @@ static void test_swiglu(void) {
     be->swiglu_forward(TITAN_DTYPE_F32, out, h1, h3, N, H);
     check("swiglu forward", out, ref, n, 2e-6);
     float *d1 = zerosf(n), *d3 = zerosf(n);
-    be->swiglu_backward(TITAN_DTYPE_F32, d1, d3, wt, h1, h3, N, H);
+    be->swiglu_backward(TITAN_DTYPE_F32, 0, d1, d3, wt, h1, h3, N, H);
     check_grad("swiglu backward dh1 (fd)", sw_loss, &c, c.h1, d1, n, 1e-5);
     check_grad("swiglu backward dh3 (fd)", sw_loss, &c, c.h3, d3, n, 1e-5);
     double *t1 = zerosd(n), *t3 = zerosd(n);
     for (size_t i = 0; i < n; i++) t1[i] = 2.0 * d1[i], t3[i] = 2.0 * d3[i];
-    be->swiglu_backward(TITAN_DTYPE_F32, d1, d3, wt, h1, h3, N, H);
+    be->swiglu_backward(TITAN_DTYPE_F32, ACC, d1, d3, wt, h1, h3, N, H);
     check("swiglu backward adds dh1 (x2)", d1, t1, n, 1e-6);
     check("swiglu backward adds dh3 (x2)", d3, t3, n, 1e-6);
     free(h1), free(h3), free(wt), free(out), free(c.h1), free(c.h3), free(ref), free(d1);
@@ -530,7 +536,7 @@ static void test_adamw(void) {
     for (int i = 0; i < n; i++) p[i] = (float)sin((double)i);
     for (int s = 1; s <= 3; s++) {
         for (int i = 0; i < n; i++) g[i] = (float)(cos(3.0 * i + s) * 0.01 * (i % 3));
-        be->adamw_step(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, s);
+        be->adamw_step(p, NULL, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, s);
     }
     uint32_t got[8];
     memcpy(got, p, sizeof got);
@@ -558,9 +564,29 @@ static void test_adamw(void) {
         double den = sqrt(vi) / sqrt(1 - pow(b2, t)) + eps;
         want[i] = pi - lr / (1 - pow(b1, t)) * mi / den;
     }
-    be->adamw_step(pp, gg, mm, vv, N, 3e-4f, 0.9f, 0.999f, 1e-8f, 0.05f, t);
+    be->adamw_step(pp, NULL, gg, mm, vv, N, 3e-4f, 0.9f, 0.999f, 1e-8f, 0.05f, t);
     check("adamw vs double formula", pp, want, N, 1e-6);
     free(pp), free(gg), free(mm), free(vv), free(want);
+
+    /* With the bf16 compute copy written in the same pass: the same fp32
+     * bits, and the copy is the new p rounded as convert() rounds it
+     * (several blocks, a partial last one). */
+    size_t M = 3 * 8192 + 77;
+    float *p1 = randf(M, -1, 1), *g1 = randf(M, -1, 1), *m1 = randf(M, -0.1, 0.1);
+    float *v1 = randf(M, 0, 0.01), *p2 = malloc(M * 4), *m2 = malloc(M * 4), *v2 = malloc(M * 4);
+    uint16_t *copy = malloc(M * 2), *want16 = malloc(M * 2);
+    memcpy(p2, p1, M * 4), memcpy(m2, m1, M * 4), memcpy(v2, v1, M * 4);
+    memset(copy, 0xff, M * 2);
+    be->adamw_step(p1, NULL, g1, m1, v1, M, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 2);
+    be->adamw_step(p2, copy, g1, m2, v2, M, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 2);
+    be->convert(want16, TITAN_DTYPE_BF16, p2, TITAN_DTYPE_F32, M);
+    ok = memcmp(p1, p2, M * 4) == 0 && memcmp(m1, m2, M * 4) == 0 && memcmp(v1, v2, M * 4) == 0;
+    printf("%-4s %-44s\n", ok ? "ok" : "FAIL", "adamw with bf16 copy: same p, m, v bits");
+    if (!ok) failures++;
+    ok = memcmp(copy, want16, M * 2) == 0;
+    printf("%-4s %-44s\n", ok ? "ok" : "FAIL", "adamw bf16 copy equals convert(p)");
+    if (!ok) failures++;
+    free(p1), free(g1), free(m1), free(v1), free(p2), free(m2), free(v2), free(copy), free(want16);
 }
 
 /* ------------------------------------------------- sumsq, scale, add, exp */
@@ -634,22 +660,22 @@ static void run_all(outs *o, int threads) {
     for (int i = 0; i < 12; i++) o->bufs[i] = zerosf(sz[i]), o->sizes[i] = sz[i];
     float **b = o->bufs;
     be->matmul_forward(TITAN_DTYPE_F32, b[0], x, w, N, C, H);
-    be->matmul_backward(TITAN_DTYPE_F32, b[1], b[2], dy, x, w, N, C, H);
+    be->matmul_backward(TITAN_DTYPE_F32, 0, b[1], b[2], dy, x, w, N, C, H); /* first writer */
     float *rstd = zerosf(N);
     be->rmsnorm_forward(TITAN_DTYPE_F32, b[3], rstd, x, w, N, C, 1e-5f);
-    be->rmsnorm_backward(TITAN_DTYPE_F32, b[1], b[2], dy, x, w, rstd, N, C);
-    be->embedding_backward(TITAN_DTYPE_F32, b[4], x, tok, N, C);
+    be->rmsnorm_backward(TITAN_DTYPE_F32, ACC, b[1], b[2], dy, x, w, rstd, N, C);
+    be->embedding_backward(TITAN_DTYPE_F32, 0, b[4], x, tok, N, C, V);
     be->rope_forward(TITAN_DTYPE_F32, b[3], b[3], cs, sn, 1, N, C / HD, HD);
-    be->rope_backward(TITAN_DTYPE_F32, b[1], x, cs, sn, 1, N, C / HD, HD);
+    be->rope_backward(TITAN_DTYPE_F32, ACC, b[1], x, cs, sn, 1, N, C / HD, HD);
     be->attention_forward(TITAN_DTYPE_F32, b[5], b[6], q, k, v, B, T, NH, NKV, HD);
-    be->attention_backward(TITAN_DTYPE_F32, b[7], b[7] + nq, b[7] + nq + nk, q, b[5], b[6], q, k,
-                           v, B, T, NH, NKV, HD);
+    be->attention_backward(TITAN_DTYPE_F32, 0, b[7], b[7] + nq, b[7] + nq + nk, q, b[5], b[6], q,
+                           k, v, B, T, NH, NKV, HD);
     be->swiglu_forward(TITAN_DTYPE_F32, b[8], dy, h3, N, H);
-    be->swiglu_backward(TITAN_DTYPE_F32, b[8], b[8] + (size_t)N * H, h3, dy, b[0], N, H);
+    be->swiglu_backward(TITAN_DTYPE_F32, ACC, b[8], b[8] + (size_t)N * H, h3, dy, b[0], N, H);
     be->cross_entropy(TITAN_DTYPE_F32, b[9] + (size_t)N * V, b[9], lg, tok, N, V, 0.5f);
     float *pm = b[10], *m = pm + (size_t)H * C, *vv = m + (size_t)H * C;
     memcpy(pm, w, (size_t)H * C * sizeof(float));
-    be->adamw_step(pm, b[2], m, vv, (size_t)H * C, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
+    be->adamw_step(pm, NULL, b[2], m, vv, (size_t)H * C, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
     double s = be->sumsq(b[10], (size_t)H * C * 3);
     memcpy(b[11], &s, sizeof s);
     free(x), free(w), free(dy), free(h3), free(q), free(k), free(v), free(lg), free(cs);
@@ -669,7 +695,7 @@ static void test_matmul_threads(void) {
             r[t][0] = zerosf((size_t)N * OC), r[t][1] = zerosf((size_t)N * IC);
             r[t][2] = zerosf((size_t)OC * IC);
             be->matmul_forward(TITAN_DTYPE_F32, r[t][0], x, w, N, IC, OC);
-            be->matmul_backward(TITAN_DTYPE_F32, r[t][1], r[t][2], dy, x, w, N, IC, OC);
+            be->matmul_backward(TITAN_DTYPE_F32, 0, r[t][1], r[t][2], dy, x, w, N, IC, OC);
         }
         set_threads(0);
         char name[96];
@@ -742,27 +768,27 @@ static void timing_ops(void) {
         t[0] = now();
         be->matmul_forward(TITAN_DTYPE_F32, z, x, w, N, C, H);
         t[1] = now();
-        be->matmul_backward(TITAN_DTYPE_F32, y, w, z, x, w, N, C, H);
+        be->matmul_backward(TITAN_DTYPE_F32, ACC, y, w, z, x, w, N, C, H);
         t[2] = now();
         be->rmsnorm_forward(TITAN_DTYPE_F32, z, r, x, w, N, C, 1e-5f);
         t[3] = now();
-        be->rmsnorm_backward(TITAN_DTYPE_F32, y, w, z, x, w, r, N, C);
+        be->rmsnorm_backward(TITAN_DTYPE_F32, ACC, y, w, z, x, w, r, N, C);
         t[4] = now();
         be->rope_forward(TITAN_DTYPE_F32, z, x, cs, sn, 1, N, NH, HD);
         t[5] = now();
-        be->rope_backward(TITAN_DTYPE_F32, y, x, cs, sn, 1, N, NH, HD);
+        be->rope_backward(TITAN_DTYPE_F32, ACC, y, x, cs, sn, 1, N, NH, HD);
         t[6] = now();
         be->swiglu_forward(TITAN_DTYPE_F32, z, x, y, N, H);
         t[7] = now();
-        be->swiglu_backward(TITAN_DTYPE_F32, y, z, x, x, y, N, H);
+        be->swiglu_backward(TITAN_DTYPE_F32, ACC, y, z, x, x, y, N, H);
         t[8] = now();
         be->cross_entropy(TITAN_DTYPE_F32, r, z, lg, tok, N, V, 1.0f / N); /* z holds N*V */
         t[9] = now();
         be->matmul_forward(TITAN_DTYPE_F32, z, x, wo, N, C, V);
         t[10] = now();
-        be->embedding_backward(TITAN_DTYPE_F32, emb, x, tok, N, C);
+        be->embedding_backward(TITAN_DTYPE_F32, ACC, emb, x, tok, N, C, V);
         t[11] = now();
-        be->adamw_step(p, x, m, v, np, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, rep + 1);
+        be->adamw_step(p, NULL, x, m, v, np, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, rep + 1);
         t[12] = now();
         for (int i = 0; i < 12; i++) best[i] = fmin(best[i], t[i + 1] - t[i]);
     }
@@ -790,8 +816,8 @@ static void timing(void) {
         double t0 = now();
         be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, NH, NKV, HD);
         double t1 = now();
-        be->attention_backward(TITAN_DTYPE_F32, dq, dk, dv, dy, out, lse, q, k, v, B, T, NH, NKV,
-                               HD);
+        be->attention_backward(TITAN_DTYPE_F32, 0, dq, dk, dv, dy, out, lse, q, k, v, B, T, NH,
+                               NKV, HD);
         double t2 = now();
         tf = fmin(tf, t1 - t0), tb = fmin(tb, t2 - t1);
     }

@@ -24,6 +24,8 @@
 
 #define F32 TITAN_DTYPE_F32
 #define BF16 TITAN_DTYPE_BF16
+/* the backward checks here add into every gradient (+=); overwriting: test_ops_acc.c */
+#define ACC (TITAN_ACC_DX | TITAN_ACC_DW)
 
 typedef uint16_t bf16;
 
@@ -137,15 +139,15 @@ static void test_matmul(int N, int IC, int OC) {
     float *dxr = dup(dx.f, (size_t)N * IC * 4);
     bf16 *dx0 = dup(dx.h, (size_t)N * IC * 2);
     float *dw0 = dup(dw, (size_t)OC * IC * 4);
-    be->matmul_backward(BF16, dx.h, dw, g.h, x.h, w.h, N, IC, OC);
-    be->matmul_backward(F32, dxr, dwr, g.f, x.f, w.f, N, IC, OC);
+    be->matmul_backward(BF16, ACC, dx.h, dw, g.h, x.h, w.h, N, IC, OC);
+    be->matmul_backward(F32, ACC, dxr, dwr, g.f, x.f, w.f, N, IC, OC);
     snprintf(name, sizeof name, "matmul_backward dinp += %dx%dx%d", N, IC, OC);
     check_rounded(name, dx.h, dxr, (size_t)N * IC);
     snprintf(name, sizeof name, "matmul_backward dw (fp32) += %dx%dx%d", N, IC, OC);
     check_same(name, dw, dwr, (size_t)OC * IC * 4);
     /* one gradient at a time gives the same bits */
-    be->matmul_backward(BF16, dx0, NULL, g.h, x.h, w.h, N, IC, OC);
-    be->matmul_backward(BF16, NULL, dw0, g.h, x.h, w.h, N, IC, OC);
+    be->matmul_backward(BF16, ACC, dx0, NULL, g.h, x.h, w.h, N, IC, OC);
+    be->matmul_backward(BF16, ACC, NULL, dw0, g.h, x.h, w.h, N, IC, OC);
     snprintf(name, sizeof name, "matmul_backward dinp alone, dw alone %dx%dx%d", N, IC, OC);
     report(!memcmp(dx0, dx.h, (size_t)N * IC * 2) && !memcmp(dw0, dw, (size_t)OC * IC * 4), name,
            "bitwise equal to both at once");
@@ -200,8 +202,8 @@ static void test_embedding(void) {
     be->embedding_forward(F32, r, tok, wte.f, N, C);
     check_rounded("embedding_forward", o, r, (size_t)N * C);
     float *dw = randf((size_t)V * C, -1, 1), *dwr = dup(dw, (size_t)V * C * 4);
-    be->embedding_backward(BF16, dw, g.h, tok, N, C);
-    be->embedding_backward(F32, dwr, g.f, tok, N, C);
+    be->embedding_backward(BF16, ACC, dw, g.h, tok, N, C, V);
+    be->embedding_backward(F32, ACC, dwr, g.f, tok, N, C, V);
     check_same("embedding_backward dwte (fp32) +=, repeated tokens", dw, dwr, (size_t)V * C * 4);
     free_tb(&wte), free_tb(&g), free(o), free(r), free(dw), free(dwr);
 }
@@ -225,12 +227,12 @@ static void test_rmsnorm(void) {
     float *dwr = dup(dw, (size_t)C * 4), *dw0 = dup(dw, (size_t)C * 4);
     float *dxr = dup(dx.f, n * 4);
     bf16 *dx0 = dup(dx.h, n * 2);
-    be->rmsnorm_backward(BF16, dx.h, dw, g.h, x.h, w.h, rsr, N, C);
-    be->rmsnorm_backward(F32, dxr, dwr, g.f, x.f, w.f, rsr, N, C);
+    be->rmsnorm_backward(BF16, ACC, dx.h, dw, g.h, x.h, w.h, rsr, N, C);
+    be->rmsnorm_backward(F32, ACC, dxr, dwr, g.f, x.f, w.f, rsr, N, C);
     check_rounded("rmsnorm_backward dinp +=", dx.h, dxr, n);
     check_same("rmsnorm_backward dweight (fp32) +=", dw, dwr, (size_t)C * 4);
-    be->rmsnorm_backward(BF16, dx0, NULL, g.h, x.h, w.h, rsr, N, C);
-    be->rmsnorm_backward(BF16, NULL, dw0, g.h, x.h, w.h, rsr, N, C);
+    be->rmsnorm_backward(BF16, ACC, dx0, NULL, g.h, x.h, w.h, rsr, N, C);
+    be->rmsnorm_backward(BF16, ACC, NULL, dw0, g.h, x.h, w.h, rsr, N, C);
     report(!memcmp(dx0, dx.h, n * 2) && !memcmp(dw0, dw, (size_t)C * 4),
            "rmsnorm_backward dinp alone, dweight alone", "bitwise equal to both at once");
     free_tb(&x), free_tb(&w), free_tb(&g), free_tb(&dx);
@@ -254,8 +256,8 @@ static void test_rope(int B, int T, int NHX, int HD) {
     be->rope_forward(BF16, yi, yi, cs, sn, B, T, NHX, HD);
     snprintf(name, sizeof name, "rope_forward out == inp T%d", T);
     check_same(name, yi, y, n * 2);
-    be->rope_backward(BF16, dx.h, g.h, cs, sn, B, T, NHX, HD);
-    be->rope_backward(F32, dxr, g.f, cs, sn, B, T, NHX, HD);
+    be->rope_backward(BF16, ACC, dx.h, g.h, cs, sn, B, T, NHX, HD);
+    be->rope_backward(F32, ACC, dxr, g.f, cs, sn, B, T, NHX, HD);
     snprintf(name, sizeof name, "rope_backward dinp += T%d", T);
     check_rounded(name, dx.h, dxr, n);
     free_tb(&x), free_tb(&g), free_tb(&dx), free(cs), free(sn), free(y), free(yi), free(yr);
@@ -282,8 +284,10 @@ static void test_attention(int B, int T, int NH, int NKV, int HD) {
     float *ow = malloc(nq * 4);
     for (size_t i = 0; i < nq; i++) ow[i] = widen1(o[i]);
     float *dqr = dup(dq.f, nq * 4), *dkr = dup(dk.f, nk * 4), *dvr = dup(dv.f, nk * 4);
-    be->attention_backward(BF16, dq.h, dk.h, dv.h, g.h, o, lse, q.h, k.h, v.h, B, T, NH, NKV, HD);
-    be->attention_backward(F32, dqr, dkr, dvr, g.f, ow, lse, q.f, k.f, v.f, B, T, NH, NKV, HD);
+    be->attention_backward(BF16, ACC, dq.h, dk.h, dv.h, g.h, o, lse, q.h, k.h, v.h, B, T, NH, NKV,
+                           HD);
+    be->attention_backward(F32, ACC, dqr, dkr, dvr, g.f, ow, lse, q.f, k.f, v.f, B, T, NH, NKV,
+                           HD);
     snprintf(name, sizeof name, "attention_backward dq += T%d HD%d", T, HD);
     check_rounded(name, dq.h, dqr, nq);
     snprintf(name, sizeof name, "attention_backward dk += T%d HD%d", T, HD);
@@ -306,12 +310,12 @@ static void test_swiglu(void) {
     be->swiglu_forward(BF16, y, a.h, b.h, N, H);
     be->swiglu_forward(F32, yr, a.f, b.f, N, H);
     check_rounded("swiglu_forward", y, yr, n);
-    be->swiglu_backward(BF16, d1.h, d3.h, g.h, a.h, b.h, N, H);
-    be->swiglu_backward(F32, d1r, d3r, g.f, a.f, b.f, N, H);
+    be->swiglu_backward(BF16, ACC, d1.h, d3.h, g.h, a.h, b.h, N, H);
+    be->swiglu_backward(F32, ACC, d1r, d3r, g.f, a.f, b.f, N, H);
     check_rounded("swiglu_backward dh1 +=", d1.h, d1r, n);
     check_rounded("swiglu_backward dh3 +=", d3.h, d3r, n);
-    be->swiglu_backward(BF16, d1a, NULL, g.h, a.h, b.h, N, H);
-    be->swiglu_backward(BF16, NULL, d3a, g.h, a.h, b.h, N, H);
+    be->swiglu_backward(BF16, ACC, d1a, NULL, g.h, a.h, b.h, N, H);
+    be->swiglu_backward(BF16, ACC, NULL, d3a, g.h, a.h, b.h, N, H);
     report(!memcmp(d1a, d1.h, n * 2) && !memcmp(d3a, d3.h, n * 2),
            "swiglu_backward dh1 alone, dh3 alone", "bitwise equal to both at once");
     free_tb(&a), free_tb(&b), free_tb(&g), free_tb(&d1), free_tb(&d3);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "tensor/dtype.h"
 
 /* The double a user wrote: the shortest decimal that round-trips to f
  * (0.9f -> 0.9), so 1-b1 and b2^t match Python's double arithmetic. */
@@ -55,8 +56,9 @@ adamw_block(float *restrict p, const float *restrict g, float *restrict m, float
 
 /* the scalars as Python forms them: double, one rounding per operation */
 __attribute__((optimize("fp-contract=off")))
-void titan_cpu_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr,
-                          float beta1, float beta2, float eps, float weight_decay, int64_t t) {
+void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
+                          float lr, float beta1, float beta2, float eps, float weight_decay,
+                          int64_t t) {
     double dlr = user_decimal(lr), db1 = user_decimal(beta1), db2 = user_decimal(beta2);
     double dwd = user_decimal(weight_decay), deps = user_decimal(eps);
     adamw_scalars s;
@@ -72,5 +74,8 @@ void titan_cpu_adamw_step(float *p, const float *g, float *m, float *v, size_t n
         size_t lo = (size_t)b * TITAN_CPU_BLOCK;
         size_t len = n - lo < TITAN_CPU_BLOCK ? n - lo : TITAN_CPU_BLOCK;
         adamw_block(p + lo, g + lo, m + lo, v + lo, len, &s);
+        if (p_bf16) /* while the block is in cache */
+            for (size_t i = 0; i < len; i++)
+                ((uint16_t *)p_bf16)[lo + i] = titan_f32_to_bf16(p[lo + i]);
     }
 }

@@ -127,6 +127,7 @@ static void copy_rows(float *dst, const float *src, size_t ld, int n, float mul,
 typedef struct {
     int B, T, NH, NKV, HD, nt;
     float scale;
+    int acc;                  /* backward: add into dq, dk, dv (else overwrite) */
     /* head-major packs, one [TB][HD] tile (or [HD][TB] for *t) per (b, head, tile) */
     float *kp, *vp;           /* K, V rows */
     float *qp, *dop, *qt, *dot; /* backward: Q*scale, dO rows; their transposes */
@@ -284,8 +285,8 @@ ALWAYS void bwd_kv_item(const shape *g, scratch *w, float *dk, float *dv, int b,
     for (int c = 0; c < nk; c++) {
         float *gk = dk + koff + (size_t)c * ldk, *gv = dv + koff + (size_t)c * ldk;
         for (int d = 0; d < HD; d++) {
-            gk[d] += dKT[(size_t)d * TB + c];
-            gv[d] += dVT[(size_t)d * TB + c];
+            gk[d] = g->acc ? gk[d] + dKT[(size_t)d * TB + c] : dKT[(size_t)d * TB + c];
+            gv[d] = g->acc ? gv[d] + dVT[(size_t)d * TB + c] : dVT[(size_t)d * TB + c];
         }
     }
 }
@@ -314,7 +315,10 @@ ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, int b, int h, int 
     }
     for (int r = 0; r < nq; r++) {
         float *gq = dq + (((size_t)b * T + q0 + r) * NH + h) * HD;
-        for (int d = 0; d < HD; d++) gq[d] += g->scale * dQ[(size_t)d * TB + r];
+        for (int d = 0; d < HD; d++) {
+            float x = g->scale * dQ[(size_t)d * TB + r];
+            gq[d] = g->acc ? gq[d] + x : x;
+        }
     }
 }
 
@@ -399,12 +403,13 @@ void titan_cpu_attention_forward(float *out, float *lse, const float *q, const f
     free(g.kp);
 }
 
-void titan_cpu_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+void titan_cpu_attention_backward(int acc, float *dq, float *dk, float *dv, const float *dout,
                                   const float *out, const float *lse, const float *q,
                                   const float *k, const float *v, int B, int T, int NH, int NKV,
                                   int HD) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     shape g = make_shape(B, T, NH, NKV, HD);
+    g.acc = acc & TITAN_ACC_DX;
     kernels kn = pick(HD);
     long q_items = (long)g.nt * B * NH, kv_items = (long)g.nt * B * NKV;
     size_t qsize = (size_t)q_items * TB * HD;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "tensor/dtype.h"
 
 /* Elementwise work is cut into blocks of this many floats (a multiple of 64). */
@@ -27,38 +28,39 @@ void titan_cpu_scale(float *x, size_t n, float s);
 
 /* matmul.c */
 void titan_cpu_matmul_forward(float *out, const float *inp, const float *w, int N, int IC, int OC);
-void titan_cpu_matmul_backward(float *dinp, float *dw, const float *dout, const float *inp,
-                               const float *w, int N, int IC, int OC);
+/* Backward ops take backend.h's acc mask first: which outputs add (+=). */
+void titan_cpu_matmul_backward(int acc, float *dinp, float *dw, const float *dout,
+                               const float *inp, const float *w, int N, int IC, int OC);
 
 /* embedding.c */
 void titan_cpu_embedding_forward(float *out, const uint32_t *tokens, const float *wte, int N,
                                  int C);
-void titan_cpu_embedding_backward(float *dwte, const float *dout, const uint32_t *tokens, int N,
-                                  int C);
+void titan_cpu_embedding_backward(int acc, float *dwte, const float *dout, const uint32_t *tokens,
+                                  int N, int C, int V);
 
 /* rmsnorm.c */
 void titan_cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
                                int N, int C, float eps);
-void titan_cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+void titan_cpu_rmsnorm_backward(int acc, float *dinp, float *dweight, const float *dout, const float *inp,
                                 const float *weight, const float *rstd, int N, int C);
 
 /* rope.c */
 void titan_cpu_rope_forward(float *out, const float *inp, const float *cos, const float *sin,
                             int B, int T, int NHX, int HD);
-void titan_cpu_rope_backward(float *dinp, const float *dout, const float *cos, const float *sin,
+void titan_cpu_rope_backward(int acc, float *dinp, const float *dout, const float *cos, const float *sin,
                              int B, int T, int NHX, int HD);
 
 /* attention.c */
 void titan_cpu_attention_forward(float *out, float *lse, const float *q, const float *k,
                                  const float *v, int B, int T, int NH, int NKV, int HD);
-void titan_cpu_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+void titan_cpu_attention_backward(int acc, float *dq, float *dk, float *dv, const float *dout,
                                   const float *out, const float *lse, const float *q,
                                   const float *k, const float *v, int B, int T, int NH, int NKV,
                                   int HD);
 
 /* swiglu.c */
 void titan_cpu_swiglu_forward(float *out, const float *h1, const float *h3, int N, int H);
-void titan_cpu_swiglu_backward(float *dh1, float *dh3, const float *dout, const float *h1,
+void titan_cpu_swiglu_backward(int acc, float *dh1, float *dh3, const float *dout, const float *h1,
                                const float *h3, int N, int H);
 
 /* cross_entropy.c */
@@ -66,8 +68,9 @@ void titan_cpu_cross_entropy(float *losses, float *dlogits, const float *logits,
                              const uint32_t *targets, int N, int V, float dscale);
 
 /* adamw.c */
-void titan_cpu_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr,
-                          float beta1, float beta2, float eps, float weight_decay, int64_t t);
+void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
+                          float lr, float beta1, float beta2, float eps, float weight_decay,
+                          int64_t t);
 
 /* lowp.c: the table's convert and typed compute entries (backend.h). F32
  * calls the kernels above; BF16 runs them on widened fp32 copies and
@@ -76,32 +79,32 @@ void titan_cpu_convert(void *dst, titan_dtype dst_type, const void *src, titan_d
                        size_t n);
 void titan_cpu_dt_matmul_forward(titan_dtype dt, void *out, const void *inp, const void *w, int N,
                                  int IC, int OC);
-void titan_cpu_dt_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout,
+void titan_cpu_dt_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw, const void *dout,
                                   const void *inp, const void *w, int N, int IC, int OC);
 void titan_cpu_dt_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n);
 void titan_cpu_dt_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,
                                     const void *wte, int N, int C);
-void titan_cpu_dt_embedding_backward(titan_dtype dt, float *dwte, const void *dout,
-                                     const uint32_t *tokens, int N, int C);
+void titan_cpu_dt_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
+                                     const uint32_t *tokens, int N, int C, int V);
 void titan_cpu_dt_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const void *inp,
                                   const void *weight, int N, int C, float eps);
-void titan_cpu_dt_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const void *dout,
+void titan_cpu_dt_rmsnorm_backward(titan_dtype dt, int acc, void *dinp, float *dweight, const void *dout,
                                    const void *inp, const void *weight, const float *rstd, int N,
                                    int C);
 void titan_cpu_dt_rope_forward(titan_dtype dt, void *out, const void *inp, const float *cos,
                                const float *sin, int B, int T, int NHX, int HD);
-void titan_cpu_dt_rope_backward(titan_dtype dt, void *dinp, const void *dout, const float *cos,
+void titan_cpu_dt_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dout, const float *cos,
                                 const float *sin, int B, int T, int NHX, int HD);
 void titan_cpu_dt_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
                                     const void *k, const void *v, int B, int T, int NH, int NKV,
                                     int HD);
-void titan_cpu_dt_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv,
+void titan_cpu_dt_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
                                      const void *dout, const void *out, const float *lse,
                                      const void *q, const void *k, const void *v, int B, int T,
                                      int NH, int NKV, int HD);
 void titan_cpu_dt_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
                                  int H);
-void titan_cpu_dt_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *dout,
+void titan_cpu_dt_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3, const void *dout,
                                   const void *h1, const void *h3, int N, int H);
 void titan_cpu_dt_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
                                 const uint32_t *targets, int N, int V, float dscale);

@@ -13,11 +13,13 @@ void titan_cpu_embedding_forward(float *out, const uint32_t *tokens, const float
 
 /* dwte[tokens[n],:] += dout[n,:]. Threads own column blocks, never rows, so a
  * token repeated in the batch is summed by one thread in token order: no
- * races and the same bits for any thread count. */
-void titan_cpu_embedding_backward(float *dwte, const float *dout, const uint32_t *tokens, int N,
-                                  int C) {
+ * races and the same bits for any thread count. Overwriting is the sum into
+ * zeros: every row starts at 0, those of tokens absent stay so. */
+void titan_cpu_embedding_backward(int acc, float *dwte, const float *dout, const uint32_t *tokens,
+                                  int N, int C, int V) {
     enum { CB = 64 };
     int ncb = (C + CB - 1) / CB;
+    if (!(acc & TITAN_ACC_DW)) memset(dwte, 0, (size_t)V * C * sizeof(float));
 #pragma omp parallel for schedule(static) if ((long)N * C > 4 * TITAN_CPU_BLOCK)
     for (int cb = 0; cb < ncb; cb++) {
         int c0 = cb * CB, c1 = c0 + CB < C ? c0 + CB : C;

@@ -129,10 +129,13 @@ void titan_cpu_dt_matmul_forward(titan_dtype dt, void *out, const void *inp, con
     free(mem);
 }
 
-void titan_cpu_dt_matmul_backward(titan_dtype dt, void *dinp, float *dw, const void *dout,
-                                  const void *inp, const void *w, int N, int IC, int OC) {
+/* In the bf16 ops below, an output that is overwritten (acc bit clear) is
+ * never widened: the fp32 kernel overwrites its copy. */
+void titan_cpu_dt_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw,
+                                  const void *dout, const void *inp, const void *w, int N, int IC,
+                                  int OC) {
     if (is_f32(dt, "matmul_backward")) {
-        titan_cpu_matmul_backward(dinp, dw, dout, inp, w, N, IC, OC);
+        titan_cpu_matmul_backward(acc, dinp, dw, dout, inp, w, N, IC, OC);
         return;
     }
     if (!dinp && !dw) return;
@@ -142,9 +145,10 @@ void titan_cpu_dt_matmul_backward(titan_dtype dt, void *dinp, float *dw, const v
     float *d, *wf, *x, *g;
     void *mem = stage(4, (size_t[]){nd, nwf, nx, no}, (float **const[]){&d, &wf, &x, &g});
     widen_all(g, dout, no);
-    if (dinp) widen_all(d, dinp, ni), widen_all(wf, w, nw);
+    if (dinp) widen_all(wf, w, nw);
+    if (dinp && (acc & TITAN_ACC_DX)) widen_all(d, dinp, ni);
     if (dw) widen_all(x, inp, ni);
-    titan_cpu_matmul_backward(dinp ? d : NULL, dw, g, x, wf, N, IC, OC);
+    titan_cpu_matmul_backward(acc, dinp ? d : NULL, dw, g, x, wf, N, IC, OC);
     if (dinp) narrow_all(dinp, d, ni);
     free(mem);
 }
@@ -191,17 +195,17 @@ void titan_cpu_dt_embedding_forward(titan_dtype dt, void *out, const uint32_t *t
         memcpy(o + (size_t)n * C, e + (size_t)tokens[n] * C, (size_t)C * sizeof(bf16));
 }
 
-void titan_cpu_dt_embedding_backward(titan_dtype dt, float *dwte, const void *dout,
-                                     const uint32_t *tokens, int N, int C) {
+void titan_cpu_dt_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
+                                     const uint32_t *tokens, int N, int C, int V) {
     if (is_f32(dt, "embedding_backward")) {
-        titan_cpu_embedding_backward(dwte, dout, tokens, N, C);
+        titan_cpu_embedding_backward(acc, dwte, dout, tokens, N, C, V);
         return;
     }
     size_t nd = (size_t)N * C;
     float *g;
     void *mem = stage(1, (size_t[]){nd}, (float **const[]){&g});
     widen_all(g, dout, nd);
-    titan_cpu_embedding_backward(dwte, g, tokens, N, C);
+    titan_cpu_embedding_backward(acc, dwte, g, tokens, N, C, V);
     free(mem);
 }
 
@@ -235,22 +239,22 @@ void titan_cpu_dt_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const 
     free(wmem);
 }
 
-void titan_cpu_dt_rmsnorm_backward(titan_dtype dt, void *dinp, float *dweight, const void *dout,
-                                   const void *inp, const void *weight, const float *rstd, int N,
-                                   int C) {
+void titan_cpu_dt_rmsnorm_backward(titan_dtype dt, int acc, void *dinp, float *dweight,
+                                   const void *dout, const void *inp, const void *weight,
+                                   const float *rstd, int N, int C) {
     if (is_f32(dt, "rmsnorm_backward")) {
-        titan_cpu_rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+        titan_cpu_rmsnorm_backward(acc, dinp, dweight, dout, inp, weight, rstd, N, C);
         return;
     }
     if (!dinp && !dweight) return;
     size_t nx = (size_t)N * C, nd = dinp ? nx : 0;
     float *d, *g, *x, *wf;
     void *mem = stage(4, (size_t[]){nd, nx, nx, (size_t)C}, (float **const[]){&d, &g, &x, &wf});
-    if (dinp) widen_all(d, dinp, nx);
+    if (dinp && (acc & TITAN_ACC_DX)) widen_all(d, dinp, nx);
     widen_all(g, dout, nx);
     widen_all(x, inp, nx);
     widen_all(wf, weight, (size_t)C);
-    titan_cpu_rmsnorm_backward(dinp ? d : NULL, dweight, g, x, wf, rstd, N, C);
+    titan_cpu_rmsnorm_backward(acc, dinp ? d : NULL, dweight, g, x, wf, rstd, N, C);
     if (dinp) narrow_all(dinp, d, nx);
     free(mem);
 }
@@ -322,10 +326,11 @@ void titan_cpu_dt_rope_forward(titan_dtype dt, void *out, const void *inp, const
     }
 }
 
-void titan_cpu_dt_rope_backward(titan_dtype dt, void *dinp, const void *dout, const float *cos,
-                                const float *sin, int B, int T, int NHX, int HD) {
+void titan_cpu_dt_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dout,
+                                const float *cos, const float *sin, int B, int T, int NHX,
+                                int HD) {
     if (is_f32(dt, "rope_backward")) {
-        titan_cpu_rope_backward(dinp, dout, cos, sin, B, T, NHX, HD);
+        titan_cpu_rope_backward(acc, dinp, dout, cos, sin, B, T, NHX, HD);
         return;
     }
     rope_cut c = rope_pieces(B, T, NHX, HD);
@@ -341,9 +346,9 @@ void titan_cpu_dt_rope_backward(titan_dtype dt, void *dinp, const void *dout, co
             int pb, pt;
             rope_piece(&c, p, B, T, &row0, &rows, &pb, &pt, &t0);
             size_t off = (size_t)row0 * row, cnt = (size_t)rows * row;
-            widen(d, (const bf16 *)dinp + off, cnt);
+            if (acc & TITAN_ACC_DX) widen(d, (const bf16 *)dinp + off, cnt);
             widen(g, (const bf16 *)dout + off, cnt);
-            titan_cpu_rope_backward(d, g, cos + (size_t)t0 * h2, sin + (size_t)t0 * h2, pb, pt,
+            titan_cpu_rope_backward(acc, d, g, cos + (size_t)t0 * h2, sin + (size_t)t0 * h2, pb, pt,
                                     NHX, HD);
             narrow((bf16 *)dinp + off, d, cnt);
         }
@@ -372,12 +377,12 @@ void titan_cpu_dt_attention_forward(titan_dtype dt, void *out, float *lse, const
     free(mem);
 }
 
-void titan_cpu_dt_attention_backward(titan_dtype dt, void *dq, void *dk, void *dv,
+void titan_cpu_dt_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
                                      const void *dout, const void *out, const float *lse,
                                      const void *q, const void *k, const void *v, int B, int T,
                                      int NH, int NKV, int HD) {
     if (is_f32(dt, "attention_backward")) {
-        titan_cpu_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+        titan_cpu_attention_backward(acc, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
         return;
     }
     if (B <= 0 || T <= 0 || NH <= 0) return;
@@ -385,15 +390,17 @@ void titan_cpu_dt_attention_backward(titan_dtype dt, void *dq, void *dk, void *d
     float *dqf, *dkf, *dvf, *g, *o, *qf, *kf, *vf;
     void *mem = stage(8, (size_t[]){nq, nk, nk, nq, nq, nq, nk, nk},
                       (float **const[]){&dqf, &dkf, &dvf, &g, &o, &qf, &kf, &vf});
-    widen_all(dqf, dq, nq);
-    widen_all(dkf, dk, nk);
-    widen_all(dvf, dv, nk);
+    if (acc & TITAN_ACC_DX) {
+        widen_all(dqf, dq, nq);
+        widen_all(dkf, dk, nk);
+        widen_all(dvf, dv, nk);
+    }
     widen_all(g, dout, nq);
     widen_all(o, out, nq);
     widen_all(qf, q, nq);
     widen_all(kf, k, nk);
     widen_all(vf, v, nk);
-    titan_cpu_attention_backward(dqf, dkf, dvf, g, o, lse, qf, kf, vf, B, T, NH, NKV, HD);
+    titan_cpu_attention_backward(acc, dqf, dkf, dvf, g, o, lse, qf, kf, vf, B, T, NH, NKV, HD);
     narrow_all(dq, dqf, nq);
     narrow_all(dk, dkf, nk);
     narrow_all(dv, dvf, nk);
@@ -427,13 +434,14 @@ void titan_cpu_dt_swiglu_forward(titan_dtype dt, void *out, const void *h1, cons
     }
 }
 
-void titan_cpu_dt_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const void *dout,
-                                  const void *h1, const void *h3, int N, int H) {
+void titan_cpu_dt_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3,
+                                  const void *dout, const void *h1, const void *h3, int N, int H) {
     if (is_f32(dt, "swiglu_backward")) {
-        titan_cpu_swiglu_backward(dh1, dh3, dout, h1, h3, N, H);
+        titan_cpu_swiglu_backward(acc, dh1, dh3, dout, h1, h3, N, H);
         return;
     }
     if (!dh1 && !dh3) return;
+    int add = acc & TITAN_ACC_DX;
     long R = min_l(piece_rows((size_t)H), N), np = R > 0 ? (N + R - 1) / R : 0;
 #pragma omp parallel if (np > 1) num_threads(team(np))
     {
@@ -445,12 +453,12 @@ void titan_cpu_dt_swiglu_backward(titan_dtype dt, void *dh1, void *dh3, const vo
         for (long p = 0; p < np; p++) {
             long n0 = p * R, rows = min_l(R, N - n0);
             size_t off = (size_t)n0 * H, cnt = (size_t)rows * H;
-            if (dh1) widen(d1, (const bf16 *)dh1 + off, cnt);
-            if (dh3) widen(d3, (const bf16 *)dh3 + off, cnt);
+            if (dh1 && add) widen(d1, (const bf16 *)dh1 + off, cnt);
+            if (dh3 && add) widen(d3, (const bf16 *)dh3 + off, cnt);
             widen(g, (const bf16 *)dout + off, cnt);
             widen(a, (const bf16 *)h1 + off, cnt);
             widen(b, (const bf16 *)h3 + off, cnt);
-            titan_cpu_swiglu_backward(dh1 ? d1 : NULL, dh3 ? d3 : NULL, g, a, b, (int)rows, H);
+            titan_cpu_swiglu_backward(acc, dh1 ? d1 : NULL, dh3 ? d3 : NULL, g, a, b, (int)rows, H);
             if (dh1) narrow((bf16 *)dh1 + off, d1, cnt);
             if (dh3) narrow((bf16 *)dh3 + off, d3, cnt);
         }

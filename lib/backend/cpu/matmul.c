@@ -71,11 +71,13 @@ void titan_cpu_matmul_forward(float *out, const float *inp, const float *w, int 
     gemm(&(gemm_args){CblasNoTrans, CblasTrans, N, OC, IC, inp, IC, w, IC, 0.0f, out, OC});
 }
 
-/* dinp[N,IC] += dout[N,OC] @ w[OC,IC];  dw[OC,IC] += dout^T @ inp[N,IC] */
-void titan_cpu_matmul_backward(float *dinp, float *dw, const float *dout, const float *inp,
-                               const float *w, int N, int IC, int OC) {
+/* dinp[N,IC] (+)= dout[N,OC] @ w[OC,IC];  dw[OC,IC] (+)= dout^T @ inp[N,IC]:
+ * beta 1 adds, beta 0 overwrites (BLAS never reads C then, NaN included). */
+void titan_cpu_matmul_backward(int acc, float *dinp, float *dw, const float *dout,
+                               const float *inp, const float *w, int N, int IC, int OC) {
+    float beta_x = acc & TITAN_ACC_DX ? 1.0f : 0.0f, beta_w = acc & TITAN_ACC_DW ? 1.0f : 0.0f;
     if (dinp)
-        gemm(&(gemm_args){CblasNoTrans, CblasNoTrans, N, IC, OC, dout, OC, w, IC, 1.0f, dinp, IC});
+        gemm(&(gemm_args){CblasNoTrans, CblasNoTrans, N, IC, OC, dout, OC, w, IC, beta_x, dinp, IC});
     if (dw)
-        gemm(&(gemm_args){CblasTrans, CblasNoTrans, OC, IC, N, dout, OC, inp, IC, 1.0f, dw, IC});
+        gemm(&(gemm_args){CblasTrans, CblasNoTrans, OC, IC, N, dout, OC, inp, IC, beta_w, dw, IC});
 }

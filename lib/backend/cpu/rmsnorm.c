@@ -18,9 +18,9 @@ void titan_cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const 
     }
 }
 
-/* With xh = x*r:  dw += sum_n dy*xh;
- * dx = r*(dy*w) - x * r^3/C * sum_c(dy*w*x). */
-void titan_cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+/* With xh = x*r:  dw (+)= sum_n dy*xh;
+ * dx (+)= r*(dy*w) - x * r^3/C * sum_c(dy*w*x). */
+void titan_cpu_rmsnorm_backward(int acc, float *dinp, float *dweight, const float *dout, const float *inp,
                                 const float *weight, const float *rstd, int N, int C) {
     int big = (long)N * C > 4 * TITAN_CPU_BLOCK;
     if (dinp) {
@@ -38,23 +38,28 @@ void titan_cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, 
             for (int l = 0; l < 16; l++) dot += lane[l];
             float r = rstd[n];
             float k = (float)((double)r * r * r * dot / C);
-            for (c = 0; c < C; c++) dx[c] += r * (dy[c] * weight[c]) - x[c] * k;
+            if (acc & TITAN_ACC_DX)
+                for (c = 0; c < C; c++) dx[c] += r * (dy[c] * weight[c]) - x[c] * k;
+            else
+                for (c = 0; c < C; c++) dx[c] = r * (dy[c] * weight[c]) - x[c] * k;
         }
     }
     if (dweight) {
+        int add_w = acc & TITAN_ACC_DW;
         /* threads own column blocks; each column sums its rows in order, in double */
         enum { CB = 64 };
         int ncb = (C + CB - 1) / CB;
 #pragma omp parallel for schedule(static) if (big)
         for (int cb = 0; cb < ncb; cb++) {
             int c0 = cb * CB, c1 = c0 + CB < C ? c0 + CB : C;
-            double acc[CB] = {0};
+            double sum[CB] = {0};
             for (int n = 0; n < N; n++) {
                 const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
                 float r = rstd[n];
-                for (int c = c0; c < c1; c++) acc[c - c0] += (double)dy[c] * (double)(x[c] * r);
+                for (int c = c0; c < c1; c++) sum[c - c0] += (double)dy[c] * (double)(x[c] * r);
             }
-            for (int c = c0; c < c1; c++) dweight[c] += (float)acc[c - c0];
+            for (int c = c0; c < c1; c++)
+                dweight[c] = add_w ? dweight[c] + (float)sum[c - c0] : (float)sum[c - c0];
         }
     }
 }

@@ -27,10 +27,10 @@ void titan_cpu_rope_forward(float *out, const float *inp, const float *cos, cons
     }
 }
 
-/* The rotation's transpose (rotation by -angle), added into dinp. */
-void titan_cpu_rope_backward(float *dinp, const float *dout, const float *cos, const float *sin,
+/* The rotation's transpose (rotation by -angle), into dinp (+= or =). */
+void titan_cpu_rope_backward(int acc, float *dinp, const float *dout, const float *cos, const float *sin,
                              int B, int T, int NHX, int HD) {
-    int h2 = HD / 2;
+    int h2 = HD / 2, add = acc & TITAN_ACC_DX;
     long rows = (long)B * T;
 #pragma omp parallel for schedule(static) if (rows * NHX * HD > 4 * TITAN_CPU_BLOCK)
     for (long bt = 0; bt < rows; bt++) {
@@ -41,8 +41,9 @@ void titan_cpu_rope_backward(float *dinp, const float *dout, const float *cos, c
             float *d = dinp + ((size_t)bt * NHX + h) * HD;
             for (int i = 0; i < h2; i++) {
                 float g0 = g[2 * i], g1 = g[2 * i + 1];
-                d[2 * i] += g0 * c[i] + g1 * s[i];
-                d[2 * i + 1] += g1 * c[i] - g0 * s[i];
+                float r0 = g0 * c[i] + g1 * s[i], r1 = g1 * c[i] - g0 * s[i];
+                d[2 * i] = add ? d[2 * i] + r0 : r0;
+                d[2 * i + 1] = add ? d[2 * i + 1] + r1 : r1;
             }
         }
     }

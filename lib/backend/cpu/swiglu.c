@@ -20,10 +20,11 @@ void titan_cpu_swiglu_forward(float *out, const float *h1, const float *h3, int 
     }
 }
 
-/* sig = 1/(1+e^-h1), silu = h1*sig:  dh3 += dy*silu;
- * dh1 += dy*h3 * sig*(1 + h1*(1-sig)). */
-void titan_cpu_swiglu_backward(float *dh1, float *dh3, const float *dout, const float *h1,
+/* sig = 1/(1+e^-h1), silu = h1*sig:  dh3 (+)= dy*silu;
+ * dh1 (+)= dy*h3 * sig*(1 + h1*(1-sig)). */
+void titan_cpu_swiglu_backward(int acc, float *dh1, float *dh3, const float *dout, const float *h1,
                                const float *h3, int N, int H) {
+    int add = acc & TITAN_ACC_DX;
 #pragma omp parallel for schedule(static) if ((long)N * H > 4 * TITAN_CPU_BLOCK)
     for (int n = 0; n < N; n++) {
         float e[CHUNK];
@@ -36,8 +37,9 @@ void titan_cpu_swiglu_backward(float *dh1, float *dh3, const float *dout, const 
             for (int i = 0; i < len; i++) {
                 float sig = 1.0f / (1.0f + e[i]);
                 float silu = a[i] * sig;
-                if (dh3) dh3[o + i] += dy[i] * silu;
-                if (dh1) dh1[o + i] += dy[i] * b[i] * (sig * (1.0f + a[i] * (1.0f - sig)));
+                float g3 = dy[i] * silu, g1 = dy[i] * b[i] * (sig * (1.0f + a[i] * (1.0f - sig)));
+                if (dh3) dh3[o + i] = add ? dh3[o + i] + g3 : g3;
+                if (dh1) dh1[o + i] = add ? dh1[o + i] + g1 : g1;
             }
         }
     }
