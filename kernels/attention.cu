@@ -167,16 +167,10 @@ __global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const
     int nk = min(ATT_BK, T - k0);
     for (int r = 0; r < nk; r++) {
         size_t off = (((size_t)b * T + k0 + r) * NKV + kh) * HD;
-        if (add)
-            for (int d = lane; d < HD; d += WARP) {
-                store_grad<true>(dk + off + d, dKs[r * ld + d]);
-                store_grad<true>(dv + off + d, dVs[r * ld + d]);
-            }
-        else
-            for (int d = lane; d < HD; d += WARP) {
-                store_grad<false>(dk + off + d, dKs[r * ld + d]);
-                store_grad<false>(dv + off + d, dVs[r * ld + d]);
-            }
+        for (int d = lane; d < HD; d += WARP) {
+            store_grad(add, dk + off + d, dKs[r * ld + d]);
+            store_grad(add, dv + off + d, dVs[r * ld + d]);
+        }
     }
 }
 
@@ -235,9 +229,7 @@ __global__ void attention_backward_dq_kernel(S *dq, const S *dout, const S *out,
 #pragma unroll
     for (int i = 0; i < DPL; i++) {
         int d = lane + WARP * i;
-        if (d >= HD) continue;
-        if (add) store_grad<true>(dq + qoff + d, scale * acc[i]);
-        else store_grad<false>(dq + qoff + d, scale * acc[i]);
+        if (d < HD) store_grad(add, dq + qoff + d, scale * acc[i]);
     }
 }
 

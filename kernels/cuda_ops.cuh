@@ -16,10 +16,12 @@
  * into S at each entry point (S, not T: T is the sequence length).
  *
  * Gradients: a backward op's acc mask (backend.h, TITAN_ACC_DX / _DW) says
- * which outputs it adds into (+=, store_grad<true>: read, add in fp32, round
- * once) and which it overwrites (=, store_grad<false>: never read, so they
- * may hold NaN on entry). Overwriting stores the term alone, which is the
- * sum into zeros bit for bit but for the sign of a zero (0 + x == x).
+ * which outputs it adds into (+=, store_grad with add: read, add in fp32,
+ * round once) and which it overwrites (=, without: never read, so they may
+ * hold NaN on entry). The flag is the same for a whole launch, so kernels
+ * take it at run time (a uniform branch), not as a template parameter.
+ * Overwriting stores the term alone, which is the sum into zeros bit for bit
+ * but for the sign of a zero (0 + x == x).
  *
  * Determinism: no float atomics anywhere. Each output element is written by
  * one thread, reductions run in fixed trees whose shape depends only on the
@@ -102,11 +104,10 @@ static __device__ __forceinline__ float load_f32(const bf16 *p) { return __bfloa
 static __device__ __forceinline__ void store_f32(float *p, float x) { *p = x; }
 static __device__ __forceinline__ void store_f32(bf16 *p, float x) { *p = __float2bfloat16_rn(x); }
 
-/* A gradient element under the acc mask (see the top): p += x or p = x */
-template <bool ACC, typename S>
-static __device__ __forceinline__ void store_grad(S *p, float x) {
-    if constexpr (ACC) store_f32(p, load_f32(p) + x);
-    else store_f32(p, x);
+/* A gradient element under the acc mask (see the top): p += x (add) or p = x */
+template <typename S>
+static __device__ __forceinline__ void store_grad(bool add, S *p, float x) {
+    store_f32(p, add ? load_f32(p) + x : x);
 }
 
 /* 16-byte packs for the memory-bound kernels: one 128-bit access instead of

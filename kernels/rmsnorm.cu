@@ -27,9 +27,9 @@ __global__ void rmsnorm_forward_kernel(S *out, float *rstd, const S *inp, const 
 }
 
 /* one block per row: dx (+)= r*(dy*w) - x * r^3/C * sum_c(dy*w*x) */
-template <typename S, bool ACC>
+template <typename S>
 __global__ void rmsnorm_backward_dinp_kernel(S *dinp, const S *dout, const S *inp, const S *weight,
-                                             const float *rstd, int C) {
+                                             const float *rstd, int C, bool add) {
     __shared__ double tmp[32];
     size_t off = (size_t)blockIdx.x * C;
     const S *x = inp + off, *dy = dout + off;
@@ -42,7 +42,7 @@ __global__ void rmsnorm_backward_dinp_kernel(S *dinp, const S *dout, const S *in
     float k = (float)((double)r * r * r * dot / C);
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float g = r * (load_f32(dy + c) * load_f32(weight + c)) - load_f32(x + c) * k;
-        store_grad<ACC>(dx + c, g);
+        store_grad(add, dx + c, g);
     }
 }
 
@@ -81,14 +81,13 @@ __global__ void rmsnorm_dweight_partial_kernel(double *partial, const S *dout, c
     }
 }
 
-template <bool ACC>
 __global__ void rmsnorm_dweight_fold_kernel(float *dweight, const double *partial, int chunks,
-                                            int C) {
+                                            int C, bool add) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     double s = 0.0;
     for (int k = 0; k < chunks; k++) s += partial[(size_t)k * C + c];
-    store_grad<ACC>(dweight + c, (float)s);
+    store_grad(add, dweight + c, (float)s);
 }
 
 template <typename S>
@@ -103,10 +102,7 @@ static void dweight_launch(bool acc, float *dweight, const S *dout, const S *inp
     rmsnorm_dweight_partial_kernel<S><<<grid, dim3(DW_COLS, DW_STRIPES)>>>(partial, dout, inp,
                                                                           rstd, N, C, chunk);
     CUDA_CHECK_LAUNCH();
-    if (acc)
-        rmsnorm_dweight_fold_kernel<true><<<(C + 127) / 128, 128>>>(dweight, partial, chunks, C);
-    else
-        rmsnorm_dweight_fold_kernel<false><<<(C + 127) / 128, 128>>>(dweight, partial, chunks, C);
+    rmsnorm_dweight_fold_kernel<<<(C + 127) / 128, 128>>>(dweight, partial, chunks, C, acc);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaFreeAsync(partial, 0));
 }
@@ -122,12 +118,8 @@ template <typename S>
 static void backward_launch(int acc, S *dinp, float *dweight, const S *dout, const S *inp,
                             const S *weight, const float *rstd, int N, int C) {
     if (dinp) {
-        if (acc & TITAN_ACC_DX)
-            rmsnorm_backward_dinp_kernel<S, true><<<N, RMS_THREADS>>>(dinp, dout, inp, weight,
-                                                                      rstd, C);
-        else
-            rmsnorm_backward_dinp_kernel<S, false><<<N, RMS_THREADS>>>(dinp, dout, inp, weight,
-                                                                       rstd, C);
+        rmsnorm_backward_dinp_kernel<S><<<N, RMS_THREADS>>>(dinp, dout, inp, weight, rstd, C,
+                                                            (acc & TITAN_ACC_DX) != 0);
         CUDA_CHECK_LAUNCH();
     }
     if (dweight) {

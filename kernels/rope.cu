@@ -55,10 +55,11 @@ __global__ void rope_forward_kernel(S *out, const S *inp, const float *cos, cons
     }
 }
 
-/* the transpose, added into dinp (ACC) or stored there (dinp not read) */
-template <typename S, bool ACC>
+/* the transpose, added into dinp (add) or stored there (dinp not read) */
+template <typename S>
 __global__ void rope_backward_kernel(S *dinp, const S *dout, const float *cos, const float *sin,
-                                     int T, int NHX, int HD, size_t pairs, size_t nvec) {
+                                     int T, int NHX, int HD, size_t pairs, size_t nvec,
+                                     bool add) {
     constexpr int P = TITAN_PACK(S);
     int h2 = HD / 2;
     size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -67,18 +68,13 @@ __global__ void rope_backward_kernel(S *dinp, const S *dout, const float *cos, c
         size_t x = v * P, ti = table_index(x / 2, T, NHX, h2);
         float g[P], d[P];
         load_f32_vec(dout + x, g);
-        if constexpr (ACC) load_f32_vec(dinp + x, d);
+        if (add) load_f32_vec(dinp + x, d);
 #pragma unroll
         for (int k = 0; k < P / 2; k++) {
             float d0, d1;
             unrotate(g[2 * k], g[2 * k + 1], cos[ti + k], sin[ti + k], &d0, &d1);
-            if constexpr (ACC) {
-                d[2 * k] = d[2 * k] + d0;
-                d[2 * k + 1] = d[2 * k + 1] + d1;
-            } else {
-                d[2 * k] = d0;
-                d[2 * k + 1] = d1;
-            }
+            d[2 * k] = add ? d[2 * k] + d0 : d0;
+            d[2 * k + 1] = add ? d[2 * k + 1] + d1 : d1;
         }
         store_f32_vec(dinp + x, d);
     }
@@ -86,8 +82,8 @@ __global__ void rope_backward_kernel(S *dinp, const S *dout, const float *cos, c
         size_t x = 2 * p, ti = table_index(p, T, NHX, h2);
         float d0, d1;
         unrotate(load_f32(dout + x), load_f32(dout + x + 1), cos[ti], sin[ti], &d0, &d1);
-        store_grad<ACC>(dinp + x, d0);
-        store_grad<ACC>(dinp + x + 1, d1);
+        store_grad(add, dinp + x, d0);
+        store_grad(add, dinp + x + 1, d1);
     }
 }
 
@@ -113,12 +109,7 @@ static void backward_launch(bool acc, S *dinp, const S *dout, const float *cos, 
                             int T, int NHX, int HD, size_t pairs) {
     size_t nvec = rope_packs(dinp, dout, HD, pairs);
     unsigned blocks = titan_cuda_blocks(nvec ? nvec : pairs, 256);
-    if (acc)
-        rope_backward_kernel<S, true><<<blocks, 256>>>(dinp, dout, cos, sin, T, NHX, HD, pairs,
-                                                       nvec);
-    else
-        rope_backward_kernel<S, false><<<blocks, 256>>>(dinp, dout, cos, sin, T, NHX, HD, pairs,
-                                                        nvec);
+    rope_backward_kernel<S><<<blocks, 256>>>(dinp, dout, cos, sin, T, NHX, HD, pairs, nvec, acc);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -27,25 +27,21 @@ __global__ void swiglu_forward_kernel(S *out, const S *h1, const S *h3, size_t n
         store_f32(out + i, swiglu_f32(load_f32(h1 + i), load_f32(h3 + i)));
 }
 
-/* sig = 1/(1+e^-h1), silu = h1*sig:  dh3 += dy*silu;
- * dh1 += dy*h3 * sig*(1 + h1*(1-sig)). The "+=" is acc + term, one rounding;
- * without ACC the term alone (acc is not read: the output is not loaded). */
+/* sig = 1/(1+e^-h1), silu = h1*sig:  dh3 (+)= dy*silu;
+ * dh1 (+)= dy*h3 * sig*(1 + h1*(1-sig)). The "+=" is old + term, one
+ * rounding; without add the term alone (the output is not loaded). */
 static __device__ __forceinline__ float sigmoid_f32(float a) { return 1.0f / (1.0f + expf(-a)); }
-template <bool ACC>
-static __device__ __forceinline__ float dh3_f32(float acc, float dy, float a, float sig) {
-    if constexpr (ACC) return acc + dy * (a * sig);
-    else return dy * (a * sig);
+static __device__ __forceinline__ float dh3_f32(float dy, float a, float sig) {
+    return dy * (a * sig);
 }
-template <bool ACC>
-static __device__ __forceinline__ float dh1_f32(float acc, float dy, float b, float a, float sig) {
-    if constexpr (ACC) return acc + dy * b * (sig * (1.0f + a * (1.0f - sig)));
-    else return dy * b * (sig * (1.0f + a * (1.0f - sig)));
+static __device__ __forceinline__ float dh1_f32(float dy, float b, float a, float sig) {
+    return dy * b * (sig * (1.0f + a * (1.0f - sig)));
 }
 
 /* Either gradient may be NULL. */
-template <typename S, bool ACC>
+template <typename S>
 __global__ void swiglu_backward_kernel(S *dh1, S *dh3, const S *dout, const S *h1, const S *h3,
-                                       size_t n, size_t nvec) {
+                                       size_t n, size_t nvec, bool add) {
     constexpr int P = TITAN_PACK(S);
     size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -57,28 +53,31 @@ __global__ void swiglu_backward_kernel(S *dh1, S *dh3, const S *dout, const S *h
 #pragma unroll
         for (int k = 0; k < P; k++) sig[k] = sigmoid_f32(a[k]);
         if (dh3) {
-            if constexpr (ACC) load_f32_vec(dh3 + o, g);
+            if (add) load_f32_vec(dh3 + o, g);
 #pragma unroll
-            for (int k = 0; k < P; k++) g[k] = dh3_f32<ACC>(ACC ? g[k] : 0.0f, dy[k], a[k], sig[k]);
+            for (int k = 0; k < P; k++) {
+                float t = dh3_f32(dy[k], a[k], sig[k]);
+                g[k] = add ? g[k] + t : t;
+            }
             store_f32_vec(dh3 + o, g);
         }
         if (dh1) {
             float b[P];
             load_f32_vec(h3 + o, b);
-            if constexpr (ACC) load_f32_vec(dh1 + o, g);
+            if (add) load_f32_vec(dh1 + o, g);
 #pragma unroll
-            for (int k = 0; k < P; k++)
-                g[k] = dh1_f32<ACC>(ACC ? g[k] : 0.0f, dy[k], b[k], a[k], sig[k]);
+            for (int k = 0; k < P; k++) {
+                float t = dh1_f32(dy[k], b[k], a[k], sig[k]);
+                g[k] = add ? g[k] + t : t;
+            }
             store_f32_vec(dh1 + o, g);
         }
     }
     for (size_t i = nvec * P + first; i < n; i += stride) {
         float a = load_f32(h1 + i), dy = load_f32(dout + i);
         float sig = sigmoid_f32(a);
-        if (dh3) store_f32(dh3 + i, dh3_f32<ACC>(ACC ? load_f32(dh3 + i) : 0.0f, dy, a, sig));
-        if (dh1)
-            store_f32(dh1 + i,
-                      dh1_f32<ACC>(ACC ? load_f32(dh1 + i) : 0.0f, dy, load_f32(h3 + i), a, sig));
+        if (dh3) store_grad(add, dh3 + i, dh3_f32(dy, a, sig));
+        if (dh1) store_grad(add, dh1 + i, dh1_f32(dy, load_f32(h3 + i), a, sig));
     }
 }
 
@@ -95,10 +94,7 @@ static void backward_launch(bool acc, S *dh1, S *dh3, const S *dout, const S *h1
                             size_t n) {
     size_t nvec = titan_cuda_aligned16(dh1, dh3, dout, h1, h3) ? n / TITAN_PACK(S) : 0;
     unsigned blocks = titan_cuda_blocks(nvec ? nvec : n, 256);
-    if (acc)
-        swiglu_backward_kernel<S, true><<<blocks, 256>>>(dh1, dh3, dout, h1, h3, n, nvec);
-    else
-        swiglu_backward_kernel<S, false><<<blocks, 256>>>(dh1, dh3, dout, h1, h3, n, nvec);
+    swiglu_backward_kernel<S><<<blocks, 256>>>(dh1, dh3, dout, h1, h3, n, nvec, acc);
     CUDA_CHECK_LAUNCH();
 }
 

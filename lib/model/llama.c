@@ -68,10 +68,9 @@ struct titan_llama {
     /* 1 after titan_llama_zero_grads until the next backward, which then
      * writes the gradients (=) instead of adding: no zero fill, no read. */
     int grads_fresh;
-    /* 1 while the compute copy matches the fp32 parameters because the
-     * caller wrote both (titan_llama_set_compute_copy_current): the
-     * forward's casts are skipped. */
-    int copy_current;
+    /* Per parameter tensor: 1 while its compute copy is current because the
+     * caller wrote it (titan_llama_set_copy_current): its casts are skipped. */
+    unsigned char *copy_current;
     titan_llama_hooks hooks;
     /* Host copy of the per-token losses when backend memory is not host
      * memory (NULL on the CPU backend, whose losses are read in place). */
@@ -113,16 +112,26 @@ static float *G_layer(const titan_llama *m, int l, int k) { return G(m, layer_in
 static float *G_final_norm(const titan_llama *m) { return G(m, final_norm_index(m)); }
 static float *G_head(const titan_llama *m) { return G(m, head_index(m)); }
 
-/* Casts catalog tensors [first, last] (contiguous) to the compute copy. */
+/* Casts catalog tensors [first, last] to the compute copy, but those whose
+ * copy is current: one convert per run of neighbours. */
 static void cast_params(titan_llama *m, int first, int last) {
-    size_t lo = m->catalog[first].offset, hi = m->catalog[last].offset + m->catalog[last].numel;
-    m->be->convert((char *)m->params_lp + lo * titan_dtype_size(m->dt), m->dt, m->params + lo,
-                   TITAN_DTYPE_F32, hi - lo);
+    size_t e = titan_dtype_size(m->dt);
+    for (int i = first; i <= last;) {
+        if (m->copy_current[i]) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j < last && !m->copy_current[j + 1]) j++;
+        size_t lo = m->catalog[i].offset, hi = m->catalog[j].offset + m->catalog[j].numel;
+        m->be->convert((char *)m->params_lp + lo * e, m->dt, m->params + lo, TITAN_DTYPE_F32, hi - lo);
+        i = j + 1;
+    }
 }
 
 /* Refreshes the compute copy of what block b reads (see llama.h for blocks). */
 static void cast_block(titan_llama *m, int b) {
-    if (!m->params_lp || m->copy_current) return;
+    if (!m->params_lp) return;
     int last = m->L + 1;
     if (b == 0) cast_params(m, 0, 0);
     else if (b < last) cast_params(m, layer_index(b - 1, 0), layer_index(b - 1, P_PER_LAYER - 1));
@@ -191,11 +200,13 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
 
     m->n_param_tensors = titan_llama_params(c, NULL);
     m->catalog = titan_alloc((size_t)m->n_param_tensors * sizeof(titan_param), "model catalog");
-    if (!m->catalog) {
+    m->copy_current = titan_alloc((size_t)m->n_param_tensors, "model compute copy flags");
+    if (!m->catalog || !m->copy_current) {
         titan_llama_free(m);
         return TITAN_ERR_NOMEM;
     }
     titan_llama_params(c, m->catalog);
+    memset(m->copy_current, 0, (size_t)m->n_param_tensors);
     m->nparams = titan_llama_num_params(c);
 
     size_t N = (size_t)m->N, C = (size_t)m->C, QD = (size_t)m->QD, KVD = (size_t)m->KVD;
@@ -298,6 +309,7 @@ void titan_llama_free(titan_llama *m) {
     if (m->grads) m->be->free(m->grads);
     if (m->params) m->be->free(m->params);
     titan_free(m->catalog);
+    titan_free(m->copy_current);
     titan_free(m->loss_host);
     titan_free(m);
 }
@@ -312,8 +324,10 @@ size_t titan_llama_compute_copy_bytes(const titan_llama *m) {
     return m->params_lp ? m->nparams * titan_dtype_size(m->dt) : 0;
 }
 void *titan_llama_compute_copy(titan_llama *m) { return m->params_lp; }
-void titan_llama_set_compute_copy_current(titan_llama *m, int current) {
-    m->copy_current = current && m->params_lp;
+void titan_llama_set_copy_current(titan_llama *m, size_t off, size_t n, int current) {
+    for (int i = 0; i < m->n_param_tensors; i++)
+        if (m->catalog[i].offset >= off && m->catalog[i].offset + m->catalog[i].numel <= off + n)
+            m->copy_current[i] = (unsigned char)(current && m->params_lp);
 }
 titan_dtype titan_llama_compute_dtype(const titan_llama *m) { return m->dt; }
 static titan_status commit(titan_llama *m, void *p, size_t bytes, const char *what) {
@@ -323,13 +337,19 @@ static titan_status commit(titan_llama *m, void *p, size_t bytes, const char *wh
 }
 
 titan_status titan_llama_commit_params(titan_llama *m, size_t off, size_t n) {
-    m->copy_current = 0; /* FSDP's gathers write the parameters */
+    titan_llama_set_copy_current(m, off, n, 0); /* FSDP's gathers write the parameters */
     TITAN_TRY(commit(m, m->params + off, n * sizeof(float), "parameters"));
     size_t e = titan_dtype_size(m->dt);
     return m->params_lp ? commit(m, (char *)m->params_lp + off * e, n * e, "compute copy") : TITAN_OK;
 }
 
+titan_status titan_llama_commit_copy(titan_llama *m, size_t off, size_t n) {
+    size_t e = titan_dtype_size(m->dt);
+    return m->params_lp ? commit(m, (char *)m->params_lp + off * e, n * e, "compute copy") : TITAN_OK;
+}
+
 void titan_llama_release_params(titan_llama *m, size_t off, size_t n) {
+    titan_llama_set_copy_current(m, off, n, 0);
     m->be->release(m->params + off, n * sizeof(float));
     size_t e = titan_dtype_size(m->dt);
     if (m->params_lp) m->be->release((char *)m->params_lp + off * e, n * e);

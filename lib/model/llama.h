@@ -39,11 +39,12 @@ titan_dtype titan_llama_compute_dtype(const titan_llama *m);
  * of the compute dtype), or NULL for an fp32 model: for an optimizer step
  * that writes it with the parameters (titan_adamw_step_cast). */
 void *titan_llama_compute_copy(titan_llama *m);
-/* current = 1: the caller has just written the compute copy from the fp32
- * parameters, so forwards skip their block casts until this is set to 0.
- * A write of the parameters that does not also write the copy must set 0
- * (the default; commit_params does it). */
-void titan_llama_set_compute_copy_current(titan_llama *m, int current);
+/* current = 1: the caller has just written the compute copy of the tensors
+ * wholly inside elements [off, off + n) (from the fp32 parameters, or
+ * gathered), so blocks skip casting them until this is set to 0. A write
+ * of their fp32 parameters that does not also write the copy must set 0
+ * (the default; commit_params and release_params do it). */
+void titan_llama_set_copy_current(titan_llama *m, size_t off, size_t n, int current);
 /* Residency of elements [off, off + n) (catalog order) of a model made
  * with TITAN_LLAMA_RELEASABLE (backend.h's commit and release): the
  * parameters with their compute copy, or the gradients. commit makes them
@@ -53,6 +54,9 @@ void titan_llama_set_compute_copy_current(titan_llama *m, int current);
 titan_status titan_llama_commit_params(titan_llama *m, size_t off, size_t n);
 void titan_llama_release_params(titan_llama *m, size_t off, size_t n);
 titan_status titan_llama_commit_grads(titan_llama *m, size_t off, size_t n);
+/* The compute copy alone, for a gather that writes it directly (the fp32
+ * parameters of the range stay released). */
+titan_status titan_llama_commit_copy(titan_llama *m, size_t off, size_t n);
 void titan_llama_release_grads(titan_llama *m, size_t off, size_t n);
 
 /* Forward over tokens[B*T]; with targets, returns the mean cross-entropy in

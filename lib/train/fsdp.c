@@ -66,6 +66,9 @@ struct titan_fsdp {
     float *sp, *sg;       /* shard parameters and gradients (the model's own when unsharded) */
     int mirror;           /* device buffers, host-only communicators: collectives run on host mirrors */
     titan_dtype pdtype, rdtype;
+    /* Gathers unpack straight into the model's compute copy (gathered in its
+     * dtype): the unit's fp32 parameters are never committed nor cast. */
+    int direct;
     int nblocks, nunits, tied, reshard, poison, sync;
     int *unit_of;         /* per block */
     unit *units;
@@ -146,12 +149,14 @@ static void mirror_in(titan_fsdp *f, int k, size_t off, size_t n) {
     if (f->mirror) f->be->to_device((char *)f->stages[k].buf + off, (char *)f->stages[k].host + off, n);
 }
 
-/* TITAN_FSDP_POISON: n floats of NaN at p (backend memory). */
-static void fill_nan(titan_fsdp *f, float *p, size_t n) {
-    float chunk[4096];
-    for (size_t i = 0; i < 4096; i++) chunk[i] = NAN;
+/* TITAN_FSDP_POISON: n elements of NaN of type dt at p (backend memory). */
+static void fill_nan(titan_fsdp *f, void *p, titan_dtype dt, size_t n) {
+    float nan32[4096], chunk[4096];
+    for (size_t i = 0; i < 4096; i++) nan32[i] = NAN;
+    titan_dtype_convert(chunk, dt, nan32, TITAN_DTYPE_F32, 4096); /* fits: at most 4 bytes each */
+    size_t esz = titan_dtype_size(dt);
     for (size_t i = 0; i < n; i += 4096)
-        f->be->to_device(p + i, chunk, (n - i < 4096 ? n - i : 4096) * sizeof(float));
+        f->be->to_device((char *)p + i * esz, chunk, (n - i < 4096 ? n - i : 4096) * esz);
 }
 
 /* A free staging buffer of at least `bytes`, waiting for the oldest queued
@@ -181,22 +186,23 @@ static int stage_get(titan_fsdp *f, size_t bytes) {
 }
 
 /* Between the flat model (tensor by tensor, each tensor's shard chunks in
- * rank order) and a unit's buffer (rank by rank, each rank's chunks in tensor
- * order), converting between f32 and the buffer's dtype. */
-static void permute(titan_fsdp *f, const unit *u, float *flat, void *buf, titan_dtype dt, int to_buf) {
+ * rank order) of type fdt and a unit's buffer (rank by rank, each rank's
+ * chunks in tensor order) of type dt, converting between the two. */
+static void permute(titan_fsdp *f, const unit *u, void *flat, titan_dtype fdt, void *buf,
+                    titan_dtype dt, int to_buf) {
     int S = f->nshards;
-    size_t esz = titan_dtype_size(dt);
+    size_t esz = titan_dtype_size(dt), fsz = titan_dtype_size(fdt);
     for (int r = 0; r < S; r++) {
         size_t bpos = u->rank_off[r];
         for (int i = u->p0; i < u->p1; i++) {
             const size_t *c = f->counts + (size_t)i * S;
             size_t fpos = f->pieces[i].param_off;
             for (int q = 0; q < r; q++) fpos += c[q];
-            char *b = (char *)buf + bpos * esz;
+            char *b = (char *)buf + bpos * esz, *x = (char *)flat + fpos * fsz;
             if (to_buf)
-                f->be->convert(b, dt, flat + fpos, TITAN_DTYPE_F32, c[r]);
+                f->be->convert(b, dt, x, fdt, c[r]);
             else
-                f->be->convert(flat + fpos, TITAN_DTYPE_F32, b, dt, c[r]);
+                f->be->convert(x, fdt, b, dt, c[r]);
             bpos += c[r];
         }
     }
@@ -209,8 +215,15 @@ static void reshard(titan_fsdp *f, int ui) {
     unit *u = &f->units[ui];
     if (u->state != READY || u->p1 <= u->p0) return;
     u->state = STALE;
-    if (f->poison) {
-        fill_nan(f, titan_llama_params_data(f->model) + u->full_off, u->full_len);
+    if (f->poison) { /* what the blocks read: the compute copy when gathers write it */
+        if (f->direct) {
+            size_t e = titan_dtype_size(f->pdtype);
+            fill_nan(f, (char *)titan_llama_compute_copy(f->model) + u->full_off * e, f->pdtype,
+                     u->full_len);
+        } else {
+            fill_nan(f, titan_llama_params_data(f->model) + u->full_off, TITAN_DTYPE_F32,
+                     u->full_len);
+        }
         return;
     }
     /* with its compute copy: the next gather's block casts it again */
@@ -228,8 +241,17 @@ static void finish(titan_fsdp *f, const pending *p) {
     char *buf = f->stages[p->stage].buf;
     if (p->fin == FIN_GATHER) {
         mirror_in(f, p->stage, 0, u->full_len * titan_dtype_size(f->pdtype));
-        keep(f, titan_llama_commit_params(f->model, u->full_off, u->full_len));
-        if (f->err == TITAN_OK) permute(f, u, titan_llama_params_data(f->model), buf, f->pdtype, 0);
+        if (f->direct) {
+            keep(f, titan_llama_commit_copy(f->model, u->full_off, u->full_len));
+            if (f->err == TITAN_OK) {
+                permute(f, u, titan_llama_compute_copy(f->model), f->pdtype, buf, f->pdtype, 0);
+                titan_llama_set_copy_current(f->model, u->full_off, u->full_len, 1);
+            }
+        } else {
+            keep(f, titan_llama_commit_params(f->model, u->full_off, u->full_len));
+            if (f->err == TITAN_OK)
+                permute(f, u, titan_llama_params_data(f->model), TITAN_DTYPE_F32, buf, f->pdtype, 0);
+        }
         u->state = READY;
     } else if (p->fin == FIN_REDUCE_SCATTER) {
         size_t esz = titan_dtype_size(f->rdtype), off = u->rank_off[f->me] * esz;
@@ -528,7 +550,7 @@ static void start_reduce(titan_fsdp *f, int ui) {
         keep(f, cst);
         return;
     }
-    permute(f, u, titan_llama_grads_data(f->model), f->stages[k].buf, f->rdtype, 1);
+    permute(f, u, titan_llama_grads_data(f->model), TITAN_DTYPE_F32, f->stages[k].buf, f->rdtype, 1);
     titan_llama_release_grads(f->model, u->full_off, u->full_len);
     mirror_out(f, k, 0, u->full_len * esz);
     pending *p = q_slot(f, Q_SHARD);
@@ -610,6 +632,8 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     f->reshard = opt ? opt->reshard_after_forward : 1;
     f->pdtype = opt ? opt->param_dtype : TITAN_DTYPE_F32;
     f->rdtype = opt ? opt->reduce_dtype : TITAN_DTYPE_F32;
+    f->direct = f->nshards > 1 && f->pdtype != TITAN_DTYPE_F32 &&
+                f->pdtype == titan_llama_compute_dtype(model);
     const char *poison = getenv("TITAN_FSDP_POISON");
     f->poison = poison && strcmp(poison, "1") == 0;
     f->sync = 1;
@@ -693,12 +717,20 @@ titan_status titan_fsdp_zero_grads(titan_fsdp *f) {
         titan_llama_zero_grads(f->model);
         return TITAN_OK;
     }
-    /* Usually nothing is held: each reduce-scatter gave its memory back. */
+    /* Usually nothing is held: each reduce-scatter gave its memory back.
+     * Released gradients read as zeros when the next backward commits
+     * them, so its ops add into zeros (the model's overwrite of fresh
+     * gradients serves the unsharded model only). */
     for (int u = 0; u < f->nunits; u++) titan_llama_release_grads(f->model, f->units[u].full_off, f->units[u].full_len);
     return TITAN_OK;
 }
 
 titan_status titan_fsdp_gather_params(titan_fsdp *f) {
+    if (f->direct) { /* the caller wants the fp32 parameters: gather afresh into them */
+        q_drain(f);
+        for (int u = 0; u < f->nunits; u++) reshard(f, u);
+        f->direct = 0;
+    }
     for (int u = 0; u < f->nunits; u++) issue_gather(f, u);
     for (int u = 0; u < f->nunits; u++) ensure(f, u);
     titan_status st = f->err;

@@ -54,8 +54,11 @@
  * to_host before a collective and to_device after it.
  *
  * Mixed precision: param_dtype bf16 gathers bf16 copies of the fp32 shard
- * (half the bytes) into the model's fp32 buffer, exactly the values the
- * model's bf16 compute copy then takes (llama.h); reduce_dtype bf16 casts gradients to bf16 for the
+ * (half the bytes). When the model computes in bf16 too, the gather lands
+ * straight in its bf16 compute copy, the values a cast would give: the
+ * unit's full fp32 parameters are neither committed nor cast (4 bytes a
+ * parameter less held, 8 less moved per gather); with an fp32 model it
+ * fills the fp32 buffer. reduce_dtype bf16 casts gradients to bf16 for the
  * reduce-scatter and all-reduce (each reduction still adds in fp32 and
  * rounds once, comm.h). Master weights, optimizer state and the shard
  * gradient stay fp32. */
@@ -120,8 +123,10 @@ const titan_shard_piece *titan_fsdp_pieces(const titan_fsdp *f);
 /* Zeroes the model's gradients before a step (sharded: gives their pages
  * back; they are refilled by backward). */
 titan_status titan_fsdp_zero_grads(titan_fsdp *f);
-/* Collective: full parameters into the model from every rank's shard (each
- * stale unit, at once). */
+/* Collective: full fp32 parameters into the model from every rank's shard
+ * (each stale unit, at once), e.g. for sampling after training. Training
+ * gathers in bf16 write only the model's bf16 compute copy; from this call
+ * on, gathers write the fp32 parameters again. */
 titan_status titan_fsdp_gather_params(titan_fsdp *f);
 /* Whether the coming backward is the step's last micro-batch, whose
  * after-backward hooks start the gradient reductions (default 1). */

@@ -274,7 +274,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
                      ? titan_llama_compute_copy(t->model)
                      : NULL;
     titan_adamw_step_cast(t->adam, params, copy, titan_fsdp_grads(t->fsdp), (float)lr);
-    titan_llama_set_compute_copy_current(t->model, copy != NULL);
+    titan_llama_set_copy_current(t->model, 0, titan_llama_params_count(t->model), copy != NULL);
     t->be->sync(); /* a device queues its work: step_time_s is this step's */
     /* The next forward gathers block by block. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
