@@ -323,7 +323,8 @@ titan_backend_cuda_create(size_t table_size, int ordinal, char *msg, size_t msg_
     }
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, g_cuda.ordinal));
-    snprintf(msg, msg_len, "GPU %d: %s, sm_%d%d, %.1f GiB", g_cuda.ordinal, prop.name, prop.major,
-             prop.minor, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    double mib = (double)prop.totalGlobalMem / (1024.0 * 1024.0); /* MiB below 1 GiB (caps in tests) */
+    snprintf(msg, msg_len, "GPU %d: %s, sm_%d%d, %.1f %s", g_cuda.ordinal, prop.name, prop.major,
+             prop.minor, mib >= 1024.0 ? mib / 1024.0 : mib, mib >= 1024.0 ? "GiB" : "MiB");
     return &cuda_backend;
 }
