@@ -313,12 +313,10 @@ ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, int b, int h, int 
         }
         colcomb(dQ, w->dp, kr, HD, nk, HD);
     }
+    float x[HD];
     for (int r = 0; r < nq; r++) {
-        float *gq = dq + (((size_t)b * T + q0 + r) * NH + h) * HD;
-        for (int d = 0; d < HD; d++) {
-            float x = g->scale * dQ[(size_t)d * TB + r];
-            gq[d] = g->acc ? gq[d] + x : x;
-        }
+        for (int d = 0; d < HD; d++) x[d] = g->scale * dQ[(size_t)d * TB + r];
+        titan_cpu_store_grad(dq + (((size_t)b * T + q0 + r) * NH + h) * HD, x, (size_t)HD, g->acc);
     }
 }
 

@@ -84,6 +84,17 @@ void titan_cpu_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+/* Kept out of line and uncontracted: a caller's product must not fuse with
+ * this add into an FMA, whose single rounding the overwrite (x stored,
+ * then read by nobody) would not share. Serial: callers run it per row. */
+__attribute__((optimize("fp-contract=off"), noinline)) void
+titan_cpu_store_grad(float *dst, const float *x, size_t n, int add) {
+    if (add)
+        for (size_t i = 0; i < n; i++) dst[i] = dst[i] + x[i];
+    else
+        memcpy(dst, x, n * sizeof(float));
+}
+
 void titan_cpu_scale(float *x, size_t n, float s) {
 #pragma omp parallel for schedule(static) if (n > 4 * TITAN_CPU_BLOCK)
     for (size_t i = 0; i < n; i++) x[i] *= s;

@@ -24,6 +24,9 @@ double titan_cpu_row_sumsq(const float *x, size_t n);
 /* y[i] = exp(x[i]) for x <= 88; exactly 0 below -87.3 (vectorised, ~1 ulp) */
 void titan_cpu_exp(float *y, const float *x, int n);
 void titan_cpu_add(float *out, const float *a, const float *b, size_t n);
+/* dst[i] = dst[i] + x[i] (add) or x[i]: a backward op's last step, never
+ * fused with the product that made x (the acc rule, backend.h) */
+void titan_cpu_store_grad(float *dst, const float *x, size_t n, int add);
 void titan_cpu_scale(float *x, size_t n, float s);
 
 /* matmul.c */

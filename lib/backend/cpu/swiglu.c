@@ -34,13 +34,15 @@ void titan_cpu_swiglu_backward(int acc, float *dh1, float *dh3, const float *dou
             const float *a = h1 + o, *b = h3 + o, *dy = dout + o;
             for (int i = 0; i < len; i++) e[i] = -a[i];
             titan_cpu_exp(e, e, len);
+            float g1[CHUNK], g3[CHUNK];
             for (int i = 0; i < len; i++) {
                 float sig = 1.0f / (1.0f + e[i]);
                 float silu = a[i] * sig;
-                float g3 = dy[i] * silu, g1 = dy[i] * b[i] * (sig * (1.0f + a[i] * (1.0f - sig)));
-                if (dh3) dh3[o + i] = add ? dh3[o + i] + g3 : g3;
-                if (dh1) dh1[o + i] = add ? dh1[o + i] + g1 : g1;
+                g3[i] = dy[i] * silu;
+                g1[i] = dy[i] * b[i] * (sig * (1.0f + a[i] * (1.0f - sig)));
             }
+            if (dh3) titan_cpu_store_grad(dh3 + o, g3, (size_t)len, add);
+            if (dh1) titan_cpu_store_grad(dh1 + o, g1, (size_t)len, add);
         }
     }
 }
