@@ -18,6 +18,7 @@
 #include "cuda_ops.cuh"
 
 typedef struct {
+    float gscale; /* gradient clipping's factor, 1 for none */
     float decay, w1, one_minus_w1, fb2, w2, neg_step, bc2_sqrt, eps;
     int lerp_small;
 } adamw_scalars;
@@ -37,6 +38,7 @@ static double user_decimal(float f) {
 /* One element's update; the same operations in the same order everywhere. */
 static __device__ __forceinline__ void adamw_one(float &p, float g, float &m, float &v,
                                                  const adamw_scalars &s) {
+    g = __fmul_rn(g, s.gscale); /* exact for 1: the clipped gradient, rounded once */
     float pi = __fmul_rn(p, s.decay);
     float mi = s.lerp_small ? __fadd_rn(m, __fmul_rn(s.w1, __fsub_rn(g, m)))
                             : __fsub_rn(g, __fmul_rn(__fsub_rn(g, m), s.one_minus_w1));
@@ -88,13 +90,14 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, bf16 
     }
 }
 
-void titan_cuda_adamw_step(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
-                           float lr, float beta1, float beta2, float eps, float weight_decay,
-                           int64_t t) {
+void titan_cuda_adamw_step(float *p, void *p_bf16, const float *g, float gscale, float *m,
+                           float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                           float weight_decay, int64_t t) {
     if (n == 0) return;
     double dlr = user_decimal(lr), db1 = user_decimal(beta1), db2 = user_decimal(beta2);
     double dwd = user_decimal(weight_decay), deps = user_decimal(eps);
     adamw_scalars s;
+    s.gscale = gscale;
     s.decay = (float)(1.0 - dlr * dwd);
     s.w1 = (float)(1.0 - db1);
     s.one_minus_w1 = 1.0f - s.w1; /* fp32, as the CPU loop computes it */

@@ -275,9 +275,9 @@ void titan_cuda_cross_entropy(titan_dtype dt, float *losses, void *dlogits, cons
                               const uint32_t *targets, int N, int V, float dscale);
 
 /* adamw.cu */
-void titan_cuda_adamw_step(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
-                           float lr,
-                           float beta1, float beta2, float eps, float weight_decay, int64_t t);
+void titan_cuda_adamw_step(float *p, void *p_bf16, const float *g, float gscale, float *m,
+                           float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                           float weight_decay, int64_t t);
 
 /* cuda_backend.cu: the backend's GPU; the accounting behind memory() of
  * committed releasable memory (bytes mapped, whole granules) */

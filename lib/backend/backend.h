@@ -153,10 +153,12 @@ typedef struct titan_backend {
      * p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).  t >= 1.
      * p_bf16: NULL, or the bf16 compute copy, written in the same pass as
-     * convert() would from the new p (saves the cast's read of p). */
-    void (*adamw_step)(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
-                       float lr, float beta1, float beta2, float eps, float weight_decay,
-                       int64_t t);
+     * convert() would from the new p (saves the cast's read of p).
+     * gscale: the step uses g[i] * gscale (one fp32 rounding, as scale()
+     * would leave it): gradient clipping without its pass over g; 1 = g. */
+    void (*adamw_step)(float *p, void *p_bf16, const float *g, float gscale, float *m, float *v,
+                       size_t n, float lr, float beta1, float beta2, float eps,
+                       float weight_decay, int64_t t);
     /* sum of x[i]^2 in double, in a fixed order */
     double (*sumsq)(const float *x, size_t n);
     /* x[i] *= s */

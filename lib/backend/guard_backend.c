@@ -446,16 +446,16 @@ static void g_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const 
     leave();
 }
 
-static void g_adamw_step(float *p, void *p_bf16, const float *gr, float *m, float *v, size_t n,
-                         float lr, float beta1, float beta2, float eps, float weight_decay,
-                         int64_t t) {
+static void g_adamw_step(float *p, void *p_bf16, const float *gr, float gscale, float *m,
+                         float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int64_t t) {
     enter();
     DEV("adamw_step", p, n * F);
     DEV_OPT("adamw_step", p_bf16, n * sizeof(uint16_t));
     DEV("adamw_step", gr, n * F);
     DEV("adamw_step", m, n * F);
     DEV("adamw_step", v, n * F);
-    cpu()->adamw_step(p, p_bf16, gr, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
+    cpu()->adamw_step(p, p_bf16, gr, gscale, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
     leave();
 }
 

@@ -179,12 +179,12 @@ static void p_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const 
     TIMED("cross_entropy", 0, IN->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale),
           "N=%d V=%d%s", N, V, dlogits ? " dlogits" : "");
 }
-static void p_adamw_step(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
-                         float lr, float beta1, float beta2, float eps, float weight_decay,
-                         int64_t t) {
+static void p_adamw_step(float *p, void *p_bf16, const float *g, float gscale, float *m,
+                         float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int64_t t) {
     TIMED("adamw_step", 0,
-          IN->adamw_step(p, p_bf16, g, m, v, n, lr, beta1, beta2, eps, weight_decay, t),
-          "n=%zu%s", n, p_bf16 ? " +bf16 copy" : "");
+          IN->adamw_step(p, p_bf16, g, gscale, m, v, n, lr, beta1, beta2, eps, weight_decay, t),
+          "n=%zu%s%s", n, p_bf16 ? " +bf16 copy" : "", gscale != 1.0f ? " clipped" : "");
 }
 static void p_scale(float *x, size_t n, float s) {
     TIMED("scale", 0, IN->scale(x, n, s), "n=%zu", n);

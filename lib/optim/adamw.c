@@ -48,14 +48,14 @@ void titan_adamw_free(titan_adamw *o) {
 }
 
 void titan_adamw_step_cast(titan_adamw *o, float *params, void *params_bf16, const float *grads,
-                           float lr) {
+                           float gscale, float lr) {
     o->step++;
-    o->be->adamw_step(params, params_bf16, grads, o->m, o->v, o->n, lr, o->cfg.beta1,
+    o->be->adamw_step(params, params_bf16, grads, gscale, o->m, o->v, o->n, lr, o->cfg.beta1,
                       o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay, o->step);
 }
 
 void titan_adamw_step(titan_adamw *o, float *params, const float *grads, float lr) {
-    titan_adamw_step_cast(o, params, NULL, grads, lr);
+    titan_adamw_step_cast(o, params, NULL, grads, 1.0f, lr);
 }
 
 float *titan_adamw_m(titan_adamw *o) { return o->m; }

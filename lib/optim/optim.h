@@ -24,9 +24,11 @@ void titan_adamw_free(titan_adamw *o);
 /* Increments the step count (the first step uses t = 1), then updates params. */
 void titan_adamw_step(titan_adamw *o, float *params, const float *grads, float lr);
 /* The same, also writing params_bf16 (n bf16, backend memory), the compute
- * copy, from the new parameters in the same pass; NULL: none. */
+ * copy, from the new parameters in the same pass (NULL: none), and using
+ * grads[i] * gscale (titan_clip_coef's clipping; 1: none) without a pass
+ * of its own over the gradients. */
 void titan_adamw_step_cast(titan_adamw *o, float *params, void *params_bf16, const float *grads,
-                           float lr);
+                           float gscale, float lr);
 
 /* State for checkpoints. m and v are backend memory of titan_adamw_numel() floats. */
 float *titan_adamw_m(titan_adamw *o);
@@ -74,5 +76,8 @@ double titan_clip_grad_norm(const titan_backend *be, float *grads, size_t n, dou
 /* The scaling step alone, for a norm computed elsewhere (over shards of
  * several ranks): grads[0..n) is this rank's part of the gradient. */
 void titan_clip_scale(const titan_backend *be, float *grads, size_t n, double norm, double max_norm);
+/* The factor clipping multiplies the gradients by: max_norm / (norm + 1e-6)
+ * in fp32 when max_norm > 0, the norm is finite and that is < 1; else 1. */
+float titan_clip_coef(double norm, double max_norm);
 
 #endif

@@ -765,7 +765,7 @@ titan_status titan_fsdp_sync_grads(titan_fsdp *f) {
     return st;
 }
 
-titan_status titan_fsdp_clip(titan_fsdp *f, double max_norm, double *norm) {
+titan_status titan_fsdp_clip(titan_fsdp *f, double max_norm, double *norm, float *coef) {
     double ss = f->be->sumsq(f->sg, f->nshard);
     double t0 = titan_now_s();
     TITAN_TRY(titan_mesh_sum_double(f->mesh->shard_comm, ss, &ss));
@@ -775,6 +775,6 @@ titan_status titan_fsdp_clip(titan_fsdp *f, double max_norm, double *norm) {
         f->total_s += dt;
     }
     *norm = sqrt(ss);
-    titan_clip_scale(f->be, f->sg, f->nshard, *norm, max_norm);
+    *coef = titan_clip_coef(*norm, max_norm);
     return TITAN_OK;
 }

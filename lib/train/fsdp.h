@@ -143,9 +143,10 @@ titan_status titan_fsdp_params_updated(titan_fsdp *f);
  * operations and communicators); *exposed_s, the part of it the caller
  * spent blocked waiting (so exposed <= total). Both 0 for one process. */
 void titan_fsdp_comm_times(titan_fsdp *f, double *exposed_s, double *total_s);
-/* Collective: the global gradient norm (before clipping) into *norm; when
- * max_norm > 0 and the norm is finite, scales the shard gradients as
- * torch.nn.utils.clip_grad_norm_ does. */
-titan_status titan_fsdp_clip(titan_fsdp *f, double max_norm, double *norm);
+/* Collective: the global gradient norm (before clipping) into *norm, and
+ * into *coef the factor torch.nn.utils.clip_grad_norm_ would scale the
+ * gradients by (titan_clip_coef; 1 when it would not). The shard gradients
+ * are left as they are: the optimizer step applies *coef as it reads them. */
+titan_status titan_fsdp_clip(titan_fsdp *f, double max_norm, double *norm, float *coef);
 
 #endif

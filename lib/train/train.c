@@ -254,7 +254,8 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     loss_sum /= t->mesh.world;
     TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
     double norm = 0.0;
-    TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm));
+    float clip = 1.0f; /* applied by the optimizer step as it reads the gradients */
+    TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm, &clip));
     titan_fsdp_comm_times(t->fsdp, &sm->comm_exposed_s, &sm->comm_total_s);
     sm->has_comm = t->mesh.world > 1;
     if (!isfinite(norm)) {
@@ -273,7 +274,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
                          titan_llama_compute_dtype(t->model) == TITAN_DTYPE_BF16
                      ? titan_llama_compute_copy(t->model)
                      : NULL;
-    titan_adamw_step_cast(t->adam, params, copy, titan_fsdp_grads(t->fsdp), (float)lr);
+    titan_adamw_step_cast(t->adam, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr);
     titan_llama_set_copy_current(t->model, 0, titan_llama_params_count(t->model), copy != NULL);
     t->be->sync(); /* a device queues its work: step_time_s is this step's */
     /* The next forward gathers block by block. */

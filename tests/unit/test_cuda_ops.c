@@ -321,9 +321,12 @@ static void test_adamw(void) {
     void *d_copy = gpu->alloc(n * 2);
     for (int64_t t = 1; t <= 3; t++) {
         float *g = randf(n, -0.1, 0.1), *d_g = up(g, n);
-        cpu->adamw_step(p, t == 3 ? copy : NULL, g, m, v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
-        gpu->adamw_step(d_p, t == 3 ? d_copy : NULL, d_g, d_m, d_v, n, 3e-4f, 0.9f, 0.95f, 1e-8f,
-                        0.1f, t);
+        /* step 2 clipped (gscale), step 3 with the bf16 compute copy */
+        float gs = t == 2 ? 0.4321f : 1.0f;
+        cpu->adamw_step(p, t == 3 ? copy : NULL, g, gs, m, v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                        t);
+        gpu->adamw_step(d_p, t == 3 ? d_copy : NULL, d_g, gs, d_m, d_v, n, 3e-4f, 0.9f, 0.95f,
+                        1e-8f, 0.1f, t);
         gpu->free(d_g);
         free(g);
     }
@@ -337,9 +340,10 @@ static void test_adamw(void) {
     /* pointers off 16-byte alignment take the one-by-one kernel */
     float *g = randf(n, -0.1, 0.1), *d_g = up(g, n);
     size_t k = n - 1;
-    cpu->adamw_step(p + 1, copy + 1, g + 1, m + 1, v + 1, k, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
-    gpu->adamw_step(d_p + 1, (uint16_t *)d_copy + 1, d_g + 1, d_m + 1, d_v + 1, k, 1e-3f, 0.9f,
-                    0.95f, 1e-8f, 0.1f, 4);
+    cpu->adamw_step(p + 1, copy + 1, g + 1, 0.77f, m + 1, v + 1, k, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                    0.1f, 4);
+    gpu->adamw_step(d_p + 1, (uint16_t *)d_copy + 1, d_g + 1, 0.77f, d_m + 1, d_v + 1, k, 1e-3f,
+                    0.9f, 0.95f, 1e-8f, 0.1f, 4);
     free(hp);
     hp = down(d_p, n);
     gpu->to_host(hcopy, d_copy, n * 2);

@@ -536,7 +536,7 @@ static void test_adamw(void) {
     for (int i = 0; i < n; i++) p[i] = (float)sin((double)i);
     for (int s = 1; s <= 3; s++) {
         for (int i = 0; i < n; i++) g[i] = (float)(cos(3.0 * i + s) * 0.01 * (i % 3));
-        be->adamw_step(p, NULL, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, s);
+        be->adamw_step(p, NULL, g, 1.0f, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, s);
     }
     uint32_t got[8];
     memcpy(got, p, sizeof got);
@@ -564,7 +564,7 @@ static void test_adamw(void) {
         double den = sqrt(vi) / sqrt(1 - pow(b2, t)) + eps;
         want[i] = pi - lr / (1 - pow(b1, t)) * mi / den;
     }
-    be->adamw_step(pp, NULL, gg, mm, vv, N, 3e-4f, 0.9f, 0.999f, 1e-8f, 0.05f, t);
+    be->adamw_step(pp, NULL, gg, 1.0f, mm, vv, N, 3e-4f, 0.9f, 0.999f, 1e-8f, 0.05f, t);
     check("adamw vs double formula", pp, want, N, 1e-6);
     free(pp), free(gg), free(mm), free(vv), free(want);
 
@@ -577,8 +577,8 @@ static void test_adamw(void) {
     uint16_t *copy = malloc(M * 2), *want16 = malloc(M * 2);
     memcpy(p2, p1, M * 4), memcpy(m2, m1, M * 4), memcpy(v2, v1, M * 4);
     memset(copy, 0xff, M * 2);
-    be->adamw_step(p1, NULL, g1, m1, v1, M, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 2);
-    be->adamw_step(p2, copy, g1, m2, v2, M, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 2);
+    be->adamw_step(p1, NULL, g1, 1.0f, m1, v1, M, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 2);
+    be->adamw_step(p2, copy, g1, 1.0f, m2, v2, M, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 2);
     be->convert(want16, TITAN_DTYPE_BF16, p2, TITAN_DTYPE_F32, M);
     ok = memcmp(p1, p2, M * 4) == 0 && memcmp(m1, m2, M * 4) == 0 && memcmp(v1, v2, M * 4) == 0;
     printf("%-4s %-44s\n", ok ? "ok" : "FAIL", "adamw with bf16 copy: same p, m, v bits");
@@ -587,6 +587,25 @@ static void test_adamw(void) {
     printf("%-4s %-44s\n", ok ? "ok" : "FAIL", "adamw bf16 copy equals convert(p)");
     if (!ok) failures++;
     free(p1), free(g1), free(m1), free(v1), free(p2), free(m2), free(v2), free(copy), free(want16);
+
+    /* Clipping folded into the step (gscale) equals scaling the gradients
+     * first, bit for bit. */
+    float *p3 = randf(M, -1, 1), *g3 = randf(M, -1, 1), *m3 = randf(M, -0.1, 0.1);
+    float *v3 = randf(M, 0, 0.01), *p4 = malloc(M * 4), *m4 = malloc(M * 4), *v4 = malloc(M * 4);
+    float *g4 = malloc(M * 4), *g5 = malloc(M * 4);
+    memcpy(p4, p3, M * 4), memcpy(m4, m3, M * 4), memcpy(v4, v3, M * 4), memcpy(g4, g3, M * 4);
+    memcpy(g5, g3, M * 4);
+    float coef = 0.3737f;
+    be->scale(g4, M, coef);
+    be->adamw_step(p4, NULL, g4, 1.0f, m4, v4, M, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 5);
+    be->adamw_step(p3, NULL, g3, coef, m3, v3, M, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 5);
+    ok = memcmp(p3, p4, M * 4) == 0 && memcmp(m3, m4, M * 4) == 0 && memcmp(v3, v4, M * 4) == 0;
+    printf("%-4s %-44s\n", ok ? "ok" : "FAIL", "adamw gscale = scale, then step (bits)");
+    if (!ok) failures++;
+    ok = memcmp(g3, g5, M * 4) == 0;
+    printf("%-4s %-44s\n", ok ? "ok" : "FAIL", "adamw gscale leaves the gradients alone");
+    if (!ok) failures++;
+    free(p3), free(g3), free(m3), free(v3), free(p4), free(m4), free(v4), free(g4), free(g5);
 }
 
 /* ------------------------------------------------- sumsq, scale, add, exp */
@@ -675,7 +694,7 @@ static void run_all(outs *o, int threads) {
     be->cross_entropy(TITAN_DTYPE_F32, b[9] + (size_t)N * V, b[9], lg, tok, N, V, 0.5f);
     float *pm = b[10], *m = pm + (size_t)H * C, *vv = m + (size_t)H * C;
     memcpy(pm, w, (size_t)H * C * sizeof(float));
-    be->adamw_step(pm, NULL, b[2], m, vv, (size_t)H * C, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
+    be->adamw_step(pm, NULL, b[2], 1.0f, m, vv, (size_t)H * C, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
     double s = be->sumsq(b[10], (size_t)H * C * 3);
     memcpy(b[11], &s, sizeof s);
     free(x), free(w), free(dy), free(h3), free(q), free(k), free(v), free(lg), free(cs);
@@ -788,7 +807,7 @@ static void timing_ops(void) {
         t[10] = now();
         be->embedding_backward(TITAN_DTYPE_F32, ACC, emb, x, tok, N, C, V);
         t[11] = now();
-        be->adamw_step(p, NULL, x, m, v, np, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, rep + 1);
+        be->adamw_step(p, NULL, x, 1.0f, m, v, np, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, rep + 1);
         t[12] = now();
         for (int i = 0; i < 12; i++) best[i] = fmin(best[i], t[i + 1] - t[i]);
     }

@@ -31,6 +31,14 @@ typedef struct {
     float decay, w1, b2, w2, neg_step, bc2_sqrt, eps;
 } adamw_scalars;
 
+/* g * gscale rounded once into gs (the clipped gradient): the step then
+ * reads it as it would read gradients scaled in a pass of their own. */
+__attribute__((optimize("fp-contract=off"))) static void scale_block(float *restrict gs,
+                                                                     const float *restrict g,
+                                                                     size_t n, float gscale) {
+    for (size_t i = 0; i < n; i++) gs[i] = g[i] * gscale;
+}
+
 /* Each element sees the same operations in the same order, with no
  * contraction into FMAs that PyTorch's kernels do not use. lerp's two forms
  * are two loops (the m update vectorises; the sqrtf loop stays scalar while
@@ -56,9 +64,9 @@ adamw_block(float *restrict p, const float *restrict g, float *restrict m, float
 
 /* the scalars as Python forms them: double, one rounding per operation */
 __attribute__((optimize("fp-contract=off")))
-void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
-                          float lr, float beta1, float beta2, float eps, float weight_decay,
-                          int64_t t) {
+void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float gscale, float *m,
+                          float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                          float weight_decay, int64_t t) {
     double dlr = user_decimal(lr), db1 = user_decimal(beta1), db2 = user_decimal(beta2);
     double dwd = user_decimal(weight_decay), deps = user_decimal(eps);
     adamw_scalars s;
@@ -73,7 +81,13 @@ void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float *m, floa
     for (long b = 0; b < nb; b++) {
         size_t lo = (size_t)b * TITAN_CPU_BLOCK;
         size_t len = n - lo < TITAN_CPU_BLOCK ? n - lo : TITAN_CPU_BLOCK;
-        adamw_block(p + lo, g + lo, m + lo, v + lo, len, &s);
+        float gs[TITAN_CPU_BLOCK];
+        const float *gb = g + lo;
+        if (gscale != 1.0f) {
+            scale_block(gs, gb, len, gscale);
+            gb = gs;
+        }
+        adamw_block(p + lo, gb, m + lo, v + lo, len, &s);
         if (p_bf16) /* while the block is in cache */
             for (size_t i = 0; i < len; i++)
                 ((uint16_t *)p_bf16)[lo + i] = titan_f32_to_bf16(p[lo + i]);

@@ -71,9 +71,9 @@ void titan_cpu_cross_entropy(float *losses, float *dlogits, const float *logits,
                              const uint32_t *targets, int N, int V, float dscale);
 
 /* adamw.c */
-void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float *m, float *v, size_t n,
-                          float lr, float beta1, float beta2, float eps, float weight_decay,
-                          int64_t t);
+void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float gscale, float *m,
+                          float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                          float weight_decay, int64_t t);
 
 /* lowp.c: the table's convert and typed compute entries (backend.h). F32
  * calls the kernels above; BF16 runs them on widened fp32 copies and
