@@ -172,7 +172,9 @@ fi
 # buffers and AdamW in backend memory, collectives through host mirrors.
 # It computes the CPU's bits, so every layout's checkpoint must equal the
 # same layout's on the CPU byte for byte; a host access to device memory
-# would fault.
+# would fault. With bf16 gathers the units' full fp32 parameters are never
+# committed (the gather fills the bf16 compute copy), so a block that still
+# read or cast them would fault too.
 GUARD="--training.device=cpu-guard"
 for r in gfsdp2 gddp2 ghsdp gbfr gasync; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"; done
 same_ckpt() { # DESCRIPTION RUN_A RUN_B: every file of step 20 identical
