@@ -142,7 +142,7 @@ $(EMU_SELF_TEST): build/emu/cuda/test_cuda_emu.cpp build/emu/cuda/cuda_emu.o
 	$(CXX) $(EMU_SO_FLAGS) -o $@ $^ -lpthread
 
 $(EMU_TEST): tests/emu/test_attention_tc_emu.cpp build/emu/cuda/attention_tc.cpp \
-             tests/gpu/bf16_check.h build/emu/cuda/cuda_emu.o
+             tests/gpu/bf16_check.h tests/gpu/cuda_standins.h build/emu/cuda/cuda_emu.o
 	@mkdir -p build/tests
 	$(CXX) $(EMU_SO_FLAGS) -Ibuild/emu/cuda -o $@ $< build/emu/cuda/cuda_emu.o -lpthread
 

@@ -270,7 +270,6 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
      * skip their casts. */
     float *params = titan_fsdp_params(t->fsdp);
     void *copy = params == titan_llama_params_data(t->model) &&
-                         titan_adamw_numel(t->adam) == titan_llama_params_count(t->model) &&
                          titan_llama_compute_dtype(t->model) == TITAN_DTYPE_BF16
                      ? titan_llama_compute_copy(t->model)
                      : NULL;

@@ -9,8 +9,7 @@ PY=/usr/bin/python3
 out_has() { grep -q -- "$1" "$tmp/out" && ok "$2" || fail "$2"; }
 
 # --- a tiny run: seed checkpoint (step 0) and step 3 ---------------------------
-cat "$top"/man/*.1 > "$tmp/corpus.txt"
-"$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
+shard_man_corpus 1
 TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
  --training.seq_len=32 --training.local_batch_size=2 --training.steps=3 --checkpoint.interval=3
  --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=2 --training.dataset_path=$tmp/data

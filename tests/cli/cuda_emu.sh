@@ -20,8 +20,7 @@ if [ ! -f "$EMU" ]; then
     exit 77
 fi
 
-cat "$top"/man/*.[157] > "$tmp/corpus.txt"
-"$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
+shard_man_corpus
 
 # head dim 64: bf16 attention runs the tensor-core kernels (attention_tc.cu)
 SMALL="--model.dim=128 --model.n_layers=2 --model.n_heads=2 --model.n_kv_heads=1 --model.multiple_of=16

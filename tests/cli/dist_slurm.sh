@@ -82,7 +82,7 @@ TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 -
 if [ ! -x "$bin/titan-train" ] || [ ! -x "$bin/titan-init" ] || [ ! -x "$bin/titan-shard" ]; then
     ok "# SKIP titan-train under srun (bin/ not built)"
 else
-    cat "$top"/man/*.[157] > "$tmp/corpus.txt"
+    cat "$top"/man/*.[157] > "$tmp/corpus.txt" # as tap.sh's shard_man_corpus (not sourced here)
     "$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
     "$bin/titan-init" "$cfg" "$tmp/s" $TINY >"$tmp/out" 2>"$tmp/err"; rc=$?
     if [ $rc -ne 0 ] && grep -q "single process" "$tmp/err"; then

@@ -22,8 +22,7 @@ EXPECT_TIMEOUT=120
 . "$(dirname "$0")/lib/tap.sh"
 export TITAN_COMM_TIMEOUT=20
 
-cat "$top"/man/*.[157] > "$tmp/corpus.txt"
-"$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
+shard_man_corpus
 
 # local batch 2, global 8: accumulation 4 alone, 2 under dp 2, 1 under dp 4.
 TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16

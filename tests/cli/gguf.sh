@@ -18,8 +18,7 @@ ids() { $PY -c 'import sys; open(sys.argv[2],"wb").write(open(sys.argv[1]+"/shar
 first() { $PY -c 'import struct,sys; b=open(sys.argv[1]+"/shard-00000.bin","rb").read()[64:]; print(",".join(str(x) for x in struct.unpack("<%dI" % int(sys.argv[2]), b[:4*int(sys.argv[2])])))' "$1" "$2"; }
 
 # --- a tiny run, trained a little so its predictions are not uniform -------------
-cat "$top"/man/*.1 > "$tmp/corpus.txt"
-"$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
+shard_man_corpus 1
 SMALL="--model.dim=64 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
  --training.seq_len=64 --training.local_batch_size=4 --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=5
  --optimizer.lr=3e-3 --metrics.peak_flops=1e11 --training.threads=2"

@@ -5,8 +5,7 @@
 set -u
 . "$(dirname "$0")/lib/tap.sh"
 
-cat "$top"/man/*.[157] > "$tmp/corpus.txt"
-"$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
+shard_man_corpus
 TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
  --training.seq_len=32 --training.local_batch_size=2 --training.steps=6 --checkpoint.interval=3
  --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=2 --training.dataset_path=$tmp/data

@@ -34,23 +34,10 @@
  * One line per shape; exit 0 when all pass, 1 otherwise. */
 #include "attention_tc.cpp" /* build/emu/cuda/, from kernels/attention_tc.cu */
 #include "../gpu/bf16_check.h"
+#include "../gpu/cuda_standins.h" /* what the host side takes from cuda_backend.cu */
 
 #include <algorithm>
 #include <random>
-
-/* ---------------------------- what the host side takes from cuda_backend.cu */
-
-void titan_cuda_panic(const char *file, int line, const char *stmt, const char *what) {
-    fprintf(stderr, "titan: cuda: %s:%d: %s: %s\n", file, line, stmt, what);
-    abort();
-}
-
-void *titan_cuda_scratch(size_t nbytes, const char *op) {
-    void *p = nullptr;
-    if (cudaMallocAsync(&p, nbytes, 0) != cudaSuccess)
-        titan_cuda_panic(__FILE__, __LINE__, op, "scratch");
-    return p;
-}
 
 /* ------------------------------ the entry points, on copies in device memory */
 

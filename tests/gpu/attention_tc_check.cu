@@ -27,18 +27,7 @@
 #include "cuda_ops.cuh"
 #include "bf16_check.h"
 
-/* cuda_backend.cu's, which this program does not link */
-void titan_cuda_panic(const char *file, int line, const char *stmt, const char *what) {
-    fprintf(stderr, "panic: %s:%d: %s: %s\n", file, line, stmt, what);
-    abort();
-}
-
-void *titan_cuda_scratch(size_t nbytes, const char *op) {
-    void *p = nullptr;
-    if (cudaMallocAsync(&p, nbytes, 0) != cudaSuccess)
-        titan_cuda_panic(__FILE__, __LINE__, op, "scratch");
-    return p;
-}
+#include "cuda_standins.h" /* cuda_backend.cu's, which this program does not link */
 
 static float bfr(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 

@@ -88,8 +88,8 @@ void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float gscale, 
             gb = gs;
         }
         adamw_block(p + lo, gb, m + lo, v + lo, len, &s);
-        if (p_bf16) /* while the block is in cache */
-            for (size_t i = 0; i < len; i++)
-                ((uint16_t *)p_bf16)[lo + i] = titan_f32_to_bf16(p[lo + i]);
+        if (p_bf16) /* while the block is in cache; serial, as this piece is */
+            titan_dtype_convert((uint16_t *)p_bf16 + lo, TITAN_DTYPE_BF16, p + lo, TITAN_DTYPE_F32,
+                                len);
     }
 }

@@ -1,7 +1,7 @@
 # tap.sh - sourced by the CLI test scripts (tests/cli/*.sh; not a test
 # itself): TAP counters and the checks they share. Gives $top (the
 # repository), $bin, $tmp (a directory removed on exit), ok/fail/skip
-# DESCRIPTION, check, expect (below) and tap_end.
+# DESCRIPTION, check, expect, shard_man_corpus (below) and tap_end.
 #   EXPECT_TIMEOUT=S   bound every expect'ed command to S seconds
 #   EXPECT_OUTPUT=1    expect's PATTERN may also be in stdout
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,6 +27,14 @@ expect() {
     if [ $rc -ne "$code" ]; then fail "$desc (exit $rc, want $code)"; return; fi
     if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then fail "$desc (output lacks '$pat')"; return; fi
     ok "$desc"
+}
+# shard_man_corpus [SECTIONS]: the small corpus the training tests share,
+# the text of the man pages of SECTIONS (a glob; default [157]), sharded
+# with the byte tokenizer into $tmp/data (the text stays in
+# $tmp/corpus.txt). One check.
+shard_man_corpus() {
+    cat "$top"/man/*.${1:-[157]} > "$tmp/corpus.txt"
+    "$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
 }
 # Prints the plan line; the script's exit status says whether all passed.
 tap_end() { echo "1..$n"; [ $bad -eq 0 ]; }
