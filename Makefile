@@ -81,8 +81,12 @@ ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib -Xcompiler -fPIC,-fvisibility=hidd
 # (TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so).
 EMU_SO      = build/emu/libtitan-cuda-emu.so
 EMU_CU_SRC := $(CU_SRC)
+# cuDNN (tests/emu/cudnn_emu.cpp, a host interpreter of the backend graphs the
+# attention builds): only where cudnn.h is.
+CUDNN_H  := $(wildcard $(dir $(NVCC))../include/cudnn.h)
 EMU_CU_OBJ := $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.o) build/emu/cuda/cuda_emu.o \
-              build/emu/cuda/cublaslt_emu.o $(if $(NCCL_H),build/emu/cuda/nccl_emu.o)
+              build/emu/cuda/cublaslt_emu.o $(if $(NCCL_H),build/emu/cuda/nccl_emu.o) \
+              $(if $(CUDNN_H),build/emu/cuda/cudnn_emu.o)
 EMU_SO_FLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fno-strict-aliasing \
                $(WARN) -Wno-unknown-pragmas $(filter -Werror,$(CFLAGS)) -Ilib -Ikernels -Itests/emu \
                -isystem $(dir $(NVCC))../include -MMD -MP
@@ -92,6 +96,8 @@ EMU_SO_FLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fn
 # reference (it includes the generated file: its device helpers are static).
 EMU_SELF_TEST = build/tests/test_cuda_emu
 EMU_TEST      = build/tests/test_attention_tc_emu
+# The cuDNN interpreter alone: small graphs against hand loops, and its refusals.
+EMU_CUDNN_TEST = $(if $(CUDNN_H),build/tests/test_cudnn_emu)
 # kernels/vmm.cu's object linked against a host mock of the CUDA runtime and
 # driver calls it makes (tests/mock/): the suite checks releasable memory
 # without a GPU. libcudart only registers vmm.o's fat binary.
@@ -101,7 +107,7 @@ VMM_MOCK_FLAGS = -std=c++17 -O2 -g $(WARN) $(filter -Werror,$(CFLAGS)) -Ilib \
 endif
 
 all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_SO) $(EMU_SELF_TEST) \
-     $(VMM_MOCK_TEST)
+     $(EMU_CUDNN_TEST) $(VMM_MOCK_TEST)
 
 ifneq ($(CUDA_OUT),)
 build/obj/kernels/%.o: kernels/%.cu
@@ -140,6 +146,12 @@ $(EMU_SO): $(EMU_CU_OBJ)
 $(EMU_SELF_TEST): build/emu/cuda/test_cuda_emu.cpp build/emu/cuda/cuda_emu.o
 	@mkdir -p build/tests
 	$(CXX) $(EMU_SO_FLAGS) -o $@ $^ -lpthread
+
+ifneq ($(CUDNN_H),)
+$(EMU_CUDNN_TEST): tests/emu/test_cudnn_emu.cpp build/emu/cuda/cudnn_emu.o build/emu/cuda/cuda_emu.o
+	@mkdir -p build/tests
+	$(CXX) $(EMU_SO_FLAGS) -o $@ $^ -lpthread
+endif
 
 $(EMU_TEST): tests/emu/test_attention_tc_emu.cpp build/emu/cuda/attention_tc.cpp \
              tests/gpu/bf16_check.h tests/gpu/cuda_standins.h build/emu/cuda/cuda_emu.o

@@ -305,7 +305,9 @@ static void backward_hd(int add, S *dq, S *dk, S *dv, const S *dout, const S *ou
     else backward<S, 8>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
 }
 
-/* bf16 runs on the tensor-core kernels (attention_tc.cu) where they apply:
+/* bf16 runs through cuDNN (attention_cudnn.cu) when TITAN_CUDA_ATTENTION=cudnn
+ * and the call applies; otherwise on the tensor-core kernels (attention_tc.cu)
+ * where they apply:
  * HD 64 or 128, q, k, v, dout 16-byte aligned and out, dq, dk, dv 4-byte
  * aligned (the model's buffers are 64-byte aligned; odd test slices are
  * not). Everything else, and every call when TITAN_CUDA_ATTENTION=simple
@@ -334,6 +336,10 @@ void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const v
                                   int HD) {
     check_shape(B, NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
+    if (dt == TITAN_DTYPE_BF16 && titan_cuda_attention_cudnn_wanted() &&
+        titan_cuda_attention_cudnn_forward((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                                           (const bf16 *)v, B, T, NH, NKV, HD))
+        return;
     if (use_tc(dt, HD, q, k, v, q, out, out, out)) {
         titan_cuda_attention_tc_forward((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                                         (const bf16 *)v, B, T, NH, NKV, HD);
@@ -351,6 +357,12 @@ void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, 
     check_shape(B, NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
     const int add = (acc & TITAN_ACC_DX) != 0;
+    if (dt == TITAN_DTYPE_BF16 && titan_cuda_attention_cudnn_wanted() &&
+        titan_cuda_attention_cudnn_backward(add, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
+                                            (const bf16 *)dout, (const bf16 *)out, lse,
+                                            (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, B,
+                                            T, NH, NKV, HD))
+        return;
     if (use_tc(dt, HD, q, k, v, dout, dq, dk, dv)) {
         titan_cuda_attention_tc_backward(add, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
                                          (const bf16 *)dout, (const bf16 *)out, lse,

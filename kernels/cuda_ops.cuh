@@ -26,7 +26,8 @@
  * Determinism: no float atomics anywhere. Each output element is written by
  * one thread, reductions run in fixed trees whose shape depends only on the
  * tensor shapes (never on the GPU's SM count), so the same inputs give the
- * same bits on every run.
+ * same bits on every run. The exception is opt-in: attention through cuDNN
+ * (TITAN_CUDA_ATTENTION=cudnn), whose backward adds dQ with atomics.
  *
  * Errors: the table's ops return void, so a failing CUDA or cuBLAS call
  * inside an op is a dead end; CUDA_CHECK / CUBLAS_CHECK print the statement,
@@ -263,6 +264,21 @@ void titan_cuda_attention_tc_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, con
                                       const bf16 *out, const float *lse, const bf16 *q,
                                       const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV,
                                       int HD);
+
+/* attention_cudnn.cu: bf16 attention through cuDNN's fused flash attention
+ * graphs, when TITAN_CUDA_ATTENTION=cudnn (wanted() says so). Same contract
+ * as attention_tc's; false when the call does not apply (HD not a multiple
+ * of 8 up to 128, a pointer not 16-byte aligned), and the caller runs its
+ * own kernels. cuDNN missing, or a graph it refuses, ends the process with
+ * the reason. Not bitwise repeatable in the backward (cuDNN adds dQ with
+ * atomics). */
+int titan_cuda_attention_cudnn_wanted(void);
+bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                                        const bf16 *v, int B, int T, int NH, int NKV, int HD);
+bool titan_cuda_attention_cudnn_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv,
+                                         const bf16 *dout, const bf16 *out, const float *lse,
+                                         const bf16 *q, const bf16 *k, const bf16 *v, int B, int T,
+                                         int NH, int NKV, int HD);
 
 /* swiglu.cu */
 void titan_cuda_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,

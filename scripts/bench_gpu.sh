@@ -22,7 +22,10 @@
 #   scripts/bench_gpu.sh [--peak-flops F]
 #   BENCH_PEAK_FLOPS (989e12: H100 SXM bf16 dense; H200 has the same compute)
 #   BENCH_8B_LAYERS (4)  BENCH_SEQS ("2048 8192")  BENCH_SHAPES ("1B 8B")
-#   BENCH_IMPLS ("eager compile titan")  BENCH_TITAN_DTYPE (bfloat16)
+#   BENCH_IMPLS ("eager compile titan titan-cudnn": titan-cudnn is titan with
+#   TITAN_CUDA_ATTENTION=cudnn, cuDNN's fused attention; TITAN_CUDNN_LIB
+#   names libcudnn.so.9, else the first found beside PyTorch's)
+#   BENCH_TITAN_DTYPE (bfloat16)
 #   BENCH_BATCH (1)  BENCH_STEPS (8)
 #   BENCH_WARMUP (3)  BENCH_RUN_TIMEOUT (150 s a run)
 #   BENCH_BUDGET (480 s from the start, build included: a run gets what is
@@ -76,7 +79,7 @@ fi
 L8=${BENCH_8B_LAYERS:-4}
 SEQS=${BENCH_SEQS:-2048 8192}
 SHAPES=${BENCH_SHAPES:-1B 8B}
-IMPLS=${BENCH_IMPLS:-eager compile titan}
+IMPLS=${BENCH_IMPLS:-eager compile titan titan-cudnn}
 TDTYPE=${BENCH_TITAN_DTYPE:-bfloat16}
 case $TDTYPE in bfloat16) TMODE=bf16 ;; float32) TMODE=fp32 ;;
 *) echo "bench_gpu: error: BENCH_TITAN_DTYPE: '$TDTYPE' is not bfloat16 or float32" >&2; exit 2 ;; esac
@@ -106,13 +109,14 @@ for v in "BENCH_8B_LAYERS=$L8" "BENCH_BATCH=$BATCH" "BENCH_STEPS=$STEPS" "BENCH_
 done
 [ "$STEPS" -gt "$WARMUP" ] || { echo "bench_gpu: error: BENCH_STEPS ($STEPS) must exceed BENCH_WARMUP ($WARMUP)" >&2; exit 2; }
 for m in $IMPLS; do
-    case $m in eager|compile|titan) ;;
-    *) echo "bench_gpu: error: BENCH_IMPLS: unknown '$m' (eager, compile, titan)" >&2; exit 2 ;; esac
+    case $m in eager|compile|titan|titan-cudnn) ;;
+    *) echo "bench_gpu: error: BENCH_IMPLS: unknown '$m' (eager, compile, titan, titan-cudnn)" >&2; exit 2 ;; esac
 done
 for sh in $SHAPES; do
     case $sh in 1B|8B) ;;
     *) echo "bench_gpu: error: BENCH_SHAPES: unknown '$sh' (1B, 8B)" >&2; exit 2 ;; esac
 done
+. scripts/find-cudnn.sh
 PY=${BENCH_PY:-}
 if [ -z "$PY" ]; then # the GPU image's torch, else the first python3 with one
     for p in /opt/torch/.venv/bin/python3 python3 /usr/bin/python3; do
@@ -266,7 +270,7 @@ run() {
     idx=$((idx + 1))
     name=$(printf '%02d-%s-%s-%s' "$idx" "$sh" "$seq" "$mode")
     if [ "$impl" = titan ] && [ $titan_ok -eq 0 ]; then
-        meta "$name" titan "$TMODE" "$sh" "$seq" -1 0 0 0 "$titan_why"
+        meta "$name" titan "$mode" "$sh" "$seq" -1 0 0 0 "$titan_why"
         return
     fi
     for pass in 1 2; do # before and after waiting for a seed checkpoint
@@ -287,7 +291,7 @@ run() {
         eval "irc=\${init_rc_$sh:--1}"
         if [ "$irc" != 0 ]; then # its log says why
             cp "$out/init-$sh.log" "$out/$name.log" 2>/dev/null
-            meta "$name" titan "$TMODE" "$sh" "$seq" "$irc" 0 600 0
+            meta "$name" titan "$mode" "$sh" "$seq" "$irc" 0 600 0
             return
         fi
     done
@@ -312,7 +316,8 @@ run() {
         # One step more than timed, profiled op by op (titan-train's
         # [profiling]): where the step's time goes, beside the table.
         rm -rf "$work/run-$sh/metrics.jsonl" "$work/run-$sh/profile_traces"
-        timeout -k 10 "$limit" bin/titan-train "$work/run-$sh" --training.seq_len="$seq" \
+        attn=; case $mode in *-cudnn) attn=cudnn ;; esac
+        TITAN_CUDA_ATTENTION=$attn timeout -k 10 "$limit" bin/titan-train "$work/run-$sh" --training.seq_len="$seq" \
             --training.local_batch_size="$BATCH" --training.steps=$((STEPS + 1)) \
             --training.device="$DEVICE" --metrics.peak_flops="$PEAK" \
             --training.mixed_precision_param="$TDTYPE" --profiling.enable_profiling=true \
@@ -336,7 +341,8 @@ for seq in $SEQS; do
             case $m in
             eager|compile) run torch "$m" "$sh" "$seq" ;;
             titan) run titan "$TMODE" "$sh" "$seq" ;;
-            *) echo "bench_gpu: error: unknown implementation '$m' (eager, compile, titan)" >&2; exit 2 ;;
+            titan-cudnn) run titan "$TMODE-cudnn" "$sh" "$seq" ;;
+            *) echo "bench_gpu: error: unknown implementation '$m' (eager, compile, titan, titan-cudnn)" >&2; exit 2 ;;
             esac
         done
     done

@@ -15,6 +15,9 @@
 #      and a text sample (parameters copied back to the host);
 #   6. on cuda in bf16 (mixed_precision_param): the loss curve within
 #      $BF16_TOL of the cpu's fp32 one, and a second run ending in the same bits;
+#      the same curve check with attention through cuDNN (TITAN_CUDA_ATTENTION=
+#      cudnn; scripts/find-cudnn.sh finds libcudnn.so.9), after test_cuda_ops
+#      ran that way in step 2;
 #   7. with two GPUs or more: FSDP 2 (--nproc 2, a GPU per rank) over NCCL and
 #      over shared memory (TITAN_COMM=shm) against FSDP 2 on the cpu, to $TOL;
 #   8. last (slow): test_cuda_ops under compute-sanitizer memcheck, at most
@@ -115,6 +118,12 @@ else failed "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1: $(tail -n 1 "$out/te
 if TITAN_CUDA_ATTENTION=simple build/tests/test_cuda_ops >"$out/test_cuda_ops_simple_attention.log" 2>&1; then
     pass "test_cuda_ops with TITAN_CUDA_ATTENTION=simple"
 else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=simple: $(tail -n 1 "$out/test_cuda_ops_simple_attention.log")"; fi
+# and with bf16 attention through cuDNN's fused flash attention (attention_cudnn.cu)
+. scripts/find-cudnn.sh
+say "      cuDNN: ${TITAN_CUDNN_LIB:-libcudnn.so.9 from the linker's search path}"
+if TITAN_CUDA_ATTENTION=cudnn build/tests/test_cuda_ops >"$out/test_cuda_ops_cudnn_attention.log" 2>&1; then
+    pass "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn ($(grep -o 'through cuDNN [0-9.]*' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1))"
+else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn: $(grep -h 'error' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1)$(tail -n 1 "$out/test_cuda_ops_cudnn_attention.log")"; fi
 # the tensor-core attention alone against a double-precision reference, with its timing
 if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/attention_tc_check.cu \
         kernels/attention_tc.cu -o build/attention_tc_check >"$out/attention_tc_check.log" 2>&1 &&
@@ -215,6 +224,20 @@ else
     failed "$DEV bf16: a second run differs (see train_cuda_bf16_again.log)"
 fi
 
+# --- cuda in bf16 with cuDNN's attention: near the fp32 curve as well --------------------
+cp -r "$work/seed" "$work/bf16c"
+export TITAN_CUDA_ATTENTION=cudnn
+# shellcheck disable=SC2086
+train bf16c train_cuda_bf16_cudnn --training.device="$DEV" $BF16; rc=$?
+unset TITAN_CUDA_ATTENTION
+set -- $(maxrel loss bf16c)
+if [ $rc -eq 0 ] && [ "${3:-0}" -eq "$STEPS" ] &&
+   awk -v m="${1:-inf}" -v t="$BF16_TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
+    pass "bf16 with cuDNN attention near cpu fp32: max relative difference $1 (step $2) <= $BF16_TOL"
+else
+    failed "bf16 with cuDNN attention (exit $rc): max relative difference ${1:-nan} over ${3:-0} of $STEPS steps (see train_cuda_bf16_cudnn.log)"
+fi
+
 # --- several ranks (two GPUs or more): FSDP 2 over NCCL, and over shared memory -------
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$DEV" = cpu-guard ] || [ "${ngpu:-0}" -ge 2 ]; then
@@ -251,6 +274,7 @@ speed() { # metrics file: mean tokens/s, mfu, step_time_s
 say "speed cpu:  $(speed "$work/cpu/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cpu.log" | head -n 1)"
 say "speed $DEV: $(speed "$work/cuda/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda.log" | head -n 1)"
 say "speed $DEV bf16: $(speed "$work/bf16/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda_bf16.log" | head -n 1)"
+say "speed $DEV bf16 cuDNN attention: $(speed "$work/bf16c/metrics.jsonl")"
 say "      $(grep 'device memory:' "$out/train_cuda_bf16.log" | head -n 1)"
 
 # --- last, as it is slow: every op under compute-sanitizer memcheck -------------------

@@ -412,6 +412,10 @@ def report(d: str, peak: float) -> int:
                   "parameters and bf16 activations for compute (cuBLASLt bf16 GEMMs with fp32 "
                   "accumulation, tensor-core flash attention), fp32 master weights, gradients "
                   "and AdamW state")
+    if "bf16-cudnn" in titan_modes:
+        md.append("- titan bf16, cuDNN attention: the same with TITAN_CUDA_ATTENTION=cudnn, "
+                  "attention forward and backward through cuDNN's fused flash-attention graphs "
+                  "(kernels/attention_cudnn.cu; its backward is not bitwise repeatable)")
     if "fp32" in titan_modes:
         md.append("- titan fp32: fp32 throughout, matmuls without TF32: its ceiling is the fp32 "
                   "peak (67 TFLOP/s on H100 SXM, 6.8% of 989)")
@@ -433,7 +437,8 @@ def report(d: str, peak: float) -> int:
             r["shape"], r["dim"], r["layers"], r["heads"], r["kv_heads"], r["ffn"],
             ", tied" if r["tie"] else "")
         impl = "PyTorch %s" % env.get("torch", "").split(" ")[0] if r["impl"] == "torch" else "titan"
-        mode = {"eager": "eager bf16", "compile": "compile bf16", "fp32": "fp32", "bf16": "bf16 (fp32 master)"}.get(r["mode"], r["mode"])
+        mode = {"eager": "eager bf16", "compile": "compile bf16", "fp32": "fp32", "bf16": "bf16 (fp32 master)",
+                "bf16-cudnn": "bf16 (fp32 master), cuDNN attention"}.get(r["mode"], r["mode"])
         md.append("| %s | %s | %s | %d x %d | %s | %s | %s | %s | %s |" % (
             impl, mode, shape, r["seq"], r["batch"], f(r["tokens_per_s"], "%.0f"),
             f(r["mfu"] and 100 * r["mfu"], "%.2f%%"), f(r["peak_gib"], "%.1f"),

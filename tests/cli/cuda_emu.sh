@@ -47,7 +47,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r p f hc hg ha c2 g2 s2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
+for r in g r p f hc hg ha hn c2 g2 s2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
 
 # --- fp32: the cpu's loss curve ---------------------------------------------------
 expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
@@ -84,6 +84,16 @@ d=$(close "$tmp/hc" "$tmp/hg" 5e-3) && ok "bf16 tracks the cpu's bf16 ($d)" || f
 expect 0 "" "train bf16 on cuda (CUDA-core attention)" -- emu TITAN_CUDA_ATTENTION=simple "$bin/titan-train" "$tmp/ha" $CUDA $BF16
 d=$(close "$tmp/hc" "$tmp/ha" 5e-3) && ok "bf16, CUDA-core attention, tracks the cpu ($d)" \
     || fail "bf16, CUDA-core attention, tracks the cpu ($d)"
+# cuDNN's attention graphs (attention_cudnn.cu), run by the emulator's
+# interpreter of cuDNN's graph API (tests/emu/cudnn_emu.cpp)
+if nm -D "$EMU" 2>/dev/null | grep -q ' T cudnnBackendExecute$'; then
+    expect 0 "through cuDNN 9.19.0" "train bf16 on cuda (cuDNN attention graphs)" -- \
+        emu TITAN_CUDA_ATTENTION=cudnn TITAN_CUDNN_LIB="$EMU" "$bin/titan-train" "$tmp/hn" $CUDA $BF16
+    d=$(close "$tmp/hc" "$tmp/hn" 5e-3) && ok "bf16, cuDNN attention, tracks the cpu ($d)" \
+        || fail "bf16, cuDNN attention, tracks the cpu ($d)"
+else
+    skip "train bf16 on cuda (cuDNN attention graphs)" "the emulator has no cuDNN (no cudnn.h)"
+fi
 
 # --- data parallelism (each rank its own emulated GPU) --------------------------------
 # NCCL communicators (tests/emu/nccl_emu.cpp) where the library has them,

@@ -8,7 +8,9 @@
  * the CPU's sum into zeros, with no NaN left (nothing read). Ops with two
  * kinds of gradient (matmul, rmsnorm) also run the mixed masks. bf16
  * attention at HD 64 and 128 runs the tensor-core kernels (attention_tc.cu);
- * TITAN_CUDA_ATTENTION=simple sends it to the CUDA-core ones instead.
+ * TITAN_CUDA_ATTENTION=simple sends it to the CUDA-core ones instead, and
+ * TITAN_CUDA_ATTENTION=cudnn to cuDNN's (attention_cudnn.cu; its backward is
+ * not bitwise repeatable, so that one check is skipped).
  *
  * bf16 inputs are random values rounded to bf16 on the host, so both
  * backends read the same bits; the CPU backend's bf16 ops (fp32 ops on
@@ -617,6 +619,12 @@ static void test_rope(void) {
     free(cs), free(sn), free(x), free(dout), free(out);
 }
 
+/* TITAN_CUDA_ATTENTION=cudnn: bf16 attention through cuDNN (attention_cudnn.cu) */
+static int cudnn_attention(void) {
+    const char *e = getenv("TITAN_CUDA_ATTENTION");
+    return e && strcmp(e, "cudnn") == 0;
+}
+
 static void test_attention(int B, int T, int NH, int NKV, int HD) {
     titan_dtype dt = cur_dt;
     char name[128];
@@ -682,7 +690,10 @@ static void test_attention(int B, int T, int NH, int NKV, int HD) {
     }
     int same = 1;
     for (int i = 0; i < 3; i++) same &= memcmp(g1[i], g2[i], sz[i] * es) == 0;
-    check_bits("attention_backward repeats bitwise", &same, &(int){1}, sizeof same);
+    if (cudnn_attention() && dt == TITAN_DTYPE_BF16 && HD % 8 == 0 && HD <= 128)
+        printf("skip [%-4s] %-50s %s\n", dname(), "attention_backward repeats bitwise",
+               "cuDNN adds dQ with atomics");
+    else check_bits("attention_backward repeats bitwise", &same, &(int){1}, sizeof same);
     for (int i = 0; i < 3; i++) free(g1[i]), free(g2[i]);
 
     gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout);
@@ -790,6 +801,8 @@ static void test_dtype_ops(titan_dtype dt) {
      * whole and ragged tiles, GQA groups of 1, 2 and 4 (the cases above too) */
     test_attention(1, 64, 4, 4, 64);
     test_attention(2, 257, 8, 2, 128);
+    /* T a multiple of 128: cuDNN before 9.16 takes only these (the model's shapes) */
+    test_attention(2, 256, 8, 2, 64);
     test_swiglu();
     test_cross_entropy();
 }

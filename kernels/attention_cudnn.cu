@@ -1,0 +1,380 @@
+/* attention_cudnn.cu - bf16 causal grouped-query attention through cuDNN's
+ * fused flash attention (the "SDPA" operation graphs of its backend API),
+ * chosen with TITAN_CUDA_ATTENTION=cudnn. It is the other implementation
+ * the CUDA backend keeps beside its own kernels (attention_tc.cu): each
+ * checks the other, and the benchmark says which is faster.
+ *
+ * The graphs are the ones cuDNN's fused engines recognise, written here
+ * against the backend API (cudnn_graph.cuh), from cuDNN's documentation of
+ * its attention graphs:
+ *
+ *   forward   S = Q K^T (fp32) * scale; causal mask: row >= col keeps S,
+ *             else -inf (GEN_INDEX, CMP_GE, BINARY_SELECT); softmax as
+ *             max, sub, exp, sum, div, with Stats = max + log(sum) saved
+ *             (titan's lse); P in bf16; O = P V.
+ *   backward  D = rowsum(dO * O) (kept in the workspace: softmax_sum);
+ *             P = exp(S * scale - Stats) with the same mask;
+ *             dV = P^T dO; dS = P * (dO V^T - D) * scale;
+ *             dK = dS^T Q; dQ = dS K, accumulated in fp32 (dQ_accum, in
+ *             the workspace, zeroed first) and cast to bf16.
+ *             Grouped-query: the query heads' dK, dV are summed per kv head
+ *             by a reduction over the head dim.
+ *
+ * Layouts are titan's: q, dq, out, dout [B,T,NH,HD] and k, v, dk, dv
+ * [B,T,NKV,HD] are given to cuDNN as [B,H,T,HD] tensors with strides
+ * (T*H*HD, HD, H*HD, 1); K^T and V^T are the same memory with the last two
+ * dims and strides swapped. lse [B,NH,T] is Stats [B,NH,T,1], packed.
+ *
+ * Plans are built once per shape (forward or backward, B, T, NH, NKV, HD)
+ * and kept for the process; a mutex guards the table. Applies to bf16 with
+ * HD a multiple of 8 up to 128 and 16-byte aligned pointers (and, before
+ * cuDNN 9.16, T a multiple of 128, where older backward engines need a
+ * padding mask this code does not build); other calls return false and the
+ * caller runs its own kernels. Once TITAN_CUDA_ATTENTION=cudnn asks for
+ * cuDNN, a missing library or a graph no engine takes ends the process
+ * with the reason: the run does not silently measure something else.
+ *
+ * Numbers: not titan's bits. cuDNN sums in its own order, and its backward
+ * adds dQ across key blocks with atomics, so the backward is not bitwise
+ * repeatable (the forward is). The acc mask's "+=" goes through a
+ * temporary and titan_cuda_add. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <limits>
+#include <string>
+
+#include "cuda_ops.cuh"
+#include "cudnn_graph.cuh"
+
+int titan_cuda_attention_cudnn_wanted(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("TITAN_CUDA_ATTENTION");
+        v = e && strcmp(e, "cudnn") == 0;
+    }
+    return v;
+}
+
+#ifndef TITAN_HAVE_CUDNN
+bool titan_cuda_attention_cudnn_forward(bf16 *, float *, const bf16 *, const bf16 *,
+                                        const bf16 *, int, int, int, int, int) {
+    fprintf(stderr, "titan: error: cuda: TITAN_CUDA_ATTENTION=cudnn, but this library was built "
+                    "without cudnn.h\n");
+    fflush(NULL);
+    _exit(TITAN_ERR_USAGE);
+}
+bool titan_cuda_attention_cudnn_backward(int, bf16 *, bf16 *, bf16 *, const bf16 *, const bf16 *,
+                                         const float *, const bf16 *, const bf16 *, const bf16 *,
+                                         int, int, int, int, int) {
+    return titan_cuda_attention_cudnn_forward(0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+}
+#else
+
+/* variant-pack uids */
+enum {
+    UID_Q = 1, UID_KT, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_DO, UID_DQ, UID_DK,
+    UID_DV, UID_ONE, UID_SOFTMAX_SUM, UID_DQ_ACCUM,
+};
+
+struct PlanKey {
+    int backward, B, T, NH, NKV, HD;
+    bool operator==(const PlanKey &o) const { return memcmp(this, &o, sizeof o) == 0; }
+};
+
+struct Plan {
+    PlanKey key;
+    CudnnGraph *graph; /* kept for the process: the plan refers to its descriptors */
+};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static Plan g_plans[32];
+static int g_nplans;
+
+[[noreturn]] static void cudnn_fatal(int code, const PlanKey &k, const std::string &what) {
+    fflush(NULL); /* what the process printed so far comes first */
+    fprintf(stderr,
+            "titan: error: cuda: attention %s through cuDNN (TITAN_CUDA_ATTENTION=cudnn) "
+            "B=%d T=%d NH=%d NKV=%d HD=%d: %s\n"
+            "hint: unset TITAN_CUDA_ATTENTION to use titan's own attention kernels\n",
+            k.backward ? "backward" : "forward", k.B, k.T, k.NH, k.NKV, k.HD, what.c_str());
+    fflush(NULL);
+    _exit(code);
+}
+
+/* [B, H, T, HD] over titan's [B, T, H, HD] memory; transposed: [B, H, HD, T] */
+static void bshd(int64_t dim[4], int64_t stride[4], int B, int T, int H, int HD, bool transposed) {
+    dim[0] = B, dim[1] = H, dim[2] = T, dim[3] = HD;
+    stride[0] = (int64_t)T * H * HD, stride[1] = HD, stride[2] = (int64_t)H * HD, stride[3] = 1;
+    if (transposed) {
+        int64_t d = dim[2], s = stride[2];
+        dim[2] = dim[3], stride[2] = stride[3];
+        dim[3] = d, stride[3] = s;
+    }
+}
+
+static CudnnTensor io_tensor(CudnnGraph &g, int64_t uid, int B, int T, int H, int HD,
+                             bool transposed = false) {
+    int64_t dim[4], stride[4];
+    bshd(dim, stride, B, T, H, HD, transposed);
+    return g.tensor(CUDNN_DATA_BFLOAT16, dim, stride, uid);
+}
+
+static CudnnTensor scalar(CudnnGraph &g, int64_t uid) {
+    const int64_t one[4] = {1, 1, 1, 1};
+    return g.tensor(CUDNN_DATA_FLOAT, one, one, uid, true);
+}
+
+/* s [B, NH, T, T] (fp32) with the upper triangle set to neg_inf */
+static CudnnTensor causal_mask(CudnnGraph &g, CudnnTensor s, CudnnTensor neg_inf, const PlanKey &k) {
+    CudnnTensor row = g.virt(CUDNN_DATA_INT32, k.B, k.NH, k.T, k.T);
+    CudnnTensor col = g.virt(CUDNN_DATA_INT32, k.B, k.NH, k.T, k.T);
+    CudnnTensor keep = g.virt(CUDNN_DATA_BOOLEAN, k.B, k.NH, k.T, k.T);
+    CudnnTensor out = g.virt(CUDNN_DATA_FLOAT, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, CUDNN_DATA_FLOAT, 3);
+    g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, nullptr, keep, CUDNN_DATA_BOOLEAN);
+    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, &neg_inf, &keep, out, CUDNN_DATA_FLOAT);
+    return out;
+}
+
+static void build_forward(CudnnGraph &g, const PlanKey &k) {
+    const cudnnDataType_t F = CUDNN_DATA_FLOAT;
+    CudnnTensor q = io_tensor(g, UID_Q, k.B, k.T, k.NH, k.HD);
+    CudnnTensor kt = io_tensor(g, UID_KT, k.B, k.T, k.NKV, k.HD, true);
+    CudnnTensor v = io_tensor(g, UID_V, k.B, k.T, k.NKV, k.HD);
+    CudnnTensor o = io_tensor(g, UID_O, k.B, k.T, k.NH, k.HD);
+    const int64_t sdim[4] = {k.B, k.NH, k.T, 1}, sstride[4] = {(int64_t)k.NH * k.T, k.T, 1, 1};
+    CudnnTensor stats = g.tensor(F, sdim, sstride, UID_STATS);
+    CudnnTensor scale = scalar(g, UID_SCALE), neg_inf = scalar(g, UID_NEG_INF);
+
+    CudnnTensor s = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.matmul(q, kt, s);
+    CudnnTensor ss = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_MUL, s, &scale, nullptr, ss, F);
+    CudnnTensor masked = causal_mask(g, ss, neg_inf, k);
+    /* softmax, with the statistics the backward needs */
+    CudnnTensor mx = g.virt(F, k.B, k.NH, k.T, 1);
+    g.reduction(CUDNN_REDUCE_TENSOR_MAX, masked, mx);
+    CudnnTensor centered = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_SUB, masked, &mx, nullptr, centered, F);
+    CudnnTensor e = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_EXP, centered, nullptr, nullptr, e, F);
+    CudnnTensor sum = g.virt(F, k.B, k.NH, k.T, 1);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, e, sum);
+    CudnnTensor logsum = g.virt(F, k.B, k.NH, k.T, 1);
+    g.pointwise(CUDNN_POINTWISE_LOG, sum, nullptr, nullptr, logsum, F);
+    g.pointwise(CUDNN_POINTWISE_ADD, mx, &logsum, nullptr, stats, F);
+    CudnnTensor p = g.virt(CUDNN_DATA_BFLOAT16, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_DIV, e, &sum, nullptr, p, F);
+    g.matmul(p, v, o);
+}
+
+/* a [B, NH, T, X] product summed over each group of NH / NKV query heads into
+ * out [B, NKV, T, X]; with NH == NKV the product goes straight to out */
+static void per_kv_head(CudnnGraph &g, CudnnTensor a, CudnnTensor b, CudnnTensor out,
+                        const PlanKey &k) {
+    if (k.NH == k.NKV) {
+        g.matmul(a, b, out);
+        return;
+    }
+    CudnnTensor full = g.virt(CUDNN_DATA_BFLOAT16, k.B, k.NH, k.T, k.HD);
+    g.matmul(a, b, full);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, out);
+}
+
+static void build_backward(CudnnGraph &g, const PlanKey &k) {
+    const cudnnDataType_t F = CUDNN_DATA_FLOAT, BF = CUDNN_DATA_BFLOAT16;
+    CudnnTensor q = io_tensor(g, UID_Q, k.B, k.T, k.NH, k.HD);
+    CudnnTensor kt = io_tensor(g, UID_KT, k.B, k.T, k.NKV, k.HD, true);
+    CudnnTensor vt = io_tensor(g, UID_V, k.B, k.T, k.NKV, k.HD, true);
+    CudnnTensor o = io_tensor(g, UID_O, k.B, k.T, k.NH, k.HD);
+    CudnnTensor dout = io_tensor(g, UID_DO, k.B, k.T, k.NH, k.HD);
+    CudnnTensor dq = io_tensor(g, UID_DQ, k.B, k.T, k.NH, k.HD);
+    CudnnTensor dk = io_tensor(g, UID_DK, k.B, k.T, k.NKV, k.HD);
+    CudnnTensor dv = io_tensor(g, UID_DV, k.B, k.T, k.NKV, k.HD);
+    const int64_t rdim[4] = {k.B, k.NH, k.T, 1}, rstride[4] = {(int64_t)k.NH * k.T, k.T, 1, 1};
+    CudnnTensor stats = g.tensor(F, rdim, rstride, UID_STATS);
+    CudnnTensor softmax_sum = g.tensor(F, rdim, rstride, UID_SOFTMAX_SUM);
+    const int64_t adim[4] = {k.B, k.NH, k.T, k.HD},
+                  astride[4] = {(int64_t)k.NH * k.T * k.HD, (int64_t)k.T * k.HD, k.HD, 1};
+    CudnnTensor dq_accum = g.tensor(F, adim, astride, UID_DQ_ACCUM);
+    CudnnTensor scale = scalar(g, UID_SCALE), neg_inf = scalar(g, UID_NEG_INF);
+    CudnnTensor one = scalar(g, UID_ONE);
+
+    /* D = rowsum(dO * O) */
+    CudnnTensor d_o = g.virt(F, k.B, k.NH, k.T, k.HD);
+    g.pointwise(CUDNN_POINTWISE_MUL, dout, &o, nullptr, d_o, F);
+    CudnnTensor dsum = g.virt(F, k.B, k.NH, k.T, 1);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_o, dsum);
+    g.pointwise(CUDNN_POINTWISE_MUL, dsum, &one, nullptr, softmax_sum, F);
+    /* P = exp(S * scale - Stats), masked */
+    CudnnTensor s = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.matmul(q, kt, s);
+    CudnnTensor ss = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_MUL, s, &scale, nullptr, ss, F);
+    CudnnTensor centered = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_SUB, ss, &stats, nullptr, centered, F);
+    CudnnTensor masked = causal_mask(g, centered, neg_inf, k);
+    CudnnTensor p = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_EXP, masked, nullptr, nullptr, p, F);
+    /* dV = P^T dO (P^T: P's memory viewed transposed, bf16) */
+    const int64_t tdim[4] = {k.B, k.NH, k.T, k.T},
+                  tstride[4] = {(int64_t)k.NH * k.T * k.T, (int64_t)k.T * k.T, 1, k.T};
+    CudnnTensor pt = g.tensor(BF, tdim, tstride, 0);
+    g.reshape(p, pt);
+    per_kv_head(g, pt, dout, dv, k);
+    /* dS = P * (dO V^T - D) * scale */
+    CudnnTensor dp = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.matmul(dout, vt, dp);
+    CudnnTensor dp_centered = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_SUB, dp, &softmax_sum, nullptr, dp_centered, F);
+    CudnnTensor ds_unscaled = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_MUL, dp_centered, &p, nullptr, ds_unscaled, F);
+    CudnnTensor ds = g.virt(F, k.B, k.NH, k.T, k.T);
+    g.pointwise(CUDNN_POINTWISE_MUL, ds_unscaled, &scale, nullptr, ds, F);
+    /* dK = dS^T Q */
+    CudnnTensor dst = g.tensor(BF, tdim, tstride, 0);
+    g.reshape(ds, dst);
+    per_kv_head(g, dst, q, dk, k);
+    /* dQ = dS K, K being K^T's memory viewed back as [B, NKV, T, HD] (typed
+     * fp32 as cuDNN's own frontend leaves this virtual view; the data is K's) */
+    int64_t kdim[4], kstride[4];
+    bshd(kdim, kstride, k.B, k.T, k.NKV, k.HD, false);
+    CudnnTensor kk = g.tensor(F, kdim, kstride, 0);
+    g.reshape(kt, kk);
+    g.matmul(ds, kk, dq_accum);
+    g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, nullptr, dq, F);
+}
+
+static const CudnnApi *api_or_die(const PlanKey &k) {
+    std::string why;
+    const CudnnApi *api = titan_cudnn_api(&why);
+    if (!api) cudnn_fatal(TITAN_ERR_USAGE, k, why);
+    static int told;
+    if (!told) {
+        told = 1;
+        fprintf(stderr, "titan: note: cuda: attention through cuDNN %zu.%zu.%zu\n",
+                api->version / 10000, api->version / 100 % 100, api->version % 100);
+    }
+    return api;
+}
+
+static CudnnGraph *plan_for(const CudnnApi *api, const PlanKey &k) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_nplans; i++)
+        if (g_plans[i].key == k) {
+            CudnnGraph *g = g_plans[i].graph;
+            pthread_mutex_unlock(&g_lock);
+            return g;
+        }
+    CudnnGraph *g = new CudnnGraph(api);
+    if (k.backward) build_backward(*g, k);
+    else build_forward(*g, k);
+    if (!g->build()) {
+        std::string err = g->error();
+        pthread_mutex_unlock(&g_lock);
+        cudnn_fatal(TITAN_ERR_FAIL, k, err);
+    }
+    if (g_nplans == (int)(sizeof g_plans / sizeof g_plans[0])) {
+        /* more shapes than a model has: drop the oldest (its graph stays: a
+         * caller may still be inside it) */
+        memmove(g_plans, g_plans + 1, sizeof g_plans - sizeof g_plans[0]);
+        g_nplans--;
+    }
+    g_plans[g_nplans++] = Plan{k, g};
+    pthread_mutex_unlock(&g_lock);
+    return g;
+}
+
+static bool applies(int T, int HD, const void *const *p, int n) {
+    if (HD % 8 != 0 || HD > 128 || T <= 0) return false;
+    for (int i = 0; i < n; i++)
+        if ((uintptr_t)p[i] & 15) return false;
+    std::string why;
+    const CudnnApi *api = titan_cudnn_api(&why);
+    /* cuDNN's own frontend adds a padding mask before 9.16 when T % 128 != 0 */
+    if (api && api->version < 91600 && T % 128 != 0) return false;
+    return true;
+}
+
+static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* the plan's workspace, then extra bytes for the caller at *extra_out */
+static char *alloc_workspace(CudnnGraph *g, size_t extra, char **extra_out) {
+    size_t ws = round256((size_t)g->workspace_bytes());
+    char *w = (char *)titan_cuda_scratch(ws + extra, "cuDNN attention workspace");
+    if (extra_out) *extra_out = w + ws;
+    return w;
+}
+
+static void execute_or_die(const CudnnApi *api, const PlanKey &k, CudnnGraph *g,
+                           const int64_t *uids, void *const *data, int n, void *workspace) {
+    std::string err = titan_cudnn_execute(api, g->plan(), uids, data, n, workspace);
+    if (!err.empty()) cudnn_fatal(TITAN_ERR_FAIL, k, err);
+}
+
+static float neg_inf_value(const CudnnApi *api) {
+    /* cuDNN before 9.10 wants the lowest finite float as its mask value */
+    return api->version < 91000 ? -std::numeric_limits<float>::max()
+                                : -std::numeric_limits<float>::infinity();
+}
+
+bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                                        const bf16 *v, int B, int T, int NH, int NKV, int HD) {
+    const void *ptrs[] = {out, lse, q, k, v};
+    if (!applies(T, HD, ptrs, 5)) return false;
+    PlanKey key = {0, B, T, NH, NKV, HD};
+    const CudnnApi *api = api_or_die(key);
+    CudnnGraph *g = plan_for(api, key);
+    float scale = 1.0f / sqrtf((float)HD), neg_inf = neg_inf_value(api);
+    const int64_t uids[] = {UID_Q, UID_KT, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
+    void *const data[] = {(void *)q, (void *)k, (void *)v, out, lse, &scale, &neg_inf};
+    char *w = alloc_workspace(g, 0, nullptr);
+    execute_or_die(api, key, g, uids, data, 7, w);
+    CUDA_CHECK(cudaFreeAsync(w, 0));
+    return true;
+}
+
+bool titan_cuda_attention_cudnn_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv,
+                                         const bf16 *dout, const bf16 *out, const float *lse,
+                                         const bf16 *q, const bf16 *k, const bf16 *v, int B, int T,
+                                         int NH, int NKV, int HD) {
+    const void *ptrs[] = {dq, dk, dv, dout, out, lse, q, k, v};
+    if (!applies(T, HD, ptrs, 9)) return false;
+    PlanKey key = {1, B, T, NH, NKV, HD};
+    const CudnnApi *api = api_or_die(key);
+    CudnnGraph *g = plan_for(api, key);
+    const size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
+    const size_t sum_bytes = round256((size_t)B * NH * T * sizeof(float));
+    const size_t accum_bytes = round256(nq * sizeof(float));
+    /* "+=": cuDNN writes temporaries, which are then added in */
+    const size_t tmp_bytes = add ? round256(nq * 2) + 2 * round256(nkv * 2) : 0;
+    float scale = 1.0f / sqrtf((float)HD), neg_inf = neg_inf_value(api), one = 1.0f;
+    char *extra = nullptr;
+    char *w = alloc_workspace(g, sum_bytes + accum_bytes + tmp_bytes, &extra);
+    char *softmax_sum = extra, *dq_accum = softmax_sum + sum_bytes;
+    char *tmp = dq_accum + accum_bytes;
+    bf16 *odq = add ? (bf16 *)tmp : dq;
+    bf16 *odk = add ? (bf16 *)(tmp + round256(nq * 2)) : dk;
+    bf16 *odv = add ? (bf16 *)(tmp + round256(nq * 2) + round256(nkv * 2)) : dv;
+    CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, nq * sizeof(float), 0));
+    const int64_t uids[] = {UID_Q,  UID_KT, UID_V,   UID_O,          UID_STATS,
+                            UID_DO, UID_DQ, UID_DK,  UID_DV,         UID_SCALE,
+                            UID_NEG_INF, UID_ONE, UID_SOFTMAX_SUM, UID_DQ_ACCUM};
+    void *const data[] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse,
+                          (void *)dout, odq, odk, odv, &scale, &neg_inf, &one, softmax_sum,
+                          dq_accum};
+    execute_or_die(api, key, g, uids, data, 14, w);
+    if (add) {
+        titan_cuda_add(TITAN_DTYPE_BF16, dq, dq, odq, nq);
+        titan_cuda_add(TITAN_DTYPE_BF16, dk, dk, odk, nkv);
+        titan_cuda_add(TITAN_DTYPE_BF16, dv, dv, odv, nkv);
+    }
+    CUDA_CHECK(cudaFreeAsync(w, 0));
+    return true;
+}
+#endif /* TITAN_HAVE_CUDNN */
