@@ -99,6 +99,8 @@ if [ $SMOKE -eq 1 ]; then
     if [ -f build/emu/libtitan-cuda-emu.so ] && [ -z "${TITAN_CUDA_LIB:-}" ]; then
         DEVICE=cuda
         export TITAN_CUDA_LIB="$top/build/emu/libtitan-cuda-emu.so"
+        # and its interpreter of cuDNN's graphs for the titan-cudnn rows
+        export TITAN_CUDNN_LIB="$TITAN_CUDA_LIB"
     fi
 fi
 for v in "BENCH_8B_LAYERS=$L8" "BENCH_BATCH=$BATCH" "BENCH_STEPS=$STEPS" "BENCH_WARMUP=$WARMUP" \
