@@ -311,16 +311,22 @@ static void backward_hd(int add, S *dq, S *dk, S *dv, const S *dout, const S *ou
  * HD 64 or 128, q, k, v, dout 16-byte aligned and out, dq, dk, dv 4-byte
  * aligned (the model's buffers are 64-byte aligned; odd test slices are
  * not). Everything else, and every call when TITAN_CUDA_ATTENTION=simple
- * (read once: the check of one path against the other), runs the CUDA-core
- * kernels above. */
-static int simple_only(void) {
+ * (the check of one path against the other), runs the CUDA-core kernels
+ * above. TITAN_CUDA_ATTENTION is read once. */
+enum { ATTN_DEFAULT, ATTN_SIMPLE, ATTN_CUDNN };
+static int attention_env(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("TITAN_CUDA_ATTENTION");
-        v = e && strcmp(e, "simple") == 0;
+        v = !e                            ? ATTN_DEFAULT
+            : strcmp(e, "simple") == 0 ? ATTN_SIMPLE
+            : strcmp(e, "cudnn") == 0  ? ATTN_CUDNN
+                                       : ATTN_DEFAULT;
     }
     return v;
 }
+static int simple_only(void) { return attention_env() == ATTN_SIMPLE; }
+static int cudnn_wanted(void) { return attention_env() == ATTN_CUDNN; }
 
 static int aligned(const void *p, uintptr_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
@@ -336,7 +342,7 @@ void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const v
                                   int HD) {
     check_shape(B, NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
-    if (dt == TITAN_DTYPE_BF16 && titan_cuda_attention_cudnn_wanted() &&
+    if (dt == TITAN_DTYPE_BF16 && cudnn_wanted() &&
         titan_cuda_attention_cudnn_forward((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                                            (const bf16 *)v, B, T, NH, NKV, HD))
         return;
@@ -357,7 +363,7 @@ void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, 
     check_shape(B, NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
     const int add = (acc & TITAN_ACC_DX) != 0;
-    if (dt == TITAN_DTYPE_BF16 && titan_cuda_attention_cudnn_wanted() &&
+    if (dt == TITAN_DTYPE_BF16 && cudnn_wanted() &&
         titan_cuda_attention_cudnn_backward(add, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
                                             (const bf16 *)dout, (const bf16 *)out, lse,
                                             (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, B,

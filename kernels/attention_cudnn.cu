@@ -50,15 +50,6 @@
 #include "cuda_ops.cuh"
 #include "cudnn_graph.cuh"
 
-int titan_cuda_attention_cudnn_wanted(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("TITAN_CUDA_ATTENTION");
-        v = e && strcmp(e, "cudnn") == 0;
-    }
-    return v;
-}
-
 #ifndef TITAN_HAVE_CUDNN
 bool titan_cuda_attention_cudnn_forward(bf16 *, float *, const bf16 *, const bf16 *,
                                         const bf16 *, int, int, int, int, int) {
@@ -290,12 +281,9 @@ static CudnnGraph *plan_for(const CudnnApi *api, const PlanKey &k) {
     return g;
 }
 
-static bool applies(int T, int HD, const void *const *p, int n) {
-    if (HD % 8 != 0 || HD > 128 || T <= 0) return false;
-    for (int i = 0; i < n; i++)
-        if ((uintptr_t)p[i] & 15) return false;
-    std::string why;
-    const CudnnApi *api = titan_cudnn_api(&why);
+static bool applies(int T, int HD, bool aligned16) {
+    if (HD % 8 != 0 || HD > 128 || T <= 0 || !aligned16) return false;
+    const CudnnApi *api = titan_cudnn_api(nullptr); /* none: api_or_die says why */
     /* cuDNN's own frontend adds a padding mask before 9.16 when T % 128 != 0 */
     if (api && api->version < 91600 && T % 128 != 0) return false;
     return true;
@@ -311,9 +299,11 @@ static char *alloc_workspace(CudnnGraph *g, size_t extra, char **extra_out) {
     return w;
 }
 
+/* a data pointer for each uid (N of each, checked at compile time) */
+template <int N>
 static void execute_or_die(const CudnnApi *api, const PlanKey &k, CudnnGraph *g,
-                           const int64_t *uids, void *const *data, int n, void *workspace) {
-    std::string err = titan_cudnn_execute(api, g->plan(), uids, data, n, workspace);
+                           const int64_t (&uids)[N], void *const (&data)[N], void *workspace) {
+    std::string err = titan_cudnn_execute(api, g->plan(), uids, data, N, workspace);
     if (!err.empty()) cudnn_fatal(TITAN_ERR_FAIL, k, err);
 }
 
@@ -325,8 +315,7 @@ static float neg_inf_value(const CudnnApi *api) {
 
 bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                                         const bf16 *v, int B, int T, int NH, int NKV, int HD) {
-    const void *ptrs[] = {out, lse, q, k, v};
-    if (!applies(T, HD, ptrs, 5)) return false;
+    if (!applies(T, HD, titan_cuda_aligned16(out, lse, q, k, v))) return false;
     PlanKey key = {0, B, T, NH, NKV, HD};
     const CudnnApi *api = api_or_die(key);
     CudnnGraph *g = plan_for(api, key);
@@ -334,7 +323,7 @@ bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, co
     const int64_t uids[] = {UID_Q, UID_KT, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
     void *const data[] = {(void *)q, (void *)k, (void *)v, out, lse, &scale, &neg_inf};
     char *w = alloc_workspace(g, 0, nullptr);
-    execute_or_die(api, key, g, uids, data, 7, w);
+    execute_or_die(api, key, g, uids, data, w);
     CUDA_CHECK(cudaFreeAsync(w, 0));
     return true;
 }
@@ -343,24 +332,24 @@ bool titan_cuda_attention_cudnn_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv,
                                          const bf16 *dout, const bf16 *out, const float *lse,
                                          const bf16 *q, const bf16 *k, const bf16 *v, int B, int T,
                                          int NH, int NKV, int HD) {
-    const void *ptrs[] = {dq, dk, dv, dout, out, lse, q, k, v};
-    if (!applies(T, HD, ptrs, 9)) return false;
+    if (!applies(T, HD, titan_cuda_aligned16(dq, dk, dv, dout, out, lse, q, k, v))) return false;
     PlanKey key = {1, B, T, NH, NKV, HD};
     const CudnnApi *api = api_or_die(key);
     CudnnGraph *g = plan_for(api, key);
     const size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
-    const size_t sum_bytes = round256((size_t)B * NH * T * sizeof(float));
-    const size_t accum_bytes = round256(nq * sizeof(float));
-    /* "+=": cuDNN writes temporaries, which are then added in */
-    const size_t tmp_bytes = add ? round256(nq * 2) + 2 * round256(nkv * 2) : 0;
+    /* after the plan's workspace: softmax_sum, dq_accum and, for "+=", the
+     * temporaries cuDNN writes dq, dk, dv to before they are added in */
+    const size_t part[5] = {round256((size_t)B * NH * T * sizeof(float)),
+                            round256(nq * sizeof(float)), add ? round256(nq * sizeof(bf16)) : 0,
+                            add ? round256(nkv * sizeof(bf16)) : 0,
+                            add ? round256(nkv * sizeof(bf16)) : 0};
+    char *at[5];
+    char *w = alloc_workspace(g, part[0] + part[1] + part[2] + part[3] + part[4], &at[0]);
+    for (int i = 1; i < 5; i++) at[i] = at[i - 1] + part[i - 1];
+    char *softmax_sum = at[0], *dq_accum = at[1];
+    bf16 *odq = add ? (bf16 *)at[2] : dq, *odk = add ? (bf16 *)at[3] : dk;
+    bf16 *odv = add ? (bf16 *)at[4] : dv;
     float scale = 1.0f / sqrtf((float)HD), neg_inf = neg_inf_value(api), one = 1.0f;
-    char *extra = nullptr;
-    char *w = alloc_workspace(g, sum_bytes + accum_bytes + tmp_bytes, &extra);
-    char *softmax_sum = extra, *dq_accum = softmax_sum + sum_bytes;
-    char *tmp = dq_accum + accum_bytes;
-    bf16 *odq = add ? (bf16 *)tmp : dq;
-    bf16 *odk = add ? (bf16 *)(tmp + round256(nq * 2)) : dk;
-    bf16 *odv = add ? (bf16 *)(tmp + round256(nq * 2) + round256(nkv * 2)) : dv;
     CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, nq * sizeof(float), 0));
     const int64_t uids[] = {UID_Q,  UID_KT, UID_V,   UID_O,          UID_STATS,
                             UID_DO, UID_DQ, UID_DK,  UID_DV,         UID_SCALE,
@@ -368,7 +357,7 @@ bool titan_cuda_attention_cudnn_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv,
     void *const data[] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse,
                           (void *)dout, odq, odk, odv, &scale, &neg_inf, &one, softmax_sum,
                           dq_accum};
-    execute_or_die(api, key, g, uids, data, 14, w);
+    execute_or_die(api, key, g, uids, data, w);
     if (add) {
         titan_cuda_add(TITAN_DTYPE_BF16, dq, dq, odq, nq);
         titan_cuda_add(TITAN_DTYPE_BF16, dk, dk, odk, nkv);

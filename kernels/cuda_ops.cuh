@@ -266,13 +266,12 @@ void titan_cuda_attention_tc_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, con
                                       int HD);
 
 /* attention_cudnn.cu: bf16 attention through cuDNN's fused flash attention
- * graphs, when TITAN_CUDA_ATTENTION=cudnn (wanted() says so). Same contract
- * as attention_tc's; false when the call does not apply (HD not a multiple
- * of 8 up to 128, a pointer not 16-byte aligned), and the caller runs its
- * own kernels. cuDNN missing, or a graph it refuses, ends the process with
- * the reason. Not bitwise repeatable in the backward (cuDNN adds dQ with
- * atomics). */
-int titan_cuda_attention_cudnn_wanted(void);
+ * graphs, called by attention.cu when TITAN_CUDA_ATTENTION=cudnn. Same
+ * contract as attention_tc's; false when the call does not apply (HD not a
+ * multiple of 8 up to 128, a pointer not 16-byte aligned, or before cuDNN
+ * 9.16 T not a multiple of 128), and the caller runs its own kernels. cuDNN
+ * missing, or a graph it refuses, ends the process with the reason. Not
+ * bitwise repeatable in the backward (cuDNN adds dQ with atomics). */
 bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                                         const bf16 *v, int B, int T, int NH, int NKV, int HD);
 bool titan_cuda_attention_cudnn_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv,

@@ -203,6 +203,8 @@ bool CudnnGraph::build() {
     finalize(g, "operation graph");
     /* heuristics' engine configs, best first: mode A, then the fallback list */
     const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    std::string first_refusal; /* over both modes: mode A's reason is the telling one */
+    int64_t tried = 0;
     for (int m = 0; m < 2 && error_.empty() && !plan_; m++) {
         cudnnBackendDescriptor_t h = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics");
         set(h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, D, 1, &g, "heuristics graph");
@@ -219,8 +221,8 @@ bool CudnnGraph::build() {
             fail(st, "heuristics results");
             return false;
         }
-        std::string first_refusal;
         for (int64_t i = 0; i < ncfg && i < MAX_CFG && !plan_; i++) {
+            tried++;
             cudnnBackendDescriptor_t p = nullptr;
             st = api_->createDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p);
             if (st == CUDNN_STATUS_SUCCESS)
@@ -240,8 +242,8 @@ bool CudnnGraph::build() {
             if (p) api_->destroyDescriptor(p);
         }
         if (!plan_ && m == 1)
-            error_ = ncfg ? "execution plan: no engine config finalizes (first: " + first_refusal + ")"
-                          : "heuristics: no engine supports this graph";
+            error_ = tried ? "execution plan: no engine config finalizes (first: " + first_refusal + ")"
+                           : "heuristics: no engine supports this graph";
     }
     if (!plan_) return false;
     int64_t n = 0;

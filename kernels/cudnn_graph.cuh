@@ -8,8 +8,9 @@
  * cuDNN attention path is unavailable.
  *
  * A CudnnGraph collects tensor and operation descriptors; build() finalizes
- * the operation graph, takes heuristic mode A's first engine config that
- * finalizes into an execution plan, and reads the plan's workspace size.
+ * the operation graph, takes the first engine config (heuristic mode A's,
+ * then the fallback list's) that finalizes into an execution plan, and reads
+ * the plan's workspace size.
  * The first failing cuDNN call is kept (where, status, cuDNN's last error
  * message) and every later call is skipped, so a graph is built straight
  * through and checked once at the end. */

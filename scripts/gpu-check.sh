@@ -121,7 +121,9 @@ else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=simple: $(tail -n 1 "$out/t
 # and with bf16 attention through cuDNN's fused flash attention (attention_cudnn.cu)
 . scripts/find-cudnn.sh
 say "      cuDNN: ${TITAN_CUDNN_LIB:-libcudnn.so.9 from the linker's search path}"
-if TITAN_CUDA_ATTENTION=cudnn build/tests/test_cuda_ops >"$out/test_cuda_ops_cudnn_attention.log" 2>&1; then
+# (and cuDNN ran: a call it did not apply to falls back to titan's kernels silently)
+if TITAN_CUDA_ATTENTION=cudnn build/tests/test_cuda_ops >"$out/test_cuda_ops_cudnn_attention.log" 2>&1 &&
+   grep -q 'through cuDNN' "$out/test_cuda_ops_cudnn_attention.log"; then
     pass "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn ($(grep -o 'through cuDNN [0-9.]*' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1))"
 else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn: $(grep -h 'error' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1)$(tail -n 1 "$out/test_cuda_ops_cudnn_attention.log")"; fi
 # the tensor-core attention alone against a double-precision reference, with its timing
@@ -232,6 +234,7 @@ train bf16c train_cuda_bf16_cudnn --training.device="$DEV" $BF16; rc=$?
 unset TITAN_CUDA_ATTENTION
 set -- $(maxrel loss bf16c)
 if [ $rc -eq 0 ] && [ "${3:-0}" -eq "$STEPS" ] &&
+   { [ "$DEV" = cpu-guard ] || grep -q 'through cuDNN' "$out/train_cuda_bf16_cudnn.log"; } &&
    awk -v m="${1:-inf}" -v t="$BF16_TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
     pass "bf16 with cuDNN attention near cpu fp32: max relative difference $1 (step $2) <= $BF16_TOL"
 else
