@@ -17,7 +17,7 @@
 #      $BF16_TOL of the cpu's fp32 one, and a second run ending in the same bits;
 #      the same curve check with attention through cuDNN (TITAN_CUDA_ATTENTION=
 #      cudnn; scripts/find-cudnn.sh finds libcudnn.so.9), after test_cuda_ops
-#      ran that way in step 2;
+#      ran that way in step 2 (cuDNN's own warnings and errors: cudnn_api.log);
 #   7. with two GPUs or more: FSDP 2 (--nproc 2, a GPU per rank) over NCCL and
 #      over shared memory (TITAN_COMM=shm) against FSDP 2 on the cpu, to $TOL;
 #   8. last (slow): test_cuda_ops under compute-sanitizer memcheck, at most
@@ -122,7 +122,9 @@ else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=simple: $(tail -n 1 "$out/t
 . scripts/find-cudnn.sh
 say "      cuDNN: ${TITAN_CUDNN_LIB:-libcudnn.so.9 from the linker's search path}"
 # (and cuDNN ran: a call it did not apply to falls back to titan's kernels silently)
-if TITAN_CUDA_ATTENTION=cudnn build/tests/test_cuda_ops >"$out/test_cuda_ops_cudnn_attention.log" 2>&1 &&
+# cuDNN's own log of warnings and errors says why an engine refuses a graph
+if TITAN_CUDA_ATTENTION=cudnn CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn_api.log" \
+   build/tests/test_cuda_ops >"$out/test_cuda_ops_cudnn_attention.log" 2>&1 &&
    grep -q 'through cuDNN' "$out/test_cuda_ops_cudnn_attention.log"; then
     pass "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn ($(grep -o 'through cuDNN [0-9.]*' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1))"
 else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn: $(grep -h 'error' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1)$(tail -n 1 "$out/test_cuda_ops_cudnn_attention.log")"; fi
