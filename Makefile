@@ -143,14 +143,15 @@ build/emu/cuda/%.o: tests/emu/%.cpp
 $(EMU_SO): $(EMU_CU_OBJ)
 	$(CXX) -shared -o $@ $(EMU_CU_OBJ) -Wl,--no-undefined -lpthread
 
-$(EMU_SELF_TEST): build/emu/cuda/test_cuda_emu.cpp build/emu/cuda/cuda_emu.o
+$(EMU_SELF_TEST): build/emu/cuda/test_cuda_emu.cpp build/emu/cuda/cuda_emu.o tests/emu/emu_test.h
 	@mkdir -p build/tests
-	$(CXX) $(EMU_SO_FLAGS) -o $@ $^ -lpthread
+	$(CXX) $(EMU_SO_FLAGS) -o $@ $(filter-out %.h,$^) -lpthread
 
 ifneq ($(CUDNN_H),)
-$(EMU_CUDNN_TEST): tests/emu/test_cudnn_emu.cpp build/emu/cuda/cudnn_emu.o build/emu/cuda/cuda_emu.o
+$(EMU_CUDNN_TEST): tests/emu/test_cudnn_emu.cpp build/emu/cuda/cudnn_emu.o build/emu/cuda/cuda_emu.o \
+                   tests/emu/emu_test.h
 	@mkdir -p build/tests
-	$(CXX) $(EMU_SO_FLAGS) -o $@ $^ -lpthread
+	$(CXX) $(EMU_SO_FLAGS) -o $@ $(filter-out %.h,$^) -lpthread
 endif
 
 $(EMU_TEST): tests/emu/test_attention_tc_emu.cpp build/emu/cuda/attention_tc.cpp \

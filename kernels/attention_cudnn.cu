@@ -120,15 +120,13 @@ static CudnnTensor scalar(CudnnGraph &g, int64_t uid) {
 }
 
 /* s [B, NH, T, T] (fp32) with the upper triangle set to neg_inf */
-static CudnnTensor causal_mask(CudnnGraph &g, CudnnTensor s, CudnnTensor neg_inf, const PlanKey &k) {
-    CudnnTensor row = g.virt(CUDNN_DATA_INT32, k.B, k.NH, k.T, k.T);
-    CudnnTensor col = g.virt(CUDNN_DATA_INT32, k.B, k.NH, k.T, k.T);
-    CudnnTensor keep = g.virt(CUDNN_DATA_BOOLEAN, k.B, k.NH, k.T, k.T);
-    CudnnTensor out = g.virt(CUDNN_DATA_FLOAT, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
-    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, CUDNN_DATA_FLOAT, 3);
-    g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, nullptr, keep, CUDNN_DATA_BOOLEAN);
-    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, &neg_inf, &keep, out, CUDNN_DATA_FLOAT);
+static CudnnTensor causal_mask(CudnnGraph &g, CudnnTensor s, CudnnTensor neg_inf) {
+    const cudnnDataType_t F = CUDNN_DATA_FLOAT, I = CUDNN_DATA_INT32, BOOL = CUDNN_DATA_BOOLEAN;
+    CudnnTensor row = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, I, F, 2);
+    CudnnTensor col = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, I, F, 3);
+    CudnnTensor keep = g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, BOOL, BOOL);
+    CudnnTensor out = g.virt(F, s.dim[0], s.dim[1], s.dim[2], s.dim[3]);
+    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, &neg_inf, &keep, out, F);
     return out;
 }
 
@@ -144,23 +142,16 @@ static void build_forward(CudnnGraph &g, const PlanKey &k) {
 
     CudnnTensor s = g.virt(F, k.B, k.NH, k.T, k.T);
     g.matmul(q, kt, s);
-    CudnnTensor ss = g.virt(F, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_MUL, s, &scale, nullptr, ss, F);
-    CudnnTensor masked = causal_mask(g, ss, neg_inf, k);
+    CudnnTensor ss = g.pointwise(CUDNN_POINTWISE_MUL, s, &scale);
+    CudnnTensor masked = causal_mask(g, ss, neg_inf);
     /* softmax, with the statistics the backward needs */
-    CudnnTensor mx = g.virt(F, k.B, k.NH, k.T, 1);
-    g.reduction(CUDNN_REDUCE_TENSOR_MAX, masked, mx);
-    CudnnTensor centered = g.virt(F, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_SUB, masked, &mx, nullptr, centered, F);
-    CudnnTensor e = g.virt(F, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_EXP, centered, nullptr, nullptr, e, F);
-    CudnnTensor sum = g.virt(F, k.B, k.NH, k.T, 1);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, e, sum);
-    CudnnTensor logsum = g.virt(F, k.B, k.NH, k.T, 1);
-    g.pointwise(CUDNN_POINTWISE_LOG, sum, nullptr, nullptr, logsum, F);
+    CudnnTensor mx = g.reduce_last(CUDNN_REDUCE_TENSOR_MAX, masked);
+    CudnnTensor centered = g.pointwise(CUDNN_POINTWISE_SUB, masked, &mx);
+    CudnnTensor e = g.pointwise(CUDNN_POINTWISE_EXP, centered);
+    CudnnTensor sum = g.reduce_last(CUDNN_REDUCE_TENSOR_ADD, e);
+    CudnnTensor logsum = g.pointwise(CUDNN_POINTWISE_LOG, sum);
     g.pointwise(CUDNN_POINTWISE_ADD, mx, &logsum, nullptr, stats, F);
-    CudnnTensor p = g.virt(CUDNN_DATA_BFLOAT16, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_DIV, e, &sum, nullptr, p, F);
+    CudnnTensor p = g.pointwise(CUDNN_POINTWISE_DIV, e, &sum, CUDNN_DATA_BFLOAT16);
     g.matmul(p, v, o);
 }
 
@@ -197,21 +188,16 @@ static void build_backward(CudnnGraph &g, const PlanKey &k) {
     CudnnTensor one = scalar(g, UID_ONE);
 
     /* D = rowsum(dO * O) */
-    CudnnTensor d_o = g.virt(F, k.B, k.NH, k.T, k.HD);
-    g.pointwise(CUDNN_POINTWISE_MUL, dout, &o, nullptr, d_o, F);
-    CudnnTensor dsum = g.virt(F, k.B, k.NH, k.T, 1);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_o, dsum);
+    CudnnTensor d_o = g.pointwise(CUDNN_POINTWISE_MUL, dout, &o);
+    CudnnTensor dsum = g.reduce_last(CUDNN_REDUCE_TENSOR_ADD, d_o);
     g.pointwise(CUDNN_POINTWISE_MUL, dsum, &one, nullptr, softmax_sum, F);
     /* P = exp(S * scale - Stats), masked */
     CudnnTensor s = g.virt(F, k.B, k.NH, k.T, k.T);
     g.matmul(q, kt, s);
-    CudnnTensor ss = g.virt(F, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_MUL, s, &scale, nullptr, ss, F);
-    CudnnTensor centered = g.virt(F, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_SUB, ss, &stats, nullptr, centered, F);
-    CudnnTensor masked = causal_mask(g, centered, neg_inf, k);
-    CudnnTensor p = g.virt(F, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_EXP, masked, nullptr, nullptr, p, F);
+    CudnnTensor ss = g.pointwise(CUDNN_POINTWISE_MUL, s, &scale);
+    CudnnTensor centered = g.pointwise(CUDNN_POINTWISE_SUB, ss, &stats);
+    CudnnTensor masked = causal_mask(g, centered, neg_inf);
+    CudnnTensor p = g.pointwise(CUDNN_POINTWISE_EXP, masked);
     /* dV = P^T dO (P^T: P's memory viewed transposed, bf16) */
     const int64_t tdim[4] = {k.B, k.NH, k.T, k.T},
                   tstride[4] = {(int64_t)k.NH * k.T * k.T, (int64_t)k.T * k.T, 1, k.T};
@@ -221,12 +207,9 @@ static void build_backward(CudnnGraph &g, const PlanKey &k) {
     /* dS = P * (dO V^T - D) * scale */
     CudnnTensor dp = g.virt(F, k.B, k.NH, k.T, k.T);
     g.matmul(dout, vt, dp);
-    CudnnTensor dp_centered = g.virt(F, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_SUB, dp, &softmax_sum, nullptr, dp_centered, F);
-    CudnnTensor ds_unscaled = g.virt(F, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_MUL, dp_centered, &p, nullptr, ds_unscaled, F);
-    CudnnTensor ds = g.virt(F, k.B, k.NH, k.T, k.T);
-    g.pointwise(CUDNN_POINTWISE_MUL, ds_unscaled, &scale, nullptr, ds, F);
+    CudnnTensor dp_centered = g.pointwise(CUDNN_POINTWISE_SUB, dp, &softmax_sum);
+    CudnnTensor ds_unscaled = g.pointwise(CUDNN_POINTWISE_MUL, dp_centered, &p);
+    CudnnTensor ds = g.pointwise(CUDNN_POINTWISE_MUL, ds_unscaled, &scale);
     /* dK = dS^T Q */
     CudnnTensor dst = g.tensor(BF, tdim, tstride, 0);
     g.reshape(ds, dst);

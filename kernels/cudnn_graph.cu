@@ -122,7 +122,7 @@ CudnnTensor CudnnGraph::tensor(cudnnDataType_t type, const int64_t dim[4],
     if (by_value)
         set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value, "tensor by value");
     finalize(d, "tensor");
-    return CudnnTensor{d, uid};
+    return CudnnTensor{d, uid, {dim[0], dim[1], dim[2], dim[3]}};
 }
 
 CudnnTensor CudnnGraph::virt(cudnnDataType_t type, int64_t d0, int64_t d1, int64_t d2,
@@ -149,6 +149,19 @@ void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, CudnnTensor x, const Cudnn
     set(o, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, D, 1, &y.desc, "pointwise op y");
     finalize(o, "pointwise op");
     op(o);
+}
+
+CudnnTensor CudnnGraph::pointwise(cudnnPointwiseMode_t mode, CudnnTensor x, const CudnnTensor *b,
+                                  cudnnDataType_t type, cudnnDataType_t prec, int64_t axis) {
+    CudnnTensor y = virt(type, x.dim[0], x.dim[1], x.dim[2], x.dim[3]);
+    pointwise(mode, x, b, nullptr, y, prec, axis);
+    return y;
+}
+
+CudnnTensor CudnnGraph::reduce_last(cudnnReduceTensorOp_t op, CudnnTensor x) {
+    CudnnTensor y = virt(CUDNN_DATA_FLOAT, x.dim[0], x.dim[1], x.dim[2], 1);
+    reduction(op, x, y);
+    return y;
 }
 
 void CudnnGraph::matmul(CudnnTensor a, CudnnTensor b, CudnnTensor c) {

@@ -52,6 +52,7 @@ const CudnnApi *titan_cudnn_api(std::string *why);
 struct CudnnTensor {
     cudnnBackendDescriptor_t desc;
     int64_t uid;
+    int64_t dim[4];
 };
 
 class CudnnGraph {
@@ -73,10 +74,16 @@ class CudnnGraph {
     /* y = mode(x[, b[, t]]), math in prec; axis for GEN_INDEX (else -1) */
     void pointwise(cudnnPointwiseMode_t mode, CudnnTensor x, const CudnnTensor *b,
                    const CudnnTensor *t, CudnnTensor y, cudnnDataType_t prec, int64_t axis = -1);
+    /* the same into a new virtual tensor of x's dims and the given type */
+    CudnnTensor pointwise(cudnnPointwiseMode_t mode, CudnnTensor x, const CudnnTensor *b = nullptr,
+                          cudnnDataType_t type = CUDNN_DATA_FLOAT,
+                          cudnnDataType_t prec = CUDNN_DATA_FLOAT, int64_t axis = -1);
     /* c[.., M, N] = a[.., M, K] b[.., K, N], fp32 accumulation */
     void matmul(CudnnTensor a, CudnnTensor b, CudnnTensor c);
     /* y = op over the dims where y is smaller than x */
     void reduction(cudnnReduceTensorOp_t op, CudnnTensor x, CudnnTensor y);
+    /* op over x's last dim, into a new fp32 virtual tensor [x0, x1, x2, 1] */
+    CudnnTensor reduce_last(cudnnReduceTensorOp_t op, CudnnTensor x);
     /* y views x's memory with y's dims and strides */
     void reshape(CudnnTensor x, CudnnTensor y);
 

@@ -52,11 +52,19 @@ if [ -f build/emu/libtitan-cuda-emu.so ] && [ -x build/tests/test_cuda_ops ]; th
     run test_cuda_ops_emu env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so build/tests/test_cuda_ops
     run test_comm_nccl_emu env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so TITAN_EMU_DEVICES=2 \
         build/tests/test_comm_nccl
-    # bf16 attention through cuDNN's graphs, run by the emulator's interpreter (cudnn_emu.cpp)
+    # bf16 attention through cuDNN's graphs, run by the emulator's interpreter
+    # (cudnn_emu.cpp); cuDNN must have run, as a call it does not take falls
+    # back to titan's kernels without a word
+    cudnn_ops() {
+        env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so TITAN_CUDNN_LIB=build/emu/libtitan-cuda-emu.so \
+            TITAN_CUDA_ATTENTION=cudnn build/tests/test_cuda_ops >"$log/cudnn_ops.out" 2>&1
+        cudnn_rc=$?
+        cat "$log/cudnn_ops.out"
+        [ $cudnn_rc -eq 0 ] || return $cudnn_rc
+        grep -q 'through cuDNN' "$log/cudnn_ops.out" || { echo "cuDNN never ran (no 'through cuDNN' note)"; return 1; }
+    }
     if nm -D build/emu/libtitan-cuda-emu.so 2>/dev/null | grep -q ' T cudnnBackendExecute$'; then
-        run test_cuda_ops_emu_cudnn env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so \
-            TITAN_CUDNN_LIB=build/emu/libtitan-cuda-emu.so TITAN_CUDA_ATTENTION=cudnn \
-            build/tests/test_cuda_ops
+        run test_cuda_ops_emu_cudnn cudnn_ops
     fi
 fi
 for s in tests/cli/*.sh; do

@@ -8,47 +8,7 @@
  * checked in place: launch errors from cudaGetLastError, NaN-filled fresh
  * memory and shared memory, out of memory. One line per case; exit 0 when
  * all pass. */
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <string>
-
-static int failures;
-
-static void report(bool ok, const char *what, const std::string &detail = "") {
-    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail.empty() ? "" : ": ", detail.c_str());
-    if (!ok) failures++;
-}
-
-/* runs fn in a child with stderr captured; true when it died by SIGABRT or
- * SIGSEGV and its stderr holds want */
-template <typename F>
-static bool dies_saying(F fn, const char *want, std::string *said) {
-    char path[] = "/tmp/test_cuda_emu.XXXXXX";
-    const int fd = mkstemp(path);
-    if (fd < 0) return false;
-    fflush(stdout);
-    const pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, 2);
-        fn();
-        _exit(0); /* it should not get here */
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    std::string text;
-    char buf[512];
-    ssize_t n;
-    lseek(fd, 0, SEEK_SET);
-    while ((n = read(fd, buf, sizeof buf)) > 0) text.append(buf, (size_t)n);
-    close(fd);
-    unlink(path);
-    *said = text.substr(0, text.find('\n'));
-    const bool died = WIFSIGNALED(status) &&
-                      (WTERMSIG(status) == SIGABRT || WTERMSIG(status) == SIGSEGV);
-    return died && text.find(want) != std::string::npos;
-}
+#include "emu_test.h"
 
 /* ------------------------------------------------------------ kernels */
 

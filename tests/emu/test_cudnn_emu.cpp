@@ -14,26 +14,17 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
-#include <signal.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <string>
 #include <vector>
 
-static int failures;
+#include "emu_test.h"
 
 static std::string last_error() {
     char buf[512];
     cudnnGetLastErrorString(buf, sizeof buf);
     return buf;
-}
-
-static void report(bool ok, const char *what, const std::string &detail = "") {
-    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail.empty() ? "" : ": ", detail.c_str());
-    if (!ok) failures++;
 }
 
 /* a call that must return want; its message must start "cudnn_emu: " unless it succeeds */
@@ -383,29 +374,15 @@ static void attention(cudnnHandle_t h) {
            "execute: a null handle");
     {
         /* device memory checks abort, naming the tensor */
-        char path[] = "/tmp/test_cudnn_emu.XXXXXX";
-        const int fd = mkstemp(path);
-        fflush(stdout);
-        const pid_t pid = fork();
-        if (pid == 0) {
-            dup2(fd, 2);
-            std::vector<__nv_bfloat16> hostq(q);
-            run({U_Q, U_K, U_V, U_SCALE, U_NEGINF, U_STATS, U_O, U_G, U_OT},
-                {hostq.data(), dk_, dv_, &sc, &neginf, dstats, dout, dgrp, dot}, ws);
-            _exit(0);
-        }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        std::string text;
-        char buf[512];
-        ssize_t r;
-        lseek(fd, 0, SEEK_SET);
-        while ((r = read(fd, buf, sizeof buf)) > 0) text.append(buf, (size_t)r);
-        close(fd);
-        unlink(path);
-        report(WIFSIGNALED(status) && text.find("cudnn: tensor uid 1") != std::string::npos,
-               "execute: host memory as a device tensor aborts in emu::check_device",
-               text.substr(0, text.find('\n')));
+        std::string said;
+        const bool died = dies_saying(
+            [&] {
+                std::vector<__nv_bfloat16> hostq(q);
+                run({U_Q, U_K, U_V, U_SCALE, U_NEGINF, U_STATS, U_O, U_G, U_OT},
+                    {hostq.data(), dk_, dv_, &sc, &neginf, dstats, dout, dgrp, dot}, ws);
+            },
+            "cudnn: tensor uid 1", &said);
+        report(died, "execute: host memory as a device tensor aborts in emu::check_device", said);
     }
     cudnnBackendDestroyDescriptor(pack);
     cudnnBackendDestroyDescriptor(plan);
