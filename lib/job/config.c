@@ -159,8 +159,13 @@ static const key_def KEYS[] = {
     INT("profiling", "profile_freq", profiling_profile_freq, 10, 1, 0,
         "profile the steps that are a multiple of this"),
 
-    STR("activation_checkpoint", "mode", activation_checkpoint_mode, "none", "none,full", 0,
-        "recompute activations in backward: none, or full (every layer); selective is not supported yet"),
+    STR("activation_checkpoint", "mode", activation_checkpoint_mode, "none", "none,full,selective", 0,
+        "recompute activations in backward (the same numbers, less memory, more compute): none; full "
+        "(every layer keeps only its input); selective (as selective_ac_option says)"),
+    STR("activation_checkpoint", "selective_ac_option", activation_checkpoint_selective_ac_option, "2", "op,N", 0,
+        "in selective mode: N = every Nth layer keeps only its input, the others everything; op = every "
+        "layer keeps the outputs of attention and of every other matmul (wq, wv, w1) and recomputes the "
+        "norms, wk, RoPE, wo, w3 and SwiGLU"),
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
@@ -176,8 +181,9 @@ static const struct { const char *section, *key, *target; } ALIASES[] = {
 
 /* Values a supported key will have one day, refused with a reason. */
 static const struct { const char *section, *key, *value, *why, *hint; } NOT_YET[] = {
-    {"activation_checkpoint", "mode", "selective", "selective activation checkpointing is not supported yet",
-     "use mode = \"full\" (recompute every layer) or \"none\""},
+    {"activation_checkpoint", "mode", "memory_budget",
+     "memory-budget checkpointing (torch.compile's min-cut partitioner) has no counterpart in titan",
+     "use mode = \"selective\" with selective_ac_option = \"op\" or a layer interval, or \"full\""},
 };
 
 /* torchtitan keys that titan does not implement. Accepted with a warning when
@@ -213,7 +219,7 @@ static const struct { const char *section, *key, *harmless; } IGNORED[] = {
     {"checkpoint", "export_dtype", "\"float32\""}, {"checkpoint", "load_step", "-1"},
     {"checkpoint", "exclude_from_loading", "[]"}, {"checkpoint", "enable_first_step_checkpoint", "false"},
     {"checkpoint", "create_seed_checkpoint", "false"}, {"checkpoint", "load_only", "false"},
-    {"activation_checkpoint", "selective_ac_option", NULL},
+    {"activation_checkpoint", "memory_budget", NULL}, {"activation_checkpoint", "visualize_memory_budget_pareto", NULL},
     {"activation_checkpoint", "per_op_sac_force_recompute_mm_shapes_by_fqns", NULL},
     {"activation_checkpoint", "early_stop", NULL},
     {"compile", "enable", NULL}, {"compile", "components", NULL}, {"compile", "backend", NULL},
@@ -436,8 +442,13 @@ static titan_status check_choice(const key_def *k, const char *place, const char
     snprintf(list, sizeof list, "%s", k->choices);
     suggest sg = {s, NULL, 0};
     for (char *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
-        /* "name:N" stands for name:0, name:1, ... */
+        /* "name:N" stands for name:0, name:1, ...; "N" alone for 1, 2, ... */
         size_t cl = strlen(c);
+        if (strcmp(c, "N") == 0) {
+            size_t sl = strlen(s);
+            if (sl > 0 && sl <= 9 && s[0] != '0' && strspn(s, "0123456789") == sl) return TITAN_OK;
+            continue;
+        }
         if (cl > 2 && strcmp(c + cl - 2, ":N") == 0) {
             if (strncmp(s, c, cl - 1) == 0 && s[cl - 1] && strspn(s + cl - 1, "0123456789") == strlen(s + cl - 1))
                 return TITAN_OK;
@@ -754,8 +765,6 @@ titan_status titan_config_validate(const titan_job_config *c) {
         titan_error_hint("use a multiple of %d (gradient accumulation), or -1 for no accumulation", per_step);
         return TITAN_ERR_USAGE;
     }
-    /* bfloat16 parameters on the CPU need FSDP, which knows its degree only
-     * at start (data_parallel_shard_degree = -1): checked there. */
     if (c->validation_enable) {
         /* Validation runs through the training model's buffers. */
         if (c->validation_local_batch_size != -1 && c->validation_local_batch_size != c->training_local_batch_size) {

@@ -91,7 +91,8 @@ typedef struct {
     int profiling_profile_freq;
 
     /* [activation_checkpoint] */
-    char activation_checkpoint_mode[TITAN_STR]; /* none, full */
+    char activation_checkpoint_mode[TITAN_STR]; /* none, full, selective */
+    char activation_checkpoint_selective_ac_option[TITAN_STR]; /* op, or N: every Nth layer */
 } titan_job_config;
 
 /* Defaults of every key. */

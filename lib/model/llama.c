@@ -7,11 +7,12 @@
  * gathered fp32 parameters are what is cast); activations and their
  * gradients are bf16, parameter gradients stay fp32 (the backend's ops add
  * into them in fp32), as do the norms' rstd, attention's lse and the
- * losses. With
- * TITAN_AC_FULL the per-layer intermediates exist once and are recomputed
- * layer by layer in backward from the saved layer inputs; the ops are
- * deterministic, so the recomputed values and the gradients are bitwise the
- * same as with TITAN_AC_NONE. */
+ * losses. Activation checkpointing (llama.h) decides, layer by layer,
+ * which intermediates have a slot of their own; the others share one
+ * scratch slot and are recomputed in backward, just before the layer's
+ * backward, from the saved layer input and what the layer kept; the ops
+ * are deterministic, so the recomputed values and the gradients are bitwise
+ * the same as with TITAN_AC_NONE. */
 #include "model/llama.h"
 
 #include <stdlib.h>
@@ -22,12 +23,12 @@
 /* Per-layer parameter slots, in catalog order. */
 enum { P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3, P_PER_LAYER };
 
-/* The activation table. Per-layer tensors are repeated n_layers times
- * (TITAN_AC_NONE) or once (TITAN_AC_FULL). */
+/* The activation table. A per-layer tensor has a slot for each layer that
+ * keeps it, plus one shared by the layers that recompute it (layer_keeps). */
 enum {
     A_RESID,   /* (L+1) x [N,C]: each layer's input, then the last layer's output */
     /* per layer */
-    A_N1, A_RSTD1, A_Q, A_K, A_V, A_ATT, A_LSE, A_H, A_N2, A_RSTD2, A_H1, A_H3, A_SW,
+    A_N1, A_RSTD1, A_QPRE, A_Q, A_K, A_V, A_ATT, A_LSE, A_H, A_N2, A_RSTD2, A_H1, A_H3, A_SW,
     /* head */
     A_XF, A_RSTDF, A_LOGITS, A_LOSSES,
     /* backward scratch */
@@ -41,9 +42,16 @@ enum {
 
 /* void *: the compute type; float *: always fp32 */
 typedef struct {
-    void *n1, *q, *k, *v, *att, *h, *n2, *h1, *h3, *sw;
+    void *n1, *q_pre, *q, *k, *v, *att, *h, *n2, *h1, *h3, *sw;
     float *rstd1, *lse, *rstd2;
 } layer_acts;
+
+/* What a layer keeps from its forward for its backward (llama.h). */
+typedef enum {
+    KEEP_ALL,   /* everything */
+    KEEP_INPUT, /* its input only (the next layer's slot in A_RESID) */
+    KEEP_OPS,   /* the outputs of attention and of every other matmul */
+} layer_keep;
 
 struct titan_llama {
     titan_llama_config cfg;
@@ -80,6 +88,48 @@ struct titan_llama {
 #define HOOK(m, which, b) ((m)->hooks.which ? (m)->hooks.which((m)->hooks.ctx, (b)) : TITAN_OK)
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static layer_keep keep_of(titan_ac_mode ac, int l) {
+    if (ac == TITAN_AC_OP) return KEEP_OPS;
+    if (ac >= 1 && (l + 1) % ac == 0) return KEEP_INPUT;
+    return KEEP_ALL;
+}
+
+/* Whether a layer under k keeps per-layer activation id. A_QPRE, q before
+ * RoPE, is a tensor of its own only where q is not kept but it is (KEEP_OPS);
+ * elsewhere RoPE rotates q in place. rstd and lse go with their outputs. */
+static int layer_keeps(layer_keep k, int id) {
+    switch (k) {
+    case KEEP_ALL: return id != A_QPRE;
+    case KEEP_INPUT: return 0;
+    case KEEP_OPS: return id == A_QPRE || id == A_V || id == A_ATT || id == A_LSE || id == A_H1;
+    }
+    return 0;
+}
+
+/* Copies of per-layer activation id: one per layer that keeps it, and one
+ * shared by those that do not (none for A_QPRE, which they alias to q). */
+static size_t layer_copies(titan_ac_mode ac, int L, int id) {
+    size_t kept = 0;
+    int shared = 0;
+    for (int l = 0; l < L; l++) {
+        if (layer_keeps(keep_of(ac, l), id)) kept++;
+        else shared = id != A_QPRE;
+    }
+    return kept + (size_t)shared;
+}
+
+/* Slot of per-layer activation id for layer l: the layers that keep it
+ * have slots 0, 1, ... in layer order; the others share the slot after. */
+static size_t layer_slot(titan_ac_mode ac, int L, int id, int l) {
+    size_t before = 0, kept = 0;
+    for (int j = 0; j < L; j++) {
+        int k = layer_keeps(keep_of(ac, j), id);
+        kept += (size_t)k;
+        if (j < l) before += (size_t)k;
+    }
+    return layer_keeps(keep_of(ac, l), id) ? before : kept;
+}
 
 /* Whether activation id is fp32 whatever the compute type (statistics,
  * losses, tables, token ids in 4-byte slots). */
@@ -145,19 +195,29 @@ static void *act_slot(const titan_llama *m, int id, size_t slot) {
     return (char *)m->act[id] + slot * m->act_bytes[id];
 }
 
+static void *layer_act(const titan_llama *m, int id, int l) {
+    return act_slot(m, id, layer_slot(m->ac, m->L, id, l));
+}
+
 static layer_acts acts_of(const titan_llama *m, int l) {
-    size_t slot = m->ac == TITAN_AC_FULL ? 0 : (size_t)l;
     layer_acts a = {
-        act_slot(m, A_N1, slot),  act_slot(m, A_Q, slot),  act_slot(m, A_K, slot),
-        act_slot(m, A_V, slot),   act_slot(m, A_ATT, slot), act_slot(m, A_H, slot),
-        act_slot(m, A_N2, slot),  act_slot(m, A_H1, slot), act_slot(m, A_H3, slot),
-        act_slot(m, A_SW, slot),  act_slot(m, A_RSTD1, slot), act_slot(m, A_LSE, slot),
-        act_slot(m, A_RSTD2, slot),
+        .n1 = layer_act(m, A_N1, l),   .q = layer_act(m, A_Q, l),      .k = layer_act(m, A_K, l),
+        .v = layer_act(m, A_V, l),     .att = layer_act(m, A_ATT, l),  .h = layer_act(m, A_H, l),
+        .n2 = layer_act(m, A_N2, l),   .h1 = layer_act(m, A_H1, l),    .h3 = layer_act(m, A_H3, l),
+        .sw = layer_act(m, A_SW, l),   .rstd1 = layer_act(m, A_RSTD1, l), .lse = layer_act(m, A_LSE, l),
+        .rstd2 = layer_act(m, A_RSTD2, l),
     };
+    a.q_pre = layer_keeps(keep_of(m->ac, l), A_QPRE) ? layer_act(m, A_QPRE, l) : a.q;
     return a;
 }
 
 static void *resid(const titan_llama *m, int l) { return act_slot(m, A_RESID, (size_t)l); }
+
+static size_t act_copies(const titan_llama *m, int id) {
+    if (id == A_RESID) return (size_t)m->L + 1;
+    if (id >= A_LAYER_FIRST && id <= A_LAYER_LAST) return layer_copies(m->ac, m->L, id);
+    return 1;
+}
 
 titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c, const titan_backend *be, int B,
                                 int T, titan_ac_mode ac, titan_dtype dt) {
@@ -173,7 +233,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
         return titan_error(TITAN_ERR_USAGE, "model: micro-batch %d x %d: both must be > 0", B, T);
     if ((long long)B * T > (1LL << 30) || (long long)B * T * c->vocab_size > (1LL << 40))
         return titan_error(TITAN_ERR_USAGE, "model: micro-batch %d x %d: too many tokens", B, T);
-    if (ac != TITAN_AC_NONE && ac != TITAN_AC_FULL)
+    if (ac < TITAN_AC_OP)
         return titan_error(TITAN_ERR_USAGE, "model: unknown activation checkpoint mode %d", ac);
     if (dt != TITAN_DTYPE_F32 && dt != TITAN_DTYPE_BF16)
         return titan_error(TITAN_ERR_USAGE, "model: compute type %s: only f32 and bf16 are supported",
@@ -215,6 +275,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     s[A_RESID] = N * C;
     s[A_N1] = N * C;
     s[A_RSTD1] = N;
+    s[A_QPRE] = N * QD;
     s[A_Q] = N * QD;
     s[A_K] = N * KVD;
     s[A_V] = N * KVD;
@@ -247,11 +308,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     size_t total = 0;
     for (int i = 0; i < A_COUNT; i++) {
         m->act_bytes[i] = round64(s[i] * (act_is_fp32(i) ? sizeof(float) : titan_dtype_size(dt)));
-        size_t copies = 1;
-        if (i == A_RESID) copies = (size_t)m->L + 1;
-        else if (i >= A_LAYER_FIRST && i <= A_LAYER_LAST && ac == TITAN_AC_NONE)
-            copies = (size_t)m->L;
-        total += copies * m->act_bytes[i];
+        total += act_copies(m, i) * m->act_bytes[i];
     }
     m->arena_bytes = total;
 
@@ -271,12 +328,8 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     }
     char *p = m->arena;
     for (int i = 0; i < A_COUNT; i++) {
-        size_t copies = 1;
-        if (i == A_RESID) copies = (size_t)m->L + 1;
-        else if (i >= A_LAYER_FIRST && i <= A_LAYER_LAST && ac == TITAN_AC_NONE)
-            copies = (size_t)m->L;
         m->act[i] = p;
-        p += copies * m->act_bytes[i];
+        p += act_copies(m, i) * m->act_bytes[i];
     }
 
     /* RoPE tables for positions 0..T-1, built on the host once. */
@@ -391,31 +444,44 @@ int titan_llama_blocks(const titan_llama *m) { return m->L + 2; }
 void titan_llama_zero_grads(titan_llama *m) { m->grads_fresh = 1; }
 
 /* One transformer block: x -> out, intermediates into a. out may hold
- * anything on entry (it is used as the projection scratch). */
-static void layer_forward(titan_llama *m, int l, const void *x, void *out) {
+ * anything on entry (it is used as the projection scratch). With rerun (in
+ * backward, before the layer's backward) only what the layer did not keep
+ * is computed, and out, the layer's output slot, which nothing reads any
+ * more, serves as scratch only: the output itself is not needed. */
+static void layer_forward(titan_llama *m, int l, const void *x, void *out, int rerun) {
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
+    layer_keep keep = keep_of(m->ac, l);
     int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
     const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
+#define NEED(id) (!rerun || !layer_keeps(keep, id))
 
-    be->rmsnorm_forward(dt, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM), N, C, m->cfg.norm_eps);
-    be->matmul_forward(dt, a.q, a.n1, W_layer(m, l, P_WQ), N, C, QD);
-    be->matmul_forward(dt, a.k, a.n1, W_layer(m, l, P_WK), N, C, KVD);
-    be->matmul_forward(dt, a.v, a.n1, W_layer(m, l, P_WV), N, C, KVD);
-    /* [N, NH*HD] is [B, T, NH, HD]: rotate in place, no transposes. */
-    be->rope_forward(dt, a.q, a.q, cs, sn, m->B, m->T, m->NH, m->HD);
-    be->rope_forward(dt, a.k, a.k, cs, sn, m->B, m->T, m->NKV, m->HD);
-    be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->NH, m->NKV, m->HD);
-    be->matmul_forward(dt, out, a.att, W_layer(m, l, P_WO), N, QD, C);
-    be->add(dt, a.h, x, out, (size_t)N * C);
+    if (NEED(A_N1))
+        be->rmsnorm_forward(dt, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM), N, C, m->cfg.norm_eps);
+    if (NEED(A_QPRE) && NEED(A_Q)) be->matmul_forward(dt, a.q_pre, a.n1, W_layer(m, l, P_WQ), N, C, QD);
+    if (NEED(A_K)) be->matmul_forward(dt, a.k, a.n1, W_layer(m, l, P_WK), N, C, KVD);
+    if (NEED(A_V)) be->matmul_forward(dt, a.v, a.n1, W_layer(m, l, P_WV), N, C, KVD);
+    /* [N, NH*HD] is [B, T, NH, HD]: rotate (in place but for KEEP_OPS), no transposes. */
+    if (NEED(A_Q)) be->rope_forward(dt, a.q, a.q_pre, cs, sn, m->B, m->T, m->NH, m->HD);
+    if (NEED(A_K)) be->rope_forward(dt, a.k, a.k, cs, sn, m->B, m->T, m->NKV, m->HD);
+    if (NEED(A_ATT))
+        be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->NH, m->NKV, m->HD);
+    if (NEED(A_H)) {
+        be->matmul_forward(dt, out, a.att, W_layer(m, l, P_WO), N, QD, C);
+        be->add(dt, a.h, x, out, (size_t)N * C);
+    }
 
-    be->rmsnorm_forward(dt, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM), N, C, m->cfg.norm_eps);
-    be->matmul_forward(dt, a.h1, a.n2, W_layer(m, l, P_W1), N, C, H);
-    be->matmul_forward(dt, a.h3, a.n2, W_layer(m, l, P_W3), N, C, H);
-    be->swiglu_forward(dt, a.sw, a.h1, a.h3, N, H);
-    be->matmul_forward(dt, out, a.sw, W_layer(m, l, P_W2), N, H, C);
-    be->add(dt, out, a.h, out, (size_t)N * C);
+    if (NEED(A_N2))
+        be->rmsnorm_forward(dt, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM), N, C, m->cfg.norm_eps);
+    if (NEED(A_H1)) be->matmul_forward(dt, a.h1, a.n2, W_layer(m, l, P_W1), N, C, H);
+    if (NEED(A_H3)) be->matmul_forward(dt, a.h3, a.n2, W_layer(m, l, P_W3), N, C, H);
+    if (NEED(A_SW)) be->swiglu_forward(dt, a.sw, a.h1, a.h3, N, H);
+    if (!rerun) {
+        be->matmul_forward(dt, out, a.sw, W_layer(m, l, P_W2), N, H, C);
+        be->add(dt, out, a.h, out, (size_t)N * C);
+    }
+#undef NEED
 }
 
 /* grad_scale > 0: the cross-entropy pass also writes the logits' gradient */
@@ -447,7 +513,7 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     for (int l = 0; l < m->L; l++) {
         TITAN_TRY(HOOK(m, before_forward, l + 1));
         cast_block(m, l + 1);
-        layer_forward(m, l, resid(m, l), resid(m, l + 1));
+        layer_forward(m, l, resid(m, l), resid(m, l + 1), 0);
         TITAN_TRY(HOOK(m, after_forward, l + 1));
     }
     TITAN_TRY(HOOK(m, before_forward, last));
@@ -573,9 +639,9 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
     for (int l = m->L - 1; l >= 0; l--) {
         (void)HOOK(m, before_backward, l + 1);
         if (recast) cast_block(m, l + 1);
-        /* Recompute the block's intermediates from its saved input; its
+        /* Recompute what the layer did not keep from its saved input; its
          * output slot is no longer needed, so it serves as scratch. */
-        if (m->ac == TITAN_AC_FULL) layer_forward(m, l, resid(m, l), resid(m, l + 1));
+        if (keep_of(m->ac, l) != KEEP_ALL) layer_forward(m, l, resid(m, l), resid(m, l + 1), 1);
         layer_backward(m, l, resid(m, l), gw);
         (void)HOOK(m, after_backward, l + 1);
     }

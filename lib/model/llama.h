@@ -7,7 +7,24 @@
 
 typedef struct titan_llama titan_llama;
 
-typedef enum { TITAN_AC_NONE = 0, TITAN_AC_FULL = 1 } titan_ac_mode;
+/* Activation checkpointing: which intermediates a layer keeps from its
+ * forward for its backward, and which the backward recomputes first from
+ * the layer's input and what it kept. Every op is deterministic, so the
+ * recomputed values, the loss and the gradients are bitwise those of
+ * TITAN_AC_NONE.
+ *   TITAN_AC_NONE (0)  every layer keeps everything;
+ *   TITAN_AC_FULL (1)  every layer keeps only its input;
+ *   n >= 2             layers n-1, 2n-1, ... keep only their input, the
+ *                      others everything (torchtitan's selective layer
+ *                      checkpointing, selective_ac_option = "n");
+ *   TITAN_AC_OP (-1)   every layer keeps the outputs of attention and of
+ *                      every other matmul in block order (wq before RoPE,
+ *                      wv, w1; w2's output is the layer's output) and
+ *                      recomputes the norms, wk, RoPE, wo and the residual
+ *                      add, w3 and SwiGLU (torchtitan's selective_ac_option
+ *                      = "op"). */
+typedef int titan_ac_mode;
+enum { TITAN_AC_OP = -1, TITAN_AC_NONE = 0, TITAN_AC_FULL = 1 };
 
 /* Allocates parameters, gradients and activations for micro-batches of B x T.
  * dt is the compute type: TITAN_DTYPE_F32, or TITAN_DTYPE_BF16 for mixed

@@ -1,6 +1,9 @@
 /* setup.c - from a job config to the objects a run needs. */
 #include "train/setup.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "ckpt/ckpt.h"
 
 titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_size,
@@ -44,4 +47,11 @@ titan_status titan_setup_accum_steps(const titan_job_config *cfg, int dp_size, i
                            cfg->training_global_batch_size, cfg->training_local_batch_size, dp_size);
     *out = cfg->training_global_batch_size / per_step;
     return TITAN_OK;
+}
+
+titan_ac_mode titan_setup_ac_mode(const titan_job_config *cfg) {
+    const char *mode = cfg->activation_checkpoint_mode, *opt = cfg->activation_checkpoint_selective_ac_option;
+    if (strcmp(mode, "full") == 0) return TITAN_AC_FULL;
+    if (strcmp(mode, "selective") != 0) return TITAN_AC_NONE;
+    return strcmp(opt, "op") == 0 ? TITAN_AC_OP : atoi(opt); /* "N": 1 .. 999999999 */
 }

@@ -3,6 +3,7 @@
 #define TITAN_TRAIN_SETUP_H
 
 #include "job/config.h"
+#include "model/llama.h"
 #include "model/llama_config.h"
 
 /* The model of a job: the flavor's published dimensions, the [model]
@@ -16,5 +17,9 @@ titan_status titan_setup_ckpt_compression(const titan_job_config *cfg);
 
 /* Gradient-accumulation steps per optimizer step (global / (local * dp)). */
 titan_status titan_setup_accum_steps(const titan_job_config *cfg, int dp_size, int *out);
+
+/* The model's activation checkpointing ([activation_checkpoint] mode and
+ * selective_ac_option, which the config has checked). */
+titan_ac_mode titan_setup_ac_mode(const titan_job_config *cfg);
 
 #endif

@@ -136,7 +136,7 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     TITAN_TRY(open_data(t));
 
     int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
-    titan_ac_mode ac = strcmp(cfg->activation_checkpoint_mode, "full") == 0 ? TITAN_AC_FULL : TITAN_AC_NONE;
+    titan_ac_mode ac = titan_setup_ac_mode(cfg);
     /* mixed_precision_param is the compute type (torchtitan's meaning): bf16
      * activations and compute weights; parameters, gradients and AdamW stay fp32. */
     titan_dtype compute = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;

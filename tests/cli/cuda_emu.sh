@@ -47,7 +47,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r p f hc hg ha hn c2 g2 s2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
+for r in g r p f hc hg ha hn ho c2 g2 s2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
 
 # --- fp32: the cpu's loss curve ---------------------------------------------------
 expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
@@ -84,6 +84,12 @@ d=$(close "$tmp/hc" "$tmp/hg" 5e-3) && ok "bf16 tracks the cpu's bf16 ($d)" || f
 expect 0 "" "train bf16 on cuda (CUDA-core attention)" -- emu TITAN_CUDA_ATTENTION=simple "$bin/titan-train" "$tmp/ha" $CUDA $BF16
 d=$(close "$tmp/hc" "$tmp/ha" 5e-3) && ok "bf16, CUDA-core attention, tracks the cpu ($d)" \
     || fail "bf16, CUDA-core attention, tracks the cpu ($d)"
+# selective activation checkpointing recomputes the same bits on the GPU
+expect 0 "" "train bf16 on cuda, selective op activation checkpointing" -- emu "$bin/titan-train" "$tmp/ho" $CUDA $BF16 \
+    --activation_checkpoint.mode=selective --activation_checkpoint.selective_ac_option=op
+cmp -s "$tmp/hg/checkpoint/step-00000006/rank-00000.bin" "$tmp/ho/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "bf16 on cuda with selective op checkpointing: the same bits" \
+    || fail "bf16 on cuda with selective op checkpointing: the same bits"
 # cuDNN's attention graphs (attention_cudnn.cu), run by the emulator's
 # interpreter of cuDNN's graph API (tests/emu/cudnn_emu.cpp)
 if nm -D "$EMU" 2>/dev/null | grep -q ' T cudnnBackendExecute$'; then

@@ -62,6 +62,19 @@ expect 0 "" "train c with 1 thread" -- "$bin/titan-train" "$tmp/c" --training.th
 cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/c/checkpoint/step-00000006/rank-00000.bin" \
     && ok "1 thread and 2 threads give the same bits" || fail "1 thread and 2 threads give the same bits"
 
+# --- activation checkpointing: recomputation gives the same bits ---------------
+for ac in "full 2" "selective 2" "selective op"; do
+    set -- $ac
+    d=$tmp/ac-$1-$2
+    expect 0 "" "init run $1 $2" -- "$bin/titan-init" "$cfg" "$d" $TINY
+    expect 0 "" "train with activation_checkpoint $1 $2" -- "$bin/titan-train" "$d" \
+        --activation_checkpoint.mode=$1 --activation_checkpoint.selective_ac_option=$2
+    cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$d/checkpoint/step-00000006/rank-00000.bin" \
+        && ok "activation_checkpoint $1 $2: the same bits as none" || fail "activation_checkpoint $1 $2: the same bits as none"
+done
+expect 2 "selective_ac_option: '0' is not one of op, N" "selective_ac_option 0 is refused" -- \
+    "$bin/titan-train" "$tmp/ac-full-2" --activation_checkpoint.mode=selective --activation_checkpoint.selective_ac_option=0
+
 # --- validation, async checkpoints, shuffle ----------------------------------------
 cat "$top/README.md" "$top/LICENSE" > "$tmp/held.txt"
 "$bin/titan-shard" -q -o "$tmp/val" "$tmp/held.txt" 2>"$tmp/err" && ok "shard held-out text" || fail "shard held-out text"

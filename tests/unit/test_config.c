@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "job/config.h"
+#include "train/setup.h"
 
 #include "check.h"
 
@@ -217,10 +218,30 @@ static void test_file_errors(void) {
     CHECK(load(&c, "[training]\ndevice = \"cuda:1x\"\n") == TITAN_ERR_USAGE);
     want_error(load(&c, "[training]\nmixed_precision_reduce = \"float16\"\n"), TITAN_ERR_USAGE,
                "t.toml:2: training.mixed_precision_reduce: 'float16' is not one of float32, bfloat16", NULL);
-    want_error(load(&c, "[activation_checkpoint]\nmode = \"selective\"\n"), TITAN_ERR_USAGE,
-               "t.toml:2: activation_checkpoint.mode: 'selective': selective activation checkpointing is not "
-               "supported yet",
-               "use mode = \"full\" (recompute every layer) or \"none\"");
+    /* activation checkpointing: torchtitan's modes and selective options */
+    CHECK(load(&c, "[activation_checkpoint]\nmode = \"selective\"\n") == TITAN_OK &&
+              titan_setup_ac_mode(&c) == 2, "selective, default option \"2\": every 2nd layer");
+    CHECK(load(&c, "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"op\"\n") ==
+              TITAN_OK && titan_setup_ac_mode(&c) == TITAN_AC_OP, "selective op");
+    CHECK(load(&c, "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = '1'\n") ==
+              TITAN_OK && titan_setup_ac_mode(&c) == TITAN_AC_FULL, "selective every layer is full");
+    CHECK(load(&c, "[activation_checkpoint]\nmode = \"none\"\nselective_ac_option = \"12\"\n") ==
+              TITAN_OK && titan_setup_ac_mode(&c) == TITAN_AC_NONE, "the option is read in selective mode only");
+    CHECK(load(&c, "[activation_checkpoint]\nmode = \"full\"\n") == TITAN_OK &&
+          titan_setup_ac_mode(&c) == TITAN_AC_FULL);
+    static const char *const bad_opts[] = {"0", "-2", "two", "", "07", "1000000000", "OP"};
+    for (size_t i = 0; i < sizeof bad_opts / sizeof bad_opts[0]; i++) {
+        char text[128], msg[160];
+        snprintf(text, sizeof text, "[activation_checkpoint]\nselective_ac_option = \"%s\"\n", bad_opts[i]);
+        snprintf(msg, sizeof msg, "t.toml:2: activation_checkpoint.selective_ac_option: '%s' is not one of op, N",
+                 bad_opts[i]);
+        want_error(load(&c, text), TITAN_ERR_USAGE, msg, NULL);
+    }
+    want_error(load(&c, "[activation_checkpoint]\nmode = \"memory_budget\"\nmemory_budget = 0.5\n"),
+               TITAN_ERR_USAGE,
+               "t.toml:2: activation_checkpoint.mode: 'memory_budget': memory-budget checkpointing "
+               "(torch.compile's min-cut partitioner) has no counterpart in titan",
+               "use mode = \"selective\"");
     CHECK(load(&c, "[checkpoint]\nasync_mode = \"async\"\n") == TITAN_OK &&
           strcmp(c.checkpoint_async_mode, "async") == 0);
     want_error(load(&c, "[checkpoint]\nasync_mode = \"later\"\n"), TITAN_ERR_USAGE,
@@ -357,7 +378,8 @@ static void test_torchtitan_file(void) {
     CHECK(strstr(err, "steps") == NULL || strstr(err, "training.steps") == NULL, "supported keys do not warn");
     CHECK(c.training_steps == 10 && c.metrics_log_freq == 1 && c.lr_scheduler_warmup_steps == 2 &&
               c.lr_scheduler_decay_ratio == 0.8 && c.checkpoint_enable == 0 && c.checkpoint_interval == 10 &&
-              strcmp(c.job_description, "Llama 3 debug training") == 0,
+              strcmp(c.job_description, "Llama 3 debug training") == 0 &&
+              titan_setup_ac_mode(&c) == 2 && strcmp(c.training_mixed_precision_param, "bfloat16") == 0,
           "torchtitan values");
     CHECK(titan_config_validate(&c) == TITAN_OK, "validate: %s", titan_error_message());
 }

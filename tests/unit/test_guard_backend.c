@@ -119,15 +119,16 @@ static void fill(float *x, size_t n, uint64_t stream) {
     for (size_t i = 0; i < n; i++) x[i] = (float)(titan_rng_uniform(11, stream, i) - 0.5) * 0.2f;
 }
 
-/* The same model on both backends: losses, logits and gradients in bits. */
-static void test_model(titan_dtype dt) {
+/* The same model on both backends (cpu-guard's with activation
+ * checkpointing ac): losses, logits and gradients in bits. */
+static void test_model(titan_dtype dt, titan_ac_mode ac) {
     titan_llama_config c;
     CHECK(titan_llama_flavor("debugmodel", &c) == TITAN_OK);
     c.dim = 32, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.multiple_of = 16, c.vocab_size = 50;
     int B = 2, T = 16, N = B * T;
     titan_llama *mc = NULL, *mg = NULL;
     CHECK(titan_llama_create(&mc, &c, cb, B, T, TITAN_AC_NONE, dt) == TITAN_OK);
-    CHECK(titan_llama_create(&mg, &c, gb, B, T, TITAN_AC_FULL, dt) == TITAN_OK);
+    CHECK(titan_llama_create(&mg, &c, gb, B, T, ac, dt) == TITAN_OK);
     if (!mc || !mg) return;
     size_t np = titan_llama_params_count(mc), V = (size_t)c.vocab_size;
     float *p = malloc(np * sizeof(float)), *g1 = malloc(np * sizeof(float)), *g2 = malloc(np * sizeof(float));
@@ -170,8 +171,10 @@ int main(void) {
     test_releasable(cb);
     const titan_backend *be = NULL;
     CHECK(titan_backend_open("cpu-guard", &be) == TITAN_OK && be == gb, "opened by name");
-    test_model(TITAN_DTYPE_F32);
-    test_model(TITAN_DTYPE_BF16);
+    test_model(TITAN_DTYPE_F32, TITAN_AC_FULL);
+    test_model(TITAN_DTYPE_BF16, TITAN_AC_FULL);
+    test_model(TITAN_DTYPE_BF16, TITAN_AC_OP);
+    test_model(TITAN_DTYPE_F32, 2);
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

@@ -188,31 +188,55 @@ static void test_init_loss(int tied) {
     titan_llama_free(m);
 }
 
-static void test_ac(int tied) {
+/* Activation checkpointing, every mode against none on 6 layers (so that
+ * every 2nd and every 3rd layer mix kept and recomputed layers), in fp32
+ * and bf16: the loss and the gradients bitwise equal, over two backwards
+ * (accumulation goes through the same path), and the memory each saves. */
+static void test_ac(int tied, titan_dtype dt) {
     titan_llama_config c = tiny(tied);
-    titan_llama *a = make(&c, B, T, TITAN_AC_NONE), *f = make(&c, B, T, TITAN_AC_FULL);
+    c.n_layers = 6;
+    static const titan_ac_mode modes[] = {TITAN_AC_FULL, 2, 3, TITAN_AC_OP, 9};
+    enum { NM = sizeof modes / sizeof modes[0] };
+    titan_llama *a = make_dt(&c, B, T, TITAN_AC_NONE, dt), *f[NM];
     size_t np = titan_llama_params_count(a);
     rough_init(&c, titan_llama_params_data(a));
-    memcpy(titan_llama_params_data(f), titan_llama_params_data(a), np * sizeof(float));
+    for (int i = 0; i < NM; i++) {
+        f[i] = make_dt(&c, B, T, modes[i], dt);
+        memcpy(titan_llama_params_data(f[i]), titan_llama_params_data(a), np * sizeof(float));
+        titan_llama_zero_grads(f[i]);
+    }
     uint32_t tok[N], tgt[N];
     tokens_for(tok, tgt, N, c.vocab_size, 21);
     titan_llama_zero_grads(a);
-    titan_llama_zero_grads(f);
-    for (int r = 0; r < 2; r++) { /* twice: accumulation goes through the same path */
-        double la = loss_of(a, tok, tgt), lf = loss_of(f, tok, tgt);
-        CHECK(la == lf, "AC loss %.9g vs %.9g", la, lf);
+    for (int r = 0; r < 2; r++) {
+        double la = loss_of(a, tok, tgt);
         titan_llama_backward(a, 0.5f);
-        titan_llama_backward(f, 0.5f);
+        for (int i = 0; i < NM; i++) {
+            double lf = loss_of(f[i], tok, tgt);
+            CHECK(la == lf, "AC %d: loss %.9g vs %.9g", modes[i], lf, la);
+            titan_llama_backward(f[i], 0.5f);
+        }
     }
-    CHECK(memcmp(titan_llama_grads_data(a), titan_llama_grads_data(f), np * sizeof(float)) == 0,
-          "AC none and full gradients differ");
-    printf("  activation checkpointing (%s): gradients bitwise equal; activations %zu -> %zu "
-           "bytes\n",
-           tied ? "tied" : "untied", titan_llama_activation_bytes(a),
-           titan_llama_activation_bytes(f));
-    CHECK(titan_llama_activation_bytes(f) < titan_llama_activation_bytes(a), "AC saves memory");
+    size_t bytes[NM];
+    for (int i = 0; i < NM; i++) {
+        CHECK(memcmp(titan_llama_grads_data(a), titan_llama_grads_data(f[i]), np * sizeof(float)) == 0,
+              "AC %d: gradients differ from AC none's", modes[i]);
+        bytes[i] = titan_llama_activation_bytes(f[i]);
+    }
+    size_t none = titan_llama_activation_bytes(a);
+    printf("  activation checkpointing (%s, %s): gradients bitwise equal; activations %zu bytes, "
+           "full %zu, every 2nd layer %zu, every 3rd %zu, op %zu, every 9th (none of 6) %zu\n",
+           tied ? "tied" : "untied", titan_dtype_name(dt), none, bytes[0], bytes[1], bytes[2], bytes[3],
+           bytes[4]);
+    /* the recomputing layers share one slot: n of them save n - 1 layers' worth */
+    CHECK(bytes[0] < bytes[1] && bytes[1] < bytes[2] && bytes[2] < none, "fewer kept layers, less memory");
+    CHECK(bytes[0] < bytes[3] && bytes[3] < none, "op keeps less than none, more than full");
+    CHECK(bytes[4] == none, "every 9th of 6 layers is none");
+    titan_llama *bad = NULL;
+    CHECK(titan_llama_create(&bad, &c, titan_backend_cpu(), B, T, -2, dt) == TITAN_ERR_USAGE && !bad,
+          "AC mode -2 refused");
     titan_llama_free(a);
-    titan_llama_free(f);
+    for (int i = 0; i < NM; i++) titan_llama_free(f[i]);
 }
 
 /* forward_train writes dlogits in the loss pass: the same loss and the same
@@ -434,8 +458,9 @@ int main(void) {
     test_fd(1);
     test_init_loss(0);
     test_init_loss(1);
-    test_ac(0);
-    test_ac(1);
+    test_ac(0, TITAN_DTYPE_F32);
+    test_ac(1, TITAN_DTYPE_F32);
+    test_ac(1, TITAN_DTYPE_BF16);
     test_forward_train();
     test_accumulation();
     test_adamw_training(0);
