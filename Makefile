@@ -109,8 +109,19 @@ endif
 all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_SO) $(EMU_SELF_TEST) \
      $(EMU_CUDNN_TEST) $(VMM_MOCK_TEST)
 
+# Objects are rebuilt when the compilers or their flags change (make OPT=-O0,
+# CFLAGS=..., another CC), so a build never mixes objects of two settings:
+# build/FLAGS holds the last build's, rewritten only when they differ, and
+# every object depends on it. -Werror changes no code, so it is left out (CI
+# builds with it, then make check builds without).
+FLAGS_KEY = $(filter-out -Werror,$(CC) $(ALL_CFLAGS) | $(NVCC) $(ALL_NVCCFLAGS) | $(CXX) $(EMU_SO_FLAGS))
+build/FLAGS: FORCE
+	@mkdir -p build
+	@echo '$(FLAGS_KEY)' | cmp -s - $@ || echo '$(FLAGS_KEY)' >$@
+FORCE:
+
 ifneq ($(CUDA_OUT),)
-build/obj/kernels/%.o: kernels/%.cu
+build/obj/kernels/%.o: kernels/%.cu build/FLAGS
 	@mkdir -p $(dir $@)
 	$(NVCC) $(ALL_NVCCFLAGS) -c $< -o $@
 
@@ -131,10 +142,10 @@ build/emu/cuda/%.cpp: tests/emu/%.cu tests/emu/gen_kernels.awk
 	@mkdir -p build/emu/cuda
 	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
 
-build/emu/cuda/%.o: build/emu/cuda/%.cpp
+build/emu/cuda/%.o: build/emu/cuda/%.cpp build/FLAGS
 	$(CXX) $(EMU_SO_FLAGS) -c $< -o $@
 
-build/emu/cuda/%.o: tests/emu/%.cpp
+build/emu/cuda/%.o: tests/emu/%.cpp build/FLAGS
 	@mkdir -p build/emu/cuda
 	$(CXX) $(EMU_SO_FLAGS) -c $< -o $@
 
@@ -164,7 +175,7 @@ $(VMM_MOCK_TEST): tests/mock/test_vmm_mock.cpp build/obj/kernels/vmm.o
 	$(CXX) $(VMM_MOCK_FLAGS) -o $@ $^ -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lpthread
 endif
 
-build/obj/%.o: %.c
+build/obj/%.o: %.c build/FLAGS
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -230,5 +241,5 @@ install: $(TOOLS)
 clean:
 	rm -rf build bin
 
-.PHONY: all check bench demo install clean fuzz
+.PHONY: all check bench demo install clean fuzz FORCE
 -include $(shell find build/obj build/emu -name '*.d' 2>/dev/null)
