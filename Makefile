@@ -111,17 +111,25 @@ all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_SO) $(EMU_SE
 
 # Objects are rebuilt when the compilers or their flags change (make OPT=-O0,
 # CFLAGS=..., another CC), so a build never mixes objects of two settings:
-# build/FLAGS holds the last build's, rewritten only when they differ, and
-# every object depends on it. -Werror changes no code, so it is left out (CI
-# builds with it, then make check builds without).
-FLAGS_KEY = $(filter-out -Werror,$(CC) $(ALL_CFLAGS) | $(NVCC) $(ALL_NVCCFLAGS) | $(CXX) $(EMU_SO_FLAGS))
-build/FLAGS: FORCE
+# build/FLAGS (cc), FLAGS.cu (nvcc) and FLAGS.emu (the emulator's c++) hold
+# the last build's, rewritten only when they differ, and each compiler's
+# objects depend on its file (CFLAGS do not rebuild the CUDA objects).
+# -Werror changes no code, so it is left out (CI builds with it, then make
+# check builds without). := keeps target-specific additions (bootstrap_pmix.o's)
+# out of the key.
+FLAGS_C   := $(filter-out -Werror,$(CC) $(ALL_CFLAGS))
+FLAGS_CU  := $(NVCC) $(ALL_NVCCFLAGS)
+FLAGS_EMU := $(filter-out -Werror,$(CXX) $(EMU_SO_FLAGS))
+build/FLAGS: KEY = $(FLAGS_C)
+build/FLAGS.cu: KEY = $(FLAGS_CU)
+build/FLAGS.emu: KEY = $(FLAGS_EMU)
+build/FLAGS build/FLAGS.cu build/FLAGS.emu: FORCE
 	@mkdir -p build
-	@echo '$(FLAGS_KEY)' | cmp -s - $@ || echo '$(FLAGS_KEY)' >$@
+	@printf '%s\n' '$(KEY)' | cmp -s - $@ || printf '%s\n' '$(KEY)' >$@
 FORCE:
 
 ifneq ($(CUDA_OUT),)
-build/obj/kernels/%.o: kernels/%.cu build/FLAGS
+build/obj/kernels/%.o: kernels/%.cu build/FLAGS.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(ALL_NVCCFLAGS) -c $< -o $@
 
@@ -142,10 +150,10 @@ build/emu/cuda/%.cpp: tests/emu/%.cu tests/emu/gen_kernels.awk
 	@mkdir -p build/emu/cuda
 	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
 
-build/emu/cuda/%.o: build/emu/cuda/%.cpp build/FLAGS
+build/emu/cuda/%.o: build/emu/cuda/%.cpp build/FLAGS.emu
 	$(CXX) $(EMU_SO_FLAGS) -c $< -o $@
 
-build/emu/cuda/%.o: tests/emu/%.cpp build/FLAGS
+build/emu/cuda/%.o: tests/emu/%.cpp build/FLAGS.emu
 	@mkdir -p build/emu/cuda
 	$(CXX) $(EMU_SO_FLAGS) -c $< -o $@
 

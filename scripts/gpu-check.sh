@@ -14,7 +14,8 @@
 #      bit (deterministic kernels; the host staging of loads and saves);
 #      and a text sample (parameters copied back to the host);
 #   6. on cuda in bf16 (mixed_precision_param): the loss curve within
-#      $BF16_TOL of the cpu's fp32 one, and a second run ending in the same bits;
+#      $BF16_TOL of the cpu's fp32 one, and a second run ending in the same bits,
+#      as does a run with selective activation checkpointing (op);
 #      the same curve check with attention through cuDNN (TITAN_CUDA_ATTENTION=
 #      cudnn; scripts/find-cudnn.sh finds libcudnn.so.9), after test_cuda_ops
 #      ran that way in step 2 (cuDNN's own warnings and errors: cudnn_api.log);
@@ -209,7 +210,7 @@ fi
 # --- cuda in bf16 (fp32 master weights): near the fp32 curve, repeatable -------------
 BF16_TOL=${BF16_TOL:-2e-2}
 BF16="--training.mixed_precision_param=bfloat16"
-for r in bf16 bf16b; do cp -r "$work/seed" "$work/$r"; done
+for r in bf16 bf16b bf16o; do cp -r "$work/seed" "$work/$r"; done
 # shellcheck disable=SC2086
 if train bf16 train_cuda_bf16 --training.device="$DEV" $BF16; then pass "train $STEPS steps on $DEV in bf16 (${secs}s)"
 else failed "train on $DEV in bf16 (exit $rc): $(tail -n 2 "$out/train_cuda_bf16.log" | tr '\n' ' ')"; fi
@@ -226,6 +227,15 @@ if train bf16b train_cuda_bf16_again --training.device="$DEV" $BF16 &&
     pass "$DEV bf16: a second run ends in the same bits (deterministic kernels)"
 else
     failed "$DEV bf16: a second run differs (see train_cuda_bf16_again.log)"
+fi
+# selective activation checkpointing (op policy) recomputes the same bits
+# shellcheck disable=SC2086
+if train bf16o train_cuda_bf16_ac_op --training.device="$DEV" $BF16 --activation_checkpoint.mode=selective \
+       --activation_checkpoint.selective_ac_option=op &&
+   cmp -s "$work/bf16/checkpoint/$final/rank-00000.bin" "$work/bf16o/checkpoint/$final/rank-00000.bin"; then
+    pass "$DEV bf16 with selective op activation checkpointing: the same bits"
+else
+    failed "$DEV bf16 with selective op activation checkpointing differs (see train_cuda_bf16_ac_op.log)"
 fi
 
 # --- cuda in bf16 with cuDNN's attention: near the fp32 curve as well --------------------

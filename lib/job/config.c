@@ -441,11 +441,13 @@ static titan_status check_choice(const key_def *k, const char *place, const char
     char list[256], *save = NULL;
     snprintf(list, sizeof list, "%s", k->choices);
     suggest sg = {s, NULL, 0};
+    int any_n = 0;
     for (char *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
         /* "name:N" stands for name:0, name:1, ...; "N" alone for 1, 2, ... */
         size_t cl = strlen(c);
         if (strcmp(c, "N") == 0) {
             size_t sl = strlen(s);
+            any_n = 1;
             if (sl > 0 && sl <= 9 && s[0] != '0' && strspn(s, "0123456789") == sl) return TITAN_OK;
             continue;
         }
@@ -467,6 +469,7 @@ static titan_status check_choice(const key_def *k, const char *place, const char
     if (sg.best) snprintf(best, sizeof best, "%.*s", (int)strcspn(sg.best, ","), sg.best);
     titan_error(TITAN_ERR_USAGE, "%s: %s.%s: '%s' is not one of %s", place, k->section, k->key, s, pretty);
     if (best[0]) titan_error_hint("did you mean '%s'?", best);
+    else if (any_n) titan_error_hint("N stands for a whole number from 1 to 999999999, such as \"2\"");
     return TITAN_ERR_USAGE;
 }
 

@@ -14,9 +14,10 @@ typedef struct titan_llama titan_llama;
  * TITAN_AC_NONE.
  *   TITAN_AC_NONE (0)  every layer keeps everything;
  *   TITAN_AC_FULL (1)  every layer keeps only its input;
- *   n >= 2             layers n-1, 2n-1, ... keep only their input, the
- *                      others everything (torchtitan's selective layer
- *                      checkpointing, selective_ac_option = "n");
+ *   n >= 2             layers n-1, 2n-1, ... (counting from 0) keep only
+ *                      their input, the others everything (torchtitan's
+ *                      selective layer checkpointing, selective_ac_option
+ *                      = "n"; n > n_layers is none);
  *   TITAN_AC_OP (-1)   every layer keeps the outputs of attention and of
  *                      every other matmul in block order (wq before RoPE,
  *                      wv, w1; w2's output is the layer's output) and

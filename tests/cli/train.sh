@@ -63,13 +63,16 @@ cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/c/checkpoint/step-
     && ok "1 thread and 2 threads give the same bits" || fail "1 thread and 2 threads give the same bits"
 
 # --- activation checkpointing: recomputation gives the same bits ---------------
+# 4 layers, so that every 2nd layer recomputes two, through one shared slot
+expect 0 "" "init run ac-none (4 layers)" -- "$bin/titan-init" "$cfg" "$tmp/ac-none" $TINY --model.n_layers=4
+expect 0 "" "train 4 layers without activation checkpointing" -- "$bin/titan-train" "$tmp/ac-none"
 for ac in "full 2" "selective 2" "selective op"; do
     set -- $ac
     d=$tmp/ac-$1-$2
-    expect 0 "" "init run $1 $2" -- "$bin/titan-init" "$cfg" "$d" $TINY
+    expect 0 "" "init run $1 $2" -- "$bin/titan-init" "$cfg" "$d" $TINY --model.n_layers=4
     expect 0 "" "train with activation_checkpoint $1 $2" -- "$bin/titan-train" "$d" \
         --activation_checkpoint.mode=$1 --activation_checkpoint.selective_ac_option=$2
-    cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$d/checkpoint/step-00000006/rank-00000.bin" \
+    cmp -s "$tmp/ac-none/checkpoint/step-00000006/rank-00000.bin" "$d/checkpoint/step-00000006/rank-00000.bin" \
         && ok "activation_checkpoint $1 $2: the same bits as none" || fail "activation_checkpoint $1 $2: the same bits as none"
 done
 expect 2 "selective_ac_option: '0' is not one of op, N" "selective_ac_option 0 is refused" -- \

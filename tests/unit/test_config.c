@@ -237,6 +237,9 @@ static void test_file_errors(void) {
                  bad_opts[i]);
         want_error(load(&c, text), TITAN_ERR_USAGE, msg, NULL);
     }
+    want_error(load(&c, "[activation_checkpoint]\nselective_ac_option = \"0\"\n"), TITAN_ERR_USAGE,
+               "t.toml:2: activation_checkpoint.selective_ac_option: '0' is not one of op, N",
+               "N stands for a whole number from 1");
     want_error(load(&c, "[activation_checkpoint]\nmode = \"memory_budget\"\nmemory_budget = 0.5\n"),
                TITAN_ERR_USAGE,
                "t.toml:2: activation_checkpoint.mode: 'memory_budget': memory-budget checkpointing "
