@@ -127,6 +127,10 @@ build/FLAGS build/FLAGS.cu build/FLAGS.emu: FORCE
 	@mkdir -p build
 	@printf '%s\n' '$(KEY)' | cmp -s - $@ || printf '%s\n' '$(KEY)' >$@
 FORCE:
+# Nothing built is deleted as an intermediate (the objects of tools and
+# tests, the generated emulator sources): a deleted one would be rebuilt by
+# the next make, since build/FLAGS* are remade on every run.
+.SECONDARY:
 
 ifneq ($(CUDA_OUT),)
 build/obj/kernels/%.o: kernels/%.cu build/FLAGS.cu
@@ -157,7 +161,6 @@ build/emu/cuda/%.o: tests/emu/%.cpp build/FLAGS.emu
 	@mkdir -p build/emu/cuda
 	$(CXX) $(EMU_SO_FLAGS) -c $< -o $@
 
-.SECONDARY: $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.cpp) build/emu/cuda/test_cuda_emu.cpp
 
 $(EMU_SO): $(EMU_CU_OBJ)
 	$(CXX) -shared -o $@ $(EMU_CU_OBJ) -Wl,--no-undefined -lpthread
