@@ -141,12 +141,11 @@ void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, CudnnTensor x, const Cudnn
     if (axis >= 0) set(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, "pointwise axis");
     finalize(pw, "pointwise");
     cudnnBackendDescriptor_t o = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "pointwise op");
-    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
-    set(o, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, D, 1, &pw, "pointwise op desc");
-    set(o, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, D, 1, &x.desc, "pointwise op x");
-    if (b) set(o, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, D, 1, &b->desc, "pointwise op b");
-    if (t) set(o, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, D, 1, &t->desc, "pointwise op t");
-    set(o, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, D, 1, &y.desc, "pointwise op y");
+    set_desc(o, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw, "pointwise op desc");
+    set_desc(o, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x.desc, "pointwise op x");
+    if (b) set_desc(o, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b->desc, "pointwise op b");
+    if (t) set_desc(o, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t->desc, "pointwise op t");
+    set_desc(o, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y.desc, "pointwise op y");
     finalize(o, "pointwise op");
     op(o);
 }
@@ -170,11 +169,10 @@ void CudnnGraph::matmul(CudnnTensor a, CudnnTensor b, CudnnTensor c) {
     set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "matmul compute type");
     finalize(mm, "matmul");
     cudnnBackendDescriptor_t o = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul op");
-    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
-    set(o, CUDNN_ATTR_OPERATION_MATMUL_ADESC, D, 1, &a.desc, "matmul op a");
-    set(o, CUDNN_ATTR_OPERATION_MATMUL_BDESC, D, 1, &b.desc, "matmul op b");
-    set(o, CUDNN_ATTR_OPERATION_MATMUL_CDESC, D, 1, &c.desc, "matmul op c");
-    set(o, CUDNN_ATTR_OPERATION_MATMUL_DESC, D, 1, &mm, "matmul op desc");
+    set_desc(o, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a.desc, "matmul op a");
+    set_desc(o, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b.desc, "matmul op b");
+    set_desc(o, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c.desc, "matmul op c");
+    set_desc(o, CUDNN_ATTR_OPERATION_MATMUL_DESC, mm, "matmul op desc");
     finalize(o, "matmul op");
     op(o);
 }
@@ -187,19 +185,17 @@ void CudnnGraph::reduction(cudnnReduceTensorOp_t rop, CudnnTensor x, CudnnTensor
     set(r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "reduction type");
     finalize(r, "reduction");
     cudnnBackendDescriptor_t o = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction op");
-    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
-    set(o, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, D, 1, &x.desc, "reduction op x");
-    set(o, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, D, 1, &y.desc, "reduction op y");
-    set(o, CUDNN_ATTR_OPERATION_REDUCTION_DESC, D, 1, &r, "reduction op desc");
+    set_desc(o, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x.desc, "reduction op x");
+    set_desc(o, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y.desc, "reduction op y");
+    set_desc(o, CUDNN_ATTR_OPERATION_REDUCTION_DESC, r, "reduction op desc");
     finalize(o, "reduction op");
     op(o);
 }
 
 void CudnnGraph::reshape(CudnnTensor x, CudnnTensor y) {
     cudnnBackendDescriptor_t o = make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, "reshape op");
-    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
-    set(o, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, D, 1, &x.desc, "reshape op x");
-    set(o, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, D, 1, &y.desc, "reshape op y");
+    set_desc(o, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x.desc, "reshape op x");
+    set_desc(o, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y.desc, "reshape op y");
     finalize(o, "reshape op");
     op(o);
 }
@@ -220,7 +216,7 @@ bool CudnnGraph::build() {
     int64_t tried = 0;
     for (int m = 0; m < 2 && error_.empty() && !plan_; m++) {
         cudnnBackendDescriptor_t h = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics");
-        set(h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, D, 1, &g, "heuristics graph");
+        set_desc(h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, g, "heuristics graph");
         set(h, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m], "heuristics mode");
         finalize(h, "heuristics");
         enum { MAX_CFG = 8 };

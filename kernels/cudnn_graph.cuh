@@ -98,6 +98,11 @@ class CudnnGraph {
     cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t type, const char *what);
     void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
              cudnnBackendAttributeType_t type, int64_t n, const void *v, const char *what);
+    /* attribute name of d := the one descriptor v */
+    void set_desc(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                  cudnnBackendDescriptor_t v, const char *what) {
+        set(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v, what);
+    }
     void finalize(cudnnBackendDescriptor_t d, const char *what);
     void fail(cudnnStatus_t st, const char *what);
     void op(cudnnBackendDescriptor_t d) { ops_.push_back(d); }

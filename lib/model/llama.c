@@ -107,28 +107,24 @@ static int layer_keeps(layer_keep k, int id) {
     return 0;
 }
 
+/* How many of layers 0..n-1 keep per-layer activation id. */
+static size_t kept_before(titan_ac_mode ac, int id, int n) {
+    size_t kept = 0;
+    for (int j = 0; j < n; j++) kept += (size_t)layer_keeps(keep_of(ac, j), id);
+    return kept;
+}
+
 /* Copies of per-layer activation id: one per layer that keeps it, and one
  * shared by those that do not (none for A_QPRE, which they alias to q). */
 static size_t layer_copies(titan_ac_mode ac, int L, int id) {
-    size_t kept = 0;
-    int shared = 0;
-    for (int l = 0; l < L; l++) {
-        if (layer_keeps(keep_of(ac, l), id)) kept++;
-        else shared = id != A_QPRE;
-    }
-    return kept + (size_t)shared;
+    size_t kept = kept_before(ac, id, L);
+    return kept + (kept < (size_t)L && id != A_QPRE);
 }
 
 /* Slot of per-layer activation id for layer l: the layers that keep it
  * have slots 0, 1, ... in layer order; the others share the slot after. */
 static size_t layer_slot(titan_ac_mode ac, int L, int id, int l) {
-    size_t before = 0, kept = 0;
-    for (int j = 0; j < L; j++) {
-        int k = layer_keeps(keep_of(ac, j), id);
-        kept += (size_t)k;
-        if (j < l) before += (size_t)k;
-    }
-    return layer_keeps(keep_of(ac, l), id) ? before : kept;
+    return layer_keeps(keep_of(ac, l), id) ? kept_before(ac, id, l) : kept_before(ac, id, L);
 }
 
 /* Whether activation id is fp32 whatever the compute type (statistics,

@@ -614,17 +614,20 @@ cudnnStatus_t set_op(Desc *d, const Value &v) {
     return CUDNN_STATUS_SUCCESS;
 }
 
+/* the deprecated handle attribute of a graph or a plan */
+cudnnStatus_t set_handle(Desc *d, const Value &v) {
+    TRY(v.expect(CUDNN_TYPE_HANDLE, 1, 1));
+    d->handle = v.get<cudnnHandle_t>();
+    if (!handle_ok(d->handle))
+        return fail(CUDNN_STATUS_BAD_PARAM, v.who, "HANDLE: not a live cudnnHandle_t");
+    return CUDNN_STATUS_SUCCESS;
+}
+
 cudnnStatus_t set_other(Desc *d, const Value &v) {
     Desc *r;
     switch (d->type) {
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
-        if (v.attr == ATTR_GRAPH_HANDLE) {
-            TRY(v.expect(CUDNN_TYPE_HANDLE, 1, 1));
-            d->handle = v.get<cudnnHandle_t>();
-            if (!handle_ok(d->handle))
-                return fail(CUDNN_STATUS_BAD_PARAM, v.who, "HANDLE: not a live cudnnHandle_t");
-            return CUDNN_STATUS_SUCCESS;
-        }
+        if (v.attr == ATTR_GRAPH_HANDLE) return set_handle(d, v);
         if (v.attr == CUDNN_ATTR_OPERATIONGRAPH_OPS) {
             TRY(v.expect(CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, INT32_MAX));
             std::vector<OpP> ops;
@@ -657,13 +660,7 @@ cudnnStatus_t set_other(Desc *d, const Value &v) {
         }
         break;
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
-        if (v.attr == ATTR_PLAN_HANDLE) {
-            TRY(v.expect(CUDNN_TYPE_HANDLE, 1, 1));
-            d->handle = v.get<cudnnHandle_t>();
-            if (!handle_ok(d->handle))
-                return fail(CUDNN_STATUS_BAD_PARAM, v.who, "HANDLE: not a live cudnnHandle_t");
-            return CUDNN_STATUS_SUCCESS;
-        }
+        if (v.attr == ATTR_PLAN_HANDLE) return set_handle(d, v);
         if (v.attr == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG) {
             TRY(v.expect(CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1));
             TRY(v.desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &r));
