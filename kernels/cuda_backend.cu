@@ -264,6 +264,7 @@ static const titan_backend cuda_backend = {
     .swiglu_forward = titan_cuda_swiglu_forward,
     .swiglu_backward = titan_cuda_swiglu_backward,
     .cross_entropy = titan_cuda_cross_entropy,
+    .logsumexp = titan_cuda_logsumexp,
     .adamw_step = titan_cuda_adamw_step,
     .sumsq = titan_cuda_sumsq,
     .scale = titan_cuda_scale,

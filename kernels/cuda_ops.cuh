@@ -227,7 +227,7 @@ void titan_cuda_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw,
 
 /* embedding.cu */
 void titan_cuda_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,
-                                  const void *wte, int N, int C);
+                                  const void *wte, int N, int C, int V);
 void titan_cuda_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
                                    const uint32_t *tokens, int N, int C, int V);
 
@@ -287,7 +287,9 @@ void titan_cuda_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3,
 
 /* cross_entropy.cu */
 void titan_cuda_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
-                              const uint32_t *targets, int N, int V, float dscale);
+                              const uint32_t *targets, int N, int V, float dscale,
+                              const float *lse);
+void titan_cuda_logsumexp(titan_dtype dt, float *lse, const void *logits, int N, int V);
 
 /* adamw.cu */
 void titan_cuda_adamw_step(float *p, void *p_bf16, const float *g, float gscale, float *m,

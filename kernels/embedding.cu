@@ -1,5 +1,9 @@
 /* embedding.cu - token embedding lookup and its scatter-add backward.
  *
+ * Tokens >= V are another rank's vocabulary shard (tensor parallelism): the
+ * lookup gives them a row of zeros and the backward skips them (they sort
+ * after every token of this shard).
+ *
  * Backward without atomics, in the CPU backend's exact additions: for each
  * token, dwte[token] += dout[n] for its rows n in increasing order, each add
  * rounded to fp32 (dwte is fp32 whatever dout's type). The rows are grouped
@@ -19,25 +23,29 @@
 
 #define EMB_THREADS 256 /* columns per block of the backward */
 
-/* one thread per output element: out[n,c] = wte[tokens[n],c] (a copy: same bits) */
+/* one thread per output element: out[n,c] = wte[tokens[n],c] (a copy: same
+ * bits), +0 for a token >= V */
 template <typename S>
 __global__ void embedding_forward_kernel(S *out, const uint32_t *tokens, const S *wte, int N,
-                                         int C) {
+                                         int C, int V) {
     size_t total = (size_t)N * C, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
         size_t n = i / C, c = i % C;
-        out[i] = wte[(size_t)tokens[n] * C + c];
+        const uint32_t t = tokens[n];
+        if (t < (uint32_t)V) out[i] = wte[(size_t)t * C + c];
+        else store_f32(out + i, 0.0f);
     }
 }
 
 /* rows of 16-byte chunks: the same copy, 16 bytes per thread, when every row
  * is a whole number of aligned chunks */
 __global__ void embedding_forward_vec_kernel(uint4 *out, const uint32_t *tokens, const uint4 *wte,
-                                             int N, int chunks) {
+                                             int N, int chunks, int V) {
     size_t total = (size_t)N * chunks, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
         size_t n = i / chunks, c = i % chunks;
-        out[i] = wte[(size_t)tokens[n] * chunks + c];
+        const uint32_t t = tokens[n];
+        out[i] = t < (uint32_t)V ? wte[(size_t)t * chunks + c] : make_uint4(0, 0, 0, 0);
     }
 }
 
@@ -46,15 +54,15 @@ __global__ void embedding_iota_kernel(uint32_t *rows, int N) {
     if (n < N) rows[n] = (uint32_t)n;
 }
 
-/* Block (i, y): if sorted position i starts a run of one token, its threads
- * add the run's rows into columns y*EMB_THREADS.. of that token's row, in
- * the sorted (= increasing n) order. Other blocks return at once. */
+/* Block (i, y): if sorted position i starts a run of one token < V, its
+ * threads add the run's rows into columns y*EMB_THREADS.. of that token's
+ * row, in the sorted (= increasing n) order. Other blocks return at once. */
 template <typename S>
 __global__ void embedding_backward_runs_kernel(float *dwte, const S *dout, const uint32_t *tok,
-                                               const uint32_t *rows, int N, int C) {
+                                               const uint32_t *rows, int N, int C, int V) {
     const int i = blockIdx.x;
     const uint32_t token = tok[i];
-    if (i > 0 && tok[i - 1] == token) return;
+    if (token >= (uint32_t)V || (i > 0 && tok[i - 1] == token)) return;
     const int c = blockIdx.y * EMB_THREADS + threadIdx.x;
     if (c >= C) return;
     float *dst = dwte + (size_t)token * C + c;
@@ -66,7 +74,7 @@ __global__ void embedding_backward_runs_kernel(float *dwte, const S *dout, const
 
 /* Block v (overwrite): row v of dwte = the sum of token v's run of rows, in
  * the sorted order, or 0 without one; every element of dwte written once.
- * Tokens >= V are not written (the CPU backend's contract leaves them out). */
+ * Tokens >= V have no block: they add nothing. */
 template <typename S>
 __global__ void embedding_backward_fill_kernel(float *dwte, const S *dout, const uint32_t *tok,
                                                const uint32_t *rows, int N, int C) {
@@ -87,17 +95,17 @@ __global__ void embedding_backward_fill_kernel(float *dwte, const S *dout, const
 }
 
 template <typename S>
-static void forward_launch(S *out, const uint32_t *tokens, const S *wte, int N, int C) {
+static void forward_launch(S *out, const uint32_t *tokens, const S *wte, int N, int C, int V) {
     size_t row_bytes = (size_t)C * sizeof(S);
     if (row_bytes % 16 == 0 && ((uintptr_t)out | (uintptr_t)wte) % 16 == 0) {
         int chunks = (int)(row_bytes / 16);
         size_t total = (size_t)N * chunks;
         embedding_forward_vec_kernel<<<titan_cuda_blocks(total, 256), 256>>>(
-            (uint4 *)out, tokens, (const uint4 *)wte, N, chunks);
+            (uint4 *)out, tokens, (const uint4 *)wte, N, chunks, V);
     } else {
         size_t total = (size_t)N * C;
         embedding_forward_kernel<S><<<titan_cuda_blocks(total, 256), 256>>>(out, tokens, wte, N,
-                                                                           C);
+                                                                           C, V);
     }
     CUDA_CHECK_LAUNCH();
 }
@@ -126,7 +134,7 @@ static void backward_launch(bool acc, float *dwte, const S *dout, const uint32_t
     if (acc) {
         dim3 grid((unsigned)N, (unsigned)((C + EMB_THREADS - 1) / EMB_THREADS));
         embedding_backward_runs_kernel<S><<<grid, EMB_THREADS>>>(dwte, dout, tok_sorted,
-                                                                 rows_sorted, N, C);
+                                                                 rows_sorted, N, C, V);
     } else {
         embedding_backward_fill_kernel<S><<<(unsigned)V, EMB_THREADS>>>(dwte, dout, tok_sorted,
                                                                         rows_sorted, N, C);
@@ -136,14 +144,15 @@ static void backward_launch(bool acc, float *dwte, const S *dout, const uint32_t
 }
 
 void titan_cuda_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,
-                                  const void *wte, int N, int C) {
+                                  const void *wte, int N, int C, int V) {
     if (N <= 0 || C <= 0) return;
     TITAN_CUDA_DISPATCH(dt, "embedding_forward",
-                        forward_launch<S>((S *)out, tokens, (const S *)wte, N, C));
+                        forward_launch<S>((S *)out, tokens, (const S *)wte, N, C, V));
 }
 
-/* dwte[tokens[n], :] += dout[n, :]  (dwte[V, C] fp32); without
- * TITAN_ACC_DW all of dwte is written, rows of absent tokens 0 */
+/* dwte[tokens[n], :] += dout[n, :]  (dwte[V, C] fp32), tokens >= V
+ * skipped; without TITAN_ACC_DW all of dwte is written, rows of absent
+ * tokens 0 */
 void titan_cuda_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
                                    const uint32_t *tokens, int N, int C, int V) {
     const bool add = (acc & TITAN_ACC_DW) != 0;

@@ -2,7 +2,9 @@
 # bench_dist.sh - multi-process training: titan-train --nproc N beside PyTorch
 # (scripts/torch_dist_bench.py, gloo) in the same run, same debugmodel, same
 # global batch (BENCH_DIST_GLOBAL sequences of BENCH_DIST_SEQ_LEN tokens split
-# over the ranks), same steps. Layouts: FSDP 2, FSDP 4, DDP 2. torch 1.13's
+# over the ranks), same steps. Layouts: FSDP 2, FSDP 4, DDP 2, and titan's
+# tensor parallel 2 (no PyTorch row: 1.13's DTensor tensor parallelism is a
+# prototype; its references are the other 2-rank rows of the same run). torch 1.13's
 # FullyShardedDataParallel refuses CPU-only execution, so its FSDP stand-in is
 # DDP + ZeroRedundancyOptimizer (ZeRO-1), which keeps whole parameters and
 # gradients on every rank where titan's FSDP (ZeRO-3) keeps its shard and
@@ -60,9 +62,11 @@ def threads(n):
     return max(1, cores // n)
 
 
-def act_titan(b):
-    """Bytes of titan's activation arena (lib/model/llama.c, no AC) for b x T tokens."""
-    C, QD, KVD, NH, H, V, L = c.dim, c.dim, c.dim, c.n_heads, hidden_dim(c), c.vocab_size, c.n_layers
+def act_titan(b, tp=1):
+    """Bytes of titan's activation arena (lib/model/llama.c, no AC) for b x T tokens;
+    under tensor parallelism the heads, hidden units and vocabulary are the rank's."""
+    C, QD, KVD, NH = c.dim, c.dim // tp, c.dim // tp, c.n_heads // tp
+    H, V, L = hidden_dim(c) // tp, -(-c.vocab_size // tp), c.n_layers
     layer = C + 1 + QD + 2 * KVD + QD + NH + C + C + 1 + 3 * H
     head = C + 1 + V + 1
     scratch = 2 * C + 2 * QD + 3 * KVD + 3 * H
@@ -108,11 +112,12 @@ def hwm(pid):
     return 0
 
 
-def titan(name, n, layout):
-    """titan-train --nproc n; each rank's peak RSS read from /proc (VmHWM only
-    grows, so the last read before a rank exits is its peak)."""
+def titan(name, n, layout, dp=None):
+    """titan-train --nproc n (dp data-parallel ranks, default n); each rank's peak
+    RSS read from /proc (VmHWM only grows, so the last read before a rank exits
+    is its peak)."""
     run = os.path.join(out, name)
-    b = G // n
+    b = G // (dp or n)
     subprocess.run(["bin/titan-init", "-q", "--force", "configs/debugmodel.toml", run,
                     "--training.dataset_path=" + os.path.join(out, "data"),
                     "--training.seq_len=%d" % T, "--training.local_batch_size=%d" % b,
@@ -182,6 +187,13 @@ for n, kind in ((2, "fsdp"), (4, "fsdp"), (2, "ddp")):
     else:
         rows.append(("titan DDP %d" % n, n, t, 4 * P, act_titan(b)))
         rows.append(("torch DDP %d" % n, n, r, 4 * P, act_torch(b)))
+
+# Tensor parallel 2: each rank holds half of every matrix and the whole
+# batch; the same 2 cores as the 2-rank rows above.
+t = titan("tp2", 2, ["--parallelism.tensor_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"], dp=1)
+hd = hidden_dim(c)
+replicated = 4 * (2 * c.n_layers + 1) * c.dim  # the norms, whole on every rank
+rows.append(("titan TP 2", 2, t, 4 * (P - replicated) / 2 + 4 * replicated, act_titan(G, 2)))
 
 print("model: debugmodel (dim 256, 6 layers, 16 heads, vocab 258, %.2fM params), seq_len %d, "
       "global batch %d sequences split over the ranks, %d steps, first %d not timed"

@@ -99,12 +99,14 @@ typedef struct titan_backend {
     /* out[i] = a[i] + b[i]; out may alias a or b */
     void (*add)(titan_dtype dt, void *out, const void *a, const void *b, size_t n);
 
-    /* out[N,C] = wte[tokens[n], :] */
+    /* out[N,C] = wte[tokens[n], :] (wte[V,C]); a token >= V gets a row of
+     * zeros: with the vocabulary sharded (tensor parallelism) wte is one
+     * rank's rows and the caller maps ids of other ranks' rows to >= V. */
     void (*embedding_forward)(titan_dtype dt, void *out, const uint32_t *tokens, const void *wte,
-                              int N, int C);
-    /* dwte[tokens[n], :] += dout[n, :]  (dwte[V,C] fp32); without
-     * TITAN_ACC_DW all of dwte is written: rows of tokens not in the batch
-     * become 0. */
+                              int N, int C, int V);
+    /* dwte[tokens[n], :] += dout[n, :]  (dwte[V,C] fp32); tokens >= V add
+     * nothing. Without TITAN_ACC_DW all of dwte is written: rows of tokens
+     * not in the batch become 0. */
     void (*embedding_backward)(titan_dtype dt, int acc, float *dwte, const void *dout,
                                const uint32_t *tokens, int N, int C, int V);
 
@@ -141,12 +143,23 @@ typedef struct titan_backend {
     void (*swiglu_backward)(titan_dtype dt, int acc, void *dh1, void *dh3, const void *dout,
                             const void *h1, const void *h3, int N, int H);
 
-    /* Fused softmax cross-entropy over logits[N,V] with targets[N], in fp32:
-     * losses[n] = logsumexp(logits[n]) - logits[n][targets[n]];
-     * dlogits[n] = (softmax(logits[n]) - onehot(targets[n])) * dscale.
+    /* Fused softmax cross-entropy over logits[N,V] with targets[N], in fp32.
+     * lse NULL (targets < V):
+     *   losses[n] = logsumexp(logits[n]) - logits[n][targets[n]];
+     *   dlogits[n] = (softmax(logits[n]) - onehot(targets[n])) * dscale.
+     * lse not NULL: logits[N,V] are one shard of a row's vocabulary (tensor
+     * parallelism) and lse[n] (fp32) the log-sum-exp of the whole row, from
+     * logsumexp and a sum over the shards; a target >= V is in another shard:
+     *   losses[n] = lse[n] - logits[n][targets[n]] if targets[n] < V, else 0;
+     *   dlogits[n][j] = (exp(logits[n][j] - lse[n]) - [j == targets[n]]) * dscale.
      * dlogits may alias logits (written after the row is read); NULL skips it. */
     void (*cross_entropy)(titan_dtype dt, float *losses, void *dlogits, const void *logits,
-                          const uint32_t *targets, int N, int V, float dscale);
+                          const uint32_t *targets, int N, int V, float dscale, const float *lse);
+    /* lse[n] = log(sum_j exp(logits[n][j])) over logits[N,V], in fp32 as
+     * cross_entropy's (shifted by the row max, the exps summed in a fixed
+     * order). With the vocabulary sharded, the shards' lse combine into the
+     * whole row's (log of the sum of their exps) for cross_entropy. */
+    void (*logsumexp)(titan_dtype dt, float *lse, const void *logits, int N, int V);
 
     /* Optimizer and reductions: fp32 master weights, gradients and state. */
     /* One AdamW step (PyTorch semantics, decoupled weight decay):

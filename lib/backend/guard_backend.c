@@ -303,12 +303,12 @@ static void g_add(titan_dtype dt, void *out, const void *a, const void *b, size_
 }
 
 static void g_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens, const void *wte, int N,
-                                int C) {
+                                int C, int V) {
     enter();
     DEV("embedding_forward", out, (size_t)N * C * elem(dt));
     DEV("embedding_forward", tokens, (size_t)N * sizeof(uint32_t));
-    DEV("embedding_forward", wte, (size_t)C * elem(dt));
-    cpu()->embedding_forward(dt, out, tokens, wte, N, C);
+    DEV("embedding_forward", wte, (size_t)V * C * elem(dt));
+    cpu()->embedding_forward(dt, out, tokens, wte, N, C, V);
     leave();
 }
 
@@ -436,13 +436,23 @@ static void g_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3, con
 }
 
 static void g_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
-                            const uint32_t *targets, int N, int V, float dscale) {
+                            const uint32_t *targets, int N, int V, float dscale,
+                            const float *lse) {
     enter();
     DEV_OPT("cross_entropy", losses, (size_t)N * F);
     DEV_OPT("cross_entropy", dlogits, (size_t)N * V * elem(dt));
     DEV("cross_entropy", logits, (size_t)N * V * elem(dt));
     DEV("cross_entropy", targets, (size_t)N * sizeof(uint32_t));
-    cpu()->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale);
+    DEV_OPT("cross_entropy", lse, (size_t)N * F);
+    cpu()->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale, lse);
+    leave();
+}
+
+static void g_logsumexp(titan_dtype dt, float *lse, const void *logits, int N, int V) {
+    enter();
+    DEV("logsumexp", lse, (size_t)N * F);
+    DEV("logsumexp", logits, (size_t)N * V * elem(dt));
+    cpu()->logsumexp(dt, lse, logits, N, V);
     leave();
 }
 
@@ -504,6 +514,7 @@ static const titan_backend guard_backend = {
     .swiglu_forward = g_swiglu_forward,
     .swiglu_backward = g_swiglu_backward,
     .cross_entropy = g_cross_entropy,
+    .logsumexp = g_logsumexp,
     .adamw_step = g_adamw_step,
     .sumsq = g_sumsq,
     .scale = g_scale,

@@ -110,9 +110,9 @@ static void p_add(titan_dtype dt, void *out, const void *a, const void *b, size_
     TIMED("add", 0, IN->add(dt, out, a, b, n), "n=%zu", n);
 }
 static void p_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,
-                                const void *wte, int N, int C) {
-    TIMED("embedding_forward", 0, IN->embedding_forward(dt, out, tokens, wte, N, C), "N=%d C=%d",
-          N, C);
+                                const void *wte, int N, int C, int V) {
+    TIMED("embedding_forward", 0, IN->embedding_forward(dt, out, tokens, wte, N, C, V),
+          "N=%d C=%d V=%d", N, C, V);
 }
 static void p_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
                                  const uint32_t *tokens, int N, int C, int V) {
@@ -175,9 +175,14 @@ static void p_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3, con
           "N=%d H=%d%s", N, H, acc & TITAN_ACC_DX ? " +=" : "");
 }
 static void p_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
-                            const uint32_t *targets, int N, int V, float dscale) {
-    TIMED("cross_entropy", 0, IN->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale),
-          "N=%d V=%d%s", N, V, dlogits ? " dlogits" : "");
+                            const uint32_t *targets, int N, int V, float dscale,
+                            const float *lse) {
+    TIMED("cross_entropy", 0,
+          IN->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale, lse),
+          "N=%d V=%d%s%s", N, V, dlogits ? " dlogits" : "", lse ? " shard" : "");
+}
+static void p_logsumexp(titan_dtype dt, float *lse, const void *logits, int N, int V) {
+    TIMED("logsumexp", 0, IN->logsumexp(dt, lse, logits, N, V), "N=%d V=%d", N, V);
 }
 static void p_adamw_step(float *p, void *p_bf16, const float *g, float gscale, float *m,
                          float *v, size_t n, float lr, float beta1, float beta2, float eps,
@@ -214,7 +219,7 @@ titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profil
     t->rope_forward = p_rope_forward, t->rope_backward = p_rope_backward;
     t->attention_forward = p_attention_forward, t->attention_backward = p_attention_backward;
     t->swiglu_forward = p_swiglu_forward, t->swiglu_backward = p_swiglu_backward;
-    t->cross_entropy = p_cross_entropy;
+    t->cross_entropy = p_cross_entropy, t->logsumexp = p_logsumexp;
     t->adamw_step = p_adamw_step, t->sumsq = p_sumsq, t->scale = p_scale;
     g_prof = p;
     *out = p;

@@ -111,7 +111,7 @@ static const key_def KEYS[] = {
         "DDP/HSDP replicas"),
     {"parallelism", "data_parallel_shard_degree", T_INT, OFF(parallelism_data_parallel_shard_degree), NULL, -1, NULL,
      1, 0, F_LO | F_MINUS1, "FSDP shards; -1 = the ranks the other degrees leave"},
-    INT("parallelism", "tensor_parallel_degree", parallelism_tensor_parallel_degree, 1, 1, 0, "tensor parallel ranks"),
+    INT("parallelism", "tensor_parallel_degree", parallelism_tensor_parallel_degree, 1, 1, 0, "tensor parallel ranks (Megatron split: must divide n_kv_heads and the FFN hidden size)"),
     INT("parallelism", "context_parallel_degree", parallelism_context_parallel_degree, 1, 1, 0, "context parallel ranks"),
     INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0, "pipeline stages"),
     STR("parallelism", "fsdp_reshard_after_forward", parallelism_fsdp_reshard_after_forward, "default",
@@ -745,14 +745,19 @@ titan_status titan_config_validate(const titan_job_config *c) {
         {"context_parallel_degree", OFF(parallelism_context_parallel_degree)},
         {"pipeline_parallel_degree", OFF(parallelism_pipeline_parallel_degree)},
     };
-    /* Data parallelism trains; the other degrees do not yet. */
-    for (size_t i = 2; i < sizeof degrees / sizeof degrees[0]; i++) {
+    /* Data and tensor parallelism train; context and pipeline parallelism do not yet. */
+    int tp = c->parallelism_tensor_parallel_degree;
+    if (tp < 1) {
+        titan_error(TITAN_ERR_USAGE, "parallelism.tensor_parallel_degree = %d: must be >= 1", tp);
+        return TITAN_ERR_USAGE;
+    }
+    for (size_t i = 3; i < sizeof degrees / sizeof degrees[0]; i++) {
         int d = *(const int *)((const char *)c + degrees[i].off);
         if (d == 1) continue;
-        titan_error(TITAN_ERR_USAGE, "parallelism.%s = %d: not yet supported (data parallelism only)",
+        titan_error(TITAN_ERR_USAGE, "parallelism.%s = %d: not yet supported (data and tensor parallelism only)",
                     degrees[i].key, d);
-        titan_error_hint("set parallelism.%s = 1; data_parallel_replicate_degree and "
-                         "data_parallel_shard_degree (DDP, FSDP, HSDP) work", degrees[i].key);
+        titan_error_hint("set parallelism.%s = 1; data_parallel_replicate_degree, data_parallel_shard_degree "
+                         "(DDP, FSDP, HSDP) and tensor_parallel_degree work", degrees[i].key);
         return TITAN_ERR_USAGE;
     }
     /* With dp_shard = -1 the degree depends on the job's size: checked at start. */

@@ -12,12 +12,19 @@
  * scratch slot and are recomputed in backward, just before the layer's
  * backward, from the saved layer input and what the layer kept; the ops
  * are deterministic, so the recomputed values and the gradients are bitwise
- * the same as with TITAN_AC_NONE. */
+ * the same as with TITAN_AC_NONE.
+ *
+ * Tensor parallelism (llama.h) changes only the shapes the ops see (the
+ * rank's heads, hidden units and vocabulary rows) and adds the sums over
+ * the tp group where a row-parallel output or a column-parallel input
+ * gradient is partial (tp_sum), and the vocabulary-parallel loss. */
 #include "model/llama.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/mem.h"
 
 /* Per-layer parameter slots, in catalog order. */
@@ -31,6 +38,7 @@ enum {
     A_N1, A_RSTD1, A_QPRE, A_Q, A_K, A_V, A_ATT, A_LSE, A_H, A_N2, A_RSTD2, A_H1, A_H3, A_SW,
     /* head */
     A_XF, A_RSTDF, A_LOGITS, A_LOSSES,
+    A_LSEV, /* tensor parallel: each row's log-sum-exp over the whole vocabulary */
     /* backward scratch */
     A_DRESID, A_DN, A_DQ, A_DK, A_DV, A_DATT, A_DKR, A_DH1, A_DH3, A_DSW,
     /* inputs and tables */
@@ -58,7 +66,7 @@ struct titan_llama {
     const titan_backend *be;
     titan_ac_mode ac;
     titan_dtype dt; /* compute type of activations and the weights ops read */
-    int B, T, N, C, NH, NKV, HD, QD, KVD, H, V, L;
+    int B, T, N, C, NH, NKV, HD, QD, KVD, H, V, L; /* NH, NKV, QD, KVD, H, V: this tp rank's */
     size_t nparams;
     float *params, *grads;
     void *params_lp; /* the compute copy when dt is not fp32, else NULL */
@@ -83,6 +91,20 @@ struct titan_llama {
     /* Host copy of the per-token losses when backend memory is not host
      * memory (NULL on the CPU backend, whose losses are read in place). */
     float *loss_host;
+    /* Tensor parallelism (NULL / {1, 0} without): the group, the place,
+     * the first vocabulary row held; host buffers for the remapped token
+     * ids (2N), the ranks' row log-sum-exps (tp x N), and a host mirror of
+     * an [N, C] activation for communicators that move host memory only
+     * (NULL where the backend's memory is host memory or tp moves device
+     * memory). */
+    titan_comm *tp;
+    titan_llama_tp tpp;
+    int v0;
+    uint32_t *ids_host;
+    float *lse_host;
+    void *tp_mirror;
+    titan_status err; /* first tp failure (titan_llama_take_error) */
+    double tp_comm_s; /* in tp collectives since titan_llama_take_tp_comm_s */
 };
 
 #define HOOK(m, which, b) ((m)->hooks.which ? (m)->hooks.which((m)->hooks.ctx, (b)) : TITAN_OK)
@@ -130,7 +152,7 @@ static size_t layer_slot(titan_ac_mode ac, int L, int id, int l) {
 /* Whether activation id is fp32 whatever the compute type (statistics,
  * losses, tables, token ids in 4-byte slots). */
 static int act_is_fp32(int id) {
-    return id == A_RSTD1 || id == A_RSTD2 || id == A_RSTDF || id == A_LSE || id == A_LOSSES ||
+    return id == A_RSTD1 || id == A_RSTD2 || id == A_RSTDF || id == A_LSE || id == A_LOSSES || id == A_LSEV ||
            id == A_COS || id == A_SIN || id == A_TOKENS || id == A_TARGETS;
 }
 
@@ -149,6 +171,31 @@ static void *W(const titan_llama *m, int k) {
     return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), k);
 }
 static float *G(const titan_llama *m, int k) { return param_at(m, m->grads, sizeof(float), k); }
+
+/* x[n] (compute type) = its sum over the tp group: the row-parallel
+ * outputs and the column-parallel input gradients. A failure is kept
+ * (m->err) and returned. */
+static titan_status tp_sum(titan_llama *m, void *x, size_t n) {
+    if (!m->tp || m->err != TITAN_OK) return m->err;
+    void *buf = x;
+    size_t bytes = n * titan_dtype_size(m->dt);
+    if (m->tp_mirror) {
+        m->be->to_host(m->tp_mirror, x, bytes);
+        buf = m->tp_mirror;
+    }
+    /* The collective blocks until the queued ops are done too: wait for
+     * them first, so the time counted is the communication's own. */
+    if (!m->tp_mirror) m->be->sync();
+    double t0 = titan_now_s();
+    titan_status st = titan_comm_all_reduce(m->tp, buf, buf, n, m->dt, TITAN_COMM_SUM, NULL);
+    m->tp_comm_s += titan_now_s() - t0;
+    if (st == TITAN_OK && m->tp_mirror) m->be->to_device(x, m->tp_mirror, bytes);
+    if (st != TITAN_OK) {
+        titan_error_context("model: tensor parallel sum of %zu values", n);
+        m->err = st;
+    }
+    return st;
+}
 static void *W_tok(const titan_llama *m) { return W(m, 0); }
 static void *W_layer(const titan_llama *m, int l, int k) { return W(m, layer_index(l, k)); }
 static void *W_final_norm(const titan_llama *m) { return W(m, final_norm_index(m)); }
@@ -217,14 +264,18 @@ static size_t act_copies(const titan_llama *m, int id) {
 
 titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c, const titan_backend *be, int B,
                                 int T, titan_ac_mode ac, titan_dtype dt) {
-    return titan_llama_create_ex(out, c, be, B, T, ac, dt, 0);
+    return titan_llama_create_ex(out, c, be, B, T, ac, dt, NULL);
 }
 
 titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *c,
                                    const titan_backend *be, int B, int T, titan_ac_mode ac,
-                                   titan_dtype dt, unsigned flags) {
+                                   titan_dtype dt, const titan_llama_options *opt) {
     *out = NULL;
+    unsigned flags = opt ? opt->flags : 0;
+    titan_comm *tpc = opt && opt->tp && titan_comm_size(opt->tp) > 1 ? opt->tp : NULL;
+    titan_llama_tp tp = {tpc ? titan_comm_size(tpc) : 1, tpc ? titan_comm_rank(tpc) : 0};
     TITAN_TRY(titan_llama_config_check(c));
+    TITAN_TRY(titan_llama_tp_check(c, tp.size));
     if (B <= 0 || T <= 0)
         return titan_error(TITAN_ERR_USAGE, "model: micro-batch %d x %d: both must be > 0", B, T);
     if ((long long)B * T > (1LL << 30) || (long long)B * T * c->vocab_size > (1LL << 40))
@@ -245,25 +296,31 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     m->T = T;
     m->N = B * T;
     m->C = c->dim;
-    m->NH = c->n_heads;
-    m->NKV = c->n_kv_heads;
+    m->tp = tpc;
+    m->tpp = tp;
+    m->NH = c->n_heads / tp.size;
+    m->NKV = c->n_kv_heads / tp.size;
     m->HD = c->dim / c->n_heads;
     m->QD = m->NH * m->HD;
     m->KVD = m->NKV * m->HD;
-    m->H = titan_llama_hidden_dim(c);
-    m->V = c->vocab_size;
+    m->H = titan_llama_hidden_dim(c) / tp.size;
+    int64_t v0, nv;
+    titan_llama_tp_vocab(c, tp, &v0, &nv);
+    m->v0 = (int)v0;
+    m->V = (int)nv;
     m->L = c->n_layers;
 
-    m->n_param_tensors = titan_llama_params(c, NULL);
+    m->n_param_tensors = titan_llama_params_tp(c, tp, NULL);
     m->catalog = titan_alloc((size_t)m->n_param_tensors * sizeof(titan_param), "model catalog");
     m->copy_current = titan_alloc((size_t)m->n_param_tensors, "model compute copy flags");
     if (!m->catalog || !m->copy_current) {
         titan_llama_free(m);
         return TITAN_ERR_NOMEM;
     }
-    titan_llama_params(c, m->catalog);
+    titan_llama_params_tp(c, tp, m->catalog);
     memset(m->copy_current, 0, (size_t)m->n_param_tensors);
-    m->nparams = titan_llama_num_params(c);
+    const titan_param *lastp = &m->catalog[m->n_param_tensors - 1];
+    m->nparams = lastp->offset + lastp->numel;
 
     size_t N = (size_t)m->N, C = (size_t)m->C, QD = (size_t)m->QD, KVD = (size_t)m->KVD;
     size_t H = (size_t)m->H, V = (size_t)m->V;
@@ -287,6 +344,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     s[A_RSTDF] = N;
     s[A_LOGITS] = N * V;
     s[A_LOSSES] = N;
+    s[A_LSEV] = tpc ? N : 0;
     s[A_DRESID] = N * C;
     s[A_DN] = N * C;
     s[A_DQ] = N * QD;
@@ -299,7 +357,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     s[A_DSW] = N * H;
     s[A_COS] = (size_t)T * (size_t)(m->HD / 2);
     s[A_SIN] = (size_t)T * (size_t)(m->HD / 2);
-    s[A_TOKENS] = N; /* uint32 in float-sized slots */
+    s[A_TOKENS] = N; /* uint32 in float-sized slots; with tp, ids in the rank's vocabulary */
     s[A_TARGETS] = N;
     size_t total = 0;
     for (int i = 0; i < A_COUNT; i++) {
@@ -347,6 +405,16 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
             return TITAN_ERR_NOMEM;
         }
     }
+    if (tpc) {
+        m->ids_host = titan_alloc(2 * (size_t)N * sizeof(uint32_t), "model: tensor parallel token ids");
+        m->lse_host = titan_alloc((size_t)tp.size * (size_t)N * sizeof(float), "model: tensor parallel log-sum-exps");
+        if (!be->host && !titan_comm_device_buffers(tpc))
+            m->tp_mirror = titan_alloc_pages((size_t)N * C * titan_dtype_size(dt), "model: tensor parallel host mirror");
+        if (!m->ids_host || !m->lse_host || (!be->host && !titan_comm_device_buffers(tpc) && !m->tp_mirror)) {
+            titan_llama_free(m);
+            return TITAN_ERR_NOMEM;
+        }
+    }
     *out = m;
     return TITAN_OK;
 }
@@ -360,10 +428,28 @@ void titan_llama_free(titan_llama *m) {
     titan_free(m->catalog);
     titan_free(m->copy_current);
     titan_free(m->loss_host);
+    titan_free(m->ids_host);
+    titan_free(m->lse_host);
+    titan_free_pages(m->tp_mirror);
     titan_free(m);
 }
 
 const titan_llama_config *titan_llama_get_config(const titan_llama *m) { return &m->cfg; }
+titan_llama_tp titan_llama_get_tp(const titan_llama *m) { return m->tpp; }
+const titan_param *titan_llama_catalog(const titan_llama *m, int *n) {
+    *n = m->n_param_tensors;
+    return m->catalog;
+}
+double titan_llama_take_tp_comm_s(titan_llama *m) {
+    double s = m->tp_comm_s;
+    m->tp_comm_s = 0.0;
+    return s;
+}
+titan_status titan_llama_take_error(titan_llama *m) {
+    titan_status st = m->err;
+    m->err = TITAN_OK;
+    return st;
+}
 const titan_backend *titan_llama_backend(const titan_llama *m) { return m->be; }
 float *titan_llama_params_data(titan_llama *m) { return m->params; }
 float *titan_llama_grads_data(titan_llama *m) { return m->grads; }
@@ -465,6 +551,7 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
         be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->NH, m->NKV, m->HD);
     if (NEED(A_H)) {
         be->matmul_forward(dt, out, a.att, W_layer(m, l, P_WO), N, QD, C);
+        tp_sum(m, out, (size_t)N * C); /* row-parallel wo: partial over the rank's heads */
         be->add(dt, a.h, x, out, (size_t)N * C);
     }
 
@@ -475,9 +562,55 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
     if (NEED(A_SW)) be->swiglu_forward(dt, a.sw, a.h1, a.h3, N, H);
     if (!rerun) {
         be->matmul_forward(dt, out, a.sw, W_layer(m, l, P_W2), N, H, C);
+        tp_sum(m, out, (size_t)N * C);
         be->add(dt, out, a.h, out, (size_t)N * C);
     }
 #undef NEED
+}
+
+/* *x = its sum over the tp group, added in rank order (the same on every rank). */
+static titan_status tp_sum_double(titan_llama *m, double *x) {
+    int n = m->tpp.size;
+    double all[n];
+    /* Doubles travel as pairs of u32 (data movement takes any dtype). */
+    double t0 = titan_now_s();
+    titan_status st = titan_comm_all_gather(m->tp, x, all, 2, TITAN_DTYPE_U32, NULL);
+    m->tp_comm_s += titan_now_s() - t0;
+    if (st != TITAN_OK) {
+        titan_error_context("model: tensor parallel loss sum");
+        return st;
+    }
+    double s = 0.0;
+    for (int r = 0; r < n; r++) s += all[r];
+    *x = s;
+    return TITAN_OK;
+}
+
+/* A_LSEV = each logits row's log-sum-exp over the whole vocabulary: the
+ * ranks' shard-wise ones gathered and combined on the host in double, in
+ * rank order (tp x N floats: small next to the logits). */
+static titan_status tp_row_lse(titan_llama *m) {
+    int N = m->N, n = m->tpp.size;
+    float *lsev = m->act[A_LSEV], *all = m->lse_host;
+    m->be->logsumexp(m->dt, lsev, m->act[A_LOGITS], N, m->V);
+    float *mine = all + (size_t)m->tpp.rank * N;
+    m->be->to_host(mine, lsev, (size_t)N * sizeof(float));
+    double t0 = titan_now_s();
+    titan_status st = titan_comm_all_gather(m->tp, mine, all, (size_t)N, TITAN_DTYPE_F32, NULL);
+    m->tp_comm_s += titan_now_s() - t0;
+    if (st != TITAN_OK) {
+        titan_error_context("model: tensor parallel log-sum-exp");
+        return st;
+    }
+    for (int i = 0; i < N; i++) {
+        double mx = all[i];
+        for (int r = 1; r < n; r++) mx = fmax(mx, all[(size_t)r * N + i]);
+        double e = 0.0;
+        for (int r = 0; r < n; r++) e += exp(all[(size_t)r * N + i] - mx);
+        mine[i] = (float)(mx + log(e)); /* mine is done with: it takes the result */
+    }
+    m->be->to_device(lsev, mine, (size_t)N * sizeof(float));
+    return TITAN_OK;
 }
 
 /* grad_scale > 0: the cross-entropy pass also writes the logits' gradient */
@@ -485,15 +618,25 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
                                 float grad_scale, float *loss) {
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
-    int N = m->N, C = m->C, V = m->V;
+    int N = m->N, C = m->C, V = m->V, Vg = m->cfg.vocab_size;
     /* Out-of-range ids would read outside the embedding table. */
     for (int i = 0; i < N; i++) {
-        if (tokens[i] >= (uint32_t)V)
+        if (tokens[i] >= (uint32_t)Vg)
             return titan_error(TITAN_ERR_FORMAT, "model input: token %d: id %u >= vocab size %d",
-                               i, tokens[i], V);
-        if (targets && targets[i] >= (uint32_t)V)
+                               i, tokens[i], Vg);
+        if (targets && targets[i] >= (uint32_t)Vg)
             return titan_error(TITAN_ERR_FORMAT, "model input: target %d: id %u >= vocab size %d",
-                               i, targets[i], V);
+                               i, targets[i], Vg);
+    }
+    if (m->tp) { /* ids in the rank's vocabulary shard; V (none of its rows) outside it */
+        uint32_t *lt = m->ids_host, *lg = m->ids_host + N;
+        for (int i = 0; i < N; i++) {
+            lt[i] = tokens[i] - (uint32_t)m->v0 < (uint32_t)V ? tokens[i] - (uint32_t)m->v0 : (uint32_t)V;
+            if (targets)
+                lg[i] = targets[i] - (uint32_t)m->v0 < (uint32_t)V ? targets[i] - (uint32_t)m->v0 : (uint32_t)V;
+        }
+        tokens = lt;
+        if (targets) targets = lg;
     }
     uint32_t *tok = m->act[A_TOKENS], *tgt = m->act[A_TARGETS];
     be->to_device(tok, tokens, (size_t)N * sizeof(uint32_t));
@@ -504,12 +647,14 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     int last = m->L + 1;
     TITAN_TRY(HOOK(m, before_forward, 0));
     cast_block(m, 0);
-    be->embedding_forward(dt, resid(m, 0), tok, W_tok(m), N, C);
+    be->embedding_forward(dt, resid(m, 0), tok, W_tok(m), N, C, V);
+    TITAN_TRY(tp_sum(m, resid(m, 0), (size_t)N * C)); /* each row from the rank holding its id */
     TITAN_TRY(HOOK(m, after_forward, 0));
     for (int l = 0; l < m->L; l++) {
         TITAN_TRY(HOOK(m, before_forward, l + 1));
         cast_block(m, l + 1);
         layer_forward(m, l, resid(m, l), resid(m, l + 1), 0);
+        TITAN_TRY(titan_llama_take_error(m));
         TITAN_TRY(HOOK(m, after_forward, l + 1));
     }
     TITAN_TRY(HOOK(m, before_forward, last));
@@ -523,12 +668,17 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     /* Loss only, so the logits stay readable after forward (backward then
      * recomputes the softmax into dlogits in place); or, for a training
      * step, loss and dlogits in one pass over the logits. */
+    const float *lse = NULL; /* tensor parallel: the rows' log-sum-exps over the whole vocabulary */
+    if (m->tp) {
+        TITAN_TRY(tp_row_lse(m));
+        lse = m->act[A_LSEV];
+    }
     if (grad_scale > 0.0f) {
         be->cross_entropy(dt, m->act[A_LOSSES], m->act[A_LOGITS], m->act[A_LOGITS], tgt, N, V,
-                          grad_scale / (float)N);
+                          grad_scale / (float)N, lse);
         m->dlogits_scale = grad_scale;
     } else {
-        be->cross_entropy(dt, m->act[A_LOSSES], NULL, m->act[A_LOGITS], tgt, N, V, 0.0f);
+        be->cross_entropy(dt, m->act[A_LOSSES], NULL, m->act[A_LOGITS], tgt, N, V, 0.0f, lse);
     }
     /* The host adds the losses (in order, in double): read in place on the
      * CPU, copied over from a device (the copy waits for the forward). */
@@ -539,6 +689,8 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     }
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += losses[i];
+    /* tp: each rank holds the losses of the targets in its shard (0 elsewhere) */
+    if (m->tp) TITAN_TRY(tp_sum_double(m, &sum));
     if (loss) *loss = (float)(sum / N);
     m->have_targets = 1;
     return TITAN_OK;
@@ -578,6 +730,7 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
     be->matmul_backward(dt, gw, dn, G_layer(m, l, P_W1), dh1, a.n2, W_layer(m, l, P_W1), N, C, H);
     be->matmul_backward(dt, add | gw, dn, G_layer(m, l, P_W3), dh3, a.n2, W_layer(m, l, P_W3), N,
                         C, H);
+    tp_sum(m, dn, (size_t)N * C); /* column-parallel w1, w3: partial over the rank's hidden units */
     /* dresid already holds the residual path's share: the norm adds the rest. */
     be->rmsnorm_backward(dt, add | gw, dresid, G_layer(m, l, P_FFN_NORM), dn, a.h,
                          W_layer(m, l, P_FFN_NORM), a.rstd2, N, C);
@@ -596,6 +749,7 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
                         C, KVD);
     be->matmul_backward(dt, add | gw, dn, G_layer(m, l, P_WV), dv, a.n1, W_layer(m, l, P_WV), N, C,
                         KVD);
+    tp_sum(m, dn, (size_t)N * C);
     be->rmsnorm_backward(dt, add | gw, dresid, G_layer(m, l, P_ATTN_NORM), dn, x,
                          W_layer(m, l, P_ATTN_NORM), a.rstd1, N, C);
 }
@@ -620,7 +774,7 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
         TITAN_ASSERT(m->dlogits_scale == loss_scale);
     else
         be->cross_entropy(dt, m->act[A_LOSSES], logits, logits, m->act[A_TARGETS], N, V,
-                          loss_scale / (float)N);
+                          loss_scale / (float)N, m->tp ? m->act[A_LSEV] : NULL);
     m->have_targets = 0; /* the logits are gone */
     m->dlogits_scale = 0.0f;
 
@@ -628,6 +782,7 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
     (void)HOOK(m, before_backward, m->L + 1);
     if (recast) cast_block(m, m->L + 1);
     be->matmul_backward(dt, gw, dxf, G_head(m), logits, m->act[A_XF], W_head(m), N, C, V);
+    tp_sum(m, dxf, (size_t)N * C); /* column-parallel head: partial over the rank's vocabulary */
     be->rmsnorm_backward(dt, gw, dresid, G_final_norm(m), dxf, resid(m, m->L), W_final_norm(m),
                          m->act[A_RSTDF], N, C);
     (void)HOOK(m, after_backward, m->L + 1);

@@ -3,6 +3,7 @@
 #define TITAN_MODEL_LLAMA_H
 
 #include "backend/backend.h"
+#include "dist/comm.h"
 #include "model/llama_config.h"
 
 typedef struct titan_llama titan_llama;
@@ -35,17 +36,48 @@ enum { TITAN_AC_OP = -1, TITAN_AC_NONE = 0, TITAN_AC_FULL = 1 };
 titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
                                 const titan_backend *be, int B, int T, titan_ac_mode ac,
                                 titan_dtype dt);
-/* The same with flags: TITAN_LLAMA_RELEASABLE puts parameters, gradients
- * and the compute copy in releasable memory (backend.h), nothing of it
- * committed: the caller (FSDP) commits each range before anything touches
- * it and releases it after (the functions below). */
+/* The same with options:
+ *   flags TITAN_LLAMA_RELEASABLE puts parameters, gradients and the compute
+ *     copy in releasable memory (backend.h), nothing of it committed: the
+ *     caller (FSDP) commits each range before anything touches it and
+ *     releases it after (the functions below);
+ *   tp, a communicator of more than one rank: tensor parallelism over it
+ *     (Megatron's, as torchtitan's plan for Llama without sequence
+ *     parallelism): the model holds its rank's shard (llama_config.h,
+ *     titan_llama_tp), inputs and targets are whole on every rank of tp,
+ *     activations between blocks are whole (replicated), and the model
+ *     sums the partial results of the row-parallel wo, w2 and of the
+ *     vocabulary-sharded embedding over tp in forward, and the partial
+ *     input gradients of the column-parallel wq/wk/wv, w1/w3 and output in
+ *     backward (all-reduce, rank order: every rank of tp gets the same
+ *     bits). The loss is vocabulary-parallel: the logits stay sharded, each
+ *     row's log-sum-exp is combined over tp. Every rank of tp makes the
+ *     same calls in the same order. The norms' gradients come out the same
+ *     on every rank of tp. NULL or one rank: the whole model. */
 enum { TITAN_LLAMA_RELEASABLE = 1 };
+typedef struct {
+    unsigned flags;
+    titan_comm *tp;
+} titan_llama_options;
 titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *c,
                                    const titan_backend *be, int B, int T, titan_ac_mode ac,
-                                   titan_dtype dt, unsigned flags);
+                                   titan_dtype dt, const titan_llama_options *opt);
 void titan_llama_free(titan_llama *m);
 
 const titan_llama_config *titan_llama_get_config(const titan_llama *m);
+/* The model's tensor-parallel place ({1, 0} without) and the catalog of what
+ * it holds (titan_llama_params_tp: local shapes, offsets into the buffers
+ * below); *n gets the number of tensors. */
+titan_llama_tp titan_llama_get_tp(const titan_llama *m);
+const titan_param *titan_llama_catalog(const titan_llama *m, int *n);
+/* The first failure of a tensor-parallel collective since the last call
+ * (then cleared), TITAN_OK if none. A forward returns its own; a backward
+ * cannot stop, so it keeps going (the failed communicator refuses the
+ * rest at once) and leaves the failure here for its caller. */
+titan_status titan_llama_take_error(titan_llama *m);
+/* Seconds spent in tensor-parallel collectives since the last call (then
+ * reset; they block, so all of it is exposed); 0 without tp. */
+double titan_llama_take_tp_comm_s(titan_llama *m);
 const titan_backend *titan_llama_backend(const titan_llama *m); /* whose memory the buffers are */
 float *titan_llama_params_data(titan_llama *m); /* flat, catalog order, backend memory */
 float *titan_llama_grads_data(titan_llama *m);  /* same layout */
@@ -94,7 +126,8 @@ void titan_llama_backward(titan_llama *m, float loss_scale);
  * than adding, without a zero fill (the buffer keeps its old values until
  * then, so read the gradients only after a backward). */
 void titan_llama_zero_grads(titan_llama *m);
-/* Logits [B*T, V] of the last forward (backend memory); f32 models only. */
+/* Logits [B*T, V] of the last forward (backend memory); f32 models only.
+ * With tensor parallelism, V is the rank's vocabulary shard. */
 const float *titan_llama_logits(const titan_llama *m);
 /* The same as fp32 in host memory dst[B*T*V], whatever the compute type. */
 titan_status titan_llama_logits_host(const titan_llama *m, float *dst);

@@ -137,9 +137,43 @@ static int put(titan_param *out, int i, size_t *off, const char *name, int64_t r
     return i + 1;
 }
 
-int titan_llama_params(const titan_llama_config *c, titan_param *out) {
-    int64_t C = c->dim, V = c->vocab_size, H = titan_llama_hidden_dim(c);
-    int64_t HD = c->dim / c->n_heads, QD = (int64_t)c->n_heads * HD, KVD = (int64_t)c->n_kv_heads * HD;
+/* Piece `rank` of n split into `size` as torch.chunk splits (the layout's
+ * rule, parallel/layout.h): pieces of ceil(n/size), the last ones shorter. */
+static void chunk(int64_t n, int size, int rank, int64_t *off, int64_t *len) {
+    int64_t piece = (n + size - 1) / size;
+    int64_t o = piece * rank;
+    *off = o < n ? o : n;
+    *len = o < n ? (n - o < piece ? n - o : piece) : 0;
+}
+
+titan_status titan_llama_tp_check(const titan_llama_config *c, int size) {
+    if (size < 1) return titan_error(TITAN_ERR_USAGE, "tensor parallel degree %d: must be >= 1", size);
+    const char *w = "tensor parallelism";
+    if (c->n_kv_heads % size != 0)
+        return titan_error(TITAN_ERR_USAGE, "%s: degree %d does not divide n_kv_heads %d (each rank takes "
+                           "whole heads)", w, size, c->n_kv_heads);
+    int h = titan_llama_hidden_dim(c);
+    if (h % size != 0)
+        return titan_error(TITAN_ERR_USAGE, "%s: degree %d does not divide the FFN hidden size %d", w, size, h);
+    int64_t off, len;
+    chunk(c->vocab_size, size, size - 1, &off, &len);
+    if (len <= 0)
+        return titan_error(TITAN_ERR_USAGE, "%s: degree %d leaves the last rank no rows of the vocabulary "
+                           "(%d split in pieces of %d)", w, size, c->vocab_size,
+                           (c->vocab_size + size - 1) / size);
+    return TITAN_OK;
+}
+
+void titan_llama_tp_vocab(const titan_llama_config *c, titan_llama_tp tp, int64_t *v0, int64_t *nv) {
+    chunk(c->vocab_size, tp.size, tp.rank, v0, nv);
+}
+
+int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_param *out) {
+    int64_t C = c->dim, H = titan_llama_hidden_dim(c) / tp.size;
+    int64_t HD = c->dim / c->n_heads;
+    int64_t QD = (int64_t)c->n_heads / tp.size * HD, KVD = (int64_t)c->n_kv_heads / tp.size * HD;
+    int64_t v0, V;
+    titan_llama_tp_vocab(c, tp, &v0, &V);
     size_t off = 0;
     int i = 0;
     char name[80];
@@ -148,6 +182,8 @@ int titan_llama_params(const titan_llama_config *c, titan_param *out) {
         static const char *const sub[9] = {
             "attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
             "ffn_norm", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"};
+        /* Column-parallel wq, wk, wv, w1, w3 keep their rows' share,
+         * row-parallel wo, w2 their columns'; the norms are whole. */
         const int64_t rows[9] = {C, QD, KVD, KVD, C, C, H, C, H};
         const int64_t cols[9] = {0, C, C, C, QD, 0, C, H, C};
         for (int k = 0; k < 9; k++) {
@@ -158,6 +194,10 @@ int titan_llama_params(const titan_llama_config *c, titan_param *out) {
     i = put(out, i, &off, "norm.weight", C, 0);
     if (!c->tie_embeddings) i = put(out, i, &off, "output.weight", V, C);
     return i;
+}
+
+int titan_llama_params(const titan_llama_config *c, titan_param *out) {
+    return titan_llama_params_tp(c, (titan_llama_tp){1, 0}, out);
 }
 
 size_t titan_llama_num_params(const titan_llama_config *c) {

@@ -40,6 +40,24 @@ typedef struct {
 /* Number of parameter tensors; fills out[0..n) when out != NULL. */
 int titan_llama_params(const titan_llama_config *c, titan_param *out);
 size_t titan_llama_num_params(const titan_llama_config *c);
+
+/* A tensor-parallel shard of the model (Megatron's split, torchtitan's
+ * plan, parallel/layout.h's boxes): rank `rank` of `size` holds query and
+ * kv heads [rank, rank + 1) x n/size (wq, wk, wv rows; wo columns), the same
+ * share of the FFN hidden units (w1, w3 rows; w2 columns), and vocabulary
+ * rows chunk(vocab_size, size)[rank] of tok_embeddings and output (torch.chunk
+ * pieces of ceil(V/size)); the norms are whole. {1, 0}: the whole model. */
+typedef struct {
+    int size, rank;
+} titan_llama_tp;
+/* TITAN_ERR_USAGE unless size divides n_kv_heads (so n_heads too) and the
+ * FFN hidden size, and every rank gets vocabulary rows. */
+titan_status titan_llama_tp_check(const titan_llama_config *c, int size);
+/* The rank's vocabulary rows [*v0, *v0 + *nv). */
+void titan_llama_tp_vocab(const titan_llama_config *c, titan_llama_tp tp, int64_t *v0, int64_t *nv);
+/* The catalog of the rank's shard: the same names and order, local shapes,
+ * offsets into the shard's own flat buffer. */
+int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_param *out);
 /* Parameters not in the token embedding (the output head counts when untied). */
 size_t titan_llama_num_params_nonembed(const titan_llama_config *c);
 /* Training FLOPs per token: 6 * (nonembed + the head when tied: every

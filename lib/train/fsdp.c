@@ -82,20 +82,27 @@ struct titan_fsdp {
 void titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int rank,
                       titan_shard_piece *pieces, size_t *nshard) {
     int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
+    titan_param ps[np], loc[np];
     titan_llama_params(mc, ps);
+    titan_layout_coord c;
+    titan_layout_coord_of(l, rank, &c);
+    titan_llama_params_tp(mc, (titan_llama_tp){l->tp, c.tp}, loc); /* what the rank's model holds */
     size_t off = 0;
     for (int i = 0; i < np; i++) {
         titan_shard_piece *p = &pieces[i];
         memset(p, 0, sizeof *p);
-        p->param_off = ps[i].offset;
-        p->full_off = ps[i].offset + ps[i].numel;
+        p->param_off = loc[i].offset;
+        p->full_off = loc[i].offset + loc[i].numel;
         p->shard_off = off;
         if (!titan_layout_box(l, mc->n_layers, ps[i].name, ps[i].ndim, ps[i].shape, rank, &p->box, &p->writes))
             continue;
-        /* A dim-0 chunk of a row-major tensor is one contiguous run. */
-        size_t row = ps[i].numel / (size_t)ps[i].shape[0];
-        p->full_off = ps[i].offset + (size_t)p->box.offset[0] * row;
+        /* FSDP's dim-0 chunk of the tp-local tensor is one contiguous run
+         * of its rows; the box is global, so rows split by tp start at the
+         * tp piece's first row. */
+        int64_t tp_row0 = 0, tp_rows;
+        if (titan_layout_tp_dim(ps[i].name) == 0) titan_layout_chunk(ps[i].shape[0], l->tp, c.tp, &tp_row0, &tp_rows);
+        size_t row = loc[i].numel / (size_t)loc[i].shape[0];
+        p->full_off = loc[i].offset + (size_t)(p->box.offset[0] - tp_row0) * row;
         p->len = (size_t)titan_box_numel(&p->box);
         off += p->len;
     }
@@ -373,9 +380,9 @@ bad:
 }
 
 static titan_status make_units(titan_fsdp *f, const titan_llama_config *mc, const titan_fsdp_options *opt) {
-    int nb = f->nblocks;
-    titan_param ps[f->np];
-    titan_llama_params(mc, ps);
+    int nb = f->nblocks, np;
+    const titan_param *ps = titan_llama_catalog(f->model, &np); /* the tp-local shapes */
+    TITAN_ASSERT(np == f->np);
     size_t bytes[nb];
     memset(bytes, 0, sizeof bytes);
     int pblock[f->np];
@@ -765,11 +772,26 @@ titan_status titan_fsdp_sync_grads(titan_fsdp *f) {
     return st;
 }
 
+/* Sum of squares of the rank's shard gradients that count towards the
+ * global norm: all of them, but with tensor parallelism the tensors tp
+ * replicates (the norms, the same on every rank of tp) only on tp rank 0. */
+static double shard_sumsq(titan_fsdp *f) {
+    if (!f->mesh->tp_comm || f->mesh->tp_rank == 0) return f->be->sumsq(f->sg, f->nshard);
+    int np;
+    const titan_param *ps = titan_llama_catalog(f->model, &np);
+    double ss = 0.0;
+    for (int i = 0; i < np; i++)
+        if (f->pieces[i].len && titan_layout_tp_dim(ps[i].name) >= 0)
+            ss += f->be->sumsq(f->sg + f->pieces[i].shard_off, f->pieces[i].len);
+    return ss;
+}
+
 titan_status titan_fsdp_clip(titan_fsdp *f, double max_norm, double *norm, float *coef) {
-    double ss = f->be->sumsq(f->sg, f->nshard);
+    double ss = shard_sumsq(f);
     double t0 = titan_now_s();
     TITAN_TRY(titan_mesh_sum_double(f->mesh->shard_comm, ss, &ss));
-    if (f->mesh->shard_comm) { /* blocking: all of it exposed */
+    TITAN_TRY(titan_mesh_sum_double(f->mesh->tp_comm, ss, &ss));
+    if (f->mesh->shard_comm || f->mesh->tp_comm) { /* blocking: all of it exposed */
         double dt = titan_now_s() - t0;
         f->exposed_s += dt;
         f->total_s += dt;

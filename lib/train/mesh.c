@@ -13,11 +13,10 @@ static titan_status resolve(const titan_job_config *cfg, int world, titan_layout
     l->tp = cfg->parallelism_tensor_parallel_degree;
     l->cp = cfg->parallelism_context_parallel_degree;
     l->pp = cfg->parallelism_pipeline_parallel_degree;
-    const char *not_yet = l->tp > 1 ? "tensor_parallel_degree" : l->cp > 1 ? "context_parallel_degree"
-                        : l->pp > 1 ? "pipeline_parallel_degree" : NULL;
+    const char *not_yet = l->cp > 1 ? "context_parallel_degree" : l->pp > 1 ? "pipeline_parallel_degree" : NULL;
     if (not_yet) {
-        titan_error(TITAN_ERR_USAGE, "parallelism.%s > 1: not yet supported (data parallelism only: "
-                    "data_parallel_replicate_degree and data_parallel_shard_degree)", not_yet);
+        titan_error(TITAN_ERR_USAGE, "parallelism.%s > 1: not yet supported (data and tensor parallelism only: "
+                    "data_parallel_replicate_degree, data_parallel_shard_degree, tensor_parallel_degree)", not_yet);
         titan_error_hint("set parallelism.%s = 1", not_yet);
         return TITAN_ERR_USAGE;
     }
@@ -59,6 +58,7 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
     titan_layout_coord c;
     titan_layout_coord_of(&m->layout, m->rank, &c);
     m->shard_rank = c.dp_shard;
+    m->tp_rank = c.tp;
     m->dp_size = m->layout.dp_replicate * m->layout.dp_shard;
     m->dp_rank = c.dp_replicate * m->layout.dp_shard + c.dp_shard;
     return TITAN_OK;
@@ -73,13 +73,25 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
         TITAN_TRY(titan_comm_init_nccl(m->dist, -1, &o, &m->world_comm));
     else
         TITAN_TRY(titan_comm_init(m->dist, &o, &m->world_comm));
-    /* Same replicate coordinate: one FSDP group; same shard coordinate: one
-     * replica group. Each split is collective, so every rank makes both. */
-    titan_comm *sh = NULL, *rp = NULL;
-    TITAN_TRY(titan_comm_split(m->world_comm, c.dp_replicate, c.dp_shard, "shard", &sh));
-    titan_status st = titan_comm_split(m->world_comm, c.dp_shard, c.dp_replicate, "replicate", &rp);
+    /* A group is the ranks whose coordinates differ along one axis only:
+     * its color, the rank with that coordinate set to 0. Each split is
+     * collective, so every rank makes all three. */
+    titan_layout_coord g = c;
+    g.dp_shard = 0;
+    int shard_color = titan_layout_rank_of(&m->layout, &g);
+    g = c;
+    g.dp_replicate = 0;
+    int replicate_color = titan_layout_rank_of(&m->layout, &g);
+    g = c;
+    g.tp = 0;
+    int tp_color = titan_layout_rank_of(&m->layout, &g);
+    titan_comm *sh = NULL, *rp = NULL, *tp = NULL;
+    TITAN_TRY(titan_comm_split(m->world_comm, shard_color, c.dp_shard, "shard", &sh));
+    titan_status st = titan_comm_split(m->world_comm, replicate_color, c.dp_replicate, "replicate", &rp);
+    if (st == TITAN_OK) st = titan_comm_split(m->world_comm, tp_color, c.tp, "tp", &tp);
     if (m->layout.dp_shard > 1) m->shard_comm = sh; else titan_comm_free(sh);
     if (m->layout.dp_replicate > 1) m->replicate_comm = rp; else titan_comm_free(rp);
+    if (m->layout.tp > 1) m->tp_comm = tp; else titan_comm_free(tp);
     titan_info("%d ranks (%s launch, %s communicators), layout %s", m->world,
                titan_dist_kind_name(titan_dist_kind_of(m->dist)), nccl ? "nccl" : "shared-memory", m->layout_str);
     return st;
@@ -88,6 +100,7 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
 void titan_mesh_free(titan_mesh *m) {
     titan_comm_free(m->shard_comm);
     titan_comm_free(m->replicate_comm);
+    titan_comm_free(m->tp_comm);
     titan_comm_free(m->world_comm);
     titan_dist_free(m->dist);
     memset(m, 0, sizeof *m);

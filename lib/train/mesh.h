@@ -2,12 +2,14 @@
  *
  * The job's world (bootstrap.h: PMIx, the local spawner, or one process) is
  * laid out as [parallelism] says: world = dp_replicate x dp_shard x tp x cp x
- * pp, dp_shard = -1 taking the ranks the others leave. Only data parallelism
- * trains so far (tp, cp, pp > 1 are refused), so every rank is a dp rank:
- * dp index = dp_replicate coordinate x dp_shard + dp_shard coordinate, the
- * loader's rank. Communicators: world, shard (the dp_shard ranks sharing one
- * replicate coordinate: FSDP's group) and replicate (the ranks holding the
- * same shard: DDP/HSDP's group); NULL when that group is one rank. On
+ * pp, dp_shard = -1 taking the ranks the others leave. Data and tensor
+ * parallelism train so far (cp, pp > 1 are refused): dp index =
+ * dp_replicate coordinate x dp_shard + dp_shard coordinate, the loader's
+ * rank (the ranks of one tp group read the same batches). Communicators:
+ * world, shard (the ranks that differ in their dp_shard coordinate only:
+ * FSDP's group), replicate (differing in dp_replicate only: DDP/HSDP's
+ * group) and tp (differing in tp only: the model's tensor-parallel group);
+ * NULL when that group is one rank. On
  * cuda with NCCL they are nccl communicators, which move device buffers
  * (FSDP's) and host ones (loss sums, checkpoint messages) alike. */
 #ifndef TITAN_TRAIN_MESH_H
@@ -25,9 +27,11 @@ typedef struct {
     int rank, world;
     int dp_rank, dp_size;
     int shard_rank;                 /* coordinate along dp_shard */
+    int tp_rank;                    /* coordinate along tp */
     titan_comm *world_comm;         /* NULL for one rank */
     titan_comm *shard_comm;         /* NULL when dp_shard = 1 */
     titan_comm *replicate_comm;     /* NULL when dp_replicate = 1 */
+    titan_comm *tp_comm;            /* NULL when tp = 1 */
 } titan_mesh;
 
 /* Joins the job and checks the degrees against its size (collective).

@@ -118,6 +118,13 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     const titan_job_config *cfg = t->cfg;
     TITAN_TRY(titan_config_validate(cfg));
     TITAN_TRY(titan_mesh_init(cfg, &t->mesh));
+    if (opts->sample_tokens > 0 && t->mesh.layout.tp > 1) {
+        titan_error(TITAN_ERR_USAGE, "--sample: not with parallelism.tensor_parallel_degree = %d (the model is split "
+                    "over the ranks)", t->mesh.layout.tp);
+        titan_error_hint("sample afterwards in one process, which loads the last checkpoint and, with its steps "
+                         "done, only samples: titan-train RUN --parallelism.tensor_parallel_degree=1 --sample N");
+        return TITAN_ERR_USAGE;
+    }
     /* Several ranks on GPUs: one each, by local rank; then the communicators. */
     TITAN_TRY(titan_train_device_open(cfg->training_device, t->mesh.world, titan_dist_local_rank(t->mesh.dist), &t->dev));
     TITAN_TRY(titan_mesh_connect(&t->mesh, t->dev.nccl));
@@ -141,8 +148,11 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
      * activations and compute weights; parameters, gradients and AdamW stay fp32. */
     titan_dtype compute = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
     /* FSDP holds a unit's full parameters and gradients only while in use */
-    unsigned mflags = t->mesh.layout.dp_shard > 1 ? TITAN_LLAMA_RELEASABLE : 0;
-    TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, B, T, ac, compute, mflags));
+    titan_llama_options mo = {.flags = t->mesh.layout.dp_shard > 1 ? TITAN_LLAMA_RELEASABLE : 0,
+                              .tp = t->mesh.tp_comm};
+    st = titan_llama_create_ex(&t->model, &t->mc, t->be, B, T, ac, compute, &mo);
+    if (st != TITAN_OK && t->mesh.tp_comm) titan_error_context("parallelism.tensor_parallel_degree = %d", t->mesh.layout.tp);
+    TITAN_TRY(st);
     titan_adamw_config hp = {
         .beta1 = (float)cfg->optimizer_beta1, .beta2 = (float)cfg->optimizer_beta2,
         .eps = (float)cfg->optimizer_eps, .weight_decay = (float)cfg->optimizer_weight_decay,
@@ -247,6 +257,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
         /* The last micro-batch's backward starts the gradient reductions. */
         titan_fsdp_set_sync(t->fsdp, a == t->accum - 1);
         titan_llama_backward(t->model, scale);
+        TITAN_TRY(titan_llama_take_error(t->model)); /* a tensor-parallel collective's failure */
         loss_sum += loss;
     }
     /* The loss reported is the mean over every rank's micro-batches. */
@@ -257,6 +268,9 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     float clip = 1.0f; /* applied by the optimizer step as it reads the gradients */
     TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm, &clip));
     titan_fsdp_comm_times(t->fsdp, &sm->comm_exposed_s, &sm->comm_total_s);
+    double tp_s = titan_llama_take_tp_comm_s(t->model); /* blocking: all exposed */
+    sm->comm_exposed_s += tp_s;
+    sm->comm_total_s += tp_s;
     sm->has_comm = t->mesh.world > 1;
     if (!isfinite(norm)) {
         titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is not finite (%g); step refused, parameters unchanged", step, norm);

@@ -126,4 +126,23 @@ d=$(close "$tmp/c4" "$tmp/g4" 1e-5) && ok "HSDP on cuda tracks the cpu's ($d)" |
 expect 2 "GPU 1 requested, 1 visible" "a rank without a GPU of its own is refused" -- emu "$bin/titan-train" --nproc 2 \
     "$tmp/g2" $CUDA --training.steps=7
 
+# --- tensor parallelism: 2 kv heads, one per rank ------------------------------------
+# The sums over the tp group move device buffers through NCCL (or host
+# mirrors of them with TITAN_COMM=shm); the vocabulary-parallel loss runs
+# the logsumexp kernel and the cross-entropy kernel with a given lse.
+TP2="--parallelism.tensor_parallel_degree=2"
+expect 0 "" "init a run with 2 kv heads" -- "$bin/titan-init" "$cfg" "$tmp/t" $SMALL --model.n_kv_heads=2
+for r in tc tg ts tbc tbg; do cp -r "$tmp/t" "$tmp/$r"; done
+expect 0 "" "train tp 2 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/tc" $TP2
+expect 0 "layout dp_replicate=1,dp_shard=1,cp=1,tp=2" "train tp 2 on cuda (emulated, $COMMS)" -- \
+    emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/tg" $CUDA $TP2
+d=$(close "$tmp/tc" "$tmp/tg" 1e-5) && ok "tp 2 fp32 on cuda tracks the cpu's ($d)" || fail "tp 2 fp32 on cuda tracks the cpu's ($d)"
+expect 0 "shared-memory communicators" "train tp 2 on cuda, TITAN_COMM=shm (host mirrors)" -- \
+    emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/ts" $CUDA $TP2
+d=$(close "$tmp/tc" "$tmp/ts" 1e-5) && ok "tp 2 over shared memory on cuda tracks the cpu's ($d)" \
+    || fail "tp 2 over shared memory on cuda tracks the cpu's ($d)"
+expect 0 "" "train tp 2 bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/tbc" $TP2 $BF16
+expect 0 "" "train tp 2 bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/tbg" $CUDA $TP2 $BF16
+d=$(close "$tmp/tbc" "$tmp/tbg" 5e-3) && ok "tp 2 bf16 on cuda tracks the cpu's ($d)" || fail "tp 2 bf16 on cuda tracks the cpu's ($d)"
+
 tap_end

@@ -198,8 +198,8 @@ expect 0 "" "resume it under cpu-guard HSDP 2x2, async" -- "$bin/titan-train" -q
 same_ckpt "cpu-guard async FSDP 2 -> HSDP 2x2 = the cpu's" "$tmp/async" "$tmp/gasync"
 
 # Bad degrees.
-expect 2 "not yet" "tensor parallel is refused as not yet supported" -- \
-    "$bin/titan-train" "$tmp/fsdp2" --parallelism.tensor_parallel_degree=2
+expect 2 "not yet" "pipeline parallelism is refused as not yet supported" -- \
+    "$bin/titan-train" "$tmp/fsdp2" --parallelism.pipeline_parallel_degree=2
 expect 2 "but the job has 2 ranks" "degrees that do not match the job" -- \
     "$bin/titan-train" "$tmp/fsdp2" --nproc 2 --parallelism.data_parallel_replicate_degree=2 \
     --parallelism.data_parallel_shard_degree=2

@@ -399,9 +399,12 @@ static void test_validate(void) {
                "use a multiple of 8");
     titan_config_defaults(&c);
     titan_config_override(&c, "--parallelism.tensor_parallel_degree=2");
+    CHECK(titan_config_validate(&c) == TITAN_OK, "tp 2: %s", titan_error_message());
+    titan_config_defaults(&c);
+    titan_config_override(&c, "--parallelism.context_parallel_degree=2");
     want_error(titan_config_validate(&c), TITAN_ERR_USAGE,
-               "parallelism.tensor_parallel_degree = 2: not yet supported (data parallelism only)",
-               "set parallelism.tensor_parallel_degree = 1");
+               "parallelism.context_parallel_degree = 2: not yet supported (data and tensor parallelism only)",
+               "set parallelism.context_parallel_degree = 1");
     titan_config_defaults(&c);
     titan_config_override(&c, "--parallelism.data_parallel_shard_degree=1");
     CHECK(titan_config_validate(&c) == TITAN_OK, "dp_shard 1: %s", titan_error_message());

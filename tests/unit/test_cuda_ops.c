@@ -480,20 +480,25 @@ static void test_matmul_unaligned(int N, int IC, int OC) {
 
 /* V small against N: tokens repeat, in runs the backward walks in row
  * order; V large against N: most rows of dwte are of tokens not in the
- * batch, which an overwrite must zero */
-static void test_embedding(int N, int C, int V) {
+ * batch, which an overwrite must zero. shard: about a third of the ids are
+ * >= V (another rank's vocabulary shard: zero rows, no gradient), some of
+ * them repeated, UINT32_MAX among them */
+static void test_embedding(int N, int C, int V, int shard) {
     titan_dtype dt = cur_dt;
     char name[96];
+    const char *sfx = shard ? ", ids >= V" : "";
     uint32_t *tokens = xmalloc((size_t)N * sizeof *tokens);
     for (int n = 0; n < N; n++) tokens[n] = (uint32_t)(titan_rng_u64(7, 999, n) % V);
+    for (int n = 2; shard && n < N; n += 3)
+        tokens[n] = n % 2 ? UINT32_MAX : (uint32_t)V + (uint32_t)(n % 5);
     tokens[1] = tokens[0]; /* a repeat for certain */
     size_t nw = (size_t)V * C, no = (size_t)N * C;
     void *wte = randd(nw, -1, 1), *dout = randd(no, -1, 1), *out = hostd(no);
     uint32_t *d_tok = up_bytes(tokens, (size_t)N * sizeof *tokens);
     void *d_wte = upd(wte, nw), *d_dout = upd(dout, no), *d_out = allocd(no);
-    cpu->embedding_forward(dt, out, tokens, wte, N, C);
-    gpu->embedding_forward(dt, d_out, d_tok, d_wte, N, C);
-    snprintf(name, sizeof name, "embedding_forward N=%d C=%d", N, C);
+    cpu->embedding_forward(dt, out, tokens, wte, N, C, V);
+    gpu->embedding_forward(dt, d_out, d_tok, d_wte, N, C, V);
+    snprintf(name, sizeof name, "embedding_forward N=%d C=%d%s", N, C, sfx);
     check_devd(name, d_out, out, no, tol(ELEMENTWISE));
     for (int m = 0; m < 2; m++) { /* ACC_ALL, then 0 */
         int acc = MASKS[m];
@@ -501,8 +506,8 @@ static void test_embedding(int N, int C, int V) {
         float *d_dwte = grad_start(TITAN_DTYPE_F32, nw, acc & TITAN_ACC_DW, &dwte);
         cpu->embedding_backward(dt, ACC_ALL, dwte, dout, tokens, N, C, V);
         gpu->embedding_backward(dt, acc, d_dwte, d_dout, d_tok, N, C, V);
-        snprintf(name, sizeof name, "embedding_backward (%s, f32 dwte) N=%d C=%d V=%d",
-                 mode(acc, TITAN_ACC_DW), N, C, V);
+        snprintf(name, sizeof name, "embedding_backward (%s, f32 dwte) N=%d C=%d V=%d%s",
+                 mode(acc, TITAN_ACC_DW), N, C, V, sfx);
         check_dev(name, d_dwte, dwte, nw, tol(ELEMENTWISE));
         gpu->free(d_dwte);
         free(dwte);
@@ -760,21 +765,78 @@ static void test_cross_entropy(void) {
     float *d_losses = gpu->alloc(N * sizeof(float));
     uint32_t *d_tg = up_bytes(targets, sizeof targets);
     float dscale = 1.0f / N;
-    cpu->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale);
-    gpu->cross_entropy(dt, d_losses, d_dlogits, d_logits, d_tg, N, V, dscale);
+    cpu->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale, NULL);
+    gpu->cross_entropy(dt, d_losses, d_dlogits, d_logits, d_tg, N, V, dscale, NULL);
     check_dev("cross_entropy losses (f32)", d_losses, losses, N, tol(ELEMENTWISE));
     check_devd("cross_entropy dlogits", d_dlogits, dlogits, n, tol(ELEMENTWISE));
     gpu->zero(d_losses, N * sizeof(float));
-    gpu->cross_entropy(dt, d_losses, NULL, d_logits, d_tg, N, V, dscale); /* losses only */
+    gpu->cross_entropy(dt, d_losses, NULL, d_logits, d_tg, N, V, dscale, NULL); /* losses only */
     check_dev("cross_entropy losses (dlogits NULL)", d_losses, losses, N, tol(ELEMENTWISE));
     gpu->zero(d_losses, N * sizeof(float));
-    gpu->cross_entropy(dt, d_losses, d_logits, d_logits, d_tg, N, V, dscale); /* in place */
+    gpu->cross_entropy(dt, d_losses, d_logits, d_logits, d_tg, N, V, dscale, NULL); /* in place */
     check_dev("cross_entropy losses (dlogits == logits)", d_losses, losses, N, tol(ELEMENTWISE));
     check_devd("cross_entropy dlogits in place", d_logits, dlogits, n, tol(ELEMENTWISE));
     check_dev_bits("cross_entropy dlogits in place equals out of place", d_logits, d_dlogits,
                    n * esize(dt));
     gpu->free(d_logits), gpu->free(d_losses), gpu->free(d_dlogits), gpu->free(d_tg);
     free(logits), free(losses), free(dlogits);
+}
+
+/* The vocabulary sharded: logsumexp over whole rows of logits[N, V], then
+ * cross_entropy with the rows' lse on the columns [v0, v0 + Vs), targets
+ * remapped (t - v0, or >= Vs in another shard: loss 0, no onehot). Both
+ * backends get the CPU's lse, so the shard's check is of cross_entropy
+ * alone. */
+static void test_cross_entropy_shard(int N, int V, int v0, int Vs) {
+    titan_dtype dt = cur_dt;
+    char name[96];
+    size_t n = (size_t)N * V, ns = (size_t)N * Vs, es = esize(dt);
+    void *logits = randd(n, -8, 8);
+    float *lse = xmalloc(N * sizeof(float));
+    void *d_logits = upd(logits, n);
+    float *d_lse = gpu->alloc(N * sizeof(float)), *d_lse2 = gpu->alloc(N * sizeof(float));
+    cpu->logsumexp(dt, lse, logits, N, V);
+    gpu->logsumexp(dt, d_lse, d_logits, N, V);
+    gpu->logsumexp(dt, d_lse2, d_logits, N, V);
+    snprintf(name, sizeof name, "logsumexp N=%d V=%d (f32)", N, V);
+    check_dev(name, d_lse, lse, N, tol(ELEMENTWISE));
+    check_dev_bits("logsumexp repeats bitwise", d_lse2, d_lse, N * sizeof(float));
+
+    char *shard = xmalloc(ns * es);
+    for (int r = 0; r < N; r++)
+        memcpy(shard + (size_t)r * Vs * es, (char *)logits + ((size_t)r * V + v0) * es, Vs * es);
+    uint32_t *ts = xmalloc((size_t)N * sizeof *ts);
+    for (int r = 0; r < N; r++) {
+        uint32_t t = (uint32_t)(titan_rng_u64(7, 4321, r) % V);
+        ts[r] = t >= (uint32_t)v0 && t < (uint32_t)(v0 + Vs) ? t - (uint32_t)v0
+                : r % 2 ? UINT32_MAX : (uint32_t)Vs;
+    }
+    ts[0] = 0, ts[1] = (uint32_t)Vs - 1, ts[2] = (uint32_t)Vs; /* the ends, just outside */
+    void *dlogits = hostd(ns);
+    float *losses = xmalloc(N * sizeof(float)), dscale = 1.0f / N;
+    void *d_shard = upd(shard, ns), *d_dlogits = allocd(ns);
+    float *d_losses = gpu->alloc(N * sizeof(float));
+    uint32_t *d_ts = up_bytes(ts, (size_t)N * sizeof *ts);
+    gpu->to_device(d_lse, lse, N * sizeof(float));
+    cpu->cross_entropy(dt, losses, dlogits, shard, ts, N, Vs, dscale, lse);
+    gpu->cross_entropy(dt, d_losses, d_dlogits, d_shard, d_ts, N, Vs, dscale, d_lse);
+    snprintf(name, sizeof name, "cross_entropy(lse) losses (f32) shard %d of %d", Vs, V);
+    check_dev(name, d_losses, losses, N, tol(ELEMENTWISE));
+    snprintf(name, sizeof name, "cross_entropy(lse) dlogits shard %d of %d", Vs, V);
+    check_devd(name, d_dlogits, dlogits, ns, tol(ELEMENTWISE));
+    gpu->zero(d_losses, N * sizeof(float));
+    gpu->cross_entropy(dt, d_losses, NULL, d_shard, d_ts, N, Vs, dscale, d_lse);
+    check_dev("cross_entropy(lse) losses (dlogits NULL)", d_losses, losses, N,
+              tol(ELEMENTWISE));
+    gpu->zero(d_losses, N * sizeof(float));
+    gpu->cross_entropy(dt, d_losses, d_shard, d_shard, d_ts, N, Vs, dscale, d_lse); /* in place */
+    check_dev("cross_entropy(lse) losses (dlogits == logits)", d_losses, losses, N,
+              tol(ELEMENTWISE));
+    check_dev_bits("cross_entropy(lse) in place equals out of place", d_shard, d_dlogits,
+                   ns * es);
+    gpu->free(d_logits), gpu->free(d_lse), gpu->free(d_lse2), gpu->free(d_shard);
+    gpu->free(d_dlogits), gpu->free(d_losses), gpu->free(d_ts);
+    free(logits), free(lse), free(shard), free(ts), free(dlogits), free(losses);
 }
 
 /* every op that takes a dt, with cur_dt */
@@ -785,12 +847,14 @@ static void test_dtype_ops(titan_dtype dt) {
     test_matmul(67, 129, 95);
     test_matmul(256, 512, 384);
     test_matmul_unaligned(33, 65, 17);
-    test_embedding(300, 96, 50);
-    test_embedding(700, 300, 3); /* long runs; C over one block of columns */
+    test_embedding(300, 96, 50, 0);
+    test_embedding(700, 300, 3, 0); /* long runs; C over one block of columns */
+    test_embedding(300, 96, 50, 1); /* 16-byte copies */
+    test_embedding(200, 45, 20, 1); /* one element a thread (rows not 16-byte chunks) */
     test_rmsnorm(37, 1000);
     test_rmsnorm(5, 16);
     test_rmsnorm(700, 45); /* dweight in 3 chunks of rows, the last ragged */
-    test_embedding(20, 40, 1000); /* most rows of dwte not in the batch */
+    test_embedding(20, 40, 1000, 0); /* most rows of dwte not in the batch */
     test_empty_batch();
     test_rope();
     test_attention(2, 100, 4, 2, 16);
@@ -805,6 +869,8 @@ static void test_dtype_ops(titan_dtype dt) {
     test_attention(2, 256, 8, 2, 64);
     test_swiglu();
     test_cross_entropy();
+    test_cross_entropy_shard(17, 5003, 2000, 1700);
+    test_cross_entropy_shard(5, 70001, 0, 35001); /* the first shard, rows over 64 KiB */
 }
 
 int main(void) {

@@ -181,7 +181,7 @@ static void test_embedding(void) {
     for (int n = 0; n < N; n++) tok[n] = (uint32_t)((n * 7 + n / 3) % V);
     float *wte = randf((size_t)V * C, -1, 1), *out = zerosf((size_t)N * C);
     float *dout = randf((size_t)N * C, -1, 1), *dwte = zerosf((size_t)V * C);
-    be->embedding_forward(TITAN_DTYPE_F32, out, tok, wte, N, C);
+    be->embedding_forward(TITAN_DTYPE_F32, out, tok, wte, N, C, V);
     double *ref = zerosd((size_t)N * C);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) ref[n * C + c] = wte[tok[n] * C + c];
@@ -195,6 +195,36 @@ static void test_embedding(void) {
     for (size_t i = 0; i < (size_t)V * C; i++) dref[i] *= 2.0;
     be->embedding_backward(TITAN_DTYPE_F32, ACC, dwte, dout, tok, N, C, V);
     check("embedding backward adds (x2)", dwte, dref, (size_t)V * C, 1e-6);
+    free(wte), free(out), free(dout), free(dwte), free(ref), free(dref);
+}
+
+/* Ids >= V (another rank's vocabulary shard) look up zeros and add no
+ * gradient; the rest as a naive loop. */
+static void test_embedding_shard(void) {
+    int N = 40, C = 33, V = 7;
+    uint32_t tok[40];
+    for (int n = 0; n < N; n++) tok[n] = (uint32_t)((n * 5 + n / 4) % (2 * V)); /* half >= V */
+    tok[3] = UINT32_MAX, tok[4] = (uint32_t)V, tok[5] = 0; /* the edges */
+    float *wte = randf((size_t)V * C, -1, 1), *out = randf((size_t)N * C, -1, 1);
+    float *dout = randf((size_t)N * C, -1, 1), *dwte = randf((size_t)V * C, -1, 1);
+    be->embedding_forward(TITAN_DTYPE_F32, out, tok, wte, N, C, V);
+    double *ref = zerosd((size_t)N * C), *dref = zerosd((size_t)V * C);
+    int foreign = 0;
+    for (int n = 0; n < N; n++) {
+        foreign += tok[n] >= (uint32_t)V;
+        for (int c = 0; c < C && tok[n] < (uint32_t)V; c++) {
+            ref[n * C + c] = wte[tok[n] * C + c];
+            dref[tok[n] * C + c] += dout[n * C + c];
+        }
+    }
+    char name[96];
+    snprintf(name, sizeof name, "embedding forward, %d of %d ids >= V: zero rows", foreign, N);
+    check(name, out, ref, (size_t)N * C, 0.0);
+    be->embedding_backward(TITAN_DTYPE_F32, 0, dwte, dout, tok, N, C, V); /* over random */
+    check("embedding backward skips ids >= V", dwte, dref, (size_t)V * C, 1e-6);
+    for (size_t i = 0; i < (size_t)V * C; i++) dref[i] *= 2.0;
+    be->embedding_backward(TITAN_DTYPE_F32, ACC, dwte, dout, tok, N, C, V);
+    check("embedding backward adds, skips ids >= V (x2)", dwte, dref, (size_t)V * C, 1e-6);
     free(wte), free(out), free(dout), free(dwte), free(ref), free(dref);
 }
 
@@ -513,14 +543,85 @@ static void test_cross_entropy(void) {
     ce_ctx c = {N, V, to_double(x, n), 1.0 / N, tg};
     double *lref = zerosd(N);
     ce_ref(lref, &c);
-    be->cross_entropy(TITAN_DTYPE_F32, loss, d, x, tg, N, V, 1.0f / N);
+    be->cross_entropy(TITAN_DTYPE_F32, loss, d, x, tg, N, V, 1.0f / N, NULL);
     check("cross_entropy losses", loss, lref, N, 1e-6);
     check_grad("cross_entropy dlogits (fd)", ce_loss, &c, c.x, d, n, 1e-5);
     float *alias = dupf(x, n), *loss2 = zerosf(N);
-    be->cross_entropy(TITAN_DTYPE_F32, loss2, alias, alias, tg, N, V, 1.0f / N);
+    be->cross_entropy(TITAN_DTYPE_F32, loss2, alias, alias, tg, N, V, 1.0f / N, NULL);
     check_bits("cross_entropy dlogits aliasing logits", alias, d, n * sizeof(float));
     check_bits("cross_entropy losses when aliased", loss2, loss, N * sizeof(float));
     free(x), free(loss), free(d), free(c.x), free(lref), free(alias), free(loss2);
+}
+
+/* columns [v0, v0 + Vs) of x[N, V] */
+static float *columns(const float *x, int N, int V, int v0, int Vs) {
+    float *s = zerosf((size_t)N * Vs);
+    for (int n = 0; n < N; n++) memcpy(s + (size_t)n * Vs, x + (size_t)n * V + v0, Vs * 4);
+    return s;
+}
+
+/* The vocabulary split in two shards, as tensor parallelism holds it:
+ * logsumexp over the whole rows against a naive double lse (and against
+ * the unsharded op's loss plus the target logit), then cross_entropy with
+ * that lse on each shard, targets remapped (t - v0, or >= Vs when in the
+ * other shard): the shards' losses add up to the unsharded op's, and their
+ * dlogits side by side are its dlogits. */
+static void test_cross_entropy_shards(void) {
+    int N = 11, V = 1037, V1 = 400; /* shards [0, 400) and [400, 1037) */
+    size_t n = (size_t)N * V;
+    uint32_t tg[11];
+    for (int i = 0; i < N; i++) tg[i] = (uint32_t)((i * 331 + 5) % V);
+    tg[0] = 0, tg[1] = (uint32_t)V1 - 1, tg[2] = (uint32_t)V1, tg[3] = (uint32_t)V - 1;
+    float *x = randf(n, -8, 8), *loss = zerosf(N), *d = zerosf(n), *lse = zerosf(N);
+    be->cross_entropy(TITAN_DTYPE_F32, loss, d, x, tg, N, V, 1.0f / N, NULL);
+    be->logsumexp(TITAN_DTYPE_F32, lse, x, N, V);
+    double *lref = zerosd(N), *lback = zerosd(N);
+    for (int r = 0; r < N; r++) {
+        const float *row = x + (size_t)r * V;
+        double mx = -INFINITY, s = 0.0;
+        for (int j = 0; j < V; j++) mx = row[j] > mx ? row[j] : mx;
+        for (int j = 0; j < V; j++) s += exp((double)row[j] - mx);
+        lref[r] = mx + log(s);
+        lback[r] = (double)loss[r] + row[tg[r]];
+    }
+    check("logsumexp vs naive double", lse, lref, N, 1e-6);
+    check("logsumexp vs cross_entropy loss + target logit", lse, lback, N, 1e-6);
+
+    int v0[2] = {0, V1}, vs[2] = {V1, V - V1};
+    double *lsum = zerosd(N), *dcat = zerosd(n);
+    for (int k = 0; k < 2; k++) {
+        float *xs = columns(x, N, V, v0[k], vs[k]), *ls = zerosf(N);
+        float *ds = zerosf((size_t)N * vs[k]), *alias = dupf(xs, (size_t)N * vs[k]);
+        float *ls2 = zerosf(N);
+        uint32_t ts[11];
+        for (int r = 0; r < N; r++) {
+            int64_t t = (int64_t)tg[r] - v0[k];
+            ts[r] = t >= 0 && t < vs[k] ? (uint32_t)t : r % 2 ? UINT32_MAX : (uint32_t)vs[k];
+        }
+        be->cross_entropy(TITAN_DTYPE_F32, ls, ds, xs, ts, N, vs[k], 1.0f / N, lse);
+        for (int r = 0; r < N; r++) {
+            lsum[r] += ls[r];
+            for (int j = 0; j < vs[k]; j++)
+                dcat[(size_t)r * V + v0[k] + j] = ds[(size_t)r * vs[k] + j];
+        }
+        be->cross_entropy(TITAN_DTYPE_F32, ls2, alias, alias, ts, N, vs[k], 1.0f / N, lse);
+        char name[96];
+        snprintf(name, sizeof name, "cross_entropy(lse) shard %d aliased: same bits", k);
+        check_bits(name, alias, ds, (size_t)N * vs[k] * sizeof(float));
+        be->cross_entropy(TITAN_DTYPE_F32, ls2, NULL, xs, ts, N, vs[k], 1.0f / N, lse);
+        snprintf(name, sizeof name, "cross_entropy(lse) shard %d NULL dlogits: losses", k);
+        check_bits(name, ls2, ls, N * sizeof(float));
+        free(xs), free(ls), free(ds), free(alias), free(ls2);
+    }
+    double *lun = to_double(loss, N);
+    float *lsf = zerosf(N), *dcf = zerosf(n);
+    for (int r = 0; r < N; r++) lsf[r] = (float)lsum[r];
+    for (size_t i = 0; i < n; i++) dcf[i] = (float)dcat[i];
+    check("cross_entropy(lse) shards' losses summed", lsf, lun, N, 1e-6);
+    double *dun = to_double(d, n);
+    check("cross_entropy(lse) shards' dlogits side by side", dcf, dun, n, 1e-6);
+    free(x), free(loss), free(d), free(lse), free(lref), free(lback), free(lsum), free(dcat);
+    free(lun), free(lsf), free(dcf), free(dun);
 }
 
 /* ------------------------------------------------------------------ adamw */
@@ -660,7 +761,7 @@ static void run_all(outs *o, int threads) {
     size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
     size_t sz[12] = {(size_t)N * H, (size_t)N * C, (size_t)H * C, (size_t)N * C, (size_t)V * C,
                      nq,            (size_t)B * NH * T, nq + 2 * nk, (size_t)N * H * 2,
-                     (size_t)N * V + N, (size_t)H * C * 3, 2};
+                     (size_t)N * V + 2 * N, (size_t)H * C * 3, 2};
     o->n = 12;
     for (int i = 0; i < 12; i++) o->bufs[i] = zerosf(sz[i]), o->sizes[i] = sz[i];
     float **b = o->bufs;
@@ -677,7 +778,8 @@ static void run_all(outs *o, int threads) {
                            k, v, B, T, NH, NKV, HD);
     be->swiglu_forward(TITAN_DTYPE_F32, b[8], dy, h3, N, H);
     be->swiglu_backward(TITAN_DTYPE_F32, ACC, b[8], b[8] + (size_t)N * H, h3, dy, b[0], N, H);
-    be->cross_entropy(TITAN_DTYPE_F32, b[9] + (size_t)N * V, b[9], lg, tok, N, V, 0.5f);
+    be->cross_entropy(TITAN_DTYPE_F32, b[9] + (size_t)N * V, b[9], lg, tok, N, V, 0.5f, NULL);
+    be->logsumexp(TITAN_DTYPE_F32, b[9] + (size_t)N * V + N, lg, N, V);
     float *pm = b[10], *m = pm + (size_t)H * C, *vv = m + (size_t)H * C;
     memcpy(pm, w, (size_t)H * C * sizeof(float));
     be->adamw_step(pm, NULL, b[2], 1.0f, m, vv, (size_t)H * C, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
@@ -719,7 +821,7 @@ static void test_determinism(void) {
                                     "matmul+rmsnorm bwd dweight", "rmsnorm+rope fwd",
                                     "embedding bwd", "attention fwd out", "attention fwd lse",
                                     "attention bwd dq dk dv", "swiglu fwd/bwd",
-                                    "cross_entropy", "adamw p m v", "sumsq"};
+                                    "cross_entropy, logsumexp", "adamw p m v", "sumsq"};
     outs a, b;
     run_all(&a, 1);
     run_all(&b, 2);
@@ -787,7 +889,7 @@ static void timing_ops(void) {
         t[7] = now();
         be->swiglu_backward(TITAN_DTYPE_F32, ACC, y, z, x, x, y, N, H);
         t[8] = now();
-        be->cross_entropy(TITAN_DTYPE_F32, r, z, lg, tok, N, V, 1.0f / N); /* z holds N*V */
+        be->cross_entropy(TITAN_DTYPE_F32, r, z, lg, tok, N, V, 1.0f / N, NULL); /* z holds N*V */
         t[9] = now();
         be->matmul_forward(TITAN_DTYPE_F32, z, x, wo, N, C, V);
         t[10] = now();
@@ -853,12 +955,14 @@ int main(void) {
     titan_backend_cpu_set_threads(0);
     test_matmul();
     test_embedding();
+    test_embedding_shard();
     test_rmsnorm();
     test_rope();
     test_rope_tables();
     test_attention();
     test_swiglu();
     test_cross_entropy();
+    test_cross_entropy_shards();
     test_adamw();
     test_exp();
     test_reductions();

@@ -6,8 +6,9 @@
  * widened inputs rounded by this file's own rounding (written apart from
  * lib/tensor/dtype.c), bit for bit; "+=" outputs start as random bf16;
  * fp32 outputs (dw, dweight, dwte, rstd, lse, losses) equal the f32 op's
- * exactly; aliasing (add, rope, cross-entropy) and NULL gradients. Shapes
- * are cut so the staging runs in several pieces. Also: convert (every bf16
+ * exactly; aliasing (add, rope, cross-entropy) and NULL gradients; ids and
+ * targets of another vocabulary shard (embedding, cross-entropy with the
+ * whole rows' lse). Shapes are cut so the staging runs in several pieces. Also: convert (every bf16
  * value, random fp32 bit patterns, ties, NaN, inf, subnormals), memory()
  * accounting on cpu and cpu-guard, 1 vs 2 threads, and cpu-guard giving the
  * cpu's bits on buffers sized in bf16 elements. One line per check. */
@@ -191,20 +192,30 @@ static void test_add(void) {
 
 /* ------------------------------------------------------------- embedding */
 
-static void test_embedding(void) {
+/* shard: every 4th id is >= V (another rank's vocabulary shard) */
+static void test_embedding(int shard) {
     int V = 50, C = 72, N = 40;
+    char name[96];
+    const char *sfx = shard ? ", ids >= V" : "";
     tb wte = rand_tb((size_t)V * C, -1, 1), g = rand_tb((size_t)N * C, -1, 1);
     uint32_t tok[40];
     for (int i = 0; i < N; i++) tok[i] = (uint32_t)((i % 3 == 0 ? 5 : i * 7) % V); /* repeats */
+    for (int i = 1; shard && i < N; i += 4) tok[i] = i % 8 == 1 ? (uint32_t)V + i : UINT32_MAX;
     bf16 *o = malloc((size_t)N * C * sizeof(bf16));
     float *r = malloc((size_t)N * C * sizeof(float));
-    be->embedding_forward(BF16, o, tok, wte.h, N, C);
-    be->embedding_forward(F32, r, tok, wte.f, N, C);
-    check_rounded("embedding_forward", o, r, (size_t)N * C);
+    be->embedding_forward(BF16, o, tok, wte.h, N, C, V);
+    be->embedding_forward(F32, r, tok, wte.f, N, C, V);
+    snprintf(name, sizeof name, "embedding_forward%s", sfx);
+    check_rounded(name, o, r, (size_t)N * C);
     float *dw = randf((size_t)V * C, -1, 1), *dwr = dup(dw, (size_t)V * C * 4);
     be->embedding_backward(BF16, ACC, dw, g.h, tok, N, C, V);
     be->embedding_backward(F32, ACC, dwr, g.f, tok, N, C, V);
-    check_same("embedding_backward dwte (fp32) +=, repeated tokens", dw, dwr, (size_t)V * C * 4);
+    snprintf(name, sizeof name, "embedding_backward dwte (fp32) +=, repeated tokens%s", sfx);
+    check_same(name, dw, dwr, (size_t)V * C * 4);
+    be->embedding_backward(BF16, 0, dw, g.h, tok, N, C, V);
+    be->embedding_backward(F32, 0, dwr, g.f, tok, N, C, V);
+    snprintf(name, sizeof name, "embedding_backward dwte (fp32) =%s", sfx);
+    check_same(name, dw, dwr, (size_t)V * C * 4);
     free_tb(&wte), free_tb(&g), free(o), free(r), free(dw), free(dwr);
 }
 
@@ -334,21 +345,66 @@ static void test_cross_entropy(int N, int V) {
     float *l = malloc((size_t)N * 4), *lr = malloc((size_t)N * 4), *l2 = malloc((size_t)N * 4);
     bf16 *d = malloc(n * 2), *al = dup(x.h, n * 2);
     float *dr = malloc(n * 4);
-    be->cross_entropy(BF16, l, d, x.h, tg, N, V, dscale);
-    be->cross_entropy(F32, lr, dr, x.f, tg, N, V, dscale);
+    be->cross_entropy(BF16, l, d, x.h, tg, N, V, dscale, NULL);
+    be->cross_entropy(F32, lr, dr, x.f, tg, N, V, dscale, NULL);
     snprintf(name, sizeof name, "cross_entropy dlogits N%d V%d", N, V);
     check_rounded(name, d, dr, n);
     snprintf(name, sizeof name, "cross_entropy losses (fp32) N%d V%d", N, V);
     check_same(name, l, lr, (size_t)N * 4);
-    be->cross_entropy(BF16, l2, al, al, tg, N, V, dscale);
+    be->cross_entropy(BF16, l2, al, al, tg, N, V, dscale, NULL);
     snprintf(name, sizeof name, "cross_entropy dlogits == logits V%d", V);
     report(!memcmp(al, d, n * 2) && !memcmp(l2, lr, (size_t)N * 4), name, "bitwise equal");
     memset(l2, 0, (size_t)N * 4);
-    be->cross_entropy(BF16, l2, NULL, x.h, tg, N, V, dscale);
-    be->cross_entropy(BF16, NULL, al, x.h, tg, N, V, dscale);
+    be->cross_entropy(BF16, l2, NULL, x.h, tg, N, V, dscale, NULL);
+    be->cross_entropy(BF16, NULL, al, x.h, tg, N, V, dscale, NULL);
     snprintf(name, sizeof name, "cross_entropy NULL dlogits, NULL losses V%d", V);
     report(!memcmp(l2, lr, (size_t)N * 4) && !memcmp(al, d, n * 2), name, "bitwise equal");
     free_tb(&x), free(tg), free(l), free(lr), free(l2), free(d), free(al), free(dr);
+}
+
+/* logsumexp over whole rows of logits[N, V], then cross_entropy with that
+ * lse on the shard of columns [v0, v0 + Vs), targets remapped (>= Vs when
+ * in another shard): bf16 against the f32 ops on the widened values. */
+static void test_cross_entropy_shard(int N, int V, int v0, int Vs) {
+    char name[96];
+    size_t n = (size_t)N * V, ns = (size_t)N * Vs;
+    tb x = rand_tb(n, -6, 6);
+    float *lse = malloc((size_t)N * 4), *lser = malloc((size_t)N * 4);
+    be->logsumexp(BF16, lse, x.h, N, V);
+    be->logsumexp(F32, lser, x.f, N, V);
+    snprintf(name, sizeof name, "logsumexp (fp32) N%d V%d", N, V);
+    check_same(name, lse, lser, (size_t)N * 4);
+
+    tb xs = {malloc(ns * 2), malloc(ns * 4), ns};
+    for (int r = 0; r < N; r++) {
+        memcpy(xs.h + (size_t)r * Vs, x.h + (size_t)r * V + v0, (size_t)Vs * 2);
+        memcpy(xs.f + (size_t)r * Vs, x.f + (size_t)r * V + v0, (size_t)Vs * 4);
+    }
+    uint32_t *ts = malloc((size_t)N * 4);
+    for (int r = 0; r < N; r++) {
+        int t = (int)((r * 7919u) % (unsigned)V);
+        ts[r] = t >= v0 && t < v0 + Vs ? (uint32_t)(t - v0) : r % 2 ? UINT32_MAX : (uint32_t)Vs;
+    }
+    ts[0] = 0, ts[N - 1] = (uint32_t)Vs - 1; /* the shard's ends */
+    float dscale = 1.0f / (float)N;
+    float *l = malloc((size_t)N * 4), *lr = malloc((size_t)N * 4), *l2 = malloc((size_t)N * 4);
+    bf16 *d = malloc(ns * 2), *al = dup(xs.h, ns * 2);
+    float *dr = malloc(ns * 4);
+    be->cross_entropy(BF16, l, d, xs.h, ts, N, Vs, dscale, lse);
+    be->cross_entropy(F32, lr, dr, xs.f, ts, N, Vs, dscale, lser);
+    snprintf(name, sizeof name, "cross_entropy(lse) dlogits N%d shard %d of %d", N, Vs, V);
+    check_rounded(name, d, dr, ns);
+    snprintf(name, sizeof name, "cross_entropy(lse) losses (fp32) N%d shard %d", N, Vs);
+    check_same(name, l, lr, (size_t)N * 4);
+    be->cross_entropy(BF16, l2, al, al, ts, N, Vs, dscale, lse);
+    snprintf(name, sizeof name, "cross_entropy(lse) dlogits == logits shard %d", Vs);
+    report(!memcmp(al, d, ns * 2) && !memcmp(l2, lr, (size_t)N * 4), name, "bitwise equal");
+    memset(l2, 0, (size_t)N * 4);
+    be->cross_entropy(BF16, l2, NULL, xs.h, ts, N, Vs, dscale, lse);
+    snprintf(name, sizeof name, "cross_entropy(lse) NULL dlogits shard %d", Vs);
+    check_same(name, l2, lr, (size_t)N * 4);
+    free_tb(&x), free_tb(&xs), free(lse), free(lser), free(ts), free(l), free(lr), free(l2);
+    free(d), free(al), free(dr);
 }
 
 /* --------------------------------------------------------------- threads */
@@ -368,7 +424,7 @@ static void run_threaded(bf16 *out[4], int threads) {
     out[2] = malloc((size_t)8 * V * 2), out[3] = malloc(nx * 2);
     be->swiglu_forward(BF16, out[0], a.h, b.h, N, H);
     be->add(BF16, out[1], a.h, b.h, (size_t)N * H);
-    be->cross_entropy(BF16, loss, out[2], lg.h, tg, 8, V, 0.125f);
+    be->cross_entropy(BF16, loss, out[2], lg.h, tg, 8, V, 0.125f, NULL);
     be->rope_forward(BF16, out[3], x.h, cs, sn, B, T, NHX, HD);
     free_tb(&a), free_tb(&b), free_tb(&lg), free_tb(&x), free(cs), free(sn);
 }
@@ -534,29 +590,38 @@ static void test_guard(void) {
     bf16 *dx = gd->alloc(sx), *dw = gd->alloc(sw), *dy = gd->alloc(sy), *dnw = gd->alloc(IC * 2);
     bf16 *dlg = gd->alloc(sl), *dn = gd->alloc(sx);
     float *drs = gd->alloc((size_t)N * 4), *dls = gd->alloc(16 * 4), *dxf = gd->alloc(sx * 2);
+    float *dlse = gd->alloc(16 * 4), *dls2 = gd->alloc(16 * 4);
     uint32_t *dtg = gd->alloc(sizeof tg);
     gd->to_device(dx, x.h, sx), gd->to_device(dw, w.h, sw), gd->to_device(dnw, nw.h, IC * 2);
     gd->to_device(dlg, lg.h, sl), gd->to_device(dtg, tg, sizeof tg);
     gd->matmul_forward(BF16, dy, dx, dw, N, IC, OC);
     gd->rmsnorm_forward(BF16, dn, drs, dx, dnw, N, IC, 1e-5f);
-    gd->cross_entropy(BF16, dls, dlg, dlg, dtg, 16, V, 0.5f);
+    gd->logsumexp(BF16, dlse, dlg, 16, V);
+    gd->cross_entropy(BF16, dls2, NULL, dlg, dtg, 16, V, 0.5f, dlse);
+    gd->cross_entropy(BF16, dls, dlg, dlg, dtg, 16, V, 0.5f, NULL);
     gd->convert(dxf, F32, dx, BF16, (size_t)N * IC);
 
     bf16 *y = malloc(sy), *yn = malloc(sx), *lgc = dup(lg.h, sl);
     bf16 *gy = malloc(sy), *gn = malloc(sx), *glg = malloc(sl);
     float rs[32], grs[32], ls[16], gls[16], *gxf = malloc(sx * 2);
+    float lse[16], glse[16], ls2[16], gls2[16];
     cpu->matmul_forward(BF16, y, x.h, w.h, N, IC, OC);
     cpu->rmsnorm_forward(BF16, yn, rs, x.h, nw.h, N, IC, 1e-5f);
-    cpu->cross_entropy(BF16, ls, lgc, lgc, tg, 16, V, 0.5f);
+    cpu->logsumexp(BF16, lse, lgc, 16, V);
+    cpu->cross_entropy(BF16, ls2, NULL, lgc, tg, 16, V, 0.5f, lse);
+    cpu->cross_entropy(BF16, ls, lgc, lgc, tg, 16, V, 0.5f, NULL);
     gd->to_host(gy, dy, sy), gd->to_host(gn, dn, sx), gd->to_host(grs, drs, sizeof grs);
     gd->to_host(glg, dlg, sl), gd->to_host(gls, dls, sizeof gls), gd->to_host(gxf, dxf, sx * 2);
+    gd->to_host(glse, dlse, sizeof glse), gd->to_host(gls2, dls2, sizeof gls2);
     check_same("cpu-guard bf16 matmul_forward = cpu", gy, y, sy);
     report(!memcmp(gn, yn, sx) && !memcmp(grs, rs, sizeof rs),
            "cpu-guard bf16 rmsnorm_forward = cpu", "bitwise equal");
     report(!memcmp(glg, lgc, sl) && !memcmp(gls, ls, sizeof ls),
            "cpu-guard bf16 cross_entropy (aliased) = cpu", "bitwise equal");
+    report(!memcmp(glse, lse, sizeof lse) && !memcmp(gls2, ls2, sizeof ls2),
+           "cpu-guard bf16 logsumexp, cross_entropy(lse) = cpu", "bitwise equal");
     check_same("cpu-guard convert bf16 -> f32 = widening", gxf, x.f, sx * 2);
-    void *bufs[] = {dx, dw, dy, dnw, dlg, dn, drs, dls, dxf, dtg};
+    void *bufs[] = {dx, dw, dy, dnw, dlg, dn, drs, dls, dxf, dtg, dlse, dls2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gd->free(bufs[i]);
     free_tb(&x), free_tb(&w), free_tb(&nw), free_tb(&lg);
     free(y), free(yn), free(lgc), free(gy), free(gn), free(glg), free(gxf);
@@ -570,7 +635,8 @@ int main(void) {
     test_matmul(130, 300, 260); /* tiled into several sgemm blocks */
     test_matmul_sgemm();
     test_add();
-    test_embedding();
+    test_embedding(0);
+    test_embedding(1);
     test_rmsnorm();
     test_rope(7, 37, 8, 64);  /* pieces of whole sequences, a ragged last */
     test_rope(2, 300, 4, 64); /* pieces inside a sequence, a ragged last */
@@ -579,6 +645,8 @@ int main(void) {
     test_swiglu();
     test_cross_entropy(20, 5000);  /* 13 rows a piece */
     test_cross_entropy(3, 70000); /* rows longer than a piece */
+    test_cross_entropy_shard(50, 5000, 1500, 3000); /* 13 and 21 rows a piece */
+    test_cross_entropy_shard(3, 70000, 30000, 40000); /* a row a piece */
     test_threads();
     test_memory(be);
     test_memory(titan_backend_cpu_guard());

@@ -162,6 +162,7 @@ static const titan_backend cpu_backend = {
     .swiglu_forward = titan_cpu_dt_swiglu_forward,
     .swiglu_backward = titan_cpu_dt_swiglu_backward,
     .cross_entropy = titan_cpu_dt_cross_entropy,
+    .logsumexp = titan_cpu_dt_logsumexp,
     .adamw_step = titan_cpu_adamw_step,
     .sumsq = titan_cpu_sumsq,
     .scale = titan_cpu_scale,

@@ -37,7 +37,7 @@ void titan_cpu_matmul_backward(int acc, float *dinp, float *dw, const float *dou
 
 /* embedding.c */
 void titan_cpu_embedding_forward(float *out, const uint32_t *tokens, const float *wte, int N,
-                                 int C);
+                                 int C, int V);
 void titan_cpu_embedding_backward(int acc, float *dwte, const float *dout, const uint32_t *tokens,
                                   int N, int C, int V);
 
@@ -68,7 +68,9 @@ void titan_cpu_swiglu_backward(int acc, float *dh1, float *dh3, const float *dou
 
 /* cross_entropy.c */
 void titan_cpu_cross_entropy(float *losses, float *dlogits, const float *logits,
-                             const uint32_t *targets, int N, int V, float dscale);
+                             const uint32_t *targets, int N, int V, float dscale,
+                             const float *lse);
+void titan_cpu_logsumexp(float *lse, const float *logits, int N, int V);
 
 /* adamw.c */
 void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float gscale, float *m,
@@ -86,7 +88,7 @@ void titan_cpu_dt_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw
                                   const void *inp, const void *w, int N, int IC, int OC);
 void titan_cpu_dt_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n);
 void titan_cpu_dt_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,
-                                    const void *wte, int N, int C);
+                                    const void *wte, int N, int C, int V);
 void titan_cpu_dt_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
                                      const uint32_t *tokens, int N, int C, int V);
 void titan_cpu_dt_rmsnorm_forward(titan_dtype dt, void *out, float *rstd, const void *inp,
@@ -110,6 +112,8 @@ void titan_cpu_dt_swiglu_forward(titan_dtype dt, void *out, const void *h1, cons
 void titan_cpu_dt_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3, const void *dout,
                                   const void *h1, const void *h3, int N, int H);
 void titan_cpu_dt_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
-                                const uint32_t *targets, int N, int V, float dscale);
+                                const uint32_t *targets, int N, int V, float dscale,
+                                const float *lse);
+void titan_cpu_dt_logsumexp(titan_dtype dt, float *lse, const void *logits, int N, int V);
 
 #endif

@@ -9,10 +9,11 @@
  * fp32 arguments (dw, dweight, dwte, rstd, lse, losses, rope tables) are
  * passed straight through.
  *
- * Row-local ops (add, swiglu, rope, rmsnorm forward, cross-entropy) stage in
- * pieces of whole rows cut from the shape alone, each thread with its own
- * scratch: their fp32 kernels compute every row on its own, so pieces give
- * the bits of one whole call while the scratch stays small and in cache.
+ * Row-local ops (add, swiglu, rope, rmsnorm forward, cross-entropy,
+ * logsumexp) stage in pieces of whole rows cut from the shape alone, each
+ * thread with its own scratch: their fp32 kernels compute every row on its
+ * own, so pieces give the bits of one whole call while the scratch stays
+ * small and in cache.
  * Ops that mix rows (matmul, attention, rmsnorm and embedding backward)
  * stage whole tensors for one call of the fp32 kernel, so they keep its
  * thread-independent tiling. Scratch lives for one call. */
@@ -181,18 +182,24 @@ void titan_cpu_dt_add(titan_dtype dt, void *out, const void *a, const void *b, s
 
 /* -------------------------------------------------------------- embedding */
 
-/* A bf16 row copied is the widened row rounded back (NaN payloads aside). */
+/* A bf16 row copied is the widened row rounded back (NaN payloads aside);
+ * a token >= V gets zeros, as the fp32 kernel's. */
 void titan_cpu_dt_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,
-                                    const void *wte, int N, int C) {
+                                    const void *wte, int N, int C, int V) {
     if (is_f32(dt, "embedding_forward")) {
-        titan_cpu_embedding_forward(out, tokens, wte, N, C);
+        titan_cpu_embedding_forward(out, tokens, wte, N, C, V);
         return;
     }
     bf16 *o = out;
     const bf16 *e = wte;
 #pragma omp parallel for schedule(static) if ((long)N * C > 4 * TITAN_CPU_BLOCK)
-    for (int n = 0; n < N; n++)
-        memcpy(o + (size_t)n * C, e + (size_t)tokens[n] * C, (size_t)C * sizeof(bf16));
+    for (int n = 0; n < N; n++) {
+        bf16 *dst = o + (size_t)n * C;
+        if (tokens[n] < (uint32_t)V)
+            memcpy(dst, e + (size_t)tokens[n] * C, (size_t)C * sizeof(bf16));
+        else
+            memset(dst, 0, (size_t)C * sizeof(bf16));
+    }
 }
 
 void titan_cpu_dt_embedding_backward(titan_dtype dt, int acc, float *dwte, const void *dout,
@@ -470,9 +477,10 @@ void titan_cpu_dt_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3,
 
 /* dlogits may alias logits: a piece is widened whole before it is written. */
 void titan_cpu_dt_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
-                                const uint32_t *targets, int N, int V, float dscale) {
+                                const uint32_t *targets, int N, int V, float dscale,
+                                const float *lse) {
     if (is_f32(dt, "cross_entropy")) {
-        titan_cpu_cross_entropy(losses, dlogits, logits, targets, N, V, dscale);
+        titan_cpu_cross_entropy(losses, dlogits, logits, targets, N, V, dscale, lse);
         return;
     }
     long R = min_l(piece_rows((size_t)V), N), np = R > 0 ? (N + R - 1) / R : 0;
@@ -486,8 +494,28 @@ void titan_cpu_dt_cross_entropy(titan_dtype dt, float *losses, void *dlogits, co
             size_t off = (size_t)n0 * V, cnt = (size_t)rows * V;
             widen(x, (const bf16 *)logits + off, cnt);
             titan_cpu_cross_entropy(losses ? losses + n0 : NULL, dlogits ? x : NULL, x,
-                                    targets + n0, (int)rows, V, dscale);
+                                    targets + n0, (int)rows, V, dscale, lse ? lse + n0 : NULL);
             if (dlogits) narrow((bf16 *)dlogits + off, x, cnt);
+        }
+        free(mem);
+    }
+}
+
+void titan_cpu_dt_logsumexp(titan_dtype dt, float *lse, const void *logits, int N, int V) {
+    if (is_f32(dt, "logsumexp")) {
+        titan_cpu_logsumexp(lse, logits, N, V);
+        return;
+    }
+    long R = min_l(piece_rows((size_t)V), N), np = R > 0 ? (N + R - 1) / R : 0;
+#pragma omp parallel if (np > 1) num_threads(team(np))
+    {
+        float *x;
+        void *mem = stage(1, (size_t[]){(size_t)R * V}, (float **const[]){&x});
+#pragma omp for schedule(static)
+        for (long p = 0; p < np; p++) {
+            long n0 = p * R, rows = min_l(R, N - n0);
+            widen(x, (const bf16 *)logits + (size_t)n0 * V, (size_t)rows * V);
+            titan_cpu_logsumexp(lse + n0, x, (int)rows, V);
         }
         free(mem);
     }
