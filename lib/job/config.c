@@ -738,20 +738,13 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
 }
 
 titan_status titan_config_validate(const titan_job_config *c) {
+    /* Data and tensor parallelism train (their degrees are >= 1 by the keys'
+     * bounds); context and pipeline parallelism do not yet. */
     static const struct { const char *key; size_t off; } degrees[] = {
-        {"data_parallel_replicate_degree", OFF(parallelism_data_parallel_replicate_degree)},
-        {"data_parallel_shard_degree", OFF(parallelism_data_parallel_shard_degree)},
-        {"tensor_parallel_degree", OFF(parallelism_tensor_parallel_degree)},
         {"context_parallel_degree", OFF(parallelism_context_parallel_degree)},
         {"pipeline_parallel_degree", OFF(parallelism_pipeline_parallel_degree)},
     };
-    /* Data and tensor parallelism train; context and pipeline parallelism do not yet. */
-    int tp = c->parallelism_tensor_parallel_degree;
-    if (tp < 1) {
-        titan_error(TITAN_ERR_USAGE, "parallelism.tensor_parallel_degree = %d: must be >= 1", tp);
-        return TITAN_ERR_USAGE;
-    }
-    for (size_t i = 3; i < sizeof degrees / sizeof degrees[0]; i++) {
+    for (size_t i = 0; i < sizeof degrees / sizeof degrees[0]; i++) {
         int d = *(const int *)((const char *)c + degrees[i].off);
         if (d == 1) continue;
         titan_error(TITAN_ERR_USAGE, "parallelism.%s = %d: not yet supported (data and tensor parallelism only)",

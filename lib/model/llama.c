@@ -179,13 +179,15 @@ static titan_status tp_sum(titan_llama *m, void *x, size_t n) {
     if (!m->tp || m->err != TITAN_OK) return m->err;
     void *buf = x;
     size_t bytes = n * titan_dtype_size(m->dt);
+    /* The collective blocks until the queued ops are done too: wait for
+     * them first (the copy to the mirror does), so the time counted is the
+     * communication's own. */
     if (m->tp_mirror) {
         m->be->to_host(m->tp_mirror, x, bytes);
         buf = m->tp_mirror;
+    } else {
+        m->be->sync();
     }
-    /* The collective blocks until the queued ops are done too: wait for
-     * them first, so the time counted is the communication's own. */
-    if (!m->tp_mirror) m->be->sync();
     double t0 = titan_now_s();
     titan_status st = titan_comm_all_reduce(m->tp, buf, buf, n, m->dt, TITAN_COMM_SUM, NULL);
     m->tp_comm_s += titan_now_s() - t0;
@@ -406,11 +408,12 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
         }
     }
     if (tpc) {
+        int mirror = !be->host && !titan_comm_device_buffers(tpc);
         m->ids_host = titan_alloc(2 * (size_t)N * sizeof(uint32_t), "model: tensor parallel token ids");
         m->lse_host = titan_alloc((size_t)tp.size * (size_t)N * sizeof(float), "model: tensor parallel log-sum-exps");
-        if (!be->host && !titan_comm_device_buffers(tpc))
+        if (mirror)
             m->tp_mirror = titan_alloc_pages((size_t)N * C * titan_dtype_size(dt), "model: tensor parallel host mirror");
-        if (!m->ids_host || !m->lse_host || (!be->host && !titan_comm_device_buffers(tpc) && !m->tp_mirror)) {
+        if (!m->ids_host || !m->lse_host || (mirror && !m->tp_mirror)) {
             titan_llama_free(m);
             return TITAN_ERR_NOMEM;
         }
@@ -613,6 +616,13 @@ static titan_status tp_row_lse(titan_llama *m) {
     return TITAN_OK;
 }
 
+/* Vocabulary id in the rank's shard: id - v0, or V (none of its rows) for
+ * another rank's (below v0 it wraps to >= V as well). */
+static uint32_t shard_id(const titan_llama *m, uint32_t id) {
+    uint32_t local = id - (uint32_t)m->v0;
+    return local < (uint32_t)m->V ? local : (uint32_t)m->V;
+}
+
 /* grad_scale > 0: the cross-entropy pass also writes the logits' gradient */
 static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const uint32_t *targets,
                                 float grad_scale, float *loss) {
@@ -631,9 +641,8 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     if (m->tp) { /* ids in the rank's vocabulary shard; V (none of its rows) outside it */
         uint32_t *lt = m->ids_host, *lg = m->ids_host + N;
         for (int i = 0; i < N; i++) {
-            lt[i] = tokens[i] - (uint32_t)m->v0 < (uint32_t)V ? tokens[i] - (uint32_t)m->v0 : (uint32_t)V;
-            if (targets)
-                lg[i] = targets[i] - (uint32_t)m->v0 < (uint32_t)V ? targets[i] - (uint32_t)m->v0 : (uint32_t)V;
+            lt[i] = shard_id(m, tokens[i]);
+            if (targets) lg[i] = shard_id(m, targets[i]);
         }
         tokens = lt;
         if (targets) targets = lg;
@@ -648,7 +657,8 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     TITAN_TRY(HOOK(m, before_forward, 0));
     cast_block(m, 0);
     be->embedding_forward(dt, resid(m, 0), tok, W_tok(m), N, C, V);
-    TITAN_TRY(tp_sum(m, resid(m, 0), (size_t)N * C)); /* each row from the rank holding its id */
+    tp_sum(m, resid(m, 0), (size_t)N * C); /* each row from the rank holding its id */
+    TITAN_TRY(titan_llama_take_error(m));
     TITAN_TRY(HOOK(m, after_forward, 0));
     for (int l = 0; l < m->L; l++) {
         TITAN_TRY(HOOK(m, before_forward, l + 1));

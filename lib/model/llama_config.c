@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "parallel/layout.h"
 
 typedef struct {
     const char *name;
@@ -137,15 +138,6 @@ static int put(titan_param *out, int i, size_t *off, const char *name, int64_t r
     return i + 1;
 }
 
-/* Piece `rank` of n split into `size` as torch.chunk splits (the layout's
- * rule, parallel/layout.h): pieces of ceil(n/size), the last ones shorter. */
-static void chunk(int64_t n, int size, int rank, int64_t *off, int64_t *len) {
-    int64_t piece = (n + size - 1) / size;
-    int64_t o = piece * rank;
-    *off = o < n ? o : n;
-    *len = o < n ? (n - o < piece ? n - o : piece) : 0;
-}
-
 titan_status titan_llama_tp_check(const titan_llama_config *c, int size) {
     if (size < 1) return titan_error(TITAN_ERR_USAGE, "tensor parallel degree %d: must be >= 1", size);
     const char *w = "tensor parallelism";
@@ -156,7 +148,7 @@ titan_status titan_llama_tp_check(const titan_llama_config *c, int size) {
     if (h % size != 0)
         return titan_error(TITAN_ERR_USAGE, "%s: degree %d does not divide the FFN hidden size %d", w, size, h);
     int64_t off, len;
-    chunk(c->vocab_size, size, size - 1, &off, &len);
+    titan_layout_chunk(c->vocab_size, size, size - 1, &off, &len);
     if (len <= 0)
         return titan_error(TITAN_ERR_USAGE, "%s: degree %d leaves the last rank no rows of the vocabulary "
                            "(%d split in pieces of %d)", w, size, c->vocab_size,
@@ -165,7 +157,7 @@ titan_status titan_llama_tp_check(const titan_llama_config *c, int size) {
 }
 
 void titan_llama_tp_vocab(const titan_llama_config *c, titan_llama_tp tp, int64_t *v0, int64_t *nv) {
-    chunk(c->vocab_size, tp.size, tp.rank, v0, nv);
+    titan_layout_chunk(c->vocab_size, tp.size, tp.rank, v0, nv); /* torch.chunk's pieces, as the layout's */
 }
 
 int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_param *out) {

@@ -340,6 +340,11 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
         sum += loss;
     }
     TITAN_TRY(titan_mesh_sum_double(t->mesh.world_comm, sum, &sum));
+    /* Its collectives (tp sums, FSDP gathers) are in val_time_s: none of
+     * them may count as the next step's communication. */
+    double unused;
+    titan_fsdp_comm_times(t->fsdp, &unused, &unused);
+    (void)titan_llama_take_tp_comm_s(t->model);
     sm->has_val = 1;
     sm->val_loss = sum / t->val_batches / t->mesh.world;
     sm->val_tokens = (uint64_t)t->val_batches * (uint64_t)B * (uint64_t)T * t->mesh.dp_size;
