@@ -14,8 +14,8 @@
 # activation checkpointing under tp (bit for bit the same as without), the
 # device path (cpu-guard: host mirrors of the activations, the CPU's
 # checkpoint byte for byte), checkpoints that resume across tp and
-# data-parallel layouts, tp under mpirun (PMIx), communication time in the
-# metrics, and the refusals: a degree that does not divide the kv heads,
+# data-parallel layouts, tp under mpirun (PMIx), validation (the loss-only
+# forward), communication time in the metrics, and the refusals: a degree that does not divide the kv heads,
 # --sample with tp, context parallelism. TAP output.
 set -u
 EXPECT_TIMEOUT=120
@@ -141,6 +141,23 @@ sys.exit(0 if all(x["comm_total_s"] > 0 and x["comm_exposed_s"] <= x["comm_total
 PY
 then ok "tp 2 metrics count the tensor-parallel communication"
 else fail "tp 2 metrics count the tensor-parallel communication"; fi
+
+# --- validation: the loss-only forward (no gradient of the logits) under tp ------------
+cat "$top/README.md" "$top/LICENSE" > "$tmp/held.txt"
+"$bin/titan-shard" -q -o "$tmp/val" "$tmp/held.txt" 2>"$tmp/err" && ok "shard held-out text" || fail "shard held-out text"
+VAL="--validation.enable=true --validation.dataset_path=$tmp/val --validation.freq=5 --validation.steps=2"
+for r in v1 v2; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY --training.steps=10 2>"$tmp/err" || fail "init $r"; done
+expect 0 "val_loss" "train with validation, one process" -- "$bin/titan-train" "$tmp/v1" $VAL
+expect 0 "val_loss" "train with validation, tp 2" -- "$bin/titan-train" "$tmp/v2" --nproc 2 $TP2 $VAL
+if /usr/bin/python3 - "$tmp/v1/metrics.jsonl" "$tmp/v2/metrics.jsonl" 2>"$tmp/err" <<'PY'
+import json, sys
+a, b = ([d["val_loss"] for d in map(json.loads, open(p)) if "val_loss" in d] for p in sys.argv[1:3])
+worst = max(abs(x - y) / x for x, y in zip(a, b)) if len(a) == len(b) == 2 else 1
+print("%.2e" % worst, file=sys.stderr)
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+then ok "tp 2 validation loss = one process's ($(cat "$tmp/err"))"
+else fail "tp 2 validation loss = one process's ($(cat "$tmp/err"))"; fi
 
 # --- refusals ------------------------------------------------------------------------
 expect 2 "degree 4 does not divide n_kv_heads 2" "tp 4 over 2 kv heads is a usage error" -- \
