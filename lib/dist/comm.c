@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/mem.h"
 
 #define DEFAULT_CHUNK (1u << 20)
 #define MSG_MAX 2048
@@ -409,4 +410,21 @@ titan_status titan_comm_split(titan_comm *c, int color, int key, const char *nam
     comm_op o = {.kind = COMM_SPLIT, .dtype = TITAN_DTYPE_F32, .color = color, .key = key,
                  .name = name, .out = out};
     return submit(c, &o, NULL);
+}
+
+titan_status titan_comm_sum_double(titan_comm *c, double x, double *out) {
+    if (!c) {
+        *out = x;
+        return TITAN_OK;
+    }
+    int n = titan_comm_size(c);
+    double *all = titan_alloc((size_t)n * sizeof(double), "per-rank values");
+    if (!all) return TITAN_ERR_NOMEM;
+    /* Doubles travel as pairs of u32 (data movement takes any dtype). */
+    titan_status st = titan_comm_all_gather(c, &x, all, 2, TITAN_DTYPE_U32, NULL);
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += all[i];
+    titan_free(all);
+    *out = s;
+    return st;
 }

@@ -169,4 +169,8 @@ titan_status titan_comm_wait_timed(titan_comm_req *req, double *start, double *e
 
 const char *titan_comm_redop_name(titan_comm_redop op); /* "sum", "avg" */
 
+/* Sum of one double per rank of c, added in rank order in double (the same
+ * on every rank: loss sums, norms); c NULL: x. Collective (an all-gather). */
+titan_status titan_comm_sum_double(titan_comm *c, double x, double *out);
+
 #endif

@@ -573,20 +573,11 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
 
 /* *x = its sum over the tp group, added in rank order (the same on every rank). */
 static titan_status tp_sum_double(titan_llama *m, double *x) {
-    int n = m->tpp.size;
-    double all[n];
-    /* Doubles travel as pairs of u32 (data movement takes any dtype). */
     double t0 = titan_now_s();
-    titan_status st = titan_comm_all_gather(m->tp, x, all, 2, TITAN_DTYPE_U32, NULL);
+    titan_status st = titan_comm_sum_double(m->tp, *x, x);
     m->tp_comm_s += titan_now_s() - t0;
-    if (st != TITAN_OK) {
-        titan_error_context("model: tensor parallel loss sum");
-        return st;
-    }
-    double s = 0.0;
-    for (int r = 0; r < n; r++) s += all[r];
-    *x = s;
-    return TITAN_OK;
+    if (st != TITAN_OK) titan_error_context("model: tensor parallel loss sum");
+    return st;
 }
 
 /* A_LSEV = each logits row's log-sum-exp over the whole vocabulary: the

@@ -789,8 +789,8 @@ static double shard_sumsq(titan_fsdp *f) {
 titan_status titan_fsdp_clip(titan_fsdp *f, double max_norm, double *norm, float *coef) {
     double ss = shard_sumsq(f);
     double t0 = titan_now_s();
-    TITAN_TRY(titan_mesh_sum_double(f->mesh->shard_comm, ss, &ss));
-    TITAN_TRY(titan_mesh_sum_double(f->mesh->tp_comm, ss, &ss));
+    TITAN_TRY(titan_comm_sum_double(f->mesh->shard_comm, ss, &ss));
+    TITAN_TRY(titan_comm_sum_double(f->mesh->tp_comm, ss, &ss));
     if (f->mesh->shard_comm || f->mesh->tp_comm) { /* blocking: all of it exposed */
         double dt = titan_now_s() - t0;
         f->exposed_s += dt;

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "core/mem.h"
 
 /* The resolved degrees for a world of `world` ranks. */
 static titan_status resolve(const titan_job_config *cfg, int world, titan_layout *l) {
@@ -104,21 +103,4 @@ void titan_mesh_free(titan_mesh *m) {
     titan_comm_free(m->world_comm);
     titan_dist_free(m->dist);
     memset(m, 0, sizeof *m);
-}
-
-titan_status titan_mesh_sum_double(titan_comm *c, double x, double *out) {
-    if (!c) {
-        *out = x;
-        return TITAN_OK;
-    }
-    int n = titan_comm_size(c);
-    double *all = titan_alloc((size_t)n * sizeof(double), "per-rank values");
-    if (!all) return TITAN_ERR_NOMEM;
-    /* Doubles travel as pairs of u32 (data movement takes any dtype). */
-    titan_status st = titan_comm_all_gather(c, &x, all, 2, TITAN_DTYPE_U32, NULL);
-    double s = 0.0;
-    for (int i = 0; i < n; i++) s += all[i];
-    titan_free(all);
-    *out = s;
-    return st;
 }

@@ -44,8 +44,4 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m);
 titan_status titan_mesh_connect(titan_mesh *m, int nccl);
 void titan_mesh_free(titan_mesh *m);
 
-/* Sum of one double per rank of c, added in rank order in double (the same
- * on every rank); c NULL: x. */
-titan_status titan_mesh_sum_double(titan_comm *c, double x, double *out);
-
 #endif

@@ -261,7 +261,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
         loss_sum += loss;
     }
     /* The loss reported is the mean over every rank's micro-batches. */
-    TITAN_TRY(titan_mesh_sum_double(t->mesh.world_comm, loss_sum, &loss_sum));
+    TITAN_TRY(titan_comm_sum_double(t->mesh.world_comm, loss_sum, &loss_sum));
     loss_sum /= t->mesh.world;
     TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
     double norm = 0.0;
@@ -339,7 +339,7 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
         TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss));
         sum += loss;
     }
-    TITAN_TRY(titan_mesh_sum_double(t->mesh.world_comm, sum, &sum));
+    TITAN_TRY(titan_comm_sum_double(t->mesh.world_comm, sum, &sum));
     /* Its collectives (tp sums, FSDP gathers) are in val_time_s: none of
      * them may count as the next step's communication. */
     double unused;
