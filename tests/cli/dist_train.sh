@@ -2,11 +2,12 @@
 # CLI tests of multi-process training: one run of a tiny model, 20 steps of
 # the same global batch (8 sequences), as one process, DDP 2, FSDP 2, FSDP 4
 # and HSDP 2x2 (--nproc), and FSDP 2 under mpirun. The loss curves must agree
-# to a relative 1e-5: every layout computes the same sums, only added in
-# another order (per-rank partial gradients averaged in rank order, shard
-# norms added), which moves float32 results by a few ulps, far below 1e-5
-# over 20 steps of this model; a wrong shard, a missing average or another
-# sample order would move them by 1e-3 or more. Also: a checkpoint saved by
+# to a relative 1e-5 and the gradient norms to 1e-6 (lib/curves.sh): every
+# layout computes the same sums, only added in another order (per-rank
+# partial gradients averaged in rank order, shard norms added), which moves
+# float32 results by a few ulps (seen: 3e-8) over 20 steps of this model; a
+# wrong shard, a missing average or another sample order would move them by
+# 1e-3 or more. Also: a checkpoint saved by
 # FSDP 2 resumes under FSDP 4 and as one process on the same curve (and an
 # async one under HSDP 2x2); every rank writes its own data file, and one
 # that cannot fails the save everywhere, leaving no step behind; bad
@@ -20,6 +21,7 @@
 set -u
 EXPECT_TIMEOUT=120
 . "$(dirname "$0")/lib/tap.sh"
+. "$(dirname "$0")/lib/curves.sh"
 export TITAN_COMM_TIMEOUT=20
 
 shard_man_corpus
@@ -32,25 +34,6 @@ TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 -
 cfg=$top/configs/debugmodel.toml
 DDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=1"
 HSDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=2"
-
-# same_curve RUN_A RUN_B FIRST_STEP [TOL]: losses of steps >= FIRST_STEP agree to TOL
-# (relative; default 1e-5).
-same_curve() {
-    /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" "${4:-1e-5}" <<'PY'
-import json, sys
-def load(p): return {d["step"]: d["loss"] for d in map(json.loads, open(p))}
-a, b, first, tol = load(sys.argv[1]), load(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-steps = [s for s in a if s >= first]
-if len(steps) < 10 or any(s not in b for s in steps): sys.exit("steps differ: %s vs %s" % (sorted(a), sorted(b)))
-worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in steps)
-print("max relative difference %.2e over %d steps" % (worst, len(steps)), file=sys.stderr)
-sys.exit(0 if worst <= tol else 1)
-PY
-}
-curve() { # DESCRIPTION RUN_A RUN_B [FIRST_STEP [TOL]]
-    if same_curve "$2" "$3" "${4:-1}" "${5:-1e-5}" 2>"$tmp/err"; then ok "$1 ($(cat "$tmp/err"))"
-    else fail "$1 ($(cat "$tmp/err"))"; fi
-}
 
 for r in single ddp2 fsdp2 fsdp4 hsdp mpi half never whole plan bf1 bf2 bf4 bfr async full; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
@@ -78,9 +61,10 @@ expect 0 "" "train HSDP 2x2, explicit unit plan 0,1,1,2" -- env TITAN_FSDP_POISO
 curve "FSDP 2 without reshard loss curve = one process" "$tmp/single" "$tmp/never"
 # Mixed precision: bf16 compute (mixed_precision_param), bf16 gathers of the
 # fp32 shards. Layouts agree with one bf16 process within BF16_LAYOUT_TOL
-# (the order of gradient sums moves bf16 roundings); against fp32 the curve
-# moves by bf16 rounding (tolerance 5e-3 relative over 20 steps; seen 4.6e-4,
-# and 5e-6 between layouts).
+# (the order of gradient sums moves bf16 roundings), gradient norms too;
+# against fp32 the curve moves by bf16 rounding (tolerance 5e-3 relative
+# over 20 steps, 1e-2 for the norms; seen 4.6e-4 and 1.9e-3, and 6e-6
+# between layouts).
 BF16_LAYOUT_TOL=1e-4
 BF16P="--training.mixed_precision_param=bfloat16"
 BF16R="--training.mixed_precision_reduce=bfloat16"
@@ -88,20 +72,12 @@ expect 0 "" "train FSDP 2, bf16 parameters" -- env TITAN_FSDP_POISON=1 "$bin/tit
 expect 0 "" "train FSDP 4, bf16 parameters" -- "$bin/titan-train" -q "$tmp/bf4" --nproc 4 $BF16P
 expect 0 "" "train HSDP 2x2, bf16 parameters and reductions" -- "$bin/titan-train" -q "$tmp/bfr" --nproc 4 $HSDP $BF16P $BF16R
 expect 0 "" "train one process, bf16 compute" -- "$bin/titan-train" -q "$tmp/bf1" $BF16P
-curve "bf16: FSDP 2 = one process" "$tmp/bf1" "$tmp/bf2" 1 $BF16_LAYOUT_TOL
-curve "bf16: FSDP 4 = one process" "$tmp/bf1" "$tmp/bf4" 1 $BF16_LAYOUT_TOL
-curve "bf16: loss curve near fp32" "$tmp/fsdp2" "$tmp/bf2" 1 5e-3
-curve "bf16 with bf16 reductions: loss curve near fp32" "$tmp/fsdp2" "$tmp/bfr" 1 5e-3
+curve "bf16: FSDP 2 = one process" "$tmp/bf1" "$tmp/bf2" 1 $BF16_LAYOUT_TOL $BF16_LAYOUT_TOL
+curve "bf16: FSDP 4 = one process" "$tmp/bf1" "$tmp/bf4" 1 $BF16_LAYOUT_TOL $BF16_LAYOUT_TOL
+curve "bf16: loss curve near fp32" "$tmp/fsdp2" "$tmp/bf2" 1 5e-3 1e-2
+curve "bf16 with bf16 reductions: loss curve near fp32" "$tmp/fsdp2" "$tmp/bfr" 1 5e-3 1e-2
 if cmp -s "$tmp/fsdp2/metrics.jsonl" "$tmp/bf2/metrics.jsonl"; then fail "bf16 parameters change the numbers"
 else ok "bf16 parameters change the numbers"; fi
-same_bits() { # DESCRIPTION RUN_A RUN_B: identical loss and grad_norm at every step
-    if /usr/bin/python3 - "$2/metrics.jsonl" "$3/metrics.jsonl" <<'PY'
-import json, sys
-a, b = ([(d["loss"], d["grad_norm"]) for d in map(json.loads, open(p))] for p in sys.argv[1:3])
-sys.exit(0 if len(a) == 20 and a == b else 1)
-PY
-    then ok "$1"; else fail "$1"; fi
-}
 same_bits "per-block = whole-model gather, bit for bit" "$tmp/fsdp2" "$tmp/whole"
 same_bits "reshard after forward or not, bit for bit" "$tmp/fsdp2" "$tmp/never"
 same_bits "HSDP unit plan 0,1,1,2 = one unit per block, bit for bit" "$tmp/hsdp" "$tmp/plan"
@@ -176,11 +152,6 @@ fi
 # read or cast them would fault too.
 GUARD="--training.device=cpu-guard"
 for r in gfsdp2 gddp2 ghsdp gbfr gasync; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"; done
-same_ckpt() { # DESCRIPTION RUN_A RUN_B: every file of step 20 identical
-    d=0
-    for f in "$2"/checkpoint/step-00000020/*; do cmp -s "$f" "$3/checkpoint/step-00000020/${f##*/}" || d=1; done
-    [ $d -eq 0 ] && [ -f "$3/checkpoint/step-00000020/metadata.json" ] && ok "$1" || fail "$1"
-}
 expect 0 "" "cpu-guard FSDP 2 (freed blocks poisoned)" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q "$tmp/gfsdp2" \
     --nproc 2 $GUARD
 same_ckpt "cpu-guard FSDP 2 checkpoint = cpu FSDP 2, byte for byte" "$tmp/fsdp2" "$tmp/gfsdp2"

@@ -20,6 +20,7 @@
 set -u
 EXPECT_TIMEOUT=120
 . "$(dirname "$0")/lib/tap.sh"
+. "$(dirname "$0")/lib/curves.sh"
 export TITAN_COMM_TIMEOUT=20
 
 shard_man_corpus
@@ -36,39 +37,6 @@ TP4="--parallelism.tensor_parallel_degree=4"
 DDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=1"
 BF16="--training.mixed_precision_param=bfloat16"
 GUARD="--training.device=cpu-guard"
-
-# same_curve RUN_A RUN_B FIRST_STEP TOL GN_TOL: losses of steps >= FIRST_STEP agree
-# to TOL, gradient norms to GN_TOL (relative).
-same_curve() {
-    /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" "$4" "$5" <<'PY'
-import json, sys
-def load(p): return {d["step"]: (d["loss"], d["grad_norm"]) for d in map(json.loads, open(p))}
-a, b, first, tol, gtol = load(sys.argv[1]), load(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-steps = [s for s in a if s >= first]
-if len(steps) < 10 or any(s not in b for s in steps): sys.exit("steps differ: %s vs %s" % (sorted(a), sorted(b)))
-worst = max(abs(a[s][0] - b[s][0]) / abs(a[s][0]) for s in steps)
-gworst = max(abs(a[s][1] - b[s][1]) / abs(a[s][1]) for s in steps)
-print("max relative difference %.2e over %d steps, grad norm %.2e" % (worst, len(steps), gworst), file=sys.stderr)
-sys.exit(0 if worst <= tol and gworst <= gtol else 1)
-PY
-}
-curve() { # DESCRIPTION RUN_A RUN_B [FIRST_STEP [TOL [GN_TOL]]]
-    if same_curve "$2" "$3" "${4:-1}" "${5:-1e-5}" "${6:-1e-6}" 2>"$tmp/err"; then ok "$1 ($(cat "$tmp/err"))"
-    else fail "$1 ($(cat "$tmp/err"))"; fi
-}
-same_bits() { # DESCRIPTION RUN_A RUN_B: identical loss and grad_norm at every step
-    if /usr/bin/python3 - "$2/metrics.jsonl" "$3/metrics.jsonl" <<'PY'
-import json, sys
-a, b = ([(d["loss"], d["grad_norm"]) for d in map(json.loads, open(p))] for p in sys.argv[1:3])
-sys.exit(0 if len(a) == 20 and a == b else 1)
-PY
-    then ok "$1"; else fail "$1"; fi
-}
-same_ckpt() { # DESCRIPTION RUN_A RUN_B: every file of step 20 identical
-    d=0
-    for f in "$2"/checkpoint/step-00000020/*; do cmp -s "$f" "$3/checkpoint/step-00000020/${f##*/}" || d=1; done
-    [ $d -eq 0 ] && [ -f "$3/checkpoint/step-00000020/metadata.json" ] && ok "$1" || fail "$1"
-}
 
 for r in single tp2 tp2fsdp tp2ddp tp2full tp2op bf1 bf2 g2 gbf half half1 half2; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
