@@ -22,7 +22,15 @@ titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_siz
     if (cfg->model_tie_embeddings >= 0) out->tie_embeddings = cfg->model_tie_embeddings;
     out->vocab_size = vocab_size;
     titan_status st = titan_llama_config_check(out);
-    if (st != TITAN_OK) titan_error_context("[model] flavor %s with overrides", cfg->model_flavor);
+    if (st != TITAN_OK) {
+        titan_error_context("[model] flavor %s with overrides", cfg->model_flavor);
+        return st;
+    }
+    /* A run's degree is known before its ranks start: refuse a bad split
+     * at titan-init, and before a job spawns its ranks. */
+    int tp = cfg->parallelism_tensor_parallel_degree;
+    st = titan_llama_tp_check(out, tp);
+    if (st != TITAN_OK) titan_error_context("parallelism.tensor_parallel_degree = %d", tp);
     return st;
 }
 

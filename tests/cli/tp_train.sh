@@ -130,6 +130,12 @@ else fail "tp 2 validation loss = one process's ($(cat "$tmp/err"))"; fi
 # --- refusals ------------------------------------------------------------------------
 expect 2 "degree 4 does not divide n_kv_heads 2" "tp 4 over 2 kv heads is a usage error" -- \
     "$bin/titan-train" "$tmp/single" --nproc 4 $TP4
+expect 2 "parallelism.tensor_parallel_degree = 4: tensor parallelism: degree 4 does not divide n_kv_heads 2" \
+    "titan-init refuses tp 4 over 2 kv heads" -- "$bin/titan-init" -q "$cfg" "$tmp/bad" $TINY $TP4
+[ -e "$tmp/bad" ] && fail "the refused titan-init leaves no run directory" || ok "the refused titan-init leaves no run directory"
+expect 2 "degree 5 does not divide the FFN hidden size 112" "titan-init refuses a tp degree that splits the FFN unevenly" \
+    -- "$bin/titan-init" -q "$cfg" "$tmp/bad" $TINY --model.dim=40 --model.n_heads=5 --model.n_kv_heads=5 \
+    --parallelism.tensor_parallel_degree=5
 expect 2 "not with parallelism.tensor_parallel_degree = 2" "--sample with tp is refused" -- \
     "$bin/titan-train" "$tmp/tp2" --nproc 2 $TP2 --sample 4
 expect 2 "context_parallel_degree" "context parallelism is refused as not yet supported" -- \
