@@ -439,6 +439,7 @@ void titan_llama_free(titan_llama *m) {
 
 const titan_llama_config *titan_llama_get_config(const titan_llama *m) { return &m->cfg; }
 titan_llama_tp titan_llama_get_tp(const titan_llama *m) { return m->tpp; }
+titan_comm *titan_llama_tp_comm(const titan_llama *m) { return m->tp; }
 const titan_param *titan_llama_catalog(const titan_llama *m, int *n) {
     *n = m->n_param_tensors;
     return m->catalog;

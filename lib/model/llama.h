@@ -75,6 +75,13 @@ const titan_param *titan_llama_catalog(const titan_llama *m, int *n);
  * cannot stop, so it keeps going (the failed communicator refuses the
  * rest at once) and leaves the failure here for its caller. */
 titan_status titan_llama_take_error(titan_llama *m);
+/* The tensor-parallel group (NULL without). */
+titan_comm *titan_llama_tp_comm(const titan_llama *m);
+/* Collective over the tp group (every rank of it calls): the whole model's
+ * fp32 parameters (titan_llama_params of its config: catalog order, whole
+ * shapes) into host memory dst on every rank, each tensor put together
+ * from the ranks' pieces. Without tp, a copy of the parameters. */
+titan_status titan_llama_gather_whole(titan_llama *m, float *dst);
 /* Seconds spent in tensor-parallel collectives since the last call (then
  * reset; they block, so all of it is exposed); 0 without tp. */
 double titan_llama_take_tp_comm_s(titan_llama *m);

@@ -36,10 +36,13 @@ titan_status titan_sample(titan_llama *model, const titan_tokenizer *tok, const 
     const titan_llama_config *mc = titan_llama_get_config(model);
     titan_llama *m = NULL;
     TITAN_TRY(titan_llama_create(&m, mc, titan_backend_cpu(), 1, SAMPLE_CTX, TITAN_AC_NONE, TITAN_DTYPE_F32));
-    /* Sampling runs on a CPU copy; the trained model may live on a device. */
-    size_t np = titan_llama_params_count(m);
-    titan_llama_backend(model)->to_host(titan_llama_params_data(m), titan_llama_params_data(model),
-                                        np * sizeof(float));
+    /* Sampling runs on a whole CPU copy; the trained model may live on a
+     * device, or be split over a tp group (whose ranks all gather). */
+    titan_status gst = titan_llama_gather_whole(model, titan_llama_params_data(m));
+    if (gst != TITAN_OK || titan_llama_get_tp(model).rank != 0) {
+        titan_llama_free(m);
+        return gst;
+    }
 
     size_t plen = prompt ? strlen(prompt) : 0;
     size_t cap = plen + (size_t)n + 1;

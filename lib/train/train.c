@@ -118,13 +118,6 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     const titan_job_config *cfg = t->cfg;
     TITAN_TRY(titan_config_validate(cfg));
     TITAN_TRY(titan_mesh_init(cfg, &t->mesh));
-    if (opts->sample_tokens > 0 && t->mesh.layout.tp > 1) {
-        titan_error(TITAN_ERR_USAGE, "--sample: not with parallelism.tensor_parallel_degree = %d (the model is split "
-                    "over the ranks)", t->mesh.layout.tp);
-        titan_error_hint("sample afterwards in one process, which loads the last checkpoint and, with its steps "
-                         "done, only samples: titan-train RUN --parallelism.tensor_parallel_degree=1 --sample N");
-        return TITAN_ERR_USAGE;
-    }
     /* Several ranks on GPUs: one each, by local rank; then the communicators. */
     TITAN_TRY(titan_train_device_open(cfg->training_device, t->mesh.world, titan_dist_local_rank(t->mesh.dist), &t->dev));
     TITAN_TRY(titan_mesh_connect(&t->mesh, t->dev.nccl));
@@ -458,7 +451,8 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
     if (st == TITAN_OK && t.pr.step >= cfg->training_steps)
         titan_info("nothing to do: step %" PRId64 " >= training.steps %d", t.pr.step, cfg->training_steps);
     if (st == TITAN_OK) st = loop(&t);
-    if (st == TITAN_OK && opts->sample_tokens > 0 && t.mesh.rank == 0)
+    /* rank 0 samples; under tp its group gathers the whole model with it */
+    if (st == TITAN_OK && opts->sample_tokens > 0 && t.mesh.dp_rank == 0)
         st = titan_sample(t.model, t.tok, opts->prompt, opts->sample_tokens, opts->temperature,
                           (uint64_t)cfg->training_seed, stdout);
     teardown(&t);

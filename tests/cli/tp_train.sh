@@ -15,8 +15,10 @@
 # device path (cpu-guard: host mirrors of the activations, the CPU's
 # checkpoint byte for byte), checkpoints that resume across tp and
 # data-parallel layouts, tp under mpirun (PMIx), validation (the loss-only
-# forward), communication time in the metrics, and the refusals: a degree that does not divide the kv heads,
-# --sample with tp, context parallelism. TAP output.
+# forward), --sample (the whole model gathered from the tp group: the same
+# text as one process), communication time in the metrics, and the
+# refusals: a degree that does not divide the kv heads or the FFN, context
+# parallelism. TAP output.
 set -u
 EXPECT_TIMEOUT=120
 . "$(dirname "$0")/lib/tap.sh"
@@ -110,6 +112,18 @@ PY
 then ok "tp 2 metrics count the tensor-parallel communication"
 else fail "tp 2 metrics count the tensor-parallel communication"; fi
 
+# --- sampling: the tp group gathers the whole model, rank 0 samples ---------------------
+# The same text as one process sampling from the same (last) checkpoint.
+for r in tp2 tp2fsdp; do
+    expect 0 "nothing to do" "tp sample from $r" -- "$bin/titan-train" "$tmp/$r" --nproc $([ $r = tp2 ] && echo 2 || echo 4) \
+        $TP2 --sample 24 --prompt "The "
+    cp "$tmp/out" "$tmp/sample-$r"
+    expect 0 "" "one-process sample from $r's checkpoint" -- "$bin/titan-train" -q "$tmp/$r" --sample 24 --prompt "The " \
+        --parallelism.tensor_parallel_degree=1 --parallelism.data_parallel_shard_degree=1
+    [ -s "$tmp/out" ] && cmp -s "$tmp/out" "$tmp/sample-$r" && ok "$r's sample = one process's ($(wc -c < "$tmp/out") bytes)" \
+        || fail "$r's sample = one process's"
+done
+
 # --- validation: the loss-only forward (no gradient of the logits) under tp ------------
 cat "$top/README.md" "$top/LICENSE" > "$tmp/held.txt"
 "$bin/titan-shard" -q -o "$tmp/val" "$tmp/held.txt" 2>"$tmp/err" && ok "shard held-out text" || fail "shard held-out text"
@@ -136,8 +150,6 @@ expect 2 "parallelism.tensor_parallel_degree = 4: tensor parallelism: degree 4 d
 expect 2 "degree 5 does not divide the FFN hidden size 112" "titan-init refuses a tp degree that splits the FFN unevenly" \
     -- "$bin/titan-init" -q "$cfg" "$tmp/bad" $TINY --model.dim=40 --model.n_heads=5 --model.n_kv_heads=5 \
     --parallelism.tensor_parallel_degree=5
-expect 2 "not with parallelism.tensor_parallel_degree = 2" "--sample with tp is refused" -- \
-    "$bin/titan-train" "$tmp/tp2" --nproc 2 $TP2 --sample 4
 expect 2 "context_parallel_degree" "context parallelism is refused as not yet supported" -- \
     "$bin/titan-train" "$tmp/single" --nproc 2 --parallelism.context_parallel_degree=2
 

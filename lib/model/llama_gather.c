@@ -1,0 +1,73 @@
+/* llama_gather.c - the whole model's parameters from a tensor-parallel one:
+ * each tensor's pieces gathered over the tp group and put back together. */
+#include "model/llama.h"
+
+#include <string.h>
+
+#include "core/mem.h"
+
+/* The dim tp splits tensor k along, from the shapes: 0 or 1, or -1 when
+ * the rank holds it whole (a split piece is always smaller, tp > 1). */
+static int split_dim(const titan_param *whole, const titan_param *piece) {
+    if (piece->shape[0] != whole->shape[0]) return 0;
+    if (whole->ndim == 2 && piece->shape[1] != whole->shape[1]) return 1;
+    return -1;
+}
+
+titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
+    const titan_llama_config *c = titan_llama_get_config(m);
+    const titan_backend *be = titan_llama_backend(m);
+    titan_llama_tp tp = titan_llama_get_tp(m);
+    size_t nloc = titan_llama_params_count(m);
+    if (tp.size == 1) {
+        be->to_host(dst, titan_llama_params_data(m), nloc * sizeof(float));
+        return TITAN_OK;
+    }
+    int np;
+    const titan_param *mine = titan_llama_catalog(m, &np);
+    titan_param *all = titan_alloc((size_t)(tp.size + 1) * (size_t)np * sizeof(titan_param), "model: catalogs");
+    size_t *counts = titan_alloc((size_t)tp.size * sizeof(size_t), "model: piece sizes");
+    float *loc = titan_alloc(nloc * sizeof(float), "model: host copy of the parameters");
+    titan_param *whole = all + (size_t)tp.size * np; /* all[r * np + i]: rank r's piece of tensor i */
+    size_t biggest = 0;
+    if (all) {
+        titan_llama_params(c, whole);
+        for (int i = 0; i < np; i++) biggest = whole[i].numel > biggest ? whole[i].numel : biggest;
+    }
+    float *buf = all ? titan_alloc(biggest * sizeof(float), "model: gathered tensor") : NULL;
+    titan_status st = TITAN_ERR_NOMEM;
+    if (!all || !counts || !loc || !buf) goto out;
+    for (int r = 0; r < tp.size; r++) titan_llama_params_tp(c, (titan_llama_tp){tp.size, r}, all + (size_t)r * np);
+    be->to_host(loc, titan_llama_params_data(m), nloc * sizeof(float));
+    st = TITAN_OK;
+    for (int i = 0; i < np && st == TITAN_OK; i++) {
+        const titan_param *w = &whole[i];
+        float *out = dst + w->offset;
+        int d = split_dim(w, &mine[i]);
+        if (d < 0) { /* whole on every rank */
+            memcpy(out, loc + mine[i].offset, w->numel * sizeof(float));
+            continue;
+        }
+        for (int r = 0; r < tp.size; r++) counts[r] = all[(size_t)r * np + i].numel;
+        /* rank order: dim-0 pieces are the tensor's rows in order already */
+        st = titan_comm_all_gather_v(titan_llama_tp_comm(m), loc + mine[i].offset, d == 0 ? out : buf, counts,
+                                     TITAN_DTYPE_F32, NULL);
+        if (st != TITAN_OK || d == 0) continue;
+        /* dim-1 pieces: rank r's columns of every row */
+        size_t col0 = 0, off = 0, cols = (size_t)w->shape[1];
+        for (int r = 0; r < tp.size; r++) {
+            size_t wr = (size_t)all[(size_t)r * np + i].shape[1];
+            for (int64_t row = 0; row < w->shape[0]; row++)
+                memcpy(out + (size_t)row * cols + col0, buf + off + (size_t)row * wr, wr * sizeof(float));
+            col0 += wr;
+            off += counts[r];
+        }
+    }
+    if (st != TITAN_OK) titan_error_context("model: gathering the tensor-parallel pieces");
+out:
+    titan_free(all);
+    titan_free(counts);
+    titan_free(loc);
+    titan_free(buf);
+    return st;
+}
