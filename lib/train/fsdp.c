@@ -774,15 +774,23 @@ titan_status titan_fsdp_sync_grads(titan_fsdp *f) {
 
 /* Sum of squares of the rank's shard gradients that count towards the
  * global norm: all of them, but with tensor parallelism the tensors tp
- * replicates (the norms, the same on every rank of tp) only on tp rank 0. */
+ * replicates (the norms, the same on every rank of tp) only on tp rank 0.
+ * One sumsq per run of neighbouring counted tensors (a device syncs on
+ * each): two a layer. */
 static double shard_sumsq(titan_fsdp *f) {
     if (!f->mesh->tp_comm || f->mesh->tp_rank == 0) return f->be->sumsq(f->sg, f->nshard);
     int np;
     const titan_param *ps = titan_llama_catalog(f->model, &np);
     double ss = 0.0;
-    for (int i = 0; i < np; i++)
-        if (f->pieces[i].len && titan_layout_tp_dim(ps[i].name) >= 0)
-            ss += f->be->sumsq(f->sg + f->pieces[i].shard_off, f->pieces[i].len);
+    for (int i = 0; i < np;) {
+        if (titan_layout_tp_dim(ps[i].name) < 0) {
+            i++;
+            continue;
+        }
+        size_t off = f->pieces[i].shard_off, len = 0;
+        for (; i < np && titan_layout_tp_dim(ps[i].name) >= 0; i++) len += f->pieces[i].len;
+        if (len) ss += f->be->sumsq(f->sg + off, len);
+    }
     return ss;
 }
 
