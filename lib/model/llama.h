@@ -79,8 +79,11 @@ titan_status titan_llama_take_error(titan_llama *m);
 titan_comm *titan_llama_tp_comm(const titan_llama *m);
 /* Collective over the tp group (every rank of it calls): the whole model's
  * fp32 parameters (titan_llama_params of its config: catalog order, whole
- * shapes) into host memory dst on every rank, each tensor put together
- * from the ranks' pieces. Without tp, a copy of the parameters. */
+ * shapes) into host memory dst, each tensor put together from the ranks'
+ * pieces. Without tp, a copy of the parameters. dst NULL: the rank takes
+ * part and keeps nothing (a rank that needs no copy, or that failed to make
+ * room for one: the group still completes). A rank out of memory here
+ * fails the call on every rank of the group, before any gather. */
 titan_status titan_llama_gather_whole(titan_llama *m, float *dst);
 /* Seconds spent in tensor-parallel collectives since the last call (then
  * reset; they block, so all of it is exposed); 0 without tp. */

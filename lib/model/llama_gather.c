@@ -5,14 +5,7 @@
 #include <string.h>
 
 #include "core/mem.h"
-
-/* The dim tp splits tensor k along, from the shapes: 0 or 1, or -1 when
- * the rank holds it whole (a split piece is always smaller, tp > 1). */
-static int split_dim(const titan_param *whole, const titan_param *piece) {
-    if (piece->shape[0] != whole->shape[0]) return 0;
-    if (whole->ndim == 2 && piece->shape[1] != whole->shape[1]) return 1;
-    return -1;
-}
+#include "parallel/layout.h"
 
 titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
     const titan_llama_config *c = titan_llama_get_config(m);
@@ -20,9 +13,10 @@ titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
     titan_llama_tp tp = titan_llama_get_tp(m);
     size_t nloc = titan_llama_params_count(m);
     if (tp.size == 1) {
-        be->to_host(dst, titan_llama_params_data(m), nloc * sizeof(float));
+        if (dst) be->to_host(dst, titan_llama_params_data(m), nloc * sizeof(float));
         return TITAN_OK;
     }
+    titan_comm *comm = titan_llama_tp_comm(m);
     int np;
     const titan_param *mine = titan_llama_catalog(m, &np);
     titan_param *all = titan_alloc((size_t)(tp.size + 1) * (size_t)np * sizeof(titan_param), "model: catalogs");
@@ -35,24 +29,30 @@ titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
         for (int i = 0; i < np; i++) biggest = whole[i].numel > biggest ? whole[i].numel : biggest;
     }
     float *buf = all ? titan_alloc(biggest * sizeof(float), "model: gathered tensor") : NULL;
-    titan_status st = TITAN_ERR_NOMEM;
-    if (!all || !counts || !loc || !buf) goto out;
+    /* The group agrees first: a rank that could not allocate would leave the
+     * others waiting in the first gather until the communicator's timeout. */
+    int failed = !all || !counts || !loc || !buf;
+    double nfailed = failed;
+    titan_status st = titan_comm_sum_double(comm, nfailed, &nfailed);
+    if (st == TITAN_OK && failed) st = TITAN_ERR_NOMEM; /* titan_alloc said what */
+    else if (st == TITAN_OK && nfailed > 0)
+        st = titan_error(TITAN_ERR_NOMEM, "%.0f of the %d ranks of the tp group ran out of memory", nfailed, tp.size);
+    if (st != TITAN_OK) goto out;
     for (int r = 0; r < tp.size; r++) titan_llama_params_tp(c, (titan_llama_tp){tp.size, r}, all + (size_t)r * np);
     be->to_host(loc, titan_llama_params_data(m), nloc * sizeof(float));
-    st = TITAN_OK;
     for (int i = 0; i < np && st == TITAN_OK; i++) {
         const titan_param *w = &whole[i];
-        float *out = dst + w->offset;
-        int d = split_dim(w, &mine[i]);
+        float *out = dst ? dst + w->offset : NULL;
+        int d = titan_layout_tp_dim(w->name); /* the model's own split rule */
         if (d < 0) { /* whole on every rank */
-            memcpy(out, loc + mine[i].offset, w->numel * sizeof(float));
+            if (out) memcpy(out, loc + mine[i].offset, w->numel * sizeof(float));
             continue;
         }
         for (int r = 0; r < tp.size; r++) counts[r] = all[(size_t)r * np + i].numel;
         /* rank order: dim-0 pieces are the tensor's rows in order already */
-        st = titan_comm_all_gather_v(titan_llama_tp_comm(m), loc + mine[i].offset, d == 0 ? out : buf, counts,
+        st = titan_comm_all_gather_v(comm, loc + mine[i].offset, d == 0 && out ? out : buf, counts,
                                      TITAN_DTYPE_F32, NULL);
-        if (st != TITAN_OK || d == 0) continue;
+        if (st != TITAN_OK || d == 0 || !out) continue;
         /* dim-1 pieces: rank r's columns of every row */
         size_t col0 = 0, off = 0, cols = (size_t)w->shape[1];
         for (int r = 0; r < tp.size; r++) {
@@ -63,8 +63,8 @@ titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
             off += counts[r];
         }
     }
-    if (st != TITAN_OK) titan_error_context("model: gathering the tensor-parallel pieces");
 out:
+    if (st != TITAN_OK) titan_error_context("model: gathering the tensor-parallel pieces");
     titan_free(all);
     titan_free(counts);
     titan_free(loc);

@@ -35,13 +35,17 @@ titan_status titan_sample(titan_llama *model, const titan_tokenizer *tok, const 
                           double temperature, uint64_t seed, FILE *out) {
     const titan_llama_config *mc = titan_llama_get_config(model);
     titan_llama *m = NULL;
-    TITAN_TRY(titan_llama_create(&m, mc, titan_backend_cpu(), 1, SAMPLE_CTX, TITAN_AC_NONE, TITAN_DTYPE_F32));
-    /* Sampling runs on a whole CPU copy; the trained model may live on a
-     * device, or be split over a tp group (whose ranks all gather). */
-    titan_status gst = titan_llama_gather_whole(model, titan_llama_params_data(m));
-    if (gst != TITAN_OK || titan_llama_get_tp(model).rank != 0) {
+    titan_status st = TITAN_OK;
+    /* Sampling runs on a whole CPU copy, made by tp rank 0 only; the trained
+     * model may live on a device, or be split over a tp group whose ranks
+     * all gather (also when rank 0 could not make its copy). */
+    int keep = titan_llama_get_tp(model).rank == 0;
+    if (keep) st = titan_llama_create(&m, mc, titan_backend_cpu(), 1, SAMPLE_CTX, TITAN_AC_NONE, TITAN_DTYPE_F32);
+    titan_status gst = titan_llama_gather_whole(model, m ? titan_llama_params_data(m) : NULL);
+    if (st == TITAN_OK) st = gst;
+    if (st != TITAN_OK || !keep) {
         titan_llama_free(m);
-        return gst;
+        return st;
     }
 
     size_t plen = prompt ? strlen(prompt) : 0;
@@ -49,7 +53,6 @@ titan_status titan_sample(titan_llama *model, const titan_tokenizer *tok, const 
     uint32_t *ids = titan_alloc(cap * sizeof(uint32_t), "sample tokens");
     uint32_t *window = titan_alloc(SAMPLE_CTX * sizeof(uint32_t), "sample window");
     float *row = titan_alloc((size_t)mc->vocab_size * sizeof(float), "sample logits");
-    titan_status st = TITAN_OK;
     if (!ids || !window || !row) {
         st = TITAN_ERR_NOMEM;
         goto out;

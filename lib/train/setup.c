@@ -26,8 +26,9 @@ titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_siz
         titan_error_context("[model] flavor %s with overrides", cfg->model_flavor);
         return st;
     }
-    /* A run's degree is known before its ranks start: refuse a bad split
-     * at titan-init, and before a job spawns its ranks. */
+    /* The degree is in the config: a split the model cannot take is refused
+     * at titan-init already (titan-train meets it here on every rank, once
+     * they run: --nproc spawns them before any model config is made). */
     int tp = cfg->parallelism_tensor_parallel_degree;
     st = titan_llama_tp_check(out, tp);
     if (st != TITAN_OK) titan_error_context("parallelism.tensor_parallel_degree = %d", tp);

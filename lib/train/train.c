@@ -54,6 +54,7 @@ typedef struct {
     titan_train_progress pr;
     int accum;
     int64_t stop_at; /* stop after this step (0 = training.steps) */
+    int sample;      /* --sample follows the loop: it needs the full parameters */
     uint32_t *inputs, *targets;
     double peak_flops, flops_per_token;
     char ckpt_root[4096];
@@ -418,8 +419,9 @@ static titan_status loop(trainer *t) {
                      sm.has_val);
         if (t->metrics) TITAN_TRY(titan_metrics_log(t->metrics, &sm, print));
     }
-    /* Full parameters for what follows on one rank (sampling). */
-    TITAN_TRY(titan_fsdp_gather_params(t->fsdp));
+    /* Full parameters for sampling, which follows on one rank (or its tp
+     * group); otherwise each rank ends holding only its shard. */
+    if (t->sample) TITAN_TRY(titan_fsdp_gather_params(t->fsdp));
     return t->saver ? titan_async_save_wait(t->saver) : TITAN_OK;
 }
 
@@ -447,6 +449,7 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
     t.stop_at = opts->stop_at;
+    t.sample = opts->sample_tokens > 0;
     titan_status st = setup(&t, opts);
     if (st == TITAN_OK && t.pr.step >= cfg->training_steps)
         titan_info("nothing to do: step %" PRId64 " >= training.steps %d", t.pr.step, cfg->training_steps);

@@ -256,6 +256,16 @@ static void run_case(int tied, int vocab, titan_dtype dt) {
         for (int i = 0; i < n && i < ng; i++) take_piece(&gcat[i], &cat[i], P, dst + cat[i].offset);
     }
     check_catalog(tpm[0], &c, gcat, ng);
+    /* The pieces put back together are P bit for bit on every rank (dim-0
+     * rows, dim-1 columns, the uneven vocabulary); a rank passing NULL
+     * takes part and keeps nothing. */
+    float *back = xalloc(np * sizeof(float));
+    CHECK(titan_llama_gather_whole(tpm[0], back) == TITAN_OK, "gather_whole: %s", titan_error_message());
+    CHECK(memcmp(back, P, np * sizeof(float)) == 0, "gather_whole: not the whole model's parameters");
+    memset(back, 0, np * sizeof(float));
+    CHECK(titan_llama_gather_whole(tpm[0], me == 0 ? back : NULL) == TITAN_OK);
+    CHECK(me != 0 || memcmp(back, P, np * sizeof(float)) == 0, "gather_whole with NULL on the other ranks");
+    free(back);
 
     uint32_t tok[NMB * N], tgt[NMB * N];
     for (int i = 0; i < NMB * N; i++) { /* the same on every rank */
