@@ -11,6 +11,7 @@
 #include "core/version.h"
 #include "dist/spawn.h"
 #include "job/args.h"
+#include "train/setup.h"
 #include "train/train.h"
 
 static void usage(FILE *f) {
@@ -174,6 +175,8 @@ int main(int argc, char **argv) {
             titan_error_hint("use either --nproc or mpirun/srun, not both");
             return titan_report(TITAN_ERR_USAGE);
         }
+        /* A model the degrees cannot split fails once, here, not in every rank. */
+        if ((st = titan_setup_check_model(&cfg)) != TITAN_OK) return titan_report(st);
         return spawn_ranks(argc, argv, nproc);
     }
     opts.run_dir = pos;

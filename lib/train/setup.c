@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "data/tokenizer.h"
 
 titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_size,
                                       titan_llama_config *out) {
@@ -27,11 +28,20 @@ titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_siz
         return st;
     }
     /* The degree is in the config: a split the model cannot take is refused
-     * at titan-init already (titan-train meets it here on every rank, once
-     * they run: --nproc spawns them before any model config is made). */
+     * at titan-init, by titan-train --nproc before it starts ranks
+     * (titan_setup_check_model), and under mpirun/srun by every rank. */
     int tp = cfg->parallelism_tensor_parallel_degree;
     st = titan_llama_tp_check(out, tp);
     if (st != TITAN_OK) titan_error_context("parallelism.tensor_parallel_degree = %d", tp);
+    return st;
+}
+
+titan_status titan_setup_check_model(const titan_job_config *cfg) {
+    titan_tokenizer *tok = NULL;
+    TITAN_TRY(titan_tokenizer_open(&tok, cfg->model_tokenizer));
+    titan_llama_config mc;
+    titan_status st = titan_setup_model_config(cfg, titan_tokenizer_vocab_size(tok), &mc);
+    titan_tokenizer_free(tok);
     return st;
 }
 

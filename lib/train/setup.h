@@ -10,6 +10,10 @@
  * overrides, and the vocabulary of its tokenizer. */
 titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_size,
                                       titan_llama_config *out);
+/* The same for a check only: opens cfg's tokenizer for its vocabulary
+ * size, resolves the model and refuses what titan_setup_model_config
+ * refuses (a launcher's check before it starts ranks). */
+titan_status titan_setup_check_model(const titan_job_config *cfg);
 
 /* Makes [checkpoint] compression and compression_level the compression of
  * every checkpoint this process writes (titan_ckpt_set_default_compression). */

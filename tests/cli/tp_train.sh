@@ -144,6 +144,8 @@ else fail "tp 2 validation loss = one process's ($(cat "$tmp/err"))"; fi
 # --- refusals ------------------------------------------------------------------------
 expect 2 "degree 4 does not divide n_kv_heads 2" "tp 4 over 2 kv heads is a usage error" -- \
     "$bin/titan-train" "$tmp/single" --nproc 4 $TP4
+[ "$(grep -c "does not divide n_kv_heads" "$tmp/err")" -eq 1 ] && ok "--nproc refuses it once, before starting ranks" \
+    || fail "--nproc refuses it once, before starting ranks"
 expect 2 "parallelism.tensor_parallel_degree = 4: tensor parallelism: degree 4 does not divide n_kv_heads 2" \
     "titan-init refuses tp 4 over 2 kv heads" -- "$bin/titan-init" -q "$cfg" "$tmp/bad" $TINY $TP4
 [ -e "$tmp/bad" ] && fail "the refused titan-init leaves no run directory" || ok "the refused titan-init leaves no run directory"
