@@ -112,6 +112,10 @@ static const key_def KEYS[] = {
     {"parallelism", "data_parallel_shard_degree", T_INT, OFF(parallelism_data_parallel_shard_degree), NULL, -1, NULL,
      1, 0, F_LO | F_MINUS1, "FSDP shards; -1 = the ranks the other degrees leave"},
     INT("parallelism", "tensor_parallel_degree", parallelism_tensor_parallel_degree, 1, 1, 0, "tensor parallel ranks (Megatron split: must divide n_kv_heads and the FFN hidden size)"),
+    BOOL("parallelism", "enable_sequence_parallel", parallelism_enable_sequence_parallel, 1,
+         "with tensor parallelism, split the residual stream and the norms by rows (Megatron's sequence "
+         "parallelism, which torchtitan always uses with tp): the same numbers, 1/tp of the residual stream's "
+         "memory; local_batch_size x seq_len must split over the tp ranks (titan extension)"),
     INT("parallelism", "context_parallel_degree", parallelism_context_parallel_degree, 1, 1, 0, "context parallel ranks"),
     INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0, "pipeline stages"),
     STR("parallelism", "fsdp_reshard_after_forward", parallelism_fsdp_reshard_after_forward, "default",

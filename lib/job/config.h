@@ -59,6 +59,7 @@ typedef struct {
     int parallelism_data_parallel_replicate_degree;
     int parallelism_data_parallel_shard_degree; /* -1 = the rest */
     int parallelism_tensor_parallel_degree;
+    int parallelism_enable_sequence_parallel; /* with tp: split the residual stream by rows (titan extension) */
     int parallelism_context_parallel_degree;
     int parallelism_pipeline_parallel_degree;
     char parallelism_fsdp_reshard_after_forward[TITAN_STR]; /* default, always, never */

@@ -39,6 +39,8 @@ enum {
     /* head */
     A_XF, A_RSTDF, A_LOGITS, A_LOSSES,
     A_LSEV, /* tensor parallel: each row's log-sum-exp over the whole vocabulary */
+    A_FULL,  /* sequence parallel: a whole [N, C] partial output or gathered gradient */
+    A_DNORM, /* sequence parallel: a norm's weight gradient over the rank's rows (fp32) */
     /* backward scratch */
     A_DRESID, A_DN, A_DQ, A_DK, A_DV, A_DATT, A_DKR, A_DH1, A_DH3, A_DSW,
     /* inputs and tables */
@@ -67,6 +69,9 @@ struct titan_llama {
     titan_ac_mode ac;
     titan_dtype dt; /* compute type of activations and the weights ops read */
     int B, T, N, C, NH, NKV, HD, QD, KVD, H, V, L; /* NH, NKV, QD, KVD, H, V: this tp rank's */
+    /* Rows of the residual stream a rank holds: N, or N / tp under
+     * sequence parallelism (sp), rows [rank, rank + 1) x NR of the whole. */
+    int NR, sp;
     size_t nparams;
     float *params, *grads;
     void *params_lp; /* the compute copy when dt is not fp32, else NULL */
@@ -153,6 +158,7 @@ static size_t layer_slot(titan_ac_mode ac, int L, int id, int l) {
  * losses, tables, token ids in 4-byte slots). */
 static int act_is_fp32(int id) {
     return id == A_RSTD1 || id == A_RSTD2 || id == A_RSTDF || id == A_LSE || id == A_LOSSES || id == A_LSEV ||
+           id == A_DNORM ||
            id == A_COS || id == A_SIN || id == A_TOKENS || id == A_TARGETS;
 }
 
@@ -171,6 +177,47 @@ static void *W(const titan_llama *m, int k) {
     return param_at(m, m->params_lp ? m->params_lp : m->params, titan_dtype_size(m->dt), k);
 }
 static float *G(const titan_llama *m, int k) { return param_at(m, m->grads, sizeof(float), k); }
+
+/* Sequence parallelism's two collectives over the tp group, on [N, C]
+ * buffers of the compute type whose rows [rank x NR, (rank + 1) x NR) are
+ * the rank's (own_rows). gather: every rank's own rows into all of full
+ * (each wrote its own first); scatter: the sum over the group of full's
+ * rows into the rank's NR rows at local (which may be own_rows(full)).
+ * Failures are kept as tp_sum keeps them. */
+static void *own_rows(const titan_llama *m, void *full) {
+    return (char *)full + (size_t)m->tpp.rank * m->NR * m->C * titan_dtype_size(m->dt);
+}
+
+static titan_status sp_collective(titan_llama *m, void *full, void *local, int gather) {
+    if (m->err != TITAN_OK) return m->err;
+    size_t esz = titan_dtype_size(m->dt), n = (size_t)m->NR * m->C;
+    void *buf = full;
+    if (m->tp_mirror) { /* host-only communicator: through the host */
+        buf = m->tp_mirror;
+        if (gather) m->be->to_host(own_rows(m, buf), own_rows(m, full), n * esz);
+        else m->be->to_host(buf, full, (size_t)m->N * m->C * esz);
+    } else {
+        m->be->sync();
+    }
+    double t0 = titan_now_s();
+    titan_status st = gather ? titan_comm_all_gather(m->tp, own_rows(m, buf), buf, n, m->dt, NULL)
+                             : titan_comm_reduce_scatter(m->tp, buf, own_rows(m, buf), n, m->dt, TITAN_COMM_SUM, NULL);
+    m->tp_comm_s += titan_now_s() - t0;
+    if (st == TITAN_OK && m->tp_mirror) {
+        if (gather) m->be->to_device(full, buf, (size_t)m->N * m->C * esz);
+        else m->be->to_device(local, own_rows(m, buf), n * esz);
+    } else if (st == TITAN_OK && !gather && local != own_rows(m, full)) {
+        m->be->convert(local, m->dt, own_rows(m, full), m->dt, n);
+    }
+    if (st != TITAN_OK) {
+        titan_error_context("model: sequence parallel %s", gather ? "all-gather" : "reduce-scatter");
+        m->err = st;
+    }
+    return st;
+}
+static void sp_gather(titan_llama *m, void *full) {
+    if (m->sp) (void)sp_collective(m, full, NULL, 1);
+}
 
 /* x[n] (compute type) = its sum over the tp group: the row-parallel
  * outputs and the column-parallel input gradients. A failure is kept
@@ -197,6 +244,81 @@ static titan_status tp_sum(titan_llama *m, void *x, size_t n) {
         m->err = st;
     }
     return st;
+}
+
+/* A row-parallel output part[N, C] (partial over the rank's heads, hidden
+ * units or vocabulary) summed over the tp group into the rank's residual
+ * rows at local: all of it (all-reduce; part is local), or under sequence
+ * parallelism its own rows (reduce-scatter). */
+static void tp_reduce(titan_llama *m, void *part, void *local) {
+    if (m->sp) (void)sp_collective(m, part, local, 0);
+    else tp_sum(m, part, (size_t)m->N * m->C);
+}
+
+/* Where a row-parallel output goes before tp_reduce: the scratch under
+ * sequence parallelism (the rank's residual rows are fewer), else local. */
+static void *part_of(const titan_llama *m, void *local) { return m->sp ? m->act[A_FULL] : local; }
+
+/* A column-parallel input gradient d[N, C], partial over the rank's
+ * columns, summed over the tp group; returns the rows the norm backward
+ * reads: all of d, or under sequence parallelism the rank's own rows. */
+static void *tp_reduce_grad(titan_llama *m, void *d) {
+    if (!m->tp) return d;
+    tp_reduce(m, d, own_rows(m, d));
+    return m->sp ? own_rows(m, d) : d;
+}
+
+/* RMSNorm forward on the rank's residual rows: into all of out, or under
+ * sequence parallelism into its own rows, then gathered whole. */
+static void norm_forward(titan_llama *m, void *out, float *rstd, const void *x, const void *w) {
+    m->be->rmsnorm_forward(m->dt, m->sp ? own_rows(m, out) : out, rstd, x, w, m->NR, m->C, m->cfg.norm_eps);
+    sp_gather(m, out);
+}
+
+/* RMSNorm backward on the rank's residual rows. Under sequence parallelism
+ * the weight's gradient covers the rank's rows only: it goes to a scratch,
+ * is summed over the group (fp32) and then written or added (acc) to dw. */
+static void norm_backward(titan_llama *m, int acc, void *dinp, float *dw, const void *dout, const void *x,
+                          const void *w, const float *rstd) {
+    const titan_backend *be = m->be;
+    if (!m->sp) {
+        be->rmsnorm_backward(m->dt, acc, dinp, dw, dout, x, w, rstd, m->NR, m->C);
+        return;
+    }
+    float *part = m->act[A_DNORM];
+    be->rmsnorm_backward(m->dt, acc & TITAN_ACC_DX, dinp, part, dout, x, w, rstd, m->NR, m->C);
+    if (m->err != TITAN_OK) return;
+    float *buf = part;
+    size_t C = (size_t)m->C;
+    if (m->tp_mirror) {
+        be->to_host(m->tp_mirror, part, C * sizeof(float));
+        buf = m->tp_mirror;
+    } else {
+        be->sync();
+    }
+    double t0 = titan_now_s();
+    titan_status st = titan_comm_all_reduce(m->tp, buf, buf, C, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
+    m->tp_comm_s += titan_now_s() - t0;
+    if (st != TITAN_OK) {
+        titan_error_context("model: sequence parallel norm gradient");
+        m->err = st;
+        return;
+    }
+    if (m->tp_mirror) be->to_device(part, m->tp_mirror, C * sizeof(float));
+    if (acc & TITAN_ACC_DW) be->add(TITAN_DTYPE_F32, dw, dw, part, C);
+    else be->convert(dw, TITAN_DTYPE_F32, part, TITAN_DTYPE_F32, C);
+}
+
+/* The whole [N, C] gradient of the residual stream for the matmuls' and
+ * the embedding's backward: dresid itself, or under sequence parallelism
+ * every rank's rows gathered into the scratch. */
+static const void *whole_dresid(titan_llama *m) {
+    void *dresid = m->act[A_DRESID];
+    if (!m->sp) return dresid;
+    void *full = m->act[A_FULL];
+    m->be->convert(own_rows(m, full), m->dt, dresid, m->dt, (size_t)m->NR * m->C);
+    sp_gather(m, full);
+    return full;
 }
 static void *W_tok(const titan_llama *m) { return W(m, 0); }
 static void *W_layer(const titan_llama *m, int l, int k) { return W(m, layer_index(l, k)); }
@@ -297,6 +419,13 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     m->B = B;
     m->T = T;
     m->N = B * T;
+    m->sp = tpc && opt->sequence_parallel;
+    m->NR = m->sp ? m->N / tp.size : m->N;
+    if (m->sp && m->N % tp.size != 0) {
+        titan_llama_free(m);
+        return titan_error(TITAN_ERR_USAGE, "model: sequence parallelism: %d x %d tokens do not split over %d ranks",
+                           B, T, tp.size);
+    }
     m->C = c->dim;
     m->tp = tpc;
     m->tpp = tp;
@@ -327,27 +456,30 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     size_t N = (size_t)m->N, C = (size_t)m->C, QD = (size_t)m->QD, KVD = (size_t)m->KVD;
     size_t H = (size_t)m->H, V = (size_t)m->V;
     size_t *s = m->act_size;
-    s[A_RESID] = N * C;
+    size_t NR = (size_t)m->NR; /* the residual stream's rows on this rank */
+    s[A_RESID] = NR * C;
     s[A_N1] = N * C;
-    s[A_RSTD1] = N;
+    s[A_RSTD1] = NR;
     s[A_QPRE] = N * QD;
     s[A_Q] = N * QD;
     s[A_K] = N * KVD;
     s[A_V] = N * KVD;
     s[A_ATT] = N * QD;
     s[A_LSE] = N * (size_t)m->NH; /* [B, NH, T] */
-    s[A_H] = N * C;
+    s[A_H] = NR * C;
     s[A_N2] = N * C;
-    s[A_RSTD2] = N;
+    s[A_RSTD2] = NR;
     s[A_H1] = N * H;
     s[A_H3] = N * H;
     s[A_SW] = N * H;
     s[A_XF] = N * C;
-    s[A_RSTDF] = N;
+    s[A_RSTDF] = NR;
     s[A_LOGITS] = N * V;
     s[A_LOSSES] = N;
     s[A_LSEV] = tpc ? N : 0;
-    s[A_DRESID] = N * C;
+    s[A_FULL] = m->sp ? N * C : 0;
+    s[A_DNORM] = m->sp ? C : 0;
+    s[A_DRESID] = NR * C;
     s[A_DN] = N * C;
     s[A_DQ] = N * QD;
     s[A_DK] = N * KVD;
@@ -539,12 +671,11 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
     titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
     layer_keep keep = keep_of(m->ac, l);
-    int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
+    int N = m->N, NR = m->NR, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
     const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
 #define NEED(id) (!rerun || !layer_keeps(keep, id))
 
-    if (NEED(A_N1))
-        be->rmsnorm_forward(dt, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM), N, C, m->cfg.norm_eps);
+    if (NEED(A_N1)) norm_forward(m, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM));
     if (NEED(A_QPRE) && NEED(A_Q)) be->matmul_forward(dt, a.q_pre, a.n1, W_layer(m, l, P_WQ), N, C, QD);
     if (NEED(A_K)) be->matmul_forward(dt, a.k, a.n1, W_layer(m, l, P_WK), N, C, KVD);
     if (NEED(A_V)) be->matmul_forward(dt, a.v, a.n1, W_layer(m, l, P_WV), N, C, KVD);
@@ -554,20 +685,19 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
     if (NEED(A_ATT))
         be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->NH, m->NKV, m->HD);
     if (NEED(A_H)) {
-        be->matmul_forward(dt, out, a.att, W_layer(m, l, P_WO), N, QD, C);
-        tp_sum(m, out, (size_t)N * C); /* row-parallel wo: partial over the rank's heads */
-        be->add(dt, a.h, x, out, (size_t)N * C);
+        be->matmul_forward(dt, part_of(m, out), a.att, W_layer(m, l, P_WO), N, QD, C);
+        tp_reduce(m, part_of(m, out), out); /* row-parallel wo: partial over the rank's heads */
+        be->add(dt, a.h, x, out, (size_t)NR * C);
     }
 
-    if (NEED(A_N2))
-        be->rmsnorm_forward(dt, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM), N, C, m->cfg.norm_eps);
+    if (NEED(A_N2)) norm_forward(m, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM));
     if (NEED(A_H1)) be->matmul_forward(dt, a.h1, a.n2, W_layer(m, l, P_W1), N, C, H);
     if (NEED(A_H3)) be->matmul_forward(dt, a.h3, a.n2, W_layer(m, l, P_W3), N, C, H);
     if (NEED(A_SW)) be->swiglu_forward(dt, a.sw, a.h1, a.h3, N, H);
     if (!rerun) {
-        be->matmul_forward(dt, out, a.sw, W_layer(m, l, P_W2), N, H, C);
-        tp_sum(m, out, (size_t)N * C);
-        be->add(dt, out, a.h, out, (size_t)N * C);
+        be->matmul_forward(dt, part_of(m, out), a.sw, W_layer(m, l, P_W2), N, H, C);
+        tp_reduce(m, part_of(m, out), out);
+        be->add(dt, out, a.h, out, (size_t)NR * C);
     }
 #undef NEED
 }
@@ -648,8 +778,8 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     int last = m->L + 1;
     TITAN_TRY(HOOK(m, before_forward, 0));
     cast_block(m, 0);
-    be->embedding_forward(dt, resid(m, 0), tok, W_tok(m), N, C, V);
-    tp_sum(m, resid(m, 0), (size_t)N * C); /* each row from the rank holding its id */
+    be->embedding_forward(dt, part_of(m, resid(m, 0)), tok, W_tok(m), N, C, V);
+    tp_reduce(m, part_of(m, resid(m, 0)), resid(m, 0)); /* each row from the rank holding its id */
     TITAN_TRY(titan_llama_take_error(m));
     TITAN_TRY(HOOK(m, after_forward, 0));
     for (int l = 0; l < m->L; l++) {
@@ -661,8 +791,8 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     }
     TITAN_TRY(HOOK(m, before_forward, last));
     cast_block(m, last);
-    be->rmsnorm_forward(dt, m->act[A_XF], m->act[A_RSTDF], resid(m, m->L), W_final_norm(m), N, C,
-                        m->cfg.norm_eps);
+    norm_forward(m, m->act[A_XF], m->act[A_RSTDF], resid(m, m->L), W_final_norm(m));
+    TITAN_TRY(titan_llama_take_error(m));
     be->matmul_forward(dt, m->act[A_LOGITS], m->act[A_XF], W_head(m), N, C, V);
     TITAN_TRY(HOOK(m, after_forward, last));
 
@@ -726,19 +856,20 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
     const int add = TITAN_ACC_DX;
 
     /* out = h + w2(swiglu(w1 n2, w3 n2)), n2 = rmsnorm(h) */
-    be->matmul_backward(dt, gw, dsw, G_layer(m, l, P_W2), dresid, a.sw, W_layer(m, l, P_W2), N, H,
+    be->matmul_backward(dt, gw, dsw, G_layer(m, l, P_W2), whole_dresid(m), a.sw, W_layer(m, l, P_W2), N, H,
                         C);
     be->swiglu_backward(dt, 0, dh1, dh3, dsw, a.h1, a.h3, N, H);
     be->matmul_backward(dt, gw, dn, G_layer(m, l, P_W1), dh1, a.n2, W_layer(m, l, P_W1), N, C, H);
     be->matmul_backward(dt, add | gw, dn, G_layer(m, l, P_W3), dh3, a.n2, W_layer(m, l, P_W3), N,
                         C, H);
-    tp_sum(m, dn, (size_t)N * C); /* column-parallel w1, w3: partial over the rank's hidden units */
+    /* column-parallel w1, w3: partial over the rank's hidden units */
+    void *dn_rows = tp_reduce_grad(m, dn);
     /* dresid already holds the residual path's share: the norm adds the rest. */
-    be->rmsnorm_backward(dt, add | gw, dresid, G_layer(m, l, P_FFN_NORM), dn, a.h,
-                         W_layer(m, l, P_FFN_NORM), a.rstd2, N, C);
+    norm_backward(m, add | gw, dresid, G_layer(m, l, P_FFN_NORM), dn_rows, a.h, W_layer(m, l, P_FFN_NORM),
+                  a.rstd2);
 
     /* h = x + wo(attention(rope(wq n1), rope(wk n1), wv n1)), n1 = rmsnorm(x) */
-    be->matmul_backward(dt, gw, datt, G_layer(m, l, P_WO), dresid, a.att, W_layer(m, l, P_WO), N,
+    be->matmul_backward(dt, gw, datt, G_layer(m, l, P_WO), whole_dresid(m), a.att, W_layer(m, l, P_WO), N,
                         QD, C);
     be->attention_backward(dt, 0, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T,
                            m->NH, m->NKV, m->HD);
@@ -751,9 +882,9 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
                         C, KVD);
     be->matmul_backward(dt, add | gw, dn, G_layer(m, l, P_WV), dv, a.n1, W_layer(m, l, P_WV), N, C,
                         KVD);
-    tp_sum(m, dn, (size_t)N * C);
-    be->rmsnorm_backward(dt, add | gw, dresid, G_layer(m, l, P_ATTN_NORM), dn, x,
-                         W_layer(m, l, P_ATTN_NORM), a.rstd1, N, C);
+    dn_rows = tp_reduce_grad(m, dn);
+    norm_backward(m, add | gw, dresid, G_layer(m, l, P_ATTN_NORM), dn_rows, x, W_layer(m, l, P_ATTN_NORM),
+                  a.rstd1);
 }
 
 void titan_llama_backward(titan_llama *m, float loss_scale) {
@@ -784,9 +915,9 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
     (void)HOOK(m, before_backward, m->L + 1);
     if (recast) cast_block(m, m->L + 1);
     be->matmul_backward(dt, gw, dxf, G_head(m), logits, m->act[A_XF], W_head(m), N, C, V);
-    tp_sum(m, dxf, (size_t)N * C); /* column-parallel head: partial over the rank's vocabulary */
-    be->rmsnorm_backward(dt, gw, dresid, G_final_norm(m), dxf, resid(m, m->L), W_final_norm(m),
-                         m->act[A_RSTDF], N, C);
+    /* column-parallel head: partial over the rank's vocabulary */
+    void *dxf_rows = tp_reduce_grad(m, dxf);
+    norm_backward(m, gw, dresid, G_final_norm(m), dxf_rows, resid(m, m->L), W_final_norm(m), m->act[A_RSTDF]);
     (void)HOOK(m, after_backward, m->L + 1);
 
     for (int l = m->L - 1; l >= 0; l--) {
@@ -799,7 +930,7 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
         (void)HOOK(m, after_backward, l + 1);
     }
     (void)HOOK(m, before_backward, 0);
-    be->embedding_backward(dt, m->cfg.tie_embeddings ? TITAN_ACC_DW : gw, G_tok(m), dresid,
+    be->embedding_backward(dt, m->cfg.tie_embeddings ? TITAN_ACC_DW : gw, G_tok(m), whole_dresid(m),
                            m->act[A_TOKENS], N, C, V);
     (void)HOOK(m, after_backward, 0);
 }

@@ -58,6 +58,15 @@ enum { TITAN_LLAMA_RELEASABLE = 1 };
 typedef struct {
     unsigned flags;
     titan_comm *tp;
+    /* With tp: sequence parallelism (Megatron's, torchtitan's default with
+     * tp): the residual stream between the matmuls is split by rows (rank
+     * r holds tokens [r, r + 1) x N/tp of the micro-batch, N a multiple of
+     * tp), the norms run on those rows, their outputs are all-gathered
+     * before the column-parallel matmuls, and the row-parallel outputs are
+     * reduce-scattered instead of all-reduced; the norms' weight gradients
+     * are summed over tp. The same numbers up to summation order, 1/tp of
+     * the residual stream's memory. */
+    int sequence_parallel;
 } titan_llama_options;
 titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *c,
                                    const titan_backend *be, int B, int T, titan_ac_mode ac,

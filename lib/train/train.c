@@ -143,7 +143,8 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     titan_dtype compute = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
     /* FSDP holds a unit's full parameters and gradients only while in use */
     titan_llama_options mo = {.flags = t->mesh.layout.dp_shard > 1 ? TITAN_LLAMA_RELEASABLE : 0,
-                              .tp = t->mesh.tp_comm};
+                              .tp = t->mesh.tp_comm,
+                              .sequence_parallel = cfg->parallelism_enable_sequence_parallel};
     st = titan_llama_create_ex(&t->model, &t->mc, t->be, B, T, ac, compute, &mo);
     if (st != TITAN_OK && t->mesh.tp_comm) titan_error_context("parallelism.tensor_parallel_degree = %d", t->mesh.layout.tp);
     TITAN_TRY(st);

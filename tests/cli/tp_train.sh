@@ -1,7 +1,8 @@
 #!/bin/sh
 # CLI tests of tensor parallelism (parallelism.tensor_parallel_degree): a
 # tiny model trained 20 steps as one process and split over tp ranks, alone
-# and composed with FSDP and DDP. The loss curves must agree to a relative
+# and composed with FSDP and DDP, with sequence parallelism (the default)
+# and without. The loss curves must agree to a relative
 # 1e-5 in fp32, the gradient norms to 1e-6: tp only regroups sums (a
 # row-parallel matmul's partial products added over the ranks, a
 # log-sum-exp combined from the shards'), which moves float32 results by a
@@ -40,7 +41,7 @@ DDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_
 BF16="--training.mixed_precision_param=bfloat16"
 GUARD="--training.device=cpu-guard"
 
-for r in single tp2 tp2fsdp tp2ddp tp2full tp2op bf1 bf2 g2 gbf half half1 half2; do
+for r in nosp odd single tp2 tp2fsdp tp2ddp tp2full tp2op bf1 bf2 g2 gbf half half1 half2; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 for r in wide1 wide4; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $WIDE 2>"$tmp/err" || fail "init $r"; done
@@ -52,6 +53,13 @@ done
 expect 0 "" "train 20 steps, one process" -- "$bin/titan-train" -q "$tmp/single"
 expect 0 "layout dp_replicate=1,dp_shard=1,cp=1,tp=2,pp=1" "train tp 2" -- "$bin/titan-train" "$tmp/tp2" --nproc 2 $TP2
 curve "tp 2 loss curve = one process" "$tmp/single" "$tmp/tp2"
+expect 0 "" "train tp 2 without sequence parallelism" -- "$bin/titan-train" -q "$tmp/nosp" --nproc 2 $TP2 \
+    --parallelism.enable_sequence_parallel=false
+curve "tp 2 without sequence parallelism = one process" "$tmp/single" "$tmp/nosp"
+expect 2 "sequence parallelism: 1 x 31 tokens do not split over 2 ranks" \
+    "sequence parallelism refuses a micro-batch that does not split over tp" -- \
+    "$bin/titan-train" "$tmp/odd" --nproc 2 $TP2 --training.seq_len=31 --training.local_batch_size=1 \
+    --training.global_batch_size=1
 expect 0 "" "train tp 2 x FSDP 2 (freed blocks poisoned)" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q \
     "$tmp/tp2fsdp" --nproc 4 $TP2
 curve "tp 2 x FSDP 2 loss curve = one process" "$tmp/single" "$tmp/tp2fsdp"

@@ -202,9 +202,12 @@ static void check_catalog(titan_llama *m, const titan_llama_config *c, const tit
 
 /* ---- one case ---------------------------------------------------------------------------- */
 
+/* 1: the tp models use sequence parallelism (llama.h) */
+static int use_sp;
+
 static titan_llama *create(const titan_llama_config *c, titan_ac_mode ac, titan_dtype dt, titan_comm *tp) {
     titan_llama *m = NULL;
-    titan_llama_options o = {.tp = tp};
+    titan_llama_options o = {.tp = tp, .sequence_parallel = tp ? use_sp : 0};
     titan_status st = titan_llama_create_ex(&m, c, titan_backend_cpu(), B, T, ac, dt, &o);
     if (st != TITAN_OK) {
         fprintf(stderr, "FAIL rank %d: create (tp %d, ac %d, %s): %s\n", me, tp ? nr : 1, ac,
@@ -408,6 +411,12 @@ static int run_rank(const char *suite) {
     run_case(0, 37, TITAN_DTYPE_F32);
     run_case(1, 37, TITAN_DTYPE_F32);
     run_case(0, 37, TITAN_DTYPE_BF16);
+    run_case(1, 37, TITAN_DTYPE_BF16);
+    /* Sequence parallelism: the same checks (B x T = 24 rows split over 2 or 4 ranks). */
+    use_sp = 1;
+    if (me == 0) printf("  sequence parallel:\n");
+    run_case(0, 37, TITAN_DTYPE_F32);
+    run_case(1, 37, TITAN_DTYPE_F32);
     run_case(1, 37, TITAN_DTYPE_BF16);
     if (failures) fprintf(stderr, "rank %d of %d: %d failure(s)\n", me, nr, failures);
     else if (me == 0) printf("  tp %d: ok (%.2f s)\n", nr, titan_now_s() - t0);
