@@ -64,14 +64,17 @@ def threads(n):
 
 def act_titan(b, tp=1):
     """Bytes of titan's activation arena (lib/model/llama.c, no AC) for b x T tokens;
-    under tensor parallelism the heads, hidden units and vocabulary are the rank's."""
+    under tensor parallelism the heads, hidden units and vocabulary are the rank's, and
+    sequence parallelism (the default with tp) splits the residual stream, h, dresid
+    and the norms' statistics by rows, adding a whole [N, C] scratch and the lse row."""
     C, QD, KVD, NH = c.dim, c.dim // tp, c.dim // tp, c.n_heads // tp
     H, V, L = hidden_dim(c) // tp, -(-c.vocab_size // tp), c.n_layers
-    layer = C + 1 + QD + 2 * KVD + QD + NH + C + C + 1 + 3 * H
-    head = C + 1 + V + 1
-    scratch = 2 * C + 2 * QD + 3 * KVD + 3 * H
+    r = 1.0 / tp  # the rows of the residual stream a rank holds
+    layer = r * C + r + QD + 2 * KVD + QD + NH + r * C + C + r + 3 * H
+    head = C + r + V + 1 + (1 if tp > 1 else 0)
+    scratch = r * C + C + 2 * QD + 3 * KVD + 3 * H + (C if tp > 1 else 0)
     n = b * T
-    return 4 * (n * ((L + 1) * C + L * layer + head + scratch + 2) + T * (c.dim // c.n_heads))
+    return 4 * (n * ((L + 1) * r * C + L * layer + head + scratch + 2) + T * (c.dim // c.n_heads))
 
 
 def act_torch(b):

@@ -219,13 +219,14 @@ static void sp_gather(titan_llama *m, void *full) {
     if (m->sp) (void)sp_collective(m, full, NULL, 1);
 }
 
-/* x[n] (compute type) = its sum over the tp group: the row-parallel
- * outputs and the column-parallel input gradients. A failure is kept
+/* x[n] (of type dt) = its sum over the tp group: the row-parallel
+ * outputs and the column-parallel input gradients (compute type), the
+ * sequence-parallel norm weight gradients (fp32). A failure is kept
  * (m->err) and returned. */
-static titan_status tp_sum(titan_llama *m, void *x, size_t n) {
+static titan_status tp_sum(titan_llama *m, void *x, size_t n, titan_dtype dt) {
     if (!m->tp || m->err != TITAN_OK) return m->err;
     void *buf = x;
-    size_t bytes = n * titan_dtype_size(m->dt);
+    size_t bytes = n * titan_dtype_size(dt);
     /* The collective blocks until the queued ops are done too: wait for
      * them first (the copy to the mirror does), so the time counted is the
      * communication's own. */
@@ -236,7 +237,7 @@ static titan_status tp_sum(titan_llama *m, void *x, size_t n) {
         m->be->sync();
     }
     double t0 = titan_now_s();
-    titan_status st = titan_comm_all_reduce(m->tp, buf, buf, n, m->dt, TITAN_COMM_SUM, NULL);
+    titan_status st = titan_comm_all_reduce(m->tp, buf, buf, n, dt, TITAN_COMM_SUM, NULL);
     m->tp_comm_s += titan_now_s() - t0;
     if (st == TITAN_OK && m->tp_mirror) m->be->to_device(x, m->tp_mirror, bytes);
     if (st != TITAN_OK) {
@@ -252,7 +253,7 @@ static titan_status tp_sum(titan_llama *m, void *x, size_t n) {
  * parallelism its own rows (reduce-scatter). */
 static void tp_reduce(titan_llama *m, void *part, void *local) {
     if (m->sp) (void)sp_collective(m, part, local, 0);
-    else tp_sum(m, part, (size_t)m->N * m->C);
+    else tp_sum(m, part, (size_t)m->N * m->C, m->dt);
 }
 
 /* Where a row-parallel output goes before tp_reduce: the scratch under
@@ -286,25 +287,9 @@ static void norm_backward(titan_llama *m, int acc, void *dinp, float *dw, const 
         return;
     }
     float *part = m->act[A_DNORM];
-    be->rmsnorm_backward(m->dt, acc & TITAN_ACC_DX, dinp, part, dout, x, w, rstd, m->NR, m->C);
-    if (m->err != TITAN_OK) return;
-    float *buf = part;
     size_t C = (size_t)m->C;
-    if (m->tp_mirror) {
-        be->to_host(m->tp_mirror, part, C * sizeof(float));
-        buf = m->tp_mirror;
-    } else {
-        be->sync();
-    }
-    double t0 = titan_now_s();
-    titan_status st = titan_comm_all_reduce(m->tp, buf, buf, C, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
-    m->tp_comm_s += titan_now_s() - t0;
-    if (st != TITAN_OK) {
-        titan_error_context("model: sequence parallel norm gradient");
-        m->err = st;
-        return;
-    }
-    if (m->tp_mirror) be->to_device(part, m->tp_mirror, C * sizeof(float));
+    be->rmsnorm_backward(m->dt, acc & TITAN_ACC_DX, dinp, part, dout, x, w, rstd, m->NR, m->C);
+    if (tp_sum(m, part, C, TITAN_DTYPE_F32) != TITAN_OK) return;
     if (acc & TITAN_ACC_DW) be->add(TITAN_DTYPE_F32, dw, dw, part, C);
     else be->convert(dw, TITAN_DTYPE_F32, part, TITAN_DTYPE_F32, C);
 }

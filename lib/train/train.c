@@ -145,9 +145,8 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     titan_llama_options mo = {.flags = t->mesh.layout.dp_shard > 1 ? TITAN_LLAMA_RELEASABLE : 0,
                               .tp = t->mesh.tp_comm,
                               .sequence_parallel = cfg->parallelism_enable_sequence_parallel};
-    st = titan_llama_create_ex(&t->model, &t->mc, t->be, B, T, ac, compute, &mo);
-    if (st != TITAN_OK && t->mesh.tp_comm) titan_error_context("parallelism.tensor_parallel_degree = %d", t->mesh.layout.tp);
-    TITAN_TRY(st);
+    /* titan_setup_model_config has checked the tp split */
+    TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, B, T, ac, compute, &mo));
     titan_adamw_config hp = {
         .beta1 = (float)cfg->optimizer_beta1, .beta2 = (float)cfg->optimizer_beta2,
         .eps = (float)cfg->optimizer_eps, .weight_decay = (float)cfg->optimizer_weight_decay,

@@ -30,6 +30,7 @@
 #include "tensor/dtype.h"
 
 #include "check.h"
+#include "shm_probe.h"
 
 static int me, nr; /* rank, ranks */
 
@@ -663,15 +664,7 @@ int main(int argc, char **argv) {
     if (getenv("PMIX_NAMESPACE") || getenv("TITAN_RANK")) return run_rank("all", 0);
     /* alone: singleton, then the launcher; without POSIX shared memory
      * (no /dev/shm in some sandboxes) there is nothing to test */
-    char probe[64];
-    snprintf(probe, sizeof probe, "/titan-probe-%ld", (long)getpid());
-    int fd = shm_open(probe, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) {
-        printf("no POSIX shared memory here (shm_open: %s)\n", strerror(errno));
-        return 77;
-    }
-    close(fd);
-    shm_unlink(probe);
+    if (!shm_works()) return 77;
     int rc = run_rank("all", 0);
     if (rc) return rc;
     launcher_tests();

@@ -33,6 +33,7 @@
 #include "parallel/layout.h"
 
 #include "check.h"
+#include "shm_probe.h"
 
 enum { B = 2, T = 12, N = B * T, NMB = 2 /* micro-batches, accumulated */ };
 
@@ -430,15 +431,7 @@ int main(int argc, char **argv) {
     setvbuf(stderr, NULL, _IOLBF, 0);
     if (argc >= 3 && strcmp(argv[1], "--suite") == 0) return run_rank(argv[2]);
     /* the ranks talk through POSIX shared memory (absent in some sandboxes) */
-    char probe[64];
-    snprintf(probe, sizeof probe, "/titan-probe-%ld", (long)getpid());
-    int fd = shm_open(probe, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) {
-        printf("no POSIX shared memory here (shm_open: %s)\n", strerror(errno));
-        return 77;
-    }
-    close(fd);
-    shm_unlink(probe);
+    if (!shm_works()) return 77;
     printf("test_model_tp:\n");
     fflush(stdout);
     for (int n = 2; n <= 4; n += 2) {
