@@ -17,7 +17,14 @@
  * Tensor parallelism (llama.h) changes only the shapes the ops see (the
  * rank's heads, hidden units and vocabulary rows) and adds the sums over
  * the tp group where a row-parallel output or a column-parallel input
- * gradient is partial (tp_sum), and the vocabulary-parallel loss. */
+ * gradient is partial (tp_sum), and the vocabulary-parallel loss.
+ *
+ * A pipeline stage (llama.h) runs its own blocks only: the catalog stays
+ * the whole model's (other stages' tensors empty), layers are numbered as
+ * in the whole model, activations are allocated for the stage's layers.
+ * Several micro-batches can be in flight at once (a pipeline schedule):
+ * what a forward keeps for its backward is allocated once per slot, the
+ * backward's scratch once. */
 #include "model/llama.h"
 
 #include <math.h>
@@ -69,6 +76,15 @@ struct titan_llama {
     titan_ac_mode ac;
     titan_dtype dt; /* compute type of activations and the weights ops read */
     int B, T, N, C, NH, NKV, HD, QD, KVD, H, V, L; /* NH, NKV, QD, KVD, H, V: this tp rank's */
+    /* Pipeline stage: layers [l0, l1) (LL of them; L is the whole model's),
+     * whether it holds the embedding (first stage) and the head (last). */
+    titan_llama_pp ppp;
+    int l0, l1, LL, embed, head;
+    /* Micro-batch slots: act[] points into slot `slot`'s copies of the
+     * per-slot activations (act_per_slot); act_base[] at slot 0's. */
+    int slots, slot;
+    void *act_base[A_COUNT];
+    size_t slot_stride; /* bytes between slots */
     /* Rows of the residual stream a rank holds: N, or N / tp under
      * sequence parallelism (sp), rows [rank, rank + 1) x NR of the whole. */
     int NR, sp;
@@ -82,10 +98,11 @@ struct titan_llama {
     void *act[A_COUNT];
     int n_param_tensors;
     titan_param *catalog;
-    int have_targets;
-    /* > 0 when the last forward also wrote d(loss * scale)/dlogits over the
-     * logits (titan_llama_forward_train): backward starts from them */
-    float dlogits_scale;
+    /* Per slot: 1 after a forward a backward may follow; > 0 when that
+     * forward also wrote d(loss * scale)/dlogits over the logits
+     * (titan_llama_forward_train): backward starts from them. */
+    unsigned char *have_targets;
+    float *dlogits_scale;
     /* 1 after titan_llama_zero_grads until the next backward, which then
      * writes the gradients (=) instead of adding: no zero fill, no read. */
     int grads_fresh;
@@ -160,6 +177,13 @@ static int act_is_fp32(int id) {
     return id == A_RSTD1 || id == A_RSTD2 || id == A_RSTDF || id == A_LSE || id == A_LOSSES || id == A_LSEV ||
            id == A_DNORM ||
            id == A_COS || id == A_SIN || id == A_TOKENS || id == A_TARGETS;
+}
+
+/* Whether activation id lives from a forward to its backward (one copy per
+ * micro-batch slot) rather than being scratch or a table (one copy). */
+static int act_per_slot(int id) {
+    return id == A_RESID || (id >= A_LAYER_FIRST && id <= A_LAYER_LAST) || id == A_XF || id == A_RSTDF ||
+           id == A_LOGITS || id == A_LOSSES || id == A_LSEV || id == A_TOKENS || id == A_TARGETS;
 }
 
 /* Parameter tensor k of the catalog in a flat buffer of elements of esz bytes. */
@@ -347,8 +371,12 @@ static void *act_slot(const titan_llama *m, int id, size_t slot) {
     return (char *)m->act[id] + slot * m->act_bytes[id];
 }
 
+/* Layers are numbered as in the whole model; a stage's activations and its
+ * activation checkpointing count from its first layer. */
+static layer_keep keep_of_layer(const titan_llama *m, int l) { return keep_of(m->ac, l - m->l0); }
+
 static void *layer_act(const titan_llama *m, int id, int l) {
-    return act_slot(m, id, layer_slot(m->ac, m->L, id, l));
+    return act_slot(m, id, layer_slot(m->ac, m->LL, id, l - m->l0));
 }
 
 static layer_acts acts_of(const titan_llama *m, int l) {
@@ -359,15 +387,16 @@ static layer_acts acts_of(const titan_llama *m, int l) {
         .sw = layer_act(m, A_SW, l),   .rstd1 = layer_act(m, A_RSTD1, l), .lse = layer_act(m, A_LSE, l),
         .rstd2 = layer_act(m, A_RSTD2, l),
     };
-    a.q_pre = layer_keeps(keep_of(m->ac, l), A_QPRE) ? layer_act(m, A_QPRE, l) : a.q;
+    a.q_pre = layer_keeps(keep_of_layer(m, l), A_QPRE) ? layer_act(m, A_QPRE, l) : a.q;
     return a;
 }
 
-static void *resid(const titan_llama *m, int l) { return act_slot(m, A_RESID, (size_t)l); }
+/* The residual stream before layer l (l1: after the stage's last layer). */
+static void *resid(const titan_llama *m, int l) { return act_slot(m, A_RESID, (size_t)(l - m->l0)); }
 
 static size_t act_copies(const titan_llama *m, int id) {
-    if (id == A_RESID) return (size_t)m->L + 1;
-    if (id >= A_LAYER_FIRST && id <= A_LAYER_LAST) return layer_copies(m->ac, m->L, id);
+    if (id == A_RESID) return (size_t)m->LL + 1;
+    if (id >= A_LAYER_FIRST && id <= A_LAYER_LAST) return m->LL ? layer_copies(m->ac, m->LL, id) : 0;
     return 1;
 }
 
@@ -383,8 +412,14 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     unsigned flags = opt ? opt->flags : 0;
     titan_comm *tpc = opt && opt->tp && titan_comm_size(opt->tp) > 1 ? opt->tp : NULL;
     titan_llama_tp tp = {tpc ? titan_comm_size(tpc) : 1, tpc ? titan_comm_rank(tpc) : 0};
+    titan_llama_pp pp = {opt && opt->pp_size > 1 ? opt->pp_size : 1, opt && opt->pp_size > 1 ? opt->pp_stage : 0};
+    int slots = opt && opt->slots > 1 ? opt->slots : 1;
     TITAN_TRY(titan_llama_config_check(c));
     TITAN_TRY(titan_llama_tp_check(c, tp.size));
+    TITAN_TRY(titan_llama_pp_check(c, pp.size));
+    if (pp.stage < 0 || pp.stage >= pp.size)
+        return titan_error(TITAN_ERR_USAGE, "model: pipeline stage %d of %d", pp.stage, pp.size);
+    if (slots > 4096) return titan_error(TITAN_ERR_USAGE, "model: %d micro-batch slots (at most 4096)", slots);
     if (B <= 0 || T <= 0)
         return titan_error(TITAN_ERR_USAGE, "model: micro-batch %d x %d: both must be > 0", B, T);
     if ((long long)B * T > (1LL << 30) || (long long)B * T * c->vocab_size > (1LL << 40))
@@ -425,15 +460,29 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     m->v0 = (int)v0;
     m->V = (int)nv;
     m->L = c->n_layers;
+    m->ppp = pp;
+    titan_llama_pp_layers(c, pp, &m->l0, &m->l1);
+    m->LL = m->l1 - m->l0;
+    m->embed = pp.stage == 0;
+    m->head = pp.stage == pp.size - 1;
+    m->slots = slots;
+    m->have_targets = titan_alloc((size_t)slots, "model slot flags");
+    m->dlogits_scale = titan_alloc((size_t)slots * sizeof(float), "model slot scales");
+    if (!m->have_targets || !m->dlogits_scale) {
+        titan_llama_free(m);
+        return TITAN_ERR_NOMEM;
+    }
+    memset(m->have_targets, 0, (size_t)slots);
+    memset(m->dlogits_scale, 0, (size_t)slots * sizeof(float));
 
-    m->n_param_tensors = titan_llama_params_tp(c, tp, NULL);
+    m->n_param_tensors = titan_llama_params_local(c, tp, pp, NULL);
     m->catalog = titan_alloc((size_t)m->n_param_tensors * sizeof(titan_param), "model catalog");
     m->copy_current = titan_alloc((size_t)m->n_param_tensors, "model compute copy flags");
     if (!m->catalog || !m->copy_current) {
         titan_llama_free(m);
         return TITAN_ERR_NOMEM;
     }
-    titan_llama_params_tp(c, tp, m->catalog);
+    titan_llama_params_local(c, tp, pp, m->catalog);
     memset(m->copy_current, 0, (size_t)m->n_param_tensors);
     const titan_param *lastp = &m->catalog[m->n_param_tensors - 1];
     m->nparams = lastp->offset + lastp->numel;
@@ -457,11 +506,12 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     s[A_H1] = N * H;
     s[A_H3] = N * H;
     s[A_SW] = N * H;
-    s[A_XF] = N * C;
-    s[A_RSTDF] = NR;
-    s[A_LOGITS] = N * V;
-    s[A_LOSSES] = N;
-    s[A_LSEV] = tpc ? N : 0;
+    size_t head = (size_t)m->head; /* the head's activations: last stage only */
+    s[A_XF] = head * N * C;
+    s[A_RSTDF] = head * NR;
+    s[A_LOGITS] = head * N * V;
+    s[A_LOSSES] = head * N;
+    s[A_LSEV] = tpc ? head * N : 0;
     s[A_FULL] = m->sp ? N * C : 0;
     s[A_DNORM] = m->sp ? C : 0;
     s[A_DRESID] = NR * C;
@@ -476,13 +526,16 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     s[A_DSW] = N * H;
     s[A_COS] = (size_t)T * (size_t)(m->HD / 2);
     s[A_SIN] = (size_t)T * (size_t)(m->HD / 2);
-    s[A_TOKENS] = N; /* uint32 in float-sized slots; with tp, ids in the rank's vocabulary */
-    s[A_TARGETS] = N;
-    size_t total = 0;
+    s[A_TOKENS] = m->embed ? N : 0; /* uint32 in float-sized slots; with tp, ids in the rank's vocabulary */
+    s[A_TARGETS] = head * N;
+    size_t total = 0, per_slot = 0;
     for (int i = 0; i < A_COUNT; i++) {
         m->act_bytes[i] = round64(s[i] * (act_is_fp32(i) ? sizeof(float) : titan_dtype_size(dt)));
-        total += act_copies(m, i) * m->act_bytes[i];
+        if (act_per_slot(i)) per_slot += act_copies(m, i) * m->act_bytes[i];
+        else total += act_copies(m, i) * m->act_bytes[i];
     }
+    m->slot_stride = per_slot;
+    total += (size_t)slots * per_slot;
     m->arena_bytes = total;
 
     size_t pbytes = m->nparams * sizeof(float);
@@ -499,11 +552,15 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
                            "%s activations for %d x %d tokens)",
                            2 * pbytes + lpbytes + total, be->name, titan_dtype_name(dt), B, T);
     }
+    /* The scratch and tables first, then slot 0's activations (slot k's
+     * k x slot_stride bytes on). */
     char *p = m->arena;
-    for (int i = 0; i < A_COUNT; i++) {
-        m->act[i] = p;
-        p += act_copies(m, i) * m->act_bytes[i];
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < A_COUNT; i++) {
+            if (act_per_slot(i) != pass) continue;
+            m->act[i] = m->act_base[i] = p;
+            p += act_copies(m, i) * m->act_bytes[i];
+        }
 
     /* RoPE tables for positions 0..T-1, built on the host once. */
     size_t tb = (size_t)T * (size_t)(m->HD / 2) * sizeof(float);
@@ -547,6 +604,8 @@ void titan_llama_free(titan_llama *m) {
     if (m->params) m->be->free(m->params);
     titan_free(m->catalog);
     titan_free(m->copy_current);
+    titan_free(m->have_targets);
+    titan_free(m->dlogits_scale);
     titan_free(m->loss_host);
     titan_free(m->ids_host);
     titan_free(m->lse_host);
@@ -556,6 +615,18 @@ void titan_llama_free(titan_llama *m) {
 
 const titan_llama_config *titan_llama_get_config(const titan_llama *m) { return &m->cfg; }
 titan_llama_tp titan_llama_get_tp(const titan_llama *m) { return m->tpp; }
+titan_llama_pp titan_llama_get_pp(const titan_llama *m) { return m->ppp; }
+int titan_llama_slots(const titan_llama *m) { return m->slots; }
+void titan_llama_set_slot(titan_llama *m, int slot) {
+    TITAN_ASSERT(slot >= 0 && slot < m->slots);
+    m->slot = slot;
+    for (int i = 0; i < A_COUNT; i++)
+        if (act_per_slot(i)) m->act[i] = (char *)m->act_base[i] + (size_t)slot * m->slot_stride;
+}
+void *titan_llama_stage_input(titan_llama *m) { return resid(m, m->l0); }
+const void *titan_llama_stage_output(const titan_llama *m) { return resid(m, m->l1); }
+void *titan_llama_stage_grad(titan_llama *m) { return m->act[A_DRESID]; }
+size_t titan_llama_stage_io_count(const titan_llama *m) { return (size_t)m->NR * (size_t)m->C; }
 titan_comm *titan_llama_tp_comm(const titan_llama *m) { return m->tp; }
 const titan_param *titan_llama_catalog(const titan_llama *m, int *n) {
     *n = m->n_param_tensors;
@@ -619,11 +690,12 @@ void titan_llama_release_grads(titan_llama *m, size_t off, size_t n) {
     m->be->release(m->grads + off, n * sizeof(float));
 }
 const float *titan_llama_logits(const titan_llama *m) {
-    TITAN_ASSERT(m->dt == TITAN_DTYPE_F32); /* others: titan_llama_logits_host */
+    TITAN_ASSERT(m->dt == TITAN_DTYPE_F32 && m->head); /* others: titan_llama_logits_host */
     return m->act[A_LOGITS];
 }
 
 titan_status titan_llama_logits_host(const titan_llama *m, float *dst) {
+    TITAN_ASSERT(m->head);
     size_t n = (size_t)m->N * (size_t)m->V;
     if (m->dt == TITAN_DTYPE_F32) {
         m->be->to_host(dst, m->act[A_LOGITS], n * sizeof(float));
@@ -655,7 +727,7 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
-    layer_keep keep = keep_of(m->ac, l);
+    layer_keep keep = keep_of_layer(m, l);
     int N = m->N, NR = m->NR, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
     const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
 #define NEED(id) (!rerun || !layer_keeps(keep, id))
@@ -736,9 +808,13 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     int N = m->N, C = m->C, V = m->V, Vg = m->cfg.vocab_size;
+    int with_targets = targets != NULL;
+    if (!m->embed) tokens = NULL; /* the stage input is the previous stage's output */
+    if (!m->head) targets = NULL;
+    TITAN_ASSERT(tokens || !m->embed);
     /* Out-of-range ids would read outside the embedding table. */
     for (int i = 0; i < N; i++) {
-        if (tokens[i] >= (uint32_t)Vg)
+        if (tokens && tokens[i] >= (uint32_t)Vg)
             return titan_error(TITAN_ERR_FORMAT, "model input: token %d: id %u >= vocab size %d",
                                i, tokens[i], Vg);
         if (targets && targets[i] >= (uint32_t)Vg)
@@ -748,31 +824,39 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     if (m->tp) { /* ids in the rank's vocabulary shard; V (none of its rows) outside it */
         uint32_t *lt = m->ids_host, *lg = m->ids_host + N;
         for (int i = 0; i < N; i++) {
-            lt[i] = shard_id(m, tokens[i]);
+            if (tokens) lt[i] = shard_id(m, tokens[i]);
             if (targets) lg[i] = shard_id(m, targets[i]);
         }
-        tokens = lt;
+        if (tokens) tokens = lt;
         if (targets) targets = lg;
     }
     uint32_t *tok = m->act[A_TOKENS], *tgt = m->act[A_TARGETS];
-    be->to_device(tok, tokens, (size_t)N * sizeof(uint32_t));
+    if (tokens) be->to_device(tok, tokens, (size_t)N * sizeof(uint32_t));
     if (targets) be->to_device(tgt, targets, (size_t)N * sizeof(uint32_t));
-    m->have_targets = 0;
-    m->dlogits_scale = 0.0f;
+    int k = m->slot;
+    m->have_targets[k] = 0;
+    m->dlogits_scale[k] = 0.0f;
+    if (loss) *loss = 0.0f;
 
     int last = m->L + 1;
-    TITAN_TRY(HOOK(m, before_forward, 0));
-    cast_block(m, 0);
-    be->embedding_forward(dt, part_of(m, resid(m, 0)), tok, W_tok(m), N, C, V);
-    tp_reduce(m, part_of(m, resid(m, 0)), resid(m, 0)); /* each row from the rank holding its id */
-    TITAN_TRY(titan_llama_take_error(m));
-    TITAN_TRY(HOOK(m, after_forward, 0));
-    for (int l = 0; l < m->L; l++) {
+    if (m->embed) {
+        TITAN_TRY(HOOK(m, before_forward, 0));
+        cast_block(m, 0);
+        be->embedding_forward(dt, part_of(m, resid(m, 0)), tok, W_tok(m), N, C, V);
+        tp_reduce(m, part_of(m, resid(m, 0)), resid(m, 0)); /* each row from the rank holding its id */
+        TITAN_TRY(titan_llama_take_error(m));
+        TITAN_TRY(HOOK(m, after_forward, 0));
+    }
+    for (int l = m->l0; l < m->l1; l++) {
         TITAN_TRY(HOOK(m, before_forward, l + 1));
         cast_block(m, l + 1);
         layer_forward(m, l, resid(m, l), resid(m, l + 1), 0);
         TITAN_TRY(titan_llama_take_error(m));
         TITAN_TRY(HOOK(m, after_forward, l + 1));
+    }
+    if (!m->head) { /* the stage output goes on to the next stage */
+        m->have_targets[k] = (unsigned char)with_targets;
+        return TITAN_OK;
     }
     TITAN_TRY(HOOK(m, before_forward, last));
     cast_block(m, last);
@@ -793,7 +877,7 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     if (grad_scale > 0.0f) {
         be->cross_entropy(dt, m->act[A_LOSSES], m->act[A_LOGITS], m->act[A_LOGITS], tgt, N, V,
                           grad_scale / (float)N, lse);
-        m->dlogits_scale = grad_scale;
+        m->dlogits_scale[k] = grad_scale;
     } else {
         be->cross_entropy(dt, m->act[A_LOSSES], NULL, m->act[A_LOGITS], tgt, N, V, 0.0f, lse);
     }
@@ -809,7 +893,7 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     /* tp: each rank holds the losses of the targets in its shard (0 elsewhere) */
     if (m->tp) TITAN_TRY(tp_sum_double(m, &sum));
     if (loss) *loss = (float)(sum / N);
-    m->have_targets = 1;
+    m->have_targets[k] = 1;
     return TITAN_OK;
 }
 
@@ -820,7 +904,7 @@ titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const u
 
 titan_status titan_llama_forward_train(titan_llama *m, const uint32_t *tokens,
                                        const uint32_t *targets, float loss_scale, float *loss) {
-    TITAN_ASSERT(targets && loss_scale > 0.0f);
+    TITAN_ASSERT((targets || !m->head) && loss_scale > 0.0f);
     return forward_run(m, tokens, targets, loss_scale, loss);
 }
 
@@ -873,7 +957,8 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
 }
 
 void titan_llama_backward(titan_llama *m, float loss_scale) {
-    TITAN_ASSERT(m->have_targets); /* backward needs a forward with targets */
+    int k = m->slot;
+    TITAN_ASSERT(m->have_targets[k]); /* backward needs a forward with targets */
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     int N = m->N, C = m->C, V = m->V;
@@ -885,35 +970,39 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
     m->grads_fresh = 0;
     /* FSDP may have re-gathered the parameters since forward: cast again. */
     int recast = m->hooks.regathers;
+    m->have_targets[k] = 0; /* the logits are gone */
 
-    /* dlogits overwrite the logits: d(loss_scale * mean CE), unless the
-     * forward wrote them already (with this very scale). */
-    if (m->dlogits_scale > 0.0f)
-        TITAN_ASSERT(m->dlogits_scale == loss_scale);
-    else
-        be->cross_entropy(dt, m->act[A_LOSSES], logits, logits, m->act[A_TARGETS], N, V,
-                          loss_scale / (float)N, m->tp ? m->act[A_LSEV] : NULL);
-    m->have_targets = 0; /* the logits are gone */
-    m->dlogits_scale = 0.0f;
+    if (m->head) {
+        /* dlogits overwrite the logits: d(loss_scale * mean CE), unless the
+         * forward wrote them already (with this very scale). */
+        if (m->dlogits_scale[k] > 0.0f)
+            TITAN_ASSERT(m->dlogits_scale[k] == loss_scale);
+        else
+            be->cross_entropy(dt, m->act[A_LOSSES], logits, logits, m->act[A_TARGETS], N, V,
+                              loss_scale / (float)N, m->tp ? m->act[A_LSEV] : NULL);
+        m->dlogits_scale[k] = 0.0f;
 
-    /* Backward hooks' failures stay with their owner (see llama.h). */
-    (void)HOOK(m, before_backward, m->L + 1);
-    if (recast) cast_block(m, m->L + 1);
-    be->matmul_backward(dt, gw, dxf, G_head(m), logits, m->act[A_XF], W_head(m), N, C, V);
-    /* column-parallel head: partial over the rank's vocabulary */
-    void *dxf_rows = tp_reduce_grad(m, dxf);
-    norm_backward(m, gw, dresid, G_final_norm(m), dxf_rows, resid(m, m->L), W_final_norm(m), m->act[A_RSTDF]);
-    (void)HOOK(m, after_backward, m->L + 1);
+        /* Backward hooks' failures stay with their owner (see llama.h). */
+        (void)HOOK(m, before_backward, m->L + 1);
+        if (recast) cast_block(m, m->L + 1);
+        be->matmul_backward(dt, gw, dxf, G_head(m), logits, m->act[A_XF], W_head(m), N, C, V);
+        /* column-parallel head: partial over the rank's vocabulary */
+        void *dxf_rows = tp_reduce_grad(m, dxf);
+        norm_backward(m, gw, dresid, G_final_norm(m), dxf_rows, resid(m, m->L), W_final_norm(m),
+                      m->act[A_RSTDF]);
+        (void)HOOK(m, after_backward, m->L + 1);
+    } /* else dresid holds d(loss)/d(stage output), from the next stage */
 
-    for (int l = m->L - 1; l >= 0; l--) {
+    for (int l = m->l1 - 1; l >= m->l0; l--) {
         (void)HOOK(m, before_backward, l + 1);
         if (recast) cast_block(m, l + 1);
         /* Recompute what the layer did not keep from its saved input; its
          * output slot is no longer needed, so it serves as scratch. */
-        if (keep_of(m->ac, l) != KEEP_ALL) layer_forward(m, l, resid(m, l), resid(m, l + 1), 1);
+        if (keep_of_layer(m, l) != KEEP_ALL) layer_forward(m, l, resid(m, l), resid(m, l + 1), 1);
         layer_backward(m, l, resid(m, l), gw);
         (void)HOOK(m, after_backward, l + 1);
     }
+    if (!m->embed) return; /* dresid: d(loss)/d(stage input), for the previous stage */
     (void)HOOK(m, before_backward, 0);
     be->embedding_backward(dt, m->cfg.tie_embeddings ? TITAN_ACC_DW : gw, G_tok(m), whole_dresid(m),
                            m->act[A_TOKENS], N, C, V);

@@ -67,6 +67,19 @@ typedef struct {
      * are summed over tp. The same numbers up to summation order, 1/tp of
      * the residual stream's memory. */
     int sequence_parallel;
+    /* Pipeline parallelism: the model is stage pp_stage of pp_size
+     * (llama_config.h, titan_llama_pp; 0 or 1: the whole model). A stage
+     * runs its own blocks: the first embeds tokens, the others start from
+     * titan_llama_stage_input; the last computes the loss, the others end
+     * at titan_llama_stage_output; a backward on a stage other than the
+     * last starts from the gradient the caller put in titan_llama_stage_grad,
+     * and on a stage other than the first leaves the input's gradient
+     * there. Hooks run for the stage's blocks only. */
+    int pp_size, pp_stage;
+    /* Micro-batch slots (a pipeline schedule's micro-batches in flight):
+     * each keeps one forward's activations until its backward
+     * (titan_llama_set_slot); 0 or 1: one. */
+    int slots;
 } titan_llama_options;
 titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *c,
                                    const titan_backend *be, int B, int T, titan_ac_mode ac,
@@ -79,6 +92,27 @@ const titan_llama_config *titan_llama_get_config(const titan_llama *m);
  * below); *n gets the number of tensors. */
 titan_llama_tp titan_llama_get_tp(const titan_llama *m);
 const titan_param *titan_llama_catalog(const titan_llama *m, int *n);
+/* The model's pipeline stage ({1, 0} without) and micro-batch slots. */
+titan_llama_pp titan_llama_get_pp(const titan_llama *m);
+int titan_llama_slots(const titan_llama *m);
+/* The slot the following forwards and backwards use (0 at first). A
+ * forward into a slot replaces what that slot kept; a backward needs the
+ * slot's forward. Parameter gradients add over slots as over successive
+ * micro-batches. */
+void titan_llama_set_slot(titan_llama *m, int slot);
+/* Pipeline stage boundaries (backend memory, titan_llama_stage_io_count
+ * elements of the compute type: the rank's rows of the residual stream,
+ * [N, dim], or its sequence-parallel rows). input: the current slot's
+ * stage input, written by the caller before a forward on a stage other
+ * than the first; output: the current slot's stage output after a forward;
+ * grad: before a backward on a stage other than the last, d(loss x
+ * loss_scale)/d(output) (written by the caller), after it on a stage
+ * other than the first d(loss x loss_scale)/d(input), which stays until
+ * the next backward. */
+void *titan_llama_stage_input(titan_llama *m);
+const void *titan_llama_stage_output(const titan_llama *m);
+void *titan_llama_stage_grad(titan_llama *m);
+size_t titan_llama_stage_io_count(const titan_llama *m);
 /* The first failure of a tensor-parallel collective since the last call
  * (then cleared), TITAN_OK if none. A forward returns its own; a backward
  * cannot stop, so it keeps going (the failed communicator refuses the
@@ -130,7 +164,9 @@ void titan_llama_release_grads(titan_llama *m, size_t off, size_t n);
 
 /* Forward over tokens[B*T]; with targets, returns the mean cross-entropy in
  * *loss and keeps what backward needs. Without targets (NULL) it only
- * computes logits (see titan_llama_logits). */
+ * computes logits (see titan_llama_logits). Pipeline stages: tokens are
+ * read by the first stage only (may be NULL elsewhere), targets by the
+ * last; *loss is 0 on the others (the loss is the last stage's). */
 titan_status titan_llama_forward(titan_llama *m, const uint32_t *tokens, const uint32_t *targets,
                                  float *loss);
 /* A forward with targets that a backward with the same loss_scale follows:
@@ -145,7 +181,8 @@ void titan_llama_backward(titan_llama *m, float loss_scale);
  * than adding, without a zero fill (the buffer keeps its old values until
  * then, so read the gradients only after a backward). */
 void titan_llama_zero_grads(titan_llama *m);
-/* Logits [B*T, V] of the last forward (backend memory); f32 models only.
+/* Logits [B*T, V] of the last forward (backend memory); f32 models only,
+ * last pipeline stage only.
  * With tensor parallelism, V is the rank's vocabulary shard. */
 const float *titan_llama_logits(const titan_llama *m);
 /* The same as fp32 in host memory dst[B*T*V], whatever the compute type. */

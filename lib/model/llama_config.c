@@ -160,7 +160,34 @@ void titan_llama_tp_vocab(const titan_llama_config *c, titan_llama_tp tp, int64_
     titan_layout_chunk(c->vocab_size, tp.size, tp.rank, v0, nv); /* torch.chunk's pieces, as the layout's */
 }
 
+titan_status titan_llama_pp_check(const titan_llama_config *c, int size) {
+    if (size < 1 || size > c->n_layers + 2)
+        return titan_error(TITAN_ERR_USAGE, "pipeline parallelism: %d stages for a model of %d layers (1 to %d: the "
+                           "embedding and the head count as a layer each)", size, c->n_layers, c->n_layers + 2);
+    if (size > 1 && c->tie_embeddings)
+        return titan_error(TITAN_ERR_USAGE, "pipeline parallelism: tied embeddings would put tok_embeddings on the "
+                           "first and the last stage (not supported)");
+    return TITAN_OK;
+}
+
+void titan_llama_pp_layers(const titan_llama_config *c, titan_llama_pp pp, int *first, int *end) {
+    titan_layout l = {.dp_replicate = 1, .dp_shard = 1, .cp = 1, .tp = 1, .pp = pp.size};
+    titan_layout_stage_layers(&l, c->n_layers, pp.stage, first, end);
+}
+
+int titan_llama_pp_has_block(const titan_llama_config *c, titan_llama_pp pp, int b) {
+    if (b == 0) return pp.stage == 0;
+    if (b == c->n_layers + 1) return pp.stage == pp.size - 1;
+    int first, end;
+    titan_llama_pp_layers(c, pp, &first, &end);
+    return b - 1 >= first && b - 1 < end;
+}
+
 int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_param *out) {
+    return titan_llama_params_local(c, tp, (titan_llama_pp){1, 0}, out);
+}
+
+int titan_llama_params_local(const titan_llama_config *c, titan_llama_tp tp, titan_llama_pp pp, titan_param *out) {
     int64_t C = c->dim, H = titan_llama_hidden_dim(c) / tp.size;
     int64_t HD = c->dim / c->n_heads;
     int64_t QD = (int64_t)c->n_heads / tp.size * HD, KVD = (int64_t)c->n_kv_heads / tp.size * HD;
@@ -169,7 +196,7 @@ int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_
     size_t off = 0;
     int i = 0;
     char name[80];
-    i = put(out, i, &off, "tok_embeddings.weight", V, C);
+    i = put(out, i, &off, "tok_embeddings.weight", titan_llama_pp_has_block(c, pp, 0) ? V : 0, C);
     for (int l = 0; l < c->n_layers; l++) {
         static const char *const sub[9] = {
             "attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
@@ -178,13 +205,15 @@ int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_
          * row-parallel wo, w2 their columns'; the norms are whole. */
         const int64_t rows[9] = {C, QD, KVD, KVD, C, C, H, C, H};
         const int64_t cols[9] = {0, C, C, C, QD, 0, C, H, C};
+        int mine = titan_llama_pp_has_block(c, pp, l + 1);
         for (int k = 0; k < 9; k++) {
             snprintf(name, sizeof name, "layers.%d.%s.weight", l, sub[k]);
-            i = put(out, i, &off, name, rows[k], cols[k]);
+            i = put(out, i, &off, name, mine ? rows[k] : 0, cols[k]);
         }
     }
-    i = put(out, i, &off, "norm.weight", C, 0);
-    if (!c->tie_embeddings) i = put(out, i, &off, "output.weight", V, C);
+    int head = titan_llama_pp_has_block(c, pp, c->n_layers + 1);
+    i = put(out, i, &off, "norm.weight", head ? C : 0, 0);
+    if (!c->tie_embeddings) i = put(out, i, &off, "output.weight", head ? V : 0, C);
     return i;
 }
 

@@ -58,6 +58,26 @@ void titan_llama_tp_vocab(const titan_llama_config *c, titan_llama_tp tp, int64_
 /* The catalog of the rank's shard: the same names and order, local shapes,
  * offsets into the shard's own flat buffer. */
 int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_param *out);
+
+/* A pipeline stage of the model (parallel/layout.h's split, torchtitan's
+ * default): stage `stage` of `size` holds transformer layers [first, end),
+ * the token embedding when it is the first stage and the final norm and
+ * output head when it is the last. {1, 0}: the whole model. */
+typedef struct {
+    int size, stage;
+} titan_llama_pp;
+/* TITAN_ERR_USAGE unless 1 <= size <= n_layers + 2 and the embeddings are
+ * untied or size is 1 (a tied head would live on two stages). */
+titan_status titan_llama_pp_check(const titan_llama_config *c, int size);
+void titan_llama_pp_layers(const titan_llama_config *c, titan_llama_pp pp, int *first, int *end);
+/* Whether block b (llama.h numbering: 0 embedding, 1..n_layers, n_layers + 1
+ * head) is on the stage. */
+int titan_llama_pp_has_block(const titan_llama_config *c, titan_llama_pp pp, int b);
+/* The catalog of what a rank of tensor-parallel place tp on stage pp holds:
+ * every tensor of the model in the usual order (so catalog indices and
+ * block numbers stay the whole model's), those of other stages empty (0
+ * rows, numel 0), offsets into the rank's own flat buffer. */
+int titan_llama_params_local(const titan_llama_config *c, titan_llama_tp tp, titan_llama_pp pp, titan_param *out);
 /* Parameters not in the token embedding (the output head counts when untied). */
 size_t titan_llama_num_params_nonembed(const titan_llama_config *c);
 /* Training FLOPs per token: 6 * (nonembed + the head when tied: every

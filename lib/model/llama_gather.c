@@ -12,6 +12,8 @@ titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
     const titan_backend *be = titan_llama_backend(m);
     titan_llama_tp tp = titan_llama_get_tp(m);
     size_t nloc = titan_llama_params_count(m);
+    if (titan_llama_get_pp(m).size > 1) /* refused alike on every rank: no collective started */
+        return titan_error(TITAN_ERR_USAGE, "model: the whole model from a pipeline stage: not yet supported");
     if (tp.size == 1) {
         if (dst) be->to_host(dst, titan_llama_params_data(m), nloc * sizeof(float));
         return TITAN_OK;
