@@ -117,7 +117,13 @@ static const key_def KEYS[] = {
          "parallelism, which torchtitan always uses with tp): the same numbers, 1/tp of the residual stream's "
          "memory; local_batch_size x seq_len must split over the tp ranks (titan extension)"),
     INT("parallelism", "context_parallel_degree", parallelism_context_parallel_degree, 1, 1, 0, "context parallel ranks"),
-    INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0, "pipeline stages"),
+    INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0,
+        "pipeline stages (torchtitan's split: the embedding and the head weigh a layer each; untied embeddings)"),
+    STR("parallelism", "pipeline_parallel_schedule", parallelism_pipeline_parallel_schedule, "1F1B", "1F1B,GPipe", 0,
+        "pipeline schedule: 1F1B (one forward, one backward: at most pp micro-batches in flight) or GPipe (all "
+        "forwards, then all backwards)"),
+    INT("parallelism", "pipeline_parallel_microbatch_size", parallelism_pipeline_parallel_microbatch_size, 1, 1, 0,
+        "sequences per pipeline micro-batch; local_batch_size must be a multiple"),
     STR("parallelism", "fsdp_reshard_after_forward", parallelism_fsdp_reshard_after_forward, "default",
         "default,always,never", 0,
         "FSDP: free each block's gathered parameters after its forward and gather them again for its backward "
@@ -213,8 +219,8 @@ static const struct { const char *section, *key, *harmless; } IGNORED[] = {
     {"parallelism", "pipeline_parallel_split_points", "[]"}, {"parallelism", "module_fqns_per_model_part", NULL},
     {"parallelism", "pipeline_parallel_first_stage_less_layers", NULL},
     {"parallelism", "pipeline_parallel_last_stage_less_layers", NULL},
-    {"parallelism", "pipeline_parallel_layers_per_stage", NULL}, {"parallelism", "pipeline_parallel_schedule", NULL},
-    {"parallelism", "pipeline_parallel_schedule_csv", NULL}, {"parallelism", "pipeline_parallel_microbatch_size", NULL},
+    {"parallelism", "pipeline_parallel_layers_per_stage", NULL},
+    {"parallelism", "pipeline_parallel_schedule_csv", "\"\""},
     {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},
     {"parallelism", "expert_tensor_parallel_degree", "1"},
     {"checkpoint", "initial_load_path", "\"\""}, {"checkpoint", "initial_load_model_only", NULL},
@@ -742,19 +748,25 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
 }
 
 titan_status titan_config_validate(const titan_job_config *c) {
-    /* Data and tensor parallelism train (their degrees are >= 1 by the keys'
-     * bounds); context and pipeline parallelism do not yet. */
+    /* Data, tensor and pipeline parallelism train (their degrees are >= 1
+     * by the keys' bounds); context parallelism does not yet. */
     static const struct { const char *key; size_t off; } degrees[] = {
         {"context_parallel_degree", OFF(parallelism_context_parallel_degree)},
-        {"pipeline_parallel_degree", OFF(parallelism_pipeline_parallel_degree)},
     };
     for (size_t i = 0; i < sizeof degrees / sizeof degrees[0]; i++) {
         int d = *(const int *)((const char *)c + degrees[i].off);
         if (d == 1) continue;
-        titan_error(TITAN_ERR_USAGE, "parallelism.%s = %d: not yet supported (data and tensor parallelism only)",
-                    degrees[i].key, d);
+        titan_error(TITAN_ERR_USAGE, "parallelism.%s = %d: not yet supported (data, tensor and pipeline "
+                    "parallelism only)", degrees[i].key, d);
         titan_error_hint("set parallelism.%s = 1; data_parallel_replicate_degree, data_parallel_shard_degree "
-                         "(DDP, FSDP, HSDP) and tensor_parallel_degree work", degrees[i].key);
+                         "(DDP, FSDP, HSDP), tensor_parallel_degree and pipeline_parallel_degree work", degrees[i].key);
+        return TITAN_ERR_USAGE;
+    }
+    int mbs = c->parallelism_pipeline_parallel_microbatch_size;
+    if (c->parallelism_pipeline_parallel_degree > 1 && c->training_local_batch_size % mbs != 0) {
+        titan_error(TITAN_ERR_USAGE, "parallelism.pipeline_parallel_microbatch_size = %d does not divide "
+                    "training.local_batch_size = %d", mbs, c->training_local_batch_size);
+        titan_error_hint("make local_batch_size a multiple of the micro-batch size (torchtitan's rule)");
         return TITAN_ERR_USAGE;
     }
     /* With dp_shard = -1 the degree depends on the job's size: checked at start. */

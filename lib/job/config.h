@@ -62,6 +62,8 @@ typedef struct {
     int parallelism_enable_sequence_parallel; /* with tp: split the residual stream by rows (titan extension) */
     int parallelism_context_parallel_degree;
     int parallelism_pipeline_parallel_degree;
+    char parallelism_pipeline_parallel_schedule[TITAN_STR]; /* 1F1B, GPipe */
+    int parallelism_pipeline_parallel_microbatch_size;      /* sequences per pipeline micro-batch */
     char parallelism_fsdp_reshard_after_forward[TITAN_STR]; /* default, always, never */
     char parallelism_comm_bucket_plan[TITAN_STR];           /* auto, blocks, whole, size:MB, or unit ids */
 

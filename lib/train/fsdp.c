@@ -86,7 +86,8 @@ void titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int r
     titan_llama_params(mc, ps);
     titan_layout_coord c;
     titan_layout_coord_of(l, rank, &c);
-    titan_llama_params_tp(mc, (titan_llama_tp){l->tp, c.tp}, loc); /* what the rank's model holds */
+    /* what the rank's model holds */
+    titan_llama_params_local(mc, (titan_llama_tp){l->tp, c.tp}, (titan_llama_pp){l->pp, c.pp}, loc);
     size_t off = 0;
     for (int i = 0; i < np; i++) {
         titan_shard_piece *p = &pieces[i];
@@ -799,7 +800,8 @@ titan_status titan_fsdp_clip(titan_fsdp *f, double max_norm, double *norm, float
     double t0 = titan_now_s();
     TITAN_TRY(titan_comm_sum_double(f->mesh->shard_comm, ss, &ss));
     TITAN_TRY(titan_comm_sum_double(f->mesh->tp_comm, ss, &ss));
-    if (f->mesh->shard_comm || f->mesh->tp_comm) { /* blocking: all of it exposed */
+    TITAN_TRY(titan_comm_sum_double(f->mesh->pp_comm, ss, &ss)); /* each stage its own tensors */
+    if (f->mesh->shard_comm || f->mesh->tp_comm || f->mesh->pp_comm) { /* blocking: all of it exposed */
         double dt = titan_now_s() - t0;
         f->exposed_s += dt;
         f->total_s += dt;

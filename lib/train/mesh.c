@@ -12,11 +12,10 @@ static titan_status resolve(const titan_job_config *cfg, int world, titan_layout
     l->tp = cfg->parallelism_tensor_parallel_degree;
     l->cp = cfg->parallelism_context_parallel_degree;
     l->pp = cfg->parallelism_pipeline_parallel_degree;
-    const char *not_yet = l->cp > 1 ? "context_parallel_degree" : l->pp > 1 ? "pipeline_parallel_degree" : NULL;
-    if (not_yet) {
-        titan_error(TITAN_ERR_USAGE, "parallelism.%s > 1: not yet supported (data and tensor parallelism only: "
-                    "data_parallel_replicate_degree, data_parallel_shard_degree, tensor_parallel_degree)", not_yet);
-        titan_error_hint("set parallelism.%s = 1", not_yet);
+    if (l->cp > 1) {
+        titan_error(TITAN_ERR_USAGE, "parallelism.context_parallel_degree > 1: not yet supported (data, tensor and "
+                    "pipeline parallelism only)");
+        titan_error_hint("set parallelism.context_parallel_degree = 1");
         return TITAN_ERR_USAGE;
     }
     int rest = l->dp_replicate * l->tp * l->cp * l->pp;
@@ -58,6 +57,7 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
     titan_layout_coord_of(&m->layout, m->rank, &c);
     m->shard_rank = c.dp_shard;
     m->tp_rank = c.tp;
+    m->pp_rank = c.pp;
     m->dp_size = m->layout.dp_replicate * m->layout.dp_shard;
     m->dp_rank = c.dp_replicate * m->layout.dp_shard + c.dp_shard;
     return TITAN_OK;
@@ -84,13 +84,29 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
     g = c;
     g.tp = 0;
     int tp_color = titan_layout_rank_of(&m->layout, &g);
-    titan_comm *sh = NULL, *rp = NULL, *tp = NULL;
+    g = c;
+    g.pp = 0;
+    int pp_color = titan_layout_rank_of(&m->layout, &g);
+    titan_comm *sh = NULL, *rp = NULL, *tp = NULL, *pf = NULL, *pb = NULL;
     TITAN_TRY(titan_comm_split(m->world_comm, shard_color, c.dp_shard, "shard", &sh));
     titan_status st = titan_comm_split(m->world_comm, replicate_color, c.dp_replicate, "replicate", &rp);
     if (st == TITAN_OK) st = titan_comm_split(m->world_comm, tp_color, c.tp, "tp", &tp);
+    /* Two pipeline communicators, one a direction: activations and
+     * gradients each move in order on their own, so a stage's queued send
+     * one way never waits behind a receive the other way (and with NCCL
+     * each has its own stream). */
+    if (st == TITAN_OK) st = titan_comm_split(m->world_comm, pp_color, c.pp, "pp", &pf);
+    if (st == TITAN_OK) st = titan_comm_split(m->world_comm, pp_color, c.pp, "pp-grad", &pb);
     if (m->layout.dp_shard > 1) m->shard_comm = sh; else titan_comm_free(sh);
     if (m->layout.dp_replicate > 1) m->replicate_comm = rp; else titan_comm_free(rp);
     if (m->layout.tp > 1) m->tp_comm = tp; else titan_comm_free(tp);
+    if (m->layout.pp > 1) {
+        m->pp_comm = pf;
+        m->pp_grad_comm = pb;
+    } else {
+        titan_comm_free(pf);
+        titan_comm_free(pb);
+    }
     titan_info("%d ranks (%s launch, %s communicators), layout %s", m->world,
                titan_dist_kind_name(titan_dist_kind_of(m->dist)), nccl ? "nccl" : "shared-memory", m->layout_str);
     return st;
@@ -100,6 +116,8 @@ void titan_mesh_free(titan_mesh *m) {
     titan_comm_free(m->shard_comm);
     titan_comm_free(m->replicate_comm);
     titan_comm_free(m->tp_comm);
+    titan_comm_free(m->pp_comm);
+    titan_comm_free(m->pp_grad_comm);
     titan_comm_free(m->world_comm);
     titan_dist_free(m->dist);
     memset(m, 0, sizeof *m);

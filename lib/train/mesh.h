@@ -2,14 +2,16 @@
  *
  * The job's world (bootstrap.h: PMIx, the local spawner, or one process) is
  * laid out as [parallelism] says: world = dp_replicate x dp_shard x tp x cp x
- * pp, dp_shard = -1 taking the ranks the others leave. Data and tensor
- * parallelism train so far (cp, pp > 1 are refused): dp index =
+ * pp, dp_shard = -1 taking the ranks the others leave. Data, tensor and
+ * pipeline parallelism train so far (cp > 1 is refused): dp index =
  * dp_replicate coordinate x dp_shard + dp_shard coordinate, the loader's
  * rank (the ranks of one tp group read the same batches). Communicators:
  * world, shard (the ranks that differ in their dp_shard coordinate only:
  * FSDP's group), replicate (differing in dp_replicate only: DDP/HSDP's
- * group) and tp (differing in tp only: the model's tensor-parallel group);
- * NULL when that group is one rank. On
+ * group), tp (differing in tp only: the model's tensor-parallel group)
+ * and pp (differing in pp only: the pipeline's stages, two communicators
+ * over the same ranks, one for each direction); NULL when that group is
+ * one rank. On
  * cuda with NCCL they are nccl communicators, which move device buffers
  * (FSDP's) and host ones (loss sums, checkpoint messages) alike. */
 #ifndef TITAN_TRAIN_MESH_H
@@ -28,10 +30,13 @@ typedef struct {
     int dp_rank, dp_size;
     int shard_rank;                 /* coordinate along dp_shard */
     int tp_rank;                    /* coordinate along tp */
+    int pp_rank;                    /* coordinate along pp: the pipeline stage */
     titan_comm *world_comm;         /* NULL for one rank */
     titan_comm *shard_comm;         /* NULL when dp_shard = 1 */
     titan_comm *replicate_comm;     /* NULL when dp_replicate = 1 */
     titan_comm *tp_comm;            /* NULL when tp = 1 */
+    titan_comm *pp_comm;            /* stage activations, NULL when pp = 1 */
+    titan_comm *pp_grad_comm;       /* their gradients, NULL when pp = 1 */
 } titan_mesh;
 
 /* Joins the job and checks the degrees against its size (collective).

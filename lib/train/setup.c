@@ -30,9 +30,14 @@ titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_siz
     /* The degree is in the config: a split the model cannot take is refused
      * at titan-init, by titan-train --nproc before it starts ranks
      * (titan_setup_check_model), and under mpirun/srun by every rank. */
-    int tp = cfg->parallelism_tensor_parallel_degree;
+    int tp = cfg->parallelism_tensor_parallel_degree, pp = cfg->parallelism_pipeline_parallel_degree;
     st = titan_llama_tp_check(out, tp);
-    if (st != TITAN_OK) titan_error_context("parallelism.tensor_parallel_degree = %d", tp);
+    if (st != TITAN_OK) {
+        titan_error_context("parallelism.tensor_parallel_degree = %d", tp);
+        return st;
+    }
+    st = titan_llama_pp_check(out, pp);
+    if (st != TITAN_OK) titan_error_context("parallelism.pipeline_parallel_degree = %d", pp);
     return st;
 }
 

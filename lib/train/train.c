@@ -27,6 +27,7 @@
 #include "trace/metrics.h"
 #include "train/async_save.h"
 #include "train/device.h"
+#include "train/pipeline.h"
 #include "train/sample.h"
 #include "train/setup.h"
 #include "train/state.h"
@@ -51,6 +52,8 @@ typedef struct {
     titan_metrics *metrics;    /* rank 0 only */
     titan_mesh mesh;
     titan_fsdp *fsdp;
+    titan_pipeline *pipe;      /* pipeline parallelism; NULL without */
+    int micro;                 /* pipeline micro-batches per local batch (1 without) */
     titan_train_progress pr;
     int accum;
     int64_t stop_at; /* stop after this step (0 = training.steps) */
@@ -138,15 +141,33 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
 
     int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
     titan_ac_mode ac = titan_setup_ac_mode(cfg);
+    /* Pipeline parallelism: the model is this rank's stage, run on
+     * micro-batches of pipeline_parallel_microbatch_size sequences. */
+    int pp = t->mesh.layout.pp, mb = B;
+    titan_pp_schedule sched = TITAN_PP_1F1B;
+    t->micro = 1;
+    if (pp > 1) {
+        if (t->sample) {
+            titan_error(TITAN_ERR_USAGE, "--sample with pipeline_parallel_degree %d: not yet supported", pp);
+            titan_error_hint("train without --sample, then sample from the checkpoint with one process: "
+                             "titan-train RUN --sample N --training.steps S --parallelism.pipeline_parallel_degree 1");
+            return TITAN_ERR_USAGE;
+        }
+        TITAN_TRY(titan_pipeline_parse_schedule(cfg->parallelism_pipeline_parallel_schedule, &sched));
+        mb = cfg->parallelism_pipeline_parallel_microbatch_size;
+        t->micro = B / mb; /* titan_config_validate: mb divides B */
+    }
     /* mixed_precision_param is the compute type (torchtitan's meaning): bf16
      * activations and compute weights; parameters, gradients and AdamW stay fp32. */
     titan_dtype compute = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
     /* FSDP holds a unit's full parameters and gradients only while in use */
     titan_llama_options mo = {.flags = t->mesh.layout.dp_shard > 1 ? TITAN_LLAMA_RELEASABLE : 0,
                               .tp = t->mesh.tp_comm,
-                              .sequence_parallel = cfg->parallelism_enable_sequence_parallel};
-    /* titan_setup_model_config has checked the tp split */
-    TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, B, T, ac, compute, &mo));
+                              .sequence_parallel = cfg->parallelism_enable_sequence_parallel,
+                              .pp_size = pp, .pp_stage = t->mesh.pp_rank,
+                              .slots = titan_pipeline_slots(sched, pp, t->mesh.pp_rank, t->micro)};
+    /* titan_setup_model_config has checked the tp and pp splits */
+    TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, mb, T, ac, compute, &mo));
     titan_adamw_config hp = {
         .beta1 = (float)cfg->optimizer_beta1, .beta2 = (float)cfg->optimizer_beta2,
         .eps = (float)cfg->optimizer_eps, .weight_decay = (float)cfg->optimizer_weight_decay,
@@ -156,11 +177,14 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     st = titan_fsdp_parse_plan(cfg->parallelism_comm_bucket_plan, t->mc.n_layers + 2, t->mesh.layout.dp_shard > 1,
                                units, &fo);
     if (st != TITAN_OK) return st;
-    /* torchtitan's "default": reshard unless pipeline parallel (not supported here). */
-    fo.reshard_after_forward = strcmp(cfg->parallelism_fsdp_reshard_after_forward, "never") != 0;
+    /* torchtitan's "default": reshard unless pipeline parallel (whose
+     * micro-batches would gather every unit again for each). */
+    const char *rs = cfg->parallelism_fsdp_reshard_after_forward;
+    fo.reshard_after_forward = strcmp(rs, "always") == 0 || (strcmp(rs, "default") == 0 && pp == 1);
     fo.param_dtype = compute; /* FSDP gathers what the model computes with */
     fo.reduce_dtype = strcmp(cfg->training_mixed_precision_reduce, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
     TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo));
+    if (pp > 1) TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sched, t->micro, mb, T));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
     int async = strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable;
     if (!t->dev.host) {
@@ -226,6 +250,10 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
                titan_llama_params_count(t->model), t->flops_per_token, B, T, t->mesh.dp_size, t->accum,
                t->peak_flops * 1e-9,
                peak_source, titan_backend_cpu_threads());
+    if (pp > 1)
+        titan_info("pipeline: stage %d of %d (this rank's parameters: %zu), %s schedule, %d micro-batches of %d x %d, "
+                   "%d in flight", t->mesh.pp_rank, pp, titan_llama_params_count(t->model),
+                   cfg->parallelism_pipeline_parallel_schedule, t->micro, mb, T, titan_llama_slots(t->model));
     return TITAN_OK;
 }
 
@@ -240,29 +268,40 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
         TITAN_TRY(titan_loader_next(t->loader, t->inputs, t->targets, B));
         float loss = 0.0f;
         float scale = 1.0f / (float)t->accum;
-        /* a hook's comm failure too */
-        TITAN_TRY(titan_llama_forward_train(t->model, t->inputs, t->targets, scale, &loss));
+        if (t->pipe) { /* every micro-batch through the stages, forward and backward */
+            double l = 0.0;
+            TITAN_TRY(titan_pipeline_step(t->pipe, t->inputs, t->targets, scale / (float)t->micro,
+                                          a == t->accum - 1, t->fsdp, &l));
+            loss = (float)l;
+        } else {
+            /* a hook's comm failure too */
+            TITAN_TRY(titan_llama_forward_train(t->model, t->inputs, t->targets, scale, &loss));
+        }
         if (!isfinite(loss)) {
             titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g, micro-batch %d); step refused, parameters unchanged",
                         step, (double)loss, a);
             titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
             return TITAN_ERR_NUMERIC;
         }
-        /* The last micro-batch's backward starts the gradient reductions. */
-        titan_fsdp_set_sync(t->fsdp, a == t->accum - 1);
-        titan_llama_backward(t->model, scale);
-        TITAN_TRY(titan_llama_take_error(t->model)); /* a tensor-parallel collective's failure */
+        if (!t->pipe) {
+            /* The last micro-batch's backward starts the gradient reductions. */
+            titan_fsdp_set_sync(t->fsdp, a == t->accum - 1);
+            titan_llama_backward(t->model, scale);
+            TITAN_TRY(titan_llama_take_error(t->model)); /* a tensor-parallel collective's failure */
+        }
         loss_sum += loss;
     }
-    /* The loss reported is the mean over every rank's micro-batches. */
+    /* The loss reported is the mean over every rank's micro-batches (the
+     * last stage's: the others add 0). */
     TITAN_TRY(titan_comm_sum_double(t->mesh.world_comm, loss_sum, &loss_sum));
-    loss_sum /= t->mesh.world;
+    loss_sum /= t->mesh.world / t->mesh.layout.pp;
     TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
     double norm = 0.0;
     float clip = 1.0f; /* applied by the optimizer step as it reads the gradients */
     TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm, &clip));
     titan_fsdp_comm_times(t->fsdp, &sm->comm_exposed_s, &sm->comm_total_s);
-    double tp_s = titan_llama_take_tp_comm_s(t->model); /* blocking: all exposed */
+    /* blocking: all exposed (the pipeline's bubble included) */
+    double tp_s = titan_llama_take_tp_comm_s(t->model) + (t->pipe ? titan_pipeline_take_wait_s(t->pipe) : 0.0);
     sm->comm_exposed_s += tp_s;
     sm->comm_total_s += tp_s;
     sm->has_comm = t->mesh.world > 1;
@@ -330,7 +369,13 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
     for (int i = 0; i < t->val_batches; i++) {
         TITAN_TRY(titan_loader_next(t->val_loader, t->inputs, t->targets, B));
         float loss = 0.0f;
-        TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss));
+        if (t->pipe) {
+            double l = 0.0;
+            TITAN_TRY(titan_pipeline_eval(t->pipe, t->inputs, t->targets, &l));
+            loss = (float)l;
+        } else {
+            TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss));
+        }
         sum += loss;
     }
     TITAN_TRY(titan_comm_sum_double(t->mesh.world_comm, sum, &sum));
@@ -339,8 +384,9 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
     double unused;
     titan_fsdp_comm_times(t->fsdp, &unused, &unused);
     (void)titan_llama_take_tp_comm_s(t->model);
+    if (t->pipe) (void)titan_pipeline_take_wait_s(t->pipe);
     sm->has_val = 1;
-    sm->val_loss = sum / t->val_batches / t->mesh.world;
+    sm->val_loss = sum / t->val_batches / (t->mesh.world / t->mesh.layout.pp);
     sm->val_tokens = (uint64_t)t->val_batches * (uint64_t)B * (uint64_t)T * t->mesh.dp_size;
     sm->val_time_s = titan_now_s() - t0;
     if (!isfinite(sm->val_loss))
@@ -430,7 +476,9 @@ static void teardown(trainer *t) {
     titan_free(t->targets);
     titan_metrics_close(t->metrics);
     titan_adamw_free(t->adam);
-    /* FSDP drains its queued gathers into the model's memory: it goes first. */
+    /* FSDP drains its queued gathers into the model's memory, the pipeline
+     * its queued sends from it: they go first. */
+    titan_pipeline_free(t->pipe);
     titan_fsdp_free(t->fsdp);
     titan_llama_free(t->model);
     titan_async_saver_free(t->saver);
