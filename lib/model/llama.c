@@ -417,8 +417,9 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     TITAN_TRY(titan_llama_config_check(c));
     TITAN_TRY(titan_llama_tp_check(c, tp.size));
     TITAN_TRY(titan_llama_pp_check(c, pp.size));
-    if (pp.stage < 0 || pp.stage >= pp.size)
-        return titan_error(TITAN_ERR_USAGE, "model: pipeline stage %d of %d", pp.stage, pp.size);
+    int stage = opt ? opt->pp_stage : 0;
+    if (stage != pp.stage || pp.stage < 0 || pp.stage >= pp.size)
+        return titan_error(TITAN_ERR_USAGE, "model: pipeline stage %d of %d", stage, pp.size);
     if (slots > 4096) return titan_error(TITAN_ERR_USAGE, "model: %d micro-batch slots (at most 4096)", slots);
     if (B <= 0 || T <= 0)
         return titan_error(TITAN_ERR_USAGE, "model: micro-batch %d x %d: both must be > 0", B, T);
@@ -855,7 +856,8 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
         TITAN_TRY(HOOK(m, after_forward, l + 1));
     }
     if (!m->head) { /* the stage output goes on to the next stage */
-        m->have_targets[k] = (unsigned char)with_targets;
+        /* a backward may follow a forward with targets, or forward_train's (targets are the last stage's) */
+        m->have_targets[k] = (unsigned char)(with_targets || grad_scale > 0.0f);
         return TITAN_OK;
     }
     TITAN_TRY(HOOK(m, before_forward, last));

@@ -149,8 +149,8 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     if (pp > 1) {
         if (t->sample) {
             titan_error(TITAN_ERR_USAGE, "--sample with pipeline_parallel_degree %d: not yet supported", pp);
-            titan_error_hint("train without --sample, then sample from the checkpoint with one process: "
-                             "titan-train RUN --sample N --training.steps S --parallelism.pipeline_parallel_degree 1");
+            titan_error_hint("train without --sample, then sample from its checkpoint with one process: "
+                             "titan-train RUN --sample N");
             return TITAN_ERR_USAGE;
         }
         TITAN_TRY(titan_pipeline_parse_schedule(cfg->parallelism_pipeline_parallel_schedule, &sched));
@@ -246,8 +246,9 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     const char *peak_source;
     t->peak_flops = titan_train_device_peak(&t->dev, compute, cfg->metrics_peak_flops, &peak_source);
     t->peak_flops *= t->mesh.world; /* MFU is the job's: every rank's peak */
-    titan_info("model: %zu parameters, %.3g FLOPs/token; batch %d x %d x %d dp x %d accum; peak %.1f GFLOP/s (%s); %d threads",
-               titan_llama_params_count(t->model), t->flops_per_token, B, T, t->mesh.dp_size, t->accum,
+    titan_info("model: %zu parameters (this rank: %zu), %.3g FLOPs/token; batch %d x %d x %d dp x %d accum; "
+               "peak %.1f GFLOP/s (%s); %d threads",
+               titan_llama_num_params(&t->mc), titan_llama_params_count(t->model), t->flops_per_token, B, T, t->mesh.dp_size, t->accum,
                t->peak_flops * 1e-9,
                peak_source, titan_backend_cpu_threads());
     if (pp > 1)

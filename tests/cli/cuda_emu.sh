@@ -145,4 +145,22 @@ expect 0 "" "train tp 2 bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/t
 expect 0 "" "train tp 2 bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/tbg" $CUDA $TP2 $BF16
 d=$(close "$tmp/tbc" "$tmp/tbg" 5e-3) && ok "tp 2 bf16 on cuda tracks the cpu's ($d)" || fail "tp 2 bf16 on cuda tracks the cpu's ($d)"
 
+# --- pipeline parallelism: 2 stages -----------------------------------------------
+# Stage outputs and their gradients move as device buffers through NCCL's
+# send/recv (or host copies of them with TITAN_COMM=shm), on two
+# communicators, one a direction.
+PP2="--parallelism.pipeline_parallel_degree=2"
+for r in pc pg ps pbc pbg; do cp -r "$tmp/t" "$tmp/$r"; done
+expect 0 "" "train pp 2 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/pc" $PP2
+expect 0 "layout dp_replicate=1,dp_shard=1,cp=1,tp=1,pp=2" "train pp 2 on cuda (emulated, $COMMS)" -- \
+    emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/pg" $CUDA $PP2
+d=$(close "$tmp/pc" "$tmp/pg" 1e-5) && ok "pp 2 fp32 on cuda tracks the cpu's ($d)" || fail "pp 2 fp32 on cuda tracks the cpu's ($d)"
+expect 0 "shared-memory communicators" "train pp 2 on cuda, TITAN_COMM=shm (host copies)" -- \
+    emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/ps" $CUDA $PP2
+d=$(close "$tmp/pc" "$tmp/ps" 1e-5) && ok "pp 2 over shared memory on cuda tracks the cpu's ($d)" \
+    || fail "pp 2 over shared memory on cuda tracks the cpu's ($d)"
+expect 0 "" "train pp 2 bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/pbc" $PP2 $BF16
+expect 0 "" "train pp 2 bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/pbg" $CUDA $PP2 $BF16
+d=$(close "$tmp/pbc" "$tmp/pbg" 5e-3) && ok "pp 2 bf16 on cuda tracks the cpu's ($d)" || fail "pp 2 bf16 on cuda tracks the cpu's ($d)"
+
 tap_end

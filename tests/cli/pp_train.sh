@@ -1,0 +1,179 @@
+#!/bin/sh
+# CLI tests of pipeline parallelism (parallelism.pipeline_parallel_degree,
+# _schedule, _microbatch_size): a tiny model trained 20 steps as one
+# process and cut into stages, alone and composed with tp, DDP and FSDP.
+# A pipeline adds each local batch's micro-batch gradients one at a time
+# instead of in one matmul, and sums the clipping norm over the stages,
+# which regroups float sums only: the curves must agree to tp_train.sh's
+# fp32 bounds (loss 1e-5 relative, grad norm 1e-6; seen: 8e-8 and 3e-8),
+# bf16 compute to 1e-4 and 1e-3. The schedule changes no bit (backwards
+# run in micro-batch order on every stage: 1F1B and GPipe write the same
+# checkpoint), nor does full activation checkpointing. Also: pp 4 over 2
+# layers (a stage each for the embedding, the layers and the head), 4
+# micro-batches over 2 stages (1F1B's steady state), one micro-batch a
+# local batch, the device path (cpu-guard: the CPU's checkpoint byte for
+# byte), checkpoints that resume across pp and one process, validation
+# (forward-only micro-batches), mpirun, the pipeline's waits in the
+# metrics as exposed communication, and the refusals: tied embeddings,
+# more stages than layers + 2, a micro-batch size that does not divide the
+# local batch, an unknown schedule, --sample, context parallelism. TAP
+# output.
+set -u
+EXPECT_TIMEOUT=120
+. "$(dirname "$0")/lib/tap.sh"
+. "$(dirname "$0")/lib/curves.sh"
+export TITAN_COMM_TIMEOUT=20
+
+shard_man_corpus
+
+TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
+ --training.seq_len=32 --training.local_batch_size=2 --training.global_batch_size=4 --training.steps=20
+ --checkpoint.interval=10 --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=2
+ --training.dataset_path=$tmp/data --metrics.peak_flops=1e11 --training.threads=1"
+# 4 sequences a rank, 8 a step: 4 micro-batches of 1 over 2 stages
+BATCH4="--training.local_batch_size=4 --training.global_batch_size=8"
+cfg=$top/configs/debugmodel.toml
+PP2="--parallelism.pipeline_parallel_degree=2"
+PP4="--parallelism.pipeline_parallel_degree=4"
+TP2="--parallelism.tensor_parallel_degree=2"
+DDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=1"
+GPIPE="--parallelism.pipeline_parallel_schedule=GPipe"
+BF16="--training.mixed_precision_param=bfloat16"
+GUARD="--training.device=cpu-guard"
+
+for r in single pp2 gpipe pp4 pp2tp2 pp2ddp pp2fsdp pp2fsdpa pp8 mb2 pp2full bf1 bf2 g2 half half1 half2; do
+    "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
+done
+for r in b4single b4pp2 b4gpipe; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $BATCH4 2>"$tmp/err" || fail "init $r"; done
+"$bin/titan-init" -q "$cfg" "$tmp/tied" $TINY --model.tie_embeddings=true 2>"$tmp/err" || fail "init tied"
+
+# --- the loss curve of every layout is the one process's --------------------------
+expect 0 "" "train 20 steps, one process" -- "$bin/titan-train" -q "$tmp/single"
+expect 0 "pipeline: stage 0 of 2 (this rank's parameters: 20608), 1F1B schedule, 2 micro-batches of 1 x 32" \
+    "train pp 2 (1F1B)" -- "$bin/titan-train" "$tmp/pp2" --nproc 2 $PP2
+curve "pp 2 loss curve = one process" "$tmp/single" "$tmp/pp2"
+expect 0 "GPipe schedule" "train pp 2, GPipe" -- "$bin/titan-train" "$tmp/gpipe" --nproc 2 $PP2 $GPIPE
+curve "pp 2 GPipe loss curve = one process" "$tmp/single" "$tmp/gpipe"
+# stage 0 holds the embedding alone (258 x 32 parameters), stage 3 the head
+expect 0 "pipeline: stage 0 of 4 (this rank's parameters: 8256)" "train pp 4 over 2 layers (one block a stage)" -- \
+    "$bin/titan-train" "$tmp/pp4" --nproc 4 $PP4
+curve "pp 4 loss curve = one process" "$tmp/single" "$tmp/pp4"
+expect 0 "" "train pp 2 x tp 2" -- "$bin/titan-train" -q "$tmp/pp2tp2" --nproc 4 $PP2 $TP2
+curve "pp 2 x tp 2 loss curve = one process" "$tmp/single" "$tmp/pp2tp2"
+expect 0 "" "train pp 2 x DDP 2" -- "$bin/titan-train" -q "$tmp/pp2ddp" --nproc 4 $PP2 $DDP
+curve "pp 2 x DDP 2 loss curve = one process" "$tmp/single" "$tmp/pp2ddp"
+expect 0 "" "train pp 2 x FSDP 2 (freed blocks poisoned)" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q \
+    "$tmp/pp2fsdp" --nproc 4 $PP2
+curve "pp 2 x FSDP 2 loss curve = one process" "$tmp/single" "$tmp/pp2fsdp"
+# the default keeps gathered blocks from forward to backward under pp;
+# always gathers them again for every micro-batch
+expect 0 "" "train pp 2 x FSDP 2, reshard after every forward (poisoned)" -- env TITAN_FSDP_POISON=1 \
+    "$bin/titan-train" -q "$tmp/pp2fsdpa" --nproc 4 $PP2 --parallelism.fsdp_reshard_after_forward=always
+curve "pp 2 x FSDP 2 resharding after forward = one process" "$tmp/single" "$tmp/pp2fsdpa"
+expect 0 "layout dp_replicate=2,dp_shard=1,cp=1,tp=2,pp=2" "train pp 2 x tp 2 x DDP 2 (8 ranks)" -- \
+    "$bin/titan-train" "$tmp/pp8" --nproc 8 $PP2 $TP2 $DDP
+curve "pp 2 x tp 2 x DDP 2 loss curve = one process" "$tmp/single" "$tmp/pp8"
+expect 0 "1 micro-batches of 2 x 32" "train pp 2, micro-batch size 2 (one a local batch)" -- \
+    "$bin/titan-train" "$tmp/mb2" --nproc 2 $PP2 --parallelism.pipeline_parallel_microbatch_size=2
+curve "pp 2 with one micro-batch = one process" "$tmp/single" "$tmp/mb2"
+expect 0 "" "train local batch 4, global 8, one process" -- "$bin/titan-train" -q "$tmp/b4single"
+expect 0 "4 micro-batches of 1 x 32, 2 in flight" "train pp 2, 4 micro-batches (1F1B steady state)" -- \
+    "$bin/titan-train" "$tmp/b4pp2" --nproc 2 $PP2
+curve "pp 2 with 4 micro-batches = one process" "$tmp/b4single" "$tmp/b4pp2"
+expect 0 "4 micro-batches of 1 x 32, 4 in flight" "train pp 2, 4 micro-batches, GPipe" -- \
+    "$bin/titan-train" "$tmp/b4gpipe" --nproc 2 $PP2 $GPIPE
+expect 0 "" "train bf16 compute, one process" -- "$bin/titan-train" -q "$tmp/bf1" $BF16
+expect 0 "" "train bf16 compute, pp 2" -- "$bin/titan-train" -q "$tmp/bf2" --nproc 2 $PP2 $BF16
+curve "bf16: pp 2 = one process" "$tmp/bf1" "$tmp/bf2" 1 1e-4 1e-3
+
+if command -v mpirun >/dev/null 2>&1; then
+    "$bin/titan-init" -q "$cfg" "$tmp/mpi" $TINY 2>"$tmp/err" || fail "init mpi"
+    expect 0 "" "train pp 2 under mpirun (PMIx)" -- mpirun --allow-run-as-root --oversubscribe -n 2 \
+        "$bin/titan-train" -q "$tmp/mpi" $PP2
+    curve "mpirun pp 2 loss curve = one process" "$tmp/single" "$tmp/mpi"
+else
+    skip "train pp 2 under mpirun" "mpirun not found"
+fi
+
+# --- the schedule and recomputation change no bit -----------------------------------
+same_bits "pp 2: GPipe = 1F1B, bit for bit" "$tmp/pp2" "$tmp/gpipe"
+same_ckpt "pp 2: GPipe checkpoint = 1F1B's, byte for byte" "$tmp/pp2" "$tmp/gpipe"
+same_bits "pp 2, 4 micro-batches: GPipe = 1F1B, bit for bit" "$tmp/b4pp2" "$tmp/b4gpipe"
+same_ckpt "pp 2, 4 micro-batches: GPipe checkpoint = 1F1B's" "$tmp/b4pp2" "$tmp/b4gpipe"
+expect 0 "" "train pp 2, full activation checkpointing" -- "$bin/titan-train" -q "$tmp/pp2full" --nproc 2 $PP2 \
+    --activation_checkpoint.mode=full
+same_bits "pp 2: full checkpointing = none, bit for bit" "$tmp/pp2" "$tmp/pp2full"
+
+# --- the device path: cpu-guard computes the CPU's bits --------------------------------
+expect 0 "" "cpu-guard pp 2" -- "$bin/titan-train" -q "$tmp/g2" --nproc 2 $PP2 $GUARD
+same_ckpt "cpu-guard pp 2 checkpoint = cpu pp 2, byte for byte" "$tmp/pp2" "$tmp/g2"
+
+# --- checkpoints, metrics ---------------------------------------------------------
+grep -q '"dp_replicate=1,dp_shard=2,cp=1,tp=1,pp=2"' "$tmp/pp2fsdp/checkpoint/step-00000020/metadata.json" \
+    && ok "the checkpoint records the pp layout" || fail "the checkpoint records the pp layout"
+expect 0 "" "titan-ckpt verify passes on the pp 2 x tp 2 x DDP 2 checkpoint" -- "$bin/titan-ckpt" verify "$tmp/pp8/checkpoint"
+expect 0 "" "pp 2 to step 10" -- "$bin/titan-train" -q "$tmp/half" --nproc 2 $PP2 --stop-at 10
+cp -r "$tmp/half" "$tmp/half1"
+expect 0 "" "resume the pp 2 checkpoint as one process" -- "$bin/titan-train" -q "$tmp/half1"
+curve "pp 2 -> one process resume continues the curve" "$tmp/single" "$tmp/half1" 11
+expect 0 "" "resume the pp 2 checkpoint under pp 2 x tp 2" -- "$bin/titan-train" -q "$tmp/half" --nproc 4 $PP2 $TP2
+curve "pp 2 -> pp 2 x tp 2 resume continues the curve" "$tmp/single" "$tmp/half" 11
+expect 0 "" "one process to step 10" -- "$bin/titan-train" -q "$tmp/half2" --stop-at 10
+expect 0 "" "resume the one-process checkpoint under pp 2" -- "$bin/titan-train" -q "$tmp/half2" --nproc 2 $PP2
+curve "one process -> pp 2 resume continues the curve" "$tmp/single" "$tmp/half2" 11
+# The stages' receives (the bubble included) are exposed communication.
+if /usr/bin/python3 - "$tmp/pp2/metrics.jsonl" <<'PY'
+import json, sys
+d = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(0 if len(d) == 20 and all(x["comm_exposed_s"] > 0 and x["comm_exposed_s"] <= x["comm_total_s"] + 1e-9
+                                   for x in d) else 1)
+PY
+then ok "pp 2 metrics count the pipeline's waits as exposed communication"
+else fail "pp 2 metrics count the pipeline's waits as exposed communication"; fi
+# --sample's hint: a pp checkpoint samples as one process
+expect 0 "" "one-process sample from pp 2's checkpoint" -- "$bin/titan-train" -q "$tmp/pp2" --sample 24 --prompt "The "
+[ -s "$tmp/out" ] && ok "the sample has text ($(wc -c < "$tmp/out") bytes)" || fail "the sample has text"
+
+# --- validation: forward-only micro-batches through the stages ------------------------
+cat "$top/README.md" "$top/LICENSE" > "$tmp/held.txt"
+"$bin/titan-shard" -q -o "$tmp/val" "$tmp/held.txt" 2>"$tmp/err" && ok "shard held-out text" || fail "shard held-out text"
+VAL="--validation.enable=true --validation.dataset_path=$tmp/val --validation.freq=5 --validation.steps=2"
+for r in v1 v2; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY --training.steps=10 2>"$tmp/err" || fail "init $r"; done
+expect 0 "val_loss" "train with validation, one process" -- "$bin/titan-train" "$tmp/v1" $VAL
+expect 0 "val_loss" "train with validation, pp 2" -- "$bin/titan-train" "$tmp/v2" --nproc 2 $PP2 $VAL
+if /usr/bin/python3 - "$tmp/v1/metrics.jsonl" "$tmp/v2/metrics.jsonl" 2>"$tmp/err" <<'PY'
+import json, sys
+a, b = ([d["val_loss"] for d in map(json.loads, open(p)) if "val_loss" in d] for p in sys.argv[1:3])
+worst = max(abs(x - y) / x for x, y in zip(a, b)) if len(a) == len(b) == 2 else 1
+print("%.2e" % worst, file=sys.stderr)
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+then ok "pp 2 validation loss = one process's ($(cat "$tmp/err"))"
+else fail "pp 2 validation loss = one process's ($(cat "$tmp/err"))"; fi
+
+# --- refusals ------------------------------------------------------------------------
+expect 2 "tied embeddings" "pp 2 with tied embeddings is a usage error" -- \
+    "$bin/titan-train" "$tmp/tied" --nproc 2 $PP2
+[ "$(grep -c "tied embeddings" "$tmp/err")" -eq 1 ] && ok "--nproc refuses it once, before starting ranks" \
+    || fail "--nproc refuses it once, before starting ranks"
+expect 2 "parallelism.pipeline_parallel_degree = 2: pipeline parallelism: tied embeddings" \
+    "titan-init refuses pp 2 with tied embeddings" -- "$bin/titan-init" -q "$cfg" "$tmp/bad" $TINY $PP2 \
+    --model.tie_embeddings=true
+[ -e "$tmp/bad" ] && fail "the refused titan-init leaves no run directory" || ok "the refused titan-init leaves no run directory"
+expect 2 "5 stages for a model of 2 layers (1 to 4" "pp 5 over 2 layers is a usage error" -- \
+    "$bin/titan-train" "$tmp/single" --nproc 5 --parallelism.pipeline_parallel_degree=5
+expect 2 "parallelism.pipeline_parallel_degree = 5: pipeline parallelism: 5 stages for a model of 2 layers" \
+    "titan-init refuses pp 5 over 2 layers" -- "$bin/titan-init" -q "$cfg" "$tmp/bad" $TINY \
+    --parallelism.pipeline_parallel_degree=5
+[ -e "$tmp/bad" ] && fail "the refused titan-init leaves no run directory" || ok "the refused titan-init leaves no run directory"
+expect 2 "pipeline_parallel_microbatch_size = 3 does not divide training.local_batch_size = 2" \
+    "a micro-batch size that does not divide the local batch is a usage error" -- \
+    "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 --parallelism.pipeline_parallel_microbatch_size=3
+expect 2 "'Interleaved1F1B' is not one of 1F1B, GPipe" "an unknown schedule is a usage error" -- \
+    "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 --parallelism.pipeline_parallel_schedule=Interleaved1F1B
+expect 2 "--sample with pipeline_parallel_degree 2" "--sample under pp 2 is a usage error" -- \
+    "$bin/titan-train" "$tmp/pp2" --nproc 2 $PP2 --sample 24 --prompt "The "
+expect 2 "context_parallel_degree" "context parallelism is still refused" -- \
+    "$bin/titan-train" "$tmp/single" --nproc 2 --parallelism.context_parallel_degree=2
+
+tap_end
