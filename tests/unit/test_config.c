@@ -403,7 +403,7 @@ static void test_validate(void) {
     titan_config_defaults(&c);
     titan_config_override(&c, "--parallelism.context_parallel_degree=2");
     want_error(titan_config_validate(&c), TITAN_ERR_USAGE,
-               "parallelism.context_parallel_degree = 2: not yet supported (data and tensor parallelism only)",
+               "parallelism.context_parallel_degree = 2: not yet supported (data, tensor and pipeline parallelism only)",
                "set parallelism.context_parallel_degree = 1");
     titan_config_defaults(&c);
     titan_config_override(&c, "--parallelism.data_parallel_shard_degree=1");
@@ -417,9 +417,22 @@ static void test_validate(void) {
                "training.global_batch_size = 12: not a multiple of training.local_batch_size (2) x data-parallel "
                "degree (4)",
                "use a multiple of 8");
+    /* Pipeline parallelism: the micro-batch size must divide the local batch. */
     titan_config_defaults(&c);
     titan_config_override(&c, "--parallelism.pipeline_parallel_degree=2");
-    CHECK(titan_config_validate(&c) == TITAN_ERR_USAGE, "pp 2");
+    CHECK(titan_config_validate(&c) == TITAN_OK, "pp 2: %s", titan_error_message());
+    CHECK(strcmp(c.parallelism_pipeline_parallel_schedule, "1F1B") == 0 &&
+              c.parallelism_pipeline_parallel_microbatch_size == 1, "pp defaults");
+    titan_config_override(&c, "--training.local_batch_size=4");
+    titan_config_override(&c, "--parallelism.pipeline_parallel_microbatch_size=3");
+    want_error(titan_config_validate(&c), TITAN_ERR_USAGE,
+               "parallelism.pipeline_parallel_microbatch_size = 3 does not divide training.local_batch_size = 4",
+               "multiple of the micro-batch size");
+    titan_config_override(&c, "--parallelism.pipeline_parallel_microbatch_size=2");
+    CHECK(titan_config_validate(&c) == TITAN_OK, "micro-batch 2 of 4: %s", titan_error_message());
+    CHECK(titan_config_override(&c, "--parallelism.pipeline_parallel_schedule=GPipe") == TITAN_OK, "GPipe");
+    CHECK(titan_config_override(&c, "--parallelism.pipeline_parallel_schedule=ZBVZeroBubble") == TITAN_ERR_USAGE,
+          "ZBVZeroBubble refused");
     titan_config_defaults(&c);
     /* bf16 parameters on the CPU need FSDP: titan-train checks at start
      * (tests/cli/dist_train.sh), where the shard degree is known. */
