@@ -3,8 +3,9 @@
 # (scripts/torch_dist_bench.py, gloo) in the same run, same debugmodel, same
 # global batch (BENCH_DIST_GLOBAL sequences of BENCH_DIST_SEQ_LEN tokens split
 # over the ranks), same steps. Layouts: FSDP 2, FSDP 4, DDP 2, and titan's
-# tensor parallel 2 (no PyTorch row: 1.13's DTensor tensor parallelism is a
-# prototype; its references are the other 2-rank rows of the same run). torch 1.13's
+# tensor parallel 2 and pipeline parallel 2 (no PyTorch rows: 1.13's DTensor
+# tensor parallelism and its pipelining are prototypes; their references are
+# the other 2-rank rows of the same run). torch 1.13's
 # FullyShardedDataParallel refuses CPU-only execution, so its FSDP stand-in is
 # DDP + ZeroRedundancyOptimizer (ZeRO-1), which keeps whole parameters and
 # gradients on every rank where titan's FSDP (ZeRO-3) keeps its shard and
@@ -62,19 +63,23 @@ def threads(n):
     return max(1, cores // n)
 
 
-def act_titan(b, tp=1):
+def act_titan(b, tp=1, layers=None, slots=1, with_head=True):
     """Bytes of titan's activation arena (lib/model/llama.c, no AC) for b x T tokens;
     under tensor parallelism the heads, hidden units and vocabulary are the rank's, and
     sequence parallelism (the default with tp) splits the residual stream, h, dresid
-    and the norms' statistics by rows, adding a whole [N, C] scratch and the lse row."""
+    and the norms' statistics by rows, adding a whole [N, C] scratch and the lse row.
+    A pipeline stage: its layers and head only, what a forward keeps for its backward
+    once per micro-batch slot, the backward's scratch once."""
     C, QD, KVD, NH = c.dim, c.dim // tp, c.dim // tp, c.n_heads // tp
-    H, V, L = hidden_dim(c) // tp, -(-c.vocab_size // tp), c.n_layers
+    H, V = hidden_dim(c) // tp, -(-c.vocab_size // tp)
+    L = c.n_layers if layers is None else layers
     r = 1.0 / tp  # the rows of the residual stream a rank holds
     layer = r * C + r + QD + 2 * KVD + QD + NH + r * C + C + r + 3 * H
-    head = C + r + V + 1 + (1 if tp > 1 else 0)
+    head = (C + r + V + 1 + (1 if tp > 1 else 0)) if with_head else 0
     scratch = r * C + C + 2 * QD + 3 * KVD + 3 * H + (C if tp > 1 else 0)
     n = b * T
-    return 4 * (n * ((L + 1) * r * C + L * layer + head + scratch + 2) + T * (c.dim // c.n_heads))
+    kept = (L + 1) * r * C + L * layer + head + 2
+    return 4 * (n * (slots * kept + scratch) + T * (c.dim // c.n_heads))
 
 
 def act_torch(b):
@@ -197,6 +202,17 @@ t = titan("tp2", 2, ["--parallelism.tensor_parallel_degree=2", "--parallelism.da
 hd = hidden_dim(c)
 replicated = 4 * (2 * c.n_layers + 1) * c.dim  # the norms, whole on every rank
 rows.append(("titan TP 2", 2, t, 4 * (P - replicated) / 2 + 4 * replicated, act_titan(G, 2)))
+
+# Pipeline parallel 2 (1F1B): the global batch as G micro-batches of one
+# sequence; stage 0 holds the embedding and layers 0-2 with two micro-batches
+# in flight, stage 1 layers 3-5 and the head with one (torchtitan's split of
+# 6 layers + 2). The larger of the two, in state and activations.
+t = titan("pp2", 2, ["--parallelism.pipeline_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"], dp=1)
+layer_p = 4 * c.dim * c.dim + 3 * c.dim * hd + 2 * c.dim  # wq, wk, wv, wo (GQA as MHA here), FFN, norms
+emb_p = c.vocab_size * c.dim
+st0, st1 = emb_p + 3 * layer_p, 3 * layer_p + c.dim + emb_p
+a0, a1 = act_titan(1, layers=3, slots=2, with_head=False), act_titan(1, layers=3, slots=1)
+rows.append(("titan PP 2 (1F1B)", 2, t, 4 * 4 * max(st0, st1), max(a0, a1)))
 
 print("model: debugmodel (dim 256, 6 layers, 16 heads, vocab 258, %.2fM params), seq_len %d, "
       "global batch %d sequences split over the ranks, %d steps, first %d not timed"
