@@ -38,7 +38,8 @@
 enum { P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3, P_PER_LAYER };
 
 /* The activation table. A per-layer tensor has a slot for each layer that
- * keeps it, plus one shared by the layers that recompute it (layer_keeps). */
+ * keeps it, plus one shared by the layers that recompute it (layer_keeps):
+ * scratch, rewritten by every such layer's forward and recompute. */
 enum {
     A_RESID,   /* (L+1) x [N,C]: each layer's input, then the last layer's output */
     /* per layer */
@@ -84,6 +85,9 @@ struct titan_llama {
      * per-slot activations (act_per_slot); act_base[] at slot 0's. */
     int slots, slot;
     void *act_base[A_COUNT];
+    /* Per-layer activation id's copy shared by the layers that do not keep
+     * it (scratch: one for all slots), NULL where every layer keeps it. */
+    void *act_shared[A_COUNT];
     size_t slot_stride; /* bytes between slots */
     /* Rows of the residual stream a rank holds: N, or N / tp under
      * sequence parallelism (sp), rows [rank, rank + 1) x NR of the whole. */
@@ -158,17 +162,10 @@ static size_t kept_before(titan_ac_mode ac, int id, int n) {
     return kept;
 }
 
-/* Copies of per-layer activation id: one per layer that keeps it, and one
- * shared by those that do not (none for A_QPRE, which they alias to q). */
-static size_t layer_copies(titan_ac_mode ac, int L, int id) {
-    size_t kept = kept_before(ac, id, L);
-    return kept + (kept < (size_t)L && id != A_QPRE);
-}
-
-/* Slot of per-layer activation id for layer l: the layers that keep it
- * have slots 0, 1, ... in layer order; the others share the slot after. */
-static size_t layer_slot(titan_ac_mode ac, int L, int id, int l) {
-    return layer_keeps(keep_of(ac, l), id) ? kept_before(ac, id, l) : kept_before(ac, id, L);
+/* Whether layers 0..L-1 need a copy of per-layer activation id shared by
+ * those that do not keep it (none for A_QPRE, which they alias to q). */
+static int layer_shares(titan_ac_mode ac, int L, int id) {
+    return kept_before(ac, id, L) < (size_t)L && id != A_QPRE;
 }
 
 /* Whether activation id is fp32 whatever the compute type (statistics,
@@ -180,10 +177,11 @@ static int act_is_fp32(int id) {
 }
 
 /* Whether activation id lives from a forward to its backward (one copy per
- * micro-batch slot) rather than being scratch or a table (one copy). */
+ * micro-batch slot; a per-layer id's copies of the layers that keep it)
+ * rather than being scratch or a table (one copy). */
 static int act_per_slot(int id) {
     return id == A_RESID || (id >= A_LAYER_FIRST && id <= A_LAYER_LAST) || id == A_XF || id == A_RSTDF ||
-           id == A_LOGITS || id == A_LOSSES || id == A_LSEV || id == A_TOKENS || id == A_TARGETS;
+           id == A_LOGITS || id == A_LSEV || id == A_TOKENS || id == A_TARGETS;
 }
 
 /* Parameter tensor k of the catalog in a flat buffer of elements of esz bytes. */
@@ -375,8 +373,11 @@ static void *act_slot(const titan_llama *m, int id, size_t slot) {
  * activation checkpointing count from its first layer. */
 static layer_keep keep_of_layer(const titan_llama *m, int l) { return keep_of(m->ac, l - m->l0); }
 
+/* Layer l's copy of per-layer activation id: the layers that keep it have
+ * copies 0, 1, ... in layer order (per slot); the others the shared one. */
 static void *layer_act(const titan_llama *m, int id, int l) {
-    return act_slot(m, id, layer_slot(m->ac, m->LL, id, l - m->l0));
+    l -= m->l0;
+    return layer_keeps(keep_of(m->ac, l), id) ? act_slot(m, id, kept_before(m->ac, id, l)) : m->act_shared[id];
 }
 
 static layer_acts acts_of(const titan_llama *m, int l) {
@@ -394,10 +395,16 @@ static layer_acts acts_of(const titan_llama *m, int l) {
 /* The residual stream before layer l (l1: after the stage's last layer). */
 static void *resid(const titan_llama *m, int l) { return act_slot(m, A_RESID, (size_t)(l - m->l0)); }
 
+/* Copies of activation id: per slot where act_per_slot, the kept ones of a
+ * per-layer id (its shared copy: shared_copies). */
+static int is_layer_act(int id) { return id >= A_LAYER_FIRST && id <= A_LAYER_LAST; }
 static size_t act_copies(const titan_llama *m, int id) {
     if (id == A_RESID) return (size_t)m->LL + 1;
-    if (id >= A_LAYER_FIRST && id <= A_LAYER_LAST) return m->LL ? layer_copies(m->ac, m->LL, id) : 0;
+    if (is_layer_act(id)) return kept_before(m->ac, id, m->LL);
     return 1;
+}
+static size_t shared_copies(const titan_llama *m, int id) {
+    return is_layer_act(id) && layer_shares(m->ac, m->LL, id);
 }
 
 titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c, const titan_backend *be, int B,
@@ -534,6 +541,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
         m->act_bytes[i] = round64(s[i] * (act_is_fp32(i) ? sizeof(float) : titan_dtype_size(dt)));
         if (act_per_slot(i)) per_slot += act_copies(m, i) * m->act_bytes[i];
         else total += act_copies(m, i) * m->act_bytes[i];
+        total += shared_copies(m, i) * m->act_bytes[i];
     }
     m->slot_stride = per_slot;
     total += (size_t)slots * per_slot;
@@ -556,6 +564,11 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     /* The scratch and tables first, then slot 0's activations (slot k's
      * k x slot_stride bytes on). */
     char *p = m->arena;
+    for (int i = 0; i < A_COUNT; i++) {
+        if (!shared_copies(m, i)) continue;
+        m->act_shared[i] = p;
+        p += m->act_bytes[i];
+    }
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < A_COUNT; i++) {
             if (act_per_slot(i) != pass) continue;

@@ -431,7 +431,9 @@ static titan_status make_units(titan_fsdp *f, const titan_llama_config *mc, cons
         if (!x->counts) return TITAN_ERR_NOMEM;
         x->rank_off = x->counts + S;
         x->state = READY;
-        if (x->p1 <= x->p0) { /* a block without parameters: an empty run */
+        /* Blocks without parameters, or only empty ones (another pipeline
+         * stage's): an empty run, nothing to gather or reduce. */
+        if (x->p1 <= x->p0 || ps[x->p1 - 1].offset + ps[x->p1 - 1].numel == ps[x->p0].offset) {
             x->p0 = x->p1 = 0;
             continue;
         }

@@ -278,7 +278,9 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
             /* a hook's comm failure too */
             TITAN_TRY(titan_llama_forward_train(t->model, t->inputs, t->targets, scale, &loss));
         }
-        if (!isfinite(loss)) {
+        /* A pipeline's loss is its last stage's (0 on the others): checked
+         * below, after the sum, on every rank alike. */
+        if (!t->pipe && !isfinite(loss)) {
             titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g, micro-batch %d); step refused, parameters unchanged",
                         step, (double)loss, a);
             titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
@@ -306,6 +308,12 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     sm->comm_exposed_s += tp_s;
     sm->comm_total_s += tp_s;
     sm->has_comm = t->mesh.world > 1;
+    if (t->pipe && !isfinite(loss_sum)) {
+        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g); step refused, parameters unchanged",
+                    step, loss_sum);
+        titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
+        return TITAN_ERR_NUMERIC;
+    }
     if (!isfinite(norm)) {
         titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is not finite (%g); step refused, parameters unchanged", step, norm);
         titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");

@@ -169,7 +169,8 @@ expect 0 "" "resume it under cpu-guard HSDP 2x2, async" -- "$bin/titan-train" -q
 same_ckpt "cpu-guard async FSDP 2 -> HSDP 2x2 = the cpu's" "$tmp/async" "$tmp/gasync"
 
 # Bad degrees.
-expect 2 "not yet" "pipeline parallelism is refused as not yet supported" -- \
+expect 2 "ranks cannot be split into data_parallel_replicate_degree 1 x tp 1 x cp 1 x pp 2" \
+    "a pipeline degree the job's ranks cannot hold" -- \
     "$bin/titan-train" "$tmp/fsdp2" --parallelism.pipeline_parallel_degree=2
 expect 2 "but the job has 2 ranks" "degrees that do not match the job" -- \
     "$bin/titan-train" "$tmp/fsdp2" --nproc 2 --parallelism.data_parallel_replicate_degree=2 \
