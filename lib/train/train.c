@@ -277,16 +277,6 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
         } else {
             /* a hook's comm failure too */
             TITAN_TRY(titan_llama_forward_train(t->model, t->inputs, t->targets, scale, &loss));
-        }
-        /* A pipeline's loss is its last stage's (0 on the others): checked
-         * below, after the sum, on every rank alike. */
-        if (!t->pipe && !isfinite(loss)) {
-            titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g, micro-batch %d); step refused, parameters unchanged",
-                        step, (double)loss, a);
-            titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
-            return TITAN_ERR_NUMERIC;
-        }
-        if (!t->pipe) {
             /* The last micro-batch's backward starts the gradient reductions. */
             titan_fsdp_set_sync(t->fsdp, a == t->accum - 1);
             titan_llama_backward(t->model, scale);
@@ -308,7 +298,9 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     sm->comm_exposed_s += tp_s;
     sm->comm_total_s += tp_s;
     sm->has_comm = t->mesh.world > 1;
-    if (t->pipe && !isfinite(loss_sum)) {
+    /* Checked on the sum, so every rank refuses the step alike (a pipeline's
+     * loss is its last stage's; the other stages hold 0). */
+    if (!isfinite(loss_sum)) {
         titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g); step refused, parameters unchanged",
                     step, loss_sum);
         titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");

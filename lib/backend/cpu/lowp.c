@@ -475,14 +475,11 @@ void titan_cpu_dt_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3,
 
 /* ---------------------------------------------------------- cross-entropy */
 
-/* dlogits may alias logits: a piece is widened whole before it is written. */
-void titan_cpu_dt_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
-                                const uint32_t *targets, int N, int V, float dscale,
-                                const float *lse) {
-    if (is_f32(dt, "cross_entropy")) {
-        titan_cpu_cross_entropy(losses, dlogits, logits, targets, N, V, dscale, lse);
-        return;
-    }
+/* The bf16 ops over logits rows: each piece of rows widened, then the fp32
+ * op: the rows' log-sum-exps into lse_out when given, else cross-entropy
+ * (dlogits may alias logits: a piece is widened whole before it is written). */
+static void logits_rows(float *lse_out, float *losses, void *dlogits, const void *logits,
+                        const uint32_t *targets, int N, int V, float dscale, const float *lse) {
     long R = min_l(piece_rows((size_t)V), N), np = R > 0 ? (N + R - 1) / R : 0;
 #pragma omp parallel if (np > 1) num_threads(team(np))
     {
@@ -493,6 +490,10 @@ void titan_cpu_dt_cross_entropy(titan_dtype dt, float *losses, void *dlogits, co
             long n0 = p * R, rows = min_l(R, N - n0);
             size_t off = (size_t)n0 * V, cnt = (size_t)rows * V;
             widen(x, (const bf16 *)logits + off, cnt);
+            if (lse_out) {
+                titan_cpu_logsumexp(lse_out + n0, x, (int)rows, V);
+                continue;
+            }
             titan_cpu_cross_entropy(losses ? losses + n0 : NULL, dlogits ? x : NULL, x,
                                     targets + n0, (int)rows, V, dscale, lse ? lse + n0 : NULL);
             if (dlogits) narrow((bf16 *)dlogits + off, x, cnt);
@@ -501,22 +502,14 @@ void titan_cpu_dt_cross_entropy(titan_dtype dt, float *losses, void *dlogits, co
     }
 }
 
+void titan_cpu_dt_cross_entropy(titan_dtype dt, float *losses, void *dlogits, const void *logits,
+                                const uint32_t *targets, int N, int V, float dscale,
+                                const float *lse) {
+    if (is_f32(dt, "cross_entropy")) titan_cpu_cross_entropy(losses, dlogits, logits, targets, N, V, dscale, lse);
+    else logits_rows(NULL, losses, dlogits, logits, targets, N, V, dscale, lse);
+}
+
 void titan_cpu_dt_logsumexp(titan_dtype dt, float *lse, const void *logits, int N, int V) {
-    if (is_f32(dt, "logsumexp")) {
-        titan_cpu_logsumexp(lse, logits, N, V);
-        return;
-    }
-    long R = min_l(piece_rows((size_t)V), N), np = R > 0 ? (N + R - 1) / R : 0;
-#pragma omp parallel if (np > 1) num_threads(team(np))
-    {
-        float *x;
-        void *mem = stage(1, (size_t[]){(size_t)R * V}, (float **const[]){&x});
-#pragma omp for schedule(static)
-        for (long p = 0; p < np; p++) {
-            long n0 = p * R, rows = min_l(R, N - n0);
-            widen(x, (const bf16 *)logits + (size_t)n0 * V, (size_t)rows * V);
-            titan_cpu_logsumexp(lse + n0, x, (int)rows, V);
-        }
-        free(mem);
-    }
+    if (is_f32(dt, "logsumexp")) titan_cpu_logsumexp(lse, logits, N, V);
+    else logits_rows(lse, NULL, NULL, logits, NULL, N, V, 0.0f, NULL);
 }
