@@ -126,41 +126,35 @@ d=$(close "$tmp/c4" "$tmp/g4" 1e-5) && ok "HSDP on cuda tracks the cpu's ($d)" |
 expect 2 "GPU 1 requested, 1 visible" "a rank without a GPU of its own is refused" -- emu "$bin/titan-train" --nproc 2 \
     "$tmp/g2" $CUDA --training.steps=7
 
-# --- tensor parallelism: 2 kv heads, one per rank ------------------------------------
+# --- tensor and pipeline parallelism over 2 ranks: 2 kv heads, one per tp rank --------
+# cpu_vs_cuda NAME FLAGS LAYOUT MOVES: NAME ("tp 2") from $tmp/t, trained on
+# the cpu, on cuda over $COMMS and over TITAN_COMM=shm, and in bf16 on both;
+# every cuda curve within close's bound of the cpu's (fp32 1e-5, bf16 5e-3).
+# LAYOUT: the layout line's pattern; MOVES: what shm moves (the check's text).
+cpu_vs_cuda() {
+    pr=$tmp/${1%% *}
+    for r in c g s bc bg; do cp -r "$tmp/t" "$pr$r"; done
+    expect 0 "" "train $1 on the cpu" -- "$bin/titan-train" --nproc 2 "${pr}c" $2
+    expect 0 "$3" "train $1 on cuda (emulated, $COMMS)" -- \
+        emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "${pr}g" $CUDA $2
+    d=$(close "${pr}c" "${pr}g" 1e-5) && ok "$1 fp32 on cuda tracks the cpu's ($d)" || fail "$1 fp32 on cuda tracks the cpu's ($d)"
+    expect 0 "shared-memory communicators" "train $1 on cuda, TITAN_COMM=shm ($4)" -- \
+        emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "${pr}s" $CUDA $2
+    d=$(close "${pr}c" "${pr}s" 1e-5) && ok "$1 over shared memory on cuda tracks the cpu's ($d)" \
+        || fail "$1 over shared memory on cuda tracks the cpu's ($d)"
+    expect 0 "" "train $1 bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "${pr}bc" $2 $BF16
+    expect 0 "" "train $1 bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "${pr}bg" $CUDA $2 $BF16
+    d=$(close "${pr}bc" "${pr}bg" 5e-3) && ok "$1 bf16 on cuda tracks the cpu's ($d)" || fail "$1 bf16 on cuda tracks the cpu's ($d)"
+}
+expect 0 "" "init a run with 2 kv heads" -- "$bin/titan-init" "$cfg" "$tmp/t" $SMALL --model.n_kv_heads=2
 # The sums over the tp group move device buffers through NCCL (or host
 # mirrors of them with TITAN_COMM=shm); the vocabulary-parallel loss runs
 # the logsumexp kernel and the cross-entropy kernel with a given lse.
-TP2="--parallelism.tensor_parallel_degree=2"
-expect 0 "" "init a run with 2 kv heads" -- "$bin/titan-init" "$cfg" "$tmp/t" $SMALL --model.n_kv_heads=2
-for r in tc tg ts tbc tbg; do cp -r "$tmp/t" "$tmp/$r"; done
-expect 0 "" "train tp 2 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/tc" $TP2
-expect 0 "layout dp_replicate=1,dp_shard=1,cp=1,tp=2" "train tp 2 on cuda (emulated, $COMMS)" -- \
-    emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/tg" $CUDA $TP2
-d=$(close "$tmp/tc" "$tmp/tg" 1e-5) && ok "tp 2 fp32 on cuda tracks the cpu's ($d)" || fail "tp 2 fp32 on cuda tracks the cpu's ($d)"
-expect 0 "shared-memory communicators" "train tp 2 on cuda, TITAN_COMM=shm (host mirrors)" -- \
-    emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/ts" $CUDA $TP2
-d=$(close "$tmp/tc" "$tmp/ts" 1e-5) && ok "tp 2 over shared memory on cuda tracks the cpu's ($d)" \
-    || fail "tp 2 over shared memory on cuda tracks the cpu's ($d)"
-expect 0 "" "train tp 2 bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/tbc" $TP2 $BF16
-expect 0 "" "train tp 2 bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/tbg" $CUDA $TP2 $BF16
-d=$(close "$tmp/tbc" "$tmp/tbg" 5e-3) && ok "tp 2 bf16 on cuda tracks the cpu's ($d)" || fail "tp 2 bf16 on cuda tracks the cpu's ($d)"
-
-# --- pipeline parallelism: 2 stages -----------------------------------------------
+cpu_vs_cuda "tp 2" "--parallelism.tensor_parallel_degree=2" "layout dp_replicate=1,dp_shard=1,cp=1,tp=2" "host mirrors"
 # Stage outputs and their gradients move as device buffers through NCCL's
 # send/recv (or host copies of them with TITAN_COMM=shm), on two
 # communicators, one a direction.
-PP2="--parallelism.pipeline_parallel_degree=2"
-for r in pc pg ps pbc pbg; do cp -r "$tmp/t" "$tmp/$r"; done
-expect 0 "" "train pp 2 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/pc" $PP2
-expect 0 "layout dp_replicate=1,dp_shard=1,cp=1,tp=1,pp=2" "train pp 2 on cuda (emulated, $COMMS)" -- \
-    emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/pg" $CUDA $PP2
-d=$(close "$tmp/pc" "$tmp/pg" 1e-5) && ok "pp 2 fp32 on cuda tracks the cpu's ($d)" || fail "pp 2 fp32 on cuda tracks the cpu's ($d)"
-expect 0 "shared-memory communicators" "train pp 2 on cuda, TITAN_COMM=shm (host copies)" -- \
-    emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/ps" $CUDA $PP2
-d=$(close "$tmp/pc" "$tmp/ps" 1e-5) && ok "pp 2 over shared memory on cuda tracks the cpu's ($d)" \
-    || fail "pp 2 over shared memory on cuda tracks the cpu's ($d)"
-expect 0 "" "train pp 2 bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/pbc" $PP2 $BF16
-expect 0 "" "train pp 2 bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/pbg" $CUDA $PP2 $BF16
-d=$(close "$tmp/pbc" "$tmp/pbg" 5e-3) && ok "pp 2 bf16 on cuda tracks the cpu's ($d)" || fail "pp 2 bf16 on cuda tracks the cpu's ($d)"
+cpu_vs_cuda "pp 2" "--parallelism.pipeline_parallel_degree=2" "layout dp_replicate=1,dp_shard=1,cp=1,tp=1,pp=2" \
+    "host copies"
 
 tap_end

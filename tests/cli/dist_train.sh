@@ -19,20 +19,12 @@
 # comm_total_s and comm_exposed_s. The device path (cpu-guard) of every
 # layout writes the CPU's checkpoints byte for byte. TAP output.
 set -u
-EXPECT_TIMEOUT=120
-. "$(dirname "$0")/lib/tap.sh"
-. "$(dirname "$0")/lib/curves.sh"
-export TITAN_COMM_TIMEOUT=20
+# local batch 2, global 8: accumulation 4 alone, 2 under dp 2, 1 under dp 4.
+TINY_GLOBAL_BATCH=8
+. "$(dirname "$0")/lib/tiny.sh"
 
 shard_man_corpus
 
-# local batch 2, global 8: accumulation 4 alone, 2 under dp 2, 1 under dp 4.
-TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
- --training.seq_len=32 --training.local_batch_size=2 --training.global_batch_size=8 --training.steps=20
- --checkpoint.interval=10 --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=2
- --training.dataset_path=$tmp/data --metrics.peak_flops=1e11 --training.threads=1"
-cfg=$top/configs/debugmodel.toml
-DDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=1"
 HSDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=2"
 
 for r in single ddp2 fsdp2 fsdp4 hsdp mpi half never whole plan bf1 bf2 bf4 bfr async full; do
@@ -150,7 +142,6 @@ fi
 # would fault. With bf16 gathers the units' full fp32 parameters are never
 # committed (the gather fills the bf16 compute copy), so a block that still
 # read or cast them would fault too.
-GUARD="--training.device=cpu-guard"
 for r in gfsdp2 gddp2 ghsdp gbfr gasync; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"; done
 expect 0 "" "cpu-guard FSDP 2 (freed blocks poisoned)" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q "$tmp/gfsdp2" \
     --nproc 2 $GUARD

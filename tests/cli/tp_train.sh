@@ -21,25 +21,13 @@
 # refusals: a degree that does not divide the kv heads or the FFN, context
 # parallelism. TAP output.
 set -u
-EXPECT_TIMEOUT=120
-. "$(dirname "$0")/lib/tap.sh"
-. "$(dirname "$0")/lib/curves.sh"
-export TITAN_COMM_TIMEOUT=20
+. "$(dirname "$0")/lib/tiny.sh"
 
 shard_man_corpus
 
-TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
- --training.seq_len=32 --training.local_batch_size=2 --training.global_batch_size=4 --training.steps=20
- --checkpoint.interval=10 --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=2
- --training.dataset_path=$tmp/data --metrics.peak_flops=1e11 --training.threads=1"
 # 8 query heads over 4 kv heads, so that tp 4 takes whole heads
 WIDE="--model.n_heads=8 --model.n_kv_heads=4"
-cfg=$top/configs/debugmodel.toml
-TP2="--parallelism.tensor_parallel_degree=2"
 TP4="--parallelism.tensor_parallel_degree=4"
-DDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=1"
-BF16="--training.mixed_precision_param=bfloat16"
-GUARD="--training.device=cpu-guard"
 
 for r in nosp odd single tp2 tp2fsdp tp2ddp tp2full tp2op bf1 bf2 g2 gbf half half1 half2; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
@@ -133,21 +121,7 @@ for r in tp2 tp2fsdp; do
 done
 
 # --- validation: the loss-only forward (no gradient of the logits) under tp ------------
-cat "$top/README.md" "$top/LICENSE" > "$tmp/held.txt"
-"$bin/titan-shard" -q -o "$tmp/val" "$tmp/held.txt" 2>"$tmp/err" && ok "shard held-out text" || fail "shard held-out text"
-VAL="--validation.enable=true --validation.dataset_path=$tmp/val --validation.freq=5 --validation.steps=2"
-for r in v1 v2; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY --training.steps=10 2>"$tmp/err" || fail "init $r"; done
-expect 0 "val_loss" "train with validation, one process" -- "$bin/titan-train" "$tmp/v1" $VAL
-expect 0 "val_loss" "train with validation, tp 2" -- "$bin/titan-train" "$tmp/v2" --nproc 2 $TP2 $VAL
-if /usr/bin/python3 - "$tmp/v1/metrics.jsonl" "$tmp/v2/metrics.jsonl" 2>"$tmp/err" <<'PY'
-import json, sys
-a, b = ([d["val_loss"] for d in map(json.loads, open(p)) if "val_loss" in d] for p in sys.argv[1:3])
-worst = max(abs(x - y) / x for x, y in zip(a, b)) if len(a) == len(b) == 2 else 1
-print("%.2e" % worst, file=sys.stderr)
-sys.exit(0 if worst <= 1e-5 else 1)
-PY
-then ok "tp 2 validation loss = one process's ($(cat "$tmp/err"))"
-else fail "tp 2 validation loss = one process's ($(cat "$tmp/err"))"; fi
+same_validation "tp 2" "$TP2"
 
 # --- refusals ------------------------------------------------------------------------
 expect 2 "degree 4 does not divide n_kv_heads 2" "tp 4 over 2 kv heads is a usage error" -- \

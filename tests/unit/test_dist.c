@@ -30,11 +30,10 @@
 #include "tensor/dtype.h"
 
 #include "check.h"
+#include "model_test.h"
 #include "shm_probe.h"
 
 static int me, nr; /* rank, ranks */
-
-static int has(const char *frag) { return strstr(titan_error_message(), frag) != NULL; }
 
 /* Rank r's value i of test `seed`: mixed magnitudes, so the order of the
  * additions shows in the bits. */
@@ -78,15 +77,6 @@ static uint32_t bits_at(const void *buf, titan_dtype dt, size_t i) {
     uint32_t u;
     memcpy(&u, (const float *)buf + i, 4);
     return u;
-}
-
-static void *xalloc(size_t n) {
-    void *p = calloc(n ? n : 1, 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
 }
 
 /* ---- collectives against the reference ------------------------------------------ */
@@ -550,12 +540,7 @@ static void suite_bench(titan_dist *d, size_t chunk) {
 
 static int run_rank(const char *suite, size_t chunk) {
     titan_dist *d;
-    if (titan_dist_init(&d) != TITAN_OK) {
-        fprintf(stderr, "bootstrap: %s\n", titan_error_message());
-        return 1;
-    }
-    me = titan_dist_rank(d);
-    nr = titan_dist_world_size(d);
+    if (!join_job(&d, &me, &nr)) return 1;
     titan_dist_kind kind = titan_dist_kind_of(d);
     CHECK(kind == (getenv("PMIX_NAMESPACE") ? TITAN_DIST_PMIX
                    : getenv("TITAN_RANK")   ? TITAN_DIST_LOCAL

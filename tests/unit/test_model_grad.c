@@ -13,28 +13,11 @@
 #include "optim/optim.h"
 
 #include "check.h"
+#include "model_test.h"
 
 enum { B = 2, T = 7, N = B * T };
 
-static titan_llama_config tiny(int tied) {
-    titan_llama_config c;
-    memset(&c, 0, sizeof c);
-    c.dim = 32;
-    c.n_layers = 2;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.vocab_size = 40;
-    c.multiple_of = 16;
-    c.ffn_dim_multiplier = 1.3f;
-    c.norm_eps = 1e-5f;
-    c.rope_theta = 10000.0f;
-    c.rope_scaling_factor = 8.0f;
-    c.rope_low_freq_factor = 1.0f;
-    c.rope_high_freq_factor = 4.0f;
-    c.rope_original_context = 8192;
-    c.tie_embeddings = tied;
-    return c;
-}
+static titan_llama_config tiny(int tied) { return tiny_config(2, 4, 2, 40, tied); }
 
 static titan_llama *make_dt(const titan_llama_config *c, int b, int t, titan_ac_mode ac, titan_dtype dt) {
     titan_llama *m = NULL;

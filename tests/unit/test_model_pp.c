@@ -31,42 +31,14 @@
 #include "parallel/layout.h"
 
 #include "check.h"
+#include "model_test.h"
 
 enum { B = 2, T = 10, N = B * T, M = 3 /* micro-batches */, NL = 4 /* layers */, VOCAB = 67 };
 enum { MAXPP = NL + 2 };
 
 static const titan_backend *be; /* the stage models' backend (the whole model is always on the CPU) */
 
-static int has(const char *frag) { return strstr(titan_error_message(), frag) != NULL; }
-
-static void *xalloc(size_t n) {
-    void *p = calloc(n ? n : 1, 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static titan_llama_config tiny(int tied) {
-    titan_llama_config c;
-    memset(&c, 0, sizeof c);
-    c.dim = 32;
-    c.n_layers = NL;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.vocab_size = VOCAB;
-    c.multiple_of = 16;
-    c.ffn_dim_multiplier = 1.3f;
-    c.norm_eps = 1e-5f;
-    c.rope_theta = 10000.0f;
-    c.rope_scaling_factor = 8.0f;
-    c.rope_low_freq_factor = 1.0f;
-    c.rope_high_freq_factor = 4.0f;
-    c.rope_original_context = 8192;
-    c.tie_embeddings = tied;
-    return c;
-}
+static titan_llama_config tiny(int tied) { return tiny_config(NL, 4, 2, VOCAB, tied); }
 
 /* ---- the whole model: the reference ---------------------------------------------------- */
 

@@ -33,6 +33,7 @@
 #include "parallel/layout.h"
 
 #include "check.h"
+#include "model_test.h"
 #include "shm_probe.h"
 
 enum { B = 2, T = 12, N = B * T, NMB = 2 /* micro-batches, accumulated */ };
@@ -60,37 +61,8 @@ enum { B = 2, T = 12, N = B * T, NMB = 2 /* micro-batches, accumulated */ };
 static int me, nr; /* rank, ranks */
 static titan_comm *world;
 
-static int has(const char *frag) { return strstr(titan_error_message(), frag) != NULL; }
-
-static void *xalloc(size_t n) {
-    void *p = calloc(n ? n : 1, 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-/* dim 32, GQA with 2 query heads per kv head and 2 kv heads per rank. */
-static titan_llama_config tiny(int tied, int vocab) {
-    titan_llama_config c;
-    memset(&c, 0, sizeof c);
-    c.dim = 32;
-    c.n_layers = 3;
-    c.n_heads = 2 * nr;
-    c.n_kv_heads = nr;
-    c.vocab_size = vocab;
-    c.multiple_of = 16;
-    c.ffn_dim_multiplier = 1.3f; /* hidden 112: 56 or 28 per rank */
-    c.norm_eps = 1e-5f;
-    c.rope_theta = 10000.0f;
-    c.rope_scaling_factor = 8.0f;
-    c.rope_low_freq_factor = 1.0f;
-    c.rope_high_freq_factor = 4.0f;
-    c.rope_original_context = 8192;
-    c.tie_embeddings = tied;
-    return c;
-}
+/* GQA: 2 query heads and 1 kv head per rank; hidden 112: 56 or 28 per rank. */
+static titan_llama_config tiny(int tied, int vocab) { return tiny_config(3, 2 * nr, nr, vocab, tied); }
 
 /* ---- across ranks ---------------------------------------------------------------------- */
 
@@ -393,12 +365,7 @@ static void test_refusals(void) {
 
 static int run_rank(const char *suite) {
     titan_dist *d;
-    if (titan_dist_init(&d) != TITAN_OK) {
-        fprintf(stderr, "bootstrap: %s\n", titan_error_message());
-        return 1;
-    }
-    me = titan_dist_rank(d);
-    nr = titan_dist_world_size(d);
+    if (!join_job(&d, &me, &nr)) return 1;
     titan_comm_options co = {.timeout_s = 60, .name = "tp"};
     if (strcmp(suite, "tp") != 0 || nr < 2 || nr > 64 || titan_comm_init(d, &co, &world) != TITAN_OK) {
         fprintf(stderr, "rank %d: suite %s on %d ranks: %s\n", me, suite, nr, titan_error_message());

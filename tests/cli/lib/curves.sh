@@ -1,10 +1,10 @@
 # curves.sh - sourced after tap.sh by the parallel-training tests
-# (dist_train.sh, tp_train.sh): comparisons of two runs' metrics.jsonl and
-# checkpoints. Each layout regroups float sums only, so its curve must be
-# the one process's to a stated relative tolerance; the gradient norm is the
-# finer test (a partial gradient left unsummed can move the loss by a few
-# 1e-6 over 20 steps and the norm by 1e-5 at step 1, where a correct layout
-# differs by about 1e-8).
+# (dist_train.sh, tp_train.sh, pp_train.sh, by way of tiny.sh): comparisons
+# of two runs' metrics.jsonl and checkpoints. Each layout regroups float
+# sums only, so its curve must be the one process's to a stated relative
+# tolerance; the gradient norm is the finer test (a partial gradient left
+# unsummed can move the loss by a few 1e-6 over 20 steps and the norm by
+# 1e-5 at step 1, where a correct layout differs by about 1e-8).
 #
 #   same_curve RUN_A RUN_B FIRST_STEP TOL GN_TOL   losses of steps >= FIRST_STEP
 #       agree to TOL, gradient norms to GN_TOL (relative); prints the worst

@@ -1,0 +1,44 @@
+# tiny.sh - the preamble the parallel-training tests share (dist_train.sh,
+# tp_train.sh, pp_train.sh; not a test itself): sources tap.sh and
+# curves.sh, bounds every expect'ed command and every collective's wait, and
+# gives the tiny model they all train, $TINY (2 layers of dim 32, 4 heads
+# over 2 kv heads, 20 steps of local batch 2, checkpoints at 10 and 20, on
+# shard_man_corpus's $tmp/data), $cfg and the flags (parallelism, bf16,
+# cpu-guard) more than one of them uses, and same_validation (below).
+#   TINY_GLOBAL_BATCH=N   set before sourcing: the global batch (default 4)
+EXPECT_TIMEOUT=120
+. "$(dirname "$0")/lib/tap.sh"
+. "$(dirname "$0")/lib/curves.sh"
+export TITAN_COMM_TIMEOUT=20
+
+TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
+ --training.seq_len=32 --training.local_batch_size=2 --training.global_batch_size=${TINY_GLOBAL_BATCH:-4} --training.steps=20
+ --checkpoint.interval=10 --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=2
+ --training.dataset_path=$tmp/data --metrics.peak_flops=1e11 --training.threads=1"
+cfg=$top/configs/debugmodel.toml
+TP2="--parallelism.tensor_parallel_degree=2"
+DDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=1"
+BF16="--training.mixed_precision_param=bfloat16"
+GUARD="--training.device=cpu-guard"
+
+# same_validation NAME FLAGS: held-out text (README.md, LICENSE) sharded into
+# $tmp/val; $tmp/v1 (one process) and $tmp/v2 (NAME: 2 ranks with FLAGS)
+# trained 10 steps, validating every 5; NAME's validation losses must be the
+# one process's to 1e-5 relative. 4 checks.
+same_validation() {
+    cat "$top/README.md" "$top/LICENSE" > "$tmp/held.txt"
+    "$bin/titan-shard" -q -o "$tmp/val" "$tmp/held.txt" 2>"$tmp/err" && ok "shard held-out text" || fail "shard held-out text"
+    VAL="--validation.enable=true --validation.dataset_path=$tmp/val --validation.freq=5 --validation.steps=2"
+    for r in v1 v2; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY --training.steps=10 2>"$tmp/err" || fail "init $r"; done
+    expect 0 "val_loss" "train with validation, one process" -- "$bin/titan-train" "$tmp/v1" $VAL
+    expect 0 "val_loss" "train with validation, $1" -- "$bin/titan-train" "$tmp/v2" --nproc 2 $2 $VAL
+    if /usr/bin/python3 - "$tmp/v1/metrics.jsonl" "$tmp/v2/metrics.jsonl" 2>"$tmp/err" <<'PY'
+import json, sys
+a, b = ([d["val_loss"] for d in map(json.loads, open(p)) if "val_loss" in d] for p in sys.argv[1:3])
+worst = max(abs(x - y) / x for x, y in zip(a, b)) if len(a) == len(b) == 2 else 1
+print("%.2e" % worst, file=sys.stderr)
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+    then ok "$1 validation loss = one process's ($(cat "$tmp/err"))"
+    else fail "$1 validation loss = one process's ($(cat "$tmp/err"))"; fi
+}

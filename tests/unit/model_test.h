@@ -1,0 +1,63 @@
+/* model_test.h - helpers the model and distributed tests share: an
+ * allocator that exits on failure, a look into the last error message,
+ * joining a job as one of its ranks, and the tiny Llama configuration the
+ * model tests build on. */
+#ifndef TITAN_TESTS_MODEL_TEST_H
+#define TITAN_TESTS_MODEL_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dist/bootstrap.h"
+#include "model/llama.h"
+
+/* 1 when the last error message contains frag. */
+static inline int has(const char *frag) { return strstr(titan_error_message(), frag) != NULL; }
+
+/* Zeroed memory, or exit: a test has nothing to check without it. */
+static inline void *xalloc(size_t n) {
+    void *p = calloc(n ? n : 1, 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+/* Bootstraps this process as a rank of its job (singleton, local launcher
+ * or PMIx): 1 with *d, *me and *nr set; 0 after printing why. */
+static inline int join_job(titan_dist **d, int *me, int *nr) {
+    if (titan_dist_init(d) != TITAN_OK) {
+        fprintf(stderr, "bootstrap: %s\n", titan_error_message());
+        return 0;
+    }
+    *me = titan_dist_rank(*d);
+    *nr = titan_dist_world_size(*d);
+    return 1;
+}
+
+/* dim 32, hidden 112 (multiple_of 16, ffn multiplier 1.3), Llama 3.1's rope
+ * scaling; the tests pick the depth, heads, vocabulary and tying. */
+static inline titan_llama_config tiny_config(int n_layers, int n_heads, int n_kv_heads, int vocab, int tied) {
+    titan_llama_config c;
+    memset(&c, 0, sizeof c);
+    c.dim = 32;
+    c.n_layers = n_layers;
+    c.n_heads = n_heads;
+    c.n_kv_heads = n_kv_heads;
+    c.vocab_size = vocab;
+    c.multiple_of = 16;
+    c.ffn_dim_multiplier = 1.3f;
+    c.norm_eps = 1e-5f;
+    c.rope_theta = 10000.0f;
+    c.rope_scaling_factor = 8.0f;
+    c.rope_low_freq_factor = 1.0f;
+    c.rope_high_freq_factor = 4.0f;
+    c.rope_original_context = 8192;
+    c.tie_embeddings = tied;
+    return c;
+}
+
+#endif
