@@ -1,5 +1,12 @@
 /* attention.cu - causal grouped-query attention, flash style, fp32 math.
  *
+ * Shapes (backend.h): q, out, dout, dq [B, Tq, NH, HD], k, v, dk, dv
+ * [B, Tk, NKV, HD], lse [B, NH, Tq], 1 <= Tq <= Tk. The queries are the last
+ * Tq of the Tk positions: query row t sits at position off + t, off =
+ * Tk - Tq, and sees keys 0 .. off + t (Tq = Tk: plain causal attention;
+ * Tq < Tk: a context-parallel chunk of queries against every key up to it).
+ * The kernels below take any offset; so do the tensor-core ones.
+ *
  * A straightforward correct version (speed comes later: a tensor-core flash
  * attention on bf16 tiles is the follow-up). Tensors are of storage type S
  * (float or bf16); every kernel widens them to fp32 as it loads (K/V tiles
@@ -12,7 +19,8 @@
  * hits bank (j + d) % 32: no conflicts). Lane j scores key j of the tile,
  * the warp takes max and sum by shuffles, and the output row (lane owns dims
  * lane + 32 i) is updated with an online softmax (running max m, running sum
- * l): no T x T matrix. Tiles after the block's last row are never loaded.
+ * l): no Tq x Tk matrix. Tiles after the block's last row's position are
+ * never loaded.
  * It saves lse = m + log(l) per row.
  *
  * Backward, as the CPU backend, in two kernels so no float atomics are needed:
@@ -20,7 +28,8 @@
  *   dV = P^T dO,  dK = scale dS^T Q,  dQ = scale dS K.
  * dkv: one warp per tile of 32 keys of one (b, kv head); lane j owns key j and
  *   accumulates its dK and dV rows in shared memory while the warp walks
- *   every query head of the group and every query row t >= first key.
+ *   every query head of the group and every query row whose position is at
+ *   or after the tile's first key.
  * dq:  like the forward, a warp per query row walking the key tiles.
  * Each sum runs in a fixed order, so results are deterministic. dQ, dK, dV
  * are added into the caller's tensors, or stored without reading them when
@@ -38,16 +47,16 @@
 #define ATT_WARPS 8 /* query rows per block (forward, dq) */
 
 /* Stages keys k0 .. k0+ATT_BK-1 of kv head kh into Ks/Vs [ATT_BK][HD+1] as
- * fp32; rows past T are zero. All threads of the block take part. */
+ * fp32; rows past Tk are zero. All threads of the block take part. */
 template <typename S>
 static __device__ void load_kv_tile(float *Ks, float *Vs, const S *k, const S *v, int b, int kh,
-                                    int k0, int T, int NKV, int HD) {
+                                    int k0, int Tk, int NKV, int HD) {
     int ld = HD + 1;
     for (int idx = threadIdx.x; idx < ATT_BK * HD; idx += blockDim.x) {
         int j = idx / HD, d = idx % HD;
         float kx = 0.0f, vx = 0.0f;
-        if (k0 + j < T) {
-            size_t off = (((size_t)b * T + k0 + j) * NKV + kh) * HD + d;
+        if (k0 + j < Tk) {
+            size_t off = (((size_t)b * Tk + k0 + j) * NKV + kh) * HD + d;
             kx = load_f32(k + off);
             vx = load_f32(v + off);
         }
@@ -66,16 +75,16 @@ static __device__ __forceinline__ float dot_row(const float *a, const float *b, 
 
 template <typename S, int DPL>
 __global__ void attention_forward_kernel(S *out, float *lse, const S *q, const S *k, const S *v,
-                                         int T, int NH, int NKV, int HD, float scale) {
+                                         int Tq, int Tk, int NH, int NKV, int HD, float scale) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *Qs = Vs + ATT_BK * ld; /* Qs [ATT_WARPS][HD] */
     int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_WARPS;
-    int t = q0 + warp, kh = h / (NH / NKV);
-    bool active = t < T;
+    int t = q0 + warp, kh = h / (NH / NKV), pos = Tk - Tq + t; /* row t's position */
+    bool active = t < Tq;
     float *qs = Qs + warp * HD;
-    size_t qoff = (((size_t)b * T + t) * NH + h) * HD;
+    size_t qoff = (((size_t)b * Tq + t) * NH + h) * HD;
     if (active)
         for (int d = lane; d < HD; d += WARP) qs[d] = load_f32(q + qoff + d) * scale;
 
@@ -83,13 +92,13 @@ __global__ void attention_forward_kernel(S *out, float *lse, const S *q, const S
 #pragma unroll
     for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    int last = min(q0 + ATT_WARPS, T) - 1; /* the block's last query row */
+    int last = Tk - Tq + min(q0 + ATT_WARPS, Tq) - 1; /* the block's last row's position */
     for (int k0 = 0; k0 <= last; k0 += ATT_BK) {
         __syncthreads(); /* the previous tile is consumed (and qs written) */
-        load_kv_tile(Ks, Vs, k, v, b, kh, k0, T, NKV, HD);
+        load_kv_tile(Ks, Vs, k, v, b, kh, k0, Tk, NKV, HD);
         __syncthreads();
-        if (!active || k0 > t) continue;
-        int nk = min(ATT_BK, t - k0 + 1); /* keys of this tile row t may see */
+        if (!active || k0 > pos) continue;
+        int nk = min(ATT_BK, pos - k0 + 1); /* keys of this tile row t may see */
         float s = lane < nk ? dot_row(qs, Ks + lane * ld, HD) : -INFINITY;
         float mnew = fmaxf(m, warp_max(s));
         float p = expf(s - mnew);     /* masked lanes: exp(-inf) = 0 */
@@ -114,7 +123,7 @@ __global__ void attention_forward_kernel(S *out, float *lse, const S *q, const S
         int d = lane + WARP * i;
         if (d < HD) store_f32(out + qoff + d, acc[i] * inv);
     }
-    if (lane == 0) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+    if (lane == 0) lse[((size_t)b * NH + h) * Tq + t] = m + logf(l);
 }
 
 /* -------------------------------------------------------- backward: dK, dV */
@@ -122,23 +131,23 @@ __global__ void attention_forward_kernel(S *out, float *lse, const S *q, const S
 template <typename S, int DPL>
 __global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const S *out,
                                               const float *lse, const S *q, const S *k,
-                                              const S *v, int T, int NH, int NKV, int HD,
-                                              float scale, int add) {
+                                              const S *v, int Tq, int Tk, int NH, int NKV,
+                                              int HD, float scale, int add) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *dKs = Vs + ATT_BK * ld, *dVs = dKs + ATT_BK * ld;
     float *qs = dVs + ATT_BK * ld, *dos = qs + HD;
     int lane = threadIdx.x;
     int b = blockIdx.z, kh = blockIdx.y, k0 = blockIdx.x * ATT_BK, rep = NH / NKV;
-    int j = lane, key = k0 + j;
-    load_kv_tile(Ks, Vs, k, v, b, kh, k0, T, NKV, HD);
+    int j = lane, key = k0 + j, shift = Tk - Tq; /* query t at position shift + t */
+    load_kv_tile(Ks, Vs, k, v, b, kh, k0, Tk, NKV, HD);
     for (int d = 0; d < HD; d++) dKs[j * ld + d] = 0.0f, dVs[j * ld + d] = 0.0f;
     __syncwarp();
     const float *kj = Ks + j * ld, *vj = Vs + j * ld;
     float *dkj = dKs + j * ld, *dvj = dVs + j * ld;
     for (int h = kh * rep; h < (kh + 1) * rep; h++)
-        for (int t = k0; t < T; t++) {
-            size_t off = (((size_t)b * T + t) * NH + h) * HD;
+        for (int t = max(0, k0 - shift); t < Tq; t++) { /* the rows that see key k0 */
+            size_t off = (((size_t)b * Tq + t) * NH + h) * HD;
             float dsum = 0.0f; /* D = dO . O */
 #pragma unroll
             for (int i = 0; i < DPL; i++) {
@@ -150,9 +159,9 @@ __global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const
                     dsum += g * load_f32(out + off + d);
                 }
             }
-            float D = warp_sum(dsum), L = lse[((size_t)b * NH + h) * T + t];
+            float D = warp_sum(dsum), L = lse[((size_t)b * NH + h) * Tq + t];
             __syncwarp(); /* qs, dos written */
-            if (key <= t && key < T) {
+            if (key <= shift + t && key < Tk) {
                 float p = expf(dot_row(qs, kj, HD) - L);
                 float ds = p * (dot_row(dos, vj, HD) - D);
                 for (int d = 0; d < HD; d++) {
@@ -164,9 +173,9 @@ __global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const
         }
     __syncwarp(); /* every lane's dK/dV row is complete */
     /* write back coalesced: lanes walk the dims of one key row at a time */
-    int nk = min(ATT_BK, T - k0);
+    int nk = min(ATT_BK, Tk - k0);
     for (int r = 0; r < nk; r++) {
-        size_t off = (((size_t)b * T + k0 + r) * NKV + kh) * HD;
+        size_t off = (((size_t)b * Tk + k0 + r) * NKV + kh) * HD;
         for (int d = lane; d < HD; d += WARP) {
             store_grad(add, dk + off + d, dKs[r * ld + d]);
             store_grad(add, dv + off + d, dVs[r * ld + d]);
@@ -178,17 +187,17 @@ __global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const
 
 template <typename S, int DPL>
 __global__ void attention_backward_dq_kernel(S *dq, const S *dout, const S *out, const float *lse,
-                                             const S *q, const S *k, const S *v, int T, int NH,
-                                             int NKV, int HD, float scale, int add) {
+                                             const S *q, const S *k, const S *v, int Tq, int Tk,
+                                             int NH, int NKV, int HD, float scale, int add) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *Qs = Vs + ATT_BK * ld, *DOs = Qs + ATT_WARPS * HD;
     int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_WARPS;
-    int t = q0 + warp, kh = h / (NH / NKV);
-    bool active = t < T;
+    int t = q0 + warp, kh = h / (NH / NKV), pos = Tk - Tq + t; /* row t's position */
+    bool active = t < Tq;
     float *qs = Qs + warp * HD, *dos = DOs + warp * HD;
-    size_t qoff = (((size_t)b * T + t) * NH + h) * HD;
+    size_t qoff = (((size_t)b * Tq + t) * NH + h) * HD;
     float D = 0.0f, L = 0.0f;
     if (active) {
         float dsum = 0.0f;
@@ -199,18 +208,18 @@ __global__ void attention_backward_dq_kernel(S *dq, const S *dout, const S *out,
             dsum += g * load_f32(out + qoff + d);
         }
         D = warp_sum(dsum);
-        L = lse[((size_t)b * NH + h) * T + t];
+        L = lse[((size_t)b * NH + h) * Tq + t];
     }
     float acc[DPL];
 #pragma unroll
     for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
-    int last = min(q0 + ATT_WARPS, T) - 1;
+    int last = Tk - Tq + min(q0 + ATT_WARPS, Tq) - 1;
     for (int k0 = 0; k0 <= last; k0 += ATT_BK) {
         __syncthreads();
-        load_kv_tile(Ks, Vs, k, v, b, kh, k0, T, NKV, HD);
+        load_kv_tile(Ks, Vs, k, v, b, kh, k0, Tk, NKV, HD);
         __syncthreads();
-        if (!active || k0 > t) continue;
-        int nk = min(ATT_BK, t - k0 + 1);
+        if (!active || k0 > pos) continue;
+        int nk = min(ATT_BK, pos - k0 + 1);
         float ds = 0.0f;
         if (lane < nk) {
             float p = expf(dot_row(qs, Ks + lane * ld, HD) - L);
@@ -244,65 +253,70 @@ static void allow_smem(K kernel, size_t bytes) {
 }
 
 /* NH and B are grid dimensions y and z (here and in attention_tc.cu) */
-static void check_shape(int B, int NH, int NKV, int HD) {
+static void check_shape(int B, int Tq, int Tk, int NH, int NKV, int HD) {
     if (NKV <= 0 || NH % NKV != 0 || HD <= 0 || HD % 2 != 0 || HD > 8 * WARP)
         titan_cuda_panic(__FILE__, __LINE__, "attention shape",
                          "needs NH % NKV == 0 and HD even, 2..256");
     if (B > 65535 || NH > 65535)
         titan_cuda_panic(__FILE__, __LINE__, "attention shape", "needs B and NH at most 65535");
+    if (Tq > Tk)
+        titan_cuda_panic(__FILE__, __LINE__, "attention shape",
+                         "needs Tq <= Tk (the queries are the last Tq of the Tk positions)");
 }
 
 template <typename S, int DPL>
-static void forward(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int NH,
-                    int NKV, int HD) {
+static void forward(S *out, float *lse, const S *q, const S *k, const S *v, int B, int Tq, int Tk,
+                    int NH, int NKV, int HD) {
     size_t smem = (size_t)(2 * ATT_BK * (HD + 1) + ATT_WARPS * HD) * sizeof(float);
     allow_smem(attention_forward_kernel<S, DPL>, smem);
-    dim3 grid((T + ATT_WARPS - 1) / ATT_WARPS, NH, B);
+    dim3 grid((Tq + ATT_WARPS - 1) / ATT_WARPS, NH, B);
     attention_forward_kernel<S, DPL><<<grid, ATT_WARPS * WARP, smem>>>(
-        out, lse, q, k, v, T, NH, NKV, HD, 1.0f / sqrtf((float)HD));
+        out, lse, q, k, v, Tq, Tk, NH, NKV, HD, 1.0f / sqrtf((float)HD));
     CUDA_CHECK_LAUNCH();
 }
 
 template <typename S, int DPL>
 static void backward(int add, S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse,
-                     const S *q, const S *k, const S *v, int B, int T, int NH, int NKV, int HD) {
+                     const S *q, const S *k, const S *v, int B, int Tq, int Tk, int NH, int NKV,
+                     int HD) {
     float scale = 1.0f / sqrtf((float)HD);
     size_t smem_kv = (size_t)(4 * ATT_BK * (HD + 1) + 2 * HD) * sizeof(float);
     allow_smem(attention_backward_dkv_kernel<S, DPL>, smem_kv);
-    dim3 grid_kv((T + ATT_BK - 1) / ATT_BK, NKV, B);
+    dim3 grid_kv((Tk + ATT_BK - 1) / ATT_BK, NKV, B);
     attention_backward_dkv_kernel<S, DPL><<<grid_kv, WARP, smem_kv>>>(
-        dk, dv, dout, out, lse, q, k, v, T, NH, NKV, HD, scale, add);
+        dk, dv, dout, out, lse, q, k, v, Tq, Tk, NH, NKV, HD, scale, add);
     CUDA_CHECK_LAUNCH();
 
     size_t smem_q = (size_t)(2 * ATT_BK * (HD + 1) + 2 * ATT_WARPS * HD) * sizeof(float);
     allow_smem(attention_backward_dq_kernel<S, DPL>, smem_q);
-    dim3 grid_q((T + ATT_WARPS - 1) / ATT_WARPS, NH, B);
+    dim3 grid_q((Tq + ATT_WARPS - 1) / ATT_WARPS, NH, B);
     attention_backward_dq_kernel<S, DPL><<<grid_q, ATT_WARPS * WARP, smem_q>>>(
-        dq, dout, out, lse, q, k, v, T, NH, NKV, HD, scale, add);
+        dq, dout, out, lse, q, k, v, Tq, Tk, NH, NKV, HD, scale, add);
     CUDA_CHECK_LAUNCH();
 }
 
 /* picks the kernels' dims per lane (1, 2, 4, 8) from HD */
 template <typename S>
-static void forward_hd(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T,
-                       int NH, int NKV, int HD) {
-    if (HD <= 32) forward<S, 1>(out, lse, q, k, v, B, T, NH, NKV, HD);
-    else if (HD <= 64) forward<S, 2>(out, lse, q, k, v, B, T, NH, NKV, HD);
-    else if (HD <= 128) forward<S, 4>(out, lse, q, k, v, B, T, NH, NKV, HD);
-    else forward<S, 8>(out, lse, q, k, v, B, T, NH, NKV, HD);
+static void forward_hd(S *out, float *lse, const S *q, const S *k, const S *v, int B, int Tq,
+                       int Tk, int NH, int NKV, int HD) {
+    if (HD <= 32) forward<S, 1>(out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
+    else if (HD <= 64) forward<S, 2>(out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
+    else if (HD <= 128) forward<S, 4>(out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
+    else forward<S, 8>(out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
 }
 
 /* add: 1 adds into dq, dk, dv, 0 overwrites them */
 template <typename S>
 static void backward_hd(int add, S *dq, S *dk, S *dv, const S *dout, const S *out,
-                        const float *lse, const S *q, const S *k, const S *v, int B, int T,
-                        int NH, int NKV, int HD) {
-    if (HD <= 32) backward<S, 1>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+                        const float *lse, const S *q, const S *k, const S *v, int B, int Tq,
+                        int Tk, int NH, int NKV, int HD) {
+    if (HD <= 32)
+        backward<S, 1>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
     else if (HD <= 64)
-        backward<S, 2>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+        backward<S, 2>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
     else if (HD <= 128)
-        backward<S, 4>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
-    else backward<S, 8>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+        backward<S, 4>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
+    else backward<S, 8>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
 }
 
 /* bf16 runs through cuDNN (attention_cudnn.cu) when TITAN_CUDA_ATTENTION=cudnn
@@ -310,9 +324,9 @@ static void backward_hd(int add, S *dq, S *dk, S *dv, const S *dout, const S *ou
  * where they apply:
  * HD 64 or 128, q, k, v, dout 16-byte aligned and out, dq, dk, dv 4-byte
  * aligned (the model's buffers are 64-byte aligned; odd test slices are
- * not). Everything else, and every call when TITAN_CUDA_ATTENTION=simple
- * (the check of one path against the other), runs the CUDA-core kernels
- * above. TITAN_CUDA_ATTENTION is read once. */
+ * not); any Tq <= Tk. Everything else, and every call when
+ * TITAN_CUDA_ATTENTION=simple (the check of one path against the other),
+ * runs the CUDA-core kernels above. TITAN_CUDA_ATTENTION is read once. */
 enum { ATTN_DEFAULT, ATTN_SIMPLE, ATTN_CUDNN };
 static int attention_env(void) {
     static int v = -1;
@@ -338,46 +352,46 @@ static int use_tc(titan_dtype dt, int HD, const void *a16, const void *b16, cons
 }
 
 void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
-                                  const void *k, const void *v, int B, int T, int NH, int NKV,
-                                  int HD) {
-    check_shape(B, NH, NKV, HD);
-    if (B <= 0 || T <= 0) return;
+                                  const void *k, const void *v, int B, int Tq, int Tk, int NH,
+                                  int NKV, int HD) {
+    check_shape(B, Tq, Tk, NH, NKV, HD);
+    if (B <= 0 || Tq <= 0) return;
     if (dt == TITAN_DTYPE_BF16 && cudnn_wanted() &&
         titan_cuda_attention_cudnn_forward((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
-                                           (const bf16 *)v, B, T, NH, NKV, HD))
+                                           (const bf16 *)v, B, Tq, Tk, NH, NKV, HD))
         return;
     if (use_tc(dt, HD, q, k, v, q, out, out, out)) {
         titan_cuda_attention_tc_forward((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
-                                        (const bf16 *)v, B, T, NH, NKV, HD);
+                                        (const bf16 *)v, B, Tq, Tk, NH, NKV, HD);
         return;
     }
     TITAN_CUDA_DISPATCH(dt, "attention_forward",
                         forward_hd<S>((S *)out, lse, (const S *)q, (const S *)k, (const S *)v, B,
-                                      T, NH, NKV, HD));
+                                      Tq, Tk, NH, NKV, HD));
 }
 
 void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
                                    const void *dout, const void *out, const float *lse,
-                                   const void *q, const void *k, const void *v, int B, int T,
-                                   int NH, int NKV, int HD) {
-    check_shape(B, NH, NKV, HD);
-    if (B <= 0 || T <= 0) return;
+                                   const void *q, const void *k, const void *v, int B, int Tq,
+                                   int Tk, int NH, int NKV, int HD) {
+    check_shape(B, Tq, Tk, NH, NKV, HD);
+    if (B <= 0 || Tq <= 0) return;
     const int add = (acc & TITAN_ACC_DX) != 0;
     if (dt == TITAN_DTYPE_BF16 && cudnn_wanted() &&
         titan_cuda_attention_cudnn_backward(add, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
                                             (const bf16 *)dout, (const bf16 *)out, lse,
                                             (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, B,
-                                            T, NH, NKV, HD))
+                                            Tq, Tk, NH, NKV, HD))
         return;
     if (use_tc(dt, HD, q, k, v, dout, dq, dk, dv)) {
         titan_cuda_attention_tc_backward(add, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
                                          (const bf16 *)dout, (const bf16 *)out, lse,
-                                         (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, B, T,
-                                         NH, NKV, HD);
+                                         (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, B, Tq,
+                                         Tk, NH, NKV, HD);
         return;
     }
     TITAN_CUDA_DISPATCH(dt, "attention_backward",
                         backward_hd<S>(add, (S *)dq, (S *)dk, (S *)dv, (const S *)dout,
                                        (const S *)out, lse, (const S *)q, (const S *)k,
-                                       (const S *)v, B, T, NH, NKV, HD));
+                                       (const S *)v, B, Tq, Tk, NH, NKV, HD));
 }

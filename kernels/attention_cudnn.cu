@@ -9,7 +9,10 @@
  * its attention graphs:
  *
  *   forward   S = Q K^T (fp32) * scale; causal mask: row >= col keeps S,
- *             else -inf (GEN_INDEX, CMP_GE, BINARY_SELECT); softmax as
+ *             else -inf (GEN_INDEX, CMP_GE, BINARY_SELECT); for Tq < Tk
+ *             cuDNN's bottom-right causal mask, row + Tk - Tq >= col (the
+ *             row index shifted by an INT32 ADD of Tk and SUB of Tq, both
+ *             by-value scalars, as cuDNN's frontend builds it); softmax as
  *             max, sub, exp, sum, div, with Stats = max + log(sum) saved
  *             (titan's lse); P in bf16; O = P V.
  *   backward  D = rowsum(dO * O) (kept in the workspace: softmax_sum);
@@ -20,17 +23,18 @@
  *             Grouped-query: the query heads' dK, dV are summed per kv head
  *             by a reduction over the head dim.
  *
- * Layouts are titan's: q, dq, out, dout [B,T,NH,HD] and k, v, dk, dv
- * [B,T,NKV,HD] are given to cuDNN as [B,H,T,HD] tensors with strides
+ * Layouts are titan's: q, dq, out, dout [B,Tq,NH,HD] and k, v, dk, dv
+ * [B,Tk,NKV,HD] are given to cuDNN as [B,H,T,HD] tensors with strides
  * (T*H*HD, HD, H*HD, 1); K^T and V^T are the same memory with the last two
- * dims and strides swapped. lse [B,NH,T] is Stats [B,NH,T,1], packed.
+ * dims and strides swapped. lse [B,NH,Tq] is Stats [B,NH,Tq,1], packed.
  *
- * Plans are built once per shape (forward or backward, B, T, NH, NKV, HD)
- * and kept for the process; a mutex guards the table. Applies to bf16 with
- * HD a multiple of 8 up to 128 and 16-byte aligned pointers (and, before
- * cuDNN 9.16, T a multiple of 128, where older backward engines need a
- * padding mask this code does not build); other calls return false and the
- * caller runs its own kernels. Once TITAN_CUDA_ATTENTION=cudnn asks for
+ * Plans are built once per shape (forward or backward, B, Tq, Tk, NH, NKV,
+ * HD) and kept for the process; a mutex guards the table. Applies to bf16
+ * with HD a multiple of 8 up to 128 and 16-byte aligned pointers (and,
+ * before cuDNN 9.16, Tq and Tk multiples of 128, where older backward
+ * engines need a padding mask this code does not build; that also meets
+ * the bottom-right mask's multiples of 64 before 9.6); other calls return
+ * false and the caller runs its own kernels. Once TITAN_CUDA_ATTENTION=cudnn asks for
  * cuDNN, a missing library or a graph no engine takes ends the process
  * with the reason: the run does not silently measure something else.
  *
@@ -52,7 +56,7 @@
 
 #ifndef TITAN_HAVE_CUDNN
 bool titan_cuda_attention_cudnn_forward(bf16 *, float *, const bf16 *, const bf16 *,
-                                        const bf16 *, int, int, int, int, int) {
+                                        const bf16 *, int, int, int, int, int, int) {
     fprintf(stderr, "titan: error: cuda: TITAN_CUDA_ATTENTION=cudnn, but this library was built "
                     "without cudnn.h\n");
     fflush(NULL);
@@ -60,19 +64,19 @@ bool titan_cuda_attention_cudnn_forward(bf16 *, float *, const bf16 *, const bf1
 }
 bool titan_cuda_attention_cudnn_backward(int, bf16 *, bf16 *, bf16 *, const bf16 *, const bf16 *,
                                          const float *, const bf16 *, const bf16 *, const bf16 *,
-                                         int, int, int, int, int) {
-    return titan_cuda_attention_cudnn_forward(0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+                                         int, int, int, int, int, int) {
+    return titan_cuda_attention_cudnn_forward(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 }
 #else
 
 /* variant-pack uids */
 enum {
     UID_Q = 1, UID_KT, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_DO, UID_DQ, UID_DK,
-    UID_DV, UID_ONE, UID_SOFTMAX_SUM, UID_DQ_ACCUM,
+    UID_DV, UID_ONE, UID_SOFTMAX_SUM, UID_DQ_ACCUM, UID_SKV, UID_SQ,
 };
 
 struct PlanKey {
-    int backward, B, T, NH, NKV, HD;
+    int backward, B, Tq, Tk, NH, NKV, HD;
     bool operator==(const PlanKey &o) const { return memcmp(this, &o, sizeof o) == 0; }
 };
 
@@ -89,9 +93,9 @@ static int g_nplans;
     fflush(NULL); /* what the process printed so far comes first */
     fprintf(stderr,
             "titan: error: cuda: attention %s through cuDNN (TITAN_CUDA_ATTENTION=cudnn) "
-            "B=%d T=%d NH=%d NKV=%d HD=%d: %s\n"
+            "B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d: %s\n"
             "hint: unset TITAN_CUDA_ATTENTION to use titan's own attention kernels\n",
-            k.backward ? "backward" : "forward", k.B, k.T, k.NH, k.NKV, k.HD, what.c_str());
+            k.backward ? "backward" : "forward", k.B, k.Tq, k.Tk, k.NH, k.NKV, k.HD, what.c_str());
     fflush(NULL);
     _exit(code);
 }
@@ -114,15 +118,24 @@ static CudnnTensor io_tensor(CudnnGraph &g, int64_t uid, int B, int T, int H, in
     return g.tensor(CUDNN_DATA_BFLOAT16, dim, stride, uid);
 }
 
-static CudnnTensor scalar(CudnnGraph &g, int64_t uid) {
+static CudnnTensor scalar(CudnnGraph &g, int64_t uid, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
     const int64_t one[4] = {1, 1, 1, 1};
-    return g.tensor(CUDNN_DATA_FLOAT, one, one, uid, true);
+    return g.tensor(type, one, one, uid, true);
 }
 
-/* s [B, NH, T, T] (fp32) with the upper triangle set to neg_inf */
-static CudnnTensor causal_mask(CudnnGraph &g, CudnnTensor s, CudnnTensor neg_inf) {
+/* s [B, NH, Tq, Tk] (fp32) with the keys past each query's position set to
+ * neg_inf: the upper triangle for Tq = Tk; for Tq < Tk the bottom-right
+ * aligned one (row + Tk - Tq >= col keeps S), the row index shifted by the
+ * by-value INT32 scalars UID_SKV (Tk) and UID_SQ (Tq) */
+static CudnnTensor causal_mask(CudnnGraph &g, const PlanKey &k, CudnnTensor s,
+                               CudnnTensor neg_inf) {
     const cudnnDataType_t F = CUDNN_DATA_FLOAT, I = CUDNN_DATA_INT32, BOOL = CUDNN_DATA_BOOLEAN;
     CudnnTensor row = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, I, F, 2);
+    if (k.Tq != k.Tk) {
+        CudnnTensor skv = scalar(g, UID_SKV, I), sq = scalar(g, UID_SQ, I);
+        CudnnTensor shifted = g.pointwise(CUDNN_POINTWISE_ADD, row, &skv, I, I);
+        row = g.pointwise(CUDNN_POINTWISE_SUB, shifted, &sq, I, I);
+    }
     CudnnTensor col = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, I, F, 3);
     CudnnTensor keep = g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, BOOL, BOOL);
     CudnnTensor out = g.virt(F, s.dim[0], s.dim[1], s.dim[2], s.dim[3]);
@@ -132,18 +145,18 @@ static CudnnTensor causal_mask(CudnnGraph &g, CudnnTensor s, CudnnTensor neg_inf
 
 static void build_forward(CudnnGraph &g, const PlanKey &k) {
     const cudnnDataType_t F = CUDNN_DATA_FLOAT;
-    CudnnTensor q = io_tensor(g, UID_Q, k.B, k.T, k.NH, k.HD);
-    CudnnTensor kt = io_tensor(g, UID_KT, k.B, k.T, k.NKV, k.HD, true);
-    CudnnTensor v = io_tensor(g, UID_V, k.B, k.T, k.NKV, k.HD);
-    CudnnTensor o = io_tensor(g, UID_O, k.B, k.T, k.NH, k.HD);
-    const int64_t sdim[4] = {k.B, k.NH, k.T, 1}, sstride[4] = {(int64_t)k.NH * k.T, k.T, 1, 1};
+    CudnnTensor q = io_tensor(g, UID_Q, k.B, k.Tq, k.NH, k.HD);
+    CudnnTensor kt = io_tensor(g, UID_KT, k.B, k.Tk, k.NKV, k.HD, true);
+    CudnnTensor v = io_tensor(g, UID_V, k.B, k.Tk, k.NKV, k.HD);
+    CudnnTensor o = io_tensor(g, UID_O, k.B, k.Tq, k.NH, k.HD);
+    const int64_t sdim[4] = {k.B, k.NH, k.Tq, 1}, sstride[4] = {(int64_t)k.NH * k.Tq, k.Tq, 1, 1};
     CudnnTensor stats = g.tensor(F, sdim, sstride, UID_STATS);
     CudnnTensor scale = scalar(g, UID_SCALE), neg_inf = scalar(g, UID_NEG_INF);
 
-    CudnnTensor s = g.virt(F, k.B, k.NH, k.T, k.T);
+    CudnnTensor s = g.virt(F, k.B, k.NH, k.Tq, k.Tk);
     g.matmul(q, kt, s);
     CudnnTensor ss = g.pointwise(CUDNN_POINTWISE_MUL, s, &scale);
-    CudnnTensor masked = causal_mask(g, ss, neg_inf);
+    CudnnTensor masked = causal_mask(g, k, ss, neg_inf);
     /* softmax, with the statistics the backward needs */
     CudnnTensor mx = g.reduce_last(CUDNN_REDUCE_TENSOR_MAX, masked);
     CudnnTensor centered = g.pointwise(CUDNN_POINTWISE_SUB, masked, &mx);
@@ -155,34 +168,34 @@ static void build_forward(CudnnGraph &g, const PlanKey &k) {
     g.matmul(p, v, o);
 }
 
-/* a [B, NH, T, X] product summed over each group of NH / NKV query heads into
- * out [B, NKV, T, X]; with NH == NKV the product goes straight to out */
+/* a [B, NH, Tk, X] product summed over each group of NH / NKV query heads
+ * into out [B, NKV, Tk, X]; with NH == NKV the product goes straight to out */
 static void per_kv_head(CudnnGraph &g, CudnnTensor a, CudnnTensor b, CudnnTensor out,
                         const PlanKey &k) {
     if (k.NH == k.NKV) {
         g.matmul(a, b, out);
         return;
     }
-    CudnnTensor full = g.virt(CUDNN_DATA_BFLOAT16, k.B, k.NH, k.T, k.HD);
+    CudnnTensor full = g.virt(CUDNN_DATA_BFLOAT16, k.B, k.NH, k.Tk, k.HD);
     g.matmul(a, b, full);
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, out);
 }
 
 static void build_backward(CudnnGraph &g, const PlanKey &k) {
     const cudnnDataType_t F = CUDNN_DATA_FLOAT, BF = CUDNN_DATA_BFLOAT16;
-    CudnnTensor q = io_tensor(g, UID_Q, k.B, k.T, k.NH, k.HD);
-    CudnnTensor kt = io_tensor(g, UID_KT, k.B, k.T, k.NKV, k.HD, true);
-    CudnnTensor vt = io_tensor(g, UID_V, k.B, k.T, k.NKV, k.HD, true);
-    CudnnTensor o = io_tensor(g, UID_O, k.B, k.T, k.NH, k.HD);
-    CudnnTensor dout = io_tensor(g, UID_DO, k.B, k.T, k.NH, k.HD);
-    CudnnTensor dq = io_tensor(g, UID_DQ, k.B, k.T, k.NH, k.HD);
-    CudnnTensor dk = io_tensor(g, UID_DK, k.B, k.T, k.NKV, k.HD);
-    CudnnTensor dv = io_tensor(g, UID_DV, k.B, k.T, k.NKV, k.HD);
-    const int64_t rdim[4] = {k.B, k.NH, k.T, 1}, rstride[4] = {(int64_t)k.NH * k.T, k.T, 1, 1};
+    CudnnTensor q = io_tensor(g, UID_Q, k.B, k.Tq, k.NH, k.HD);
+    CudnnTensor kt = io_tensor(g, UID_KT, k.B, k.Tk, k.NKV, k.HD, true);
+    CudnnTensor vt = io_tensor(g, UID_V, k.B, k.Tk, k.NKV, k.HD, true);
+    CudnnTensor o = io_tensor(g, UID_O, k.B, k.Tq, k.NH, k.HD);
+    CudnnTensor dout = io_tensor(g, UID_DO, k.B, k.Tq, k.NH, k.HD);
+    CudnnTensor dq = io_tensor(g, UID_DQ, k.B, k.Tq, k.NH, k.HD);
+    CudnnTensor dk = io_tensor(g, UID_DK, k.B, k.Tk, k.NKV, k.HD);
+    CudnnTensor dv = io_tensor(g, UID_DV, k.B, k.Tk, k.NKV, k.HD);
+    const int64_t rdim[4] = {k.B, k.NH, k.Tq, 1}, rstride[4] = {(int64_t)k.NH * k.Tq, k.Tq, 1, 1};
     CudnnTensor stats = g.tensor(F, rdim, rstride, UID_STATS);
     CudnnTensor softmax_sum = g.tensor(F, rdim, rstride, UID_SOFTMAX_SUM);
-    const int64_t adim[4] = {k.B, k.NH, k.T, k.HD},
-                  astride[4] = {(int64_t)k.NH * k.T * k.HD, (int64_t)k.T * k.HD, k.HD, 1};
+    const int64_t adim[4] = {k.B, k.NH, k.Tq, k.HD},
+                  astride[4] = {(int64_t)k.NH * k.Tq * k.HD, (int64_t)k.Tq * k.HD, k.HD, 1};
     CudnnTensor dq_accum = g.tensor(F, adim, astride, UID_DQ_ACCUM);
     CudnnTensor scale = scalar(g, UID_SCALE), neg_inf = scalar(g, UID_NEG_INF);
     CudnnTensor one = scalar(g, UID_ONE);
@@ -192,20 +205,20 @@ static void build_backward(CudnnGraph &g, const PlanKey &k) {
     CudnnTensor dsum = g.reduce_last(CUDNN_REDUCE_TENSOR_ADD, d_o);
     g.pointwise(CUDNN_POINTWISE_MUL, dsum, &one, nullptr, softmax_sum, F);
     /* P = exp(S * scale - Stats), masked */
-    CudnnTensor s = g.virt(F, k.B, k.NH, k.T, k.T);
+    CudnnTensor s = g.virt(F, k.B, k.NH, k.Tq, k.Tk);
     g.matmul(q, kt, s);
     CudnnTensor ss = g.pointwise(CUDNN_POINTWISE_MUL, s, &scale);
     CudnnTensor centered = g.pointwise(CUDNN_POINTWISE_SUB, ss, &stats);
-    CudnnTensor masked = causal_mask(g, centered, neg_inf);
+    CudnnTensor masked = causal_mask(g, k, centered, neg_inf);
     CudnnTensor p = g.pointwise(CUDNN_POINTWISE_EXP, masked);
-    /* dV = P^T dO (P^T: P's memory viewed transposed, bf16) */
-    const int64_t tdim[4] = {k.B, k.NH, k.T, k.T},
-                  tstride[4] = {(int64_t)k.NH * k.T * k.T, (int64_t)k.T * k.T, 1, k.T};
+    /* dV = P^T dO (P^T [B, NH, Tk, Tq]: P's memory viewed transposed, bf16) */
+    const int64_t tdim[4] = {k.B, k.NH, k.Tk, k.Tq},
+                  tstride[4] = {(int64_t)k.NH * k.Tq * k.Tk, (int64_t)k.Tq * k.Tk, 1, k.Tk};
     CudnnTensor pt = g.tensor(BF, tdim, tstride, 0);
     g.reshape(p, pt);
     per_kv_head(g, pt, dout, dv, k);
     /* dS = P * (dO V^T - D) * scale */
-    CudnnTensor dp = g.virt(F, k.B, k.NH, k.T, k.T);
+    CudnnTensor dp = g.virt(F, k.B, k.NH, k.Tq, k.Tk);
     g.matmul(dout, vt, dp);
     CudnnTensor dp_centered = g.pointwise(CUDNN_POINTWISE_SUB, dp, &softmax_sum);
     CudnnTensor ds_unscaled = g.pointwise(CUDNN_POINTWISE_MUL, dp_centered, &p);
@@ -217,7 +230,7 @@ static void build_backward(CudnnGraph &g, const PlanKey &k) {
     /* dQ = dS K, K being K^T's memory viewed back as [B, NKV, T, HD] (typed
      * fp32 as cuDNN's own frontend leaves this virtual view; the data is K's) */
     int64_t kdim[4], kstride[4];
-    bshd(kdim, kstride, k.B, k.T, k.NKV, k.HD, false);
+    bshd(kdim, kstride, k.B, k.Tk, k.NKV, k.HD, false);
     CudnnTensor kk = g.tensor(F, kdim, kstride, 0);
     g.reshape(kt, kk);
     g.matmul(ds, kk, dq_accum);
@@ -264,11 +277,11 @@ static CudnnGraph *plan_for(const CudnnApi *api, const PlanKey &k) {
     return g;
 }
 
-static bool applies(int T, int HD, bool aligned16) {
-    if (HD % 8 != 0 || HD > 128 || T <= 0 || !aligned16) return false;
+static bool applies(int Tq, int Tk, int HD, bool aligned16) {
+    if (HD % 8 != 0 || HD > 128 || Tq <= 0 || Tq > Tk || !aligned16) return false;
     const CudnnApi *api = titan_cudnn_api(nullptr); /* none: api_or_die says why */
     /* cuDNN's own frontend adds a padding mask before 9.16 when T % 128 != 0 */
-    if (api && api->version < 91600 && T % 128 != 0) return false;
+    if (api && api->version < 91600 && (Tq % 128 != 0 || Tk % 128 != 0)) return false;
     return true;
 }
 
@@ -282,11 +295,14 @@ static char *alloc_workspace(CudnnGraph *g, size_t extra, char **extra_out) {
     return w;
 }
 
-/* a data pointer for each uid (N of each, checked at compile time) */
+/* a data pointer for each uid (N of each, checked at compile time); the
+ * last two, the mask's Tk and Tq, only where the graph has them (Tq < Tk) */
 template <int N>
 static void execute_or_die(const CudnnApi *api, const PlanKey &k, CudnnGraph *g,
                            const int64_t (&uids)[N], void *const (&data)[N], void *workspace) {
-    std::string err = titan_cudnn_execute(api, g->plan(), uids, data, N, workspace);
+    static_assert(N >= 2, "the mask's two scalars come last");
+    const int n = k.Tq != k.Tk ? N : N - 2;
+    std::string err = titan_cudnn_execute(api, g->plan(), uids, data, n, workspace);
     if (!err.empty()) cudnn_fatal(TITAN_ERR_FAIL, k, err);
 }
 
@@ -297,14 +313,17 @@ static float neg_inf_value(const CudnnApi *api) {
 }
 
 bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
-                                        const bf16 *v, int B, int T, int NH, int NKV, int HD) {
-    if (!applies(T, HD, titan_cuda_aligned16(out, lse, q, k, v))) return false;
-    PlanKey key = {0, B, T, NH, NKV, HD};
+                                        const bf16 *v, int B, int Tq, int Tk, int NH, int NKV,
+                                        int HD) {
+    if (!applies(Tq, Tk, HD, titan_cuda_aligned16(out, lse, q, k, v))) return false;
+    PlanKey key = {0, B, Tq, Tk, NH, NKV, HD};
     const CudnnApi *api = api_or_die(key);
     CudnnGraph *g = plan_for(api, key);
     float scale = 1.0f / sqrtf((float)HD), neg_inf = neg_inf_value(api);
-    const int64_t uids[] = {UID_Q, UID_KT, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
-    void *const data[] = {(void *)q, (void *)k, (void *)v, out, lse, &scale, &neg_inf};
+    int32_t skv = Tk, sq = Tq;
+    const int64_t uids[] = {UID_Q,     UID_KT,      UID_V,   UID_O, UID_STATS,
+                            UID_SCALE, UID_NEG_INF, UID_SKV, UID_SQ};
+    void *const data[] = {(void *)q, (void *)k, (void *)v, out, lse, &scale, &neg_inf, &skv, &sq};
     char *w = alloc_workspace(g, 0, nullptr);
     execute_or_die(api, key, g, uids, data, w);
     CUDA_CHECK(cudaFreeAsync(w, 0));
@@ -313,16 +332,17 @@ bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, co
 
 bool titan_cuda_attention_cudnn_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv,
                                          const bf16 *dout, const bf16 *out, const float *lse,
-                                         const bf16 *q, const bf16 *k, const bf16 *v, int B, int T,
-                                         int NH, int NKV, int HD) {
-    if (!applies(T, HD, titan_cuda_aligned16(dq, dk, dv, dout, out, lse, q, k, v))) return false;
-    PlanKey key = {1, B, T, NH, NKV, HD};
+                                         const bf16 *q, const bf16 *k, const bf16 *v, int B,
+                                         int Tq, int Tk, int NH, int NKV, int HD) {
+    if (!applies(Tq, Tk, HD, titan_cuda_aligned16(dq, dk, dv, dout, out, lse, q, k, v)))
+        return false;
+    PlanKey key = {1, B, Tq, Tk, NH, NKV, HD};
     const CudnnApi *api = api_or_die(key);
     CudnnGraph *g = plan_for(api, key);
-    const size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
+    const size_t nq = (size_t)B * Tq * NH * HD, nkv = (size_t)B * Tk * NKV * HD;
     /* after the plan's workspace: softmax_sum, dq_accum and, for "+=", the
      * temporaries cuDNN writes dq, dk, dv to before they are added in */
-    const size_t part[5] = {round256((size_t)B * NH * T * sizeof(float)),
+    const size_t part[5] = {round256((size_t)B * NH * Tq * sizeof(float)),
                             round256(nq * sizeof(float)), add ? round256(nq * sizeof(bf16)) : 0,
                             add ? round256(nkv * sizeof(bf16)) : 0,
                             add ? round256(nkv * sizeof(bf16)) : 0};
@@ -333,13 +353,15 @@ bool titan_cuda_attention_cudnn_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv,
     bf16 *odq = add ? (bf16 *)at[2] : dq, *odk = add ? (bf16 *)at[3] : dk;
     bf16 *odv = add ? (bf16 *)at[4] : dv;
     float scale = 1.0f / sqrtf((float)HD), neg_inf = neg_inf_value(api), one = 1.0f;
+    int32_t skv = Tk, sq = Tq;
     CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, nq * sizeof(float), 0));
     const int64_t uids[] = {UID_Q,  UID_KT, UID_V,   UID_O,          UID_STATS,
                             UID_DO, UID_DQ, UID_DK,  UID_DV,         UID_SCALE,
-                            UID_NEG_INF, UID_ONE, UID_SOFTMAX_SUM, UID_DQ_ACCUM};
+                            UID_NEG_INF, UID_ONE, UID_SOFTMAX_SUM, UID_DQ_ACCUM,
+                            UID_SKV, UID_SQ};
     void *const data[] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse,
                           (void *)dout, odq, odk, odv, &scale, &neg_inf, &one, softmax_sum,
-                          dq_accum};
+                          dq_accum, &skv, &sq};
     execute_or_die(api, key, g, uids, data, w);
     if (add) {
         titan_cuda_add(TITAN_DTYPE_BF16, dq, dq, odq, nq);

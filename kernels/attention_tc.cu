@@ -1,16 +1,25 @@
 /* attention_tc.cu - causal GQA flash attention on tensor cores, bf16 storage.
  *
- * For the lead to add to cuda_ops.cuh (HD 64 and 128 only; bf16 in memory,
- * fp32 arithmetic; same shapes and lse as titan_cuda_attention_forward):
+ * Declared in cuda_ops.cuh (HD 64 and 128 only; bf16 in memory, fp32
+ * arithmetic; same shapes and lse as titan_cuda_attention_forward):
  *
  *   int titan_cuda_attention_tc_supported(int HD);      1 for HD 64 and 128
  *   void titan_cuda_attention_tc_forward(__nv_bfloat16 *out, float *lse,
  *       const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
- *       int B, int T, int NH, int NKV, int HD);
+ *       int B, int Tq, int Tk, int NH, int NKV, int HD);
  *   void titan_cuda_attention_tc_backward(int acc, __nv_bfloat16 *dq, __nv_bfloat16 *dk,
  *       __nv_bfloat16 *dv, const __nv_bfloat16 *dout, const __nv_bfloat16 *out,
  *       const float *lse, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
- *       const __nv_bfloat16 *v, int B, int T, int NH, int NKV, int HD);
+ *       const __nv_bfloat16 *v, int B, int Tq, int Tk, int NH, int NKV, int HD);
+ *
+ * q, out, dout, dq are [B, Tq, NH, HD], k, v, dk, dv [B, Tk, NKV, HD], lse
+ * [B, NH, Tq], 1 <= Tq <= Tk: the queries are the last Tq of the Tk
+ * positions (query row r at position off + r, off = Tk - Tq, seeing keys
+ * 0 .. off + r; Tq = Tk is plain causal attention, Tq < Tk a context-parallel
+ * chunk). Any offset works: masks and skips below compare key indices with
+ * query positions, so "the diagonal" is wherever the positions put it (for
+ * an offset a multiple of 64 it is key tile qi + off / 64; otherwise up to
+ * two key tiles per query tile straddle it and are masked).
  *
  * q, k, v, dout must be 16-byte aligned (cp.async), out, dq, dk, dv 4-byte
  * aligned; the entry points abort otherwise, as on a bad shape. acc nonzero
@@ -28,13 +37,16 @@
  * the current one is used.
  *
  * Forward (FlashAttention-2): CTA = (64 query rows, head, batch); walks kv
- * tiles of 64 keys up to the diagonal. S = Q K^T in fp32, then in fp32 the
- * online softmax (running max m, running sum l, in base 2: S * scale * log2e)
- * and the causal mask (key > query -> -inf, on the diagonal tile only: the
- * keys of the earlier tiles precede every row); P is rounded to bf16 for
- * P V, O accumulates in fp32 and is rescaled by exp(m_old - m_new). On the
- * diagonal tile warp w's rows see keys up to 16w + 15 only: the S and P V
- * products of the later 16-key blocks are skipped (their P is 0).
+ * tiles of 64 keys up to the diagonal (the last row's position). S = Q K^T
+ * in fp32, then in fp32 the online softmax (running max m, running sum l, in
+ * base 2: S * scale * log2e) and the causal mask (key > the query's position
+ * -> -inf, on the diagonal tiles only: those with a key past the tile's
+ * first row; the keys of the earlier tiles precede every row); P is rounded
+ * to bf16 for P V, O accumulates in fp32 and is rescaled by
+ * exp(m_old - m_new). On a diagonal tile warp w's rows see the keys up to
+ * the position of its row 16w + 15 only (for Tq = Tk: keys 16w + 15 of the
+ * tile): the S and P V products of the later 16-key blocks are skipped
+ * (their P is 0).
  * At the end out = O / l rounded once to bf16; lse = m + log(l) in fp32,
  * natural log (the CPU backend's definition). Shared memory: Q 64 rows + K, V
  * 2 x 64 rows each: 46,080 B (HD 64), 87,040 B (HD 128).
@@ -42,14 +54,17 @@
  * Backward, as the CPU backend: P = exp(S - lse), D = rowsum(dO * O),
  * dV = P^T dO, dS = P * (dO V^T - D), dK = scale dS^T Q, dQ = scale dS K.
  *   delta: one warp per query row, D in fp32 into a stream-ordered scratch
- *          (cudaMallocAsync / cudaFreeAsync on stream 0), [B, NH, T] like lse.
+ *          (cudaMallocAsync / cudaFreeAsync on stream 0), [B, NH, Tq] like lse.
  *   dkv:   CTA = (64 keys, kv head, batch); warp w owns keys 16w..16w+15 and
  *          computes S^T, dP^T for them against query tiles of BQ rows (64 for
  *          HD 64, 32 for HD 128: registers), walking every query head of the
- *          GQA group and every query tile at or after the diagonal. dK, dV
- *          accumulate in fp32 registers. Only query tiles that overlap the
- *          key tile (or run past T) are masked; the products of 16-query
- *          blocks before all of a warp's keys are skipped. Shared memory
+ *          GQA group and every query tile at or after the diagonal (from
+ *          tile max(0, k0 - off) / BQ: for an offset a multiple of 64, the
+ *          key tile's index less off / 64, times 64 / BQ). dK, dV
+ *          accumulate in fp32 registers. Only query tiles with a position
+ *          before a key of the tile (or running past Tq) are masked; the
+ *          products of 16-query blocks before all of a warp's keys are
+ *          skipped. Shared memory
  *          56,320 B / 70,144 B.
  *   dq:    CTA = (64 query rows, head, batch) walking kv tiles up to the
  *          diagonal, masked and skipped as the forward; dQ in fp32
@@ -308,20 +323,21 @@ static __device__ __forceinline__ void tc_tile_load(bf16 *dst, const bf16 *x, in
     }
 }
 
-/* s = S * scale_log2 (base 2) on this lane's two rows; with MASK (the
- * diagonal tile) -inf where the key is past the row. Key of column 8 nt + e:
- * key0 + 8 nt + e. mx_lo, mx_hi take the rows' maxima over these columns. */
+/* s = S * scale_log2 (base 2) on this lane's two rows, at positions pos_lo
+ * and pos_hi; with MASK (a tile on the diagonal) -inf where the key is past
+ * the row's position. Key of column 8 nt + e: key0 + 8 nt + e. mx_lo, mx_hi
+ * take the rows' maxima over these columns. */
 template <bool MASK, int NT>
 static __device__ __forceinline__ void tc_scale_mask(float (&s)[NT][4], float scale_log2, int key0,
-                                                  int row_lo, int row_hi, float &mx_lo,
+                                                  int pos_lo, int pos_hi, float &mx_lo,
                                                   float &mx_hi) {
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int key = key0 + nt * 8 + e;
-            s[nt][e] = !MASK || key <= row_lo ? s[nt][e] * scale_log2 : -INFINITY;
-            s[nt][2 + e] = !MASK || key <= row_hi ? s[nt][2 + e] * scale_log2 : -INFINITY;
+            s[nt][e] = !MASK || key <= pos_lo ? s[nt][e] * scale_log2 : -INFINITY;
+            s[nt][2 + e] = !MASK || key <= pos_hi ? s[nt][2 + e] * scale_log2 : -INFINITY;
             mx_lo = fmaxf(mx_lo, s[nt][e]);
             mx_hi = fmaxf(mx_hi, s[nt][2 + e]);
         }
@@ -333,13 +349,13 @@ static __device__ __forceinline__ void tc_scale_mask(float (&s)[NT][4], float sc
  * (the barrier) everyone's. */
 template <int HD>
 static __device__ __forceinline__ void tc_kv_advance(bf16 *Ks, bf16 *Vs, const bf16 *k,
-                                                  const bf16 *v, int b, int kj, int nkv, int T,
+                                                  const bf16 *v, int b, int kj, int nkv, int Tk,
                                                   int NKV, int kh) {
     constexpr int LD = HD + TC_PAD;
     if (kj + 1 < nkv) {
         const int nb = (kj + 1) & 1;
-        tc_tile_load<HD, TC_BC>(Ks + nb * TC_BC * LD, k, b, (kj + 1) * TC_BC, T, NKV, kh);
-        tc_tile_load<HD, TC_BC>(Vs + nb * TC_BC * LD, v, b, (kj + 1) * TC_BC, T, NKV, kh);
+        tc_tile_load<HD, TC_BC>(Ks + nb * TC_BC * LD, k, b, (kj + 1) * TC_BC, Tk, NKV, kh);
+        tc_tile_load<HD, TC_BC>(Vs + nb * TC_BC * LD, v, b, (kj + 1) * TC_BC, Tk, NKV, kh);
         tc_cp_async_commit();
         tc_cp_async_wait<1>();
     } else {
@@ -348,27 +364,43 @@ static __device__ __forceinline__ void tc_kv_advance(bf16 *Ks, bf16 *Vs, const b
     __syncthreads();
 }
 
+/* The forward's and dq's mask on kv tile k0 of a query tile whose first row
+ * sits at position p0: only a tile with a key past p0 (for Tq = Tk the
+ * diagonal tile alone; for another offset up to two) needs it, and there
+ * warp w's rows (positions up to p0 + 16 w + 15) see its first `live` keys
+ * only: the S and P V products of the later 16-key blocks are skipped (P
+ * is 0 there; none at all when the warp sees no key of the tile). Returns
+ * whether the tile is masked; warp-uniform. */
+static __device__ __forceinline__ bool tc_diag_live(int k0, int p0, int warp, int &live) {
+    const bool diag = k0 + TC_BC - 1 > p0;
+    live = diag ? min(TC_BC, max(0, p0 + 16 * warp + 16 - k0)) : TC_BC;
+    return diag;
+}
+
 /* ------------------------------------------------------------------ forward */
 
 template <int HD>
 __global__ void __launch_bounds__(TC_THREADS)
     attention_tc_forward_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
-                                const bf16 *v, int T, int NH, int NKV, float scale_log2) {
+                                const bf16 *v, int Tq, int Tk, int NH, int NKV,
+                                float scale_log2) {
     constexpr int LD = HD + TC_PAD, NT = TC_BC / 8, KD = HD / 16, DT = HD / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16 *Qs = reinterpret_cast<bf16 *>(tc_smem); /* [TC_BR][LD] */
     bf16 *Ks = Qs + TC_BR * LD;                    /* [2][TC_BC][LD] */
     bf16 *Vs = Ks + 2 * TC_BC * LD;                /* [2][TC_BC][LD] */
-    const int nqt = (T + TC_BR - 1) / TC_BR;
+    const int nqt = (Tq + TC_BR - 1) / TC_BR;
     const int qi = nqt - 1 - (int)blockIdx.x; /* longest rows first */
     const int h = blockIdx.y, b = blockIdx.z, kh = h / (NH / NKV), q0 = qi * TC_BR;
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
     const int row_lo = q0 + warp * 16 + g, row_hi = row_lo + 8; /* this lane's two rows */
-    const int nkv = qi + 1;
+    const int p0 = Tk - Tq + q0;                                /* row q0's position */
+    const int pos_lo = p0 + warp * 16 + g, pos_hi = pos_lo + 8;
+    const int nkv = (p0 + min(TC_BR, Tq - q0) - 1) / TC_BC + 1; /* through the last row's keys */
 
-    tc_tile_load<HD, TC_BR>(Qs, q, b, q0, T, NH, h);
-    tc_tile_load<HD, TC_BC>(Ks, k, b, 0, T, NKV, kh);
-    tc_tile_load<HD, TC_BC>(Vs, v, b, 0, T, NKV, kh);
+    tc_tile_load<HD, TC_BR>(Qs, q, b, q0, Tq, NH, h);
+    tc_tile_load<HD, TC_BC>(Ks, k, b, 0, Tk, NKV, kh);
+    tc_tile_load<HD, TC_BC>(Vs, v, b, 0, Tk, NKV, kh);
     tc_cp_async_commit();
 
     float o[DT][4];
@@ -378,28 +410,24 @@ __global__ void __launch_bounds__(TC_THREADS)
     const bf16 *Qw = Qs + warp * 16 * LD;
 
     for (int kj = 0; kj < nkv; kj++) {
-        tc_kv_advance<HD>(Ks, Vs, k, v, b, kj, nkv, T, NKV, kh);
+        tc_kv_advance<HD>(Ks, Vs, k, v, b, kj, nkv, Tk, NKV, kh);
         const bf16 *Kt = Ks + (kj & 1) * TC_BC * LD, *Vt = Vs + (kj & 1) * TC_BC * LD;
-        /* Only the diagonal tile (kj == qi) has keys past a row. There this
-         * warp's rows 16 warp.. 16 warp + 15 see keys up to 16 warp + 15:
-         * the S and P V products of the keys past `live` are skipped (P is
-         * 0 there). Warp-uniform branches. */
-        const bool diag = kj == qi;
-        const int live = diag ? 16 * warp + 16 : TC_BC;
+        const int k0 = kj * TC_BC;
+        int live;
+        const bool diag = tc_diag_live(k0, p0, warp, live);
 
         float s[NT][4]; /* S for rows 16 warp.., keys kj*TC_BC + 8 nt.. */
         tc_zero(s);
         tc_gemm_nk<KD>(s, Qw, Kt, LD, lane, 0, (live + 15) / 16);
 
-        /* scale into base 2, mask, online softmax. Key 0 of a tile is at most
-         * the tile's first query (tiles 0..qi), so no row is all -inf and
-         * the new max is finite; exp2(-inf) = 0 does the rest. */
-        const int k0 = kj * TC_BC;
+        /* scale into base 2, mask, online softmax. Key 0 precedes every row,
+         * so after tile 0 every row's max is finite; a row that sees no key
+         * of a later tile keeps its max, and exp2(-inf) = 0 does the rest. */
         float mx_lo = -INFINITY, mx_hi = -INFINITY;
         if (diag)
-            tc_scale_mask<true>(s, scale_log2, k0 + 2 * t, row_lo, row_hi, mx_lo, mx_hi);
+            tc_scale_mask<true>(s, scale_log2, k0 + 2 * t, pos_lo, pos_hi, mx_lo, mx_hi);
         else
-            tc_scale_mask<false>(s, scale_log2, k0 + 2 * t, row_lo, row_hi, mx_lo, mx_hi);
+            tc_scale_mask<false>(s, scale_log2, k0 + 2 * t, pos_lo, pos_hi, mx_lo, mx_hi);
         const float mn_lo = fmaxf(m_lo, tc_quad_max(mx_lo)),
                     mn_hi = fmaxf(m_hi, tc_quad_max(mx_hi));
         const float al_lo = exp2f(m_lo - mn_lo), al_hi = exp2f(m_hi - mn_hi); /* 0 at first */
@@ -433,25 +461,25 @@ __global__ void __launch_bounds__(TC_THREADS)
     l_lo = tc_quad_sum(l_lo);
     l_hi = tc_quad_sum(l_hi);
     const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;
-    if (row_lo < T) {
-        bf16 *po = out + (((size_t)b * T + row_lo) * NH + h) * HD + 2 * t;
+    if (row_lo < Tq) {
+        bf16 *po = out + (((size_t)b * Tq + row_lo) * NH + h) * HD + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++)
             tc_store_bf16x2(po + dt * 8, o[dt][0] * inv_lo, o[dt][1] * inv_lo);
-        if (t == 0) lse[((size_t)b * NH + h) * T + row_lo] = m_lo * TC_LN2 + logf(l_lo);
+        if (t == 0) lse[((size_t)b * NH + h) * Tq + row_lo] = m_lo * TC_LN2 + logf(l_lo);
     }
-    if (row_hi < T) {
-        bf16 *po = out + (((size_t)b * T + row_hi) * NH + h) * HD + 2 * t;
+    if (row_hi < Tq) {
+        bf16 *po = out + (((size_t)b * Tq + row_hi) * NH + h) * HD + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++)
             tc_store_bf16x2(po + dt * 8, o[dt][2] * inv_hi, o[dt][3] * inv_hi);
-        if (t == 0) lse[((size_t)b * NH + h) * T + row_hi] = m_hi * TC_LN2 + logf(l_hi);
+        if (t == 0) lse[((size_t)b * NH + h) * Tq + row_hi] = m_hi * TC_LN2 + logf(l_hi);
     }
 }
 
 /* ------------------------------------------------------ backward: D = dO . O */
 
-/* one warp per row r = (b NH + h) T + t of delta[B, NH, T] */
+/* one warp per row r = (b NH + h) T + t of delta[B, NH, T] (T = Tq) */
 template <int HD>
 __global__ void attention_tc_delta_kernel(float *delta, const bf16 *dout, const bf16 *out, int T,
                                           int NH, size_t rows) {
@@ -479,39 +507,40 @@ __global__ void attention_tc_delta_kernel(float *delta, const bf16 *dout, const 
 
 /* Queues query tile q0 of head h for the dkv kernel: Q and dO rows
  * (cp.async, the caller commits), lse * log2e and D (plain stores; rows past
- * T get 0 and are masked). */
+ * Tq get 0 and are masked). */
 template <int HD, int BQ>
 static __device__ __forceinline__ void tc_dkv_stage(bf16 *Qb, bf16 *dOb, float *Lb, float *Db,
                                                  const bf16 *q, const bf16 *dout,
                                                  const float *lse, const float *delta, int b,
-                                                 int h, int q0, int T, int NH) {
-    tc_tile_load<HD, BQ>(Qb, q, b, q0, T, NH, h);
-    tc_tile_load<HD, BQ>(dOb, dout, b, q0, T, NH, h);
+                                                 int h, int q0, int Tq, int NH) {
+    tc_tile_load<HD, BQ>(Qb, q, b, q0, Tq, NH, h);
+    tc_tile_load<HD, BQ>(dOb, dout, b, q0, Tq, NH, h);
     for (int i = threadIdx.x; i < BQ; i += TC_THREADS) {
         const int row = q0 + i;
-        const size_t r = ((size_t)b * NH + h) * T + row;
-        Lb[i] = row < T ? lse[r] * TC_LOG2E : 0.0f;
-        Db[i] = row < T ? delta[r] : 0.0f;
+        const size_t r = ((size_t)b * NH + h) * Tq + row;
+        Lb[i] = row < Tq ? lse[r] * TC_LOG2E : 0.0f;
+        Db[i] = row < Tq ? delta[r] : 0.0f;
     }
 }
 
 /* P^T = exp(S^T scale - lse) into st, dS^T = P^T (dP^T - D) into dpt, for
  * keys j_lo, j_hi and the queries i = q0 + 8 nt + 2t + e of this lane's
- * columns; with MASK (a query tile that overlaps the key tile or runs past
- * T) zero where the query is before the key or past T */
+ * columns, at positions p0 + 8 nt + 2t + e; with MASK (a query tile with a
+ * position before a key of the tile, or running past Tq) zero where the
+ * query's position is before the key or the query past Tq */
 template <bool MASK, int NT>
 static __device__ __forceinline__ void tc_dkv_ds(float (&st)[NT][4], float (&dpt)[NT][4],
                                               const float *Lb, const float *Db,
-                                              float scale_log2, int q0, int T, int j_lo,
-                                              int j_hi, int t) {
+                                              float scale_log2, int q0, int p0, int Tq,
+                                              int j_lo, int j_hi, int t) {
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-            const int col = nt * 8 + 2 * t + e, i = q0 + col;
+            const int col = nt * 8 + 2 * t + e, i = q0 + col, pos = p0 + col;
             const float L = Lb[col], D = Db[col];
-            const bool ok_lo = !MASK || (i < T && j_lo <= i);
-            const bool ok_hi = !MASK || (i < T && j_hi <= i);
+            const bool ok_lo = !MASK || (i < Tq && j_lo <= pos);
+            const bool ok_hi = !MASK || (i < Tq && j_hi <= pos);
             const float p_lo = ok_lo ? exp2f(st[nt][e] * scale_log2 - L) : 0.0f;
             const float p_hi = ok_hi ? exp2f(st[nt][2 + e] * scale_log2 - L) : 0.0f;
             dpt[nt][e] = ok_lo ? p_lo * (dpt[nt][e] - D) : 0.0f;
@@ -525,7 +554,8 @@ template <int HD, int BQ>
 __global__ void __launch_bounds__(TC_THREADS)
     attention_tc_dkv_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const float *lse,
                             const float *delta, const bf16 *q, const bf16 *k, const bf16 *v,
-                            int T, int NH, int NKV, float scale, float scale_log2, int add) {
+                            int Tq, int Tk, int NH, int NKV, float scale, float scale_log2,
+                            int add) {
     constexpr int LD = HD + TC_PAD, NT = BQ / 8, KD = HD / 16, DT = HD / 8;
     static_assert(TC_BC % BQ == 0, "query tiles start on the key tile's first row");
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -537,14 +567,17 @@ __global__ void __launch_bounds__(TC_THREADS)
     float *Ds = Ls + 2 * BQ;                                 /* [2][BQ] */
     const int kj = blockIdx.x, kh = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
-    const int k0 = kj * TC_BC, rep = NH / NKV;
+    const int k0 = kj * TC_BC, rep = NH / NKV, off = Tk - Tq; /* query r at position off + r */
     const int j_lo = k0 + warp * 16 + g, j_hi = j_lo + 8; /* this lane's two keys */
-    /* query tiles qs.. of each head of the group; earlier ones see none of these keys */
-    const int qs = k0 / BQ, per_head = (T + BQ - 1) / BQ - qs, n_iter = rep * per_head;
+    /* query tiles qs.. of each head of the group; earlier ones see none of
+     * these keys (the first that does is row k0 - off, at position k0;
+     * k0 < Tk makes it a row before Tq) */
+    const int qs = max(0, k0 - off) / BQ, per_head = (Tq + BQ - 1) / BQ - qs,
+              n_iter = rep * per_head;
 
-    tc_tile_load<HD, TC_BC>(Ks, k, b, k0, T, NKV, kh);
-    tc_tile_load<HD, TC_BC>(Vs, v, b, k0, T, NKV, kh);
-    tc_dkv_stage<HD, BQ>(Qs, dOs, Ls, Ds, q, dout, lse, delta, b, kh * rep, qs * BQ, T, NH);
+    tc_tile_load<HD, TC_BC>(Ks, k, b, k0, Tk, NKV, kh);
+    tc_tile_load<HD, TC_BC>(Vs, v, b, k0, Tk, NKV, kh);
+    tc_dkv_stage<HD, BQ>(Qs, dOs, Ls, Ds, q, dout, lse, delta, b, kh * rep, qs * BQ, Tq, NH);
     tc_cp_async_commit();
 
     float dka[DT][4], dva[DT][4];
@@ -557,24 +590,25 @@ __global__ void __launch_bounds__(TC_THREADS)
             const int nb = (it + 1) & 1, h1 = kh * rep + (it + 1) / per_head;
             const int q1 = (qs + (it + 1) % per_head) * BQ;
             tc_dkv_stage<HD, BQ>(Qs + nb * BQ * LD, dOs + nb * BQ * LD, Ls + nb * BQ, Ds + nb * BQ,
-                                 q, dout, lse, delta, b, h1, q1, T, NH);
+                                 q, dout, lse, delta, b, h1, q1, Tq, NH);
             tc_cp_async_commit();
             tc_cp_async_wait<1>();
         } else {
             tc_cp_async_wait<0>();
         }
         __syncthreads();
-        const int buf = it & 1, q0 = (qs + it % per_head) * BQ;
+        const int buf = it & 1, q0 = (qs + it % per_head) * BQ, p0 = off + q0;
         const bf16 *Qb = Qs + buf * BQ * LD, *dOb = dOs + buf * BQ * LD;
         const float *Lb = Ls + buf * BQ, *Db = Ds + buf * BQ;
-        /* Only a query tile that overlaps the key tile (q0 < k0 + TC_BC)
-         * has queries before a key, and only the last runs past T: the
+        /* Only a query tile whose first position precedes a key of the tile
+         * (p0 < k0 + TC_BC: for Tq = Tk, the tiles overlapping the key tile)
+         * has queries before a key, and only the last runs past Tq: the
          * others need no mask. The first `dead` queries of the tile are
          * before all of this warp's keys (none when <= 0): the products of
          * those 16-query blocks are skipped (P, dS are 0 there). Warp-uniform
          * branches. */
-        const bool edge = q0 < k0 + TC_BC || q0 + BQ > T;
-        const int dead = k0 + 16 * warp - q0;
+        const bool edge = p0 < k0 + TC_BC || q0 + BQ > Tq;
+        const int dead = k0 + 16 * warp - p0;
 
         /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BQ queries */
         float st[NT][4], dpt[NT][4];
@@ -585,9 +619,9 @@ __global__ void __launch_bounds__(TC_THREADS)
         tc_gemm_nk<KD>(dpt, Vw, dOb, LD, lane, live_lo, NT / 2);
 
         if (edge)
-            tc_dkv_ds<true>(st, dpt, Lb, Db, scale_log2, q0, T, j_lo, j_hi, t);
+            tc_dkv_ds<true>(st, dpt, Lb, Db, scale_log2, q0, p0, Tq, j_lo, j_hi, t);
         else
-            tc_dkv_ds<false>(st, dpt, Lb, Db, scale_log2, q0, T, j_lo, j_hi, t);
+            tc_dkv_ds<false>(st, dpt, Lb, Db, scale_log2, q0, p0, Tq, j_lo, j_hi, t);
 
         /* dV += P^T dO, dK += dS^T Q (P, dS rounded to bf16) */
         tc_gemm_ck(dva, st, dOb, LD, lane, live_lo, NT / 2);
@@ -595,20 +629,20 @@ __global__ void __launch_bounds__(TC_THREADS)
         __syncthreads(); /* this buffer is refilled at it + 1 */
     }
 
-    if (j_lo < T) {
-        const size_t off = (((size_t)b * T + j_lo) * NKV + kh) * HD + 2 * t;
+    if (j_lo < Tk) {
+        const size_t o = (((size_t)b * Tk + j_lo) * NKV + kh) * HD + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {
-            tc_grad_bf16x2(add, dk + off + dt * 8, dka[dt][0] * scale, dka[dt][1] * scale);
-            tc_grad_bf16x2(add, dv + off + dt * 8, dva[dt][0], dva[dt][1]);
+            tc_grad_bf16x2(add, dk + o + dt * 8, dka[dt][0] * scale, dka[dt][1] * scale);
+            tc_grad_bf16x2(add, dv + o + dt * 8, dva[dt][0], dva[dt][1]);
         }
     }
-    if (j_hi < T) {
-        const size_t off = (((size_t)b * T + j_hi) * NKV + kh) * HD + 2 * t;
+    if (j_hi < Tk) {
+        const size_t o = (((size_t)b * Tk + j_hi) * NKV + kh) * HD + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {
-            tc_grad_bf16x2(add, dk + off + dt * 8, dka[dt][2] * scale, dka[dt][3] * scale);
-            tc_grad_bf16x2(add, dv + off + dt * 8, dva[dt][2], dva[dt][3]);
+            tc_grad_bf16x2(add, dk + o + dt * 8, dka[dt][2] * scale, dka[dt][3] * scale);
+            tc_grad_bf16x2(add, dv + o + dt * 8, dva[dt][2], dva[dt][3]);
         }
     }
 }
@@ -616,19 +650,19 @@ __global__ void __launch_bounds__(TC_THREADS)
 /* ------------------------------------------------------------ backward: dQ */
 
 /* dS = P (dP - D) into s, P = exp2(S scale_log2 - L), on this lane's two
- * rows; with MASK (the diagonal tile) zero where the key (key0 + 8 nt + e)
- * is past the row */
+ * rows at positions pos_lo, pos_hi; with MASK (a tile on the diagonal) zero
+ * where the key (key0 + 8 nt + e) is past the row's position */
 template <bool MASK, int NT>
 static __device__ __forceinline__ void tc_dq_ds(float (&s)[NT][4], const float (&dp)[NT][4],
                                              float scale_log2, float L_lo, float L_hi,
-                                             float D_lo, float D_hi, int key0, int row_lo,
-                                             int row_hi) {
+                                             float D_lo, float D_hi, int key0, int pos_lo,
+                                             int pos_hi) {
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int key = key0 + nt * 8 + e;
-            const bool ok_lo = !MASK || key <= row_lo, ok_hi = !MASK || key <= row_hi;
+            const bool ok_lo = !MASK || key <= pos_lo, ok_hi = !MASK || key <= pos_hi;
             const float p_lo = ok_lo ? exp2f(s[nt][e] * scale_log2 - L_lo) : 0.0f;
             const float p_hi = ok_hi ? exp2f(s[nt][2 + e] * scale_log2 - L_hi) : 0.0f;
             s[nt][e] = ok_lo ? p_lo * (dp[nt][e] - D_lo) : 0.0f;
@@ -639,45 +673,48 @@ static __device__ __forceinline__ void tc_dq_ds(float (&s)[NT][4], const float (
 template <int HD>
 __global__ void __launch_bounds__(TC_THREADS)
     attention_tc_dq_kernel(bf16 *dq, const bf16 *dout, const float *lse, const float *delta,
-                           const bf16 *q, const bf16 *k, const bf16 *v, int T, int NH, int NKV,
-                           float scale, float scale_log2, int add) {
+                           const bf16 *q, const bf16 *k, const bf16 *v, int Tq, int Tk, int NH,
+                           int NKV, float scale, float scale_log2, int add) {
     constexpr int LD = HD + TC_PAD, NT = TC_BC / 8, KD = HD / 16, DT = HD / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16 *Qs = reinterpret_cast<bf16 *>(tc_smem); /* [TC_BR][LD] */
     bf16 *dOs = Qs + TC_BR * LD;                   /* [TC_BR][LD] */
     bf16 *Ks = dOs + TC_BR * LD;                   /* [2][TC_BC][LD] */
     bf16 *Vs = Ks + 2 * TC_BC * LD;                /* [2][TC_BC][LD] */
-    const int nqt = (T + TC_BR - 1) / TC_BR;
+    const int nqt = (Tq + TC_BR - 1) / TC_BR;
     const int qi = nqt - 1 - (int)blockIdx.x; /* longest rows first */
     const int h = blockIdx.y, b = blockIdx.z, kh = h / (NH / NKV), q0 = qi * TC_BR;
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
     const int row_lo = q0 + warp * 16 + g, row_hi = row_lo + 8;
-    const int nkv = qi + 1;
+    const int p0 = Tk - Tq + q0; /* as in the forward */
+    const int pos_lo = p0 + warp * 16 + g, pos_hi = pos_lo + 8;
+    const int nkv = (p0 + min(TC_BR, Tq - q0) - 1) / TC_BC + 1;
 
-    tc_tile_load<HD, TC_BR>(Qs, q, b, q0, T, NH, h);
-    tc_tile_load<HD, TC_BR>(dOs, dout, b, q0, T, NH, h);
-    tc_tile_load<HD, TC_BC>(Ks, k, b, 0, T, NKV, kh);
-    tc_tile_load<HD, TC_BC>(Vs, v, b, 0, T, NKV, kh);
+    tc_tile_load<HD, TC_BR>(Qs, q, b, q0, Tq, NH, h);
+    tc_tile_load<HD, TC_BR>(dOs, dout, b, q0, Tq, NH, h);
+    tc_tile_load<HD, TC_BC>(Ks, k, b, 0, Tk, NKV, kh);
+    tc_tile_load<HD, TC_BC>(Vs, v, b, 0, Tk, NKV, kh);
     tc_cp_async_commit();
 
-    /* rows past T: L = D = 0 with Q = dO = 0 rows keep them finite; never stored */
-    const size_t lrow = ((size_t)b * NH + h) * T;
-    const float L_lo = row_lo < T ? lse[lrow + row_lo] * TC_LOG2E : 0.0f;
-    const float L_hi = row_hi < T ? lse[lrow + row_hi] * TC_LOG2E : 0.0f;
-    const float D_lo = row_lo < T ? delta[lrow + row_lo] : 0.0f;
-    const float D_hi = row_hi < T ? delta[lrow + row_hi] : 0.0f;
+    /* rows past Tq: L = D = 0 with Q = dO = 0 rows keep them finite; never stored */
+    const size_t lrow = ((size_t)b * NH + h) * Tq;
+    const float L_lo = row_lo < Tq ? lse[lrow + row_lo] * TC_LOG2E : 0.0f;
+    const float L_hi = row_hi < Tq ? lse[lrow + row_hi] * TC_LOG2E : 0.0f;
+    const float D_lo = row_lo < Tq ? delta[lrow + row_lo] : 0.0f;
+    const float D_hi = row_hi < Tq ? delta[lrow + row_hi] : 0.0f;
 
     float dqa[DT][4];
     tc_zero(dqa);
     const bf16 *Qw = Qs + warp * 16 * LD, *dOw = dOs + warp * 16 * LD;
 
     for (int kj = 0; kj < nkv; kj++) {
-        tc_kv_advance<HD>(Ks, Vs, k, v, b, kj, nkv, T, NKV, kh);
+        tc_kv_advance<HD>(Ks, Vs, k, v, b, kj, nkv, Tk, NKV, kh);
         const bf16 *Kt = Ks + (kj & 1) * TC_BC * LD, *Vt = Vs + (kj & 1) * TC_BC * LD;
-        /* as in the forward: only the diagonal tile is masked, and there the
-         * products of the keys past `live` are skipped (dS is 0 there) */
-        const bool diag = kj == qi;
-        const int live = diag ? 16 * warp + 16 : TC_BC;
+        /* as in the forward: only tiles on the diagonal are masked, and there
+         * the products of the keys past `live` are skipped (dS is 0 there) */
+        const int k0 = kj * TC_BC;
+        int live;
+        const bool diag = tc_diag_live(k0, p0, warp, live);
 
         /* S = Q K^T, dP = dO V^T for this warp's 16 rows x 64 keys */
         float s[NT][4], dp[NT][4];
@@ -687,25 +724,24 @@ __global__ void __launch_bounds__(TC_THREADS)
         tc_gemm_nk<KD>(dp, dOw, Vt, LD, lane, 0, (live + 15) / 16);
 
         /* dS = P (dP - D) into s; zero above the diagonal */
-        const int k0 = kj * TC_BC;
         if (diag)
-            tc_dq_ds<true>(s, dp, scale_log2, L_lo, L_hi, D_lo, D_hi, k0 + 2 * t, row_lo, row_hi);
+            tc_dq_ds<true>(s, dp, scale_log2, L_lo, L_hi, D_lo, D_hi, k0 + 2 * t, pos_lo, pos_hi);
         else
-            tc_dq_ds<false>(s, dp, scale_log2, L_lo, L_hi, D_lo, D_hi, k0 + 2 * t, row_lo, row_hi);
+            tc_dq_ds<false>(s, dp, scale_log2, L_lo, L_hi, D_lo, D_hi, k0 + 2 * t, pos_lo, pos_hi);
 
         /* dQ += dS K (dS rounded to bf16) */
         tc_gemm_ck(dqa, s, Kt, LD, lane, 0, (live + 15) / 16);
         __syncthreads(); /* this buffer is refilled at kj + 1 */
     }
 
-    if (row_lo < T) {
-        bf16 *p = dq + (((size_t)b * T + row_lo) * NH + h) * HD + 2 * t;
+    if (row_lo < Tq) {
+        bf16 *p = dq + (((size_t)b * Tq + row_lo) * NH + h) * HD + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++)
             tc_grad_bf16x2(add, p + dt * 8, dqa[dt][0] * scale, dqa[dt][1] * scale);
     }
-    if (row_hi < T) {
-        bf16 *p = dq + (((size_t)b * T + row_hi) * NH + h) * HD + 2 * t;
+    if (row_hi < Tq) {
+        bf16 *p = dq + (((size_t)b * Tq + row_hi) * NH + h) * HD + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++)
             tc_grad_bf16x2(add, p + dt * 8, dqa[dt][2] * scale, dqa[dt][3] * scale);
@@ -732,12 +768,12 @@ static constexpr size_t tc_dkv_smem(int HD) {
 static constexpr size_t tc_dq_smem(int HD) { return tc_tiles_bytes(2 * TC_BR + 4 * TC_BC, HD); }
 
 /* forward, dq: a CTA per (query tile, head, batch); dkv: per (key tile, kv
- * head, batch); delta: a warp per row of [B, NH, T] */
-static inline dim3 tc_query_grid(int B, int T, int NH) {
-    return dim3((T + TC_BR - 1) / TC_BR, NH, B);
+ * head, batch); delta: a warp per row of [B, NH, Tq] */
+static inline dim3 tc_query_grid(int B, int Tq, int NH) {
+    return dim3((Tq + TC_BR - 1) / TC_BR, NH, B);
 }
-static inline dim3 tc_key_grid(int B, int T, int NKV) {
-    return dim3((T + TC_BC - 1) / TC_BC, NKV, B);
+static inline dim3 tc_key_grid(int B, int Tk, int NKV) {
+    return dim3((Tk + TC_BC - 1) / TC_BC, NKV, B);
 }
 static inline dim3 tc_delta_grid(size_t rows) {
     return dim3(titan_cuda_blocks(rows * WARP, TC_DELTA_THREADS));
@@ -760,38 +796,41 @@ static int tc_misaligned(const void *p, uintptr_t align) {
 
 int titan_cuda_attention_tc_supported(int HD) { return HD == 64 || HD == 128; }
 
-static void tc_check(int B, int NH, int NKV, int HD) {
+static void tc_check(int B, int Tq, int Tk, int NH, int NKV, int HD) {
     if (!titan_cuda_attention_tc_supported(HD))
         titan_cuda_panic(__FILE__, __LINE__, "attention_tc shape", "HD must be 64 or 128");
     if (NKV <= 0 || NH <= 0 || NH % NKV != 0)
         titan_cuda_panic(__FILE__, __LINE__, "attention_tc shape", "needs NH % NKV == 0");
     if (NH > 65535 || B > 65535)
         titan_cuda_panic(__FILE__, __LINE__, "attention_tc shape", "NH and B must be <= 65535");
+    if (Tq > Tk)
+        titan_cuda_panic(__FILE__, __LINE__, "attention_tc shape",
+                         "needs Tq <= Tk (the queries are the last Tq positions)");
 }
 
 template <int HD>
 static void tc_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
-                       int T, int NH, int NKV) {
+                       int Tq, int Tk, int NH, int NKV) {
     const size_t smem = tc_forward_smem(HD);
     static const int once = tc_allow_smem((const void *)attention_tc_forward_kernel<HD>, smem);
     (void)once;
     const float scale_log2 = 1.0f / sqrtf((float)HD) * TC_LOG2E;
-    attention_tc_forward_kernel<HD><<<tc_query_grid(B, T, NH), TC_THREADS, smem>>>(
-        out, lse, q, k, v, T, NH, NKV, scale_log2);
+    attention_tc_forward_kernel<HD><<<tc_query_grid(B, Tq, NH), TC_THREADS, smem>>>(
+        out, lse, q, k, v, Tq, Tk, NH, NKV, scale_log2);
     CUDA_CHECK_LAUNCH();
 }
 
 template <int HD>
 static void tc_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *out,
                         const float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
-                        int T, int NH, int NKV) {
+                        int Tq, int Tk, int NH, int NKV) {
     constexpr int BQ = tc_dkv_bq(HD);
     const float scale = 1.0f / sqrtf((float)HD), scale_log2 = scale * TC_LOG2E;
-    const size_t rows = (size_t)B * NH * T;
+    const size_t rows = (size_t)B * NH * Tq;
 
     float *delta = (float *)titan_cuda_scratch(rows * sizeof(float),
                                                "attention_backward (D = rowsum(dO * O))");
-    attention_tc_delta_kernel<HD><<<tc_delta_grid(rows), TC_DELTA_THREADS>>>(delta, dout, out, T,
+    attention_tc_delta_kernel<HD><<<tc_delta_grid(rows), TC_DELTA_THREADS>>>(delta, dout, out, Tq,
                                                                            NH, rows);
     CUDA_CHECK_LAUNCH();
 
@@ -799,44 +838,45 @@ static void tc_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
     static const int once_kv =
         tc_allow_smem((const void *)attention_tc_dkv_kernel<HD, BQ>, smem_kv);
     (void)once_kv;
-    attention_tc_dkv_kernel<HD, BQ><<<tc_key_grid(B, T, NKV), TC_THREADS, smem_kv>>>(
-        dk, dv, dout, lse, delta, q, k, v, T, NH, NKV, scale, scale_log2, add);
+    attention_tc_dkv_kernel<HD, BQ><<<tc_key_grid(B, Tk, NKV), TC_THREADS, smem_kv>>>(
+        dk, dv, dout, lse, delta, q, k, v, Tq, Tk, NH, NKV, scale, scale_log2, add);
     CUDA_CHECK_LAUNCH();
 
     const size_t smem_q = tc_dq_smem(HD);
     static const int once_q = tc_allow_smem((const void *)attention_tc_dq_kernel<HD>, smem_q);
     (void)once_q;
-    attention_tc_dq_kernel<HD><<<tc_query_grid(B, T, NH), TC_THREADS, smem_q>>>(
-        dq, dout, lse, delta, q, k, v, T, NH, NKV, scale, scale_log2, add);
+    attention_tc_dq_kernel<HD><<<tc_query_grid(B, Tq, NH), TC_THREADS, smem_q>>>(
+        dq, dout, lse, delta, q, k, v, Tq, Tk, NH, NKV, scale, scale_log2, add);
     CUDA_CHECK_LAUNCH();
 
     CUDA_CHECK(cudaFreeAsync(delta, 0));
 }
 
 void titan_cuda_attention_tc_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
-                                     const bf16 *v, int B, int T, int NH, int NKV, int HD) {
-    tc_check(B, NH, NKV, HD);
+                                     const bf16 *v, int B, int Tq, int Tk, int NH, int NKV,
+                                     int HD) {
+    tc_check(B, Tq, Tk, NH, NKV, HD);
     if (tc_misaligned(q, 16) || tc_misaligned(k, 16) || tc_misaligned(v, 16) ||
         tc_misaligned(out, 4))
         titan_cuda_panic(__FILE__, __LINE__, "attention_tc_forward",
                          "q, k, v must be 16-byte aligned, out 4-byte aligned");
-    if (B <= 0 || T <= 0) return;
-    if (HD == 64) tc_forward<64>(out, lse, q, k, v, B, T, NH, NKV);
-    else tc_forward<128>(out, lse, q, k, v, B, T, NH, NKV);
+    if (B <= 0 || Tq <= 0) return;
+    if (HD == 64) tc_forward<64>(out, lse, q, k, v, B, Tq, Tk, NH, NKV);
+    else tc_forward<128>(out, lse, q, k, v, B, Tq, Tk, NH, NKV);
 }
 
 void titan_cuda_attention_tc_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                                       const bf16 *out, const float *lse, const bf16 *q,
-                                      const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV,
-                                      int HD) {
-    tc_check(B, NH, NKV, HD);
+                                      const bf16 *k, const bf16 *v, int B, int Tq, int Tk, int NH,
+                                      int NKV, int HD) {
+    tc_check(B, Tq, Tk, NH, NKV, HD);
     if (tc_misaligned(q, 16) || tc_misaligned(k, 16) || tc_misaligned(v, 16) ||
         tc_misaligned(dout, 16) || tc_misaligned(out, 4) || tc_misaligned(dq, 4) ||
         tc_misaligned(dk, 4) || tc_misaligned(dv, 4))
         titan_cuda_panic(__FILE__, __LINE__, "attention_tc_backward",
                          "q, k, v, dout must be 16-byte aligned, out, dq, dk, dv 4-byte aligned");
-    if (B <= 0 || T <= 0) return;
+    if (B <= 0 || Tq <= 0) return;
     const int add = acc != 0;
-    if (HD == 64) tc_backward<64>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV);
-    else tc_backward<128>(add, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV);
+    if (HD == 64) tc_backward<64>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV);
+    else tc_backward<128>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV);
 }

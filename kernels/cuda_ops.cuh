@@ -244,40 +244,45 @@ void titan_cuda_rope_forward(titan_dtype dt, void *out, const void *inp, const f
 void titan_cuda_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dout,
                               const float *cos, const float *sin, int B, int T, int NHX, int HD);
 
-/* attention.cu */
+/* attention.cu: the table's ops (backend.h: q [B,Tq,NH,HD] the last Tq of
+ * the Tk positions of k, v [B,Tk,NKV,HD]) */
 void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
-                                  const void *k, const void *v, int B, int T, int NH, int NKV,
-                                  int HD);
+                                  const void *k, const void *v, int B, int Tq, int Tk, int NH,
+                                  int NKV, int HD);
 void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
                                    const void *dout, const void *out, const float *lse,
-                                   const void *q, const void *k, const void *v, int B, int T,
-                                   int NH, int NKV, int HD);
+                                   const void *q, const void *k, const void *v, int B, int Tq,
+                                   int Tk, int NH, int NKV, int HD);
 
-/* attention_tc.cu: bf16 on tensor cores (mma.sync), HD 64 and 128; q, k, v,
- * dout 16-byte aligned, out, dq, dk, dv 4-byte aligned (attention.cu's
- * entry points choose it; same contract as the table's attention ops, but
- * acc is a flag: nonzero adds into dq, dk, dv, 0 overwrites them) */
+/* attention_tc.cu: bf16 on tensor cores (mma.sync), HD 64 and 128, any
+ * Tq <= Tk; q, k, v, dout 16-byte aligned, out, dq, dk, dv 4-byte aligned
+ * (attention.cu's entry points choose it; same contract as the table's
+ * attention ops, but acc is a flag: nonzero adds into dq, dk, dv, 0
+ * overwrites them) */
 int titan_cuda_attention_tc_supported(int HD);
 void titan_cuda_attention_tc_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
-                                     const bf16 *v, int B, int T, int NH, int NKV, int HD);
+                                     const bf16 *v, int B, int Tq, int Tk, int NH, int NKV,
+                                     int HD);
 void titan_cuda_attention_tc_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                                       const bf16 *out, const float *lse, const bf16 *q,
-                                      const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV,
-                                      int HD);
+                                      const bf16 *k, const bf16 *v, int B, int Tq, int Tk, int NH,
+                                      int NKV, int HD);
 
 /* attention_cudnn.cu: bf16 attention through cuDNN's fused flash attention
  * graphs, called by attention.cu when TITAN_CUDA_ATTENTION=cudnn. Same
- * contract as attention_tc's; false when the call does not apply (HD not a
- * multiple of 8 up to 128, a pointer not 16-byte aligned, or before cuDNN
- * 9.16 T not a multiple of 128), and the caller runs its own kernels. cuDNN
- * missing, or a graph it refuses, ends the process with the reason. Not
- * bitwise repeatable in the backward (cuDNN adds dQ with atomics). */
+ * contract as attention_tc's (Tq < Tk with cuDNN's bottom-right causal
+ * mask); false when the call does not apply (HD not a multiple of 8 up to
+ * 128, a pointer not 16-byte aligned, or before cuDNN 9.16 Tq or Tk not a
+ * multiple of 128), and the caller runs its own kernels. cuDNN missing, or
+ * a graph it refuses, ends the process with the reason. Not bitwise
+ * repeatable in the backward (cuDNN adds dQ with atomics). */
 bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
-                                        const bf16 *v, int B, int T, int NH, int NKV, int HD);
+                                        const bf16 *v, int B, int Tq, int Tk, int NH, int NKV,
+                                        int HD);
 bool titan_cuda_attention_cudnn_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv,
                                          const bf16 *dout, const bf16 *out, const float *lse,
-                                         const bf16 *q, const bf16 *k, const bf16 *v, int B, int T,
-                                         int NH, int NKV, int HD);
+                                         const bf16 *q, const bf16 *k, const bf16 *v, int B,
+                                         int Tq, int Tk, int NH, int NKV, int HD);
 
 /* swiglu.cu */
 void titan_cuda_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,

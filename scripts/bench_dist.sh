@@ -3,9 +3,10 @@
 # (scripts/torch_dist_bench.py, gloo) in the same run, same debugmodel, same
 # global batch (BENCH_DIST_GLOBAL sequences of BENCH_DIST_SEQ_LEN tokens split
 # over the ranks), same steps. Layouts: FSDP 2, FSDP 4, DDP 2, and titan's
-# tensor parallel 2 and pipeline parallel 2 (no PyTorch rows: 1.13's DTensor
-# tensor parallelism and its pipelining are prototypes; their references are
-# the other 2-rank rows of the same run). torch 1.13's
+# tensor parallel 2, pipeline parallel 2 and context parallel 2 (no PyTorch
+# rows: 1.13's DTensor tensor parallelism, its pipelining and its context
+# parallelism are prototypes or absent; their references are the other
+# 2-rank rows of the same run). torch 1.13's
 # FullyShardedDataParallel refuses CPU-only execution, so its FSDP stand-in is
 # DDP + ZeroRedundancyOptimizer (ZeRO-1), which keeps whole parameters and
 # gradients on every rank where titan's FSDP (ZeRO-3) keeps its shard and
@@ -63,13 +64,15 @@ def threads(n):
     return max(1, cores // n)
 
 
-def act_titan(b, tp=1, layers=None, slots=1, with_head=True):
+def act_titan(b, tp=1, layers=None, slots=1, with_head=True, cp=1):
     """Bytes of titan's activation arena (lib/model/llama.c, no AC) for b x T tokens;
     under tensor parallelism the heads, hidden units and vocabulary are the rank's, and
     sequence parallelism (the default with tp) splits the residual stream, h, dresid
     and the norms' statistics by rows, adding a whole [N, C] scratch and the lse row.
     A pipeline stage: its layers and head only, what a forward keeps for its backward
-    once per micro-batch slot, the backward's scratch once."""
+    once per micro-batch slot, the backward's scratch once. Context parallelism: the
+    rank's b x T/cp tokens, plus the whole sequences' keys, values, their gradients
+    and a staging buffer (lib/model/attention_cp.c)."""
     C, QD, KVD, NH = c.dim, c.dim // tp, c.dim // tp, c.n_heads // tp
     H, V = hidden_dim(c) // tp, -(-c.vocab_size // tp)
     L = c.n_layers if layers is None else layers
@@ -77,9 +80,10 @@ def act_titan(b, tp=1, layers=None, slots=1, with_head=True):
     layer = r * C + r + QD + 2 * KVD + QD + NH + r * C + C + r + 3 * H
     head = (C + r + V + 1 + (1 if tp > 1 else 0)) if with_head else 0
     scratch = r * C + C + 2 * QD + 3 * KVD + 3 * H + (C if tp > 1 else 0)
-    n = b * T
+    n = b * T // cp
     kept = (L + 1) * r * C + L * layer + head + 2
-    return 4 * (n * (slots * kept + scratch) + T * (c.dim // c.n_heads))
+    whole_kv = 5 * b * T * KVD if cp > 1 else 0
+    return 4 * (n * (slots * kept + scratch) + T // cp * (c.dim // c.n_heads) + whole_kv)
 
 
 def act_torch(b):
@@ -213,6 +217,13 @@ emb_p = c.vocab_size * c.dim
 st0, st1 = emb_p + 3 * layer_p, 3 * layer_p + c.dim + emb_p
 a0, a1 = act_titan(1, layers=3, slots=2, with_head=False), act_titan(1, layers=3, slots=1)
 rows.append(("titan PP 2 (1F1B)", 2, t, 4 * 4 * max(st0, st1), max(a0, a1)))
+
+# Context parallel 2: every sequence split over the two ranks (chunks 0 and 3
+# of 4 on rank 0, 1 and 2 on rank 1); FSDP shards over the cp group, as in the
+# FSDP 2 row. Each rank holds half the tokens' activations and the whole
+# sequences' keys and values for one layer at a time.
+t = titan("cp2", 2, ["--parallelism.context_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"], dp=1)
+rows.append(("titan CP 2", 2, t, 4 * P / 2 + 5 * unit, act_titan(G, cp=2)))
 
 print("model: debugmodel (dim 256, 6 layers, 16 heads, vocab 258, %.2fM params), seq_len %d, "
       "global batch %d sequences split over the ranks, %d steps, first %d not timed"

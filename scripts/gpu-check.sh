@@ -129,12 +129,15 @@ if TITAN_CUDA_ATTENTION=cudnn CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn
    grep -q 'through cuDNN' "$out/test_cuda_ops_cudnn_attention.log"; then
     pass "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn ($(grep -o 'through cuDNN [0-9.]*' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1))"
 else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn: $(grep -h 'error' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1)$(tail -n 1 "$out/test_cuda_ops_cudnn_attention.log")"; fi
-# the tensor-core attention alone against a double-precision reference, with its timing
+# the tensor-core attention alone against a double-precision reference (whole
+# sequences and context-parallel chunks: queries the last Tq of Tk positions),
+# with its timing
 if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/attention_tc_check.cu \
         kernels/attention_tc.cu -o build/attention_tc_check >"$out/attention_tc_check.log" 2>&1 &&
    build/attention_tc_check >>"$out/attention_tc_check.log" 2>&1; then
     pass "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"
 else failed "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"; fi
+grep '^bench' "$out/attention_tc_check.log" | while IFS= read -r l; do say "      $l"; done
 unit test_comm_nccl
 if sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
 else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')"; fi

@@ -128,15 +128,20 @@ typedef struct titan_backend {
                           const float *cos, const float *sin, int B, int T, int NHX, int HD);
 
     /* Causal grouped-query attention, scale 1/sqrt(HD), without an S x S matrix:
-     *   q[B,T,NH,HD], k,v[B,T,NKV,HD] -> out[B,T,NH,HD];
-     *   lse[B,NH,T] = log-sum-exp of each softmax row (fp32), saved for backward.
-     * Query head h reads kv head h / (NH/NKV). */
+     *   q[B,Tq,NH,HD], k,v[B,Tk,NKV,HD] -> out[B,Tq,NH,HD], 1 <= Tq <= Tk;
+     *   lse[B,NH,Tq] = log-sum-exp of each softmax row (fp32), saved for backward.
+     * The queries are the last Tq of the Tk positions: query i sits at
+     * position Tk - Tq + i and sees keys 0 .. Tk - Tq + i. Tq = Tk is plain
+     * causal attention; Tq < Tk a chunk of a longer sequence's queries
+     * against every key up to it (context parallelism). Query head h reads
+     * kv head h / (NH/NKV). Backward writes (or with TITAN_ACC_DX adds
+     * into) dq[B,Tq,NH,HD] and all Tk rows of dk, dv[B,Tk,NKV,HD]. */
     void (*attention_forward)(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
-                              const void *v, int B, int T, int NH, int NKV, int HD);
+                              const void *v, int B, int Tq, int Tk, int NH, int NKV, int HD);
     void (*attention_backward)(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
                                const void *dout, const void *out, const float *lse,
-                               const void *q, const void *k, const void *v, int B, int T, int NH,
-                               int NKV, int HD);
+                               const void *q, const void *k, const void *v, int B, int Tq, int Tk,
+                               int NH, int NKV, int HD);
 
     /* out[N,H] = silu(h1) * h3 */
     void (*swiglu_forward)(titan_dtype dt, void *out, const void *h1, const void *h3, int N, int H);

@@ -376,37 +376,38 @@ static void g_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dou
 }
 
 static void g_attention_forward(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
-                                const void *v, int B, int T, int NH, int NKV, int HD) {
-    size_t qs = (size_t)B * T * NH * HD * elem(dt), ks = (size_t)B * T * NKV * HD * elem(dt);
+                                const void *v, int B, int Tq, int Tk, int NH, int NKV, int HD) {
+    size_t qs = (size_t)B * Tq * NH * HD * elem(dt), ks = (size_t)B * Tk * NKV * HD * elem(dt);
     enter();
     DEV("attention_forward", out, qs);
-    DEV("attention_forward", lse, (size_t)B * NH * T * F);
+    DEV("attention_forward", lse, (size_t)B * NH * Tq * F);
     DEV("attention_forward", q, qs);
     DEV("attention_forward", k, ks);
     DEV("attention_forward", v, ks);
-    cpu()->attention_forward(dt, out, lse, q, k, v, B, T, NH, NKV, HD);
+    cpu()->attention_forward(dt, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
     leave();
 }
 
 static void g_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
                                  const void *dout, const void *out, const float *lse,
-                                 const void *q, const void *k, const void *v, int B, int T, int NH,
-                                 int NKV, int HD) {
-    size_t qs = (size_t)B * T * NH * HD * elem(dt), ks = (size_t)B * T * NKV * HD * elem(dt);
+                                 const void *q, const void *k, const void *v, int B, int Tq,
+                                 int Tk, int NH, int NKV, int HD) {
+    size_t qs = (size_t)B * Tq * NH * HD * elem(dt), ks = (size_t)B * Tk * NKV * HD * elem(dt);
     enter();
     DEV("attention_backward", dq, qs);
     DEV("attention_backward", dk, ks);
     DEV("attention_backward", dv, ks);
     DEV("attention_backward", dout, qs);
     DEV("attention_backward", out, qs);
-    DEV("attention_backward", lse, (size_t)B * NH * T * F);
+    DEV("attention_backward", lse, (size_t)B * NH * Tq * F);
     DEV("attention_backward", q, qs);
     DEV("attention_backward", k, ks);
     DEV("attention_backward", v, ks);
     poison(dq, qs, acc, TITAN_ACC_DX);
     poison(dk, ks, acc, TITAN_ACC_DX);
     poison(dv, ks, acc, TITAN_ACC_DX);
-    cpu()->attention_backward(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+    cpu()->attention_backward(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV,
+                              HD);
     leave();
 }
 

@@ -143,27 +143,31 @@ static void p_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dou
           "B=%d T=%d heads=%d HD=%d%s", B, T, NHX, HD, acc & TITAN_ACC_DX ? " +=" : "");
 }
 
-/* Causal attention's products: S = Q K^T and P V over the T (T + 1) / 2
- * query-key pairs at or below the diagonal, 2 flops per multiply-add. The
+/* Causal attention's products: S = Q K^T and P V over the query-key pairs
+ * a query sees (query i at position Tk - Tq + i sees Tk - Tq + i + 1 keys;
+ * T (T + 1) / 2 pairs for Tq = Tk = T), 2 flops per multiply-add. The
  * backward does five such products (S again, dP, dV, dK, dQ). */
-static double attention_flops(int B, int T, int NH, int HD, int products) {
-    return 2.0 * products * B * NH * HD * ((double)T * (T + 1) / 2);
+static double attention_flops(int B, int Tq, int Tk, int NH, int HD, int products) {
+    double pairs = (double)Tq * (Tk - Tq) + (double)Tq * (Tq + 1) / 2;
+    return 2.0 * products * B * NH * HD * pairs;
 }
 
 static void p_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
-                                const void *k, const void *v, int B, int T, int NH, int NKV,
-                                int HD) {
-    TIMED("attention_forward", attention_flops(B, T, NH, HD, 2),
-          IN->attention_forward(dt, out, lse, q, k, v, B, T, NH, NKV, HD),
-          "B=%d T=%d NH=%d NKV=%d HD=%d", B, T, NH, NKV, HD);
+                                const void *k, const void *v, int B, int Tq, int Tk, int NH,
+                                int NKV, int HD) {
+    TIMED("attention_forward", attention_flops(B, Tq, Tk, NH, HD, 2),
+          IN->attention_forward(dt, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD),
+          "B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d", B, Tq, Tk, NH, NKV, HD);
 }
 static void p_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
                                  const void *dout, const void *out, const float *lse,
-                                 const void *q, const void *k, const void *v, int B, int T, int NH,
-                                 int NKV, int HD) {
-    TIMED("attention_backward", attention_flops(B, T, NH, HD, 5),
-          IN->attention_backward(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD),
-          "B=%d T=%d NH=%d NKV=%d HD=%d%s", B, T, NH, NKV, HD, acc & TITAN_ACC_DX ? " +=" : "");
+                                 const void *q, const void *k, const void *v, int B, int Tq,
+                                 int Tk, int NH, int NKV, int HD) {
+    TIMED("attention_backward", attention_flops(B, Tq, Tk, NH, HD, 5),
+          IN->attention_backward(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV,
+                                 HD),
+          "B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d%s", B, Tq, Tk, NH, NKV, HD,
+          acc & TITAN_ACC_DX ? " +=" : "");
 }
 static void p_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
                              int H) {

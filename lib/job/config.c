@@ -748,18 +748,12 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
 }
 
 titan_status titan_config_validate(const titan_job_config *c) {
-    /* Data, tensor and pipeline parallelism train (their degrees are >= 1
-     * by the keys' bounds); context parallelism does not yet. */
-    static const struct { const char *key; size_t off; } degrees[] = {
-        {"context_parallel_degree", OFF(parallelism_context_parallel_degree)},
-    };
-    for (size_t i = 0; i < sizeof degrees / sizeof degrees[0]; i++) {
-        int d = *(const int *)((const char *)c + degrees[i].off);
-        if (d == 1) continue;
-        titan_error(TITAN_ERR_USAGE, "parallelism.%s = %d: not yet supported (data, tensor and pipeline "
-                    "parallelism only)", degrees[i].key, d);
-        titan_error_hint("set parallelism.%s = 1; data_parallel_replicate_degree, data_parallel_shard_degree "
-                         "(DDP, FSDP, HSDP), tensor_parallel_degree and pipeline_parallel_degree work", degrees[i].key);
+    /* Context parallelism cuts each sequence into 2 x cp equal chunks. */
+    int cp = c->parallelism_context_parallel_degree;
+    if (cp > 1 && c->training_seq_len % (2 * cp) != 0) {
+        titan_error(TITAN_ERR_USAGE, "parallelism.context_parallel_degree = %d: training.seq_len = %d does not split "
+                    "into 2 x %d equal chunks", cp, c->training_seq_len, cp);
+        titan_error_hint("make training.seq_len a multiple of %d", 2 * cp);
         return TITAN_ERR_USAGE;
     }
     int mbs = c->parallelism_pipeline_parallel_microbatch_size;

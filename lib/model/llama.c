@@ -19,6 +19,10 @@
  * the tp group where a row-parallel output or a column-parallel input
  * gradient is partial (tp_sum), and the vocabulary-parallel loss.
  *
+ * Context parallelism (llama.h) gives every per-token op the rank's rows
+ * (two chunks of each sequence), RoPE a table of those rows' positions,
+ * and attention to attention_cp.c, which sees the whole sequence's keys.
+ *
  * A pipeline stage (llama.h) runs its own blocks only: the catalog stays
  * the whole model's (other stages' tensors empty), layers are numbered as
  * in the whole model, activations are allocated for the stage's layers.
@@ -33,6 +37,8 @@
 
 #include "core/clock.h"
 #include "core/mem.h"
+#include "model/attention_cp.h"
+#include "parallel/layout.h"
 
 /* Per-layer parameter slots, in catalog order. */
 enum { P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3, P_PER_LAYER };
@@ -76,7 +82,9 @@ struct titan_llama {
     const titan_backend *be;
     titan_ac_mode ac;
     titan_dtype dt; /* compute type of activations and the weights ops read */
-    int B, T, N, C, NH, NKV, HD, QD, KVD, H, V, L; /* NH, NKV, QD, KVD, H, V: this tp rank's */
+    /* NH, NKV, QD, KVD, H, V: this tp rank's; T: the tokens of a sequence
+     * this rank holds (TW / cp), TW the whole sequence's */
+    int B, T, TW, N, C, NH, NKV, HD, QD, KVD, H, V, L;
     /* Pipeline stage: layers [l0, l1) (LL of them; L is the whole model's),
      * whether it holds the embedding (first stage) and the head (last). */
     titan_llama_pp ppp;
@@ -129,8 +137,9 @@ struct titan_llama {
     uint32_t *ids_host;
     float *lse_host;
     void *tp_mirror;
-    titan_status err; /* first tp failure (titan_llama_take_error) */
-    double tp_comm_s; /* in tp collectives since titan_llama_take_tp_comm_s */
+    titan_status err; /* first tp or cp failure (titan_llama_take_error) */
+    double comm_s; /* in tp collectives since titan_llama_take_comm_s (cp's: cpa's own) */
+    titan_attention_cp *cpa; /* context parallelism's attention, NULL without */
 };
 
 #define HOOK(m, which, b) ((m)->hooks.which ? (m)->hooks.which((m)->hooks.ctx, (b)) : TITAN_OK)
@@ -224,7 +233,7 @@ static titan_status sp_collective(titan_llama *m, void *full, void *local, int g
     double t0 = titan_now_s();
     titan_status st = gather ? titan_comm_all_gather(m->tp, own_rows(m, buf), buf, n, m->dt, NULL)
                              : titan_comm_reduce_scatter(m->tp, buf, own_rows(m, buf), n, m->dt, TITAN_COMM_SUM, NULL);
-    m->tp_comm_s += titan_now_s() - t0;
+    m->comm_s += titan_now_s() - t0;
     if (st == TITAN_OK && m->tp_mirror) {
         if (gather) m->be->to_device(full, buf, (size_t)m->N * m->C * esz);
         else m->be->to_device(local, own_rows(m, buf), n * esz);
@@ -239,6 +248,11 @@ static titan_status sp_collective(titan_llama *m, void *full, void *local, int g
 }
 static void sp_gather(titan_llama *m, void *full) {
     if (m->sp) (void)sp_collective(m, full, NULL, 1);
+}
+
+/* Keeps the first failure of a collective for titan_llama_take_error. */
+static void keep_error(titan_llama *m, titan_status st) {
+    if (m->err == TITAN_OK) m->err = st;
 }
 
 /* x[n] (of type dt) = its sum over the tp group: the row-parallel
@@ -260,7 +274,7 @@ static titan_status tp_sum(titan_llama *m, void *x, size_t n, titan_dtype dt) {
     }
     double t0 = titan_now_s();
     titan_status st = titan_comm_all_reduce(m->tp, buf, buf, n, dt, TITAN_COMM_SUM, NULL);
-    m->tp_comm_s += titan_now_s() - t0;
+    m->comm_s += titan_now_s() - t0;
     if (st == TITAN_OK && m->tp_mirror) m->be->to_device(x, m->tp_mirror, bytes);
     if (st != TITAN_OK) {
         titan_error_context("model: tensor parallel sum of %zu values", n);
@@ -421,6 +435,8 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     titan_llama_tp tp = {tpc ? titan_comm_size(tpc) : 1, tpc ? titan_comm_rank(tpc) : 0};
     titan_llama_pp pp = {opt && opt->pp_size > 1 ? opt->pp_size : 1, opt && opt->pp_size > 1 ? opt->pp_stage : 0};
     int slots = opt && opt->slots > 1 ? opt->slots : 1;
+    titan_comm *cpc = opt && opt->cp && titan_comm_size(opt->cp) > 1 ? opt->cp : NULL;
+    int cpn = cpc ? titan_comm_size(cpc) : 1;
     TITAN_TRY(titan_llama_config_check(c));
     TITAN_TRY(titan_llama_tp_check(c, tp.size));
     TITAN_TRY(titan_llama_pp_check(c, pp.size));
@@ -432,6 +448,9 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
         return titan_error(TITAN_ERR_USAGE, "model: micro-batch %d x %d: both must be > 0", B, T);
     if ((long long)B * T > (1LL << 30) || (long long)B * T * c->vocab_size > (1LL << 40))
         return titan_error(TITAN_ERR_USAGE, "model: micro-batch %d x %d: too many tokens", B, T);
+    if (cpc && T % (2 * cpn) != 0)
+        return titan_error(TITAN_ERR_USAGE, "model: context parallelism: a sequence of %d tokens does not split into "
+                           "2 x %d equal chunks", T, cpn);
     if (ac < TITAN_AC_OP)
         return titan_error(TITAN_ERR_USAGE, "model: unknown activation checkpoint mode %d", ac);
     if (dt != TITAN_DTYPE_F32 && dt != TITAN_DTYPE_BF16)
@@ -445,8 +464,9 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     m->ac = ac;
     m->dt = dt;
     m->B = B;
-    m->T = T;
-    m->N = B * T;
+    m->TW = T;
+    m->T = T / cpn;
+    m->N = B * m->T;
     m->sp = tpc && opt->sequence_parallel;
     m->NR = m->sp ? m->N / tp.size : m->N;
     if (m->sp && m->N % tp.size != 0) {
@@ -532,8 +552,8 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     s[A_DH1] = N * H;
     s[A_DH3] = N * H;
     s[A_DSW] = N * H;
-    s[A_COS] = (size_t)T * (size_t)(m->HD / 2);
-    s[A_SIN] = (size_t)T * (size_t)(m->HD / 2);
+    s[A_COS] = (size_t)m->T * (size_t)(m->HD / 2);
+    s[A_SIN] = (size_t)m->T * (size_t)(m->HD / 2);
     s[A_TOKENS] = m->embed ? N : 0; /* uint32 in float-sized slots; with tp, ids in the rank's vocabulary */
     s[A_TARGETS] = head * N;
     size_t total = 0, per_slot = 0;
@@ -576,23 +596,37 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
             p += act_copies(m, i) * m->act_bytes[i];
         }
 
-    /* RoPE tables for positions 0..T-1, built on the host once. */
-    size_t tb = (size_t)T * (size_t)(m->HD / 2) * sizeof(float);
+    /* RoPE tables for positions 0..TW-1, built on the host once; under
+     * context parallelism the rows of the rank's two chunks (its tokens'
+     * positions, in the order it holds them). */
+    size_t row = (size_t)(m->HD / 2) * sizeof(float), tb = (size_t)T * row;
     float *cs = malloc(2 * tb);
     if (!cs) {
         titan_llama_free(m);
         return titan_error(TITAN_ERR_NOMEM, "model: rope tables: cannot allocate %zu bytes", 2 * tb);
     }
-    titan_rope_tables(cs, cs + tb / sizeof(float), T, m->HD, c->rope_theta, c->rope_scaling_factor,
-                      c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_original_context);
-    be->to_device(m->act[A_COS], cs, tb);
-    be->to_device(m->act[A_SIN], cs + tb / sizeof(float), tb);
+    float *sn = cs + tb / sizeof(float);
+    titan_rope_tables(cs, sn, T, m->HD, c->rope_theta, c->rope_scaling_factor, c->rope_low_freq_factor,
+                      c->rope_high_freq_factor, c->rope_original_context);
+    int chunk[2] = {0, 0}, len = cpc ? m->T / 2 : m->T;
+    if (cpc) titan_layout_cp_chunks(T, cpn, titan_comm_rank(cpc), chunk);
+    for (int j = 0; j < (cpc ? 2 : 1); j++) {
+        be->to_device((char *)m->act[A_COS] + (size_t)j * len * row, (char *)cs + (size_t)chunk[j] * row, len * row);
+        be->to_device((char *)m->act[A_SIN] + (size_t)j * len * row, (char *)sn + (size_t)chunk[j] * row, len * row);
+    }
     free(cs);
     if (!be->host) {
         m->loss_host = titan_alloc((size_t)N * sizeof(float), "model: host copy of the losses");
         if (!m->loss_host) {
             titan_llama_free(m);
             return TITAN_ERR_NOMEM;
+        }
+    }
+    if (cpc) {
+        titan_status st = titan_attention_cp_create(&m->cpa, cpc, be, dt, B, T, m->NH, m->NKV, m->HD);
+        if (st != TITAN_OK) {
+            titan_llama_free(m);
+            return st;
         }
     }
     if (tpc) {
@@ -624,6 +658,7 @@ void titan_llama_free(titan_llama *m) {
     titan_free(m->ids_host);
     titan_free(m->lse_host);
     titan_free_pages(m->tp_mirror);
+    titan_attention_cp_free(m->cpa);
     titan_free(m);
 }
 
@@ -646,9 +681,9 @@ const titan_param *titan_llama_catalog(const titan_llama *m, int *n) {
     *n = m->n_param_tensors;
     return m->catalog;
 }
-double titan_llama_take_tp_comm_s(titan_llama *m) {
-    double s = m->tp_comm_s;
-    m->tp_comm_s = 0.0;
+double titan_llama_take_comm_s(titan_llama *m) {
+    double s = m->comm_s + (m->cpa ? titan_attention_cp_take_comm_s(m->cpa) : 0.0);
+    m->comm_s = 0.0;
     return s;
 }
 titan_status titan_llama_take_error(titan_llama *m) {
@@ -660,7 +695,9 @@ const titan_backend *titan_llama_backend(const titan_llama *m) { return m->be; }
 float *titan_llama_params_data(titan_llama *m) { return m->params; }
 float *titan_llama_grads_data(titan_llama *m) { return m->grads; }
 size_t titan_llama_params_count(const titan_llama *m) { return m->nparams; }
-size_t titan_llama_activation_bytes(const titan_llama *m) { return m->arena_bytes; }
+size_t titan_llama_activation_bytes(const titan_llama *m) {
+    return m->arena_bytes + (m->cpa ? titan_attention_cp_bytes(m->cpa) : 0);
+}
 size_t titan_llama_compute_copy_bytes(const titan_llama *m) {
     return m->params_lp ? m->nparams * titan_dtype_size(m->dt) : 0;
 }
@@ -753,8 +790,10 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
     /* [N, NH*HD] is [B, T, NH, HD]: rotate (in place but for KEEP_OPS), no transposes. */
     if (NEED(A_Q)) be->rope_forward(dt, a.q, a.q_pre, cs, sn, m->B, m->T, m->NH, m->HD);
     if (NEED(A_K)) be->rope_forward(dt, a.k, a.k, cs, sn, m->B, m->T, m->NKV, m->HD);
-    if (NEED(A_ATT))
-        be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->NH, m->NKV, m->HD);
+    if (NEED(A_ATT) && m->cpa)
+        keep_error(m, titan_attention_cp_forward(m->cpa, a.att, a.lse, a.q, a.k, a.v));
+    else if (NEED(A_ATT))
+        be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->T, m->NH, m->NKV, m->HD);
     if (NEED(A_H)) {
         be->matmul_forward(dt, part_of(m, out), a.att, W_layer(m, l, P_WO), N, QD, C);
         tp_reduce(m, part_of(m, out), out); /* row-parallel wo: partial over the rank's heads */
@@ -777,7 +816,7 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
 static titan_status tp_sum_double(titan_llama *m, double *x) {
     double t0 = titan_now_s();
     titan_status st = titan_comm_sum_double(m->tp, *x, x);
-    m->tp_comm_s += titan_now_s() - t0;
+    m->comm_s += titan_now_s() - t0;
     if (st != TITAN_OK) titan_error_context("model: tensor parallel loss sum");
     return st;
 }
@@ -793,7 +832,7 @@ static titan_status tp_row_lse(titan_llama *m) {
     m->be->to_host(mine, lsev, (size_t)N * sizeof(float));
     double t0 = titan_now_s();
     titan_status st = titan_comm_all_gather(m->tp, mine, all, (size_t)N, TITAN_DTYPE_F32, NULL);
-    m->tp_comm_s += titan_now_s() - t0;
+    m->comm_s += titan_now_s() - t0;
     if (st != TITAN_OK) {
         titan_error_context("model: tensor parallel log-sum-exp");
         return st;
@@ -955,8 +994,11 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
     /* h = x + wo(attention(rope(wq n1), rope(wk n1), wv n1)), n1 = rmsnorm(x) */
     be->matmul_backward(dt, gw, datt, G_layer(m, l, P_WO), whole_dresid(m), a.att, W_layer(m, l, P_WO), N,
                         QD, C);
-    be->attention_backward(dt, 0, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T,
-                           m->NH, m->NKV, m->HD);
+    if (m->cpa)
+        keep_error(m, titan_attention_cp_backward(m->cpa, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v));
+    else
+        be->attention_backward(dt, 0, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->T, m->NH,
+                               m->NKV, m->HD);
     /* datt is free again: it takes the un-rotated dq. */
     be->rope_backward(dt, 0, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
     be->rope_backward(dt, 0, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);

@@ -28,7 +28,8 @@ typedef struct titan_llama titan_llama;
 typedef int titan_ac_mode;
 enum { TITAN_AC_OP = -1, TITAN_AC_NONE = 0, TITAN_AC_FULL = 1 };
 
-/* Allocates parameters, gradients and activations for micro-batches of B x T.
+/* Allocates parameters, gradients and activations for micro-batches of B x T
+ * (under context parallelism, B x T / cp on this rank: see cp below).
  * dt is the compute type: TITAN_DTYPE_F32, or TITAN_DTYPE_BF16 for mixed
  * precision (bf16 activations and a bf16 compute copy of the parameters,
  * cast from the fp32 parameters before each block runs; parameters,
@@ -76,6 +77,19 @@ typedef struct {
      * and on a stage other than the first leaves the input's gradient
      * there. Hooks run for the stage's blocks only. */
     int pp_size, pp_stage;
+    /* Context parallelism over cp, a communicator of more than one rank
+     * (NULL or one rank: none): T is the whole sequence (a multiple of 2 x
+     * cp's size); the model holds the rank's two chunks of each sequence
+     * (parallel/layout.h, titan_layout_cp_chunks), T / cp tokens: tokens
+     * and targets are [B, T / cp], each sequence's first chunk then its
+     * second, and every per-token op and the loss see those rows only.
+     * Attention gathers the whole sequence's keys and values over cp
+     * (model/attention_cp.h). The loss is the mean over the rank's tokens;
+     * parameter gradients are the rank's share (the caller sums or averages
+     * them over cp, as over data parallel ranks). Every rank of cp makes
+     * the same calls in the same order. Composes with tp (cp groups hold
+     * the same tp rank), sequence parallelism and pipeline stages. */
+    titan_comm *cp;
     /* Micro-batch slots (a pipeline schedule's micro-batches in flight):
      * each keeps one forward's activations until its backward
      * (titan_llama_set_slot); 0 or 1: one. */
@@ -128,9 +142,9 @@ titan_comm *titan_llama_tp_comm(const titan_llama *m);
  * room for one: the group still completes). A rank out of memory here
  * fails the call on every rank of the group, before any gather. */
 titan_status titan_llama_gather_whole(titan_llama *m, float *dst);
-/* Seconds spent in tensor-parallel collectives since the last call (then
- * reset; they block, so all of it is exposed); 0 without tp. */
-double titan_llama_take_tp_comm_s(titan_llama *m);
+/* Seconds spent in tensor- and context-parallel collectives since the last
+ * call (then reset; they block, so all of it is exposed); 0 without. */
+double titan_llama_take_comm_s(titan_llama *m);
 const titan_backend *titan_llama_backend(const titan_llama *m); /* whose memory the buffers are */
 float *titan_llama_params_data(titan_llama *m); /* flat, catalog order, backend memory */
 float *titan_llama_grads_data(titan_llama *m);  /* same layout */

@@ -81,6 +81,13 @@ void titan_layout_stage_layers(const titan_layout *l, int n_layers, int stage, i
  * output.* the last, layers.N.* their layer's, anything else the first. */
 int titan_layout_stage(const titan_layout *l, int n_layers, const char *name);
 
+/* Context parallelism's load-balanced split of a sequence (torchtitan's and
+ * Llama 3's): 2 x cp chunks of T / (2 x cp) tokens; rank c of the cp group
+ * holds chunks c and 2 x cp - 1 - c, so every rank has as much causal
+ * attention to compute. chunk[j] gets the first position of the rank's
+ * j-th chunk (j = 0, 1). T must be a multiple of 2 x cp. */
+void titan_layout_cp_chunks(int T, int cp, int c, int chunk[2]);
+
 /* The box of tensor `name` (global shape[ndim]) that `rank` holds. Returns 1
  * and fills *box when it holds a non-empty one, else 0. *writes (may be NULL)
  * is 1 when this rank is the one that saves that box: the lowest rank holding

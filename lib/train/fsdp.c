@@ -636,7 +636,7 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     titan_comm *any = mesh->shard_comm ? mesh->shard_comm : mesh->replicate_comm;
     f->mirror = !f->be->host && any && !titan_comm_device_buffers(any);
     f->np = titan_llama_params(mc, NULL);
-    f->nshards = mesh->layout.dp_shard;
+    f->nshards = mesh->layout.dp_shard * mesh->layout.cp; /* the shard group: dp_shard x cp (mesh.h) */
     f->nblocks = titan_llama_blocks(model);
     f->tied = mc->tie_embeddings;
     f->reshard = opt ? opt->reshard_after_forward : 1;
@@ -655,10 +655,12 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     /* Every rank of this rank's shard group: same replicate coordinate. */
     titan_layout_coord c;
     titan_layout_coord_of(&mesh->layout, mesh->rank, &c);
-    f->me = c.dp_shard;
+    int cp = mesh->layout.cp;
+    f->me = c.dp_shard * cp + c.cp;
     titan_shard_piece tmp[f->np];
     for (int s = 0; s < f->nshards; s++) {
-        c.dp_shard = s;
+        c.dp_shard = s / cp;
+        c.cp = s % cp;
         size_t n;
         titan_shard_plan(&mesh->layout, mc, titan_layout_rank_of(&mesh->layout, &c), tmp, &n);
         for (int i = 0; i < f->np; i++) f->counts[(size_t)i * f->nshards + s] = tmp[i].len;

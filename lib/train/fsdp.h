@@ -1,4 +1,5 @@
-/* fsdp.h - data-parallel training state: DDP, FSDP (ZeRO-3 along dp_shard)
+/* fsdp.h - data-parallel training state: DDP, FSDP (ZeRO-3 along dp_shard,
+ * times cp under context parallelism: the mesh's shard group)
  * and HSDP (both), one mechanism for all three and for one process.
  *
  * Each rank owns the dim-0 chunk of every parameter that the layout gives it
@@ -37,7 +38,7 @@
  * range is committed when its gather lands (parameters) or its backward
  * starts (gradients), and released when it is resharded or reduced, so a
  * rank holds its fp32 shard (parameters, gradients, and AdamW's two
- * moments: 4/dp_shard model sizes) plus the units in use: the gathered
+ * moments: 4/(dp_shard x cp) model sizes) plus the units in use: the gathered
  * parameters of the current and prefetched units, the full gradients of
  * units not yet reduced, and up to four staging buffers of a unit each. On
  * the host that is pages (mem.h); on a GPU, mapping granules (the partial

@@ -12,12 +12,6 @@ static titan_status resolve(const titan_job_config *cfg, int world, titan_layout
     l->tp = cfg->parallelism_tensor_parallel_degree;
     l->cp = cfg->parallelism_context_parallel_degree;
     l->pp = cfg->parallelism_pipeline_parallel_degree;
-    if (l->cp > 1) {
-        titan_error(TITAN_ERR_USAGE, "parallelism.context_parallel_degree > 1: not yet supported (data, tensor and "
-                    "pipeline parallelism only)");
-        titan_error_hint("set parallelism.context_parallel_degree = 1");
-        return TITAN_ERR_USAGE;
-    }
     int rest = l->dp_replicate * l->tp * l->cp * l->pp;
     int s = cfg->parallelism_data_parallel_shard_degree;
     if (s == -1) {
@@ -57,6 +51,7 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
     titan_layout_coord_of(&m->layout, m->rank, &c);
     m->shard_rank = c.dp_shard;
     m->tp_rank = c.tp;
+    m->cp_rank = c.cp;
     m->pp_rank = c.pp;
     m->dp_size = m->layout.dp_replicate * m->layout.dp_shard;
     m->dp_rank = c.dp_replicate * m->layout.dp_shard + c.dp_shard;
@@ -77,6 +72,7 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
      * collective, so every rank makes all three. */
     titan_layout_coord g = c;
     g.dp_shard = 0;
+    g.cp = 0; /* FSDP shards over dp_shard x cp (torchtitan's dp_shard_cp) */
     int shard_color = titan_layout_rank_of(&m->layout, &g);
     g = c;
     g.dp_replicate = 0;
@@ -87,8 +83,11 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
     g = c;
     g.pp = 0;
     int pp_color = titan_layout_rank_of(&m->layout, &g);
-    titan_comm *sh = NULL, *rp = NULL, *tp = NULL, *pf = NULL, *pb = NULL;
-    TITAN_TRY(titan_comm_split(m->world_comm, shard_color, c.dp_shard, "shard", &sh));
+    g = c;
+    g.cp = 0;
+    int cp_color = titan_layout_rank_of(&m->layout, &g);
+    titan_comm *sh = NULL, *rp = NULL, *tp = NULL, *pf = NULL, *pb = NULL, *cp = NULL;
+    TITAN_TRY(titan_comm_split(m->world_comm, shard_color, c.dp_shard * m->layout.cp + c.cp, "shard", &sh));
     titan_status st = titan_comm_split(m->world_comm, replicate_color, c.dp_replicate, "replicate", &rp);
     if (st == TITAN_OK) st = titan_comm_split(m->world_comm, tp_color, c.tp, "tp", &tp);
     /* Two pipeline communicators, one a direction: activations and
@@ -97,7 +96,9 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
      * each has its own stream). */
     if (st == TITAN_OK) st = titan_comm_split(m->world_comm, pp_color, c.pp, "pp", &pf);
     if (st == TITAN_OK) st = titan_comm_split(m->world_comm, pp_color, c.pp, "pp-grad", &pb);
-    if (m->layout.dp_shard > 1) m->shard_comm = sh; else titan_comm_free(sh);
+    if (st == TITAN_OK) st = titan_comm_split(m->world_comm, cp_color, c.cp, "cp", &cp);
+    if (m->layout.dp_shard * m->layout.cp > 1) m->shard_comm = sh; else titan_comm_free(sh);
+    if (m->layout.cp > 1) m->cp_comm = cp; else titan_comm_free(cp);
     if (m->layout.dp_replicate > 1) m->replicate_comm = rp; else titan_comm_free(rp);
     if (m->layout.tp > 1) m->tp_comm = tp; else titan_comm_free(tp);
     if (m->layout.pp > 1) {
@@ -116,6 +117,7 @@ void titan_mesh_free(titan_mesh *m) {
     titan_comm_free(m->shard_comm);
     titan_comm_free(m->replicate_comm);
     titan_comm_free(m->tp_comm);
+    titan_comm_free(m->cp_comm);
     titan_comm_free(m->pp_comm);
     titan_comm_free(m->pp_grad_comm);
     titan_comm_free(m->world_comm);

@@ -2,16 +2,19 @@
  *
  * The job's world (bootstrap.h: PMIx, the local spawner, or one process) is
  * laid out as [parallelism] says: world = dp_replicate x dp_shard x tp x cp x
- * pp, dp_shard = -1 taking the ranks the others leave. Data, tensor and
- * pipeline parallelism train so far (cp > 1 is refused): dp index =
+ * pp, dp_shard = -1 taking the ranks the others leave. dp index =
  * dp_replicate coordinate x dp_shard + dp_shard coordinate, the loader's
- * rank (the ranks of one tp group read the same batches). Communicators:
- * world, shard (the ranks that differ in their dp_shard coordinate only:
- * FSDP's group), replicate (differing in dp_replicate only: DDP/HSDP's
- * group), tp (differing in tp only: the model's tensor-parallel group)
- * and pp (differing in pp only: the pipeline's stages, two communicators
- * over the same ranks, one for each direction); NULL when that group is
- * one rank. On
+ * rank (the ranks of one tp or cp group read the same batches; a cp group
+ * splits each sequence). Communicators: world, shard (the ranks that
+ * differ in their dp_shard and cp coordinates only: FSDP's group, as
+ * torchtitan's dp_shard_cp, rank dp_shard x cp + cp; with cp > 1 it shards
+ * even when dp_shard = 1, which also sums the gradients over cp),
+ * replicate (differing in dp_replicate only: DDP/HSDP's group), tp
+ * (differing in tp only: the model's tensor-parallel group), cp
+ * (differing in cp only: the model's context-parallel group) and pp
+ * (differing in pp only: the pipeline's stages, two communicators over
+ * the same ranks, one for each direction); NULL when that group is one
+ * rank. On
  * cuda with NCCL they are nccl communicators, which move device buffers
  * (FSDP's) and host ones (loss sums, checkpoint messages) alike. */
 #ifndef TITAN_TRAIN_MESH_H
@@ -30,11 +33,13 @@ typedef struct {
     int dp_rank, dp_size;
     int shard_rank;                 /* coordinate along dp_shard */
     int tp_rank;                    /* coordinate along tp */
+    int cp_rank;                    /* coordinate along cp */
     int pp_rank;                    /* coordinate along pp: the pipeline stage */
     titan_comm *world_comm;         /* NULL for one rank */
-    titan_comm *shard_comm;         /* NULL when dp_shard = 1 */
+    titan_comm *shard_comm;         /* NULL when dp_shard x cp = 1 */
     titan_comm *replicate_comm;     /* NULL when dp_replicate = 1 */
     titan_comm *tp_comm;            /* NULL when tp = 1 */
+    titan_comm *cp_comm;            /* NULL when cp = 1 */
     titan_comm *pp_comm;            /* stage activations, NULL when pp = 1 */
     titan_comm *pp_grad_comm;       /* their gradients, NULL when pp = 1 */
 } titan_mesh;

@@ -24,6 +24,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "optim/optim.h"
+#include "parallel/layout.h"
 #include "trace/metrics.h"
 #include "train/async_save.h"
 #include "train/device.h"
@@ -59,6 +60,9 @@ typedef struct {
     int64_t stop_at; /* stop after this step (0 = training.steps) */
     int sample;      /* --sample follows the loop: it needs the full parameters */
     uint32_t *inputs, *targets;
+    /* Context parallelism: this rank's two chunks of each sequence of
+     * inputs and targets (NULL without) */
+    uint32_t *cp_inputs, *cp_targets;
     double peak_flops, flops_per_token;
     char ckpt_root[4096];
     titan_op_profile *prof;    /* [profiling] enable_profiling: be is its table */
@@ -140,6 +144,7 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     TITAN_TRY(open_data(t));
 
     int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
+    int cp = t->mesh.layout.cp, sharded = t->mesh.layout.dp_shard * cp > 1; /* FSDP's group: dp_shard x cp */
     titan_ac_mode ac = titan_setup_ac_mode(cfg);
     /* Pipeline parallelism: the model is this rank's stage, run on
      * micro-batches of pipeline_parallel_microbatch_size sequences. */
@@ -161,8 +166,9 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
      * activations and compute weights; parameters, gradients and AdamW stay fp32. */
     titan_dtype compute = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
     /* FSDP holds a unit's full parameters and gradients only while in use */
-    titan_llama_options mo = {.flags = t->mesh.layout.dp_shard > 1 ? TITAN_LLAMA_RELEASABLE : 0,
+    titan_llama_options mo = {.flags = sharded ? TITAN_LLAMA_RELEASABLE : 0,
                               .tp = t->mesh.tp_comm,
+                              .cp = t->mesh.cp_comm,
                               .sequence_parallel = cfg->parallelism_enable_sequence_parallel,
                               .pp_size = pp, .pp_stage = t->mesh.pp_rank,
                               .slots = titan_pipeline_slots(sched, pp, t->mesh.pp_rank, t->micro)};
@@ -174,7 +180,7 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     };
     int units[t->mc.n_layers + 2];
     titan_fsdp_options fo = {0};
-    st = titan_fsdp_parse_plan(cfg->parallelism_comm_bucket_plan, t->mc.n_layers + 2, t->mesh.layout.dp_shard > 1,
+    st = titan_fsdp_parse_plan(cfg->parallelism_comm_bucket_plan, t->mc.n_layers + 2, sharded,
                                units, &fo);
     if (st != TITAN_OK) return st;
     /* torchtitan's "default": reshard unless pipeline parallel (whose
@@ -184,7 +190,7 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     fo.param_dtype = compute; /* FSDP gathers what the model computes with */
     fo.reduce_dtype = strcmp(cfg->training_mixed_precision_reduce, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
     TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo));
-    if (pp > 1) TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sched, t->micro, mb, T));
+    if (pp > 1) TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sched, t->micro, mb, T / cp));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
     int async = strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable;
     if (!t->dev.host) {
@@ -198,7 +204,7 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         double opt = 2.0 * sizeof(float) * (double)titan_adamw_numel(t->adam);
         /* FSDP: the rank's shard of parameters and gradients (staging buffers
          * come on top) */
-        double shard = t->mesh.layout.dp_shard > 1 ? 2.0 * sizeof(float) * (double)titan_fsdp_numel(t->fsdp) : 0.0;
+        double shard = sharded ? 2.0 * sizeof(float) * (double)titan_fsdp_numel(t->fsdp) : 0.0;
         size_t held = 0;
         t->be->memory(&held, NULL, NULL, 0);
         /* FSDP commits a unit's full parameters and gradients only while in
@@ -241,6 +247,11 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     t->inputs = titan_alloc(n * sizeof(uint32_t), "input tokens");
     t->targets = titan_alloc(n * sizeof(uint32_t), "target tokens");
     if (!t->inputs || !t->targets) return TITAN_ERR_NOMEM;
+    if (cp > 1) {
+        t->cp_inputs = titan_alloc(n / cp * sizeof(uint32_t), "input tokens (context parallel chunks)");
+        t->cp_targets = titan_alloc(n / cp * sizeof(uint32_t), "target tokens (context parallel chunks)");
+        if (!t->cp_inputs || !t->cp_targets) return TITAN_ERR_NOMEM;
+    }
 
     t->flops_per_token = titan_llama_flops_per_token(&t->mc, T);
     const char *peak_source;
@@ -255,6 +266,34 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         titan_info("pipeline: stage %d of %d (this rank's parameters: %zu), %s schedule, %d micro-batches of %d x %d, "
                    "%d in flight", t->mesh.pp_rank, pp, titan_llama_params_count(t->model),
                    cfg->parallelism_pipeline_parallel_schedule, t->micro, mb, T, titan_llama_slots(t->model));
+    if (cp > 1) {
+        int chunk[2];
+        titan_layout_cp_chunks(T, cp, t->mesh.cp_rank, chunk);
+        titan_info("context parallel: rank %d of %d holds tokens [%d, %d) and [%d, %d) of each sequence", t->mesh.cp_rank,
+                   cp, chunk[0], chunk[0] + T / (2 * cp), chunk[1], chunk[1] + T / (2 * cp));
+    }
+    return TITAN_OK;
+}
+
+/* The next B sequences of a loader into t->inputs and t->targets; under
+ * context parallelism the model gets this rank's two chunks of each
+ * (*in, *tg point at what the model reads). */
+static titan_status next_batch(trainer *t, titan_loader *l, const uint32_t **in, const uint32_t **tg) {
+    int B = t->cfg->training_local_batch_size, T = t->cfg->training_seq_len, cp = t->mesh.layout.cp;
+    TITAN_TRY(titan_loader_next(l, t->inputs, t->targets, B));
+    *in = t->inputs;
+    *tg = t->targets;
+    if (cp == 1) return TITAN_OK;
+    int chunk[2], len = T / (2 * cp);
+    titan_layout_cp_chunks(T, cp, t->mesh.cp_rank, chunk);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < 2; j++) {
+            size_t from = (size_t)b * T + (size_t)chunk[j], to = ((size_t)b * 2 + (size_t)j) * len;
+            memcpy(t->cp_inputs + to, t->inputs + from, (size_t)len * sizeof(uint32_t));
+            memcpy(t->cp_targets + to, t->targets + from, (size_t)len * sizeof(uint32_t));
+        }
+    *in = t->cp_inputs;
+    *tg = t->cp_targets;
     return TITAN_OK;
 }
 
@@ -266,17 +305,18 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     double loss_sum = 0.0;
     TITAN_TRY(titan_fsdp_zero_grads(t->fsdp));
     for (int a = 0; a < t->accum; a++) {
-        TITAN_TRY(titan_loader_next(t->loader, t->inputs, t->targets, B));
+        const uint32_t *in, *tg;
+        TITAN_TRY(next_batch(t, t->loader, &in, &tg));
         float loss = 0.0f;
         float scale = 1.0f / (float)t->accum;
         if (t->pipe) { /* every micro-batch through the stages, forward and backward */
             double l = 0.0;
-            TITAN_TRY(titan_pipeline_step(t->pipe, t->inputs, t->targets, scale / (float)t->micro,
+            TITAN_TRY(titan_pipeline_step(t->pipe, in, tg, scale / (float)t->micro,
                                           a == t->accum - 1, t->fsdp, &l));
             loss = (float)l;
         } else {
             /* a hook's comm failure too */
-            TITAN_TRY(titan_llama_forward_train(t->model, t->inputs, t->targets, scale, &loss));
+            TITAN_TRY(titan_llama_forward_train(t->model, in, tg, scale, &loss));
             /* The last micro-batch's backward starts the gradient reductions. */
             titan_fsdp_set_sync(t->fsdp, a == t->accum - 1);
             titan_llama_backward(t->model, scale);
@@ -294,7 +334,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm, &clip));
     titan_fsdp_comm_times(t->fsdp, &sm->comm_exposed_s, &sm->comm_total_s);
     /* blocking: all exposed (the pipeline's bubble included) */
-    double tp_s = titan_llama_take_tp_comm_s(t->model) + (t->pipe ? titan_pipeline_take_wait_s(t->pipe) : 0.0);
+    double tp_s = titan_llama_take_comm_s(t->model) + (t->pipe ? titan_pipeline_take_wait_s(t->pipe) : 0.0);
     sm->comm_exposed_s += tp_s;
     sm->comm_total_s += tp_s;
     sm->has_comm = t->mesh.world > 1;
@@ -368,14 +408,15 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
     titan_loader_state start = {0};
     titan_loader_set_state(t->val_loader, &start);
     for (int i = 0; i < t->val_batches; i++) {
-        TITAN_TRY(titan_loader_next(t->val_loader, t->inputs, t->targets, B));
+        const uint32_t *in, *tg;
+        TITAN_TRY(next_batch(t, t->val_loader, &in, &tg));
         float loss = 0.0f;
         if (t->pipe) {
             double l = 0.0;
-            TITAN_TRY(titan_pipeline_eval(t->pipe, t->inputs, t->targets, &l));
+            TITAN_TRY(titan_pipeline_eval(t->pipe, in, tg, &l));
             loss = (float)l;
         } else {
-            TITAN_TRY(titan_llama_forward(t->model, t->inputs, t->targets, &loss));
+            TITAN_TRY(titan_llama_forward(t->model, in, tg, &loss));
         }
         sum += loss;
     }
@@ -384,7 +425,7 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
      * them may count as the next step's communication. */
     double unused;
     titan_fsdp_comm_times(t->fsdp, &unused, &unused);
-    (void)titan_llama_take_tp_comm_s(t->model);
+    (void)titan_llama_take_comm_s(t->model);
     if (t->pipe) (void)titan_pipeline_take_wait_s(t->pipe);
     sm->has_val = 1;
     sm->val_loss = sum / t->val_batches / (t->mesh.world / t->mesh.layout.pp);
@@ -475,6 +516,8 @@ static titan_status loop(trainer *t) {
 static void teardown(trainer *t) {
     titan_free(t->inputs);
     titan_free(t->targets);
+    titan_free(t->cp_inputs);
+    titan_free(t->cp_targets);
     titan_metrics_close(t->metrics);
     titan_adamw_free(t->adam);
     /* FSDP drains its queued gathers into the model's memory, the pipeline
@@ -503,8 +546,9 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
     if (st == TITAN_OK && t.pr.step >= cfg->training_steps)
         titan_info("nothing to do: step %" PRId64 " >= training.steps %d", t.pr.step, cfg->training_steps);
     if (st == TITAN_OK) st = loop(&t);
-    /* rank 0 samples; under tp its group gathers the whole model with it */
-    if (st == TITAN_OK && opts->sample_tokens > 0 && t.mesh.dp_rank == 0)
+    /* rank 0 samples; under tp its group gathers the whole model with it
+     * (the other ranks of its cp group hold the same parameters) */
+    if (st == TITAN_OK && opts->sample_tokens > 0 && t.mesh.dp_rank == 0 && t.mesh.cp_rank == 0)
         st = titan_sample(t.model, t.tok, opts->prompt, opts->sample_tokens, opts->temperature,
                           (uint64_t)cfg->training_seed, stdout);
     teardown(&t);

@@ -156,5 +156,12 @@ cpu_vs_cuda "tp 2" "--parallelism.tensor_parallel_degree=2" "layout dp_replicate
 # communicators, one a direction.
 cpu_vs_cuda "pp 2" "--parallelism.pipeline_parallel_degree=2" "layout dp_replicate=1,dp_shard=1,cp=1,tp=1,pp=2" \
     "host copies"
+# The whole sequence's keys and values are all-gathered, and their
+# gradients reduce-scattered, as device buffers through NCCL (or host
+# mirrors with TITAN_COMM=shm); the attention kernels take each rank's
+# chunks of queries (Tq < Tk, at offsets 0 and 48, 16 and 32: the
+# tensor-core kernel's diagonal off its 64-key tiles); FSDP shards over cp.
+cpu_vs_cuda "cp 2" "--parallelism.context_parallel_degree=2" "layout dp_replicate=1,dp_shard=1,cp=2,tp=1,pp=1" \
+    "host mirrors"
 
 tap_end

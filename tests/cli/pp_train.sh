@@ -16,8 +16,7 @@
 # (forward-only micro-batches), mpirun, the pipeline's waits in the
 # metrics as exposed communication, and the refusals: tied embeddings,
 # more stages than layers + 2, a micro-batch size that does not divide the
-# local batch, an unknown schedule, --sample, context parallelism. TAP
-# output.
+# local batch, an unknown schedule, --sample. TAP output.
 set -u
 . "$(dirname "$0")/lib/tiny.sh"
 
@@ -147,7 +146,5 @@ expect 2 "'Interleaved1F1B' is not one of 1F1B, GPipe" "an unknown schedule is a
     "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 --parallelism.pipeline_parallel_schedule=Interleaved1F1B
 expect 2 "--sample with pipeline_parallel_degree 2" "--sample under pp 2 is a usage error" -- \
     "$bin/titan-train" "$tmp/pp2" --nproc 2 $PP2 --sample 24 --prompt "The "
-expect 2 "context_parallel_degree" "context parallelism is still refused" -- \
-    "$bin/titan-train" "$tmp/single" --nproc 2 --parallelism.context_parallel_degree=2
 
 tap_end

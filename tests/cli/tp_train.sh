@@ -18,8 +18,8 @@
 # data-parallel layouts, tp under mpirun (PMIx), validation (the loss-only
 # forward), --sample (the whole model gathered from the tp group: the same
 # text as one process), communication time in the metrics, and the
-# refusals: a degree that does not divide the kv heads or the FFN, context
-# parallelism. TAP output.
+# refusals: a degree that does not divide the kv heads or the FFN. TAP
+# output.
 set -u
 . "$(dirname "$0")/lib/tiny.sh"
 
@@ -134,7 +134,5 @@ expect 2 "parallelism.tensor_parallel_degree = 4: tensor parallelism: degree 4 d
 expect 2 "degree 5 does not divide the FFN hidden size 112" "titan-init refuses a tp degree that splits the FFN unevenly" \
     -- "$bin/titan-init" -q "$cfg" "$tmp/bad" $TINY --model.dim=40 --model.n_heads=5 --model.n_kv_heads=5 \
     --parallelism.tensor_parallel_degree=5
-expect 2 "context_parallel_degree" "context parallelism is refused as not yet supported" -- \
-    "$bin/titan-train" "$tmp/single" --nproc 2 --parallelism.context_parallel_degree=2
 
 tap_end

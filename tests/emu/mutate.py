@@ -62,24 +62,42 @@ MUTATIONS = {
         [("            o[dt][0] *= al_lo;\n", "", 1)]),
     "dkv_mask_off_by_one": (
         "dkv: the diagonal masked out",
-        [("(i < T && j_lo <= i)", "(i < T && j_lo < i)", 1)]),
+        [("(i < Tq && j_lo <= pos)", "(i < Tq && j_lo < pos)", 1)]),
     "fwd_mask_wrong_tile": (
         "forward: the causal mask applied on the first kv tile instead of the diagonal one",
-        [("const bool diag = kj == qi;", "const bool diag = kj == 0;", 1)]),
+        [("const bool diag = tc_diag_live(k0, p0, warp, live);",
+          "const bool diag = tc_diag_live(k0, p0, warp, live) && kj == 0;", 1)]),
     "dq_mask_wrong_tile": (
         "dq: the causal mask applied on the first kv tile instead of the diagonal one",
-        [("const bool diag = kj == qi;", "const bool diag = kj == 0;", 2)]),
-    "fwd_skip_diagonal_block": (
-        "forward: the diagonal tile's products skipped from the warp's own 16 keys on",
-        [("const int live = diag ? 16 * warp + 16 : TC_BC;",
-          "const int live = diag ? 16 * warp : TC_BC;", 1)]),
-    "dq_skip_diagonal_block": (
-        "dq: the diagonal tile's products skipped from the warp's own 16 keys on",
-        [("const int live = diag ? 16 * warp + 16 : TC_BC;",
-          "const int live = diag ? 16 * warp : TC_BC;", 2)]),
+        [("const bool diag = tc_diag_live(k0, p0, warp, live);",
+          "const bool diag = tc_diag_live(k0, p0, warp, live) && kj == 0;", 2)]),
+    "diag_mask_one_tile": (
+        "forward, dq: only the kv tile holding the first row's position masked (a chunk at an "
+        "offset not a multiple of 64 has two)",
+        [("const bool diag = k0 + TC_BC - 1 > p0;", "const bool diag = k0 <= p0 && k0 + TC_BC > p0;", 1)]),
+    "diag_skip_own_block": (
+        "forward, dq: the diagonal tile's products skipped from the warp's own 16 keys on",
+        [("max(0, p0 + 16 * warp + 16 - k0)", "max(0, p0 + 16 * warp - k0)", 1)]),
+    "fwd_offset_ignored": (
+        "forward: rows at their index, not their position (Tk - Tq + index)",
+        [("const int p0 = Tk - Tq + q0;                                /* row q0's position */",
+          "const int p0 = q0;", 1)]),
+    "fwd_too_few_kv_tiles": (
+        "forward: kv tiles walked up to the row index, not its position",
+        [("const int nkv = (p0 + min(TC_BR, Tq - q0) - 1) / TC_BC + 1; /* through the last row's keys */",
+          "const int nkv = qi + 1;", 1)]),
+    "dq_offset_ignored": (
+        "dq: rows at their index, not their position",
+        [("const int p0 = Tk - Tq + q0; /* as in the forward */", "const int p0 = q0;", 1)]),
+    "dkv_offset_ignored": (
+        "dkv: queries at their index, not their position",
+        [("off = Tk - Tq; /* query r at position off + r */", "off = 0;", 1)]),
+    "dkv_first_query_tile": (
+        "dkv: query tiles from the key tile's index, not from the first query that sees it",
+        [("const int qs = max(0, k0 - off) / BQ", "const int qs = k0 / BQ", 1)]),
     "dkv_mask_first_tile_only": (
         "dkv: only the query tile on the key tile's first row masked (HD 128 has two)",
-        [("const bool edge = q0 < k0 + TC_BC ||", "const bool edge = q0 == k0 ||", 1)]),
+        [("const bool edge = p0 < k0 + TC_BC ||", "const bool edge = p0 == k0 ||", 1)]),
     "dkv_skip_diagonal_block": (
         "dkv: the products of the warp's diagonal 16-query block skipped",
         [("const int live_lo = dead > 0 ? dead / 16 : 0;",
@@ -93,6 +111,10 @@ MUTATIONS = {
     "tile_rows_past_T_unfilled": (
         "tile load: rows past T left as they were instead of zeroed",
         [("*reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);", "(void)d;", 1)]),
+    "tile_rows_past_Tk": (
+        "tile load: kv rows bounded by Tq instead of Tk (a chunk's keys past Tq read as zero)",
+        [("tc_tile_load<HD, TC_BC>(Ks, k, b, 0, Tk, NKV, kh);",
+          "tc_tile_load<HD, TC_BC>(Ks, k, b, 0, Tq, NKV, kh);", 1)]),
 }
 
 

@@ -3,7 +3,8 @@
  * (tests/emu/cuda_emu.h) against a double-precision reference, so the suite
  * checks the kernels' logic on machines without a GPU.
  *
- * Per shape (HD, B, T, NH, NKV, input amplitude):
+ * Per shape (HD, B, Tq, Tk, NH, NKV, input amplitude; the queries are the
+ * last Tq of the Tk positions, Tq < Tk a context-parallel chunk):
  *   - forward: out and lse against the reference (normalised L2 error; lse
  *     max absolute error);
  *   - backward from the kernel's own out and lse: dq, dk, dv added into
@@ -28,8 +29,9 @@
  * (tests/gpu/attention_tc_check.cu).
  *
  * The default run takes the shapes marked quick (HD 64 and 128, ragged T,
- * 1 to 4 tiles, GQA groups of 1, 2 and 4, B = 2): about 2.5 s on one core;
- * TITAN_EMU_FULL=1 runs every shape (about 5 s). tests/emu/mutate.py checks
+ * 1 to 4 tiles, GQA groups of 1, 2 and 4, B = 2, chunks at offsets that are
+ * multiples of 64 and not): about 4 s on one core; TITAN_EMU_FULL=1 runs
+ * every shape (about 7 s). tests/emu/mutate.py checks
  * that this test catches broken kernels.
  * One line per shape; exit 0 when all pass, 1 otherwise. */
 #include "attention_tc.cpp" /* build/emu/cuda/, from kernels/attention_tc.cu */
@@ -59,12 +61,12 @@ static void down(X *x, X *d, size_t n) {
 
 template <int HD>
 static void emu_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
-                        int T, int NH, int NKV) {
-    const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD,
-                 nl = (size_t)B * NH * T;
+                        int Tq, int Tk, int NH, int NKV) {
+    const size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD,
+                 nl = (size_t)B * NH * Tq;
     bf16 *dout_ = up(out, nq), *dq = up(q, nq), *dk = up(k, nk), *dv = up(v, nk);
     float *dl = up(lse, nl);
-    titan_cuda_attention_tc_forward(dout_, dl, dq, dk, dv, B, T, NH, NKV, HD);
+    titan_cuda_attention_tc_forward(dout_, dl, dq, dk, dv, B, Tq, Tk, NH, NKV, HD);
     down(out, dout_, nq);
     down(lse, dl, nl);
     CUDA_CHECK(cudaFree(dq));
@@ -76,15 +78,15 @@ static void emu_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, con
 template <int HD>
 static void emu_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                          const bf16 *out, const float *lse, const bf16 *q, const bf16 *k,
-                         const bf16 *v, int B, int T, int NH, int NKV) {
-    const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD,
-                 nl = (size_t)B * NH * T;
+                         const bf16 *v, int B, int Tq, int Tk, int NH, int NKV) {
+    const size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD,
+                 nl = (size_t)B * NH * Tq;
     bf16 *gq = up(dq, nq), *gk = up(dk, nk), *gv = up(dv, nk);
     bf16 *d_dout = up(dout, nq), *d_out = up(out, nq), *d_q = up(q, nq), *d_k = up(k, nk),
          *d_v = up(v, nk);
     float *d_lse = up(lse, nl);
-    titan_cuda_attention_tc_backward(acc, gq, gk, gv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T,
-                                     NH, NKV, HD);
+    titan_cuda_attention_tc_backward(acc, gq, gk, gv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, Tq,
+                                     Tk, NH, NKV, HD);
     down(dq, gq, nq);
     down(dk, gk, nk);
     down(dv, gv, nk);
@@ -104,33 +106,36 @@ static size_t at(int b, int i, int h, int T, int heads, int HD) {
     return (((size_t)b * T + i) * heads + h) * HD;
 }
 
+/* query i at position Tk - Tq + i sees keys 0 .. Tk - Tq + i */
 static void ref_forward(Ref &r, const std::vector<float> &q, const std::vector<float> &k,
-                        const std::vector<float> &v, int B, int T, int NH, int NKV, int HD) {
-    r.out.assign((size_t)B * T * NH * HD, 0);
-    r.lse.assign((size_t)B * NH * T, 0);
+                        const std::vector<float> &v, int B, int Tq, int Tk, int NH, int NKV,
+                        int HD) {
+    r.out.assign((size_t)B * Tq * NH * HD, 0);
+    r.lse.assign((size_t)B * NH * Tq, 0);
     const double scale = 1.0 / sqrt((double)HD);
-    std::vector<double> s(T);
+    std::vector<double> s(Tk);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const int kh = h / (NH / NKV);
-            for (int i = 0; i < T; i++) {
-                const float *qi = &q[at(b, i, h, T, NH, HD)];
+            for (int i = 0; i < Tq; i++) {
+                const int last = Tk - Tq + i;
+                const float *qi = &q[at(b, i, h, Tq, NH, HD)];
                 double m = -INFINITY, l = 0;
-                for (int j = 0; j <= i; j++) {
-                    const float *kj = &k[at(b, j, kh, T, NKV, HD)];
+                for (int j = 0; j <= last; j++) {
+                    const float *kj = &k[at(b, j, kh, Tk, NKV, HD)];
                     double d = 0;
                     for (int x = 0; x < HD; x++) d += (double)qi[x] * kj[x];
                     s[j] = d * scale;
                     m = std::max(m, s[j]);
                 }
-                for (int j = 0; j <= i; j++) l += exp(s[j] - m);
-                double *o = &r.out[at(b, i, h, T, NH, HD)];
-                for (int j = 0; j <= i; j++) {
+                for (int j = 0; j <= last; j++) l += exp(s[j] - m);
+                double *o = &r.out[at(b, i, h, Tq, NH, HD)];
+                for (int j = 0; j <= last; j++) {
                     const double p = exp(s[j] - m) / l;
-                    const float *vj = &v[at(b, j, kh, T, NKV, HD)];
+                    const float *vj = &v[at(b, j, kh, Tk, NKV, HD)];
                     for (int x = 0; x < HD; x++) o[x] += p * vj[x];
                 }
-                r.lse[((size_t)b * NH + h) * T + i] = m + log(l);
+                r.lse[((size_t)b * NH + h) * Tq + i] = m + log(l);
             }
         }
 }
@@ -138,22 +143,22 @@ static void ref_forward(Ref &r, const std::vector<float> &q, const std::vector<f
 /* the backward from the given out and lse, as the kernels take them */
 static void ref_backward(Ref &r, const std::vector<float> &dout, const std::vector<float> &out,
                          const std::vector<float> &lse, const std::vector<float> &q,
-                         const std::vector<float> &k, const std::vector<float> &v, int B, int T,
-                         int NH, int NKV, int HD) {
-    r.dq.assign((size_t)B * T * NH * HD, 0);
-    r.dk.assign((size_t)B * T * NKV * HD, 0);
-    r.dv.assign((size_t)B * T * NKV * HD, 0);
+                         const std::vector<float> &k, const std::vector<float> &v, int B, int Tq,
+                         int Tk, int NH, int NKV, int HD) {
+    r.dq.assign((size_t)B * Tq * NH * HD, 0);
+    r.dk.assign((size_t)B * Tk * NKV * HD, 0);
+    r.dv.assign((size_t)B * Tk * NKV * HD, 0);
     const double scale = 1.0 / sqrt((double)HD);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const int kh = h / (NH / NKV);
-            for (int i = 0; i < T; i++) {
-                const size_t qo = at(b, i, h, T, NH, HD);
+            for (int i = 0; i < Tq; i++) {
+                const size_t qo = at(b, i, h, Tq, NH, HD);
                 double D = 0;
                 for (int x = 0; x < HD; x++) D += (double)dout[qo + x] * out[qo + x];
-                const double L = lse[((size_t)b * NH + h) * T + i];
-                for (int j = 0; j <= i; j++) {
-                    const size_t ko = at(b, j, kh, T, NKV, HD);
+                const double L = lse[((size_t)b * NH + h) * Tq + i];
+                for (int j = 0; j <= Tk - Tq + i; j++) {
+                    const size_t ko = at(b, j, kh, Tk, NKV, HD);
                     double s = 0, dp = 0;
                     for (int x = 0; x < HD; x++) {
                         s += (double)q[qo + x] * k[ko + x];
@@ -242,7 +247,7 @@ static int check_fragments(void) {
 /* ------------------------------------------------------------------ cases */
 
 struct Shape {
-    int HD, B, T, NH, NKV;
+    int HD, B, Tq, Tk, NH, NKV;
     float amp; /* q and k scale: larger makes the softmax peakier */
     bool quick;
 };
@@ -250,10 +255,10 @@ struct Shape {
 /* returns 1 when the shape passes */
 template <int HD>
 static int run_case(const Shape &c, unsigned seed) {
-    const int B = c.B, T = c.T, NH = c.NH, NKV = c.NKV;
+    const int B = c.B, Tq = c.Tq, Tk = c.Tk, NH = c.NH, NKV = c.NKV;
     std::mt19937 g(seed);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
+    const size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD;
     auto rnd = [&](size_t n, float a) { /* values exact in bf16 */
         std::vector<float> x(n);
         for (auto &e : x) e = __bfloat162float(__float2bfloat16_rn(a * nd(g)));
@@ -265,14 +270,14 @@ static int run_case(const Shape &c, unsigned seed) {
 
     /* forward twice, under two interleavings */
     std::vector<bf16> out(nq, __float2bfloat16_rn(NAN)), out2 = out;
-    std::vector<float> lse((size_t)B * NH * T, NAN), lse2 = lse;
+    std::vector<float> lse((size_t)B * NH * Tq, NAN), lse2 = lse;
     emu::rng.seed(seed * 7 + 1);
-    emu_forward<HD>(out.data(), lse.data(), qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+    emu_forward<HD>(out.data(), lse.data(), qb.data(), kb.data(), vb.data(), B, Tq, Tk, NH, NKV);
     emu::rng.seed(seed * 7 + 2);
-    emu_forward<HD>(out2.data(), lse2.data(), qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+    emu_forward<HD>(out2.data(), lse2.data(), qb.data(), kb.data(), vb.data(), B, Tq, Tk, NH, NKV);
     bool same = same_bits(out, out2) && same_bits(lse, lse2);
     Ref r;
-    ref_forward(r, q, k, v, B, T, NH, NKV, HD);
+    ref_forward(r, q, k, v, B, Tq, Tk, NH, NKV, HD);
     const std::vector<float> outf = to_f32(out);
     const double e_out = nerr(outf, r.out);
     double e_lse = 0;
@@ -281,15 +286,15 @@ static int run_case(const Shape &c, unsigned seed) {
 
     /* backward added into zeros, twice under two interleavings */
     Ref rb;
-    ref_backward(rb, dout, outf, lse, q, k, v, B, T, NH, NKV, HD);
+    ref_backward(rb, dout, outf, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
     const bf16 zero = __float2bfloat16_rn(0.0f);
     std::vector<bf16> dq(nq, zero), dk(nk, zero), dv(nk, zero), dq2 = dq, dk2 = dk, dv2 = dv;
     emu::rng.seed(seed * 7 + 3);
     emu_backward<HD>(1, dq.data(), dk.data(), dv.data(), dob.data(), out.data(), lse.data(),
-                     qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+                     qb.data(), kb.data(), vb.data(), B, Tq, Tk, NH, NKV);
     emu::rng.seed(seed * 7 + 4);
     emu_backward<HD>(1, dq2.data(), dk2.data(), dv2.data(), dob.data(), out.data(), lse.data(),
-                     qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+                     qb.data(), kb.data(), vb.data(), B, Tq, Tk, NH, NKV);
     same = same && same_bits(dq, dq2) && same_bits(dk, dk2) && same_bits(dv, dv2);
     const double e_dq = nerr(to_f32(dq), rb.dq), e_dk = nerr(to_f32(dk), rb.dk),
                  e_dv = nerr(to_f32(dv), rb.dv);
@@ -300,7 +305,7 @@ static int run_case(const Shape &c, unsigned seed) {
     std::vector<bf16> dqo(nq, nan), dko(nk, nan), dvo(nk, nan);
     emu::rng.seed(seed * 7 + 6);
     emu_backward<HD>(0, dqo.data(), dko.data(), dvo.data(), dob.data(), out.data(), lse.data(),
-                     qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+                     qb.data(), kb.data(), vb.data(), B, Tq, Tk, NH, NKV);
     const bool same_ow = same_bits_but_zero_sign(dqo, dq) && same_bits_but_zero_sign(dko, dk) &&
                          same_bits_but_zero_sign(dvo, dv);
 
@@ -309,7 +314,7 @@ static int run_case(const Shape &c, unsigned seed) {
     std::vector<bf16> dqa = to_bf16(dq0), dka = to_bf16(dk0), dva = to_bf16(dv0);
     emu::rng.seed(seed * 7 + 5);
     emu_backward<HD>(1, dqa.data(), dka.data(), dva.data(), dob.data(), out.data(), lse.data(),
-                     qb.data(), kb.data(), vb.data(), B, T, NH, NKV);
+                     qb.data(), kb.data(), vb.data(), B, Tq, Tk, NH, NKV);
     std::vector<double> tq(nq), tk(nk), tv(nk);
     for (size_t i = 0; i < nq; i++) tq[i] = dq0[i] + rb.dq[i];
     for (size_t i = 0; i < nk; i++) tk[i] = dk0[i] + rb.dk[i], tv[i] = dv0[i] + rb.dv[i];
@@ -321,9 +326,12 @@ static int run_case(const Shape &c, unsigned seed) {
     h = digest(digest(digest(h, dqa), dka), dva);
     const double worst = std::max({e_out, e_dq, e_dk, e_dv, e_acc});
     const bool ok = worst < 2e-2 && e_lse < 1e-3 && same && same_ow;
-    printf("%s HD %3d B %d T %4d NH %d NKV %d amp %.1f: out %.2e lse %.1e dq %.2e dk %.2e "
+    char len[32]; /* the Tq = Tk lines read as before */
+    if (Tq == Tk) snprintf(len, sizeof len, "T %4d", Tq);
+    else snprintf(len, sizeof len, "Tq %d Tk %d", Tq, Tk);
+    printf("%s HD %3d B %d %s NH %d NKV %d amp %.1f: out %.2e lse %.1e dq %.2e dk %.2e "
            "dv %.2e add %.2e, %s, %s %08x\n",
-           ok ? "ok  " : "FAIL", HD, B, T, NH, NKV, c.amp, e_out, e_lse, e_dq, e_dk, e_dv, e_acc,
+           ok ? "ok  " : "FAIL", HD, B, len, NH, NKV, c.amp, e_out, e_lse, e_dq, e_dk, e_dv, e_acc,
            same_ow ? "overwrite = add into 0" : "OVERWRITE DIFFERS from add into 0",
            same ? "same bits" : "BITS DIFFER between interleavings",
            (unsigned)(h ^ (h >> 32)));
@@ -332,19 +340,27 @@ static int run_case(const Shape &c, unsigned seed) {
 }
 
 static const Shape SHAPES[] = {
-    /* HD  B    T  NH NKV amp quick */
-    {64, 1, 1, 1, 1, 1.0f, true},     /* one row */
-    {64, 1, 17, 2, 1, 1.0f, true},    /* ragged, one partial tile, group 2 */
-    {64, 1, 64, 2, 2, 1.0f, false},   /* exactly one tile */
-    {64, 2, 100, 4, 2, 1.0f, true},   /* B 2, second tile ragged, group 2 */
-    {128, 1, 70, 2, 1, 1.0f, true},   /* HD 128: BQ 32, group 2 */
-    {64, 1, 200, 1, 1, 1.0f, false},  /* 4 tiles, group 1 */
-    {128, 1, 150, 1, 1, 1.0f, true},  /* HD 128, 3 tiles, group 1 */
-    {64, 1, 65, 4, 1, 3.0f, true},    /* group 4, a 1-row tile, peaky softmax */
-    {64, 1, 200, 2, 1, 2.0f, true},   /* 4 tiles, group 2 */
-    {128, 2, 33, 4, 4, 1.0f, false},  /* HD 128, B 2, group 1 */
-    {128, 1, 160, 4, 2, 2.0f, false}, /* HD 128, 3 tiles, group 2 */
-    {128, 1, 128, 1, 1, 3.0f, false}, /* HD 128, 2 whole tiles, peaky */
+    /* HD  B   Tq   Tk  NH NKV amp quick */
+    {64, 1, 1, 1, 1, 1, 1.0f, true},         /* one row */
+    {64, 1, 17, 17, 2, 1, 1.0f, true},       /* ragged, one partial tile, group 2 */
+    {64, 1, 64, 64, 2, 2, 1.0f, false},      /* exactly one tile */
+    {64, 2, 100, 100, 4, 2, 1.0f, true},     /* B 2, second tile ragged, group 2 */
+    {128, 1, 70, 70, 2, 1, 1.0f, true},      /* HD 128: BQ 32, group 2 */
+    {64, 1, 200, 200, 1, 1, 1.0f, false},    /* 4 tiles, group 1 */
+    {128, 1, 150, 150, 1, 1, 1.0f, true},    /* HD 128, 3 tiles, group 1 */
+    {64, 1, 65, 65, 4, 1, 3.0f, true},       /* group 4, a 1-row tile, peaky softmax */
+    {64, 1, 200, 200, 2, 1, 2.0f, true},     /* 4 tiles, group 2 */
+    {128, 2, 33, 33, 4, 4, 1.0f, false},     /* HD 128, B 2, group 1 */
+    {128, 1, 160, 160, 4, 2, 2.0f, false},   /* HD 128, 3 tiles, group 2 */
+    {128, 1, 128, 128, 1, 1, 3.0f, false},   /* HD 128, 2 whole tiles, peaky */
+    /* context-parallel chunks: the last Tq of Tk positions */
+    {64, 1, 64, 192, 2, 1, 1.0f, true},      /* offset 128: the diagonal 2 key tiles on */
+    {64, 2, 37, 165, 4, 2, 1.0f, true},      /* offset 128, ragged query and key tiles */
+    {128, 1, 50, 150, 2, 1, 1.0f, true},     /* offset 100: diagonals straddle 2 tiles */
+    {64, 1, 100, 130, 4, 1, 2.0f, true},     /* offset 30, group 4, peaky */
+    {64, 1, 1, 130, 2, 2, 1.0f, true},       /* one query, the last position */
+    {128, 1, 96, 224, 2, 2, 1.0f, false},    /* HD 128, offset 128, whole tiles */
+    {64, 1, 130, 200, 1, 1, 3.0f, false},    /* offset 70, 3 query tiles */
 };
 
 int main(void) {

@@ -6,8 +6,10 @@
  * reductions, EXP, SUB, DIV, a bf16 virtual P, a reduction folding query
  * heads into kv heads, reshapes that change the type) against hand loops
  * with the same operations in the same order (bit-identical), executed after
- * every descriptor but the plan and the variant pack is destroyed; then the
- * refusals: statuses and messages at SetAttribute, Finalize, GetAttribute
+ * every descriptor but the plan and the variant pack is destroyed; the
+ * bottom-right causal mask of a chunk of queries (Tq < Tk: the row index
+ * shifted by by-value INT32 ADD and SUB, as attention_cudnn.cu builds it);
+ * then the refusals: statuses and messages at SetAttribute, Finalize, GetAttribute
  * and Execute, and the emulator's abort for a host pointer given as device
  * memory (in a child). One line per check; exit 0 when all pass. */
 #include <cudnn.h>
@@ -391,6 +393,63 @@ static void attention(cudnnHandle_t h) {
         cudaFree(p);
 }
 
+/* ------------------------------------- bottom-right causal mask */
+
+/* Y = X where row + skv - sq >= col, else -inf, over X [1, 1, SQ, SKV]:
+ * the mask of the last SQ queries of SKV positions, the shift by two
+ * by-value INT32 scalars in INT32 arithmetic */
+static void bottom_right_mask(cudnnHandle_t h) {
+    enum : int64_t { U_X = 1, U_Y, U_SKV, U_SQ, U_NEG, U_ROW = 100, U_ROW1, U_ROW2, U_COL, U_KEEP };
+    const int64_t SQ = 3, SKV = 7;
+    const cudnnDataType_t F = CUDNN_DATA_FLOAT, I = CUDNN_DATA_INT32, BOOL = CUDNN_DATA_BOOLEAN;
+    const std::vector<int64_t> dx{1, 1, SQ, SKV}, one{1, 1, 1, 1};
+    Desc tx = keep(tensor(U_X, F, dx)), ty = keep(tensor(U_Y, F, dx));
+    Desc tskv = keep(tensor(U_SKV, I, one, {}, false, true));
+    Desc tsq = keep(tensor(U_SQ, I, one, {}, false, true));
+    Desc tneg = keep(tensor(U_NEG, F, one, {}, false, true));
+    Desc trow = keep(tensor(U_ROW, I, dx, {}, true)), trow1 = keep(tensor(U_ROW1, I, dx, {}, true));
+    Desc trow2 = keep(tensor(U_ROW2, I, dx, {}, true)), tcol = keep(tensor(U_COL, I, dx, {}, true));
+    Desc tkeep = keep(tensor(U_KEEP, BOOL, dx, {}, true));
+    std::vector<Desc> ops = {
+        pointwise(CUDNN_POINTWISE_GEN_INDEX, tx, nullptr, nullptr, trow, 2, I),
+        pointwise(CUDNN_POINTWISE_ADD, trow, tskv, nullptr, trow1, -1, I),
+        pointwise(CUDNN_POINTWISE_SUB, trow1, tsq, nullptr, trow2, -1, I),
+        pointwise(CUDNN_POINTWISE_GEN_INDEX, tx, nullptr, nullptr, tcol, 3, I),
+        pointwise(CUDNN_POINTWISE_CMP_GE, trow2, tcol, nullptr, tkeep, -1, BOOL),
+        pointwise(CUDNN_POINTWISE_BINARY_SELECT, tx, tneg, tkeep, ty),
+    };
+    Desc g = nullptr;
+    expect(graph(h, ops, &g), CUDNN_STATUS_SUCCESS, "bottom-right mask graph finalizes");
+    Desc plan = plan_of(h, g);
+    cudnnBackendDestroyDescriptor(g);
+    for (Desc d : g_made) cudnnBackendDestroyDescriptor(d);
+    g_made.clear();
+
+    std::vector<float> x(SQ * SKV);
+    for (size_t i = 0; i < x.size(); i++) x[i] = 0.25f * (float)i + 1.0f;
+    float *dx_ = upload(x), *dy = nullptr;
+    void *ws = nullptr;
+    cudaMalloc((void **)&dy, x.size() * sizeof(float));
+    cudaMalloc(&ws, 1 << 20);
+    int32_t skv = (int32_t)SKV, sq = (int32_t)SQ;
+    float neginf = -INFINITY;
+    Desc pack = pack_of({U_X, U_Y, U_SKV, U_SQ, U_NEG}, {dx_, dy, &skv, &sq, &neginf}, ws);
+    expect(cudnnBackendExecute(h, plan, pack), CUDNN_STATUS_SUCCESS,
+           "bottom-right mask graph executes");
+    const std::vector<float> y = download(dy, x.size());
+    bool ok = true;
+    for (int64_t i = 0; i < SQ; i++)
+        for (int64_t j = 0; j < SKV; j++) {
+            const float want = i + SKV - SQ >= j ? x[i * SKV + j] : -INFINITY;
+            ok = ok && y[i * SKV + j] == want;
+        }
+    report(ok, "bottom-right causal mask (INT32 by-value ADD, SUB): query i of the last 3 of 7 "
+               "positions keeps keys 0 .. i + 4");
+    cudnnBackendDestroyDescriptor(pack);
+    cudnnBackendDestroyDescriptor(plan);
+    for (void *p : {(void *)dx_, (void *)dy, ws}) cudaFree(p);
+}
+
 /* --------------------------------------------------------- refusals */
 
 static void refusals(cudnnHandle_t h) {
@@ -502,6 +561,7 @@ int main() {
     if (!must(cudnnCreate(&h), "cudnnCreate")) return 1;
     must(cudnnSetStream(h, 0), "cudnnSetStream");
     attention(h);
+    bottom_right_mask(h);
     refusals(h);
     expect(cudnnDestroy(h), CUDNN_STATUS_SUCCESS, "cudnnDestroy");
     printf("%s\n", failures ? "FAILED" : "all passed");

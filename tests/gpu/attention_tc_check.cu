@@ -12,9 +12,10 @@
  * Compares forward (out, lse) and backward (dq, dk, dv added into random
  * nonzero gradients, and overwritten over NaN) with a double-precision CPU
  * reference on small shapes (normalised L2 error < 2e-2, lse within 1e-3,
- * the same bits from a second run), then times two Llama-sized shapes
- * (backward overwriting, as the model's first writer of a gradient). Exit 0
- * when every shape passes. */
+ * the same bits from a second run), Tq = Tk and context-parallel chunks (the
+ * queries the last Tq of Tk positions), then times two Llama-sized shapes
+ * and a chunk (backward overwriting, as the model's first writer of a
+ * gradient). Exit 0 when every shape passes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,10 +45,12 @@ static std::vector<X> host(const X *d, size_t n) {
     CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost));
     return h;
 }
-static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
+/* query i at position Tk - Tq + i sees keys 0 .. Tk - Tq + i */
+static int check(int B, int Tq, int Tk, int NH, int NKV, int HD, unsigned seed) {
     std::mt19937 g(seed);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nl = (size_t)B * NH * T;
+    size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD,
+           nl = (size_t)B * NH * Tq;
     auto rnd = [&](size_t n, float a) {
         std::vector<float> x(n);
         for (auto &e : x) e = bfr(a * nd(g));
@@ -59,9 +62,9 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     bf16 *ob = dev(std::vector<bf16>(nq)), *gq = dev(to_bf16(g0q)), *gk = dev(to_bf16(g0k)),
          *gv = dev(to_bf16(g0v));
     float *dlse = dev(std::vector<float>(nl));
-    titan_cuda_attention_tc_forward(ob, dlse, qd, kd, vd, B, T, NH, NKV, HD);
-    titan_cuda_attention_tc_backward(1, gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, T, NH, NKV,
-                                     HD);
+    titan_cuda_attention_tc_forward(ob, dlse, qd, kd, vd, B, Tq, Tk, NH, NKV, HD);
+    titan_cuda_attention_tc_backward(1, gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, Tq, Tk, NH,
+                                     NKV, HD);
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<bf16> out = host(ob, nq), rq = host(gq, nq), rk = host(gk, nk), rv = host(gv, nk);
     std::vector<float> lse = host(dlse, nl);
@@ -69,9 +72,9 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     CUDA_CHECK(cudaMemcpy(gq, to_bf16(g0q).data(), nq * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(gk, to_bf16(g0k).data(), nk * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(gv, to_bf16(g0v).data(), nk * 2, cudaMemcpyHostToDevice));
-    titan_cuda_attention_tc_forward(ob, dlse, qd, kd, vd, B, T, NH, NKV, HD);
-    titan_cuda_attention_tc_backward(1, gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, T, NH, NKV,
-                                     HD);
+    titan_cuda_attention_tc_forward(ob, dlse, qd, kd, vd, B, Tq, Tk, NH, NKV, HD);
+    titan_cuda_attention_tc_backward(1, gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, Tq, Tk, NH,
+                                     NKV, HD);
     CUDA_CHECK(cudaDeviceSynchronize());
     bool same = memcmp(host(ob, nq).data(), out.data(), nq * 2) == 0 &&
                 memcmp(host(dlse, nl).data(), lse.data(), nl * 4) == 0 &&
@@ -82,8 +85,8 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     CUDA_CHECK(cudaMemset(gq, 0xff, nq * 2));
     CUDA_CHECK(cudaMemset(gk, 0xff, nk * 2));
     CUDA_CHECK(cudaMemset(gv, 0xff, nk * 2));
-    titan_cuda_attention_tc_backward(0, gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, T, NH, NKV,
-                                     HD);
+    titan_cuda_attention_tc_backward(0, gq, gk, gv, ddo, ob, dlse, qd, kd, vd, B, Tq, Tk, NH,
+                                     NKV, HD);
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<bf16> wq = host(gq, nq), wk = host(gk, nk), wv = host(gv, nk);
 
@@ -93,31 +96,32 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     for (size_t i = 0; i < nk; i++) tk[i] = g0k[i], tv[i] = g0v[i];
     std::vector<float> of = to_f32(out);
     double scale = 1.0 / sqrt((double)HD), e_lse = 0;
-    std::vector<double> s(T);
+    std::vector<double> s(Tk);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             int kh = h / (NH / NKV);
-            for (int i = 0; i < T; i++) {
-                size_t qo = (((size_t)b * T + i) * NH + h) * HD;
+            for (int i = 0; i < Tq; i++) {
+                size_t qo = (((size_t)b * Tq + i) * NH + h) * HD;
                 double m = -INFINITY, l = 0, D = 0;
-                for (int j = 0; j <= i; j++) {
-                    size_t ko = (((size_t)b * T + j) * NKV + kh) * HD;
+                const int last = Tk - Tq + i;
+                for (int j = 0; j <= last; j++) {
+                    size_t ko = (((size_t)b * Tk + j) * NKV + kh) * HD;
                     double d = 0;
                     for (int x = 0; x < HD; x++) d += (double)q[qo + x] * k[ko + x];
                     s[j] = d * scale;
                     m = std::max(m, s[j]);
                 }
-                for (int j = 0; j <= i; j++) l += exp(s[j] - m);
-                for (int j = 0; j <= i; j++) {
-                    size_t ko = (((size_t)b * T + j) * NKV + kh) * HD;
+                for (int j = 0; j <= last; j++) l += exp(s[j] - m);
+                for (int j = 0; j <= last; j++) {
+                    size_t ko = (((size_t)b * Tk + j) * NKV + kh) * HD;
                     for (int x = 0; x < HD; x++) ro[qo + x] += exp(s[j] - m) / l * v[ko + x];
                 }
-                size_t li = ((size_t)b * NH + h) * T + i;
+                size_t li = ((size_t)b * NH + h) * Tq + i;
                 rl[li] = m + log(l);
                 e_lse = std::max(e_lse, fabs(rl[li] - lse[li]));
                 for (int x = 0; x < HD; x++) D += (double)dout[qo + x] * of[qo + x];
-                for (int j = 0; j <= i; j++) {
-                    size_t ko = (((size_t)b * T + j) * NKV + kh) * HD;
+                for (int j = 0; j <= last; j++) {
+                    size_t ko = (((size_t)b * Tk + j) * NKV + kh) * HD;
                     double dp = 0;
                     for (int x = 0; x < HD; x++) dp += (double)dout[qo + x] * v[ko + x];
                     double p = exp(s[j] - lse[li]), ds = p * (dp - D);
@@ -135,9 +139,9 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     for (size_t i = 0; i < nk; i++) tk[i] -= g0k[i], tv[i] -= g0v[i];
     double e_w = std::max({nerr(to_f32(wq), tq), nerr(to_f32(wk), tk), nerr(to_f32(wv), tv)});
     bool ok = std::max({e_o, e_q, e_k, e_v, e_w}) < 2e-2 && e_lse < 1e-3 && same;
-    printf("%s B=%d T=%d NH=%d NKV=%d HD=%d: out %.2e lse %.1e dq %.2e dk %.2e dv %.2e "
+    printf("%s B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d: out %.2e lse %.1e dq %.2e dk %.2e dv %.2e "
            "overwrite %.2e %s\n",
-           ok ? "ok  " : "FAIL", B, T, NH, NKV, HD, e_o, e_lse, e_q, e_k, e_v, e_w,
+           ok ? "ok  " : "FAIL", B, Tq, Tk, NH, NKV, HD, e_o, e_lse, e_q, e_k, e_v, e_w,
            same ? "same bits" : "BITS DIFFER");
     for (void *p : {(void *)qd, (void *)kd, (void *)vd, (void *)ddo, (void *)ob, (void *)gq,
                     (void *)gk, (void *)gv, (void *)dlse})
@@ -145,8 +149,9 @@ static int check(int B, int T, int NH, int NKV, int HD, unsigned seed) {
     return ok ? 0 : 1;
 }
 
-static void bench(int B, int T, int NH, int NKV, int HD) {
-    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nl = (size_t)B * NH * T;
+static void bench(int B, int Tq, int Tk, int NH, int NKV, int HD) {
+    size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD,
+           nl = (size_t)B * NH * Tq;
     std::vector<bf16> hq(nq), hk(nk);
     std::mt19937 g(9);
     std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -160,24 +165,25 @@ static void bench(int B, int T, int NH, int NKV, int HD) {
     CUDA_CHECK(cudaEventCreate(&e1));
     CUDA_CHECK(cudaEventCreate(&e2));
     const int reps = 10;
-    titan_cuda_attention_tc_forward(o, lse, q, k, v, B, T, NH, NKV, HD); /* warm up */
-    titan_cuda_attention_tc_backward(0, dq, dk, dv, dout, o, lse, q, k, v, B, T, NH, NKV, HD);
+    titan_cuda_attention_tc_forward(o, lse, q, k, v, B, Tq, Tk, NH, NKV, HD); /* warm up */
+    titan_cuda_attention_tc_backward(0, dq, dk, dv, dout, o, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
     CUDA_CHECK(cudaEventRecord(e0));
     for (int i = 0; i < reps; i++)
-        titan_cuda_attention_tc_forward(o, lse, q, k, v, B, T, NH, NKV, HD);
+        titan_cuda_attention_tc_forward(o, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
     CUDA_CHECK(cudaEventRecord(e1));
     for (int i = 0; i < reps; i++)
-        titan_cuda_attention_tc_backward(0, dq, dk, dv, dout, o, lse, q, k, v, B, T, NH, NKV,
-                                         HD);
+        titan_cuda_attention_tc_backward(0, dq, dk, dv, dout, o, lse, q, k, v, B, Tq, Tk, NH,
+                                         NKV, HD);
     CUDA_CHECK(cudaEventRecord(e2));
     CUDA_CHECK(cudaEventSynchronize(e2));
     float tf, tb;
     CUDA_CHECK(cudaEventElapsedTime(&tf, e0, e1));
     CUDA_CHECK(cudaEventElapsedTime(&tb, e1, e2));
-    double flops = 4.0 * B * NH * ((double)T * T / 2) * HD; /* causal forward */
-    printf("bench B=%d T=%d NH=%d NKV=%d HD=%d: forward %.3f ms (%.0f TFLOP/s), backward %.3f ms "
-           "(%.0f TFLOP/s at 2.5x forward flops)\n",
-           B, T, NH, NKV, HD, tf / reps, flops / (tf / reps * 1e-3) / 1e12, tb / reps,
+    /* causal forward: row i sees Tk - Tq + i + 1 keys */
+    double flops = 4.0 * B * NH * ((double)Tq * (Tk - Tq) + (double)Tq * Tq / 2) * HD;
+    printf("bench B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d: forward %.3f ms (%.0f TFLOP/s), backward "
+           "%.3f ms (%.0f TFLOP/s at 2.5x forward flops)\n",
+           B, Tq, Tk, NH, NKV, HD, tf / reps, flops / (tf / reps * 1e-3) / 1e12, tb / reps,
            2.5 * flops / (tb / reps * 1e-3) / 1e12);
     for (void *p : {(void *)q, (void *)k, (void *)v, (void *)o, (void *)dq, (void *)dk, (void *)dv,
                     (void *)dout, (void *)lse})
@@ -186,13 +192,19 @@ static void bench(int B, int T, int NH, int NKV, int HD) {
 
 int main(void) {
     int fails = 0;
-    fails += check(1, 1, 1, 1, 64, 1);
-    fails += check(2, 100, 4, 2, 64, 2);
-    fails += check(1, 257, 8, 2, 64, 3);
-    fails += check(2, 130, 4, 1, 128, 4);
-    fails += check(1, 300, 8, 8, 128, 5);
-    bench(4, 2048, 32, 8, 128);
-    bench(8, 2048, 16, 4, 64);
+    fails += check(1, 1, 1, 1, 1, 64, 1);
+    fails += check(2, 100, 100, 4, 2, 64, 2);
+    fails += check(1, 257, 257, 8, 2, 64, 3);
+    fails += check(2, 130, 130, 4, 1, 128, 4);
+    fails += check(1, 300, 300, 8, 8, 128, 5);
+    /* context-parallel chunks: offsets 256 and 128 (whole key tiles), 130 and 30 (not) */
+    fails += check(1, 128, 384, 8, 2, 64, 6);
+    fails += check(2, 100, 228, 4, 1, 64, 7);
+    fails += check(2, 100, 230, 4, 1, 128, 8);
+    fails += check(1, 200, 230, 8, 2, 128, 9);
+    bench(4, 2048, 2048, 32, 8, 128);
+    bench(8, 2048, 2048, 16, 4, 64);
+    bench(4, 1024, 4096, 32, 8, 128); /* the last quarter of a 4096-token sequence */
     printf(fails ? "FAILED %d\n" : "all ok\n", fails);
     return fails != 0;
 }

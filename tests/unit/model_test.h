@@ -9,9 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+#include <stdint.h>
+
 #include "core/error.h"
 #include "dist/bootstrap.h"
+#include "dist/comm.h"
 #include "model/llama.h"
+
+#include "check.h"
 
 /* 1 when the last error message contains frag. */
 static inline int has(const char *frag) { return strstr(titan_error_message(), frag) != NULL; }
@@ -36,6 +42,46 @@ static inline int join_job(titan_dist **d, int *me, int *nr) {
     *me = titan_dist_rank(*d);
     *nr = titan_dist_world_size(*d);
     return 1;
+}
+
+/* FNV-1a over n bytes, from h (0xcbf29ce484222325 to start). */
+static inline uint64_t fnv(const void *p, size_t n, uint64_t h) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* 1 when every rank of c (at most 64) passes the same 64 bits. */
+static inline int same_on_all(titan_comm *c, uint64_t x) {
+    uint64_t all[64];
+    if (titan_comm_all_gather(c, &x, all, 2, TITAN_DTYPE_U32, NULL) != TITAN_OK) {
+        CHECK(0, "all_gather");
+        return 0;
+    }
+    for (int r = 0; r < titan_comm_size(c); r++)
+        if (all[r] != x) return 0;
+    return 1;
+}
+
+/* The largest x over the ranks of c (for reports). */
+static inline double max_over_ranks(titan_comm *c, double x) {
+    double all[64];
+    if (titan_comm_all_gather(c, &x, all, 2, TITAN_DTYPE_U32, NULL) != TITAN_OK) {
+        CHECK(0, "all_gather");
+        return x;
+    }
+    for (int r = 0; r < titan_comm_size(c); r++) x = fmax(x, all[r]);
+    return x;
+}
+
+/* max |a - b| / max |b| over n values (b the reference; 1 as the scale if b is all zero). */
+static inline double norm_max_err(const float *a, const float *b, size_t n) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / (m > 0 ? m : 1);
 }
 
 /* dim 32, hidden 112 (multiple_of 16, ffn multiplier 1.3), Llama 3.1's rope

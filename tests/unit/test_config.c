@@ -402,9 +402,12 @@ static void test_validate(void) {
     CHECK(titan_config_validate(&c) == TITAN_OK, "tp 2: %s", titan_error_message());
     titan_config_defaults(&c);
     titan_config_override(&c, "--parallelism.context_parallel_degree=2");
+    CHECK(titan_config_validate(&c) == TITAN_OK, "cp 2: %s", titan_error_message());
+    titan_config_override(&c, "--training.seq_len=2050");
     want_error(titan_config_validate(&c), TITAN_ERR_USAGE,
-               "parallelism.context_parallel_degree = 2: not yet supported (data, tensor and pipeline parallelism only)",
-               "set parallelism.context_parallel_degree = 1");
+               "parallelism.context_parallel_degree = 2: training.seq_len = 2050 does not split into 2 x 2 equal "
+               "chunks",
+               "make training.seq_len a multiple of 4");
     titan_config_defaults(&c);
     titan_config_override(&c, "--parallelism.data_parallel_shard_degree=1");
     CHECK(titan_config_validate(&c) == TITAN_OK, "dp_shard 1: %s", titan_error_message());

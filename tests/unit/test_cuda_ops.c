@@ -6,7 +6,9 @@
  * added gradient (+=) starts random, on the CPU too, so the result is start
  * + gradient; an overwritten one (=) starts as NaN on the GPU and must equal
  * the CPU's sum into zeros, with no NaN left (nothing read). Ops with two
- * kinds of gradient (matmul, rmsnorm) also run the mixed masks. bf16
+ * kinds of gradient (matmul, rmsnorm) also run the mixed masks. Attention
+ * runs whole sequences and chunks of queries (the last Tq of Tk positions,
+ * as context parallelism computes them). bf16
  * attention at HD 64 and 128 runs the tensor-core kernels (attention_tc.cu);
  * TITAN_CUDA_ATTENTION=simple sends it to the CUDA-core ones instead, and
  * TITAN_CUDA_ATTENTION=cudnn to cuDNN's (attention_cudnn.cu; its backward is
@@ -630,10 +632,12 @@ static int cudnn_attention(void) {
     return e && strcmp(e, "cudnn") == 0;
 }
 
-static void test_attention(int B, int T, int NH, int NKV, int HD) {
+/* q [B,Tq,NH,HD] the last Tq of the Tk positions of k, v [B,Tk,NKV,HD] */
+static void test_attention(int B, int Tq, int Tk, int NH, int NKV, int HD) {
     titan_dtype dt = cur_dt;
     char name[128];
-    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nl = (size_t)B * NH * T;
+    size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD,
+           nl = (size_t)B * NH * Tq;
     size_t es = esize(dt);
     void *q = randd(nq, -1, 1), *k = randd(nk, -1, 1), *v = randd(nk, -1, 1);
     void *dout = randd(nq, -1, 1);
@@ -643,15 +647,19 @@ static void test_attention(int B, int T, int NH, int NKV, int HD) {
     void *d_out = allocd(nq);
     float *d_lse = gpu->alloc(nl * sizeof(float));
 
-    cpu->attention_forward(dt, out, lse, q, k, v, B, T, NH, NKV, HD);
-    gpu->attention_forward(dt, d_out, d_lse, d_q, d_k, d_v, B, T, NH, NKV, HD);
-    snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d HD=%d", B, T, NH,
-             NKV, HD);
+    cpu->attention_forward(dt, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
+    gpu->attention_forward(dt, d_out, d_lse, d_q, d_k, d_v, B, Tq, Tk, NH, NKV, HD);
+    if (Tq == Tk)
+        snprintf(name, sizeof name, "attention_forward out B=%d T=%d NH=%d NKV=%d HD=%d", B, Tq,
+                 NH, NKV, HD);
+    else
+        snprintf(name, sizeof name, "attention_forward out B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d",
+                 B, Tq, Tk, NH, NKV, HD);
     check_devd(name, d_out, out, nq, tol(ATTENTION));
     check_dev("attention_forward lse (f32)", d_lse, lse, nl, tol(ATTENTION));
     void *d_out2 = allocd(nq);
     float *d_lse2 = gpu->alloc(nl * sizeof(float));
-    gpu->attention_forward(dt, d_out2, d_lse2, d_q, d_k, d_v, B, T, NH, NKV, HD);
+    gpu->attention_forward(dt, d_out2, d_lse2, d_q, d_k, d_v, B, Tq, Tk, NH, NKV, HD);
     check_dev_bits("attention_forward out repeats bitwise", d_out2, d_out, nq * es);
     check_dev_bits("attention_forward lse repeats bitwise", d_lse2, d_lse, nl * sizeof(float));
 
@@ -663,10 +671,10 @@ static void test_attention(int B, int T, int NH, int NKV, int HD) {
         void *dq, *dk, *dv;
         void *d_dq = grad_start(dt, nq, add, &dq), *d_dk = grad_start(dt, nk, add, &dk),
              *d_dv = grad_start(dt, nk, add, &dv);
-        cpu->attention_backward(dt, ACC_ALL, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV,
-                                HD);
+        cpu->attention_backward(dt, ACC_ALL, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH,
+                                NKV, HD);
         gpu->attention_backward(dt, acc, d_dq, d_dk, d_dv, d_dout, d_out, d_lse, d_q, d_k, d_v,
-                                B, T, NH, NKV, HD);
+                                B, Tq, Tk, NH, NKV, HD);
         const char *md = mode(acc, TITAN_ACC_DX);
         snprintf(name, sizeof name, "attention_backward dq (%s)", md);
         check_devd(name, d_dq, dq, nq, tol(ATTENTION));
@@ -685,7 +693,7 @@ static void test_attention(int B, int T, int NH, int NKV, int HD) {
         void *ignored[3], *d_g[3];
         for (int i = 0; i < 3; i++) d_g[i] = grad_start(dt, sz[i], 0, &ignored[i]);
         gpu->attention_backward(dt, 0, d_g[0], d_g[1], d_g[2], d_dout, d_out, d_lse, d_q, d_k,
-                                d_v, B, T, NH, NKV, HD);
+                                d_v, B, Tq, Tk, NH, NKV, HD);
         void **g = rep ? g2 : g1;
         for (int i = 0; i < 3; i++) {
             g[i] = down_t(dt, d_g[i], sz[i]);
@@ -857,16 +865,25 @@ static void test_dtype_ops(titan_dtype dt) {
     test_embedding(20, 40, 1000, 0); /* most rows of dwte not in the batch */
     test_empty_batch();
     test_rope();
-    test_attention(2, 100, 4, 2, 16);
-    test_attention(1, 130, 8, 8, 64);
-    test_attention(1, 70, 4, 1, 128);
-    test_attention(1, 40, 2, 1, 256);
+    test_attention(2, 100, 100, 4, 2, 16);
+    test_attention(1, 130, 130, 8, 8, 64);
+    test_attention(1, 70, 70, 4, 1, 128);
+    test_attention(1, 40, 40, 2, 1, 256);
     /* bf16 at HD 64 and 128 runs the tensor-core kernels (attention_tc.cu):
      * whole and ragged tiles, GQA groups of 1, 2 and 4 (the cases above too) */
-    test_attention(1, 64, 4, 4, 64);
-    test_attention(2, 257, 8, 2, 128);
+    test_attention(1, 64, 64, 4, 4, 64);
+    test_attention(2, 257, 257, 8, 2, 128);
     /* T a multiple of 128: cuDNN before 9.16 takes only these (the model's shapes) */
-    test_attention(2, 256, 8, 2, 64);
+    test_attention(2, 256, 256, 8, 2, 64);
+    /* a context-parallel chunk: the queries are the last Tq of Tk positions.
+     * Offsets Tk - Tq a multiple of 64 (the tensor-core kernels' diagonal
+     * shifted by whole key tiles) and not (diagonals straddling two tiles,
+     * the CUDA-core kernels' tiles of 32 too), ragged tiles, GQA */
+    test_attention(2, 37, 100, 4, 2, 16);  /* offset 63 */
+    test_attention(1, 64, 192, 4, 2, 64);  /* offset 128, whole tiles */
+    test_attention(2, 70, 200, 4, 1, 64);  /* offset 130, ragged */
+    test_attention(1, 50, 146, 4, 2, 128); /* offset 96, ragged */
+    test_attention(1, 1, 65, 2, 1, 64);    /* one query, the last position */
     test_swiglu();
     test_cross_entropy();
     test_cross_entropy_shard(17, 5003, 2000, 1700);

@@ -64,37 +64,6 @@ static titan_comm *world;
 /* GQA: 2 query heads and 1 kv head per rank; hidden 112: 56 or 28 per rank. */
 static titan_llama_config tiny(int tied, int vocab) { return tiny_config(3, 2 * nr, nr, vocab, tied); }
 
-/* ---- across ranks ---------------------------------------------------------------------- */
-
-static uint64_t fnv(const void *p, size_t n, uint64_t h) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
-/* 1 when every rank passes the same 64 bits. */
-static int same_on_all(uint64_t x) {
-    uint64_t all[64];
-    if (titan_comm_all_gather(world, &x, all, 2, TITAN_DTYPE_U32, NULL) != TITAN_OK) {
-        CHECK(0, "all_gather");
-        return 0;
-    }
-    for (int r = 0; r < nr; r++)
-        if (all[r] != x) return 0;
-    return 1;
-}
-
-/* The largest x over the ranks (for reports). */
-static double max_over_ranks(double x) {
-    double all[64];
-    if (titan_comm_all_gather(world, &x, all, 2, TITAN_DTYPE_U32, NULL) != TITAN_OK) {
-        CHECK(0, "all_gather");
-        return x;
-    }
-    for (int r = 0; r < nr; r++) x = fmax(x, all[r]);
-    return x;
-}
-
 /* ---- the rank's piece of a tensor ------------------------------------------------------- */
 
 /* Copies this rank's piece of global tensor g (in src, the whole model's
@@ -122,16 +91,6 @@ static void take_piece(const titan_param *g, const titan_param *l, const float *
         for (int64_t r = 0; r < rows; r++)
             memcpy(dst + r * len, s + r * cols + off, (size_t)len * sizeof(float));
     }
-}
-
-/* max |a - b| / max |b| over n values (b the reference; 1 as the scale if b is all zero). */
-static double norm_max_err(const float *a, const float *b, size_t n) {
-    double d = 0, m = 0;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return d / (m > 0 ? m : 1);
 }
 
 /* The catalog of the tp model against the layout's tp box of every tensor. */
@@ -268,7 +227,7 @@ static void run_case(int tied, int vocab, titan_dtype dt) {
     }
     double tol_loss = f32 ? TOL_LOSS_F32 : TOL_LOSS_BF16;
     CHECK(loss_err <= tol_loss, "loss %.9g vs whole %.9g: relative %.3g", (double)lt[0][0], (double)lw[0], loss_err);
-    CHECK(same_on_all(h), "the ranks' losses differ in their bits");
+    CHECK(same_on_all(world, h), "the ranks' losses differ in their bits");
 
     /* gradients: each tensor's local gradient against its slice of the whole model's */
     int n;
@@ -290,7 +249,7 @@ static void run_case(int tied, int vocab, titan_dtype dt) {
         }
         if (titan_layout_tp_dim(cat[i].name) < 0) hr = fnv(gt + cat[i].offset, cat[i].numel * sizeof(float), hr);
     }
-    CHECK(same_on_all(hr), "replicated tensors' gradients (norms) differ between ranks");
+    CHECK(same_on_all(world, hr), "replicated tensors' gradients (norms) differ between ranks");
     size_t nl = titan_llama_params_count(tpm[0]);
     for (int a = 1; a < NAC; a++)
         CHECK(memcmp(titan_llama_grads_data(tpm[a]), gt, nl * sizeof(float)) == 0,
@@ -309,11 +268,11 @@ static void run_case(int tied, int vocab, titan_dtype dt) {
     CHECK(logit_err <= tol_logit, "logits columns [%lld, +%lld): normalised max error %.3g", (long long)v0,
           (long long)nv, logit_err);
 
-    loss_err = max_over_ranks(loss_err);
-    worst = max_over_ranks(worst);
-    logit_err = max_over_ranks(logit_err);
-    worst32 = max_over_ranks(worst32);
-    worst_tp32 = max_over_ranks(worst_tp32);
+    loss_err = max_over_ranks(world, loss_err);
+    worst = max_over_ranks(world, worst);
+    logit_err = max_over_ranks(world, logit_err);
+    worst32 = max_over_ranks(world, worst32);
+    worst_tp32 = max_over_ranks(world, worst_tp32);
     CHECK(!ref32 || worst_tp32 <= 2 * worst32, "against fp32: tp bf16 gradients %.3g off, whole bf16 %.3g",
           worst_tp32, worst32);
     if (me == 0) {

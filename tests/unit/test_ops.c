@@ -4,7 +4,8 @@
  * gradients with the acc bits set (the acc mask in full: test_ops_acc.c),
  * results are bitwise identical with 1 and 2 threads, AdamW and the RoPE
  * tables match PyTorch values. All with dt = f32 (the bf16 entries:
- * test_ops_bf16.c). One line per check; exit 1 on any failure.
+ * test_ops_bf16.c; attention with Tq < Tk, a chunk of the queries:
+ * test_attention_chunk.c). One line per check; exit 1 on any failure.
  *
  * TITAN_OPS_TIMING=1 adds an attention benchmark (B=1 T=2048 NH=16 HD=16)
  * beside PyTorch eager attention measured in the same run. */
@@ -428,14 +429,14 @@ static void test_attention_case(int B, int T, int NH, int NKV, int HD, double am
     at_ctx c = {B, T, NH, NKV, HD, to_double(q, nq), to_double(k, nk), to_double(v, nk), wt};
     double *ref = zerosd(nq), *lref = zerosd((size_t)B * NH * T);
     at_ref(ref, lref, &c);
-    be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, NH, NKV, HD);
+    be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, T, NH, NKV, HD);
     snprintf(name, sizeof name, "attention fwd B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
     check(name, out, ref, nq, 1e-5);
     snprintf(name, sizeof name, "attention lse B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
     check(name, lse, lref, (size_t)B * NH * T, 1e-6);
     float *dq = zerosf(nq), *dk = zerosf(nk), *dv = zerosf(nk);
-    be->attention_backward(TITAN_DTYPE_F32, 0, dq, dk, dv, wt, out, lse, q, k, v, B, T, NH, NKV,
-                           HD);
+    be->attention_backward(TITAN_DTYPE_F32, 0, dq, dk, dv, wt, out, lse, q, k, v, B, T, T, NH,
+                           NKV, HD);
     snprintf(name, sizeof name, "attention bwd dq (fd) T%d NKV%d HD%d", T, NKV, HD);
     check_grad(name, at_loss, &c, c.q, dq, nq, 1e-4);
     snprintf(name, sizeof name, "attention bwd dk (fd) T%d NKV%d HD%d", T, NKV, HD);
@@ -445,7 +446,7 @@ static void test_attention_case(int B, int T, int NH, int NKV, int HD, double am
     double *t1 = zerosd(nq), *t2 = zerosd(nk), *t3 = zerosd(nk);
     for (size_t i = 0; i < nq; i++) t1[i] = 2.0 * dq[i];
     for (size_t i = 0; i < nk; i++) t2[i] = 2.0 * dk[i], t3[i] = 2.0 * dv[i];
-    be->attention_backward(TITAN_DTYPE_F32, ACC, dq, dk, dv, wt, out, lse, q, k, v, B, T, NH,
+    be->attention_backward(TITAN_DTYPE_F32, ACC, dq, dk, dv, wt, out, lse, q, k, v, B, T, T, NH,
                            NKV, HD);
     snprintf(name, sizeof name, "attention bwd adds (x2) T%d", T);
     check(name, dq, t1, nq, 1e-5);
@@ -773,9 +774,9 @@ static void run_all(outs *o, int threads) {
     be->embedding_backward(TITAN_DTYPE_F32, 0, b[4], x, tok, N, C, V);
     be->rope_forward(TITAN_DTYPE_F32, b[3], b[3], cs, sn, 1, N, C / HD, HD);
     be->rope_backward(TITAN_DTYPE_F32, ACC, b[1], x, cs, sn, 1, N, C / HD, HD);
-    be->attention_forward(TITAN_DTYPE_F32, b[5], b[6], q, k, v, B, T, NH, NKV, HD);
+    be->attention_forward(TITAN_DTYPE_F32, b[5], b[6], q, k, v, B, T, T, NH, NKV, HD);
     be->attention_backward(TITAN_DTYPE_F32, 0, b[7], b[7] + nq, b[7] + nq + nk, q, b[5], b[6], q,
-                           k, v, B, T, NH, NKV, HD);
+                           k, v, B, T, T, NH, NKV, HD);
     be->swiglu_forward(TITAN_DTYPE_F32, b[8], dy, h3, N, H);
     be->swiglu_backward(TITAN_DTYPE_F32, ACC, b[8], b[8] + (size_t)N * H, h3, dy, b[0], N, H);
     be->cross_entropy(TITAN_DTYPE_F32, b[9] + (size_t)N * V, b[9], lg, tok, N, V, 0.5f, NULL);
@@ -918,13 +919,13 @@ static void timing(void) {
     /* causal attention: QK^T and PV over the lower triangle; backward = 2.5x */
     double fl = 4.0 * B * NH * HD * (double)T * (T + 1) / 2.0;
     double tf = 1e9, tb = 1e9;
-    be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, NH, NKV, HD);
+    be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, T, NH, NKV, HD);
     for (int r = 0; r < reps; r++) {
         double t0 = now();
-        be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, NH, NKV, HD);
+        be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, T, NH, NKV, HD);
         double t1 = now();
-        be->attention_backward(TITAN_DTYPE_F32, 0, dq, dk, dv, dy, out, lse, q, k, v, B, T, NH,
-                               NKV, HD);
+        be->attention_backward(TITAN_DTYPE_F32, 0, dq, dk, dv, dy, out, lse, q, k, v, B, T, T,
+                               NH, NKV, HD);
         double t2 = now();
         tf = fmin(tf, t1 - t0), tb = fmin(tb, t2 - t1);
     }

@@ -74,7 +74,7 @@ typedef struct {
 
 typedef struct {
     char name[64];
-    int op, d[5]; /* the op and its dims in the table's argument order */
+    int op, d[6]; /* the op and its dims in the table's argument order */
     titan_dtype dt;
     int nin, nout;
     input in[MAX_IN];
@@ -140,7 +140,7 @@ static void run_op(const acase *c, const titan_backend *b, titan_dtype dt, int a
         break;
     case OP_ATTN:
         b->attention_backward(dt, acc, out[0], out[1], out[2], in[0], in[1], in[2], in[3], in[4],
-                              in[5], d[0], d[1], d[2], d[3], d[4]);
+                              in[5], d[0], d[1], d[2], d[3], d[4], d[5]);
         break;
     case OP_SWIGLU:
         b->swiglu_backward(dt, acc, out[0], out[1], in[0], in[1], in[2], d[0], d[1]);
@@ -217,12 +217,16 @@ static acase make_rope(titan_dtype dt, int B, int T, int NHX, int HD) {
     return c;
 }
 
-static acase make_attention(titan_dtype dt, int B, int T, int NH, int NKV, int HD) {
-    acase c = {.op = OP_ATTN, .d = {B, T, NH, NKV, HD}, .dt = dt};
+/* Tq < Tk: the queries are the last Tq of Tk positions (a context-parallel
+ * chunk); dk, dv have all Tk rows. */
+static acase make_attention(titan_dtype dt, int B, int Tq, int Tk, int NH, int NKV, int HD) {
+    acase c = {.op = OP_ATTN, .d = {B, Tq, Tk, NH, NKV, HD}, .dt = dt};
     char s[48];
-    snprintf(s, sizeof s, "B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
+    if (Tq == Tk) snprintf(s, sizeof s, "B%d T%d NH%d NKV%d HD%d", B, Tq, NH, NKV, HD);
+    else snprintf(s, sizeof s, "B%d Tq%d Tk%d NH%d NKV%d HD%d", B, Tq, Tk, NH, NKV, HD);
     set_name(&c, "attention", s);
-    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nl = (size_t)B * NH * T;
+    size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD;
+    size_t nl = (size_t)B * NH * Tq;
     add_random(&c, nq, -1, 1); /* in[0] dout */
     void *o = xmalloc(nq * 4);
     float *lse = xmalloc(nl * 4);
@@ -231,7 +235,7 @@ static acase make_attention(titan_dtype dt, int B, int T, int NH, int NKV, int H
     add_random(&qkv, nk, -1, 1);
     add_random(&qkv, nk, -1, 1);
     titan_backend_cpu()->attention_forward(dt, o, lse, qkv.in[0].h, qkv.in[1].h, qkv.in[2].h, B,
-                                           T, NH, NKV, HD);
+                                           Tq, Tk, NH, NKV, HD);
     add_input(&c, IN_DT, nq, o);   /* in[1] out */
     add_input(&c, IN_F32, nl, lse); /* in[2] lse */
     for (int i = 0; i < 3; i++) c.in[c.nin++] = qkv.in[i]; /* in[3..5] q, k, v */
@@ -504,9 +508,11 @@ int main(void) {
         run_both(make_rmsnorm(dt, 400, 200), 0); /* threaded; bf16 in 2 pieces */
         run_both(make_rope(dt, 2, 11, 3, 8), 1);
         run_both(make_rope(dt, 2, 300, 4, 64), 0); /* bf16 pieces inside a sequence */
-        run_both(make_attention(dt, 2, 37, 4, 2, 16), 1); /* GQA, ragged tile */
-        run_both(make_attention(dt, 1, 150, 2, 1, 32), 0); /* MQA, several tiles */
-        run_both(make_attention(dt, 2, 65, 4, 1, 12), 0);  /* HD not a multiple of 16 */
+        run_both(make_attention(dt, 2, 37, 37, 4, 2, 16), 1);  /* GQA, ragged tile */
+        run_both(make_attention(dt, 1, 150, 150, 2, 1, 32), 0); /* MQA, several tiles */
+        run_both(make_attention(dt, 2, 65, 65, 4, 1, 12), 0);  /* HD not a multiple of 16 */
+        run_both(make_attention(dt, 2, 70, 163, 4, 2, 16), 1); /* a chunk: keys before it */
+        run_both(make_attention(dt, 1, 1, 100, 4, 1, 32), 0);  /* one query (decode-like) */
         run_both(make_swiglu(dt, 7, 300), 1);
         run_both(make_swiglu(dt, 140, 500), 0); /* threaded; bf16 in 2 pieces */
         test_empty(dt);

@@ -277,33 +277,35 @@ static void test_rope(int B, int T, int NHX, int HD) {
 
 /* ------------------------------------------------------------- attention */
 
-static void test_attention(int B, int T, int NH, int NKV, int HD) {
-    char name[96];
-    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nl = (size_t)B * NH * T;
+/* Tq < Tk: the queries are the last Tq of the Tk positions (a chunk) */
+static void test_attention(int B, int Tq, int Tk, int NH, int NKV, int HD) {
+    char name[112];
+    size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD, nl = (size_t)B * NH * Tq;
     tb q = rand_tb(nq, -1, 1), k = rand_tb(nk, -1, 1), v = rand_tb(nk, -1, 1);
     tb g = rand_tb(nq, -1, 1), dq = rand_tb(nq, -1, 1), dk = rand_tb(nk, -1, 1);
     tb dv = rand_tb(nk, -1, 1);
     bf16 *o = malloc(nq * 2);
     float *orf = malloc(nq * 4), *lse = malloc(nl * 4), *lser = malloc(nl * 4);
-    be->attention_forward(BF16, o, lse, q.h, k.h, v.h, B, T, NH, NKV, HD);
-    be->attention_forward(F32, orf, lser, q.f, k.f, v.f, B, T, NH, NKV, HD);
-    snprintf(name, sizeof name, "attention_forward B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
+    be->attention_forward(BF16, o, lse, q.h, k.h, v.h, B, Tq, Tk, NH, NKV, HD);
+    be->attention_forward(F32, orf, lser, q.f, k.f, v.f, B, Tq, Tk, NH, NKV, HD);
+    snprintf(name, sizeof name, "attention_forward B%d Tq%d Tk%d NH%d NKV%d HD%d", B, Tq, Tk, NH,
+             NKV, HD);
     check_rounded(name, o, orf, nq);
-    snprintf(name, sizeof name, "attention_forward lse (fp32) T%d HD%d", T, HD);
+    snprintf(name, sizeof name, "attention_forward lse (fp32) Tq%d Tk%d HD%d", Tq, Tk, HD);
     check_same(name, lse, lser, nl * 4);
     /* the backward reads the bf16 out: the reference gets it widened */
     float *ow = malloc(nq * 4);
     for (size_t i = 0; i < nq; i++) ow[i] = widen1(o[i]);
     float *dqr = dup(dq.f, nq * 4), *dkr = dup(dk.f, nk * 4), *dvr = dup(dv.f, nk * 4);
-    be->attention_backward(BF16, ACC, dq.h, dk.h, dv.h, g.h, o, lse, q.h, k.h, v.h, B, T, NH, NKV,
-                           HD);
-    be->attention_backward(F32, ACC, dqr, dkr, dvr, g.f, ow, lse, q.f, k.f, v.f, B, T, NH, NKV,
-                           HD);
-    snprintf(name, sizeof name, "attention_backward dq += T%d HD%d", T, HD);
+    be->attention_backward(BF16, ACC, dq.h, dk.h, dv.h, g.h, o, lse, q.h, k.h, v.h, B, Tq, Tk, NH,
+                           NKV, HD);
+    be->attention_backward(F32, ACC, dqr, dkr, dvr, g.f, ow, lse, q.f, k.f, v.f, B, Tq, Tk, NH,
+                           NKV, HD);
+    snprintf(name, sizeof name, "attention_backward dq += Tq%d Tk%d HD%d", Tq, Tk, HD);
     check_rounded(name, dq.h, dqr, nq);
-    snprintf(name, sizeof name, "attention_backward dk += T%d HD%d", T, HD);
+    snprintf(name, sizeof name, "attention_backward dk += Tq%d Tk%d HD%d", Tq, Tk, HD);
     check_rounded(name, dk.h, dkr, nk);
-    snprintf(name, sizeof name, "attention_backward dv += T%d HD%d", T, HD);
+    snprintf(name, sizeof name, "attention_backward dv += Tq%d Tk%d HD%d", Tq, Tk, HD);
     check_rounded(name, dv.h, dvr, nk);
     free_tb(&q), free_tb(&k), free_tb(&v), free_tb(&g), free_tb(&dq), free_tb(&dk), free_tb(&dv);
     free(o), free(orf), free(lse), free(lser), free(ow), free(dqr), free(dkr), free(dvr);
@@ -640,8 +642,10 @@ int main(void) {
     test_rmsnorm();
     test_rope(7, 37, 8, 64);  /* pieces of whole sequences, a ragged last */
     test_rope(2, 300, 4, 64); /* pieces inside a sequence, a ragged last */
-    test_attention(2, 70, 4, 2, 16);
-    test_attention(1, 33, 2, 1, 64);
+    test_attention(2, 70, 70, 4, 2, 16);
+    test_attention(1, 33, 33, 2, 1, 64);
+    test_attention(2, 70, 133, 4, 2, 16); /* a chunk of a longer sequence's queries */
+    test_attention(1, 1, 65, 4, 1, 100);  /* one query, HD of the generic kernel */
     test_swiglu();
     test_cross_entropy(20, 5000);  /* 13 rows a piece */
     test_cross_entropy(3, 70000); /* rows longer than a piece */

@@ -23,7 +23,18 @@
  * and evict each other, and would otherwise be re-gathered for every
  * (query tile, key tile) pair. Two kernels over GCC vector types do all the
  * products (rowdot: out = A B^T; colcomb: acc^T += M^T coef), inlined with
- * HD a constant for 16/32/64/128. */
+ * HD a constant for 16/32/64/128.
+ *
+ * The queries may be the last Tq of Tk positions (a chunk of a longer
+ * sequence, context parallelism): query i sits at position off + i with
+ * off = Tk - Tq. Query tiles cut the Tq queries, key tiles stay aligned at
+ * key 0, so a key meets the same tile and lane order whatever the chunk.
+ * A query tile visits the key tiles up to its last query's position and
+ * masks (-inf) every key after a query's position; a query's lane sees
+ * exactly its whole-sequence tiles plus fully masked ones, which add exact
+ * zeros (exp(-inf) = 0, and alpha = exp(0) = 1 exactly in titan_cpu_exp).
+ * So a chunk's out, lse and dq rows carry the bits of the whole call's;
+ * dk, dv sum over other query groupings and only agree to rounding. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -103,17 +114,24 @@ static void pack_t(float *dst, const float *src, size_t ld, int n, float mul, in
     }
 }
 
-/* St[c][:] -= L[:] for c < n, then -inf above the diagonal when the key tile
- * is the query tile (key c after query r), then P = exp(St). */
-static void softmax_tile(float *St, const float *L, int n, int diagonal) {
+/* St[c][r] = -inf where key c comes after query r (r < nq), with dpos =
+ * position of key 0 minus position of query 0 of the tiles; only called
+ * when some key does (dpos + nk - 1 > 0). */
+static void mask_tile(float *St, int nk, int nq, int dpos) {
+    for (int c = dpos > 0 ? 0 : 1 - dpos; c < nk; c++) {
+        int end = c + dpos < nq ? c + dpos : nq;
+        for (int r = 0; r < end; r++) St[(size_t)c * TB + r] = -INFINITY;
+    }
+}
+
+/* St[c][:] -= L[:] for c < n, then the causal mask, then P = exp(St). */
+static void softmax_tile(float *St, const float *L, int n, int nq, int dpos) {
     const v16f *l = (const v16f *)L;
     for (int c = 0; c < n; c++) {
         v16f *s = (v16f *)(St + (size_t)c * TB);
         for (int v = 0; v < NV; v++) s[v] -= l[v];
     }
-    if (diagonal)
-        for (int c = 1; c < n; c++)
-            for (int r = 0; r < c; r++) St[(size_t)c * TB + r] = -INFINITY;
+    if (dpos + n - 1 > 0) mask_tile(St, n, nq, dpos);
     titan_cpu_exp(St, St, n * TB);
 }
 
@@ -125,7 +143,8 @@ static void copy_rows(float *dst, const float *src, size_t ld, int n, float mul,
 }
 
 typedef struct {
-    int B, T, NH, NKV, HD, nt;
+    int B, Tq, Tk, off, NH, NKV, HD; /* off = Tk - Tq: position of query 0 */
+    int nqt, nkt;                    /* query tiles, key tiles */
     float scale;
     int acc;                  /* backward: add into dq, dk, dv (else overwrite) */
     /* head-major packs, one [TB][HD] tile (or [HD][TB] for *t) per (b, head, tile) */
@@ -134,13 +153,15 @@ typedef struct {
     float *lse, *delta;       /* backward: [TB] per query tile: lse, D = rowsum(dO*O) */
 } shape;
 
-static size_t tile_index(const shape *g, int b, int head, int nheads, int i) {
-    return ((size_t)b * nheads + head) * g->nt + i;
+static size_t q_index(const shape *g, int b, int h, int qi) {
+    return ((size_t)b * g->NH + h) * g->nqt + qi;
 }
 
 static const float *kv_tile(const shape *g, const float *pack, int b, int kh, int kj) {
-    return pack + tile_index(g, b, kh, g->NKV, kj) * TB * g->HD;
+    return pack + (((size_t)b * g->NKV + kh) * g->nkt + kj) * TB * g->HD;
 }
+
+static int rows_from(int n, int r0) { return n - r0 < TB ? n - r0 : TB; }
 
 /* Per-thread scratch, 64-byte aligned. */
 typedef struct {
@@ -171,8 +192,8 @@ static float *pack_alloc(size_t nfloats) {
 
 /* K and V tile (b, kh, kj) into the packs */
 static void pack_kv(const shape *g, const float *k, const float *v, int b, int kh, int kj) {
-    int k0 = kj * TB, nk = g->T - k0 < TB ? g->T - k0 : TB;
-    size_t off = (((size_t)b * g->T + k0) * g->NKV + kh) * g->HD, ld = (size_t)g->NKV * g->HD;
+    int k0 = kj * TB, nk = rows_from(g->Tk, k0);
+    size_t off = (((size_t)b * g->Tk + k0) * g->NKV + kh) * g->HD, ld = (size_t)g->NKV * g->HD;
     copy_rows((float *)kv_tile(g, g->kp, b, kh, kj), k + off, ld, nk, 1.0f, g->HD);
     copy_rows((float *)kv_tile(g, g->vp, b, kh, kj), v + off, ld, nk, 1.0f, g->HD);
 }
@@ -181,18 +202,17 @@ static void pack_kv(const shape *g, const float *k, const float *v, int b, int k
 
 ALWAYS void fwd_item(const shape *g, scratch *w, float *out, float *lse, const float *q, int b,
                      int h, int qi, int HD) {
-    int T = g->T, NH = g->NH, kh = h / (NH / g->NKV);
-    int q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
+    int Tq = g->Tq, NH = g->NH, kh = h / (NH / g->NKV);
+    int q0 = qi * TB, nq = rows_from(Tq, q0), p0 = g->off + q0; /* p0: first query's position */
     v16f *m = (v16f *)w->m, *l = (v16f *)w->l, *alpha = (v16f *)w->alpha;
-    pack_t(w->qt, q + (((size_t)b * T + q0) * NH + h) * HD, (size_t)NH * HD, nq, g->scale, HD);
+    pack_t(w->qt, q + (((size_t)b * Tq + q0) * NH + h) * HD, (size_t)NH * HD, nq, g->scale, HD);
     memset(w->acc, 0, (size_t)TB * HD * sizeof(float));
     for (int i = 0; i < NV; i++) m[i] = (v16f){0} - INFINITY, l[i] = (v16f){0};
-    for (int kj = 0; kj <= qi; kj++) {
-        int nk = T - kj * TB < TB ? T - kj * TB : TB;
+    /* key tile 0 is never fully masked, so every row's m is finite after it */
+    for (int kj = 0, last = (p0 + nq - 1) / TB; kj <= last; kj++) {
+        int nk = rows_from(g->Tk, kj * TB), dpos = kj * TB - p0;
         rowdot(w->st, kv_tile(g, g->kp, b, kh, kj), HD, w->qt, nk, HD);
-        if (kj == qi)
-            for (int c = 1; c < nk; c++)
-                for (int r = 0; r < c; r++) w->st[(size_t)c * TB + r] = -INFINITY;
+        if (dpos + nk - 1 > 0) mask_tile(w->st, nk, nq, dpos);
         /* online softmax, one lane per query */
         v16f mx[NV];
         for (int i = 0; i < NV; i++) mx[i] = ((v16f *)w->st)[i];
@@ -217,10 +237,10 @@ ALWAYS void fwd_item(const shape *g, scratch *w, float *out, float *lse, const f
         colcomb(w->acc, w->st, kv_tile(g, g->vp, b, kh, kj), HD, nk, HD);
     }
     for (int r = 0; r < nq; r++) {
-        float *o = out + (((size_t)b * T + q0 + r) * NH + h) * HD;
+        float *o = out + (((size_t)b * Tq + q0 + r) * NH + h) * HD;
         float inv = 1.0f / w->l[r];
         for (int d = 0; d < HD; d++) o[d] = w->acc[(size_t)d * TB + r] * inv;
-        lse[((size_t)b * NH + h) * T + q0 + r] = w->m[r] + logf(w->l[r]);
+        lse[((size_t)b * NH + h) * Tq + q0 + r] = w->m[r] + logf(w->l[r]);
     }
 }
 
@@ -228,9 +248,9 @@ ALWAYS void fwd_item(const shape *g, scratch *w, float *out, float *lse, const f
 
 ALWAYS void pack_q_item(const shape *g, const float *dout, const float *out, const float *lse,
                         const float *q, int b, int h, int qi, int HD) {
-    int T = g->T, NH = g->NH, q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
-    size_t ld = (size_t)NH * HD, off = (((size_t)b * T + q0) * NH + h) * HD;
-    size_t ti = tile_index(g, b, h, NH, qi);
+    int Tq = g->Tq, NH = g->NH, q0 = qi * TB, nq = rows_from(Tq, q0);
+    size_t ld = (size_t)NH * HD, off = (((size_t)b * Tq + q0) * NH + h) * HD;
+    size_t ti = q_index(g, b, h, qi);
     float *qr = g->qp + ti * TB * HD, *dr = g->dop + ti * TB * HD;
     copy_rows(qr, q + off, ld, nq, g->scale, HD);
     copy_rows(dr, dout + off, ld, nq, 1.0f, HD);
@@ -242,7 +262,7 @@ ALWAYS void pack_q_item(const shape *g, const float *dout, const float *out, con
         if (r < nq)
             for (int d = 0; d < HD; d++) s += dout[off + r * ld + d] * out[off + r * ld + d];
         D[r] = s;
-        L[r] = r < nq ? lse[((size_t)b * NH + h) * T + q0 + r] : 0.0f;
+        L[r] = r < nq ? lse[((size_t)b * NH + h) * Tq + q0 + r] : 0.0f;
     }
 }
 
@@ -252,24 +272,29 @@ ALWAYS void pack_q_item(const shape *g, const float *dout, const float *out, con
 
 ALWAYS void bwd_kv_item(const shape *g, scratch *w, float *dk, float *dv, int b, int kh, int kj,
                         int HD) {
-    int T = g->T, NH = g->NH, NKV = g->NKV, rep = NH / NKV;
-    int k0 = kj * TB, nk = T - k0 < TB ? T - k0 : TB;
+    int NH = g->NH, NKV = g->NKV, rep = NH / NKV;
+    int k0 = kj * TB, nk = rows_from(g->Tk, k0);
+    /* the first query tile with a query at or after key k0 */
+    int qfirst = k0 <= g->off ? 0 : (k0 - g->off) / TB;
     float *dKT = w->acc, *dVT = w->acc2; /* [HD][TB] */
     pack_t(w->kt, kv_tile(g, g->kp, b, kh, kj), HD, nk, 1.0f, HD);
     pack_t(w->vt, kv_tile(g, g->vp, b, kh, kj), HD, nk, 1.0f, HD);
     memset(dKT, 0, (size_t)TB * HD * sizeof(float));
     memset(dVT, 0, (size_t)TB * HD * sizeof(float));
     for (int h = kh * rep; h < (kh + 1) * rep; h++)
-        for (int qi = kj; qi < g->nt; qi++) {
-            int nq = T - qi * TB < TB ? T - qi * TB : TB;
-            size_t ti = tile_index(g, b, h, NH, qi);
+        for (int qi = qfirst; qi < g->nqt; qi++) {
+            int nq = rows_from(g->Tq, qi * TB), dpos = k0 - (g->off + qi * TB);
+            size_t ti = q_index(g, b, h, qi);
             const float *L = g->lse + ti * TB, *D = g->delta + ti * TB;
             const float *qr = g->qp + ti * TB * HD, *dr = g->dop + ti * TB * HD;
             rowdot(w->st, qr, HD, w->kt, nq, HD);
             for (int r = 0; r < nq; r++) {
                 float *s = w->st + (size_t)r * TB;
                 for (int c = 0; c < TB; c++) s[c] -= L[r];
-                int first_masked = qi == kj && r + 1 < nk ? r + 1 : nk;
+                /* keys from r - dpos + 1 on come after query r: -inf
+                 * (a row before the whole tile gets no probability) */
+                int first_masked = r - dpos + 1 < nk ? r - dpos + 1 : nk;
+                if (first_masked < 0) first_masked = 0;
                 for (int c = first_masked; c < TB; c++) s[c] = -INFINITY;
             }
             titan_cpu_exp(w->st, w->st, nq * TB);
@@ -281,7 +306,7 @@ ALWAYS void bwd_kv_item(const shape *g, scratch *w, float *dk, float *dv, int b,
             colcomb(dVT, w->st, dr, HD, nq, HD);
             colcomb(dKT, w->dp, qr, HD, nq, HD);
         }
-    size_t koff = (((size_t)b * T + k0) * NKV + kh) * HD, ldk = (size_t)NKV * HD;
+    size_t koff = (((size_t)b * g->Tk + k0) * NKV + kh) * HD, ldk = (size_t)NKV * HD;
     for (int c = 0; c < nk; c++) {
         float *gk = dk + koff + (size_t)c * ldk, *gv = dv + koff + (size_t)c * ldk;
         for (int d = 0; d < HD; d++) {
@@ -294,18 +319,18 @@ ALWAYS void bwd_kv_item(const shape *g, scratch *w, float *dk, float *dv, int b,
 /* ----------------------------------------------- backward pass 2: dQ per query tile */
 
 ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, int b, int h, int qi, int HD) {
-    int T = g->T, NH = g->NH, kh = h / (NH / g->NKV);
-    int q0 = qi * TB, nq = T - q0 < TB ? T - q0 : TB;
-    size_t ti = tile_index(g, b, h, NH, qi);
+    int Tq = g->Tq, NH = g->NH, kh = h / (NH / g->NKV);
+    int q0 = qi * TB, nq = rows_from(Tq, q0), p0 = g->off + q0;
+    size_t ti = q_index(g, b, h, qi);
     const float *qt = g->qt + ti * TB * HD, *dot = g->dot + ti * TB * HD;
     const v16f *D = (const v16f *)(g->delta + ti * TB);
     float *dQ = w->acc; /* [HD][TB] */
     memset(dQ, 0, (size_t)TB * HD * sizeof(float));
-    for (int kj = 0; kj <= qi; kj++) {
-        int nk = T - kj * TB < TB ? T - kj * TB : TB;
+    for (int kj = 0, last = (p0 + nq - 1) / TB; kj <= last; kj++) {
+        int nk = rows_from(g->Tk, kj * TB);
         const float *kr = kv_tile(g, g->kp, b, kh, kj);
         rowdot(w->st, kr, HD, qt, nk, HD);
-        softmax_tile(w->st, g->lse + ti * TB, nk, kj == qi);
+        softmax_tile(w->st, g->lse + ti * TB, nk, nq, kj * TB - p0);
         rowdot(w->dp, kv_tile(g, g->vp, b, kh, kj), HD, dot, nk, HD);
         for (int c = 0; c < nk; c++) {
             v16f *p = (v16f *)(w->st + (size_t)c * TB), *s = (v16f *)(w->dp + (size_t)c * TB);
@@ -316,7 +341,7 @@ ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, int b, int h, int 
     float x[HD];
     for (int r = 0; r < nq; r++) {
         for (int d = 0; d < HD; d++) x[d] = g->scale * dQ[(size_t)d * TB + r];
-        titan_cpu_store_grad(dq + (((size_t)b * T + q0 + r) * NH + h) * HD, x, (size_t)HD, g->acc);
+        titan_cpu_store_grad(dq + (((size_t)b * Tq + q0 + r) * NH + h) * HD, x, (size_t)HD, g->acc);
     }
 }
 
@@ -365,35 +390,37 @@ static kernels pick(int HD) {
 
 /* ------------------------------------------------------------- entry points */
 
-static shape make_shape(int B, int T, int NH, int NKV, int HD) {
-    TITAN_ASSERT(NKV > 0 && NH % NKV == 0 && HD > 0);
+static shape make_shape(int B, int Tq, int Tk, int NH, int NKV, int HD) {
+    TITAN_ASSERT(NKV > 0 && NH % NKV == 0 && HD > 0 && Tq <= Tk);
     shape g = {0};
-    g.B = B, g.T = T, g.NH = NH, g.NKV = NKV, g.HD = HD, g.nt = (T + TB - 1) / TB;
+    g.B = B, g.Tq = Tq, g.Tk = Tk, g.off = Tk - Tq, g.NH = NH, g.NKV = NKV, g.HD = HD;
+    g.nqt = (Tq + TB - 1) / TB, g.nkt = (Tk + TB - 1) / TB;
     g.scale = 1.0f / sqrtf((float)HD);
-    size_t kvsize = (size_t)B * NKV * g.nt * TB * HD;
+    size_t kvsize = (size_t)B * NKV * g.nkt * TB * HD;
     g.kp = pack_alloc(2 * kvsize);
     g.vp = g.kp + kvsize;
     return g;
 }
 
 void titan_cpu_attention_forward(float *out, float *lse, const float *q, const float *k,
-                                 const float *v, int B, int T, int NH, int NKV, int HD) {
-    if (B <= 0 || T <= 0 || NH <= 0) return;
-    shape g = make_shape(B, T, NH, NKV, HD);
+                                 const float *v, int B, int Tq, int Tk, int NH, int NKV, int HD) {
+    if (B <= 0 || Tq <= 0 || NH <= 0) return;
+    shape g = make_shape(B, Tq, Tk, NH, NKV, HD);
     kernels kn = pick(HD);
-    long items = (long)g.nt * B * NH, kv_items = (long)g.nt * B * NKV;
-#pragma omp parallel if (items > 1)
+    int nqt = g.nqt, nkt = g.nkt;
+    long items = (long)nqt * B * NH, kv_items = (long)nkt * B * NKV;
+#pragma omp parallel if (items > 1 || kv_items > 1)
     {
         scratch w;
         void *mem = scratch_alloc(HD, &w);
 #pragma omp for schedule(static)
         for (long it = 0; it < kv_items; it++)
-            pack_kv(&g, k, v, (int)(it / g.nt / NKV), (int)(it / g.nt % NKV), (int)(it % g.nt));
+            pack_kv(&g, k, v, (int)(it / nkt / NKV), (int)(it / nkt % NKV), (int)(it % nkt));
         /* one head after another, so its K and V stay in this core's L2;
          * heaviest (last) query tiles first within a head */
 #pragma omp for schedule(dynamic, 1)
         for (long it = 0; it < items; it++) {
-            int bh = (int)(it / g.nt), qi = g.nt - 1 - (int)(it % g.nt);
+            int bh = (int)(it / nqt), qi = nqt - 1 - (int)(it % nqt);
             kn.fwd(&g, &w, out, lse, q, bh / NH, bh % NH, qi);
         }
         free(mem);
@@ -403,38 +430,46 @@ void titan_cpu_attention_forward(float *out, float *lse, const float *q, const f
 
 void titan_cpu_attention_backward(int acc, float *dq, float *dk, float *dv, const float *dout,
                                   const float *out, const float *lse, const float *q,
-                                  const float *k, const float *v, int B, int T, int NH, int NKV,
-                                  int HD) {
-    if (B <= 0 || T <= 0 || NH <= 0) return;
-    shape g = make_shape(B, T, NH, NKV, HD);
+                                  const float *k, const float *v, int B, int Tq, int Tk, int NH,
+                                  int NKV, int HD) {
+    if (B <= 0 || NH <= 0 || Tk <= 0) return;
+    if (Tq <= 0) { /* no queries: the keys get no gradient */
+        if (!(acc & TITAN_ACC_DX)) {
+            memset(dk, 0, (size_t)B * Tk * NKV * HD * sizeof(float));
+            memset(dv, 0, (size_t)B * Tk * NKV * HD * sizeof(float));
+        }
+        return;
+    }
+    shape g = make_shape(B, Tq, Tk, NH, NKV, HD);
     g.acc = acc & TITAN_ACC_DX;
     kernels kn = pick(HD);
-    long q_items = (long)g.nt * B * NH, kv_items = (long)g.nt * B * NKV;
+    int nqt = g.nqt, nkt = g.nkt;
+    long q_items = (long)nqt * B * NH, kv_items = (long)nkt * B * NKV;
     size_t qsize = (size_t)q_items * TB * HD;
     float *qpack = pack_alloc(4 * qsize + 2 * (size_t)q_items * TB);
     g.qp = qpack, g.dop = qpack + qsize, g.qt = qpack + 2 * qsize, g.dot = qpack + 3 * qsize;
     g.lse = qpack + 4 * qsize, g.delta = g.lse + (size_t)q_items * TB;
-#pragma omp parallel if (q_items > 1)
+#pragma omp parallel if (q_items > 1 || kv_items > 1)
     {
         scratch w;
         void *mem = scratch_alloc(HD, &w);
 #pragma omp for schedule(static) nowait
         for (long it = 0; it < kv_items; it++)
-            pack_kv(&g, k, v, (int)(it / g.nt / NKV), (int)(it / g.nt % NKV), (int)(it % g.nt));
+            pack_kv(&g, k, v, (int)(it / nkt / NKV), (int)(it / nkt % NKV), (int)(it % nkt));
 #pragma omp for schedule(static)
         for (long it = 0; it < q_items; it++) {
-            int bh = (int)(it / g.nt), qi = (int)(it % g.nt);
+            int bh = (int)(it / nqt), qi = (int)(it % nqt);
             kn.pack(&g, dout, out, lse, q, bh / NH, bh % NH, qi);
         }
         /* head by head (cache reuse), heaviest (first) key tiles first */
 #pragma omp for schedule(dynamic, 1)
         for (long it = 0; it < kv_items; it++) {
-            int bk = (int)(it / g.nt), kj = (int)(it % g.nt);
+            int bk = (int)(it / nkt), kj = (int)(it % nkt);
             kn.kv(&g, &w, dk, dv, bk / NKV, bk % NKV, kj);
         }
 #pragma omp for schedule(dynamic, 1)
         for (long it = 0; it < q_items; it++) {
-            int bh = (int)(it / g.nt), qi = g.nt - 1 - (int)(it % g.nt);
+            int bh = (int)(it / nqt), qi = nqt - 1 - (int)(it % nqt);
             kn.q(&g, &w, dq, bh / NH, bh % NH, qi);
         }
         free(mem);

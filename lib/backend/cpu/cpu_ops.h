@@ -54,12 +54,14 @@ void titan_cpu_rope_backward(int acc, float *dinp, const float *dout, const floa
                              int B, int T, int NHX, int HD);
 
 /* attention.c */
+/* q[B,Tq,NH,HD] are the last Tq of the Tk positions of k, v[B,Tk,NKV,HD]
+ * (backend.h); 1 <= Tq <= Tk. */
 void titan_cpu_attention_forward(float *out, float *lse, const float *q, const float *k,
-                                 const float *v, int B, int T, int NH, int NKV, int HD);
+                                 const float *v, int B, int Tq, int Tk, int NH, int NKV, int HD);
 void titan_cpu_attention_backward(int acc, float *dq, float *dk, float *dv, const float *dout,
                                   const float *out, const float *lse, const float *q,
-                                  const float *k, const float *v, int B, int T, int NH, int NKV,
-                                  int HD);
+                                  const float *k, const float *v, int B, int Tq, int Tk, int NH,
+                                  int NKV, int HD);
 
 /* swiglu.c */
 void titan_cpu_swiglu_forward(float *out, const float *h1, const float *h3, int N, int H);
@@ -101,12 +103,12 @@ void titan_cpu_dt_rope_forward(titan_dtype dt, void *out, const void *inp, const
 void titan_cpu_dt_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dout, const float *cos,
                                 const float *sin, int B, int T, int NHX, int HD);
 void titan_cpu_dt_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
-                                    const void *k, const void *v, int B, int T, int NH, int NKV,
-                                    int HD);
+                                    const void *k, const void *v, int B, int Tq, int Tk, int NH,
+                                    int NKV, int HD);
 void titan_cpu_dt_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
                                      const void *dout, const void *out, const float *lse,
-                                     const void *q, const void *k, const void *v, int B, int T,
-                                     int NH, int NKV, int HD);
+                                     const void *q, const void *k, const void *v, int B, int Tq,
+                                     int Tk, int NH, int NKV, int HD);
 void titan_cpu_dt_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
                                  int H);
 void titan_cpu_dt_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3, const void *dout,

@@ -366,34 +366,35 @@ void titan_cpu_dt_rope_backward(titan_dtype dt, int acc, void *dinp, const void 
 /* -------------------------------------------------------------- attention */
 
 void titan_cpu_dt_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
-                                    const void *k, const void *v, int B, int T, int NH, int NKV,
-                                    int HD) {
+                                    const void *k, const void *v, int B, int Tq, int Tk, int NH,
+                                    int NKV, int HD) {
     if (is_f32(dt, "attention_forward")) {
-        titan_cpu_attention_forward(out, lse, q, k, v, B, T, NH, NKV, HD);
+        titan_cpu_attention_forward(out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
         return;
     }
-    if (B <= 0 || T <= 0 || NH <= 0) return;
-    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
+    if (B <= 0 || Tq <= 0 || NH <= 0) return;
+    size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD;
     float *o, *qf, *kf, *vf;
     void *mem = stage(4, (size_t[]){nq, nq, nk, nk}, (float **const[]){&o, &qf, &kf, &vf});
     widen_all(qf, q, nq);
     widen_all(kf, k, nk);
     widen_all(vf, v, nk);
-    titan_cpu_attention_forward(o, lse, qf, kf, vf, B, T, NH, NKV, HD);
+    titan_cpu_attention_forward(o, lse, qf, kf, vf, B, Tq, Tk, NH, NKV, HD);
     narrow_all(out, o, nq);
     free(mem);
 }
 
 void titan_cpu_dt_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
                                      const void *dout, const void *out, const float *lse,
-                                     const void *q, const void *k, const void *v, int B, int T,
-                                     int NH, int NKV, int HD) {
+                                     const void *q, const void *k, const void *v, int B, int Tq,
+                                     int Tk, int NH, int NKV, int HD) {
     if (is_f32(dt, "attention_backward")) {
-        titan_cpu_attention_backward(acc, dq, dk, dv, dout, out, lse, q, k, v, B, T, NH, NKV, HD);
+        titan_cpu_attention_backward(acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV,
+                                     HD);
         return;
     }
-    if (B <= 0 || T <= 0 || NH <= 0) return;
-    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
+    if (B <= 0 || Tk <= 0 || NH <= 0) return;
+    size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD;
     float *dqf, *dkf, *dvf, *g, *o, *qf, *kf, *vf;
     void *mem = stage(8, (size_t[]){nq, nk, nk, nq, nq, nq, nk, nk},
                       (float **const[]){&dqf, &dkf, &dvf, &g, &o, &qf, &kf, &vf});
@@ -407,7 +408,8 @@ void titan_cpu_dt_attention_backward(titan_dtype dt, int acc, void *dq, void *dk
     widen_all(qf, q, nq);
     widen_all(kf, k, nk);
     widen_all(vf, v, nk);
-    titan_cpu_attention_backward(acc, dqf, dkf, dvf, g, o, lse, qf, kf, vf, B, T, NH, NKV, HD);
+    titan_cpu_attention_backward(acc, dqf, dkf, dvf, g, o, lse, qf, kf, vf, B, Tq, Tk, NH, NKV,
+                                 HD);
     narrow_all(dq, dqf, nq);
     narrow_all(dk, dkf, nk);
     narrow_all(dv, dvf, nk);

@@ -1,0 +1,47 @@
+/* attention_cp.h - causal attention under context parallelism, as Llama 3
+ * trains long sequences: each rank of the cp group holds two chunks of every
+ * sequence (titan_layout_cp_chunks: chunks c and 2cp - 1 - c of 2cp, which
+ * balances the causal work), all-gathers the keys and values of the whole
+ * sequence, and attends its own queries to them (backend.h's attention with
+ * Tq < Tk). Backward gathers them again (nothing of the whole sequence is
+ * kept between forward and backward), computes the whole sequence's dK and
+ * dV partial over the rank's queries, and reduce-scatters them (sum) back to
+ * the ranks that hold those positions.
+ *
+ * Layouts (backend memory, the compute type): q, out [B, 2, L, NH, HD],
+ * k, v [B, 2, L, NKV, HD], one sequence's two chunks after each other
+ * (L = T / 2cp tokens each: the rank's [B, T/cp] rows in order); lse
+ * [B, 2, NH, L] fp32. Every rank of the group makes the same calls in the
+ * same order. Collectives run on the cp communicator: device buffers where
+ * it moves them (NCCL), else through a host mirror. */
+#ifndef TITAN_MODEL_ATTENTION_CP_H
+#define TITAN_MODEL_ATTENTION_CP_H
+
+#include "backend/backend.h"
+#include "dist/comm.h"
+
+typedef struct titan_attention_cp titan_attention_cp;
+
+/* For micro-batches of B sequences of T tokens (T a multiple of 2 x the
+ * group's size) and this rank's heads. Allocates the whole-sequence
+ * buffers (titan_attention_cp_bytes). */
+titan_status titan_attention_cp_create(titan_attention_cp **out, titan_comm *cp, const titan_backend *be,
+                                       titan_dtype dt, int B, int T, int NH, int NKV, int HD);
+void titan_attention_cp_free(titan_attention_cp *a);
+
+/* The first positions of the rank's two chunks in their sequence. */
+void titan_attention_cp_chunks(const titan_attention_cp *a, int chunk[2]);
+/* Backend memory held (whole-sequence keys, values, their gradients and a
+ * staging buffer). */
+size_t titan_attention_cp_bytes(const titan_attention_cp *a);
+
+titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float *lse, const void *q,
+                                        const void *k, const void *v);
+/* dq, dk, dv are written (not added). */
+titan_status titan_attention_cp_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
+                                         const void *out, const float *lse, const void *q, const void *k,
+                                         const void *v);
+/* Seconds in the group's collectives since the last call (then reset). */
+double titan_attention_cp_take_comm_s(titan_attention_cp *a);
+
+#endif
