@@ -24,7 +24,7 @@ struct titan_attention_cp {
     /* [B, T, NKV, HD] in position order: keys, values, their gradients */
     void *k, *v, *dk, *dv;
     void *stage;    /* [cp][B][2][L][NKV, HD]: the collectives' rank-order buffer */
-    char *mirror;   /* host copy of stage when the communicator moves host memory only */
+    char *mirror;   /* instead of stage, in host memory, when the communicator moves host memory only */
     size_t bytes;
     double comm_s;
 };
@@ -59,23 +59,24 @@ titan_status titan_attention_cp_create(titan_attention_cp **out, titan_comm *cp,
     a->rank = titan_comm_rank(cp);
     titan_layout_cp_chunks(T, n, a->rank, a->chunk);
     size_t whole = (size_t)B * T * NKV * HD * a->esz;
-    void **bufs[5] = {&a->k, &a->v, &a->dk, &a->dv, &a->stage};
-    for (int i = 0; i < 5; i++) {
-        *bufs[i] = be->alloc(whole);
-        if (!*bufs[i]) {
-            titan_attention_cp_free(a);
-            return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: cannot allocate 5 x %zu bytes of %s "
-                               "memory for the whole sequence's keys and values", whole, be->name);
-        }
-    }
-    a->bytes = 5 * whole;
-    if (!be->host && !titan_comm_device_buffers(cp)) {
+    if (!be->host && !titan_comm_device_buffers(cp)) { /* the host mirror stages the collectives */
         a->mirror = titan_alloc_pages(whole, "model: context parallel host mirror");
         if (!a->mirror) {
             titan_attention_cp_free(a);
             return TITAN_ERR_NOMEM;
         }
     }
+    int nbufs = a->mirror ? 4 : 5;
+    void **bufs[5] = {&a->k, &a->v, &a->dk, &a->dv, &a->stage};
+    for (int i = 0; i < nbufs; i++) {
+        *bufs[i] = be->alloc(whole);
+        if (!*bufs[i]) {
+            titan_attention_cp_free(a);
+            return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: cannot allocate %d x %zu bytes of %s "
+                               "memory for the whole sequence's keys and values", nbufs, whole, be->name);
+        }
+    }
+    a->bytes = (size_t)nbufs * whole;
     *out = a;
     return TITAN_OK;
 }
@@ -89,10 +90,6 @@ void titan_attention_cp_free(titan_attention_cp *a) {
     titan_free(a);
 }
 
-void titan_attention_cp_chunks(const titan_attention_cp *a, int chunk[2]) {
-    chunk[0] = a->chunk[0];
-    chunk[1] = a->chunk[1];
-}
 size_t titan_attention_cp_bytes(const titan_attention_cp *a) { return a->bytes; }
 
 double titan_attention_cp_take_comm_s(titan_attention_cp *a) {

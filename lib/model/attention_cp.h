@@ -29,10 +29,8 @@ titan_status titan_attention_cp_create(titan_attention_cp **out, titan_comm *cp,
                                        titan_dtype dt, int B, int T, int NH, int NKV, int HD);
 void titan_attention_cp_free(titan_attention_cp *a);
 
-/* The first positions of the rank's two chunks in their sequence. */
-void titan_attention_cp_chunks(const titan_attention_cp *a, int chunk[2]);
-/* Backend memory held (whole-sequence keys, values, their gradients and a
- * staging buffer). */
+/* Backend memory held (whole-sequence keys, values, their gradients and,
+ * where the communicator moves device memory, a staging buffer). */
 size_t titan_attention_cp_bytes(const titan_attention_cp *a);
 
 titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float *lse, const void *q,

@@ -83,8 +83,8 @@ struct titan_llama {
     titan_ac_mode ac;
     titan_dtype dt; /* compute type of activations and the weights ops read */
     /* NH, NKV, QD, KVD, H, V: this tp rank's; T: the tokens of a sequence
-     * this rank holds (TW / cp), TW the whole sequence's */
-    int B, T, TW, N, C, NH, NKV, HD, QD, KVD, H, V, L;
+     * this rank holds (the whole sequence's / cp) */
+    int B, T, N, C, NH, NKV, HD, QD, KVD, H, V, L;
     /* Pipeline stage: layers [l0, l1) (LL of them; L is the whole model's),
      * whether it holds the embedding (first stage) and the head (last). */
     titan_llama_pp ppp;
@@ -464,7 +464,6 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     m->ac = ac;
     m->dt = dt;
     m->B = B;
-    m->TW = T;
     m->T = T / cpn;
     m->N = B * m->T;
     m->sp = tpc && opt->sequence_parallel;
@@ -472,7 +471,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     if (m->sp && m->N % tp.size != 0) {
         titan_llama_free(m);
         return titan_error(TITAN_ERR_USAGE, "model: sequence parallelism: %d x %d tokens do not split over %d ranks",
-                           B, T, tp.size);
+                           B, m->T, tp.size);
     }
     m->C = c->dim;
     m->tp = tpc;
@@ -596,7 +595,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
             p += act_copies(m, i) * m->act_bytes[i];
         }
 
-    /* RoPE tables for positions 0..TW-1, built on the host once; under
+    /* RoPE tables for positions 0..T-1 of the whole sequence, built on the host once; under
      * context parallelism the rows of the rank's two chunks (its tokens'
      * positions, in the order it holds them). */
     size_t row = (size_t)(m->HD / 2) * sizeof(float), tb = (size_t)T * row;

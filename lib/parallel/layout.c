@@ -170,15 +170,15 @@ titan_status titan_layout_check(const titan_layout *l, int n_layers) {
     return TITAN_OK;
 }
 
-/* torchtitan's default split (one stage per pp rank): the embedding and the
- * output head weigh one layer each; the effective layers are divided evenly,
- * the remainder going one each to the first stages. Requires pp <= layers + 2. */
 void titan_layout_cp_chunks(int T, int cp, int c, int chunk[2]) {
     int len = T / (2 * cp);
     chunk[0] = c * len;
     chunk[1] = (2 * cp - 1 - c) * len;
 }
 
+/* torchtitan's default split (one stage per pp rank): the embedding and the
+ * output head weigh one layer each; the effective layers are divided evenly,
+ * the remainder going one each to the first stages. Requires pp <= layers + 2. */
 void titan_layout_stage_layers(const titan_layout *l, int n_layers, int stage, int *first, int *end) {
     int pp = l->pp, eff = n_layers + 2;
     int per = eff / pp, extra = eff % pp;

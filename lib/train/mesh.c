@@ -69,7 +69,7 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
         TITAN_TRY(titan_comm_init(m->dist, &o, &m->world_comm));
     /* A group is the ranks whose coordinates differ along one axis only:
      * its color, the rank with that coordinate set to 0. Each split is
-     * collective, so every rank makes all three. */
+     * collective, so every rank makes all of them. */
     titan_layout_coord g = c;
     g.dp_shard = 0;
     g.cp = 0; /* FSDP shards over dp_shard x cp (torchtitan's dp_shard_cp) */

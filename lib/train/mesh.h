@@ -8,7 +8,7 @@
  * splits each sequence). Communicators: world, shard (the ranks that
  * differ in their dp_shard and cp coordinates only: FSDP's group, as
  * torchtitan's dp_shard_cp, rank dp_shard x cp + cp; with cp > 1 it shards
- * even when dp_shard = 1, which also sums the gradients over cp),
+ * even when dp_shard = 1, which also averages the gradients over cp),
  * replicate (differing in dp_replicate only: DDP/HSDP's group), tp
  * (differing in tp only: the model's tensor-parallel group), cp
  * (differing in cp only: the model's context-parallel group) and pp

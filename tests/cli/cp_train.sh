@@ -84,7 +84,9 @@ curve "cp 2 -> cp 2 x tp 2 resume continues the curve" "$tmp/single" "$tmp/half"
 expect 0 "" "one process to step 10" -- "$bin/titan-train" -q "$tmp/half2" --stop-at 10
 expect 0 "" "resume the one-process checkpoint under cp 4" -- "$bin/titan-train" -q "$tmp/half2" --nproc 4 $CP4
 curve "one process -> cp 4 resume continues the curve" "$tmp/single" "$tmp/half2" 11
-# The keys' and values' all-gathers and their gradients' reduce-scatters block: exposed.
+# The keys' and values' all-gathers and their gradients' reduce-scatters
+# block: exposed (test_model_cp checks the model counts them; here FSDP's
+# share over the cp group adds to the same figures).
 if /usr/bin/python3 - "$tmp/cp2/metrics.jsonl" <<'PY'
 import json, sys
 d = [json.loads(l) for l in open(sys.argv[1])]

@@ -120,6 +120,10 @@ static void run_case(const titan_backend *be, int tied, titan_dtype dt) {
     float lw[NMB], lc[NAC][NMB];
     train_step(whole, tok, tgt, N, lw);
     for (int a = 0; a < nac; a++) train_step(cpm[a], ltok, ltgt, NL, lc[a]);
+    /* the keys' and values' collectives block: their time is the model's exposed communication */
+    CHECK(titan_llama_take_comm_s(whole) == 0.0, "the whole model counts communication");
+    CHECK(titan_llama_take_comm_s(cpm[0]) > 0.0, "the cp collectives' time is not counted");
+    CHECK(titan_llama_take_comm_s(cpm[0]) == 0.0, "take_comm_s does not reset");
 
     /* the mean over ranks of their mean losses is the whole mean (equal token counts) */
     double loss_err = 0;
