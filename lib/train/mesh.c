@@ -58,6 +58,18 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
     return TITAN_OK;
 }
 
+enum { AXIS_PP = 1, AXIS_DP_REPLICATE = 2, AXIS_DP_SHARD = 4, AXIS_CP = 8, AXIS_TP = 16 };
+
+/* The rank with c's coordinates along `axes` set to 0: the color of c's group over them. */
+static int group_color(const titan_layout *l, titan_layout_coord c, unsigned axes) {
+    if (axes & AXIS_PP) c.pp = 0;
+    if (axes & AXIS_DP_REPLICATE) c.dp_replicate = 0;
+    if (axes & AXIS_DP_SHARD) c.dp_shard = 0;
+    if (axes & AXIS_CP) c.cp = 0;
+    if (axes & AXIS_TP) c.tp = 0;
+    return titan_layout_rank_of(l, &c);
+}
+
 titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
     if (m->world == 1) return TITAN_OK;
     titan_layout_coord c;
@@ -67,25 +79,16 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
         TITAN_TRY(titan_comm_init_nccl(m->dist, -1, &o, &m->world_comm));
     else
         TITAN_TRY(titan_comm_init(m->dist, &o, &m->world_comm));
-    /* A group is the ranks whose coordinates differ along one axis only:
-     * its color, the rank with that coordinate set to 0. Each split is
-     * collective, so every rank makes all of them. */
-    titan_layout_coord g = c;
-    g.dp_shard = 0;
-    g.cp = 0; /* FSDP shards over dp_shard x cp (torchtitan's dp_shard_cp) */
-    int shard_color = titan_layout_rank_of(&m->layout, &g);
-    g = c;
-    g.dp_replicate = 0;
-    int replicate_color = titan_layout_rank_of(&m->layout, &g);
-    g = c;
-    g.tp = 0;
-    int tp_color = titan_layout_rank_of(&m->layout, &g);
-    g = c;
-    g.pp = 0;
-    int pp_color = titan_layout_rank_of(&m->layout, &g);
-    g = c;
-    g.cp = 0;
-    int cp_color = titan_layout_rank_of(&m->layout, &g);
+    /* A group is the ranks whose coordinates differ along its axes only:
+     * its color, the rank with those coordinates set to 0. Each split is
+     * collective, so every rank makes all of them. FSDP shards over
+     * dp_shard x cp (torchtitan's dp_shard_cp). */
+    const titan_layout *l = &m->layout;
+    int shard_color = group_color(l, c, AXIS_DP_SHARD | AXIS_CP);
+    int replicate_color = group_color(l, c, AXIS_DP_REPLICATE);
+    int tp_color = group_color(l, c, AXIS_TP);
+    int pp_color = group_color(l, c, AXIS_PP);
+    int cp_color = group_color(l, c, AXIS_CP);
     titan_comm *sh = NULL, *rp = NULL, *tp = NULL, *pf = NULL, *pb = NULL, *cp = NULL;
     TITAN_TRY(titan_comm_split(m->world_comm, shard_color, c.dp_shard * m->layout.cp + c.cp, "shard", &sh));
     titan_status st = titan_comm_split(m->world_comm, replicate_color, c.dp_replicate, "replicate", &rp);

@@ -52,14 +52,7 @@ expect 0 "" "train bf16 compute, one process" -- "$bin/titan-train" -q "$tmp/bf1
 expect 0 "" "train bf16 compute, cp 2" -- "$bin/titan-train" -q "$tmp/bf2" --nproc 2 $CP2 $BF16
 curve "bf16: cp 2 = one process" "$tmp/bf1" "$tmp/bf2" 1 1e-4 1e-3
 
-if command -v mpirun >/dev/null 2>&1; then
-    "$bin/titan-init" -q "$cfg" "$tmp/mpi" $TINY 2>"$tmp/err" || fail "init mpi"
-    expect 0 "" "train cp 2 under mpirun (PMIx)" -- mpirun --allow-run-as-root --oversubscribe -n 2 \
-        "$bin/titan-train" -q "$tmp/mpi" $CP2
-    curve "mpirun cp 2 loss curve = one process" "$tmp/single" "$tmp/mpi"
-else
-    skip "train cp 2 under mpirun" "mpirun not found"
-fi
+under_mpirun "cp 2" "$CP2"
 
 # --- recomputation changes no bit; the device path computes the CPU's bits ---------
 expect 0 "" "train cp 2, full activation checkpointing" -- "$bin/titan-train" -q "$tmp/cp2full" --nproc 2 $CP2 \
@@ -75,26 +68,10 @@ same_ckpt "cpu-guard cp 2 checkpoint = cpu cp 2, byte for byte" "$tmp/cp2" "$tmp
 grep -q '"dp_replicate=1,dp_shard=1,cp=2,tp=1,pp=1"' "$tmp/cp2/checkpoint/step-00000020/metadata.json" \
     && ok "the checkpoint records the cp layout" || fail "the checkpoint records the cp layout"
 expect 0 "" "titan-ckpt verify passes on the cp 2 x FSDP 2 checkpoint" -- "$bin/titan-ckpt" verify "$tmp/cp2fsdp/checkpoint"
-expect 0 "" "cp 2 to step 10" -- "$bin/titan-train" -q "$tmp/half" --nproc 2 $CP2 --stop-at 10
-cp -r "$tmp/half" "$tmp/half1"
-expect 0 "" "resume the cp 2 checkpoint as one process" -- "$bin/titan-train" -q "$tmp/half1"
-curve "cp 2 -> one process resume continues the curve" "$tmp/single" "$tmp/half1" 11
-expect 0 "" "resume the cp 2 checkpoint under cp 2 x tp 2" -- "$bin/titan-train" -q "$tmp/half" --nproc 4 $CP2 $TP2
-curve "cp 2 -> cp 2 x tp 2 resume continues the curve" "$tmp/single" "$tmp/half" 11
-expect 0 "" "one process to step 10" -- "$bin/titan-train" -q "$tmp/half2" --stop-at 10
-expect 0 "" "resume the one-process checkpoint under cp 4" -- "$bin/titan-train" -q "$tmp/half2" --nproc 4 $CP4
-curve "one process -> cp 4 resume continues the curve" "$tmp/single" "$tmp/half2" 11
-# The keys' and values' all-gathers and their gradients' reduce-scatters
-# block: exposed (test_model_cp checks the model counts them; here FSDP's
-# share over the cp group adds to the same figures).
-if /usr/bin/python3 - "$tmp/cp2/metrics.jsonl" <<'PY'
-import json, sys
-d = [json.loads(l) for l in open(sys.argv[1])]
-sys.exit(0 if len(d) == 20 and all(x["comm_exposed_s"] > 0 and x["comm_exposed_s"] <= x["comm_total_s"] + 1e-9
-                                   for x in d) else 1)
-PY
-then ok "cp 2 metrics count the cp collectives as exposed communication"
-else fail "cp 2 metrics count the cp collectives as exposed communication"; fi
+resumes "cp 2" "--nproc 2 $CP2" "cp 2 x tp 2" "--nproc 4 $CP2 $TP2" "cp 4" "--nproc 4 $CP4"
+# The keys' and values' collectives block (test_model_cp checks the model
+# counts their time; here FSDP's share over the cp group adds to it).
+exposed_comm "cp 2 metrics report its blocking collectives as exposed communication" "$tmp/cp2"
 # --sample after training: one rank of the cp group samples, the same text as one process
 expect 0 "" "one process trains 2 steps and samples" -- "$bin/titan-train" -q "$tmp/s1" --training.steps=2 \
     --sample 24 --prompt "The "

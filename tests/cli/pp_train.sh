@@ -73,14 +73,7 @@ expect 0 "" "train bf16 compute, one process" -- "$bin/titan-train" -q "$tmp/bf1
 expect 0 "" "train bf16 compute, pp 2" -- "$bin/titan-train" -q "$tmp/bf2" --nproc 2 $PP2 $BF16
 curve "bf16: pp 2 = one process" "$tmp/bf1" "$tmp/bf2" 1 1e-4 1e-3
 
-if command -v mpirun >/dev/null 2>&1; then
-    "$bin/titan-init" -q "$cfg" "$tmp/mpi" $TINY 2>"$tmp/err" || fail "init mpi"
-    expect 0 "" "train pp 2 under mpirun (PMIx)" -- mpirun --allow-run-as-root --oversubscribe -n 2 \
-        "$bin/titan-train" -q "$tmp/mpi" $PP2
-    curve "mpirun pp 2 loss curve = one process" "$tmp/single" "$tmp/mpi"
-else
-    skip "train pp 2 under mpirun" "mpirun not found"
-fi
+under_mpirun "pp 2" "$PP2"
 
 # --- the schedule and recomputation change no bit -----------------------------------
 same_bits "pp 2: GPipe = 1F1B, bit for bit" "$tmp/pp2" "$tmp/gpipe"
@@ -99,24 +92,9 @@ same_ckpt "cpu-guard pp 2 checkpoint = cpu pp 2, byte for byte" "$tmp/pp2" "$tmp
 grep -q '"dp_replicate=1,dp_shard=2,cp=1,tp=1,pp=2"' "$tmp/pp2fsdp/checkpoint/step-00000020/metadata.json" \
     && ok "the checkpoint records the pp layout" || fail "the checkpoint records the pp layout"
 expect 0 "" "titan-ckpt verify passes on the pp 2 x tp 2 x DDP 2 checkpoint" -- "$bin/titan-ckpt" verify "$tmp/pp8/checkpoint"
-expect 0 "" "pp 2 to step 10" -- "$bin/titan-train" -q "$tmp/half" --nproc 2 $PP2 --stop-at 10
-cp -r "$tmp/half" "$tmp/half1"
-expect 0 "" "resume the pp 2 checkpoint as one process" -- "$bin/titan-train" -q "$tmp/half1"
-curve "pp 2 -> one process resume continues the curve" "$tmp/single" "$tmp/half1" 11
-expect 0 "" "resume the pp 2 checkpoint under pp 2 x tp 2" -- "$bin/titan-train" -q "$tmp/half" --nproc 4 $PP2 $TP2
-curve "pp 2 -> pp 2 x tp 2 resume continues the curve" "$tmp/single" "$tmp/half" 11
-expect 0 "" "one process to step 10" -- "$bin/titan-train" -q "$tmp/half2" --stop-at 10
-expect 0 "" "resume the one-process checkpoint under pp 2" -- "$bin/titan-train" -q "$tmp/half2" --nproc 2 $PP2
-curve "one process -> pp 2 resume continues the curve" "$tmp/single" "$tmp/half2" 11
+resumes "pp 2" "--nproc 2 $PP2" "pp 2 x tp 2" "--nproc 4 $PP2 $TP2" "pp 2" "--nproc 2 $PP2"
 # The stages' receives (the bubble included) are exposed communication.
-if /usr/bin/python3 - "$tmp/pp2/metrics.jsonl" <<'PY'
-import json, sys
-d = [json.loads(l) for l in open(sys.argv[1])]
-sys.exit(0 if len(d) == 20 and all(x["comm_exposed_s"] > 0 and x["comm_exposed_s"] <= x["comm_total_s"] + 1e-9
-                                   for x in d) else 1)
-PY
-then ok "pp 2 metrics count the pipeline's waits as exposed communication"
-else fail "pp 2 metrics count the pipeline's waits as exposed communication"; fi
+exposed_comm "pp 2 metrics count the pipeline's waits as exposed communication" "$tmp/pp2"
 # --sample's hint: a pp checkpoint samples as one process
 expect 0 "" "one-process sample from pp 2's checkpoint" -- "$bin/titan-train" -q "$tmp/pp2" --sample 24 --prompt "The "
 [ -s "$tmp/out" ] && ok "the sample has text ($(wc -c < "$tmp/out") bytes)" || fail "the sample has text"

@@ -64,14 +64,7 @@ expect 0 "" "train bf16 compute, one process" -- "$bin/titan-train" -q "$tmp/bf1
 expect 0 "" "train bf16 compute, tp 2" -- "$bin/titan-train" -q "$tmp/bf2" --nproc 2 $TP2 $BF16
 curve "bf16: tp 2 = one process" "$tmp/bf1" "$tmp/bf2" 1 1e-4 1e-3
 
-if command -v mpirun >/dev/null 2>&1; then
-    "$bin/titan-init" -q "$cfg" "$tmp/mpi" $TINY 2>"$tmp/err" || fail "init mpi"
-    expect 0 "" "train tp 2 under mpirun (PMIx)" -- mpirun --allow-run-as-root --oversubscribe -n 2 \
-        "$bin/titan-train" -q "$tmp/mpi" $TP2
-    curve "mpirun tp 2 loss curve = one process" "$tmp/single" "$tmp/mpi"
-else
-    skip "train tp 2 under mpirun" "mpirun not found"
-fi
+under_mpirun "tp 2" "$TP2"
 
 # --- recomputation under tp: the same collectives again, the same bits ---------------
 expect 0 "" "train tp 2, full activation checkpointing" -- "$bin/titan-train" -q "$tmp/tp2full" --nproc 2 $TP2 \
@@ -91,22 +84,9 @@ same_ckpt "cpu-guard bf16 tp 2 checkpoint = cpu's" "$tmp/bf2" "$tmp/gbf"
 grep -q '"dp_replicate=1,dp_shard=2,cp=1,tp=2,pp=1"' "$tmp/tp2fsdp/checkpoint/step-00000020/metadata.json" \
     && ok "the checkpoint records the tp layout" || fail "the checkpoint records the tp layout"
 expect 0 "" "titan-ckpt verify passes on the tp 2 x FSDP 2 checkpoint" -- "$bin/titan-ckpt" verify "$tmp/tp2fsdp/checkpoint"
-expect 0 "" "tp 2 to step 10" -- "$bin/titan-train" -q "$tmp/half" --nproc 2 $TP2 --stop-at 10
-cp -r "$tmp/half" "$tmp/half1"
-expect 0 "" "resume the tp 2 checkpoint as one process" -- "$bin/titan-train" -q "$tmp/half1"
-curve "tp 2 -> one process resume continues the curve" "$tmp/single" "$tmp/half1" 11
-expect 0 "" "resume the tp 2 checkpoint under tp 2 x FSDP 2" -- "$bin/titan-train" -q "$tmp/half" --nproc 4 $TP2
-curve "tp 2 -> tp 2 x FSDP 2 resume continues the curve" "$tmp/single" "$tmp/half" 11
-expect 0 "" "one process to step 10" -- "$bin/titan-train" -q "$tmp/half2" --stop-at 10
-expect 0 "" "resume the one-process checkpoint under tp 2" -- "$bin/titan-train" -q "$tmp/half2" --nproc 2 $TP2
-curve "one process -> tp 2 resume continues the curve" "$tmp/single" "$tmp/half2" 11
-if /usr/bin/python3 - "$tmp/tp2/metrics.jsonl" <<'PY'
-import json, sys
-d = [json.loads(l) for l in open(sys.argv[1])]
-sys.exit(0 if all(x["comm_total_s"] > 0 and x["comm_exposed_s"] <= x["comm_total_s"] + 1e-9 for x in d) else 1)
-PY
-then ok "tp 2 metrics count the tensor-parallel communication"
-else fail "tp 2 metrics count the tensor-parallel communication"; fi
+resumes "tp 2" "--nproc 2 $TP2" "tp 2 x FSDP 2" "--nproc 4 $TP2" "tp 2" "--nproc 2 $TP2"
+# The tensor-parallel sums block: all of it exposed.
+exposed_comm "tp 2 metrics count the tensor-parallel communication" "$tmp/tp2"
 
 # --- sampling: the tp group gathers the whole model, rank 0 samples ---------------------
 # The same text as one process sampling from the same (last) checkpoint.

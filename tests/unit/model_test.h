@@ -15,9 +15,11 @@
 #include "core/error.h"
 #include "dist/bootstrap.h"
 #include "dist/comm.h"
+#include "dist/spawn.h"
 #include "model/llama.h"
 
 #include "check.h"
+#include "shm_probe.h"
 
 /* 1 when the last error message contains frag. */
 static inline int has(const char *frag) { return strstr(titan_error_message(), frag) != NULL; }
@@ -42,6 +44,60 @@ static inline int join_job(titan_dist **d, int *me, int *nr) {
     *me = titan_dist_rank(*d);
     *nr = titan_dist_world_size(*d);
     return 1;
+}
+
+/* How far a model split over ranks (tensor or context parallel) may lie from
+ * the whole model, normalised: fp32 only regroups sums; bf16 rounds partial
+ * results before summing them over the ranks (the reasoning and what was
+ * measured: test_model_tp.c, test_model_cp.c). */
+#define TOL_LOSS_F32 1e-6
+#define TOL_GRAD_F32 1e-5
+#define TOL_LOGIT_F32 1e-5
+#define TOL_LOSS_BF16 1e-3
+#define TOL_GRAD_BF16 5e-2
+#define TOL_LOGIT_BF16 1e-2
+
+/* A test that runs as jobs of itself over shared memory (test_model_tp,
+ * test_model_cp): `TEST` alone launches a job of 2 ranks, then one of 4
+ * (exit 77 without POSIX shared memory); `TEST --suite NAME` is one rank,
+ * which joins the job, makes *world over all of its ranks and runs
+ * run_rank(world, me, nr), a nonzero return failing the job. */
+typedef int (*rank_fn)(titan_comm *world, int me, int nr);
+static inline int rank_jobs_main(int argc, char **argv, const char *test, const char *suite, rank_fn run_rank) {
+    setvbuf(stderr, NULL, _IOLBF, 0);
+    if (argc >= 3 && strcmp(argv[1], "--suite") == 0) {
+        titan_dist *d;
+        titan_comm *world = NULL;
+        int me, nr;
+        if (!join_job(&d, &me, &nr)) return 1;
+        titan_comm_options co = {.timeout_s = 60, .name = suite};
+        if (strcmp(argv[2], suite) != 0 || nr < 2 || nr > 64 || titan_comm_init(d, &co, &world) != TITAN_OK) {
+            fprintf(stderr, "rank %d: suite %s on %d ranks: %s\n", me, argv[2], nr, titan_error_message());
+            titan_dist_free(d);
+            return 1;
+        }
+        int rc = run_rank(world, me, nr);
+        fflush(stdout);
+        titan_comm_free(world);
+        titan_dist_free(d);
+        return rc;
+    }
+    /* the ranks talk through POSIX shared memory (absent in some sandboxes) */
+    if (!shm_works()) return 77;
+    printf("%s:\n", test);
+    fflush(stdout);
+    for (int n = 2; n <= 4; n += 2) {
+        char *args[] = {"/proc/self/exe", "--suite", (char *)suite, NULL};
+        titan_dist_spawn_options o = {.nproc = n, .grace_s = 5};
+        int first = 0;
+        CHECK(titan_dist_spawn_local(args, &o, &first) == TITAN_OK, "job of %d ranks (exit %d)", n, first);
+    }
+    if (failures) {
+        fprintf(stderr, "%s: %d failure(s)\n", test, failures);
+        return 1;
+    }
+    printf("%s: ok\n", test);
+    return 0;
 }
 
 /* FNV-1a over n bytes, from h (0xcbf29ce484222325 to start). */

@@ -27,120 +27,11 @@
 #include "backend/cpu/cpu_ops.h" /* titan_cpu_exp */
 #include "core/rng.h"
 
+#include "ops_test.h"
+
 #define F32 TITAN_DTYPE_F32
 
 static const titan_backend *be;
-static int failures;
-static uint64_t stream = 1;
-
-static float *randf(size_t n, double lo, double hi) {
-    float *x = malloc((n ? n : 1) * sizeof(float));
-    uint64_t s = stream++;
-    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * titan_rng_uniform(7, s, i));
-    return x;
-}
-
-static float *zerosf(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-static double *zerosd(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
-
-static double *to_double(const float *x, size_t n) {
-    double *d = malloc((n ? n : 1) * sizeof(double));
-    for (size_t i = 0; i < n; i++) d[i] = x[i];
-    return d;
-}
-
-static void report(int ok, const char *name, const char *fmt, double v, double tol) {
-    printf("%-4s %-50s ", ok ? "ok" : "FAIL", name);
-    printf(fmt, v, tol);
-    putchar('\n');
-    if (!ok) failures++;
-}
-
-/* max |got - want| / max |want| (NaN fails) */
-static void check(const char *name, const float *got, const double *want, size_t n, double tol) {
-    double err = 0.0, scale = 0.0;
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        if (!(d == d)) bad = 1;
-        if (d > err) err = d;
-        if (fabs(want[i]) > scale) scale = fabs(want[i]);
-    }
-    double rel = err / (scale > 0 ? scale : 1.0);
-    report(!bad && rel <= tol, name, "max rel err %.3e (tol %.0e)", rel, tol);
-}
-
-static void check_bits(const char *name, const void *a, const void *b, size_t nbytes) {
-    int ok = memcmp(a, b, nbytes) == 0;
-    printf("%-4s %-50s %s\n", ok ? "ok" : "FAIL", name, ok ? "bitwise equal" : "bits differ");
-    if (!ok) failures++;
-}
-
-/* ------------------------------------------------------- the reference */
-
-typedef struct {
-    int B, Tq, Tk, NH, NKV, HD;
-    double *q, *k, *v;
-    const float *wt; /* loss weights for the finite differences */
-} ctx;
-
-/* query i at position Tk - Tq + i sees keys 0 .. Tk - Tq + i */
-static void ref(double *out, double *lse, const ctx *c) {
-    int Tq = c->Tq, Tk = c->Tk, NH = c->NH, NKV = c->NKV, HD = c->HD, rep = NH / NKV;
-    double scale = 1.0 / sqrt((double)HD), *s = zerosd(Tk);
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int i = 0; i < Tq; i++) {
-                int pos = Tk - Tq + i;
-                const double *qr = c->q + (((size_t)b * Tq + i) * NH + h) * HD;
-                double mx = -INFINITY, sum = 0.0;
-                for (int j = 0; j <= pos; j++) {
-                    const double *kr = c->k + (((size_t)b * Tk + j) * NKV + h / rep) * HD;
-                    double d = 0.0;
-                    for (int x = 0; x < HD; x++) d += qr[x] * kr[x];
-                    s[j] = d * scale;
-                    if (s[j] > mx) mx = s[j];
-                }
-                for (int j = 0; j <= pos; j++) sum += exp(s[j] - mx);
-                double *o = out + (((size_t)b * Tq + i) * NH + h) * HD;
-                for (int x = 0; x < HD; x++) o[x] = 0.0;
-                for (int j = 0; j <= pos; j++) {
-                    const double *vr = c->v + (((size_t)b * Tk + j) * NKV + h / rep) * HD;
-                    double p = exp(s[j] - mx) / sum;
-                    for (int x = 0; x < HD; x++) o[x] += p * vr[x];
-                }
-                if (lse) lse[((size_t)b * NH + h) * Tq + i] = mx + log(sum);
-            }
-    free(s);
-}
-
-static double loss(const ctx *c) {
-    size_t n = (size_t)c->B * c->Tq * c->NH * c->HD;
-    double *y = zerosd(n), l = 0.0;
-    ref(y, NULL, c);
-    for (size_t i = 0; i < n; i++) l += y[i] * c->wt[i];
-    free(y);
-    return l;
-}
-
-/* Central differences at up to 200 elements spread over x (n elements). */
-static void check_grad(const char *name, ctx *c, double *x, const float *grad, size_t n) {
-    size_t m = n < 200 ? n : 200;
-    float *got = zerosf(m);
-    double *fd = zerosd(m);
-    for (size_t j = 0; j < m; j++) {
-        size_t i = (size_t)((double)j * (double)n / (double)m);
-        double x0 = x[i], h = 1e-5 * (fabs(x0) > 1.0 ? fabs(x0) : 1.0);
-        x[i] = x0 + h;
-        double lp = loss(c);
-        x[i] = x0 - h;
-        double lm = loss(c);
-        x[i] = x0;
-        fd[j] = (lp - lm) / (2 * h), got[j] = grad[i];
-    }
-    check(name, got, fd, m, 1e-4);
-    free(got), free(fd);
-}
 
 /* ------------------------------------------------------------- checks */
 
@@ -161,9 +52,9 @@ static void test_case(int B, int Tq, int Tk, int NH, int NKV, int HD, int fd) {
     size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD, nl = (size_t)B * NH * Tq;
     float *q = randf(nq, -1.5, 1.5), *k = randf(nk, -1.5, 1.5), *v = randf(nk, -1, 1);
     float *wt = randf(nq, -1, 1), *out = zerosf(nq), *lse = zerosf(nl);
-    ctx c = {B, Tq, Tk, NH, NKV, HD, to_double(q, nq), to_double(k, nk), to_double(v, nk), wt};
+    at_ctx c = {B, Tq, Tk, NH, NKV, HD, to_double(q, nq), to_double(k, nk), to_double(v, nk), wt};
     double *oref = zerosd(nq), *lref = zerosd(nl);
-    ref(oref, lref, &c);
+    at_ref(oref, lref, &c);
     be->attention_forward(F32, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
     snprintf(name, sizeof name, "fwd %s", sh);
     check(name, out, oref, nq, 1e-5);
@@ -174,11 +65,11 @@ static void test_case(int B, int Tq, int Tk, int NH, int NKV, int HD, int fd) {
     be->attention_backward(F32, 0, dq, dk, dv, wt, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
     if (fd) {
         snprintf(name, sizeof name, "dq (fd) %s", sh);
-        check_grad(name, &c, c.q, dq, nq);
+        check_grad(name, at_loss, &c, c.q, dq, nq, 1e-4);
         snprintf(name, sizeof name, "dk (fd) %s", sh);
-        check_grad(name, &c, c.k, dk, nk);
+        check_grad(name, at_loss, &c, c.k, dk, nk, 1e-4);
         snprintf(name, sizeof name, "dv (fd) %s", sh);
-        check_grad(name, &c, c.v, dv, nk);
+        check_grad(name, at_loss, &c, c.v, dv, nk, 1e-4);
     }
     double *t = zerosd(nq + 2 * nk);
     for (size_t i = 0; i < nq; i++) t[i] = 2.0 * dq[i];

@@ -38,19 +38,13 @@
 
 enum { B = 2, T = 16, N = B * T, NMB = 2 /* micro-batches, accumulated */, VOCAB = 41 };
 
-/* Tolerances. fp32: a chunk's attention rows are the whole call's (the
+/* Tolerances (model_test.h's TOL_*). fp32: a chunk's attention rows are the whole call's (the
  * kernel's key tiles start at key 0 either way); the rest differs from the
  * whole model only in how sums group: each rank adds its tokens' share of a
  * parameter gradient, then the ranks' shares are added (measured: loss
  * 6e-8, gradients 3e-7, logits 2e-7). bf16: the key and value gradients are
  * rounded to bf16 on each rank before the sum over ranks, and the gradients
  * once per rank before the average, as under tp (test_model_tp.c's bounds). */
-#define TOL_LOSS_F32 1e-6
-#define TOL_GRAD_F32 1e-5
-#define TOL_LOGIT_F32 1e-5
-#define TOL_LOSS_BF16 1e-3
-#define TOL_GRAD_BF16 5e-2
-#define TOL_LOGIT_BF16 1e-2
 
 static int me, nr; /* rank, ranks */
 static titan_comm *world;
@@ -201,15 +195,8 @@ static void test_refusals(void) {
     if (me == 0) printf("  cp %d refuses a sequence of %d tokens\n", nr, bad);
 }
 
-static int run_rank(const char *suite) {
-    titan_dist *d;
-    if (!join_job(&d, &me, &nr)) return 1;
-    titan_comm_options co = {.timeout_s = 60, .name = "cp"};
-    if (strcmp(suite, "cp") != 0 || nr < 2 || nr > 64 || titan_comm_init(d, &co, &world) != TITAN_OK) {
-        fprintf(stderr, "rank %d: suite %s on %d ranks: %s\n", me, suite, nr, titan_error_message());
-        titan_dist_free(d);
-        return 1;
-    }
+static int run_rank(titan_comm *w, int rank, int ranks) {
+    world = w, me = rank, nr = ranks;
     titan_backend_cpu_set_threads(1);
     double t0 = titan_now_s();
     test_refusals();
@@ -219,29 +206,7 @@ static int run_rank(const char *suite) {
     run_case(titan_backend_cpu_guard(), 0, TITAN_DTYPE_F32);
     if (failures) fprintf(stderr, "rank %d of %d: %d failure(s)\n", me, nr, failures);
     else if (me == 0) printf("  cp %d: ok (%.2f s)\n", nr, titan_now_s() - t0);
-    fflush(stdout);
-    titan_comm_free(world);
-    titan_dist_free(d);
     return failures != 0;
 }
 
-int main(int argc, char **argv) {
-    setvbuf(stderr, NULL, _IOLBF, 0);
-    if (argc >= 3 && strcmp(argv[1], "--suite") == 0) return run_rank(argv[2]);
-    /* the ranks talk through POSIX shared memory (absent in some sandboxes) */
-    if (!shm_works()) return 77;
-    printf("test_model_cp:\n");
-    fflush(stdout);
-    for (int n = 2; n <= 4; n += 2) {
-        char *args[] = {"/proc/self/exe", "--suite", "cp", NULL};
-        titan_dist_spawn_options o = {.nproc = n, .grace_s = 5};
-        int first = 0;
-        CHECK(titan_dist_spawn_local(args, &o, &first) == TITAN_OK, "job of %d ranks (exit %d)", n, first);
-    }
-    if (failures) {
-        fprintf(stderr, "test_model_cp: %d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_model_cp: ok\n");
-    return 0;
-}
+int main(int argc, char **argv) { return rank_jobs_main(argc, argv, "test_model_cp", "cp", run_rank); }

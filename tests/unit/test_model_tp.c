@@ -38,7 +38,7 @@
 
 enum { B = 2, T = 12, N = B * T, NMB = 2 /* micro-batches, accumulated */ };
 
-/* Tolerances. fp32: the tp model adds the same products in another order
+/* Tolerances (model_test.h's TOL_*). fp32: the tp model adds the same products in another order
  * (partial sums over each rank's heads, hidden units or vocabulary, then
  * over the ranks), so only rounding separates it from the whole model
  * (measured: gradients 5e-7, loss 1e-7, logits 3e-7).
@@ -51,12 +51,6 @@ enum { B = 2, T = 12, N = B * T, NMB = 2 /* micro-batches, accumulated */ };
  * gradients within 5e-2 (test_model_grad's bound for bf16 against fp32),
  * and against fp32 the tp bf16 gradients at most twice as far off as the
  * whole bf16 model's (measured ratio 1.3). */
-#define TOL_LOSS_F32 1e-6
-#define TOL_GRAD_F32 1e-5
-#define TOL_LOGIT_F32 1e-5
-#define TOL_LOSS_BF16 1e-3
-#define TOL_GRAD_BF16 5e-2
-#define TOL_LOGIT_BF16 1e-2
 
 static int me, nr; /* rank, ranks */
 static titan_comm *world;
@@ -322,15 +316,8 @@ static void test_refusals(void) {
                nr == 2 ? 1 : 5, nr);
 }
 
-static int run_rank(const char *suite) {
-    titan_dist *d;
-    if (!join_job(&d, &me, &nr)) return 1;
-    titan_comm_options co = {.timeout_s = 60, .name = "tp"};
-    if (strcmp(suite, "tp") != 0 || nr < 2 || nr > 64 || titan_comm_init(d, &co, &world) != TITAN_OK) {
-        fprintf(stderr, "rank %d: suite %s on %d ranks: %s\n", me, suite, nr, titan_error_message());
-        titan_dist_free(d);
-        return 1;
-    }
+static int run_rank(titan_comm *w, int rank, int ranks) {
+    world = w, me = rank, nr = ranks;
     titan_backend_cpu_set_threads(1);
     double t0 = titan_now_s();
     test_refusals();
@@ -347,29 +334,7 @@ static int run_rank(const char *suite) {
     run_case(1, 37, TITAN_DTYPE_BF16);
     if (failures) fprintf(stderr, "rank %d of %d: %d failure(s)\n", me, nr, failures);
     else if (me == 0) printf("  tp %d: ok (%.2f s)\n", nr, titan_now_s() - t0);
-    fflush(stdout);
-    titan_comm_free(world);
-    titan_dist_free(d);
     return failures != 0;
 }
 
-int main(int argc, char **argv) {
-    setvbuf(stderr, NULL, _IOLBF, 0);
-    if (argc >= 3 && strcmp(argv[1], "--suite") == 0) return run_rank(argv[2]);
-    /* the ranks talk through POSIX shared memory (absent in some sandboxes) */
-    if (!shm_works()) return 77;
-    printf("test_model_tp:\n");
-    fflush(stdout);
-    for (int n = 2; n <= 4; n += 2) {
-        char *args[] = {"/proc/self/exe", "--suite", "tp", NULL};
-        titan_dist_spawn_options o = {.nproc = n, .grace_s = 5};
-        int first = 0;
-        CHECK(titan_dist_spawn_local(args, &o, &first) == TITAN_OK, "job of %d ranks (exit %d)", n, first);
-    }
-    if (failures) {
-        fprintf(stderr, "test_model_tp: %d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_model_tp: ok\n");
-    return 0;
-}
+int main(int argc, char **argv) { return rank_jobs_main(argc, argv, "test_model_tp", "tp", run_rank); }

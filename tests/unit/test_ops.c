@@ -20,109 +20,12 @@
 #include "core/clock.h"
 #include "core/rng.h"
 
+#include "ops_test.h"
+
 /* every gradient output added into (+=); 0 overwrites them all */
 #define ACC (TITAN_ACC_DX | TITAN_ACC_DW)
 
 static const titan_backend *be;
-static int failures;
-static uint64_t stream_counter = 1;
-
-/* ---------------------------------------------------------------- helpers */
-
-static float *randf(size_t n, double lo, double hi) {
-    float *x = malloc((n ? n : 1) * sizeof(float));
-    uint64_t s = stream_counter++;
-    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * titan_rng_uniform(42, s, i));
-    return x;
-}
-
-static float *zerosf(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-static double *zerosd(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
-
-static double *to_double(const float *x, size_t n) {
-    double *d = malloc((n ? n : 1) * sizeof(double));
-    for (size_t i = 0; i < n; i++) d[i] = x[i];
-    return d;
-}
-
-static float *dupf(const float *x, size_t n) {
-    float *d = malloc((n ? n : 1) * sizeof(float));
-    memcpy(d, x, n * sizeof(float));
-    return d;
-}
-
-/* max |got - want| / max |want|: an error normalised by the tensor's scale,
- * which stays meaningful where single elements are near zero. */
-static void check(const char *name, const float *got, const double *want, size_t n, double tol) {
-    double err = 0.0, scale = 0.0;
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        if (!(d == d)) bad = 1;
-        if (d > err) err = d;
-        if (fabs(want[i]) > scale) scale = fabs(want[i]);
-    }
-    double rel = err / (scale > 0 ? scale : 1.0);
-    int ok = !bad && rel <= tol;
-    printf("%-4s %-44s max rel err %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", name, rel, tol);
-    if (!ok) failures++;
-}
-
-static void check_bits(const char *name, const void *a, const void *b, size_t nbytes) {
-    int ok = memcmp(a, b, nbytes) == 0;
-    printf("%-4s %-44s %s\n", ok ? "ok" : "FAIL", name, ok ? "bitwise equal" : "bits differ");
-    if (!ok) failures++;
-}
-
-/* A scalar loss of double inputs, for finite differences. */
-typedef double (*loss_fn)(void *ctx);
-
-/* Central differences of f with respect to x[idx[j]] (x is one of the
- * double inputs f reads through ctx). h is relative to the element. */
-static void fd_grad(loss_fn f, void *ctx, double *x, const size_t *idx, size_t nidx, double *out) {
-    for (size_t j = 0; j < nidx; j++) {
-        size_t i = idx[j];
-        double x0 = x[i], h = 1e-5 * (fabs(x0) > 1.0 ? fabs(x0) : 1.0);
-        x[i] = x0 + h;
-        double lp = f(ctx);
-        x[i] = x0 - h;
-        double lm = f(ctx);
-        x[i] = x0;
-        out[j] = (lp - lm) / (2 * h);
-    }
-}
-
-/* All indices when n is small, else `max` spread over the tensor. */
-static size_t pick(size_t n, size_t max, size_t *idx) {
-    if (n <= max) {
-        for (size_t i = 0; i < n; i++) idx[i] = i;
-        return n;
-    }
-    for (size_t j = 0; j < max; j++) idx[j] = (size_t)((double)j * (double)n / (double)max);
-    return max;
-}
-
-/* Compares an analytic gradient (float, all elements) with finite differences
- * at up to 300 picked elements. */
-static void check_grad(const char *name, loss_fn f, void *ctx, double *x, const float *grad,
-                       size_t n, double tol) {
-    size_t *idx = malloc(300 * sizeof(size_t));
-    size_t m = pick(n, 300, idx);
-    double *fd = zerosd(m);
-    float *g = zerosf(m);
-    fd_grad(f, ctx, x, idx, m, fd);
-    for (size_t j = 0; j < m; j++) g[j] = grad[idx[j]];
-    check(name, g, fd, m, tol);
-    free(idx);
-    free(fd);
-    free(g);
-}
-
-static double dot_w(const double *y, const float *w, size_t n) {
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += y[i] * w[i];
-    return s;
-}
 
 static void set_threads(int n) { titan_backend_cpu_set_threads(n); }
 
@@ -377,56 +280,12 @@ static void test_rope_tables(void) {
 
 /* -------------------------------------------------------------- attention */
 
-typedef struct {
-    int B, T, NH, NKV, HD;
-    double *q, *k, *v;
-    const float *wt;
-} at_ctx;
-
-static void at_ref(double *out, double *lse, const at_ctx *c) {
-    int T = c->T, NH = c->NH, NKV = c->NKV, HD = c->HD, rep = NH / NKV;
-    double scale = 1.0 / sqrt((double)HD), *s = zerosd(T);
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                const double *qr = c->q + (((size_t)b * T + t) * NH + h) * HD;
-                double mx = -INFINITY, sum = 0.0;
-                for (int j = 0; j <= t; j++) {
-                    const double *kr = c->k + (((size_t)b * T + j) * NKV + h / rep) * HD;
-                    double d = 0.0;
-                    for (int i = 0; i < HD; i++) d += qr[i] * kr[i];
-                    s[j] = d * scale;
-                    if (s[j] > mx) mx = s[j];
-                }
-                for (int j = 0; j <= t; j++) sum += exp(s[j] - mx);
-                double *o = out + (((size_t)b * T + t) * NH + h) * HD;
-                for (int i = 0; i < HD; i++) o[i] = 0.0;
-                for (int j = 0; j <= t; j++) {
-                    const double *vr = c->v + (((size_t)b * T + j) * NKV + h / rep) * HD;
-                    double p = exp(s[j] - mx) / sum;
-                    for (int i = 0; i < HD; i++) o[i] += p * vr[i];
-                }
-                if (lse) lse[((size_t)b * NH + h) * T + t] = mx + log(sum);
-            }
-    free(s);
-}
-
-static double at_loss(void *p) {
-    at_ctx *c = p;
-    size_t n = (size_t)c->B * c->T * c->NH * c->HD;
-    double *y = zerosd(n);
-    at_ref(y, NULL, c);
-    double l = dot_w(y, c->wt, n);
-    free(y);
-    return l;
-}
-
 static void test_attention_case(int B, int T, int NH, int NKV, int HD, double amp) {
     char name[96];
     size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
     float *q = randf(nq, -amp, amp), *k = randf(nk, -amp, amp), *v = randf(nk, -1, 1);
     float *wt = randf(nq, -1, 1), *out = zerosf(nq), *lse = zerosf((size_t)B * NH * T);
-    at_ctx c = {B, T, NH, NKV, HD, to_double(q, nq), to_double(k, nk), to_double(v, nk), wt};
+    at_ctx c = {B, T, T, NH, NKV, HD, to_double(q, nq), to_double(k, nk), to_double(v, nk), wt};
     double *ref = zerosd(nq), *lref = zerosd((size_t)B * NH * T);
     at_ref(ref, lref, &c);
     be->attention_forward(TITAN_DTYPE_F32, out, lse, q, k, v, B, T, T, NH, NKV, HD);

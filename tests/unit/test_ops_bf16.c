@@ -337,31 +337,43 @@ static void test_swiglu(void) {
 
 /* --------------------------------------------------------- cross-entropy */
 
-static void test_cross_entropy(int N, int V) {
-    char name[96];
+/* bf16 cross_entropy over logits x[N, V] against the f32 op on the widened
+ * values: dlogits rounded once, the fp32 losses bitwise, dlogits written over
+ * the logits, and each of the two outputs alone (NULL for the other). lse,
+ * lser: NULL for whole rows, else the rows' log-sum-exps (bf16's, f32's). */
+static void check_cross_entropy(const char *what, const tb *x, const uint32_t *tg, int N, int V,
+                                const float *lse, const float *lser) {
+    char name[128];
     size_t n = (size_t)N * V;
-    tb x = rand_tb(n, -6, 6);
-    uint32_t *tg = malloc((size_t)N * 4);
-    for (int i = 0; i < N; i++) tg[i] = (uint32_t)((i * 7919) % V);
     float dscale = 1.0f / (float)N;
     float *l = malloc((size_t)N * 4), *lr = malloc((size_t)N * 4), *l2 = malloc((size_t)N * 4);
-    bf16 *d = malloc(n * 2), *al = dup(x.h, n * 2);
+    bf16 *d = malloc(n * 2), *al = dup(x->h, n * 2);
     float *dr = malloc(n * 4);
-    be->cross_entropy(BF16, l, d, x.h, tg, N, V, dscale, NULL);
-    be->cross_entropy(F32, lr, dr, x.f, tg, N, V, dscale, NULL);
-    snprintf(name, sizeof name, "cross_entropy dlogits N%d V%d", N, V);
+    be->cross_entropy(BF16, l, d, x->h, tg, N, V, dscale, lse);
+    be->cross_entropy(F32, lr, dr, x->f, tg, N, V, dscale, lser);
+    snprintf(name, sizeof name, "%s dlogits", what);
     check_rounded(name, d, dr, n);
-    snprintf(name, sizeof name, "cross_entropy losses (fp32) N%d V%d", N, V);
+    snprintf(name, sizeof name, "%s losses (fp32)", what);
     check_same(name, l, lr, (size_t)N * 4);
-    be->cross_entropy(BF16, l2, al, al, tg, N, V, dscale, NULL);
-    snprintf(name, sizeof name, "cross_entropy dlogits == logits V%d", V);
+    be->cross_entropy(BF16, l2, al, al, tg, N, V, dscale, lse);
+    snprintf(name, sizeof name, "%s dlogits == logits", what);
     report(!memcmp(al, d, n * 2) && !memcmp(l2, lr, (size_t)N * 4), name, "bitwise equal");
     memset(l2, 0, (size_t)N * 4);
-    be->cross_entropy(BF16, l2, NULL, x.h, tg, N, V, dscale, NULL);
-    be->cross_entropy(BF16, NULL, al, x.h, tg, N, V, dscale, NULL);
-    snprintf(name, sizeof name, "cross_entropy NULL dlogits, NULL losses V%d", V);
+    be->cross_entropy(BF16, l2, NULL, x->h, tg, N, V, dscale, lse);
+    be->cross_entropy(BF16, NULL, al, x->h, tg, N, V, dscale, lse);
+    snprintf(name, sizeof name, "%s NULL dlogits, NULL losses", what);
     report(!memcmp(l2, lr, (size_t)N * 4) && !memcmp(al, d, n * 2), name, "bitwise equal");
-    free_tb(&x), free(tg), free(l), free(lr), free(l2), free(d), free(al), free(dr);
+    free(l), free(lr), free(l2), free(d), free(al), free(dr);
+}
+
+static void test_cross_entropy(int N, int V) {
+    char what[64];
+    tb x = rand_tb((size_t)N * V, -6, 6);
+    uint32_t *tg = malloc((size_t)N * 4);
+    for (int i = 0; i < N; i++) tg[i] = (uint32_t)((i * 7919) % V);
+    snprintf(what, sizeof what, "cross_entropy N%d V%d", N, V);
+    check_cross_entropy(what, &x, tg, N, V, NULL, NULL);
+    free_tb(&x), free(tg);
 }
 
 /* logsumexp over whole rows of logits[N, V], then cross_entropy with that
@@ -388,25 +400,10 @@ static void test_cross_entropy_shard(int N, int V, int v0, int Vs) {
         ts[r] = t >= v0 && t < v0 + Vs ? (uint32_t)(t - v0) : r % 2 ? UINT32_MAX : (uint32_t)Vs;
     }
     ts[0] = 0, ts[N - 1] = (uint32_t)Vs - 1; /* the shard's ends */
-    float dscale = 1.0f / (float)N;
-    float *l = malloc((size_t)N * 4), *lr = malloc((size_t)N * 4), *l2 = malloc((size_t)N * 4);
-    bf16 *d = malloc(ns * 2), *al = dup(xs.h, ns * 2);
-    float *dr = malloc(ns * 4);
-    be->cross_entropy(BF16, l, d, xs.h, ts, N, Vs, dscale, lse);
-    be->cross_entropy(F32, lr, dr, xs.f, ts, N, Vs, dscale, lser);
-    snprintf(name, sizeof name, "cross_entropy(lse) dlogits N%d shard %d of %d", N, Vs, V);
-    check_rounded(name, d, dr, ns);
-    snprintf(name, sizeof name, "cross_entropy(lse) losses (fp32) N%d shard %d", N, Vs);
-    check_same(name, l, lr, (size_t)N * 4);
-    be->cross_entropy(BF16, l2, al, al, ts, N, Vs, dscale, lse);
-    snprintf(name, sizeof name, "cross_entropy(lse) dlogits == logits shard %d", Vs);
-    report(!memcmp(al, d, ns * 2) && !memcmp(l2, lr, (size_t)N * 4), name, "bitwise equal");
-    memset(l2, 0, (size_t)N * 4);
-    be->cross_entropy(BF16, l2, NULL, xs.h, ts, N, Vs, dscale, lse);
-    snprintf(name, sizeof name, "cross_entropy(lse) NULL dlogits shard %d", Vs);
-    check_same(name, l2, lr, (size_t)N * 4);
-    free_tb(&x), free_tb(&xs), free(lse), free(lser), free(ts), free(l), free(lr), free(l2);
-    free(d), free(al), free(dr);
+    char what[64];
+    snprintf(what, sizeof what, "cross_entropy(lse) N%d shard %d of %d", N, Vs, V);
+    check_cross_entropy(what, &xs, ts, N, Vs, lse, lser);
+    free_tb(&x), free_tb(&xs), free(lse), free(lser), free(ts);
 }
 
 /* --------------------------------------------------------------- threads */

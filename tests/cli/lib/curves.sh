@@ -14,6 +14,13 @@
 #   same_bits DESCRIPTION RUN_A RUN_B   identical loss and grad_norm at every
 #       one of 20 steps
 #   same_ckpt DESCRIPTION RUN_A RUN_B   every file of step 20 identical
+#   resumes NAME FLAGS NAME2 FLAGS2 NAME3 FLAGS3   checkpoints across layouts
+#       (FLAGS hold --nproc): $tmp/half trained under NAME to step 10, resumed
+#       as one process ($tmp/half1, a copy) and under NAME2; $tmp/half2 one
+#       process to step 10, resumed under NAME3; each continues $tmp/single's
+#       curve from step 11. 9 checks
+#   exposed_comm DESCRIPTION RUN   every one of RUN's 20 steps reports
+#       0 < comm_exposed_s <= comm_total_s (collectives that block)
 same_curve() {
     /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" "$4" "$5" <<'PY'
 import json, sys
@@ -43,4 +50,23 @@ same_ckpt() {
     d=0
     for f in "$2"/checkpoint/step-00000020/*; do cmp -s "$f" "$3/checkpoint/step-00000020/${f##*/}" || d=1; done
     [ $d -eq 0 ] && [ -f "$3/checkpoint/step-00000020/metadata.json" ] && ok "$1" || fail "$1"
+}
+resumes() {
+    expect 0 "" "$1 to step 10" -- "$bin/titan-train" -q "$tmp/half" $2 --stop-at 10
+    cp -r "$tmp/half" "$tmp/half1"
+    expect 0 "" "resume the $1 checkpoint as one process" -- "$bin/titan-train" -q "$tmp/half1"
+    curve "$1 -> one process resume continues the curve" "$tmp/single" "$tmp/half1" 11
+    expect 0 "" "resume the $1 checkpoint under $3" -- "$bin/titan-train" -q "$tmp/half" $4
+    curve "$1 -> $3 resume continues the curve" "$tmp/single" "$tmp/half" 11
+    expect 0 "" "one process to step 10" -- "$bin/titan-train" -q "$tmp/half2" --stop-at 10
+    expect 0 "" "resume the one-process checkpoint under $5" -- "$bin/titan-train" -q "$tmp/half2" $6
+    curve "one process -> $5 resume continues the curve" "$tmp/single" "$tmp/half2" 11
+}
+exposed_comm() {
+    if /usr/bin/python3 - "$2/metrics.jsonl" <<'PY'
+import json, sys
+d = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(0 if len(d) == 20 and all(0 < x["comm_exposed_s"] <= x["comm_total_s"] + 1e-9 for x in d) else 1)
+PY
+    then ok "$1"; else fail "$1"; fi
 }

@@ -4,7 +4,8 @@
 # gives the tiny model they all train, $TINY (2 layers of dim 32, 4 heads
 # over 2 kv heads, 20 steps of local batch 2, checkpoints at 10 and 20, on
 # shard_man_corpus's $tmp/data), $cfg and the flags (parallelism, bf16,
-# cpu-guard) more than one of them uses, and same_validation (below).
+# cpu-guard) more than one of them uses, same_validation and under_mpirun
+# (below).
 #   TINY_GLOBAL_BATCH=N   set before sourcing: the global batch (default 4)
 EXPECT_TIMEOUT=120
 . "$(dirname "$0")/lib/tap.sh"
@@ -41,4 +42,18 @@ sys.exit(0 if worst <= 1e-5 else 1)
 PY
     then ok "$1 validation loss = one process's ($(cat "$tmp/err"))"
     else fail "$1 validation loss = one process's ($(cat "$tmp/err"))"; fi
+}
+
+# under_mpirun NAME FLAGS: $tmp/mpi trained by 2 ranks started by mpirun
+# (PMIx) with FLAGS must follow $tmp/single's curve. 2 checks (a skip
+# without mpirun).
+under_mpirun() {
+    if command -v mpirun >/dev/null 2>&1; then
+        "$bin/titan-init" -q "$cfg" "$tmp/mpi" $TINY 2>"$tmp/err" || fail "init mpi"
+        expect 0 "" "train $1 under mpirun (PMIx)" -- mpirun --allow-run-as-root --oversubscribe -n 2 \
+            "$bin/titan-train" -q "$tmp/mpi" $2
+        curve "mpirun $1 loss curve = one process" "$tmp/single" "$tmp/mpi"
+    else
+        skip "train $1 under mpirun" "mpirun not found"
+    fi
 }
