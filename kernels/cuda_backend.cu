@@ -252,6 +252,7 @@ static const titan_backend cuda_backend = {
     .convert = titan_cuda_convert,
     .matmul_forward = titan_cuda_matmul_forward,
     .matmul_backward = titan_cuda_matmul_backward,
+    .matmul_add_forward = titan_cuda_matmul_add_forward,
     .add = titan_cuda_add,
     .embedding_forward = titan_cuda_embedding_forward,
     .embedding_backward = titan_cuda_embedding_backward,

@@ -221,6 +221,8 @@ double titan_cuda_sumsq(const float *x, size_t n);
 int titan_cuda_matmul_open(char *msg, size_t msg_len);
 void titan_cuda_matmul_forward(titan_dtype dt, void *out, const void *inp, const void *w, int N,
                                int IC, int OC);
+void titan_cuda_matmul_add_forward(titan_dtype dt, void *out, const void *inp, const void *w,
+                                   const void *resid, int N, int IC, int OC);
 void titan_cuda_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw,
                                 const void *dout, const void *inp, const void *w, int N, int IC,
                                 int OC);

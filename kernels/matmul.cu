@@ -1,5 +1,7 @@
 /* matmul.cu - the linear layer's products through cuBLASLt:
  *   forward   out[N,OC]  = inp[N,IC] @ w[OC,IC]^T
+ *             out[N,OC]  = resid[N,OC] + inp @ w^T (the residual add in the
+ *                          epilogue: C = resid, D = out, beta 1)
  *   backward  dinp[N,IC] (+)= dout @ w,   dw[OC,IC] (+)= dout^T @ inp (dw fp32)
  * The backward's acc mask picks beta per output: 1 adds into it (+=), 0
  * overwrites it (=): cuBLASLt then reads nothing of C, so a NaN there does
@@ -9,8 +11,8 @@
  *   dt = f32:  A, B, C, D fp32. No TF32 (that would be COMPUTE_32F_FAST_TF32),
  *              results stay within ~1e-6 relative of the CPU backend.
  *   dt = bf16: A, B bf16 (tensor cores, fp32 accumulate); out and dinp bf16
- *              (C = D, the epilogue computes alpha*acc + beta*C in fp32 and
- *              rounds once); dw fp32 (C = D fp32 with bf16 A, B: a combination
+ *              (the epilogue computes alpha*acc + beta*C in fp32 and rounds
+ *              once; C = D but for the residual product); dw fp32 (C = D fp32 with bf16 A, B: a combination
  *              cuBLASLt supports).
  * A bf16 output must not be rounded more than once, so split-K algorithms
  * that reduce "in place" in the output type are excluded for it (the
@@ -55,7 +57,7 @@ enum { WORKSPACE_BYTES = 32 << 20, CACHE_SLOTS = 128 };
 typedef struct {
     int32_t ta, tb, m, n, k, lda, ldb, ldc;
     int32_t ab_type, cd_type;           /* cudaDataType_t */
-    uint32_t align_a, align_b, align_c; /* bytes; D is C */
+    uint32_t align_a, align_b, align_c; /* bytes; of C and D both (one layout) */
 } gemm_key;
 
 typedef struct {
@@ -208,15 +210,16 @@ static gemm_plan *plan_get(const gemm_key *key) {
 
 #define FB_TILE 16
 
-/* Column-major C[m,n] = op(A) op(B) + beta C (alpha 1), one thread per
- * element of C, FB_TILE x FB_TILE blocks; k is walked in tiles staged in
+/* Column-major D[m,n] = op(A) op(B) + beta C (alpha 1; D may be C), one
+ * thread per element of D, FB_TILE x FB_TILE blocks; k is walked in tiles staged in
  * shared memory as fp32, each sum in order l = 0..k-1. beta == 0 does not
  * read C. ta/tb: 1 for a transposed operand. Column tiles run along
  * blockIdx.x (n is the token count in the forward and dinp products, up to
  * 2^30), row tiles along blockIdx.y (m is a model dimension). */
 template <typename AB, typename CD>
 __global__ void gemm_fallback_kernel(int ta, int tb, int m, int n, int k, const AB *A, int lda,
-                                     const AB *B, int ldb, float beta, CD *C, int ldc) {
+                                     const AB *B, int ldb, float beta, const CD *C, CD *D,
+                                     int ldc) {
     __shared__ float As[FB_TILE][FB_TILE + 1], Bs[FB_TILE][FB_TILE + 1];
     int tx = threadIdx.x, ty = threadIdx.y;
     int i = blockIdx.y * FB_TILE + tx, j = blockIdx.x * FB_TILE + ty;
@@ -236,30 +239,32 @@ __global__ void gemm_fallback_kernel(int ta, int tb, int m, int n, int k, const 
         __syncthreads();
     }
     if (i < m && j < n) {
-        CD *c = C + (size_t)j * ldc + i;
-        store_f32(c, beta == 0.0f ? acc : acc + beta * load_f32(c));
+        size_t at = (size_t)j * ldc + i;
+        store_f32(D + at, beta == 0.0f ? acc : acc + beta * load_f32(C + at));
     }
 }
 
 template <typename AB, typename CD>
 static void gemm_fallback_launch(const gemm_key *key, const void *A, const void *B, float beta,
-                                 void *C) {
+                                 const void *C, void *D) {
     unsigned gy = (unsigned)((key->m + FB_TILE - 1) / FB_TILE);
     if (gy > 65535)
         titan_cuda_panic(__FILE__, __LINE__, "gemm_fallback_kernel", "m above 65535 * 16");
     dim3 grid((unsigned)((key->n + FB_TILE - 1) / FB_TILE), gy), block(FB_TILE, FB_TILE);
     gemm_fallback_kernel<AB, CD><<<grid, block>>>(key->ta != CUBLAS_OP_N, key->tb != CUBLAS_OP_N,
                                                   key->m, key->n, key->k, (const AB *)A, key->lda,
-                                                  (const AB *)B, key->ldb, beta, (CD *)C, key->ldc);
+                                                  (const AB *)B, key->ldb, beta, (const CD *)C,
+                                                  (CD *)D, key->ldc);
     CUDA_CHECK_LAUNCH();
 }
 
-static void gemm_fallback(const gemm_key *key, const void *A, const void *B, float beta, void *C) {
+static void gemm_fallback(const gemm_key *key, const void *A, const void *B, float beta,
+                          const void *C, void *D) {
     int ab16 = key->ab_type == CUDA_R_16BF, cd16 = key->cd_type == CUDA_R_16BF;
-    if (ab16 && cd16) gemm_fallback_launch<bf16, bf16>(key, A, B, beta, C);
-    else if (ab16) gemm_fallback_launch<bf16, float>(key, A, B, beta, C);
-    else if (cd16) gemm_fallback_launch<float, bf16>(key, A, B, beta, C);
-    else gemm_fallback_launch<float, float>(key, A, B, beta, C);
+    if (ab16 && cd16) gemm_fallback_launch<bf16, bf16>(key, A, B, beta, C, D);
+    else if (ab16) gemm_fallback_launch<bf16, float>(key, A, B, beta, C, D);
+    else if (cd16) gemm_fallback_launch<float, bf16>(key, A, B, beta, C, D);
+    else gemm_fallback_launch<float, float>(key, A, B, beta, C, D);
 }
 
 /* ------------------------------------------------------------------ gemm */
@@ -272,16 +277,20 @@ static cudaDataType_t lt_type(titan_dtype dt, const char *op) {
     titan_cuda_bad_dtype(__FILE__, __LINE__, op, dt);
 }
 
-/* Column-major C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, as cuBLAS sees it;
- * A and B of type ab, C (= D) of type cd. */
+/* Column-major D[m,n] = op(A)[m,k] op(B)[k,n] + beta C, as cuBLAS sees it;
+ * A and B of type ab, C and D of type cd in one layout; C NULL is D. */
 static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                  cudaDataType_t ab, const void *A, int lda, const void *B, int ldb,
-                 cudaDataType_t cd, float beta, void *C, int ldc) {
+                 cudaDataType_t cd, float beta, const void *C, void *D, int ldc) {
     if (m <= 0 || n <= 0) return;
     size_t es = type_size(cd);
-    if (k <= 0) { /* an empty sum: C = beta C */
+    if (!C) C = D;
+    if (k <= 0) { /* an empty sum: D = beta C */
         if (beta == 0.0f)
-            CUDA_CHECK(cudaMemset2D(C, (size_t)ldc * es, 0, (size_t)m * es, (size_t)n));
+            CUDA_CHECK(cudaMemset2D(D, (size_t)ldc * es, 0, (size_t)m * es, (size_t)n));
+        else if (C != D) /* beta 1: the residual's copy */
+            CUDA_CHECK(cudaMemcpy2D(D, (size_t)ldc * es, C, (size_t)ldc * es, (size_t)m * es,
+                                    (size_t)n, cudaMemcpyDeviceToDevice));
         return;
     }
     if (!g_mm.ready)
@@ -294,14 +303,16 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
     key.align_a = alignment(A, (uint32_t)type_size(ab));
     key.align_b = alignment(B, (uint32_t)type_size(ab));
     key.align_c = alignment(C, (uint32_t)es);
+    uint32_t align_d = alignment(D, (uint32_t)es);
+    if (align_d < key.align_c) key.align_c = align_d;
     float alpha = 1.0f;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     pthread_mutex_lock(&g_mm_mutex);
     gemm_plan *p = plan_get(&key);
     if (p->fallback)
-        gemm_fallback(&key, A, B, beta, C);
+        gemm_fallback(&key, A, B, beta, C, D);
     else
-        st = cublasLtMatmul(g_mm.lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc,
+        st = cublasLtMatmul(g_mm.lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, D, p->lc,
                             &p->algo, g_mm.workspace, WORKSPACE_BYTES, 0);
     pthread_mutex_unlock(&g_mm_mutex);
     CUBLAS_CHECK(st);
@@ -315,7 +326,15 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
 void titan_cuda_matmul_forward(titan_dtype dt, void *out, const void *inp, const void *w, int N,
                                int IC, int OC) {
     cudaDataType_t t = lt_type(dt, "matmul_forward");
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, t, w, IC, inp, IC, t, 0.0f, out, OC);
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, t, w, IC, inp, IC, t, 0.0f, NULL, out, OC);
+}
+
+/* out[N,OC] = resid[N,OC] + inp @ w^T: the forward's product with C = resid,
+ * beta 1 (the epilogue adds in fp32 and rounds once; out may be resid). */
+void titan_cuda_matmul_add_forward(titan_dtype dt, void *out, const void *inp, const void *w,
+                                   const void *resid, int N, int IC, int OC) {
+    cudaDataType_t t = lt_type(dt, "matmul_add_forward");
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, t, w, IC, inp, IC, t, 1.0f, resid, out, OC);
 }
 
 /* dinp[N,IC] += dout[N,OC] @ w[OC,IC]  <=>  dinp^T[IC,N] += w^T[IC,OC] dout^T[OC,N];
@@ -326,8 +345,9 @@ void titan_cuda_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw,
                                 int OC) {
     cudaDataType_t t = lt_type(dt, "matmul_backward");
     float beta_x = acc & TITAN_ACC_DX ? 1.0f : 0.0f, beta_w = acc & TITAN_ACC_DW ? 1.0f : 0.0f;
-    if (dinp) gemm(CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, t, w, IC, dout, OC, t, beta_x, dinp, IC);
+    if (dinp)
+        gemm(CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, t, w, IC, dout, OC, t, beta_x, NULL, dinp, IC);
     if (dw)
-        gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, t, inp, IC, dout, OC, CUDA_R_32F, beta_w, dw,
-             IC);
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, t, inp, IC, dout, OC, CUDA_R_32F, beta_w, NULL,
+             dw, IC);
 }

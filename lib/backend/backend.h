@@ -95,6 +95,14 @@ typedef struct titan_backend {
      * dinp or dw may be NULL (skip). */
     void (*matmul_backward)(titan_dtype dt, int acc, void *dinp, float *dw, const void *dout,
                             const void *inp, const void *w, int N, int IC, int OC);
+    /* out[N,OC] = resid[N,OC] + inp[N,IC] @ w[OC,IC]^T: a residual branch's
+     * output projection with the residual add in the product's epilogue,
+     * accumulated in fp32 and rounded once (in fp32 the bits of
+     * matmul_forward then add; in bf16 one rounding fewer). One pass over
+     * out instead of the product's write plus add's three. out may alias
+     * resid. The backward is matmul_backward's (resid's gradient is dout). */
+    void (*matmul_add_forward)(titan_dtype dt, void *out, const void *inp, const void *w,
+                               const void *resid, int N, int IC, int OC);
 
     /* out[i] = a[i] + b[i]; out may alias a or b */
     void (*add)(titan_dtype dt, void *out, const void *a, const void *b, size_t n);

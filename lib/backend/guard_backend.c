@@ -293,6 +293,19 @@ static void g_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw, co
     leave();
 }
 
+/* out is written, not read, unless it is resid: poisoned otherwise. */
+static void g_matmul_add_forward(titan_dtype dt, void *out, const void *inp, const void *w, const void *resid,
+                                 int N, int IC, int OC) {
+    enter();
+    DEV("matmul_add_forward", out, (size_t)N * OC * elem(dt));
+    DEV("matmul_add_forward", inp, (size_t)N * IC * elem(dt));
+    DEV("matmul_add_forward", w, (size_t)OC * IC * elem(dt));
+    DEV("matmul_add_forward", resid, (size_t)N * OC * elem(dt));
+    poison(out != resid ? out : NULL, (size_t)N * OC * elem(dt), 0, TITAN_ACC_DX);
+    cpu()->matmul_add_forward(dt, out, inp, w, resid, N, IC, OC);
+    leave();
+}
+
 static void g_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n) {
     enter();
     DEV("add", out, n * elem(dt));
@@ -503,6 +516,7 @@ static const titan_backend guard_backend = {
     .convert = g_convert,
     .matmul_forward = g_matmul_forward,
     .matmul_backward = g_matmul_backward,
+    .matmul_add_forward = g_matmul_add_forward,
     .add = g_add,
     .embedding_forward = g_embedding_forward,
     .embedding_backward = g_embedding_backward,

@@ -95,6 +95,12 @@ static void p_matmul_forward(titan_dtype dt, void *out, const void *inp, const v
     TIMED("matmul_forward", 2.0 * N * IC * OC, IN->matmul_forward(dt, out, inp, w, N, IC, OC),
           "N=%d IC=%d OC=%d", N, IC, OC);
 }
+static void p_matmul_add_forward(titan_dtype dt, void *out, const void *inp, const void *w,
+                                 const void *resid, int N, int IC, int OC) {
+    TIMED("matmul_add_forward", 2.0 * N * IC * OC,
+          IN->matmul_add_forward(dt, out, inp, w, resid, N, IC, OC), "N=%d IC=%d OC=%d%s", N, IC, OC,
+          out == resid ? " in place" : "");
+}
 /* Shapes say which gradient outputs add ("+="): those read their old values. */
 static const char *adds(int acc, int bit) { return acc & bit ? "+=" : ""; }
 
@@ -217,6 +223,7 @@ titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profil
     titan_backend *t = &p->table;
     t->zero = p_zero, t->to_device = p_to_device, t->to_host = p_to_host, t->convert = p_convert;
     t->matmul_forward = p_matmul_forward, t->matmul_backward = p_matmul_backward;
+    t->matmul_add_forward = p_matmul_add_forward;
     t->add = p_add;
     t->embedding_forward = p_embedding_forward, t->embedding_backward = p_embedding_backward;
     t->rmsnorm_forward = p_rmsnorm_forward, t->rmsnorm_backward = p_rmsnorm_backward;

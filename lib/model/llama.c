@@ -768,6 +768,23 @@ int titan_llama_blocks(const titan_llama *m) { return m->L + 2; }
 
 void titan_llama_zero_grads(titan_llama *m) { m->grads_fresh = 1; }
 
+/* dst = resid + inp[N, IC] @ w^T, a residual branch's output projection
+ * (wo, w2): one product with the add in its epilogue, rounded once. Under
+ * tp the row-parallel product is partial over the rank's heads or hidden
+ * units: it goes to scratch, is summed over the group, then added. dst may
+ * be scratch. */
+static void residual_out(titan_llama *m, void *dst, const void *inp, const void *w, const void *resid, int IC,
+                         void *scratch) {
+    const titan_backend *be = m->be;
+    if (!m->tp) {
+        be->matmul_add_forward(m->dt, dst, inp, w, resid, m->N, IC, m->C);
+        return;
+    }
+    be->matmul_forward(m->dt, part_of(m, scratch), inp, w, m->N, IC, m->C);
+    tp_reduce(m, part_of(m, scratch), scratch);
+    be->add(m->dt, dst, resid, scratch, (size_t)m->NR * m->C);
+}
+
 /* One transformer block: x -> out, intermediates into a. out may hold
  * anything on entry (it is used as the projection scratch). With rerun (in
  * backward, before the layer's backward) only what the layer did not keep
@@ -778,7 +795,7 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
     titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
     layer_keep keep = keep_of_layer(m, l);
-    int N = m->N, NR = m->NR, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
+    int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
     const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
 #define NEED(id) (!rerun || !layer_keeps(keep, id))
 
@@ -793,21 +810,13 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
         keep_error(m, titan_attention_cp_forward(m->cpa, a.att, a.lse, a.q, a.k, a.v));
     else if (NEED(A_ATT))
         be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->T, m->NH, m->NKV, m->HD);
-    if (NEED(A_H)) {
-        be->matmul_forward(dt, part_of(m, out), a.att, W_layer(m, l, P_WO), N, QD, C);
-        tp_reduce(m, part_of(m, out), out); /* row-parallel wo: partial over the rank's heads */
-        be->add(dt, a.h, x, out, (size_t)NR * C);
-    }
+    if (NEED(A_H)) residual_out(m, a.h, a.att, W_layer(m, l, P_WO), x, QD, out);
 
     if (NEED(A_N2)) norm_forward(m, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM));
     if (NEED(A_H1)) be->matmul_forward(dt, a.h1, a.n2, W_layer(m, l, P_W1), N, C, H);
     if (NEED(A_H3)) be->matmul_forward(dt, a.h3, a.n2, W_layer(m, l, P_W3), N, C, H);
     if (NEED(A_SW)) be->swiglu_forward(dt, a.sw, a.h1, a.h3, N, H);
-    if (!rerun) {
-        be->matmul_forward(dt, part_of(m, out), a.sw, W_layer(m, l, P_W2), N, H, C);
-        tp_reduce(m, part_of(m, out), out);
-        be->add(dt, out, a.h, out, (size_t)NR * C);
-    }
+    if (!rerun) residual_out(m, out, a.sw, W_layer(m, l, P_W2), a.h, H, out);
 #undef NEED
 }
 

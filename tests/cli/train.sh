@@ -137,7 +137,7 @@ for step in (3, 6):
     t = json.load(open("%s/iteration_%d/rank0_trace.json" % (root, step)))
     ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]
     names = {e["name"] for e in ev}
-    need = {"matmul_forward", "matmul_backward", "attention_forward", "attention_backward", "cross_entropy",
+    need = {"matmul_forward", "matmul_add_forward", "matmul_backward", "attention_forward", "attention_backward", "cross_entropy",
             "adamw_step", "embedding_backward", "rmsnorm_backward"}
     assert need <= names, need - names
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in ev)

@@ -376,6 +376,20 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     return cudaMemcpy(dst, src, n, kind);
 }
 
+/* device to device only (the backend's one use); rows of width bytes */
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height, cudaMemcpyKind kind) {
+    if (width == 0 || height == 0) return cudaSuccess;
+    if (kind != cudaMemcpyDeviceToDevice || width > dpitch || width > spitch ||
+        !emu::is_device(dst, dpitch * (height - 1) + width) ||
+        !emu::is_device(src, spitch * (height - 1) + width))
+        return record(cudaErrorInvalidValue);
+    emu::DeviceScope scope;
+    for (size_t r = 0; r < height; r++)
+        memmove((unsigned char *)dst + r * dpitch, (const unsigned char *)src + r * spitch, width);
+    return cudaSuccess;
+}
+
 /* a __device__ variable is a host global here */
 cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t n, size_t offset,
                                  cudaMemcpyKind kind) {

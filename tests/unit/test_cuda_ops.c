@@ -443,6 +443,38 @@ static void test_matmul(int N, int IC, int OC) {
     free(inp), free(w), free(dout), free(dinp), free(dw), free(out);
 }
 
+/* out = resid + inp @ w^T (cuBLASLt's C = resid, D = out): out starts as
+ * NaN (written, never read), in place (D = C), a residual and output off
+ * 16-byte alignment (the plan takes the smaller of C's and D's), and the
+ * same bits again */
+static void test_matmul_add(int N, int IC, int OC) {
+    titan_dtype dt = cur_dt;
+    char name[96];
+    size_t es = esize(dt), ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    char *inp = randd(ni, -1, 1), *w = randd(nw, -0.5, 0.5), *resid = randd(no + 1, -2, 2);
+    char *out = hostd(no), *nan = hostd(no + 1);
+    memset(nan, 0xff, (no + 1) * es);
+    char *d_inp = upd(inp, ni), *d_w = upd(w, nw), *d_resid = upd(resid, no + 1), *d_out = upd(nan, no + 1);
+    cpu->matmul_add_forward(dt, out, inp, w, resid, N, IC, OC);
+    gpu->matmul_add_forward(dt, d_out, d_inp, d_w, d_resid, N, IC, OC);
+    snprintf(name, sizeof name, "matmul_add_forward N=%d IC=%d OC=%d", N, IC, OC);
+    check_devd(name, d_out, out, no, tol(MATMUL));
+    char *d_out2 = upd(nan, no);
+    gpu->matmul_add_forward(dt, d_out2, d_inp, d_w, d_resid, N, IC, OC);
+    check_dev_bits("matmul_add_forward repeats bitwise", d_out2, d_out, no * es);
+    gpu->matmul_add_forward(dt, d_resid, d_inp, d_w, d_resid, N, IC, OC); /* in place */
+    check_dev_bits("matmul_add_forward in place (out == resid)", d_resid, d_out, no * es);
+    gpu->to_device(d_resid, resid, (no + 1) * es);
+    gpu->to_device(d_out, nan, (no + 1) * es);
+    cpu->matmul_add_forward(dt, out, inp, w, resid + es, N, IC, OC);
+    gpu->matmul_add_forward(dt, d_out + es, d_inp, d_w, d_resid + es, N, IC, OC);
+    check_devd("matmul_add_forward, resid and out one element off", d_out + es, out, no, tol(MATMUL));
+    gpu->matmul_add_forward(dt, d_out, d_inp, d_w, d_resid + es, N, IC, OC);
+    check_devd("matmul_add_forward, resid off, out aligned", d_out, out, no, tol(MATMUL));
+    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_resid), gpu->free(d_out), gpu->free(d_out2);
+    free(inp), free(w), free(resid), free(out), free(nan);
+}
+
 /* pointers one element past an allocation's start, as into a carved buffer
  * (4-byte aligned for f32, 2-byte for bf16); the backward added into, then
  * overwritten */
@@ -855,6 +887,8 @@ static void test_dtype_ops(titan_dtype dt) {
     test_matmul(67, 129, 95);
     test_matmul(256, 512, 384);
     test_matmul_unaligned(33, 65, 17);
+    test_matmul_add(67, 129, 95);
+    test_matmul_add(256, 512, 384);
     test_embedding(300, 96, 50, 0);
     test_embedding(700, 300, 3, 0); /* long runs; C over one block of columns */
     test_embedding(300, 96, 50, 1); /* 16-byte copies */

@@ -77,6 +77,56 @@ static void test_matmul(void) {
     free(dw), free(dinp2), free(twice);
 }
 
+/* matmul_add_forward: out = resid + inp @ w^T. Its backward is the matmul's
+ * for inp and w, and dout itself for resid: checked against finite
+ * differences of the double reference through matmul_backward. */
+typedef struct {
+    mm_ctx mm;
+    double *resid;
+} mma_ctx;
+
+static double mma_loss(void *p) {
+    mma_ctx *c = p;
+    size_t n = (size_t)c->mm.N * c->mm.OC;
+    return mm_loss(&c->mm) + dot_w(c->resid, c->mm.wt, n);
+}
+
+static void test_matmul_add(int N, int IC, int OC) {
+    char name[96];
+    size_t no = (size_t)N * OC;
+    float *inp = randf((size_t)N * IC, -1, 1), *w = randf((size_t)OC * IC, -1, 1);
+    float *resid = randf(no, -2, 2), *wt = randf(no, -1, 1), *out = randf(no, -1, 1);
+    mma_ctx c = {{N, IC, OC, to_double(inp, (size_t)N * IC), to_double(w, (size_t)OC * IC), wt},
+                 to_double(resid, no)};
+    for (size_t i = 0; i < no; i++) out[i] = NAN; /* overwritten, never read */
+    be->matmul_add_forward(TITAN_DTYPE_F32, out, inp, w, resid, N, IC, OC);
+    double *ref = zerosd(no);
+    mm_ref(ref, &c.mm);
+    for (size_t i = 0; i < no; i++) ref[i] += resid[i];
+    snprintf(name, sizeof name, "matmul_add forward %dx%dx%d", N, IC, OC);
+    check(name, out, ref, no, IC < 100 ? 1e-6 : 1e-5); /* fp32 sums of IC terms */
+    /* fp32: the bits of the product then add (backend.h) */
+    float *sep = zerosf(no);
+    be->matmul_forward(TITAN_DTYPE_F32, sep, inp, w, N, IC, OC);
+    be->add(TITAN_DTYPE_F32, sep, resid, sep, no);
+    snprintf(name, sizeof name, "matmul_add = matmul then add %dx%dx%d", N, IC, OC);
+    check_bits(name, out, sep, no * sizeof(float));
+    float *inplace = dupf(resid, no);
+    be->matmul_add_forward(TITAN_DTYPE_F32, inplace, inp, w, inplace, N, IC, OC);
+    snprintf(name, sizeof name, "matmul_add in place (out = resid) %dx%dx%d", N, IC, OC);
+    check_bits(name, inplace, out, no * sizeof(float));
+    float *dinp = zerosf((size_t)N * IC), *dw = zerosf((size_t)OC * IC);
+    be->matmul_backward(TITAN_DTYPE_F32, 0, dinp, dw, wt, inp, w, N, IC, OC);
+    snprintf(name, sizeof name, "matmul_add backward dinp (fd) %dx%dx%d", N, IC, OC);
+    check_grad(name, mma_loss, &c, c.mm.inp, dinp, (size_t)N * IC, 1e-5);
+    snprintf(name, sizeof name, "matmul_add backward dw (fd) %dx%dx%d", N, IC, OC);
+    check_grad(name, mma_loss, &c, c.mm.w, dw, (size_t)OC * IC, 1e-5);
+    snprintf(name, sizeof name, "matmul_add backward dresid = dout (fd) %dx%dx%d", N, IC, OC);
+    check_grad(name, mma_loss, &c, c.resid, wt, no, 1e-5);
+    free(inp), free(w), free(resid), free(wt), free(out), free(c.mm.inp), free(c.mm.w), free(c.resid);
+    free(ref), free(sep), free(inplace), free(dinp), free(dw);
+}
+
 /* -------------------------------------------------------------- embedding */
 
 static void test_embedding(void) {
@@ -814,6 +864,9 @@ int main(void) {
     be = titan_backend_cpu();
     titan_backend_cpu_set_threads(0);
     test_matmul();
+    test_matmul_add(19, 33, 17);
+    test_matmul_add(130, 300, 260); /* several sgemm blocks, each adding its residual */
+    test_matmul_add(40, 1500, 30);  /* K over OpenBLAS's panel: its partial sums must not meet resid */
     test_embedding();
     test_embedding_shard();
     test_rmsnorm();

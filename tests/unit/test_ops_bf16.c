@@ -156,6 +156,27 @@ static void test_matmul(int N, int IC, int OC) {
     free(y), free(yr), free(dw), free(dwr), free(dxr), free(dx0), free(dw0);
 }
 
+/* out = round(resid + inp @ w^T): the f32 op on the widened values, one
+ * rounding (not the product's and then add's); in place too. */
+static void test_matmul_add(int N, int IC, int OC) {
+    char name[96];
+    size_t no = (size_t)N * OC;
+    tb x = rand_tb((size_t)N * IC, -1, 1), w = rand_tb((size_t)OC * IC, -1, 1), r = rand_tb(no, -4, 4);
+    bf16 *y = malloc(no * sizeof(bf16));
+    float *yr = malloc(no * sizeof(float));
+    memset(y, 0xff, no * sizeof(bf16)); /* NaN: overwritten, never read */
+    be->matmul_add_forward(BF16, y, x.h, w.h, r.h, N, IC, OC);
+    be->matmul_add_forward(F32, yr, x.f, w.f, r.f, N, IC, OC);
+    snprintf(name, sizeof name, "matmul_add_forward %dx%dx%d", N, IC, OC);
+    check_rounded(name, y, yr, no);
+    bf16 *in = dup(r.h, no * sizeof(bf16));
+    be->matmul_add_forward(BF16, in, x.h, w.h, in, N, IC, OC);
+    snprintf(name, sizeof name, "matmul_add_forward in place %dx%dx%d", N, IC, OC);
+    report(!memcmp(in, y, no * sizeof(bf16)), name, "bitwise equal to out of place");
+    free_tb(&x), free_tb(&w), free_tb(&r);
+    free(y), free(yr), free(in);
+}
+
 /* One block of the CPU matmul is one sgemm: the bf16 result is a plain
  * single-threaded sgemm of the widened inputs, rounded. */
 static void test_matmul_sgemm(void) {
@@ -632,6 +653,9 @@ int main(void) {
     test_convert();
     test_matmul(37, 70, 45);
     test_matmul(130, 300, 260); /* tiled into several sgemm blocks */
+    test_matmul_add(37, 70, 45);
+    test_matmul_add(130, 300, 260);
+    test_matmul_add(40, 1500, 30);
     test_matmul_sgemm();
     test_add();
     test_embedding(0);

@@ -150,6 +150,7 @@ static const titan_backend cpu_backend = {
     .convert = titan_cpu_convert,
     .matmul_forward = titan_cpu_dt_matmul_forward,
     .matmul_backward = titan_cpu_dt_matmul_backward,
+    .matmul_add_forward = titan_cpu_dt_matmul_add_forward,
     .add = titan_cpu_dt_add,
     .embedding_forward = titan_cpu_dt_embedding_forward,
     .embedding_backward = titan_cpu_dt_embedding_backward,

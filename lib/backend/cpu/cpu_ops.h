@@ -31,6 +31,8 @@ void titan_cpu_scale(float *x, size_t n, float s);
 
 /* matmul.c */
 void titan_cpu_matmul_forward(float *out, const float *inp, const float *w, int N, int IC, int OC);
+void titan_cpu_matmul_add_forward(float *out, const float *inp, const float *w, const float *resid,
+                                  int N, int IC, int OC);
 /* Backward ops take backend.h's acc mask first: which outputs add (+=). */
 void titan_cpu_matmul_backward(int acc, float *dinp, float *dw, const float *dout,
                                const float *inp, const float *w, int N, int IC, int OC);
@@ -86,6 +88,8 @@ void titan_cpu_convert(void *dst, titan_dtype dst_type, const void *src, titan_d
                        size_t n);
 void titan_cpu_dt_matmul_forward(titan_dtype dt, void *out, const void *inp, const void *w, int N,
                                  int IC, int OC);
+void titan_cpu_dt_matmul_add_forward(titan_dtype dt, void *out, const void *inp, const void *w,
+                                     const void *resid, int N, int IC, int OC);
 void titan_cpu_dt_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw, const void *dout,
                                   const void *inp, const void *w, int N, int IC, int OC);
 void titan_cpu_dt_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n);

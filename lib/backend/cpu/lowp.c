@@ -130,6 +130,25 @@ void titan_cpu_dt_matmul_forward(titan_dtype dt, void *out, const void *inp, con
     free(mem);
 }
 
+/* The fp32 product plus the widened residual, rounded once to bf16:
+ * round(resid + sum), not round(resid + round(sum)). */
+void titan_cpu_dt_matmul_add_forward(titan_dtype dt, void *out, const void *inp, const void *w,
+                                     const void *resid, int N, int IC, int OC) {
+    if (is_f32(dt, "matmul_add_forward")) {
+        titan_cpu_matmul_add_forward(out, inp, w, resid, N, IC, OC);
+        return;
+    }
+    size_t no = (size_t)N * OC, ni = (size_t)N * IC, nw = (size_t)OC * IC;
+    float *y, *r, *x, *wf;
+    void *mem = stage(4, (size_t[]){no, no, ni, nw}, (float **const[]){&y, &r, &x, &wf});
+    widen_all(r, resid, no);
+    widen_all(x, inp, ni);
+    widen_all(wf, w, nw);
+    titan_cpu_matmul_add_forward(y, x, wf, r, N, IC, OC);
+    narrow_all(out, y, no);
+    free(mem);
+}
+
 /* In the bf16 ops below, an output that is overwritten (acc bit clear) is
  * never widened: the fp32 kernel overwrites its copy. */
 void titan_cpu_dt_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw,
