@@ -23,6 +23,7 @@ static void usage(FILE *f) {
             "up to training.steps, checkpointing every checkpoint.interval steps.\n"
             "\n"
             "  --data DIR          shard directory (same as --training.dataset_path=DIR)\n"
+            "  --device DEV        cpu, cuda, cuda:N or auto (same as --training.device=DEV)\n"
             "  --nproc N           start N local ranks of titan-train and wait for them\n"
             "                      (mpirun/srun start the ranks themselves)\n"
             "  --print-config      print the resolved config and exit\n"
@@ -89,7 +90,7 @@ static int int_value(const char *opt, const char *s, long long lo, long long hi,
 int main(int argc, char **argv) {
     titan_cpu_env_setup(argv);
     titan_log_init("titan-train");
-    const char *pos = NULL, *data = NULL;
+    const char *pos = NULL, *data = NULL, *device = NULL;
     int print = 0;
     titan_train_opts opts = {.prompt = "", .temperature = 0.0};
     int nproc = 0;
@@ -107,6 +108,9 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--data")) {
             if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
             data = argv[++i];
+        } else if (!strcmp(a, "--device")) {
+            if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
+            device = argv[++i];
         } else if (!strcmp(a, "--nproc")) {
             if (!need_value(i, argc, a)) return titan_report(TITAN_ERR_USAGE);
             long long v;
@@ -161,6 +165,11 @@ int main(int argc, char **argv) {
     else
         st = titan_run_load_config(&cfg, pos);
     if (st == TITAN_OK && data) snprintf(cfg.training_dataset_path, sizeof cfg.training_dataset_path, "%s", data);
+    if (st == TITAN_OK && device) {
+        char kv[TITAN_STR + 32];
+        snprintf(kv, sizeof kv, "--training.device=%s", device);
+        st = titan_config_override(&cfg, kv);
+    }
     if (st == TITAN_OK) st = titan_args_apply_overrides(&cfg, argc - 1, argv + 1);
     if (st == TITAN_OK) st = titan_config_validate(&cfg);
     if (st != TITAN_OK) return titan_report(st);

@@ -34,6 +34,11 @@ grep -q "steps = 77" "$tmp/out" && ok "print-config shows the override" || fail 
 cp "$tmp/out" "$tmp/printed.toml"
 expect 0 "" "printed config loads back" -- "$bin/titan-train" --print-config "$tmp/printed.toml"
 cmp -s "$tmp/out" "$tmp/printed.toml" && ok "printed config round-trips" || fail "printed config round-trips"
+expect 0 "" "--device sets training.device" -- "$bin/titan-train" --print-config "$cfg" --device cpu-guard
+grep -q 'device = "cpu-guard"' "$tmp/out" && ok "--device shows in the config" || fail "--device shows in the config"
+expect 0 "" "--training.device wins over --device" -- "$bin/titan-train" --print-config "$cfg" --training.device=cpu --device auto
+grep -q 'device = "cpu"' "$tmp/out" && ok "the override's device shows" || fail "the override's device shows"
+expect 2 "training.device" "--device with an unknown device is a usage error" -- "$bin/titan-train" --print-config "$cfg" --device tpu
 
 # --- init and train -----------------------------------------------------------
 expect 0 "" "titan-init tiny run" -- "$bin/titan-init" "$cfg" "$tmp/a" $TINY
