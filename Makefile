@@ -72,7 +72,7 @@ CU_OBJ   := $(CU_SRC:%.cu=build/obj/%.o)
 CUDA_OUT  = $(CUDA_SO) bin/libtitan-cuda.so
 NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 \
              -gencode arch=compute_90,code=[sm_90,compute_90]
-ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
+ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib $(CUDNN_INC) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
                 -Xcompiler -Wno-unused-parameter -MMD -MP
 # The whole CUDA backend on the CPU (tests/emu/cuda_emu.h): every kernels/*.cu
 # made host C++ by gen_kernels.awk, over a host CUDA runtime, cuBLASLt, CUB
@@ -81,15 +81,22 @@ ALL_NVCCFLAGS = -std=c++17 $(NVCCFLAGS) -Ilib -Xcompiler -fPIC,-fvisibility=hidd
 # (TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so).
 EMU_SO      = build/emu/libtitan-cuda-emu.so
 EMU_CU_SRC := $(CU_SRC)
-# cuDNN (tests/emu/cudnn_emu.cpp, a host interpreter of the backend graphs the
-# attention builds): only where cudnn.h is.
-CUDNN_H  := $(wildcard $(dir $(NVCC))../include/cudnn.h)
+# cuDNN's headers: kernels/cudnn_graph.cuh (the library itself is opened at
+# run time) and tests/emu/cudnn_emu.cpp (a host interpreter of the backend
+# graphs the attention builds). The toolkit's or the system's, else those of
+# PyTorch's cuDNN wheel (GPU images often have only that one); without any,
+# the backend is built without its cuDNN attention path.
+CUDNN_H  := $(firstword $(wildcard $(dir $(NVCC))../include/cudnn.h /usr/include/cudnn.h))
+ifeq ($(CUDNN_H),)
+CUDNN_H  := $(firstword $(wildcard $(shell python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)/include/cudnn.h))
+CUDNN_INC := $(if $(CUDNN_H),-isystem $(patsubst %/,%,$(dir $(CUDNN_H))))
+endif
 EMU_CU_OBJ := $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.o) build/emu/cuda/cuda_emu.o \
               build/emu/cuda/cublaslt_emu.o $(if $(NCCL_H),build/emu/cuda/nccl_emu.o) \
               $(if $(CUDNN_H),build/emu/cuda/cudnn_emu.o)
 EMU_SO_FLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fno-strict-aliasing \
                $(WARN) -Wno-unknown-pragmas $(filter -Werror,$(CFLAGS)) -Ilib -Ikernels -Itests/emu \
-               -isystem $(dir $(NVCC))../include -MMD -MP
+               -isystem $(dir $(NVCC))../include $(CUDNN_INC) -MMD -MP
 # Two tests on it, linked with its runtime: the emulator's own checks
 # (tests/emu/test_cuda_emu.cu, CUDA source made host C++ the same way: it
 # catches what it says), and attention_tc.cu against a double-precision
