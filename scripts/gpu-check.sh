@@ -23,6 +23,12 @@
 #      over shared memory (TITAN_COMM=shm) against FSDP 2 on the cpu, to $TOL;
 #   8. last (slow): test_cuda_ops under compute-sanitizer memcheck, at most
 #      $MEMCHECK_S seconds (240; 0 skips it).
+# Every test program and training run has STEP_TIMEOUT_S seconds (150; the
+# CLI test twice that): a hung kernel or collective fails its check and the
+# script goes on, so a lent machine's minutes are not lost to it. With
+# CHECK_BUDGET_S (seconds from the start, build included) no command runs
+# past it: what has no time left fails as "not run". Killed from outside
+# (TERM, INT), it still writes what it has to $OUT once its child is gone.
 # Prints one PASS/FAIL line per check, then tokens/s and MFU of both runs.
 # Logs, metrics and summary.txt land in build/gpu-check/; with $OUT set (the
 # device runner fetches it, 8 files at most) also $OUT/summary.txt,
@@ -49,6 +55,11 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo 2>/dev/null;
     export OPENBLAS_CORETYPE=SkylakeX
 fi
 export TITAN_NO_REEXEC=1
+STEP_S=${STEP_TIMEOUT_S:-150}
+BUDGET_S=${CHECK_BUDGET_S:-0}
+for v in "STEP_TIMEOUT_S=$STEP_S" "CHECK_BUDGET_S=$BUDGET_S"; do
+    case ${v#*=} in ''|*[!0-9]*) echo "gpu-check: error: $v: expected seconds" >&2; exit 2 ;; esac
+done
 bad=0
 summary=$out/summary.txt
 : >"$summary"
@@ -68,6 +79,29 @@ finish() {
     [ $bad -eq 0 ]
     exit
 }
+trap 'trap - TERM INT; failed "interrupted (TERM or INT) after $(( $(date +%s) - t_start )) s"; finish' TERM INT
+t_start=$(date +%s)
+# limit S: S seconds, or less where CHECK_BUDGET_S has less left (0: none)
+limit() {
+    lim=$1
+    if [ "$BUDGET_S" -gt 0 ]; then
+        left=$((BUDGET_S - ($(date +%s) - t_start)))
+        [ "$left" -ge "$lim" ] || lim=$left
+    fi
+    echo "$lim"
+}
+# tmo_for S CMD...: CMD with S seconds (then TERM, 5 s later KILL), fewer
+# when the budget has fewer; 124 when it ran out of time or had none.
+# tmo CMD...: the same with STEP_S.
+tmo_for() {
+    s=$(limit "$1")
+    shift
+    [ "$s" -gt 5 ] || { echo "gpu-check: not run: CHECK_BUDGET_S=$BUDGET_S spent" >&2; return 124; }
+    timeout -k 5 "$s" "$@"
+}
+tmo() { tmo_for "$STEP_S" "$@"; }
+# why RC: " timed out or not run (STEP_TIMEOUT_S, CHECK_BUDGET_S)" for 124, else ""
+late() { [ "$1" -eq 124 ] && echo " timed out or not run (STEP_TIMEOUT_S=$STEP_S, CHECK_BUDGET_S=$BUDGET_S)"; }
 
 # --- the machine ----------------------------------------------------------------
 { nvidia-smi 2>&1; echo; "${NVCC:-/usr/local/cuda/bin/nvcc}" --version 2>&1; echo; uname -a; nproc; } >"$out/machine.txt"
@@ -104,19 +138,19 @@ fi
 
 # --- unit tests -----------------------------------------------------------------
 unit() { # name: 0 passes, 77 is a skip (a failure for test_cuda_ops: the GPU did not open)
-    build/tests/$1 >"$out/$1.log" 2>&1
+    tmo build/tests/$1 >"$out/$1.log" 2>&1
     rc=$?
     if [ $rc -eq 0 ]; then pass "$1"
     elif [ $rc -eq 77 ] && [ "$1" != test_cuda_ops ]; then say "SKIP  $1: $(tail -n 1 "$out/$1.log")"
-    else failed "$1 (exit $rc): $(tail -n 1 "$out/$1.log")"; fi
+    else failed "$1 (exit $rc$(late $rc)): $(tail -n 1 "$out/$1.log")"; fi
 }
 unit test_cuda_ops
 # the same with every matmul on the fallback kernel (what runs when cuBLASLt offers no algorithm)
-if TITAN_CUDA_GEMM_FALLBACK=1 build/tests/test_cuda_ops >"$out/test_cuda_ops_fallback.log" 2>&1; then
+if tmo env TITAN_CUDA_GEMM_FALLBACK=1 build/tests/test_cuda_ops >"$out/test_cuda_ops_fallback.log" 2>&1; then
     pass "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1"
 else failed "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1: $(tail -n 1 "$out/test_cuda_ops_fallback.log")"; fi
 # and with bf16 attention on the CUDA-core kernels instead of the tensor-core ones
-if TITAN_CUDA_ATTENTION=simple build/tests/test_cuda_ops >"$out/test_cuda_ops_simple_attention.log" 2>&1; then
+if tmo env TITAN_CUDA_ATTENTION=simple build/tests/test_cuda_ops >"$out/test_cuda_ops_simple_attention.log" 2>&1; then
     pass "test_cuda_ops with TITAN_CUDA_ATTENTION=simple"
 else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=simple: $(tail -n 1 "$out/test_cuda_ops_simple_attention.log")"; fi
 # and with bf16 attention through cuDNN's fused flash attention (attention_cudnn.cu)
@@ -124,7 +158,7 @@ else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=simple: $(tail -n 1 "$out/t
 say "      cuDNN: ${TITAN_CUDNN_LIB:-libcudnn.so.9 from the linker's search path}"
 # (and cuDNN ran: a call it did not apply to falls back to titan's kernels silently)
 # cuDNN's own log of warnings and errors says why an engine refuses a graph
-if TITAN_CUDA_ATTENTION=cudnn CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn_api.log" \
+if tmo env TITAN_CUDA_ATTENTION=cudnn CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn_api.log" \
    build/tests/test_cuda_ops >"$out/test_cuda_ops_cudnn_attention.log" 2>&1 &&
    grep -q 'through cuDNN' "$out/test_cuda_ops_cudnn_attention.log"; then
     pass "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn ($(grep -o 'through cuDNN [0-9.]*' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1))"
@@ -134,12 +168,12 @@ else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn: $(grep -h 'error' "$
 # with its timing
 if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/attention_tc_check.cu \
         kernels/attention_tc.cu -o build/attention_tc_check >"$out/attention_tc_check.log" 2>&1 &&
-   build/attention_tc_check >>"$out/attention_tc_check.log" 2>&1; then
+   tmo build/attention_tc_check >>"$out/attention_tc_check.log" 2>&1; then
     pass "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"
 else failed "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"; fi
 grep '^bench' "$out/attention_tc_check.log" | while IFS= read -r l; do say "      $l"; done
 unit test_comm_nccl
-if sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
+if tmo_for $((2 * STEP_S)) sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
 else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')"; fi
 
 # --- the same training on cpu and on cuda ------------------------------------------
@@ -156,8 +190,9 @@ for r in cpu cuda resume async; do cp -r "$work/seed" "$work/$r"; done
 train() { # run-dir log args...: exit status, wall seconds into $secs
     d=$1; log=$2; shift 2
     t0=$(date +%s)
-    bin/titan-train "$work/$d" "$@" >"$out/$log.out" 2>"$out/$log.log"
+    tmo bin/titan-train "$work/$d" "$@" >"$out/$log.out" 2>"$out/$log.log"
     rc=$?
+    [ $rc -ne 124 ] || echo "gpu-check:$(late $rc)" >>"$out/$log.log"
     secs=$(( $(date +%s) - t0 ))
     cp "$work/$d/metrics.jsonl" "$out/$log.metrics.jsonl" 2>/dev/null
     return $rc
@@ -276,7 +311,7 @@ if [ "$DEV" = cpu-guard ] || [ "${ngpu:-0}" -ge 2 ]; then
             fi
             say "      $(grep 'device memory:' "$out/train_fsdp2_$c.log" | head -n 1)"
         else
-            failed "FSDP 2 on $DEV ($c communicators; see train_fsdp2_$c.log)"
+            failed "FSDP 2 on $DEV ($c communicators$(late $rc); see train_fsdp2_$c.log)"
         fi
     done
 else
@@ -302,7 +337,7 @@ say "      $(grep 'device memory:' "$out/train_cuda_bf16.log" | head -n 1)"
 # machine (it does under gVisor) is a SKIP.
 cs=$(command -v compute-sanitizer || echo "$(dirname "${NVCC:-/usr/local/cuda/bin/nvcc}")/compute-sanitizer")
 if [ "${MEMCHECK_S:-240}" -gt 0 ] && [ -x "$cs" ] && [ "$DEV" = cuda ]; then
-    timeout "${MEMCHECK_S:-240}" "$cs" --tool memcheck --error-exitcode 99 build/tests/test_cuda_ops \
+    tmo_for "${MEMCHECK_S:-240}" "$cs" --tool memcheck --error-exitcode 99 build/tests/test_cuda_ops \
         >"$out/memcheck.log" 2>&1; rc=$?
     if [ $rc -eq 0 ]; then pass "compute-sanitizer memcheck: test_cuda_ops clean"
     elif [ $rc -eq 99 ]; then
