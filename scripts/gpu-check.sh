@@ -39,7 +39,10 @@
 # `scripts/gpu-deps.sh fetch` where apt works and bring .gpu-deps along (the
 # device runner: carry [".gpu-deps"]); this script unpacks it when needed.
 # GPU_DEVICE=cpu-guard runs the same plumbing without a GPU (a check of this
-# script: the curves are then identical; the cuda unit test fails).
+# script: the CUDA programs are skipped, the curves are identical);
+# tests/cli/gpu_scripts.sh does so in the suite, with GPU_CHECK_BUILD=0 (the
+# build is there already: no make) and INIT_ARGS (more titan-init overrides,
+# there a short seq_len).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
@@ -128,7 +131,8 @@ if [ -n "$missing" ]; then
     finish
 fi
 # shellcheck disable=SC2086
-if make -j"$JOBS" ${TITAN_MAKE_VARS:-} >"$out/make.log" 2>&1; then pass "make -j$JOBS"; else failed "make -j$JOBS (see make.log)"; fi
+if [ "${GPU_CHECK_BUILD:-1}" = 0 ]; then say "SKIP  make: GPU_CHECK_BUILD=0"
+elif make -j"$JOBS" ${TITAN_MAKE_VARS:-} >"$out/make.log" 2>&1; then pass "make -j$JOBS"; else failed "make -j$JOBS (see make.log)"; fi
 if [ -f bin/libtitan-cuda.so ]; then
     pass "libtitan-cuda.so built"
 else
@@ -144,35 +148,41 @@ unit() { # name: 0 passes, 77 is a skip (a failure for test_cuda_ops: the GPU di
     elif [ $rc -eq 77 ] && [ "$1" != test_cuda_ops ]; then say "SKIP  $1: $(tail -n 1 "$out/$1.log")"
     else failed "$1 (exit $rc$(late $rc)): $(tail -n 1 "$out/$1.log")"; fi
 }
-unit test_cuda_ops
-# the same with every matmul on the fallback kernel (what runs when cuBLASLt offers no algorithm)
-if tmo env TITAN_CUDA_GEMM_FALLBACK=1 build/tests/test_cuda_ops >"$out/test_cuda_ops_fallback.log" 2>&1; then
-    pass "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1"
-else failed "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1: $(tail -n 1 "$out/test_cuda_ops_fallback.log")"; fi
-# and with bf16 attention on the CUDA-core kernels instead of the tensor-core ones
-if tmo env TITAN_CUDA_ATTENTION=simple build/tests/test_cuda_ops >"$out/test_cuda_ops_simple_attention.log" 2>&1; then
-    pass "test_cuda_ops with TITAN_CUDA_ATTENTION=simple"
-else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=simple: $(tail -n 1 "$out/test_cuda_ops_simple_attention.log")"; fi
-# and with bf16 attention through cuDNN's fused flash attention (attention_cudnn.cu)
-. scripts/find-cudnn.sh
-say "      cuDNN: ${TITAN_CUDNN_LIB:-libcudnn.so.9 from the linker's search path}"
-# (and cuDNN ran: a call it did not apply to falls back to titan's kernels silently)
-# cuDNN's own log of warnings and errors says why an engine refuses a graph
-if tmo env TITAN_CUDA_ATTENTION=cudnn CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn_api.log" \
-   build/tests/test_cuda_ops >"$out/test_cuda_ops_cudnn_attention.log" 2>&1 &&
-   grep -q 'through cuDNN' "$out/test_cuda_ops_cudnn_attention.log"; then
-    pass "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn ($(grep -o 'through cuDNN [0-9.]*' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1))"
-else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn: $(grep -h 'error' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1)$(tail -n 1 "$out/test_cuda_ops_cudnn_attention.log")"; fi
-# the tensor-core attention alone against a double-precision reference (whole
-# sequences and context-parallel chunks: queries the last Tq of Tk positions),
-# with its timing
-if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/attention_tc_check.cu \
-        kernels/attention_tc.cu -o build/attention_tc_check >"$out/attention_tc_check.log" 2>&1 &&
-   tmo build/attention_tc_check >>"$out/attention_tc_check.log" 2>&1; then
-    pass "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"
-else failed "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"; fi
-grep '^bench' "$out/attention_tc_check.log" | while IFS= read -r l; do say "      $l"; done
-unit test_comm_nccl
+# The CUDA programs; a cpu-guard run (this script checked without a GPU)
+# has none to run.
+if [ "$DEV" = cuda ]; then
+    unit test_cuda_ops
+    # the same with every matmul on the fallback kernel (what runs when cuBLASLt offers no algorithm)
+    if tmo env TITAN_CUDA_GEMM_FALLBACK=1 build/tests/test_cuda_ops >"$out/test_cuda_ops_fallback.log" 2>&1; then
+        pass "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1"
+    else failed "test_cuda_ops with TITAN_CUDA_GEMM_FALLBACK=1: $(tail -n 1 "$out/test_cuda_ops_fallback.log")"; fi
+    # and with bf16 attention on the CUDA-core kernels instead of the tensor-core ones
+    if tmo env TITAN_CUDA_ATTENTION=simple build/tests/test_cuda_ops >"$out/test_cuda_ops_simple_attention.log" 2>&1; then
+        pass "test_cuda_ops with TITAN_CUDA_ATTENTION=simple"
+    else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=simple: $(tail -n 1 "$out/test_cuda_ops_simple_attention.log")"; fi
+    # and with bf16 attention through cuDNN's fused flash attention (attention_cudnn.cu)
+    . scripts/find-cudnn.sh
+    say "      cuDNN: ${TITAN_CUDNN_LIB:-libcudnn.so.9 from the linker's search path}"
+    # (and cuDNN ran: a call it did not apply to falls back to titan's kernels silently)
+    # cuDNN's own log of warnings and errors says why an engine refuses a graph
+    if tmo env TITAN_CUDA_ATTENTION=cudnn CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn_api.log" \
+       build/tests/test_cuda_ops >"$out/test_cuda_ops_cudnn_attention.log" 2>&1 &&
+       grep -q 'through cuDNN' "$out/test_cuda_ops_cudnn_attention.log"; then
+        pass "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn ($(grep -o 'through cuDNN [0-9.]*' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1))"
+    else failed "test_cuda_ops with TITAN_CUDA_ATTENTION=cudnn: $(grep -h 'error' "$out/test_cuda_ops_cudnn_attention.log" | head -n 1)$(tail -n 1 "$out/test_cuda_ops_cudnn_attention.log")"; fi
+    # the tensor-core attention alone against a double-precision reference (whole
+    # sequences and context-parallel chunks: queries the last Tq of Tk positions),
+    # with its timing
+    if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/attention_tc_check.cu \
+            kernels/attention_tc.cu -o build/attention_tc_check >"$out/attention_tc_check.log" 2>&1 &&
+       tmo build/attention_tc_check >>"$out/attention_tc_check.log" 2>&1; then
+        pass "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"
+    else failed "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"; fi
+    grep '^bench' "$out/attention_tc_check.log" | while IFS= read -r l; do say "      $l"; done
+    unit test_comm_nccl
+else
+    say "SKIP  test_cuda_ops (4 ways), attention_tc_check, test_comm_nccl: GPU_DEVICE=$DEV"
+fi
 if tmo_for $((2 * STEP_S)) sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
 else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')"; fi
 
@@ -184,7 +194,7 @@ bin/titan-shard -q -o "$work/data" "$work/corpus.txt" 2>"$out/shard.log" || fail
 half=$((STEPS / 2))
 bin/titan-init -q configs/debugmodel.toml "$work/seed" --training.dataset_path="$work/data" \
     --training.steps="$STEPS" --checkpoint.interval="$half" --checkpoint.keep_latest_k=0 \
-    --metrics.log_freq=10 2>"$out/init.log" || failed "titan-init (see init.log)"
+    --metrics.log_freq=10 ${INIT_ARGS:-} 2>"$out/init.log" || failed "titan-init (see init.log)"
 for r in cpu cuda resume async; do cp -r "$work/seed" "$work/$r"; done
 
 train() { # run-dir log args...: exit status, wall seconds into $secs
