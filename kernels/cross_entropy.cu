@@ -3,10 +3,15 @@
  * rows' log-sum-exp alone (ranks holding shards of the vocabulary combine
  * theirs, then run the cross-entropy on their shard with the whole row's).
  *
+ * Two passes over a row, 16 bytes a load: the max and the exp sum together
+ * (an online softmax), then the gradient. The logits are the largest
+ * activation (N x 128256 for Llama 3), so the bytes are the cost: two reads
+ * and a write, where max, sum and gradient passes would read three times.
+ *
  * As the CPU backend, in fp32 whatever the logits' storage type S: the row
- * max in fp32, the exp sum in double (fixed block tree), lse = max + log(sum)
- * in double, dlogits = (softmax - onehot) * dscale with inv = (float)(1/sum),
- * rounded once to S; losses are fp32. Given the whole row's lse, the
+ * max in fp32, the exp sum in double (fixed order per thread, fixed block
+ * tree), lse = max + log(sum) in double, dlogits = (softmax - onehot) *
+ * dscale with inv = (float)(1/sum), rounded once to S; losses are fp32. Given the whole row's lse, the
  * softmax is exp(x - lse) and the reductions are skipped. dlogits may alias
  * logits: every read of the row (and the target logit) happens before a
  * barrier (the reductions' last, or its own), every write after it, and
@@ -15,24 +20,62 @@
 
 #define CE_THREADS 512
 
+/* A row as three runs: a head of up to PACK - 1 elements before the row's
+ * first 16-byte boundary, whole 16-byte packs, and a tail. Thread t visits
+ * the head and tail elements t, t + blockDim.x, .. and packs t, t +
+ * blockDim.x, .. (in that order: the same for every launch, so every sum
+ * below has a fixed order); f(i, value widened to fp32). The packs are the
+ * bandwidth: 16 bytes a load, several in flight per thread. */
+template <typename S, typename F>
+static __device__ __forceinline__ void row_walk(const S *x, int V, F &&f) {
+    constexpr int P = TITAN_PACK(S);
+    int head = (int)((16 - ((uintptr_t)x & 15)) % 16 / sizeof(S));
+    if (head > V) head = V;
+    const int np = (V - head) / P, tail = head + np * P;
+    for (int i = threadIdx.x; i < head; i += blockDim.x) f(i, load_f32(x + i));
+    for (int i = tail + threadIdx.x; i < V; i += blockDim.x) f(i, load_f32(x + i));
+    const S *body = x + head;
+#pragma unroll 4
+    for (int p = threadIdx.x; p < np; p += blockDim.x) {
+        float v[P];
+        load_f32_vec<P>(body + (size_t)p * P, v);
+#pragma unroll
+        for (int e = 0; e < P; e++) f(head + p * P + e, v[e]);
+    }
+}
+
 /* The row's max (*mx, fp32) and its sum of exp(x - max) in double, the
- * same in every thread of the block; ends on a barrier, after which no
- * thread reads the row for it. */
+ * same in every thread of the block, from one read of the row: each thread
+ * keeps a running max m and a sum s of exp(x - m) (rescaled by exp(m_old -
+ * m_new) when m grows, FlashAttention's online softmax), then the block
+ * takes the largest m and adds the threads' s * exp(m - max) in a fixed
+ * tree. The CPU sums exp(x - max) directly: the two agree to a few fp32
+ * roundings of the rescale factors (a relative 1e-7 or so of the sum). Ends
+ * on a barrier, after which no thread reads the row for it. */
 template <typename S>
 static __device__ double row_exp_sum(const S *x, int V, float *mx, float *ftmp, double *dtmp) {
     float m = -INFINITY;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) m = fmaxf(m, load_f32(x + i));
-    m = block_max(m, ftmp);
-    double acc = 0.0;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) acc += (double)expf(load_f32(x + i) - m);
-    *mx = m;
-    return block_sum_double(acc, dtmp);
+    double s = 0.0;
+    row_walk(x, V, [&](int, float v) {
+        if (v > m) {
+            s = s * (double)expf(m - v) + 1.0; /* m = -inf: s is 0, exp(-inf) is 0 */
+            m = v;
+        } else if (m != -INFINITY) { /* -inf only while every v so far is -inf: nothing to add */
+            s += (double)expf(v - m);
+        }
+    });
+    const float M = block_max(m, ftmp);
+    *mx = M;
+    return block_sum_double(m == -INFINITY ? 0.0 : s * (double)expf(m - M), dtmp);
 }
 
+/* vec_d: dlogits has logits' alignment modulo 16 bytes (always when it is
+ * logits, or both are allocations), so a row's packs line up in both and
+ * the gradient is written a pack at a time; otherwise element by element. */
 template <typename S>
 __global__ void cross_entropy_kernel(float *losses, S *dlogits, const S *logits,
                                      const uint32_t *targets, int V, float dscale,
-                                     const float *lse) {
+                                     const float *lse, bool vec_d) {
     __shared__ float ftmp[32];
     __shared__ double dtmp[32];
     size_t row = (size_t)blockIdx.x * V;
@@ -54,12 +97,30 @@ __global__ void cross_entropy_kernel(float *losses, S *dlogits, const S *logits,
     }
 
     if (losses && threadIdx.x == 0) losses[blockIdx.x] = loss;
-    if (dlogits) {
-        S *d = dlogits + row;
-        for (int i = threadIdx.x; i < V; i += blockDim.x) {
-            float onehot = (uint32_t)i == tg ? 1.0f : 0.0f;
-            store_f32(d + i, (expf(load_f32(x + i) - shift) * inv - onehot) * dscale);
-        }
+    if (!dlogits) return;
+    /* each thread rewrites only what it reads itself (dlogits may be logits) */
+    S *d = dlogits + row;
+    auto grad = [&](int i, float v) {
+        return (expf(v - shift) * inv - ((uint32_t)i == tg ? 1.0f : 0.0f)) * dscale;
+    };
+    if (!vec_d) {
+        for (int i = threadIdx.x; i < V; i += blockDim.x) store_f32(d + i, grad(i, load_f32(x + i)));
+        return;
+    }
+    constexpr int P = TITAN_PACK(S);
+    int head = (int)((16 - ((uintptr_t)x & 15)) % 16 / sizeof(S));
+    if (head > V) head = V;
+    const int np = (V - head) / P, tail = head + np * P;
+    for (int i = threadIdx.x; i < head; i += blockDim.x) store_f32(d + i, grad(i, load_f32(x + i)));
+    for (int i = tail + threadIdx.x; i < V; i += blockDim.x) store_f32(d + i, grad(i, load_f32(x + i)));
+#pragma unroll 2
+    for (int p = threadIdx.x; p < np; p += blockDim.x) {
+        const int i0 = head + p * P;
+        float v[P];
+        load_f32_vec<P>(x + i0, v);
+#pragma unroll
+        for (int e = 0; e < P; e++) v[e] = grad(i0 + e, v[e]);
+        store_f32_vec<P>(d + i0, v);
     }
 }
 
@@ -75,7 +136,9 @@ __global__ void logsumexp_kernel(float *lse, const S *logits, int V) {
 template <typename S>
 static void launch(float *losses, S *dlogits, const S *logits, const uint32_t *targets, int N,
                    int V, float dscale, const float *lse) {
-    cross_entropy_kernel<S><<<N, CE_THREADS>>>(losses, dlogits, logits, targets, V, dscale, lse);
+    const bool vec_d = (((uintptr_t)logits ^ (uintptr_t)dlogits) & 15) == 0;
+    cross_entropy_kernel<S><<<N, CE_THREADS>>>(losses, dlogits, logits, targets, V, dscale, lse,
+                                               vec_d);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -1,48 +1,97 @@
 /* rmsnorm.cu - RMSNorm as Meta's Llama: y = (x * rsqrt(mean(x^2) + eps)) * w.
  * Statistics as the CPU backend: the mean of squares is summed in double and
  * rounded once to fp32; r = 1/sqrtf(ms + eps) (IEEE, not rsqrtf). Activations
- * and the weight are of storage type S; rstd and dweight are fp32. */
+ * and the weight are of storage type S; rstd and dweight are fp32. The row
+ * kernels move 16-byte packs where the shape and pointers allow (row_cols):
+ * norms are memory-bound, and one narrow load per thread in flight leaves
+ * most of the bandwidth unused. */
 #include "cuda_ops.cuh"
 
 #define RMS_THREADS 256
 
+/* A thread's columns of a row: with VEC (C a multiple of the 16-byte pack
+ * and every row 16-byte aligned, checked on the host) whole packs, thread t
+ * taking packs t, t + blockDim.x, ..: a 2048-wide bf16 row is one 16-byte
+ * load per thread of 256, all in flight at once; else single elements, t,
+ * t + blockDim.x, .. (N: the pack size or 1, so "for (c ...) for (e < N)"
+ * visits the thread's elements c + e in a fixed order). */
+template <typename S, bool VEC>
+struct row_cols {
+    static constexpr int N = VEC ? TITAN_PACK(S) : 1;
+    static __device__ __forceinline__ int first() { return threadIdx.x * N; }
+    static __device__ __forceinline__ int step() { return blockDim.x * N; }
+    static __device__ __forceinline__ void load(const S *p, float (&v)[N]) {
+        if constexpr (VEC) load_f32_vec<N>(p, v);
+        else v[0] = load_f32(p);
+    }
+    static __device__ __forceinline__ void store(S *p, const float (&v)[N]) {
+        if constexpr (VEC) store_f32_vec<N>(p, v);
+        else store_f32(p, v[0]);
+    }
+};
+
 /* one block per row */
-template <typename S>
+template <typename S, bool VEC>
 __global__ void rmsnorm_forward_kernel(S *out, float *rstd, const S *inp, const S *weight, int C,
                                        float eps) {
+    typedef row_cols<S, VEC> R;
     __shared__ double tmp[32];
     const S *x = inp + (size_t)blockIdx.x * C;
     S *y = out + (size_t)blockIdx.x * C;
     double acc = 0.0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        double xc = (double)load_f32(x + c);
-        acc += xc * xc;
+    for (int c = R::first(); c < C; c += R::step()) {
+        float v[R::N];
+        R::load(x + c, v);
+#pragma unroll
+        for (int e = 0; e < R::N; e++) acc += (double)v[e] * (double)v[e];
     }
     double ss = block_sum_double(acc, tmp);
     float ms = (float)(ss / C);
     float r = 1.0f / sqrtf(ms + eps);
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        store_f32(y + c, (load_f32(x + c) * r) * load_f32(weight + c));
+    for (int c = R::first(); c < C; c += R::step()) {
+        float v[R::N], w[R::N];
+        R::load(x + c, v);
+        R::load(weight + c, w);
+#pragma unroll
+        for (int e = 0; e < R::N; e++) v[e] = (v[e] * r) * w[e];
+        R::store(y + c, v);
+    }
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
 
 /* one block per row: dx (+)= r*(dy*w) - x * r^3/C * sum_c(dy*w*x) */
-template <typename S>
+template <typename S, bool VEC>
 __global__ void rmsnorm_backward_dinp_kernel(S *dinp, const S *dout, const S *inp, const S *weight,
                                              const float *rstd, int C, bool add) {
+    typedef row_cols<S, VEC> R;
     __shared__ double tmp[32];
     size_t off = (size_t)blockIdx.x * C;
     const S *x = inp + off, *dy = dout + off;
     S *dx = dinp + off;
     double acc = 0.0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        acc += (double)(load_f32(dy + c) * load_f32(weight + c)) * (double)load_f32(x + c);
+    for (int c = R::first(); c < C; c += R::step()) {
+        float g[R::N], w[R::N], v[R::N];
+        R::load(dy + c, g);
+        R::load(weight + c, w);
+        R::load(x + c, v);
+#pragma unroll
+        for (int e = 0; e < R::N; e++) acc += (double)(g[e] * w[e]) * (double)v[e];
+    }
     double dot = block_sum_double(acc, tmp);
     float r = rstd[blockIdx.x];
     float k = (float)((double)r * r * r * dot / C);
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float g = r * (load_f32(dy + c) * load_f32(weight + c)) - load_f32(x + c) * k;
-        store_grad(add, dx + c, g);
+    for (int c = R::first(); c < C; c += R::step()) {
+        float g[R::N], w[R::N], v[R::N], old[R::N];
+        R::load(dy + c, g);
+        R::load(weight + c, w);
+        R::load(x + c, v);
+        if (add) R::load(dx + c, old); /* "+=": read, add in fp32, round once */
+#pragma unroll
+        for (int e = 0; e < R::N; e++) {
+            float d = r * (g[e] * w[e]) - v[e] * k;
+            v[e] = add ? old[e] + d : d;
+        }
+        R::store(dx + c, v);
     }
 }
 
@@ -107,10 +156,19 @@ static void dweight_launch(bool acc, float *dweight, const S *dout, const S *inp
     CUDA_CHECK(cudaFreeAsync(partial, 0));
 }
 
+/* whole 16-byte packs in every row: C a multiple of the pack, the rows' starts aligned */
+template <typename S, typename... P>
+static bool packed_rows(int C, const P *...p) {
+    return C % TITAN_PACK(S) == 0 && titan_cuda_aligned16(p...);
+}
+
 template <typename S>
 static void forward_launch(S *out, float *rstd, const S *inp, const S *weight, int N, int C,
                            float eps) {
-    rmsnorm_forward_kernel<S><<<N, RMS_THREADS>>>(out, rstd, inp, weight, C, eps);
+    if (packed_rows<S>(C, out, inp, weight))
+        rmsnorm_forward_kernel<S, true><<<N, RMS_THREADS>>>(out, rstd, inp, weight, C, eps);
+    else
+        rmsnorm_forward_kernel<S, false><<<N, RMS_THREADS>>>(out, rstd, inp, weight, C, eps);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -118,8 +176,13 @@ template <typename S>
 static void backward_launch(int acc, S *dinp, float *dweight, const S *dout, const S *inp,
                             const S *weight, const float *rstd, int N, int C) {
     if (dinp) {
-        rmsnorm_backward_dinp_kernel<S><<<N, RMS_THREADS>>>(dinp, dout, inp, weight, rstd, C,
-                                                            (acc & TITAN_ACC_DX) != 0);
+        const bool add = (acc & TITAN_ACC_DX) != 0;
+        if (packed_rows<S>(C, dinp, dout, inp, weight))
+            rmsnorm_backward_dinp_kernel<S, true><<<N, RMS_THREADS>>>(dinp, dout, inp, weight, rstd,
+                                                                      C, add);
+        else
+            rmsnorm_backward_dinp_kernel<S, false><<<N, RMS_THREADS>>>(dinp, dout, inp, weight,
+                                                                       rstd, C, add);
         CUDA_CHECK_LAUNCH();
     }
     if (dweight) {

@@ -565,6 +565,11 @@ static void test_rmsnorm(int N, int C) {
     snprintf(name, sizeof name, "rmsnorm_forward out N=%d C=%d", N, C);
     check_devd(name, d_out, out, nc, tol(ELEMENTWISE));
     check_dev("rmsnorm_forward rstd (f32)", d_rstd, rstd, N, tol(ELEMENTWISE));
+    /* out one element off 16-byte alignment: the element-wise kernel, the same numbers */
+    char *d_off = allocd(nc + 1);
+    gpu->rmsnorm_forward(dt, d_off + esize(dt), d_rstd, d_inp, d_w, N, C, 1e-5f);
+    check_devd("rmsnorm_forward out off 16-byte alignment", d_off + esize(dt), out, nc, tol(ELEMENTWISE));
+    gpu->free(d_off);
     /* backward from the CPU's rstd on both sides, so only the backward is compared */
     gpu->to_device(d_rstd, rstd, N * sizeof(float));
     for (size_t m = 0; m < sizeof MASKS / sizeof MASKS[0]; m++) {
@@ -792,23 +797,33 @@ static void test_swiglu(void) {
     free(h1), free(h3), free(dout), free(out);
 }
 
-static void test_cross_entropy(void) {
+/* V odd: every row starts at another offset from a 16-byte boundary (the
+ * kernel's head, packs and tail); V a multiple of 8: whole packs. dlogits
+ * also one element off logits' alignment (written element by element). */
+static void test_cross_entropy(int N, int V) {
     titan_dtype dt = cur_dt;
-    int N = 17, V = 5003;
+    char name[96];
     size_t n = (size_t)N * V;
-    uint32_t targets[17];
+    uint32_t *targets = xmalloc((size_t)N * sizeof *targets);
     for (int i = 0; i < N; i++) targets[i] = (uint32_t)(titan_rng_u64(7, 1234, i) % V);
     targets[0] = 0, targets[1] = (uint32_t)V - 1; /* both ends */
     void *logits = randd(n, -8, 8), *dlogits = hostd(n);
     float *losses = xmalloc(N * sizeof(float));
     void *d_logits = upd(logits, n), *d_dlogits = allocd(n);
     float *d_losses = gpu->alloc(N * sizeof(float));
-    uint32_t *d_tg = up_bytes(targets, sizeof targets);
+    uint32_t *d_tg = up_bytes(targets, (size_t)N * sizeof *targets);
     float dscale = 1.0f / N;
     cpu->cross_entropy(dt, losses, dlogits, logits, targets, N, V, dscale, NULL);
     gpu->cross_entropy(dt, d_losses, d_dlogits, d_logits, d_tg, N, V, dscale, NULL);
-    check_dev("cross_entropy losses (f32)", d_losses, losses, N, tol(ELEMENTWISE));
-    check_devd("cross_entropy dlogits", d_dlogits, dlogits, n, tol(ELEMENTWISE));
+    snprintf(name, sizeof name, "cross_entropy losses (f32) N=%d V=%d", N, V);
+    check_dev(name, d_losses, losses, N, tol(ELEMENTWISE));
+    snprintf(name, sizeof name, "cross_entropy dlogits N=%d V=%d", N, V);
+    check_devd(name, d_dlogits, dlogits, n, tol(ELEMENTWISE));
+    char *d_off = allocd(n + 1);
+    gpu->cross_entropy(dt, d_losses, d_off + esize(dt), d_logits, d_tg, N, V, dscale, NULL);
+    check_dev_bits("cross_entropy dlogits off logits' alignment: same bits", d_off + esize(dt),
+                   d_dlogits, n * esize(dt));
+    gpu->free(d_off);
     gpu->zero(d_losses, N * sizeof(float));
     gpu->cross_entropy(dt, d_losses, NULL, d_logits, d_tg, N, V, dscale, NULL); /* losses only */
     check_dev("cross_entropy losses (dlogits NULL)", d_losses, losses, N, tol(ELEMENTWISE));
@@ -819,7 +834,7 @@ static void test_cross_entropy(void) {
     check_dev_bits("cross_entropy dlogits in place equals out of place", d_logits, d_dlogits,
                    n * esize(dt));
     gpu->free(d_logits), gpu->free(d_losses), gpu->free(d_dlogits), gpu->free(d_tg);
-    free(logits), free(losses), free(dlogits);
+    free(logits), free(losses), free(dlogits), free(targets);
 }
 
 /* The vocabulary sharded: logsumexp over whole rows of logits[N, V], then
@@ -919,7 +934,8 @@ static void test_dtype_ops(titan_dtype dt) {
     test_attention(1, 50, 146, 4, 2, 128); /* offset 96, ragged */
     test_attention(1, 1, 65, 2, 1, 64);    /* one query, the last position */
     test_swiglu();
-    test_cross_entropy();
+    test_cross_entropy(17, 5003);
+    test_cross_entropy(9, 4096);
     test_cross_entropy_shard(17, 5003, 2000, 1700);
     test_cross_entropy_shard(5, 70001, 0, 35001); /* the first shard, rows over 64 KiB */
 }
