@@ -10,7 +10,10 @@
 #      of it runs past that);
 #   2. scripts/bench_gpu.sh with the time left (BENCH_BUDGET; its runs get
 #      at most BENCH_RUN_TIMEOUT, 100 here), titan beside PyTorch eager and
-#      torch.compile; skipped when less than BENCH_MIN_S (90) is left.
+#      torch.compile, the 1B shape only unless BENCH_SHAPES says otherwise
+#      (its 8 rows fill the few minutes left; the 8B rows want a call of
+#      their own: BENCH_SHAPES=8B scripts/bench_gpu.sh); skipped when less
+#      than BENCH_MIN_S (90) is left.
 # Results in $OUT (the device runner fetches at most 8 files): gpu-check's
 # summary.txt, loss_cpu_cuda.txt, loss_cpu_bf16.txt, gpu-check.tar.gz and
 # bench_gpu's bench_gpu.md, bench_gpu.json, bench_gpu-logs.tar.gz; the last
@@ -43,7 +46,7 @@ check_rc=$?
 left=$((SESSION_S - ($(date +%s) - t0)))
 if [ "$left" -ge "$BENCH_MIN_S" ]; then
     # bench_gpu's budget counts from its own start; 15 s for its table and archive
-    BENCH_BUDGET=$((left - 15)) BENCH_RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-100} \
+    BENCH_BUDGET=$((left - 15)) BENCH_RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-100} BENCH_SHAPES=${BENCH_SHAPES:-1B} \
         timeout -k 10 "$left" scripts/bench_gpu.sh
     echo "gpu-session: bench_gpu exit $?"
 else
