@@ -312,6 +312,13 @@ static void test_scale_sumsq(void) {
     double rel = fabs(sg - sc) / sc;
     report("sumsq (n = 1000003)", rel <= TOL_SUMSQ, rel, TOL_SUMSQ);
     check_bits("sumsq repeats bitwise", &sg, &sg2, sizeof sg);
+    /* off 16-byte alignment (the element-wise kernel), and shorter than the threads */
+    double so = cpu->sumsq(x + 1, m - 1), sgo = gpu->sumsq(dx + 1, m - 1);
+    rel = fabs(sgo - so) / so;
+    report("sumsq off 16-byte alignment (n = 1000002)", rel <= TOL_SUMSQ, rel, TOL_SUMSQ);
+    double ss = cpu->sumsq(x, 1003), sgs = gpu->sumsq(dx, 1003);
+    rel = fabs(sgs - ss) / ss;
+    report("sumsq (n = 1003: a tail of 3)", rel <= TOL_SUMSQ, rel, TOL_SUMSQ);
     gpu->free(da), gpu->free(dx);
     free(a), free(x);
 }
