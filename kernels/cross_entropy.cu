@@ -11,8 +11,9 @@
  * As the CPU backend, in fp32 whatever the logits' storage type S: the row
  * max in fp32, the exp sum in double (fixed order per thread, fixed block
  * tree), lse = max + log(sum) in double, dlogits = (softmax - onehot) *
- * dscale with inv = (float)(1/sum), rounded once to S; losses are fp32. Given the whole row's lse, the
- * softmax is exp(x - lse) and the reductions are skipped. dlogits may alias
+ * dscale with inv = (float)(1/sum), rounded once to S; losses are fp32.
+ * Given the whole row's lse, the softmax is exp(x - lse) and the reductions
+ * are skipped. dlogits may alias
  * logits: every read of the row (and the target logit) happens before a
  * barrier (the reductions' last, or its own), every write after it, and
  * each thread rewrites only the elements it reads again itself. */
@@ -21,26 +22,38 @@
 #define CE_THREADS 512
 
 /* A row as three runs: a head of up to PACK - 1 elements before the row's
- * first 16-byte boundary, whole 16-byte packs, and a tail. Thread t visits
- * the head and tail elements t, t + blockDim.x, .. and packs t, t +
- * blockDim.x, .. (in that order: the same for every launch, so every sum
- * below has a fixed order); f(i, value widened to fp32). The packs are the
- * bandwidth: 16 bytes a load, several in flight per thread. */
-template <typename S, typename F>
-static __device__ __forceinline__ void row_walk(const S *x, int V, F &&f) {
+ * first 16-byte boundary, np whole 16-byte packs from there, and a tail from
+ * element tail on. Thread t takes the head and tail elements t, t +
+ * blockDim.x, .. and the packs t, t + blockDim.x, .. (a fixed assignment, so
+ * every sum below has a fixed order). The packs are the bandwidth: 16 bytes
+ * a load, several in flight per thread. */
+struct row_runs {
+    int head, np, tail;
+};
+
+template <typename S>
+static __device__ __forceinline__ row_runs row_split(const S *x, int V) {
     constexpr int P = TITAN_PACK(S);
     int head = (int)((16 - ((uintptr_t)x & 15)) % 16 / sizeof(S));
     if (head > V) head = V;
-    const int np = (V - head) / P, tail = head + np * P;
-    for (int i = threadIdx.x; i < head; i += blockDim.x) f(i, load_f32(x + i));
-    for (int i = tail + threadIdx.x; i < V; i += blockDim.x) f(i, load_f32(x + i));
-    const S *body = x + head;
+    const int np = (V - head) / P;
+    return {head, np, head + np * P};
+}
+
+/* f(i, x[i] widened to fp32) for every element of the row this thread takes */
+template <typename S, typename F>
+static __device__ __forceinline__ void row_walk(const S *x, int V, F &&f) {
+    constexpr int P = TITAN_PACK(S);
+    const row_runs r = row_split(x, V);
+    for (int i = threadIdx.x; i < r.head; i += blockDim.x) f(i, load_f32(x + i));
+    for (int i = r.tail + threadIdx.x; i < V; i += blockDim.x) f(i, load_f32(x + i));
 #pragma unroll 4
-    for (int p = threadIdx.x; p < np; p += blockDim.x) {
+    for (int p = threadIdx.x; p < r.np; p += blockDim.x) {
+        const int i0 = r.head + p * P;
         float v[P];
-        load_f32_vec<P>(body + (size_t)p * P, v);
+        load_f32_vec<P>(x + i0, v);
 #pragma unroll
-        for (int e = 0; e < P; e++) f(head + p * P + e, v[e]);
+        for (int e = 0; e < P; e++) f(i0 + e, v[e]);
     }
 }
 
@@ -107,15 +120,14 @@ __global__ void cross_entropy_kernel(float *losses, S *dlogits, const S *logits,
         for (int i = threadIdx.x; i < V; i += blockDim.x) store_f32(d + i, grad(i, load_f32(x + i)));
         return;
     }
+    /* the walk's runs, with the packs stored whole (d's runs are x's: vec_d) */
     constexpr int P = TITAN_PACK(S);
-    int head = (int)((16 - ((uintptr_t)x & 15)) % 16 / sizeof(S));
-    if (head > V) head = V;
-    const int np = (V - head) / P, tail = head + np * P;
-    for (int i = threadIdx.x; i < head; i += blockDim.x) store_f32(d + i, grad(i, load_f32(x + i)));
-    for (int i = tail + threadIdx.x; i < V; i += blockDim.x) store_f32(d + i, grad(i, load_f32(x + i)));
+    const row_runs r = row_split(x, V);
+    for (int i = threadIdx.x; i < r.head; i += blockDim.x) store_f32(d + i, grad(i, load_f32(x + i)));
+    for (int i = r.tail + threadIdx.x; i < V; i += blockDim.x) store_f32(d + i, grad(i, load_f32(x + i)));
 #pragma unroll 2
-    for (int p = threadIdx.x; p < np; p += blockDim.x) {
-        const int i0 = head + p * P;
+    for (int p = threadIdx.x; p < r.np; p += blockDim.x) {
+        const int i0 = r.head + p * P;
         float v[P];
         load_f32_vec<P>(x + i0, v);
 #pragma unroll

@@ -12,8 +12,8 @@
  *              results stay within ~1e-6 relative of the CPU backend.
  *   dt = bf16: A, B bf16 (tensor cores, fp32 accumulate); out and dinp bf16
  *              (the epilogue computes alpha*acc + beta*C in fp32 and rounds
- *              once; C = D but for the residual product); dw fp32 (C = D fp32 with bf16 A, B: a combination
- *              cuBLASLt supports).
+ *              once; C = D but for the residual product); dw fp32 (C = D
+ *              fp32 with bf16 A, B: a combination cuBLASLt supports).
  * A bf16 output must not be rounded more than once, so split-K algorithms
  * that reduce "in place" in the output type are excluded for it (the
  * preference's reduction-scheme mask allows only partials kept in the
@@ -211,8 +211,8 @@ static gemm_plan *plan_get(const gemm_key *key) {
 #define FB_TILE 16
 
 /* Column-major D[m,n] = op(A) op(B) + beta C (alpha 1; D may be C), one
- * thread per element of D, FB_TILE x FB_TILE blocks; k is walked in tiles staged in
- * shared memory as fp32, each sum in order l = 0..k-1. beta == 0 does not
+ * thread per element of D, FB_TILE x FB_TILE blocks; k is walked in tiles
+ * staged in shared memory as fp32, each sum in order l = 0..k-1. beta == 0 does not
  * read C. ta/tb: 1 for a transposed operand. Column tiles run along
  * blockIdx.x (n is the token count in the forward and dinp products, up to
  * 2^30), row tiles along blockIdx.y (m is a model dimension). */

@@ -94,17 +94,20 @@ limit() {
     echo "$lim"
 }
 # tmo_for S CMD...: CMD with S seconds (then TERM, 5 s later KILL), fewer
-# when the budget has fewer; 124 when it ran out of time or had none.
+# when the budget has fewer; 124 when it ran out of time or had none, with
+# a last line on stderr saying which (the callers' logs end with it, so
+# their "last line of the log" failure messages give the reason).
 # tmo CMD...: the same with STEP_S.
 tmo_for() {
     s=$(limit "$1")
     shift
     [ "$s" -gt 5 ] || { echo "gpu-check: not run: CHECK_BUDGET_S=$BUDGET_S spent" >&2; return 124; }
     timeout -k 5 "$s" "$@"
+    rc=$?
+    [ $rc -ne 124 ] || echo "gpu-check: timed out after $s s (STEP_TIMEOUT_S=$STEP_S, CHECK_BUDGET_S=$BUDGET_S)" >&2
+    return $rc
 }
 tmo() { tmo_for "$STEP_S" "$@"; }
-# why RC: " timed out or not run (STEP_TIMEOUT_S, CHECK_BUDGET_S)" for 124, else ""
-late() { [ "$1" -eq 124 ] && echo " timed out or not run (STEP_TIMEOUT_S=$STEP_S, CHECK_BUDGET_S=$BUDGET_S)"; }
 
 # --- the machine ----------------------------------------------------------------
 { nvidia-smi 2>&1; echo; "${NVCC:-/usr/local/cuda/bin/nvcc}" --version 2>&1; echo; uname -a; nproc; } >"$out/machine.txt"
@@ -146,7 +149,7 @@ unit() { # name: 0 passes, 77 is a skip (a failure for test_cuda_ops: the GPU di
     rc=$?
     if [ $rc -eq 0 ]; then pass "$1"
     elif [ $rc -eq 77 ] && [ "$1" != test_cuda_ops ]; then say "SKIP  $1: $(tail -n 1 "$out/$1.log")"
-    else failed "$1 (exit $rc$(late $rc)): $(tail -n 1 "$out/$1.log")"; fi
+    else failed "$1 (exit $rc): $(tail -n 1 "$out/$1.log")"; fi
 }
 # The CUDA programs; a cpu-guard run (this script checked without a GPU)
 # has none to run.
@@ -184,7 +187,7 @@ else
     say "SKIP  test_cuda_ops (4 ways), attention_tc_check, test_comm_nccl: GPU_DEVICE=$DEV"
 fi
 if tmo_for $((2 * STEP_S)) sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
-else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')"; fi
+else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')$(tail -n 1 "$out/cli_train.log")"; fi
 
 # --- the same training on cpu and on cuda ------------------------------------------
 # A byte-tokenizer corpus from the repository's own text (the machine may
@@ -202,7 +205,6 @@ train() { # run-dir log args...: exit status, wall seconds into $secs
     t0=$(date +%s)
     tmo bin/titan-train "$work/$d" "$@" >"$out/$log.out" 2>"$out/$log.log"
     rc=$?
-    [ $rc -ne 124 ] || echo "gpu-check:$(late $rc)" >>"$out/$log.log"
     secs=$(( $(date +%s) - t0 ))
     cp "$work/$d/metrics.jsonl" "$out/$log.metrics.jsonl" 2>/dev/null
     return $rc
@@ -321,7 +323,7 @@ if [ "$DEV" = cpu-guard ] || [ "${ngpu:-0}" -ge 2 ]; then
             fi
             say "      $(grep 'device memory:' "$out/train_fsdp2_$c.log" | head -n 1)"
         else
-            failed "FSDP 2 on $DEV ($c communicators$(late $rc); see train_fsdp2_$c.log)"
+            failed "FSDP 2 on $DEV ($c communicators, exit $rc): $(tail -n 1 "$out/train_fsdp2_$c.log")"
         fi
     done
 else

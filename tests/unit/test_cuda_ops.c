@@ -478,6 +478,9 @@ static void test_matmul_add(int N, int IC, int OC) {
     check_devd("matmul_add_forward, resid and out one element off", d_out + es, out, no, tol(MATMUL));
     gpu->matmul_add_forward(dt, d_out, d_inp, d_w, d_resid + es, N, IC, OC);
     check_devd("matmul_add_forward, resid off, out aligned", d_out, out, no, tol(MATMUL));
+    gpu->to_device(d_out2, nan, no * es); /* no inner dimension: the residual itself */
+    gpu->matmul_add_forward(dt, d_out2, d_inp, d_w, d_resid, N, 0, OC);
+    check_dev_bits("matmul_add_forward with IC = 0 copies the residual", d_out2, d_resid, no * es);
     gpu->free(d_inp), gpu->free(d_w), gpu->free(d_resid), gpu->free(d_out), gpu->free(d_out2);
     free(inp), free(w), free(resid), free(out), free(nan);
 }

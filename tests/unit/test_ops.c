@@ -115,6 +115,10 @@ static void test_matmul_add(int N, int IC, int OC) {
     be->matmul_add_forward(TITAN_DTYPE_F32, inplace, inp, w, inplace, N, IC, OC);
     snprintf(name, sizeof name, "matmul_add in place (out = resid) %dx%dx%d", N, IC, OC);
     check_bits(name, inplace, out, no * sizeof(float));
+    float *empty = zerosf(no); /* no inner dimension: the residual itself */
+    be->matmul_add_forward(TITAN_DTYPE_F32, empty, inp, w, resid, N, 0, OC);
+    check_bits("matmul_add with IC = 0 copies the residual", empty, resid, no * sizeof(float));
+    free(empty);
     float *dinp = zerosf((size_t)N * IC), *dw = zerosf((size_t)OC * IC);
     be->matmul_backward(TITAN_DTYPE_F32, 0, dinp, dw, wt, inp, w, N, IC, OC);
     snprintf(name, sizeof name, "matmul_add backward dinp (fd) %dx%dx%d", N, IC, OC);
