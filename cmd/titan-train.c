@@ -1,6 +1,7 @@
 /* titan-train - trains a run directory, one process per rank: alone, as N
  * local ranks it spawns itself (--nproc N), or under mpirun/srun (PMIx). */
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,9 @@ static int int_value(const char *opt, const char *s, long long lo, long long hi,
 }
 
 int main(int argc, char **argv) {
+    /* SIGUSR1 asks for the flight recorder's dump: harmless before it
+     * records (or with it off), passed on to the ranks by --nproc. */
+    signal(SIGUSR1, SIG_IGN);
     titan_cpu_env_setup(argv);
     titan_log_init("titan-train");
     const char *pos = NULL, *data = NULL, *device = NULL;

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "core/fsutil.h"
@@ -23,6 +24,7 @@ struct titan_op_profile {
     titan_backend table;
     int on;
     double start; /* of the recording */
+    double start_wall; /* the same moment on the wall clock (traces of other kinds line up on it) */
     op_event *ev;
     size_t n, cap;
     pthread_mutex_t lock;
@@ -251,6 +253,9 @@ void titan_op_profile_record(titan_op_profile *p, int on) {
     if (on) {
         p->n = 0;
         p->start = titan_now_s();
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        p->start_wall = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     }
     p->on = on;
     pthread_mutex_unlock(&p->lock);
@@ -271,8 +276,8 @@ titan_status titan_op_profile_write_trace(const titan_op_profile *p, const char 
     FILE *f = open_memstream(&buf, &len);
     if (!f) return titan_error(TITAN_ERR_NOMEM, "op profile %s: out of memory", path);
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"step\": %lld, \"rank\": %d, "
-               "\"backend\": \"%s\"},\n \"traceEvents\": [\n",
-            (long long)step, rank, p->inner->name);
+               "\"backend\": \"%s\", \"start_unix_s\": %.6f},\n \"traceEvents\": [\n",
+            (long long)step, rank, p->inner->name, p->start_wall);
     fprintf(f, "  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": "
                "\"rank %d (%s)\"}}",
             rank, rank, p->inner->name);

@@ -33,7 +33,8 @@ void titan_op_profile_record(titan_op_profile *p, int on);
 
 /* The recording as a Chrome trace (JSON trace event format: chrome://tracing,
  * ui.perfetto.dev): one complete event per op on process `rank`, times in
- * microseconds from the recording's start. Written whole or not at all
+ * microseconds from the recording's start (otherData.start_unix_s: that
+ * start on the wall clock, for lining up with other traces). Written whole or not at all
  * (NAME.tmp, then rename). */
 titan_status titan_op_profile_write_trace(const titan_op_profile *p, const char *path, int rank,
                                           int64_t step);

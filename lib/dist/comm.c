@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "core/mem.h"
+#include "flight.h"
 
 #define DEFAULT_CHUNK (1u << 20)
 #define MSG_MAX 2048
@@ -19,6 +20,7 @@ struct titan_comm_req {
     comm_op op;
     titan_comm *c;
     atomic_int done;
+    uint64_t flight; /* its flight recorder entry */
     double t_start, t_end; /* titan_now_s() around the backend's run */
     titan_status st;
     char msg[MSG_MAX];
@@ -58,6 +60,7 @@ titan_comm *comm_new(const char *name, int rank, int size, double timeout_s, siz
     c->chunk_bytes = chunk_bytes;
     c->be = be;
     c->impl = impl;
+    c->flight_id = -1;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     return c;
@@ -71,7 +74,85 @@ titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan
     if (chunk < 4096 || chunk > ((size_t)1 << 30))
         return titan_error(TITAN_ERR_USAGE, "comm %s: chunk_bytes %zu: want 4 KiB..1 GiB", name,
                            chunk);
-    return comm_shm_init_world(d, name, timeout, chunk, out);
+    TITAN_TRY(comm_shm_init_world(d, name, timeout, chunk, out));
+    titan_status st = comm_flight_register(*out, NULL);
+    if (st != TITAN_OK) {
+        titan_comm_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+titan_status comm_flight_register(titan_comm *c, const int *world_ranks) {
+    if (!titan_flight_enabled()) return TITAN_OK;
+    int *all = NULL;
+    if (!world_ranks) {
+        /* every member's world rank: the flight recorder's own rank */
+        all = titan_alloc((size_t)c->size * sizeof(int), "world ranks");
+        if (!all) return TITAN_ERR_NOMEM;
+        int mine = titan_flight_world_rank();
+        titan_status st = titan_comm_all_gather(c, &mine, all, 1, TITAN_DTYPE_U32, NULL);
+        if (st != TITAN_OK) {
+            titan_free(all);
+            return st;
+        }
+        world_ranks = all;
+    }
+    uint64_t *p2p = calloc(2 * (size_t)c->size, sizeof *p2p);
+    int id = p2p ? titan_flight_comm(c->name, c->rank, c->size, world_ranks) : -1;
+    titan_free(all);
+    pthread_mutex_lock(&c->mu);
+    if (id >= 0) {
+        c->flight_p2p = p2p;
+        c->flight_id = id;
+        c->flight_seq = atomic_load(&c->seq); /* the gather above */
+    } else {
+        free(p2p);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return TITAN_OK;
+}
+
+/* Numbers op and records that it was called (under c->mu). Collectives are
+ * numbered as the backend numbers them in its messages (c->seq counts
+ * those completed): one more than the last called. */
+static uint64_t flight_queued(titan_comm *c, const comm_op *op) {
+    if (c->flight_id < 0) return 0;
+    titan_flight_op f = {.id = c->flight_id, .op = comm_kind_name(op->kind), .dtype = titan_dtype_name(op->dtype),
+                         .peer = -1, .peer2 = -1};
+    switch (op->kind) {
+    case COMM_SEND:
+        f.peer = op->peer;
+        f.n = ++c->flight_p2p[op->peer];
+        f.count = op->count;
+        break;
+    case COMM_RECV:
+        f.peer2 = op->peer2;
+        f.n2 = ++c->flight_p2p[c->size + op->peer2];
+        f.count2 = op->count2;
+        break;
+    case COMM_SEND_RECV:
+        f.peer = op->peer;
+        f.n = ++c->flight_p2p[op->peer];
+        f.count = op->count;
+        f.peer2 = op->peer2;
+        f.n2 = ++c->flight_p2p[c->size + op->peer2];
+        f.count2 = op->count2;
+        break;
+    case COMM_SPLIT: /* unnumbered: the backend's protocol may take collectives for it */
+        break;
+    default:
+        f.seq = ++c->flight_seq;
+        f.count = op->counts ? op->counts[c->rank] : op->count;
+        if (op->kind == COMM_ALL_REDUCE || op->kind == COMM_REDUCE_SCATTER) f.redop = titan_comm_redop_name(op->redop);
+        if (op->kind == COMM_BROADCAST) f.peer = op->peer;
+        if (op->kind == COMM_REDUCE_SCATTER) { /* its input: every rank's part */
+            f.count = 0;
+            for (int r = 0; r < c->size; r++) f.count += op->counts[r];
+        }
+        break;
+    }
+    return titan_flight_queued(&f);
 }
 
 int titan_comm_rank(const titan_comm *c) { return c->rank; }
@@ -121,7 +202,9 @@ static void *progress_main(void *arg) {
 
         titan_error_clear();
         r->t_start = titan_now_s();
+        titan_flight_started(r->flight);
         r->st = execute(c, &r->op);
+        titan_flight_ended(r->flight, r->st, titan_error_message());
         r->t_end = titan_now_s();
         if (r->st != TITAN_OK) {
             snprintf(r->msg, sizeof r->msg, "%s", titan_error_message());
@@ -142,10 +225,13 @@ static void *progress_main(void *arg) {
 static titan_status submit(titan_comm *c, const comm_op *op, titan_comm_req **req) {
     if (!req) {
         pthread_mutex_lock(&c->mu);
+        uint64_t fl = flight_queued(c, op);
         while (c->qhead || c->busy) pthread_cond_wait(&c->cv, &c->mu);
         c->busy = 1;
         pthread_mutex_unlock(&c->mu);
+        titan_flight_started(fl);
         titan_status st = execute(c, op);
+        titan_flight_ended(fl, st, titan_error_message());
         pthread_mutex_lock(&c->mu);
         c->busy = 0;
         pthread_cond_broadcast(&c->cv);
@@ -180,6 +266,7 @@ static titan_status submit(titan_comm *c, const comm_op *op, titan_comm_req **re
         }
         c->has_thread = 1;
     }
+    r->flight = flight_queued(c, &r->op);
     if (c->qtail)
         c->qtail->next = r;
     else
@@ -222,6 +309,7 @@ void titan_comm_free(titan_comm *c) {
     pthread_mutex_unlock(&c->mu);
     if (c->has_thread) pthread_join(c->thread, NULL);
     if (c->be && c->be->free) c->be->free(c);
+    free(c->flight_p2p);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -409,7 +497,16 @@ titan_status titan_comm_split(titan_comm *c, int color, int key, const char *nam
     }
     comm_op o = {.kind = COMM_SPLIT, .dtype = TITAN_DTYPE_F32, .color = color, .key = key,
                  .name = name, .out = out};
-    return submit(c, &o, NULL);
+    TITAN_TRY(submit(c, &o, NULL));
+    pthread_mutex_lock(&c->mu);
+    c->flight_seq = atomic_load(&c->seq); /* numbered as the backend counts, after the split's own */
+    pthread_mutex_unlock(&c->mu);
+    titan_status st = *out ? comm_flight_register(*out, NULL) : TITAN_OK;
+    if (st != TITAN_OK) {
+        titan_comm_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 titan_status titan_comm_sum_double(titan_comm *c, double x, double *out) {

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm.h"
 
@@ -68,12 +69,20 @@ struct titan_comm {
     pthread_t thread;
     int failed;
     char fail_msg[1024];
+
+    /* the flight recorder's numbering (flight.h), under mu */
+    int flight_id;         /* -1: not recorded */
+    uint64_t flight_seq;   /* collectives called */
+    uint64_t *flight_p2p;  /* [2 * size]: sends to, receives from each rank */
 };
 
 /* A communicator shell around a backend's state (comm.c). */
 titan_comm *comm_new(const char *name, int rank, int size, double timeout_s, size_t chunk_bytes,
                      const comm_backend *be, void *impl);
 const char *comm_kind_name(comm_kind k);
+/* Records c in the flight recorder (when it is on); world_ranks: its
+ * members' world ranks in its rank order, NULL to gather them over c. */
+titan_status comm_flight_register(titan_comm *c, const int *world_ranks);
 
 /* comm_shm.c: the world communicator over shared memory. */
 titan_status comm_shm_init_world(titan_dist *d, const char *name, double timeout_s,

@@ -147,7 +147,13 @@ titan_status titan_comm_init_nccl(titan_dist *d, int device, const titan_comm_op
         titan_error_hint("NCCL_DEBUG=WARN (or INFO) prints NCCL's own account");
         return st;
     }
-    return make_comm(api, h, name, me, n, timeout, 0, out);
+    TITAN_TRY(make_comm(api, h, name, me, n, timeout, 0, out));
+    st = comm_flight_register(*out, NULL);
+    if (st != TITAN_OK) {
+        titan_comm_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 /* ---- operations ---------------------------------------------------------------------- */

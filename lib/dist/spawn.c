@@ -132,6 +132,7 @@ titan_status titan_dist_spawn_local(char *const argv[], const titan_dist_spawn_o
     sigaddset(&wait_set, SIGINT);
     sigaddset(&wait_set, SIGTERM);
     sigaddset(&wait_set, SIGHUP);
+    sigaddset(&wait_set, SIGUSR1); /* passed on: every rank's flight recorder dumps */
     pthread_sigmask(SIG_BLOCK, &wait_set, &old_set);
 
     pid_t self = getpid();
@@ -184,7 +185,10 @@ titan_status titan_dist_spawn_local(char *const argv[], const titan_dist_spawn_o
         }
         struct timespec slice = {0, 100 * 1000 * 1000};
         int sig = sigtimedwait(&wait_set, NULL, &slice);
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        if (sig == SIGUSR1) {
+            for (int r = 0; r < started; r++)
+                if (pids[r]) kill(pids[r], SIGUSR1);
+        } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
             signalled = sig;
             for (int r = 0; r < started; r++)
                 if (pids[r]) kill(pids[r], sig);

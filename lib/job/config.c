@@ -169,6 +169,16 @@ static const key_def KEYS[] = {
     INT("profiling", "profile_freq", profiling_profile_freq, 10, 1, 0,
         "profile the steps that are a multiple of this"),
 
+    NUM("comm", "train_timeout_seconds", comm_train_timeout_seconds, 0, 0, 0, F_LO,
+        "seconds a collective or send/receive may wait for the other ranks before the job fails with "
+        "exit status 8; 0 = $TITAN_COMM_TIMEOUT, else 300"),
+    {"comm", "trace_buf_size", T_INT, OFF(comm_trace_buf_size), NULL, 2000, NULL, 0, 0, F_LO,
+     "the flight recorder keeps this many last communication operations per rank and writes them "
+     "out when the job fails or is signalled (SIGUSR1, SIGTERM); 0 = off"},
+    STR("comm", "save_traces_folder", comm_save_traces_folder, "comm_traces", NULL, F_NONEMPTY,
+        "where the flight recorder's dumps go, relative to the run directory: FOLDER/rank-R.json "
+        "(titan-trace hang reads them)"),
+
     STR("activation_checkpoint", "mode", activation_checkpoint_mode, "none", "none,full,selective", 0,
         "recompute activations in backward (the same numbers, less memory, more compute): none; full "
         "(every layer keeps only its input); selective (as selective_ac_option says)"),
@@ -238,8 +248,7 @@ static const struct { const char *section, *key, *harmless; } IGNORED[] = {
     {"float8", "filter_fqns", NULL}, {"float8", "emulate", NULL}, {"float8", "moe_fqns_prototype", NULL},
     {"mx", "mxfp8_dim1_cast_kernel_choice", NULL}, {"mx", "recipe_name", NULL}, {"mx", "filter_fqns", NULL},
     {"mx", "moe_fqns_prototype", NULL},
-    {"comm", "init_timeout_seconds", NULL}, {"comm", "train_timeout_seconds", NULL},
-    {"comm", "trace_buf_size", NULL}, {"comm", "save_traces_folder", NULL},
+    {"comm", "init_timeout_seconds", NULL},
     {"memory_estimation", "enable", "false"}, {"memory_estimation", "disable_fake_mode", NULL},
     {"fault_tolerance", "enable", "false"}, {"fault_tolerance", "*", NULL},
     {"experimental", "custom_import", "\"\""}, {"experimental", "custom_args_module", "\"\""},

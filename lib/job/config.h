@@ -93,6 +93,11 @@ typedef struct {
     char profiling_save_traces_folder[TITAN_STR]; /* relative to the run directory */
     int profiling_profile_freq;
 
+    /* [comm] */
+    double comm_train_timeout_seconds;       /* 0 = TITAN_COMM_TIMEOUT or 300 */
+    int comm_trace_buf_size;                 /* flight recorder entries; 0 = off */
+    char comm_save_traces_folder[TITAN_STR]; /* relative to the run directory */
+
     /* [activation_checkpoint] */
     char activation_checkpoint_mode[TITAN_STR]; /* none, full, selective */
     char activation_checkpoint_selective_ac_option[TITAN_STR]; /* op, or N: every Nth layer */

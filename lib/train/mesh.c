@@ -39,6 +39,7 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
     TITAN_TRY(titan_dist_init(&m->dist));
     m->rank = titan_dist_rank(m->dist);
     m->world = titan_dist_world_size(m->dist);
+    m->comm_timeout_s = cfg->comm_train_timeout_seconds;
     if (m->rank != 0) {
         static char prog[64];
         snprintf(prog, sizeof prog, "%s[rank %d]", titan_log_prog(), m->rank);
@@ -74,7 +75,7 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
     if (m->world == 1) return TITAN_OK;
     titan_layout_coord c;
     titan_layout_coord_of(&m->layout, m->rank, &c);
-    titan_comm_options o = {.timeout_s = 0, .chunk_bytes = 0, .name = "world"};
+    titan_comm_options o = {.timeout_s = m->comm_timeout_s, .chunk_bytes = 0, .name = "world"};
     if (nccl)
         TITAN_TRY(titan_comm_init_nccl(m->dist, -1, &o, &m->world_comm));
     else

@@ -30,6 +30,7 @@ typedef struct {
     titan_layout layout;
     char layout_str[TITAN_LAYOUT_STR_MAX];
     int rank, world;
+    double comm_timeout_s;          /* comm.train_timeout_seconds; 0 = the environment's */
     int dp_rank, dp_size;
     int shard_rank;                 /* coordinate along dp_shard */
     int tp_rank;                    /* coordinate along tp */

@@ -13,9 +13,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "backend/op_profile.h"
+#include "dist/flight.h"
 #include "core/clock.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -126,6 +128,13 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     const titan_job_config *cfg = t->cfg;
     TITAN_TRY(titan_config_validate(cfg));
     TITAN_TRY(titan_mesh_init(cfg, &t->mesh));
+    /* The flight recorder, before the communicators it records. */
+    if (t->mesh.world > 1 && cfg->comm_trace_buf_size > 0) {
+        char dir[4096 + TITAN_STR + 2];
+        snprintf(dir, sizeof dir, "%s/%s", opts->run_dir, cfg->comm_save_traces_folder);
+        TITAN_TRY(titan_flight_enable(dir, t->mesh.rank, t->mesh.world, cfg->comm_trace_buf_size));
+        TITAN_TRY(titan_flight_watch_signals());
+    }
     /* Several ranks on GPUs: one each, by local rank; then the communicators. */
     TITAN_TRY(titan_train_device_open(cfg->training_device, t->mesh.world, titan_dist_local_rank(t->mesh.dist), &t->dev));
     TITAN_TRY(titan_mesh_connect(&t->mesh, t->dev.nccl));
@@ -465,6 +474,18 @@ static titan_status profile_report(trainer *t, double step_s) {
     return TITAN_OK;
 }
 
+/* TITAN_TEST_STALL=RANK:STEP: that rank stops before that step as if stuck
+ * in a kernel (it still takes signals), so tests can hang a job on purpose
+ * and check what the flight recorder and titan-trace hang say. */
+static void test_stall(const trainer *t) {
+    const char *v = getenv("TITAN_TEST_STALL");
+    int rank = -1;
+    long long step = -1;
+    if (!v || sscanf(v, "%d:%lld", &rank, &step) != 2 || rank != t->mesh.rank || step != t->pr.step + 1) return;
+    titan_warn("TITAN_TEST_STALL: rank %d stops before step %lld", rank, step);
+    for (;;) pause();
+}
+
 static titan_status loop(trainer *t) {
     const titan_job_config *cfg = t->cfg;
     double tokens_per_step = (double)cfg->training_local_batch_size * cfg->training_seq_len * t->accum *
@@ -473,6 +494,8 @@ static titan_status loop(trainer *t) {
     if (t->stop_at > 0 && t->stop_at < stop) stop = t->stop_at;
     while (t->pr.step < stop) {
         titan_step_metrics sm = {0};
+        titan_flight_set_step(t->pr.step + 1);
+        test_stall(t);
         /* Several ranks commit a finished background save here (a short
          * collective wait, counted in the step's time). */
         double t0 = titan_now_s();
@@ -534,6 +557,20 @@ static void teardown(trainer *t) {
     titan_tokenizer_free(t->tok);
     titan_mesh_free(&t->mesh);
     titan_op_profile_free(t->prof);
+    titan_flight_disable();
+}
+
+/* A failed rank writes down its last communication (the error stays the run's). */
+static void flight_dump_on_failure(void) {
+    if (!titan_flight_enabled()) return;
+    titan_status code = titan_error_code();
+    char msg[1024], hint[256];
+    snprintf(msg, sizeof msg, "%s", titan_error_message());
+    snprintf(hint, sizeof hint, "%s", titan_error_hint_text());
+    if (titan_flight_dump(msg) != TITAN_OK)
+        titan_warn("flight recorder: %s", titan_error_message());
+    titan_error(code, "%s", msg);
+    if (hint[0]) titan_error_hint("%s", hint);
 }
 
 titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *opts) {
@@ -551,6 +588,7 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
     if (st == TITAN_OK && opts->sample_tokens > 0 && t.mesh.dp_rank == 0 && t.mesh.cp_rank == 0)
         st = titan_sample(t.model, t.tok, opts->prompt, opts->sample_tokens, opts->temperature,
                           (uint64_t)cfg->training_seed, stdout);
+    if (st != TITAN_OK) flight_dump_on_failure();
     teardown(&t);
     return st;
 }

@@ -376,8 +376,11 @@ static void test_torchtitan_file(void) {
               c.profiling_profile_freq == 10 && strcmp(c.profiling_save_traces_folder, "profile_trace") == 0,
           "[profiling] keys read:\n%s", err);
     CHECK(strstr(err, "compile.components: ignored") && strstr(err, "float8.filter_fqns: ignored") &&
-              strstr(err, "comm.trace_buf_size: ignored") && strstr(err, "model.hf_assets_path: ignored"),
+              strstr(err, "comm.init_timeout_seconds: ignored") && strstr(err, "model.hf_assets_path: ignored"),
           "warnings:\n%s", err);
+    CHECK(strstr(err, "trace_buf_size") == NULL && c.comm_trace_buf_size == 20000 &&
+              c.comm_train_timeout_seconds == 100 && strcmp(c.comm_save_traces_folder, "comm_traces") == 0,
+          "[comm] keys read (the flight recorder's, the timeout):\n%s", err);
     CHECK(strstr(err, "steps") == NULL || strstr(err, "training.steps") == NULL, "supported keys do not warn");
     CHECK(c.training_steps == 10 && c.metrics_log_freq == 1 && c.lr_scheduler_warmup_steps == 2 &&
               c.lr_scheduler_decay_ratio == 0.8 && c.checkpoint_enable == 0 && c.checkpoint_interval == 10 &&

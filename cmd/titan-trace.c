@@ -1,0 +1,317 @@
+/* titan-trace - reads what training leaves behind (metrics.jsonl, flight
+ * recorder dumps, op-profile traces) and prints summaries, finds the
+ * operation a hung job waits in, draws plots, exports one Chrome trace. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/version.h"
+#include "job/config.h"
+#include "trace/chrome.h"
+#include "trace/flight_read.h"
+#include "trace/hang.h"
+#include "trace/metrics_read.h"
+#include "trace/plot.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: titan-trace COMMAND [options] ARGS\n"
+            "\n"
+            "  summary RUN|METRICS.jsonl          steps, loss, tokens/s, MFU, memory, communication\n"
+            "  plot [-y KEY[,KEY...]] [--svg OUT.svg] [--width N] [--height N] RUN|METRICS.jsonl\n"
+            "                                     a metric against the step (default: loss, and\n"
+            "                                     val_loss when validated), as text or an SVG file\n"
+            "  hang RUN|DIR                       the operation a hung job waits in, and the ranks\n"
+            "                                     that never reached it (flight recorder dumps)\n"
+            "  flight [-n N] RUN|DIR|RANK.json    each rank's last N recorded operations (default 20)\n"
+            "  chrome [-o OUT.json] INPUT...      one Chrome trace (chrome://tracing, ui.perfetto.dev)\n"
+            "                                     of runs, dump folders, dumps and op-profile traces\n"
+            "\n"
+            "RUN is a run directory: RUN/metrics.jsonl, RUN/<comm.save_traces_folder> (the\n"
+            "flight recorder's rank-R.json), RUN/<profiling.save_traces_folder>.\n"
+            "\n"
+            "  -q, --quiet         only errors\n"
+            "  -h, --help          this help\n"
+            "  --version           print the version\n"
+            "\n"
+            "Exit status: 0 ok (hang: no operation waits), 1 hang: some operation waits, 2 usage\n"
+            "error, 3 file missing or unreadable, 4 malformed input, 6 out of memory.\n"
+            "See titan-trace(1).\n");
+}
+
+typedef struct {
+    const char *cmd;
+    const char *pos[64];
+    int npos;
+    const char *keys, *svg, *out;
+    long width, height, last;
+} opts;
+
+static titan_status number(const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        return titan_error(TITAN_ERR_USAGE, "%s: expected an integer %ld..%ld, got '%s'", opt, lo, hi, s);
+    *out = v;
+    return TITAN_OK;
+}
+
+/* Options per command: which take which. */
+static titan_status parse(int argc, char **argv, opts *o) {
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        int has_value = i + 1 < argc;
+        const char *cmd = o->cmd;
+        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            titan_log_set_verbosity(0);
+        } else if (!strcmp(a, "-y") && !strcmp(cmd, "plot") && has_value) {
+            o->keys = argv[++i];
+        } else if (!strcmp(a, "--svg") && !strcmp(cmd, "plot") && has_value) {
+            o->svg = argv[++i];
+        } else if (!strcmp(a, "--width") && !strcmp(cmd, "plot") && has_value) {
+            TITAN_TRY(number(a, argv[++i], 10, 1000, &o->width));
+        } else if (!strcmp(a, "--height") && !strcmp(cmd, "plot") && has_value) {
+            TITAN_TRY(number(a, argv[++i], 4, 500, &o->height));
+        } else if (!strcmp(a, "-n") && !strcmp(cmd, "flight") && has_value) {
+            TITAN_TRY(number(a, argv[++i], 1, 100000000, &o->last));
+        } else if (!strcmp(a, "-o") && !strcmp(cmd, "chrome") && has_value) {
+            o->out = argv[++i];
+        } else if (a[0] == '-' && a[1] != 0) {
+            titan_error(TITAN_ERR_USAGE, "titan-trace %s: unknown option '%s'%s", cmd, a,
+                        has_value || a[1] == '-' ? "" : " (or it needs a value)");
+            titan_error_hint("titan-trace --help lists the options of each command");
+            return TITAN_ERR_USAGE;
+        } else if (o->npos < (int)(sizeof o->pos / sizeof o->pos[0])) {
+            o->pos[o->npos++] = a;
+        } else {
+            return titan_error(TITAN_ERR_USAGE, "titan-trace %s: too many arguments", cmd);
+        }
+    }
+    int want = !strcmp(o->cmd, "chrome") ? -1 : 1;
+    if ((want == 1 && o->npos != 1) || (want < 0 && o->npos < 1))
+        return titan_error(TITAN_ERR_USAGE, "titan-trace %s: expected %s, got %d argument%s", o->cmd,
+                           want == 1 ? "one argument" : "one or more inputs", o->npos, o->npos == 1 ? "" : "s");
+    return TITAN_OK;
+}
+
+/* RUN/metrics.jsonl for a run directory, else the path itself. */
+static void metrics_path(const char *arg, char *out, size_t cap) {
+    if (titan_fs_is_dir(arg))
+        snprintf(out, cap, "%s/metrics.jsonl", arg);
+    else
+        snprintf(out, cap, "%s", arg);
+}
+
+/* The folder of flight recorder dumps: DIR itself when it holds them, else a
+ * run directory's comm.save_traces_folder (its config.toml says). */
+static titan_status dumps_dir(const char *arg, char *out, size_t cap) {
+    char cfg_path[4200];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.toml", arg);
+    if (!titan_fs_exists(cfg_path)) {
+        snprintf(out, cap, "%s", arg);
+        return TITAN_OK;
+    }
+    titan_job_config *cfg = malloc(sizeof *cfg);
+    if (!cfg) return titan_error(TITAN_ERR_NOMEM, "out of memory");
+    titan_config_defaults(cfg);
+    titan_status st = titan_config_load_file(cfg, cfg_path);
+    if (st == TITAN_OK) snprintf(out, cap, "%s/%s", arg, cfg->comm_save_traces_folder);
+    free(cfg);
+    return st;
+}
+
+static titan_status cmd_summary(const opts *o) {
+    char path[4200];
+    metrics_path(o->pos[0], path, sizeof path);
+    titan_metrics_file *m;
+    TITAN_TRY(titan_metrics_read(path, &m));
+    printf("%s\n", path);
+    titan_metrics_summary(m, stdout);
+    titan_metrics_file_free(m);
+    return TITAN_OK;
+}
+
+static titan_status cmd_plot(const opts *o) {
+    char path[4200];
+    metrics_path(o->pos[0], path, sizeof path);
+    titan_metrics_file *m;
+    TITAN_TRY(titan_metrics_read(path, &m));
+    char keys[1024];
+    snprintf(keys, sizeof keys, "%s", o->keys ? o->keys : titan_metrics_has(m, "val_loss") ? "loss,val_loss" : "loss");
+    titan_series s[8];
+    double *xs[8], *ys[8];
+    int ns = 0;
+    titan_status st = TITAN_OK;
+    for (char *save = NULL, *k = strtok_r(keys, ",", &save); k && st == TITAN_OK; k = strtok_r(NULL, ",", &save)) {
+        if (ns == 8) {
+            st = titan_error(TITAN_ERR_USAGE, "plot -y: at most 8 keys");
+            break;
+        }
+        size_t n = titan_metrics_series(m, k, &xs[ns], &ys[ns]);
+        if (!n) {
+            st = titan_error(TITAN_ERR_USAGE, "plot -y %s: %s has no numeric \"%s\" on any line", k, path, k);
+            titan_error_hint("keys titan-train writes: loss, grad_norm, lr, tokens_per_s, mfu, step_time_s, "
+                             "peak_rss_bytes, val_loss, comm_exposed_s, ckpt_stall_s, dev_peak_bytes");
+            break;
+        }
+        s[ns] = (titan_series){.name = k, .x = xs[ns], .y = ys[ns], .n = n};
+        ns++;
+    }
+    if (st == TITAN_OK) {
+        if (o->svg) {
+            char title[4300];
+            snprintf(title, sizeof title, "%s", path);
+            st = titan_plot_svg(o->svg, s, ns, title, "step");
+            if (st == TITAN_OK) titan_info("%s written", o->svg);
+        } else {
+            titan_plot_text(stdout, s, ns, o->width ? (int)o->width : 72, o->height ? (int)o->height : 16, "step");
+        }
+    }
+    for (int i = 0; i < ns; i++) {
+        free(xs[i]);
+        free(ys[i]);
+    }
+    titan_metrics_file_free(m);
+    return st;
+}
+
+/* 0 nothing waits, 1 something does (the exit status), or an error. */
+static titan_status cmd_hang(const opts *o, int *waits) {
+    char dir[4300];
+    TITAN_TRY(dumps_dir(o->pos[0], dir, sizeof dir));
+    fl_dump *dumps;
+    int n;
+    TITAN_TRY(titan_flight_load_dir(dir, &dumps, &n));
+    titan_hang_result r;
+    titan_hang_report(dumps, n, stdout, &r);
+    titan_flight_dumps_free(dumps, n);
+    *waits = r.stuck > 0;
+    return TITAN_OK;
+}
+
+static void print_entries(const fl_dump *d, long last) {
+    printf("rank %d (%s, pid %ld), step %" PRId64 ": %s\n", d->rank, d->host, d->pid, d->step,
+           d->reason && d->reason[0] ? d->reason : "(no reason)");
+    printf("  %8s %6s %-12s %-16s %6s %-5s %12s %-8s %10s\n", "id", "step", "comm", "op", "seq", "dtype", "count",
+           "state", "ms");
+    size_t from = last > 0 && d->nentries > (size_t)last ? d->nentries - (size_t)last : 0;
+    for (size_t i = from; i < d->nentries; i++) {
+        const fl_entry *e = &d->entries[i];
+        double t0 = e->t_started > 0 ? e->t_started : e->t_queued, t1 = e->t_ended > 0 ? e->t_ended : d->time;
+        char seq[32], op[48];
+        if (e->seq)
+            snprintf(seq, sizeof seq, "#%" PRIu64, e->seq);
+        else if (e->peer >= 0 || e->peer2 >= 0)
+            snprintf(seq, sizeof seq, "%s%" PRIu64, e->peer >= 0 ? ">" : "<", e->peer >= 0 ? e->n : e->n2);
+        else
+            snprintf(seq, sizeof seq, "-");
+        if (e->peer >= 0 && e->peer2 >= 0)
+            snprintf(op, sizeof op, "%s %d<>%d", e->op, e->peer, e->peer2);
+        else if (e->peer >= 0)
+            snprintf(op, sizeof op, "%s %s%d", e->op, strcmp(e->op, "broadcast") ? "->" : "root ", e->peer);
+        else if (e->peer2 >= 0)
+            snprintf(op, sizeof op, "%s <-%d", e->op, e->peer2);
+        else
+            snprintf(op, sizeof op, "%s", e->op);
+        printf("  %8" PRIu64 " %6" PRId64 " %-12s %-16s %6s %-5s %12" PRIu64 " %-8s %10.3f%s\n", e->id, e->step,
+               d->comms[e->comm].name, op, seq, e->dtype, e->count ? e->count : e->count2,
+               titan_flight_state_name(e->state), 1e3 * (t1 > t0 ? t1 - t0 : 0), e->t_ended > 0 ? "" : " (so far)");
+    }
+}
+
+static titan_status cmd_flight(const opts *o) {
+    const char *arg = o->pos[0];
+    long last = o->last ? o->last : 20;
+    if (!titan_fs_is_dir(arg)) {
+        fl_dump d;
+        TITAN_TRY(titan_flight_load(arg, &d));
+        print_entries(&d, last);
+        titan_flight_dump_free(&d);
+        return TITAN_OK;
+    }
+    char dir[4300];
+    TITAN_TRY(dumps_dir(arg, dir, sizeof dir));
+    fl_dump *dumps;
+    int n;
+    TITAN_TRY(titan_flight_load_dir(dir, &dumps, &n));
+    for (int i = 0; i < n; i++) {
+        if (i) printf("\n");
+        print_entries(&dumps[i], last);
+    }
+    titan_flight_dumps_free(dumps, n);
+    return TITAN_OK;
+}
+
+static titan_status cmd_chrome(const opts *o) {
+    titan_chrome *c;
+    TITAN_TRY(titan_chrome_new(&c));
+    titan_status st = TITAN_OK;
+    int files = 0;
+    for (int i = 0; i < o->npos && st == TITAN_OK; i++) {
+        int added = 0;
+        if (titan_fs_is_dir(o->pos[i])) {
+            st = titan_chrome_add_dir(c, o->pos[i], &added);
+            if (st == TITAN_OK && added == 0)
+                st = titan_error(TITAN_ERR_IO, "%s: no flight recorder dumps or op-profile traces under it", o->pos[i]);
+        } else {
+            st = titan_chrome_add_file(c, o->pos[i]);
+            added = 1;
+        }
+        files += added;
+    }
+    size_t events = 0;
+    const char *out = o->out ? o->out : "-";
+    if (st == TITAN_OK) st = titan_chrome_write(c, out, &events);
+    if (st == TITAN_OK && strcmp(out, "-"))
+        titan_info("%s: %zu events from %d file%s", out, events, files, files == 1 ? "" : "s");
+    titan_chrome_free(c);
+    return st;
+}
+
+int main(int argc, char **argv) {
+    titan_log_init("titan-trace");
+    if (argc < 2) {
+        usage(stderr);
+        return TITAN_ERR_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("titan-trace %s\n", TITAN_VERSION);
+        return 0;
+    }
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+    static const char *const cmds[] = {"summary", "plot", "hang", "flight", "chrome"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) known |= !strcmp(cmd, cmds[i]);
+    if (!known) {
+        titan_error(TITAN_ERR_USAGE, "unknown command '%s'", cmd);
+        titan_error_hint("commands: summary, plot, hang, flight, chrome (titan-trace --help)");
+        return titan_report(TITAN_ERR_USAGE);
+    }
+    opts o = {.cmd = cmd};
+    titan_status st = parse(argc, argv, &o);
+    int waits = 0;
+    if (st == TITAN_OK) {
+        if (!strcmp(cmd, "summary")) st = cmd_summary(&o);
+        else if (!strcmp(cmd, "plot")) st = cmd_plot(&o);
+        else if (!strcmp(cmd, "hang")) st = cmd_hang(&o, &waits);
+        else if (!strcmp(cmd, "flight")) st = cmd_flight(&o);
+        else st = cmd_chrome(&o);
+    }
+    if (st != TITAN_OK) return titan_report(st);
+    if (fflush(stdout) != 0) return titan_report(titan_error(TITAN_ERR_IO, "stdout: write failed"));
+    return waits ? 1 : 0;
+}

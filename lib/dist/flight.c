@@ -1,0 +1,346 @@
+/* flight.c - the flight recorder (see flight.h): a ring of the last
+ * operations under one lock, its JSON dump, the signal watcher. */
+#include "flight.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/fsutil.h"
+#include "core/log.h"
+
+enum { ST_QUEUED, ST_RUNNING, ST_DONE, ST_FAILED };
+static const char *const state_names[] = {"queued", "running", "done", "failed"};
+
+typedef struct {
+    uint64_t id; /* 0: an empty slot */
+    titan_flight_op op;
+    int64_t step;
+    double t_queued, t_started, t_ended; /* wall clock, seconds; 0 = not yet */
+    int state;
+    char err[256];
+} entry;
+
+typedef struct {
+    char name[64];
+    int rank, size;
+    int *world_ranks; /* NULL: unknown */
+} comm_info;
+
+static struct {
+    pthread_mutex_t mu;
+    int on;
+    char path[4200];
+    int world_rank, world_size;
+    entry *ring;
+    size_t cap;
+    uint64_t next_id;
+    int64_t step;
+    comm_info *comms;
+    int ncomms;
+    /* the signal watcher */
+    int pipe_fd[2];
+    int watching;
+    pthread_t watcher;
+} fr = {.mu = PTHREAD_MUTEX_INITIALIZER, .pipe_fd = {-1, -1}};
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+titan_status titan_flight_enable(const char *dir, int world_rank, int world_size, int capacity) {
+    if (capacity <= 0) return titan_error(TITAN_ERR_USAGE, "flight recorder: capacity %d: want > 0", capacity);
+    pthread_mutex_lock(&fr.mu);
+    if (fr.on) {
+        pthread_mutex_unlock(&fr.mu);
+        return TITAN_OK;
+    }
+    fr.ring = calloc((size_t)capacity, sizeof *fr.ring);
+    if (!fr.ring) {
+        pthread_mutex_unlock(&fr.mu);
+        return titan_error(TITAN_ERR_NOMEM, "flight recorder: out of memory for %d entries", capacity);
+    }
+    fr.cap = (size_t)capacity;
+    fr.next_id = 1;
+    fr.world_rank = world_rank;
+    fr.world_size = world_size;
+    fr.step = 0;
+    snprintf(fr.path, sizeof fr.path, "%s/rank-%d.json", dir, world_rank);
+    fr.on = 1;
+    pthread_mutex_unlock(&fr.mu);
+    return TITAN_OK;
+}
+
+int titan_flight_enabled(void) {
+    pthread_mutex_lock(&fr.mu);
+    int on = fr.on;
+    pthread_mutex_unlock(&fr.mu);
+    return on;
+}
+
+int titan_flight_world_rank(void) {
+    pthread_mutex_lock(&fr.mu);
+    int r = fr.world_rank;
+    pthread_mutex_unlock(&fr.mu);
+    return r;
+}
+
+void titan_flight_set_step(int64_t step) {
+    pthread_mutex_lock(&fr.mu);
+    fr.step = step;
+    pthread_mutex_unlock(&fr.mu);
+}
+
+int titan_flight_comm(const char *name, int rank, int size, const int *world_ranks) {
+    pthread_mutex_lock(&fr.mu);
+    int id = -1;
+    comm_info *grown = fr.on ? realloc(fr.comms, (size_t)(fr.ncomms + 1) * sizeof *grown) : NULL;
+    if (grown) {
+        fr.comms = grown;
+        comm_info *ci = &fr.comms[fr.ncomms];
+        memset(ci, 0, sizeof *ci);
+        snprintf(ci->name, sizeof ci->name, "%s", name);
+        ci->rank = rank;
+        ci->size = size;
+        if (world_ranks && (ci->world_ranks = malloc((size_t)size * sizeof(int))))
+            memcpy(ci->world_ranks, world_ranks, (size_t)size * sizeof(int));
+        id = fr.ncomms++;
+    }
+    pthread_mutex_unlock(&fr.mu);
+    return id;
+}
+
+/* The entry of id, if the ring still holds it (called under the lock). */
+static entry *find(uint64_t id) {
+    if (!fr.on || id == 0) return NULL;
+    entry *e = &fr.ring[(id - 1) % fr.cap];
+    return e->id == id ? e : NULL;
+}
+
+uint64_t titan_flight_queued(const titan_flight_op *op) {
+    if (op->id < 0) return 0;
+    pthread_mutex_lock(&fr.mu);
+    uint64_t id = 0;
+    if (fr.on) {
+        id = fr.next_id++;
+        entry *e = &fr.ring[(id - 1) % fr.cap];
+        memset(e, 0, sizeof *e);
+        e->id = id;
+        e->op = *op;
+        e->step = fr.step;
+        e->t_queued = wall_s();
+        e->state = ST_QUEUED;
+    }
+    pthread_mutex_unlock(&fr.mu);
+    return id;
+}
+
+void titan_flight_started(uint64_t id) {
+    if (!id) return;
+    pthread_mutex_lock(&fr.mu);
+    entry *e = find(id);
+    if (e) {
+        e->t_started = wall_s();
+        e->state = ST_RUNNING;
+    }
+    pthread_mutex_unlock(&fr.mu);
+}
+
+void titan_flight_ended(uint64_t id, titan_status st, const char *msg) {
+    if (!id) return;
+    pthread_mutex_lock(&fr.mu);
+    entry *e = find(id);
+    if (e) {
+        e->t_ended = wall_s();
+        e->state = st == TITAN_OK ? ST_DONE : ST_FAILED;
+        if (st != TITAN_OK) snprintf(e->err, sizeof e->err, "%s", msg ? msg : "");
+    }
+    pthread_mutex_unlock(&fr.mu);
+}
+
+/* ---- the dump ---------------------------------------------------------------------------- */
+
+static int set(json_t *o, const char *k, json_t *v) { return json_object_set_new(o, k, v); }
+
+static json_t *entry_json(const entry *e) {
+    const titan_flight_op *op = &e->op;
+    json_t *o = json_object();
+    set(o, "id", json_integer((json_int_t)e->id));
+    set(o, "comm", json_integer(op->id));
+    set(o, "comm_name", json_string(op->id < fr.ncomms ? fr.comms[op->id].name : "?"));
+    set(o, "op", json_string(op->op));
+    if (op->seq) set(o, "seq", json_integer((json_int_t)op->seq));
+    set(o, "dtype", json_string(op->dtype));
+    if (op->redop) set(o, "redop", json_string(op->redop));
+    set(o, "count", json_integer((json_int_t)op->count));
+    if (op->peer >= 0) set(o, "peer", json_integer(op->peer));
+    if (op->n) set(o, "n", json_integer((json_int_t)op->n));
+    if (op->peer2 >= 0) {
+        set(o, "peer2", json_integer(op->peer2));
+        set(o, "n2", json_integer((json_int_t)op->n2));
+        set(o, "count2", json_integer((json_int_t)op->count2));
+    }
+    set(o, "step", json_integer(e->step));
+    set(o, "state", json_string(state_names[e->state]));
+    set(o, "t_queued", json_real(e->t_queued));
+    if (e->t_started > 0) set(o, "t_started", json_real(e->t_started));
+    if (e->t_ended > 0) set(o, "t_ended", json_real(e->t_ended));
+    if (e->err[0]) set(o, "error", json_string(e->err));
+    return o;
+}
+
+/* The dump as text (called under the lock: a snapshot of one moment). */
+static char *dump_text(const char *reason) {
+    json_t *root = json_object();
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    set(root, "format", json_string(TITAN_FLIGHT_FORMAT));
+    set(root, "rank", json_integer(fr.world_rank));
+    set(root, "world_size", json_integer(fr.world_size));
+    set(root, "host", json_string(host));
+    set(root, "pid", json_integer((json_int_t)getpid()));
+    set(root, "time", json_real(wall_s()));
+    set(root, "step", json_integer(fr.step));
+    set(root, "reason", json_string(reason ? reason : ""));
+    set(root, "capacity", json_integer((json_int_t)fr.cap));
+    set(root, "recorded", json_integer((json_int_t)(fr.next_id - 1)));
+    json_t *comms = json_array();
+    for (int i = 0; i < fr.ncomms; i++) {
+        const comm_info *ci = &fr.comms[i];
+        json_t *c = json_object();
+        set(c, "id", json_integer(i));
+        set(c, "name", json_string(ci->name));
+        set(c, "rank", json_integer(ci->rank));
+        set(c, "size", json_integer(ci->size));
+        if (ci->world_ranks) {
+            json_t *w = json_array();
+            for (int r = 0; r < ci->size; r++) json_array_append_new(w, json_integer(ci->world_ranks[r]));
+            set(c, "world_ranks", w);
+        }
+        json_array_append_new(comms, c);
+    }
+    set(root, "comms", comms);
+    json_t *entries = json_array();
+    uint64_t last = fr.next_id - 1, first = last >= fr.cap ? last - fr.cap + 1 : 1;
+    for (uint64_t id = first; id >= 1 && id <= last; id++) {
+        const entry *e = find(id);
+        if (e) json_array_append_new(entries, entry_json(e));
+    }
+    set(root, "entries", entries);
+    char *text = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    return text;
+}
+
+titan_status titan_flight_dump(const char *reason) {
+    pthread_mutex_lock(&fr.mu);
+    if (!fr.on) {
+        pthread_mutex_unlock(&fr.mu);
+        return TITAN_OK;
+    }
+    char path[sizeof fr.path];
+    memcpy(path, fr.path, sizeof path);
+    char *text = dump_text(reason);
+    pthread_mutex_unlock(&fr.mu);
+    if (!text) return titan_error(TITAN_ERR_NOMEM, "flight recorder %s: out of memory", path);
+    char dir[sizeof path];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    titan_status st = slash ? titan_fs_mkdir_p(dir) : TITAN_OK;
+    if (st == TITAN_OK) {
+        size_t n = strlen(text);
+        text[n] = '\n'; /* json_dumps ends in NUL: the newline takes its place */
+        st = titan_fs_write_atomic(path, text, n + 1);
+    }
+    free(text);
+    if (st == TITAN_OK) titan_info("flight recorder: %s written (%s)", path, reason ? reason : "");
+    return st;
+}
+
+/* ---- signals ----------------------------------------------------------------------------- */
+
+static void on_signal(int sig) {
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(fr.pipe_fd[1], &b, 1) < 0) { /* nothing to do about it in a handler */
+    }
+    errno = saved;
+}
+
+static void *watcher_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        unsigned char b;
+        ssize_t n = read(fr.pipe_fd[0], &b, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0 || b == 0) break; /* closed, or told to stop */
+        const char *name = b == SIGTERM ? "SIGTERM" : b == SIGUSR1 ? "SIGUSR1" : "signal";
+        titan_status st = titan_flight_dump(name);
+        if (st != TITAN_OK) titan_warn("flight recorder: dump on %s failed: %s", name, titan_error_message());
+        if (b == SIGTERM) {
+            /* Die of it as without the recorder: the default action, raised again. */
+            signal(SIGTERM, SIG_DFL);
+            kill(getpid(), SIGTERM);
+            break;
+        }
+    }
+    return NULL;
+}
+
+titan_status titan_flight_watch_signals(void) {
+    if (fr.watching) return TITAN_OK;
+    if (pipe(fr.pipe_fd) != 0)
+        return titan_error(TITAN_ERR_FAIL, "flight recorder: pipe: %s", strerror(errno));
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* the watcher takes no signals */
+    int rc = pthread_create(&fr.watcher, NULL, watcher_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        close(fr.pipe_fd[0]);
+        close(fr.pipe_fd[1]);
+        fr.pipe_fd[0] = fr.pipe_fd[1] = -1;
+        return titan_error(TITAN_ERR_FAIL, "flight recorder: cannot start its signal thread: %s", strerror(rc));
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    fr.watching = 1;
+    return TITAN_OK;
+}
+
+void titan_flight_disable(void) {
+    if (fr.watching) {
+        signal(SIGUSR1, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        unsigned char stop = 0;
+        if (write(fr.pipe_fd[1], &stop, 1) == 1) pthread_join(fr.watcher, NULL);
+        else pthread_detach(fr.watcher);
+        close(fr.pipe_fd[0]);
+        close(fr.pipe_fd[1]);
+        fr.pipe_fd[0] = fr.pipe_fd[1] = -1;
+        fr.watching = 0;
+    }
+    pthread_mutex_lock(&fr.mu);
+    fr.on = 0;
+    free(fr.ring);
+    fr.ring = NULL;
+    for (int i = 0; i < fr.ncomms; i++) free(fr.comms[i].world_ranks);
+    free(fr.comms);
+    fr.comms = NULL;
+    fr.ncomms = 0;
+    pthread_mutex_unlock(&fr.mu);
+}

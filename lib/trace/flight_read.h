@@ -1,0 +1,62 @@
+/* flight_read.h - reading the flight recorder's dumps (dist/flight.h) back:
+ * one rank's file, or a directory of them (RUN/comm_traces). */
+#ifndef TITAN_TRACE_FLIGHT_READ_H
+#define TITAN_TRACE_FLIGHT_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+enum { FL_QUEUED, FL_RUNNING, FL_DONE, FL_FAILED };
+
+typedef struct {
+    int id;
+    char name[64];
+    int rank, size;
+    int *world_ranks; /* [size], NULL when the dump does not say */
+} fl_comm;
+
+typedef struct {
+    uint64_t id;
+    int comm;          /* index into the dump's comms */
+    char op[24], dtype[8], redop[8];
+    uint64_t seq;      /* collectives; 0 for splits and point to point */
+    uint64_t count, count2;
+    int peer, peer2;   /* -1: none */
+    uint64_t n, n2;
+    int64_t step;
+    int state;         /* FL_* */
+    double t_queued, t_started, t_ended; /* wall clock; 0 = not yet */
+    char *error;       /* NULL when none */
+} fl_entry;
+
+typedef struct {
+    char path[4096];
+    int rank, world_size;
+    char host[256];
+    long pid;
+    double time;       /* when it was written */
+    int64_t step;
+    char *reason;
+    uint64_t capacity, recorded;
+    fl_comm *comms;
+    int ncomms;
+    fl_entry *entries; /* oldest first */
+    size_t nentries;
+} fl_dump;
+
+/* Reads one dump; a file that is not one is TITAN_ERR_FORMAT naming it and
+ * the field. */
+titan_status titan_flight_load(const char *path, fl_dump *d);
+void titan_flight_dump_free(fl_dump *d);
+
+/* Every rank-R.json under dir, sorted by rank (*dumps: n of them, free with
+ * titan_flight_dumps_free). A directory without any is TITAN_ERR_IO;
+ * two files of one rank, or ranks of different world sizes, TITAN_ERR_FORMAT. */
+titan_status titan_flight_load_dir(const char *dir, fl_dump **dumps, int *n);
+void titan_flight_dumps_free(fl_dump *dumps, int n);
+
+const char *titan_flight_state_name(int state);
+
+#endif
