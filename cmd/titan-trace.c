@@ -100,11 +100,13 @@ static titan_status parse(int argc, char **argv, opts *o) {
 }
 
 /* RUN/metrics.jsonl for a run directory, else the path itself. */
-static void metrics_path(const char *arg, char *out, size_t cap) {
+static titan_status metrics_path(const char *arg, char *out, size_t cap) {
+    if (!titan_fs_exists(arg)) return titan_error(TITAN_ERR_IO, "%s: no such run directory or metrics file", arg);
     if (titan_fs_is_dir(arg))
         snprintf(out, cap, "%s/metrics.jsonl", arg);
     else
         snprintf(out, cap, "%s", arg);
+    return TITAN_OK;
 }
 
 /* The folder of flight recorder dumps: DIR itself when it holds them, else a
@@ -127,7 +129,7 @@ static titan_status dumps_dir(const char *arg, char *out, size_t cap) {
 
 static titan_status cmd_summary(const opts *o) {
     char path[4200];
-    metrics_path(o->pos[0], path, sizeof path);
+    TITAN_TRY(metrics_path(o->pos[0], path, sizeof path));
     titan_metrics_file *m;
     TITAN_TRY(titan_metrics_read(path, &m));
     printf("%s\n", path);
@@ -138,7 +140,7 @@ static titan_status cmd_summary(const opts *o) {
 
 static titan_status cmd_plot(const opts *o) {
     char path[4200];
-    metrics_path(o->pos[0], path, sizeof path);
+    TITAN_TRY(metrics_path(o->pos[0], path, sizeof path));
     titan_metrics_file *m;
     TITAN_TRY(titan_metrics_read(path, &m));
     char keys[1024];

@@ -2,6 +2,7 @@
 #include "trace/flight_read.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,7 +168,12 @@ titan_status titan_flight_load_dir(const char *dir, fl_dump **out, int *nout) {
     *out = NULL;
     *nout = 0;
     DIR *dh = opendir(dir);
-    if (!dh) return titan_error(TITAN_ERR_IO, "%s: cannot open the directory of flight recorder dumps", dir);
+    if (!dh) {
+        titan_error(TITAN_ERR_IO, "%s: no flight recorder dumps (cannot open the directory: %s)", dir, strerror(errno));
+        titan_error_hint("ranks dump when training fails or on SIGUSR1 or SIGTERM, with more than one rank and "
+                         "comm.trace_buf_size > 0");
+        return TITAN_ERR_IO;
+    }
     fl_dump *dumps = NULL;
     int n = 0;
     titan_status st = TITAN_OK;
