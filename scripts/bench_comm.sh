@@ -4,7 +4,8 @@
 # beside its reference measured in the same run: memcpy of the same sizes in
 # one process (the shm all-reduce moves each byte about five times: copy in,
 # read for the reduction, write the sum, copy out). Also barrier and 1-element
-# all-reduce latency. Bus bandwidth as nccl-tests defines it:
+# all-reduce latency, and that latency on a communicator the flight recorder
+# records (titan-train's default) beside one it does not. Bus bandwidth as nccl-tests defines it:
 # busbw = bytes / time * 2 (n - 1) / n.
 #
 #   BENCH_COMM_CHUNK   bytes each rank stages per pipeline step (default 1 MiB)
