@@ -22,9 +22,10 @@ static void usage(FILE *f) {
             "usage: titan-trace COMMAND [options] ARGS\n"
             "\n"
             "  summary RUN|METRICS.jsonl          steps, loss, tokens/s, MFU, memory, communication\n"
-            "  plot [-y KEY[,KEY...]] [--svg OUT.svg] [--width N] [--height N] RUN|METRICS.jsonl\n"
-            "                                     a metric against the step (default: loss, and\n"
-            "                                     val_loss when validated), as text or an SVG file\n"
+            "  plot [-y KEY[,KEY...]] [--svg OUT.svg] [--width N] [--height N] RUN|METRICS.jsonl...\n"
+            "                                     metrics against the step (default: loss, and\n"
+            "                                     val_loss when validated), as text or an SVG file;\n"
+            "                                     several runs share one plot (RUN:KEY)\n"
             "  hang RUN|DIR                       the operation a hung job waits in, and the ranks\n"
             "                                     that never reached it (flight recorder dumps)\n"
             "  flight [-n N] RUN|DIR|RANK.json    each rank's last N recorded operations (default 20)\n"
@@ -92,7 +93,7 @@ static titan_status parse(int argc, char **argv, opts *o) {
             return titan_error(TITAN_ERR_USAGE, "titan-trace %s: too many arguments", cmd);
         }
     }
-    int want = !strcmp(o->cmd, "chrome") ? -1 : 1;
+    int want = !strcmp(o->cmd, "chrome") || !strcmp(o->cmd, "plot") ? -1 : 1;
     if ((want == 1 && o->npos != 1) || (want < 0 && o->npos < 1))
         return titan_error(TITAN_ERR_USAGE, "titan-trace %s: expected %s, got %d argument%s", o->cmd,
                            want == 1 ? "one argument" : "one or more inputs", o->npos, o->npos == 1 ? "" : "s");
@@ -138,36 +139,53 @@ static titan_status cmd_summary(const opts *o) {
     return TITAN_OK;
 }
 
-static titan_status cmd_plot(const opts *o) {
+#define MAX_SERIES 8
+
+/* The series of one input's keys, appended to s (named KEY, or RUN:KEY when
+ * several inputs share the plot). */
+static titan_status add_series(const char *arg, const char *keys_opt, int prefix, titan_series *s, char names[][256],
+                               int *ns) {
     char path[4200];
-    TITAN_TRY(metrics_path(o->pos[0], path, sizeof path));
+    TITAN_TRY(metrics_path(arg, path, sizeof path));
     titan_metrics_file *m;
     TITAN_TRY(titan_metrics_read(path, &m));
     char keys[1024];
-    snprintf(keys, sizeof keys, "%s", o->keys ? o->keys : titan_metrics_has(m, "val_loss") ? "loss,val_loss" : "loss");
-    titan_series s[8];
-    double *xs[8], *ys[8];
-    int ns = 0;
+    snprintf(keys, sizeof keys, "%s", keys_opt ? keys_opt : titan_metrics_has(m, "val_loss") ? "loss,val_loss" : "loss");
     titan_status st = TITAN_OK;
     for (char *save = NULL, *k = strtok_r(keys, ",", &save); k && st == TITAN_OK; k = strtok_r(NULL, ",", &save)) {
-        if (ns == 8) {
-            st = titan_error(TITAN_ERR_USAGE, "plot -y: at most 8 keys");
+        if (*ns == MAX_SERIES) {
+            st = titan_error(TITAN_ERR_USAGE, "plot: at most %d series (inputs x keys)", MAX_SERIES);
             break;
         }
-        size_t n = titan_metrics_series(m, k, &xs[ns], &ys[ns]);
+        double *x, *y;
+        size_t n = titan_metrics_series(m, k, &x, &y);
         if (!n) {
             st = titan_error(TITAN_ERR_USAGE, "plot -y %s: %s has no numeric \"%s\" on any line", k, path, k);
             titan_error_hint("keys titan-train writes: loss, grad_norm, lr, tokens_per_s, mfu, step_time_s, "
                              "peak_rss_bytes, val_loss, comm_exposed_s, ckpt_stall_s, dev_peak_bytes");
             break;
         }
-        s[ns] = (titan_series){.name = k, .x = xs[ns], .y = ys[ns], .n = n};
-        ns++;
+        if (prefix)
+            snprintf(names[*ns], 256, "%.200s:%.50s", arg, k);
+        else
+            snprintf(names[*ns], 256, "%.250s", k);
+        s[*ns] = (titan_series){.name = names[*ns], .x = x, .y = y, .n = n};
+        (*ns)++;
     }
+    titan_metrics_file_free(m);
+    return st;
+}
+
+static titan_status cmd_plot(const opts *o) {
+    titan_series s[MAX_SERIES];
+    char names[MAX_SERIES][256];
+    int ns = 0;
+    titan_status st = TITAN_OK;
+    for (int i = 0; i < o->npos && st == TITAN_OK; i++) st = add_series(o->pos[i], o->keys, o->npos > 1, s, names, &ns);
     if (st == TITAN_OK) {
         if (o->svg) {
             char title[4300];
-            snprintf(title, sizeof title, "%s", path);
+            snprintf(title, sizeof title, "%s%s", o->pos[0], o->npos > 1 ? " and others" : "");
             st = titan_plot_svg(o->svg, s, ns, title, "step");
             if (st == TITAN_OK) titan_info("%s written", o->svg);
         } else {
@@ -175,10 +193,9 @@ static titan_status cmd_plot(const opts *o) {
         }
     }
     for (int i = 0; i < ns; i++) {
-        free(xs[i]);
-        free(ys[i]);
+        free((void *)s[i].x);
+        free((void *)s[i].y);
     }
-    titan_metrics_file_free(m);
     return st;
 }
 

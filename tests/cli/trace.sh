@@ -125,6 +125,9 @@ import sys, xml.etree.ElementTree as ET
 lines = [e for e in ET.parse(sys.argv[1]).iter() if e.tag.endswith("polyline")]
 sys.exit(0 if len(lines) == 2 and all(len(l.get("points").split()) == 20 for l in lines) else 1)
 PY
+expect 0 "" "titan-trace plot of two runs" -- "$bin/titan-trace" plot "$tmp/done" "$tmp/hung" --height 6
+grep -q "/done:loss .*/hung:loss" "$tmp/out" && ok "two runs share a plot, series named RUN:KEY" ||
+    { fail "two runs share a plot"; sed 's/^/#   /' "$tmp/out"; }
 cp -r "$tmp/hung/comm_traces" "$tmp/done/comm_traces"
 expect 0 "" "titan-trace chrome RUN" -- "$bin/titan-trace" chrome -o "$tmp/trace.json" "$tmp/done"
 /usr/bin/python3 - "$tmp/trace.json" <<'PY' 2>"$tmp/err" && ok "chrome: ops and collectives of both ranks, times from 0" || fail "chrome trace"
