@@ -224,9 +224,9 @@ static titan_status nccl_run(titan_comm *c, const comm_op *op) {
         titan_error(st, "%s on comm %s (rank %d of %d, nccl): %s", what, c->name, c->rank, c->size,
                     msg);
         if (strstr(msg, "timed out"))
-            titan_error_hint("the missing rank is likely one whose log stops before this "
-                             "operation, or one that called another operation; NCCL_DEBUG=WARN "
-                             "prints NCCL's own account");
+            titan_error_hint("titan-trace hang RUN names the rank that never called it from every "
+                             "rank's flight recorder dump (written as the ranks fail or are stopped); "
+                             "NCCL_DEBUG=WARN prints NCCL's own account");
         return st;
     }
     if (!p2p) atomic_store(&c->seq, seq);

@@ -3,8 +3,10 @@
 # (scripts/slurm-local.sh, or one it already started), then srun --mpi=pmix
 # with 2 ranks: build/tests/test_dist's communicator suite, a failing and a
 # killed rank, and a tiny data-parallel titan-train that must give the same
-# bits as --nproc 2. TAP output; skipped (77) without Slurm, without root to
-# start it, or when it will not start here. Stops the Slurm it started.
+# bits as --nproc 2; a hung one (TITAN_TEST_STALL) whose ranks dump on
+# scancel --signal=USR1 and on scancel, and titan-trace hang names the
+# rank. TAP output; skipped (77) without Slurm, without root to start it,
+# or when it will not start here. Stops the Slurm it started.
 # TITAN_REQUIRE_SLURM=1 (CI sets it) turns every skip into a failure.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -114,6 +116,31 @@ else
         else
             fail "srun --mpi=pmix -n2 titan-train (exit $rc)"
         fi
+        # --- a hung job: scancel --signal=USR1 makes every rank dump, titan-trace names the rank ---
+        "$bin/titan-init" -q "$cfg" "$tmp/h" $TINY --training.steps=100 2>"$tmp/err"
+        name=titan-hang-$$
+        TITAN_TEST_STALL=1:3 timeout 120 srun --mpi=pmix -N1 -n 2 $OVER --time=2 -J $name "$bin/titan-train" \
+            "$tmp/h" --comm.train_timeout_seconds=100 >"$tmp/hout" 2>"$tmp/herr" &
+        step=$!
+        reasons() { # both ranks' dump reasons, or nothing
+            /usr/bin/python3 -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1] + "/comm_traces/rank-%d.json" % r))["reason"] for r in (0, 1)))' "$tmp/h" 2>/dev/null
+        }
+        i=0; until grep -q "TITAN_TEST_STALL" "$tmp/herr" 2>/dev/null || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
+        sleep 1
+        jid=$(squeue -h -n $name -o %i | head -n 1)
+        [ -n "$jid" ] && scancel --signal=USR1 "$jid"
+        i=0; until [ "$(reasons)" = "SIGUSR1 SIGUSR1" ] || [ $i -ge 200 ]; do sleep 0.1; i=$((i + 1)); done
+        "$bin/titan-trace" hang "$tmp/h" >"$tmp/out" 2>"$tmp/err"; rc=$?
+        if [ -n "$jid" ] && [ $rc -eq 1 ] && grep -q "NEVER CALLED IT" "$tmp/out" && grep -q "^likely cause: rank 1 " "$tmp/out"; then
+            ok "scancel --signal=USR1: both ranks dump, titan-trace hang names rank 1"
+        else
+            fail "scancel --signal=USR1: both ranks dump, titan-trace hang names rank 1 (job '$jid', exit $rc, reasons '$(reasons)')"
+        fi
+        [ -n "$jid" ] && scancel "$jid"
+        wait $step
+        i=0; until [ "$(reasons)" = "SIGTERM SIGTERM" ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+        [ "$(reasons)" = "SIGTERM SIGTERM" ] && ok "scancel: both ranks dump as they stop" ||
+            fail "scancel: both ranks dump as they stop (reasons '$(reasons)')"
     fi
 fi
 
