@@ -22,6 +22,7 @@ typedef struct {
     uint64_t id; /* 0: an empty slot */
     titan_flight_op op;
     int64_t step;
+    const char *phase;
     double t_queued, t_started, t_ended; /* wall clock, seconds; 0 = not yet */
     int state;
     char err[256];
@@ -42,6 +43,7 @@ static struct {
     size_t cap;
     uint64_t next_id;
     int64_t step;
+    const char *phase;
     comm_info *comms;
     int ncomms;
     /* the signal watcher */
@@ -73,6 +75,7 @@ titan_status titan_flight_enable(const char *dir, int world_rank, int world_size
     fr.world_rank = world_rank;
     fr.world_size = world_size;
     fr.step = 0;
+    fr.phase = NULL;
     snprintf(fr.path, sizeof fr.path, "%s/rank-%d.json", dir, world_rank);
     fr.on = 1;
     pthread_mutex_unlock(&fr.mu);
@@ -96,6 +99,12 @@ int titan_flight_world_rank(void) {
 void titan_flight_set_step(int64_t step) {
     pthread_mutex_lock(&fr.mu);
     fr.step = step;
+    pthread_mutex_unlock(&fr.mu);
+}
+
+void titan_flight_phase(const char *phase) {
+    pthread_mutex_lock(&fr.mu);
+    fr.phase = phase;
     pthread_mutex_unlock(&fr.mu);
 }
 
@@ -136,6 +145,7 @@ uint64_t titan_flight_queued(const titan_flight_op *op) {
         e->id = id;
         e->op = *op;
         e->step = fr.step;
+        e->phase = fr.phase;
         e->t_queued = wall_s();
         e->state = ST_QUEUED;
     }
@@ -189,6 +199,7 @@ static json_t *entry_json(const entry *e) {
         set(o, "count2", json_integer((json_int_t)op->count2));
     }
     set(o, "step", json_integer(e->step));
+    if (e->phase) set(o, "phase", json_string(e->phase));
     set(o, "state", json_string(state_names[e->state]));
     set(o, "t_queued", json_real(e->t_queued));
     if (e->t_started > 0) set(o, "t_started", json_real(e->t_started));
@@ -209,6 +220,7 @@ static char *dump_text(const char *reason) {
     set(root, "pid", json_integer((json_int_t)getpid()));
     set(root, "time", json_real(wall_s()));
     set(root, "step", json_integer(fr.step));
+    if (fr.phase) set(root, "phase", json_string(fr.phase));
     set(root, "reason", json_string(reason ? reason : ""));
     set(root, "capacity", json_integer((json_int_t)fr.cap));
     set(root, "recorded", json_integer((json_int_t)(fr.next_id - 1)));

@@ -34,8 +34,12 @@ int titan_flight_world_rank(void); /* enable's world_rank */
 /* Stops the signal watcher and frees the ring (a test's cleanup). */
 void titan_flight_disable(void);
 
-/* The training step the entries recorded from now on belong to. */
+/* The training step the entries recorded from now on belong to, and the
+ * part of it training is in ("data", "forward", "backward", "optimizer",
+ * "checkpoint", ...: a static string), so a dump of a rank stuck outside
+ * communication still says where. */
 void titan_flight_set_step(int64_t step);
+void titan_flight_phase(const char *phase);
 
 /* Writes the dump now; reason says why (an error message, "SIGUSR1"). */
 titan_status titan_flight_dump(const char *reason);

@@ -87,6 +87,7 @@ static titan_status load_entries(json_t *arr, fl_dump *d) {
         e->n = (uint64_t)int_of(o, "n", 0);
         e->n2 = (uint64_t)int_of(o, "n2", 0);
         e->step = int_of(o, "step", 0);
+        str_of(o, "phase", e->phase, sizeof e->phase);
         char st[16];
         str_of(o, "state", st, sizeof st);
         e->state = -1;
@@ -124,6 +125,7 @@ titan_status titan_flight_load(const char *path, fl_dump *d) {
         d->pid = (long)int_of(root, "pid", 0);
         d->time = num_of(root, "time");
         d->step = int_of(root, "step", 0);
+        str_of(root, "phase", d->phase, sizeof d->phase);
         d->reason = dup_of(root, "reason");
         d->capacity = (uint64_t)int_of(root, "capacity", 0);
         d->recorded = (uint64_t)int_of(root, "recorded", 0);

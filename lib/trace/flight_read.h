@@ -26,6 +26,7 @@ typedef struct {
     int peer, peer2;   /* -1: none */
     uint64_t n, n2;
     int64_t step;
+    char phase[24];    /* the part of the step, "" when not said */
     int state;         /* FL_* */
     double t_queued, t_started, t_ended; /* wall clock; 0 = not yet */
     char *error;       /* NULL when none */
@@ -38,6 +39,7 @@ typedef struct {
     long pid;
     double time;       /* when it was written */
     int64_t step;
+    char phase[24];    /* where in the step the rank was when it dumped */
     char *reason;
     uint64_t capacity, recorded;
     fl_comm *comms;

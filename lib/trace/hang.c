@@ -125,8 +125,9 @@ static void doing(const ctx *x, int w, const char *indent) {
     describe_op(d, last, what, sizeof what);
     fprintf(x->f,
             "%sis in no communication: busy (or stuck) outside titan's collectives in step %" PRId64
-            "; its last operation, %s, ended %.1f s before its dump\n",
-            indent, d->step, what, d->time > last->t_ended ? d->time - last->t_ended : 0.0);
+            "%s%s%s; its last operation, %s, ended %.1f s before its dump\n",
+            indent, d->step, d->phase[0] ? " (" : "", d->phase, d->phase[0] ? ")" : "", what,
+            d->time > last->t_ended ? d->time - last->t_ended : 0.0);
 }
 
 static const fl_entry *find_seq(const fl_dump *d, int comm, uint64_t seq) {

@@ -315,19 +315,23 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     TITAN_TRY(titan_fsdp_zero_grads(t->fsdp));
     for (int a = 0; a < t->accum; a++) {
         const uint32_t *in, *tg;
+        titan_flight_phase("data");
         TITAN_TRY(next_batch(t, t->loader, &in, &tg));
         float loss = 0.0f;
         float scale = 1.0f / (float)t->accum;
         if (t->pipe) { /* every micro-batch through the stages, forward and backward */
             double l = 0.0;
+            titan_flight_phase("pipeline schedule");
             TITAN_TRY(titan_pipeline_step(t->pipe, in, tg, scale / (float)t->micro,
                                           a == t->accum - 1, t->fsdp, &l));
             loss = (float)l;
         } else {
             /* a hook's comm failure too */
+            titan_flight_phase("forward");
             TITAN_TRY(titan_llama_forward_train(t->model, in, tg, scale, &loss));
             /* The last micro-batch's backward starts the gradient reductions. */
             titan_fsdp_set_sync(t->fsdp, a == t->accum - 1);
+            titan_flight_phase("backward");
             titan_llama_backward(t->model, scale);
             TITAN_TRY(titan_llama_take_error(t->model)); /* a tensor-parallel collective's failure */
         }
@@ -335,6 +339,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     }
     /* The loss reported is the mean over every rank's micro-batches (the
      * last stage's: the others add 0). */
+    titan_flight_phase("gradients");
     TITAN_TRY(titan_comm_sum_double(t->mesh.world_comm, loss_sum, &loss_sum));
     loss_sum /= t->mesh.world / t->mesh.layout.pp;
     TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
@@ -370,6 +375,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
                          titan_llama_compute_dtype(t->model) == TITAN_DTYPE_BF16
                      ? titan_llama_compute_copy(t->model)
                      : NULL;
+    titan_flight_phase("optimizer");
     titan_adamw_step_cast(t->adam, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr);
     titan_llama_set_copy_current(t->model, 0, titan_llama_params_count(t->model), copy != NULL);
     t->be->sync(); /* a device queues its work: step_time_s is this step's */
@@ -495,6 +501,7 @@ static titan_status loop(trainer *t) {
     while (t->pr.step < stop) {
         titan_step_metrics sm = {0};
         titan_flight_set_step(t->pr.step + 1);
+        titan_flight_phase("step start");
         test_stall(t);
         /* Several ranks commit a finished background save here (a short
          * collective wait, counted in the step's time). */
@@ -518,9 +525,12 @@ static titan_status loop(trainer *t) {
         sm.peak_flops = t->peak_flops;
         sm.mfu = t->peak_flops > 0 ? t->flops_per_token * sm.tokens_per_s / t->peak_flops : 0.0;
         if (profiled) TITAN_TRY(profile_report(t, sm.step_time_s));
-        if (t->val_loader && (t->pr.step % cfg->validation_freq == 0 || t->pr.step == stop))
+        if (t->val_loader && (t->pr.step % cfg->validation_freq == 0 || t->pr.step == stop)) {
+            titan_flight_phase("validation");
             TITAN_TRY(validate(t, &sm));
+        }
         if (cfg->checkpoint_enable && (t->pr.step % cfg->checkpoint_interval == 0 || t->pr.step == stop)) {
+            titan_flight_phase("checkpoint");
             TITAN_TRY(save(t, &sm.ckpt_stall_s));
             sm.has_ckpt = 1;
         }

@@ -53,9 +53,9 @@ expect 1 "" "titan-trace hang on a hung job exits 1" -- "$bin/titan-trace" hang 
 cp "$tmp/out" "$tmp/hang.txt"
 grep -q "^stuck: all_gather #[0-9]* on comm shard" "$tmp/hang.txt" && grep -q "step 3" "$tmp/hang.txt" &&
     grep -q "rank 0 (.*): waiting in it" "$tmp/hang.txt" &&
-    grep -q "rank 1 (.*): NEVER CALLED IT" "$tmp/hang.txt" && grep -q "is in no communication" "$tmp/hang.txt" &&
+    grep -q "rank 1 (.*): NEVER CALLED IT" "$tmp/hang.txt" && grep -q "is in no communication: busy (or stuck) outside titan's collectives in step 3 (step start)" "$tmp/hang.txt" &&
     grep -q "^likely cause: rank 1 " "$tmp/hang.txt" &&
-    ok "hang: rank 0 waits in step 3's all_gather on shard, rank 1 never called it, the likely cause" ||
+    ok "hang: rank 0 waits in step 3's all_gather on shard, rank 1 never called it (at the step's start), the likely cause" ||
     { fail "hang report"; sed 's/^/#   /' "$tmp/hang.txt"; }
 expect 0 "" "titan-trace flight -n 3 RUN" -- "$bin/titan-trace" flight -n 3 "$tmp/hung"
 [ "$(grep -c "^rank [01] (" "$tmp/out")" -eq 2 ] && grep -q "all_gather .* running .*(so far)" "$tmp/out" &&

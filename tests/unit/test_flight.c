@@ -44,12 +44,14 @@ static int run_rank(void) {
     if (st == TITAN_OK) st = titan_comm_init(d, NULL, &w);
     float x[8] = {(float)me}, y[8];
     if (st == TITAN_OK) titan_flight_set_step(1);
+    titan_flight_phase("forward");
     if (st == TITAN_OK) st = titan_comm_all_reduce(w, x, y, 8, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
     if (st == TITAN_OK) st = titan_comm_split(w, 0, n - me, "rev", &sub); /* ranks reversed */
     titan_comm_req *q = NULL;
     if (st == TITAN_OK) st = titan_comm_all_gather(w, x, y, 1, TITAN_DTYPE_F32, &q);
     if (st == TITAN_OK) st = titan_comm_wait(q);
     if (st == TITAN_OK) titan_flight_set_step(2);
+    titan_flight_phase("pipeline");
     for (int i = 0; i < 2 && st == TITAN_OK; i++)
         st = me == 0 ? titan_comm_send(sub, x, 4, TITAN_DTYPE_F32, 0, NULL) /* world rank 1 is rev's 0 */
                      : titan_comm_recv(sub, y, 4, TITAN_DTYPE_F32, 1, NULL);
@@ -80,7 +82,8 @@ static void test_recording(void) {
     if (n != 2) return;
     for (int r = 0; r < 2; r++) {
         const fl_dump *d = &dumps[r];
-        CHECK(d->rank == r && d->world_size == 2 && d->reason && !strcmp(d->reason, "test") && d->step == 2,
+        CHECK(d->rank == r && d->world_size == 2 && d->reason && !strcmp(d->reason, "test") && d->step == 2 &&
+                  !strcmp(d->phase, "pipeline"),
               "rank %d: header", r);
         CHECK(d->ncomms == 2 && !strcmp(d->comms[0].name, "world") && !strcmp(d->comms[1].name, "rev"),
               "rank %d: world and the split communicator", r);
@@ -92,14 +95,14 @@ static void test_recording(void) {
         /* world: #1 the recorder's own gather of world ranks, #2 the all_reduce,
          * then the split's three protocol gathers, so the queued all_gather is #6 */
         CHECK(ar && ar->seq == 2 && ar->state == FL_DONE && ar->count == 8 && !strcmp(ar->redop, "sum") &&
-                  ar->step == 1 && ar->t_ended >= ar->t_started && ar->t_started >= ar->t_queued,
+                  ar->step == 1 && !strcmp(ar->phase, "forward") && ar->t_ended >= ar->t_started && ar->t_started >= ar->t_queued,
               "rank %d: all_reduce #2, done, timed", r);
         CHECK(sp && sp->seq == 0 && sp->state == FL_DONE, "rank %d: the split, unnumbered", r);
         CHECK(ag && ag->seq == 6 && ag->comm == 0 && ag->state == FL_DONE, "rank %d: the queued all_gather is #%llu",
               r, ag ? (unsigned long long)ag->seq : 0ull);
         const char *p2p = r == 0 ? "send" : "recv";
         const fl_entry *p0 = nth(d, p2p, 0), *p1 = nth(d, p2p, 1);
-        CHECK(p0 && p1 && p0->comm == 1 && p1->step == 2 &&
+        CHECK(p0 && p1 && p0->comm == 1 && p1->step == 2 && !strcmp(p1->phase, "pipeline") &&
                   (r == 0 ? p0->peer == 0 && p0->n == 1 && p1->n == 2 : p0->peer2 == 1 && p0->n2 == 1 && p1->n2 == 2),
               "rank %d: %s #1 and #2 to/from the other's rank in rev", r, p2p);
         const fl_entry *bc = nth(d, "broadcast", 0);
