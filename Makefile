@@ -216,7 +216,8 @@ build/tests/test_fuzz_%: build/obj/tests/fuzz/fuzz_%.o build/obj/tests/fuzz/repl
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_LIB      = lib/core/error.c lib/core/fsutil.c lib/core/log.c lib/tensor/box.c lib/tensor/dtype.c \
-                lib/ckpt/ckpt_read.c lib/ckpt/ckpt_dir.c lib/ckpt/ckpt_zstd.c lib/ckpt/safetensors.c
+                lib/ckpt/ckpt_read.c lib/ckpt/ckpt_dir.c lib/ckpt/ckpt_zstd.c lib/ckpt/safetensors.c \
+                lib/trace/flight_read.c lib/trace/hang.c
 FUZZ_FLAGS    = -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -Ilib $(shell pkg-config --cflags jansson libxxhash libzstd 2>/dev/null)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=build/fuzz/fuzz_%)

@@ -52,14 +52,19 @@ static titan_status load_comms(json_t *arr, fl_dump *d) {
         str_of(c, "name", fc->name, sizeof fc->name);
         fc->rank = (int)int_of(c, "rank", -1);
         fc->size = (int)int_of(c, "size", 0);
-        if (fc->size <= 0 || fc->rank < 0 || fc->rank >= fc->size || fc->id != i)
+        if (fc->size <= 0 || fc->size > d->world_size || fc->rank < 0 || fc->rank >= fc->size || fc->id != i)
             return bad(d->path, "a communicator without a valid id, rank and size");
         json_t *w = json_object_get(c, "world_ranks");
         if (json_is_array(w)) {
             if ((int)json_array_size(w) != fc->size) return bad(d->path, "world_ranks of another length than size");
             fc->world_ranks = malloc((size_t)fc->size * sizeof(int));
             if (!fc->world_ranks) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", d->path);
-            for (int r = 0; r < fc->size; r++) fc->world_ranks[r] = (int)json_integer_value(json_array_get(w, (size_t)r));
+            for (int r = 0; r < fc->size; r++) {
+                json_t *v = json_array_get(w, (size_t)r);
+                json_int_t wr = json_is_integer(v) ? json_integer_value(v) : -1;
+                if (wr < 0 || wr >= d->world_size) return bad(d->path, "a world rank outside the job");
+                fc->world_ranks[r] = (int)wr;
+            }
         }
     }
     return TITAN_OK;
@@ -104,13 +109,21 @@ static titan_status load_entries(json_t *arr, fl_dump *d) {
 
 titan_status titan_flight_load(const char *path, fl_dump *d) {
     memset(d, 0, sizeof *d);
+    char *text = NULL;
+    size_t len = 0;
+    if (!titan_fs_exists(path)) return titan_error(TITAN_ERR_IO, "%s: no such file", path);
+    TITAN_TRY(titan_fs_read_file(path, &text, &len, (size_t)1 << 32));
+    titan_status st = titan_flight_parse(text, len, path, d);
+    free(text);
+    return st;
+}
+
+titan_status titan_flight_parse(const char *text, size_t len, const char *path, fl_dump *d) {
+    memset(d, 0, sizeof *d);
     snprintf(d->path, sizeof d->path, "%s", path);
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        if (!titan_fs_exists(path)) return titan_error(TITAN_ERR_IO, "%s: no such file", path);
-        return titan_error(TITAN_ERR_FORMAT, "%s:%d: not JSON: %s", path, jerr.line, jerr.text);
-    }
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    if (!root) return titan_error(TITAN_ERR_FORMAT, "%s:%d: not JSON: %s", path, jerr.line, jerr.text);
     titan_status st = TITAN_OK;
     char format[32];
     str_of(root, "format", format, sizeof format);

@@ -51,6 +51,8 @@ typedef struct {
 /* Reads one dump; a file that is not one is TITAN_ERR_FORMAT naming it and
  * the field. */
 titan_status titan_flight_load(const char *path, fl_dump *d);
+/* The same from text in memory; path names it in messages. */
+titan_status titan_flight_parse(const char *text, size_t len, const char *path, fl_dump *d);
 void titan_flight_dump_free(fl_dump *d);
 
 /* Every rank-R.json under dir, sorted by rank (*dumps: n of them, free with
