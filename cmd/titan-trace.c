@@ -207,8 +207,9 @@ static titan_status cmd_hang(const opts *o, int *waits) {
     int n;
     TITAN_TRY(titan_flight_load_dir(dir, &dumps, &n));
     titan_hang_result r;
-    titan_hang_report(dumps, n, stdout, &r);
+    titan_status st = titan_hang_report(dumps, n, stdout, &r);
     titan_flight_dumps_free(dumps, n);
+    TITAN_TRY(st);
     *waits = r.stuck > 0;
     return TITAN_OK;
 }

@@ -1,8 +1,11 @@
 /* flight.c - the flight recorder (see flight.h): a ring of the last
  * operations under one lock, its JSON dump, the signal watcher. */
+#define _GNU_SOURCE /* pipe2 */
 #include "flight.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -36,8 +39,10 @@ typedef struct {
 
 static struct {
     pthread_mutex_t mu;
+    pthread_mutex_t dump_mu; /* one dump at a time (the main thread's and the watcher's share a temp file) */
     int on;
     char path[4200];
+    char failure[1024];      /* the error a failure dump gave; later dumps keep it */
     int world_rank, world_size;
     entry *ring;
     size_t cap;
@@ -50,7 +55,44 @@ static struct {
     int pipe_fd[2];
     int watching;
     pthread_t watcher;
-} fr = {.mu = PTHREAD_MUTEX_INITIALIZER, .pipe_fd = {-1, -1}};
+    struct sigaction old_usr1, old_term; /* put back by titan_flight_disable */
+} fr = {.mu = PTHREAD_MUTEX_INITIALIZER, .dump_mu = PTHREAD_MUTEX_INITIALIZER, .pipe_fd = {-1, -1}};
+
+/* Cuts s (cut by snprintf at some byte) back to whole UTF-8 characters:
+ * jansson takes only valid UTF-8, and a key it refuses would go missing. */
+static void utf8_trim(char *s) {
+    size_t n = strlen(s), i = n;
+    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) i--; /* continuation bytes */
+    if (i == 0) return;
+    unsigned char lead = (unsigned char)s[i - 1];
+    size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    if (n - (i - 1) < want) s[i - 1] = 0;
+}
+
+/* A JSON string of s, or of a placeholder when s is not UTF-8. */
+static json_t *jstr(const char *s) {
+    json_t *v = json_string(s);
+    return v ? v : json_string("(not UTF-8)");
+}
+
+/* Dumps of an earlier job in dir: this rank's (it writes its own anew), and
+ * with rank 0, those of ranks this job does not have (a run resumed on fewer
+ * ranks), so titan-trace never reads another job's dump as this one's. */
+static void remove_stale(const char *dir, int world_rank, int world_size) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/rank-%d.json", dir, world_rank);
+    unlink(path);
+    DIR *dh = world_rank == 0 ? opendir(dir) : NULL;
+    struct dirent *de;
+    while (dh && (de = readdir(dh))) {
+        int r, end = 0;
+        if (sscanf(de->d_name, "rank-%d.json%n", &r, &end) == 1 && end && !de->d_name[end] && r >= world_size) {
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            unlink(path);
+        }
+    }
+    if (dh) closedir(dh);
+}
 
 static double wall_s(void) {
     struct timespec ts;
@@ -76,9 +118,11 @@ titan_status titan_flight_enable(const char *dir, int world_rank, int world_size
     fr.world_size = world_size;
     fr.step = 0;
     fr.phase = NULL;
+    fr.failure[0] = 0;
     snprintf(fr.path, sizeof fr.path, "%s/rank-%d.json", dir, world_rank);
     fr.on = 1;
     pthread_mutex_unlock(&fr.mu);
+    remove_stale(dir, world_rank, world_size);
     return TITAN_OK;
 }
 
@@ -118,6 +162,7 @@ int titan_flight_comm(const char *name, int rank, int size, const int *world_ran
         memset(ci, 0, sizeof *ci);
         snprintf(ci->name, sizeof ci->name, "%s", name);
         ci->rank = rank;
+        utf8_trim(ci->name);
         ci->size = size;
         if (world_ranks && (ci->world_ranks = malloc((size_t)size * sizeof(int))))
             memcpy(ci->world_ranks, world_ranks, (size_t)size * sizeof(int));
@@ -171,7 +216,10 @@ void titan_flight_ended(uint64_t id, titan_status st, const char *msg) {
     if (e) {
         e->t_ended = wall_s();
         e->state = st == TITAN_OK ? ST_DONE : ST_FAILED;
-        if (st != TITAN_OK) snprintf(e->err, sizeof e->err, "%s", msg ? msg : "");
+        if (st != TITAN_OK) {
+            snprintf(e->err, sizeof e->err, "%s", msg ? msg : "");
+            utf8_trim(e->err);
+        }
     }
     pthread_mutex_unlock(&fr.mu);
 }
@@ -185,7 +233,7 @@ static json_t *entry_json(const entry *e) {
     json_t *o = json_object();
     set(o, "id", json_integer((json_int_t)e->id));
     set(o, "comm", json_integer(op->id));
-    set(o, "comm_name", json_string(op->id < fr.ncomms ? fr.comms[op->id].name : "?"));
+    set(o, "comm_name", jstr(op->id < fr.ncomms ? fr.comms[op->id].name : "?"));
     set(o, "op", json_string(op->op));
     if (op->seq) set(o, "seq", json_integer((json_int_t)op->seq));
     set(o, "dtype", json_string(op->dtype));
@@ -204,7 +252,7 @@ static json_t *entry_json(const entry *e) {
     set(o, "t_queued", json_real(e->t_queued));
     if (e->t_started > 0) set(o, "t_started", json_real(e->t_started));
     if (e->t_ended > 0) set(o, "t_ended", json_real(e->t_ended));
-    if (e->err[0]) set(o, "error", json_string(e->err));
+    if (e->err[0]) set(o, "error", jstr(e->err));
     return o;
 }
 
@@ -221,7 +269,8 @@ static char *dump_text(const char *reason) {
     set(root, "time", json_real(wall_s()));
     set(root, "step", json_integer(fr.step));
     if (fr.phase) set(root, "phase", json_string(fr.phase));
-    set(root, "reason", json_string(reason ? reason : ""));
+    set(root, "reason", jstr(reason ? reason : ""));
+    if (fr.failure[0]) set(root, "failure", jstr(fr.failure));
     set(root, "capacity", json_integer((json_int_t)fr.cap));
     set(root, "recorded", json_integer((json_int_t)(fr.next_id - 1)));
     json_t *comms = json_array();
@@ -229,7 +278,7 @@ static char *dump_text(const char *reason) {
         const comm_info *ci = &fr.comms[i];
         json_t *c = json_object();
         set(c, "id", json_integer(i));
-        set(c, "name", json_string(ci->name));
+        set(c, "name", jstr(ci->name));
         set(c, "rank", json_integer(ci->rank));
         set(c, "size", json_integer(ci->size));
         if (ci->world_ranks) {
@@ -252,7 +301,24 @@ static char *dump_text(const char *reason) {
     return text;
 }
 
+static titan_status dump_locked(const char *reason);
+
+titan_status titan_flight_dump_failure(const char *error) {
+    pthread_mutex_lock(&fr.mu);
+    snprintf(fr.failure, sizeof fr.failure, "%s", error ? error : "");
+    utf8_trim(fr.failure);
+    pthread_mutex_unlock(&fr.mu);
+    return titan_flight_dump(error);
+}
+
 titan_status titan_flight_dump(const char *reason) {
+    pthread_mutex_lock(&fr.dump_mu);
+    titan_status st = dump_locked(reason);
+    pthread_mutex_unlock(&fr.dump_mu);
+    return st;
+}
+
+static titan_status dump_locked(const char *reason) {
     pthread_mutex_lock(&fr.mu);
     if (!fr.on) {
         pthread_mutex_unlock(&fr.mu);
@@ -310,8 +376,10 @@ static void *watcher_main(void *arg) {
 
 titan_status titan_flight_watch_signals(void) {
     if (fr.watching) return TITAN_OK;
-    if (pipe(fr.pipe_fd) != 0)
+    if (pipe2(fr.pipe_fd, O_CLOEXEC) != 0)
         return titan_error(TITAN_ERR_FAIL, "flight recorder: pipe: %s", strerror(errno));
+    /* The handler must never block: a full pipe drops the byte (a dump is pending anyway). */
+    fcntl(fr.pipe_fd[1], F_SETFL, fcntl(fr.pipe_fd[1], F_GETFL) | O_NONBLOCK);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* the watcher takes no signals */
@@ -328,16 +396,17 @@ titan_status titan_flight_watch_signals(void) {
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, &fr.old_usr1);
+    sigaction(SIGTERM, &sa, &fr.old_term);
     fr.watching = 1;
     return TITAN_OK;
 }
 
 void titan_flight_disable(void) {
     if (fr.watching) {
-        signal(SIGUSR1, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
+        /* as before (titan-train ignores SIGUSR1): a late signal does what it did without the recorder */
+        sigaction(SIGUSR1, &fr.old_usr1, NULL);
+        sigaction(SIGTERM, &fr.old_term, NULL);
         unsigned char stop = 0;
         if (write(fr.pipe_fd[1], &stop, 1) == 1) pthread_join(fr.watcher, NULL);
         else pthread_detach(fr.watcher);

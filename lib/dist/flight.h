@@ -27,6 +27,8 @@
 
 /* Starts recording, keeping the last `capacity` operations; dumps go to
  * DIR/rank-R.json (R = world_rank), written whole (a temp file, renamed).
+ * An earlier job's dump there of this rank is removed, and rank 0 removes
+ * those of ranks >= world_size: the folder holds this job's dumps only.
  * Calling it again changes nothing (one recorder a process). */
 titan_status titan_flight_enable(const char *dir, int world_rank, int world_size, int capacity);
 int titan_flight_enabled(void);
@@ -41,8 +43,12 @@ void titan_flight_disable(void);
 void titan_flight_set_step(int64_t step);
 void titan_flight_phase(const char *phase);
 
-/* Writes the dump now; reason says why (an error message, "SIGUSR1"). */
+/* Writes the dump now; reason says why (an error message, "SIGUSR1"). One
+ * dump at a time; each replaces the rank's last. */
 titan_status titan_flight_dump(const char *reason);
+/* The same for a rank that failed with error: its later dumps (a SIGTERM
+ * while it stops) keep the error as "failure". */
+titan_status titan_flight_dump_failure(const char *error);
 
 /* SIGUSR1 dumps and training goes on; SIGTERM dumps and the process then
  * dies of SIGTERM as it would have. The handler only writes a byte to a

@@ -131,7 +131,8 @@ titan_status titan_flight_parse(const char *text, size_t len, const char *path, 
     if (st == TITAN_OK) {
         d->rank = (int)int_of(root, "rank", -1);
         d->world_size = (int)int_of(root, "world_size", 0);
-        if (d->rank < 0 || d->world_size <= 0 || d->rank >= d->world_size) st = bad(path, "no valid rank and world_size");
+        if (d->rank < 0 || d->world_size <= 0 || d->world_size > TITAN_FLIGHT_MAX_WORLD || d->rank >= d->world_size)
+            st = bad(path, "no valid rank and world_size");
     }
     if (st == TITAN_OK) {
         str_of(root, "host", d->host, sizeof d->host);
@@ -140,6 +141,7 @@ titan_status titan_flight_parse(const char *text, size_t len, const char *path, 
         d->step = int_of(root, "step", 0);
         str_of(root, "phase", d->phase, sizeof d->phase);
         d->reason = dup_of(root, "reason");
+        d->failure = dup_of(root, "failure");
         d->capacity = (uint64_t)int_of(root, "capacity", 0);
         d->recorded = (uint64_t)int_of(root, "recorded", 0);
         st = load_comms(json_object_get(root, "comms"), d);
@@ -156,6 +158,8 @@ void titan_flight_dump_free(fl_dump *d) {
     free(d->comms);
     free(d->entries);
     free(d->reason);
+    free(d->failure);
+    d->failure = NULL;
     d->comms = NULL;
     d->entries = NULL;
     d->reason = NULL;

@@ -10,6 +10,8 @@
 
 enum { FL_QUEUED, FL_RUNNING, FL_DONE, FL_FAILED };
 
+#define TITAN_FLIGHT_MAX_WORLD (1 << 20) /* ranks a dump may claim */
+
 typedef struct {
     int id;
     char name[64];
@@ -41,6 +43,7 @@ typedef struct {
     int64_t step;
     char phase[24];    /* where in the step the rank was when it dumped */
     char *reason;
+    char *failure;     /* the error the rank failed with, when a later dump (a SIGTERM) replaced that one's */
     uint64_t capacity, recorded;
     fl_comm *comms;
     int ncomms;

@@ -65,15 +65,15 @@ static void describe_op(const fl_dump *d, const fl_entry *e, char *buf, size_t c
     if (e->seq)
         snprintf(buf, cap, "%s #%" PRIu64 " on comm %s (%s x %" PRIu64 "%s%s)", e->op, e->seq, comm, e->dtype,
                  e->count, e->redop[0] ? ", " : "", e->redop);
-    else if (!strcmp(e->op, "send"))
-        snprintf(buf, cap, "send #%" PRIu64 " to rank %d on comm %s (%s x %" PRIu64 ")", e->n, e->peer, comm,
+    else if (!strcmp(e->op, "send")) /* peers are ranks of the communicator */
+        snprintf(buf, cap, "send #%" PRIu64 " to rank %d of comm %s (%s x %" PRIu64 ")", e->n, e->peer, comm,
                  e->dtype, e->count);
     else if (!strcmp(e->op, "recv"))
-        snprintf(buf, cap, "recv #%" PRIu64 " from rank %d on comm %s (%s x %" PRIu64 ")", e->n2, e->peer2, comm,
+        snprintf(buf, cap, "recv #%" PRIu64 " from rank %d of comm %s (%s x %" PRIu64 ")", e->n2, e->peer2, comm,
                  e->dtype, e->count2);
     else if (!strcmp(e->op, "send_recv"))
-        snprintf(buf, cap, "send_recv (send #%" PRIu64 " to rank %d, recv #%" PRIu64 " from rank %d) on comm %s", e->n,
-                 e->peer, e->n2, e->peer2, comm);
+        snprintf(buf, cap, "send_recv (send #%" PRIu64 " to rank %d, recv #%" PRIu64 " from rank %d) of comm %s",
+                 e->n, e->peer, e->n2, e->peer2, comm);
     else
         snprintf(buf, cap, "%s on comm %s", e->op, comm);
 }
@@ -194,6 +194,8 @@ static void check_group(ctx *x, const group *g) {
                     since(d, e), e->error ? ": " : "", e->error ? e->error : "");
         } else if (last > stuck) {
             fprintf(x->f, "  %s: past it (no longer in its ring)\n", rn);
+        } else if (last == 0 && d->recorded > d->nentries) {
+            fprintf(x->f, "  %s: unknown: its ring no longer holds any operation of comm %s\n", rn, g->name);
         } else {
             fprintf(x->f, "  %s: NEVER CALLED IT (its last on comm %s: #%" PRIu64 ")\n", rn, g->name, last);
             doing(x, w, "    and ");
@@ -242,7 +244,9 @@ static void check_p2p_side(ctx *x, int dump, const fl_entry *e, int is_send) {
     }
     const fl_dump *pd = &x->dumps[g->dump[peer]];
     uint64_t called = p2p_called(pd, g->comm[peer], is_send ? -1 : me, is_send ? me : -1);
-    if (called >= n) {
+    if (called == 0 && pd->recorded > pd->nentries) {
+        fprintf(x->f, "  %s: unknown: its ring no longer holds its %ss to this rank\n", rn, is_send ? "recv" : "send");
+    } else if (called >= n) {
         fprintf(x->f, "  %s called the matching %s (#%" PRIu64 ")\n", rn, is_send ? "recv" : "send", n);
     } else {
         fprintf(x->f, "  %s NEVER CALLED the matching %s #%" PRIu64 " (it called %" PRIu64 ")\n", rn,
@@ -270,13 +274,14 @@ static void check_p2p(ctx *x) {
     }
 }
 
-void titan_hang_report(const fl_dump *dumps, int n, FILE *f, titan_hang_result *res) {
+titan_status titan_hang_report(const fl_dump *dumps, int n, FILE *f, titan_hang_result *res) {
     memset(res, 0, sizeof *res);
     ctx x = {.dumps = dumps, .n = n, .world = n ? dumps[0].world_size : 0, .f = f, .res = res};
+    titan_status st = TITAN_OK;
     x.dump_of = malloc((size_t)(x.world + 1) * sizeof(int));
     x.blamed = calloc((size_t)x.world + 1, 1);
     if (!x.dump_of || !x.blamed || !build_groups(&x)) {
-        fprintf(f, "out of memory\n");
+        st = titan_error(TITAN_ERR_NOMEM, "hang: out of memory for the tables of %d ranks", x.world);
         goto out;
     }
     for (int w = 0; w < x.world; w++) x.dump_of[w] = -1;
@@ -295,6 +300,7 @@ void titan_hang_report(const fl_dump *dumps, int n, FILE *f, titan_hang_result *
     for (int i = 0; i < n; i++) {
         const fl_dump *d = &dumps[i];
         fprintf(f, "  rank %d: step %" PRId64 ", %s", d->rank, d->step, d->reason && d->reason[0] ? d->reason : "(no reason)");
+        if (d->failure && d->reason && strcmp(d->failure, d->reason)) fprintf(f, ", after it failed: %s", d->failure);
         if (d->recorded > d->nentries)
             fprintf(f, " [last %zu of %" PRIu64 " operations]", d->nentries, d->recorded);
         fprintf(f, "\n");
@@ -332,4 +338,5 @@ out:
     free(x.groups);
     free(x.dump_of);
     free(x.blamed);
+    return st;
 }

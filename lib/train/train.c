@@ -577,7 +577,7 @@ static void flight_dump_on_failure(void) {
     char msg[1024], hint[256];
     snprintf(msg, sizeof msg, "%s", titan_error_message());
     snprintf(hint, sizeof hint, "%s", titan_error_hint_text());
-    if (titan_flight_dump(msg) != TITAN_OK)
+    if (titan_flight_dump_failure(msg) != TITAN_OK)
         titan_warn("flight recorder: %s", titan_error_message());
     titan_error(code, "%s", msg);
     if (hint[0]) titan_error_hint("%s", hint);

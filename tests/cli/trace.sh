@@ -75,7 +75,7 @@ wait_for "$tmp/pp.err" "TITAN_TEST_STALL" && sleep 1
 kill -USR1 $job
 dumped "$tmp/pp" SIGUSR1
 expect 1 "" "titan-trace hang on a hung pipeline" -- "$bin/titan-trace" hang "$tmp/pp"
-grep -q "recv #[0-9]* from rank 1 on comm pp" "$tmp/out" && grep -q "NEVER CALLED the matching send" "$tmp/out" &&
+grep -q "recv #[0-9]* from rank 1 of comm pp" "$tmp/out" && grep -q "NEVER CALLED the matching send" "$tmp/out" &&
     grep -q "^likely cause: rank 1 " "$tmp/out" &&
     ok "hang: stage 0 waits for a receive from stage 1, which never sent it" ||
     { fail "pipeline hang report"; sed 's/^/#   /' "$tmp/out"; }

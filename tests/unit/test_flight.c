@@ -15,6 +15,7 @@
  * that names the operation and the likely cause; bad dumps are refused
  * with the file named. */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,9 +119,18 @@ static void test_recording(void) {
 }
 
 static void test_ring(void) {
-    char path[300];
+    char path[300], old[400];
     snprintf(path, sizeof path, "%s/ring", dir);
-    CHECK(titan_flight_enable(path, 0, 1, 4) == TITAN_OK);
+    /* an earlier job's dumps: this rank's, and one of a rank this job lacks */
+    titan_fs_mkdir_p(path);
+    snprintf(old, sizeof old, "%s/rank-0.json", path);
+    titan_fs_write_file(old, "{}", 2);
+    snprintf(old, sizeof old, "%s/rank-5.json", path); /* this job: ranks 0 and 1 */
+    titan_fs_write_file(old, "{}", 2);
+    signal(SIGUSR1, SIG_IGN); /* as titan-train starts */
+    CHECK(titan_flight_enable(path, 0, 2, 4) == TITAN_OK);
+    CHECK(!titan_fs_exists(old), "an earlier job's dump of a rank this job lacks is removed");
+    CHECK(titan_flight_watch_signals() == TITAN_OK);
     int c = titan_flight_comm("solo", 0, 2, (const int[]){0, 1});
     for (int i = 1; i <= 10; i++) {
         titan_flight_op op = {.id = c, .op = "all_reduce", .dtype = "f32", .seq = (uint64_t)i, .peer = -1, .peer2 = -1};
@@ -128,11 +138,15 @@ static void test_ring(void) {
         titan_flight_started(e);
         if (i < 10) titan_flight_ended(e, TITAN_OK, NULL);
     }
+    CHECK(titan_flight_dump_failure("all_reduce #10 … timed out") == TITAN_OK); /* a UTF-8 character in it */
     CHECK(titan_flight_dump("ring") == TITAN_OK);
     titan_flight_disable();
+    raise(SIGUSR1); /* ignored again, as before the recorder: the test goes on */
     fl_dump d;
     snprintf(path, sizeof path, "%s/ring/rank-0.json", dir);
     CHECK(titan_flight_load(path, &d) == TITAN_OK);
+    CHECK(d.reason && !strcmp(d.reason, "ring") && d.failure && !strcmp(d.failure, "all_reduce #10 … timed out"),
+          "a later dump keeps the failure");
     CHECK(d.nentries == 4 && d.recorded == 10 && d.capacity == 4 && d.entries[0].seq == 7 &&
               d.entries[3].seq == 10 && d.entries[3].state == FL_RUNNING && d.entries[2].state == FL_DONE,
           "the last 4 of 10, oldest first, the last still running");
@@ -220,7 +234,7 @@ static void test_hangs(void) {
                "\"step\":7,\"state\":\"running\",\"t_queued\":996,\"t_started\":996}");
     write_dump("p2p", 1, 2, c1, e1);
     r = report("p2p", &res);
-    CHECK(res.stuck == 1 && res.culprits == 1 && strstr(r, "recv #3 from rank 1 on comm world") &&
+    CHECK(res.stuck == 1 && res.culprits == 1 && strstr(r, "recv #3 from rank 1 of comm world") &&
               strstr(r, "NEVER CALLED the matching send #3 (it called 2)") && strstr(r, "likely cause: rank 1"),
           "p2p:\n%s", r);
     free(r);
@@ -236,6 +250,18 @@ static void test_hangs(void) {
     CHECK(res.stuck == 1 && res.culprits == 1 && strstr(r, "none from rank 2") && strstr(r, "rank 2: no dump") &&
               strstr(r, "likely cause: rank 2: others wait for it, and it left no dump"),
           "no dump:\n%s", r);
+    free(r);
+
+    /* rank 1's ring wrapped past every operation of world: unknown, not blamed */
+    char c1w[300];
+    snprintf(c1w, sizeof c1w, "%s,{\"id\":1,\"name\":\"tp\",\"rank\":0,\"size\":1,\"world_ranks\":[1]}", c1);
+    write_dump("wrapped", 0, 2, c0, WAIT(3, "all_reduce"));
+    write_dump("wrapped", 1, 2, c1w,
+               "{\"id\":50,\"comm\":1,\"op\":\"barrier\",\"seq\":9,\"dtype\":\"f32\",\"count\":0,\"step\":7,"
+               "\"state\":\"done\",\"t_queued\":999,\"t_started\":999,\"t_ended\":999}");
+    r = report("wrapped", &res);
+    CHECK(res.stuck == 1 && res.culprits == 0 && strstr(r, "unknown: its ring no longer holds any operation of comm world"),
+          "wrapped ring:\n%s", r);
     free(r);
 
     /* all done */
