@@ -21,4 +21,6 @@ fi
 bin/titan-shard --stats "$shards"
 bin/titan-init --force configs/demo.toml runs/demo
 bin/titan-train runs/demo --sample 120 --prompt "The " --temperature 0.7 "$@"
-echo "demo: loss curve in runs/demo/metrics.jsonl, checkpoints in runs/demo/checkpoint/" >&2
+bin/titan-trace summary runs/demo
+bin/titan-trace plot runs/demo --height 12
+echo "demo: loss curve in runs/demo/metrics.jsonl (titan-trace plot --svg loss.svg runs/demo), checkpoints in runs/demo/checkpoint/" >&2

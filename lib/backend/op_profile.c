@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/clock.h"
 #include "core/fsutil.h"
@@ -253,9 +252,7 @@ void titan_op_profile_record(titan_op_profile *p, int on) {
     if (on) {
         p->n = 0;
         p->start = titan_now_s();
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        p->start_wall = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        p->start_wall = titan_wall_s();
     }
     p->on = on;
     pthread_mutex_unlock(&p->lock);

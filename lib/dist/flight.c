@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 
@@ -92,12 +92,6 @@ static void remove_stale(const char *dir, int world_rank, int world_size) {
         }
     }
     if (dh) closedir(dh);
-}
-
-static double wall_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 titan_status titan_flight_enable(const char *dir, int world_rank, int world_size, int capacity) {
@@ -191,7 +185,7 @@ uint64_t titan_flight_queued(const titan_flight_op *op) {
         e->op = *op;
         e->step = fr.step;
         e->phase = fr.phase;
-        e->t_queued = wall_s();
+        e->t_queued = titan_wall_s();
         e->state = ST_QUEUED;
     }
     pthread_mutex_unlock(&fr.mu);
@@ -203,7 +197,7 @@ void titan_flight_started(uint64_t id) {
     pthread_mutex_lock(&fr.mu);
     entry *e = find(id);
     if (e) {
-        e->t_started = wall_s();
+        e->t_started = titan_wall_s();
         e->state = ST_RUNNING;
     }
     pthread_mutex_unlock(&fr.mu);
@@ -214,7 +208,7 @@ void titan_flight_ended(uint64_t id, titan_status st, const char *msg) {
     pthread_mutex_lock(&fr.mu);
     entry *e = find(id);
     if (e) {
-        e->t_ended = wall_s();
+        e->t_ended = titan_wall_s();
         e->state = st == TITAN_OK ? ST_DONE : ST_FAILED;
         if (st != TITAN_OK) {
             snprintf(e->err, sizeof e->err, "%s", msg ? msg : "");
@@ -266,7 +260,7 @@ static char *dump_text(const char *reason) {
     set(root, "world_size", json_integer(fr.world_size));
     set(root, "host", json_string(host));
     set(root, "pid", json_integer((json_int_t)getpid()));
-    set(root, "time", json_real(wall_s()));
+    set(root, "time", json_real(titan_wall_s()));
     set(root, "step", json_integer(fr.step));
     if (fr.phase) set(root, "phase", json_string(fr.phase));
     set(root, "reason", jstr(reason ? reason : ""));

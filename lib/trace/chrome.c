@@ -12,6 +12,9 @@
 #include "core/fsutil.h"
 #include "dist/flight.h"
 #include "trace/flight_read.h"
+#include "trace/metrics_read.h"
+
+#define STEPS_TID 1000 /* rank 0's thread of training steps (metrics.jsonl) */
 
 struct titan_chrome {
     json_t *events; /* "ts" in absolute microseconds until written */
@@ -112,7 +115,60 @@ static titan_status add_profile(titan_chrome *c, const char *path, json_t *root)
     return TITAN_OK;
 }
 
+static void slice(titan_chrome *c, const char *name, double t0_s, double dur_s, json_t *args) {
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:o}", "name", name, "cat", "step", "ph", "X", "pid", 0,
+                           "tid", STEPS_TID, "ts", t0_s * 1e6, "dur", dur_s * 1e6, "args", args ? args : json_object());
+    if (ev) {
+        json_array_append_new(c->events, ev);
+        c->slices++;
+    }
+}
+
+/* The steps of metrics.jsonl (rank 0 writes it): a step from its start for
+ * step_time_s, then its validation, then the checkpoint's stall, as the
+ * training loop runs them. *steps: how many lines had a start time. */
+static titan_status add_metrics(titan_chrome *c, const char *path, size_t *steps) {
+    titan_metrics_file *m;
+    TITAN_TRY(titan_metrics_read(path, &m));
+    *steps = 0;
+    for (size_t r = 0; r < titan_metrics_rows(m); r++) {
+        double t0, dt, step = 0, v;
+        if (!titan_metrics_get(m, r, "start_unix_s", &t0) || !titan_metrics_get(m, r, "step_time_s", &dt)) continue;
+        titan_metrics_get(m, r, "step", &step);
+        char name[64];
+        snprintf(name, sizeof name, "step %.0f", step);
+        json_t *args = json_object();
+        static const char *const keys[] = {"loss", "grad_norm", "lr", "tokens_per_s", "mfu", "comm_exposed_s"};
+        for (size_t k = 0; args && k < sizeof keys / sizeof keys[0]; k++)
+            if (titan_metrics_get(m, r, keys[k], &v)) json_object_set_new(args, keys[k], json_real(v));
+        slice(c, name, t0, dt, args);
+        t0 += dt;
+        if (titan_metrics_get(m, r, "val_time_s", &v)) {
+            slice(c, "validation", t0, v, NULL);
+            t0 += v;
+        }
+        if (titan_metrics_get(m, r, "ckpt_stall_s", &v)) slice(c, "checkpoint", t0, v, NULL);
+        (*steps)++;
+    }
+    titan_metrics_file_free(m);
+    if (*steps) name_meta(c, "thread_name", 0, STEPS_TID, "steps");
+    return TITAN_OK;
+}
+
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
+}
+
 titan_status titan_chrome_add_file(titan_chrome *c, const char *path) {
+    if (ends_with(path, ".jsonl")) {
+        size_t steps;
+        TITAN_TRY(add_metrics(c, path, &steps));
+        if (!steps)
+            return titan_error(TITAN_ERR_FORMAT, "%s: no line carries start_unix_s (written by an older titan-train): "
+                               "its steps cannot be placed", path);
+        return TITAN_OK;
+    }
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
     if (!root) {
@@ -148,6 +204,13 @@ static int trace_name(const char *base) {
 
 static int visit(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
     (void)sb;
+    if (type == FTW_F && ftw->level == 1 && !strcmp(path + ftw->base, "metrics.jsonl")) {
+        size_t steps = 0;
+        walk.st = add_metrics(walk.c, path, &steps); /* an older run's, without start times, adds nothing */
+        if (walk.st != TITAN_OK) return 1;
+        walk.added += steps > 0;
+        return 0;
+    }
     if (type != FTW_F || ftw->level > 3 || !trace_name(path + ftw->base)) return 0;
     walk.st = titan_chrome_add_file(walk.c, path);
     if (walk.st != TITAN_OK) return 1;

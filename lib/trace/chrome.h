@@ -17,11 +17,14 @@ titan_status titan_chrome_new(titan_chrome **out);
 void titan_chrome_free(titan_chrome *c);
 
 /* Adds a file: a flight recorder dump or an op-profile trace (told apart by
- * content; anything else is TITAN_ERR_FORMAT naming it). */
+ * content), or a run's metrics.jsonl (by its name: every step, with its
+ * validation and checkpoint stall, a slice on rank 0's "steps" thread);
+ * anything else is TITAN_ERR_FORMAT naming it. */
 titan_status titan_chrome_add_file(titan_chrome *c, const char *path);
 /* Adds every dump and op-profile trace under a run directory or a folder
  * of them (RUN/comm_traces/rank-R.json, RUN/<profile folder>/iteration_N/
- * rankR_trace.json); *added counts them. */
+ * rankR_trace.json), and its metrics.jsonl when its lines carry their
+ * start time; *added counts them. */
 titan_status titan_chrome_add_dir(titan_chrome *c, const char *dir, int *added);
 
 /* Writes the merged trace to path ("-": stdout), whole or not at all;

@@ -90,6 +90,7 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
                     ",\"step_time_s\":%.6g,\"tokens_seen\":%" PRIu64,
                     s->step, s->loss, s->grad_norm, s->lr, s->tokens_per_s, s->mfu, s->peak_flops,
                     s->peak_rss_bytes, s->step_time_s, s->tokens_seen);
+    if (n >= 0 && s->start_unix_s > 0) n = fprintf(m->f, ",\"start_unix_s\":%.6f", s->start_unix_s);
     if (n >= 0 && s->has_val)
         n = fprintf(m->f, ",\"val_loss\":%.9g,\"val_tokens\":%" PRIu64 ",\"val_time_s\":%.6g", s->val_loss,
                     s->val_tokens, s->val_time_s);

@@ -17,6 +17,7 @@ typedef struct {
     double peak_flops;     /* the peak MFU is relative to */
     uint64_t peak_rss_bytes;
     double step_time_s;
+    double start_unix_s;   /* when the step began, on the wall clock (0: not known) */
     uint64_t tokens_seen;  /* total, after this step */
     int has_val;           /* a validation ran after this step: */
     double val_loss;       /*   mean loss over the held-out batches */

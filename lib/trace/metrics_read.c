@@ -71,6 +71,13 @@ int titan_metrics_has(const titan_metrics_file *m, const char *key) {
     return 0;
 }
 
+int titan_metrics_get(const titan_metrics_file *m, size_t row, const char *key, double *v) {
+    json_t *x = row < m->n ? json_object_get(m->rows[row], key) : NULL;
+    if (!json_is_number(x)) return 0;
+    *v = json_number_value(x);
+    return 1;
+}
+
 size_t titan_metrics_series(const titan_metrics_file *m, const char *key, double **x, double **y) {
     *x = *y = NULL;
     size_t k = 0;

@@ -21,6 +21,8 @@ size_t titan_metrics_rows(const titan_metrics_file *m);
 size_t titan_metrics_series(const titan_metrics_file *m, const char *key, double **x, double **y);
 /* 1 if some line carries key as a number. */
 int titan_metrics_has(const titan_metrics_file *m, const char *key);
+/* Line `row`'s value of key: 1 and *v when it carries key as a number, else 0. */
+int titan_metrics_get(const titan_metrics_file *m, size_t row, const char *key, double *v);
 
 /* The run in a few lines: steps, loss (first, last, lowest), validation,
  * throughput and MFU (medians over the steps after the first, which pays

@@ -506,6 +506,7 @@ static titan_status loop(trainer *t) {
         /* Several ranks commit a finished background save here (a short
          * collective wait, counted in the step's time). */
         double t0 = titan_now_s();
+        sm.start_unix_s = titan_wall_s();
         if (t->saver) TITAN_TRY(titan_async_save_poll(t->saver)); /* a failed background save stops the run */
         t->be->memory(NULL, NULL, NULL, 1); /* the step's own peak */
         int profiled = t->prof && (t->pr.step + 1) % cfg->profiling_profile_freq == 0;

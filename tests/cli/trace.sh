@@ -130,12 +130,20 @@ grep -q "/done:loss .*/hung:loss" "$tmp/out" && ok "two runs share a plot, serie
     { fail "two runs share a plot"; sed 's/^/#   /' "$tmp/out"; }
 cp -r "$tmp/hung/comm_traces" "$tmp/done/comm_traces"
 expect 0 "" "titan-trace chrome RUN" -- "$bin/titan-trace" chrome -o "$tmp/trace.json" "$tmp/done"
-/usr/bin/python3 - "$tmp/trace.json" <<'PY' 2>"$tmp/err" && ok "chrome: ops and collectives of both ranks, times from 0" || fail "chrome trace"
+/usr/bin/python3 - "$tmp/trace.json" <<'PY' 2>"$tmp/err" && ok "chrome: steps, ops and collectives of both ranks on one clock" || fail "chrome trace"
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
 x = [e for e in ev if e["ph"] == "X"]
 cats = {(e["cat"], e["pid"]) for e in x}
-assert cats == {("op", 0), ("op", 1), ("comm", 0), ("comm", 1)}, cats
+assert cats == {("op", 0), ("op", 1), ("comm", 0), ("comm", 1), ("step", 0)}, cats
+steps = sorted((e for e in x if e["name"].startswith("step ")), key=lambda e: e["ts"])
+assert [e["name"] for e in steps] == ["step %d" % i for i in range(1, 21)], [e["name"] for e in steps]
+assert all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(steps, steps[1:])), "steps overlap"
+assert sum(e["name"] == "checkpoint" for e in x) == 2
+# the profiled steps' ops (10 and 20) lie within those steps' slices: one wall clock
+inside = lambda e, s: s["ts"] - 1e3 <= e["ts"] <= s["ts"] + s["dur"] + 1e3
+ops = [e for e in x if e["cat"] == "op"]
+assert ops and all(inside(e, steps[9]) or inside(e, steps[19]) for e in ops), "ops outside the profiled steps"
 assert min(e["ts"] for e in x) == 0 and all(e["dur"] >= 0 for e in x)
 assert any(e["name"].startswith("all_gather #") and e["args"]["state"] == "running" for e in x)
 PY
