@@ -40,21 +40,33 @@ static __device__ __forceinline__ row_runs row_split(const S *x, int V) {
     return {head, np, head + np * P};
 }
 
-/* f(i, x[i] widened to fp32) for every element of the row this thread takes */
-template <typename S, typename F>
-static __device__ __forceinline__ void row_walk(const S *x, int V, F &&f) {
+/* This thread's elements of the row, widened to fp32, in row_split's runs:
+ * one(i, v) for each of the head and tail, pack(i0, v) for each whole pack
+ * (v[0..P) the elements i0..i0+P, which pack may change in place); the
+ * packs' loop unrolled U times. */
+template <int U, typename S, typename One, typename Pack>
+static __device__ __forceinline__ void row_each(const S *x, int V, One &&one, Pack &&pack) {
     constexpr int P = TITAN_PACK(S);
     const row_runs r = row_split(x, V);
-    for (int i = threadIdx.x; i < r.head; i += blockDim.x) f(i, load_f32(x + i));
-    for (int i = r.tail + threadIdx.x; i < V; i += blockDim.x) f(i, load_f32(x + i));
-#pragma unroll 4
+    for (int i = threadIdx.x; i < r.head; i += blockDim.x) one(i, load_f32(x + i));
+    for (int i = r.tail + threadIdx.x; i < V; i += blockDim.x) one(i, load_f32(x + i));
+#pragma unroll U
     for (int p = threadIdx.x; p < r.np; p += blockDim.x) {
         const int i0 = r.head + p * P;
         float v[P];
         load_f32_vec<P>(x + i0, v);
+        pack(i0, v);
+    }
+}
+
+/* f(i, x[i] widened to fp32) for every element of the row this thread takes */
+template <typename S, typename F>
+static __device__ __forceinline__ void row_walk(const S *x, int V, F &&f) {
+    constexpr int P = TITAN_PACK(S);
+    row_each<4>(x, V, f, [&](int i0, auto &v) {
 #pragma unroll
         for (int e = 0; e < P; e++) f(i0 + e, v[e]);
-    }
+    });
 }
 
 /* The row's max (*mx, fp32) and its sum of exp(x - max) in double, the
@@ -122,18 +134,13 @@ __global__ void cross_entropy_kernel(float *losses, S *dlogits, const S *logits,
     }
     /* the walk's runs, with the packs stored whole (d's runs are x's: vec_d) */
     constexpr int P = TITAN_PACK(S);
-    const row_runs r = row_split(x, V);
-    for (int i = threadIdx.x; i < r.head; i += blockDim.x) store_f32(d + i, grad(i, load_f32(x + i)));
-    for (int i = r.tail + threadIdx.x; i < V; i += blockDim.x) store_f32(d + i, grad(i, load_f32(x + i)));
-#pragma unroll 2
-    for (int p = threadIdx.x; p < r.np; p += blockDim.x) {
-        const int i0 = r.head + p * P;
-        float v[P];
-        load_f32_vec<P>(x + i0, v);
+    row_each<2>(
+        x, V, [&](int i, float v) { store_f32(d + i, grad(i, v)); },
+        [&](int i0, auto &v) {
 #pragma unroll
-        for (int e = 0; e < P; e++) v[e] = grad(i0 + e, v[e]);
-        store_f32_vec<P>(d + i0, v);
-    }
+            for (int e = 0; e < P; e++) v[e] = grad(i0 + e, v[e]);
+            store_f32_vec<P>(d + i0, v);
+        });
 }
 
 template <typename S>

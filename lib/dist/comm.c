@@ -75,31 +75,24 @@ titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan
         return titan_error(TITAN_ERR_USAGE, "comm %s: chunk_bytes %zu: want 4 KiB..1 GiB", name,
                            chunk);
     TITAN_TRY(comm_shm_init_world(d, name, timeout, chunk, out));
-    titan_status st = comm_flight_register(*out, NULL);
-    if (st != TITAN_OK) {
-        titan_comm_free(*out);
-        *out = NULL;
-    }
-    return st;
+    return comm_flight_register(out);
 }
 
-titan_status comm_flight_register(titan_comm *c, const int *world_ranks) {
+titan_status comm_flight_register(titan_comm **out) {
+    titan_comm *c = *out;
     if (!titan_flight_enabled()) return TITAN_OK;
-    int *all = NULL;
-    if (!world_ranks) {
-        /* every member's world rank: the flight recorder's own rank */
-        all = titan_alloc((size_t)c->size * sizeof(int), "world ranks");
-        if (!all) return TITAN_ERR_NOMEM;
-        int mine = titan_flight_world_rank();
-        titan_status st = titan_comm_all_gather(c, &mine, all, 1, TITAN_DTYPE_U32, NULL);
-        if (st != TITAN_OK) {
-            titan_free(all);
-            return st;
-        }
-        world_ranks = all;
+    /* every member's world rank: the flight recorder's own rank */
+    int *all = titan_alloc((size_t)c->size * sizeof(int), "world ranks");
+    int mine = titan_flight_world_rank();
+    titan_status st = all ? titan_comm_all_gather(c, &mine, all, 1, TITAN_DTYPE_U32, NULL) : TITAN_ERR_NOMEM;
+    if (st != TITAN_OK) {
+        titan_free(all);
+        titan_comm_free(c);
+        *out = NULL;
+        return st;
     }
     uint64_t *p2p = calloc(2 * (size_t)c->size, sizeof *p2p);
-    int id = p2p ? titan_flight_comm(c->name, c->rank, c->size, world_ranks) : -1;
+    int id = p2p ? titan_flight_comm(c->name, c->rank, c->size, all) : -1; /* else unrecorded: no failure */
     titan_free(all);
     pthread_mutex_lock(&c->mu);
     if (id >= 0) {
@@ -141,15 +134,16 @@ static uint64_t flight_queued(titan_comm *c, const comm_op *op) {
         break;
     case COMM_SPLIT: /* unnumbered: the backend's protocol may take collectives for it */
         break;
-    default:
+    case COMM_REDUCE_SCATTER: /* its input: every rank's part */
+        f.seq = ++c->flight_seq;
+        for (int r = 0; r < c->size; r++) f.count += op->counts[r];
+        f.redop = titan_comm_redop_name(op->redop);
+        break;
+    default: /* this rank's input */
         f.seq = ++c->flight_seq;
         f.count = op->counts ? op->counts[c->rank] : op->count;
-        if (op->kind == COMM_ALL_REDUCE || op->kind == COMM_REDUCE_SCATTER) f.redop = titan_comm_redop_name(op->redop);
+        if (op->kind == COMM_ALL_REDUCE) f.redop = titan_comm_redop_name(op->redop);
         if (op->kind == COMM_BROADCAST) f.peer = op->peer;
-        if (op->kind == COMM_REDUCE_SCATTER) { /* its input: every rank's part */
-            f.count = 0;
-            for (int r = 0; r < c->size; r++) f.count += op->counts[r];
-        }
         break;
     }
     return titan_flight_queued(&f);
@@ -501,12 +495,7 @@ titan_status titan_comm_split(titan_comm *c, int color, int key, const char *nam
     pthread_mutex_lock(&c->mu);
     c->flight_seq = atomic_load(&c->seq); /* numbered as the backend counts, after the split's own */
     pthread_mutex_unlock(&c->mu);
-    titan_status st = *out ? comm_flight_register(*out, NULL) : TITAN_OK;
-    if (st != TITAN_OK) {
-        titan_comm_free(*out);
-        *out = NULL;
-    }
-    return st;
+    return *out ? comm_flight_register(out) : TITAN_OK;
 }
 
 titan_status titan_comm_sum_double(titan_comm *c, double x, double *out) {

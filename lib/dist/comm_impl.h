@@ -80,9 +80,11 @@ struct titan_comm {
 titan_comm *comm_new(const char *name, int rank, int size, double timeout_s, size_t chunk_bytes,
                      const comm_backend *be, void *impl);
 const char *comm_kind_name(comm_kind k);
-/* Records c in the flight recorder (when it is on); world_ranks: its
- * members' world ranks in its rank order, NULL to gather them over c. */
-titan_status comm_flight_register(titan_comm *c, const int *world_ranks);
+/* Records a new communicator *c in the flight recorder (when it is on),
+ * its members' world ranks gathered over it (collective). On failure *c
+ * is freed and set to NULL, so a maker ends with `return
+ * comm_flight_register(out)`. */
+titan_status comm_flight_register(titan_comm **c);
 
 /* comm_shm.c: the world communicator over shared memory. */
 titan_status comm_shm_init_world(titan_dist *d, const char *name, double timeout_s,

@@ -148,12 +148,7 @@ titan_status titan_comm_init_nccl(titan_dist *d, int device, const titan_comm_op
         return st;
     }
     TITAN_TRY(make_comm(api, h, name, me, n, timeout, 0, out));
-    st = comm_flight_register(*out, NULL);
-    if (st != TITAN_OK) {
-        titan_comm_free(*out);
-        *out = NULL;
-    }
-    return st;
+    return comm_flight_register(out);
 }
 
 /* ---- operations ---------------------------------------------------------------------- */

@@ -18,8 +18,17 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 
-enum { ST_QUEUED, ST_RUNNING, ST_DONE, ST_FAILED };
-static const char *const state_names[] = {"queued", "running", "done", "failed"};
+const char *titan_flight_state_name(int state) {
+    static const char *const names[] = {"queued", "running", "done", "failed"};
+    return state >= TITAN_FLIGHT_QUEUED && state <= TITAN_FLIGHT_FAILED ? names[state] : "?";
+}
+
+int titan_flight_dump_rank(const char *name) {
+    int r = -1, end = 0;
+    if (strncmp(name, "rank-", 5) != 0 || name[5] < '0' || name[5] > '9') return -1;
+    if (sscanf(name, "rank-%d.json%n", &r, &end) != 1 || !end || name[end]) return -1;
+    return r;
+}
 
 typedef struct {
     uint64_t id; /* 0: an empty slot */
@@ -85,8 +94,7 @@ static void remove_stale(const char *dir, int world_rank, int world_size) {
     DIR *dh = world_rank == 0 ? opendir(dir) : NULL;
     struct dirent *de;
     while (dh && (de = readdir(dh))) {
-        int r, end = 0;
-        if (sscanf(de->d_name, "rank-%d.json%n", &r, &end) == 1 && end && !de->d_name[end] && r >= world_size) {
+        if (titan_flight_dump_rank(de->d_name) >= world_size) {
             snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
             unlink(path);
         }
@@ -186,7 +194,7 @@ uint64_t titan_flight_queued(const titan_flight_op *op) {
         e->step = fr.step;
         e->phase = fr.phase;
         e->t_queued = titan_wall_s();
-        e->state = ST_QUEUED;
+        e->state = TITAN_FLIGHT_QUEUED;
     }
     pthread_mutex_unlock(&fr.mu);
     return id;
@@ -198,7 +206,7 @@ void titan_flight_started(uint64_t id) {
     entry *e = find(id);
     if (e) {
         e->t_started = titan_wall_s();
-        e->state = ST_RUNNING;
+        e->state = TITAN_FLIGHT_RUNNING;
     }
     pthread_mutex_unlock(&fr.mu);
 }
@@ -209,7 +217,7 @@ void titan_flight_ended(uint64_t id, titan_status st, const char *msg) {
     entry *e = find(id);
     if (e) {
         e->t_ended = titan_wall_s();
-        e->state = st == TITAN_OK ? ST_DONE : ST_FAILED;
+        e->state = st == TITAN_OK ? TITAN_FLIGHT_DONE : TITAN_FLIGHT_FAILED;
         if (st != TITAN_OK) {
             snprintf(e->err, sizeof e->err, "%s", msg ? msg : "");
             utf8_trim(e->err);
@@ -242,7 +250,7 @@ static json_t *entry_json(const entry *e) {
     }
     set(o, "step", json_integer(e->step));
     if (e->phase) set(o, "phase", json_string(e->phase));
-    set(o, "state", json_string(state_names[e->state]));
+    set(o, "state", json_string(titan_flight_state_name(e->state)));
     set(o, "t_queued", json_real(e->t_queued));
     if (e->t_started > 0) set(o, "t_started", json_real(e->t_started));
     if (e->t_ended > 0) set(o, "t_ended", json_real(e->t_ended));

@@ -25,6 +25,12 @@
 
 #define TITAN_FLIGHT_FORMAT "titan-flight-1"
 
+/* An entry's state, as the dump spells it (titan_flight_state_name). */
+enum { TITAN_FLIGHT_QUEUED, TITAN_FLIGHT_RUNNING, TITAN_FLIGHT_DONE, TITAN_FLIGHT_FAILED };
+const char *titan_flight_state_name(int state); /* "queued", ...; "?" for another */
+/* The rank R of a dump's file name "rank-R.json"; -1 for another name. */
+int titan_flight_dump_rank(const char *name);
+
 /* Starts recording, keeping the last `capacity` operations; dumps go to
  * DIR/rank-R.json (R = world_rank), written whole (a temp file, renamed).
  * An earlier job's dump there of this rank is removed, and rank 0 removes

@@ -50,9 +50,9 @@ static void name_meta(titan_chrome *c, const char *what, int pid, int tid, const
     if (m) json_array_append_new(c->meta, m);
 }
 
-static titan_status add_flight(titan_chrome *c, const char *path) {
+static titan_status add_flight(titan_chrome *c, const char *path, json_t *root) {
     fl_dump d;
-    TITAN_TRY(titan_flight_load(path, &d));
+    TITAN_TRY(titan_flight_from_json(root, path, &d));
     char pname[320];
     snprintf(pname, sizeof pname, "rank %d (%s)", d.rank, d.host);
     name_meta(c, "process_name", d.rank, 0, pname);
@@ -178,7 +178,7 @@ titan_status titan_chrome_add_file(titan_chrome *c, const char *path) {
     const char *format = json_string_value(json_object_get(root, "format"));
     titan_status st;
     if (format && !strcmp(format, TITAN_FLIGHT_FORMAT))
-        st = add_flight(c, path); /* loads it again, through the one reader of dumps */
+        st = add_flight(c, path, root);
     else if (json_is_array(json_object_get(root, "traceEvents")))
         st = add_profile(c, path, root);
     else
@@ -194,12 +194,11 @@ static __thread struct {
     titan_status st;
 } walk;
 
+/* A flight recorder dump, or an op-profile trace (rankR_trace.json). */
 static int trace_name(const char *base) {
     int n = 0;
-    if (sscanf(base, "rank-%*d.json%n", &n) == 0 && n && base[n] == 0) return 1;
-    n = 0;
-    if (sscanf(base, "rank%*d_trace.json%n", &n) == 0 && n && base[n] == 0) return 1;
-    return 0;
+    if (titan_flight_dump_rank(base) >= 0) return 1;
+    return sscanf(base, "rank%*d_trace.json%n", &n) == 0 && n && base[n] == 0;
 }
 
 static int visit(const char *path, const struct stat *sb, int type, struct FTW *ftw) {

@@ -10,12 +10,6 @@
 #include "core/fsutil.h"
 #include "dist/flight.h"
 
-static const char *const state_names[] = {"queued", "running", "done", "failed"};
-
-const char *titan_flight_state_name(int state) {
-    return state >= 0 && state <= FL_FAILED ? state_names[state] : "?";
-}
-
 static titan_status bad(const char *path, const char *what) {
     return titan_error(TITAN_ERR_FORMAT, "%s: not a flight recorder dump (%s): %s", path, TITAN_FLIGHT_FORMAT, what);
 }
@@ -96,8 +90,8 @@ static titan_status load_entries(json_t *arr, fl_dump *d) {
         char st[16];
         str_of(o, "state", st, sizeof st);
         e->state = -1;
-        for (int s = 0; s <= FL_FAILED; s++)
-            if (!strcmp(st, state_names[s])) e->state = s;
+        for (int s = TITAN_FLIGHT_QUEUED; s <= TITAN_FLIGHT_FAILED; s++)
+            if (!strcmp(st, titan_flight_state_name(s))) e->state = s;
         if (e->state < 0 || !e->op[0]) return bad(d->path, "an entry without an op or a known state");
         e->t_queued = num_of(o, "t_queued");
         e->t_started = num_of(o, "t_started");
@@ -120,10 +114,17 @@ titan_status titan_flight_load(const char *path, fl_dump *d) {
 
 titan_status titan_flight_parse(const char *text, size_t len, const char *path, fl_dump *d) {
     memset(d, 0, sizeof *d);
-    snprintf(d->path, sizeof d->path, "%s", path);
     json_error_t jerr;
     json_t *root = json_loadb(text, len, 0, &jerr);
     if (!root) return titan_error(TITAN_ERR_FORMAT, "%s:%d: not JSON: %s", path, jerr.line, jerr.text);
+    titan_status st = titan_flight_from_json(root, path, d);
+    json_decref(root);
+    return st;
+}
+
+titan_status titan_flight_from_json(json_t *root, const char *path, fl_dump *d) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->path, sizeof d->path, "%s", path);
     titan_status st = TITAN_OK;
     char format[32];
     str_of(root, "format", format, sizeof format);
@@ -147,7 +148,6 @@ titan_status titan_flight_parse(const char *text, size_t len, const char *path, 
         st = load_comms(json_object_get(root, "comms"), d);
     }
     if (st == TITAN_OK) st = load_entries(json_object_get(root, "entries"), d);
-    json_decref(root);
     if (st != TITAN_OK) titan_flight_dump_free(d);
     return st;
 }
@@ -174,15 +174,6 @@ static int by_rank(const void *a, const void *b) {
     return ((const fl_dump *)a)->rank - ((const fl_dump *)b)->rank;
 }
 
-/* "rank-R.json", R decimal digits. */
-static int dump_name(const char *name) {
-    if (strncmp(name, "rank-", 5) != 0) return 0;
-    const char *p = name + 5;
-    if (*p < '0' || *p > '9') return 0;
-    while (*p >= '0' && *p <= '9') p++;
-    return strcmp(p, ".json") == 0;
-}
-
 titan_status titan_flight_load_dir(const char *dir, fl_dump **out, int *nout) {
     *out = NULL;
     *nout = 0;
@@ -198,7 +189,7 @@ titan_status titan_flight_load_dir(const char *dir, fl_dump **out, int *nout) {
     titan_status st = TITAN_OK;
     struct dirent *de;
     while (st == TITAN_OK && (de = readdir(dh))) {
-        if (!dump_name(de->d_name)) continue;
+        if (titan_flight_dump_rank(de->d_name) < 0) continue;
         fl_dump *grown = realloc(dumps, (size_t)(n + 1) * sizeof *dumps);
         if (!grown) {
             st = titan_error(TITAN_ERR_NOMEM, "%s: out of memory", dir);

@@ -7,8 +7,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-
-enum { FL_QUEUED, FL_RUNNING, FL_DONE, FL_FAILED };
+#include "dist/flight.h"
 
 #define TITAN_FLIGHT_MAX_WORLD (1 << 20) /* ranks a dump may claim */
 
@@ -29,7 +28,7 @@ typedef struct {
     uint64_t n, n2;
     int64_t step;
     char phase[24];    /* the part of the step, "" when not said */
-    int state;         /* FL_* */
+    int state;         /* TITAN_FLIGHT_* (dist/flight.h) */
     double t_queued, t_started, t_ended; /* wall clock; 0 = not yet */
     char *error;       /* NULL when none */
 } fl_entry;
@@ -56,6 +55,9 @@ typedef struct {
 titan_status titan_flight_load(const char *path, fl_dump *d);
 /* The same from text in memory; path names it in messages. */
 titan_status titan_flight_parse(const char *text, size_t len, const char *path, fl_dump *d);
+/* The same from a parsed JSON document (jansson's; root stays the caller's). */
+struct json_t;
+titan_status titan_flight_from_json(struct json_t *root, const char *path, fl_dump *d);
 void titan_flight_dump_free(fl_dump *d);
 
 /* Every rank-R.json under dir, sorted by rank (*dumps: n of them, free with
@@ -64,6 +66,5 @@ void titan_flight_dump_free(fl_dump *d);
 titan_status titan_flight_load_dir(const char *dir, fl_dump **dumps, int *n);
 void titan_flight_dumps_free(fl_dump *dumps, int n);
 
-const char *titan_flight_state_name(int state);
 
 #endif

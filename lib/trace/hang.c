@@ -86,7 +86,7 @@ static double since(const fl_dump *d, const fl_entry *e) {
 /* The oldest unfinished operation of a dump (NULL: it waits for nothing). */
 static const fl_entry *waiting_in(const fl_dump *d) {
     for (size_t i = 0; i < d->nentries; i++)
-        if (d->entries[i].state != FL_DONE) return &d->entries[i];
+        if (d->entries[i].state != TITAN_FLIGHT_DONE) return &d->entries[i];
     return NULL;
 }
 
@@ -113,7 +113,7 @@ static void doing(const ctx *x, int w, const char *indent) {
     if (e) {
         describe_op(d, e, what, sizeof what);
         fprintf(x->f, "%sis itself %s %s (step %" PRId64 ", %.1f s before its dump)\n", indent,
-                e->state == FL_FAILED ? "failed in" : e->state == FL_QUEUED ? "queued in" : "waiting in", what,
+                e->state == TITAN_FLIGHT_FAILED ? "failed in" : e->state == TITAN_FLIGHT_QUEUED ? "queued in" : "waiting in", what,
                 e->step, since(d, e));
         return;
     }
@@ -152,7 +152,7 @@ static void check_group(ctx *x, const group *g) {
         const fl_dump *d = &x->dumps[g->dump[r]];
         for (size_t i = 0; i < d->nentries; i++) {
             const fl_entry *e = &d->entries[i];
-            if (e->comm == g->comm[r] && e->seq && e->state != FL_DONE && (!stuck || e->seq < stuck)) {
+            if (e->comm == g->comm[r] && e->seq && e->state != TITAN_FLIGHT_DONE && (!stuck || e->seq < stuck)) {
                 stuck = e->seq;
                 who = r;
             }
@@ -186,11 +186,11 @@ static void check_group(ctx *x, const group *g) {
             describe_op(d, e, mine, sizeof mine);
             fprintf(x->f, "  %s: MISMATCH: called %s under that number\n", rn, mine);
             x->res->mismatch++;
-        } else if (e && e->state == FL_DONE) {
+        } else if (e && e->state == TITAN_FLIGHT_DONE) {
             fprintf(x->f, "  %s: finished it\n", rn);
         } else if (e) {
             fprintf(x->f, "  %s: %s, %.1f s before its dump%s%s\n", rn,
-                    e->state == FL_FAILED ? "failed in it" : e->state == FL_QUEUED ? "queued it behind earlier operations" : "waiting in it",
+                    e->state == TITAN_FLIGHT_FAILED ? "failed in it" : e->state == TITAN_FLIGHT_QUEUED ? "queued it behind earlier operations" : "waiting in it",
                     since(d, e), e->error ? ": " : "", e->error ? e->error : "");
         } else if (last > stuck) {
             fprintf(x->f, "  %s: past it (no longer in its ring)\n", rn);
@@ -261,13 +261,13 @@ static void check_p2p(ctx *x) {
         const fl_dump *d = &x->dumps[i];
         for (size_t k = 0; k < d->nentries; k++) {
             const fl_entry *e = &d->entries[k];
-            if (e->seq || e->state == FL_DONE || !strcmp(e->op, "split")) continue;
+            if (e->seq || e->state == TITAN_FLIGHT_DONE || !strcmp(e->op, "split")) continue;
             x->res->stuck++;
             char what[256], rn[320];
             describe_op(d, e, what, sizeof what);
             rank_name(x, d->rank, rn, sizeof rn);
             fprintf(x->f, "\n%s: %s, step %" PRId64 ", %s for %.1f s before its dump\n", rn, what, e->step,
-                    e->state == FL_FAILED ? "failed" : "waiting", since(d, e));
+                    e->state == TITAN_FLIGHT_FAILED ? "failed" : "waiting", since(d, e));
             if (e->peer >= 0) check_p2p_side(x, i, e, 1);
             if (e->peer2 >= 0) check_p2p_side(x, i, e, 0);
         }

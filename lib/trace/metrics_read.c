@@ -124,10 +124,11 @@ static int stats(const double *y, size_t n, size_t from, double *median, double 
 }
 
 static void mib_line(FILE *f, const titan_metrics_file *m, const char *key, const char *label) {
-    double *x, *y, med, max, sum;
+    double *x, *y, max = 0;
     size_t n = titan_metrics_series(m, key, &x, &y);
-    if (n && stats(y, n, 0, &med, &max, &sum))
-        fprintf(f, "%-12s %.0f MiB at most\n", label, max / (1024.0 * 1024.0));
+    for (size_t i = 0; i < n; i++)
+        if (y[i] > max) max = y[i];
+    if (n) fprintf(f, "%-12s %.0f MiB at most\n", label, max / (1024.0 * 1024.0));
     free(x);
     free(y);
 }
@@ -170,9 +171,10 @@ void titan_metrics_summary(const titan_metrics_file *m, FILE *f) {
     free(px);
     free(py);
     n = titan_metrics_series(m, "step_time_s", &x, &y);
+    double total = 0; /* every step's, the first's too */
+    for (size_t i = 0; i < n; i++) total += y[i];
     if (n && stats(y, n, from, &med, &max, &sum))
-        fprintf(f, "%-12s median %.4f s, slowest %.4f s; %.1f s in all %zu steps\n", "step time", med, max,
-                sum + (from ? y[0] : 0.0), n);
+        fprintf(f, "%-12s median %.4f s, slowest %.4f s; %.1f s in all %zu steps\n", "step time", med, max, total, n);
     free(x);
     free(y);
     mib_line(f, m, "peak_rss_bytes", "host memory");

@@ -13,8 +13,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/op_profile.h"
 #include "dist/flight.h"

@@ -95,11 +95,11 @@ static void test_recording(void) {
         const fl_entry *ar = nth(d, "all_reduce", 0), *sp = nth(d, "split", 0), *ag = nth(d, "all_gather", 0);
         /* world: #1 the recorder's own gather of world ranks, #2 the all_reduce,
          * then the split's three protocol gathers, so the queued all_gather is #6 */
-        CHECK(ar && ar->seq == 2 && ar->state == FL_DONE && ar->count == 8 && !strcmp(ar->redop, "sum") &&
+        CHECK(ar && ar->seq == 2 && ar->state == TITAN_FLIGHT_DONE && ar->count == 8 && !strcmp(ar->redop, "sum") &&
                   ar->step == 1 && !strcmp(ar->phase, "forward") && ar->t_ended >= ar->t_started && ar->t_started >= ar->t_queued,
               "rank %d: all_reduce #2, done, timed", r);
-        CHECK(sp && sp->seq == 0 && sp->state == FL_DONE, "rank %d: the split, unnumbered", r);
-        CHECK(ag && ag->seq == 6 && ag->comm == 0 && ag->state == FL_DONE, "rank %d: the queued all_gather is #%llu",
+        CHECK(sp && sp->seq == 0 && sp->state == TITAN_FLIGHT_DONE, "rank %d: the split, unnumbered", r);
+        CHECK(ag && ag->seq == 6 && ag->comm == 0 && ag->state == TITAN_FLIGHT_DONE, "rank %d: the queued all_gather is #%llu",
               r, ag ? (unsigned long long)ag->seq : 0ull);
         const char *p2p = r == 0 ? "send" : "recv";
         const fl_entry *p0 = nth(d, p2p, 0), *p1 = nth(d, p2p, 1);
@@ -148,7 +148,7 @@ static void test_ring(void) {
     CHECK(d.reason && !strcmp(d.reason, "ring") && d.failure && !strcmp(d.failure, "all_reduce #10 … timed out"),
           "a later dump keeps the failure");
     CHECK(d.nentries == 4 && d.recorded == 10 && d.capacity == 4 && d.entries[0].seq == 7 &&
-              d.entries[3].seq == 10 && d.entries[3].state == FL_RUNNING && d.entries[2].state == FL_DONE,
+              d.entries[3].seq == 10 && d.entries[3].state == TITAN_FLIGHT_RUNNING && d.entries[2].state == TITAN_FLIGHT_DONE,
           "the last 4 of 10, oldest first, the last still running");
     titan_flight_dump_free(&d);
 }
