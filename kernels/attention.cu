@@ -38,8 +38,10 @@
  * Scores are formed as (q * scale) . k, as the CPU backend does. HD must be
  * even and at most 256 (lane owns up to 8 dims; kernels are instantiated for
  * 1, 2, 4, 8 dims per lane). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_ops.cuh"
 
@@ -319,28 +321,51 @@ static void backward_hd(int add, S *dq, S *dk, S *dv, const S *dout, const S *ou
     else backward<S, 8>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
 }
 
-/* bf16 runs through cuDNN (attention_cudnn.cu) when TITAN_CUDA_ATTENTION=cudnn
- * and the call applies; otherwise on the tensor-core kernels (attention_tc.cu)
- * where they apply:
- * HD 64 or 128, q, k, v, dout 16-byte aligned and out, dq, dk, dv 4-byte
- * aligned (the model's buffers are 64-byte aligned; odd test slices are
- * not); any Tq <= Tk. Everything else, and every call when
- * TITAN_CUDA_ATTENTION=simple (the check of one path against the other),
- * runs the CUDA-core kernels above. TITAN_CUDA_ATTENTION is read once. */
-enum { ATTN_DEFAULT, ATTN_SIMPLE, ATTN_CUDNN };
+/* Which kernels run an attention call. bf16 goes to cuDNN (attention_cudnn.cu)
+ * when it is preferred and the call applies; else to the tensor-core
+ * kernels (attention_tc.cu) where they apply: HD 64 or 128, q, k, v, dout
+ * 16-byte aligned and out, dq, dk, dv 4-byte aligned (the model's buffers
+ * are 64-byte aligned; odd test slices are not); any Tq <= Tk. Everything
+ * else runs the CUDA-core kernels above.
+ *
+ * cuDNN is preferred when the tool says so (titan_cuda_set_attention_cudnn:
+ * titan-train does unless training.deterministic, since cuDNN's backward
+ * is not bitwise repeatable), and a missing cuDNN then only costs a note.
+ * TITAN_CUDA_ATTENTION, read once, overrides: "cudnn" requires cuDNN (a
+ * missing library ends the process), "titan" keeps to titan's kernels,
+ * "simple" to the CUDA-core ones (the check of one path against the
+ * other); unset or empty leaves the tool's choice. */
+enum { ATTN_DEFAULT, ATTN_TITAN, ATTN_SIMPLE, ATTN_CUDNN };
 static int attention_env(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("TITAN_CUDA_ATTENTION");
-        v = !e                            ? ATTN_DEFAULT
-            : strcmp(e, "simple") == 0 ? ATTN_SIMPLE
-            : strcmp(e, "cudnn") == 0  ? ATTN_CUDNN
-                                       : ATTN_DEFAULT;
+        if (!e || !*e) v = ATTN_DEFAULT;
+        else if (strcmp(e, "titan") == 0) v = ATTN_TITAN;
+        else if (strcmp(e, "simple") == 0) v = ATTN_SIMPLE;
+        else if (strcmp(e, "cudnn") == 0) v = ATTN_CUDNN;
+        else {
+            fprintf(stderr, "titan: error: cuda: TITAN_CUDA_ATTENTION=%s: expected cudnn, titan or "
+                            "simple (or unset)\n", e);
+            fflush(NULL);
+            _exit(TITAN_ERR_USAGE);
+        }
     }
     return v;
 }
+
+static int g_prefer_cudnn; /* titan_cuda_set_attention_cudnn */
+
+extern "C" __attribute__((visibility("default"))) void titan_cuda_set_attention_cudnn(int prefer) {
+    __atomic_store_n(&g_prefer_cudnn, prefer != 0, __ATOMIC_RELEASE);
+}
+
 static int simple_only(void) { return attention_env() == ATTN_SIMPLE; }
-static int cudnn_wanted(void) { return attention_env() == ATTN_CUDNN; }
+static int cudnn_required(void) { return attention_env() == ATTN_CUDNN; }
+static int cudnn_wanted(void) {
+    int env = attention_env();
+    return env == ATTN_CUDNN || (env == ATTN_DEFAULT && __atomic_load_n(&g_prefer_cudnn, __ATOMIC_ACQUIRE));
+}
 
 static int aligned(const void *p, uintptr_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
@@ -357,8 +382,9 @@ void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const v
     check_shape(B, Tq, Tk, NH, NKV, HD);
     if (B <= 0 || Tq <= 0) return;
     if (dt == TITAN_DTYPE_BF16 && cudnn_wanted() &&
-        titan_cuda_attention_cudnn_forward((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
-                                           (const bf16 *)v, B, Tq, Tk, NH, NKV, HD))
+        titan_cuda_attention_cudnn_forward(cudnn_required(), (bf16 *)out, lse, (const bf16 *)q,
+                                           (const bf16 *)k, (const bf16 *)v, B, Tq, Tk, NH, NKV,
+                                           HD))
         return;
     if (use_tc(dt, HD, q, k, v, q, out, out, out)) {
         titan_cuda_attention_tc_forward((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
@@ -378,10 +404,10 @@ void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, 
     if (B <= 0 || Tq <= 0) return;
     const int add = (acc & TITAN_ACC_DX) != 0;
     if (dt == TITAN_DTYPE_BF16 && cudnn_wanted() &&
-        titan_cuda_attention_cudnn_backward(add, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
-                                            (const bf16 *)dout, (const bf16 *)out, lse,
-                                            (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, B,
-                                            Tq, Tk, NH, NKV, HD))
+        titan_cuda_attention_cudnn_backward(cudnn_required(), add, (bf16 *)dq, (bf16 *)dk,
+                                            (bf16 *)dv, (const bf16 *)dout, (const bf16 *)out,
+                                            lse, (const bf16 *)q, (const bf16 *)k,
+                                            (const bf16 *)v, B, Tq, Tk, NH, NKV, HD))
         return;
     if (use_tc(dt, HD, q, k, v, dout, dq, dk, dv)) {
         titan_cuda_attention_tc_backward(add, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,

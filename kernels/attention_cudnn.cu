@@ -1,8 +1,10 @@
 /* attention_cudnn.cu - bf16 causal grouped-query attention through cuDNN's
- * fused flash attention (the "SDPA" operation graphs of its backend API),
- * chosen with TITAN_CUDA_ATTENTION=cudnn. It is the other implementation
- * the CUDA backend keeps beside its own kernels (attention_tc.cu): each
- * checks the other, and the benchmark says which is faster.
+ * fused flash attention (the "SDPA" operation graphs of its backend API).
+ * It is the other implementation the CUDA backend keeps beside its own
+ * kernels (attention_tc.cu): each checks the other. It is the faster on
+ * Hopper (scripts/bench_gpu.sh; README, "Measured"), so titan-train uses it for
+ * bf16 unless training.deterministic asks for repeatable bits (attention.cu
+ * decides; TITAN_CUDA_ATTENTION=cudnn requires it, =titan keeps it out).
  *
  * The graphs are the ones cuDNN's fused engines recognise, written here
  * against the backend API (cudnn_graph.cuh), from cuDNN's documentation of
@@ -34,9 +36,10 @@
  * before cuDNN 9.16, Tq and Tk multiples of 128, where older backward
  * engines need a padding mask this code does not build; that also meets
  * the bottom-right mask's multiples of 64 before 9.6); other calls return
- * false and the caller runs its own kernels. Once TITAN_CUDA_ATTENTION=cudnn asks for
- * cuDNN, a missing library or a graph no engine takes ends the process
- * with the reason: the run does not silently measure something else.
+ * false and the caller runs its own kernels. A missing library or a graph
+ * no engine takes sends the call there too, with a note; but where cuDNN is
+ * required (TITAN_CUDA_ATTENTION=cudnn) they end the process with the
+ * reason: that run does not silently measure something else.
  *
  * Numbers: not titan's bits. cuDNN sums in its own order, and its backward
  * adds dQ across key blocks with atomics, so the backward is not bitwise
@@ -55,17 +58,18 @@
 #include "cudnn_graph.cuh"
 
 #ifndef TITAN_HAVE_CUDNN
-bool titan_cuda_attention_cudnn_forward(bf16 *, float *, const bf16 *, const bf16 *,
-                                        const bf16 *, int, int, int, int, int, int) {
+bool titan_cuda_attention_cudnn_forward(bool required, bf16 *, float *, const bf16 *,
+                                        const bf16 *, const bf16 *, int, int, int, int, int, int) {
+    if (!required) return false;
     fprintf(stderr, "titan: error: cuda: TITAN_CUDA_ATTENTION=cudnn, but this library was built "
                     "without cudnn.h\n");
     fflush(NULL);
     _exit(TITAN_ERR_USAGE);
 }
-bool titan_cuda_attention_cudnn_backward(int, bf16 *, bf16 *, bf16 *, const bf16 *, const bf16 *,
-                                         const float *, const bf16 *, const bf16 *, const bf16 *,
-                                         int, int, int, int, int, int) {
-    return titan_cuda_attention_cudnn_forward(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+bool titan_cuda_attention_cudnn_backward(bool required, int, bf16 *, bf16 *, bf16 *,
+                                         const bf16 *, const bf16 *, const float *, const bf16 *,
+                                         const bf16 *, const bf16 *, int, int, int, int, int, int) {
+    return titan_cuda_attention_cudnn_forward(required, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 }
 #else
 
@@ -92,9 +96,9 @@ static int g_nplans;
 [[noreturn]] static void cudnn_fatal(int code, const PlanKey &k, const std::string &what) {
     fflush(NULL); /* what the process printed so far comes first */
     fprintf(stderr,
-            "titan: error: cuda: attention %s through cuDNN (TITAN_CUDA_ATTENTION=cudnn) "
+            "titan: error: cuda: attention %s through cuDNN "
             "B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d: %s\n"
-            "hint: unset TITAN_CUDA_ATTENTION to use titan's own attention kernels\n",
+            "hint: TITAN_CUDA_ATTENTION=titan uses titan's own attention kernels\n",
             k.backward ? "backward" : "forward", k.B, k.Tq, k.Tk, k.NH, k.NKV, k.HD, what.c_str());
     fflush(NULL);
     _exit(code);
@@ -237,25 +241,34 @@ static void build_backward(CudnnGraph &g, const PlanKey &k) {
     g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, nullptr, dq, F);
 }
 
-static const CudnnApi *api_or_die(const PlanKey &k) {
+/* cuDNN, or nullptr where it does not open: fatal when required (the
+ * user asked for it), else a note once and the caller's own kernels */
+static const CudnnApi *api_for(const PlanKey &k, bool required) {
     std::string why;
     const CudnnApi *api = titan_cudnn_api(&why);
-    if (!api) cudnn_fatal(TITAN_ERR_USAGE, k, why);
     static int told;
-    if (!told) {
-        told = 1;
+    if (!api) {
+        if (required) cudnn_fatal(TITAN_ERR_USAGE, k, why);
+        if (!__atomic_exchange_n(&told, 1, __ATOMIC_ACQ_REL))
+            fprintf(stderr, "titan: note: cuda: attention through titan's kernels: %s\n", why.c_str());
+        return nullptr;
+    }
+    if (!__atomic_exchange_n(&told, 1, __ATOMIC_ACQ_REL))
         fprintf(stderr, "titan: note: cuda: attention through cuDNN %zu.%zu.%zu\n",
                 api->version / 10000, api->version / 100 % 100, api->version % 100);
-    }
     return api;
 }
 
-static CudnnGraph *plan_for(const CudnnApi *api, const PlanKey &k) {
+/* The shape's plan, built on first use; nullptr where cuDNN refuses the
+ * graph and it is not required (remembered: the refusal is not retried,
+ * and said once per shape). */
+static CudnnGraph *plan_for(const CudnnApi *api, const PlanKey &k, bool required) {
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < g_nplans; i++)
         if (g_plans[i].key == k) {
             CudnnGraph *g = g_plans[i].graph;
             pthread_mutex_unlock(&g_lock);
+            if (!g && required) cudnn_fatal(TITAN_ERR_FAIL, k, "no engine took this graph before");
             return g;
         }
     CudnnGraph *g = new CudnnGraph(api);
@@ -263,8 +276,17 @@ static CudnnGraph *plan_for(const CudnnApi *api, const PlanKey &k) {
     else build_forward(*g, k);
     if (!g->build()) {
         std::string err = g->error();
-        pthread_mutex_unlock(&g_lock);
-        cudnn_fatal(TITAN_ERR_FAIL, k, err);
+        if (required) {
+            pthread_mutex_unlock(&g_lock);
+            cudnn_fatal(TITAN_ERR_FAIL, k, err);
+        }
+        fprintf(stderr,
+                "titan: note: cuda: attention %s B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d through "
+                "titan's kernels: cuDNN: %s\n",
+                k.backward ? "backward" : "forward", k.B, k.Tq, k.Tk, k.NH, k.NKV, k.HD,
+                err.c_str());
+        delete g;
+        g = nullptr;
     }
     if (g_nplans == (int)(sizeof g_plans / sizeof g_plans[0])) {
         /* more shapes than a model has: drop the oldest (its graph stays: a
@@ -279,7 +301,7 @@ static CudnnGraph *plan_for(const CudnnApi *api, const PlanKey &k) {
 
 static bool applies(int Tq, int Tk, int HD, bool aligned16) {
     if (HD % 8 != 0 || HD > 128 || Tq <= 0 || Tq > Tk || !aligned16) return false;
-    const CudnnApi *api = titan_cudnn_api(nullptr); /* none: api_or_die says why */
+    const CudnnApi *api = titan_cudnn_api(nullptr); /* none: api_for says why */
     /* cuDNN's own frontend adds a padding mask before 9.16 when T % 128 != 0 */
     if (api && api->version < 91600 && (Tq % 128 != 0 || Tk % 128 != 0)) return false;
     return true;
@@ -312,13 +334,14 @@ static float neg_inf_value(const CudnnApi *api) {
                                 : -std::numeric_limits<float>::infinity();
 }
 
-bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
-                                        const bf16 *v, int B, int Tq, int Tk, int NH, int NKV,
-                                        int HD) {
+bool titan_cuda_attention_cudnn_forward(bool required, bf16 *out, float *lse, const bf16 *q,
+                                        const bf16 *k, const bf16 *v, int B, int Tq, int Tk,
+                                        int NH, int NKV, int HD) {
     if (!applies(Tq, Tk, HD, titan_cuda_aligned16(out, lse, q, k, v))) return false;
     PlanKey key = {0, B, Tq, Tk, NH, NKV, HD};
-    const CudnnApi *api = api_or_die(key);
-    CudnnGraph *g = plan_for(api, key);
+    const CudnnApi *api = api_for(key, required);
+    CudnnGraph *g = api ? plan_for(api, key, required) : nullptr;
+    if (!g) return false;
     float scale = 1.0f / sqrtf((float)HD), neg_inf = neg_inf_value(api);
     int32_t skv = Tk, sq = Tq;
     const int64_t uids[] = {UID_Q,     UID_KT,      UID_V,   UID_O, UID_STATS,
@@ -330,15 +353,17 @@ bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, co
     return true;
 }
 
-bool titan_cuda_attention_cudnn_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv,
-                                         const bf16 *dout, const bf16 *out, const float *lse,
-                                         const bf16 *q, const bf16 *k, const bf16 *v, int B,
-                                         int Tq, int Tk, int NH, int NKV, int HD) {
+bool titan_cuda_attention_cudnn_backward(bool required, int add, bf16 *dq, bf16 *dk,
+                                         bf16 *dv, const bf16 *dout, const bf16 *out,
+                                         const float *lse, const bf16 *q, const bf16 *k,
+                                         const bf16 *v, int B, int Tq, int Tk, int NH, int NKV,
+                                         int HD) {
     if (!applies(Tq, Tk, HD, titan_cuda_aligned16(dq, dk, dv, dout, out, lse, q, k, v)))
         return false;
     PlanKey key = {1, B, Tq, Tk, NH, NKV, HD};
-    const CudnnApi *api = api_or_die(key);
-    CudnnGraph *g = plan_for(api, key);
+    const CudnnApi *api = api_for(key, required);
+    CudnnGraph *g = api ? plan_for(api, key, required) : nullptr;
+    if (!g) return false;
     const size_t nq = (size_t)B * Tq * NH * HD, nkv = (size_t)B * Tk * NKV * HD;
     /* after the plan's workspace: softmax_sum, dq_accum and, for "+=", the
      * temporaries cuDNN writes dq, dk, dv to before they are added in */

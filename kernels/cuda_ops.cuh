@@ -26,8 +26,10 @@
  * Determinism: no float atomics anywhere. Each output element is written by
  * one thread, reductions run in fixed trees whose shape depends only on the
  * tensor shapes (never on the GPU's SM count), so the same inputs give the
- * same bits on every run. The exception is opt-in: attention through cuDNN
- * (TITAN_CUDA_ATTENTION=cudnn), whose backward adds dQ with atomics.
+ * same bits on every run. The exception: bf16 attention through cuDNN,
+ * whose backward adds dQ with atomics. titan-train takes it (the faster)
+ * unless training.deterministic; TITAN_CUDA_ATTENTION=cudnn|titan forces
+ * the choice (attention.cu).
  *
  * Errors: the table's ops return void, so a failing CUDA or cuBLAS call
  * inside an op is a dead end; CUDA_CHECK / CUBLAS_CHECK print the statement,
@@ -271,20 +273,22 @@ void titan_cuda_attention_tc_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, con
                                       int NKV, int HD);
 
 /* attention_cudnn.cu: bf16 attention through cuDNN's fused flash attention
- * graphs, called by attention.cu when TITAN_CUDA_ATTENTION=cudnn. Same
- * contract as attention_tc's (Tq < Tk with cuDNN's bottom-right causal
- * mask); false when the call does not apply (HD not a multiple of 8 up to
- * 128, a pointer not 16-byte aligned, or before cuDNN 9.16 Tq or Tk not a
- * multiple of 128), and the caller runs its own kernels. cuDNN missing, or
- * a graph it refuses, ends the process with the reason. Not bitwise
- * repeatable in the backward (cuDNN adds dQ with atomics). */
-bool titan_cuda_attention_cudnn_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
-                                        const bf16 *v, int B, int Tq, int Tk, int NH, int NKV,
-                                        int HD);
-bool titan_cuda_attention_cudnn_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv,
-                                         const bf16 *dout, const bf16 *out, const float *lse,
-                                         const bf16 *q, const bf16 *k, const bf16 *v, int B,
-                                         int Tq, int Tk, int NH, int NKV, int HD);
+ * graphs, called by attention.cu when cuDNN is wanted. Same contract as
+ * attention_tc's (Tq < Tk with cuDNN's bottom-right causal mask); false
+ * when the call does not apply (HD not a multiple of 8 up to 128, a
+ * pointer not 16-byte aligned, or before cuDNN 9.16 Tq or Tk not a
+ * multiple of 128), and the caller runs its own kernels. cuDNN missing,
+ * or a graph it refuses: false with a note, or where required the end of
+ * the process with the reason. Not bitwise repeatable in the backward
+ * (cuDNN adds dQ with atomics). */
+bool titan_cuda_attention_cudnn_forward(bool required, bf16 *out, float *lse, const bf16 *q,
+                                        const bf16 *k, const bf16 *v, int B, int Tq, int Tk,
+                                        int NH, int NKV, int HD);
+bool titan_cuda_attention_cudnn_backward(bool required, int add, bf16 *dq, bf16 *dk,
+                                         bf16 *dv, const bf16 *dout, const bf16 *out,
+                                         const float *lse, const bf16 *q, const bf16 *k,
+                                         const bf16 *v, int B, int Tq, int Tk, int NH, int NKV,
+                                         int HD);
 
 /* swiglu.cu */
 void titan_cuda_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,

@@ -22,9 +22,11 @@
 #   scripts/bench_gpu.sh [--peak-flops F]
 #   BENCH_PEAK_FLOPS (989e12: H100 SXM bf16 dense; H200 has the same compute)
 #   BENCH_8B_LAYERS (4)  BENCH_SEQS ("2048 8192")  BENCH_SHAPES ("1B 8B")
-#   BENCH_IMPLS ("eager compile titan titan-cudnn": titan-cudnn is titan with
-#   TITAN_CUDA_ATTENTION=cudnn, cuDNN's fused attention; TITAN_CUDNN_LIB
-#   names libcudnn.so.9, else the first found beside PyTorch's)
+#   BENCH_IMPLS ("eager compile titan titan-det": titan as titan-train runs
+#   by default, attention through cuDNN's fused flash attention where
+#   libcudnn.so.9 opens (TITAN_CUDNN_LIB names it, else the first found
+#   beside PyTorch's); titan-det with training.deterministic, titan's own
+#   attention kernels, bitwise repeatable)
 #   BENCH_TITAN_DTYPE (bfloat16)
 #   BENCH_BATCH (1)  BENCH_STEPS (8)
 #   BENCH_WARMUP (3)  BENCH_RUN_TIMEOUT (150 s a run)
@@ -79,7 +81,7 @@ fi
 L8=${BENCH_8B_LAYERS:-4}
 SEQS=${BENCH_SEQS:-2048 8192}
 SHAPES=${BENCH_SHAPES:-1B 8B}
-IMPLS=${BENCH_IMPLS:-eager compile titan titan-cudnn}
+IMPLS=${BENCH_IMPLS:-eager compile titan titan-det}
 TDTYPE=${BENCH_TITAN_DTYPE:-bfloat16}
 case $TDTYPE in bfloat16) TMODE=bf16 ;; float32) TMODE=fp32 ;;
 *) echo "bench_gpu: error: BENCH_TITAN_DTYPE: '$TDTYPE' is not bfloat16 or float32" >&2; exit 2 ;; esac
@@ -111,8 +113,8 @@ for v in "BENCH_8B_LAYERS=$L8" "BENCH_BATCH=$BATCH" "BENCH_STEPS=$STEPS" "BENCH_
 done
 [ "$STEPS" -gt "$WARMUP" ] || { echo "bench_gpu: error: BENCH_STEPS ($STEPS) must exceed BENCH_WARMUP ($WARMUP)" >&2; exit 2; }
 for m in $IMPLS; do
-    case $m in eager|compile|titan|titan-cudnn) ;;
-    *) echo "bench_gpu: error: BENCH_IMPLS: unknown '$m' (eager, compile, titan, titan-cudnn)" >&2; exit 2 ;; esac
+    case $m in eager|compile|titan|titan-det) ;;
+    *) echo "bench_gpu: error: BENCH_IMPLS: unknown '$m' (eager, compile, titan, titan-det)" >&2; exit 2 ;; esac
 done
 for sh in $SHAPES; do
     case $sh in 1B|8B) ;;
@@ -318,8 +320,8 @@ run() {
         # One step more than timed, profiled op by op (titan-train's
         # [profiling]): where the step's time goes, beside the table.
         rm -rf "$work/run-$sh/metrics.jsonl" "$work/run-$sh/profile_traces"
-        attn=; case $mode in *-cudnn) attn=cudnn ;; esac
-        TITAN_CUDA_ATTENTION=$attn timeout -k 10 "$limit" bin/titan-train "$work/run-$sh" --training.seq_len="$seq" \
+        det=false; case $mode in *-det) det=true ;; esac
+        timeout -k 10 "$limit" bin/titan-train "$work/run-$sh" --training.seq_len="$seq" --training.deterministic=$det \
             --training.local_batch_size="$BATCH" --training.steps=$((STEPS + 1)) \
             --training.device="$DEVICE" --metrics.peak_flops="$PEAK" \
             --training.mixed_precision_param="$TDTYPE" --profiling.enable_profiling=true \
@@ -343,8 +345,8 @@ for seq in $SEQS; do
             case $m in
             eager|compile) run torch "$m" "$sh" "$seq" ;;
             titan) run titan "$TMODE" "$sh" "$seq" ;;
-            titan-cudnn) run titan "$TMODE-cudnn" "$sh" "$seq" ;;
-            *) echo "bench_gpu: error: unknown implementation '$m' (eager, compile, titan, titan-cudnn)" >&2; exit 2 ;;
+            titan-det) run titan "$TMODE-det" "$sh" "$seq" ;;
+            *) echo "bench_gpu: error: unknown implementation '$m' (eager, compile, titan, titan-det)" >&2; exit 2 ;;
             esac
         done
     done

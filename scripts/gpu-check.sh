@@ -4,6 +4,8 @@
 #   1. make -j$JOBS (builds libtitan-cuda.so where nvcc is);
 #   2. build/tests/test_cuda_ops (every op against the CPU backend) and
 #      build/tests/test_comm_nccl (the nccl communicator; skipped without NCCL);
+#      tests/gpu/attention_tc_check.cu and gemm_inplace_check.cu (cuBLASLt's
+#      residual product in place and out of place);
 #   3. tests/cli/train.sh (its device lines then see a GPU);
 #   4. configs/debugmodel.toml trained $STEPS steps on cpu and on cuda from
 #      one seed checkpoint: the loss curves must agree to $TOL relative at
@@ -13,12 +15,13 @@
 #      checkpoints, must end in the uninterrupted run's checkpoint bit for
 #      bit (deterministic kernels; the host staging of loads and saves);
 #      and a text sample (parameters copied back to the host);
-#   6. on cuda in bf16 (mixed_precision_param): the loss curve within
-#      $BF16_TOL of the cpu's fp32 one, and a second run ending in the same bits,
-#      as does a run with selective activation checkpointing (op);
-#      the same curve check with attention through cuDNN (TITAN_CUDA_ATTENTION=
-#      cudnn; scripts/find-cudnn.sh finds libcudnn.so.9), after test_cuda_ops
-#      ran that way in step 2 (cuDNN's own warnings and errors: cudnn_api.log);
+#   6. on cuda in bf16 (mixed_precision_param), as titan-train runs by
+#      default (attention through cuDNN where libcudnn.so.9 opens:
+#      scripts/find-cudnn.sh finds it; test_cuda_ops ran that way in step 2,
+#      cuDNN's own warnings and errors in cudnn_api.log) and with
+#      training.deterministic (titan's attention kernels): each loss curve
+#      within $BF16_TOL of the cpu's fp32 one; the deterministic run again,
+#      and with selective activation checkpointing (op), in the same bits;
 #   7. with two GPUs or more: FSDP 2 (--nproc 2, a GPU per rank) over NCCL and
 #      over shared memory (TITAN_COMM=shm) against FSDP 2 on the cpu, to $TOL;
 #   8. last (slow): test_cuda_ops under compute-sanitizer memcheck, at most
@@ -117,16 +120,22 @@ say "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ): $(nvidia-smi --query-gpu=name,dri
 # The GPU image may lack the C libraries' headers: say so at once rather than
 # after minutes of compiling.
 # Carried Debian packages (scripts/gpu-deps.sh fetch, here) fill the gap.
-if [ -d .gpu-deps ] && ! printf '#include <zstd.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; then
+missing_headers() {
+    missing=""
+    for h in zstd.h archive.h jansson.h xxhash.h pcre2.h cblas.h; do
+        printf '#define PCRE2_CODE_UNIT_WIDTH 8\n#include <%s>\n' "$h" | ${CC:-cc} -E -x c \
+            -I/usr/include/x86_64-linux-gnu/openblas-openmp $(pkg-config --cflags openblas 2>/dev/null) - \
+            >/dev/null 2>&1 || missing="$missing $h"
+    done
+}
+missing_headers
+# any one missing, not only zstd.h (an image with zstd and without the rest
+# was seen: 2026-11-26)
+if [ -n "$missing" ] && [ -d .gpu-deps ]; then
     set -- use # dash's "." passes no arguments: the sourced script sees ours
-    . scripts/gpu-deps.sh use && say "build dependencies: unpacked from .gpu-deps into build/gpu-deps"
+    . scripts/gpu-deps.sh use && say "build dependencies: unpacked from .gpu-deps into build/gpu-deps (lacked:$missing)"
+    missing_headers
 fi
-missing=""
-for h in zstd.h archive.h jansson.h xxhash.h pcre2.h cblas.h; do
-    printf '#define PCRE2_CODE_UNIT_WIDTH 8\n#include <%s>\n' "$h" | ${CC:-cc} -E -x c \
-        -I/usr/include/x86_64-linux-gnu/openblas-openmp $(pkg-config --cflags openblas 2>/dev/null) - \
-        >/dev/null 2>&1 || missing="$missing $h"
-done
 if [ -n "$missing" ]; then
     failed "build dependencies: no$missing (Debian/Ubuntu: libzstd-dev libarchive-dev libjansson-dev" \
         "libxxhash-dev libpcre2-dev libopenblas-openmp-dev; scripts/install-deps.sh; or carry .gpu-deps" \
@@ -182,9 +191,18 @@ if [ "$DEV" = cuda ]; then
         pass "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"
     else failed "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"; fi
     grep '^bench' "$out/attention_tc_check.log" | while IFS= read -r l; do say "      $l"; done
+    # cuBLASLt's residual product in place and out of place, per heuristic
+    # preference: which algorithm, whether each repeats, how they differ
+    if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native tests/gpu/gemm_inplace_check.cu \
+            -lcublasLt -o build/gemm_inplace_check >"$out/gemm_inplace_check.log" 2>&1 &&
+       tmo build/gemm_inplace_check >>"$out/gemm_inplace_check.log" 2>&1; then
+        pass "tests/gpu/gemm_inplace_check.cu: $(tail -n 1 "$out/gemm_inplace_check.log")"
+    else failed "tests/gpu/gemm_inplace_check.cu: $(tail -n 1 "$out/gemm_inplace_check.log")"; fi
+    grep '^N=' "$out/gemm_inplace_check.log" | sed 's/ | rel err.*ms in place/ |/; s/algo .*oop repeats/oop repeats/' |
+        while IFS= read -r l; do say "      $l"; done
     unit test_comm_nccl
 else
-    say "SKIP  test_cuda_ops (4 ways), attention_tc_check, test_comm_nccl: GPU_DEVICE=$DEV"
+    say "SKIP  test_cuda_ops (4 ways), attention_tc_check, gemm_inplace_check, test_comm_nccl: GPU_DEVICE=$DEV"
 fi
 if tmo_for $((2 * STEP_S)) sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
 else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')$(tail -n 1 "$out/cli_train.log")"; fi
@@ -258,49 +276,52 @@ else
 fi
 
 # --- cuda in bf16 (fp32 master weights): near the fp32 curve, repeatable -------------
+# As titan-train runs by default (attention through cuDNN where it opens),
+# then with training.deterministic (titan's own attention kernels): each
+# near the cpu's fp32 curve; the deterministic one also ends in the same
+# bits when run again, and with selective activation checkpointing.
 BF16_TOL=${BF16_TOL:-2e-2}
 BF16="--training.mixed_precision_param=bfloat16"
-for r in bf16 bf16b bf16o; do cp -r "$work/seed" "$work/$r"; done
+DET="--training.deterministic=true"
+for r in bf16 bf16d bf16b bf16o; do cp -r "$work/seed" "$work/$r"; done
+# bf16_curve RUN LABEL: the loss curve of RUN within BF16_TOL of the cpu's
+bf16_curve() {
+    set -- "$1" "$2" $(maxrel loss "$1")
+    if [ "${5:-0}" -eq "$STEPS" ] && awk -v m="${3:-inf}" -v t="$BF16_TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
+        pass "$2 loss curve near cpu fp32: max relative difference $3 (step $4) <= $BF16_TOL"
+    else
+        failed "$2 loss curve: max relative difference ${3:-nan} (step ${4:-0}) over ${5:-0} of $STEPS steps, tolerance $BF16_TOL"
+    fi
+}
 # shellcheck disable=SC2086
 if train bf16 train_cuda_bf16 --training.device="$DEV" $BF16; then pass "train $STEPS steps on $DEV in bf16 (${secs}s)"
 else failed "train on $DEV in bf16 (exit $rc): $(tail -n 2 "$out/train_cuda_bf16.log" | tr '\n' ' ')"; fi
-set -- $(maxrel loss bf16)
-if [ "${3:-0}" -eq "$STEPS" ] && awk -v m="${1:-inf}" -v t="$BF16_TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
-    pass "bf16 loss curve near cpu fp32: max relative difference $1 (step $2) <= $BF16_TOL"
-else
-    failed "bf16 loss curve: max relative difference ${1:-nan} (step ${2:-0}) over ${3:-0} of $STEPS steps, tolerance $BF16_TOL"
-fi
+attn=$(grep -o "attention through [^:]*" "$out/train_cuda_bf16.log" | head -n 1)
+attn=${attn:-"attention through titan's kernels"}
+bf16_curve bf16 "bf16 ($attn)"
 paste "$work/loss.cpu" "$work/loss.bf16" >"$out/loss_cpu_bf16.txt"
 # shellcheck disable=SC2086
-if train bf16b train_cuda_bf16_again --training.device="$DEV" $BF16 &&
-   cmp -s "$work/bf16/checkpoint/$final/rank-00000.bin" "$work/bf16b/checkpoint/$final/rank-00000.bin"; then
-    pass "$DEV bf16: a second run ends in the same bits (deterministic kernels)"
+if train bf16d train_cuda_bf16_det --training.device="$DEV" $BF16 $DET; then
+    pass "train $STEPS steps on $DEV in bf16, training.deterministic (${secs}s)"
+else failed "train on $DEV in bf16, training.deterministic (exit $rc): $(tail -n 2 "$out/train_cuda_bf16_det.log" | tr '\n' ' ')"; fi
+if grep -q 'through cuDNN' "$out/train_cuda_bf16_det.log"; then failed "training.deterministic still used cuDNN's attention"; fi
+bf16_curve bf16d "bf16 deterministic"
+paste "$work/loss.cpu" "$work/loss.bf16d" >"$out/loss_cpu_bf16_det.txt"
+# shellcheck disable=SC2086
+if train bf16b train_cuda_bf16_again --training.device="$DEV" $BF16 $DET &&
+   cmp -s "$work/bf16d/checkpoint/$final/rank-00000.bin" "$work/bf16b/checkpoint/$final/rank-00000.bin"; then
+    pass "$DEV bf16 deterministic: a second run ends in the same bits"
 else
-    failed "$DEV bf16: a second run differs (see train_cuda_bf16_again.log)"
+    failed "$DEV bf16 deterministic: a second run differs (see train_cuda_bf16_again.log)"
 fi
 # selective activation checkpointing (op policy) recomputes the same bits
 # shellcheck disable=SC2086
-if train bf16o train_cuda_bf16_ac_op --training.device="$DEV" $BF16 --activation_checkpoint.mode=selective \
+if train bf16o train_cuda_bf16_ac_op --training.device="$DEV" $BF16 $DET --activation_checkpoint.mode=selective \
        --activation_checkpoint.selective_ac_option=op &&
-   cmp -s "$work/bf16/checkpoint/$final/rank-00000.bin" "$work/bf16o/checkpoint/$final/rank-00000.bin"; then
-    pass "$DEV bf16 with selective op activation checkpointing: the same bits"
+   cmp -s "$work/bf16d/checkpoint/$final/rank-00000.bin" "$work/bf16o/checkpoint/$final/rank-00000.bin"; then
+    pass "$DEV bf16 deterministic with selective op activation checkpointing: the same bits"
 else
-    failed "$DEV bf16 with selective op activation checkpointing differs (see train_cuda_bf16_ac_op.log)"
-fi
-
-# --- cuda in bf16 with cuDNN's attention: near the fp32 curve as well --------------------
-cp -r "$work/seed" "$work/bf16c"
-export TITAN_CUDA_ATTENTION=cudnn
-# shellcheck disable=SC2086
-train bf16c train_cuda_bf16_cudnn --training.device="$DEV" $BF16; rc=$?
-unset TITAN_CUDA_ATTENTION
-set -- $(maxrel loss bf16c)
-if [ $rc -eq 0 ] && [ "${3:-0}" -eq "$STEPS" ] &&
-   { [ "$DEV" = cpu-guard ] || grep -q 'through cuDNN' "$out/train_cuda_bf16_cudnn.log"; } &&
-   awk -v m="${1:-inf}" -v t="$BF16_TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
-    pass "bf16 with cuDNN attention near cpu fp32: max relative difference $1 (step $2) <= $BF16_TOL"
-else
-    failed "bf16 with cuDNN attention (exit $rc): max relative difference ${1:-nan} over ${3:-0} of $STEPS steps (see train_cuda_bf16_cudnn.log)"
+    failed "$DEV bf16 deterministic with selective op activation checkpointing differs (see train_cuda_bf16_ac_op.log)"
 fi
 
 # --- several ranks (two GPUs or more): FSDP 2 over NCCL, and over shared memory -------
@@ -339,7 +360,7 @@ speed() { # metrics file: mean tokens/s, mfu, step_time_s
 say "speed cpu:  $(speed "$work/cpu/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cpu.log" | head -n 1)"
 say "speed $DEV: $(speed "$work/cuda/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda.log" | head -n 1)"
 say "speed $DEV bf16: $(speed "$work/bf16/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda_bf16.log" | head -n 1)"
-say "speed $DEV bf16 cuDNN attention: $(speed "$work/bf16c/metrics.jsonl")"
+say "speed $DEV bf16 deterministic: $(speed "$work/bf16d/metrics.jsonl")"
 say "      $(grep 'device memory:' "$out/train_cuda_bf16.log" | head -n 1)"
 
 # --- last, as it is slow: every op under compute-sanitizer memcheck -------------------

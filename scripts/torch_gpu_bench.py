@@ -374,6 +374,11 @@ def report(d: str, peak: float) -> int:
             if timed:
                 r["tokens_per_s"] = meta["batch"] * meta["seq"] * len(timed) / sum(timed)
                 r["note"] = "%d timed steps; first step %.1f s" % (len(timed), steps[0]["step_time_s"])
+                # which attention ran: the CUDA backend's note ("attention through cuDNN 9.x.y")
+                for l in log.splitlines():
+                    if "attention through" in l:
+                        r["note"] += "; " + l[l.index("attention through"):].split(":")[0]
+                        break
                 if rc != 0:
                     r["note"] += "; then %s" % _why(log, rc, meta["timeout_s"])
                 # titan's own count ("%.3g FLOPs/token" in its start-up line)
@@ -407,15 +412,17 @@ def report(d: str, peak: float) -> int:
               "repeat_interleave, torch.optim.AdamW(fused=True), clip to norm 1; compile = "
               "torch.compile of each block")
     titan_modes = {r["mode"] for r in rows if r["impl"] == "titan"}
-    if "bf16" in titan_modes:
+    if titan_modes & {"bf16", "bf16-det"}:
         md.append("- titan bf16: training.mixed_precision_param = bfloat16: a bf16 copy of the "
                   "parameters and bf16 activations for compute (cuBLASLt bf16 GEMMs with fp32 "
-                  "accumulation, tensor-core flash attention), fp32 master weights, gradients "
-                  "and AdamW state")
-    if "bf16-cudnn" in titan_modes:
-        md.append("- titan bf16, cuDNN attention: the same with TITAN_CUDA_ATTENTION=cudnn, "
-                  "attention forward and backward through cuDNN's fused flash-attention graphs "
-                  "(kernels/attention_cudnn.cu; its backward is not bitwise repeatable)")
+                  "accumulation), fp32 master weights, gradients and AdamW state; attention as "
+                  "titan-train chooses by default: cuDNN's fused flash attention where "
+                  "libcudnn.so.9 opens (kernels/attention_cudnn.cu; its backward is not bitwise "
+                  "repeatable), the row's note says which")
+    if "bf16-det" in titan_modes:
+        md.append("- titan bf16, deterministic: the same with training.deterministic = true: "
+                  "titan's own tensor-core flash attention (kernels/attention_tc.cu), every "
+                  "step bitwise repeatable")
     if "fp32" in titan_modes:
         md.append("- titan fp32: fp32 throughout, matmuls without TF32: its ceiling is the fp32 "
                   "peak (67 TFLOP/s on H100 SXM, 6.8% of 989)")
@@ -438,7 +445,7 @@ def report(d: str, peak: float) -> int:
             ", tied" if r["tie"] else "")
         impl = "PyTorch %s" % env.get("torch", "").split(" ")[0] if r["impl"] == "torch" else "titan"
         mode = {"eager": "eager bf16", "compile": "compile bf16", "fp32": "fp32", "bf16": "bf16 (fp32 master)",
-                "bf16-cudnn": "bf16 (fp32 master), cuDNN attention"}.get(r["mode"], r["mode"])
+                "bf16-det": "bf16 (fp32 master), deterministic"}.get(r["mode"], r["mode"])
         md.append("| %s | %s | %s | %d x %d | %s | %s | %s | %s | %s |" % (
             impl, mode, shape, r["seq"], r["batch"], f(r["tokens_per_s"], "%.0f"),
             f(r["mfu"] and 100 * r["mfu"], "%.2f%%"), f(r["peak_gib"], "%.1f"),

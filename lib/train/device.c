@@ -19,7 +19,17 @@ static int have_nccl(void) {
     return ok;
 }
 
-titan_status titan_train_device_open(const char *device, int world, int local_rank, titan_train_device *d) {
+/* cuDNN's fused attention is the faster on Hopper but its backward adds with
+ * atomics: the CUDA backend takes it unless the run must repeat bit for bit.
+ * A library without the switch (older) keeps its own choice. */
+static void prefer_cudnn_attention(int prefer) {
+    void (*set)(int) = (void (*)(int))titan_backend_cuda_symbol("titan_cuda_set_attention_cudnn");
+    if (set) set(prefer);
+    else titan_error_clear();
+}
+
+titan_status titan_train_device_open(const char *device, int deterministic, int world, int local_rank,
+                                     titan_train_device *d) {
     memset(d, 0, sizeof *d);
     /* Several ranks: one GPU each, by local rank (CUDA_VISIBLE_DEVICES picks
      * which); a fixed GPU would put every rank of a node on it. */
@@ -48,6 +58,7 @@ titan_status titan_train_device_open(const char *device, int world, int local_ra
         return st;
     }
     d->host = d->be->host;
+    if (strcmp(d->be->name, "cuda") == 0) prefer_cudnn_attention(!deterministic);
     d->nccl = world > 1 && strcmp(d->be->name, "cuda") == 0 && have_nccl();
     if (world > 1 && strcmp(d->be->name, "cuda") == 0 && !d->nccl)
         titan_warn("%s: data parallelism over shared memory through host copies (libtitan-cuda.so %s): "

@@ -24,8 +24,12 @@ typedef struct {
  * rank only: with several it would be every rank's GPU, a usage error);
  * "auto": cuda as above when it opens, else cpu; "cpu-guard" (backend.h).
  * A device that does not open is a usage error "training.device: cuda:
- * <cause>" with a hint. TITAN_COMM=shm keeps several cuda ranks off NCCL. */
-titan_status titan_train_device_open(const char *device, int world, int local_rank, titan_train_device *out);
+ * <cause>" with a hint. TITAN_COMM=shm keeps several cuda ranks off NCCL.
+ * deterministic (training.deterministic): kernels that repeat bit for bit
+ * even where slower; else cuda may take cuDNN's attention, whose backward
+ * does not. */
+titan_status titan_train_device_open(const char *device, int deterministic, int world, int local_rank,
+                                     titan_train_device *out);
 
 /* One rank's peak FLOP/s for MFU and where it comes from (*source, for the
  * info line): configured (> 0) wins; on the CPU backends the best fp32 GEMM

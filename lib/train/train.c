@@ -136,7 +136,8 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         TITAN_TRY(titan_flight_watch_signals());
     }
     /* Several ranks on GPUs: one each, by local rank; then the communicators. */
-    TITAN_TRY(titan_train_device_open(cfg->training_device, t->mesh.world, titan_dist_local_rank(t->mesh.dist), &t->dev));
+    TITAN_TRY(titan_train_device_open(cfg->training_device, cfg->training_deterministic, t->mesh.world,
+                                      titan_dist_local_rank(t->mesh.dist), &t->dev));
     TITAN_TRY(titan_mesh_connect(&t->mesh, t->dev.nccl));
     t->be = t->dev.be;
     if (cfg->profiling_enable_profiling) {

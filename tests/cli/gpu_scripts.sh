@@ -30,9 +30,11 @@ done
 s=$out/summary.txt
 for want in "SKIP  make: GPU_CHECK_BUILD=0" "SKIP  test_cuda_ops (4 ways)" "PASS  tests/cli/train.sh" \
     "PASS  loss curves agree" "PASS  cpu-guard: stopped at step 2 and resumed, bitwise identical at step 4" \
-    "PASS  cpu-guard: async checkpoints, bitwise identical state" "PASS  bf16 loss curve near cpu fp32" \
-    "PASS  cpu-guard bf16: a second run ends in the same bits" \
-    "PASS  cpu-guard bf16 with selective op activation checkpointing: the same bits" \
+    "PASS  cpu-guard: async checkpoints, bitwise identical state" \
+    "PASS  bf16 (attention through titan's kernels) loss curve near cpu fp32" \
+    "PASS  bf16 deterministic loss curve near cpu fp32" \
+    "PASS  cpu-guard bf16 deterministic: a second run ends in the same bits" \
+    "PASS  cpu-guard bf16 deterministic with selective op activation checkpointing: the same bits" \
     "PASS  FSDP 2 on cpu-guard (shm communicators) = FSDP 2 on cpu" "all passed"; do
     grep -qF -- "$want" "$s" && ok "gpu-check: $want" || fail "gpu-check: $want"
 done

@@ -451,9 +451,12 @@ static void test_matmul(int N, int IC, int OC) {
 }
 
 /* out = resid + inp @ w^T (cuBLASLt's C = resid, D = out): out starts as
- * NaN (written, never read), in place (D = C), a residual and output off
- * 16-byte alignment (the plan takes the smaller of C's and D's), and the
- * same bits again */
+ * NaN (written, never read), the same bits again, in place (D = C), a
+ * residual and output off 16-byte alignment (the plan takes the smaller of
+ * C's and D's). In place is held to the reference and to repeating itself,
+ * not to the out-of-place bits: cuBLASLt may run it differently (an H100,
+ * cuBLAS 13.0, bf16 N=256 IC=512 OC=384: other bits, 2026-11-26). The
+ * model never adds in place. */
 static void test_matmul_add(int N, int IC, int OC) {
     titan_dtype dt = cur_dt;
     char name[96];
@@ -470,7 +473,13 @@ static void test_matmul_add(int N, int IC, int OC) {
     gpu->matmul_add_forward(dt, d_out2, d_inp, d_w, d_resid, N, IC, OC);
     check_dev_bits("matmul_add_forward repeats bitwise", d_out2, d_out, no * es);
     gpu->matmul_add_forward(dt, d_resid, d_inp, d_w, d_resid, N, IC, OC); /* in place */
-    check_dev_bits("matmul_add_forward in place (out == resid)", d_resid, d_out, no * es);
+    check_devd("matmul_add_forward in place (out == resid)", d_resid, out, no, tol(MATMUL));
+    char *first = hostd(no);
+    gpu->to_host(first, d_resid, no * es);
+    gpu->to_device(d_out2, first, no * es);
+    gpu->to_device(d_resid, resid, no * es);
+    gpu->matmul_add_forward(dt, d_resid, d_inp, d_w, d_resid, N, IC, OC);
+    check_dev_bits("matmul_add_forward in place repeats bitwise", d_resid, d_out2, no * es);
     gpu->to_device(d_resid, resid, (no + 1) * es);
     gpu->to_device(d_out, nan, (no + 1) * es);
     cpu->matmul_add_forward(dt, out, inp, w, resid + es, N, IC, OC);
@@ -482,7 +491,7 @@ static void test_matmul_add(int N, int IC, int OC) {
     gpu->matmul_add_forward(dt, d_out2, d_inp, d_w, d_resid, N, 0, OC);
     check_dev_bits("matmul_add_forward with IC = 0 copies the residual", d_out2, d_resid, no * es);
     gpu->free(d_inp), gpu->free(d_w), gpu->free(d_resid), gpu->free(d_out), gpu->free(d_out2);
-    free(inp), free(w), free(resid), free(out), free(nan);
+    free(inp), free(w), free(resid), free(out), free(nan), free(first);
 }
 
 /* pointers one element past an allocation's start, as into a carved buffer
