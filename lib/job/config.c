@@ -92,7 +92,7 @@ static const key_def KEYS[] = {
     INT("training", "steps", training_steps, 10000, 1, 0, "optimizer steps to train"),
     {"training", "seed", T_INT64, OFF(training_seed), NULL, 0, NULL, 0, 0, 0,
      "seed of weight init and data order (titan always seeds)"},
-    BOOL("training", "deterministic", training_deterministic, 0, "bitwise-reproducible kernels even if slower"),
+    BOOL("training", "deterministic", training_deterministic, 0, "bitwise-repeatable kernels even where slower (cuda: titan's attention, not cuDNN's)"),
     STR("training", "mixed_precision_param", training_mixed_precision_param, "float32", "float32,bfloat16", 0,
         "compute dtype (torchtitan's meaning): bfloat16 computes with bf16 activations and weights while "
         "parameters, gradients and AdamW stay float32 (FSDP then gathers bf16 parameters); float32 by "
