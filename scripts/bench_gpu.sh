@@ -158,8 +158,9 @@ titan_why=""
 case " $IMPLS " in *" titan "*) ;; *) titan_ok=0; titan_why="not asked for" ;; esac
 if [ $titan_ok -eq 1 ] && [ $SMOKE -eq 0 ]; then
     # Carried Debian libraries (scripts/gpu-deps.sh), as gpu-check.sh uses them.
-    if [ -d .gpu-deps ] && { ! bin/titan-train --version >/dev/null 2>&1 ||
-        ! printf '#include <zstd.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; }; then
+    runs=1
+    for t in titan-init titan-train titan-shard; do bin/$t --version >/dev/null 2>&1 || runs=0; done
+    if [ -d .gpu-deps ] && { [ $runs -eq 0 ] || ! printf '#include <zstd.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; }; then
         set -- use # dash's "." passes no arguments: the sourced script sees ours
         # shellcheck disable=SC1091
         . scripts/gpu-deps.sh >/dev/null 2>&1 && say "C libraries from .gpu-deps (build/gpu-deps)"
@@ -174,8 +175,8 @@ if [ $titan_ok -eq 1 ] && [ $SMOKE -eq 0 ]; then
     fi
 fi
 for t in titan-init titan-train titan-shard; do
-    if [ $titan_ok -eq 1 ] && ! bin/$t --version >/dev/null 2>&1; then
-        titan_ok=0; titan_why="bin/$t does not run (make; or carry .gpu-deps)"
+    if [ $titan_ok -eq 1 ] && ! bin/$t --version >/dev/null 2>"$out/version.err"; then
+        titan_ok=0; titan_why="bin/$t does not run: $(head -n 1 "$out/version.err") (make; or carry .gpu-deps)"
     fi
 done
 [ -n "$titan_why" ] && [ "$titan_why" != "not asked for" ] && say "$titan_why"

@@ -35,6 +35,15 @@ for v in "SESSION_S=$SESSION_S" "CHECK_S=$CHECK_S" "BENCH_MIN_S=$BENCH_MIN_S"; d
 done
 [ "$CHECK_S" -le "$SESSION_S" ] || CHECK_S=$SESSION_S
 
+# The carried C libraries (when here) for both children: bench_gpu once
+# failed to find them after gpu-check (2026-11-26: "bin/titan-shard does not
+# run"), which unpacks them in its own environment only.
+if [ -d .gpu-deps ]; then
+    set -- use # dash's "." passes no arguments: the sourced script sees ours
+    # shellcheck disable=SC1091
+    . scripts/gpu-deps.sh use || echo "gpu-session: .gpu-deps would not unpack; gpu-check and bench_gpu try again"
+fi
+
 # gpu-check keeps to CHECK_S itself; the outer timeout is for a hang it
 # cannot see (the build). It traps TERM and still writes what it has, once
 # its child is gone (titan-train --nproc gives its ranks 30 s): hence -k 60.
