@@ -13,7 +13,9 @@
  *     gradient accumulation and residual branches without extra copies, =
  *     spares the first writer a zero fill and a read of the zeros;
  *   - results are deterministic: the same inputs give the same bits, whatever
- *     the thread count (no atomics on floats, fixed reduction orders);
+ *     the thread count (no atomics on floats, fixed reduction orders); the
+ *     one exception is cuda's bf16 attention through cuDNN, which a tool
+ *     turns on (titan-train unless training.deterministic; kernels/README.md);
  *   - pointers are device pointers of this backend; the CPU backend's are host memory;
  *   - mixed precision (dt = bf16) changes storage, never the arithmetic: every
  *     op computes in fp32 and rounds its outputs once, so the CPU backend's
@@ -100,7 +102,9 @@ typedef struct titan_backend {
      * accumulated in fp32 and rounded once (in fp32 the bits of
      * matmul_forward then add; in bf16 one rounding fewer). One pass over
      * out instead of the product's write plus add's three. out may alias
-     * resid. The backward is matmul_backward's (resid's gradient is dout). */
+     * resid (cuda, bf16: then cuBLASLt may round differently, so in place is
+     * not bitwise out of place; the model never adds in place). The
+     * backward is matmul_backward's (resid's gradient is dout). */
     void (*matmul_add_forward)(titan_dtype dt, void *out, const void *inp, const void *w,
                                const void *resid, int N, int IC, int OC);
 

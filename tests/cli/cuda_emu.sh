@@ -47,7 +47,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r p f hc hg ha hn ho c2 g2 s2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
+for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
 
 # --- fp32: the cpu's loss curve ---------------------------------------------------
 expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
@@ -79,13 +79,15 @@ expect 6 "out of GPU memory: .* needs [0-9]* bytes of scratch" "out of memory in
 
 # --- bf16 mixed precision ------------------------------------------------------------
 expect 0 "" "train bf16 on the cpu" -- "$bin/titan-train" "$tmp/hc" $BF16
-expect 0 "bf16 compute copy" "train bf16 on cuda (tensor-core attention)" -- emu "$bin/titan-train" "$tmp/hg" $CUDA $BF16
+# training.deterministic: titan's own attention kernels, whatever cuDNN there is
+DET="--training.deterministic=true"
+expect 0 "bf16 compute copy" "train bf16 on cuda (tensor-core attention)" -- emu "$bin/titan-train" "$tmp/hg" $CUDA $BF16 $DET
 d=$(close "$tmp/hc" "$tmp/hg" 5e-3) && ok "bf16 tracks the cpu's bf16 ($d)" || fail "bf16 tracks the cpu's bf16 ($d)"
 expect 0 "" "train bf16 on cuda (CUDA-core attention)" -- emu TITAN_CUDA_ATTENTION=simple "$bin/titan-train" "$tmp/ha" $CUDA $BF16
 d=$(close "$tmp/hc" "$tmp/ha" 5e-3) && ok "bf16, CUDA-core attention, tracks the cpu ($d)" \
     || fail "bf16, CUDA-core attention, tracks the cpu ($d)"
 # selective activation checkpointing recomputes the same bits on the GPU
-expect 0 "" "train bf16 on cuda, selective op activation checkpointing" -- emu "$bin/titan-train" "$tmp/ho" $CUDA $BF16 \
+expect 0 "" "train bf16 on cuda, selective op activation checkpointing" -- emu "$bin/titan-train" "$tmp/ho" $CUDA $BF16 $DET \
     --activation_checkpoint.mode=selective --activation_checkpoint.selective_ac_option=op
 cmp -s "$tmp/hg/checkpoint/step-00000006/rank-00000.bin" "$tmp/ho/checkpoint/step-00000006/rank-00000.bin" \
     && ok "bf16 on cuda with selective op checkpointing: the same bits" \
@@ -97,9 +99,26 @@ if nm -D "$EMU" 2>/dev/null | grep -q ' T cudnnBackendExecute$'; then
         emu TITAN_CUDA_ATTENTION=cudnn TITAN_CUDNN_LIB="$EMU" "$bin/titan-train" "$tmp/hn" $CUDA $BF16
     d=$(close "$tmp/hc" "$tmp/hn" 5e-3) && ok "bf16, cuDNN attention, tracks the cpu ($d)" \
         || fail "bf16, cuDNN attention, tracks the cpu ($d)"
+    # titan-train's default: cuDNN where it opens, titan's kernels with a
+    # note where it does not, never under training.deterministic
+    expect 0 "attention through cuDNN 9.19.0" "train bf16 on cuda by default: cuDNN's attention" -- \
+        emu TITAN_CUDNN_LIB="$EMU" "$bin/titan-train" "$tmp/hd" $CUDA $BF16
+    expect 0 "attention through titan's kernels: cannot open $tmp/none.so" \
+        "train bf16 on cuda by default without cuDNN: titan's attention, with a note" -- \
+        emu TITAN_CUDNN_LIB="$tmp/none.so" "$bin/titan-train" "$tmp/hm" $CUDA $BF16
+    cmp -s "$tmp/hg/checkpoint/step-00000006/rank-00000.bin" "$tmp/hm/checkpoint/step-00000006/rank-00000.bin" \
+        && ok "without cuDNN: the deterministic run's bits" || fail "without cuDNN: the deterministic run's bits"
+    expect 0 "" "train bf16 on cuda, training.deterministic, cuDNN there" -- \
+        emu TITAN_CUDNN_LIB="$EMU" "$bin/titan-train" "$tmp/hx" $CUDA $BF16 $DET
+    ! grep -q "through cuDNN" "$tmp/err" && cmp -s "$tmp/hg/checkpoint/step-00000006/rank-00000.bin" \
+        "$tmp/hx/checkpoint/step-00000006/rank-00000.bin" && ok "training.deterministic keeps cuDNN out" \
+        || fail "training.deterministic keeps cuDNN out"
 else
     skip "train bf16 on cuda (cuDNN attention graphs)" "the emulator has no cuDNN (no cudnn.h)"
 fi
+
+expect 2 "TITAN_CUDA_ATTENTION=bogus: expected cudnn, titan or simple" "TITAN_CUDA_ATTENTION: an unknown value refused" -- \
+    emu TITAN_CUDA_ATTENTION=bogus "$bin/titan-train" "$tmp/hb" $CUDA $BF16
 
 # --- data parallelism (each rank its own emulated GPU) --------------------------------
 # NCCL communicators (tests/emu/nccl_emu.cpp) where the library has them,
