@@ -356,7 +356,10 @@ static int attention_env(void) {
 
 static int g_prefer_cudnn; /* titan_cuda_set_attention_cudnn */
 
+/* Also reads TITAN_CUDA_ATTENTION, so a bad value ends the run at start
+ * rather than at its first attention call. */
 extern "C" __attribute__((visibility("default"))) void titan_cuda_set_attention_cudnn(int prefer) {
+    attention_env();
     __atomic_store_n(&g_prefer_cudnn, prefer != 0, __ATOMIC_RELEASE);
 }
 

@@ -156,11 +156,16 @@ trap 'cleanup; exit 130' INT TERM
 titan_ok=1
 titan_why=""
 case " $IMPLS " in *" titan "*) ;; *) titan_ok=0; titan_why="not asked for" ;; esac
+# broken_tool: the first of the tools the runs need that does not start
+# (its loader's error in $out/version.err), or nothing
+broken_tool() {
+    for t in titan-init titan-train titan-shard; do
+        bin/$t --version >/dev/null 2>"$out/version.err" || { echo "$t"; return; }
+    done
+}
 if [ $titan_ok -eq 1 ] && [ $SMOKE -eq 0 ]; then
     # Carried Debian libraries (scripts/gpu-deps.sh), as gpu-check.sh uses them.
-    runs=1
-    for t in titan-init titan-train titan-shard; do bin/$t --version >/dev/null 2>&1 || runs=0; done
-    if [ -d .gpu-deps ] && { [ $runs -eq 0 ] || ! printf '#include <zstd.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; }; then
+    if [ -d .gpu-deps ] && { [ -n "$(broken_tool)" ] || ! printf '#include <zstd.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; }; then
         set -- use # dash's "." passes no arguments: the sourced script sees ours
         # shellcheck disable=SC1091
         . scripts/gpu-deps.sh >/dev/null 2>&1 && say "C libraries from .gpu-deps (build/gpu-deps)"
@@ -174,11 +179,10 @@ if [ $titan_ok -eq 1 ] && [ $SMOKE -eq 0 ]; then
         titan_ok=0; titan_why="titan not built: no bin/libtitan-cuda.so (see build/bench_gpu/make.log)"
     fi
 fi
-for t in titan-init titan-train titan-shard; do
-    if [ $titan_ok -eq 1 ] && ! bin/$t --version >/dev/null 2>"$out/version.err"; then
-        titan_ok=0; titan_why="bin/$t does not run: $(head -n 1 "$out/version.err") (make; or carry .gpu-deps)"
-    fi
-done
+if [ $titan_ok -eq 1 ]; then
+    t=$(broken_tool)
+    [ -z "$t" ] || { titan_ok=0; titan_why="bin/$t does not run: $(head -n 1 "$out/version.err") (make; or carry .gpu-deps)"; }
+fi
 [ -n "$titan_why" ] && [ "$titan_why" != "not asked for" ] && say "$titan_why"
 
 # --- the machine ---------------------------------------------------------------------

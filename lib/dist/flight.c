@@ -188,13 +188,15 @@ uint64_t titan_flight_queued(const titan_flight_op *op) {
     if (fr.on) {
         id = fr.next_id++;
         entry *e = &fr.ring[(id - 1) % fr.cap];
-        memset(e, 0, sizeof *e);
+        /* every field but the message buffer, which is read only once set */
         e->id = id;
         e->op = *op;
         e->step = fr.step;
         e->phase = fr.phase;
         e->t_queued = titan_wall_s();
+        e->t_started = e->t_ended = 0;
         e->state = TITAN_FLIGHT_QUEUED;
+        e->err[0] = '\0';
     }
     pthread_mutex_unlock(&fr.mu);
     return id;
