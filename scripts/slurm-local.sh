@@ -121,9 +121,11 @@ EOF
     : > "$dir/plugstack.conf"
 }
 
-# The last error a daemon logged, for a message.
+# The last error a daemon logged, for a message; else its last line.
 last_error() {
-    grep -h -E 'error|fatal' "$dir/log/$1.log" 2>/dev/null | tail -n 1 | sed 's/^\[[^]]*\] //'
+    e=$(grep -h -E 'error|fatal' "$dir/log/$1.log" 2>/dev/null | tail -n 1)
+    [ -n "$e" ] || e=$(tail -n 1 "$dir/log/$1.log" 2>/dev/null)
+    echo "${e:-nothing logged}" | sed 's/^\[[^]]*\] //'
 }
 
 # A failed start leaves nothing running (the logs stay, for reading).
@@ -131,6 +133,17 @@ start_failed() {
     say "$*"
     stop
     exit 1
+}
+
+# started NAME: each daemon forks and returns before its child writes the
+# pid file (slurmd: some 15 ms later, longer on a loaded machine), so wait
+# up to 10 s for a live NAME behind that file before calling it gone.
+started() {
+    i=0
+    until pid_of "$1" >/dev/null; do
+        [ $i -ge 100 ] && start_failed "$1 wrote no pid file in 10 s: $(last_error "$1") (log: $dir/log/$1.log)"
+        sleep 0.1; i=$((i + 1))
+    done
 }
 
 wait_idle() {
@@ -173,9 +186,12 @@ start() {
         --pid-file="$dir/munged.pid" --log-file="$dir/log/munged.log" \
         --seed-file="$dir/munge/munged.seed" 8>&- 9>&- ||
         start_failed "munged did not start: $(tail -n 1 "$dir/log/munged.log" 2>/dev/null)"
+    started munged
     # -c: no state from an earlier run; -i: a half-written state file is no reason to stop.
     slurmctld -c -i 8>&- 9>&- || start_failed "slurmctld did not start: $(last_error slurmctld)"
+    started slurmctld
     slurmd 8>&- 9>&- || start_failed "slurmd did not start: $(last_error slurmd)"
+    started slurmd
     wait_idle
     say "running: node $(hostname -s), $(nproc) CPUs, conf $conf"
     echo "$conf"
