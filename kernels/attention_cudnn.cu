@@ -58,9 +58,16 @@
 #include "cudnn_graph.cuh"
 
 #ifndef TITAN_HAVE_CUDNN
+/* As where the library does not open: a note once, or the end where required. */
 bool titan_cuda_attention_cudnn_forward(bool required, bf16 *, float *, const bf16 *,
                                         const bf16 *, const bf16 *, int, int, int, int, int, int) {
-    if (!required) return false;
+    static int told;
+    if (!required) {
+        if (!__atomic_exchange_n(&told, 1, __ATOMIC_ACQ_REL))
+            fprintf(stderr, "titan: note: cuda: attention through titan's kernels: this library "
+                            "was built without cudnn.h\n");
+        return false;
+    }
     fprintf(stderr, "titan: error: cuda: TITAN_CUDA_ATTENTION=cudnn, but this library was built "
                     "without cudnn.h\n");
     fflush(NULL);

@@ -60,6 +60,14 @@
 /* after a <<<...>>> launch: catches bad configurations at the launch site */
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
+/* a cuBLASLt call (where cublasLt.h is included: matmul.cu, tests/gpu) */
+#define CUBLAS_CHECK(stmt)                                                                 \
+    do {                                                                                   \
+        cublasStatus_t cublas_check_st_ = (stmt);                                          \
+        if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                     \
+            titan_cuda_panic(__FILE__, __LINE__, #stmt, cublasLtGetStatusString(cublas_check_st_)); \
+    } while (0)
+
 /* cuda_backend.cu: nbytes of scratch for an op, from the stream-ordered pool
  * on the default stream (give it back with cudaFreeAsync(p, 0)). The ops
  * return void, so out of GPU memory cannot be an error they return: it ends

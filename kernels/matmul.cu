@@ -44,13 +44,6 @@
 
 #include "cuda_ops.cuh"
 
-#define CUBLAS_CHECK(stmt)                                                                 \
-    do {                                                                                   \
-        cublasStatus_t cublas_check_st_ = (stmt);                                          \
-        if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                     \
-            titan_cuda_panic(__FILE__, __LINE__, #stmt, cublasLtGetStatusString(cublas_check_st_)); \
-    } while (0)
-
 enum { WORKSPACE_BYTES = 32 << 20, CACHE_SLOTS = 128 };
 
 /* All 4-byte fields, no padding: compared with memcmp. */

@@ -193,7 +193,7 @@ if [ "$DEV" = cuda ]; then
     grep '^bench' "$out/attention_tc_check.log" | while IFS= read -r l; do say "      $l"; done
     # cuBLASLt's residual product in place and out of place, per heuristic
     # preference: which algorithm, whether each repeats, how they differ
-    if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native tests/gpu/gemm_inplace_check.cu \
+    if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/gemm_inplace_check.cu \
             -lcublasLt -o build/gemm_inplace_check >"$out/gemm_inplace_check.log" 2>&1 &&
        tmo build/gemm_inplace_check >>"$out/gemm_inplace_check.log" 2>&1; then
         pass "tests/gpu/gemm_inplace_check.cu: $(tail -n 1 "$out/gemm_inplace_check.log")"

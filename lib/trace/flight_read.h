@@ -66,5 +66,4 @@ void titan_flight_dump_free(fl_dump *d);
 titan_status titan_flight_load_dir(const char *dir, fl_dump **dumps, int *n);
 void titan_flight_dumps_free(fl_dump *dumps, int n);
 
-
 #endif

@@ -1,7 +1,8 @@
 /* cuda_standins.h - cuda_backend.cu's panic and scratch allocator, for the
  * programs that compile kernels/attention_tc.cu without the rest of the
  * backend (libtitan-cuda.so hides its own): tests/gpu/attention_tc_check.cu
- * (nvcc) and tests/emu/test_attention_tc_emu.cpp (g++ on the emulator).
+ * (nvcc) and tests/emu/test_attention_tc_emu.cpp (g++ on the emulator); and
+ * for tests/gpu/gemm_inplace_check.cu's CUDA_CHECK and CUBLAS_CHECK.
  * Include once, after the CUDA runtime's declarations. */
 #ifndef TITAN_TESTS_CUDA_STANDINS_H
 #define TITAN_TESTS_CUDA_STANDINS_H

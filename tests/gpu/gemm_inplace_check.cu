@@ -14,10 +14,9 @@
  * form. The last line: "all ok" when every form repeats itself and is near
  * the reference (in place differing from out of place is reported, not a
  * failure: titan's tests hold each to the reference).
- *   nvcc -std=c++17 -O3 -arch=native tests/gpu/gemm_inplace_check.cu -lcublasLt -o build/gemm_inplace_check */
+ *   nvcc -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/gemm_inplace_check.cu -lcublasLt \
+ *       -o build/gemm_inplace_check */
 #include <cublasLt.h>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,22 +26,9 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-#define LT(x)                                                                              \
-    do {                                                                                   \
-        cublasStatus_t s_ = (x);                                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cublasLtGetStatusString(s_)); \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "cuda_ops.cuh" /* CUDA_CHECK, CUBLAS_CHECK */
+
+#include "cuda_standins.h" /* cuda_backend.cu's panic, which this program does not link */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float urand(float lo, float hi) {
@@ -85,40 +71,40 @@ static void run_shape(cublasLtHandle_t lt, void *ws, int N, int IC, int OC) {
             ref[r * OC + o] = s;
         }
     __nv_bfloat16 *dx, *dw, *dc, *dd;
-    CK(cudaMalloc(&dx, nx * 2)); CK(cudaMalloc(&dw, nw * 2));
-    CK(cudaMalloc(&dc, no * 2)); CK(cudaMalloc(&dd, no * 2));
-    CK(cudaMemcpy(dx, hx.data(), nx * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dw, hw.data(), nw * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&dx, nx * 2)); CUDA_CHECK(cudaMalloc(&dw, nw * 2));
+    CUDA_CHECK(cudaMalloc(&dc, no * 2)); CUDA_CHECK(cudaMalloc(&dd, no * 2));
+    CUDA_CHECK(cudaMemcpy(dx, hx.data(), nx * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dw, hw.data(), nw * 2, cudaMemcpyHostToDevice));
 
     cublasLtMatmulDesc_t op;
-    LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     cublasLtMatrixLayout_t la, lb, lc;
-    LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, IC));
-    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, IC));
-    LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, m, n, OC));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, IC));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, IC));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, m, n, OC));
 
     const Variant vars[] = {{"titan", CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, 32u << 20},
                             {"nosplit", 0, 32u << 20},
                             {"nows", CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, 0}};
     for (const Variant &V : vars) {
         cublasLtMatmulPreference_t pref;
-        LT(cublasLtMatmulPreferenceCreate(&pref));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
         uint64_t wsb = V.ws;
         uint32_t mask = V.mask, al = 256;
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask));
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
         cublasLtMatmulHeuristicResult_t h;
         memset(&h, 0, sizeof h);
         int found = 0;
         cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &h, &found);
-        LT(cublasLtMatmulPreferenceDestroy(pref));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
         if (st != CUBLAS_STATUS_SUCCESS || !found) {
             printf("N=%d IC=%d OC=%d %-7s no algorithm (%s)\n", N, IC, OC, V.name, cublasLtGetStatusString(st));
             continue;
@@ -140,13 +126,13 @@ static void run_shape(cublasLtHandle_t lt, void *ws, int N, int IC, int OC) {
         std::vector<__nv_bfloat16> out[4];
         /* 0, 1: out of place twice; 2, 3: in place twice (C restored) */
         for (int r = 0; r < 4; r++) {
-            CK(cudaMemcpy(dc, hc.data(), no * 2, cudaMemcpyHostToDevice));
-            CK(cudaMemset(dd, 0xff, no * 2));
+            CUDA_CHECK(cudaMemcpy(dc, hc.data(), no * 2, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemset(dd, 0xff, no * 2));
             void *D = r < 2 ? (void *)dd : (void *)dc;
-            LT(cublasLtMatmul(lt, op, &alpha, dw, la, dx, lb, &beta, dc, lc, D, lc, &h.algo, ws, V.ws, 0));
-            CK(cudaDeviceSynchronize());
+            CUBLAS_CHECK(cublasLtMatmul(lt, op, &alpha, dw, la, dx, lb, &beta, dc, lc, D, lc, &h.algo, ws, V.ws, 0));
+            CUDA_CHECK(cudaDeviceSynchronize());
             out[r].resize(no);
-            CK(cudaMemcpy(out[r].data(), D, no * 2, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(out[r].data(), D, no * 2, cudaMemcpyDeviceToHost));
         }
         auto same = [&](int a, int b) { return memcmp(out[a].data(), out[b].data(), no * 2) == 0; };
         size_t ndiff = 0;
@@ -168,23 +154,23 @@ static void run_shape(cublasLtHandle_t lt, void *ws, int N, int IC, int OC) {
         /* median of 15 timed runs of each form */
         float ms[2];
         cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+        CUDA_CHECK(cudaEventCreate(&e0)); CUDA_CHECK(cudaEventCreate(&e1));
         for (int f = 0; f < 2; f++) {
             std::vector<float> t;
             for (int r = 0; r < 17; r++) {
-                CK(cudaEventRecord(e0));
-                LT(cublasLtMatmul(lt, op, &alpha, dw, la, dx, lb, &beta, dc, lc, f ? (void *)dc : (void *)dd, lc,
+                CUDA_CHECK(cudaEventRecord(e0));
+                CUBLAS_CHECK(cublasLtMatmul(lt, op, &alpha, dw, la, dx, lb, &beta, dc, lc, f ? (void *)dc : (void *)dd, lc,
                                   &h.algo, ws, V.ws, 0));
-                CK(cudaEventRecord(e1));
-                CK(cudaEventSynchronize(e1));
+                CUDA_CHECK(cudaEventRecord(e1));
+                CUDA_CHECK(cudaEventSynchronize(e1));
                 float x;
-                CK(cudaEventElapsedTime(&x, e0, e1));
+                CUDA_CHECK(cudaEventElapsedTime(&x, e0, e1));
                 if (r >= 2) t.push_back(x);
             }
             std::sort(t.begin(), t.end());
             ms[f] = t[t.size() / 2];
         }
-        CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
+        CUDA_CHECK(cudaEventDestroy(e0)); CUDA_CHECK(cudaEventDestroy(e1));
         const bool ok = same(0, 1) && same(2, 3) && err[0] < 1e-2 && err[1] < 1e-2;
         if (!ok) failures++;
         printf("N=%d IC=%d OC=%d %-7s algo %d tile %d stages %d splitk %d red %d swz %d custom %d cluster %d | "
@@ -194,27 +180,27 @@ static void run_shape(cublasLtHandle_t lt, void *ws, int N, int IC, int OC) {
                same(0, 1) ? "yes" : "NO", same(2, 3) ? "yes" : "NO", ndiff, no, maxu, err[0], err[1], ms[0],
                ms[1], 2.0 * N * IC * OC / (ms[0] * 1e-3) / 1e12, ok ? "" : "  FAIL");
     }
-    LT(cublasLtMatrixLayoutDestroy(la)); LT(cublasLtMatrixLayoutDestroy(lb));
-    LT(cublasLtMatrixLayoutDestroy(lc)); LT(cublasLtMatmulDescDestroy(op));
-    CK(cudaFree(dx));
-    CK(cudaFree(dw));
-    CK(cudaFree(dc));
-    CK(cudaFree(dd));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la)); CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc)); CUBLAS_CHECK(cublasLtMatmulDescDestroy(op));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaFree(dc));
+    CUDA_CHECK(cudaFree(dd));
 }
 
 int main(void) {
     cublasLtHandle_t lt;
-    LT(cublasLtCreate(&lt));
+    CUBLAS_CHECK(cublasLtCreate(&lt));
     void *ws;
-    CK(cudaMalloc(&ws, 32u << 20));
+    CUDA_CHECK(cudaMalloc(&ws, 32u << 20));
     /* the failing test shape and its neighbour, then the 1B's and 8B's
      * residual products (wo, w2) at seq 2048 and 8192 */
     const int shapes[][3] = {{67, 129, 95},     {256, 512, 384},   {2048, 2048, 2048},
                              {2048, 8192, 2048}, {8192, 2048, 2048}, {8192, 8192, 2048},
                              {2048, 4096, 4096}, {2048, 14336, 4096}};
     for (auto &s : shapes) run_shape(lt, ws, s[0], s[1], s[2]);
-    CK(cudaFree(ws));
-    LT(cublasLtDestroy(lt));
+    CUDA_CHECK(cudaFree(ws));
+    CUBLAS_CHECK(cublasLtDestroy(lt));
     if (failures) printf("%d FAILED\n", failures);
     else printf("all ok\n");
     return failures != 0;
