@@ -215,8 +215,10 @@ static titan_status cmd_hang(const opts *o, int *waits) {
 }
 
 static void print_entries(const fl_dump *d, long last) {
-    printf("rank %d (%s, pid %ld), step %" PRId64 ": %s\n", d->rank, d->host, d->pid, d->step,
+    printf("rank %d (%s, pid %ld), step %" PRId64 ": %s", d->rank, d->host, d->pid, d->step,
            d->reason && d->reason[0] ? d->reason : "(no reason)");
+    if (titan_flight_earlier_failure(d)) printf(", after it failed: %s", titan_flight_earlier_failure(d));
+    printf("\n");
     printf("  %8s %6s %-12s %-16s %6s %-5s %12s %-8s %10s\n", "id", "step", "comm", "op", "seq", "dtype", "count",
            "state", "ms");
     size_t from = last > 0 && d->nentries > (size_t)last ? d->nentries - (size_t)last : 0;

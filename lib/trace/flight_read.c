@@ -152,6 +152,11 @@ titan_status titan_flight_from_json(json_t *root, const char *path, fl_dump *d) 
     return st;
 }
 
+const char *titan_flight_earlier_failure(const fl_dump *d) {
+    if (!d->failure || !d->failure[0]) return NULL;
+    return d->reason && !strcmp(d->failure, d->reason) ? NULL : d->failure;
+}
+
 void titan_flight_dump_free(fl_dump *d) {
     for (int i = 0; i < d->ncomms && d->comms; i++) free(d->comms[i].world_ranks);
     for (size_t i = 0; i < d->nentries && d->entries; i++) free(d->entries[i].error);

@@ -59,6 +59,9 @@ titan_status titan_flight_parse(const char *text, size_t len, const char *path, 
 struct json_t;
 titan_status titan_flight_from_json(struct json_t *root, const char *path, fl_dump *d);
 void titan_flight_dump_free(fl_dump *d);
+/* The error of a failure before this dump (kept by a later dump, written on
+ * the launcher's SIGTERM say), or NULL when there was none or it is the reason. */
+const char *titan_flight_earlier_failure(const fl_dump *d);
 
 /* Every rank-R.json under dir, sorted by rank (*dumps: n of them, free with
  * titan_flight_dumps_free). A directory without any is TITAN_ERR_IO;

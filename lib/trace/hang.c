@@ -300,7 +300,7 @@ titan_status titan_hang_report(const fl_dump *dumps, int n, FILE *f, titan_hang_
     for (int i = 0; i < n; i++) {
         const fl_dump *d = &dumps[i];
         fprintf(f, "  rank %d: step %" PRId64 ", %s", d->rank, d->step, d->reason && d->reason[0] ? d->reason : "(no reason)");
-        if (d->failure && d->reason && strcmp(d->failure, d->reason)) fprintf(f, ", after it failed: %s", d->failure);
+        if (titan_flight_earlier_failure(d)) fprintf(f, ", after it failed: %s", titan_flight_earlier_failure(d));
         if (d->recorded > d->nentries)
             fprintf(f, " [last %zu of %" PRIu64 " operations]", d->nentries, d->recorded);
         fprintf(f, "\n");

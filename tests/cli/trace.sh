@@ -97,6 +97,17 @@ grep -q "rank 0 exited with status 8" "$tmp/tmo.err" && ok "it exits 8 (rc $rc)"
 expect 1 "" "titan-trace hang after the timeout" -- "$bin/titan-trace" hang "$tmp/tmo"
 grep -q "rank 0 (.*): failed in it" "$tmp/out" && grep -q "^likely cause: rank 1 " "$tmp/out" &&
     ok "hang: rank 0 failed in the collective rank 1 never called" || { fail "timeout report"; sed 's/^/#   /' "$tmp/out"; }
+# A dump written later (the launcher's SIGTERM to a rank that had failed) keeps the failure's error
+mkdir -p "$tmp/later"
+/usr/bin/python3 - "$tmp/tmo/comm_traces/rank-0.json" "$tmp/later/rank-0.json" <<'PY' || fail "a later dump made"
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["failure"], d["reason"] = d["reason"], "SIGTERM"
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect 0 "" "titan-trace flight on a dump written after a failure" -- "$bin/titan-trace" flight -n 1 "$tmp/later/rank-0.json"
+grep -q "^rank 0 (.*: SIGTERM, after it failed: .*timed out after 2.0 s" "$tmp/out" &&
+    ok "flight: the header gives the reason and the failure before it" || { fail "flight after a failure"; sed 's/^/#   /' "$tmp/out"; }
 
 # ---- the recorder off: nothing written, SIGUSR1 harmless ----------------------------------
 "$bin/titan-init" -q "$cfg" "$tmp/off" $TINY 2>"$tmp/err" || fail "init off"

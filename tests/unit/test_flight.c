@@ -147,6 +147,10 @@ static void test_ring(void) {
     CHECK(titan_flight_load(path, &d) == TITAN_OK);
     CHECK(d.reason && !strcmp(d.reason, "ring") && d.failure && !strcmp(d.failure, "all_reduce #10 … timed out"),
           "a later dump keeps the failure");
+    CHECK(titan_flight_earlier_failure(&d) == d.failure, "a failure other than the reason is an earlier one");
+    free(d.reason);
+    d.reason = strdup(d.failure);
+    CHECK(titan_flight_earlier_failure(&d) == NULL, "the failure's own dump has no earlier failure");
     CHECK(d.nentries == 4 && d.recorded == 10 && d.capacity == 4 && d.entries[0].seq == 7 &&
               d.entries[3].seq == 10 && d.entries[3].state == TITAN_FLIGHT_RUNNING && d.entries[2].state == TITAN_FLIGHT_DONE,
           "the last 4 of 10, oldest first, the last still running");
