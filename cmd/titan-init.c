@@ -12,7 +12,9 @@ static void usage(FILE *f) {
             "usage: titan-init [options] CONFIG.toml RUN [--section.key=value ...]\n"
             "\n"
             "Creates the run directory RUN: RUN/config.toml (the resolved job) and the\n"
-            "seed checkpoint RUN/checkpoint/step-00000000 (weights as the reference inits them).\n"
+            "seed checkpoint RUN/checkpoint/step-00000000 (weights as the reference inits them,\n"
+            "or those of checkpoint.initial_load_path: a titan checkpoint, or with\n"
+            "checkpoint.initial_load_in_hf=true a Hugging Face Llama directory).\n"
             "\n"
             "  -f, --force         start over in an existing RUN (removes its checkpoints and metrics)\n"
             "  --print-config      print the resolved config and exit\n"
@@ -22,7 +24,7 @@ static void usage(FILE *f) {
             "  --version           print the version\n"
             "\n"
             "Exit status: 0 ok, 1 failure, 2 usage or config error, 3 file missing or\n"
-            "unreadable, 4 corrupt input, 6 out of memory. See titan-init(1).\n");
+            "unreadable, 4 malformed input, 6 out of memory, 7 damaged data. See titan-init(1).\n");
 }
 
 int main(int argc, char **argv) {

@@ -509,8 +509,12 @@ static titan_status read_hf_config(const char *dir, const titan_hf_import_opts *
     return TITAN_OK;
 }
 
-static titan_status import_tensors(titan_ckpt_writer *w, hf_set *s, const titan_llama_config *mc,
-                                   const char *dir) {
+/* Each parameter of mc in catalog order, read from s as f32 with q and k
+ * back in Meta's row order, handed to take(ctx, param, data). */
+typedef titan_status (*param_sink)(void *ctx, const titan_param *p, const float *data);
+
+static titan_status each_param(hf_set *s, const titan_llama_config *mc, const char *dir, param_sink take,
+                               void *ctx) {
     int np = titan_llama_params(mc, NULL);
     titan_param ps[np];
     titan_llama_params(mc, ps);
@@ -544,7 +548,7 @@ static titan_status import_tensors(titan_ckpt_writer *w, hf_set *s, const titan_
             titan_hf_permute_rows(perm, buf, nh, mc->dim / mc->n_heads, ps[i].shape[1], 0);
             src = perm;
         }
-        st = titan_ckpt_add(w, ps[i].name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, NULL, src);
+        st = take(ctx, &ps[i], src);
     }
     int total = 0;
     for (int k = 0; k < s->n; k++) total += titan_st_num_tensors(s->files[k]);
@@ -557,19 +561,40 @@ static titan_status import_tensors(titan_ckpt_writer *w, hf_set *s, const titan_
     return st;
 }
 
+/* The model hfdir holds (config.json, and tied when it has no lm_head.weight)
+ * and its open tensor files. */
+static titan_status open_hf(const char *hfdir, const titan_hf_import_opts *o, titan_llama_config *mc, hf_set *s) {
+    TITAN_TRY(read_hf_config(hfdir, o, mc));
+    titan_status st = hf_set_open(s, hfdir);
+    if (st != TITAN_OK) {
+        hf_set_free(s);
+        return st;
+    }
+    titan_st_file *dummy;
+    if (!hf_set_find(s, "lm_head.weight", &dummy)) {
+        if (!mc->tie_embeddings) titan_info("%s: no lm_head.weight: output tied to the embeddings", hfdir);
+        mc->tie_embeddings = 1;
+    }
+    return TITAN_OK;
+}
+
+static titan_status add_to_ckpt(void *w, const titan_param *p, const float *data) {
+    return titan_ckpt_add(w, p->name, TITAN_DTYPE_F32, p->ndim, p->shape, NULL, data);
+}
+
+static titan_status copy_to_params(void *params, const titan_param *p, const float *data) {
+    memcpy((float *)params + p->offset, data, p->numel * sizeof(float));
+    return TITAN_OK;
+}
+
 titan_status titan_hf_import(const char *hfdir, const char *outroot, const titan_hf_import_opts *o,
                              char *step_dir, size_t cap) {
     titan_llama_config mc;
-    TITAN_TRY(read_hf_config(hfdir, o, &mc));
     hf_set s;
-    titan_status st = hf_set_open(&s, hfdir);
-    titan_st_file *dummy;
-    if (st == TITAN_OK && !hf_set_find(&s, "lm_head.weight", &dummy)) {
-        if (!mc.tie_embeddings) titan_info("%s: no lm_head.weight: output tied to the embeddings", hfdir);
-        mc.tie_embeddings = 1;
-    }
+    TITAN_TRY(open_hf(hfdir, o, &mc, &s));
+    titan_status st = TITAN_OK;
     int count = 0;
-    if (st == TITAN_OK && titan_fs_is_dir(outroot)) st = titan_ckpt_list_steps(outroot, NULL, 0, &count);
+    if (titan_fs_is_dir(outroot)) st = titan_ckpt_list_steps(outroot, NULL, 0, &count);
     if (st == TITAN_OK && count > 0 && !o->force) {
         titan_error(TITAN_ERR_USAGE, "%s: already holds %d checkpoint%s", outroot, count, count == 1 ? "" : "s");
         titan_error_hint("choose a new directory, or pass --force to add step 0 beside them");
@@ -589,7 +614,7 @@ titan_status titan_hf_import(const char *hfdir, const char *outroot, const titan
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.position", 0);
         if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "layout", "single");
         if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "source", "hf");
-        if (st == TITAN_OK) st = import_tensors(w, &s, &mc, hfdir);
+        if (st == TITAN_OK) st = each_param(&s, &mc, hfdir, add_to_ckpt, w);
         if (st == TITAN_OK) st = titan_ckpt_commit(w, 0);
         else titan_ckpt_abort(w);
     }
@@ -599,5 +624,54 @@ titan_status titan_hf_import(const char *hfdir, const char *outroot, const titan
         titan_ckpt_step_name(name, sizeof name, 0);
         snprintf(step_dir, cap, "%s/%s", outroot, name);
     }
+    return st;
+}
+
+/* TITAN_ERR_USAGE naming the first way the model in hfdir differs from want. */
+static titan_status same_model(const char *hfdir, const titan_llama_config *got, const titan_llama_config *want) {
+    const struct { const char *hf, *titan; double got, want; } f[] = {
+        {"hidden_size", "dim", got->dim, want->dim},
+        {"num_hidden_layers", "n_layers", got->n_layers, want->n_layers},
+        {"num_attention_heads", "n_heads", got->n_heads, want->n_heads},
+        {"num_key_value_heads", "n_kv_heads", got->n_kv_heads, want->n_kv_heads},
+        {"intermediate_size", "FFN hidden size", titan_llama_hidden_dim(got), titan_llama_hidden_dim(want)},
+        {"vocab_size", "vocabulary size (model.tokenizer's)", got->vocab_size, want->vocab_size},
+        {"tie_word_embeddings (or no lm_head.weight)", "tie_embeddings", got->tie_embeddings, want->tie_embeddings},
+        {"rms_norm_eps", "norm_eps", got->norm_eps, want->norm_eps},
+        {"rope_theta", "rope_theta", got->rope_theta, want->rope_theta},
+        {"rope_scaling.factor (0: none)", "rope_scaling_factor", got->rope_scaling_factor, want->rope_scaling_factor},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if ((float)f[i].got == (float)f[i].want) continue;
+        titan_error(TITAN_ERR_USAGE, "%s/config.json: %s is %g, but the job's model has %s %g", hfdir, f[i].hf,
+                    f[i].got, f[i].titan, f[i].want);
+        if (!strncmp(f[i].hf, "vocab", 5))
+            titan_error_hint("model.tokenizer must be the tokenizer these weights were trained with");
+        else
+            titan_error_hint("set model.flavor and the [model] keys to the model these weights belong to");
+        return TITAN_ERR_USAGE;
+    }
+    /* The scaling's shape matters only when there is scaling; titan's flavors use Llama 3.1's. */
+    if (want->rope_scaling_factor > 0 &&
+        (got->rope_low_freq_factor != want->rope_low_freq_factor ||
+         got->rope_high_freq_factor != want->rope_high_freq_factor ||
+         got->rope_original_context != want->rope_original_context))
+        return titan_error(TITAN_ERR_USAGE, "%s/config.json: rope_scaling (low_freq_factor %g, high_freq_factor %g, "
+                           "original_max_position_embeddings %d) is not titan's Llama 3.1 scaling (%g, %g, %d)",
+                           hfdir, (double)got->rope_low_freq_factor, (double)got->rope_high_freq_factor,
+                           got->rope_original_context, (double)want->rope_low_freq_factor,
+                           (double)want->rope_high_freq_factor, want->rope_original_context);
+    return TITAN_OK;
+}
+
+titan_status titan_hf_load_params(const char *hfdir, const titan_llama_config *want, float *params) {
+    titan_llama_config mc;
+    hf_set s;
+    titan_hf_import_opts o = {NULL, 0, -1.0f, 0};
+    TITAN_TRY(open_hf(hfdir, &o, &mc, &s));
+    titan_status st = same_model(hfdir, &mc, want);
+    /* want's multiple_of and multiplier: the catalog is the same, and the model is the job's */
+    if (st == TITAN_OK) st = each_param(&s, want, hfdir, copy_to_params, params);
+    hf_set_free(&s);
     return st;
 }

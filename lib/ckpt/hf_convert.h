@@ -55,4 +55,10 @@ typedef struct {
 titan_status titan_hf_import(const char *hfdir, const char *outroot, const titan_hf_import_opts *o,
                              char *step_dir, size_t cap);
 
+/* Reads hfdir's weights into params (titan_llama_num_params(want) floats,
+ * catalog order, f32) for the model want, which config.json and the tensors
+ * must give exactly (the FFN by its size): else TITAN_ERR_USAGE naming the
+ * first difference. titan-init seeds a run this way. */
+titan_status titan_hf_load_params(const char *hfdir, const titan_llama_config *want, float *params);
+
 #endif

@@ -145,6 +145,15 @@ static const key_def KEYS[] = {
         "how chunks are stored: none (raw), or zstd (each chunk its own frame; see titan-checkpoint(5))"),
     {"checkpoint", "compression_level", T_INT, OFF(checkpoint_compression_level), NULL, 3, NULL, 1, 19,
      F_LO | F_HI, "zstd level when compression = \"zstd\""},
+    STR("checkpoint", "initial_load_path", checkpoint_initial_load_path, "", NULL, 0,
+        "titan-init takes the seed checkpoint's weights from here (a titan checkpoint, step or run directory; "
+        "or a Hugging Face Llama directory with initial_load_in_hf) instead of a fresh init; titan-train "
+        "ignores it"),
+    BOOL("checkpoint", "initial_load_in_hf", checkpoint_initial_load_in_hf, 0,
+         "initial_load_path is a Hugging Face Llama directory (config.json and safetensors)"),
+    BOOL("checkpoint", "initial_load_model_only", checkpoint_initial_load_model_only, 1,
+         "take only the weights from initial_load_path (the only choice: training starts at step 0 with fresh "
+         "AdamW moments)"),
 
     BOOL("validation", "enable", validation_enable, 0, "compute the loss on held-out shards during training"),
     STR("validation", "dataset_path", validation_dataset_path, "", NULL, 0,
@@ -233,8 +242,7 @@ static const struct { const char *section, *key, *harmless; } IGNORED[] = {
     {"parallelism", "pipeline_parallel_schedule_csv", "\"\""},
     {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},
     {"parallelism", "expert_tensor_parallel_degree", "1"},
-    {"checkpoint", "initial_load_path", "\"\""}, {"checkpoint", "initial_load_model_only", NULL},
-    {"checkpoint", "initial_load_in_hf", "false"}, {"checkpoint", "last_save_model_only", NULL},
+    {"checkpoint", "last_save_model_only", NULL},
     {"checkpoint", "last_save_in_hf", "false"}, {"checkpoint", "model_weights_only", NULL},
     {"checkpoint", "export_dtype", "\"float32\""}, {"checkpoint", "load_step", "-1"},
     {"checkpoint", "exclude_from_loading", "[]"}, {"checkpoint", "enable_first_step_checkpoint", "false"},
@@ -757,6 +765,18 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
 }
 
 titan_status titan_config_validate(const titan_job_config *c) {
+    if (!c->checkpoint_initial_load_model_only) {
+        titan_error(TITAN_ERR_USAGE, "checkpoint.initial_load_model_only = false: starting from another run's "
+                    "whole training state (AdamW moments, step, data position) is not supported");
+        titan_error_hint("copy that step directory into the run's checkpoint folder (or titan-reshard it there) "
+                         "to go on with its state");
+        return TITAN_ERR_USAGE;
+    }
+    if (c->checkpoint_initial_load_in_hf && !c->checkpoint_initial_load_path[0]) {
+        titan_error(TITAN_ERR_USAGE, "checkpoint.initial_load_in_hf = true: checkpoint.initial_load_path is empty");
+        titan_error_hint("set checkpoint.initial_load_path to the Hugging Face model's directory");
+        return TITAN_ERR_USAGE;
+    }
     /* Context parallelism cuts each sequence into 2 x cp equal chunks. */
     int cp = c->parallelism_context_parallel_degree;
     if (cp > 1 && c->training_seq_len % (2 * cp) != 0) {

@@ -75,6 +75,9 @@ typedef struct {
     char checkpoint_async_mode[TITAN_STR]; /* disabled, async, async_with_pinned_mem */
     char checkpoint_compression[TITAN_STR]; /* none, zstd */
     int checkpoint_compression_level;  /* zstd level 1..19 */
+    char checkpoint_initial_load_path[TITAN_STR]; /* titan-init's seed weights; "" = a fresh init */
+    int checkpoint_initial_load_in_hf;   /* initial_load_path is a Hugging Face Llama directory */
+    int checkpoint_initial_load_model_only; /* 1: weights only (0 is refused) */
 
     /* [validation] */
     int validation_enable;

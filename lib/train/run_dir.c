@@ -1,11 +1,14 @@
 /* run_dir.c - creating a run directory: the resolved config and a seed checkpoint. */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/hf_convert.h"
+#include "ckpt/inspect.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -63,6 +66,40 @@ static titan_status write_config(const titan_job_config *cfg, const char *run_di
     return TITAN_OK;
 }
 
+/* The seed's weights: checkpoint.initial_load_path's, which must be the
+ * job's model, else torchtitan's init from training.seed. */
+static titan_status seed_params(const titan_job_config *cfg, const titan_llama_config *mc, const char *tokenizer_id,
+                                float *params) {
+    const char *from = cfg->checkpoint_initial_load_path;
+    if (!from[0]) {
+        titan_llama_init_weights(mc, params, (uint64_t)cfg->training_seed);
+        return TITAN_OK;
+    }
+    titan_status st;
+    if (cfg->checkpoint_initial_load_in_hf) {
+        st = titan_hf_load_params(from, mc, params);
+        if (st == TITAN_OK) titan_info("seed weights from %s (Hugging Face Llama)", from);
+    } else {
+        char path[4096], loaded[4096];
+        titan_train_progress pr;
+        st = titan_ckpt_resolve_arg(from, path, sizeof path);
+        if (st == TITAN_OK) st = titan_state_load(path, mc, params, NULL, &pr, loaded, sizeof loaded);
+        if (st == TITAN_OK)
+            titan_info("seed weights from %s (its step %" PRId64 "; training starts at step 0 with fresh AdamW moments)",
+                       loaded, pr.step);
+        /* The vocabulary size matched; a different tokenizer of that size would still scramble the ids. */
+        titan_ckpt *ck = NULL;
+        const char *theirs;
+        if (st == TITAN_OK && titan_ckpt_open(&ck, loaded) == TITAN_OK &&
+            titan_ckpt_meta_get_str(ck, "tokenizer", &theirs) == TITAN_OK && strcmp(theirs, tokenizer_id))
+            titan_warn("%s was trained with tokenizer %s; this job's is %s", loaded, theirs, tokenizer_id);
+        titan_ckpt_close(ck);
+        if (st == TITAN_OK) titan_error_clear();
+    }
+    if (st != TITAN_OK) titan_error_context("checkpoint.initial_load_path");
+    return st;
+}
+
 titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, int force) {
     TITAN_TRY(titan_config_validate(cfg));
     TITAN_TRY(titan_setup_ckpt_compression(cfg));
@@ -81,33 +118,32 @@ titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, in
         titan_error_hint("choose a new directory, or pass --force to start this run over");
         return TITAN_ERR_USAGE;
     }
-    if (force) {
-        char ck[4096];
-        snprintf(ck, sizeof ck, "%s/%s", run_dir, cfg->checkpoint_folder);
-        if ((st = titan_fs_remove_tree(ck)) != TITAN_OK) goto out;
-        snprintf(ck, sizeof ck, "%s/metrics.jsonl", run_dir);
-        unlink(ck);
-    }
-    if ((st = titan_fs_mkdir_p(run_dir)) != TITAN_OK) goto out;
-    if ((st = write_config(cfg, run_dir)) != TITAN_OK) goto out;
-
+    /* The weights first: a source that fails leaves RUN as it was. */
     size_t n = titan_llama_num_params(&mc);
     float *params = titan_alloc(n * sizeof(float), "seed checkpoint parameters");
     if (!params) {
-        st = TITAN_ERR_NOMEM;
-        goto out;
+        titan_tokenizer_free(tok);
+        return TITAN_ERR_NOMEM;
     }
-    titan_llama_init_weights(&mc, params, (uint64_t)cfg->training_seed);
+    if ((st = seed_params(cfg, &mc, titan_tokenizer_id(tok), params)) != TITAN_OK) goto out;
     char root[4096];
     snprintf(root, sizeof root, "%s/%s", run_dir, cfg->checkpoint_folder);
+    if (force) {
+        if ((st = titan_fs_remove_tree(root)) != TITAN_OK) goto out;
+        char metrics[4096];
+        snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", run_dir);
+        unlink(metrics);
+    }
+    if ((st = titan_fs_mkdir_p(run_dir)) != TITAN_OK) goto out;
+    if ((st = write_config(cfg, run_dir)) != TITAN_OK) goto out;
     titan_train_progress pr = {0};
     st = titan_state_save(root, &mc, params, NULL, &pr, titan_tokenizer_id(tok), 0);
-    titan_free(params);
     if (st == TITAN_OK)
         titan_info("%s: llama3 %s, %zu parameters (dim %d, %d layers, %d heads, %d kv heads, ffn %d, vocab %d)",
                    run_dir, cfg->model_flavor, n, mc.dim, mc.n_layers, mc.n_heads, mc.n_kv_heads,
                    titan_llama_hidden_dim(&mc), mc.vocab_size);
 out:
+    titan_free(params);
     titan_tokenizer_free(tok);
     return st;
 }

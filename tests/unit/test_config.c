@@ -76,12 +76,21 @@ static void test_defaults(void) {
           "parallelism");
     CHECK(c.checkpoint_enable == 1 && strcmp(c.checkpoint_folder, "checkpoint") == 0 &&
               c.checkpoint_interval == 500 && c.checkpoint_keep_latest_k == 10 &&
-              strcmp(c.checkpoint_async_mode, "disabled") == 0,
+              strcmp(c.checkpoint_async_mode, "disabled") == 0 && c.checkpoint_initial_load_path[0] == '\0' &&
+              c.checkpoint_initial_load_in_hf == 0 && c.checkpoint_initial_load_model_only == 1,
           "checkpoint");
     CHECK(c.metrics_log_freq == 10 && c.metrics_peak_flops == 0, "metrics");
     CHECK(strcmp(c.activation_checkpoint_mode, "none") == 0, "activation_checkpoint");
     CHECK(strcmp(c.job_dump_folder, "./outputs") == 0 && c.job_description[0] == '\0', "job");
     CHECK(titan_config_validate(&c) == TITAN_OK, "defaults validate: %s", titan_error_message());
+    c.checkpoint_initial_load_in_hf = 1;
+    want_error(titan_config_validate(&c), TITAN_ERR_USAGE,
+               "checkpoint.initial_load_in_hf = true: checkpoint.initial_load_path is empty", NULL);
+    snprintf(c.checkpoint_initial_load_path, sizeof c.checkpoint_initial_load_path, "hf/Llama-3.2-1B");
+    CHECK(titan_config_validate(&c) == TITAN_OK, "initial_load_in_hf with a path: %s", titan_error_message());
+    c.checkpoint_initial_load_model_only = 0;
+    want_error(titan_config_validate(&c), TITAN_ERR_USAGE, "checkpoint.initial_load_model_only = false: starting from another run's "
+               "whole training state (AdamW moments, step, data position) is not supported", "titan-reshard");
 }
 
 static void test_load(void) {
