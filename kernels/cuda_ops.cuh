@@ -50,23 +50,22 @@
 /* cuda_backend.cu: prints "titan: cuda: file:line: statement: what" and aborts */
 [[noreturn]] void titan_cuda_panic(const char *file, int line, const char *stmt, const char *what);
 
-#define CUDA_CHECK(stmt)                                                              \
-    do {                                                                              \
-        cudaError_t cuda_check_err_ = (stmt);                                         \
-        if (cuda_check_err_ != cudaSuccess)                                           \
-            titan_cuda_panic(__FILE__, __LINE__, #stmt, cudaGetErrorString(cuda_check_err_)); \
+/* A call's status: ok, or the end of the process naming the statement (text,
+ * unexpanded: the callers stringify it) and describe(status). */
+#define TITAN_STATUS_CHECK_(type, ok, describe, stmt, text)                         \
+    do {                                                                            \
+        type status_check_ = (stmt);                                                \
+        if (status_check_ != (ok)) titan_cuda_panic(__FILE__, __LINE__, text, describe(status_check_)); \
     } while (0)
+
+#define CUDA_CHECK(stmt) TITAN_STATUS_CHECK_(cudaError_t, cudaSuccess, cudaGetErrorString, stmt, #stmt)
 
 /* after a <<<...>>> launch: catches bad configurations at the launch site */
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
 /* a cuBLASLt call (where cublasLt.h is included: matmul.cu, tests/gpu) */
-#define CUBLAS_CHECK(stmt)                                                                 \
-    do {                                                                                   \
-        cublasStatus_t cublas_check_st_ = (stmt);                                          \
-        if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                     \
-            titan_cuda_panic(__FILE__, __LINE__, #stmt, cublasLtGetStatusString(cublas_check_st_)); \
-    } while (0)
+#define CUBLAS_CHECK(stmt) \
+    TITAN_STATUS_CHECK_(cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString, stmt, #stmt)
 
 /* cuda_backend.cu: nbytes of scratch for an op, from the stream-ordered pool
  * on the default stream (give it back with cudaFreeAsync(p, 0)). The ops

@@ -80,21 +80,24 @@ static titan_status seed_params(const titan_job_config *cfg, const titan_llama_c
         st = titan_hf_load_params(from, mc, params);
         if (st == TITAN_OK) titan_info("seed weights from %s (Hugging Face Llama)", from);
     } else {
-        char path[4096], loaded[4096];
-        titan_train_progress pr;
-        st = titan_ckpt_resolve_arg(from, path, sizeof path);
-        if (st == TITAN_OK) st = titan_state_load(path, mc, params, NULL, &pr, loaded, sizeof loaded);
-        if (st == TITAN_OK)
-            titan_info("seed weights from %s (its step %" PRId64 "; training starts at step 0 with fresh AdamW moments)",
-                       loaded, pr.step);
-        /* The vocabulary size matched; a different tokenizer of that size would still scramble the ids. */
+        char path[4096];
         titan_ckpt *ck = NULL;
+        titan_train_progress pr;
         const char *theirs;
-        if (st == TITAN_OK && titan_ckpt_open(&ck, loaded) == TITAN_OK &&
-            titan_ckpt_meta_get_str(ck, "tokenizer", &theirs) == TITAN_OK && strcmp(theirs, tokenizer_id))
-            titan_warn("%s was trained with tokenizer %s; this job's is %s", loaded, theirs, tokenizer_id);
+        st = titan_ckpt_resolve_arg(from, path, sizeof path);
+        if (st == TITAN_OK) st = titan_ckpt_open(&ck, path);
+        if (st == TITAN_OK) st = titan_state_read_meta(ck, mc, &pr); /* the model must be the job's */
+        if (st == TITAN_OK) st = titan_ckpt_load_params(ck, mc, params);
+        if (st == TITAN_OK) {
+            titan_info("seed weights from %s (its step %" PRId64 "; training starts at step 0 with fresh AdamW "
+                       "moments)", titan_ckpt_path(ck), pr.step);
+            /* The vocabulary size matched; another tokenizer of that size would still scramble the ids. */
+            if (titan_ckpt_meta_get_str(ck, "tokenizer", &theirs) == TITAN_OK && strcmp(theirs, tokenizer_id))
+                titan_warn("%s was trained with tokenizer %s; this job's is %s", titan_ckpt_path(ck), theirs,
+                           tokenizer_id);
+            titan_error_clear(); /* a checkpoint without a tokenizer key is no error here */
+        }
         titan_ckpt_close(ck);
-        if (st == TITAN_OK) titan_error_clear();
     }
     if (st != TITAN_OK) titan_error_context("checkpoint.initial_load_path");
     return st;

@@ -42,8 +42,7 @@ fresh=$(loss_at "$tmp/a" 1); seeded=$(loss_at "$tmp/b" 1)
 $PY -c 'import sys; f, s = map(float, sys.argv[1:]); sys.exit(0 if s < f - 0.05 else 1)' "$fresh" "$seeded" &&
     ok "run b's first loss ($seeded) is below a fresh model's on the same batch ($fresh)" ||
     fail "run b's first loss ($seeded) is below a fresh model's on the same batch ($fresh)"
-grep -q "^initial_load_path = \"$tmp/hf\"" "$tmp/b/config.toml" &&
-    ok "config.toml keeps initial_load_path (titan-train ignores it: the run resumed from its own checkpoints)" ||
+grep -q "^initial_load_path = \"$tmp/hf\"" "$tmp/b/config.toml" && ok "config.toml keeps initial_load_path" ||
     fail "config.toml keeps initial_load_path"
 
 # ---- seeded from titan checkpoints -----------------------------------------------------------
@@ -55,6 +54,15 @@ curve() { $PY -c 'import json,sys; print([json.loads(l).get("loss") for l in ope
 [ "$(curve "$tmp/b")" = "$(curve "$tmp/c")" ] &&
     ok "runs b (from the HF export) and c (from the checkpoint) train to the same bits" ||
     fail "runs b and c train to the same bits: $(curve "$tmp/b") against $(curve "$tmp/c")"
+mv "$tmp/hf" "$tmp/hf.away"
+expect 0 "resumed from .*b/checkpoint/step-00000003 (step 3" \
+    "titan-train ignores initial_load_path (gone now): run b resumes from its own step 3" -- \
+    "$bin/titan-train" "$tmp/b" --training.steps=4
+mv "$tmp/hf.away" "$tmp/hf"
+expect 0 "" "import the HF export as a titan checkpoint (its tokenizer: hf-import)" -- \
+    "$ck" convert -q --from hf "$tmp/hf" "$tmp/imp"
+expect 0 "trained with tokenizer hf-import; this job's is byte" "a source of another tokenizer gets a warning" -- \
+    "$bin/titan-init" "$cfg" "$tmp/t" $TINY --checkpoint.initial_load_path="$tmp/imp"
 expect 0 "" "titan-init from a step directory" -- \
     "$bin/titan-init" -q "$cfg" "$tmp/c10" $TINY --checkpoint.initial_load_path="$a10"
 check "run c10's seed holds step 10's weights" same_params "$a10" "$tmp/c10/checkpoint/step-00000000"
