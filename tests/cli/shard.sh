@@ -5,7 +5,7 @@
 set -u
 . "$(dirname "$0")/lib/tap.sh"
 . "$(dirname "$0")/lib/shard_run.sh"
-CORPUS=${TITAN_CORPUS:-$(pwd)/.deps/nlp-corpus-4.4.0.tgz}
+CORPUS=${TITAN_CORPUS:-$(pwd)/.deps/man-pages-6.03}
 stats_are() { # stats_are DIR DOCS TOKENS
     [ "$(stat_of "$1" documents)" = "$2" ] && [ "$(stat_of "$1" tokens)" = "$3" ] &&
         [ "$(stat_of "$1" checksums)" = ok ] ||
@@ -219,15 +219,17 @@ printf '{"format": "titan-shard", "version": 1' >"$T/foreign/index.json"
 check "cut index.json (exit 4)" run 4 --stats "$T/foreign"
 check "cut index.json: line and column named" grep -q 'index.json: line 1 column' "$T/err"
 
-# ---- the demo corpus (npm nlp-corpus: 100 builds/doc-N.json of 1000 sentences) ----
-if [ -s "$CORPUS" ]; then
+# ---- the demo corpus (scripts/corpus.sh: Debian's man-pages 6.03 as text, a file a page) ----
+if [ -f "$CORPUS.done" ]; then
     check "demo corpus" run 0 "$CORPUS" -o "$T/corpus"
     docs=$(stat_of "$T/corpus" documents)
     tokens=$(stat_of "$T/corpus" tokens)
-    check "demo corpus: ~100 json files of sentences ($docs documents)" sh -c "[ '${docs:-0}' -ge 100000 ] && [ '${tokens:-0}' -gt 8000000 ]"
+    pages=$(find "$CORPUS" -name '*.txt' | wc -l)
+    check "demo corpus: a document per page ($docs of $pages), ~6 MB of bytes ($tokens tokens)" \
+        sh -c "[ '${docs:-0}' -eq $pages ] && [ $pages -ge 1000 ] && [ '${tokens:-0}' -gt 6000000 ]"
     echo "# demo corpus: $(sed 's/^titan-shard: //' "$T/err" | head -1)"
 else
-    ok "# SKIP demo corpus ($CORPUS absent; scripts/install-deps.sh fetches it)"
+    ok "# SKIP demo corpus ($CORPUS absent; scripts/corpus.sh makes it)"
     ok "# SKIP demo corpus counts"
 fi
 

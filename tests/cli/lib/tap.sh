@@ -36,5 +36,17 @@ shard_man_corpus() {
     cat "$top"/man/*.${1:-[157]} > "$tmp/corpus.txt"
     "$bin/titan-shard" -q -o "$tmp/data" "$tmp/corpus.txt" 2>"$tmp/err" && ok "shard corpus" || fail "shard corpus"
 }
+# The pinned Python references (scripts/pyenv.sh: torch, transformers,
+# tokenizers, tiktoken, gguf ...): $PYREF is build/venv's python, or empty
+# where it is not made. need_pyref DESCRIPTION: true when it is there; else
+# a skip, or a failure under TITAN_REQUIRE_PY=1 (CI sets it: there every
+# reference check must run).
+PYREF=${TITAN_PY-$("$top/scripts/pyenv.sh" --check 2>/dev/null)} || PYREF=""
+need_pyref() {
+    [ -n "$PYREF" ] && return 0
+    if [ "${TITAN_REQUIRE_PY:-0}" = 1 ]; then fail "$1 (the Python references are not installed: scripts/pyenv.sh)"
+    else skip "$1" "the Python references are not installed (scripts/pyenv.sh)"; fi
+    return 1
+}
 # Prints the plan line; the script's exit status says whether all passed.
 tap_end() { echo "1..$n"; [ $bad -eq 0 ]; }
