@@ -108,21 +108,36 @@ static titan_status load_vocab(titan_bpe *b, const char *path, json_t *vocab, js
     json_t *v, *e;
     size_t i;
     uint32_t id = 0, dup;
-    unsigned char buf[1024];
+    /* A token's bytes are never more than its string's (a character of the
+     * alphabet is 1 or 2 bytes for 1 byte): long tokens (a run of hundreds
+     * of spaces is one in a vocabulary trained on formatted text) fit. */
+    size_t cap = 0;
+    json_object_foreach(vocab, key, v) if (strlen(key) > cap) cap = strlen(key);
+    unsigned char *buf = malloc(cap + 1);
+    if (!buf) return titan_error(TITAN_ERR_NOMEM, "%s: model.vocab: out of memory", path);
+    titan_status st = TITAN_OK;
     json_object_foreach(vocab, key, v) {
         size_t kn = strlen(key), had;
-        long n = kn < sizeof buf ? unmap(from_cp, key, kn, buf) : -1;
-        if (n <= 0)
-            return titan_error(TITAN_ERR_FORMAT,
-                               "%s: model.vocab: token '%.40s' is empty, too long or outside the byte-level alphabet",
-                               path, key);
-        TITAN_TRY(get_id(path, "model.vocab", v, &id));
-        if (titan_bpe_bytes(b, id, &had))
-            return titan_error(TITAN_ERR_FORMAT, "%s: model.vocab: id %u given twice", path, id);
-        TITAN_TRY(titan_bpe_set(b, id, buf, (size_t)n, 1, &dup));
-        if (dup != TITAN_BPE_NONE)
-            return titan_error(TITAN_ERR_FORMAT, "%s: model.vocab: token '%.40s' given twice", path, key);
+        long n = unmap(from_cp, key, kn, buf);
+        if (n <= 0 || (size_t)n >= (1u << 24)) {
+            st = titan_error(TITAN_ERR_FORMAT,
+                             "%s: model.vocab: token '%.40s' is empty, too long or outside the byte-level alphabet",
+                             path, key);
+            break;
+        }
+        if ((st = get_id(path, "model.vocab", v, &id)) != TITAN_OK) break;
+        if (titan_bpe_bytes(b, id, &had)) {
+            st = titan_error(TITAN_ERR_FORMAT, "%s: model.vocab: id %u given twice", path, id);
+            break;
+        }
+        if ((st = titan_bpe_set(b, id, buf, (size_t)n, 1, &dup)) != TITAN_OK) break;
+        if (dup != TITAN_BPE_NONE) {
+            st = titan_error(TITAN_ERR_FORMAT, "%s: model.vocab: token '%.40s' given twice", path, key);
+            break;
+        }
     }
+    free(buf);
+    TITAN_TRY(st);
     json_array_foreach(added, i, e) {
         const char *content = json_string_value(json_object_get(e, "content"));
         char where[64];
@@ -162,27 +177,44 @@ static int merge_parts(json_t *m, const char **a, size_t *an, const char **bb, s
 
 static titan_status load_merges(titan_bpe *b, const char *path, json_t *merges, const int16_t *from_cp) {
     json_t *m;
-    size_t i;
-    unsigned char buf[2048];
+    size_t i, cap = 0;
+    unsigned char *buf = NULL;
+    titan_status st = TITAN_OK;
     json_array_foreach(merges, i, m) {
         const char *a, *c;
         size_t an, cn;
-        if (!merge_parts(m, &a, &an, &c, &cn))
-            return titan_error(TITAN_ERR_FORMAT, "%s: model.merges[%zu]: not \"a b\" nor [a, b]", path, i);
-        long la = an < 1024 ? unmap(from_cp, a, an, buf) : -1;
-        long lc = la > 0 && cn < 1024 ? unmap(from_cp, c, cn, buf + la) : -1;
+        if (!merge_parts(m, &a, &an, &c, &cn)) {
+            st = titan_error(TITAN_ERR_FORMAT, "%s: model.merges[%zu]: not \"a b\" nor [a, b]", path, i);
+            break;
+        }
+        if (an + cn > cap) { /* the bytes are never more than the strings' */
+            unsigned char *nb = realloc(buf, 2 * (an + cn) + 64);
+            if (!nb) {
+                st = titan_error(TITAN_ERR_NOMEM, "%s: model.merges: out of memory", path);
+                break;
+            }
+            buf = nb, cap = 2 * (an + cn) + 64;
+        }
+        long la = unmap(from_cp, a, an, buf);
+        long lc = la > 0 ? unmap(from_cp, c, cn, buf + la) : -1;
         uint32_t left = la > 0 ? titan_bpe_lookup(b, buf, (size_t)la) : TITAN_BPE_NONE;
         uint32_t right = lc > 0 ? titan_bpe_lookup(b, buf + la, (size_t)lc) : TITAN_BPE_NONE;
         uint32_t whole = left != TITAN_BPE_NONE && right != TITAN_BPE_NONE
                              ? titan_bpe_lookup(b, buf, (size_t)(la + lc)) : TITAN_BPE_NONE;
-        if (whole == TITAN_BPE_NONE)
-            return titan_error(TITAN_ERR_FORMAT,
-                               "%s: model.merges[%zu]: '%.*s' + '%.*s': a part or the merged token is not in model.vocab",
-                               path, i, (int)(an > 40 ? 40 : an), a, (int)(cn > 40 ? 40 : cn), c);
-        if (i >= UINT32_MAX) return titan_error(TITAN_ERR_FORMAT, "%s: model.merges: too many", path);
-        TITAN_TRY(titan_bpe_add_pair(b, left, right, (uint32_t)i, whole));
+        if (whole == TITAN_BPE_NONE) {
+            st = titan_error(TITAN_ERR_FORMAT,
+                             "%s: model.merges[%zu]: '%.*s' + '%.*s': a part or the merged token is not in model.vocab",
+                             path, i, (int)(an > 40 ? 40 : an), a, (int)(cn > 40 ? 40 : cn), c);
+            break;
+        }
+        if (i >= UINT32_MAX) {
+            st = titan_error(TITAN_ERR_FORMAT, "%s: model.merges: too many", path);
+            break;
+        }
+        if ((st = titan_bpe_add_pair(b, left, right, (uint32_t)i, whole)) != TITAN_OK) break;
     }
-    return TITAN_OK;
+    free(buf);
+    return st;
 }
 
 static void pick_bos_eos(json_t *added, uint32_t *bos, uint32_t *eos) {

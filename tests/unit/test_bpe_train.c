@@ -3,13 +3,13 @@
  * Always: merges worked out by hand (ties, overlaps, the early stop), the
  * file it writes, refusals, and on random bytes that encoding each training
  * pre-token with the written file (tiktoken:PATH) gives the trainer's final
- * segmentation. With the demo corpus (.deps/nlp-corpus-4.4.0.tgz, or
- * $TITAN_CORPUS): on ~300 KB, the pre-token counts equal a naive count made
- * here, and the 500 merges equal those of tests/tokenizer/bpe_train_ref.py
- * (an independent, slow Python trainer) line for line; the result does not
- * depend on the order of the documents; pruning keeps it consistent; on
- * ~2 MB to 4096 tokens, the encoding property, a round trip, the time and
- * the bytes per token. Exits 77 (skip) after the rest passes when python3
+ * segmentation. With the demo corpus (.deps/man-pages-6.03, Debian's man
+ * pages as text, made by scripts/corpus.sh; or $TITAN_CORPUS): on ~300 KB,
+ * the pre-token counts equal a naive count made here, and the 500 merges
+ * equal those of tests/tokenizer/bpe_train_ref.py (an independent, slow
+ * Python trainer) line for line; the result does not depend on the order of
+ * the documents; pruning keeps it consistent; on ~2 MB to 4096 tokens, the
+ * encoding property, a round trip, the time and the bytes per token. Exits 77 (skip) after the rest passes when python3
  * or the corpus is missing. Run from the repository root. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,7 +431,7 @@ int main(void) {
     test_by_hand();
     test_refusals();
     test_random();
-    const char *corpus = getenv("TITAN_CORPUS") ? getenv("TITAN_CORPUS") : ".deps/nlp-corpus-4.4.0.tgz";
+    const char *corpus = getenv("TITAN_CORPUS") ? getenv("TITAN_CORPUS") : ".deps/man-pages-6.03";
     int have_corpus = access(corpus, R_OK) == 0, have_python = 0;
     if (have_corpus) {
         texts x = {.want = 2000000};
@@ -453,7 +453,7 @@ int main(void) {
     }
     if (!have_corpus || !have_python) {
         printf("test_bpe_train: small cases ok; skipped: %s\n",
-               !have_corpus ? "the corpus (.deps/nlp-corpus-4.4.0.tgz, make demo fetches it) is missing"
+               !have_corpus ? "the corpus (.deps/man-pages-6.03: scripts/corpus.sh makes it) is missing"
                             : "/usr/bin/python3 is missing (the reference trainer)");
         return 77;
     }
