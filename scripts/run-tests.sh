@@ -44,7 +44,7 @@ golden() {
     "$TITAN_PY" tests/torch/gen_golden.py build/golden && build/tests/test_parity build/golden
 }
 
-# The cl100k_base reference tokenizer (npm js-tiktoken) for test_bpe; skipped without npm.
+# The tokenizer references of test_bpe and gguf.sh (tiktoken, tokenizers: build/tokenizer/).
 sh tests/tokenizer/prepare.sh 2>"$log/tokenizer_prepare.log"
 for t in build/tests/test_*; do
     [ -x "$t" ] || continue
