@@ -473,10 +473,22 @@ static titan_status read_hf_config(const char *dir, const titan_hf_import_opts *
         st = titan_error(TITAN_ERR_FORMAT, "%s: head_dim %d times %d heads is not hidden_size %d", path, hd,
                          mc->n_heads, mc->dim);
     if (st == TITAN_OK) st = cfg_num(c, path, "rms_norm_eps", 1e-6, &mc->norm_eps);
-    if (st == TITAN_OK) st = cfg_num(c, path, "rope_theta", 10000.0, &mc->rope_theta);
+    /* transformers 5 writes rope_parameters {rope_type, rope_theta, factor, ...} in place of
+     * rope_theta and rope_scaling; the older keys win where both are there. */
+    json_t *rp = json_object_get(c, "rope_parameters");
+    if (st == TITAN_OK && rp && !json_is_null(rp) && !json_is_object(rp))
+        st = titan_error(TITAN_ERR_FORMAT, "%s: rope_parameters: not an object", path);
+    if (!json_is_object(rp)) rp = NULL;
+    if (st == TITAN_OK)
+        st = cfg_num(rp && !json_object_get(c, "rope_theta") ? rp : c, path, "rope_theta", 10000.0, &mc->rope_theta);
     json_t *tie = json_object_get(c, "tie_word_embeddings");
     mc->tie_embeddings = json_is_true(tie);
     json_t *rs = json_object_get(c, "rope_scaling");
+    if ((!rs || json_is_null(rs)) && rp) {
+        json_t *ty = json_object_get(rp, "rope_type");
+        if (!ty) ty = json_object_get(rp, "type");
+        if (ty && !(json_is_string(ty) && !strcmp(json_string_value(ty), "default"))) rs = rp;
+    }
     mc->rope_low_freq_factor = 1.0f;
     mc->rope_high_freq_factor = 4.0f;
     mc->rope_original_context = maxpos;
@@ -484,11 +496,13 @@ static titan_status read_hf_config(const char *dir, const titan_hf_import_opts *
         json_t *ty = json_object_get(rs, "rope_type");
         if (!ty) ty = json_object_get(rs, "type");
         if (!json_is_object(rs) || !json_is_string(ty) || strcmp(json_string_value(ty), "llama3"))
-            st = titan_error(TITAN_ERR_FORMAT, "%s: rope_scaling: only rope_type \"llama3\" is supported", path);
+            st = titan_error(TITAN_ERR_FORMAT, "%s: %s: only rope_type \"llama3\" is supported", path,
+                             rs == rp ? "rope_parameters" : "rope_scaling");
         if (st == TITAN_OK) st = cfg_num(rs, path, "factor", 8.0, &mc->rope_scaling_factor);
         if (st == TITAN_OK) st = cfg_num(rs, path, "low_freq_factor", 1.0, &mc->rope_low_freq_factor);
         if (st == TITAN_OK) st = cfg_num(rs, path, "high_freq_factor", 4.0, &mc->rope_high_freq_factor);
-        if (st == TITAN_OK) st = cfg_int(rs, path, "original_max_position_embeddings", 8192, &mc->rope_original_context);
+        /* without it transformers takes max_position_embeddings */
+        if (st == TITAN_OK) st = cfg_int(rs, path, "original_max_position_embeddings", maxpos, &mc->rope_original_context);
     }
     json_decref(c);
     TITAN_TRY(st);

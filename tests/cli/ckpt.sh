@@ -1,7 +1,7 @@
 #!/bin/sh
 # CLI tests of titan-ckpt: ls, info, verify, diff, convert to and from Hugging
-# Face format (bit-exact f32 round trip, logits against an HF-convention
-# PyTorch model), pack/unpack and refusing unsafe archives. TAP output.
+# Face format (bit-exact f32 round trip; logits against Hugging Face
+# transformers, both ways), pack/unpack and refusing unsafe archives. TAP output.
 set -u
 . "$(dirname "$0")/lib/tap.sh"
 ck=$bin/titan-ckpt
@@ -161,6 +161,18 @@ st_edit "$tmp/hft" 'pass'
 f=$tmp/hft/model.safetensors; truncate -s $(( $(wc -c < "$f") - 64 )) "$f"
 expect 7 "model.safetensors: byte [0-9]*: truncated: tensor" "truncated safetensors file -> 7" -- "$ck" convert --from hf "$tmp/hft" "$tmp/impt"
 
+# transformers 5 writes RoPE as rope_parameters (no rope_theta, no rope_scaling).
+rm -rf "$tmp/hf5"; cp -r "$tmp/hf" "$tmp/hf5"
+$PY - "$tmp/hf5/config.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_parameters"] = dict(c.pop("rope_scaling"), rope_theta=c.pop("rope_theta"))
+json.dump(c, open(sys.argv[1], "w"))
+EOF
+expect 0 "" "import a config.json with transformers 5's rope_parameters" -- "$ck" convert -q --from hf "$tmp/hf5" "$tmp/imp5"
+expect 0 "" "info of it" -- "$ck" info "$tmp/imp5"
+out_has "rope theta 500000, scaling 8," "rope_theta and the llama3 scaling come from rope_parameters"
+
 # An HF import is a seed checkpoint titan-train resumes from: same 3 steps, same bits.
 expect 0 "" "convert step 0 --to hf" -- "$ck" convert -q --to hf "$s0" "$tmp/hf0"
 expect 0 "" "init run c" -- "$bin/titan-init" -q "$cfg" "$tmp/c" $TINY
@@ -169,24 +181,49 @@ expect 0 "" "import step 0 as run c's checkpoint" -- "$ck" convert -q --from hf 
 expect 0 "" "train run c from the imported checkpoint" -- "$bin/titan-train" -q "$tmp/c"
 expect 0 "" "trained from the import == trained from the original (with optimizer state)" -- "$ck" diff "$s3" "$tmp/c"
 
-# Logits of the HF export in an HF-convention PyTorch model vs titan's own.
+# Logits in Hugging Face transformers (tests/python/hf_check.py: AutoModelForCausalLM
+# in float64) vs titan's own (titan-ckpt eval), both ways.
+# hf_logits DESC HFDIR TOKENS CKPT [hf_check.py logits options]: titan's logits of CKPT
+# for TOKENS match transformers' of HFDIR (rel < 1e-4 of max|logit|); one check, and
+# the comparison lines as comments.
+hf_logits() {
+    d=$1 h=$2 t=$3 c=$4; shift 4
+    if ! "$ck" eval "$c" --tokens "$t" --threads 2 > "$tmp/logits.txt" 2>"$tmp/err"; then fail "$d (titan-ckpt eval)"; return; fi
+    expect 0 "" "$d" -- "$PYREF" "$top/tests/python/hf_check.py" logits "$h" "$t" "$tmp/logits.txt" "$@"
+    sed 's/^/# /' "$tmp/out"
+}
+# far VARIANT: the last hf_logits showed that VARIANT (run deliberately wrong) is far off.
+far() { grep -q "^far $1: .* ok$" "$tmp/out" && ok "  ... and $2 is far off (> 0.1): the check can fail" \
+    || fail "  ... and $2 is far off (> 0.1): the check can fail"; }
+# toks N V: N token ids below V, comma-separated
+toks() { seq 0 $(($1 - 1)) | awk -v v="$2" '{ print ($1 * 37 + 11) % v }' | paste -sd, -; }
 TOK=1,2,3,40,50,60,70,80,90,100,255,256,257,0,5,9,33,34,35,36,37,38,39,41
-if $PY -c 'import torch, numpy' 2>/dev/null; then
-    expect 0 "" "titan-ckpt eval" -- "$ck" eval "$tmp/a" --tokens $TOK --threads 2
-    cp "$tmp/out" "$tmp/logits.txt"
-    expect 0 "" "HF export: q/k = published permutation, logits match (rel < 1e-4)" -- \
-        $PY "$top/tests/torch/hf_reference.py" "$tmp/hf" $TOK "$tmp/logits.txt" --titan-ckpt "$s3"
-    sed 's/^/# /' "$tmp/out"
-    # A random HF model with large weights: a wrong RoPE convention would be off by O(1).
-    expect 0 "" "write a random HF Llama" -- $PY "$top/tests/torch/hf_reference.py" --make-random "$tmp/rnd"
-    expect 0 "" "import it" -- "$ck" convert -q --from hf "$tmp/rnd" "$tmp/rndimp"
-    TOK2=1,2,3,40,50,60,70,80,90,10,25,26,27,0,5,9,33,34,35,36,37,38,39,41
-    "$ck" eval "$tmp/rndimp" --tokens $TOK2 --threads 2 > "$tmp/rl.txt" 2>"$tmp/err"
-    expect 0 "" "HF import: titan logits match the HF model (rel < 1e-4)" -- \
-        $PY "$top/tests/torch/hf_reference.py" "$tmp/rnd" $TOK2 "$tmp/rl.txt"
-    sed 's/^/# /' "$tmp/out"
-else
-    skip "HF logits comparison" "PyTorch not installed at $PY"
+if need_pyref "HF export and import against transformers"; then
+    hf_logits "f32 export loads with transformers: q/k = published permutation, logits match (rel < 1e-4)" \
+        "$tmp/hf" $TOK "$tmp/a" --titan-ckpt "$s3"
+    hf_logits "bf16 sharded export loads with transformers, logits = titan's of its import (rel < 1e-4)" \
+        "$tmp/hfb" $TOK "$tmp/impb" --titan-ckpt "$s3"
+    # Random LlamaForCausalLM made and saved by transformers, large weights: a wrong
+    # RoPE convention or scaling is off by O(1). 256 positions against original
+    # contexts of 32 and 64: llama3 scaling changes the angles by radians.
+    T256=$(toks 256 96)
+    expect 0 "" "transformers saves a random Llama: f32, untied, GQA 4/2, llama3 scaling (factor 8)" -- \
+        "$PYREF" "$top/tests/python/hf_check.py" make "$tmp/rnd" --heads 4 --kv-heads 2 --llama3 8,1,4,32
+    expect 0 "" "import it (convert --from hf)" -- "$ck" convert -q --from hf "$tmp/rnd" "$tmp/rndimp"
+    hf_logits "titan's logits of the import match transformers' (rel < 1e-4)" "$tmp/rnd" "$T256" "$tmp/rndimp" \
+        --far no-rope-scaling --far interleaved
+    far no-rope-scaling "the model without rope_scaling"
+    far interleaved "the model with q/k rows unpermuted"
+    expect 0 "" "transformers saves a random Llama: bf16, tied, GQA 4/1, 3 layers, llama3 scaling (factor 32)" -- \
+        "$PYREF" "$top/tests/python/hf_check.py" make "$tmp/rnd2" --heads 4 --kv-heads 1 --layers 3 --tie \
+        --dtype bfloat16 --theta 500000 --llama3 32,1,4,64 --seed 2
+    expect 0 "" "import it (bf16 to f32, tied: no lm_head.weight)" -- "$ck" convert -q --from hf "$tmp/rnd2" "$tmp/rnd2imp"
+    expect 0 "" "info of the import" -- "$ck" info "$tmp/rnd2imp"
+    out_has "4 heads, 1 kv heads, ffn 160, vocab 96, tied embeddings" "the import is tied, with 1 kv head"
+    out_has "rope theta 500000, scaling 32," "rope_theta and llama3 scaling read from transformers 5's rope_parameters"
+    hf_logits "titan's logits of the import match transformers' (rel < 1e-4)" "$tmp/rnd2" "$T256" "$tmp/rnd2imp" \
+        --far no-rope-scaling
+    far no-rope-scaling "the model without rope_scaling"
 fi
 
 # --- pack / unpack ---------------------------------------------------------------------

@@ -2,7 +2,8 @@
 # CLI tests of titan-init's checkpoint.initial_load_path: a run seeded with
 # the weights of a titan checkpoint (a run, a root, a step directory; saved by
 # one process or sharded by FSDP) or of a Hugging Face Llama directory
-# (initial_load_in_hf) holds exactly those weights at step 0 and trains from
+# (initial_load_in_hf; also one made and saved by transformers, whose logits
+# titan then matches) holds exactly those weights at step 0 and trains from
 # them; a source whose model is not the job's is refused naming the first
 # difference, and nothing is written. TAP output.
 set -u
@@ -44,6 +45,47 @@ $PY -c 'import sys; f, s = map(float, sys.argv[1:]); sys.exit(0 if s < f - 0.05 
     fail "run b's first loss ($seeded) is below a fresh model's on the same batch ($fresh)"
 grep -q "^initial_load_path = \"$tmp/hf\"" "$tmp/b/config.toml" && ok "config.toml keeps initial_load_path" ||
     fail "config.toml keeps initial_load_path"
+
+# ---- seeded from random Llamas made and saved by transformers (tests/python/hf_check.py) ----
+# Large weights, so a wrong RoPE convention or scaling is off by O(1); the job's
+# scaling is Llama 3.1's (original context 8192), so the check runs 512 positions
+# over frequencies whose wavelengths pass 2048. The seed's logits (titan-ckpt eval)
+# must be transformers' (float64) to 1e-4 of max|logit|.
+# hf_logits DESC HFDIR CKPT [hf_check.py logits options]: one check, the comparison as comments.
+T512=$(seq 0 511 | awk '{ print ($1 * 37 + 11) % 258 }' | paste -sd, -)
+hf_logits() {
+    d=$1 h=$2 c=$3; shift 3
+    if ! "$ck" eval "$c" --tokens "$T512" --threads 2 > "$tmp/logits.txt" 2>"$tmp/err"; then fail "$d (titan-ckpt eval)"; return; fi
+    expect 0 "" "$d" -- "$PYREF" "$top/tests/python/hf_check.py" logits "$h" "$T512" "$tmp/logits.txt" "$@"
+    sed 's/^/# /' "$tmp/out"
+}
+far() { grep -q "^far $1: .* ok$" "$tmp/out" && ok "  ... and $2 is far off (> 0.1): the check can fail" \
+    || fail "  ... and $2 is far off (> 0.1): the check can fail"; }
+HFSEED="--checkpoint.initial_load_in_hf=true --model.dim=64"
+if need_pyref "titan-init seeded from models saved by transformers"; then
+    expect 0 "" "transformers saves a random Llama: bf16, tied, GQA 2/1 (head_dim 32), llama3 scaling" -- \
+        "$PYREF" "$top/tests/python/hf_check.py" make "$tmp/hft" --vocab 258 --dim 64 --heads 2 --kv-heads 1 \
+        --ffn 176 --theta 500000 --llama3 8,1,4,8192 --tie --dtype bfloat16
+    expect 0 "seed weights from .*/hft (Hugging Face Llama)" "titan-init from it (a tied job)" -- \
+        "$bin/titan-init" "$cfg" "$tmp/ht" $TINY $HFSEED --model.n_heads=2 --model.n_kv_heads=1 \
+        --model.tie_embeddings=true --checkpoint.initial_load_path="$tmp/hft"
+    hf_logits "the seed's logits match transformers' (rel < 1e-4)" "$tmp/hft" "$tmp/ht" \
+        --far no-rope-scaling --far interleaved
+    far no-rope-scaling "the model without rope_scaling"
+    far interleaved "the model with q/k rows unpermuted"
+    expect 2 "rope_scaling.factor (0: none) is 8, but the job's model has rope_scaling_factor 0" \
+        "a job without RoPE scaling refuses it (scaling read from rope_parameters)" -- \
+        "$bin/titan-init" "$cfg" "$tmp/x" $TINY $HFSEED --model.n_heads=2 --model.n_kv_heads=1 \
+        --model.tie_embeddings=true --model.rope_scaling_factor=0 --checkpoint.initial_load_path="$tmp/hft"
+    expect 0 "" "transformers saves a random Llama: f32, untied, GQA 4/2, 3 layers, llama3 scaling" -- \
+        "$PYREF" "$top/tests/python/hf_check.py" make "$tmp/hfu" --vocab 258 --dim 64 --heads 4 --kv-heads 2 \
+        --layers 3 --ffn 176 --theta 500000 --llama3 8,1,4,8192 --seed 3
+    expect 0 "seed weights from .*/hfu (Hugging Face Llama)" "titan-init from it (an untied job)" -- \
+        "$bin/titan-init" "$cfg" "$tmp/hu" $TINY $HFSEED --model.n_layers=3 --checkpoint.initial_load_path="$tmp/hfu"
+    hf_logits "the seed's logits match transformers' (rel < 1e-4)" "$tmp/hfu" "$tmp/hu" --far no-rope-scaling
+    far no-rope-scaling "the model without rope_scaling"
+    expect 0 "" "train it 2 steps" -- "$bin/titan-train" -q "$tmp/hu" --training.steps=2
+fi
 
 # ---- seeded from titan checkpoints -----------------------------------------------------------
 expect 0 "seed weights from .*step-00000020 (its step 20" "titan-init from a run directory (its latest step)" -- \
