@@ -4,13 +4,13 @@
 # global batch (BENCH_DIST_GLOBAL sequences of BENCH_DIST_SEQ_LEN tokens split
 # over the ranks), same steps. Layouts: FSDP 2, FSDP 4, DDP 2, and titan's
 # tensor parallel 2, pipeline parallel 2 and context parallel 2 (no PyTorch
-# rows: 1.13's DTensor tensor parallelism, its pipelining and its context
-# parallelism are prototypes or absent; their references are the other
-# 2-rank rows of the same run). torch 1.13's
-# FullyShardedDataParallel refuses CPU-only execution, so its FSDP stand-in is
-# DDP + ZeroRedundancyOptimizer (ZeRO-1), which keeps whole parameters and
-# gradients on every rank where titan's FSDP (ZeRO-3) keeps its shard and
-# the communication units in use.
+# rows; their references are the other 2-rank rows of the same run). PyTorch
+# is build/venv's (scripts/bench_env.sh; BENCH_PYTHON for another). Its FSDP
+# stand-in is DDP + ZeroRedundancyOptimizer (ZeRO-1; chosen when torch 1.13's
+# FullyShardedDataParallel refused CPU-only execution), which keeps whole
+# parameters and gradients on every rank where titan's FSDP (ZeRO-3) keeps
+# its shard and the communication units in use. Attention on the PyTorch side
+# is torch_llama's own (the T x T probabilities stored), not SDPA.
 # Prints tokens/s (warmup left out), the exposed and total communication time
 # per step, and each rank's peak RSS beside the analytic expectation
 # (parameters + gradients + optimizer state, sharded as each layout shards
@@ -88,7 +88,7 @@ def act_titan(b, tp=1, layers=None, slots=1, with_head=True, cp=1):
 
 def act_torch(b):
     """Rough bytes autograd keeps for torch_llama.py: titan's per-token tensors plus
-    the attention probabilities every layer saves (no fused attention in 1.13), and
+    the attention probabilities every layer saves (torch_llama's attention, not SDPA), and
     two more T x T score buffers live at once in backward."""
     tt = 4 * b * c.n_heads * T * T
     return act_titan(b) + c.n_layers * tt + 2 * tt

@@ -4,13 +4,14 @@ one process per rank, started by torch.multiprocessing.spawn (Debian's
 torch.distributed.run fails before starting workers: to_map(None) in
 elastic/multiprocessing), rendezvous through a file:
 
-    /usr/bin/python3 scripts/torch_dist_bench.py --nproc 2 --mode ddp --out run.json ...
+    build/venv/bin/python3 scripts/torch_dist_bench.py --nproc 2 --mode ddp --out run.json ...
 
 --mode ddp:  DistributedDataParallel, full AdamW on every rank.
 --mode zero: DDP + ZeroRedundancyOptimizer (ZeRO-1: AdamW moments sharded,
              updated parameters broadcast from their owners). The stand-in for
-             FSDP: torch 1.13's FullyShardedDataParallel refuses CPU-only
-             execution ("FSDP does not support CPU only execution").
+             FSDP: torch 1.13's FullyShardedDataParallel refused CPU-only
+             execution ("FSDP does not support CPU only execution"); kept
+             with torch 2.x (build/venv, where this script also runs).
 
 The step is titan-train's: forward, mean cross-entropy, backward (gradients
 averaged over ranks), global-norm clipping to 1, AdamW (0.9, 0.95, eps 1e-8,
@@ -130,7 +131,7 @@ def run_rank(rank: int, a: argparse.Namespace, rdv: str) -> None:
     if a.mode == "zero":
         opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.AdamW,
                                       lr=8e-4, **ADAM)
-        sync = opt._sync_params  # the broadcasts of the updated shards (torch 1.13)
+        sync = opt._sync_params  # the broadcasts of the updated shards (torch 1.13 to 2.11)
 
         def timed_sync():
             t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""torch_llama.py - an independent Llama 3 in plain PyTorch (1.13), titan's reference.
+"""torch_llama.py - an independent Llama 3 in plain PyTorch (1.13 or 2.x), titan's reference.
 
 Written from Meta's published model description, not from titan's C code, so the
 two can check each other: RMSNorm with fp32 statistics, rotary embedding on
@@ -9,7 +9,7 @@ Parameter names and their order are titan's catalog (see titan_llama_params).
 The model runs in whatever dtype its parameters have: .double() gives the
 float64 goldens the C tests compare against.
 
-    /usr/bin/python3 scripts/torch_llama.py      # self-checks (RoPE, loss ~ ln V)
+    build/venv/bin/python3 scripts/torch_llama.py  # self-checks (RoPE, loss ~ ln V)
 """
 import math
 from dataclasses import dataclass
