@@ -1,11 +1,14 @@
 #!/bin/sh
 # CLI tests of `titan-ckpt convert --to gguf`: usage errors and atomic output;
 # the file's layout and data read back by a standard-library Python reader
-# (tests/gguf/check_gguf.py); then, where npm can install node-llama-cpp
-# (tests/gguf/prepare.sh), llama.cpp itself: Hugging Face's GGUF parser reads
-# the header, llama.cpp loads the model, its next-token probabilities match
-# `titan-ckpt eval` (f32, f16, bf16, Llama 3.1 RoPE scaling, a BPE vocabulary)
-# and it tokenizes text as titan does. TAP output.
+# (tests/gguf/check_gguf.py); then, with the pinned Python references
+# (scripts/pyenv.sh; tests/gguf/check_refs.py): the `gguf` package reads the
+# header and tensor table, transformers' GGUF loader makes a torch model and
+# a tokenizer of the file, its next-token probabilities match `titan-ckpt
+# eval` (f32, f16, bf16, Llama 3.1 RoPE scaling, tied embeddings, a BPE
+# vocabulary) and it tokenizes text as titan does; and where llama-cpp-python
+# is built (tests/gguf/prepare.sh), the same through llama.cpp itself. TAP
+# output.
 set -u
 EXPECT_OUTPUT=1
 . "$(dirname "$0")/lib/tap.sh"
@@ -88,72 +91,115 @@ TOK2=$(first "$tmp/s2" 48)
 "$ck" info --json "$tmp/a" >"$tmp/a.json" 2>"$tmp/err" || fail "info a"
 "$ck" info --json "$tmp/t" >"$tmp/t.json" 2>"$tmp/err" || fail "info t"
 
-# --- llama.cpp ----------------------------------------------------------------------------
-sh "$top/tests/gguf/prepare.sh" 2>"$tmp/prep"
-npm=$top/build/gguf/npm
-M=$top/tests/gguf/llama_cpp.mjs
-if ! command -v node >/dev/null 2>&1 || [ ! -f "$npm/node_modules/node-llama-cpp/package.json" ]; then
-    skip "llama.cpp checks" "$(tail -n 1 "$tmp/prep") (node-llama-cpp not installed)"
-    echo "1..$n"
-    [ $bad -eq 0 ]
-    exit
-fi
-if ! node "$M" "$npm" version >"$tmp/out" 2>"$tmp/err"; then
-    skip "llama.cpp checks" "$(head -n 1 "$tmp/out")"
-    echo "1..$n"
-    [ $bad -eq 0 ]
-    exit
-fi
-note
-# One node process runs every check (loading llama.cpp takes seconds):
-# check pass|fail DESCRIPTION COMMAND ARGS... adds a line to the list.
-: >"$tmp/checks"
-check() {
-    want=$1; desc=$2; shift 2
-    line="$want	$desc"
-    for a in "$@"; do line="$line	$a"; done
-    printf '%s\n' "$line" >>"$tmp/checks"
-}
-for d in f32 f16 bf16; do
-    f=$tmp/a.gguf; [ $d = f32 ] || f=$tmp/a.$d.gguf
-    check pass "@huggingface/gguf reads the $d file: llama.* keys, tensors" meta "$f" "$tmp/a.json" $d
-done
-check pass "@huggingface/gguf reads the tied file: no output.weight" meta "$tmp/t.gguf" "$tmp/t.json" f32
-# Probabilities of every token at 48 positions. llama.cpp's f16 KV cache
-# rounds K and V; with an f32 cache only the order of arithmetic differs.
-check pass "llama.cpp f32, f32 KV cache: probabilities = titan's (abs < 1e-5)" logits "$tmp/a.gguf" "$TOK1" "$tmp/a.logits" 1e-5 F32
-check pass "llama.cpp f32, its default f16 KV cache (abs < 1e-4)" logits "$tmp/a.gguf" "$TOK1" "$tmp/a.logits" 1e-4 F16
-check pass "llama.cpp f16 weights (abs < 2e-3)" logits "$tmp/a.f16.gguf" "$TOK1" "$tmp/a.logits" 2e-3 F32
-check pass "llama.cpp bf16 weights (abs < 1e-2)" logits "$tmp/a.bf16.gguf" "$TOK1" "$tmp/a.logits" 1e-2 F32
-check pass "RoPE scaled at context 16: llama.cpp = titan (abs < 1e-5)" logits "$tmp/r.gguf" "$TOK1" "$tmp/r.logits" 1e-5 F32
-check fail "...and the unscaled model is far from it (abs > 1e-3): the scaling is tested" logits "$tmp/a.gguf" "$TOK1" "$tmp/r.logits" 1e-3 F32
-check pass "tied embeddings: llama.cpp = titan (abs < 1e-5)" logits "$tmp/t.gguf" "$TOK1" "$tmp/t.logits" 1e-5 F32
-check pass "BPE run: llama.cpp = titan (abs < 1e-5)" logits "$tmp/b.gguf" "$TOK2" "$tmp/b.logits" 1e-5 F32
-check pass "llama.cpp tokenizes like titan: byte vocabulary" tokenize "$tmp/a.gguf" "$tmp/sample.txt" "$tmp/s1.ids"
-check pass "llama.cpp tokenizes like titan: merges from tiktoken ranks" tokenize "$tmp/b.gguf" "$tmp/sample.txt" "$tmp/s2.ids"
-# cl100k_base (tests/tokenizer/prepare.sh): 2 MB of English against js-tiktoken's ids.
+# cl100k_base (tests/tokenizer/prepare.sh): seed models with its vocabulary,
+# through both of titan's loaders of it, for the tokenization checks below.
 ref=$top/build/tokenizer
+cl100k=
 if [ -s "$ref/english.cl100k.ids" ] && [ -s "$ref/cl100k_base.tiktoken" ] && [ -s "$ref/cl100k_base.json" ]; then
+    cl100k=1
     for spec in "tiktoken:$ref/cl100k_base.tiktoken" "hf:$ref/cl100k_base.json"; do
         k=${spec%%:*}
         expect 0 "" "cl100k ($k): a seed model" -- "$bin/titan-init" -q "$cfg" "$tmp/c$k" --model.tokenizer="$spec" \
             --model.dim=16 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=1 --training.dataset_path="$tmp/data"
         expect 0 "" "cl100k ($k): convert --dtype bf16" -- "$ck" convert -q --to gguf "$tmp/c$k" "$tmp/c$k.gguf" --dtype bf16 --tokenizer "$spec"
-        check pass "cl100k ($k): llama.cpp tokenizes 2 MB of English as js-tiktoken" tokenize "$tmp/c$k.gguf" "$ref/english.txt" "$ref/english.cl100k.ids"
     done
 else
-    skip "cl100k tokenization" "build/tokenizer/english.* missing (tests/tokenizer/prepare.sh)"
+    skip "cl100k seed models" "build/tokenizer/english.* missing (tests/tokenizer/prepare.sh)"
 fi
-node "$M" "$npm" batch "$tmp/checks" >"$tmp/out" 2>"$tmp/err"
-rc=$?
-[ $rc -eq 0 ] || fail "llama.cpp checks ran to the end (exit $rc)"
-while IFS= read -r line; do
-    case $line in
-        "PASS "*) ok "${line#PASS }" ;;
-        "FAIL "*) n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - ${line#FAIL }" ;;
-        *) echo "# $line" ;;
-    esac
-done <"$tmp/out"
-[ "$(grep -c '^PASS \|^FAIL ' "$tmp/out")" -eq "$(wc -l < "$tmp/checks")" ] && ok "every llama.cpp check reported" || fail "every llama.cpp check reported"
+
+# --- the references: tests/gguf/check_refs.py ------------------------------------------------
+# add LIST pass|fail DESCRIPTION COMMAND ARGS... adds a check to LIST; one
+# Python process runs a list (loading torch and transformers takes seconds):
+# runchecks LIST NAME [VAR=VALUE...] turns its PASS/FAIL lines into TAP.
+R=$top/tests/gguf/check_refs.py
+add() {
+    list=$1; line="$2	$3"; shift 3
+    for a in "$@"; do line="$line	$a"; done
+    printf '%s\n' "$line" >>"$list"
+}
+runchecks() {
+    list=$1; name=$2; shift 2
+    env TQDM_DISABLE=1 "$@" "$PYREF" "$R" batch "$list" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "$name checks ran to the end (exit $rc)"
+    while IFS= read -r line; do
+        case $line in
+            "PASS "*) ok "${line#PASS }" ;;
+            "FAIL "*) n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - ${line#FAIL }" ;;
+            *) echo "# $line" ;;
+        esac
+    done <"$tmp/out"
+    [ "$(grep -c '^PASS \|^FAIL ' "$tmp/out")" -eq "$(wc -l < "$list")" ] && ok "every $name check reported" || fail "every $name check reported"
+}
+
+# The gguf package (llama.cpp's gguf-py) reads the files; transformers' GGUF
+# loader makes a torch LlamaForCausalLM of each (bf16 and tied embeddings
+# included) and a tokenizer. The loader drops rope_freqs.weight (Llama 3.1
+# RoPE scaling), so check_refs.py applies it to the loaded model as llama.cpp
+# does and prints how far the loader alone is. Weights are widened to f32:
+# the tolerances are the rounding of the file's weights (f32: the order of
+# arithmetic only).
+if need_pyref "GGUF read by the gguf package and loaded by transformers"; then
+    L=$tmp/hf.checks; : >"$L"
+    for d in f32 f16 bf16; do
+        f=$tmp/a.gguf; [ $d = f32 ] || f=$tmp/a.$d.gguf
+        add "$L" pass "gguf GGUFReader reads the $d file: llama.* keys, tensors" meta "$f" "$tmp/a.json" $d
+    done
+    add "$L" pass "gguf GGUFReader reads the tied file: no output.weight" meta "$tmp/t.gguf" "$tmp/t.json" f32
+    # Probabilities of every token at 48 positions.
+    add "$L" pass "transformers f32: probabilities = titan's (abs < 1e-5)" hf-logits "$tmp/a.gguf" "$TOK1" "$tmp/a.logits" 1e-5
+    add "$L" pass "transformers f16 weights (abs < 2e-3)" hf-logits "$tmp/a.f16.gguf" "$TOK1" "$tmp/a.logits" 2e-3
+    add "$L" pass "transformers bf16 weights (abs < 1e-2)" hf-logits "$tmp/a.bf16.gguf" "$TOK1" "$tmp/a.logits" 1e-2
+    add "$L" pass "RoPE scaled at context 16: transformers + rope_freqs = titan (abs < 1e-5)" hf-logits "$tmp/r.gguf" "$TOK1" "$tmp/r.logits" 1e-5
+    add "$L" fail "...and the unscaled model is far from it (abs > 1e-3): the scaling is tested" hf-logits "$tmp/a.gguf" "$TOK1" "$tmp/r.logits" 1e-3
+    add "$L" pass "tied embeddings: transformers = titan (abs < 1e-5)" hf-logits "$tmp/t.gguf" "$TOK1" "$tmp/t.logits" 1e-5
+    add "$L" pass "BPE run: transformers = titan (abs < 1e-5)" hf-logits "$tmp/b.gguf" "$TOK2" "$tmp/b.logits" 1e-5
+    add "$L" pass "transformers' tokenizer from the file tokenizes like titan: byte vocabulary" hf-tokenize "$tmp/a.gguf" "$tmp/sample.txt" "$tmp/s1.ids"
+    add "$L" pass "transformers' tokenizer from the file tokenizes like titan: merges from tiktoken ranks" hf-tokenize "$tmp/b.gguf" "$tmp/sample.txt" "$tmp/s2.ids"
+    if [ -n "$cl100k" ]; then
+        for k in tiktoken hf; do
+            add "$L" pass "cl100k ($k): transformers tokenizes 2 MB of English as tiktoken" hf-tokenize "$tmp/c$k.gguf" "$ref/english.txt" "$ref/english.cl100k.ids"
+        done
+    else
+        skip "cl100k tokenization by transformers" "build/tokenizer/english.* missing (tests/tokenizer/prepare.sh)"
+    fi
+    runchecks "$L" "gguf/transformers"
+fi
+
+# --- llama.cpp, through llama-cpp-python (tests/gguf/prepare.sh) --------------------------------
+if [ -z "$PYREF" ]; then
+    skip "llama.cpp checks" "the Python references are not installed (scripts/pyenv.sh)"
+    tap_end; exit
+fi
+if ! site=$(sh "$top/tests/gguf/prepare.sh" 2>"$tmp/prep"); then
+    skip "llama.cpp checks" "$site"
+    tap_end; exit
+fi
+if ! PYTHONPATH=$site "$PYREF" "$R" llama-version >"$tmp/out" 2>"$tmp/err"; then
+    skip "llama.cpp checks" "$(head -n 1 "$tmp/out")"
+    tap_end; exit
+fi
+note
+L=$tmp/llama.checks; : >"$L"
+# llama.cpp's f16 KV cache rounds K and V; with an f32 cache only the order
+# of arithmetic differs.
+add "$L" pass "llama.cpp f32, f32 KV cache: probabilities = titan's (abs < 1e-5)" llama-logits "$tmp/a.gguf" "$TOK1" "$tmp/a.logits" 1e-5 F32
+add "$L" pass "llama.cpp f32, its default f16 KV cache (abs < 1e-4)" llama-logits "$tmp/a.gguf" "$TOK1" "$tmp/a.logits" 1e-4 F16
+add "$L" pass "llama.cpp f16 weights (abs < 2e-3)" llama-logits "$tmp/a.f16.gguf" "$TOK1" "$tmp/a.logits" 2e-3 F32
+add "$L" pass "llama.cpp bf16 weights (abs < 1e-2)" llama-logits "$tmp/a.bf16.gguf" "$TOK1" "$tmp/a.logits" 1e-2 F32
+add "$L" pass "RoPE scaled at context 16: llama.cpp = titan (abs < 1e-5)" llama-logits "$tmp/r.gguf" "$TOK1" "$tmp/r.logits" 1e-5 F32
+add "$L" fail "...and the unscaled model is far from it (abs > 1e-3): the scaling is tested" llama-logits "$tmp/a.gguf" "$TOK1" "$tmp/r.logits" 1e-3 F32
+add "$L" pass "tied embeddings: llama.cpp = titan (abs < 1e-5)" llama-logits "$tmp/t.gguf" "$TOK1" "$tmp/t.logits" 1e-5 F32
+add "$L" pass "BPE run: llama.cpp = titan (abs < 1e-5)" llama-logits "$tmp/b.gguf" "$TOK2" "$tmp/b.logits" 1e-5 F32
+add "$L" pass "llama.cpp tokenizes like titan: byte vocabulary" llama-tokenize "$tmp/a.gguf" "$tmp/sample.txt" "$tmp/s1.ids"
+add "$L" pass "llama.cpp tokenizes like titan: merges from tiktoken ranks" llama-tokenize "$tmp/b.gguf" "$tmp/sample.txt" "$tmp/s2.ids"
+if [ -n "$cl100k" ]; then
+    for k in tiktoken hf; do
+        add "$L" pass "cl100k ($k): llama.cpp tokenizes 2 MB of English as tiktoken" llama-tokenize "$tmp/c$k.gguf" "$ref/english.txt" "$ref/english.cl100k.ids"
+    done
+else
+    skip "cl100k tokenization by llama.cpp" "build/tokenizer/english.* missing (tests/tokenizer/prepare.sh)"
+fi
+runchecks "$L" "llama.cpp" PYTHONPATH="$site"
 
 tap_end

@@ -1,31 +1,59 @@
 #!/bin/sh
-# Installs the GGUF test's outside references into build/gguf/npm (never
-# committed), pinned, from the npm registry:
-#   node-llama-cpp + @node-llama-cpp/linux-x64   llama.cpp, prebuilt for CPU
-#   @huggingface/gguf                            Hugging Face's GGUF parser
-# Optional dependencies (CUDA, Vulkan and other platforms' binaries, ~600 MB)
-# are left out, and so are install scripts: nothing is downloaded or built
-# beyond the packages. Without node or npm it says so and exits 0, and
-# tests/cli/gguf.sh skips the llama.cpp checks. Safe to run again.
+# llama.cpp for the GGUF test (tests/cli/gguf.sh): llama-cpp-python, llama.cpp
+# and its ctypes bindings, pinned, installed from a wheel in the wheelhouse
+# (~/.cache/titan/wheels, or TITAN_WHEELHOUSE; never in the tree) into
+# build/gguf/site, which the test puts on PYTHONPATH for build/venv's python
+# (scripts/pyenv.sh). PyPI has only its source for Linux, so the wheel is
+# built here, CPU only:
+#
+#   sh tests/gguf/prepare.sh          install it if its wheel is in the
+#                                     wheelhouse; print the site directory,
+#                                     or why not (exit 77)
+#   sh tests/gguf/prepare.sh --build  first build the wheel from the sdist
+#                                     (hash-checked) when it is missing: 19 minutes
+#                                     on 2 cores shared with other jobs
+#
+# The build is llama.cpp's CMake build with -march=native (GGML_NATIVE's
+# default): the wheel is for this machine's CPU, not for another's.
+# diskcache, which llama_cpp imports and build/venv lacks, is installed beside
+# it. Safe to run again.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
-out=$top/build/gguf/npm
-llama_version=3.22.1
-gguf_version=0.4.6
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    echo "gguf/prepare: node or npm missing: llama.cpp checks not possible" >&2
-    exit 0
+site=$top/build/gguf/site
+wheels=${TITAN_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/titan/wheels}
+version=0.3.36
+sdist_sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+diskcache=diskcache-5.6.3-py3-none-any.whl
+diskcache_sha256=5e31b2d5fbad117cc363ebaf6b689474db18a1f6438bc82358b024abd4c2ca19
+say() { echo "gguf/prepare: $*"; }
+
+py=$("$top/scripts/pyenv.sh" --check 2>/dev/null) || { say "build/venv is not made (scripts/pyenv.sh)"; exit 77; }
+mkdir -p "$wheels"
+whl() { ls "$wheels"/llama_cpp_python-$version-*.whl 2>/dev/null | head -n 1; }
+if [ -z "$(whl)" ] && [ "${1:-}" = --build ]; then
+    req=$(mktemp); trap 'rm -f "$req"' EXIT
+    echo "llama-cpp-python==$version --hash=sha256:$sdist_sha256" >"$req"
+    say "building llama-cpp-python $version from its sdist (CPU only, 2 jobs; 19 minutes measured on 2 busy cores)" >&2
+    start=$(date +%s)
+    CMAKE_ARGS="-DGGML_CUDA=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
+        "$py" -m pip wheel -q --disable-pip-version-check --no-deps --require-hashes -r "$req" -w "$wheels" >&2 ||
+        { say "pip wheel llama-cpp-python==$version failed"; exit 77; }
+    say "built $(basename "$(whl)") in $(( $(date +%s) - start )) s" >&2
 fi
-have() { # package dir, version
-    grep -q "\"version\": \"$2\"" "$out/node_modules/$1/package.json" 2>/dev/null
-}
-if have node-llama-cpp $llama_version && have @node-llama-cpp/linux-x64 $llama_version &&
-   have @huggingface/gguf $gguf_version; then
-    exit 0
+if [ -z "$(whl)" ]; then
+    say "no llama-cpp-python $version wheel in $wheels (sh tests/gguf/prepare.sh --build makes it)"; exit 77
 fi
-mkdir -p "$out"
-npm install --silent --no-audit --no-fund --omit=optional --ignore-scripts --prefix "$out" \
-    "node-llama-cpp@$llama_version" "@node-llama-cpp/linux-x64@$llama_version" \
-    "@huggingface/gguf@$gguf_version" >&2 ||
-    echo "gguf/prepare: npm install of node-llama-cpp@$llama_version failed: llama.cpp checks not possible" >&2
-exit 0
+# installed already from this very wheel?
+stamp="$(sha256sum "$(whl)" | cut -d' ' -f1) $(basename "$(whl)") diskcache==5.6.3"
+if [ "$(cat "$site/.stamp" 2>/dev/null)" = "$stamp" ]; then echo "$site"; exit 0; fi
+if [ ! -f "$wheels/$diskcache" ]; then
+    "$py" -m pip download -q --disable-pip-version-check --no-deps -d "$wheels" "diskcache==5.6.3" >&2 ||
+        { say "pip download diskcache==5.6.3 failed"; exit 77; }
+fi
+echo "$diskcache_sha256  $wheels/$diskcache" | sha256sum -c --status ||
+    { say "$wheels/$diskcache: sha256 mismatch"; exit 77; }
+rm -rf "$site"
+"$py" -m pip install -q --disable-pip-version-check --no-deps --no-index --target "$site" \
+    "$(whl)" "$wheels/$diskcache" >&2 || { say "pip install of $(basename "$(whl)") failed"; rm -rf "$site"; exit 77; }
+echo "$stamp" >"$site/.stamp"
+echo "$site"
