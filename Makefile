@@ -33,11 +33,11 @@ endif
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fopenmp -Ilib $(PKG_CFLAGS) $(BLAS_CFLAGS) -MMD -MP
 LDLIBS     = $(PKG_LIBS) $(BLAS_LIBS) $(PMIX_LIBS) -fopenmp -lm -lpthread -ldl
 
-# PMIx (lib/dist/bootstrap_pmix.c only): optional; a build without it runs
+# PMIx (lib/comm/bootstrap_pmix.c only): optional; a build without it runs
 # single-process and `--nproc` jobs and refuses PMIx launches (mpirun).
 PMIX_CFLAGS := $(shell pkg-config --cflags pmix 2>/dev/null)
 PMIX_LIBS   := $(shell pkg-config --libs pmix 2>/dev/null || { [ -f /usr/include/pmix.h ] && echo -lpmix; })
-build/obj/lib/dist/bootstrap_pmix.o: ALL_CFLAGS += $(PMIX_CFLAGS)
+build/obj/lib/comm/bootstrap_pmix.o: ALL_CFLAGS += $(PMIX_CFLAGS)
 
 LIB_SRC  := $(shell find lib -name '*.c' | sort)
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
@@ -216,7 +216,7 @@ build/tests/test_fuzz_%: build/obj/tests/fuzz/fuzz_%.o build/obj/tests/fuzz/repl
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_LIB      = lib/core/error.c lib/core/fsutil.c lib/core/log.c lib/tensor/box.c lib/tensor/dtype.c \
-                lib/ckpt/ckpt_read.c lib/ckpt/ckpt_dir.c lib/ckpt/ckpt_zstd.c lib/ckpt/safetensors.c \
+                lib/ckpt/ckpt_read.c lib/ckpt/ckpt_dir.c lib/ckpt/ckpt_zstd.c lib/interchange/safetensors.c \
                 lib/trace/flight_read.c lib/trace/hang.c
 FUZZ_FLAGS    = -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -Ilib $(shell pkg-config --cflags jansson libxxhash libzstd 2>/dev/null)

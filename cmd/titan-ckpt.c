@@ -7,9 +7,9 @@
 
 #include "backend/backend.h"
 #include "ckpt/ckpt.h"
-#include "ckpt/gguf.h"
-#include "ckpt/hf_convert.h"
-#include "ckpt/inspect.h"
+#include "interchange/gguf.h"
+#include "interchange/hf_convert.h"
+#include "interchange/inspect.h"
 #include "ckpt/pack.h"
 #include "core/log.h"
 #include "core/version.h"

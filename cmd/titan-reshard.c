@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt/inspect.h"
+#include "interchange/inspect.h"
 #include "ckpt/reshard.h"
 #include "core/clock.h"
 #include "core/log.h"

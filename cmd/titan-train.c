@@ -10,7 +10,7 @@
 #include "core/cpu_env.h"
 #include "core/log.h"
 #include "core/version.h"
-#include "dist/spawn.h"
+#include "comm/spawn.h"
 #include "job/args.h"
 #include "train/setup.h"
 #include "train/train.h"

@@ -1,6 +1,6 @@
 /* comm_nccl.cu - the NCCL communicator's GPU half: the table of
- * lib/dist/comm_nccl_api.h (read it first), exported as
- * titan_cuda_nccl_api. lib/dist/comm_nccl.c is the other half.
+ * lib/comm/comm_nccl_api.h (read it first), exported as
+ * titan_cuda_nccl_api. lib/comm/comm_nccl.c is the other half.
  *
  * Every communicator is non-blocking (ncclConfig_t.blocking = 0): NCCL
  * calls return ncclInProgress instead of stalling inside a bootstrap or a
@@ -31,7 +31,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "dist/comm_nccl_api.h"
+#include "comm/comm_nccl_api.h"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
 #error "the nccl communicator needs NCCL 2.14 or newer (non-blocking communicators)"

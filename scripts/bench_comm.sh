@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench_comm.sh - all-reduce bandwidth of the shared-memory communicator
-# (lib/dist/comm_shm.c) on 2 and 4 ranks of the local launcher, f32, 1 to 64 MB,
+# (lib/comm/comm_shm.c) on 2 and 4 ranks of the local launcher, f32, 1 to 64 MB,
 # beside its reference measured in the same run: memcpy of the same sizes in
 # one process (the shm all-reduce moves each byte about five times: copy in,
 # read for the reduction, write the sum, copy out). Also barrier and 1-element

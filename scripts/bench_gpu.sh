@@ -32,8 +32,8 @@
 #   BENCH_WARMUP (3)  BENCH_RUN_TIMEOUT (150 s a run)
 #   BENCH_BUDGET (480 s from the start, build included: a run gets what is
 #   left, and none starts with less than BENCH_MIN_RUN, 40 s)
-#   BENCH_PY (default: the first of /opt/torch/.venv/bin/python3, python3,
-#   /usr/bin/python3 that imports torch)
+#   BENCH_PY (default: the first of /opt/torch/.venv/bin/python3, build/venv's
+#   (scripts/pyenv.sh), python3, /usr/bin/python3 that imports torch)
 #   BENCH_KEEP=1 keeps the titan run directories (12 GB of seed checkpoints)
 #   BENCH_GPU_SMOKE=1: a check of this script without a GPU: tiny shapes,
 #   titan on cuda under the CPU emulator (build/emu/libtitan-cuda-emu.so;
@@ -123,7 +123,7 @@ done
 . scripts/find-cudnn.sh
 PY=${BENCH_PY:-}
 if [ -z "$PY" ]; then # the GPU image's torch, else the first python3 with one
-    for p in /opt/torch/.venv/bin/python3 python3 /usr/bin/python3; do
+    for p in /opt/torch/.venv/bin/python3 "$top/build/venv/bin/python3" python3 /usr/bin/python3; do
         if "$p" -c 'import torch' >/dev/null 2>&1; then PY=$p; break; fi
     done
 fi

@@ -245,7 +245,7 @@ typedef const titan_backend *(*titan_backend_cuda_create_fn)(size_t table_size, 
                                                             char *msg, size_t msg_len);
 
 /* Another symbol of libtitan-cuda.so (opened as above, once per process),
- * e.g. the NCCL communicator's table (lib/dist/comm_nccl_api.h); NULL with
+ * e.g. the NCCL communicator's table (lib/comm/comm_nccl_api.h); NULL with
  * a TITAN_ERR_USAGE "cuda: ..." error when the library or the symbol is
  * missing. */
 void *titan_backend_cuda_symbol(const char *name);

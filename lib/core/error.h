@@ -15,7 +15,7 @@ typedef enum {
     TITAN_ERR_NUMERIC = 5, /* training refused a non-finite loss or gradient */
     TITAN_ERR_NOMEM = 6,   /* an allocation failed */
     TITAN_ERR_CORRUPT = 7, /* well-described data is damaged: checksum mismatch, cut short, undecodable */
-    TITAN_ERR_COMM = 8,    /* another rank failed, exited or timed out (lib/dist) */
+    TITAN_ERR_COMM = 8,    /* another rank failed, exited or timed out (lib/comm) */
 } titan_status;
 
 /* Records "object: place: cause" style text for the calling thread and

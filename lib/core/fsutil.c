@@ -192,6 +192,29 @@ titan_status titan_fs_publish_fd(int fd, const char *tmp, const char *path) {
     return s;
 }
 
+titan_status titan_fs_publish_file(FILE *f, const char *tmp, const char *path) {
+    titan_status s = TITAN_OK;
+    if (fflush(f) != 0) s = titan_error(TITAN_ERR_IO, "%s: write: %s", tmp, strerror(errno));
+    if (s == TITAN_OK) s = titan_fs_fsync_fd(fileno(f), tmp);
+    if (fclose(f) != 0 && s == TITAN_OK) s = titan_error(TITAN_ERR_IO, "%s: close: %s", tmp, strerror(errno));
+    if (s == TITAN_OK) s = titan_fs_rename(tmp, path);
+    if (s == TITAN_OK) s = titan_fs_fsync_parent(path);
+    return s;
+}
+
+titan_status titan_fs_write_scratch(const char *path, const void *data, size_t n) {
+    char tmp[PATH_MAX];
+    int k = snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (k < 0 || (size_t)k >= sizeof tmp) return titan_error(TITAN_ERR_USAGE, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return titan_error(TITAN_ERR_IO, "%s: open: %s", tmp, strerror(errno));
+    titan_status s = titan_fs_write_all(fd, data, n, tmp);
+    if (close(fd) != 0 && s == TITAN_OK) s = titan_error(TITAN_ERR_IO, "%s: close: %s", tmp, strerror(errno));
+    if (s == TITAN_OK) s = titan_fs_rename(tmp, path);
+    if (s != TITAN_OK) unlink(tmp);
+    return s;
+}
+
 titan_status titan_fs_fsync_fd(int fd, const char *path) {
     if (fsync(fd) != 0)
         return titan_error(TITAN_ERR_IO, "%s: fsync: %s", path, strerror(errno));

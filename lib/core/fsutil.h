@@ -6,6 +6,7 @@
 #ifndef TITAN_CORE_FSUTIL_H
 #define TITAN_CORE_FSUTIL_H
 
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -40,6 +41,13 @@ titan_status titan_fs_write_atomic(const char *path, const void *data, size_t n)
  * error), rename to path, fsync path's directory. The streaming writers'
  * counterpart of titan_fs_write_atomic; tmp is left behind on error. */
 titan_status titan_fs_publish_fd(int fd, const char *tmp, const char *path);
+/* The same for a stdio stream: fflush, fsync, fclose (always), rename, fsync
+ * path's directory; tmp is left behind on error. */
+titan_status titan_fs_publish_file(FILE *f, const char *tmp, const char *path);
+/* Writes path.tmp (mode 0600) and renames it over path, without fsync: a
+ * reader sees the whole file or none, but a crash may lose it. Only for
+ * scratch files that live no longer than the job (the rendezvous's). */
+titan_status titan_fs_write_scratch(const char *path, const void *data, size_t n);
 
 titan_status titan_fs_fsync_fd(int fd, const char *path);
 titan_status titan_fs_fsync_path(const char *path);   /* file or directory */

@@ -169,11 +169,9 @@ static titan_status shard_end(titan_shard_writer *w) {
     unsigned char head[TITAN_SHARD_HEADER_SIZE];
     titan_shard_header_encode(&h, head);
     TITAN_TRY(write_all(w->fd, head, sizeof head, 0, tmp));
-    if (fsync(w->fd) != 0) return titan_error(TITAN_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
-    int rc = close(w->fd);
-    w->fd = -1;
-    if (rc != 0) return titan_error(TITAN_ERR_IO, "%s: close: %s", tmp, strerror(errno));
-    if (rename(tmp, path) != 0) return titan_error(TITAN_ERR_IO, "%s: rename: %s", path, strerror(errno));
+    int fd = w->fd;
+    w->fd = -1; /* closed by the publish, whatever happens */
+    TITAN_TRY(titan_fs_publish_fd(fd, tmp, path));
     w->files[w->n_files++] = (done_file){h.tokens, h.documents, h.payload_xxh64};
     w->stats.files = w->n_files;
     return TITAN_OK;

@@ -18,7 +18,7 @@
 #define TITAN_MODEL_ATTENTION_CP_H
 
 #include "backend/backend.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 typedef struct titan_attention_cp titan_attention_cp;
 

@@ -3,7 +3,7 @@
 #define TITAN_MODEL_LLAMA_H
 
 #include "backend/backend.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "model/llama_config.h"
 
 typedef struct titan_llama titan_llama;

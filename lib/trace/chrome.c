@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/fsutil.h"
-#include "dist/flight.h"
+#include "comm/flight.h"
 #include "trace/flight_read.h"
 #include "trace/metrics_read.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/fsutil.h"
-#include "dist/flight.h"
+#include "comm/flight.h"
 
 static titan_status bad(const char *path, const char *what) {
     return titan_error(TITAN_ERR_FORMAT, "%s: not a flight recorder dump (%s): %s", path, TITAN_FLIGHT_FORMAT, what);

@@ -1,4 +1,4 @@
-/* flight_read.h - reading the flight recorder's dumps (dist/flight.h) back:
+/* flight_read.h - reading the flight recorder's dumps (comm/flight.h) back:
  * one rank's file, or a directory of them (RUN/comm_traces). */
 #ifndef TITAN_TRACE_FLIGHT_READ_H
 #define TITAN_TRACE_FLIGHT_READ_H
@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "dist/flight.h"
+#include "comm/flight.h"
 
 #define TITAN_FLIGHT_MAX_WORLD (1 << 20) /* ranks a dump may claim */
 
@@ -28,7 +28,7 @@ typedef struct {
     uint64_t n, n2;
     int64_t step;
     char phase[24];    /* the part of the step, "" when not said */
-    int state;         /* TITAN_FLIGHT_* (dist/flight.h) */
+    int state;         /* TITAN_FLIGHT_* (comm/flight.h) */
     double t_queued, t_started, t_ended; /* wall clock; 0 = not yet */
     char *error;       /* NULL when none */
 } fl_entry;

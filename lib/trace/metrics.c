@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fsutil.h"
 #include "core/log.h"
 
 struct titan_metrics {
@@ -38,13 +39,11 @@ static titan_status truncate_after(const char *path, int64_t keep_step) {
     }
     free(line);
     fclose(in);
-    if (fflush(out) != 0 || fsync(fileno(out)) != 0) {
-        fclose(out);
-        return titan_error(TITAN_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    titan_status st = titan_fs_publish_file(out, tmp, path);
+    if (st != TITAN_OK) {
+        unlink(tmp);
+        return st;
     }
-    fclose(out);
-    if (rename(tmp, path) != 0)
-        return titan_error(TITAN_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
     if (dropped) titan_info("metrics: dropped %d lines after step %" PRId64 " (not checkpointed)", dropped, keep_step);
     return TITAN_OK;
 }

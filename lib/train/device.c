@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/comm_nccl_api.h"
+#include "comm/comm_nccl_api.h"
 
 /* Whether libtitan-cuda.so carries the nccl communicator. */
 static int have_nccl(void) {

@@ -20,8 +20,8 @@
 #ifndef TITAN_TRAIN_MESH_H
 #define TITAN_TRAIN_MESH_H
 
-#include "dist/bootstrap.h"
-#include "dist/comm.h"
+#include "comm/bootstrap.h"
+#include "comm/comm.h"
 #include "job/config.h"
 #include "parallel/layout.h"
 

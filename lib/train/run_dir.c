@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ckpt/hf_convert.h"
-#include "ckpt/inspect.h"
+#include "interchange/hf_convert.h"
+#include "interchange/inspect.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -55,15 +55,14 @@ static titan_status write_config(const titan_job_config *cfg, const char *run_di
     if (!f) return titan_error(TITAN_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     fprintf(f, "# titan job config, resolved by titan-init. titan-train reads this file;\n"
                "# change it here or override keys on the command line (--section.key=value).\n");
-    int rc = titan_config_write(cfg, f);
-    if (rc != 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        fclose(f);
-        unlink(tmp);
-        return titan_error(TITAN_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    }
-    fclose(f);
-    if (rename(tmp, path) != 0) return titan_error(TITAN_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
-    return TITAN_OK;
+    titan_status st = titan_config_write(cfg, f) != 0
+                          ? titan_error(TITAN_ERR_IO, "%s: write failed: %s", tmp, strerror(errno))
+                          : TITAN_OK;
+    if (st != TITAN_OK) fclose(f);
+    /* the run directory's own entry is made durable too (fsync of its parent) */
+    if (st == TITAN_OK) st = titan_fs_publish_file(f, tmp, path);
+    if (st != TITAN_OK) unlink(tmp);
+    return st;
 }
 
 /* The seed's weights: checkpoint.initial_load_path's, which must be the

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "backend/op_profile.h"
-#include "dist/flight.h"
+#include "comm/flight.h"
 #include "core/clock.h"
 #include "core/fsutil.h"
 #include "core/log.h"

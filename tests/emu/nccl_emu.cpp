@@ -1,6 +1,6 @@
 /* nccl_emu.cpp - the NCCL calls of kernels/comm_nccl.cu on the host, between
  * the rank processes of one machine, for libtitan-cuda-emu.so (cuda_emu.h):
- * with it the nccl communicator (lib/dist/comm_nccl.c + comm_nccl.cu) and
+ * with it the nccl communicator (lib/comm/comm_nccl.c + comm_nccl.cu) and
  * titan-train's data parallelism over NCCL run without a GPU.
  * <nccl.h> declares every function, so the compiler checks each definition
  * against the real API.

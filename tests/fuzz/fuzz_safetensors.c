@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "ckpt/safetensors.h"
+#include "interchange/safetensors.h"
 #include "core/error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

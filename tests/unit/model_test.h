@@ -13,9 +13,9 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "dist/bootstrap.h"
-#include "dist/comm.h"
-#include "dist/spawn.h"
+#include "comm/bootstrap.h"
+#include "comm/comm.h"
+#include "comm/spawn.h"
 #include "model/llama.h"
 
 #include "check.h"

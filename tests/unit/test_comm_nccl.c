@@ -21,10 +21,10 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
-#include "dist/bootstrap.h"
-#include "dist/comm.h"
-#include "dist/comm_nccl_api.h"
-#include "dist/spawn.h"
+#include "comm/bootstrap.h"
+#include "comm/comm.h"
+#include "comm/comm_nccl_api.h"
+#include "comm/spawn.h"
 #include "tensor/dtype.h"
 
 #include "check.h"

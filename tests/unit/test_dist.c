@@ -25,10 +25,10 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "dist/bootstrap.h"
-#include "dist/comm.h"
-#include "dist/flight.h"
-#include "dist/spawn.h"
+#include "comm/bootstrap.h"
+#include "comm/comm.h"
+#include "comm/flight.h"
+#include "comm/spawn.h"
 #include "tensor/dtype.h"
 
 #include "check.h"

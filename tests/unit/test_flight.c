@@ -1,4 +1,4 @@
-/* test_flight.c - the flight recorder (dist/flight.h) and what titan-trace
+/* test_flight.c - the flight recorder (comm/flight.h) and what titan-trace
  * reads from it (trace/flight_read.h, trace/hang.h).
  *
  * Recording: two ranks (the local launcher) run collectives, a split,
@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 #include "core/fsutil.h"
-#include "dist/bootstrap.h"
-#include "dist/comm.h"
-#include "dist/flight.h"
-#include "dist/spawn.h"
+#include "comm/bootstrap.h"
+#include "comm/comm.h"
+#include "comm/flight.h"
+#include "comm/spawn.h"
 #include "trace/flight_read.h"
 #include "trace/hang.h"
 

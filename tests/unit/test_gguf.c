@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "ckpt/gguf.h"
+#include "interchange/gguf.h"
 #include "core/fsutil.h"
 
 static char dir[64];

@@ -26,9 +26,9 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "dist/bootstrap.h"
-#include "dist/comm.h"
-#include "dist/spawn.h"
+#include "comm/bootstrap.h"
+#include "comm/comm.h"
+#include "comm/spawn.h"
 #include "model/llama.h"
 #include "parallel/layout.h"
 

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "ckpt/safetensors.h"
+#include "interchange/safetensors.h"
 #include "core/fsutil.h"
 
 static char dir[256];

@@ -6,8 +6,8 @@
  * thread for a queued one); the backend blocks until the operation is done
  * on this rank. Arguments are checked before: a backend sees valid ranks,
  * dtypes and buffers. */
-#ifndef TITAN_DIST_COMM_IMPL_H
-#define TITAN_DIST_COMM_IMPL_H
+#ifndef TITAN_COMM_COMM_IMPL_H
+#define TITAN_COMM_COMM_IMPL_H
 
 #include <pthread.h>
 #include <stdatomic.h>

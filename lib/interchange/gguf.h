@@ -11,8 +11,8 @@
  * The writer plans the whole header first (keys, then tensors), then streams
  * the data tensor by tensor, so a model never has to fit in memory twice. The
  * file appears under its name only when finished (PATH.tmp, fsync, rename). */
-#ifndef TITAN_CKPT_GGUF_H
-#define TITAN_CKPT_GGUF_H
+#ifndef TITAN_INTERCHANGE_GGUF_H
+#define TITAN_INTERCHANGE_GGUF_H
 
 #include <stddef.h>
 #include <stdint.h>

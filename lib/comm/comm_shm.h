@@ -46,8 +46,8 @@
  * waiter also notices its deadline, an aborted communicator, or a peer
  * process that no longer exists (kill(pid, 0), when the ranks share a pid
  * namespace, checked at init). */
-#ifndef TITAN_DIST_COMM_SHM_H
-#define TITAN_DIST_COMM_SHM_H
+#ifndef TITAN_COMM_COMM_SHM_H
+#define TITAN_COMM_COMM_SHM_H
 
 #include <stdatomic.h>
 #include <stdint.h>

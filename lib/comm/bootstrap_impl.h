@@ -1,7 +1,7 @@
 /* bootstrap_impl.h - the bootstrap's state, shared by bootstrap.c (kinds
  * singleton and local) and bootstrap_pmix.c (kind pmix). Not a public header. */
-#ifndef TITAN_DIST_BOOTSTRAP_IMPL_H
-#define TITAN_DIST_BOOTSTRAP_IMPL_H
+#ifndef TITAN_COMM_BOOTSTRAP_IMPL_H
+#define TITAN_COMM_BOOTSTRAP_IMPL_H
 
 #include <limits.h>
 #include <stddef.h>

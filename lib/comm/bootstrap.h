@@ -28,8 +28,8 @@
  * Fences wait at most the bootstrap timeout: TITAN_COMM_TIMEOUT seconds
  * from the environment, else 300; a missing rank then gives TITAN_ERR_COMM
  * naming it. */
-#ifndef TITAN_DIST_BOOTSTRAP_H
-#define TITAN_DIST_BOOTSTRAP_H
+#ifndef TITAN_COMM_BOOTSTRAP_H
+#define TITAN_COMM_BOOTSTRAP_H
 
 #include <stddef.h>
 

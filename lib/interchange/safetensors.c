@@ -1,5 +1,5 @@
 /* safetensors.c - the safetensors reader (validating) and writer. */
-#include "ckpt/safetensors.h"
+#include "interchange/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>

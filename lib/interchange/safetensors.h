@@ -8,8 +8,8 @@
  * against byte ranges, ranges inside the file, alignment, no overlaps), so a
  * malformed file is one clear TITAN_ERR_FORMAT (a file shorter than its
  * header's data: TITAN_ERR_CORRUPT), never a crash. */
-#ifndef TITAN_CKPT_SAFETENSORS_H
-#define TITAN_CKPT_SAFETENSORS_H
+#ifndef TITAN_INTERCHANGE_SAFETENSORS_H
+#define TITAN_INTERCHANGE_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>

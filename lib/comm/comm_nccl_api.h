@@ -1,6 +1,6 @@
 /* comm_nccl_api.h - the NCCL communicator's GPU half as a table of plain C
  * entry points. kernels/comm_nccl.cu fills it inside libtitan-cuda.so (which
- * links CUDA and NCCL); lib/dist/comm_nccl.c finds it with dlsym, so
+ * links CUDA and NCCL); lib/comm/comm_nccl.c finds it with dlsym, so
  * libtitan.a never links either. Not a public header: comm.h is.
  *
  * No CUDA types cross this line: a communicator is an opaque handle that
@@ -27,8 +27,8 @@
  * device and leaves it so (restoring a device the thread never used would
  * create a CUDA context there); any thread may call (one at a time per
  * communicator: comm.c guarantees it). */
-#ifndef TITAN_DIST_COMM_NCCL_API_H
-#define TITAN_DIST_COMM_NCCL_API_H
+#ifndef TITAN_COMM_COMM_NCCL_API_H
+#define TITAN_COMM_COMM_NCCL_API_H
 
 #include <stddef.h>
 

@@ -1,8 +1,8 @@
 /* inspect.h - looking at checkpoints: list a root, describe a step, verify
  * every byte, compare two checkpoints tensor by tensor, evaluate the model.
  * These print data (tables or JSON) to `out`; people's messages go through log.h. */
-#ifndef TITAN_CKPT_INSPECT_H
-#define TITAN_CKPT_INSPECT_H
+#ifndef TITAN_INTERCHANGE_INSPECT_H
+#define TITAN_INTERCHANGE_INSPECT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * q and k projections permuted per head from Meta's interleaved RoPE pairs
  * (2i, 2i+1) to HF's rotate-half halves (i, i + hd/2); import undoes it.
  * Only parameters travel; optimizer state stays behind. */
-#ifndef TITAN_CKPT_HF_CONVERT_H
-#define TITAN_CKPT_HF_CONVERT_H
+#ifndef TITAN_INTERCHANGE_HF_CONVERT_H
+#define TITAN_INTERCHANGE_HF_CONVERT_H
 
 #include <stdint.h>
 

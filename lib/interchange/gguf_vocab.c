@@ -13,7 +13,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "ckpt/gguf.h"
+#include "interchange/gguf.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 

@@ -15,8 +15,8 @@
  * The dump's format (titan-trace(1), FILES) is "titan-flight-1": one JSON
  * object with the rank, the reason, the communicators (name, rank, size,
  * the world ranks of their members) and the entries, oldest first. */
-#ifndef TITAN_DIST_FLIGHT_H
-#define TITAN_DIST_FLIGHT_H
+#ifndef TITAN_COMM_FLIGHT_H
+#define TITAN_COMM_FLIGHT_H
 
 #include <stddef.h>
 #include <stdint.h>

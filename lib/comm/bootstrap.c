@@ -240,20 +240,9 @@ static titan_status local_write_epoch(titan_dist *d, unsigned epoch) {
     }
     char path[PATH_MAX + 32];
     kv_path(d, path, sizeof path, epoch, d->rank);
-    /* rename publishes the whole file at once; no fsync: the directory is
-     * scratch space that only lives as long as the job. */
-    char tmp[PATH_MAX + 40];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    titan_status st = TITAN_OK;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        st = titan_error(TITAN_ERR_IO, "bootstrap: %s: %s", tmp, strerror(errno));
-    else {
-        st = titan_fs_write_all(fd, buf, bytes, tmp);
-        close(fd);
-        if (st == TITAN_OK && rename(tmp, path) != 0)
-            st = titan_error(TITAN_ERR_IO, "bootstrap: rename %s: %s", tmp, strerror(errno));
-    }
+    /* published whole, without fsync: the directory is scratch space that
+     * only lives as long as the job */
+    titan_status st = titan_fs_write_scratch(path, buf, bytes);
     free(buf);
     return st;
 }

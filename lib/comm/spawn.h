@@ -21,8 +21,8 @@
  *
  * Call it before starting threads: it blocks those signals in the calling
  * thread while it waits. */
-#ifndef TITAN_DIST_SPAWN_H
-#define TITAN_DIST_SPAWN_H
+#ifndef TITAN_COMM_SPAWN_H
+#define TITAN_COMM_SPAWN_H
 
 #include "core/error.h"
 

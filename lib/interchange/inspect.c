@@ -1,5 +1,5 @@
 /* inspect.c - ls, info, verify, diff and eval of checkpoints (titan-ckpt). */
-#include "ckpt/inspect.h"
+#include "interchange/inspect.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 
 #include "backend/backend.h"
 #include "ckpt/ckpt.h"
-#include "ckpt/hf_convert.h"
+#include "interchange/hf_convert.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/mem.h"

@@ -1,6 +1,6 @@
 /* gguf.c - the GGUF writer: key/values and tensor infos planned in memory,
  * tensor data streamed to PATH.tmp, renamed into place when complete. */
-#include "ckpt/gguf.h"
+#include "interchange/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* hf_convert.c - titan checkpoint <-> Hugging Face Llama export and import. */
-#include "ckpt/hf_convert.h"
+#include "interchange/hf_convert.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ckpt/safetensors.h"
+#include "interchange/safetensors.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/mem.h"

@@ -73,8 +73,8 @@
  * operations; free it (and usually exit with status TITAN_ERR_COMM).
  * Usage errors (bad rank, dtype, count) are TITAN_ERR_USAGE and leave the
  * communicator usable. */
-#ifndef TITAN_DIST_COMM_H
-#define TITAN_DIST_COMM_H
+#ifndef TITAN_COMM_COMM_H
+#define TITAN_COMM_COMM_H
 
 #include <stddef.h>
 

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
-#include "ckpt/gguf.h"
-#include "ckpt/hf_convert.h"
+#include "interchange/gguf.h"
+#include "interchange/hf_convert.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/mem.h"
