@@ -187,7 +187,7 @@ for n, kind in ((2, "fsdp"), (4, "fsdp"), (2, "ddp")):
     P = 4 * r["params"]
     b = G // n
     # Analytic bytes per rank. titan FSDP: the rank's shard of params, grads and
-    # AdamW m, v, plus the units in use (lib/train/fsdp.h): at most about five
+    # AdamW m, v, plus the units in use (lib/parallel/fsdp.h): at most about five
     # of the largest unit (gathered current and prefetched parameters, the
     # current unit's full gradient, two staging buffers). ZeRO-1: whole params
     # + grads + m, v of the shard. DDP: everything whole.

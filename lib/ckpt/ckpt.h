@@ -65,7 +65,7 @@ titan_status titan_ckpt_add(titan_ckpt_writer *w, const char *name, titan_dtype 
 /* Like titan_ckpt_add (which is rank 0), but the chunk goes to the data file
  * of `rank` (rank-RRRRR.bin, created on first use), as if that rank had
  * written it: one process can save what every rank of a sharded run saves
- * (see parallel/layout.h for which boxes each rank holds). Ranks may come in
+ * (see tensor/layout.h for which boxes each rank holds). Ranks may come in
  * any order; the catalog records each chunk's file. */
 #define TITAN_CKPT_MAX_RANK ((1 << 20) - 1)
 titan_status titan_ckpt_add_rank(titan_ckpt_writer *w, int rank, const char *name, titan_dtype dtype,

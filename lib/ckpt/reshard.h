@@ -13,7 +13,7 @@
 
 #include "ckpt/ckpt.h"
 #include "core/error.h"
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 #include "tensor/dtype.h"
 
 typedef struct {

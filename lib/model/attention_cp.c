@@ -12,7 +12,7 @@
 
 #include "core/clock.h"
 #include "core/mem.h"
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 
 struct titan_attention_cp {
     titan_comm *comm;

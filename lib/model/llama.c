@@ -38,7 +38,7 @@
 #include "core/clock.h"
 #include "core/mem.h"
 #include "model/attention_cp.h"
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 
 /* Per-layer parameter slots, in catalog order. */
 enum { P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3, P_PER_LAYER };

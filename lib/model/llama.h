@@ -80,7 +80,7 @@ typedef struct {
     /* Context parallelism over cp, a communicator of more than one rank
      * (NULL or one rank: none): T is the whole sequence (a multiple of 2 x
      * cp's size); the model holds the rank's two chunks of each sequence
-     * (parallel/layout.h, titan_layout_cp_chunks), T / cp tokens: tokens
+     * (tensor/layout.h, titan_layout_cp_chunks), T / cp tokens: tokens
      * and targets are [B, T / cp], each sequence's first chunk then its
      * second, and every per-token op and the loss see those rows only.
      * Attention gathers the whole sequence's keys and values over cp

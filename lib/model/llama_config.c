@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 
 typedef struct {
     const char *name;

@@ -42,7 +42,7 @@ int titan_llama_params(const titan_llama_config *c, titan_param *out);
 size_t titan_llama_num_params(const titan_llama_config *c);
 
 /* A tensor-parallel shard of the model (Megatron's split, torchtitan's
- * plan, parallel/layout.h's boxes): rank `rank` of `size` holds query and
+ * plan, tensor/layout.h's boxes): rank `rank` of `size` holds query and
  * kv heads [rank, rank + 1) x n/size (wq, wk, wv rows; wo columns), the same
  * share of the FFN hidden units (w1, w3 rows; w2 columns), and vocabulary
  * rows chunk(vocab_size, size)[rank] of tok_embeddings and output (torch.chunk
@@ -59,7 +59,7 @@ void titan_llama_tp_vocab(const titan_llama_config *c, titan_llama_tp tp, int64_
  * offsets into the shard's own flat buffer. */
 int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_param *out);
 
-/* A pipeline stage of the model (parallel/layout.h's split, torchtitan's
+/* A pipeline stage of the model (tensor/layout.h's split, torchtitan's
  * default): stage `stage` of `size` holds transformer layers [first, end),
  * the token embedding when it is the first stage and the final norm and
  * output head when it is the last. {1, 0}: the whole model. */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/mem.h"
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 
 titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
     const titan_llama_config *c = titan_llama_get_config(m);

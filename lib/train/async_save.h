@@ -23,7 +23,7 @@
 #include <stddef.h>
 
 #include "core/error.h"
-#include "train/fsdp.h"
+#include "parallel/fsdp.h"
 #include "train/state.h"
 
 typedef struct titan_async_saver titan_async_saver;

@@ -5,7 +5,7 @@
 #ifndef TITAN_TRAIN_STATE_DIST_H
 #define TITAN_TRAIN_STATE_DIST_H
 
-#include "train/fsdp.h"
+#include "parallel/fsdp.h"
 #include "train/state.h"
 
 /* Collective over the mesh: writes ROOT/step-N with the parameters and AdamW

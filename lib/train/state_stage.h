@@ -8,7 +8,7 @@
 #define TITAN_TRAIN_STATE_STAGE_H
 
 #include "train/async_save.h"
-#include "train/fsdp.h"
+#include "parallel/fsdp.h"
 #include "train/state.h"
 
 /* titan_state_load_shards into backend memory: the checkpoint is read into

@@ -6,7 +6,7 @@
 # layers), and a folder of lib/ that LAYERS does not place. TAP output.
 set -u
 . "$(dirname "$0")/lib/tap.sh"
-LAYERS="core tensor backend data job optim parallel ckpt comm trace model interchange train"
+LAYERS="core tensor backend data job optim ckpt comm trace model parallel interchange train"
 
 rank() { # folder -> its position in LAYERS, or nothing
     i=0

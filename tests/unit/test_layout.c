@@ -12,7 +12,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "model/llama_config.h"
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 
 #include "check.h"
 #define OK(expr) CHECK((expr) == TITAN_OK)

@@ -5,7 +5,7 @@
  *
  * Every rank builds the whole model and a context-parallel one over all the
  * job's ranks from the same weights, gives the whole model every sequence
- * and the cp model its two chunks of each (parallel/layout.h's split), runs
+ * and the cp model its two chunks of each (tensor/layout.h's split), runs
  * two accumulated micro-batches through both and checks: the ranks' mean
  * loss against the whole model's, the ranks' averaged gradients against the
  * whole model's (each rank's are d(its mean loss), so their average is
@@ -30,7 +30,7 @@
 #include "comm/comm.h"
 #include "comm/spawn.h"
 #include "model/llama.h"
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 
 #include "check.h"
 #include "model_test.h"

@@ -13,7 +13,7 @@
  * reused once micro-batch i - slots has gone backward), for pp = 2, 3 and
  * n_layers + 2 (embedding-only and head-only stages), under every
  * activation checkpointing mode. Also: each stage's catalog against
- * parallel/layout.h's stage of each tensor, hooks on the stage's blocks
+ * tensor/layout.h's stage of each tensor, hooks on the stage's blocks
  * only, per-slot memory, forward without targets (logits) and with
  * (loss), refusals, and one chain on the cpu-guard backend (no host
  * access to backend memory on the way). */
@@ -28,7 +28,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/llama.h"
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 
 #include "check.h"
 #include "model_test.h"

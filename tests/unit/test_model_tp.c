@@ -5,7 +5,7 @@
  *
  * Every rank builds the whole model and a tensor-parallel one over all the
  * job's ranks from the same full weights (the tp model gets its rank's piece
- * of each tensor, cut by parallel/layout.h's rule), runs two accumulated
+ * of each tensor, cut by tensor/layout.h's rule), runs two accumulated
  * micro-batches through both, and checks the tp model's loss, every local
  * gradient against the matching slice of the whole model's gradient, and
  * the logits of a forward without targets. Activation checkpointing under
@@ -30,7 +30,7 @@
 #include "comm/comm.h"
 #include "comm/spawn.h"
 #include "model/llama.h"
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 
 #include "check.h"
 #include "model_test.h"

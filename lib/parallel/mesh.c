@@ -1,5 +1,5 @@
 /* mesh.c - a training job's ranks and their communicators. */
-#include "train/mesh.h"
+#include "parallel/mesh.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -17,13 +17,13 @@
  * rank. On
  * cuda with NCCL they are nccl communicators, which move device buffers
  * (FSDP's) and host ones (loss sums, checkpoint messages) alike. */
-#ifndef TITAN_TRAIN_MESH_H
-#define TITAN_TRAIN_MESH_H
+#ifndef TITAN_PARALLEL_MESH_H
+#define TITAN_PARALLEL_MESH_H
 
 #include "comm/bootstrap.h"
 #include "comm/comm.h"
 #include "job/config.h"
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 
 typedef struct {
     titan_dist *dist;

@@ -63,13 +63,13 @@
  * reduce-scatter and all-reduce (each reduction still adds in fp32 and
  * rounds once, comm.h). Master weights, optimizer state and the shard
  * gradient stay fp32. */
-#ifndef TITAN_TRAIN_FSDP_H
-#define TITAN_TRAIN_FSDP_H
+#ifndef TITAN_PARALLEL_FSDP_H
+#define TITAN_PARALLEL_FSDP_H
 
 #include <stddef.h>
 
 #include "model/llama.h"
-#include "train/mesh.h"
+#include "parallel/mesh.h"
 
 /* What `rank` holds of parameter i (which starts at param_off in the flat
  * model): its box, where that sits in the flat model (full_off) and in the

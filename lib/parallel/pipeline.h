@@ -20,14 +20,14 @@
  * with a device backend go through host copies. The time blocked in
  * receives and waits, the pipeline's bubble included, is reported as
  * exposed communication (titan_pipeline_take_wait_s). */
-#ifndef TITAN_TRAIN_PIPELINE_H
-#define TITAN_TRAIN_PIPELINE_H
+#ifndef TITAN_PARALLEL_PIPELINE_H
+#define TITAN_PARALLEL_PIPELINE_H
 
 #include <stdint.h>
 
 #include "model/llama.h"
-#include "train/fsdp.h"
-#include "train/mesh.h"
+#include "parallel/fsdp.h"
+#include "parallel/mesh.h"
 
 typedef enum { TITAN_PP_1F1B = 0, TITAN_PP_GPIPE = 1 } titan_pp_schedule;
 

@@ -1,5 +1,5 @@
 /* fsdp.c - data-parallel training state (see fsdp.h). */
-#include "train/fsdp.h"
+#include "parallel/fsdp.h"
 
 #include <math.h>
 #include <stdio.h>

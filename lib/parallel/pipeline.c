@@ -1,5 +1,5 @@
 /* pipeline.c - pipeline schedules over the stages of a mesh's pp group. */
-#include "train/pipeline.h"
+#include "parallel/pipeline.h"
 
 #include <string.h>
 

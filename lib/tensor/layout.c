@@ -1,5 +1,5 @@
 /* layout.c - parallel layouts: parsing, rank coordinates, the box each rank holds. */
-#include "parallel/layout.h"
+#include "tensor/layout.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -26,8 +26,8 @@
  * This sits below the checkpoint layer (which stores boxes and knows nothing
  * of ranks' roles) because the same plan decides what a rank trains with, not
  * only what it saves. */
-#ifndef TITAN_PARALLEL_LAYOUT_H
-#define TITAN_PARALLEL_LAYOUT_H
+#ifndef TITAN_TENSOR_LAYOUT_H
+#define TITAN_TENSOR_LAYOUT_H
 
 #include <stddef.h>
 #include <stdint.h>
