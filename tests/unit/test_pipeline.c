@@ -1,0 +1,235 @@
+/* test_pipeline.c - the pipeline schedules (lib/parallel/pipeline.c) against one process.
+ *
+ *   test_pipeline                        run alone: jobs of 2 and 4 ranks of itself
+ *   test_pipeline --suite pipeline LAYOUT   one rank of a job (parallel_test.h)
+ *
+ * Each rank is one stage of a 4-layer model (pp 2 or 4; with pp 2 also
+ * times dp_shard 2, FSDP, and dp_replicate 2, DDP) and runs what train.c
+ * runs: zero_grads, ACC local batches of M micro-batches through
+ * titan_pipeline_step (1F1B and GPipe, the real schedule code, stage to
+ * stage over the mesh's pp communicators) at scale 1/ACC/M, sync on the
+ * last, then fsdp's sync_grads. Compared with one process, which runs the
+ * whole model (no stages, no hooks) over the same micro-batches in order:
+ *
+ *   gradients  of every stage's parameters (this rank's shard of them)
+ *              bitwise: the stages chained give the whole model's gradients
+ *              bit for bit (test_model_pp.c), the schedules run backwards in
+ *              micro-batch order, and the dp ranks' gradients are averaged
+ *              in the layout's order (as test_fsdp.c does); every element of
+ *              the model is compared, on some rank, dp_replicate times;
+ *   loss       the last stage's, bitwise (the mean of the micro-batches'
+ *              losses, added in double), 0 on the other stages; also
+ *              titan_pipeline_eval's.
+ *
+ * A micro-batch's backward dropped (or run twice) on any stage changes
+ * that stage's gradients and fails here, whatever the losses do. Also:
+ * schedule names and slot counts, and two steps in a row (params_updated
+ * between) giving the same bits. */
+#include "parallel_test.h"
+
+#include "core/rng.h"
+#include "parallel/fsdp.h"
+#include "parallel/pipeline.h"
+
+enum { B = 1, T = 8, N = B * T, M = 4 /* micro-batches */, ACC = 2, NL = 4, NB = NL + 2, VOCAB = 53, MAXDP = 2 };
+
+static uint32_t token(int which, int d, int a, int i) {
+    return (uint32_t)(titan_rng_u64(61, (uint64_t)which, (uint64_t)((d * ACC + a) * M * N + i)) % VOCAB);
+}
+
+/* dp rank d's local batch a: M micro-batches of B x T */
+static void batch(int d, int a, uint32_t *tok, uint32_t *tgt) {
+    for (int i = 0; i < M * N; i++) tok[i] = token(1, d, a, i), tgt[i] = token(2, d, a, i);
+}
+
+typedef struct {
+    titan_llama_config c;
+    int ng;
+    titan_param *gcat;
+    size_t np;
+    float *P, *avg;
+    double loss[MAXDP][ACC]; /* as the pipeline reports it: mean over the micro-batches */
+    double eval[MAXDP];      /* forward only, batch 0 */
+} ref;
+
+static void ref_make(ref *r, const titan_layout *l) {
+    memset(r, 0, sizeof *r);
+    r->c = tiny_config(NL, 4, 2, VOCAB, 0);
+    r->ng = titan_llama_params(&r->c, NULL);
+    r->gcat = xalloc((size_t)r->ng * sizeof *r->gcat);
+    titan_llama_params(&r->c, r->gcat);
+    r->np = titan_llama_num_params(&r->c);
+    r->P = xalloc(r->np * sizeof(float));
+    titan_llama_init_weights(&r->c, r->P, 3141);
+    titan_llama *w = NULL;
+    if (titan_llama_create(&w, &r->c, titan_backend_cpu(), B, T, TITAN_AC_NONE, TITAN_DTYPE_F32) != TITAN_OK) {
+        fprintf(stderr, "whole model: %s\n", titan_error_message());
+        exit(1);
+    }
+    memcpy(titan_llama_params_data(w), r->P, r->np * sizeof(float));
+    int R = l->dp_replicate, S = l->dp_shard, dp = R * S;
+    float *g[MAXDP];
+    uint32_t tok[M * N], tgt[M * N];
+    float scale = (1.0f / ACC) / (float)M; /* train.c's */
+    for (int d = 0; d < dp; d++) {
+        titan_llama_zero_grads(w);
+        for (int a = 0; a < ACC; a++) {
+            batch(d, a, tok, tgt);
+            double sum = 0;
+            for (int i = 0; i < M; i++) {
+                float lo;
+                CHECK(titan_llama_forward_train(w, tok + i * N, tgt + i * N, scale, &lo) == TITAN_OK);
+                titan_llama_backward(w, scale);
+                sum += lo;
+            }
+            r->loss[d][a] = sum / M;
+        }
+        g[d] = xalloc(r->np * sizeof(float));
+        memcpy(g[d], titan_llama_grads_data(w), r->np * sizeof(float));
+        batch(d, 0, tok, tgt);
+        double sum = 0;
+        for (int i = 0; i < M; i++) {
+            float lo;
+            CHECK(titan_llama_forward(w, tok + i * N, tgt + i * N, &lo) == TITAN_OK);
+            sum += lo;
+        }
+        r->eval[d] = sum / M;
+    }
+    /* the layout's averaging: the shard group, then the replicate one */
+    r->avg = xalloc(r->np * sizeof(float));
+    for (size_t j = 0; j < r->np; j++) {
+        float tot = 0;
+        for (int rr = 0; rr < R; rr++) {
+            float acc = g[rr * S][j];
+            for (int s = 1; s < S; s++) acc += g[rr * S + s][j];
+            acc /= (float)S;
+            tot = rr == 0 ? acc : tot + acc;
+        }
+        r->avg[j] = tot / (float)R;
+    }
+    /* not vacuous: every tensor's gradient has nonzero entries */
+    for (int i = 0; i < r->ng; i++) {
+        int nz = 0;
+        for (size_t j = 0; j < r->gcat[i].numel && !nz; j++) nz = r->avg[r->gcat[i].offset + j] != 0.0f;
+        CHECK(nz, "reference gradient of %s all zero", r->gcat[i].name);
+    }
+    for (int d = 0; d < dp; d++) free(g[d]);
+    titan_llama_free(w);
+}
+
+static void ref_free(ref *r) { free(r->gcat), free(r->P), free(r->avg); }
+
+typedef struct {
+    titan_pp_schedule sched;
+    int reshard;
+} variant;
+
+/* Stage model, fsdp and pipeline as train.c makes them; two steps compared. */
+static void run_variant(titan_mesh *m, const ref *r, const variant *v) {
+    const titan_layout *l = &m->layout;
+    int sharded = m->shard_comm != NULL, stage = m->pp_rank, last = stage == l->pp - 1;
+    titan_llama_options mo = {.flags = sharded ? TITAN_LLAMA_RELEASABLE : 0, .pp_size = l->pp, .pp_stage = stage,
+                              .slots = titan_pipeline_slots(v->sched, l->pp, stage, M)};
+    titan_llama *mdl = NULL;
+    if (titan_llama_create_ex(&mdl, &r->c, titan_backend_cpu(), B, T, TITAN_AC_NONE, TITAN_DTYPE_F32, &mo) != TITAN_OK) {
+        CHECK(0, "stage %d of %d", stage, l->pp);
+        return;
+    }
+    int units[NB];
+    titan_fsdp_options fo = {0};
+    CHECK(titan_fsdp_parse_plan("auto", NB, sharded, units, &fo) == TITAN_OK);
+    fo.reshard_after_forward = v->reshard;
+    titan_fsdp *f = NULL;
+    titan_pipeline *p = NULL;
+    CHECK(titan_fsdp_create(&f, m, mdl, &fo) == TITAN_OK, "fsdp_create");
+    CHECK(titan_pipeline_create(&p, m, mdl, v->sched, M, B, T) == TITAN_OK, "pipeline_create");
+    if (!f || !p) exit(1);
+    float *sp = titan_fsdp_params(f);
+    const titan_shard_piece *pc = titan_fsdp_pieces(f);
+    for (int i = 0; i < r->ng; i++)
+        memcpy(sp + pc[i].shard_off, r->P + pc[i].full_off - pc[i].param_off + r->gcat[i].offset,
+               pc[i].len * sizeof(float));
+    CHECK(titan_fsdp_params_updated(f) == TITAN_OK);
+    uint32_t tok[M * N], tgt[M * N];
+    size_t bad = 0, compared = 0;
+    double maxd = 0;
+    int loss_bad = 0;
+    for (int k = 0; k < 2; k++) {
+        CHECK(titan_fsdp_zero_grads(f) == TITAN_OK);
+        for (int a = 0; a < ACC; a++) {
+            double lo = NAN;
+            batch(m->dp_rank, a, tok, tgt);
+            CHECK(titan_pipeline_step(p, tok, tgt, (1.0f / ACC) / (float)M, a == ACC - 1, f, &lo) == TITAN_OK,
+                  "pipeline_step");
+            loss_bad += !(lo == (last ? r->loss[m->dp_rank][a] : 0.0));
+        }
+        CHECK(titan_fsdp_sync_grads(f) == TITAN_OK, "sync_grads");
+        const float *sg = titan_fsdp_grads(f);
+        compared = 0;
+        for (int i = 0; i < r->ng; i++) {
+            size_t g = pc[i].full_off - pc[i].param_off + r->gcat[i].offset;
+            bad += count_diff(sg + pc[i].shard_off, r->avg + g, pc[i].len, &maxd);
+            compared += pc[i].len;
+        }
+        CHECK(titan_fsdp_params_updated(f) == TITAN_OK);
+    }
+    double ev = NAN;
+    batch(m->dp_rank, 0, tok, tgt);
+    CHECK(titan_pipeline_eval(p, tok, tgt, &ev) == TITAN_OK, "eval");
+    CHECK(ev == (last ? r->eval[m->dp_rank] : 0.0), "stage %d: eval loss %.9g, one process %.9g", stage, ev,
+          r->eval[m->dp_rank]);
+    CHECK(titan_pipeline_take_wait_s(p) >= 0 && titan_pipeline_take_wait_s(p) == 0);
+    const char *sn = v->sched == TITAN_PP_1F1B ? "1F1B" : "GPipe";
+    CHECK(bad == 0, "%s, %s, stage %d, dp rank %d: %zu gradient elements differ from one process's (max %.3g)",
+          m->layout_str, sn, stage, m->dp_rank, bad, maxd);
+    CHECK(loss_bad == 0, "%s, %s, stage %d: %d losses differ", m->layout_str, sn, stage, loss_bad);
+    double all_compared = 0, all_bad = 0;
+    CHECK(titan_comm_sum_double(m->world_comm, (double)compared, &all_compared) == TITAN_OK);
+    CHECK(titan_comm_sum_double(m->world_comm, (double)bad + loss_bad, &all_bad) == TITAN_OK);
+    CHECK(all_compared == (double)r->np * l->dp_replicate, "%.0f elements compared over the ranks, want %zu x %d",
+          all_compared, r->np, l->dp_replicate);
+    if (m->rank == 0)
+        printf("  %d ranks, %s, %s, M %d, %d accumulated%s: gradients of every stage (%.0f elements, 2 steps) and "
+               "losses (train and eval) %s one process's\n",
+               m->world, m->layout_str, sn, M, ACC, sharded ? (v->reshard ? ", reshard 1" : ", reshard 0") : "",
+               all_compared, all_bad == 0 ? "bitwise equal to" : "DIFFER FROM");
+    titan_pipeline_free(p);
+    titan_fsdp_free(f);
+    titan_llama_free(mdl);
+}
+
+static void check_schedules(void) {
+    titan_pp_schedule s;
+    CHECK(titan_pipeline_parse_schedule("1F1B", &s) == TITAN_OK && s == TITAN_PP_1F1B);
+    CHECK(titan_pipeline_parse_schedule("GPipe", &s) == TITAN_OK && s == TITAN_PP_GPIPE);
+    CHECK(titan_pipeline_parse_schedule("Interleaved1F1B", &s) == TITAN_ERR_USAGE && has("1F1B or GPipe"));
+    for (int st = 0; st < 4; st++) {
+        CHECK(titan_pipeline_slots(TITAN_PP_1F1B, 4, st, 8) == 4 - st, "1F1B slots, stage %d of 4", st);
+        CHECK(titan_pipeline_slots(TITAN_PP_1F1B, 4, st, 2) == (4 - st < 2 ? 4 - st : 2));
+        CHECK(titan_pipeline_slots(TITAN_PP_GPIPE, 4, st, 8) == 8, "GPipe slots");
+    }
+}
+
+static int run(const titan_layout *l) {
+    titan_mesh m;
+    if (!mesh_join(l, &m)) return 1;
+    if (m.rank == 0) check_schedules();
+    ref r;
+    ref_make(&r, l);
+    static const variant vs[] = {{TITAN_PP_1F1B, 0}, {TITAN_PP_GPIPE, 0}, {TITAN_PP_1F1B, 1}};
+    int nv = m.shard_comm ? 3 : 2;
+    for (int i = 0; i < nv; i++) run_variant(&m, &r, &vs[i]);
+    ref_free(&r);
+    titan_mesh_free(&m);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    static const parallel_job jobs[] = {
+        {2, "pp=2"},
+        {4, "pp=4"},
+        {4, "pp=2,dp_shard=2"},
+        {4, "pp=2,dp_replicate=2"},
+    };
+    return parallel_main(argc, argv, "test_pipeline", "pipeline", run, jobs, (int)(sizeof jobs / sizeof *jobs));
+}
