@@ -328,9 +328,10 @@ static void backward_hd(int add, S *dq, S *dk, S *dv, const S *dout, const S *ou
  * are 64-byte aligned; odd test slices are not); any Tq <= Tk. Everything
  * else runs the CUDA-core kernels above.
  *
- * cuDNN is preferred when the tool says so (titan_cuda_set_attention_cudnn:
- * titan-train does unless training.deterministic, since cuDNN's backward
- * is not bitwise repeatable), and a missing cuDNN then only costs a note.
+ * cuDNN is preferred when the tool says so (titan_cuda_set_attention_cudnn,
+ * the table's set_option(TITAN_OPT_ATTENTION_CUDNN): titan-train does
+ * unless training.deterministic, since cuDNN's backward is not bitwise
+ * repeatable), and a missing cuDNN then only costs a note.
  * TITAN_CUDA_ATTENTION, read once, overrides: "cudnn" requires cuDNN (a
  * missing library ends the process), "titan" keeps to titan's kernels,
  * "simple" to the CUDA-core ones (the check of one path against the
@@ -358,7 +359,7 @@ static int g_prefer_cudnn; /* titan_cuda_set_attention_cudnn */
 
 /* Also reads TITAN_CUDA_ATTENTION, so a bad value ends the run at start
  * rather than at its first attention call. */
-extern "C" __attribute__((visibility("default"))) void titan_cuda_set_attention_cudnn(int prefer) {
+void titan_cuda_set_attention_cudnn(int prefer) {
     attention_env();
     __atomic_store_n(&g_prefer_cudnn, prefer != 0, __ATOMIC_RELEASE);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "comm/comm_nccl_api.h"
 #include "cuda_ops.cuh"
 
 void titan_cuda_panic(const char *file, int line, const char *stmt, const char *what) {
@@ -236,9 +237,26 @@ static void cuda_to_host(void *host_dst, const void *src, size_t nbytes) {
 /* the default stream, which every op uses, and the pool's frees on it */
 static void cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 
-static const titan_backend cuda_backend = {
+/* backend.h's TITAN_OPT_* keys this backend takes */
+static int cuda_set_option(const char *key, int value) {
+    if (strcmp(key, TITAN_OPT_ATTENTION_CUDNN) == 0) {
+        titan_cuda_set_attention_cudnn(value);
+        return 0;
+    }
+    return -1;
+}
+
+/* comm_nccl.cu's export, linked in only where nccl.h was found (Makefile):
+ * a weak reference, NULL without it (default visibility, as the definition,
+ * which stays exported) */
+extern "C" __attribute__((weak, visibility("default"))) const titan_nccl_api *titan_cuda_nccl_api(void);
+
+/* caps: TITAN_CAP_NCCL added by titan_backend_cuda_create where the library has it */
+static titan_backend cuda_backend = {
     .name = "cuda",
     .host = 0,
+    .caps = TITAN_CAP_GPU | TITAN_CAP_ATTENTION_CUDNN,
+    .set_option = cuda_set_option,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .zero = cuda_zero,
@@ -328,5 +346,6 @@ titan_backend_cuda_create(size_t table_size, int ordinal, char *msg, size_t msg_
     double mib = (double)prop.totalGlobalMem / (1024.0 * 1024.0); /* MiB below 1 GiB (caps in tests) */
     snprintf(msg, msg_len, "GPU %d: %s, sm_%d%d, %.1f %s", g_cuda.ordinal, prop.name, prop.major,
              prop.minor, mib >= 1024.0 ? mib / 1024.0 : mib, mib >= 1024.0 ? "GiB" : "MiB");
+    if (titan_cuda_nccl_api) cuda_backend.caps |= TITAN_CAP_NCCL;
     return &cuda_backend;
 }

@@ -28,7 +28,7 @@
  * tensor shapes (never on the GPU's SM count), so the same inputs give the
  * same bits on every run. The exception: bf16 attention through cuDNN,
  * whose backward adds dQ with atomics. titan-train takes it (the faster)
- * unless training.deterministic; TITAN_CUDA_ATTENTION=cudnn|titan forces
+ * unless training.deterministic (set_option(TITAN_OPT_ATTENTION_CUDNN)); TITAN_CUDA_ATTENTION=cudnn|titan forces
  * the choice (attention.cu).
  *
  * Errors: the table's ops return void, so a failing CUDA or cuBLAS call
@@ -264,6 +264,11 @@ void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, 
                                    const void *dout, const void *out, const float *lse,
                                    const void *q, const void *k, const void *v, int B, int Tq,
                                    int Tk, int NH, int NKV, int HD);
+/* Whether bf16 attention may go through cuDNN (1) or keeps to titan's
+ * kernels (0, the default): the table's set_option(TITAN_OPT_ATTENTION_CUDNN).
+ * Also reads TITAN_CUDA_ATTENTION, which overrides it (a bad value ends
+ * the process). */
+void titan_cuda_set_attention_cudnn(int prefer);
 
 /* attention_tc.cu: bf16 on tensor cores (mma.sync), HD 64 and 128, any
  * Tq <= Tk; q, k, v, dout 16-byte aligned, out, dq, dk, dv 4-byte aligned

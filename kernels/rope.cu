@@ -1,7 +1,7 @@
 /* rope.cu - rotary position embedding, Meta's interleaved complex view:
  * the pair (x[2i], x[2i+1]) at position t is multiplied by e^{i angle(t,i)},
- * cos/sin[T, HD/2] (fp32) from titan_rope_tables(). x of storage type S,
- * rotated in fp32.
+ * cos/sin[T, HD/2] (fp32) from the model (titan_rope_tables(),
+ * lib/model/rope_freqs.h). x of storage type S, rotated in fp32.
  *
  * Grid-stride over packs of P elements (P/2 pairs, 16 bytes, cuda_ops.cuh)
  * when x is 16-byte aligned and HD is a multiple of P, so that a pack lies

@@ -15,7 +15,8 @@
  *   - results are deterministic: the same inputs give the same bits, whatever
  *     the thread count (no atomics on floats, fixed reduction orders); the
  *     one exception is cuda's bf16 attention through cuDNN, which a tool
- *     turns on (titan-train unless training.deterministic; kernels/README.md);
+ *     turns on (TITAN_OPT_ATTENTION_CUDNN: titan-train unless
+ *     training.deterministic; kernels/README.md);
  *   - pointers are device pointers of this backend; the CPU backend's are host memory;
  *   - mixed precision (dt = bf16) changes storage, never the arithmetic: every
  *     op computes in fp32 and rounds its outputs once, so the CPU backend's
@@ -39,12 +40,49 @@ enum {
     TITAN_ACC_DW = 2, /* parameter gradients (fp32): dw, dweight, dwte */
 };
 
+/* What a backend can do beyond the ops every backend has: the bits of
+ * titan_backend.caps. Callers ask these (and host), never the name, which
+ * is for messages only. */
+enum {
+    /* computes on this machine's CPU cores (cpu, cpu-guard): its peak is
+     * titan_backend_cpu_peak_flops() */
+    TITAN_CAP_CPU = 1,
+    /* an NVIDIA GPU (cuda): titan_backend_open_desc's desc names it as
+     * cudaGetDeviceProperties does, a MIG slice with "MIG" in it, so a
+     * datasheet's peak may be looked up by that name */
+    TITAN_CAP_GPU = 2,
+    /* its library carries the NCCL communicator (lib/comm/comm_nccl_api.h):
+     * several ranks' collectives on its device buffers go over NCCL rather
+     * than shared memory through host copies */
+    TITAN_CAP_NCCL = 4,
+    /* set_option(TITAN_OPT_ATTENTION_CUDNN, ...) is taken (cuda; where
+     * cuDNN is missing, from the build or at run time, its own kernels run:
+     * kernels/README.md) */
+    TITAN_CAP_ATTENTION_CUDNN = 8,
+};
+
+/* set_option's keys; value meanings as listed. */
+/* 1: bf16 attention may go through cuDNN's fused attention where it opens
+ * (faster on Hopper; its backward adds with atomics, so not bitwise
+ * repeatable: the one exception to the determinism rule above); 0 (the
+ * default): the backend's own kernels only. TITAN_CUDA_ATTENTION, when
+ * set, overrides it; setting it reads that variable and ends the process
+ * on a bad value (kernels/README.md). */
+#define TITAN_OPT_ATTENTION_CUDNN "attention.cudnn"
+
 typedef struct titan_backend {
-    const char *name; /* "cpu", "cuda", "cpu-guard" */
+    const char *name; /* "cpu", "cuda", "cpu-guard": for messages; ask caps */
     /* 1 when the backend's pointers are plain host memory that callers may
      * read and write in place (cpu); 0 for a device, and for cpu-guard,
      * which stands in for one. Wrappers (the op profiler) copy it. */
     int host;
+    /* TITAN_CAP_* bits. Wrappers (the op profiler) copy them. */
+    unsigned caps;
+    /* Sets a backend-specific switch, key one of the TITAN_OPT_* above
+     * (process-wide; before the ops it affects are called). Returns 0 when
+     * the backend took it, -1 when it has no such option (nothing changes,
+     * no error is set). Wrappers pass it to the backend they wrap. */
+    int (*set_option)(const char *key, int value);
 
     /* memory */
     void *(*alloc)(size_t nbytes);          /* zero-filled, 64-byte aligned; NULL on failure */
@@ -131,8 +169,9 @@ typedef struct titan_backend {
                              const float *rstd, int N, int C);
 
     /* Rotary embedding on x[B,T,NHX,HD] with interleaved pairs (x[2i], x[2i+1]) as
-     * Meta's reference (complex view). cos/sin are [T, HD/2] tables from
-     * titan_rope_tables(). out may alias inp. backward rotates by -angle
+     * Meta's reference (complex view). cos/sin are [T, HD/2] tables the
+     * caller computed (the model's titan_rope_tables(), lib/model/rope_freqs.h:
+     * backends only rotate). out may alias inp. backward rotates by -angle
      * into dinp (which must not alias dout). */
     void (*rope_forward)(titan_dtype dt, void *out, const void *inp, const float *cos,
                          const float *sin, int B, int T, int NHX, int HD);
@@ -211,14 +250,6 @@ int titan_backend_cpu_threads(void);
 
 /* fp32 GEMM FLOP/s measured now with the current threads (the CPU peak for MFU). */
 double titan_backend_cpu_peak_flops(void);
-
-/* Llama 3 rotary tables: cos/sin[T, HD/2] for positions 0..T-1.
- * freq_i = theta^(-2i/HD) (fp32 as the reference); when scale_factor > 0 the
- * Llama 3.1 frequency scaling is applied (factor, low/high freq factors,
- * original context length). Angles are formed in fp32 like the reference,
- * cos/sin are evaluated in double then rounded. */
-void titan_rope_tables(float *cos, float *sin, int T, int HD, float theta, float scale_factor,
-                       float low_freq_factor, float high_freq_factor, int original_context);
 
 /* Opens a backend by name: "cpu"; "cuda" or "cuda:N" (GPU N, default 0),
  * loaded at run time from libtitan-cuda.so; "auto": cuda when it opens, else

@@ -142,7 +142,7 @@ titan_status titan_backend_open(const char *device, const titan_backend **out) {
     TITAN_TRY(titan_backend_open_desc(device, out, desc, sizeof desc));
     if (strcmp(device, "auto") == 0)
         titan_info("device: %s (%s)", (*out)->name, desc);
-    else if (strcmp((*out)->name, "cuda") == 0)
+    else if ((*out)->caps & TITAN_CAP_GPU)
         titan_debug("device: cuda (%s)", desc);
     return TITAN_OK;
 }

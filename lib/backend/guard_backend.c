@@ -500,9 +500,14 @@ static void g_scale(float *x, size_t n, float s) {
 
 static void g_sync(void) {}
 
+/* the CPU backend's options (none): its ops run them */
+static int g_set_option(const char *key, int value) { return cpu()->set_option(key, value); }
+
 static const titan_backend guard_backend = {
     .name = "cpu-guard",
     .host = 0, /* stands in for a device */
+    .caps = TITAN_CAP_CPU,
+    .set_option = g_set_option,
     .alloc = g_alloc,
     .free = g_free,
     .zero = g_zero,

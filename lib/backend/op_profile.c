@@ -220,7 +220,7 @@ titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profil
     if (!p) return titan_error(TITAN_ERR_NOMEM, "op profiler: out of memory");
     pthread_mutex_init(&p->lock, NULL);
     p->inner = inner;
-    p->table = *inner; /* name, host flag, memory ops, sync: inner's own */
+    p->table = *inner; /* name, host flag, caps, set_option, memory ops, sync: inner's own */
     titan_backend *t = &p->table;
     t->zero = p_zero, t->to_device = p_to_device, t->to_host = p_to_host, t->convert = p_convert;
     t->matmul_forward = p_matmul_forward, t->matmul_backward = p_matmul_backward;

@@ -38,6 +38,7 @@
 #include "core/clock.h"
 #include "core/mem.h"
 #include "model/attention_cp.h"
+#include "model/rope_freqs.h"
 #include "tensor/layout.h"
 
 /* Per-layer parameter slots, in catalog order. */

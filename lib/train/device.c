@@ -8,24 +8,13 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "comm/comm_nccl_api.h"
 
-/* Whether libtitan-cuda.so carries the nccl communicator. */
-static int have_nccl(void) {
+/* Whether the ranks' collectives go over NCCL: the backend's library carries
+ * the nccl communicator, and TITAN_COMM=shm does not keep it out. */
+static int use_nccl(const titan_backend *be) {
     const char *force = getenv("TITAN_COMM");
     if (force && strcmp(force, "shm") == 0) return 0;
-    int ok = titan_backend_cuda_symbol(TITAN_NCCL_API_SYMBOL) != NULL;
-    titan_error_clear();
-    return ok;
-}
-
-/* cuDNN's fused attention is the faster on Hopper but its backward adds with
- * atomics: the CUDA backend takes it unless the run must repeat bit for bit.
- * A library without the switch (older) keeps its own choice. */
-static void prefer_cudnn_attention(int prefer) {
-    void (*set)(int) = (void (*)(int))titan_backend_cuda_symbol("titan_cuda_set_attention_cudnn");
-    if (set) set(prefer);
-    else titan_error_clear();
+    return (be->caps & TITAN_CAP_NCCL) != 0;
 }
 
 titan_status titan_train_device_open(const char *device, int deterministic, int world, int local_rank,
@@ -58,9 +47,12 @@ titan_status titan_train_device_open(const char *device, int deterministic, int 
         return st;
     }
     d->host = d->be->host;
-    if (strcmp(d->be->name, "cuda") == 0) prefer_cudnn_attention(!deterministic);
-    d->nccl = world > 1 && strcmp(d->be->name, "cuda") == 0 && have_nccl();
-    if (world > 1 && strcmp(d->be->name, "cuda") == 0 && !d->nccl)
+    /* cuDNN's fused attention is the faster on Hopper but its backward adds
+     * with atomics: the backend takes it unless the run must repeat bit for bit. */
+    if (d->be->caps & TITAN_CAP_ATTENTION_CUDNN)
+        d->be->set_option(TITAN_OPT_ATTENTION_CUDNN, !deterministic);
+    d->nccl = world > 1 && use_nccl(d->be);
+    if (world > 1 && (d->be->caps & TITAN_CAP_GPU) && !d->nccl)
         titan_warn("%s: data parallelism over shared memory through host copies (libtitan-cuda.so %s): "
                    "slow, and one node only", name,
                    getenv("TITAN_COMM") ? "TITAN_COMM=shm" : "was built without NCCL");
@@ -87,12 +79,12 @@ double titan_train_device_peak(const titan_train_device *d, titan_dtype compute,
         return configured;
     }
     /* bf16 on the CPU widens to fp32 GEMMs: the fp32 peak is its ceiling. */
-    if (strncmp(d->be->name, "cpu", 3) == 0) {
+    if (d->be->caps & TITAN_CAP_CPU) {
         *source = "measured fp32 GEMM";
         return titan_backend_cpu_peak_flops();
     }
     /* A MIG slice has a fraction of the GPU: the datasheet would flatter. */
-    if (strcmp(d->be->name, "cuda") == 0 && !strstr(d->desc, "MIG")) {
+    if ((d->be->caps & TITAN_CAP_GPU) && !strstr(d->desc, "MIG")) {
         int bf16 = compute == TITAN_DTYPE_BF16;
         for (size_t i = 0; i < sizeof PEAK / sizeof PEAK[0]; i++) {
             if (!strstr(d->desc, PEAK[i].has)) continue;

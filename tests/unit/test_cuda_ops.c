@@ -32,6 +32,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "tensor/dtype.h"
+#include "model/rope_freqs.h" /* titan_rope_tables: the cos/sin the rope ops take */
 
 /* tolerance table: normalised L2 error by dt and kind of op */
 enum { ELEMENTWISE, MATMUL, ATTENTION, KINDS };
@@ -965,6 +966,12 @@ int main(void) {
     }
     cpu = titan_backend_cpu();
     printf("backend %s against %s\n", gpu->name, cpu->name);
+    /* what the training loop asks (lib/train/device.c) instead of the name;
+     * TITAN_CAP_NCCL depends on the build (nccl.h) */
+    report("caps: a GPU, attention choice, not the CPU",
+           (gpu->caps & (TITAN_CAP_GPU | TITAN_CAP_ATTENTION_CUDNN | TITAN_CAP_CPU)) ==
+               (TITAN_CAP_GPU | TITAN_CAP_ATTENTION_CUDNN), 0, 0);
+    report("set_option refuses an unknown key", gpu->set_option("no.such.option", 1) == -1, 0, 0);
     cur_dt = TITAN_DTYPE_F32;
     test_buffers();
     test_memory_accounting();

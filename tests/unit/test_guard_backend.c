@@ -161,6 +161,8 @@ int main(void) {
     cb = titan_backend_cpu();
     titan_backend_cpu_set_threads(2);
     CHECK(strcmp(gb->name, "cpu-guard") == 0);
+    CHECK(gb->caps == TITAN_CAP_CPU && gb->set_option(TITAN_OPT_ATTENTION_CUDNN, 1) == -1,
+          "a CPU backend (caps), without the attention option");
     CHECK(dies_by(host_reads_device) == SIGSEGV, "a host read of backend memory faults");
     CHECK(dies_by(host_writes_device) == SIGSEGV, "a host write to backend memory faults");
     CHECK(dies_by(op_gets_host_pointer) == SIGABRT, "an op given host memory aborts");

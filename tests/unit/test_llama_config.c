@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/llama_config.h"
+#include "model/rope_freqs.h"
 
 #include "check.h"
 
@@ -195,7 +196,27 @@ static void test_init(void) {
     free(p);
 }
 
+/* RoPE's frequencies (rope_freqs.h): Llama 3.1's scaling keeps the high
+ * ones, divides the low ones by the factor, blends between; the tables are
+ * cos/sin of t * freq. Bitwise agreement with PyTorch is test_ops'. */
+static void test_rope_freqs(void) {
+    enum { HD = 128, H2 = HD / 2, T = 3 };
+    float plain[H2], scaled[H2], cs[T * H2], sn[T * H2];
+    titan_rope_freqs(plain, HD, 500000.0f, 0.0f, 0.0f, 0.0f, 0);
+    titan_rope_freqs(scaled, HD, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
+    CHECK(plain[0] == 1.0f && scaled[0] == 1.0f, "the highest frequency is 1, unscaled");
+    CHECK(scaled[H2 - 1] == plain[H2 - 1] / 8.0f, "the lowest divided by the factor");
+    int blended = 0;
+    for (int i = 0; i < H2; i++) blended += scaled[i] < plain[i] && scaled[i] > plain[i] / 8.0f;
+    CHECK(blended > 0, "some blended between");
+    titan_rope_tables(cs, sn, T, HD, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
+    CHECK(cs[0] == 1.0f && sn[0] == 0.0f && cs[H2] == (float)cos((double)scaled[0]) &&
+              sn[2 * H2 + H2 - 1] == (float)sin((double)(2.0f * scaled[H2 - 1])),
+          "tables: cos/sin of t * freq");
+}
+
 int main(void) {
+    test_rope_freqs();
     test_hidden_dims();
     test_param_counts();
     test_catalog();

@@ -17,6 +17,9 @@ int main(void) {
     CHECK(titan_op_profile_create(cpu, &p, &be) == TITAN_OK);
     CHECK(be && be != cpu && strcmp(be->name, "cpu") == 0 && be->host == 1 && be->alloc == cpu->alloc,
           "the table keeps the inner backend's name, host flag and memory ops");
+    CHECK(be->caps == cpu->caps && (be->caps & TITAN_CAP_CPU) && be->set_option == cpu->set_option,
+          "and its caps and set_option");
+    CHECK(be->set_option(TITAN_OPT_ATTENTION_CUDNN, 1) == -1, "cpu has no attention option");
     titan_op_profile *q = NULL;
     const titan_backend *bq = NULL;
     CHECK(titan_op_profile_create(cpu, &q, &bq) == TITAN_ERR_USAGE, "one profiler per process");

@@ -19,6 +19,7 @@
 #include "backend/cpu/cpu_ops.h" /* titan_cpu_exp, the softmax exp kernel */
 #include "core/clock.h"
 #include "core/rng.h"
+#include "model/rope_freqs.h" /* titan_rope_tables: the cos/sin the rope ops take */
 
 #include "ops_test.h"
 

@@ -22,6 +22,7 @@
 #include "backend/backend.h"
 #include "core/mem.h"
 #include "core/rng.h"
+#include "model/rope_freqs.h" /* titan_rope_tables: the cos/sin the rope ops take */
 
 #define F32 TITAN_DTYPE_F32
 #define BF16 TITAN_DTYPE_BF16

@@ -134,9 +134,16 @@ double titan_cpu_sumsq(const float *x, size_t n) {
 
 static void cpu_sync(void) {} /* every op has finished when it returns */
 
+static int cpu_set_option(const char *key, int value) {
+    (void)key, (void)value;
+    return -1; /* none of backend.h's TITAN_OPT_* applies */
+}
+
 static const titan_backend cpu_backend = {
     .name = "cpu",
     .host = 1,
+    .caps = TITAN_CAP_CPU,
+    .set_option = cpu_set_option,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .zero = cpu_zero,
