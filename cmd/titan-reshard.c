@@ -6,6 +6,7 @@
 
 #include "interchange/inspect.h"
 #include "ckpt/reshard.h"
+#include "model/llama_config.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -93,7 +94,7 @@ int main(int argc, char **argv) {
         titan_error_hint("usage: titan-reshard CKPT --to LAYOUT OUT");
         return titan_report(TITAN_ERR_USAGE);
     }
-    titan_reshard_opts o = {.dtype = -1, .force = force, .compression = -1};
+    titan_reshard_opts o = {.dtype = -1, .force = force, .compression = -1, .place = titan_llama_param_place};
     titan_status st = titan_layout_parse(to, &o.layout);
     if (st != TITAN_OK) {
         titan_error_context("--to");

@@ -213,10 +213,12 @@ static titan_status copy_tensors(job *j, int n_layers) {
         titan_ckpt_tensor t;
         TITAN_TRY(titan_ckpt_tensor_info(j->ck, i, &t));
         TITAN_TRY(load_chunks(j, &t));
+        titan_layout_place place;
+        j->o->place(t.name, n_layers, &place);
         for (int r = 0; r < world; r++) {
             titan_box box;
             int writes;
-            if (!titan_layout_box(l, n_layers, t.name, t.ndim, t.shape, r, &box, &writes) || !writes) continue;
+            if (!titan_layout_box(l, n_layers, place, t.ndim, t.shape, r, &box, &writes) || !writes) continue;
             titan_status st = copy_box(j, i, &t, r, &box);
             if (st != TITAN_OK) {
                 titan_error_context("reshard");
@@ -264,6 +266,7 @@ static void warn_heads(const titan_ckpt *ck, const titan_layout *l) {
 titan_status titan_ckpt_reshard(const char *src, const char *out, const titan_reshard_opts *o,
                                 titan_reshard_stats *stats) {
     memset(stats, 0, sizeof *stats);
+    if (!o->place) return titan_error(TITAN_ERR_USAGE, "reshard: no tensor placement given (titan_reshard_opts.place)");
     if (o->dtype >= 0 && !titan_dtype_is_float((titan_dtype)o->dtype))
         return titan_error(TITAN_ERR_USAGE, "reshard: output dtype must be f32, bf16 or f16");
     titan_ckpt *ck = NULL;

@@ -26,6 +26,11 @@ typedef struct {
     /* Called after each piece written (may be NULL): tensor bytes done of total. */
     void (*progress)(void *ctx, uint64_t done, uint64_t total, const char *tensor);
     void *ctx;
+    /* Where each tensor goes in the layout (required): the model's catalog
+     * knows, this layer stores tensors whatever they are
+     * (titan_llama_param_place). Fills *out for tensor `name` of a model of
+     * n_layers layers; its return value is not used. */
+    int (*place)(const char *name, int n_layers, titan_layout_place *out);
 } titan_reshard_opts;
 
 typedef struct {

@@ -93,15 +93,10 @@ void titan_hf_permute_rows(float *dst, const float *src, int n_heads, int hd, in
             }
 }
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && !strcmp(s + a - b, suffix);
-}
-
 /* The head count a parameter's rows are permuted by (q: n_heads, k: n_kv_heads), 0 for none. */
-static int permute_heads(const char *tn, const titan_llama_config *mc) {
-    if (ends_with(tn, ".attention.wq.weight")) return mc->n_heads;
-    if (ends_with(tn, ".attention.wk.weight")) return mc->n_kv_heads;
+static int permute_heads(const titan_param *p, const titan_llama_config *mc) {
+    if (p->role == TITAN_PARAM_WQ) return mc->n_heads;
+    if (p->role == TITAN_PARAM_WK) return mc->n_kv_heads;
     return 0;
 }
 
@@ -187,7 +182,7 @@ static titan_status write_shard(titan_ckpt *ck, const titan_llama_config *mc, co
         st = titan_ckpt_read(ck, p->name, TITAN_DTYPE_F32, NULL, buf);
         if (st != TITAN_OK) break;
         const float *src = buf;
-        int nh = permute_heads(p->name, mc);
+        int nh = permute_heads(p, mc);
         if (nh) {
             titan_hf_permute_rows(perm, buf, nh, mc->dim / mc->n_heads, p->shape[1], 1);
             src = perm;
@@ -557,7 +552,7 @@ static titan_status each_param(hf_set *s, const titan_llama_config *mc, const ch
         st = titan_st_read(f, t, TITAN_DTYPE_F32, buf);
         if (st != TITAN_OK) break;
         const float *src = buf;
-        int nh = permute_heads(ps[i].name, mc);
+        int nh = permute_heads(&ps[i], mc);
         if (nh) {
             titan_hf_permute_rows(perm, buf, nh, mc->dim / mc->n_heads, ps[i].shape[1], 0);
             src = perm;

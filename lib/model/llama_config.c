@@ -123,11 +123,36 @@ titan_status titan_llama_config_check(const titan_llama_config *c) {
 
 /* ---- the parameter catalog ---- */
 
-static int put(titan_param *out, int i, size_t *off, const char *name, int64_t r, int64_t cl) {
+/* A transformer layer's tensors, in catalog order: name, role, tp split dim
+ * (column-parallel wq, wk, wv, w1, w3 keep their rows' share, row-parallel
+ * wo, w2 their columns'; the norms are whole). */
+static const struct {
+    const char *sub;
+    titan_param_role role;
+    int tp_dim;
+} layer_params[9] = {
+    {"attention_norm", TITAN_PARAM_ATTENTION_NORM, -1}, {"attention.wq", TITAN_PARAM_WQ, 0},
+    {"attention.wk", TITAN_PARAM_WK, 0},                {"attention.wv", TITAN_PARAM_WV, 0},
+    {"attention.wo", TITAN_PARAM_WO, 1},                {"ffn_norm", TITAN_PARAM_FFN_NORM, -1},
+    {"feed_forward.w1", TITAN_PARAM_W1, 0},             {"feed_forward.w2", TITAN_PARAM_W2, 1},
+    {"feed_forward.w3", TITAN_PARAM_W3, 0},
+};
+
+/* Everything of a catalog entry but its shape and offset. */
+typedef struct {
+    titan_param_role role;
+    int layer, tp_dim, block, stage;
+} param_info;
+
+static int put(titan_param *out, int i, size_t *off, const char *name, param_info in, int64_t r, int64_t cl) {
     if (out) {
         titan_param *p = &out[i];
         memset(p, 0, sizeof *p);
         snprintf(p->name, sizeof p->name, "%s", name);
+        p->role = in.role;
+        p->layer = in.layer;
+        p->place = (titan_layout_place){.tp_dim = in.tp_dim, .block = in.block};
+        p->stage = in.stage;
         p->ndim = cl > 0 ? 2 : 1;
         p->shape[0] = r;
         p->shape[1] = cl > 0 ? cl : 0;
@@ -193,28 +218,56 @@ int titan_llama_params_local(const titan_llama_config *c, titan_llama_tp tp, tit
     int64_t QD = (int64_t)c->n_heads / tp.size * HD, KVD = (int64_t)c->n_kv_heads / tp.size * HD;
     int64_t v0, V;
     titan_llama_tp_vocab(c, tp, &v0, &V);
+    titan_layout lay = {.dp_replicate = 1, .dp_shard = 1, .cp = 1, .tp = 1, .pp = pp.size};
+    int NL = c->n_layers;
     size_t off = 0;
     int i = 0;
     char name[80];
-    i = put(out, i, &off, "tok_embeddings.weight", titan_llama_pp_has_block(c, pp, 0) ? V : 0, C);
-    for (int l = 0; l < c->n_layers; l++) {
-        static const char *const sub[9] = {
-            "attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
-            "ffn_norm", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"};
-        /* Column-parallel wq, wk, wv, w1, w3 keep their rows' share,
-         * row-parallel wo, w2 their columns'; the norms are whole. */
+    param_info in = {TITAN_PARAM_TOK_EMBEDDINGS, -1, 0, 0, 0};
+    i = put(out, i, &off, "tok_embeddings.weight", in, titan_llama_pp_has_block(c, pp, 0) ? V : 0, C);
+    for (int l = 0; l < NL; l++) {
         const int64_t rows[9] = {C, QD, KVD, KVD, C, C, H, C, H};
         const int64_t cols[9] = {0, C, C, C, QD, 0, C, H, C};
         int mine = titan_llama_pp_has_block(c, pp, l + 1);
+        int stage = titan_layout_stage(&lay, NL, l + 1);
         for (int k = 0; k < 9; k++) {
-            snprintf(name, sizeof name, "layers.%d.%s.weight", l, sub[k]);
-            i = put(out, i, &off, name, mine ? rows[k] : 0, cols[k]);
+            snprintf(name, sizeof name, "layers.%d.%s.weight", l, layer_params[k].sub);
+            in = (param_info){layer_params[k].role, l, layer_params[k].tp_dim, l + 1, stage};
+            i = put(out, i, &off, name, in, mine ? rows[k] : 0, cols[k]);
         }
     }
-    int head = titan_llama_pp_has_block(c, pp, c->n_layers + 1);
-    i = put(out, i, &off, "norm.weight", head ? C : 0, 0);
-    if (!c->tie_embeddings) i = put(out, i, &off, "output.weight", head ? V : 0, C);
+    int head = titan_llama_pp_has_block(c, pp, NL + 1);
+    in = (param_info){TITAN_PARAM_NORM, -1, -1, NL + 1, titan_layout_stage(&lay, NL, NL + 1)};
+    i = put(out, i, &off, "norm.weight", in, head ? C : 0, 0);
+    in.role = TITAN_PARAM_OUTPUT;
+    in.tp_dim = 0;
+    if (!c->tie_embeddings) i = put(out, i, &off, "output.weight", in, head ? V : 0, C);
     return i;
+}
+
+int titan_llama_param_place(const char *name, int n_layers, titan_layout_place *out) {
+    size_t n = strcspn(name, ":");
+    char base[80];
+    *out = (titan_layout_place){.tp_dim = -1, .block = 0};
+    if (n >= sizeof base) return 0;
+    memcpy(base, name, n);
+    base[n] = '\0';
+    if (!strcmp(base, "tok_embeddings.weight")) *out = (titan_layout_place){0, 0};
+    else if (!strcmp(base, "norm.weight")) *out = (titan_layout_place){-1, n_layers + 1};
+    else if (!strcmp(base, "output.weight")) *out = (titan_layout_place){0, n_layers + 1};
+    else {
+        int l, used = 0;
+        if (sscanf(base, "layers.%d.%n", &l, &used) != 1 || used == 0 || l < 0 || l >= n_layers) return 0;
+        char want[80];
+        for (int k = 0; k < 9; k++) {
+            snprintf(want, sizeof want, "layers.%d.%s.weight", l, layer_params[k].sub);
+            if (strcmp(base, want)) continue;
+            *out = (titan_layout_place){layer_params[k].tp_dim, l + 1};
+            return 1;
+        }
+        return 0;
+    }
+    return 1;
 }
 
 int titan_llama_params(const titan_llama_config *c, titan_param *out) {
@@ -254,12 +307,10 @@ void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64
         const titan_param *p = &ps[i];
         float *x = params + p->offset;
         uint64_t stream = titan_rng_hash_name(p->name);
-        const char *s = p->name;
-        int layer = -1;
-        if (strncmp(s, "layers.", 7) == 0) sscanf(s + 7, "%d", &layer);
-        if (strstr(s, "norm.weight")) {
+        titan_param_role r = p->role;
+        if (r == TITAN_PARAM_ATTENTION_NORM || r == TITAN_PARAM_FFN_NORM || r == TITAN_PARAM_NORM) {
             for (size_t j = 0; j < p->numel; j++) x[j] = 1.0f;
-        } else if (strcmp(s, "tok_embeddings.weight") == 0) {
+        } else if (r == TITAN_PARAM_TOK_EMBEDDINGS) {
             /* Tied (torchtitan has no such case): the final norm gives each
              * position's own embedding row norm sqrt(dim), so its logit is
              * dim * std. std = 1/dim keeps that near 1 and the loss at init
@@ -270,11 +321,11 @@ void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64
             else
                 titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, 1.0, -INFINITY,
                                        INFINITY);
-        } else if (strcmp(s, "output.weight") == 0) {
+        } else if (r == TITAN_PARAM_OUTPUT) {
             titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, out_std,
                                    -3.0 * out_std, 3.0 * out_std);
-        } else if (strstr(s, ".wo.") || strstr(s, ".w2.") || strstr(s, ".w3.")) {
-            double std = 0.02 / sqrt(2.0 * (layer + 1));
+        } else if (r == TITAN_PARAM_WO || r == TITAN_PARAM_W2 || r == TITAN_PARAM_W3) {
+            double std = 0.02 / sqrt(2.0 * (p->layer + 1));
             titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, std, -2.0, 2.0);
         } else { /* wq, wk, wv, w1 */
             titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, 0.02, -2.0, 2.0);

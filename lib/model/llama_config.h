@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "tensor/layout.h"
 
 typedef struct {
     int dim, n_layers, n_heads, n_kv_heads, vocab_size, multiple_of;
@@ -28,17 +29,51 @@ int titan_llama_hidden_dim(const titan_llama_config *c);
 /* Dimensions that fit together (heads divide dim, kv heads divide heads, ...). */
 titan_status titan_llama_config_check(const titan_llama_config *c);
 
-/* One parameter tensor. The catalog order is the order of the flat buffer. */
+/* What a parameter is, whatever its name. */
+typedef enum {
+    TITAN_PARAM_TOK_EMBEDDINGS,
+    TITAN_PARAM_ATTENTION_NORM,
+    TITAN_PARAM_WQ,
+    TITAN_PARAM_WK,
+    TITAN_PARAM_WV,
+    TITAN_PARAM_WO,
+    TITAN_PARAM_FFN_NORM,
+    TITAN_PARAM_W1,
+    TITAN_PARAM_W2,
+    TITAN_PARAM_W3,
+    TITAN_PARAM_NORM,   /* the final norm */
+    TITAN_PARAM_OUTPUT, /* the output head (untied) */
+} titan_param_role;
+
+/* One parameter tensor. The catalog order is the order of the flat buffer.
+ * Everything parallelism needs to know of a tensor is here, filled where
+ * the catalog is built: nothing else matches parameter names. */
 typedef struct {
     char name[80];       /* "layers.3.attention.wq.weight" */
     int ndim;            /* 1 or 2 */
     int64_t shape[2];
     size_t offset;       /* in elements, into the flat parameter buffer */
     size_t numel;
+    titan_param_role role;
+    int layer;           /* its transformer layer, -1 for the embedding, final norm and head */
+    /* place.tp_dim: the dim tensor parallelism splits it along (0 rows:
+     * wq, wk, wv, w1, w3, the embedding's and head's vocabulary; 1 columns:
+     * wo, w2), -1 when every tp rank holds it whole (the norms).
+     * place.block: llama.h's block (0 the embedding, 1 + layer, n_layers + 1
+     * the final norm and head): the unit the pipeline splits by and FSDP
+     * gathers by (parallelism.comm_bucket_plan groups blocks into units). */
+    titan_layout_place place;
+    int stage;           /* the pipeline stage holding it (the catalog's pp; 0 when whole) */
 } titan_param;
 
 /* Number of parameter tensors; fills out[0..n) when out != NULL. */
 int titan_llama_params(const titan_llama_config *c, titan_param *out);
+/* The place of checkpoint tensor `name` (a ":suffix", optimizer state, takes
+ * its parameter's) in a model of n_layers layers: the catalog's own names
+ * read back. Returns 1, or 0 for a name not in the catalog (*out then
+ * {-1, 0}: replicated, on the first stage). For callers that have only
+ * names, such as resharding a checkpoint (titan_reshard_opts.place). */
+int titan_llama_param_place(const char *name, int n_layers, titan_layout_place *out);
 size_t titan_llama_num_params(const titan_llama_config *c);
 
 /* A tensor-parallel shard of the model (Megatron's split, torchtitan's

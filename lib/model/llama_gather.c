@@ -45,7 +45,7 @@ titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
     for (int i = 0; i < np && st == TITAN_OK; i++) {
         const titan_param *w = &whole[i];
         float *out = dst ? dst + w->offset : NULL;
-        int d = titan_layout_tp_dim(w->name); /* the model's own split rule */
+        int d = w->place.tp_dim; /* the catalog's split */
         if (d < 0) { /* whole on every rank */
             if (out) memcpy(out, loc + mine[i].offset, w->numel * sizeof(float));
             continue;

@@ -95,13 +95,13 @@ void titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int r
         p->param_off = loc[i].offset;
         p->full_off = loc[i].offset + loc[i].numel;
         p->shard_off = off;
-        if (!titan_layout_box(l, mc->n_layers, ps[i].name, ps[i].ndim, ps[i].shape, rank, &p->box, &p->writes))
+        if (!titan_layout_box(l, mc->n_layers, ps[i].place, ps[i].ndim, ps[i].shape, rank, &p->box, &p->writes))
             continue;
         /* FSDP's dim-0 chunk of the tp-local tensor is one contiguous run
          * of its rows; the box is global, so rows split by tp start at the
          * tp piece's first row. */
         int64_t tp_row0 = 0, tp_rows;
-        if (titan_layout_tp_dim(ps[i].name) == 0) titan_layout_chunk(ps[i].shape[0], l->tp, c.tp, &tp_row0, &tp_rows);
+        if (ps[i].place.tp_dim == 0) titan_layout_chunk(ps[i].shape[0], l->tp, c.tp, &tp_row0, &tp_rows);
         size_t row = loc[i].numel / (size_t)loc[i].shape[0];
         p->full_off = loc[i].offset + (size_t)(p->box.offset[0] - tp_row0) * row;
         p->len = (size_t)titan_box_numel(&p->box);
@@ -330,13 +330,6 @@ static unsigned long long q_push(titan_fsdp *f, int qi, int fin, int ui, int sta
 
 /* ---- plan -------------------------------------------------------------- */
 
-/* The block that owns parameter `name`. */
-static int block_of(const char *name, int n_layers) {
-    if (strncmp(name, "tok_embeddings.", 15) == 0) return 0;
-    if (strncmp(name, "layers.", 7) == 0) return 1 + atoi(name + 7);
-    return n_layers + 1;
-}
-
 titan_status titan_fsdp_parse_plan(const char *s, int n_blocks, int sharded, int *units, titan_fsdp_options *opt) {
     opt->unit_of_block = NULL;
     opt->bucket_bytes = 0;
@@ -380,7 +373,7 @@ bad:
     return TITAN_ERR_USAGE;
 }
 
-static titan_status make_units(titan_fsdp *f, const titan_llama_config *mc, const titan_fsdp_options *opt) {
+static titan_status make_units(titan_fsdp *f, const titan_fsdp_options *opt) {
     int nb = f->nblocks, np;
     const titan_param *ps = titan_llama_catalog(f->model, &np); /* the tp-local shapes */
     TITAN_ASSERT(np == f->np);
@@ -388,7 +381,7 @@ static titan_status make_units(titan_fsdp *f, const titan_llama_config *mc, cons
     memset(bytes, 0, sizeof bytes);
     int pblock[f->np];
     for (int i = 0; i < f->np; i++) {
-        pblock[i] = block_of(ps[i].name, mc->n_layers);
+        pblock[i] = ps[i].place.block;
         bytes[pblock[i]] += ps[i].numel * sizeof(float);
     }
     if (opt && opt->unit_of_block) {
@@ -665,7 +658,7 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
         titan_shard_plan(&mesh->layout, mc, titan_layout_rank_of(&mesh->layout, &c), tmp, &n);
         for (int i = 0; i < f->np; i++) f->counts[(size_t)i * f->nshards + s] = tmp[i].len;
     }
-    TITAN_TRY(make_units(f, mc, opt));
+    TITAN_TRY(make_units(f, opt));
     f->next_ar = f->nunits - 1;
     for (int qi = 0; qi < NQ; qi++) {
         op_queue *q = &f->q[qi];
@@ -788,12 +781,12 @@ static double shard_sumsq(titan_fsdp *f) {
     const titan_param *ps = titan_llama_catalog(f->model, &np);
     double ss = 0.0;
     for (int i = 0; i < np;) {
-        if (titan_layout_tp_dim(ps[i].name) < 0) {
+        if (ps[i].place.tp_dim < 0) {
             i++;
             continue;
         }
         size_t off = f->pieces[i].shard_off, len = 0;
-        for (; i < np && titan_layout_tp_dim(ps[i].name) >= 0; i++) len += f->pieces[i].len;
+        for (; i < np && ps[i].place.tp_dim >= 0; i++) len += f->pieces[i].len;
         if (len) ss += f->be->sumsq(f->sg + off, len);
     }
     return ss;

@@ -121,45 +121,6 @@ void titan_layout_chunk(int64_t n, int k, int i, int64_t *off, int64_t *len) {
     *len = n - o < c ? n - o : c;
 }
 
-/* The parameter part of a name: "layers.3.attention.wq.weight:exp_avg" ->
- * "layers.3.attention.wq.weight". */
-static size_t base_len(const char *name) { return strcspn(name, ":"); }
-
-static int starts(const char *s, size_t n, const char *prefix) {
-    size_t k = strlen(prefix);
-    return n >= k && !strncmp(s, prefix, k);
-}
-
-/* The layer index of "layers.N.rest" (and *rest), or -1. */
-static int layer_of(const char *name, size_t n, const char **rest) {
-    if (!starts(name, n, "layers.")) return -1;
-    const char *p = name + 7;
-    if (*p < '0' || *p > '9') return -1;
-    long v = 0;
-    while (*p >= '0' && *p <= '9' && v < 100000000) v = v * 10 + (*p++ - '0');
-    if (*p != '.') return -1;
-    if (rest) *rest = p + 1;
-    return (int)v;
-}
-
-int titan_layout_tp_dim(const char *name) {
-    size_t n = base_len(name);
-    const char *rest;
-    if (layer_of(name, n, &rest) >= 0) {
-        size_t rn = n - (size_t)(rest - name);
-        static const char *const col[] = {"attention.wq.", "attention.wk.", "attention.wv.",
-                                          "feed_forward.w1.", "feed_forward.w3."};
-        static const char *const row[] = {"attention.wo.", "feed_forward.w2."};
-        for (size_t i = 0; i < sizeof col / sizeof col[0]; i++)
-            if (starts(rest, rn, col[i])) return 0;
-        for (size_t i = 0; i < sizeof row / sizeof row[0]; i++)
-            if (starts(rest, rn, row[i])) return 1;
-        return -1;
-    }
-    if (starts(name, n, "tok_embeddings.") || starts(name, n, "output.")) return 0;
-    return -1;
-}
-
 titan_status titan_layout_check(const titan_layout *l, int n_layers) {
     if (n_layers < 0) return titan_error(TITAN_ERR_USAGE, "layout: %d layers", n_layers);
     if (l->pp > n_layers + 2) {
@@ -201,32 +162,29 @@ void titan_layout_stage_layers(const titan_layout *l, int n_layers, int stage, i
     *end = n_layers;
 }
 
-int titan_layout_stage(const titan_layout *l, int n_layers, const char *name) {
-    if (l->pp == 1) return 0;
-    size_t n = base_len(name);
-    if (starts(name, n, "norm.") || starts(name, n, "output.")) return l->pp - 1;
-    int layer = layer_of(name, n, NULL);
-    if (layer < 0) return 0;
+int titan_layout_stage(const titan_layout *l, int n_layers, int block) {
+    if (l->pp == 1 || block <= 0) return 0;
+    if (block > n_layers) return l->pp - 1;
     for (int s = 0; s < l->pp; s++) {
         int a, b;
         titan_layout_stage_layers(l, n_layers, s, &a, &b);
-        if (layer < b) return s;
+        if (block - 1 < b) return s;
     }
     return l->pp - 1;
 }
 
-int titan_layout_box(const titan_layout *l, int n_layers, const char *name, int ndim,
+int titan_layout_box(const titan_layout *l, int n_layers, titan_layout_place place, int ndim,
                      const int64_t *shape, int rank, titan_box *box, int *writes) {
     if (writes) *writes = 0;
     if (ndim < 1 || ndim > TITAN_MAX_DIMS || rank < 0 || rank >= titan_layout_world(l)) return 0;
     titan_layout_coord c;
     titan_layout_coord_of(l, rank, &c);
-    if (c.pp != titan_layout_stage(l, n_layers, name)) return 0;
+    if (c.pp != titan_layout_stage(l, n_layers, place.block)) return 0;
     titan_box b;
     memset(&b, 0, sizeof b);
     b.ndim = ndim;
     for (int d = 0; d < ndim; d++) b.size[d] = shape[d];
-    int td = titan_layout_tp_dim(name);
+    int td = place.tp_dim;
     if (td >= ndim) td = -1;
     if (td >= 0) titan_layout_chunk(shape[td], l->tp, c.tp, &b.offset[td], &b.size[td]);
     /* FSDP: dim-0 chunk of the tp-local box, over dp_shard x cp (dp_shard major). */

@@ -14,14 +14,15 @@
  *   2. tp: column-parallel weights (attention wq, wk, wv, feed_forward w1, w3,
  *      output) and the token embedding (row-wise parallel, which for an
  *      embedding shards the vocabulary) are split along dim 0; row-parallel
- *      weights (attention wo, feed_forward w2) along dim 1; norms and unknown
- *      names are replicated.
+ *      weights (attention wo, feed_forward w2) along dim 1; norms are
+ *      replicated. Which is which is the model catalog's titan_param.tp_dim,
+ *      passed here as a titan_layout_place: this layer matches no names.
  *   3. FSDP (fully_shard over dp_shard x cp, Shard(0)) takes a dim-0 chunk of
  *      the tp-local box.
  *   4. dp_replicate copies.
  * Splits follow torch.chunk: pieces of ceil(n/k), so trailing ranks may hold
  * less, or nothing. Optimizer state (NAME:exp_avg, NAME:exp_avg_sq, any
- * "NAME:...") follows its parameter.
+ * "NAME:...") follows its parameter (its callers give it the same place).
  *
  * This sits below the checkpoint layer (which stores boxes and knows nothing
  * of ranks' roles) because the same plan decides what a rank trains with, not
@@ -68,18 +69,26 @@ int titan_layout_rank_of(const titan_layout *l, const titan_layout_coord *c);
  * ceil(n/k); *len is 0 for pieces past the end. */
 void titan_layout_chunk(int64_t n, int k, int i, int64_t *off, int64_t *len);
 
-/* The dim tensor parallelism splits tensor `name` along (0 or 1), or -1 when
- * it is replicated over tp. A ":suffix" (optimizer state) is ignored. */
-int titan_layout_tp_dim(const char *name);
+/* Where a tensor sits in the layout, as the model's parameter catalog says
+ * (this layer knows no tensor names; the model fills one per parameter, and
+ * optimizer state takes its parameter's):
+ *   tp_dim  the dim tensor parallelism splits it along: 0 (column-parallel
+ *           weights and the token embedding) or 1 (row-parallel weights), or
+ *           -1 when tp replicates it (the norms);
+ *   block   0 the token embedding, 1..n_layers transformer layer block - 1,
+ *           n_layers + 1 the final norm and output head. */
+typedef struct {
+    int tp_dim, block;
+} titan_layout_place;
 
 /* Checks the layout against a model of n_layers transformer layers: at most
  * n_layers + 2 pipeline stages (TITAN_ERR_USAGE otherwise). */
 titan_status titan_layout_check(const titan_layout *l, int n_layers);
 /* Transformer layers [*first, *end) of pipeline stage `stage`. */
 void titan_layout_stage_layers(const titan_layout *l, int n_layers, int stage, int *first, int *end);
-/* The stage that holds tensor `name`: tok_embeddings.* the first, norm.* and
- * output.* the last, layers.N.* their layer's, anything else the first. */
-int titan_layout_stage(const titan_layout *l, int n_layers, const char *name);
+/* The stage that holds block `block` (titan_layout_place's numbering): the
+ * embedding the first, the head the last, a layer its layer's. */
+int titan_layout_stage(const titan_layout *l, int n_layers, int block);
 
 /* Context parallelism's load-balanced split of a sequence (torchtitan's and
  * Llama 3's): 2 x cp chunks of T / (2 x cp) tokens; rank c of the cp group
@@ -88,12 +97,12 @@ int titan_layout_stage(const titan_layout *l, int n_layers, const char *name);
  * j-th chunk (j = 0, 1). T must be a multiple of 2 x cp. */
 void titan_layout_cp_chunks(int T, int cp, int c, int chunk[2]);
 
-/* The box of tensor `name` (global shape[ndim]) that `rank` holds. Returns 1
+/* The box of a tensor placed at `place` (global shape[ndim]) that `rank` holds. Returns 1
  * and fills *box when it holds a non-empty one, else 0. *writes (may be NULL)
  * is 1 when this rank is the one that saves that box: the lowest rank holding
  * it (dp_replicate 0, and tp 0 where tp replicates). Over the ranks with
  * *writes = 1, the boxes cover the tensor exactly once. */
-int titan_layout_box(const titan_layout *l, int n_layers, const char *name, int ndim,
+int titan_layout_box(const titan_layout *l, int n_layers, titan_layout_place place, int ndim,
                      const int64_t *shape, int rank, titan_box *box, int *writes);
 
 #endif

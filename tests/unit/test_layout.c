@@ -24,6 +24,13 @@ static titan_layout L(const char *s) {
     return l;
 }
 
+/* The model catalog's place of a tensor, by name (as titan-reshard finds it). */
+static titan_layout_place P(const char *name, int n_layers) {
+    titan_layout_place p;
+    titan_llama_param_place(name, n_layers, &p);
+    return p;
+}
+
 static void test_parse(void) {
     titan_layout l = L("dp_shard=4,tp=2,pp=1");
     CHECK(l.dp_replicate == 1 && l.dp_shard == 4 && l.cp == 1 && l.tp == 2 && l.pp == 1);
@@ -69,19 +76,35 @@ static void test_chunk(void) {
 }
 
 static void test_plan(void) {
-    CHECK(titan_layout_tp_dim("tok_embeddings.weight") == 0);
-    CHECK(titan_layout_tp_dim("output.weight:exp_avg") == 0);
-    CHECK(titan_layout_tp_dim("norm.weight") == -1);
-    CHECK(titan_layout_tp_dim("layers.12.attention.wq.weight") == 0);
-    CHECK(titan_layout_tp_dim("layers.0.attention.wk.weight:exp_avg_sq") == 0);
-    CHECK(titan_layout_tp_dim("layers.0.attention.wv.weight") == 0);
-    CHECK(titan_layout_tp_dim("layers.0.attention.wo.weight") == 1);
-    CHECK(titan_layout_tp_dim("layers.3.feed_forward.w1.weight") == 0);
-    CHECK(titan_layout_tp_dim("layers.3.feed_forward.w2.weight") == 1);
-    CHECK(titan_layout_tp_dim("layers.3.feed_forward.w3.weight") == 0);
-    CHECK(titan_layout_tp_dim("layers.3.attention_norm.weight") == -1);
-    CHECK(titan_layout_tp_dim("layers.3.ffn_norm.weight") == -1);
-    CHECK(titan_layout_tp_dim("layersX.attention.wq.weight") == -1);
+    CHECK(P("tok_embeddings.weight", 100).tp_dim == 0);
+    CHECK(P("output.weight:exp_avg", 100).tp_dim == 0);
+    CHECK(P("norm.weight", 100).tp_dim == -1);
+    CHECK(P("layers.12.attention.wq.weight", 100).tp_dim == 0);
+    CHECK(P("layers.0.attention.wk.weight:exp_avg_sq", 100).tp_dim == 0);
+    CHECK(P("layers.0.attention.wv.weight", 100).tp_dim == 0);
+    CHECK(P("layers.0.attention.wo.weight", 100).tp_dim == 1);
+    CHECK(P("layers.3.feed_forward.w1.weight", 100).tp_dim == 0);
+    CHECK(P("layers.3.feed_forward.w2.weight", 100).tp_dim == 1);
+    CHECK(P("layers.3.feed_forward.w3.weight", 100).tp_dim == 0);
+    CHECK(P("layers.3.attention_norm.weight", 100).tp_dim == -1);
+    CHECK(P("layers.3.ffn_norm.weight", 100).tp_dim == -1);
+    CHECK(P("layersX.attention.wq.weight", 100).tp_dim == -1);
+    CHECK(P("layers.3.attention.wq.weight", 100).block == 4 && P("norm.weight", 100).block == 101);
+    CHECK(P("output.weight", 100).block == 101 && P("tok_embeddings.weight:exp_avg", 100).block == 0);
+    /* The catalog's own fields, filled where it is built, agree. */
+    titan_llama_config mc;
+    OK(titan_llama_flavor("debugmodel", &mc));
+    mc.vocab_size = 64;
+    int np = titan_llama_params(&mc, NULL);
+    titan_param cat[np];
+    titan_llama_params_local(&mc, (titan_llama_tp){1, 0}, (titan_llama_pp){3, 0}, cat);
+    titan_layout l3 = L("pp=3");
+    for (int i = 0; i < np; i++) {
+        titan_layout_place q = P(cat[i].name, mc.n_layers);
+        CHECK(q.tp_dim == cat[i].place.tp_dim && q.block == cat[i].place.block, "%s", cat[i].name);
+        CHECK(cat[i].stage == titan_layout_stage(&l3, mc.n_layers, q.block), "%s stage", cat[i].name);
+        CHECK(cat[i].layer == (q.block >= 1 && q.block <= mc.n_layers ? q.block - 1 : -1), "%s layer", cat[i].name);
+    }
 
     /* torchtitan's default split: embedding and output weigh one layer each. */
     struct { int layers, pp, first[5], end[5]; } cases[] = {
@@ -103,11 +126,11 @@ static void test_plan(void) {
         }
     }
     titan_layout l = L("pp=3");
-    CHECK(titan_layout_stage(&l, 3, "tok_embeddings.weight") == 0);
-    CHECK(titan_layout_stage(&l, 3, "norm.weight") == 2 && titan_layout_stage(&l, 3, "output.weight:exp_avg") == 2);
-    CHECK(titan_layout_stage(&l, 3, "layers.0.attention.wq.weight") == 0);  /* 5: 2+2+1 */
-    CHECK(titan_layout_stage(&l, 3, "layers.1.attention.wq.weight") == 1);
-    CHECK(titan_layout_stage(&l, 3, "layers.2.ffn_norm.weight") == 1);
+    CHECK(titan_layout_stage(&l, 3, P("tok_embeddings.weight", 3).block) == 0);
+    CHECK(titan_layout_stage(&l, 3, P("norm.weight", 3).block) == 2 && titan_layout_stage(&l, 3, P("output.weight:exp_avg", 3).block) == 2);
+    CHECK(titan_layout_stage(&l, 3, P("layers.0.attention.wq.weight", 3).block) == 0);  /* 5: 2+2+1 */
+    CHECK(titan_layout_stage(&l, 3, P("layers.1.attention.wq.weight", 3).block) == 1);
+    CHECK(titan_layout_stage(&l, 3, P("layers.2.ffn_norm.weight", 3).block) == 1);
     l = L("pp=5");
     CHECK(titan_layout_check(&l, 2) == TITAN_ERR_USAGE);
     titan_error_clear();
@@ -127,16 +150,16 @@ static void test_plan(void) {
     int64_t shape[2] = {48, 96};
     titan_box b;
     int w;
-    CHECK(titan_layout_box(&l, 3, "layers.1.attention.wo.weight", 2, shape, 3, &b, &w) && w);
+    CHECK(titan_layout_box(&l, 3, P("layers.1.attention.wo.weight", 3), 2, shape, 3, &b, &w) && w);
     CHECK(b.offset[0] == 24 && b.size[0] == 24 && b.offset[1] == 48 && b.size[1] == 48);
     /* wq: rows by tp, then the tp-local rows by FSDP. */
-    CHECK(titan_layout_box(&l, 3, "layers.1.attention.wq.weight", 2, shape, 1, &b, &w) && w);
+    CHECK(titan_layout_box(&l, 3, P("layers.1.attention.wq.weight", 3), 2, shape, 1, &b, &w) && w);
     CHECK(b.offset[0] == 24 && b.size[0] == 12 && b.offset[1] == 0 && b.size[1] == 96);
-    CHECK(titan_layout_box(&l, 3, "layers.1.attention.wq.weight", 2, shape, 2, &b, &w) && w);
+    CHECK(titan_layout_box(&l, 3, P("layers.1.attention.wq.weight", 3), 2, shape, 2, &b, &w) && w);
     CHECK(b.offset[0] == 12 && b.size[0] == 12);
     /* A norm is replicated over tp: tp rank 1 holds it but does not save it. */
     int64_t nshape[1] = {48};
-    CHECK(titan_layout_box(&l, 3, "norm.weight", 1, nshape, 1, &b, &w) && !w && b.size[0] == 24);
+    CHECK(titan_layout_box(&l, 3, P("norm.weight", 3), 1, nshape, 1, &b, &w) && !w && b.size[0] == 24);
 }
 
 /* ---- a model's state ---- */
@@ -202,7 +225,7 @@ static void check_coverage(const titan_layout *l, int n_layers, const tensor *ts
         for (int r = 0; r < world; r++) {
             titan_box b;
             int w;
-            if (titan_layout_box(l, n_layers, t->name, t->ndim, t->shape, r, &b, &w) && w) {
+            if (titan_layout_box(l, n_layers, P(t->name, n_layers), t->ndim, t->shape, r, &b, &w) && w) {
                 saved[ns++] = b;
                 covered += titan_box_numel(&b);
             }
@@ -216,7 +239,7 @@ static void check_coverage(const titan_layout *l, int n_layers, const tensor *ts
         for (int r = 0; r < world; r++) {
             titan_box b;
             int w, found = 0;
-            if (!titan_layout_box(l, n_layers, t->name, t->ndim, t->shape, r, &b, &w)) continue;
+            if (!titan_layout_box(l, n_layers, P(t->name, n_layers), t->ndim, t->shape, r, &b, &w)) continue;
             for (int a = 0; a < ns && !found; a++) found = !memcmp(&b, &saved[a], sizeof b);
             CHECK(found, "%s: %s rank %d holds a box nobody saves", what, t->name, r);
         }
@@ -240,7 +263,7 @@ static void save_sharded(const char *root, int64_t step, const titan_layout *l, 
             const tensor *t = &ts[i];
             titan_box b, all = whole(t);
             int wr;
-            if (!titan_layout_box(l, n_layers, t->name, t->ndim, t->shape, r, &b, &wr) || !wr) continue;
+            if (!titan_layout_box(l, n_layers, P(t->name, n_layers), t->ndim, t->shape, r, &b, &wr) || !wr) continue;
             titan_box_copy(buf, &b, t->data, &all, &b, sizeof(float));
             OK(titan_ckpt_add_rank(w, r, t->name, TITAN_DTYPE_F32, t->ndim, t->shape, &b, buf));
         }
@@ -260,7 +283,7 @@ static void check_files(titan_ckpt *ck, const titan_layout *l, int n_layers, con
             CHECK(sscanf(c.file, "rank-%d.bin", &r) == 1);
             titan_box b, x;
             int w;
-            CHECK(titan_layout_box(l, n_layers, ts[i].name, ts[i].ndim, ts[i].shape, r, &b, &w) && w &&
+            CHECK(titan_layout_box(l, n_layers, P(ts[i].name, n_layers), ts[i].ndim, ts[i].shape, r, &b, &w) && w &&
                       titan_box_intersect(&b, &c.box, &x) && titan_box_numel(&x) == titan_box_numel(&c.box),
                   "%s chunk %d in %s", ts[i].name, j, c.file);
         }
@@ -282,7 +305,7 @@ static void load_sharded(const char *path, const titan_layout *l, int n_layers, 
         for (int r = 0; r < titan_layout_world(l); r++) {
             titan_box b;
             int w;
-            if (!titan_layout_box(l, n_layers, t->name, t->ndim, t->shape, r, &b, &w)) continue;
+            if (!titan_layout_box(l, n_layers, P(t->name, n_layers), t->ndim, t->shape, r, &b, &w)) continue;
             titan_status st = titan_ckpt_read(ck, t->name, TITAN_DTYPE_F32, &b, buf);
             CHECK(st == TITAN_OK, "%s: rank %d reads %s", what, r, t->name);
             titan_box_copy(want, &b, t->data, &all, &b, sizeof(float));
@@ -370,7 +393,7 @@ static void test_many_ranks(const char *tmp) {
         for (int r = 0; r < titan_layout_world(&l); r++) {
             titan_box b, all = whole(&ts[i]);
             int wr;
-            if (!titan_layout_box(&l, 1, ts[i].name, ts[i].ndim, ts[i].shape, r, &b, &wr) || !wr) continue;
+            if (!titan_layout_box(&l, 1, P(ts[i].name, 1), ts[i].ndim, ts[i].shape, r, &b, &wr) || !wr) continue;
             titan_box_copy(buf, &b, ts[i].data, &all, &b, sizeof(float));
             OK(titan_ckpt_add_rank(w, r, ts[i].name, TITAN_DTYPE_F32, ts[i].ndim, ts[i].shape, &b, buf));
         }
@@ -421,7 +444,7 @@ static void test_reshard(const char *tmp) {
     for (int i = 0; i < nt; i++) OK(titan_ckpt_add(w, ts[i].name, TITAN_DTYPE_F32, ts[i].ndim, ts[i].shape, NULL, ts[i].data));
     OK(titan_ckpt_commit(w, 0));
 
-    titan_reshard_opts o = {.layout = L("dp_shard=3,tp=2,pp=2"), .dtype = -1};
+    titan_reshard_opts o = {.layout = L("dp_shard=3,tp=2,pp=2"), .dtype = -1, .place = titan_llama_param_place};
     titan_reshard_stats s;
     OK(titan_ckpt_reshard(a, b, &o, &s));
     CHECK(s.step == 7 && s.ntensors == nt && s.nfiles == 12 && !strcmp(s.from_layout, "single"));

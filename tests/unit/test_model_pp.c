@@ -415,13 +415,13 @@ static void test_catalog(void) {
             size_t off = 0, sum = 0;
             for (int i = 0; i < n && i < r.ng; i++) {
                 const titan_param *c = &cat[i], *g = &r.gcat[i];
-                int mine = titan_layout_stage(&lay, NL, g->name) == s;
+                int mine = titan_layout_stage(&lay, NL, g->place.block) == s;
                 int ok = strcmp(c->name, g->name) == 0 && c->ndim == g->ndim && c->offset == off &&
                          c->numel == (mine ? g->numel : 0) && c->shape[0] == (mine ? g->shape[0] : 0) &&
                          (c->ndim < 2 || c->shape[1] == g->shape[1]);
                 CHECK(ok, "stage %d of %d: %s: %lld x %lld at %zu (numel %zu); layout puts it on stage %d", s, pp,
                       c->name, (long long)c->shape[0], (long long)(c->ndim > 1 ? c->shape[1] : 0), c->offset, c->numel,
-                      titan_layout_stage(&lay, NL, g->name));
+                      titan_layout_stage(&lay, NL, g->place.block));
                 off += c->numel;
                 sum += mine ? g->numel : 0;
             }

@@ -65,7 +65,7 @@ static titan_llama_config tiny(int tied, int vocab) { return tiny_config(3, 2 * 
  * tp dim 0, columns for dim 1, all of it for replicated tensors. Checks
  * the local shape against the split. */
 static void take_piece(const titan_param *g, const titan_param *l, const float *src, float *dst) {
-    int d = titan_layout_tp_dim(g->name);
+    int d = g->place.tp_dim;
     const float *s = src + g->offset;
     if (d < 0) {
         CHECK(l->numel == g->numel && l->shape[0] == g->shape[0], "%s: replicated, local shape %lld", g->name,
@@ -101,7 +101,7 @@ static void check_catalog(titan_llama *m, const titan_llama_config *c, const tit
         const titan_param *p = &cat[i];
         titan_box box;
         int writes = -1;
-        int got = titan_layout_box(&lay, c->n_layers, gcat[i].name, gcat[i].ndim, gcat[i].shape, me, &box, &writes);
+        int got = titan_layout_box(&lay, c->n_layers, gcat[i].place, gcat[i].ndim, gcat[i].shape, me, &box, &writes);
         int ok = got && strcmp(p->name, gcat[i].name) == 0 && p->ndim == gcat[i].ndim && p->offset == off &&
                  box.ndim == p->ndim;
         size_t numel = 1;
@@ -109,7 +109,7 @@ static void check_catalog(titan_llama *m, const titan_llama_config *c, const tit
             ok = box.size[k] == p->shape[k];
             numel *= (size_t)p->shape[k];
         }
-        ok = ok && numel == p->numel && writes == (titan_layout_tp_dim(p->name) >= 0 || me == 0);
+        ok = ok && numel == p->numel && writes == (p->place.tp_dim >= 0 || me == 0);
         if (!ok && bad++ < 3)
             CHECK(0, "catalog %s: local %lld x %lld at %zu, layout box %lld x %lld (got %d)", p->name,
                   (long long)p->shape[0], (long long)p->shape[1], p->offset, (long long)box.size[0],
@@ -241,7 +241,7 @@ static void run_case(int tied, int vocab, titan_dtype dt) {
             worst32 = fmax(worst32, norm_max_err(piece, piece32, cat[i].numel));
             worst_tp32 = fmax(worst_tp32, norm_max_err(gt + cat[i].offset, piece32, cat[i].numel));
         }
-        if (titan_layout_tp_dim(cat[i].name) < 0) hr = fnv(gt + cat[i].offset, cat[i].numel * sizeof(float), hr);
+        if (cat[i].place.tp_dim < 0) hr = fnv(gt + cat[i].offset, cat[i].numel * sizeof(float), hr);
     }
     CHECK(same_on_all(world, hr), "replicated tensors' gradients (norms) differ between ranks");
     size_t nl = titan_llama_params_count(tpm[0]);
