@@ -14,6 +14,7 @@
 #include "core/version.h"
 #include "core/fsutil.h"
 #include "data/bpe_train.h"
+#include "data/bpe_train_corpus.h"
 #include "data/corpus.h"
 #include "data/shard.h"
 #include "data/shard_pipeline.h"
@@ -192,22 +193,6 @@ static titan_status val_dir_of(const options *o, char *out, size_t cap) {
     return TITAN_OK;
 }
 
-/* Reads every input through fn(ctx, ...); no document in any of them is an error. */
-static titan_status read_all(char **inputs, int n_inputs, const titan_corpus_opts *copts, titan_corpus_fn fn,
-                             void *ctx, titan_corpus_stats *cs) {
-    titan_status st = TITAN_OK;
-    for (int i = 0; st == TITAN_OK && i < n_inputs; i++) {
-        titan_debug("reading %s", inputs[i]);
-        st = titan_corpus_read(inputs[i], copts, fn, ctx, cs);
-    }
-    if (st == TITAN_OK && cs->documents == 0) {
-        st = titan_error(TITAN_ERR_FORMAT, "no documents in the input (%" PRIu64 " sources read, %" PRIu64 " skipped)",
-                         cs->sources, cs->skipped);
-        titan_error_hint("run with -v to see what was skipped");
-    }
-    return st;
-}
-
 /* Opens the writers (the validation one with --split) and the pipeline. */
 static titan_status open_outputs(const options *o, const titan_tokenizer *tok, const char *val_dir, feed *f) {
     TITAN_TRY(titan_shard_writer_open(&f->train, o->out, tok, o->shard_tokens, o->force));
@@ -240,7 +225,7 @@ static titan_status run(const options *o, char **inputs, int n_inputs) {
     titan_status st = TITAN_OK;
     if (count) { /* the count split picks among all documents: count them first */
         f.doing = "counting: ";
-        st = read_all(inputs, n_inputs, &copts, count_doc, &f, &cs);
+        st = titan_corpus_read_all(inputs, n_inputs, &copts, count_doc, &f, &cs);
         f.doing = NULL;
         if (st == TITAN_OK) st = titan_shard_split_init_count(&split, count, cs.documents, o->seed);
         cs = (titan_corpus_stats){0};
@@ -251,7 +236,7 @@ static titan_status run(const options *o, char **inputs, int n_inputs) {
     }
     if (o->split) f.split = &split;
     if (st == TITAN_OK) st = open_outputs(o, tok, val_dir, &f);
-    if (st == TITAN_OK) st = read_all(inputs, n_inputs, &copts, add_doc, &f, &cs);
+    if (st == TITAN_OK) st = titan_corpus_read_all(inputs, n_inputs, &copts, add_doc, &f, &cs);
     if (st == TITAN_OK) st = titan_shard_pipeline_flush(f.pipe);
     titan_progress_clear(&f.progress);
     if (st == TITAN_OK && f.split && (f.val_docs == 0 || f.val_docs == cs.documents)) {
@@ -297,60 +282,6 @@ static titan_status parse_vocab(const char *s, int *out) {
     return TITAN_OK;
 }
 
-/* Documents are copied into batches of about 4 MB, whose pre-tokens are
- * split on -j threads. */
-#define TRAIN_BATCH_BYTES (4u << 20)
-
-typedef struct {
-    titan_bpe_trainer *trainer;
-    int threads;
-    char *buf; /* the batch's documents, back to back */
-    size_t len, cap;
-    const char **texts; /* set at the flush: buf may move until then */
-    size_t *lens;
-    size_t n, ncap;
-    const titan_corpus_stats *cs;
-    uint64_t total_bytes;
-    titan_progress progress;
-} train_feed;
-
-static titan_status train_flush(train_feed *f) {
-    for (size_t i = 0, off = 0; i < f->n; off += f->lens[i++]) f->texts[i] = f->buf + off;
-    titan_status st = titan_bpe_trainer_add_texts(f->trainer, f->texts, f->lens, f->n, f->threads);
-    f->n = f->len = 0;
-    return st;
-}
-
-static titan_status train_doc(void *ctx, const char *source, const char *text, size_t n) {
-    (void)source;
-    train_feed *f = ctx;
-    if (f->len + n > f->cap) {
-        size_t cap = 2 * (f->len + n) > TRAIN_BATCH_BYTES ? 2 * (f->len + n) : TRAIN_BATCH_BYTES;
-        char *b = realloc(f->buf, cap);
-        if (!b) return titan_error(TITAN_ERR_NOMEM, "tokenizer training: out of memory for a batch of %zu bytes", cap);
-        f->buf = b, f->cap = cap;
-    }
-    if (f->n == f->ncap) {
-        size_t cap = f->ncap ? 2 * f->ncap : 4096;
-        size_t *l = realloc(f->lens, cap * sizeof *l);
-        const char **t = realloc(f->texts, cap * sizeof *t);
-        if (l) f->lens = l;
-        if (t) f->texts = t;
-        if (!l || !t) return titan_error(TITAN_ERR_NOMEM, "tokenizer training: out of memory for a batch");
-        f->ncap = cap;
-    }
-    memcpy(f->buf + f->len, text, n);
-    f->len += n;
-    f->lens[f->n++] = n;
-    titan_status st = f->len >= TRAIN_BATCH_BYTES ? train_flush(f) : TITAN_OK;
-    if (titan_progress_due(&f->progress)) {
-        char what[64];
-        snprintf(what, sizeof what, "counting pre-tokens: %" PRIu64 " docs", f->cs->documents);
-        titan_progress_bytes(&f->progress, f->cs->input_bytes, f->total_bytes, f->cs->bytes, what);
-    }
-    return st;
-}
-
 /* Counts the pre-tokens of every document, learns the merges, writes -o FILE. */
 static titan_status train_tokenizer(const options *o, char **inputs, int n_inputs) {
     if (titan_fs_is_dir(o->out)) return usage_error("-o %s: is a directory; --train-tokenizer writes a file", o->out);
@@ -365,13 +296,7 @@ static titan_status train_tokenizer(const options *o, char **inputs, int n_input
     double t0 = titan_now_s();
     titan_corpus_opts copts = {.field = o->field, .stdin_name = o->stdin_name};
     titan_corpus_stats cs = {0};
-    train_feed f = {.trainer = t, .threads = o->threads, .cs = &cs};
-    titan_progress_init(&f.progress);
-    for (int i = 0; f.progress.on && i < n_inputs; i++) f.total_bytes += titan_corpus_size(inputs[i]);
-    titan_status st = read_all(inputs, n_inputs, &copts, train_doc, &f, &cs);
-    if (st == TITAN_OK) st = train_flush(&f);
-    free(f.buf), free(f.texts), free(f.lens);
-    titan_progress_clear(&f.progress);
+    titan_status st = titan_bpe_trainer_add_corpus(t, inputs, n_inputs, &copts, o->threads, &cs);
     double t1 = titan_now_s();
     if (st == TITAN_OK) st = titan_bpe_trainer_write(t, o->out);
     titan_bpe_train_stats ts;

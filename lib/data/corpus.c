@@ -6,6 +6,7 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -364,5 +365,20 @@ titan_status titan_corpus_read(const char *input, const titan_corpus_opts *opts,
     r.consumed = stats->input_bytes;
     titan_status st = strcmp(input, "-") == 0 ? read_stream(&r, NULL, "<stdin>", sname, 0) : read_path(&r, input, 0);
     free(r.buf);
+    return st;
+}
+
+titan_status titan_corpus_read_all(char *const *inputs, int n, const titan_corpus_opts *opts,
+                                   titan_corpus_fn fn, void *ctx, titan_corpus_stats *stats) {
+    titan_status st = TITAN_OK;
+    for (int i = 0; st == TITAN_OK && i < n; i++) {
+        titan_debug("reading %s", inputs[i]);
+        st = titan_corpus_read(inputs[i], opts, fn, ctx, stats);
+    }
+    if (st == TITAN_OK && stats->documents == 0) {
+        st = titan_error(TITAN_ERR_FORMAT, "no documents in the input (%" PRIu64 " sources read, %" PRIu64 " skipped)",
+                         stats->sources, stats->skipped);
+        titan_error_hint("run with -v to see what was skipped");
+    }
     return st;
 }

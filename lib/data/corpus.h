@@ -60,4 +60,10 @@ uint64_t titan_corpus_size(const char *input);
 titan_status titan_corpus_read(const char *input, const titan_corpus_opts *opts,
                                titan_corpus_fn fn, void *ctx, titan_corpus_stats *stats);
 
+/* titan_corpus_read over n inputs in turn, stopping at the first error. No
+ * document in any of them (stats->documents still 0 at the end) is
+ * TITAN_ERR_FORMAT, counting the sources read and skipped. */
+titan_status titan_corpus_read_all(char *const *inputs, int n, const titan_corpus_opts *opts,
+                                   titan_corpus_fn fn, void *ctx, titan_corpus_stats *stats);
+
 #endif
