@@ -11,258 +11,14 @@
 
 #include "core/log.h"
 #include "core/toml.h"
+#include "keys.h"
 
-typedef enum { T_STR, T_INT, T_INT64, T_DOUBLE, T_BOOL, T_TRI } key_type;
-
-enum {
-    F_LO = 1,        /* lo is a bound */
-    F_HI = 2,        /* hi is a bound */
-    F_LO_OPEN = 4,   /* value > lo (else >= lo) */
-    F_HI_OPEN = 8,   /* value < hi (else <= hi) */
-    F_MINUS1 = 16,   /* -1 is also allowed ("unset" / "the flavor's") */
-    F_NONEMPTY = 32, /* strings: "" is refused */
-};
-
-typedef struct {
-    const char *section, *key;
-    key_type type;
-    size_t off;
-    const char *sdef;    /* default of a string key */
-    double ndef;         /* default of any other key */
-    const char *choices; /* "a,b,c" or NULL */
-    double lo, hi;
-    unsigned flags;
-    const char *doc;
-} key_def;
-
-#define OFF(f) offsetof(titan_job_config, f)
-#define STR(sec, key, f, def, choices, flags, doc) {sec, key, T_STR, OFF(f), def, 0, choices, 0, 0, flags, doc}
-#define INT(sec, key, f, def, lo, flags, doc) {sec, key, T_INT, OFF(f), NULL, def, NULL, lo, 0, F_LO | (flags), doc}
-#define NUM(sec, key, f, def, lo, hi, flags, doc) {sec, key, T_DOUBLE, OFF(f), NULL, def, NULL, lo, hi, flags, doc}
-#define BOOL(sec, key, f, def, doc) {sec, key, T_BOOL, OFF(f), NULL, def, NULL, 0, 0, 0, doc}
-
-/* Defaults follow torchtitan's JobConfig where the key exists there. */
-static const key_def KEYS[] = {
-    STR("job", "description", job_description, "", NULL, 0, "free text describing the run"),
-    STR("job", "dump_folder", job_dump_folder, "./outputs", NULL, F_NONEMPTY,
-        "run directory: titan-init creates it, titan-train writes checkpoints and metrics there"),
-
-    STR("model", "name", model_name, "llama3", "llama3", 0, "model family"),
-    STR("model", "flavor", model_flavor, "debugmodel", "debugmodel,1B,3B,8B,70B,405B", 0,
-        "size preset; the keys below override single dimensions of it"),
-    STR("model", "tokenizer", model_tokenizer, "byte", NULL, F_NONEMPTY,
-        "tokenizer: \"byte\" (raw bytes plus specials) is the one built in"),
-    INT("model", "dim", model_dim, 0, 0, 0, "model width; 0 = the flavor's"),
-    INT("model", "n_layers", model_n_layers, 0, 0, 0, "transformer blocks; 0 = the flavor's"),
-    INT("model", "n_heads", model_n_heads, 0, 0, 0, "attention heads; 0 = the flavor's"),
-    INT("model", "n_kv_heads", model_n_kv_heads, 0, 0, 0,
-        "key/value heads (GQA); 0 = the flavor's, or n_heads when n_heads is set"),
-    INT("model", "multiple_of", model_multiple_of, 0, 0, 0, "FFN hidden size rounds up to this; 0 = the flavor's"),
-    NUM("model", "ffn_dim_multiplier", model_ffn_dim_multiplier, -1, 0, 0, F_LO | F_MINUS1,
-        "FFN hidden size multiplier; -1 = the flavor's, 0 = none"),
-    NUM("model", "norm_eps", model_norm_eps, 0, 0, 0, F_LO, "RMSNorm epsilon; 0 = the flavor's"),
-    NUM("model", "rope_theta", model_rope_theta, 0, 0, 0, F_LO, "RoPE base frequency; 0 = the flavor's"),
-    NUM("model", "rope_scaling_factor", model_rope_scaling_factor, -1, 0, 0, F_LO | F_MINUS1,
-        "Llama 3.1 RoPE scaling factor; -1 = the flavor's, 0 = no scaling"),
-    {"model", "tie_embeddings", T_TRI, OFF(model_tie_embeddings), NULL, -1, NULL, 0, 0, 0,
-     "output head shares the token embedding; -1 = the flavor's"},
-
-    STR("optimizer", "name", optimizer_name, "AdamW", "AdamW", 0, "optimizer"),
-    NUM("optimizer", "lr", optimizer_lr, 8e-4, 0, 0, F_LO | F_LO_OPEN, "peak learning rate"),
-    NUM("optimizer", "beta1", optimizer_beta1, 0.9, 0, 1, F_LO | F_HI | F_HI_OPEN, "AdamW first-moment decay"),
-    NUM("optimizer", "beta2", optimizer_beta2, 0.95, 0, 1, F_LO | F_HI | F_HI_OPEN, "AdamW second-moment decay"),
-    NUM("optimizer", "eps", optimizer_eps, 1e-8, 0, 0, F_LO | F_LO_OPEN, "AdamW epsilon"),
-    NUM("optimizer", "weight_decay", optimizer_weight_decay, 0.1, 0, 0, F_LO, "decoupled weight decay"),
-
-    INT("lr_scheduler", "warmup_steps", lr_scheduler_warmup_steps, 200, 0, 0,
-        "linear warmup steps (capped at training.steps)"),
-    NUM("lr_scheduler", "decay_ratio", lr_scheduler_decay_ratio, -1, 0, 1, F_LO | F_HI | F_MINUS1,
-        "fraction of steps that decay at the end (-1 = all steps after warmup; between, the LR stays at peak)"),
-    STR("lr_scheduler", "decay_type", lr_scheduler_decay_type, "linear", "linear,sqrt,cosine", 0, "decay curve"),
-    NUM("lr_scheduler", "min_lr_factor", lr_scheduler_min_lr_factor, 0, 0, 1, F_LO | F_HI,
-        "final LR as a fraction of the peak"),
-
-    STR("training", "dataset_path", training_dataset_path, "", NULL, 0,
-        "directory of token shards written by titan-shard"),
-    INT("training", "local_batch_size", training_local_batch_size, 8, 1, 0, "sequences per step per data-parallel rank"),
-    {"training", "global_batch_size", T_INT, OFF(training_global_batch_size), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
-     "sequences per optimizer step; -1 = local_batch_size x data-parallel degree (no gradient accumulation)"},
-    INT("training", "seq_len", training_seq_len, 2048, 1, 0, "tokens per sequence"),
-    NUM("training", "max_norm", training_max_norm, 1.0, 0, 0, 0, "gradient clipping max global norm; <= 0 disables"),
-    INT("training", "steps", training_steps, 10000, 1, 0, "optimizer steps to train"),
-    {"training", "seed", T_INT64, OFF(training_seed), NULL, 0, NULL, 0, 0, 0,
-     "seed of weight init and data order (titan always seeds)"},
-    BOOL("training", "deterministic", training_deterministic, 0, "bitwise-repeatable kernels even where slower (cuda: titan's attention, not cuDNN's)"),
-    STR("training", "mixed_precision_param", training_mixed_precision_param, "float32", "float32,bfloat16", 0,
-        "compute dtype (torchtitan's meaning): bfloat16 computes with bf16 activations and weights while "
-        "parameters, gradients and AdamW stay float32 (FSDP then gathers bf16 parameters); float32 by "
-        "default (torchtitan: bfloat16)"),
-    STR("training", "mixed_precision_reduce", training_mixed_precision_reduce, "float32", "float32,bfloat16", 0,
-        "dtype of gradient reductions (reduce-scatter and all-reduce) between ranks"),
-    STR("training", "device", training_device, "cpu", "cpu,cuda,cuda:N,auto,cpu-guard", 0,
-        "where to train: cpu; cuda (with several ranks, each on the GPU of its local rank) or cuda:N (GPU N, "
-        "one rank); auto (cuda if a GPU opens, else cpu); cpu-guard (tests: the CPU under a GPU's memory "
-        "rules)"),
-    INT("training", "threads", training_threads, 0, 0, 0, "CPU threads; 0 = all cores"),
-    BOOL("training", "shuffle", training_shuffle, 0,
-         "visit each epoch's samples in a random order drawn from training.seed (titan extension)"),
-
-    INT("parallelism", "data_parallel_replicate_degree", parallelism_data_parallel_replicate_degree, 1, 1, 0,
-        "DDP/HSDP replicas"),
-    {"parallelism", "data_parallel_shard_degree", T_INT, OFF(parallelism_data_parallel_shard_degree), NULL, -1, NULL,
-     1, 0, F_LO | F_MINUS1, "FSDP shards; -1 = the ranks the other degrees leave"},
-    INT("parallelism", "tensor_parallel_degree", parallelism_tensor_parallel_degree, 1, 1, 0, "tensor parallel ranks (Megatron split: must divide n_kv_heads and the FFN hidden size)"),
-    BOOL("parallelism", "enable_sequence_parallel", parallelism_enable_sequence_parallel, 1,
-         "with tensor parallelism, split the residual stream and the norms by rows (Megatron's sequence "
-         "parallelism, which torchtitan always uses with tp): the same numbers, 1/tp of the residual stream's "
-         "memory; local_batch_size x seq_len must split over the tp ranks (titan extension)"),
-    INT("parallelism", "context_parallel_degree", parallelism_context_parallel_degree, 1, 1, 0, "context parallel ranks"),
-    INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0,
-        "pipeline stages (torchtitan's split: the embedding and the head weigh a layer each; untied embeddings)"),
-    STR("parallelism", "pipeline_parallel_schedule", parallelism_pipeline_parallel_schedule, "1F1B", "1F1B,GPipe", 0,
-        "pipeline schedule: 1F1B (one forward, one backward: at most pp micro-batches in flight) or GPipe (all "
-        "forwards, then all backwards)"),
-    INT("parallelism", "pipeline_parallel_microbatch_size", parallelism_pipeline_parallel_microbatch_size, 1, 1, 0,
-        "sequences per pipeline micro-batch; local_batch_size must be a multiple"),
-    STR("parallelism", "fsdp_reshard_after_forward", parallelism_fsdp_reshard_after_forward, "default",
-        "default,always,never", 0,
-        "FSDP: free each block's gathered parameters after its forward and gather them again for its backward "
-        "(default = always without pipeline parallelism); never keeps them from forward to backward"),
-    STR("parallelism", "comm_bucket_plan", parallelism_comm_bucket_plan, "auto", NULL, F_NONEMPTY,
-        "how blocks (0 = embedding, 1..n_layers, n_layers+1 = norm and output) group into communication units "
-        "(titan extension): auto (FSDP one per block, DDP 25 MB), blocks, whole, size:MB, or a unit id per "
-        "block such as \"0,1,1,2\""),
-
-    BOOL("checkpoint", "enable", checkpoint_enable, 1, "save checkpoints (and resume from the latest)"),
-    STR("checkpoint", "folder", checkpoint_folder, "checkpoint", NULL, F_NONEMPTY,
-        "checkpoint directory, relative to the run directory"),
-    INT("checkpoint", "interval", checkpoint_interval, 500, 1, 0, "save every this many steps (and at the end)"),
-    INT("checkpoint", "keep_latest_k", checkpoint_keep_latest_k, 10, 0, 0, "checkpoints kept; 0 = keep all"),
-    STR("checkpoint", "async_mode", checkpoint_async_mode, "disabled", "disabled,async,async_with_pinned_mem", 0,
-        "disabled: training waits for each save; async (and async_with_pinned_mem, the same on the CPU): a "
-        "background thread writes a host copy while training goes on"),
-    STR("checkpoint", "compression", checkpoint_compression, "none", "none,zstd", 0,
-        "how chunks are stored: none (raw), or zstd (each chunk its own frame; see titan-checkpoint(5))"),
-    {"checkpoint", "compression_level", T_INT, OFF(checkpoint_compression_level), NULL, 3, NULL, 1, 19,
-     F_LO | F_HI, "zstd level when compression = \"zstd\""},
-    STR("checkpoint", "initial_load_path", checkpoint_initial_load_path, "", NULL, 0,
-        "titan-init takes the seed checkpoint's weights from here (a titan checkpoint, step or run directory; "
-        "or a Hugging Face Llama directory with initial_load_in_hf) instead of a fresh init; titan-train "
-        "ignores it"),
-    BOOL("checkpoint", "initial_load_in_hf", checkpoint_initial_load_in_hf, 0,
-         "initial_load_path is a Hugging Face Llama directory (config.json and safetensors)"),
-    BOOL("checkpoint", "initial_load_model_only", checkpoint_initial_load_model_only, 1,
-         "take only the weights from initial_load_path (the only choice: training starts at step 0 with fresh "
-         "AdamW moments)"),
-
-    BOOL("validation", "enable", validation_enable, 0, "compute the loss on held-out shards during training"),
-    STR("validation", "dataset_path", validation_dataset_path, "", NULL, 0,
-        "held-out shard directory (titan-shard --split writes one)"),
-    {"validation", "local_batch_size", T_INT, OFF(validation_local_batch_size), NULL, -1, NULL, 1, 0,
-     F_LO | F_MINUS1, "sequences per validation batch per rank; -1 = training.local_batch_size (must equal it)"},
-    {"validation", "seq_len", T_INT, OFF(validation_seq_len), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
-     "tokens per validation sequence; -1 = training.seq_len (must equal it)"},
-    INT("validation", "freq", validation_freq, 10, 1, 0, "validate every this many steps (and after the last)"),
-    {"validation", "steps", T_INT, OFF(validation_steps), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
-     "batches per validation; -1 = every sample of the held-out set once"},
-
-    INT("metrics", "log_freq", metrics_log_freq, 10, 1, 0, "log metrics every this many steps"),
-    NUM("metrics", "peak_flops", metrics_peak_flops, 0, 0, 0, F_LO,
-        "peak FLOP/s of the device for MFU; 0 = measure with a GEMM probe"),
-
-    BOOL("profiling", "enable_profiling", profiling_enable_profiling, 0,
-         "time every backend op of one step in profile_freq (each op waits for the device: that step "
-         "runs slower) and write a Chrome trace and a per-op table"),
-    STR("profiling", "save_traces_folder", profiling_save_traces_folder, "profile_traces", NULL, F_NONEMPTY,
-        "where the traces go, relative to the run directory: FOLDER/iteration_STEP/rankR_trace.json"),
-    INT("profiling", "profile_freq", profiling_profile_freq, 10, 1, 0,
-        "profile the steps that are a multiple of this"),
-
-    NUM("comm", "train_timeout_seconds", comm_train_timeout_seconds, 0, 0, 0, F_LO,
-        "seconds a collective or send/receive may wait for the other ranks before the job fails with "
-        "exit status 8; 0 = $TITAN_COMM_TIMEOUT, else 300"),
-    {"comm", "trace_buf_size", T_INT, OFF(comm_trace_buf_size), NULL, 2000, NULL, 0, 0, F_LO,
-     "the flight recorder keeps this many last communication operations per rank and writes them "
-     "out when the job fails or is signalled (SIGUSR1, SIGTERM); 0 = off"},
-    STR("comm", "save_traces_folder", comm_save_traces_folder, "comm_traces", NULL, F_NONEMPTY,
-        "where the flight recorder's dumps go, relative to the run directory: FOLDER/rank-R.json "
-        "(titan-trace hang reads them)"),
-
-    STR("activation_checkpoint", "mode", activation_checkpoint_mode, "none", "none,full,selective", 0,
-        "recompute activations in backward (the same numbers, less memory, more compute): none; full "
-        "(every layer keeps only its input); selective (as selective_ac_option says)"),
-    STR("activation_checkpoint", "selective_ac_option", activation_checkpoint_selective_ac_option, "2", "op,N", 0,
-        "in selective mode: N = every Nth layer keeps only its input, the others everything; op = every "
-        "layer keeps the outputs of attention and of every other matmul (wq, wv, w1) and recomputes the "
-        "norms, wk, RoPE, wo, w3 and SwiGLU"),
-};
-#define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
-
-static const char *const SECTIONS[] = {"job", "model", "optimizer", "lr_scheduler", "training",
-                                       "parallelism", "checkpoint", "validation", "metrics", "profiling",
-                                       "activation_checkpoint"};
-#define NSECTIONS ((int)(sizeof SECTIONS / sizeof SECTIONS[0]))
-
-/* Old spellings that mean a supported key. */
-static const struct { const char *section, *key, *target; } ALIASES[] = {
-    {"checkpoint", "enable_checkpoint", "enable"},
-};
-
-/* Values a supported key will have one day, refused with a reason. */
-static const struct { const char *section, *key, *value, *why, *hint; } NOT_YET[] = {
-    {"activation_checkpoint", "mode", "memory_budget",
-     "memory-budget checkpointing (torch.compile's min-cut partitioner) has no counterpart in titan",
-     "use mode = \"selective\" with selective_ac_option = \"op\" or a layer interval, or \"full\""},
-};
-
-/* torchtitan keys that titan does not implement. Accepted with a warning when
- * their value is harmless: NULL = any value (it only affects speed, logging
- * or features off the training math), else the "|"-separated TOML values
- * that are. Key "*" accepts any key of the section. */
-static const struct { const char *section, *key, *harmless; } IGNORED[] = {
-    {"job", "config_file", NULL}, {"job", "use_for_integration_test", NULL}, {"job", "print_args", NULL},
-    {"job", "print_config", NULL},
-    {"profiling", "profiler_active", NULL}, {"profiling", "profiler_warmup", NULL},
-    {"profiling", "enable_memory_snapshot", NULL}, {"profiling", "save_memory_snapshot_folder", NULL},
-    {"metrics", "enable_tensorboard", NULL}, {"metrics", "disable_color_printing", NULL},
-    {"metrics", "save_tb_folder", NULL}, {"metrics", "save_for_all_ranks", NULL}, {"metrics", "rank_0_only", NULL},
-    {"metrics", "enable_wandb", NULL},
-    {"model", "tokenizer_path", NULL}, {"model", "hf_assets_path", NULL}, {"model", "converters", "[]"},
-    {"model", "print_after_conversion", NULL}, {"model", "norm_type", "\"rmsnorm\""},
-    {"optimizer", "implementation", NULL}, {"optimizer", "early_step_in_backward", "false"},
-    {"lr_scheduler", "lr_min", "0|0.0"},
-    {"training", "dataset", NULL}, {"training", "enable_cpu_offload", NULL}, {"training", "compile", NULL},
-    {"training", "gc_freq", NULL}, {"training", "gc_debug", NULL},
-    {"parallelism", "enable_compiled_autograd", NULL},
-    {"parallelism", "disable_loss_parallel", NULL}, {"parallelism", "enable_async_tensor_parallel", NULL},
-    {"parallelism", "pipeline_parallel_split_points", "[]"}, {"parallelism", "module_fqns_per_model_part", NULL},
-    {"parallelism", "pipeline_parallel_first_stage_less_layers", NULL},
-    {"parallelism", "pipeline_parallel_last_stage_less_layers", NULL},
-    {"parallelism", "pipeline_parallel_layers_per_stage", NULL},
-    {"parallelism", "pipeline_parallel_schedule_csv", "\"\""},
-    {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},
-    {"parallelism", "expert_tensor_parallel_degree", "1"},
-    {"checkpoint", "last_save_model_only", NULL},
-    {"checkpoint", "last_save_in_hf", "false"}, {"checkpoint", "model_weights_only", NULL},
-    {"checkpoint", "export_dtype", "\"float32\""}, {"checkpoint", "load_step", "-1"},
-    {"checkpoint", "exclude_from_loading", "[]"}, {"checkpoint", "enable_first_step_checkpoint", "false"},
-    {"checkpoint", "create_seed_checkpoint", "false"}, {"checkpoint", "load_only", "false"},
-    {"activation_checkpoint", "memory_budget", NULL}, {"activation_checkpoint", "visualize_memory_budget_pareto", NULL},
-    {"activation_checkpoint", "per_op_sac_force_recompute_mm_shapes_by_fqns", NULL},
-    {"activation_checkpoint", "early_stop", NULL},
-    {"compile", "enable", NULL}, {"compile", "components", NULL}, {"compile", "backend", NULL},
-    {"float8", "enable_fsdp_float8_all_gather", "false"}, {"float8", "precompute_float8_dynamic_scale_for_fsdp", "false"},
-    {"float8", "force_recompute_fp8_weight_in_bwd", "false"}, {"float8", "recipe_name", NULL},
-    {"float8", "filter_fqns", NULL}, {"float8", "emulate", NULL}, {"float8", "moe_fqns_prototype", NULL},
-    {"mx", "mxfp8_dim1_cast_kernel_choice", NULL}, {"mx", "recipe_name", NULL}, {"mx", "filter_fqns", NULL},
-    {"mx", "moe_fqns_prototype", NULL},
-    {"comm", "init_timeout_seconds", NULL},
-    {"memory_estimation", "enable", "false"}, {"memory_estimation", "disable_fake_mode", NULL},
-    {"fault_tolerance", "enable", "false"}, {"fault_tolerance", "*", NULL},
-    {"experimental", "custom_import", "\"\""}, {"experimental", "custom_args_module", "\"\""},
-    {"validation", "dataset", NULL},
-};
-#define NIGNORED ((int)(sizeof IGNORED / sizeof IGNORED[0]))
+#define KEYS titan_job_keys
+#define NKEYS titan_job_nkeys
+#define SECTIONS titan_job_sections
+#define NSECTIONS titan_job_nsections
+#define IGNORED titan_job_ignored
+#define NIGNORED titan_job_nignored
 
 /* ---- lookups ---- */
 
@@ -273,9 +29,9 @@ static const key_def *find_key(const char *section, const char *key) {
 }
 
 static const key_def *find_alias(const char *section, const char *key) {
-    for (size_t i = 0; i < sizeof ALIASES / sizeof ALIASES[0]; i++)
-        if (strcmp(ALIASES[i].section, section) == 0 && strcmp(ALIASES[i].key, key) == 0)
-            return find_key(section, ALIASES[i].target);
+    for (int i = 0; i < titan_job_naliases; i++)
+        if (strcmp(titan_job_aliases[i].section, section) == 0 && strcmp(titan_job_aliases[i].key, key) == 0)
+            return find_key(section, titan_job_aliases[i].target);
     return NULL;
 }
 
@@ -456,35 +212,47 @@ static int in_range(const key_def *k, double x) {
     return 1;
 }
 
+/* The position of s among choices ("a,b,c"), or -1. "name:N" stands for
+ * name:0, name:1, ...; "N" alone for 1, 2, ... 999999999. */
+static int choice_index(const char *choices, const char *s) {
+    int i = 0;
+    for (const char *c = choices; *c; i++) {
+        size_t cl = strcspn(c, ","), sl = strlen(s);
+        if (cl == 1 && c[0] == 'N') {
+            if (sl > 0 && sl <= 9 && s[0] != '0' && strspn(s, "0123456789") == sl) return i;
+        } else if (cl > 2 && c[cl - 2] == ':' && c[cl - 1] == 'N') {
+            if (sl >= cl && strncmp(s, c, cl - 1) == 0 && strspn(s + cl - 1, "0123456789") == sl - (cl - 1)) return i;
+        } else if (sl == cl && strncmp(c, s, cl) == 0) {
+            return i;
+        }
+        c += cl;
+        if (*c == ',') c++;
+    }
+    return -1;
+}
+
+/* A key with an enum field: set it from the string's choice. */
+static void set_enum(titan_job_config *cfg, const key_def *k, const char *s) {
+    if (k->flags & F_ENUM) *(int *)((char *)cfg + k->eoff) = choice_index(k->choices, s);
+}
+
 static titan_status check_choice(const key_def *k, const char *place, const char *s) {
-    for (size_t i = 0; i < sizeof NOT_YET / sizeof NOT_YET[0]; i++)
-        if (strcmp(NOT_YET[i].section, k->section) == 0 && strcmp(NOT_YET[i].key, k->key) == 0 &&
-            strcmp(NOT_YET[i].value, s) == 0) {
-            titan_error(TITAN_ERR_USAGE, "%s: %s.%s: '%s': %s", place, k->section, k->key, s, NOT_YET[i].why);
-            titan_error_hint("%s", NOT_YET[i].hint);
+    for (int i = 0; i < titan_job_nnot_yet; i++) {
+        const key_not_yet *ny = &titan_job_not_yet[i];
+        if (strcmp(ny->section, k->section) == 0 && strcmp(ny->key, k->key) == 0 && strcmp(ny->value, s) == 0) {
+            titan_error(TITAN_ERR_USAGE, "%s: %s.%s: '%s': %s", place, k->section, k->key, s, ny->why);
+            titan_error_hint("%s", ny->hint);
             return TITAN_ERR_USAGE;
         }
-    if (!k->choices) return TITAN_OK;
+    }
+    if (!k->choices || choice_index(k->choices, s) >= 0) return TITAN_OK;
     char list[256], *save = NULL;
     snprintf(list, sizeof list, "%s", k->choices);
     suggest sg = {s, NULL, 0};
     int any_n = 0;
     for (char *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
-        /* "name:N" stands for name:0, name:1, ...; "N" alone for 1, 2, ... */
-        size_t cl = strlen(c);
-        if (strcmp(c, "N") == 0) {
-            size_t sl = strlen(s);
-            any_n = 1;
-            if (sl > 0 && sl <= 9 && s[0] != '0' && strspn(s, "0123456789") == sl) return TITAN_OK;
-            continue;
-        }
-        if (cl > 2 && strcmp(c + cl - 2, ":N") == 0) {
-            if (strncmp(s, c, cl - 1) == 0 && s[cl - 1] && strspn(s + cl - 1, "0123456789") == strlen(s + cl - 1))
-                return TITAN_OK;
-        } else if (strcmp(c, s) == 0) {
-            return TITAN_OK;
-        }
-        suggest_try(&sg, c);
+        if (strcmp(c, "N") == 0) any_n = 1;
+        else suggest_try(&sg, c);
     }
     char pretty[256], best[64] = "";
     size_t used = 0;
@@ -515,6 +283,7 @@ static titan_status set_key(titan_job_config *cfg, const key_def *k, const titan
         TITAN_TRY(check_choice(k, place, v->u.str.ptr));
         memset(field, 0, TITAN_STR); /* whole buffer, so configs compare with memcmp */
         memcpy(field, v->u.str.ptr, v->u.str.len);
+        set_enum(cfg, k, field);
         return TITAN_OK;
     }
     case T_INT:
@@ -613,7 +382,8 @@ static titan_status apply_table(titan_job_config *cfg, int *line_of, const char 
 }
 
 static titan_status apply_doc(titan_job_config *cfg, const titan_toml_doc *doc) {
-    int line_of[NKEYS] = {0};
+    int line_of[NKEYS];
+    memset(line_of, 0, sizeof line_of);
     titan_status st = TITAN_OK;
     for (int i = 0; st == TITAN_OK && i < doc->root.n; i++) {
         const titan_toml_entry *e = &doc->root.items[i];
@@ -648,7 +418,7 @@ void titan_config_defaults(titan_job_config *cfg) {
         const key_def *k = &KEYS[i];
         void *field = (char *)cfg + k->off;
         switch (k->type) {
-        case T_STR: snprintf(field, TITAN_STR, "%s", k->sdef); break;
+        case T_STR: snprintf(field, TITAN_STR, "%s", k->sdef), set_enum(cfg, k, k->sdef); break;
         case T_INT: case T_BOOL: case T_TRI: *(int *)field = (int)k->ndef; break;
         case T_INT64: *(int64_t *)field = (int64_t)k->ndef; break;
         case T_DOUBLE: *(double *)field = k->ndef; break;

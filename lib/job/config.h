@@ -2,7 +2,7 @@
  *
  * A job is read from a TOML file, then `--section.key=value` overrides are
  * applied in order. Every key has a type, a default, a check and a doc line in
- * one table (config.c), which also drives --print-config and error messages. */
+ * one table (keys.c), which also drives --print-config and error messages. */
 #ifndef TITAN_JOB_CONFIG_H
 #define TITAN_JOB_CONFIG_H
 
@@ -12,6 +12,22 @@
 #include "core/error.h"
 
 #define TITAN_STR 256
+
+/* Keys with a fixed list of choices keep the string as written (config.toml,
+ * messages) and its value, resolved when the key is set from the key table's
+ * entry (lib/job/keys.c), whose choices list the values in this order. */
+typedef enum { TITAN_JOB_FLOAT32, TITAN_JOB_BFLOAT16 } titan_job_dtype;
+typedef enum {
+    TITAN_JOB_DEVICE_CPU,       /* "cpu" */
+    TITAN_JOB_DEVICE_CUDA,      /* "cuda": with several ranks, the GPU of the local rank */
+    TITAN_JOB_DEVICE_CUDA_N,    /* "cuda:N": GPU N */
+    TITAN_JOB_DEVICE_AUTO,      /* "auto": cuda if a GPU opens, else cpu */
+    TITAN_JOB_DEVICE_CPU_GUARD, /* "cpu-guard" */
+} titan_job_device;
+typedef enum { TITAN_JOB_PP_1F1B, TITAN_JOB_PP_GPIPE } titan_job_pp_schedule;
+typedef enum { TITAN_JOB_RESHARD_DEFAULT, TITAN_JOB_RESHARD_ALWAYS, TITAN_JOB_RESHARD_NEVER } titan_job_reshard;
+typedef enum { TITAN_JOB_ASYNC_DISABLED, TITAN_JOB_ASYNC, TITAN_JOB_ASYNC_PINNED_MEM } titan_job_async;
+typedef enum { TITAN_JOB_AC_NONE, TITAN_JOB_AC_FULL, TITAN_JOB_AC_SELECTIVE } titan_job_ac;
 
 typedef struct {
     /* [job] */
@@ -52,6 +68,9 @@ typedef struct {
     char training_mixed_precision_param[TITAN_STR];  /* float32, bfloat16 */
     char training_mixed_precision_reduce[TITAN_STR]; /* float32 */
     char training_device[TITAN_STR];   /* cpu, cuda, cuda:N, auto, cpu-guard */
+    titan_job_dtype training_param_dtype;  /* mixed_precision_param */
+    titan_job_dtype training_reduce_dtype; /* mixed_precision_reduce */
+    titan_job_device training_device_kind; /* device (cuda:N's N: the string's) */
     int training_threads;              /* 0 = all cores */
     int training_shuffle;              /* visit each epoch's samples in a seeded random order */
 
@@ -65,6 +84,8 @@ typedef struct {
     char parallelism_pipeline_parallel_schedule[TITAN_STR]; /* 1F1B, GPipe */
     int parallelism_pipeline_parallel_microbatch_size;      /* sequences per pipeline micro-batch */
     char parallelism_fsdp_reshard_after_forward[TITAN_STR]; /* default, always, never */
+    titan_job_pp_schedule parallelism_pp_schedule;      /* pipeline_parallel_schedule */
+    titan_job_reshard parallelism_reshard_policy;       /* fsdp_reshard_after_forward */
     char parallelism_comm_bucket_plan[TITAN_STR];           /* auto, blocks, whole, size:MB, or unit ids */
 
     /* [checkpoint] */
@@ -73,6 +94,7 @@ typedef struct {
     int checkpoint_interval;
     int checkpoint_keep_latest_k;      /* 0 = keep all */
     char checkpoint_async_mode[TITAN_STR]; /* disabled, async, async_with_pinned_mem */
+    titan_job_async checkpoint_async;      /* async_mode */
     char checkpoint_compression[TITAN_STR]; /* none, zstd */
     int checkpoint_compression_level;  /* zstd level 1..19 */
     char checkpoint_initial_load_path[TITAN_STR]; /* titan-init's seed weights; "" = a fresh init */
@@ -103,6 +125,7 @@ typedef struct {
 
     /* [activation_checkpoint] */
     char activation_checkpoint_mode[TITAN_STR]; /* none, full, selective */
+    titan_job_ac activation_checkpoint_kind;    /* mode */
     char activation_checkpoint_selective_ac_option[TITAN_STR]; /* op, or N: every Nth layer */
 } titan_job_config;
 

@@ -17,24 +17,24 @@ static int use_nccl(const titan_backend *be) {
     return (be->caps & TITAN_CAP_NCCL) != 0;
 }
 
-titan_status titan_train_device_open(const char *device, int deterministic, int world, int local_rank,
-                                     titan_train_device *d) {
+titan_status titan_train_device_open(const char *device, titan_job_device kind, int deterministic, int world,
+                                     int local_rank, titan_train_device *d) {
     memset(d, 0, sizeof *d);
     /* Several ranks: one GPU each, by local rank (CUDA_VISIBLE_DEVICES picks
      * which); a fixed GPU would put every rank of a node on it. */
     char name[32];
     snprintf(name, sizeof name, "%s", device);
-    if (world > 1 && strncmp(device, "cuda:", 5) == 0) {
+    if (world > 1 && kind == TITAN_JOB_DEVICE_CUDA_N) {
         titan_error(TITAN_ERR_USAGE, "training.device = \"%s\" with %d ranks: every rank would use that GPU",
                     device, world);
         titan_error_hint("use --training.device=cuda: each rank takes the GPU of its local rank (choose the GPUs "
                          "with CUDA_VISIBLE_DEVICES)");
         return TITAN_ERR_USAGE;
     }
-    if (world > 1 && (strcmp(device, "cuda") == 0 || strcmp(device, "auto") == 0))
+    if (world > 1 && (kind == TITAN_JOB_DEVICE_CUDA || kind == TITAN_JOB_DEVICE_AUTO))
         snprintf(name, sizeof name, "cuda:%d", local_rank);
     titan_status st = titan_backend_open_desc(name, &d->be, d->desc, sizeof d->desc);
-    if (st != TITAN_OK && strcmp(device, "auto") == 0) {
+    if (st != TITAN_OK && kind == TITAN_JOB_DEVICE_AUTO) {
         /* auto: every rank of the job falls back alike (the same install) */
         snprintf(d->desc, sizeof d->desc, "auto: %s", titan_error_message());
         titan_error_clear();

@@ -5,6 +5,7 @@
 #define TITAN_TRAIN_DEVICE_H
 
 #include "backend/backend.h"
+#include "job/config.h"
 
 typedef struct {
     const titan_backend *be;
@@ -27,9 +28,10 @@ typedef struct {
  * <cause>" with a hint. TITAN_COMM=shm keeps several cuda ranks off NCCL.
  * deterministic (training.deterministic): kernels that repeat bit for bit
  * even where slower; else cuda may take cuDNN's attention, whose backward
- * does not. */
-titan_status titan_train_device_open(const char *device, int deterministic, int world, int local_rank,
-                                     titan_train_device *out);
+ * does not. kind is device's choice (titan_config resolves it); device is
+ * the string, which names the backend and goes into messages. */
+titan_status titan_train_device_open(const char *device, titan_job_device kind, int deterministic, int world,
+                                     int local_rank, titan_train_device *out);
 
 /* One rank's peak FLOP/s for MFU and where it comes from (*source, for the
  * info line): configured (> 0) wins; on the CPU backends the best fp32 GEMM

@@ -74,8 +74,11 @@ titan_status titan_setup_accum_steps(const titan_job_config *cfg, int dp_size, i
 }
 
 titan_ac_mode titan_setup_ac_mode(const titan_job_config *cfg) {
-    const char *mode = cfg->activation_checkpoint_mode, *opt = cfg->activation_checkpoint_selective_ac_option;
-    if (strcmp(mode, "full") == 0) return TITAN_AC_FULL;
-    if (strcmp(mode, "selective") != 0) return TITAN_AC_NONE;
+    const char *opt = cfg->activation_checkpoint_selective_ac_option;
+    switch (cfg->activation_checkpoint_kind) {
+    case TITAN_JOB_AC_NONE: return TITAN_AC_NONE;
+    case TITAN_JOB_AC_FULL: return TITAN_AC_FULL;
+    case TITAN_JOB_AC_SELECTIVE: break;
+    }
     return strcmp(opt, "op") == 0 ? TITAN_AC_OP : atoi(opt); /* "N": 1 .. 999999999 */
 }

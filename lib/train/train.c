@@ -136,8 +136,8 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         TITAN_TRY(titan_flight_watch_signals());
     }
     /* Several ranks on GPUs: one each, by local rank; then the communicators. */
-    TITAN_TRY(titan_train_device_open(cfg->training_device, cfg->training_deterministic, t->mesh.world,
-                                      titan_dist_local_rank(t->mesh.dist), &t->dev));
+    TITAN_TRY(titan_train_device_open(cfg->training_device, cfg->training_device_kind, cfg->training_deterministic,
+                                      t->mesh.world, titan_dist_local_rank(t->mesh.dist), &t->dev));
     TITAN_TRY(titan_mesh_connect(&t->mesh, t->dev.nccl));
     t->be = t->dev.be;
     if (cfg->profiling_enable_profiling) {
@@ -168,13 +168,16 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
                              "titan-train RUN --sample N");
             return TITAN_ERR_USAGE;
         }
-        TITAN_TRY(titan_pipeline_parse_schedule(cfg->parallelism_pipeline_parallel_schedule, &sched));
+        switch (cfg->parallelism_pp_schedule) {
+        case TITAN_JOB_PP_1F1B: sched = TITAN_PP_1F1B; break;
+        case TITAN_JOB_PP_GPIPE: sched = TITAN_PP_GPIPE; break;
+        }
         mb = cfg->parallelism_pipeline_parallel_microbatch_size;
         t->micro = B / mb; /* titan_config_validate: mb divides B */
     }
     /* mixed_precision_param is the compute type (torchtitan's meaning): bf16
      * activations and compute weights; parameters, gradients and AdamW stay fp32. */
-    titan_dtype compute = strcmp(cfg->training_mixed_precision_param, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    titan_dtype compute = cfg->training_param_dtype == TITAN_JOB_BFLOAT16 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
     /* FSDP holds a unit's full parameters and gradients only while in use */
     titan_llama_options mo = {.flags = sharded ? TITAN_LLAMA_RELEASABLE : 0,
                               .tp = t->mesh.tp_comm,
@@ -195,14 +198,17 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     if (st != TITAN_OK) return st;
     /* torchtitan's "default": reshard unless pipeline parallel (whose
      * micro-batches would gather every unit again for each). */
-    const char *rs = cfg->parallelism_fsdp_reshard_after_forward;
-    fo.reshard_after_forward = strcmp(rs, "always") == 0 || (strcmp(rs, "default") == 0 && pp == 1);
+    switch (cfg->parallelism_reshard_policy) {
+    case TITAN_JOB_RESHARD_DEFAULT: fo.reshard_after_forward = pp == 1; break;
+    case TITAN_JOB_RESHARD_ALWAYS: fo.reshard_after_forward = 1; break;
+    case TITAN_JOB_RESHARD_NEVER: fo.reshard_after_forward = 0; break;
+    }
     fo.param_dtype = compute; /* FSDP gathers what the model computes with */
-    fo.reduce_dtype = strcmp(cfg->training_mixed_precision_reduce, "bfloat16") == 0 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    fo.reduce_dtype = cfg->training_reduce_dtype == TITAN_JOB_BFLOAT16 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
     TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo));
     if (pp > 1) TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sched, t->micro, mb, T / cp));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
-    int async = strcmp(cfg->checkpoint_async_mode, "disabled") != 0 && cfg->checkpoint_enable;
+    int async = cfg->checkpoint_async != TITAN_JOB_ASYNC_DISABLED && cfg->checkpoint_enable;
     if (!t->dev.host) {
         /* Synchronous saves of backend memory go through host copies (an
          * async saver's snapshot is one already). */

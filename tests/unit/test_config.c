@@ -457,6 +457,42 @@ static void test_validate(void) {
     CHECK(titan_config_validate(&c) == TITAN_OK, "bfloat16 on cuda: %s", titan_error_message());
 }
 
+/* Keys with a list of choices resolve into enums once, when set; a failed
+ * set leaves both the string and the enum as they were. */
+static void test_enums(void) {
+    titan_job_config c;
+    titan_config_defaults(&c);
+    CHECK(c.training_param_dtype == TITAN_JOB_FLOAT32 && c.training_reduce_dtype == TITAN_JOB_FLOAT32 &&
+              c.training_device_kind == TITAN_JOB_DEVICE_CPU && c.parallelism_pp_schedule == TITAN_JOB_PP_1F1B &&
+              c.parallelism_reshard_policy == TITAN_JOB_RESHARD_DEFAULT &&
+              c.checkpoint_async == TITAN_JOB_ASYNC_DISABLED && c.activation_checkpoint_kind == TITAN_JOB_AC_NONE,
+          "enum defaults");
+    CHECK(load(&c, "[training]\nmixed_precision_param = \"bfloat16\"\nmixed_precision_reduce = \"bfloat16\"\n"
+                   "device = \"cuda:3\"\n[parallelism]\npipeline_parallel_schedule = \"GPipe\"\n"
+                   "fsdp_reshard_after_forward = \"never\"\n[checkpoint]\nasync_mode = \"async_with_pinned_mem\"\n"
+                   "[activation_checkpoint]\nmode = \"selective\"\n") == TITAN_OK,
+          "load: %s", titan_error_message());
+    CHECK(c.training_param_dtype == TITAN_JOB_BFLOAT16 && c.training_reduce_dtype == TITAN_JOB_BFLOAT16 &&
+              c.training_device_kind == TITAN_JOB_DEVICE_CUDA_N && c.parallelism_pp_schedule == TITAN_JOB_PP_GPIPE &&
+              c.parallelism_reshard_policy == TITAN_JOB_RESHARD_NEVER &&
+              c.checkpoint_async == TITAN_JOB_ASYNC_PINNED_MEM && c.activation_checkpoint_kind == TITAN_JOB_AC_SELECTIVE,
+          "enums from a file");
+    static const struct { const char *arg; titan_job_device kind; } dev[] = {
+        {"cpu", TITAN_JOB_DEVICE_CPU}, {"cuda", TITAN_JOB_DEVICE_CUDA}, {"cuda:0", TITAN_JOB_DEVICE_CUDA_N},
+        {"auto", TITAN_JOB_DEVICE_AUTO}, {"cpu-guard", TITAN_JOB_DEVICE_CPU_GUARD},
+    };
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
+        char arg[64];
+        snprintf(arg, sizeof arg, "--training.device=%s", dev[i].arg);
+        CHECK(titan_config_override(&c, arg) == TITAN_OK && c.training_device_kind == dev[i].kind, "%s", arg);
+    }
+    CHECK(titan_config_override(&c, "--parallelism.fsdp_reshard_after_forward=always") == TITAN_OK &&
+              c.parallelism_reshard_policy == TITAN_JOB_RESHARD_ALWAYS, "override");
+    CHECK(titan_config_override(&c, "--parallelism.fsdp_reshard_after_forward=sometimes") == TITAN_ERR_USAGE &&
+              c.parallelism_reshard_policy == TITAN_JOB_RESHARD_ALWAYS &&
+              strcmp(c.parallelism_fsdp_reshard_after_forward, "always") == 0, "a refused value changes nothing");
+}
+
 int main(void) {
     titan_log_init("test_config");
     test_defaults();
@@ -466,6 +502,7 @@ int main(void) {
     test_round_trip();
     test_torchtitan_file();
     test_validate();
+    test_enums();
     if (failures) {
         fprintf(stderr, "test_config: %d failure(s)\n", failures);
         return 1;
