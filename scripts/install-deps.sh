@@ -3,7 +3,7 @@
 # corpus (scripts/corpus.sh: Debian's man-pages, rendered to text) and the
 # pinned Python references of the tests (scripts/pyenv.sh: build/venv from
 # PyPI). Safe to run again: it installs only what is missing.
-#   TITAN_NO_PYREF=1   leave out the Python references (~3.3 GB; titan needs
+#   TITAN_NO_PYREF=1   leave out the Python references (~2.7 GB of wheels; titan needs
 #                      none of it, only its tests and benchmarks do)
 # slurm-wlm and munge: tests/cli/dist_slurm.sh runs srun --mpi=pmix on a
 # one-node Slurm (scripts/slurm-local.sh); its pmix plugin loads libpmix-dev's libpmix.so.

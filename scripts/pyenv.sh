@@ -11,7 +11,7 @@
 # titan itself never needs it. The wheels are downloaded once into a
 # wheelhouse outside the tree (~/.cache/titan/wheels, or TITAN_WHEELHOUSE)
 # and installed from there, so a fresh clone on the same machine installs
-# without the network. A fresh machine downloads about 3.3 GB (torch's Linux
+# without the network. A fresh machine downloads about 2.7 GB (torch's Linux
 # wheel is its CUDA build and pulls the nvidia-* wheels); README, "Building",
 # says how long it took.
 set -eu
@@ -52,7 +52,7 @@ esac
 if ! ready; then
     [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || {
         echo "pyenv: Debian's python3 and python3-venv are needed (scripts/install-deps.sh)" >&2; exit 1; }
-    echo "pyenv: making $venv from tests/python/requirements.txt (a first install downloads ~3.3 GB)" >&2
+    echo "pyenv: making $venv from tests/python/requirements.txt (a first install downloads ~2.7 GB)" >&2
     rm -rf "$venv"
     /usr/bin/python3 -m venv "$venv"
     start=$(date +%s)
