@@ -12,6 +12,8 @@
 # every file in it); the license is .deps/man-pages-6.03.copyright. Safe to
 # run again: nothing is redone once .deps/man-pages-6.03.done exists.
 set -eu
+# one locale for groff and every sed, whatever the caller's: the same bytes
+export LC_ALL=C.UTF-8
 top=$(cd "$(dirname "$0")/.." && pwd)
 deps=$top/.deps
 out=$deps/man-pages-6.03
@@ -29,7 +31,7 @@ echo "$pkgs" | while read -r name ver sum; do
         # apt-get download writes into the current directory, as _apt where it can
         # a machine whose package lists are missing or stale gets them once
         (cd "$tmp" && apt-get download -q "$name=$ver" >/dev/null 2>"$tmp/apt.err") ||
-            { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get update -qq >&2 &&
+            { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"; $SUDO apt-get update -qq >&2 &&
               (cd "$tmp" && apt-get download -q "$name=$ver" >/dev/null 2>"$tmp/apt.err"); } || {
             echo "corpus: apt-get download $name=$ver failed: $(tail -n 1 "$tmp/apt.err")" >&2
             echo "corpus: (run 'apt-get update' first; the demo corpus is Debian 12's $name $ver)" >&2
@@ -67,11 +69,14 @@ echo "corpus: rendering $n man pages into $out (about half a minute)" >&2
 # Two lists, one per core.
 awk 'NR % 2 == 1' "$tmp/pages" >"$tmp/pages.1"
 awk 'NR % 2 == 0' "$tmp/pages" >"$tmp/pages.2"
+pids=""
 for part in 1 2; do
     (while read -r p; do render "$p" $part || { echo "corpus: rendering $p failed" >&2; touch "$tmp/failed"; exit 1; }
      done <"$tmp/pages.$part") &
+    pids="$pids $!"
 done
-wait
+# each worker's own status: one killed by a signal leaves no $tmp/failed
+for p in $pids; do wait "$p" || touch "$tmp/failed"; done
 [ ! -e "$tmp/failed" ] || exit 1
 find "$out.tmp" -name '*.txt' -size 0 -delete
 # The text itself, pages in byte order: Debian 12's groff 1.22.4 renders

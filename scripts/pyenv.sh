@@ -10,8 +10,9 @@
 #
 # titan itself never needs it. The wheels are downloaded once into a
 # wheelhouse outside the tree (~/.cache/titan/wheels, or TITAN_WHEELHOUSE)
-# and installed from there, so a fresh clone on the same machine installs
-# without the network. A fresh machine downloads about 2.7 GB (torch's Linux
+# and installed from there: once it holds them all, a fresh clone on the
+# same machine installs without the network. Linux x86_64 only (the lock
+# holds the wheels of this platform and Debian 12's CPython 3.11). A fresh machine downloads about 2.7 GB (torch's Linux
 # wheel is its CUDA build and pulls the nvidia-* wheels); README, "Building",
 # says how long it took.
 set -eu
@@ -20,7 +21,7 @@ req=$top/tests/python/requirements.txt
 venv=${TITAN_VENV:-$top/build/venv}
 py=$venv/bin/python3
 stamp=$venv/.requirements.sha256
-wheels=${TITAN_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/titan/wheels}
+wheels=${TITAN_WHEELHOUSE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/titan/wheels}
 
 want=$(sha256sum "$req" | cut -d' ' -f1)
 ready() { [ -x "$py" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; }
@@ -57,15 +58,20 @@ if ! ready; then
     /usr/bin/python3 -m venv "$venv"
     start=$(date +%s)
     mkdir -p "$wheels"
-    # pip download skips the wheels already there (their hashes checked)
-    "$venv/bin/pip" download -q --disable-pip-version-check --require-hashes --no-deps \
-        -d "$wheels" -r "$req" >&2 || {
-        echo "pyenv: pip download -r tests/python/requirements.txt into $wheels failed" >&2; rm -rf "$venv"; exit 1; }
-    fetched=$(date +%s)
-    "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --no-deps --no-index \
-        --find-links "$wheels" -r "$req" >&2 || {
-        echo "pyenv: pip install -r tests/python/requirements.txt failed" >&2; rm -rf "$venv"; exit 1; }
+    install() {
+        "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --no-deps --no-index \
+            --find-links "$wheels" -r "$req" >&2
+    }
+    # From the wheelhouse alone when it has every wheel (no network); else
+    # download what is missing (pip download skips the wheels already
+    # there, hashes checked) and install.
+    if ! install 2>/dev/null; then
+        "$venv/bin/pip" download -q --disable-pip-version-check --require-hashes --no-deps \
+            -d "$wheels" -r "$req" >&2 || {
+            echo "pyenv: pip download -r tests/python/requirements.txt into $wheels failed" >&2; rm -rf "$venv"; exit 1; }
+        install || { echo "pyenv: pip install -r tests/python/requirements.txt failed" >&2; rm -rf "$venv"; exit 1; }
+    fi
     echo "$want" >"$stamp"
-    echo "pyenv: ready: wheels fetched in $((fetched - start)) s, installed in $(( $(date +%s) - fetched )) s" >&2
+    echo "pyenv: ready in $(( $(date +%s) - start )) s" >&2
 fi
 echo "$py"

@@ -194,7 +194,8 @@ titan_status titan_fs_publish_fd(int fd, const char *tmp, const char *path) {
 
 titan_status titan_fs_publish_file(FILE *f, const char *tmp, const char *path) {
     titan_status s = TITAN_OK;
-    if (fflush(f) != 0) s = titan_error(TITAN_ERR_IO, "%s: write: %s", tmp, strerror(errno));
+    /* ferror: an earlier write may have failed while this flush succeeds */
+    if (fflush(f) != 0 || ferror(f)) s = titan_error(TITAN_ERR_IO, "%s: write: %s", tmp, strerror(errno));
     if (s == TITAN_OK) s = titan_fs_fsync_fd(fileno(f), tmp);
     if (fclose(f) != 0 && s == TITAN_OK) s = titan_error(TITAN_ERR_IO, "%s: close: %s", tmp, strerror(errno));
     if (s == TITAN_OK) s = titan_fs_rename(tmp, path);

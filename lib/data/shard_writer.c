@@ -171,7 +171,11 @@ static titan_status shard_end(titan_shard_writer *w) {
     TITAN_TRY(write_all(w->fd, head, sizeof head, 0, tmp));
     int fd = w->fd;
     w->fd = -1; /* closed by the publish, whatever happens */
-    TITAN_TRY(titan_fs_publish_fd(fd, tmp, path));
+    titan_status st = titan_fs_publish_fd(fd, tmp, path);
+    if (st != TITAN_OK) {
+        unlink(tmp); /* the writer's cleanup no longer sees it: fd is gone */
+        return st;
+    }
     w->files[w->n_files++] = (done_file){h.tokens, h.documents, h.payload_xxh64};
     w->stats.files = w->n_files;
     return TITAN_OK;

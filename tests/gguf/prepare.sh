@@ -20,7 +20,7 @@
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 site=$top/build/gguf/site
-wheels=${TITAN_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/titan/wheels}
+wheels=${TITAN_WHEELHOUSE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/titan/wheels}
 version=0.3.36
 sdist_sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 diskcache=diskcache-5.6.3-py3-none-any.whl
