@@ -40,7 +40,8 @@ shard_man_corpus() {
 # tokenizers, tiktoken, gguf ...): $PYREF is build/venv's python, or empty
 # where it is not made. need_pyref DESCRIPTION: true when it is there; else
 # a skip, or a failure under TITAN_REQUIRE_PY=1 (CI sets it: there every
-# reference check must run).
+# reference check must run, but llama.cpp's, whose wheel CI does not build:
+# tests/gguf/prepare.sh).
 PYREF=${TITAN_PY-$("$top/scripts/pyenv.sh" --check 2>/dev/null)} || PYREF=""
 need_pyref() {
     [ -n "$PYREF" ] && return 0
