@@ -161,35 +161,55 @@ titan_status titan_fs_read_file(const char *path, char **data, size_t *len, size
     return TITAN_OK;
 }
 
-titan_status titan_fs_write_file(const char *path, const void *data, size_t n) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+/* Writes path (created with mode), fsync'ing it when durable. */
+static titan_status write_file(const char *path, const void *data, size_t n, mode_t mode, int durable) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0) return titan_error(TITAN_ERR_IO, "%s: open: %s", path, strerror(errno));
     titan_status s = titan_fs_write_all(fd, data, n, path);
-    if (s == TITAN_OK) s = titan_fs_fsync_fd(fd, path);
+    if (s == TITAN_OK && durable) s = titan_fs_fsync_fd(fd, path);
     if (close(fd) != 0 && s == TITAN_OK)
         s = titan_error(TITAN_ERR_IO, "%s: close: %s", path, strerror(errno));
     return s;
 }
 
-titan_status titan_fs_write_atomic(const char *path, const void *data, size_t n) {
+/* Writes path.tmp and renames it over path; durable: fsync the file before
+ * and path's directory after. path.tmp is removed on error. */
+static titan_status write_replace(const char *path, const void *data, size_t n, mode_t mode, int durable) {
     char tmp[PATH_MAX];
     int k = snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (k < 0 || (size_t)k >= sizeof tmp) return titan_error(TITAN_ERR_USAGE, "%s: path too long", path);
-    titan_status s = titan_fs_write_file(tmp, data, n);
+    titan_status s = write_file(tmp, data, n, mode, durable);
     if (s == TITAN_OK) s = titan_fs_rename(tmp, path);
     if (s != TITAN_OK) {
         unlink(tmp);
         return s;
     }
-    return titan_fs_fsync_parent(path);
+    return durable ? titan_fs_fsync_parent(path) : TITAN_OK;
+}
+
+/* The publishers' tail: s is the status of syncing and closing tmp. */
+static titan_status publish_tail(titan_status s, const char *tmp, const char *path) {
+    if (s == TITAN_OK) s = titan_fs_rename(tmp, path);
+    if (s == TITAN_OK) s = titan_fs_fsync_parent(path);
+    return s;
+}
+
+titan_status titan_fs_write_file(const char *path, const void *data, size_t n) {
+    return write_file(path, data, n, 0644, 1);
+}
+
+titan_status titan_fs_write_atomic(const char *path, const void *data, size_t n) {
+    return write_replace(path, data, n, 0644, 1);
+}
+
+titan_status titan_fs_write_scratch(const char *path, const void *data, size_t n) {
+    return write_replace(path, data, n, 0600, 0);
 }
 
 titan_status titan_fs_publish_fd(int fd, const char *tmp, const char *path) {
     titan_status s = titan_fs_fsync_fd(fd, tmp);
     if (close(fd) != 0 && s == TITAN_OK) s = titan_error(TITAN_ERR_IO, "%s: close: %s", tmp, strerror(errno));
-    if (s == TITAN_OK) s = titan_fs_rename(tmp, path);
-    if (s == TITAN_OK) s = titan_fs_fsync_parent(path);
-    return s;
+    return publish_tail(s, tmp, path);
 }
 
 titan_status titan_fs_publish_file(FILE *f, const char *tmp, const char *path) {
@@ -198,22 +218,7 @@ titan_status titan_fs_publish_file(FILE *f, const char *tmp, const char *path) {
     if (fflush(f) != 0 || ferror(f)) s = titan_error(TITAN_ERR_IO, "%s: write: %s", tmp, strerror(errno));
     if (s == TITAN_OK) s = titan_fs_fsync_fd(fileno(f), tmp);
     if (fclose(f) != 0 && s == TITAN_OK) s = titan_error(TITAN_ERR_IO, "%s: close: %s", tmp, strerror(errno));
-    if (s == TITAN_OK) s = titan_fs_rename(tmp, path);
-    if (s == TITAN_OK) s = titan_fs_fsync_parent(path);
-    return s;
-}
-
-titan_status titan_fs_write_scratch(const char *path, const void *data, size_t n) {
-    char tmp[PATH_MAX];
-    int k = snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (k < 0 || (size_t)k >= sizeof tmp) return titan_error(TITAN_ERR_USAGE, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return titan_error(TITAN_ERR_IO, "%s: open: %s", tmp, strerror(errno));
-    titan_status s = titan_fs_write_all(fd, data, n, tmp);
-    if (close(fd) != 0 && s == TITAN_OK) s = titan_error(TITAN_ERR_IO, "%s: close: %s", tmp, strerror(errno));
-    if (s == TITAN_OK) s = titan_fs_rename(tmp, path);
-    if (s != TITAN_OK) unlink(tmp);
-    return s;
+    return publish_tail(s, tmp, path);
 }
 
 titan_status titan_fs_fsync_fd(int fd, const char *path) {

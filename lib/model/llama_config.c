@@ -141,7 +141,7 @@ static const struct {
 /* Everything of a catalog entry but its shape and offset. */
 typedef struct {
     titan_param_role role;
-    int layer, tp_dim, block, stage;
+    int tp_dim, block;
 } param_info;
 
 static int put(titan_param *out, int i, size_t *off, const char *name, param_info in, int64_t r, int64_t cl) {
@@ -150,9 +150,7 @@ static int put(titan_param *out, int i, size_t *off, const char *name, param_inf
         memset(p, 0, sizeof *p);
         snprintf(p->name, sizeof p->name, "%s", name);
         p->role = in.role;
-        p->layer = in.layer;
         p->place = (titan_layout_place){.tp_dim = in.tp_dim, .block = in.block};
-        p->stage = in.stage;
         p->ndim = cl > 0 ? 2 : 1;
         p->shape[0] = r;
         p->shape[1] = cl > 0 ? cl : 0;
@@ -218,26 +216,24 @@ int titan_llama_params_local(const titan_llama_config *c, titan_llama_tp tp, tit
     int64_t QD = (int64_t)c->n_heads / tp.size * HD, KVD = (int64_t)c->n_kv_heads / tp.size * HD;
     int64_t v0, V;
     titan_llama_tp_vocab(c, tp, &v0, &V);
-    titan_layout lay = {.dp_replicate = 1, .dp_shard = 1, .cp = 1, .tp = 1, .pp = pp.size};
     int NL = c->n_layers;
     size_t off = 0;
     int i = 0;
     char name[80];
-    param_info in = {TITAN_PARAM_TOK_EMBEDDINGS, -1, 0, 0, 0};
+    param_info in = {TITAN_PARAM_TOK_EMBEDDINGS, 0, 0};
     i = put(out, i, &off, "tok_embeddings.weight", in, titan_llama_pp_has_block(c, pp, 0) ? V : 0, C);
     for (int l = 0; l < NL; l++) {
         const int64_t rows[9] = {C, QD, KVD, KVD, C, C, H, C, H};
         const int64_t cols[9] = {0, C, C, C, QD, 0, C, H, C};
         int mine = titan_llama_pp_has_block(c, pp, l + 1);
-        int stage = titan_layout_stage(&lay, NL, l + 1);
         for (int k = 0; k < 9; k++) {
             snprintf(name, sizeof name, "layers.%d.%s.weight", l, layer_params[k].sub);
-            in = (param_info){layer_params[k].role, l, layer_params[k].tp_dim, l + 1, stage};
+            in = (param_info){layer_params[k].role, layer_params[k].tp_dim, l + 1};
             i = put(out, i, &off, name, in, mine ? rows[k] : 0, cols[k]);
         }
     }
     int head = titan_llama_pp_has_block(c, pp, NL + 1);
-    in = (param_info){TITAN_PARAM_NORM, -1, -1, NL + 1, titan_layout_stage(&lay, NL, NL + 1)};
+    in = (param_info){TITAN_PARAM_NORM, -1, NL + 1};
     i = put(out, i, &off, "norm.weight", in, head ? C : 0, 0);
     in.role = TITAN_PARAM_OUTPUT;
     in.tp_dim = 0;
@@ -325,7 +321,7 @@ void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64
             titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, out_std,
                                    -3.0 * out_std, 3.0 * out_std);
         } else if (r == TITAN_PARAM_WO || r == TITAN_PARAM_W2 || r == TITAN_PARAM_W3) {
-            double std = 0.02 / sqrt(2.0 * (p->layer + 1));
+            double std = 0.02 / sqrt(2.0 * p->place.block); /* block = 1 + layer */
             titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, std, -2.0, 2.0);
         } else { /* wq, wk, wv, w1 */
             titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, 0.02, -2.0, 2.0);

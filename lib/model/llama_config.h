@@ -55,15 +55,14 @@ typedef struct {
     size_t offset;       /* in elements, into the flat parameter buffer */
     size_t numel;
     titan_param_role role;
-    int layer;           /* its transformer layer, -1 for the embedding, final norm and head */
     /* place.tp_dim: the dim tensor parallelism splits it along (0 rows:
      * wq, wk, wv, w1, w3, the embedding's and head's vocabulary; 1 columns:
      * wo, w2), -1 when every tp rank holds it whole (the norms).
      * place.block: llama.h's block (0 the embedding, 1 + layer, n_layers + 1
-     * the final norm and head): the unit the pipeline splits by and FSDP
-     * gathers by (parallelism.comm_bucket_plan groups blocks into units). */
+     * the final norm and head): the unit the pipeline splits by
+     * (titan_layout_stage gives its stage) and FSDP gathers by
+     * (parallelism.comm_bucket_plan groups blocks into units). */
     titan_layout_place place;
-    int stage;           /* the pipeline stage holding it (the catalog's pp; 0 when whole) */
 } titan_param;
 
 /* Number of parameter tensors; fills out[0..n) when out != NULL. */

@@ -24,15 +24,6 @@ struct titan_pipeline {
     double wait_s;
 };
 
-titan_status titan_pipeline_parse_schedule(const char *name, titan_pp_schedule *out) {
-    if (strcmp(name, "1F1B") == 0) *out = TITAN_PP_1F1B;
-    else if (strcmp(name, "GPipe") == 0) *out = TITAN_PP_GPIPE;
-    else
-        return titan_error(TITAN_ERR_USAGE, "parallelism.pipeline_parallel_schedule = \"%s\": expected 1F1B or GPipe "
-                           "(interleaved and zero-bubble schedules: not yet)", name);
-    return TITAN_OK;
-}
-
 int titan_pipeline_slots(titan_pp_schedule s, int stages, int stage, int micro) {
     if (s == TITAN_PP_GPIPE) return micro;
     int k = stages - stage;

@@ -33,8 +33,6 @@ typedef enum { TITAN_PP_1F1B = 0, TITAN_PP_GPIPE = 1 } titan_pp_schedule;
 
 typedef struct titan_pipeline titan_pipeline;
 
-/* "1F1B" or "GPipe" (parallelism.pipeline_parallel_schedule). */
-titan_status titan_pipeline_parse_schedule(const char *name, titan_pp_schedule *out);
 /* Micro-batch slots the model of stage `stage` of `stages` needs for `micro`
  * micro-batches a step (titan_llama_options.slots). */
 int titan_pipeline_slots(titan_pp_schedule s, int stages, int stage, int micro);

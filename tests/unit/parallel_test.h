@@ -23,6 +23,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "job/config.h"
+#include "parallel/fsdp.h"
 #include "parallel/mesh.h"
 #include "tensor/layout.h"
 
@@ -62,6 +63,47 @@ static inline size_t count_diff(const float *a, const float *b, size_t n, double
             if (maxd && !(d <= *maxd)) *maxd = d;
         }
     return bad;
+}
+
+/* comm.h's averages of the dp ranks' gradients g[0 .. R x S - 1] (np
+ * values each) into avg: added in rank order, then divided; the shard
+ * group (dp ranks rr x S .. rr x S + S - 1) first, then the replicate one. */
+static inline void layout_average(float *const *g, int R, int S, size_t np, float *avg) {
+    for (size_t j = 0; j < np; j++) {
+        float tot = 0;
+        for (int rr = 0; rr < R; rr++) {
+            float acc = g[rr * S][j];
+            for (int s = 1; s < S; s++) acc += g[rr * S + s][j];
+            acc /= (float)S;
+            tot = rr == 0 ? acc : tot + acc;
+        }
+        avg[j] = tot / (float)R;
+    }
+}
+
+/* Not vacuous: every tensor of the catalog (ng of them) has a nonzero
+ * entry in the reference gradient avg. */
+static inline void check_grads_nonzero(const float *avg, const titan_param *gcat, int ng) {
+    for (int i = 0; i < ng; i++) {
+        int nz = 0;
+        for (size_t j = 0; j < gcat[i].numel && !nz; j++) nz = avg[gcat[i].offset + j] != 0.0f;
+        CHECK(nz, "reference gradient of %s all zero", gcat[i].name);
+    }
+}
+
+/* Where piece i of an fsdp shard starts in the whole model's flat vector. */
+static inline size_t piece_flat_off(const titan_shard_piece *pc, const titan_param *gcat, int i) {
+    return pc[i].full_off - pc[i].param_off + gcat[i].offset;
+}
+
+/* The shard's parameters from the whole model's P, as a checkpoint load
+ * leaves them, then params_updated. */
+static inline void fsdp_load_whole(titan_fsdp *f, const float *P, const titan_param *gcat, int ng) {
+    float *sp = titan_fsdp_params(f);
+    const titan_shard_piece *pc = titan_fsdp_pieces(f);
+    for (int i = 0; i < ng; i++)
+        memcpy(sp + pc[i].shard_off, P + piece_flat_off(pc, gcat, i), pc[i].len * sizeof(float));
+    CHECK(titan_fsdp_params_updated(f) == TITAN_OK);
 }
 
 /* One rank of a layout: 0 on success. */

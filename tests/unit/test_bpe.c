@@ -418,6 +418,7 @@ static void compare_cases(titan_tokenizer *t, const json_t *cases, const char *l
     printf("%s: %zu of %zu cases, %zu of %zu ids match %s\n", label, json_array_size(cases) - bad,
            json_array_size(cases), ids_same, ids_total, ref);
     compared += (long)ids_total, matched += (long)ids_same;
+    CHECK(json_array_size(cases) > 0 && ids_total > 0, "%s: no reference cases to compare", label);
     CHECK(bad == 0);
 }
 
@@ -436,6 +437,7 @@ static void compare_english(titan_tokenizer *t, const char *label, const char *r
            k);
     if (first != SIZE_MAX) fprintf(stderr, "  first difference at id %zu\n", first);
     compared += (long)w, matched += (long)same;
+    CHECK(w > 0, "%s: no reference ids for the English text", label);
     CHECK(k == w && same == w);
     CHECK(round_trips(t, text, n, (uint32_t)titan_tokenizer_vocab_size(t)));
     double t0 = titan_now_s(), secs;

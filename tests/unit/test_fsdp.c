@@ -91,27 +91,12 @@ static void ref_make(ref *r, const titan_layout *l, int tied) {
         g[d] = xalloc(r->np * sizeof(float));
         memcpy(g[d], titan_llama_grads_data(w), r->np * sizeof(float));
     }
-    /* comm.h's averages: added in rank order, then divided; the shard
-     * group (dp ranks r x S .. r x S + S - 1) first, then the replicate one */
     r->avg = xalloc(r->np * sizeof(float));
+    layout_average(g, R, S, r->np, r->avg);
     double ss = 0;
-    for (size_t j = 0; j < r->np; j++) {
-        float tot = 0;
-        for (int rr = 0; rr < R; rr++) {
-            float acc = g[rr * S][j];
-            for (int s = 1; s < S; s++) acc += g[rr * S + s][j];
-            acc /= (float)S;
-            tot = rr == 0 ? acc : tot + acc;
-        }
-        r->avg[j] = tot / (float)R;
-        ss += (double)r->avg[j] * r->avg[j];
-    }
+    for (size_t j = 0; j < r->np; j++) ss += (double)r->avg[j] * r->avg[j];
     r->norm = sqrt(ss);
-    for (int i = 0; i < r->ng; i++) { /* not vacuous: every tensor's gradient has nonzero entries */
-        int nz = 0;
-        for (size_t j = 0; j < r->gcat[i].numel && !nz; j++) nz = r->avg[r->gcat[i].offset + j] != 0.0f;
-        CHECK(nz, "reference gradient of %s all zero", r->gcat[i].name);
-    }
+    check_grads_nonzero(r->avg, r->gcat, r->ng);
     for (int d = 0; d < dp; d++) free(g[d]);
     /* the whole global batch through one model */
     titan_llama_zero_grads(w);
@@ -215,7 +200,7 @@ static void step(titan_fsdp *f, titan_llama *mdl, const titan_mesh *m, const ref
     const titan_shard_piece *pc = titan_fsdp_pieces(f);
     double dmax = 0, gmax = 0;
     for (int i = 0; i < r->ng; i++) {
-        size_t g = pc[i].full_off - pc[i].param_off + r->gcat[i].offset; /* the whole model's flat offset */
+        size_t g = piece_flat_off(pc, r->gcat, i);
         res->bad += count_diff(sg + pc[i].shard_off, r->avg + g, pc[i].len, &res->maxd);
         for (size_t j = 0; j < pc[i].len; j++) {
             dmax = fmax(dmax, fabs((double)sg[pc[i].shard_off + j] - r->plain[g + j]));
@@ -243,13 +228,7 @@ static int run_variant(const titan_mesh *m, const ref *r, const variant *v, int 
     if (v->poison) unsetenv("TITAN_FSDP_POISON");
     if (!f) return 1;
     if (check_plans) check_plan(m, r, f);
-    /* the shard's parameters, as a checkpoint load leaves them */
-    float *sp = titan_fsdp_params(f);
-    const titan_shard_piece *pc = titan_fsdp_pieces(f);
-    for (int i = 0; i < r->ng; i++)
-        memcpy(sp + pc[i].shard_off, r->P + pc[i].full_off - pc[i].param_off + r->gcat[i].offset,
-               pc[i].len * sizeof(float));
-    CHECK(titan_fsdp_params_updated(f) == TITAN_OK);
+    fsdp_load_whole(f, r->P, r->gcat, r->ng);
     result res = {0};
     for (int k = 0; k < 2; k++) { /* the second step: gradients given back and refilled */
         step(f, mdl, m, r, &res);
