@@ -65,7 +65,7 @@ render() { # man/manN/page.N.gz, worker number, into $out.tmp/manN/page.N.txt
         LC_ALL=C.UTF-8 sed -e '/^[─┌┐└┘├┤┬┴┼│ ]*$/d' | cat -s | sed -e '1d' -e '$d' >"$dst"
 }
 n=$(wc -l <"$tmp/pages")
-echo "corpus: rendering $n man pages into $out (about half a minute)" >&2
+echo "corpus: rendering $n man pages into $out" >&2
 # Two lists, one per core.
 awk 'NR % 2 == 1' "$tmp/pages" >"$tmp/pages.1"
 awk 'NR % 2 == 0' "$tmp/pages" >"$tmp/pages.2"

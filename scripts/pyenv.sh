@@ -5,7 +5,8 @@
 #
 #   scripts/pyenv.sh          make it if missing or made from another
 #                             requirements.txt; print its python's path
-#   scripts/pyenv.sh --check  print the path if it is ready, else exit 77
+#   scripts/pyenv.sh --check  print the path if it is ready, else say so and
+#                             exit 77 (1 under TITAN_REQUIRE_PY=1, as in CI)
 #   scripts/pyenv.sh lock     resolve requirements.in again into requirements.txt
 #
 # titan itself never needs it. The wheels are downloaded once into a
@@ -28,7 +29,8 @@ ready() { [ -x "$py" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; }
 
 case "${1:-}" in
 --check)
-    ready || { echo "the Python references are not installed (scripts/pyenv.sh makes build/venv)"; exit 77; }
+    ready || { echo "the Python references are not installed (scripts/pyenv.sh makes build/venv)"
+        [ "${TITAN_REQUIRE_PY:-0}" = 1 ] && exit 1; exit 77; }
     echo "$py"; exit 0 ;;
 lock)
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

@@ -35,13 +35,9 @@ run() { # name, command...
     fi
 }
 
-golden() {
-    if [ -z "$TITAN_PY" ]; then
-        echo "the Python references are not installed (scripts/pyenv.sh)"
-        [ "${TITAN_REQUIRE_PY:-0}" = 1 ] && return 1
-        return 77
-    fi
-    "$TITAN_PY" tests/torch/gen_golden.py build/golden && build/tests/test_parity build/golden
+golden() { # without build/venv, pyenv.sh --check says so: a skip (77), or 1 under TITAN_REQUIRE_PY=1
+    py=${TITAN_PY:-$(scripts/pyenv.sh --check)} || { rc=$?; echo "$py"; return $rc; }
+    "$py" tests/torch/gen_golden.py build/golden && build/tests/test_parity build/golden
 }
 
 # The tokenizer references of test_bpe and gguf.sh (tiktoken, tokenizers: build/tokenizer/).

@@ -183,20 +183,7 @@ expect 0 "" "trained from the import == trained from the original (with optimize
 
 # Logits in Hugging Face transformers (tests/python/hf_check.py: AutoModelForCausalLM
 # in float64) vs titan's own (titan-ckpt eval), both ways.
-# hf_logits DESC HFDIR TOKENS CKPT [hf_check.py logits options]: titan's logits of CKPT
-# for TOKENS match transformers' of HFDIR (rel < 1e-4 of max|logit|); one check, and
-# the comparison lines as comments.
-hf_logits() {
-    d=$1 h=$2 t=$3 c=$4; shift 4
-    if ! "$ck" eval "$c" --tokens "$t" --threads 2 > "$tmp/logits.txt" 2>"$tmp/err"; then fail "$d (titan-ckpt eval)"; return; fi
-    expect 0 "" "$d" -- "$PYREF" "$top/tests/python/hf_check.py" logits "$h" "$t" "$tmp/logits.txt" "$@"
-    sed 's/^/# /' "$tmp/out"
-}
-# far VARIANT: the last hf_logits showed that VARIANT (run deliberately wrong) is far off.
-far() { grep -q "^far $1: .* ok$" "$tmp/out" && ok "  ... and $2 is far off (> 0.1): the check can fail" \
-    || fail "  ... and $2 is far off (> 0.1): the check can fail"; }
-# toks N V: N token ids below V, comma-separated
-toks() { seq 0 $(($1 - 1)) | awk -v v="$2" '{ print ($1 * 37 + 11) % v }' | paste -sd, -; }
+. "$top/tests/cli/lib/hf.sh"
 TOK=1,2,3,40,50,60,70,80,90,100,255,256,257,0,5,9,33,34,35,36,37,38,39,41
 if need_pyref "HF export and import against transformers"; then
     hf_logits "f32 export loads with transformers: q/k = published permutation, logits match (rel < 1e-4)" \

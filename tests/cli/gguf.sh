@@ -132,6 +132,29 @@ runchecks() {
     [ "$(grep -c '^PASS \|^FAIL ' "$tmp/out")" -eq "$(wc -l < "$list")" ] && ok "every $name check reported" || fail "every $name check reported"
 }
 
+# shared LIST IMPL WHO [ARG]: the checks of transformers (IMPL hf) and
+# llama.cpp (IMPL llama; ARG F32: an f32 KV cache) alike: probabilities of
+# every token at 48 positions for f16/bf16 weights, RoPE scaling, tied
+# embeddings and a BPE run; tokenization of the sample and of cl100k's English.
+shared() {
+    sl=$1 impl=$2 who=$3; shift 3
+    add "$sl" pass "$who f16 weights (abs < 2e-3)" $impl-logits "$tmp/a.f16.gguf" "$TOK1" "$tmp/a.logits" 2e-3 "$@"
+    add "$sl" pass "$who bf16 weights (abs < 1e-2)" $impl-logits "$tmp/a.bf16.gguf" "$TOK1" "$tmp/a.logits" 1e-2 "$@"
+    add "$sl" pass "RoPE scaled at context 16: $who = titan (abs < 1e-5)" $impl-logits "$tmp/r.gguf" "$TOK1" "$tmp/r.logits" 1e-5 "$@"
+    add "$sl" fail "...and the unscaled model is far from it (abs > 1e-3): the scaling is tested" $impl-logits "$tmp/a.gguf" "$TOK1" "$tmp/r.logits" 1e-3 "$@"
+    add "$sl" pass "tied embeddings: $who = titan (abs < 1e-5)" $impl-logits "$tmp/t.gguf" "$TOK1" "$tmp/t.logits" 1e-5 "$@"
+    add "$sl" pass "BPE run: $who = titan (abs < 1e-5)" $impl-logits "$tmp/b.gguf" "$TOK2" "$tmp/b.logits" 1e-5 "$@"
+    add "$sl" pass "$who tokenizes like titan: byte vocabulary" $impl-tokenize "$tmp/a.gguf" "$tmp/sample.txt" "$tmp/s1.ids"
+    add "$sl" pass "$who tokenizes like titan: merges from tiktoken ranks" $impl-tokenize "$tmp/b.gguf" "$tmp/sample.txt" "$tmp/s2.ids"
+    if [ -n "$cl100k" ]; then
+        for k in tiktoken hf; do
+            add "$sl" pass "cl100k ($k): $who tokenizes 2 MB of English as tiktoken" $impl-tokenize "$tmp/c$k.gguf" "$ref/english.txt" "$ref/english.cl100k.ids"
+        done
+    else
+        skip "cl100k tokenization by $who" "build/tokenizer/english.* missing (tests/tokenizer/prepare.sh)"
+    fi
+}
+
 # The gguf package (llama.cpp's gguf-py) reads the files; transformers' GGUF
 # loader makes a torch LlamaForCausalLM of each (bf16 and tied embeddings
 # included) and a tokenizer. The loader drops rope_freqs.weight (Llama 3.1
@@ -148,21 +171,7 @@ if need_pyref "GGUF read by the gguf package and loaded by transformers"; then
     add "$L" pass "gguf GGUFReader reads the tied file: no output.weight" meta "$tmp/t.gguf" "$tmp/t.json" f32
     # Probabilities of every token at 48 positions.
     add "$L" pass "transformers f32: probabilities = titan's (abs < 1e-5)" hf-logits "$tmp/a.gguf" "$TOK1" "$tmp/a.logits" 1e-5
-    add "$L" pass "transformers f16 weights (abs < 2e-3)" hf-logits "$tmp/a.f16.gguf" "$TOK1" "$tmp/a.logits" 2e-3
-    add "$L" pass "transformers bf16 weights (abs < 1e-2)" hf-logits "$tmp/a.bf16.gguf" "$TOK1" "$tmp/a.logits" 1e-2
-    add "$L" pass "RoPE scaled at context 16: transformers + rope_freqs = titan (abs < 1e-5)" hf-logits "$tmp/r.gguf" "$TOK1" "$tmp/r.logits" 1e-5
-    add "$L" fail "...and the unscaled model is far from it (abs > 1e-3): the scaling is tested" hf-logits "$tmp/a.gguf" "$TOK1" "$tmp/r.logits" 1e-3
-    add "$L" pass "tied embeddings: transformers = titan (abs < 1e-5)" hf-logits "$tmp/t.gguf" "$TOK1" "$tmp/t.logits" 1e-5
-    add "$L" pass "BPE run: transformers = titan (abs < 1e-5)" hf-logits "$tmp/b.gguf" "$TOK2" "$tmp/b.logits" 1e-5
-    add "$L" pass "transformers' tokenizer from the file tokenizes like titan: byte vocabulary" hf-tokenize "$tmp/a.gguf" "$tmp/sample.txt" "$tmp/s1.ids"
-    add "$L" pass "transformers' tokenizer from the file tokenizes like titan: merges from tiktoken ranks" hf-tokenize "$tmp/b.gguf" "$tmp/sample.txt" "$tmp/s2.ids"
-    if [ -n "$cl100k" ]; then
-        for k in tiktoken hf; do
-            add "$L" pass "cl100k ($k): transformers tokenizes 2 MB of English as tiktoken" hf-tokenize "$tmp/c$k.gguf" "$ref/english.txt" "$ref/english.cl100k.ids"
-        done
-    else
-        skip "cl100k tokenization by transformers" "build/tokenizer/english.* missing (tests/tokenizer/prepare.sh)"
-    fi
+    shared "$L" hf transformers
     runchecks "$L" "gguf/transformers"
 fi
 
@@ -171,7 +180,7 @@ if [ -z "$PYREF" ]; then
     skip "llama.cpp checks" "the Python references are not installed (scripts/pyenv.sh)"
     tap_end; exit
 fi
-if ! site=$(sh "$top/tests/gguf/prepare.sh" 2>"$tmp/prep"); then
+if ! site=$(TITAN_PY=$PYREF sh "$top/tests/gguf/prepare.sh" 2>"$tmp/prep"); then
     skip "llama.cpp checks" "$site"
     tap_end; exit
 fi
@@ -185,21 +194,7 @@ L=$tmp/llama.checks; : >"$L"
 # of arithmetic differs.
 add "$L" pass "llama.cpp f32, f32 KV cache: probabilities = titan's (abs < 1e-5)" llama-logits "$tmp/a.gguf" "$TOK1" "$tmp/a.logits" 1e-5 F32
 add "$L" pass "llama.cpp f32, its default f16 KV cache (abs < 1e-4)" llama-logits "$tmp/a.gguf" "$TOK1" "$tmp/a.logits" 1e-4 F16
-add "$L" pass "llama.cpp f16 weights (abs < 2e-3)" llama-logits "$tmp/a.f16.gguf" "$TOK1" "$tmp/a.logits" 2e-3 F32
-add "$L" pass "llama.cpp bf16 weights (abs < 1e-2)" llama-logits "$tmp/a.bf16.gguf" "$TOK1" "$tmp/a.logits" 1e-2 F32
-add "$L" pass "RoPE scaled at context 16: llama.cpp = titan (abs < 1e-5)" llama-logits "$tmp/r.gguf" "$TOK1" "$tmp/r.logits" 1e-5 F32
-add "$L" fail "...and the unscaled model is far from it (abs > 1e-3): the scaling is tested" llama-logits "$tmp/a.gguf" "$TOK1" "$tmp/r.logits" 1e-3 F32
-add "$L" pass "tied embeddings: llama.cpp = titan (abs < 1e-5)" llama-logits "$tmp/t.gguf" "$TOK1" "$tmp/t.logits" 1e-5 F32
-add "$L" pass "BPE run: llama.cpp = titan (abs < 1e-5)" llama-logits "$tmp/b.gguf" "$TOK2" "$tmp/b.logits" 1e-5 F32
-add "$L" pass "llama.cpp tokenizes like titan: byte vocabulary" llama-tokenize "$tmp/a.gguf" "$tmp/sample.txt" "$tmp/s1.ids"
-add "$L" pass "llama.cpp tokenizes like titan: merges from tiktoken ranks" llama-tokenize "$tmp/b.gguf" "$tmp/sample.txt" "$tmp/s2.ids"
-if [ -n "$cl100k" ]; then
-    for k in tiktoken hf; do
-        add "$L" pass "cl100k ($k): llama.cpp tokenizes 2 MB of English as tiktoken" llama-tokenize "$tmp/c$k.gguf" "$ref/english.txt" "$ref/english.cl100k.ids"
-    done
-else
-    skip "cl100k tokenization by llama.cpp" "build/tokenizer/english.* missing (tests/tokenizer/prepare.sh)"
-fi
+shared "$L" llama llama.cpp F32
 runchecks "$L" "llama.cpp" PYTHONPATH="$site"
 
 tap_end

@@ -51,16 +51,9 @@ grep -q "^initial_load_path = \"$tmp/hf\"" "$tmp/b/config.toml" && ok "config.to
 # scaling is Llama 3.1's (original context 8192), so the check runs 512 positions
 # over frequencies whose wavelengths pass 2048. The seed's logits (titan-ckpt eval)
 # must be transformers' (float64) to 1e-4 of max|logit|.
-# hf_logits DESC HFDIR CKPT [hf_check.py logits options]: one check, the comparison as comments.
-T512=$(seq 0 511 | awk '{ print ($1 * 37 + 11) % 258 }' | paste -sd, -)
-hf_logits() {
-    d=$1 h=$2 c=$3; shift 3
-    if ! "$ck" eval "$c" --tokens "$T512" --threads 2 > "$tmp/logits.txt" 2>"$tmp/err"; then fail "$d (titan-ckpt eval)"; return; fi
-    expect 0 "" "$d" -- "$PYREF" "$top/tests/python/hf_check.py" logits "$h" "$T512" "$tmp/logits.txt" "$@"
-    sed 's/^/# /' "$tmp/out"
-}
-far() { grep -q "^far $1: .* ok$" "$tmp/out" && ok "  ... and $2 is far off (> 0.1): the check can fail" \
-    || fail "  ... and $2 is far off (> 0.1): the check can fail"; }
+# hf_logits, far, toks: tests/cli/lib/hf.sh.
+. "$top/tests/cli/lib/hf.sh"
+T512=$(toks 512 258)
 HFSEED="--checkpoint.initial_load_in_hf=true --model.dim=64"
 if need_pyref "titan-init seeded from models saved by transformers"; then
     expect 0 "" "transformers saves a random Llama: bf16, tied, GQA 2/1 (head_dim 32), llama3 scaling" -- \
@@ -69,7 +62,7 @@ if need_pyref "titan-init seeded from models saved by transformers"; then
     expect 0 "seed weights from .*/hft (Hugging Face Llama)" "titan-init from it (a tied job)" -- \
         "$bin/titan-init" "$cfg" "$tmp/ht" $TINY $HFSEED --model.n_heads=2 --model.n_kv_heads=1 \
         --model.tie_embeddings=true --checkpoint.initial_load_path="$tmp/hft"
-    hf_logits "the seed's logits match transformers' (rel < 1e-4)" "$tmp/hft" "$tmp/ht" \
+    hf_logits "the seed's logits match transformers' (rel < 1e-4)" "$tmp/hft" "$T512" "$tmp/ht" \
         --far no-rope-scaling --far interleaved
     far no-rope-scaling "the model without rope_scaling"
     far interleaved "the model with q/k rows unpermuted"
@@ -82,7 +75,7 @@ if need_pyref "titan-init seeded from models saved by transformers"; then
         --layers 3 --ffn 176 --theta 500000 --llama3 8,1,4,8192 --seed 3
     expect 0 "seed weights from .*/hfu (Hugging Face Llama)" "titan-init from it (an untied job)" -- \
         "$bin/titan-init" "$cfg" "$tmp/hu" $TINY $HFSEED --model.n_layers=3 --checkpoint.initial_load_path="$tmp/hfu"
-    hf_logits "the seed's logits match transformers' (rel < 1e-4)" "$tmp/hfu" "$tmp/hu" --far no-rope-scaling
+    hf_logits "the seed's logits match transformers' (rel < 1e-4)" "$tmp/hfu" "$T512" "$tmp/hu" --far no-rope-scaling
     far no-rope-scaling "the model without rope_scaling"
     expect 0 "" "train it 2 steps" -- "$bin/titan-train" -q "$tmp/hu" --training.steps=2
 fi

@@ -27,7 +27,9 @@ diskcache=diskcache-5.6.3-py3-none-any.whl
 diskcache_sha256=5e31b2d5fbad117cc363ebaf6b689474db18a1f6438bc82358b024abd4c2ca19
 say() { echo "gguf/prepare: $*"; }
 
-py=$("$top/scripts/pyenv.sh" --check 2>/dev/null) || { say "build/venv is not made (scripts/pyenv.sh)"; exit 77; }
+# build/venv's python: $TITAN_PY where run-tests.sh or gguf.sh found it already
+py=${TITAN_PY-$("$top/scripts/pyenv.sh" --check 2>/dev/null)} || py=""
+[ -n "$py" ] || { say "build/venv is not made (scripts/pyenv.sh)"; exit 77; }
 mkdir -p "$wheels"
 whl() { ls "$wheels"/llama_cpp_python-$version-*.whl 2>/dev/null | head -n 1; }
 if [ -z "$(whl)" ] && [ "${1:-}" = --build ]; then
