@@ -161,9 +161,47 @@ void titan_cuda_mem_uncommit(size_t nbytes) {
     pthread_mutex_unlock(&g_mem_mutex);
 }
 
+/* Several ranks on one GPU (TITAN_OPT_DEVICE_SHARE): each holds at most its
+ * share of the GPU's memory, so a job too big for k copies on one device is
+ * refused by the rank that would overstep, with the reason, before the
+ * driver fails some other rank's allocation at random. 1/16 of the share is
+ * left for each process's context, library workspaces and the scratch pool. */
+static struct {
+    int ranks;    /* processes on this GPU; 0 or 1: no cap */
+    size_t limit; /* bytes this process may hold through alloc and commits */
+    int told;
+} g_share;
+
+static void share_set(int ranks) {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    g_share.ranks = ranks;
+    g_share.limit = ranks > 1 ? total_b / (size_t)ranks / 16 * 15 : 0;
+}
+
+int titan_cuda_mem_share_allows(size_t nbytes) {
+    pthread_mutex_lock(&g_mem_mutex);
+    int ok = g_share.ranks <= 1 || g_mem.in_use + nbytes <= g_share.limit;
+    size_t in_use = g_mem.in_use;
+    int tell = !ok && !g_share.told;
+    if (tell) g_share.told = 1;
+    pthread_mutex_unlock(&g_mem_mutex);
+    if (tell) {
+        fprintf(stderr,
+                "titan: cuda: GPU %d is shared by %d ranks: %.1f MiB more would take this rank to "
+                "%.2f MiB, past its share of %.2f MiB\n"
+                "hint: fewer ranks per GPU (--nproc), a smaller model or batch, or a GPU per rank\n",
+                g_cuda.ordinal, g_share.ranks, (double)nbytes / 1048576.0,
+                (double)(in_use + nbytes) / 1048576.0, (double)g_share.limit / 1048576.0);
+        fflush(stderr);
+    }
+    return ok;
+}
+
 /* zero-filled; cudaMalloc aligns to 256 bytes. NULL on failure. */
 static void *cuda_alloc(size_t nbytes) {
     void *p = NULL;
+    if (!titan_cuda_mem_share_allows(nbytes)) return NULL;
     if (cudaMalloc(&p, nbytes ? nbytes : 1) != cudaSuccess) {
         cudaGetLastError(); /* clear it: an out-of-memory is the caller's to report */
         return NULL;
@@ -243,6 +281,10 @@ static int cuda_set_option(const char *key, int value) {
         titan_cuda_set_attention_cudnn(value);
         return 0;
     }
+    if (strcmp(key, TITAN_OPT_DEVICE_SHARE) == 0) {
+        share_set(value);
+        return 0;
+    }
     return -1;
 }
 
@@ -294,6 +336,19 @@ static const titan_backend *fail(char *msg, size_t len, const char *what, cudaEr
     snprintf(msg, len, "no GPU (%s: %s: %s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
     cudaGetLastError();
     return NULL;
+}
+
+/* The GPUs this process sees (CUDA_VISIBLE_DEVICES applied), before one is
+ * opened: titan-train spreads its ranks over them. -1 with the reason in msg. */
+extern "C" __attribute__((visibility("default"))) int titan_cuda_device_count(char *msg, size_t msg_len) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        fail(msg, msg_len, "cudaGetDeviceCount", e);
+        return -1;
+    }
+    if (count == 0) snprintf(msg, msg_len, "no GPU (cudaGetDeviceCount: 0 devices)");
+    return count > 0 ? count : -1;
 }
 
 extern "C" __attribute__((visibility("default"))) const titan_backend *

@@ -324,6 +324,10 @@ void titan_cuda_adamw_step(float *p, void *p_bf16, const float *g, float gscale,
 int titan_cuda_device(void);
 void titan_cuda_mem_commit(size_t nbytes);
 void titan_cuda_mem_uncommit(size_t nbytes);
+/* 0 when nbytes more would take this process past its share of a GPU that
+ * several ranks share (TITAN_OPT_DEVICE_SHARE; the first refusal says why on
+ * stderr), else 1 */
+int titan_cuda_mem_share_allows(size_t nbytes);
 
 /* cuda_backend.cu: records a titan error for the calling thread. The library
  * cannot call titan_error itself (it lives in the executable, which does not

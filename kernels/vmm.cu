@@ -252,6 +252,7 @@ static int map_run(vmm_buf *b, size_t first, size_t count) {
     }
     CUmemAllocationProp prop = device_prop();
     CUmemGenericAllocationHandle h;
+    if (!titan_cuda_mem_share_allows(bytes)) return -1;
     CUresult r = g_drv.MemCreate(&h, bytes, &prop, 0);
     if (r == CUDA_ERROR_OUT_OF_MEMORY) return -1;
     DRV_CHECK(r);

@@ -69,6 +69,11 @@ enum {
  * set, overrides it; setting it reads that variable and ends the process
  * on a bad value (kernels/README.md). */
 #define TITAN_OPT_ATTENTION_CUDNN "attention.cudnn"
+/* k >= 2: k processes share this GPU (several ranks on one device, a test
+ * and development mode): this one may hold at most 15/16 of 1/k of the
+ * GPU's memory, and an allocation past it fails as out of memory with the
+ * reason on stderr; 0 or 1: no cap (the default). cuda only. */
+#define TITAN_OPT_DEVICE_SHARE "device.share"
 
 typedef struct titan_backend {
     const char *name; /* "cpu", "cuda", "cpu-guard": for messages; ask caps */
@@ -280,5 +285,10 @@ typedef const titan_backend *(*titan_backend_cuda_create_fn)(size_t table_size, 
  * a TITAN_ERR_USAGE "cuda: ..." error when the library or the symbol is
  * missing. */
 void *titan_backend_cuda_symbol(const char *name);
+
+/* The GPUs libtitan-cuda.so sees (CUDA_VISIBLE_DEVICES applied), without
+ * opening one; TITAN_ERR_USAGE "cuda: ..." when the library does not open
+ * or no GPU is visible. */
+titan_status titan_backend_cuda_device_count(int *count);
 
 #endif

@@ -83,6 +83,17 @@ void *titan_backend_cuda_symbol(const char *name) {
     return sym;
 }
 
+titan_status titan_backend_cuda_device_count(int *count) {
+    *count = 0;
+    int (*fn)(char *, size_t) = (int (*)(char *, size_t))titan_backend_cuda_symbol("titan_cuda_device_count");
+    if (!fn) return titan_error_code();
+    char why[256] = "";
+    int n = fn(why, sizeof why);
+    if (n < 1) return titan_error(TITAN_ERR_USAGE, "cuda: %s", why);
+    *count = n;
+    return TITAN_OK;
+}
+
 /* "cuda" -> 0, "cuda:N" -> N; -1 when malformed */
 static int cuda_ordinal(const char *device) {
     if (strcmp(device, "cuda") == 0) return 0;

@@ -17,9 +17,19 @@ static int use_nccl(const titan_backend *be) {
     return (be->caps & TITAN_CAP_NCCL) != 0;
 }
 
+/* The GPU of local rank `local_rank` of `local_size`: its own where there are
+ * enough, else round-robin over the `count` visible ones; *sharing: how
+ * many ranks of this host land on that GPU. */
+static int gpu_of(int local_rank, int local_size, int count, int *sharing) {
+    int gpu = local_rank % count;
+    *sharing = local_size / count + (gpu < local_size % count);
+    return gpu;
+}
+
 titan_status titan_train_device_open(const char *device, titan_job_device kind, int deterministic, int world,
-                                     int local_rank, titan_train_device *d) {
+                                     int local_rank, int local_size, titan_train_device *d) {
     memset(d, 0, sizeof *d);
+    d->sharing = 1;
     /* Several ranks: one GPU each, by local rank (CUDA_VISIBLE_DEVICES picks
      * which); a fixed GPU would put every rank of a node on it. */
     char name[32];
@@ -31,8 +41,17 @@ titan_status titan_train_device_open(const char *device, titan_job_device kind, 
                          "with CUDA_VISIBLE_DEVICES)");
         return TITAN_ERR_USAGE;
     }
-    if (world > 1 && (kind == TITAN_JOB_DEVICE_CUDA || kind == TITAN_JOB_DEVICE_AUTO))
-        snprintf(name, sizeof name, "cuda:%d", local_rank);
+    int gpus = 0;
+    if (world > 1 && (kind == TITAN_JOB_DEVICE_CUDA || kind == TITAN_JOB_DEVICE_AUTO) &&
+        titan_backend_cuda_device_count(&gpus) == TITAN_OK) {
+        snprintf(name, sizeof name, "cuda:%d", gpu_of(local_rank, local_size, gpus, &d->sharing));
+    } else if (world > 1 && kind == TITAN_JOB_DEVICE_CUDA) {
+        titan_error_context("training.device");
+        titan_error_hint("use --training.device=cpu");
+        return titan_error_code();
+    } else if (world > 1 && kind == TITAN_JOB_DEVICE_AUTO) {
+        titan_error_clear(); /* below, auto opens "auto": the cpu, with the reason */
+    }
     titan_status st = titan_backend_open_desc(name, &d->be, d->desc, sizeof d->desc);
     if (st != TITAN_OK && kind == TITAN_JOB_DEVICE_AUTO) {
         /* auto: every rank of the job falls back alike (the same install) */
@@ -51,8 +70,19 @@ titan_status titan_train_device_open(const char *device, titan_job_device kind, 
      * with atomics: the backend takes it unless the run must repeat bit for bit. */
     if (d->be->caps & TITAN_CAP_ATTENTION_CUDNN)
         d->be->set_option(TITAN_OPT_ATTENTION_CUDNN, !deterministic);
-    d->nccl = world > 1 && use_nccl(d->be);
-    if (world > 1 && (d->be->caps & TITAN_CAP_GPU) && !d->nccl)
+    /* NCCL refuses two ranks on one GPU: ranks that share one talk through
+     * shared memory, staged through the host, each held to its share of
+     * the GPU's memory. */
+    int shared = world > 1 && gpus > 0 && (d->be->caps & TITAN_CAP_GPU) && local_size > gpus;
+    if (shared) d->be->set_option(TITAN_OPT_DEVICE_SHARE, d->sharing);
+    else d->sharing = 1;
+    d->nccl = world > 1 && !shared && use_nccl(d->be);
+    if (shared) {
+        if (local_rank == 0)
+            titan_info("%d ranks on %d GPU%s of this host, round-robin: shared-memory communicators through host copies, "
+                   "each rank held to its share of its GPU's memory; a test and development mode, not for speed "
+                   "(NCCL needs a GPU per rank)", local_size, gpus, gpus == 1 ? "" : "s");
+    } else if (world > 1 && (d->be->caps & TITAN_CAP_GPU) && !d->nccl)
         titan_warn("%s: data parallelism over shared memory through host copies (libtitan-cuda.so %s): "
                    "slow, and one node only", name,
                    getenv("TITAN_COMM") ? "TITAN_COMM=shm" : "was built without NCCL");

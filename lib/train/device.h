@@ -15,13 +15,18 @@ typedef struct {
     /* Several ranks on cuda with NCCL: the job's communicators are nccl ones
      * (mesh.h), else shared memory (device data staged through the host). */
     int nccl;
+    /* Ranks of this host on this rank's GPU: 1, or more where a host has
+     * fewer GPUs than ranks (round-robin; no NCCL then). */
+    int sharing;
     /* What was opened, for the info line: "NVIDIA H100 ..." (cuda), the
      * reason auto chose the cpu, or "". */
     char desc[512];
 } titan_train_device;
 
 /* Opens training.device for a job of `world` ranks: "cpu"; "cuda" (one
- * rank: GPU 0; several: the GPU of the rank's local rank) or "cuda:N" (one
+ * rank: GPU 0; several: the GPU of the rank's local rank, of `local_size`
+ * ranks on this host; round-robin where the host has fewer GPUs, those
+ * ranks then sharing a GPU over shared-memory communicators) or "cuda:N" (one
  * rank only: with several it would be every rank's GPU, a usage error);
  * "auto": cuda as above when it opens, else cpu; "cpu-guard" (backend.h).
  * A device that does not open is a usage error "training.device: cuda:
@@ -31,7 +36,7 @@ typedef struct {
  * does not. kind is device's choice (titan_config resolves it); device is
  * the string, which names the backend and goes into messages. */
 titan_status titan_train_device_open(const char *device, titan_job_device kind, int deterministic, int world,
-                                     int local_rank, titan_train_device *out);
+                                     int local_rank, int local_size, titan_train_device *out);
 
 /* One rank's peak FLOP/s for MFU and where it comes from (*source, for the
  * info line): configured (> 0) wins; on the CPU backends the best fp32 GEMM

@@ -47,7 +47,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
+for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 o2 m1 m2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
 
 # --- fp32: the cpu's loss curve ---------------------------------------------------
 expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
@@ -142,12 +142,22 @@ expect 0 "" "train HSDP 2x2 on the cpu" -- "$bin/titan-train" --nproc 4 "$tmp/c4
 expect 0 "layout dp_replicate=2,dp_shard=2" "train HSDP 2x2 on cuda" -- emu TITAN_EMU_DEVICES=4 "$bin/titan-train" \
     --nproc 4 "$tmp/g4" $CUDA $HSDP
 d=$(close "$tmp/c4" "$tmp/g4" 1e-5) && ok "HSDP on cuda tracks the cpu's ($d)" || fail "HSDP on cuda tracks the cpu's ($d)"
-expect 2 "GPU 1 requested, 1 visible" "a rank without a GPU of its own is refused" -- emu "$bin/titan-train" --nproc 2 \
-    "$tmp/g2" $CUDA --training.steps=7
+# Fewer GPUs than ranks: round-robin, shared-memory communicators, each
+# rank held to its share of the GPU's memory (each emulating process has
+# its own TITAN_EMU_MEMORY_MIB, so the cap alone refuses: batch 16 fits one
+# rank in 64 MiB, not two ranks' halves of it).
+expect 0 "2 ranks on 1 GPU of this host, round-robin" "2 ranks share 1 GPU" -- emu "$bin/titan-train" --nproc 2 "$tmp/o2" $CUDA
+d=$(close "$tmp/c2" "$tmp/o2" 1e-5) && ok "2 ranks on 1 GPU track the cpu's 2 ranks ($d)" \
+    || fail "2 ranks on 1 GPU track the cpu's 2 ranks ($d)"
+expect 0 "" "batch 16 fits 64 MiB with the GPU to itself" -- emu TITAN_EMU_MEMORY_MIB=64 "$bin/titan-train" "$tmp/m1" \
+    $CUDA --training.local_batch_size=16 --training.steps=1
+expect 6 "GPU 0 is shared by 2 ranks: .* past its share of 30.00 MiB" "2 ranks that do not fit one GPU's halves: refused" \
+    -- emu TITAN_EMU_MEMORY_MIB=64 "$bin/titan-train" --nproc 2 "$tmp/m2" $CUDA --training.local_batch_size=16 --training.steps=1
 
 # --- tensor and pipeline parallelism over 2 ranks: 2 kv heads, one per tp rank --------
 # cpu_vs_cuda NAME FLAGS LAYOUT MOVES: NAME ("tp 2") from $tmp/t, trained on
-# the cpu, on cuda over $COMMS and over TITAN_COMM=shm, and in bf16 on both;
+# the cpu, on cuda over $COMMS, on one GPU both ranks share (shared-memory
+# communicators, as TITAN_COMM=shm), and in bf16 on both;
 # every cuda curve within close's bound of the cpu's (fp32 1e-5, bf16 5e-3).
 # LAYOUT: the layout line's pattern; MOVES: what shm moves (the check's text).
 cpu_vs_cuda() {
@@ -157,10 +167,10 @@ cpu_vs_cuda() {
     expect 0 "$3" "train $1 on cuda (emulated, $COMMS)" -- \
         emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "${pr}g" $CUDA $2
     d=$(close "${pr}c" "${pr}g" 1e-5) && ok "$1 fp32 on cuda tracks the cpu's ($d)" || fail "$1 fp32 on cuda tracks the cpu's ($d)"
-    expect 0 "shared-memory communicators" "train $1 on cuda, TITAN_COMM=shm ($4)" -- \
-        emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "${pr}s" $CUDA $2
-    d=$(close "${pr}c" "${pr}s" 1e-5) && ok "$1 over shared memory on cuda tracks the cpu's ($d)" \
-        || fail "$1 over shared memory on cuda tracks the cpu's ($d)"
+    expect 0 "shared-memory communicators" "train $1 on one GPU both ranks share ($4)" -- \
+        emu "$bin/titan-train" --nproc 2 "${pr}s" $CUDA $2
+    d=$(close "${pr}c" "${pr}s" 1e-5) && ok "$1 on one shared GPU tracks the cpu's ($d)" \
+        || fail "$1 on one shared GPU tracks the cpu's ($d)"
     expect 0 "" "train $1 bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "${pr}bc" $2 $BF16
     expect 0 "" "train $1 bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "${pr}bg" $CUDA $2 $BF16
     d=$(close "${pr}bc" "${pr}bg" 5e-3) && ok "$1 bf16 on cuda tracks the cpu's ($d)" || fail "$1 bf16 on cuda tracks the cpu's ($d)"

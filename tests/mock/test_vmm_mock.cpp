@@ -79,6 +79,7 @@ int titan_cuda_vmm_free(void *p);
 int titan_cuda_device(void);
 void titan_cuda_mem_commit(size_t nbytes);
 void titan_cuda_mem_uncommit(size_t nbytes);
+int titan_cuda_mem_share_allows(size_t nbytes);
 void titan_cuda_error(titan_status code, const char *fmt, ...);
 [[noreturn]] void titan_cuda_panic(const char *file, int line, const char *stmt, const char *what);
 
@@ -111,6 +112,8 @@ void titan_cuda_mem_uncommit(size_t n) {
     if (n > g_in_use) fail("uncommit of more than is committed");
     g_in_use -= n;
 }
+
+int titan_cuda_mem_share_allows(size_t) { return 1; } /* no GPU shared here */
 
 void titan_cuda_error(titan_status code, const char *fmt, ...) {
     g_errs++;
