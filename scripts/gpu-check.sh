@@ -5,7 +5,8 @@
 #   2. build/tests/test_cuda_ops (every op against the CPU backend) and
 #      build/tests/test_comm_nccl (the nccl communicator; skipped without NCCL);
 #      tests/gpu/attention_tc_check.cu and gemm_inplace_check.cu (cuBLASLt's
-#      residual product in place and out of place);
+#      residual product in place and out of place); adamw_bw_check.cu (the
+#      AdamW kernel's GB/s beside a device-to-device copy's);
 #   3. tests/cli/train.sh (its device lines then see a GPU);
 #   4. configs/debugmodel.toml trained $STEPS steps on cpu and on cuda from
 #      one seed checkpoint: the loss curves must agree to $TOL relative at
@@ -200,9 +201,16 @@ if [ "$DEV" = cuda ]; then
     else failed "tests/gpu/gemm_inplace_check.cu: $(tail -n 1 "$out/gemm_inplace_check.log")"; fi
     grep '^N=' "$out/gemm_inplace_check.log" | sed 's/ | rel err.*ms in place/ |/; s/algo .*oop repeats/oop repeats/' |
         while IFS= read -r l; do say "      $l"; done
+    # the AdamW kernel's bandwidth beside a device-to-device copy's, same run
+    if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/adamw_bw_check.cu \
+            kernels/adamw.cu -o build/adamw_bw_check >"$out/adamw_bw_check.log" 2>&1 &&
+       tmo build/adamw_bw_check >>"$out/adamw_bw_check.log" 2>&1; then
+        pass "tests/gpu/adamw_bw_check.cu: $(tail -n 1 "$out/adamw_bw_check.log")"
+    else failed "tests/gpu/adamw_bw_check.cu: $(tail -n 1 "$out/adamw_bw_check.log")"; fi
+    grep -E '^(cudaMemcpy|AdamW)' "$out/adamw_bw_check.log" | while IFS= read -r l; do say "      $l"; done
     unit test_comm_nccl
 else
-    say "SKIP  test_cuda_ops (4 ways), attention_tc_check, gemm_inplace_check, test_comm_nccl: GPU_DEVICE=$DEV"
+    say "SKIP  test_cuda_ops (4 ways), attention_tc_check, gemm_inplace_check, adamw_bw_check, test_comm_nccl: GPU_DEVICE=$DEV"
 fi
 if tmo_for $((2 * STEP_S)) sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
 else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')$(tail -n 1 "$out/cli_train.log")"; fi
@@ -348,7 +356,7 @@ if [ "$DEV" = cpu-guard ] || [ "${ngpu:-0}" -ge 2 ]; then
         fi
     done
 else
-    say "SKIP several ranks on cuda: ${ngpu:-0} GPU(s) visible, two needed (one per rank)"
+    say "SKIP several ranks on cuda here: ${ngpu:-0} GPU(s) visible, two needed (one per rank); scripts/gpu-layouts.sh runs every layout on shared GPUs"
 fi
 
 # --- speed (steps after the first 5) ----------------------------------------------

@@ -1,33 +1,35 @@
 #!/bin/sh
 # gpu_scripts.sh - the scripts a lent GPU machine runs, run here without one,
 # so that they do not rot between the rare sessions that have a GPU:
-# scripts/gpu-session.sh with gpu-check.sh on cpu-guard (GPU_DEVICE: the CUDA
-# programs skipped, every training, resume, bf16 and FSDP check run) and
-# bench_gpu.sh in its smoke mode (titan's rows on the CUDA emulator where it
-# is built), the results under $OUT as the device runner fetches them; and
+# scripts/gpu-session.sh with its three parts on cpu-guard (GPU_DEVICE):
+# gpu-check.sh (the CUDA programs skipped, every training, resume, bf16 and
+# FSDP check run), gpu-layouts.sh (every layout in fp32 and bf16, resumes
+# across layouts) and bench_gpu.sh in its smoke mode (titan's rows on the
+# CUDA emulator where it is built), the results under $OUT as the device
+# runner fetches them, the records and the choice of parts by them; and
 # gpu-check.sh out of budget (CHECK_BUDGET_S): nothing run, results written.
 . "$(dirname "$0")/lib/tap.sh"
 cd "$top" || exit 1
 # gpu-check.sh wants the CUDA backend built (it is where nvcc is; CI has it)
 if [ ! -f bin/libtitan-cuda.so ]; then echo "no bin/libtitan-cuda.so (built where nvcc is)"; exit 77; fi
-out=$tmp/out
+out=$tmp/results # ($tmp/out is expect's)
 mkdir -p "$out"
-# short sequences and 4 steps: a check of the plumbing, not of the numbers
-export GPU_CHECK_BUILD=0 JOBS=2 STEPS=4 INIT_ARGS="--training.seq_len=128" MEMCHECK_S=0
+# short sequences, a narrow model and 4 steps: a check of the plumbing, not of the numbers
+export GPU_CHECK_BUILD=0 JOBS=2 STEPS=4 INIT_ARGS="--training.seq_len=64 --model.dim=64 --training.threads=1" MEMCHECK_S=0
 
 OUT=$out GPU_DEVICE=cpu-guard BENCH_GPU_SMOKE=1 BENCH_SEQS=64 BENCH_SHAPES=1B BENCH_IMPLS="eager titan" \
-    SESSION_S=500 CHECK_S=400 sh scripts/gpu-session.sh >"$tmp/session.log" 2>&1
+    SESSION_S=800 CHECK_S=400 LAYOUTS_S=250 sh scripts/gpu-session.sh check layouts bench >"$tmp/session.log" 2>&1
 rc=$?
-[ ! -f "$out/summary.txt" ] || sed 's/^/#   /' "$out/summary.txt"
+for p in check layouts; do [ ! -f "$out/$p.txt" ] || sed 's/^/#   /' "$out/$p.txt"; done
 grep '^gpu-session' "$tmp/session.log" | sed 's/^/#   /'
 [ $rc -eq 0 ] && ok "gpu-session on cpu-guard passes" || fail "gpu-session on cpu-guard passes (exit $rc)"
-for f in summary.txt loss_cpu_cuda.txt loss_cpu_bf16.txt gpu-check.tar.gz bench_gpu.md bench_gpu.json \
-    bench_gpu-logs.tar.gz; do
+for f in check.txt check.tar.gz layouts.txt layouts.tar.gz bench.txt bench.tar.gz records.tsv; do
     [ -s "$out/$f" ] && ok "\$OUT/$f written" || fail "\$OUT/$f written"
 done
 [ "$(find "$out" -type f | wc -l)" -le 8 ] && ok "at most 8 files under \$OUT (the runner's limit)" ||
     fail "at most 8 files under \$OUT (the runner's limit)"
-s=$out/summary.txt
+for p in check layouts bench; do tar -xzf "$out/$p.tar.gz" -C "$tmp" || fail "$p.tar.gz unpacks"; done
+s=$out/check.txt
 for want in "SKIP  make: GPU_CHECK_BUILD=0" "SKIP  test_cuda_ops (4 ways)" "PASS  tests/cli/train.sh" \
     "PASS  loss curves agree" "PASS  cpu-guard: stopped at step 2 and resumed, bitwise identical at step 4" \
     "PASS  cpu-guard: async checkpoints, bitwise identical state" \
@@ -38,15 +40,36 @@ for want in "SKIP  make: GPU_CHECK_BUILD=0" "SKIP  test_cuda_ops (4 ways)" "PASS
     "PASS  FSDP 2 on cpu-guard (shm communicators) = FSDP 2 on cpu" "all passed"; do
     grep -qF -- "$want" "$s" && ok "gpu-check: $want" || fail "gpu-check: $want"
 done
+# every layout in both precisions, and the resumes across layouts
+for l in fsdp2 hsdp tp2 pp2 cp2; do
+    for prec in fp32 bf16; do
+        grep -q "^PASS  $l $prec = one cpu-guard: loss within" "$out/layouts.txt" && ok "layouts: $l $prec" ||
+            fail "layouts: $l $prec"
+    done
+done
+grep -q "^PASS  FSDP 2 to step 2, resumed as tp 2 = one" "$out/layouts.txt" && ok "layouts: FSDP 2 resumed as tp 2" ||
+    fail "layouts: FSDP 2 resumed as tp 2"
+grep -q "^all passed" "$out/layouts.txt" && ok "layouts: all passed" || fail "layouts: all passed"
 # the steps of both curves, side by side
-[ "$(wc -l <"$out/loss_cpu_cuda.txt")" -eq 4 ] && ok "loss_cpu_cuda.txt: 4 steps" || fail "loss_cpu_cuda.txt: 4 steps"
+[ "$(wc -l <"$tmp/out-check/loss_cpu_cuda.txt")" -eq 4 ] && ok "loss_cpu_cuda.txt: 4 steps" ||
+    fail "loss_cpu_cuda.txt: 4 steps"
 # the benchmark's titan row measured something, beside PyTorch's
-grep -E '^\| titan \| bf16 \(fp32 master\) \|.*\| 64 x 1 \| [0-9]+ \|' "$out/bench_gpu.md" >/dev/null &&
-    ok "bench_gpu.md: titan's row has tokens/s" || fail "bench_gpu.md: titan's row has tokens/s"
-grep -E '^\| PyTorch [^|]* \| eager bf16 \|.*\| 64 x 1 \| [0-9]+ \|' "$out/bench_gpu.md" >/dev/null &&
-    ok "bench_gpu.md: PyTorch's row has tokens/s" || fail "bench_gpu.md: PyTorch's row has tokens/s"
-grep -q '^gpu-session: bench_gpu exit 0' "$tmp/session.log" && ok "bench_gpu ran in the time left" ||
-    fail "bench_gpu ran in the time left"
+grep -E '^\| titan \| bf16 \(fp32 master\) \|.*\| 64 x 1 \| [0-9]+ \|' "$out/bench.txt" >/dev/null &&
+    ok "bench.txt: titan's row has tokens/s" || fail "bench.txt: titan's row has tokens/s"
+grep -E '^\| PyTorch [^|]* \| eager bf16 \|.*\| 64 x 1 \| [0-9]+ \|' "$out/bench.txt" >/dev/null &&
+    ok "bench.txt: PyTorch's row has tokens/s" || fail "bench.txt: PyTorch's row has tokens/s"
+# one record line per part, at the current code
+code=$(sh scripts/gpu-session.sh --code)
+[ "$(grep -c "	$code	.*	pass\$" "$out/records.tsv")" -eq 3 ] && ok "records.tsv: 3 parts passed at code $code" ||
+    fail "records.tsv: 3 parts passed at code $code"
+# the default is the parts not yet recorded at this code
+cp "$out/records.tsv" "$tmp/records.tsv"
+grep -v '^check' "$tmp/records.tsv" >"$tmp/records2.tsv"
+[ "$(GPU_RECORDS=$tmp/records2.tsv sh scripts/gpu-session.sh --todo)" = "check " ] &&
+    ok "--todo: the part without a record" || fail "--todo: the part without a record"
+expect 0 "every part is recorded at code $code" "no part left: nothing run" -- \
+    env GPU_RECORDS="$tmp/records.tsv" sh scripts/gpu-session.sh
+expect 2 "'kernels': no such part" "an unknown part is a usage error" -- sh scripts/gpu-session.sh kernels
 
 # no budget left: every command 'not run', the summary still written
 rm -rf "$out" && mkdir -p "$out"
