@@ -10,12 +10,11 @@
 
 #include <string.h>
 
-#include "core/clock.h"
 #include "core/mem.h"
 #include "tensor/layout.h"
 
 struct titan_attention_cp {
-    titan_comm *comm;
+    const titan_group *grp;
     const titan_backend *be;
     titan_dtype dt;
     size_t esz;
@@ -23,10 +22,8 @@ struct titan_attention_cp {
     int chunk[2];
     /* [B, T, NKV, HD] in position order: keys, values, their gradients */
     void *k, *v, *dk, *dv;
-    void *stage;    /* [cp][B][2][L][NKV, HD]: the collectives' rank-order buffer */
-    char *mirror;   /* instead of stage, in host memory, when the communicator moves host memory only */
+    void *stage; /* [cp][B][2][L][NKV, HD]: the collectives' rank-order buffer */
     size_t bytes;
-    double comm_s;
 };
 
 /* Where the rank's chunk j of sequence b starts among its local rows. */
@@ -40,33 +37,31 @@ static size_t stage_row(const titan_attention_cp *a, int r, int b, int j) {
 /* Row of sequence b's position pos in a position-order buffer. */
 static size_t seq_row(const titan_attention_cp *a, int b, int pos) { return (size_t)b * a->T + (size_t)pos; }
 
-titan_status titan_attention_cp_create(titan_attention_cp **out, titan_comm *cp, const titan_backend *be,
+titan_status titan_attention_cp_create(titan_attention_cp **out, const titan_group *cp, const titan_backend *be,
                                        titan_dtype dt, int B, int T, int NH, int NKV, int HD) {
     *out = NULL;
-    int n = titan_comm_size(cp);
+    int n = cp->size;
     if (T % (2 * n) != 0)
         return titan_error(TITAN_ERR_USAGE, "model: context parallelism: a sequence of %d tokens does not split into "
                            "2 x %d equal chunks", T, n);
     titan_attention_cp *a = titan_alloc(sizeof *a, "context parallel attention");
     if (!a) return TITAN_ERR_NOMEM;
     memset(a, 0, sizeof *a);
-    a->comm = cp;
+    a->grp = cp;
     a->be = be;
     a->dt = dt;
     a->esz = titan_dtype_size(dt);
     a->B = B, a->T = T, a->L = T / (2 * n), a->NH = NH, a->NKV = NKV, a->HD = HD;
     a->size = n;
-    a->rank = titan_comm_rank(cp);
+    a->rank = cp->rank;
     titan_layout_cp_chunks(T, n, a->rank, a->chunk);
     size_t whole = (size_t)B * T * NKV * HD * a->esz;
-    if (!be->host && !titan_comm_device_buffers(cp)) { /* the host mirror stages the collectives */
-        a->mirror = titan_alloc_pages(whole, "model: context parallel host mirror");
-        if (!a->mirror) {
-            titan_attention_cp_free(a);
-            return TITAN_ERR_NOMEM;
-        }
+    titan_status st = cp->reserve(cp->ctx, whole);
+    if (st != TITAN_OK) {
+        titan_attention_cp_free(a);
+        return st;
     }
-    int nbufs = a->mirror ? 4 : 5;
+    int nbufs = 5;
     void **bufs[5] = {&a->k, &a->v, &a->dk, &a->dv, &a->stage};
     for (int i = 0; i < nbufs; i++) {
         *bufs[i] = be->alloc(whole);
@@ -86,20 +81,15 @@ void titan_attention_cp_free(titan_attention_cp *a) {
     void *bufs[5] = {a->k, a->v, a->dk, a->dv, a->stage};
     for (int i = 0; i < 5; i++)
         if (bufs[i]) a->be->free(bufs[i]);
-    titan_free_pages(a->mirror);
     titan_free(a);
 }
 
 size_t titan_attention_cp_bytes(const titan_attention_cp *a) { return a->bytes; }
 
-double titan_attention_cp_take_comm_s(titan_attention_cp *a) {
-    double s = a->comm_s;
-    a->comm_s = 0.0;
-    return s;
-}
+double titan_attention_cp_take_comm_s(titan_attention_cp *a) { return a->grp->take_comm_s(a->grp->ctx); }
 
 /* Moves L-row blocks between the rank-order buffer and a position-order
- * one: to_seq 1 from stage (or the mirror) into seq, 0 the other way. */
+ * one: to_seq 1 from stage into seq, 0 the other way. */
 static void permute(titan_attention_cp *a, void *seq, int to_seq) {
     const titan_backend *be = a->be;
     size_t row = (size_t)a->NKV * a->HD * a->esz, blk = (size_t)a->L * row;
@@ -110,9 +100,7 @@ static void permute(titan_attention_cp *a, void *seq, int to_seq) {
             for (int j = 0; j < 2; j++) {
                 char *s = (char *)seq + seq_row(a, b, chunk[j]) * row;
                 size_t off = stage_row(a, r, b, j) * row;
-                if (a->mirror && to_seq) be->to_device(s, a->mirror + off, blk);
-                else if (a->mirror) be->to_host(a->mirror + off, s, blk);
-                else if (to_seq) be->convert(s, a->dt, (char *)a->stage + off, a->dt, blk / a->esz);
+                if (to_seq) be->convert(s, a->dt, (char *)a->stage + off, a->dt, blk / a->esz);
                 else be->convert((char *)a->stage + off, a->dt, s, a->dt, blk / a->esz);
             }
     }
@@ -121,14 +109,8 @@ static void permute(titan_attention_cp *a, void *seq, int to_seq) {
 /* The whole sequence of the ranks' local rows [B, 2, L, NKV, HD] into seq,
  * in position order. */
 static titan_status gather(titan_attention_cp *a, const void *local, void *seq) {
-    size_t n = (size_t)a->B * 2 * a->L * a->NKV * a->HD, bytes = n * a->esz;
-    void *buf = a->mirror ? (void *)a->mirror : a->stage;
-    void *mine = (char *)buf + (size_t)a->rank * bytes;
-    if (a->mirror) a->be->to_host(mine, local, bytes);
-    else a->be->sync(); /* the time counted is the collective's own */
-    double t0 = titan_now_s();
-    titan_status st = titan_comm_all_gather(a->comm, a->mirror ? mine : local, buf, n, a->dt, NULL);
-    a->comm_s += titan_now_s() - t0;
+    size_t n = (size_t)a->B * 2 * a->L * a->NKV * a->HD;
+    titan_status st = a->grp->all_gather(a->grp->ctx, local, a->stage, n, a->dt);
     if (st != TITAN_OK) {
         titan_error_context("model: context parallel all-gather of keys and values");
         return st;
@@ -139,19 +121,13 @@ static titan_status gather(titan_attention_cp *a, const void *local, void *seq) 
 
 /* The sum over the group of seq's rows at this rank's positions into local. */
 static titan_status reduce_scatter(titan_attention_cp *a, const void *seq, void *local) {
-    size_t n = (size_t)a->B * 2 * a->L * a->NKV * a->HD, bytes = n * a->esz;
+    size_t n = (size_t)a->B * 2 * a->L * a->NKV * a->HD;
     permute(a, (void *)seq, 0);
-    void *buf = a->mirror ? (void *)a->mirror : a->stage;
-    void *mine = (char *)buf + (size_t)a->rank * bytes;
-    if (!a->mirror) a->be->sync();
-    double t0 = titan_now_s();
-    titan_status st = titan_comm_reduce_scatter(a->comm, buf, a->mirror ? mine : local, n, a->dt, TITAN_COMM_SUM, NULL);
-    a->comm_s += titan_now_s() - t0;
+    titan_status st = a->grp->reduce_scatter(a->grp->ctx, a->stage, local, n, a->dt);
     if (st != TITAN_OK) {
         titan_error_context("model: context parallel reduce-scatter of key and value gradients");
         return st;
     }
-    if (a->mirror) a->be->to_device(local, mine, bytes);
     return TITAN_OK;
 }
 

@@ -12,25 +12,25 @@
  * k, v [B, 2, L, NKV, HD], one sequence's two chunks after each other
  * (L = T / 2cp tokens each: the rank's [B, T/cp] rows in order); lse
  * [B, 2, NH, L] fp32. Every rank of the group makes the same calls in the
- * same order. Collectives run on the cp communicator: device buffers where
- * it moves them (NCCL), else through a host mirror. */
+ * same order. Collectives run on the cp group (model/group.h), on the
+ * whole-sequence buffers in backend memory. */
 #ifndef TITAN_MODEL_ATTENTION_CP_H
 #define TITAN_MODEL_ATTENTION_CP_H
 
 #include "backend/backend.h"
-#include "comm/comm.h"
+#include "model/group.h"
 
 typedef struct titan_attention_cp titan_attention_cp;
 
 /* For micro-batches of B sequences of T tokens (T a multiple of 2 x the
  * group's size) and this rank's heads. Allocates the whole-sequence
  * buffers (titan_attention_cp_bytes). */
-titan_status titan_attention_cp_create(titan_attention_cp **out, titan_comm *cp, const titan_backend *be,
+titan_status titan_attention_cp_create(titan_attention_cp **out, const titan_group *cp, const titan_backend *be,
                                        titan_dtype dt, int B, int T, int NH, int NKV, int HD);
 void titan_attention_cp_free(titan_attention_cp *a);
 
-/* Backend memory held (whole-sequence keys, values, their gradients and,
- * where the communicator moves device memory, a staging buffer). */
+/* Backend memory held (whole-sequence keys, values, their gradients and a
+ * rank-order staging buffer). */
 size_t titan_attention_cp_bytes(const titan_attention_cp *a);
 
 titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float *lse, const void *q,

@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/clock.h"
 #include "core/mem.h"
 #include "model/attention_cp.h"
 #include "model/rope_freqs.h"
@@ -126,20 +125,16 @@ struct titan_llama {
     /* Host copy of the per-token losses when backend memory is not host
      * memory (NULL on the CPU backend, whose losses are read in place). */
     float *loss_host;
-    /* Tensor parallelism (NULL / {1, 0} without): the group, the place,
-     * the first vocabulary row held; host buffers for the remapped token
-     * ids (2N), the ranks' row log-sum-exps (tp x N), and a host mirror of
-     * an [N, C] activation for communicators that move host memory only
-     * (NULL where the backend's memory is host memory or tp moves device
-     * memory). */
-    titan_comm *tp;
+    /* Tensor parallelism (NULL / {1, 0} without): the group's collectives
+     * (model/group.h), the place, the first vocabulary row held; host
+     * buffers for the remapped token ids (2N) and the ranks' row
+     * log-sum-exps (tp x N). */
+    const titan_group *tp;
     titan_llama_tp tpp;
     int v0;
     uint32_t *ids_host;
     float *lse_host;
-    void *tp_mirror;
     titan_status err; /* first tp or cp failure (titan_llama_take_error) */
-    double comm_s; /* in tp collectives since titan_llama_take_comm_s (cp's: cpa's own) */
     titan_attention_cp *cpa; /* context parallelism's attention, NULL without */
 };
 
@@ -222,25 +217,10 @@ static void *own_rows(const titan_llama *m, void *full) {
 
 static titan_status sp_collective(titan_llama *m, void *full, void *local, int gather) {
     if (m->err != TITAN_OK) return m->err;
-    size_t esz = titan_dtype_size(m->dt), n = (size_t)m->NR * m->C;
-    void *buf = full;
-    if (m->tp_mirror) { /* host-only communicator: through the host */
-        buf = m->tp_mirror;
-        if (gather) m->be->to_host(own_rows(m, buf), own_rows(m, full), n * esz);
-        else m->be->to_host(buf, full, (size_t)m->N * m->C * esz);
-    } else {
-        m->be->sync();
-    }
-    double t0 = titan_now_s();
-    titan_status st = gather ? titan_comm_all_gather(m->tp, own_rows(m, buf), buf, n, m->dt, NULL)
-                             : titan_comm_reduce_scatter(m->tp, buf, own_rows(m, buf), n, m->dt, TITAN_COMM_SUM, NULL);
-    m->comm_s += titan_now_s() - t0;
-    if (st == TITAN_OK && m->tp_mirror) {
-        if (gather) m->be->to_device(full, buf, (size_t)m->N * m->C * esz);
-        else m->be->to_device(local, own_rows(m, buf), n * esz);
-    } else if (st == TITAN_OK && !gather && local != own_rows(m, full)) {
-        m->be->convert(local, m->dt, own_rows(m, full), m->dt, n);
-    }
+    size_t n = (size_t)m->NR * m->C;
+    const titan_group *g = m->tp;
+    titan_status st = gather ? g->all_gather(g->ctx, own_rows(m, full), full, n, m->dt)
+                             : g->reduce_scatter(g->ctx, full, local, n, m->dt);
     if (st != TITAN_OK) {
         titan_error_context("model: sequence parallel %s", gather ? "all-gather" : "reduce-scatter");
         m->err = st;
@@ -262,21 +242,7 @@ static void keep_error(titan_llama *m, titan_status st) {
  * (m->err) and returned. */
 static titan_status tp_sum(titan_llama *m, void *x, size_t n, titan_dtype dt) {
     if (!m->tp || m->err != TITAN_OK) return m->err;
-    void *buf = x;
-    size_t bytes = n * titan_dtype_size(dt);
-    /* The collective blocks until the queued ops are done too: wait for
-     * them first (the copy to the mirror does), so the time counted is the
-     * communication's own. */
-    if (m->tp_mirror) {
-        m->be->to_host(m->tp_mirror, x, bytes);
-        buf = m->tp_mirror;
-    } else {
-        m->be->sync();
-    }
-    double t0 = titan_now_s();
-    titan_status st = titan_comm_all_reduce(m->tp, buf, buf, n, dt, TITAN_COMM_SUM, NULL);
-    m->comm_s += titan_now_s() - t0;
-    if (st == TITAN_OK && m->tp_mirror) m->be->to_device(x, m->tp_mirror, bytes);
+    titan_status st = m->tp->all_reduce(m->tp->ctx, x, n, dt);
     if (st != TITAN_OK) {
         titan_error_context("model: tensor parallel sum of %zu values", n);
         m->err = st;
@@ -432,12 +398,12 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
                                    titan_dtype dt, const titan_llama_options *opt) {
     *out = NULL;
     unsigned flags = opt ? opt->flags : 0;
-    titan_comm *tpc = opt && opt->tp && titan_comm_size(opt->tp) > 1 ? opt->tp : NULL;
-    titan_llama_tp tp = {tpc ? titan_comm_size(tpc) : 1, tpc ? titan_comm_rank(tpc) : 0};
+    const titan_group *tpc = opt && opt->tp && opt->tp->size > 1 ? opt->tp : NULL;
+    titan_llama_tp tp = {tpc ? tpc->size : 1, tpc ? tpc->rank : 0};
     titan_llama_pp pp = {opt && opt->pp_size > 1 ? opt->pp_size : 1, opt && opt->pp_size > 1 ? opt->pp_stage : 0};
     int slots = opt && opt->slots > 1 ? opt->slots : 1;
-    titan_comm *cpc = opt && opt->cp && titan_comm_size(opt->cp) > 1 ? opt->cp : NULL;
-    int cpn = cpc ? titan_comm_size(cpc) : 1;
+    const titan_group *cpc = opt && opt->cp && opt->cp->size > 1 ? opt->cp : NULL;
+    int cpn = cpc ? cpc->size : 1;
     TITAN_TRY(titan_llama_config_check(c));
     TITAN_TRY(titan_llama_tp_check(c, tp.size));
     TITAN_TRY(titan_llama_pp_check(c, pp.size));
@@ -609,7 +575,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     titan_rope_tables(cs, sn, T, m->HD, c->rope_theta, c->rope_scaling_factor, c->rope_low_freq_factor,
                       c->rope_high_freq_factor, c->rope_original_context);
     int chunk[2] = {0, 0}, len = cpc ? m->T / 2 : m->T;
-    if (cpc) titan_layout_cp_chunks(T, cpn, titan_comm_rank(cpc), chunk);
+    if (cpc) titan_layout_cp_chunks(T, cpn, cpc->rank, chunk);
     for (int j = 0; j < (cpc ? 2 : 1); j++) {
         be->to_device((char *)m->act[A_COS] + (size_t)j * len * row, (char *)cs + (size_t)chunk[j] * row, len * row);
         be->to_device((char *)m->act[A_SIN] + (size_t)j * len * row, (char *)sn + (size_t)chunk[j] * row, len * row);
@@ -630,14 +596,14 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
         }
     }
     if (tpc) {
-        int mirror = !be->host && !titan_comm_device_buffers(tpc);
         m->ids_host = titan_alloc(2 * (size_t)N * sizeof(uint32_t), "model: tensor parallel token ids");
         m->lse_host = titan_alloc((size_t)tp.size * (size_t)N * sizeof(float), "model: tensor parallel log-sum-exps");
-        if (mirror)
-            m->tp_mirror = titan_alloc_pages((size_t)N * C * titan_dtype_size(dt), "model: tensor parallel host mirror");
-        if (!m->ids_host || !m->lse_host || (mirror && !m->tp_mirror)) {
+        /* the largest collective: an [N, C] activation */
+        titan_status st = !m->ids_host || !m->lse_host ? TITAN_ERR_NOMEM
+                                                       : tpc->reserve(tpc->ctx, (size_t)N * C * titan_dtype_size(dt));
+        if (st != TITAN_OK) {
             titan_llama_free(m);
-            return TITAN_ERR_NOMEM;
+            return st;
         }
     }
     *out = m;
@@ -657,7 +623,6 @@ void titan_llama_free(titan_llama *m) {
     titan_free(m->loss_host);
     titan_free(m->ids_host);
     titan_free(m->lse_host);
-    titan_free_pages(m->tp_mirror);
     titan_attention_cp_free(m->cpa);
     titan_free(m);
 }
@@ -676,15 +641,13 @@ void *titan_llama_stage_input(titan_llama *m) { return resid(m, m->l0); }
 const void *titan_llama_stage_output(const titan_llama *m) { return resid(m, m->l1); }
 void *titan_llama_stage_grad(titan_llama *m) { return m->act[A_DRESID]; }
 size_t titan_llama_stage_io_count(const titan_llama *m) { return (size_t)m->NR * (size_t)m->C; }
-titan_comm *titan_llama_tp_comm(const titan_llama *m) { return m->tp; }
+const titan_group *titan_llama_tp_group(const titan_llama *m) { return m->tp; }
 const titan_param *titan_llama_catalog(const titan_llama *m, int *n) {
     *n = m->n_param_tensors;
     return m->catalog;
 }
 double titan_llama_take_comm_s(titan_llama *m) {
-    double s = m->comm_s + (m->cpa ? titan_attention_cp_take_comm_s(m->cpa) : 0.0);
-    m->comm_s = 0.0;
-    return s;
+    return (m->tp ? m->tp->take_comm_s(m->tp->ctx) : 0.0) + (m->cpa ? titan_attention_cp_take_comm_s(m->cpa) : 0.0);
 }
 titan_status titan_llama_take_error(titan_llama *m) {
     titan_status st = m->err;
@@ -823,9 +786,7 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
 
 /* *x = its sum over the tp group, added in rank order (the same on every rank). */
 static titan_status tp_sum_double(titan_llama *m, double *x) {
-    double t0 = titan_now_s();
-    titan_status st = titan_comm_sum_double(m->tp, *x, x);
-    m->comm_s += titan_now_s() - t0;
+    titan_status st = m->tp->sum_double(m->tp->ctx, x);
     if (st != TITAN_OK) titan_error_context("model: tensor parallel loss sum");
     return st;
 }
@@ -839,9 +800,7 @@ static titan_status tp_row_lse(titan_llama *m) {
     m->be->logsumexp(m->dt, lsev, m->act[A_LOGITS], N, m->V);
     float *mine = all + (size_t)m->tpp.rank * N;
     m->be->to_host(mine, lsev, (size_t)N * sizeof(float));
-    double t0 = titan_now_s();
-    titan_status st = titan_comm_all_gather(m->tp, mine, all, (size_t)N, TITAN_DTYPE_F32, NULL);
-    m->comm_s += titan_now_s() - t0;
+    titan_status st = m->tp->all_gather_host(m->tp->ctx, mine, all, (size_t)N);
     if (st != TITAN_OK) {
         titan_error_context("model: tensor parallel log-sum-exp");
         return st;

@@ -3,7 +3,7 @@
 #define TITAN_MODEL_LLAMA_H
 
 #include "backend/backend.h"
-#include "comm/comm.h"
+#include "model/group.h"
 #include "model/llama_config.h"
 
 typedef struct titan_llama titan_llama;
@@ -42,7 +42,8 @@ titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
  *     copy in releasable memory (backend.h), nothing of it committed: the
  *     caller (FSDP) commits each range before anything touches it and
  *     releases it after (the functions below);
- *   tp, a communicator of more than one rank: tensor parallelism over it
+ *   tp, a group of more than one rank (model/group.h: its collectives,
+ *     which lib/parallel makes from a communicator): tensor parallelism over it
  *     (Megatron's, as torchtitan's plan for Llama without sequence
  *     parallelism): the model holds its rank's shard (llama_config.h,
  *     titan_llama_tp), inputs and targets are whole on every rank of tp,
@@ -58,7 +59,7 @@ titan_status titan_llama_create(titan_llama **out, const titan_llama_config *c,
 enum { TITAN_LLAMA_RELEASABLE = 1 };
 typedef struct {
     unsigned flags;
-    titan_comm *tp;
+    const titan_group *tp;
     /* With tp: sequence parallelism (Megatron's, torchtitan's default with
      * tp): the residual stream between the matmuls is split by rows (rank
      * r holds tokens [r, r + 1) x N/tp of the micro-batch, N a multiple of
@@ -77,7 +78,7 @@ typedef struct {
      * and on a stage other than the first leaves the input's gradient
      * there. Hooks run for the stage's blocks only. */
     int pp_size, pp_stage;
-    /* Context parallelism over cp, a communicator of more than one rank
+    /* Context parallelism over cp, a group of more than one rank
      * (NULL or one rank: none): T is the whole sequence (a multiple of 2 x
      * cp's size); the model holds the rank's two chunks of each sequence
      * (tensor/layout.h, titan_layout_cp_chunks), T / cp tokens: tokens
@@ -89,7 +90,7 @@ typedef struct {
      * them over cp, as over data parallel ranks). Every rank of cp makes
      * the same calls in the same order. Composes with tp (cp groups hold
      * the same tp rank), sequence parallelism and pipeline stages. */
-    titan_comm *cp;
+    const titan_group *cp;
     /* Micro-batch slots (a pipeline schedule's micro-batches in flight):
      * each keeps one forward's activations until its backward
      * (titan_llama_set_slot); 0 or 1: one. */
@@ -133,7 +134,7 @@ size_t titan_llama_stage_io_count(const titan_llama *m);
  * rest at once) and leaves the failure here for its caller. */
 titan_status titan_llama_take_error(titan_llama *m);
 /* The tensor-parallel group (NULL without). */
-titan_comm *titan_llama_tp_comm(const titan_llama *m);
+const titan_group *titan_llama_tp_group(const titan_llama *m);
 /* Collective over the tp group (every rank of it calls): the whole model's
  * fp32 parameters (titan_llama_params of its config: catalog order, whole
  * shapes) into host memory dst, each tensor put together from the ranks'

@@ -18,7 +18,7 @@ titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
         if (dst) be->to_host(dst, titan_llama_params_data(m), nloc * sizeof(float));
         return TITAN_OK;
     }
-    titan_comm *comm = titan_llama_tp_comm(m);
+    const titan_group *g = titan_llama_tp_group(m);
     int np;
     const titan_param *mine = titan_llama_catalog(m, &np);
     titan_param *all = titan_alloc((size_t)(tp.size + 1) * (size_t)np * sizeof(titan_param), "model: catalogs");
@@ -35,7 +35,7 @@ titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
      * others waiting in the first gather until the communicator's timeout. */
     int failed = !all || !counts || !loc || !buf;
     double nfailed = failed;
-    titan_status st = titan_comm_sum_double(comm, nfailed, &nfailed);
+    titan_status st = g->sum_double(g->ctx, &nfailed);
     if (st == TITAN_OK && failed) st = TITAN_ERR_NOMEM; /* titan_alloc said what */
     else if (st == TITAN_OK && nfailed > 0)
         st = titan_error(TITAN_ERR_NOMEM, "%.0f of the %d ranks of the tp group ran out of memory", nfailed, tp.size);
@@ -52,8 +52,7 @@ titan_status titan_llama_gather_whole(titan_llama *m, float *dst) {
         }
         for (int r = 0; r < tp.size; r++) counts[r] = all[(size_t)r * np + i].numel;
         /* rank order: dim-0 pieces are the tensor's rows in order already */
-        st = titan_comm_all_gather_v(comm, loc + mine[i].offset, d == 0 && out ? out : buf, counts,
-                                     TITAN_DTYPE_F32, NULL);
+        st = g->all_gather_v_host(g->ctx, loc + mine[i].offset, d == 0 && out ? out : buf, counts);
         if (st != TITAN_OK || d == 0 || !out) continue;
         /* dim-1 pieces: rank r's columns of every row */
         size_t col0 = 0, off = 0, cols = (size_t)w->shape[1];

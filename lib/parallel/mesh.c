@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "parallel/group.h"
 
 /* The resolved degrees for a world of `world` ranks. */
 static titan_status resolve(const titan_job_config *cfg, int world, titan_layout *l) {
@@ -117,7 +118,14 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
     return st;
 }
 
+titan_status titan_mesh_groups(titan_mesh *m, const titan_backend *be) {
+    TITAN_TRY(titan_parallel_group_create(&m->tp_group, m->tp_comm, be));
+    return titan_parallel_group_create(&m->cp_group, m->cp_comm, be);
+}
+
 void titan_mesh_free(titan_mesh *m) {
+    titan_parallel_group_free(m->tp_group);
+    titan_parallel_group_free(m->cp_group);
     titan_comm_free(m->shard_comm);
     titan_comm_free(m->replicate_comm);
     titan_comm_free(m->tp_comm);

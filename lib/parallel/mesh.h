@@ -20,9 +20,11 @@
 #ifndef TITAN_PARALLEL_MESH_H
 #define TITAN_PARALLEL_MESH_H
 
+#include "backend/backend.h"
 #include "comm/bootstrap.h"
 #include "comm/comm.h"
 #include "job/config.h"
+#include "model/group.h"
 #include "tensor/layout.h"
 
 typedef struct {
@@ -43,6 +45,9 @@ typedef struct {
     titan_comm *cp_comm;            /* NULL when cp = 1 */
     titan_comm *pp_comm;            /* stage activations, NULL when pp = 1 */
     titan_comm *pp_grad_comm;       /* their gradients, NULL when pp = 1 */
+    /* The model's collectives over tp_comm and cp_comm (titan_mesh_groups),
+     * NULL where the communicator is */
+    titan_group *tp_group, *cp_group;
 } titan_mesh;
 
 /* Joins the job and checks the degrees against its size (collective).
@@ -53,6 +58,9 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m);
  * over NCCL on this process's GPU (its local rank's; comm.h), else shared
  * memory (one node, host buffers). */
 titan_status titan_mesh_connect(titan_mesh *m, int nccl);
+/* The tp and cp groups the model runs its collectives on (parallel/group.h),
+ * on be's buffers; after titan_mesh_connect. */
+titan_status titan_mesh_groups(titan_mesh *m, const titan_backend *be);
 void titan_mesh_free(titan_mesh *m);
 
 #endif

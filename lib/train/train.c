@@ -137,7 +137,8 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     }
     /* Several ranks on GPUs: one each, by local rank; then the communicators. */
     TITAN_TRY(titan_train_device_open(cfg->training_device, cfg->training_device_kind, cfg->training_deterministic,
-                                      t->mesh.world, titan_dist_local_rank(t->mesh.dist), &t->dev));
+                                      t->mesh.world, titan_dist_local_rank(t->mesh.dist),
+                                      titan_dist_local_size(t->mesh.dist), &t->dev));
     TITAN_TRY(titan_mesh_connect(&t->mesh, t->dev.nccl));
     t->be = t->dev.be;
     if (cfg->profiling_enable_profiling) {
@@ -178,10 +179,12 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     /* mixed_precision_param is the compute type (torchtitan's meaning): bf16
      * activations and compute weights; parameters, gradients and AdamW stay fp32. */
     titan_dtype compute = cfg->training_param_dtype == TITAN_JOB_BFLOAT16 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    /* the tp and cp collectives the model runs, on its backend's buffers */
+    TITAN_TRY(titan_mesh_groups(&t->mesh, t->be));
     /* FSDP holds a unit's full parameters and gradients only while in use */
     titan_llama_options mo = {.flags = sharded ? TITAN_LLAMA_RELEASABLE : 0,
-                              .tp = t->mesh.tp_comm,
-                              .cp = t->mesh.cp_comm,
+                              .tp = t->mesh.tp_group,
+                              .cp = t->mesh.cp_group,
                               .sequence_parallel = cfg->parallelism_enable_sequence_parallel,
                               .pp_size = pp, .pp_stage = t->mesh.pp_rank,
                               .slots = titan_pipeline_slots(sched, pp, t->mesh.pp_rank, t->micro)};

@@ -1,7 +1,7 @@
 /* model_test.h - helpers the model and distributed tests share: an
  * allocator that exits on failure, a look into the last error message,
- * joining a job as one of its ranks, and the tiny Llama configuration the
- * model tests build on. */
+ * joining a job as one of its ranks, the tiny Llama configuration the
+ * model tests build on, and the groups a tp or cp model runs on. */
 #ifndef TITAN_TESTS_MODEL_TEST_H
 #define TITAN_TESTS_MODEL_TEST_H
 
@@ -17,6 +17,7 @@
 #include "comm/comm.h"
 #include "comm/spawn.h"
 #include "model/llama.h"
+#include "parallel/group.h"
 
 #include "check.h"
 #include "shm_probe.h"
@@ -160,6 +161,23 @@ static inline titan_llama_config tiny_config(int n_layers, int n_heads, int n_kv
     c.rope_original_context = 8192;
     c.tie_embeddings = tied;
     return c;
+}
+
+/* The model's collectives over c on be's buffers (model/group.h): NULL
+ * for NULL or one rank; kept until free_groups (models hold them). */
+static titan_group *test_groups[64];
+static int test_ngroups;
+static inline const titan_group *model_group_of(titan_comm *c, const titan_backend *be) {
+    titan_group *g = NULL;
+    if (test_ngroups == 64 || titan_parallel_group_create(&g, c, be) != TITAN_OK) {
+        fprintf(stderr, "FAIL: group: %s\n", titan_error_message());
+        exit(1);
+    }
+    if (g) test_groups[test_ngroups++] = g;
+    return g;
+}
+static inline void free_groups(void) {
+    while (test_ngroups > 0) titan_parallel_group_free(test_groups[--test_ngroups]);
 }
 
 #endif

@@ -52,7 +52,7 @@ static titan_comm *world;
 static titan_llama *create(const titan_backend *be, const titan_llama_config *c, titan_ac_mode ac, titan_dtype dt,
                            titan_comm *cp) {
     titan_llama *m = NULL;
-    titan_llama_options o = {.cp = cp};
+    titan_llama_options o = {.cp = model_group_of(cp, be)};
     titan_status st = titan_llama_create_ex(&m, c, be, B, T, ac, dt, &o);
     if (st != TITAN_OK) {
         fprintf(stderr, "FAIL rank %d: create (cp %d, ac %d, %s): %s\n", me, cp ? nr : 1, ac, titan_dtype_name(dt),
@@ -187,7 +187,7 @@ static void test_refusals(void) {
     titan_llama_config c = tiny_config(2, 4, 2, VOCAB, 0);
     static char sentinel;
     titan_llama *m = (titan_llama *)(void *)&sentinel; /* create must set NULL on refusal */
-    titan_llama_options o = {.cp = world};
+    titan_llama_options o = {.cp = model_group_of(world, titan_backend_cpu())};
     int bad = 2 * nr + 2; /* not a multiple of 2 x nr */
     CHECK(titan_llama_create_ex(&m, &c, titan_backend_cpu(), B, bad, TITAN_AC_NONE, TITAN_DTYPE_F32, &o) ==
                   TITAN_ERR_USAGE && !m && has("does not split into 2 x"),
@@ -206,6 +206,7 @@ static int run_rank(titan_comm *w, int rank, int ranks) {
     run_case(titan_backend_cpu_guard(), 0, TITAN_DTYPE_F32);
     if (failures) fprintf(stderr, "rank %d of %d: %d failure(s)\n", me, nr, failures);
     else if (me == 0) printf("  cp %d: ok (%.2f s)\n", nr, titan_now_s() - t0);
+    free_groups();
     return failures != 0;
 }
 

@@ -133,7 +133,7 @@ static int use_sp;
 
 static titan_llama *create(const titan_llama_config *c, titan_ac_mode ac, titan_dtype dt, titan_comm *tp) {
     titan_llama *m = NULL;
-    titan_llama_options o = {.tp = tp, .sequence_parallel = tp ? use_sp : 0};
+    titan_llama_options o = {.tp = model_group_of(tp, titan_backend_cpu()), .sequence_parallel = tp ? use_sp : 0};
     titan_status st = titan_llama_create_ex(&m, c, titan_backend_cpu(), B, T, ac, dt, &o);
     if (st != TITAN_OK) {
         fprintf(stderr, "FAIL rank %d: create (tp %d, ac %d, %s): %s\n", me, tp ? nr : 1, ac,
@@ -291,7 +291,7 @@ static void test_refusals(void) {
     titan_llama_config c = tiny(0, 40);
     static char sentinel;
     titan_llama *m = (titan_llama *)(void *)&sentinel; /* create must set NULL on refusal */
-    titan_llama_options o = {.tp = world};
+    titan_llama_options o = {.tp = model_group_of(world, titan_backend_cpu())};
     c.n_kv_heads = nr / 2, c.n_heads = nr; /* 1 kv head for tp 2, 2 for tp 4 */
     CHECK(titan_llama_tp_check(&c, nr) == TITAN_ERR_USAGE && has("n_kv_heads"));
     CHECK(titan_llama_create_ex(&m, &c, titan_backend_cpu(), B, T, TITAN_AC_NONE, TITAN_DTYPE_F32, &o) ==
@@ -334,6 +334,7 @@ static int run_rank(titan_comm *w, int rank, int ranks) {
     run_case(1, 37, TITAN_DTYPE_BF16);
     if (failures) fprintf(stderr, "rank %d of %d: %d failure(s)\n", me, nr, failures);
     else if (me == 0) printf("  tp %d: ok (%.2f s)\n", nr, titan_now_s() - t0);
+    free_groups();
     return failures != 0;
 }
 
