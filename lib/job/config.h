@@ -51,6 +51,7 @@ typedef struct {
     double optimizer_lr, optimizer_beta1, optimizer_beta2, optimizer_eps, optimizer_weight_decay;
 
     /* [lr_scheduler] */
+    int lr_scheduler_total_steps;      /* the schedule's length; 0 = training.steps */
     int lr_scheduler_warmup_steps;
     double lr_scheduler_decay_ratio;   /* < 0 = unset: decay over all steps after warmup */
     char lr_scheduler_decay_type[TITAN_STR]; /* linear, sqrt, cosine */
