@@ -72,7 +72,7 @@ typedef struct {
     titan_job_dtype training_param_dtype;  /* mixed_precision_param */
     titan_job_dtype training_reduce_dtype; /* mixed_precision_reduce */
     titan_job_device training_device_kind; /* device (cuda:N's N: the string's) */
-    int training_threads;              /* 0 = all cores */
+    int training_threads;              /* per rank; 0 = its share of its affinity set (train/threads.h) */
     int training_shuffle;              /* visit each epoch's samples in a seeded random order */
 
     /* [parallelism] */

@@ -86,7 +86,8 @@ const key_def titan_job_keys[] = {
         "where to train: cpu; cuda (with several ranks, each on the GPU of its local rank) or cuda:N (GPU N, "
         "one rank); auto (cuda if a GPU opens, else cpu); cpu-guard (tests: the CPU under a GPU's memory "
         "rules)"),
-    INT("training", "threads", training_threads, 0, 0, 0, "CPU threads; 0 = all cores"),
+    INT("training", "threads", training_threads, 0, 0, 0, "CPU threads per rank; 0 = the cores of the rank's affinity set divided among the ranks of its host "
+        "that share them (at least 1)"),
     BOOL("training", "shuffle", training_shuffle, 0,
          "visit each epoch's samples in a random order drawn from training.seed (titan extension)"),
 

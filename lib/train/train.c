@@ -36,6 +36,7 @@
 #include "train/state.h"
 #include "train/state_dist.h"
 #include "train/state_stage.h"
+#include "train/threads.h"
 #include "train/train.h"
 
 typedef struct {
@@ -178,7 +179,16 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         snprintf(t->prof_root, sizeof t->prof_root, "%s/%s", opts->run_dir, cfg->profiling_save_traces_folder);
     }
     titan_info("device: %s%s%s%s", t->be->name, t->dev.desc[0] ? " (" : "", t->dev.desc, t->dev.desc[0] ? ")" : "");
-    titan_backend_cpu_set_threads(cfg->training_threads); /* the CPU backend, and sampling */
+    /* The CPU backend's and sampling's threads; the peak probe below runs on them
+     * too, so each rank measures its own share of the cores. */
+    titan_train_threads th;
+    TITAN_TRY(titan_train_threads_pick(t->mesh.dist, cfg->training_threads, &th));
+    titan_backend_cpu_set_threads(th.threads);
+    if (cfg->training_threads > 0)
+        titan_info("threads: %d per rank (training.threads)", th.threads);
+    else
+        titan_info("threads: %d per rank (%d core%s in the affinity set, %d rank%s on this host)", th.threads,
+                   th.cores, th.cores == 1 ? "" : "s", th.sharing, th.sharing == 1 ? "" : "s");
     TITAN_TRY(titan_setup_ckpt_compression(cfg));
     titan_status st;
     TITAN_TRY(titan_tokenizer_open(&t->tok, cfg->model_tokenizer));
