@@ -1,6 +1,7 @@
 /* titan-ckpt - inspect, verify, compare, convert and pack checkpoints. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +23,17 @@ static void usage(FILE *f) {
             "  ls [--json] RUN|ROOT                 the checkpoints of a run\n"
             "  info [--json] CKPT                   tensors, model, step, tokens seen, size\n"
             "  verify CKPT                          every checksum; chunks cover each tensor once\n"
-            "  diff [--params-only] [--json] [-v] A B\n"
-            "                                       per-tensor max abs / max rel difference\n"
+            "  diff [--params-only] [--json] [-v] [--atol A] [--rtol R] A B\n"
+            "                                       per-tensor max abs / max rel difference;\n"
+            "                                       with a tolerance, elements outside\n"
+            "                                       |a-b| <= A + R*|b| (default: exact)\n"
             "  convert --to hf CKPT OUTDIR [--dtype f32|bf16|f16] [--shard-size BYTES] [--max-position N]\n"
             "  convert --to gguf CKPT OUT.gguf [--dtype f32|bf16|f16] [--tokenizer SPEC] [--max-position N]\n"
             "  convert --from hf HFDIR OUTROOT [--tokenizer ID] [--multiple-of N] [--ffn-dim-multiplier X]\n"
-            "  pack CKPT OUT.tar.zst                one checkpoint as a pax tar, zstd-compressed\n"
-            "  unpack IN.tar.zst OUTDIR             back into a checkpoint root\n"
+            "  pack CKPT OUT.tar.zst                one checkpoint (and its run's config.toml) as a\n"
+            "                                       pax tar, zstd-compressed\n"
+            "  unpack IN.tar.zst OUTDIR             back into a run directory (with a config.toml)\n"
+            "                                       or a checkpoint root\n"
             "  eval CKPT --tokens 1,2,3             print the model's logits (debugging aid)\n"
             "\n"
             "CKPT is a step directory, a checkpoint root (its latest step) or a run directory.\n"
@@ -53,6 +58,8 @@ typedef struct {
     const char *to, *from, *dtype, *tokenizer, *tokens;
     long long shard_size, max_position, multiple_of, threads;
     double ffn_mult;
+    int tolerance; /* --atol or --rtol given */
+    double atol, rtol;
 } opts;
 
 /* Options taking a value, and the commands that accept each option. */
@@ -63,6 +70,8 @@ static const struct {
 } known[] = {
     {"--json", 0, "ls info diff"},
     {"--params-only", 0, "diff"},
+    {"--atol", 1, "diff"},
+    {"--rtol", 1, "diff"},
     {"--force", 0, "convert unpack"},
     {"--to", 1, "convert"},
     {"--from", 1, "convert"},
@@ -103,7 +112,14 @@ static titan_status set_value(opts *o, const char *name, const char *v) {
     else if (!strcmp(name, "--max-position")) return parse_ll(name, v, 1, &o->max_position);
     else if (!strcmp(name, "--multiple-of")) return parse_ll(name, v, 1, &o->multiple_of);
     else if (!strcmp(name, "--threads")) return parse_ll(name, v, 0, &o->threads);
-    else if (!strcmp(name, "--ffn-dim-multiplier")) {
+    else if (!strcmp(name, "--atol") || !strcmp(name, "--rtol")) {
+        char *end;
+        double x = strtod(v, &end);
+        if (end == v || *end || !(x >= 0) || isinf(x))
+            return titan_error(TITAN_ERR_USAGE, "%s: '%s' is not a finite number >= 0", name, v);
+        *(name[2] == 'a' ? &o->atol : &o->rtol) = x;
+        o->tolerance = 1;
+    } else if (!strcmp(name, "--ffn-dim-multiplier")) {
         char *end;
         o->ffn_mult = strtod(v, &end);
         if (end == v || *end || !(o->ffn_mult >= 0))
@@ -256,7 +272,7 @@ static titan_status run(opts *o, int *exit_code) {
     }
     if (!strcmp(c, "diff")) {
         TITAN_TRY(need_pos(o, 2, "A B"));
-        titan_ckpt_diff_opts d = {o->params_only, o->json, o->verbose};
+        titan_ckpt_diff_opts d = {o->params_only, o->json, o->verbose, o->tolerance, o->atol, o->rtol};
         int differ;
         TITAN_TRY(titan_ckpt_diff(o->pos[0], o->pos[1], &d, stdout, &differ));
         *exit_code = differ;

@@ -17,8 +17,10 @@
 #include "ckpt/ckpt.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "job/config.h"
 
 #define IO_BLOCK ((size_t)1 << 20)
+#define CONFIG_MAX ((size_t)1 << 20) /* a config.toml is a few KiB */
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -119,7 +121,35 @@ static titan_status add_entry(struct archive *a, const char *out_path, const cha
     return st;
 }
 
-static titan_status pack_step(titan_ckpt *ck, const char *out_path, const char *tmp) {
+/* The config.toml of the run that holds the checkpoint root `root`: the
+ * nearest directory above it (checkpoint.folder may be nested) whose
+ * config.toml names root as its checkpoint.folder. 0 when there is none (a
+ * bare root, e.g. from convert --from hf). */
+static int find_run_config(const char *root, char *out, size_t cap) {
+    char want[PATH_MAX], dir[PATH_MAX], got[PATH_MAX], p[PATH_MAX];
+    if (!realpath(root, want)) return 0;
+    snprintf(dir, sizeof dir, "%s", want);
+    for (int up = 0; up < 8; up++) {
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir) return 0;
+        *slash = 0;
+        if (titan_fs_join(p, sizeof p, dir, "config.toml") != TITAN_OK || !titan_fs_exists(p)) continue;
+        titan_job_config cfg;
+        titan_config_defaults(&cfg);
+        int log = titan_log_verbosity();
+        titan_log_set_verbosity(0); /* its warnings (ignored keys) belong to titan-train */
+        titan_status st = titan_config_load_file(&cfg, p);
+        titan_log_set_verbosity(log);
+        char folder[PATH_MAX];
+        if (st == TITAN_OK && titan_fs_join(folder, sizeof folder, dir, cfg.checkpoint_folder) == TITAN_OK &&
+            realpath(folder, got) && !strcmp(got, want))
+            return snprintf(out, cap, "%s", p) < (int)cap;
+        titan_error_clear();
+    }
+    return 0;
+}
+
+static titan_status pack_step(titan_ckpt *ck, const char *out_path, const char *tmp, const char *config) {
     const char *dir = titan_ckpt_path(ck);
     char sname[64];
     titan_ckpt_step_name(sname, sizeof sname, titan_ckpt_step(ck));
@@ -134,6 +164,11 @@ static titan_status pack_step(titan_ckpt *ck, const char *out_path, const char *
     if (st == TITAN_OK && archive_write_open_filename(a, tmp) != ARCHIVE_OK) st = ar_fail(a, tmp, "create");
     struct stat dsb;
     if (st == TITAN_OK && stat(dir, &dsb) != 0) st = titan_error(TITAN_ERR_IO, "%s: stat: %s", dir, strerror(errno));
+    struct stat csb;
+    if (st == TITAN_OK && config && stat(config, &csb) != 0)
+        st = titan_error(TITAN_ERR_IO, "%s: stat: %s", config, strerror(errno));
+    /* first, so that unpack knows where the steps go before it meets them */
+    if (st == TITAN_OK && config) st = add_entry(a, out_path, "config.toml", AE_IFREG, &csb, NULL, 0, config);
     if (st == TITAN_OK) st = add_entry(a, out_path, sname, AE_IFDIR, &dsb, NULL, 0, NULL);
     for (int i = 0; i < n && st == TITAN_OK; i++) {
         char path[PATH_MAX], name[PATH_MAX];
@@ -161,20 +196,28 @@ titan_status titan_ckpt_pack(const char *ckpt, const char *out_path) {
     if (snprintf(tmp, sizeof tmp, "%s.tmp", out_path) >= (int)sizeof tmp)
         st = titan_error(TITAN_ERR_USAGE, "%s: path too long", out_path);
     if (st == TITAN_OK) st = titan_ckpt_verify(ck); /* never pack a corrupt checkpoint */
-    if (st == TITAN_OK) st = pack_step(ck, out_path, tmp);
+    /* The run's config too: unpacked, the archive is a run titan-train resumes. */
+    char root[PATH_MAX], config[PATH_MAX];
+    int has_config = 0;
+    if (st == TITAN_OK) st = titan_fs_join(root, sizeof root, titan_ckpt_path(ck), "..");
+    if (st == TITAN_OK) has_config = find_run_config(root, config, sizeof config);
+    if (st == TITAN_OK) st = pack_step(ck, out_path, tmp, has_config ? config : NULL);
     if (st == TITAN_OK) st = titan_fs_fsync_path(tmp);
     if (st == TITAN_OK) st = titan_fs_rename(tmp, out_path);
     if (st == TITAN_OK) st = titan_fs_fsync_parent(out_path);
     if (st != TITAN_OK) unlink(tmp);
-    else titan_info("%s: step %" PRId64 " from %s", out_path, titan_ckpt_step(ck), titan_ckpt_path(ck));
+    else titan_info("%s: step %" PRId64 " from %s%s%s", out_path, titan_ckpt_step(ck), titan_ckpt_path(ck),
+                    has_config ? ", with " : " (no run config.toml found: unpacks as a checkpoint root)",
+                    has_config ? config : "");
     titan_ckpt_close(ck);
     return st;
 }
 
 /* ---- unpack ---- */
 
-/* Checks an entry name: "latest", "step-N", "step-N/" or "step-N/FILE" only.
- * kind: 0 latest, 1 step dir, 2 file in a step dir. */
+/* Checks an entry name: "latest", "config.toml", "step-N", "step-N/" or
+ * "step-N/FILE" only. kind: 0 latest, 1 step dir, 2 file in a step dir,
+ * 3 the run's config. */
 static titan_status check_name(const char *in, const char *name, int *kind, char *step_name, size_t cap) {
     if (name[0] == '/')
         return titan_error(TITAN_ERR_FORMAT, "%s: entry \"%s\": absolute path refused", in, name);
@@ -187,6 +230,7 @@ static titan_status check_name(const char *in, const char *name, int *kind, char
         while (*p == '/') p++;
     }
     if (!strcmp(name, "latest")) { *kind = 0; return TITAN_OK; }
+    if (!strcmp(name, "config.toml")) { *kind = 3; return TITAN_OK; }
     const char *slash = strchr(name, '/');
     size_t l = slash ? (size_t)(slash - name) : strlen(name);
     int64_t step;
@@ -200,7 +244,7 @@ static titan_status check_name(const char *in, const char *name, int *kind, char
     return TITAN_OK;
 unexpected:
     return titan_error(TITAN_ERR_FORMAT, "%s: entry \"%s\": not part of a titan checkpoint archive (expected "
-                       "latest, step-N/ or step-N/FILE)", in, name);
+                       "latest, config.toml, step-N/ or step-N/FILE)", in, name);
 }
 
 static titan_status copy_data(struct archive *r, struct archive *w, const char *in, const char *name) {
@@ -217,11 +261,13 @@ static titan_status copy_data(struct archive *r, struct archive *w, const char *
     }
 }
 
-/* Extracts in into stage; names the steps found (at most max) and the one `latest` names. */
+/* Extracts in into stage; names the steps found (at most max) and the one
+ * `latest` names; *config gets the run's config.toml (malloc'd), if any. */
 static titan_status extract(const char *in, const char *stage, char steps[][64], int max, int *nsteps,
-                            char *latest_name) {
+                            char *latest_name, char **config) {
     *nsteps = 0;
     latest_name[0] = 0;
+    *config = NULL;
     struct archive *r = archive_read_new(), *w = archive_write_disk_new();
     titan_status st = r && w ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "%s: out of memory", in);
     if (st == TITAN_OK) {
@@ -250,6 +296,18 @@ static titan_status extract(const char *in, const char *stage, char steps[][64],
             archive_entry_filetype(e) != (kind == 1 ? AE_IFDIR : AE_IFREG)) {
             st = titan_error(TITAN_ERR_FORMAT, "%s: entry \"%s\": links and special files refused", in, name);
             break;
+        }
+        if (kind == 3) {
+            la_int64_t size = archive_entry_size(e);
+            if (*config || size < 0 || (size_t)size > CONFIG_MAX) {
+                st = titan_error(TITAN_ERR_FORMAT, "%s: config.toml: %s", in, *config ? "twice" : "too large");
+                break;
+            }
+            if (!(*config = malloc((size_t)size + 1))) { st = titan_error(TITAN_ERR_NOMEM, "%s: out of memory", in); break; }
+            la_ssize_t n = archive_read_data(r, *config, (size_t)size);
+            if (n != size) { st = titan_error(TITAN_ERR_FORMAT, "%s: config.toml: cut short", in); break; }
+            (*config)[size] = 0;
+            continue;
         }
         if (kind == 0) {
             if (archive_entry_size(e) > 63) { st = titan_error(TITAN_ERR_FORMAT, "%s: latest: too long", in); break; }
@@ -288,8 +346,34 @@ static titan_status extract(const char *in, const char *stage, char steps[][64],
 
 #define MAX_STEPS 1024
 
+/* Where an archive with a run's config puts its steps: OUTDIR/checkpoint.folder,
+ * which must stay inside OUTDIR. */
+static titan_status config_root(const char *in, const char *text, const char *outdir, char *root, size_t cap) {
+    titan_job_config cfg;
+    titan_config_defaults(&cfg);
+    char label[PATH_MAX + 16];
+    snprintf(label, sizeof label, "%s:config.toml", in);
+    if (titan_config_load_string(&cfg, text, label) != TITAN_OK) {
+        /* a config titan-train would refuse: the archive is malformed, not the command line */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", titan_error_message());
+        return titan_error(TITAN_ERR_FORMAT, "%s", msg);
+    }
+    const char *f = cfg.checkpoint_folder;
+    int up = f[0] == '/';
+    for (const char *p = f; *p && !up; p += strspn(p, "/")) {
+        size_t l = strcspn(p, "/");
+        up = l == 2 && p[0] == '.' && p[1] == '.';
+        p += l;
+    }
+    if (up)
+        return titan_error(TITAN_ERR_FORMAT, "%s: checkpoint.folder \"%s\" leaves the run directory", label, f);
+    return titan_fs_join(root, cap, outdir, f);
+}
+
 titan_status titan_ckpt_unpack(const char *in, const char *outdir, int force) {
-    char stage[PATH_MAX], latest[64];
+    char stage[PATH_MAX], latest[64], root[PATH_MAX], cpath[PATH_MAX];
+    char *config = NULL;
     if (snprintf(stage, sizeof stage, "%s/.unpack.tmp", outdir) >= (int)sizeof stage)
         return titan_error(TITAN_ERR_USAGE, "%s: path too long", outdir);
     if (!titan_fs_exists(in)) return titan_error(TITAN_ERR_IO, "%s: %s", in, strerror(ENOENT));
@@ -299,7 +383,17 @@ titan_status titan_ckpt_unpack(const char *in, const char *outdir, int force) {
     char(*steps)[64] = calloc(MAX_STEPS, 64);
     if (!steps) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", in);
     int n = 0;
-    titan_status st = extract(in, stage, steps, MAX_STEPS, &n, latest);
+    titan_status st = extract(in, stage, steps, MAX_STEPS, &n, latest, &config);
+    /* With the run's config, outdir becomes the run directory and the steps
+     * go to its checkpoint.folder; without, outdir is the checkpoint root. */
+    snprintf(root, sizeof root, "%s", outdir);
+    if (st == TITAN_OK && config) st = config_root(in, config, outdir, root, sizeof root);
+    if (st == TITAN_OK && config) st = titan_fs_join(cpath, sizeof cpath, outdir, "config.toml");
+    if (st == TITAN_OK && config && titan_fs_exists(cpath) && !force) {
+        titan_error(TITAN_ERR_USAGE, "%s: already exists", cpath);
+        titan_error_hint("unpack into another directory, or pass --force to replace it");
+        st = TITAN_ERR_USAGE;
+    }
     /* Everything is checked before anything moves into outdir. */
     for (int i = 0; i < n && st == TITAN_OK; i++) {
         char sd[PATH_MAX], dst[PATH_MAX];
@@ -308,7 +402,7 @@ titan_status titan_ckpt_unpack(const char *in, const char *outdir, int force) {
         if (st == TITAN_OK) st = titan_ckpt_open(&ck, sd);
         if (st == TITAN_OK) st = titan_ckpt_verify(ck);
         titan_ckpt_close(ck);
-        if (st == TITAN_OK) st = titan_fs_join(dst, sizeof dst, outdir, steps[i]);
+        if (st == TITAN_OK) st = titan_fs_join(dst, sizeof dst, root, steps[i]);
         if (st == TITAN_OK && titan_fs_exists(dst) && !force) {
             titan_error(TITAN_ERR_USAGE, "%s: already exists", dst);
             titan_error_hint("unpack into another directory, or pass --force to replace it");
@@ -317,18 +411,24 @@ titan_status titan_ckpt_unpack(const char *in, const char *outdir, int force) {
         if (st == TITAN_OK) st = sync_step(sd);
     }
     int64_t best = -1, step;
+    if (st == TITAN_OK && config) st = titan_fs_mkdir_p(root);
     for (int i = 0; i < n && st == TITAN_OK; i++) {
         char sd[PATH_MAX], dst[PATH_MAX];
         st = titan_fs_join(sd, sizeof sd, stage, steps[i]);
-        if (st == TITAN_OK) st = titan_fs_join(dst, sizeof dst, outdir, steps[i]);
+        if (st == TITAN_OK) st = titan_fs_join(dst, sizeof dst, root, steps[i]);
         if (st == TITAN_OK) st = titan_fs_replace_dir(sd, dst);
         if (st == TITAN_OK && !titan_ckpt_parse_step_name(steps[i], &step) && step > best) best = step;
     }
     for (int i = 0; i < n && st == TITAN_OK && latest[0]; i++) /* `latest` counts only if it names one of them */
         if (!strcmp(steps[i], latest) && !titan_ckpt_parse_step_name(latest, &step)) best = step;
-    if (st == TITAN_OK && best >= 0) st = titan_ckpt_set_latest(outdir, best);
+    if (st == TITAN_OK && best >= 0) st = titan_ckpt_set_latest(root, best);
+    /* the config last: a directory with config.toml is a run, and now it is whole */
+    if (st == TITAN_OK && config) st = titan_fs_write_atomic(cpath, config, strlen(config));
     titan_fs_remove_tree(stage);
-    if (st == TITAN_OK) titan_info("%s: %d step%s from %s", outdir, n, n == 1 ? "" : "s", in);
+    if (st == TITAN_OK)
+        titan_info("%s: %d step%s from %s%s", root, n, n == 1 ? "" : "s", in,
+                   config ? " (a run directory: config.toml beside it)" : "");
     free(steps);
+    free(config);
     return st;
 }

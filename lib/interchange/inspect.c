@@ -402,12 +402,12 @@ static double elem(const void *p, size_t i, titan_dtype t) {
 
 typedef struct {
     double max_abs, max_rel;
-    int64_t ndiff;
+    int64_t ndiff, nout; /* elements that differ; of those, outside the tolerance */
     int identical;
 } cmp_result;
 
 static titan_status compare_tensor(titan_ckpt *a, titan_ckpt *b, const titan_ckpt_tensor *ta,
-                                   const titan_ckpt_tensor *tb, cmp_result *r) {
+                                   const titan_ckpt_tensor *tb, const titan_ckpt_diff_opts *o, cmp_result *r) {
     memset(r, 0, sizeof *r);
     r->identical = ta->dtype == tb->dtype;
     size_t ea = titan_dtype_size(ta->dtype), eb = titan_dtype_size(tb->dtype);
@@ -438,6 +438,8 @@ static titan_status compare_tensor(titan_ckpt *a, titan_ckpt *b, const titan_ckp
             double rel = m > 0 && isfinite(m) ? ad / m : INFINITY;
             if (ad > r->max_abs) r->max_abs = ad;
             if (rel > r->max_rel) r->max_rel = rel;
+            /* written so that NaN against a number is outside, as in allclose */
+            if (!(ad <= o->atol + o->rtol * fabs(y))) r->nout++;
         }
     }
     free(pa);
@@ -464,19 +466,23 @@ static titan_status diff_open(titan_ckpt *c[2], const char *a, const char *b) {
 }
 
 static void diff_line(FILE *out, json_t *arr, const char *name, const char *status, const cmp_result *r,
-                      const char *note) {
+                      const char *note, int tol) {
     if (arr) {
         json_t *o = json_pack("{s:s, s:s}", "name", name, "status", status);
         if (r) {
             json_object_set_new(o, "max_abs", isfinite(r->max_abs) ? json_real(r->max_abs) : json_string("inf"));
             json_object_set_new(o, "max_rel", isfinite(r->max_rel) ? json_real(r->max_rel) : json_string("inf"));
             json_object_set_new(o, "ndiff", json_integer(r->ndiff));
+            if (tol) json_object_set_new(o, "noutside", json_integer(r->nout));
         }
         if (note) json_object_set_new(o, "note", json_string(note));
         json_array_append_new(arr, o);
         return;
     }
-    if (r && strcmp(status, "identical"))
+    if (r && strcmp(status, "identical") && tol)
+        fprintf(out, "%-10s %-48s max_abs %.6g  max_rel %.6g  (%lld elements differ, %lld outside the tolerance)\n",
+                status, name, r->max_abs, r->max_rel, (long long)r->ndiff, (long long)r->nout);
+    else if (r && strcmp(status, "identical"))
         fprintf(out, "%-10s %-48s max_abs %.6g  max_rel %.6g  (%lld elements differ)\n", status, name,
                 r->max_abs, r->max_rel, (long long)r->ndiff);
     else
@@ -488,7 +494,8 @@ titan_status titan_ckpt_diff(const char *a, const char *b, const titan_ckpt_diff
     titan_ckpt *c[2];
     TITAN_TRY(diff_open(c, a, b));
     json_t *arr = o->json ? json_array() : NULL;
-    int nsame = 0, ndiff = 0, nonly[2] = {0, 0};
+    int nsame = 0, nclose = 0, ndiff = 0, nonly[2] = {0, 0}, tol = o->tolerance;
+    int64_t nout = 0, nelem_diff = 0;
     titan_status st = TITAN_OK;
     for (int side = 0; side < 2 && st == TITAN_OK; side++) {
         titan_ckpt *x = c[side], *y = c[1 - side];
@@ -498,7 +505,7 @@ titan_status titan_ckpt_diff(const char *a, const char *b, const titan_ckpt_diff
             if (o->params_only && strchr(ta.name, ':')) continue;
             if (!titan_ckpt_has_tensor(y, ta.name)) {
                 nonly[side]++;
-                diff_line(out, arr, ta.name, side ? "only_b" : "only_a", NULL, side ? "only in B" : "only in A");
+                diff_line(out, arr, ta.name, side ? "only_b" : "only_a", NULL, side ? "only in B" : "only in A", tol);
                 continue;
             }
             if (side == 1) continue; /* common tensors are compared once */
@@ -511,18 +518,25 @@ titan_status titan_ckpt_diff(const char *a, const char *b, const titan_ckpt_diff
                 snprintf(note, sizeof note, "%s %s vs %s %s", titan_dtype_name(ta.dtype), sa,
                          titan_dtype_name(tb.dtype), sb);
                 ndiff++;
-                diff_line(out, arr, ta.name, "mismatch", NULL, note);
+                diff_line(out, arr, ta.name, "mismatch", NULL, note, tol);
                 continue;
             }
             cmp_result r;
-            if ((st = compare_tensor(x, y, &ta, &tb, &r)) != TITAN_OK) break;
+            if ((st = compare_tensor(x, y, &ta, &tb, o, &r)) != TITAN_OK) break;
+            nout += r.nout;
+            nelem_diff += r.ndiff;
             if (r.identical) {
                 nsame++;
-                if (arr || o->verbose) diff_line(out, arr, ta.name, "identical", &r, NULL);
+                if (arr || o->verbose) diff_line(out, arr, ta.name, "identical", &r, NULL, tol);
+            } else if (tol && r.nout == 0) {
+                /* every difference within the tolerance (another dtype's values too) */
+                nclose++;
+                if (arr || o->verbose)
+                    diff_line(out, arr, ta.name, "close", &r, r.ndiff ? NULL : "same values, other dtype", tol);
             } else {
                 ndiff++;
                 diff_line(out, arr, ta.name, r.ndiff ? "differ" : "dtype", &r,
-                          r.ndiff ? NULL : "same values, other dtype");
+                          r.ndiff ? NULL : "same values, other dtype", tol);
             }
         }
     }
@@ -532,9 +546,19 @@ titan_status titan_ckpt_diff(const char *a, const char *b, const titan_ckpt_diff
             json_t *j = json_pack("{s:b, s:i, s:i, s:i, s:i, s:o}", "identical", !*differ, "num_identical", nsame,
                                   "num_differ", ndiff, "num_only_a", nonly[0], "num_only_b", nonly[1], "tensors", arr);
             arr = NULL;
+            if (tol) {
+                json_object_set_new(j, "atol", json_real(o->atol));
+                json_object_set_new(j, "rtol", json_real(o->rtol));
+                json_object_set_new(j, "num_close", json_integer(nclose));
+                json_object_set_new(j, "num_elements_outside", json_integer(nout));
+            }
             json_dumpf(j, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
             fputc('\n', out);
             json_decref(j);
+        } else if (tol) {
+            fprintf(out, "%d identical, %d close, %d differ, %d only in A, %d only in B; %lld of %lld differing "
+                         "elements outside atol %g rtol %g\n", nsame, nclose, ndiff, nonly[0], nonly[1],
+                    (long long)nout, (long long)nelem_diff, o->atol, o->rtol);
         } else {
             fprintf(out, "%d identical, %d differ, %d only in A, %d only in B\n", nsame, ndiff, nonly[0], nonly[1]);
         }

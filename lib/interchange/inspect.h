@@ -33,11 +33,18 @@ typedef struct {
     int params_only; /* skip optimizer state (names with ':') */
     int json;
     int verbose;     /* also list identical tensors (text output) */
+    /* numpy allclose: element x of a and y of b are close when |x - y| <=
+     * atol + rtol * |y|. tolerance 0: exact (atol = rtol = 0, and a tensor
+     * stored in another dtype with the same values differs). */
+    int tolerance;
+    double atol, rtol;
 } titan_ckpt_diff_opts;
 
-/* Compares every tensor of a and b: max abs and max relative difference and
- * whether the bytes are identical; tensors found in one only. *differ = 1
- * when anything differs. */
+/* Compares every tensor of a and b: max abs and max relative difference,
+ * elements that differ and elements outside the tolerance, and whether the
+ * bytes are identical; tensors found in one only. *differ = 1 when an
+ * element is outside the tolerance, a shape or kind does not match, or a
+ * tensor is in one only. */
 titan_status titan_ckpt_diff(const char *a, const char *b, const titan_ckpt_diff_opts *o, FILE *out,
                              int *differ);
 

@@ -51,6 +51,7 @@ typedef struct {
     double optimizer_lr, optimizer_beta1, optimizer_beta2, optimizer_eps, optimizer_weight_decay;
 
     /* [lr_scheduler] */
+    int lr_scheduler_total_steps;      /* the schedule's length; 0 = training.steps */
     int lr_scheduler_warmup_steps;
     double lr_scheduler_decay_ratio;   /* < 0 = unset: decay over all steps after warmup */
     char lr_scheduler_decay_type[TITAN_STR]; /* linear, sqrt, cosine */
@@ -71,7 +72,7 @@ typedef struct {
     titan_job_dtype training_param_dtype;  /* mixed_precision_param */
     titan_job_dtype training_reduce_dtype; /* mixed_precision_reduce */
     titan_job_device training_device_kind; /* device (cuda:N's N: the string's) */
-    int training_threads;              /* 0 = all cores */
+    int training_threads;              /* per rank; 0 = its share of its affinity set (train/threads.h) */
     int training_shuffle;              /* visit each epoch's samples in a seeded random order */
 
     /* [parallelism] */

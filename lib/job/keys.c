@@ -51,8 +51,12 @@ const key_def titan_job_keys[] = {
     NUM("optimizer", "eps", optimizer_eps, 1e-8, 0, 0, F_LO | F_LO_OPEN, "AdamW epsilon"),
     NUM("optimizer", "weight_decay", optimizer_weight_decay, 0.1, 0, 0, F_LO, "decoupled weight decay"),
 
+    INT("lr_scheduler", "total_steps", lr_scheduler_total_steps, 0, 0, 0,
+        "steps the schedule spans (warmup, stable, decay), whatever training.steps is: a run stopped "
+        "and continued to a larger training.steps keeps one curve; 0 = training.steps (past it the LR "
+        "stays at min_lr_factor x lr)"),
     INT("lr_scheduler", "warmup_steps", lr_scheduler_warmup_steps, 200, 0, 0,
-        "linear warmup steps (capped at training.steps)"),
+        "linear warmup steps (capped at the schedule's length)"),
     NUM("lr_scheduler", "decay_ratio", lr_scheduler_decay_ratio, -1, 0, 1, F_LO | F_HI | F_MINUS1,
         "fraction of steps that decay at the end (-1 = all steps after warmup; between, the LR stays at peak)"),
     STR("lr_scheduler", "decay_type", lr_scheduler_decay_type, "linear", "linear,sqrt,cosine", 0, "decay curve"),
@@ -82,7 +86,8 @@ const key_def titan_job_keys[] = {
         "where to train: cpu; cuda (with several ranks, each on the GPU of its local rank) or cuda:N (GPU N, "
         "one rank); auto (cuda if a GPU opens, else cpu); cpu-guard (tests: the CPU under a GPU's memory "
         "rules)"),
-    INT("training", "threads", training_threads, 0, 0, 0, "CPU threads; 0 = all cores"),
+    INT("training", "threads", training_threads, 0, 0, 0, "CPU threads per rank; 0 = the cores of the rank's affinity set divided among the ranks of its host "
+        "that share them (at least 1)"),
     BOOL("training", "shuffle", training_shuffle, 0,
          "visit each epoch's samples in a random order drawn from training.seed (titan extension)"),
 

@@ -1,5 +1,6 @@
 /* lr_schedule.c - torchtitan's linear warmup / stable / decay learning-rate factor. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "optim/optim.h"
@@ -69,4 +70,66 @@ double titan_lr_factor(const titan_lr_schedule *s, int64_t step) {
     default: adj = 1.0 - progress; break;
     }
     return s->min_lr_factor + (1.0 - s->min_lr_factor) * adj;
+}
+
+int64_t titan_lr_inputs_length(const titan_lr_inputs *in) {
+    return in->total_steps > 0 ? in->total_steps : in->training_steps;
+}
+
+titan_status titan_lr_schedule_from(titan_lr_schedule *s, const titan_lr_inputs *in) {
+    return titan_lr_schedule_init(s, titan_lr_inputs_length(in), in->warmup_steps, in->decay_ratio,
+                                  titan_lr_decay_name(in->decay), in->min_lr_factor);
+}
+
+double titan_lr_at(const titan_lr_schedule *s, const titan_lr_inputs *in, int64_t step) {
+    return in->lr * titan_lr_factor(s, step);
+}
+
+/* Appends "key old -> new" to buf (", " between entries). */
+static void add_change(char *buf, size_t cap, size_t *len, const char *key, const char *was, const char *now) {
+    if (*len >= cap) return;
+    int n = snprintf(buf + *len, cap - *len, "%s%s %s -> %s", *len ? ", " : "", key, was, now);
+    if (n > 0) *len += (size_t)n;
+}
+
+int titan_lr_inputs_diff(const titan_lr_inputs *was, const titan_lr_inputs *now, char *buf, size_t cap) {
+    size_t len = 0;
+    char a[32], b[32];
+    buf[0] = '\0';
+#define CHANGE_I(key, f) \
+    if (was->f != now->f) { \
+        snprintf(a, sizeof a, "%lld", (long long)was->f); \
+        snprintf(b, sizeof b, "%lld", (long long)now->f); \
+        add_change(buf, cap, &len, key, a, b); \
+    }
+#define CHANGE_F(key, f) \
+    if (was->f != now->f) { \
+        snprintf(a, sizeof a, "%.9g", was->f); \
+        snprintf(b, sizeof b, "%.9g", now->f); \
+        add_change(buf, cap, &len, key, a, b); \
+    }
+    /* training.steps shapes the schedule only where total_steps leaves it the length */
+    if (was->training_steps != now->training_steps && (was->total_steps == 0 || now->total_steps == 0))
+        CHANGE_I("training.steps", training_steps)
+    CHANGE_I("lr_scheduler.total_steps", total_steps)
+    CHANGE_I("lr_scheduler.warmup_steps", warmup_steps)
+    CHANGE_F("lr_scheduler.decay_ratio", decay_ratio)
+    if (was->decay != now->decay)
+        add_change(buf, cap, &len, "lr_scheduler.decay_type", titan_lr_decay_name(was->decay),
+                   titan_lr_decay_name(now->decay));
+    CHANGE_F("lr_scheduler.min_lr_factor", min_lr_factor)
+    CHANGE_F("optimizer.lr", lr)
+#undef CHANGE_I
+#undef CHANGE_F
+    /* total_steps 0 -> N where N was already the length changes no value */
+    if (len == 0) return 0;
+    titan_lr_schedule s1, s2;
+    if (titan_lr_schedule_from(&s1, was) != TITAN_OK || titan_lr_schedule_from(&s2, now) != TITAN_OK) {
+        titan_error_clear();
+        return 1;
+    }
+    int same = titan_lr_inputs_length(was) == titan_lr_inputs_length(now) && s1.warmup_steps == s2.warmup_steps &&
+               s1.stable_steps == s2.stable_steps && s1.decay_steps == s2.decay_steps && s1.decay == s2.decay &&
+               s1.min_lr_factor == s2.min_lr_factor && was->lr == now->lr;
+    return !same;
 }

@@ -66,6 +66,29 @@ titan_status titan_lr_schedule_init(titan_lr_schedule *s, int64_t training_steps
  * completed steps (what torch's LambdaLR passes: 0 for the first step). */
 double titan_lr_factor(const titan_lr_schedule *s, int64_t step);
 
+/* What a schedule is made of: the job's keys, which a checkpoint keeps so
+ * that a resume can tell whether its schedule changed. */
+typedef struct {
+    int set;                 /* 0: unknown (the seed, or a checkpoint older than these keys) */
+    double lr;               /* optimizer.lr, the peak */
+    int64_t training_steps;  /* training.steps */
+    int64_t total_steps;     /* lr_scheduler.total_steps; 0 = training_steps */
+    int64_t warmup_steps;
+    double decay_ratio;
+    titan_lr_decay decay;
+    double min_lr_factor;
+} titan_lr_inputs;
+
+/* The steps the schedule spans: total_steps, or training_steps when 0. */
+int64_t titan_lr_inputs_length(const titan_lr_inputs *in);
+titan_status titan_lr_schedule_from(titan_lr_schedule *s, const titan_lr_inputs *in);
+/* The learning rate of the optimizer step after `step` completed ones. */
+double titan_lr_at(const titan_lr_schedule *s, const titan_lr_inputs *in, int64_t step);
+/* Whether the schedules of was and now differ; if so, writes the keys that
+ * make the difference as "key old -> new, ..." into buf. training.steps
+ * counts only where it sets the length (total_steps 0). */
+int titan_lr_inputs_diff(const titan_lr_inputs *was, const titan_lr_inputs *now, char *buf, size_t cap);
+
 /* ---- gradient clipping (torch.nn.utils.clip_grad_norm_) ---- */
 
 /* Global L2 norm of grads[0..n) (sum of squares in double, fixed order). */

@@ -20,6 +20,38 @@ static titan_status save_tensors(titan_ckpt_writer *w, const titan_param *ps, in
     return TITAN_OK;
 }
 
+/* The schedule's inputs under their config keys' names. */
+static titan_status write_lr(titan_ckpt_writer *w, const titan_lr_inputs *lr) {
+    TITAN_TRY(titan_ckpt_meta_f64(w, "optimizer.lr", lr->lr));
+    TITAN_TRY(titan_ckpt_meta_i64(w, "training.steps", lr->training_steps));
+    TITAN_TRY(titan_ckpt_meta_i64(w, "lr_scheduler.total_steps", lr->total_steps));
+    TITAN_TRY(titan_ckpt_meta_i64(w, "lr_scheduler.warmup_steps", lr->warmup_steps));
+    TITAN_TRY(titan_ckpt_meta_f64(w, "lr_scheduler.decay_ratio", lr->decay_ratio));
+    TITAN_TRY(titan_ckpt_meta_str(w, "lr_scheduler.decay_type", titan_lr_decay_name(lr->decay)));
+    return titan_ckpt_meta_f64(w, "lr_scheduler.min_lr_factor", lr->min_lr_factor);
+}
+
+/* Checkpoints older than these keys (and seed checkpoints) lack them: lr->set stays 0. */
+static titan_status read_lr(titan_ckpt *ck, titan_lr_inputs *lr) {
+    memset(lr, 0, sizeof *lr);
+    if (titan_ckpt_meta_get_i64(ck, "training.steps", &lr->training_steps) != TITAN_OK) {
+        titan_error_clear();
+        return TITAN_OK;
+    }
+    const char *decay;
+    titan_status st = titan_ckpt_meta_get_f64(ck, "optimizer.lr", &lr->lr);
+    if (st == TITAN_OK) st = titan_ckpt_meta_get_i64(ck, "lr_scheduler.total_steps", &lr->total_steps);
+    if (st == TITAN_OK) st = titan_ckpt_meta_get_i64(ck, "lr_scheduler.warmup_steps", &lr->warmup_steps);
+    if (st == TITAN_OK) st = titan_ckpt_meta_get_f64(ck, "lr_scheduler.decay_ratio", &lr->decay_ratio);
+    if (st == TITAN_OK) st = titan_ckpt_meta_get_f64(ck, "lr_scheduler.min_lr_factor", &lr->min_lr_factor);
+    if (st == TITAN_OK) st = titan_ckpt_meta_get_str(ck, "lr_scheduler.decay_type", &decay);
+    if (st == TITAN_OK && titan_lr_decay_parse(decay, &lr->decay) != TITAN_OK)
+        st = titan_error(TITAN_ERR_FORMAT, "%s: lr_scheduler.decay_type \"%s\" is not linear, sqrt or cosine",
+                         titan_ckpt_path(ck), decay);
+    lr->set = st == TITAN_OK;
+    return st;
+}
+
 titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_config *mc,
                                     const titan_train_progress *pr, const char *tokenizer_id, const char *layout) {
     titan_status st = TITAN_OK;
@@ -33,6 +65,7 @@ titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_conf
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.tokens_seen", (int64_t)pr->tokens_seen);
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.position", (int64_t)pr->loader.position);
     if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "layout", layout);
+    if (st == TITAN_OK && pr->lr.set) st = write_lr(w, &pr->lr);
     return st;
 }
 
@@ -106,7 +139,7 @@ titan_status titan_state_read_meta(titan_ckpt *ck, const titan_llama_config *mc,
     TITAN_TRY(titan_ckpt_meta_get_i64(ck, "loader.position", &v));
     if (v < 0) return titan_error(TITAN_ERR_FORMAT, "%s: loader.position %" PRId64 " is negative", titan_ckpt_path(ck), v);
     pr->loader.position = (uint64_t)v;
-    return TITAN_OK;
+    return read_lr(ck, &pr->lr);
 }
 
 titan_status titan_state_read_adam_step(titan_ckpt *ck, const char *first_param,

@@ -14,6 +14,7 @@ typedef struct {
     int64_t step;          /* optimizer steps completed */
     uint64_t tokens_seen;  /* training tokens consumed (all ranks) */
     titan_loader_state loader;
+    titan_lr_inputs lr;    /* the LR schedule the steps were trained with (lr.set 0: unknown) */
 } titan_train_progress;
 
 /* Writes ROOT/step-N/ (N = progress->step) atomically; adam may be NULL (seed

@@ -36,6 +36,7 @@
 #include "train/state.h"
 #include "train/state_dist.h"
 #include "train/state_stage.h"
+#include "train/threads.h"
 #include "train/train.h"
 
 typedef struct {
@@ -52,6 +53,7 @@ typedef struct {
     titan_llama *model;
     titan_adamw *adam;
     titan_lr_schedule sched;
+    titan_lr_inputs lr;        /* sched's inputs, recorded in every save */
     titan_metrics *metrics;    /* rank 0 only */
     titan_mesh mesh;
     titan_fsdp *fsdp;
@@ -124,6 +126,38 @@ static titan_status open_data(trainer *t) {
     return TITAN_OK;
 }
 
+/* The schedule of lr_scheduler.* and optimizer.lr, over total_steps (or training.steps). */
+static titan_status lr_schedule(trainer *t) {
+    const titan_job_config *cfg = t->cfg;
+    titan_lr_inputs *in = &t->lr;
+    *in = (titan_lr_inputs){.set = 1, .lr = cfg->optimizer_lr, .training_steps = cfg->training_steps,
+                            .total_steps = cfg->lr_scheduler_total_steps,
+                            .warmup_steps = cfg->lr_scheduler_warmup_steps,
+                            .decay_ratio = cfg->lr_scheduler_decay_ratio,
+                            .min_lr_factor = cfg->lr_scheduler_min_lr_factor};
+    TITAN_TRY(titan_lr_decay_parse(cfg->lr_scheduler_decay_type, &in->decay));
+    return titan_lr_schedule_from(&t->sched, in);
+}
+
+/* A resume whose schedule differs from the one its checkpoint was trained
+ * with gets a new curve from here on: one line says so, and where the LR
+ * jumps (the last step's LR under the old schedule, the next under the new). */
+static void lr_resume_warn(const trainer *t) {
+    const titan_lr_inputs *was = &t->pr.lr;
+    char diff[512];
+    if (!was->set || t->pr.step == 0 || !titan_lr_inputs_diff(was, &t->lr, diff, sizeof diff)) return;
+    titan_lr_schedule old;
+    if (titan_lr_schedule_from(&old, was) != TITAN_OK) {
+        titan_error_clear();
+        return;
+    }
+    int64_t s = t->pr.step;
+    titan_warn("LR schedule changed since step %" PRId64 " was saved (%s): recomputed from the new values, "
+               "the LR goes from %.6g (step %" PRId64 ") to %.6g at step %" PRId64 " (the old schedule's: %.6g)",
+               s, diff, titan_lr_at(&old, was, s - 1), s, titan_lr_at(&t->sched, &t->lr, s), s + 1,
+               titan_lr_at(&old, was, s));
+}
+
 static titan_status setup(trainer *t, const titan_train_opts *opts) {
     const titan_job_config *cfg = t->cfg;
     TITAN_TRY(titan_config_validate(cfg));
@@ -146,7 +180,16 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         snprintf(t->prof_root, sizeof t->prof_root, "%s/%s", opts->run_dir, cfg->profiling_save_traces_folder);
     }
     titan_info("device: %s%s%s%s", t->be->name, t->dev.desc[0] ? " (" : "", t->dev.desc, t->dev.desc[0] ? ")" : "");
-    titan_backend_cpu_set_threads(cfg->training_threads); /* the CPU backend, and sampling */
+    /* The CPU backend's and sampling's threads; the peak probe below runs on them
+     * too, so each rank measures its own share of the cores. */
+    titan_train_threads th;
+    TITAN_TRY(titan_train_threads_pick(t->mesh.dist, cfg->training_threads, &th));
+    titan_backend_cpu_set_threads(th.threads);
+    if (cfg->training_threads > 0)
+        titan_info("threads: %d per rank (training.threads)", th.threads);
+    else
+        titan_info("threads: %d per rank (%d core%s in the affinity set, %d rank%s on this host)", th.threads,
+                   th.cores, th.cores == 1 ? "" : "s", th.sharing, th.sharing == 1 ? "" : "s");
     TITAN_TRY(titan_setup_ckpt_compression(cfg));
     titan_status st;
     TITAN_TRY(titan_tokenizer_open(&t->tok, cfg->model_tokenizer));
@@ -234,9 +277,7 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
                    bound, (pg + lp + act + opt + shard) * mib, bound, pg * mib, titan_dtype_name(compute), bound,
                    lp * mib, opt * mib, act * mib, shard * mib, (double)held * mib);
     }
-    TITAN_TRY(titan_lr_schedule_init(&t->sched, cfg->training_steps, cfg->lr_scheduler_warmup_steps,
-                                     cfg->lr_scheduler_decay_ratio, cfg->lr_scheduler_decay_type,
-                                     cfg->lr_scheduler_min_lr_factor));
+    TITAN_TRY(lr_schedule(t));
 
     /* Resume from the latest checkpoint (the seed one for a new run). */
     snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/%s", opts->run_dir, cfg->checkpoint_folder);
@@ -247,6 +288,8 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     /* Units are gathered block by block from the first forward on. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
     titan_loader_set_state(t->loader, &t->pr.loader);
+    if (t->mesh.rank == 0) lr_resume_warn(t);
+    t->pr.lr = t->lr; /* what the next saves record */
     /* One process snapshots its whole state; each rank of a job its shard. */
     if (async) {
         if (t->mesh.world > 1)
@@ -376,7 +419,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
         return TITAN_ERR_NUMERIC;
     }
     /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
-    double lr = cfg->optimizer_lr * titan_lr_factor(&t->sched, step - 1);
+    double lr = titan_lr_at(&t->sched, &t->lr, step - 1);
     /* Unsharded, the optimizer updates the model's own parameters: it also
      * writes their bf16 compute copy in the same pass, and the forwards
      * skip their casts. */

@@ -1,7 +1,8 @@
 #!/bin/sh
 # CLI tests of titan-ckpt: ls, info, verify, diff, convert to and from Hugging
 # Face format (bit-exact f32 round trip; logits against Hugging Face
-# transformers, both ways), pack/unpack and refusing unsafe archives. TAP output.
+# transformers, both ways), diff tolerances, pack/unpack (a run's archive
+# unpacks as a run directory) and refusing unsafe archives. TAP output.
 set -u
 . "$(dirname "$0")/lib/tap.sh"
 ck=$bin/titan-ckpt
@@ -55,6 +56,18 @@ out_has "differ .*max_abs" "diff reports max abs difference"
 expect 1 "" "diff --params-only --json" -- "$ck" diff --params-only --json "$s0" "$s3"
 $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert not d["identical"] and d["num_only_b"]==0 and d["num_differ"]==21' "$tmp/out" \
     && ok "diff --json: 21 parameters differ, no optimizer state" || fail "diff --json: 21 parameters differ, no optimizer state"
+# --atol/--rtol: numpy allclose, |a-b| <= atol + rtol*|b|; exact without them.
+expect 1 "" "diff --atol 0: every differing element is outside" -- "$ck" diff --params-only --atol 0 "$s0" "$s3"
+out_has "differ .*elements differ, [1-9][0-9]* outside the tolerance" "diff with a tolerance says how many are outside"
+out_has "21 differ, .*; \([0-9]*\) of \1 differing elements outside atol 0 rtol 0" "diff --atol 0 counts them all"
+expect 0 "" "diff --atol 1: every element within" -- "$ck" diff --params-only --atol 1 "$s0" "$s3"
+out_has "0 identical, 21 close, 0 differ, .*; 0 of [1-9][0-9]* differing elements outside atol 1 rtol 0" \
+    "diff --atol 1: 21 close, none outside"
+expect 1 "" "diff --rtol 1e-4 --json" -- "$ck" diff --params-only --json --rtol 1e-4 "$s0" "$s3"
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); t=[x for x in d["tensors"] if x["status"]!="close"]; assert d["rtol"]==1e-4 and d["num_elements_outside"]==sum(x["noutside"] for x in d["tensors"]) > 0 and all(0 < x["noutside"] <= x["ndiff"] for x in t)' "$tmp/out" \
+    && ok "diff --json: elements outside the tolerance, per tensor and in all" \
+    || fail "diff --json: elements outside the tolerance, per tensor and in all"
+expect 2 "not a finite number >= 0" "diff --atol -1 is a usage error" -- "$ck" diff --atol -1 "$s0" "$s3"
 cp -r "$tmp/a" "$tmp/e"
 printf 'X' | dd of="$tmp/e/checkpoint/step-00000003/rank-00000.bin" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect 7 "checksum mismatch in tensor tok_embeddings.weight (chunk 0)" "verify: corrupt byte -> exit 7, names tensor and chunk" -- "$ck" verify "$tmp/e"
@@ -217,8 +230,30 @@ fi
 expect 0 "" "pack" -- "$ck" pack -q "$tmp/a" "$tmp/a.tar.zst"
 expect 0 "" "unpack" -- "$ck" unpack -q "$tmp/a.tar.zst" "$tmp/un"
 expect 0 "" "unpacked == original" -- "$ck" diff "$tmp/a" "$tmp/un"
-[ "$(cat "$tmp/un/latest")" = "step-00000003" ] && ok "unpack writes latest" || fail "unpack writes latest"
+[ "$(cat "$tmp/un/checkpoint/latest")" = "step-00000003" ] && ok "unpack writes latest" || fail "unpack writes latest"
 expect 2 "already exists" "unpack refuses to overwrite a step" -- "$ck" unpack "$tmp/a.tar.zst" "$tmp/un"
+# A run's archive carries its config.toml: unpacked elsewhere it is a run
+# directory again, which titan-ckpt and titan-train take as such.
+cmp -s "$tmp/a/config.toml" "$tmp/un/config.toml" && ok "unpack writes the run's config.toml" \
+    || fail "unpack writes the run's config.toml"
+expect 0 "" "verify the unpacked run" -- "$ck" verify "$tmp/un"
+out_has "un/checkpoint/step-00000003: ok: .*every checksum matches" "verify reads the unpacked run's checkpoint"
+expect 0 "resumed from .*un/checkpoint/step-00000003" "titan-train resumes the unpacked run" -- \
+    "$bin/titan-train" "$tmp/un" --training.steps=5 --stop-at 4
+[ "$(cat "$tmp/un/checkpoint/latest")" = "step-00000004" ] && ok "the unpacked run trains on" \
+    || fail "the unpacked run trains on"
+expect 0 "" "pack a step dir of the run" -- "$ck" pack -q "$s0" "$tmp/s0.tar.zst"
+tar --zstd -tf "$tmp/s0.tar.zst" 2>/dev/null | head -n 1 | grep -qx "config.toml" \
+    && ok "a step dir's archive holds its run's config.toml first" \
+    || fail "a step dir's archive holds its run's config.toml first"
+if [ -d "$tmp/imp" ]; then # a bare checkpoint root (convert --from hf): no config, unpacks as a root
+    expect 0 "no run config.toml" "pack a bare checkpoint root" -- "$ck" pack "$tmp/imp" "$tmp/imp.tar.zst"
+    expect 0 "" "unpack a bare root's archive" -- "$ck" unpack -q "$tmp/imp.tar.zst" "$tmp/unimp"
+    [ -f "$tmp/unimp/latest" ] && [ ! -e "$tmp/unimp/config.toml" ] && ok "a bare root unpacks as a root" \
+        || fail "a bare root unpacks as a root"
+else
+    skip "pack a bare checkpoint root" "no import (Python references)"
+fi
 cp -r "$tmp/a" "$tmp/f"
 printf 'X' | dd of="$tmp/f/checkpoint/step-00000003/rank-00000.bin" bs=1 seek=200 conv=notrunc 2>/dev/null
 expect 7 "checksum" "pack refuses a corrupt checkpoint" -- "$ck" pack "$tmp/f" "$tmp/f.tar.zst"
@@ -253,6 +288,13 @@ if command -v zstd >/dev/null 2>&1; then
     expect 4 "links" "unpack refuses symlinks" -- "$ck" unpack "$tmp/link.tar.zst" "$tmp/u3"
     mk_tar "$tmp/other.tar" "f:README"
     expect 4 "not part of a titan checkpoint" "unpack refuses foreign names" -- "$ck" unpack "$tmp/other.tar.zst" "$tmp/u4"
+    # a run's archive whose config.toml puts the steps outside OUTDIR
+    mkdir -p "$tmp/esc" && tar --zstd -xf "$tmp/a.tar.zst" -C "$tmp/esc" \
+        && printf '[checkpoint]\nfolder = "../escaped"\n' > "$tmp/esc/config.toml" \
+        && (cd "$tmp/esc" && tar --zstd -cf "$tmp/esc.tar.zst" config.toml step-00000003 latest)
+    expect 4 "leaves the run directory" "unpack refuses a checkpoint.folder outside OUTDIR" -- \
+        "$ck" unpack "$tmp/esc.tar.zst" "$tmp/u5"
+    [ ! -e "$tmp/escaped" ] && ok "nothing unpacked outside OUTDIR" || fail "nothing unpacked outside OUTDIR"
 else
     skip "crafted archives" "zstd CLI not installed"
 fi

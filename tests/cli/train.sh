@@ -61,6 +61,36 @@ cmp -s "$tmp/a/checkpoint/step-00000006/rank-00000.bin" "$tmp/b/checkpoint/step-
 cut -d, -f1-3 "$tmp/a/metrics.jsonl" > "$tmp/la"; cut -d, -f1-3 "$tmp/b/metrics.jsonl" > "$tmp/lb"
 cmp -s "$tmp/la" "$tmp/lb" && ok "resumed loss curve is identical" || fail "resumed loss curve is identical"
 
+# --- the LR schedule across resumes -------------------------------------------
+# lr_scheduler.total_steps fixes the schedule's length: 100 steps, then on to
+# 200, follow the LR of 200 straight, as does --stop-at 100; without it,
+# raising training.steps recomputes the schedule, and one warning says so.
+LR200="--training.steps=200 --checkpoint.interval=100 --lr_scheduler.warmup_steps=10"
+lr_of() { /usr/bin/python3 -c 'import json, sys; [print(json.loads(l)["lr"]) for l in open(sys.argv[1])]' "$1"; }
+for r in l0 l1 l2 l3; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $LR200 2>"$tmp/err" || fail "init $r"; done
+expect 0 "" "train 200 steps straight" -- "$bin/titan-train" -q "$tmp/l0"
+expect 0 "" "train 100 steps of a 200-step schedule (total_steps)" -- "$bin/titan-train" "$tmp/l1" \
+    --training.steps=100 --lr_scheduler.total_steps=200
+expect 0 "" "continue to 200 with total_steps" -- "$bin/titan-train" "$tmp/l1" --lr_scheduler.total_steps=200
+grep -q "warning" "$tmp/err" && fail "total_steps: no schedule warning" || ok "total_steps: no schedule warning"
+expect 0 "" "train to --stop-at 100" -- "$bin/titan-train" -q "$tmp/l2" --stop-at 100
+expect 0 "" "resume to 200" -- "$bin/titan-train" -q "$tmp/l2"
+lr_of "$tmp/l0/metrics.jsonl" > "$tmp/lr0"
+[ "$(wc -l < "$tmp/lr0")" -eq 200 ] && ok "200 lr values" || fail "200 lr values"
+for r in l1 l2; do
+    lr_of "$tmp/$r/metrics.jsonl" > "$tmp/lr$r"
+    cmp -s "$tmp/lr0" "$tmp/lr$r" && ok "$r: the LR curve of the 200-step run" || fail "$r: the LR curve of the 200-step run"
+done
+expect 0 "" "train 100 steps of a 100-step schedule" -- "$bin/titan-train" -q "$tmp/l3" --training.steps=100
+expect 0 "training.steps 100 -> 200" "raising training.steps warns" -- "$bin/titan-train" "$tmp/l3"
+[ "$(grep -c "warning" "$tmp/err")" -eq 1 ] && grep -q "LR schedule changed since step 100 .* at step 101" "$tmp/err" \
+    && ok "one warning line names the step the LR jumps at" || fail "one warning line names the step the LR jumps at"
+lr_of "$tmp/l3/metrics.jsonl" > "$tmp/lrl3"
+cmp -s "$tmp/lr0" "$tmp/lrl3" && fail "a recomputed schedule is another curve" || ok "a recomputed schedule is another curve"
+sed -n '101,200p' "$tmp/lr0" > "$tmp/lr0b"; sed -n '101,200p' "$tmp/lrl3" > "$tmp/lrl3b"
+cmp -s "$tmp/lr0b" "$tmp/lrl3b" && ok "recomputed: steps 101..200 follow the new schedule" \
+    || fail "recomputed: steps 101..200 follow the new schedule"
+
 # --- the same bits with one thread ---------------------------------------------
 expect 0 "" "init run c" -- "$bin/titan-init" "$cfg" "$tmp/c" $TINY
 expect 0 "" "train c with 1 thread" -- "$bin/titan-train" "$tmp/c" --training.threads=1

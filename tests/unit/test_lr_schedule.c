@@ -121,6 +121,44 @@ int main(void) {
         fprintf(stderr, "FAIL negative warmup accepted\n");
     }
 
+    /* total_steps is the length whatever training.steps; 0 leaves it to training.steps */
+    titan_lr_inputs in100 = {.set = 1, .lr = 1e-3, .training_steps = 100, .total_steps = 200, .warmup_steps = 10,
+                             .decay_ratio = -1, .min_lr_factor = 0.1};
+    titan_lr_inputs in200 = in100;
+    in200.training_steps = 200;
+    titan_lr_schedule a, b;
+    if (titan_lr_schedule_from(&a, &in100) != TITAN_OK || titan_lr_schedule_from(&b, &in200) != TITAN_OK ||
+        a.decay_steps != 190 || memcmp(&a, &b, sizeof a) != 0) {
+        failures++;
+        fprintf(stderr, "FAIL total_steps 200: decay %lld, want 190 for training.steps 100 and 200\n",
+                (long long)a.decay_steps);
+    }
+    expect(&a, 199, 0.1 + 0.9 * (1.0 / 191.0), "total_steps: last step");
+    char diff[256];
+    if (titan_lr_inputs_diff(&in100, &in200, diff, sizeof diff)) {
+        failures++;
+        fprintf(stderr, "FAIL training.steps under total_steps counted as a change: %s\n", diff);
+    }
+    in100.total_steps = in200.total_steps = 0;
+    if (!titan_lr_inputs_diff(&in100, &in200, diff, sizeof diff) || strcmp(diff, "training.steps 100 -> 200")) {
+        failures++;
+        fprintf(stderr, "FAIL training.steps 100 -> 200 without total_steps: '%s'\n", diff);
+    }
+    in200 = in100;
+    in200.total_steps = 100; /* the same length spelled out: the same schedule */
+    if (titan_lr_inputs_diff(&in100, &in200, diff, sizeof diff)) {
+        failures++;
+        fprintf(stderr, "FAIL total_steps = training.steps counted as a change: %s\n", diff);
+    }
+    in200.total_steps = 0;
+    in200.decay = TITAN_LR_DECAY_COSINE;
+    in200.lr = 2e-3;
+    if (!titan_lr_inputs_diff(&in100, &in200, diff, sizeof diff) ||
+        strcmp(diff, "lr_scheduler.decay_type linear -> cosine, optimizer.lr 0.001 -> 0.002")) {
+        failures++;
+        fprintf(stderr, "FAIL decay_type and lr change: '%s'\n", diff);
+    }
+
     if (failures) {
         fprintf(stderr, "test_lr_schedule: %d failure(s)\n", failures);
         return 1;
