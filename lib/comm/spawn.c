@@ -95,6 +95,130 @@ static void describe(char *out, size_t cap, int wstatus) {
         snprintf(out, cap, "exited with status %d", code_of(wstatus));
 }
 
+/* One local launch: the ranks' processes and what became of them. */
+typedef struct {
+    int n, started, alive;
+    pid_t *pids; /* 0 once reaped */
+    int *wst;    /* wait statuses */
+    char ***envs;
+    sigset_t wait_set, old_set;
+} launch;
+
+/* A rendezvous directory under TMPDIR (or opt->tmp_dir) and a job name for
+ * the shared-memory segments. */
+static titan_status make_rendezvous(const titan_dist_spawn_options *opt, char *rdv, size_t cap, char *job,
+                                    size_t jcap) {
+    const char *tmp = opt->tmp_dir ? opt->tmp_dir : getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    if (snprintf(rdv, cap, "%s/titan-rdv-XXXXXX", tmp) >= (int)cap - 1)
+        return titan_error(TITAN_ERR_USAGE, "spawn: %s: path too long", tmp);
+    if (!mkdtemp(rdv)) return titan_error(TITAN_ERR_IO, "spawn: rendezvous directory %s: %s", rdv, strerror(errno));
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(job, jcap, "L%ld-%lx", (long)getpid(),
+             (unsigned long)((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) & 0xffffffu);
+    return TITAN_OK;
+}
+
+/* Forks and execs rank 0..n-1 with their environments; SIGCHLD and the
+ * signals passed on are blocked here (sigtimedwait takes them). On a
+ * failure the ranks started so far are in l->started. */
+static titan_status start_ranks(launch *l, char *const argv[]) {
+    sigemptyset(&l->wait_set);
+    sigaddset(&l->wait_set, SIGCHLD);
+    sigaddset(&l->wait_set, SIGINT);
+    sigaddset(&l->wait_set, SIGTERM);
+    sigaddset(&l->wait_set, SIGHUP);
+    sigaddset(&l->wait_set, SIGUSR1); /* passed on: every rank's flight recorder dumps */
+    pthread_sigmask(SIG_BLOCK, &l->wait_set, &l->old_set);
+    pid_t self = getpid();
+    for (int r = 0; r < l->n; r++) {
+        pid_t pid = fork();
+        if (pid < 0) return titan_error(TITAN_ERR_FAIL, "spawn: fork of rank %d: %s", r, strerror(errno));
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() != self) _exit(129); /* the launcher died before the prctl */
+            pthread_sigmask(SIG_SETMASK, &l->old_set, NULL);
+            execvpe(argv[0], argv, l->envs[r]);
+            dprintf(2, "titan: spawn: rank %d: cannot run %s: %s\n", r, argv[0], strerror(errno));
+            _exit(127);
+        }
+        l->pids[r] = pid;
+        l->started++;
+        l->alive++;
+    }
+    return TITAN_OK;
+}
+
+/* Sends sig to every rank still running. */
+static void signal_ranks(const launch *l, int sig) {
+    for (int r = 0; r < l->started; r++)
+        if (l->pids[r]) kill(l->pids[r], sig);
+}
+
+/* Waits for every started rank. The first to fail (or stop_now: a failed
+ * start) starts the grace period, after which the rest get SIGTERM, then
+ * SIGKILL; SIGINT, SIGTERM and SIGHUP are passed on (*signalled), SIGUSR1
+ * too. Returns the first failed rank, -1 when none. */
+static int wait_ranks(launch *l, double grace, int stop_now, int *signalled) {
+    int first = -1;
+    double term_at = stop_now ? titan_now_s() : 0, kill_at = 0;
+    while (l->alive > 0) {
+        for (int r = 0; r < l->started; r++) {
+            if (!l->pids[r] || waitpid(l->pids[r], &l->wst[r], WNOHANG) != l->pids[r]) continue;
+            l->pids[r] = 0;
+            l->alive--;
+            if (code_of(l->wst[r]) != 0 && first < 0) {
+                first = r;
+                if (term_at == 0) term_at = titan_now_s() + grace;
+            }
+        }
+        if (l->alive == 0) break;
+        double t = titan_now_s();
+        if (term_at > 0 && t >= term_at && kill_at == 0) {
+            signal_ranks(l, SIGTERM);
+            kill_at = t + KILL_AFTER_TERM_S;
+        } else if (kill_at > 0 && t >= kill_at) {
+            signal_ranks(l, SIGKILL);
+            kill_at = t + 3600; /* once */
+        }
+        struct timespec slice = {0, 100 * 1000 * 1000};
+        int sig = sigtimedwait(&l->wait_set, NULL, &slice);
+        if (sig == SIGUSR1) {
+            signal_ranks(l, SIGUSR1);
+        } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            *signalled = sig;
+            signal_ranks(l, sig);
+            if (term_at == 0) term_at = titan_now_s() + grace;
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &l->old_set, NULL);
+    return first;
+}
+
+/* "rank 2 of 4 was killed by signal 9 (Killed); then ranks 0, 1, 3 failed
+ * (status 8)": the first is the cause, the rest its echo. */
+static titan_status report_failure(const launch *l, int first) {
+    char how[128], rest[256] = "", codes[32] = "";
+    describe(how, sizeof how, l->wst[first]);
+    size_t used = 0;
+    int others = 0, code = -1, same = 1;
+    for (int r = 0; r < l->n; r++) {
+        int c = code_of(l->wst[r]);
+        if (r == first || c == 0) continue;
+        if (code >= 0 && c != code) same = 0;
+        code = c;
+        if (used + 16 < sizeof rest)
+            used += (size_t)snprintf(rest + used, sizeof rest - used, "%s%d", others ? ", " : "", r);
+        others++;
+    }
+    if (others && same) snprintf(codes, sizeof codes, " (status %d)", code);
+    if (others)
+        return titan_error(TITAN_ERR_FAIL, "spawn: rank %d of %d %s; then rank%s %s failed%s", first, l->n, how,
+                           others > 1 ? "s" : "", rest, codes);
+    return titan_error(TITAN_ERR_FAIL, "spawn: rank %d of %d %s", first, l->n, how);
+}
+
 titan_status titan_dist_spawn_local(char *const argv[], const titan_dist_spawn_options *opt,
                                     int *first_code) {
     int n = opt->nproc;
@@ -103,99 +227,23 @@ titan_status titan_dist_spawn_local(char *const argv[], const titan_dist_spawn_o
         return titan_error(TITAN_ERR_USAGE, "spawn: %d ranks: want 1..1024", n);
     if (!argv || !argv[0]) return titan_error(TITAN_ERR_USAGE, "spawn: no program");
     double grace = opt->grace_s > 0 ? opt->grace_s : 30.0;
+    char rdv[PATH_MAX], job[48];
+    TITAN_TRY(make_rendezvous(opt, rdv, sizeof rdv, job, sizeof job));
 
-    const char *tmp = opt->tmp_dir ? opt->tmp_dir : getenv("TMPDIR");
-    if (!tmp || !*tmp) tmp = "/tmp";
-    char rdv[PATH_MAX];
-    if (snprintf(rdv, sizeof rdv, "%s/titan-rdv-XXXXXX", tmp) >= (int)sizeof rdv - 1)
-        return titan_error(TITAN_ERR_USAGE, "spawn: %s: path too long", tmp);
-    if (!mkdtemp(rdv))
-        return titan_error(TITAN_ERR_IO, "spawn: rendezvous directory %s: %s", rdv, strerror(errno));
-    char job[48];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(job, sizeof job, "L%ld-%lx", (long)getpid(),
-             (unsigned long)((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) & 0xffffffu);
-
-    pid_t *pids = calloc((size_t)n, sizeof *pids);
-    int *wst = calloc((size_t)n, sizeof *wst);
-    char ***envs = calloc((size_t)n, sizeof *envs);
+    launch l = {.n = n};
+    l.pids = calloc((size_t)n, sizeof *l.pids);
+    l.wst = calloc((size_t)n, sizeof *l.wst);
+    l.envs = calloc((size_t)n, sizeof *l.envs);
     titan_status st = TITAN_OK;
-    if (!pids || !wst || !envs) st = titan_error(TITAN_ERR_NOMEM, "spawn: out of memory");
+    if (!l.pids || !l.wst || !l.envs) st = titan_error(TITAN_ERR_NOMEM, "spawn: out of memory");
     for (int r = 0; st == TITAN_OK && r < n; r++)
-        if (!(envs[r] = rank_env(r, n, rdv, job)))
-            st = titan_error(TITAN_ERR_NOMEM, "spawn: out of memory");
-
-    sigset_t wait_set, old_set;
-    sigemptyset(&wait_set);
-    sigaddset(&wait_set, SIGCHLD);
-    sigaddset(&wait_set, SIGINT);
-    sigaddset(&wait_set, SIGTERM);
-    sigaddset(&wait_set, SIGHUP);
-    sigaddset(&wait_set, SIGUSR1); /* passed on: every rank's flight recorder dumps */
-    pthread_sigmask(SIG_BLOCK, &wait_set, &old_set);
-
-    pid_t self = getpid();
-    int started = 0, alive = 0;
-    for (int r = 0; st == TITAN_OK && r < n; r++) {
-        pid_t pid = fork();
-        if (pid < 0) {
-            st = titan_error(TITAN_ERR_FAIL, "spawn: fork of rank %d: %s", r, strerror(errno));
-            break;
-        }
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGTERM);
-            if (getppid() != self) _exit(129); /* the launcher died before the prctl */
-            pthread_sigmask(SIG_SETMASK, &old_set, NULL);
-            execvpe(argv[0], argv, envs[r]);
-            dprintf(2, "titan: spawn: rank %d: cannot run %s: %s\n", r, argv[0], strerror(errno));
-            _exit(127);
-        }
-        pids[r] = pid;
-        started++;
-        alive++;
+        if (!(l.envs[r] = rank_env(r, n, rdv, job))) st = titan_error(TITAN_ERR_NOMEM, "spawn: out of memory");
+    int signalled = 0, first = -1;
+    if (st == TITAN_OK) {
+        st = start_ranks(&l, argv);
+        /* could not start them all: stop the started ones */
+        first = wait_ranks(&l, grace, st != TITAN_OK, &signalled);
     }
-
-    /* Wait for all; on the first failure start the grace period. */
-    int first = -1, signalled = 0;
-    double term_at = 0, kill_at = 0;
-    if (st != TITAN_OK) term_at = titan_now_s(); /* could not start them all: stop the started ones */
-    while (alive > 0) {
-        for (int r = 0; r < started; r++) {
-            if (!pids[r]) continue;
-            pid_t w = waitpid(pids[r], &wst[r], WNOHANG);
-            if (w != pids[r]) continue;
-            pids[r] = 0;
-            alive--;
-            if (code_of(wst[r]) != 0 && first < 0) {
-                first = r;
-                if (term_at == 0) term_at = titan_now_s() + grace;
-            }
-        }
-        if (alive == 0) break;
-        double t = titan_now_s();
-        if (term_at > 0 && t >= term_at && kill_at == 0) {
-            for (int r = 0; r < started; r++)
-                if (pids[r]) kill(pids[r], SIGTERM);
-            kill_at = t + KILL_AFTER_TERM_S;
-        } else if (kill_at > 0 && t >= kill_at) {
-            for (int r = 0; r < started; r++)
-                if (pids[r]) kill(pids[r], SIGKILL);
-            kill_at = t + 3600; /* once */
-        }
-        struct timespec slice = {0, 100 * 1000 * 1000};
-        int sig = sigtimedwait(&wait_set, NULL, &slice);
-        if (sig == SIGUSR1) {
-            for (int r = 0; r < started; r++)
-                if (pids[r]) kill(pids[r], SIGUSR1);
-        } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-            signalled = sig;
-            for (int r = 0; r < started; r++)
-                if (pids[r]) kill(pids[r], sig);
-            if (term_at == 0) term_at = titan_now_s() + grace;
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_set, NULL);
 
     char saved[1024] = "";
     if (st != TITAN_OK) snprintf(saved, sizeof saved, "%s", titan_error_message());
@@ -205,40 +253,19 @@ titan_status titan_dist_spawn_local(char *const argv[], const titan_dist_spawn_o
     if (st != TITAN_OK) titan_error(st, "%s", saved);
 
     if (opt->exit_codes)
-        for (int r = 0; r < n; r++) opt->exit_codes[r] = r < started ? code_of(wst[r]) : 255;
+        for (int r = 0; r < n; r++) opt->exit_codes[r] = r < l.started ? code_of(l.wst[r]) : 255;
     if (st == TITAN_OK && first >= 0) {
-        /* "rank 2 of 4 was killed by signal 9 (Killed); then ranks 0, 1, 3
-         * failed (status 8)": the first is the cause, the rest its echo. */
-        char how[128], rest[256] = "", codes[32] = "";
-        describe(how, sizeof how, wst[first]);
-        size_t used = 0;
-        int others = 0, code = -1, same = 1;
-        for (int r = 0; r < n; r++) {
-            int c = code_of(wst[r]);
-            if (r == first || c == 0) continue;
-            if (code >= 0 && c != code) same = 0;
-            code = c;
-            if (used + 16 < sizeof rest)
-                used += (size_t)snprintf(rest + used, sizeof rest - used, "%s%d",
-                                         others ? ", " : "", r);
-            others++;
-        }
-        if (others && same) snprintf(codes, sizeof codes, " (status %d)", code);
-        if (others)
-            st = titan_error(TITAN_ERR_FAIL, "spawn: rank %d of %d %s; then rank%s %s failed%s",
-                             first, n, how, others > 1 ? "s" : "", rest, codes);
-        else
-            st = titan_error(TITAN_ERR_FAIL, "spawn: rank %d of %d %s", first, n, how);
-        if (first_code) *first_code = code_of(wst[first]);
+        st = report_failure(&l, first);
+        if (first_code) *first_code = code_of(l.wst[first]);
     }
     if (st == TITAN_OK && signalled) {
         st = titan_error(TITAN_ERR_FAIL, "spawn: interrupted by signal %d (%s); ranks stopped",
                          signalled, strsignal(signalled));
         if (first_code) *first_code = 128 + signalled;
     }
-    for (int r = 0; envs && r < n; r++) free_env(envs[r]);
-    free(envs);
-    free(pids);
-    free(wst);
+    for (int r = 0; l.envs && r < n; r++) free_env(l.envs[r]);
+    free(l.envs);
+    free(l.pids);
+    free(l.wst);
     return st;
 }
