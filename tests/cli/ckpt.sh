@@ -267,6 +267,12 @@ if command -v zstd >/dev/null 2>&1; then
     expect 4 "links" "unpack refuses symlinks" -- "$ck" unpack "$tmp/link.tar.zst" "$tmp/u3"
     mk_tar "$tmp/other.tar" "f:README"
     expect 4 "not part of a titan checkpoint" "unpack refuses foreign names" -- "$ck" unpack "$tmp/other.tar.zst" "$tmp/u4"
+    # The entry's name, copied before libarchive frees it (printed freed memory before).
+    zstd -q -d -f "$tmp/a.tar.zst" -o "$tmp/cut.tar"
+    truncate -s $(( $(wc -c < "$tmp/cut.tar") / 2 )) "$tmp/cut.tar"
+    expect 4 "cut.tar: entry step-00000003/rank-00000.bin: Truncated" \
+        "unpack of an archive cut short -> 4, names the entry" -- "$ck" unpack "$tmp/cut.tar" "$tmp/u5"
+    [ ! -e "$tmp/u5/step-00000003" ] && ok "a cut archive unpacks nothing" || fail "a cut archive unpacks nothing"
 else
     skip "crafted archives" "zstd CLI not installed"
 fi
