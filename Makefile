@@ -30,7 +30,9 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 endif
 
-ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fopenmp -Ilib $(PKG_CFLAGS) $(BLAS_CFLAGS) -MMD -MP
+# -Wvla: no array on the stack sized at run time (a layer count from a
+# config file once overflowed the stack); sizes from input go to the heap.
+ALL_CFLAGS = -std=gnu11 $(WARN) -Wvla $(CFLAGS) -fopenmp -Ilib $(PKG_CFLAGS) $(BLAS_CFLAGS) -MMD -MP
 LDLIBS     = $(PKG_LIBS) $(BLAS_LIBS) $(PMIX_LIBS) -fopenmp -lm -lpthread -ldl
 
 # PMIx (lib/comm/bootstrap_pmix.c only): optional; a build without it runs

@@ -208,10 +208,18 @@ static titan_status run(const options *o, char **inputs, int n_inputs) {
     if (o->split) {
         TITAN_TRY(titan_shard_split_parse(o->split, &fraction, &count));
         TITAN_TRY(val_dir_of(o, val_dir, sizeof val_dir));
-        for (int i = 0; count && i < n_inputs; i++)
+        for (int i = 0; count && i < n_inputs; i++) {
+            struct stat sb;
             if (strcmp(inputs[i], "-") == 0)
                 return usage_error("--split %s: a number of documents needs the input read twice, and stdin (-) "
                                    "cannot be; give a fraction (--split 0.01)", o->split);
+            if (stat(inputs[i], &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+                titan_status st = titan_error(TITAN_ERR_USAGE, "--split %s: a number of documents needs the input "
+                                              "read twice, and %s (not a regular file) cannot be", o->split, inputs[i]);
+                titan_error_hint("give a fraction (--split 0.01)");
+                return st;
+            }
+        }
     }
     titan_tokenizer *tok;
     TITAN_TRY(titan_tokenizer_open(&tok, o->tokenizer));

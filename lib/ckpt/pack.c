@@ -287,10 +287,16 @@ static titan_status extract(const char *in, const char *stage, char steps[][64],
             st = titan_error(TITAN_ERR_FORMAT, "%s: %s", in, archive_error_string(r));
             break;
         }
-        const char *name = archive_entry_pathname(e);
+        /* A copy: archive_entry_set_pathname below frees the entry's own. */
+        const char *ename = archive_entry_pathname(e);
+        char name[PATH_MAX];
         int kind = -1;
         char sname[64];
-        if (!name) { st = titan_error(TITAN_ERR_FORMAT, "%s: entry without a name", in); break; }
+        if (!ename) { st = titan_error(TITAN_ERR_FORMAT, "%s: entry without a name", in); break; }
+        if (snprintf(name, sizeof name, "%s", ename) >= (int)sizeof name) {
+            st = titan_error(TITAN_ERR_FORMAT, "%s: entry name of %zu bytes: too long", in, strlen(ename));
+            break;
+        }
         if ((st = check_name(in, name, &kind, sname, sizeof sname)) != TITAN_OK) break;
         if (archive_entry_hardlink(e) || archive_entry_symlink(e) ||
             archive_entry_filetype(e) != (kind == 1 ? AE_IFDIR : AE_IFREG)) {

@@ -314,6 +314,15 @@ static titan_status read_path(reader *r, const char *path, int depth) {
         }
     }
     if (S_ISDIR(sb.st_mode)) return read_dir(r, path, depth);
+    /* A FIFO, socket or device found in a directory could block forever or
+     * never end; one named on the command line is read like any stream. */
+    if (!S_ISREG(sb.st_mode) && depth > 0) {
+        titan_info("%s: skipped: %s, not a regular file (name it on the command line to read it)", path,
+                   S_ISFIFO(sb.st_mode) ? "a FIFO" : S_ISSOCK(sb.st_mode) ? "a socket"
+                   : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device" : "a special file");
+        r->stats->skipped++;
+        return TITAN_OK;
+    }
     if (access(path, R_OK) != 0) return titan_error(TITAN_ERR_IO, "%s: %s", path, strerror(errno));
     return read_stream(r, path, path, path, (uint64_t)sb.st_size);
 }

@@ -13,7 +13,9 @@
  * entries that are not regular files, binaries (a NUL byte in the first
  * 8 KiB), JavaScript/TypeScript sources, source maps and style sheets (which
  * npm packages carry beside their data), .json files that are not an array of
- * strings, and empty documents. Entries are read in archive order. */
+ * strings, and empty documents. Entries are read in archive order. A FIFO,
+ * socket or device inside a directory is skipped with a note (reading it
+ * could block forever); one named as an input is read like any stream. */
 #ifndef TITAN_DATA_CORPUS_H
 #define TITAN_DATA_CORPUS_H
 

@@ -36,10 +36,9 @@ titan_status titan_ckpt_model_config(const titan_ckpt *ck, titan_llama_config *m
 }
 
 titan_status titan_ckpt_load_params(titan_ckpt *ck, const titan_llama_config *mc, float *params) {
-    int np = titan_llama_params(mc, NULL);
-    titan_param *ps = malloc((size_t)np * sizeof *ps);
-    if (!ps) return titan_error(TITAN_ERR_NOMEM, "parameter catalog: out of memory");
-    titan_llama_params(mc, ps);
+    int np;
+    titan_param *ps = titan_llama_params_new(mc, &np);
+    if (!ps) return TITAN_ERR_NOMEM;
     titan_status st = TITAN_OK;
     for (int i = 0; i < np && st == TITAN_OK; i++) {
         titan_ckpt_tensor t;
@@ -212,11 +211,14 @@ static int dir_is_empty(const char *path) {
 
 static titan_status export_into(titan_ckpt *ck, const titan_llama_config *mc, const char *tmp,
                                 const titan_hf_export_opts *o) {
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(mc, ps);
+    int np;
+    titan_param *ps = titan_llama_params_new(mc, &np);
+    if (!ps) return TITAN_ERR_NOMEM;
     xparam *xs = calloc((size_t)np, sizeof *xs);
-    if (!xs) return titan_error(TITAN_ERR_NOMEM, "export: out of memory");
+    if (!xs) {
+        free(ps);
+        return titan_error(TITAN_ERR_NOMEM, "export: out of memory");
+    }
     uint64_t maxb = o->max_shard_bytes ? o->max_shard_bytes : TITAN_HF_SHARD_BYTES, cur = 0, total = 0;
     size_t es = titan_dtype_size(o->dtype), maxn = 0;
     int nshards = 1;
@@ -268,6 +270,7 @@ static titan_status export_into(titan_ckpt *ck, const titan_llama_config *mc, co
     titan_free(perm);
     titan_free(out);
     free(xs);
+    free(ps);
     return st;
 }
 
@@ -458,6 +461,9 @@ static titan_status read_hf_config(const char *dir, const titan_hf_import_opts *
     int inter = 0, maxpos = 0, hd = 0;
     if (st == TITAN_OK) st = cfg_int(c, path, "hidden_size", -1, &mc->dim);
     if (st == TITAN_OK) st = cfg_int(c, path, "num_hidden_layers", -1, &mc->n_layers);
+    if (st == TITAN_OK && mc->n_layers > TITAN_LLAMA_MAX_LAYERS)
+        st = titan_error(TITAN_ERR_FORMAT, "%s: \"num_hidden_layers\": %d layers, more than the %d titan takes", path,
+                         mc->n_layers, TITAN_LLAMA_MAX_LAYERS);
     if (st == TITAN_OK) st = cfg_int(c, path, "num_attention_heads", -1, &mc->n_heads);
     if (st == TITAN_OK) st = cfg_int(c, path, "num_key_value_heads", mc->n_heads, &mc->n_kv_heads);
     if (st == TITAN_OK) st = cfg_int(c, path, "vocab_size", -1, &mc->vocab_size);
@@ -524,9 +530,9 @@ typedef titan_status (*param_sink)(void *ctx, const titan_param *p, const float 
 
 static titan_status each_param(hf_set *s, const titan_llama_config *mc, const char *dir, param_sink take,
                                void *ctx) {
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(mc, ps);
+    int np;
+    titan_param *ps = titan_llama_params_new(mc, &np);
+    if (!ps) return TITAN_ERR_NOMEM;
     size_t maxn = 0;
     for (int i = 0; i < np; i++) if (ps[i].numel > maxn) maxn = ps[i].numel;
     float *buf = titan_alloc(maxn * sizeof(float), "import buffer");
@@ -567,6 +573,7 @@ static titan_status each_param(hf_set *s, const titan_llama_config *mc, const ch
         titan_warn("%s: %d tensors not used (not part of a Llama model)", dir, total - used);
     titan_free(buf);
     titan_free(perm);
+    free(ps);
     return st;
 }
 
@@ -583,6 +590,14 @@ static titan_status open_hf(const char *hfdir, const titan_hf_import_opts *o, ti
     if (!hf_set_find(s, "lm_head.weight", &dummy)) {
         if (!mc->tie_embeddings) titan_info("%s: no lm_head.weight: output tied to the embeddings", hfdir);
         mc->tie_embeddings = 1;
+    }
+    /* A layer count the files cannot hold is refused before its catalog is built. */
+    int64_t need = 9 * (int64_t)mc->n_layers + 2 + !mc->tie_embeddings, have = 0;
+    for (int k = 0; k < s->n; k++) have += titan_st_num_tensors(s->files[k]);
+    if (have < need) {
+        hf_set_free(s);
+        return titan_error(TITAN_ERR_FORMAT, "%s/config.json: \"num_hidden_layers\": %d layers need %" PRId64
+                           " tensors, but the safetensors files hold %" PRId64, hfdir, mc->n_layers, need, have);
     }
     return TITAN_OK;
 }

@@ -382,9 +382,8 @@ static titan_status apply_table(titan_job_config *cfg, int *line_of, const char 
 }
 
 static titan_status apply_doc(titan_job_config *cfg, const titan_toml_doc *doc) {
-    int line_of[NKEYS];
-    memset(line_of, 0, sizeof line_of);
-    titan_status st = TITAN_OK;
+    int *line_of = calloc((size_t)NKEYS, sizeof *line_of); /* where each key was set: duplicates */
+    titan_status st = line_of ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "%s: out of memory", doc->name);
     for (int i = 0; st == TITAN_OK && i < doc->root.n; i++) {
         const titan_toml_entry *e = &doc->root.items[i];
         char place[512];
@@ -407,6 +406,7 @@ static titan_status apply_doc(titan_job_config *cfg, const titan_toml_doc *doc) 
             st = apply_table(cfg, line_of, doc->name, e->key, e->value.u.table);
         }
     }
+    free(line_of);
     return st;
 }
 

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/rng.h"
@@ -71,8 +72,9 @@ int titan_llama_hidden_dim(const titan_llama_config *c) {
 titan_status titan_llama_config_check(const titan_llama_config *c) {
     const char *w = "model config";
     if (c->dim <= 0) return titan_error(TITAN_ERR_USAGE, "%s: dim: must be > 0 (got %d)", w, c->dim);
-    if (c->n_layers <= 0)
-        return titan_error(TITAN_ERR_USAGE, "%s: n_layers: must be > 0 (got %d)", w, c->n_layers);
+    if (c->n_layers <= 0 || c->n_layers > TITAN_LLAMA_MAX_LAYERS)
+        return titan_error(TITAN_ERR_USAGE, "%s: n_layers: must be 1 to %d (got %d)", w, TITAN_LLAMA_MAX_LAYERS,
+                           c->n_layers);
     if (c->n_heads <= 0)
         return titan_error(TITAN_ERR_USAGE, "%s: n_heads: must be > 0 (got %d)", w, c->n_heads);
     if (c->dim % c->n_heads != 0)
@@ -118,6 +120,12 @@ titan_status titan_llama_config_check(const titan_llama_config *c) {
     long long h = titan_llama_hidden_dim(c);
     if (h <= 0 || h > (1LL << 30))
         return titan_error(TITAN_ERR_USAGE, "%s: FFN hidden size %lld out of range", w, h);
+    /* In double: titan_llama_num_params would wrap around first. */
+    double C = c->dim, layer = 2 * C + 2 * C * C + 2 * (double)c->n_kv_heads * (C / c->n_heads) * C + 3 * C * h;
+    double total = (double)c->vocab_size * C * (c->tie_embeddings ? 1 : 2) + C + (double)c->n_layers * layer;
+    if (total > TITAN_LLAMA_MAX_PARAMS)
+        return titan_error(TITAN_ERR_USAGE, "%s: %.3g parameters (dim %d, %d layers, vocab %d): more than the "
+                           "2^50 titan can hold", w, total, c->dim, c->n_layers, c->vocab_size);
     return TITAN_OK;
 }
 
@@ -241,6 +249,23 @@ int titan_llama_params_local(const titan_llama_config *c, titan_llama_tp tp, tit
     return i;
 }
 
+titan_param *titan_llama_params_local_new(const titan_llama_config *c, titan_llama_tp tp, titan_llama_pp pp,
+                                          int *n) {
+    *n = titan_llama_params_local(c, tp, pp, NULL);
+    titan_param *ps = malloc((size_t)*n * sizeof *ps);
+    if (!ps) {
+        titan_error(TITAN_ERR_NOMEM, "model of %d layers: parameter catalog of %d tensors (%zu bytes): out of memory",
+                    c->n_layers, *n, (size_t)*n * sizeof *ps);
+        return NULL;
+    }
+    titan_llama_params_local(c, tp, pp, ps);
+    return ps;
+}
+
+titan_param *titan_llama_params_new(const titan_llama_config *c, int *n) {
+    return titan_llama_params_local_new(c, (titan_llama_tp){1, 0}, (titan_llama_pp){1, 0}, n);
+}
+
 int titan_llama_param_place(const char *name, int n_layers, titan_layout_place *out) {
     size_t n = strcspn(name, ":");
     char base[80];
@@ -294,10 +319,10 @@ double titan_llama_flops_per_token(const titan_llama_config *c, int seq_len) {
 
 /* Each tensor draws from the stream named after it, so the values depend only
  * on (seed, name, index): not on visiting order, threads or the catalog. */
-void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64_t seed) {
-    int n = titan_llama_params(c, NULL);
-    titan_param ps[n > 0 ? n : 1];
-    titan_llama_params(c, ps);
+titan_status titan_llama_init_weights(const titan_llama_config *c, float *params, uint64_t seed) {
+    int n;
+    titan_param *ps = titan_llama_params_new(c, &n);
+    if (!ps) return TITAN_ERR_NOMEM;
     const double out_std = 1.0 / sqrt((double)c->dim), tied_std = 1.0 / c->dim;
     for (int i = 0; i < n; i++) {
         const titan_param *p = &ps[i];
@@ -327,4 +352,6 @@ void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64
             titan_rng_trunc_normal(x, (int64_t)p->numel, seed, stream, 0.0, 0.02, -2.0, 2.0);
         }
     }
+    free(ps);
+    return TITAN_OK;
 }

@@ -26,8 +26,17 @@ titan_status titan_llama_flavor(const char *name, titan_llama_config *out);
 const char *titan_llama_flavor_names(void); /* "debugmodel, 1B, 3B, 8B, 70B, 405B" */
 /* Meta's FeedForward hidden size. */
 int titan_llama_hidden_dim(const titan_llama_config *c);
-/* Dimensions that fit together (heads divide dim, kv heads divide heads, ...). */
+/* Dimensions that fit together (heads divide dim, kv heads divide heads, ...)
+ * and sizes titan can count: at most TITAN_LLAMA_MAX_LAYERS layers and
+ * TITAN_LLAMA_MAX_PARAMS parameters. */
 titan_status titan_llama_config_check(const titan_llama_config *c);
+/* The catalog has 9 tensors a layer and every tool holds it in memory (136
+ * bytes a tensor, more in a checkpoint's catalog): a million layers is far
+ * beyond any model and still fits. */
+#define TITAN_LLAMA_MAX_LAYERS (1 << 20)
+/* 2^50: byte counts of every buffer over the parameters stay far from
+ * SIZE_MAX. */
+#define TITAN_LLAMA_MAX_PARAMS ((double)(1ULL << 50))
 
 /* What a parameter is, whatever its name. */
 typedef enum {
@@ -112,6 +121,13 @@ int titan_llama_pp_has_block(const titan_llama_config *c, titan_llama_pp pp, int
  * block numbers stay the whole model's), those of other stages empty (0
  * rows, numel 0), offsets into the rank's own flat buffer. */
 int titan_llama_params_local(const titan_llama_config *c, titan_llama_tp tp, titan_llama_pp pp, titan_param *out);
+/* titan_llama_params_local's catalog in an array of its own (*n entries;
+ * free() it): NULL, with TITAN_ERR_NOMEM recorded, when it does not fit.
+ * A catalog is sized by the layer count: never put one on the stack. */
+titan_param *titan_llama_params_local_new(const titan_llama_config *c, titan_llama_tp tp, titan_llama_pp pp,
+                                          int *n);
+/* The same for the whole model (titan_llama_params). */
+titan_param *titan_llama_params_new(const titan_llama_config *c, int *n);
 /* Parameters not in the token embedding (the output head counts when untied). */
 size_t titan_llama_num_params_nonembed(const titan_llama_config *c);
 /* Training FLOPs per token: 6 * (nonembed + the head when tied: every
@@ -120,8 +136,9 @@ double titan_llama_flops_per_token(const titan_llama_config *c, int seq_len);
 
 /* Initialises the flat parameter buffer (host) as torchtitan's init_weights:
  * embeddings N(0,1); wq,wk,wv,w1 trunc-normal std 0.02; wo,w2,w3 std
- * 0.02/sqrt(2*(layer+1)); norms 1; output trunc-normal std dim^-0.5 cut at 3 std. */
-void titan_llama_init_weights(const titan_llama_config *c, float *params, uint64_t seed);
+ * 0.02/sqrt(2*(layer+1)); norms 1; output trunc-normal std dim^-0.5 cut at 3 std.
+ * TITAN_ERR_NOMEM when its catalog does not fit. */
+titan_status titan_llama_init_weights(const titan_llama_config *c, float *params, uint64_t seed);
 
 /* The fields that define a model (X-macro lists over titan_llama_config
  * members): checkpoints record each as meta key "model.NAME", and a resume

@@ -39,10 +39,13 @@ __attribute__((optimize("fp-contract=off")))
 void titan_rope_tables(float *cos_t, float *sin_t, int T, int HD, float theta, float scale_factor,
                        float low_freq_factor, float high_freq_factor, int original_context) {
     int h2 = HD / 2;
-    float freqs[h2 > 0 ? h2 : 1];
+    if (T <= 0) return;
+    /* The frequencies wait in cos row 0, which is filled last (each entry
+     * read before it is overwritten): no buffer sized by the head dim. */
+    float *freqs = cos_t;
     titan_rope_freqs(freqs, HD, theta, scale_factor, low_freq_factor, high_freq_factor,
                      original_context);
-    for (int t = 0; t < T; t++)
+    for (int t = T - 1; t >= 0; t--)
         for (int i = 0; i < h2; i++) {
             float a = (float)t * freqs[i];
             cos_t[(size_t)t * h2 + i] = (float)cos((double)a);

@@ -79,15 +79,19 @@ struct titan_fsdp {
     double exposed_s, total_s;
 };
 
-void titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int rank,
-                      titan_shard_piece *pieces, size_t *nshard) {
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np], loc[np];
-    titan_llama_params(mc, ps);
+titan_status titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int rank,
+                              titan_shard_piece *pieces, size_t *nshard) {
     titan_layout_coord c;
     titan_layout_coord_of(l, rank, &c);
+    int np;
+    titan_param *ps = titan_llama_params_new(mc, &np);
     /* what the rank's model holds */
-    titan_llama_params_local(mc, (titan_llama_tp){l->tp, c.tp}, (titan_llama_pp){l->pp, c.pp}, loc);
+    titan_param *loc = ps ? titan_llama_params_local_new(mc, (titan_llama_tp){l->tp, c.tp},
+                                                         (titan_llama_pp){l->pp, c.pp}, &np) : NULL;
+    if (!loc) {
+        free(ps);
+        return TITAN_ERR_NOMEM;
+    }
     size_t off = 0;
     for (int i = 0; i < np; i++) {
         titan_shard_piece *p = &pieces[i];
@@ -108,6 +112,9 @@ void titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int r
         off += p->len;
     }
     *nshard = off;
+    free(ps);
+    free(loc);
+    return TITAN_OK;
 }
 
 
@@ -377,13 +384,9 @@ static titan_status make_units(titan_fsdp *f, const titan_fsdp_options *opt) {
     int nb = f->nblocks, np;
     const titan_param *ps = titan_llama_catalog(f->model, &np); /* the tp-local shapes */
     TITAN_ASSERT(np == f->np);
-    size_t bytes[nb];
-    memset(bytes, 0, sizeof bytes);
-    int pblock[f->np];
-    for (int i = 0; i < f->np; i++) {
-        pblock[i] = ps[i].place.block;
-        bytes[pblock[i]] += ps[i].numel * sizeof(float);
-    }
+    size_t *bytes = titan_alloc((size_t)nb * sizeof *bytes, "communication units"); /* per block */
+    if (!bytes) return TITAN_ERR_NOMEM;
+    for (int i = 0; i < f->np; i++) bytes[ps[i].place.block] += ps[i].numel * sizeof(float);
     if (opt && opt->unit_of_block) {
         for (int b = 0; b < nb; b++) f->unit_of[b] = opt->unit_of_block[b];
     } else {
@@ -398,6 +401,7 @@ static titan_status make_units(titan_fsdp *f, const titan_fsdp_options *opt) {
             f->unit_of[b] = u;
         }
     }
+    titan_free(bytes);
     f->nunits = f->unit_of[nb - 1] + 1;
     f->units = titan_alloc((size_t)f->nunits * sizeof *f->units, "communication units");
     if (!f->units) return TITAN_ERR_NOMEM;
@@ -413,7 +417,7 @@ static titan_status make_units(titan_fsdp *f, const titan_fsdp_options *opt) {
     }
     /* Catalog order is block order, so each unit's tensors are one run. */
     for (int i = 0; i < f->np; i++) {
-        unit *u = &f->units[f->unit_of[pblock[i]]];
+        unit *u = &f->units[f->unit_of[ps[i].place.block]];
         if (i < u->p0) u->p0 = i;
         u->p1 = i + 1;
     }
@@ -644,20 +648,24 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     f->counts = titan_alloc((size_t)f->np * f->nshards * sizeof(size_t), "shard counts");
     f->unit_of = titan_alloc((size_t)f->nblocks * sizeof(int), "unit plan");
     if (!f->pieces || !f->counts || !f->unit_of) return TITAN_ERR_NOMEM;
-    titan_shard_plan(&mesh->layout, mc, mesh->rank, f->pieces, &f->nshard);
+    TITAN_TRY(titan_shard_plan(&mesh->layout, mc, mesh->rank, f->pieces, &f->nshard));
     /* Every rank of this rank's shard group: same replicate coordinate. */
     titan_layout_coord c;
     titan_layout_coord_of(&mesh->layout, mesh->rank, &c);
     int cp = mesh->layout.cp;
     f->me = c.dp_shard * cp + c.cp;
-    titan_shard_piece tmp[f->np];
-    for (int s = 0; s < f->nshards; s++) {
+    titan_shard_piece *tmp = titan_alloc((size_t)f->np * sizeof *tmp, "shard plan");
+    if (!tmp) return TITAN_ERR_NOMEM;
+    titan_status st = TITAN_OK;
+    for (int s = 0; s < f->nshards && st == TITAN_OK; s++) {
         c.dp_shard = s / cp;
         c.cp = s % cp;
         size_t n;
-        titan_shard_plan(&mesh->layout, mc, titan_layout_rank_of(&mesh->layout, &c), tmp, &n);
-        for (int i = 0; i < f->np; i++) f->counts[(size_t)i * f->nshards + s] = tmp[i].len;
+        st = titan_shard_plan(&mesh->layout, mc, titan_layout_rank_of(&mesh->layout, &c), tmp, &n);
+        for (int i = 0; st == TITAN_OK && i < f->np; i++) f->counts[(size_t)i * f->nshards + s] = tmp[i].len;
     }
+    titan_free(tmp);
+    TITAN_TRY(st);
     TITAN_TRY(make_units(f, opt));
     f->next_ar = f->nunits - 1;
     for (int qi = 0; qi < NQ; qi++) {

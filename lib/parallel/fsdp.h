@@ -82,9 +82,10 @@ typedef struct {
 } titan_shard_piece;
 
 /* Fills pieces[np] (np = titan_llama_params(mc, NULL)) and *nshard (the
- * rank's packed shard size in elements). */
-void titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int rank,
-                      titan_shard_piece *pieces, size_t *nshard);
+ * rank's packed shard size in elements). TITAN_ERR_NOMEM when the catalogs
+ * it reads do not fit. */
+titan_status titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int rank,
+                              titan_shard_piece *pieces, size_t *nshard);
 
 typedef struct titan_fsdp titan_fsdp;
 

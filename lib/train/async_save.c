@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -103,10 +104,14 @@ titan_status titan_async_save_poll(titan_async_saver *s) {
     if (s->mesh) {
         if (!s->shard) return TITAN_OK; /* the same on every rank: saves start and commit together */
         int world = s->mesh->world;
-        uint32_t done = (uint32_t)atomic_load(&s->done), all[world];
-        TITAN_TRY(titan_comm_all_gather(s->mesh->world_comm, &done, all, 1, TITAN_DTYPE_U32, NULL));
-        for (int r = 0; r < world; r++)
-            if (!all[r]) return TITAN_OK;
+        uint32_t done = (uint32_t)atomic_load(&s->done);
+        uint32_t *all = malloc((size_t)world * sizeof *all);
+        titan_status st = all ? titan_comm_all_gather(s->mesh->world_comm, &done, all, 1, TITAN_DTYPE_U32, NULL)
+                              : titan_error(TITAN_ERR_NOMEM, "checkpoint: flags of %d ranks: out of memory", world);
+        int waiting = 0;
+        for (int r = 0; st == TITAN_OK && r < world; r++) waiting |= !all[r];
+        free(all);
+        if (st != TITAN_OK || waiting) return st;
         return commit_shard(s);
     }
     if (!s->running || !atomic_load(&s->done)) return TITAN_OK;

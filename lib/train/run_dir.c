@@ -71,8 +71,7 @@ static titan_status seed_params(const titan_job_config *cfg, const titan_llama_c
                                 float *params) {
     const char *from = cfg->checkpoint_initial_load_path;
     if (!from[0]) {
-        titan_llama_init_weights(mc, params, (uint64_t)cfg->training_seed);
-        return TITAN_OK;
+        return titan_llama_init_weights(mc, params, (uint64_t)cfg->training_seed);
     }
     titan_status st;
     if (cfg->checkpoint_initial_load_in_hf) {

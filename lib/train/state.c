@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckpt/ckpt.h"
@@ -71,18 +72,23 @@ titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_conf
 
 titan_status titan_state_save_view(const char *root, const titan_llama_config *mc, const titan_state_view *v,
                                    const titan_train_progress *pr, const char *tokenizer_id, int keep_latest_k) {
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(mc, ps);
+    int np;
+    titan_param *ps = titan_llama_params_new(mc, &np);
+    if (!ps) return TITAN_ERR_NOMEM;
     titan_ckpt_writer *w = NULL;
-    TITAN_TRY(titan_ckpt_begin(&w, root, pr->step));
-    titan_status st = titan_state_write_meta(w, mc, pr, tokenizer_id, "single");
+    titan_status st = titan_ckpt_begin(&w, root, pr->step);
+    if (st != TITAN_OK) {
+        free(ps);
+        return st;
+    }
+    st = titan_state_write_meta(w, mc, pr, tokenizer_id, "single");
     if (st == TITAN_OK) st = save_tensors(w, ps, np, v->params, "");
     if (st == TITAN_OK && v->exp_avg) {
         st = titan_ckpt_meta_i64(w, "optim.adamw.step", v->adam_step);
         if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg, ":exp_avg");
         if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg_sq, ":exp_avg_sq");
     }
+    free(ps);
     if (st == TITAN_OK) return titan_ckpt_commit(w, keep_latest_k);
     titan_ckpt_abort(w);
     return st;
@@ -163,17 +169,15 @@ titan_status titan_state_read_adam_step(titan_ckpt *ck, const char *first_param,
 static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, float *params,
                              titan_adamw *adam, titan_train_progress *pr) {
     TITAN_TRY(titan_state_read_meta(ck, mc, pr));
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(mc, ps);
-    TITAN_TRY(load_tensors(ck, ps, np, params, ""));
-    if (!adam) return TITAN_OK;
-    int has;
-    TITAN_TRY(titan_state_read_adam_step(ck, ps[0].name, pr, adam, &has));
-    if (!has) return TITAN_OK;
-    TITAN_TRY(load_tensors(ck, ps, np, titan_adamw_m(adam), ":exp_avg"));
-    TITAN_TRY(load_tensors(ck, ps, np, titan_adamw_v(adam), ":exp_avg_sq"));
-    return TITAN_OK;
+    int np, has = 0;
+    titan_param *ps = titan_llama_params_new(mc, &np);
+    if (!ps) return TITAN_ERR_NOMEM;
+    titan_status st = load_tensors(ck, ps, np, params, "");
+    if (st == TITAN_OK && adam) st = titan_state_read_adam_step(ck, ps[0].name, pr, adam, &has);
+    if (st == TITAN_OK && has) st = load_tensors(ck, ps, np, titan_adamw_m(adam), ":exp_avg");
+    if (st == TITAN_OK && has) st = load_tensors(ck, ps, np, titan_adamw_v(adam), ":exp_avg_sq");
+    free(ps);
+    return st;
 }
 
 titan_status titan_state_load(const char *path, const titan_llama_config *mc, float *params,

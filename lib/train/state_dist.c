@@ -83,21 +83,23 @@ titan_status titan_shard_save_begin(titan_shard_save **out, titan_mesh *mesh, co
 /* The boxes this rank saves, into rank 0's writer or this rank's part. */
 static titan_status add_boxes(titan_shard_save *s, titan_ckpt_part *p, const float *const arrays[3]) {
     static const char *suffix[3] = {"", ":exp_avg", ":exp_avg_sq"};
-    int np = titan_llama_params(&s->mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(&s->mc, ps);
+    int np;
+    titan_param *ps = titan_llama_params_new(&s->mc, &np);
+    if (!ps) return TITAN_ERR_NOMEM;
     const titan_shard_piece *pc = s->pieces;
-    for (int a = 0; a < 3; a++) {
-        for (int i = 0; i < np; i++) {
+    titan_status st = TITAN_OK;
+    for (int a = 0; a < 3 && st == TITAN_OK; a++) {
+        for (int i = 0; i < np && st == TITAN_OK; i++) {
             if (!pc[i].len || !pc[i].writes) continue;
             char name[128];
             snprintf(name, sizeof name, "%s%s", ps[i].name, suffix[a]);
             const float *src = arrays[a] + pc[i].shard_off;
-            TITAN_TRY(p ? titan_ckpt_part_add(p, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, &pc[i].box, src)
-                        : titan_ckpt_add(s->w, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, &pc[i].box, src));
+            st = p ? titan_ckpt_part_add(p, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, &pc[i].box, src)
+                   : titan_ckpt_add(s->w, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, &pc[i].box, src);
         }
     }
-    return TITAN_OK;
+    free(ps);
+    return st;
 }
 
 static size_t words(size_t bytes) { return (bytes + 3) / 4; }
@@ -200,8 +202,12 @@ titan_status titan_shard_save_finish(titan_shard_save *s, int keep) {
     }
     /* Everyone's outcome and payload size; then the first failed rank sends
      * its message, or, when none failed, every rank its index. */
-    uint32_t mine[2] = {(uint32_t)s->status, (uint32_t)s->payload_len}, all[2 * s->world];
-    titan_status cst = titan_comm_all_gather(s->comm, mine, all, 2, TITAN_DTYPE_U32, NULL), st = TITAN_OK;
+    uint32_t mine[2] = {(uint32_t)s->status, (uint32_t)s->payload_len};
+    uint32_t *all = malloc((size_t)s->world * sizeof mine);
+    titan_status cst = all ? titan_comm_all_gather(s->comm, mine, all, 2, TITAN_DTYPE_U32, NULL)
+                           : titan_error(TITAN_ERR_NOMEM, "checkpoint step %" PRId64 ": outcomes of %d ranks: out of memory",
+                                         s->step, s->world);
+    titan_status st = TITAN_OK;
     int failed = -1;
     for (int r = 0; cst == TITAN_OK && r < s->world && failed < 0; r++)
         if (all[2 * r] != TITAN_OK) failed = r;
@@ -212,6 +218,7 @@ titan_status titan_shard_save_finish(titan_shard_save *s, int keep) {
     int me = s->rank;
     titan_ckpt_abort(s->w); /* rank 0 after a communication failure: the staging dir goes */
     free_save(s);
+    free(all);
     return cst != TITAN_OK ? cst : share_outcome(c, me, st);
 }
 
@@ -239,15 +246,15 @@ static titan_status load_boxes(titan_ckpt *ck, const titan_param *ps, int np, co
 static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, const titan_shard_piece *pc,
                              float *shard, titan_adamw *adam, titan_train_progress *pr) {
     TITAN_TRY(titan_state_read_meta(ck, mc, pr));
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(mc, ps);
-    TITAN_TRY(load_boxes(ck, ps, np, pc, shard, ""));
-    int has;
-    TITAN_TRY(titan_state_read_adam_step(ck, ps[0].name, pr, adam, &has));
-    if (!has) return TITAN_OK;
-    TITAN_TRY(load_boxes(ck, ps, np, pc, titan_adamw_m(adam), ":exp_avg"));
-    return load_boxes(ck, ps, np, pc, titan_adamw_v(adam), ":exp_avg_sq");
+    int np, has = 0;
+    titan_param *ps = titan_llama_params_new(mc, &np);
+    if (!ps) return TITAN_ERR_NOMEM;
+    titan_status st = load_boxes(ck, ps, np, pc, shard, "");
+    if (st == TITAN_OK) st = titan_state_read_adam_step(ck, ps[0].name, pr, adam, &has);
+    if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_m(adam), ":exp_avg");
+    if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_v(adam), ":exp_avg_sq");
+    free(ps);
+    return st;
 }
 
 titan_status titan_state_load_shards(const char *path, const titan_llama_config *mc,

@@ -237,11 +237,15 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
         .beta1 = (float)cfg->optimizer_beta1, .beta2 = (float)cfg->optimizer_beta2,
         .eps = (float)cfg->optimizer_eps, .weight_decay = (float)cfg->optimizer_weight_decay,
     };
-    int units[t->mc.n_layers + 2];
+    int *units = titan_alloc((size_t)(t->mc.n_layers + 2) * sizeof *units, "communication plan");
+    if (!units) return TITAN_ERR_NOMEM;
     titan_fsdp_options fo = {0};
     st = titan_fsdp_parse_plan(cfg->parallelism_comm_bucket_plan, t->mc.n_layers + 2, sharded,
                                units, &fo);
-    if (st != TITAN_OK) return st;
+    if (st != TITAN_OK) {
+        titan_free(units);
+        return st;
+    }
     /* torchtitan's "default": reshard unless pipeline parallel (whose
      * micro-batches would gather every unit again for each). */
     switch (cfg->parallelism_reshard_policy) {
@@ -251,7 +255,9 @@ static titan_status setup(trainer *t, const titan_train_opts *opts) {
     }
     fo.param_dtype = compute; /* FSDP gathers what the model computes with */
     fo.reduce_dtype = cfg->training_reduce_dtype == TITAN_JOB_BFLOAT16 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
-    TITAN_TRY(titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo));
+    st = titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo);
+    titan_free(units); /* make_units copied the plan */
+    if (st != TITAN_OK) return st;
     if (pp > 1) TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sched, t->micro, mb, T / cp));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
     int async = cfg->checkpoint_async != TITAN_JOB_ASYNC_DISABLED && cfg->checkpoint_enable;

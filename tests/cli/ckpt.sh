@@ -174,6 +174,20 @@ st_edit "$tmp/hft" 'pass'
 f=$tmp/hft/model.safetensors; truncate -s $(( $(wc -c < "$f") - 64 )) "$f"
 expect 7 "model.safetensors: byte [0-9]*: truncated: tensor" "truncated safetensors file -> 7" -- "$ck" convert --from hf "$tmp/hft" "$tmp/impt"
 
+# A layer count from config.json never sizes a stack array: beyond titan's
+# limit, or beyond the tensors the files hold, it is refused by name at once.
+cfg_edit() { # DIR PYTHON: a copy of the f32 export whose config.json (c) the statements change
+    rm -rf "$1"; cp -r "$tmp/hf" "$1"
+    $PY -c 'import json, sys; p = sys.argv[1]; c = json.load(open(p)); exec(sys.argv[2]); json.dump(c, open(p, "w"))' \
+        "$1/config.json" "$2"
+}
+cfg_edit "$tmp/hfl" 'c["num_hidden_layers"] = 2000000000'
+expect 4 'config.json: "num_hidden_layers": 2000000000 layers, more than the 1048576' \
+    "config.json with 2e9 layers -> 4, names the key" -- "$ck" convert --from hf "$tmp/hfl" "$tmp/impl"
+cfg_edit "$tmp/hfl" 'c["num_hidden_layers"] = 1000000'
+expect 4 'config.json: "num_hidden_layers": 1000000 layers need 9000003 tensors, but the safetensors files hold 21' \
+    "config.json with 1e6 layers for 2 layers of tensors -> 4" -- "$ck" convert --from hf "$tmp/hfl" "$tmp/impl"
+
 # transformers 5 writes RoPE as rope_parameters (no rope_theta, no rope_scaling).
 rm -rf "$tmp/hf5"; cp -r "$tmp/hf" "$tmp/hf5"
 $PY - "$tmp/hf5/config.json" <<'EOF'
@@ -295,6 +309,12 @@ if command -v zstd >/dev/null 2>&1; then
     expect 4 "leaves the run directory" "unpack refuses a checkpoint.folder outside OUTDIR" -- \
         "$ck" unpack "$tmp/esc.tar.zst" "$tmp/u5"
     [ ! -e "$tmp/escaped" ] && ok "nothing unpacked outside OUTDIR" || fail "nothing unpacked outside OUTDIR"
+    # The entry's name, copied before libarchive frees it (printed freed memory before).
+    zstd -q -d -f "$tmp/a.tar.zst" -o "$tmp/cut.tar"
+    truncate -s $(( $(wc -c < "$tmp/cut.tar") / 2 )) "$tmp/cut.tar"
+    expect 4 "cut.tar: entry step-00000003/rank-00000.bin: Truncated" \
+        "unpack of an archive cut short -> 4, names the entry" -- "$ck" unpack "$tmp/cut.tar" "$tmp/u6"
+    [ ! -e "$tmp/u6/step-00000003" ] && ok "a cut archive unpacks nothing" || fail "a cut archive unpacks nothing"
 else
     skip "crafted archives" "zstd CLI not installed"
 fi

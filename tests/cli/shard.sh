@@ -105,6 +105,17 @@ check "broken JSON (exit 4)" run 4 "$T/broken.json" -o "$T/broken"
 head -c 200 "$T/in.tar.gz" >"$T/cut.tar.gz"
 check "truncated archive (exit 4)" run 4 "$T/cut.tar.gz" -o "$T/cut"
 check "truncated archive: no output made" sh -c "[ ! -e '$T/cut' ]"
+# A FIFO (or socket, device) inside an input directory could block forever:
+# skipped with a note. One named on the command line is read like a stream.
+mkdir -p "$T/fifo"; printf 'a plain doc\n' >"$T/fifo/a.txt"; mkfifo "$T/fifo/p"
+check "FIFO in an input dir: skipped, no hang" sh -c "timeout 20 '$BIN' '$T/fifo' -o '$T/fifo-out' 2>'$T/err'"
+check "FIFO in an input dir: the note names it" grep -q 'fifo/p: skipped: a FIFO, not a regular file' "$T/err"
+check "FIFO in an input dir: the rest is sharded" stats_are "$T/fifo-out" 1 14
+check "FIFO named on the command line is read" sh -c "timeout 20 sh -c \"printf 'through the fifo' >'$T/fifo/p'\" &
+    timeout 20 '$BIN' -q '$T/fifo/p' -o '$T/fifo-named'"
+check "FIFO named on the command line: its document" stats_are "$T/fifo-named" 1 18
+check "--split N with a FIFO input (exit 2, not read twice)" sh -c "timeout 20 '$BIN' --split 1 '$T/fifo/p' '$T/fifo/a.txt' \
+    -o '$T/fifo-split' 2>'$T/err'; [ \$? -eq 2 ] && grep -q 'not a regular file' '$T/err'"
 check "--help (exit 0, stdout)" sh -c "'$BIN' --help | grep -q 'usage: titan-shard'"
 check "--version (exit 0)" sh -c "'$BIN' --version | grep -q '^titan-shard '"
 

@@ -44,6 +44,13 @@ expect 2 "training.device" "--device with an unknown device is a usage error" --
 expect 0 "" "titan-init tiny run" -- "$bin/titan-init" "$cfg" "$tmp/a" $TINY
 [ -f "$tmp/a/checkpoint/step-00000000/metadata.json" ] && ok "seed checkpoint exists" || fail "seed checkpoint exists"
 expect 2 "not empty" "init refuses a used run dir" -- "$bin/titan-init" "$cfg" "$tmp/a" $TINY
+# Sizes from the config never size a stack array: the catalog of 1000 layers
+# (9 tensors each) outgrows a 1 MiB stack; a layer count titan cannot count
+# is refused by name.
+expect 0 "" "init 1000 layers under a 1 MiB stack" -- \
+    sh -c 'ulimit -s 1024 && exec "$@"' sh "$bin/titan-init" -q "$cfg" "$tmp/deep" $TINY --model.n_layers=1000
+expect 2 "n_layers: must be 1 to 1048576 (got 2000000000)" "2e9 layers: usage error naming n_layers" -- \
+    "$bin/titan-init" "$cfg" "$tmp/r0" $TINY --model.n_layers=2000000000
 expect 3 "no such run directory" "train a missing run dir" -- "$bin/titan-train" "$tmp/missing"
 expect 3 "nowhere" "train with a missing shard dir" -- "$bin/titan-train" "$tmp/a" --training.dataset_path="$tmp/nowhere"
 expect 0 "" "train 6 steps" -- "$bin/titan-train" "$tmp/a"

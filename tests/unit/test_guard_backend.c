@@ -126,7 +126,7 @@ static void test_model(titan_dtype dt, titan_ac_mode ac) {
     titan_llama_config c;
     CHECK(titan_llama_flavor("debugmodel", &c) == TITAN_OK);
     c.dim = 32, c.n_layers = 4, c.n_heads = 4, c.n_kv_heads = 2, c.multiple_of = 16, c.vocab_size = 50;
-    int B = 2, T = 16, N = B * T;
+    enum { B = 2, T = 16, N = B * T };
     titan_llama *mc = NULL, *mg = NULL;
     CHECK(titan_llama_create(&mc, &c, cb, B, T, TITAN_AC_NONE, dt) == TITAN_OK);
     CHECK(titan_llama_create(&mg, &c, gb, B, T, ac, dt) == TITAN_OK);

@@ -95,13 +95,13 @@ static void test_plan(void) {
     titan_llama_config mc;
     OK(titan_llama_flavor("debugmodel", &mc));
     mc.vocab_size = 64;
-    int np = titan_llama_params(&mc, NULL);
-    titan_param cat[np];
-    titan_llama_params_local(&mc, (titan_llama_tp){1, 0}, (titan_llama_pp){3, 0}, cat);
-    for (int i = 0; i < np; i++) {
+    int np;
+    titan_param *cat = titan_llama_params_local_new(&mc, (titan_llama_tp){1, 0}, (titan_llama_pp){3, 0}, &np);
+    for (int i = 0; cat && i < np; i++) {
         titan_layout_place q = P(cat[i].name, mc.n_layers);
         CHECK(q.tp_dim == cat[i].place.tp_dim && q.block == cat[i].place.block, "%s", cat[i].name);
     }
+    free(cat);
 
     /* torchtitan's default split: embedding and output weigh one layer each. */
     struct { int layers, pp, first[5], end[5]; } cases[] = {
@@ -180,9 +180,8 @@ static titan_llama_config small_model(void) {
 
 /* Parameters, then NAME:exp_avg, then NAME:exp_avg_sq, filled with distinct values. */
 static tensor *make_state(const titan_llama_config *mc, int *n) {
-    int np = titan_llama_params(mc, NULL);
-    titan_param ps[np];
-    titan_llama_params(mc, ps);
+    int np;
+    titan_param *ps = titan_llama_params_new(mc, &np);
     tensor *t = calloc((size_t)(3 * np), sizeof *t);
     static const char *const suf[3] = {"", ":exp_avg", ":exp_avg_sq"};
     uint64_t x = 88172645463325252ull;
@@ -201,6 +200,7 @@ static tensor *make_state(const titan_llama_config *mc, int *n) {
             }
         }
     *n = 3 * np;
+    free(ps);
     return t;
 }
 

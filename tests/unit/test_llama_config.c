@@ -127,6 +127,28 @@ static void test_errors(void) {
     b = c;
     b.norm_eps = 0;
     CHECK(titan_llama_config_check(&b) == TITAN_ERR_USAGE, "eps 0");
+
+    /* Sizes from input files: a layer count or a width past what titan can
+     * count is refused by name, before any catalog is built. */
+    b = c;
+    b.n_layers = 2000000000;
+    titan_error_clear();
+    CHECK(titan_llama_config_check(&b) == TITAN_ERR_USAGE && strstr(titan_error_message(), "n_layers"),
+          "2e9 layers refused, naming n_layers: %s", titan_error_message());
+    b.n_layers = TITAN_LLAMA_MAX_LAYERS;
+    CHECK(titan_llama_config_check(&b) == TITAN_OK, "2^20 layers: %s", titan_error_message());
+    b = c;
+    b.dim = 1 << 24, b.n_heads = 1 << 12, b.n_kv_heads = 1 << 12, b.multiple_of = 1;
+    CHECK(titan_llama_config_check(&b) == TITAN_ERR_USAGE && strstr(titan_error_message(), "parameters"),
+          "dim 2^24: too many parameters: %s", titan_error_message());
+    /* A deep narrow model: its catalog is far larger than a stack. */
+    b = c;
+    b.dim = 16, b.n_heads = 2, b.n_kv_heads = 2, b.multiple_of = 16, b.n_layers = 20000;
+    CHECK(titan_llama_config_check(&b) == TITAN_OK, "20000 layers of dim 16: %s", titan_error_message());
+    int n = 0;
+    titan_param *ps = titan_llama_params_new(&b, &n);
+    CHECK(ps && n == 9 * 20000 + 3 && !strcmp(ps[n - 2].name, "norm.weight"), "catalog of 20000 layers: %d", n);
+    free(ps);
 }
 
 /* Mean and standard deviation of x[0..n). */
@@ -213,6 +235,12 @@ static void test_rope_freqs(void) {
     CHECK(cs[0] == 1.0f && sn[0] == 0.0f && cs[H2] == (float)cos((double)scaled[0]) &&
               sn[2 * H2 + H2 - 1] == (float)sin((double)(2.0f * scaled[H2 - 1])),
           "tables: cos/sin of t * freq");
+    int same = 1;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < H2; i++)
+            same &= cs[t * H2 + i] == (float)cos((double)((float)t * scaled[i])) &&
+                    sn[t * H2 + i] == (float)sin((double)((float)t * scaled[i]));
+    CHECK(same, "tables: every entry");
 }
 
 int main(void) {

@@ -43,9 +43,8 @@ static void tokens_for(uint32_t *tok, uint32_t *tgt, int n, int V, uint64_t seed
 /* O(1) activations and gradients everywhere, unlike the tiny-std real init,
  * so that every tensor's finite differences are well above rounding. */
 static void rough_init(const titan_llama_config *c, float *p) {
-    int n = titan_llama_params(c, NULL);
-    titan_param ps[n];
-    titan_llama_params(c, ps);
+    int n;
+    titan_param *ps = titan_llama_params_new(c, &n);
     for (int i = 0; i < n; i++) {
         float *x = p + ps[i].offset;
         uint64_t stream = titan_rng_hash_name(ps[i].name);
@@ -59,6 +58,7 @@ static void rough_init(const titan_llama_config *c, float *p) {
             titan_rng_trunc_normal(x, (int64_t)ps[i].numel, 7, stream, 0.0, sd, -3 * sd, 3 * sd);
         }
     }
+    free(ps);
 }
 
 static double loss_of(titan_llama *m, const uint32_t *tok, const uint32_t *tgt) {
@@ -86,9 +86,8 @@ static void test_fd(int tied) {
     float *g = malloc(np * sizeof(float));
     memcpy(g, titan_llama_grads_data(m), np * sizeof(float));
 
-    int n = titan_llama_params(&c, NULL);
-    titan_param ps[n];
-    titan_llama_params(&c, ps);
+    int n;
+    titan_param *ps = titan_llama_params_new(&c, &n);
     double worst = 0, worst_g = 0;
     const char *worst_name = "";
     int checked = 0;
@@ -132,6 +131,7 @@ static void test_fd(int tied) {
            "%.3g)\n",
            tied ? "tied" : "untied", checked, n, worst, worst_name, worst_g);
     free(g);
+    free(ps);
     titan_llama_free(m);
 }
 

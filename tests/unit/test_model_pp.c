@@ -254,8 +254,8 @@ static int chain_matches(chain *ch, const ref *r, const char *what) {
                   (double)r->loss[i]);
             ok = 0;
         }
-    int covered[r->ng];
-    memset(covered, 0, sizeof covered);
+    int *covered = xalloc((size_t)r->ng * sizeof *covered);
+    memset(covered, 0, (size_t)r->ng * sizeof *covered);
     for (int s = 0; s < ch->pp; s++) {
         int n;
         const titan_param *cat = titan_llama_catalog(ch->m[s], &n);
@@ -279,6 +279,7 @@ static int chain_matches(chain *ch, const ref *r, const char *what) {
     }
     for (int w = 0; w < r->ng; w++)
         CHECK(covered[w] == 1, "%s: %s on %d stages", what, r->gcat[w].name, covered[w]);
+    free(covered);
     return ok;
 }
 

@@ -338,7 +338,7 @@ ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, int b, int h, int 
         }
         colcomb(dQ, w->dp, kr, HD, nk, HD);
     }
-    float x[HD];
+    float *x = w->acc2; /* one dq row; [TB*HD], unused by this pass */
     for (int r = 0; r < nq; r++) {
         for (int d = 0; d < HD; d++) x[d] = g->scale * dQ[(size_t)d * TB + r];
         titan_cpu_store_grad(dq + (((size_t)b * Tq + q0 + r) * NH + h) * HD, x, (size_t)HD, g->acc);
