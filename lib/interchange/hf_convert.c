@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "interchange/safetensors.h"
+#include "model/llama_ckpt.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -32,7 +33,7 @@ titan_status titan_ckpt_model_config(const titan_ckpt *ck, titan_llama_config *m
         titan_error_context("%s: model", titan_ckpt_path(ck));
         return TITAN_ERR_FORMAT;
     }
-    return TITAN_OK;
+    return titan_llama_ckpt_check(ck, mc); /* before anything is sized by it */
 }
 
 titan_status titan_ckpt_load_params(titan_ckpt *ck, const titan_llama_config *mc, float *params) {

@@ -15,7 +15,9 @@
 /* HF writes shards of at most 5 GB (decimal). */
 #define TITAN_HF_SHARD_BYTES ((uint64_t)5000000000)
 
-/* The model a checkpoint records in its meta keys (model.dim, ...). */
+/* The model a checkpoint records in its meta keys (model.dim, ...), which
+ * its catalog must hold exactly (titan_llama_ckpt_check): TITAN_ERR_FORMAT
+ * otherwise. */
 titan_status titan_ckpt_model_config(const titan_ckpt *ck, titan_llama_config *mc);
 /* Reads every parameter of mc (catalog order, as f32) into params
  * (titan_llama_num_params(mc) floats). */

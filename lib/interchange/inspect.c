@@ -232,7 +232,10 @@ titan_status titan_ckpt_info(const char *arg, int json, FILE *out) {
     titan_ckpt *ck;
     TITAN_TRY(titan_ckpt_open(&ck, path));
     titan_llama_config mc;
+    int64_t dim;
     int have_model = titan_ckpt_model_config(ck, &mc) == TITAN_OK;
+    if (!have_model && titan_ckpt_meta_get_i64(ck, "model.dim", &dim) == TITAN_OK)
+        titan_warn("%s", titan_error_message()); /* a model's checkpoint that contradicts itself */
     titan_error_clear();
     json_t *meta = load_meta(ck);
     int nt = titan_ckpt_num_tensors(ck), nparam_t = 0, nopt_t = 0, nzstd_all = 0, nchunks_all = 0;
@@ -333,6 +336,17 @@ titan_status titan_ckpt_verify_all(const char *arg, FILE *out, int *nbad) {
     TITAN_TRY(titan_ckpt_resolve_arg(arg, path, sizeof path));
     titan_ckpt *ck;
     TITAN_TRY(titan_ckpt_open(&ck, path)); /* validates the catalog: boxes in shape, no overlaps */
+    /* A model's checkpoint: its metadata and its catalog agree. */
+    int64_t dim;
+    titan_llama_config mc;
+    if (titan_ckpt_meta_get_i64(ck, "model.dim", &dim) == TITAN_OK) {
+        titan_status ms = titan_ckpt_model_config(ck, &mc);
+        if (ms != TITAN_OK) {
+            titan_ckpt_close(ck);
+            return ms;
+        }
+    }
+    titan_error_clear();
     int nt = titan_ckpt_num_tensors(ck), nchunks = 0, ncorrupt = 0;
     uint64_t bytes = 0, stored = 0;
     void *buf = NULL;

@@ -291,6 +291,23 @@ int titan_llama_param_place(const char *name, int n_layers, titan_layout_place *
     return 1;
 }
 
+int titan_llama_param_index(const titan_llama_config *c, const char *name) {
+    int L = c->n_layers;
+    if (!strcmp(name, "tok_embeddings.weight")) return 0;
+    if (!strcmp(name, "norm.weight")) return 9 * L + 1;
+    if (!strcmp(name, "output.weight")) return c->tie_embeddings ? -1 : 9 * L + 2;
+    int l, used = 0;
+    if (sscanf(name, "layers.%d.%n", &l, &used) != 1 || used == 0 || l < 0 || l >= L) return -1;
+    char want[80];
+    snprintf(want, sizeof want, "layers.%d.", l);
+    if (strncmp(name, want, (size_t)used)) return -1; /* "layers.+1." or "layers.01." */
+    for (int k = 0; k < 9; k++) {
+        size_t n = strlen(layer_params[k].sub);
+        if (!strncmp(name + used, layer_params[k].sub, n) && !strcmp(name + used + n, ".weight")) return 1 + 9 * l + k;
+    }
+    return -1;
+}
+
 int titan_llama_params(const titan_llama_config *c, titan_param *out) {
     return titan_llama_params_tp(c, (titan_llama_tp){1, 0}, out);
 }

@@ -82,6 +82,9 @@ int titan_llama_params(const titan_llama_config *c, titan_param *out);
  * {-1, 0}: replicated, on the first stage). For callers that have only
  * names, such as resharding a checkpoint (titan_reshard_opts.place). */
 int titan_llama_param_place(const char *name, int n_layers, titan_layout_place *out);
+/* The catalog index of parameter `name` in the model c, or -1 for a name
+ * not in its catalog (no ":suffix"). */
+int titan_llama_param_index(const titan_llama_config *c, const char *name);
 size_t titan_llama_num_params(const titan_llama_config *c);
 
 /* A tensor-parallel shard of the model (Megatron's split, torchtitan's

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "model/llama_ckpt.h"
 #include "core/log.h"
 
 
@@ -136,6 +137,7 @@ static titan_status load_tensors(titan_ckpt *ck, const titan_param *ps, int np, 
 
 titan_status titan_state_read_meta(titan_ckpt *ck, const titan_llama_config *mc, titan_train_progress *pr) {
     TITAN_TRY(check_model(ck, mc));
+    TITAN_TRY(titan_llama_ckpt_check(ck, mc)); /* the tensors are the model's: reads fill buffers of its shapes */
     int64_t v;
     memset(pr, 0, sizeof *pr);
     TITAN_TRY(titan_ckpt_meta_get_i64(ck, "train.step", &v));

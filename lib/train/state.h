@@ -46,7 +46,8 @@ titan_status titan_state_load(const char *path, const titan_llama_config *mc, fl
 titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_config *mc,
                                     const titan_train_progress *progress, const char *tokenizer_id,
                                     const char *layout);
-/* Checks the checkpoint's model against mc and reads the progress. */
+/* Checks the checkpoint's model (its metadata, and its catalog against the
+ * metadata: titan_llama_ckpt_check) against mc and reads the progress. */
 titan_status titan_state_read_meta(titan_ckpt *ck, const titan_llama_config *mc, titan_train_progress *progress);
 /* Whether the checkpoint holds AdamW moments (first_param:exp_avg): yes sets
  * adam's step from it; no is a seed checkpoint (adam at step 0) unless

@@ -113,6 +113,18 @@ bad dtype 'm["tensors"]["norm.weight"]["dtype"] = "f64"'
 expect 4 "metadata.json: tensor norm.weight: unknown dtype" "unknown dtype -> 4" -- "$ck" verify "$tmp/bad/dtype"
 bad huge 'c("norm.weight", 0)["nbytes"] = 2**62'
 expect 4 "tensor norm.weight: chunk 0: nbytes 4611686018427387904" "absurd length -> 4" -- "$ck" verify "$tmp/bad/huge"
+# Metadata that contradicts the catalog: refused when opened, before anything
+# is sized by it (an export of the first ran for minutes).
+bad nlayers 'm["meta"]["model.n_layers"] = 1000000'
+expect 4 "nlayers: tensor layers.2.attention_norm.weight is missing from the catalog, but the model its metadata names has it (model.n_layers 1000000)" \
+    "metadata with more layers than the catalog -> 4" -- "$ck" verify "$tmp/bad/nlayers"
+expect 4 "missing from the catalog" "convert --to hf of it -> 4 at once" -- timeout 20 "$ck" convert --to hf "$tmp/bad/nlayers" "$tmp/bad/nlayers-hf"
+bad fewlayers 'm["meta"]["model.n_layers"] = 1'
+expect 4 "tensor layers.1.attention_norm.weight is not part of the model its metadata names (model.n_layers 1" \
+    "metadata with fewer layers than the catalog -> 4" -- "$ck" verify "$tmp/bad/fewlayers"
+bad wide 'm["meta"]["model.dim"] = 64'
+expect 4 "tensor tok_embeddings.weight: f32 \[258 x 32\] in the catalog, but the model its metadata names (model.dim 64, ...) has f32 \[258 x 64\]" \
+    "metadata with another dim than the catalog's shapes -> 4" -- "$ck" verify "$tmp/bad/wide"
 bad comp 'c("norm.weight", 0)["compression"] = "lz4"'
 expect 4 "compression \"lz4\" is not supported" "unknown compression -> 4" -- "$ck" info "$tmp/bad/comp"
 

@@ -148,6 +148,16 @@ static void test_errors(void) {
     int n = 0;
     titan_param *ps = titan_llama_params_new(&b, &n);
     CHECK(ps && n == 9 * 20000 + 3 && !strcmp(ps[n - 2].name, "norm.weight"), "catalog of 20000 layers: %d", n);
+    int found = 1;
+    for (int i = 0; ps && i < n; i++) found &= titan_llama_param_index(&b, ps[i].name) == i;
+    CHECK(found, "titan_llama_param_index finds every catalog name at its index");
+    static const char *const foreign[] = {"layers.20000.ffn_norm.weight", "layers.01.ffn_norm.weight",
+                                          "layers.+1.ffn_norm.weight", "layers.1.ffn_norm.weightx",
+                                          "layers.1.ffn_norm", "norm.weight:exp_avg", "layers.-1.ffn_norm.weight"};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++)
+        CHECK(titan_llama_param_index(&b, foreign[i]) == -1, "%s is not in the catalog", foreign[i]);
+    b.tie_embeddings = 1;
+    CHECK(titan_llama_param_index(&b, "output.weight") == -1, "a tied model has no output.weight");
     free(ps);
 }
 
