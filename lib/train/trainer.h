@@ -1,0 +1,62 @@
+/* trainer.h - the training loop's state, shared by train.c (the loop) and
+ * train_setup.c (building it: device, model, parallel plan, resume).
+ * Private to lib/train. */
+#ifndef TITAN_TRAIN_TRAINER_H
+#define TITAN_TRAIN_TRAINER_H
+
+#include <stdint.h>
+
+#include "backend/op_profile.h"
+#include "data/loader.h"
+#include "data/shard.h"
+#include "data/tokenizer.h"
+#include "optim/optim.h"
+#include "parallel/pipeline.h"
+#include "trace/metrics.h"
+#include "train/async_save.h"
+#include "train/device.h"
+#include "train/state.h"
+#include "train/state_stage.h"
+#include "train/train.h"
+
+typedef struct {
+    const titan_job_config *cfg;
+    const titan_backend *be;
+    titan_train_device dev;    /* training.device; be = dev.be */
+    titan_state_stage *stage;  /* host copies for saves when be's memory is not host memory */
+    titan_tokenizer *tok;
+    titan_shard_dir *data, *val_data;
+    titan_loader *loader, *val_loader;
+    int val_batches;           /* per validation */
+    titan_async_saver *saver;  /* NULL: saves block */
+    titan_llama_config mc;
+    titan_llama *model;
+    titan_adamw *adam;
+    titan_lr_schedule sched;
+    titan_lr_inputs lr;        /* sched's inputs, recorded in every save */
+    titan_metrics *metrics;    /* rank 0 only */
+    titan_mesh mesh;
+    titan_fsdp *fsdp;
+    titan_pipeline *pipe;      /* pipeline parallelism; NULL without */
+    int micro;                 /* pipeline micro-batches per local batch (1 without) */
+    titan_train_progress pr;
+    int accum;
+    int64_t stop_at; /* stop after this step (0 = training.steps) */
+    int sample;      /* --sample follows the loop: it needs the full parameters */
+    uint32_t *inputs, *targets;
+    /* Context parallelism: this rank's two chunks of each sequence of
+     * inputs and targets (NULL without) */
+    uint32_t *cp_inputs, *cp_targets;
+    double peak_flops, flops_per_token;
+    char ckpt_root[4096];
+    titan_op_profile *prof;    /* [profiling] enable_profiling: be is its table */
+    char prof_root[4096];
+} trainer;
+
+/* Everything a run needs before its first step, in phases (train_setup.c):
+ * the device and communicators, the inputs, the model, the parallel plan,
+ * the device memory plan, the resume, the step buffers. What it built is
+ * freed by the loop's teardown, also after a failure. */
+titan_status titan_trainer_setup(trainer *t, const titan_train_opts *opts);
+
+#endif
