@@ -1,4 +1,7 @@
-/* fsdp.c - data-parallel training state (see fsdp.h). */
+/* fsdp.c - data-parallel training state (see fsdp.h): the staging
+ * buffers, the queues of collectives, gathers, reductions, the model's
+ * hooks, and the step's operations. The plan (which rank holds what, the
+ * units) is fsdp_plan.c's; the struct, fsdp_impl.h's. */
 #include "parallel/fsdp.h"
 
 #include <math.h>
@@ -9,114 +12,7 @@
 #include "core/clock.h"
 #include "core/mem.h"
 #include "optim/optim.h"
-
-#define DDP_BUCKET_BYTES ((size_t)25 << 20) /* torch DDP's default bucket_cap_mb */
-
-#define NSTAGE 4 /* staging buffers: a gather in use, one prefetched, reductions in flight */
-
-/* What completing a queued operation leaves to do here. */
-enum { FIN_NONE, FIN_GATHER, FIN_REDUCE_SCATTER, FIN_ALL_REDUCE };
-
-typedef struct {
-    titan_comm_req *req;
-    int fin, unit, stage;
-} pending;
-
-/* Queued operations of one communicator, oldest first. They complete in
- * call order (comm.h), so completions are found from the head. */
-typedef struct {
-    pending *ops;
-    unsigned long long head, tail; /* sequence numbers; slot = seq % cap */
-    size_t cap;
-} op_queue;
-
-/* A unit's collective runs on one contiguous buffer laid out rank by rank
- * (the order collectives use); the model's flat layout is tensor by tensor.
- * Packing and unpacking between the two is a copy (a cast for bf16). */
-typedef struct {
-    void *buf;  /* backend memory */
-    void *host; /* its host mirror, when the communicator takes host memory only */
-    size_t cap; /* bytes */
-    int busy;
-} stage;
-
-enum { Q_SHARD, Q_REPLICATE, NQ };
-enum { STALE, INFLIGHT, READY };
-
-typedef struct {
-    int first_block, last_block; /* blocks [first, last] */
-    int p0, p1;                  /* parameter tensors [p0, p1), catalog order */
-    size_t shard_off, shard_len; /* this rank's packed shard range */
-    size_t full_off, full_len;   /* the tensors' range in the flat model */
-    size_t *counts;              /* [nshards]: elements each shard rank holds */
-    size_t *rank_off;            /* [nshards]: where each rank's part starts in the buffer */
-    int state;                   /* STALE, INFLIGHT, READY (gathered parameters) */
-    unsigned long long ag_seq;   /* shard queue: the unit's last gather */
-    int reduced;                 /* 0: not started, 1: reduce-scatter queued, 2: shard gradient final, 3: all-reduce queued */
-} unit;
-
-struct titan_fsdp {
-    titan_mesh *mesh;
-    titan_llama *model;
-    const titan_backend *be;
-    int np, nshards, me;  /* parameter tensors; ranks of the shard group; ours */
-    titan_shard_piece *pieces;
-    size_t *counts;       /* np x nshards: elements each shard rank holds of parameter i */
-    size_t nshard;
-    float *sp, *sg;       /* shard parameters and gradients (the model's own when unsharded) */
-    int mirror;           /* device buffers, host-only communicators: collectives run on host mirrors */
-    titan_dtype pdtype, rdtype;
-    /* Gathers unpack straight into the model's compute copy (gathered in its
-     * dtype): the unit's fp32 parameters are never committed nor cast. */
-    int direct;
-    int nblocks, nunits, tied, reshard, poison, sync;
-    int *unit_of;         /* per block */
-    unit *units;
-    int next_ar;          /* HSDP/DDP: the next unit (descending) whose shard gradient goes to all-reduce */
-    op_queue q[NQ];
-    stage stages[NSTAGE];
-    titan_status err;     /* first failure seen in a hook */
-    double exposed_s, total_s;
-};
-
-titan_status titan_shard_plan(const titan_layout *l, const titan_llama_config *mc, int rank,
-                              titan_shard_piece *pieces, size_t *nshard) {
-    titan_layout_coord c;
-    titan_layout_coord_of(l, rank, &c);
-    int np;
-    titan_param *ps = titan_llama_params_new(mc, &np);
-    /* what the rank's model holds */
-    titan_param *loc = ps ? titan_llama_params_local_new(mc, (titan_llama_tp){l->tp, c.tp},
-                                                         (titan_llama_pp){l->pp, c.pp}, &np) : NULL;
-    if (!loc) {
-        free(ps);
-        return TITAN_ERR_NOMEM;
-    }
-    size_t off = 0;
-    for (int i = 0; i < np; i++) {
-        titan_shard_piece *p = &pieces[i];
-        memset(p, 0, sizeof *p);
-        p->param_off = loc[i].offset;
-        p->full_off = loc[i].offset + loc[i].numel;
-        p->shard_off = off;
-        if (!titan_layout_box(l, mc->n_layers, ps[i].place, ps[i].ndim, ps[i].shape, rank, &p->box, &p->writes))
-            continue;
-        /* FSDP's dim-0 chunk of the tp-local tensor is one contiguous run
-         * of its rows; the box is global, so rows split by tp start at the
-         * tp piece's first row. */
-        int64_t tp_row0 = 0, tp_rows;
-        if (ps[i].place.tp_dim == 0) titan_layout_chunk(ps[i].shape[0], l->tp, c.tp, &tp_row0, &tp_rows);
-        size_t row = loc[i].numel / (size_t)loc[i].shape[0];
-        p->full_off = loc[i].offset + (size_t)(p->box.offset[0] - tp_row0) * row;
-        p->len = (size_t)titan_box_numel(&p->box);
-        off += p->len;
-    }
-    *nshard = off;
-    free(ps);
-    free(loc);
-    return TITAN_OK;
-}
-
+#include "parallel/fsdp_impl.h"
 
 /* ---- staging buffers ------------------------------------------------------- */
 
@@ -333,120 +229,6 @@ static unsigned long long q_push(titan_fsdp *f, int qi, int fin, int ui, int sta
     p->unit = ui;
     p->stage = stage;
     return q->tail++;
-}
-
-/* ---- plan -------------------------------------------------------------- */
-
-titan_status titan_fsdp_parse_plan(const char *s, int n_blocks, int sharded, int *units, titan_fsdp_options *opt) {
-    opt->unit_of_block = NULL;
-    opt->bucket_bytes = 0;
-    if (strcmp(s, "auto") == 0) {
-        opt->bucket_bytes = sharded ? 0 : DDP_BUCKET_BYTES;
-        return TITAN_OK;
-    }
-    if (strcmp(s, "blocks") == 0) return TITAN_OK;
-    if (strcmp(s, "whole") == 0) {
-        for (int b = 0; b < n_blocks; b++) units[b] = 0;
-        opt->unit_of_block = units;
-        return TITAN_OK;
-    }
-    if (strncmp(s, "size:", 5) == 0) {
-        char *end;
-        double mb = strtod(s + 5, &end);
-        if (end == s + 5 || *end || !(mb > 0) || mb > 1e9)
-            goto bad;
-        opt->bucket_bytes = (size_t)(mb * 1048576.0);
-        return TITAN_OK;
-    }
-    const char *p = s;
-    for (int b = 0; b < n_blocks; b++) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) goto bad;
-        int prev = b ? units[b - 1] : 0;
-        if (v != prev && v != prev + 1) goto bad;
-        if (b == 0 && v != 0) goto bad;
-        units[b] = (int)v;
-        p = end;
-        if (b + 1 < n_blocks && *p++ != ',') goto bad;
-    }
-    if (*p) goto bad;
-    opt->unit_of_block = units;
-    return TITAN_OK;
-bad:
-    titan_error(TITAN_ERR_USAGE, "parallelism.comm_bucket_plan = \"%s\": expected auto, blocks, whole, size:MB or "
-                "%d comma-separated unit ids (0 first, each the same as or one more than the previous)", s, n_blocks);
-    titan_error_hint("blocks are 0 = embedding, 1..n_layers = layers, %d = norm and output", n_blocks - 1);
-    return TITAN_ERR_USAGE;
-}
-
-static titan_status make_units(titan_fsdp *f, const titan_fsdp_options *opt) {
-    int nb = f->nblocks, np;
-    const titan_param *ps = titan_llama_catalog(f->model, &np); /* the tp-local shapes */
-    TITAN_ASSERT(np == f->np);
-    size_t *bytes = titan_alloc((size_t)nb * sizeof *bytes, "communication units"); /* per block */
-    if (!bytes) return TITAN_ERR_NOMEM;
-    for (int i = 0; i < f->np; i++) bytes[ps[i].place.block] += ps[i].numel * sizeof(float);
-    if (opt && opt->unit_of_block) {
-        for (int b = 0; b < nb; b++) f->unit_of[b] = opt->unit_of_block[b];
-    } else {
-        size_t cap = opt ? opt->bucket_bytes : 0, have = 0;
-        int u = 0;
-        for (int b = 0; b < nb; b++) {
-            if (b > 0 && (cap == 0 || have + bytes[b] > cap)) {
-                u++;
-                have = 0;
-            }
-            have += bytes[b];
-            f->unit_of[b] = u;
-        }
-    }
-    titan_free(bytes);
-    f->nunits = f->unit_of[nb - 1] + 1;
-    f->units = titan_alloc((size_t)f->nunits * sizeof *f->units, "communication units");
-    if (!f->units) return TITAN_ERR_NOMEM;
-    memset(f->units, 0, (size_t)f->nunits * sizeof *f->units);
-    for (int u = 0; u < f->nunits; u++) {
-        f->units[u].first_block = nb;
-        f->units[u].p0 = f->np;
-    }
-    for (int b = 0; b < nb; b++) {
-        unit *u = &f->units[f->unit_of[b]];
-        if (b < u->first_block) u->first_block = b;
-        u->last_block = b;
-    }
-    /* Catalog order is block order, so each unit's tensors are one run. */
-    for (int i = 0; i < f->np; i++) {
-        unit *u = &f->units[f->unit_of[ps[i].place.block]];
-        if (i < u->p0) u->p0 = i;
-        u->p1 = i + 1;
-    }
-    int S = f->nshards;
-    for (int u = 0; u < f->nunits; u++) {
-        unit *x = &f->units[u];
-        x->counts = titan_alloc(2 * (size_t)S * sizeof(size_t), "unit counts");
-        if (!x->counts) return TITAN_ERR_NOMEM;
-        x->rank_off = x->counts + S;
-        x->state = READY;
-        /* Blocks without parameters, or only empty ones (another pipeline
-         * stage's): an empty run, nothing to gather or reduce. */
-        if (x->p1 <= x->p0 || ps[x->p1 - 1].offset + ps[x->p1 - 1].numel == ps[x->p0].offset) {
-            x->p0 = x->p1 = 0;
-            continue;
-        }
-        x->shard_off = f->pieces[x->p0].shard_off;
-        x->shard_len = f->pieces[x->p1 - 1].shard_off + f->pieces[x->p1 - 1].len - x->shard_off;
-        x->full_off = ps[x->p0].offset;
-        x->full_len = ps[x->p1 - 1].offset + ps[x->p1 - 1].numel - x->full_off;
-        size_t off = 0;
-        for (int r = 0; r < S; r++) {
-            for (int i = x->p0; i < x->p1; i++) x->counts[r] += f->counts[(size_t)i * S + r];
-            x->rank_off[r] = off;
-            off += x->counts[r];
-        }
-        if (S > 1) x->state = STALE;
-    }
-    return TITAN_OK;
 }
 
 /* ---- gathers ------------------------------------------------------------- */
@@ -666,7 +448,7 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
     }
     titan_free(tmp);
     TITAN_TRY(st);
-    TITAN_TRY(make_units(f, opt));
+    TITAN_TRY(titan_fsdp_make_units(f, opt));
     f->next_ar = f->nunits - 1;
     for (int qi = 0; qi < NQ; qi++) {
         op_queue *q = &f->q[qi];
