@@ -159,6 +159,14 @@ build/emu/cuda/%.cpp: kernels/%.cu tests/emu/gen_kernels.awk
 	@mkdir -p build/emu/cuda
 	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
 
+# a kernel family's shared header, made host C++ the same way (its PTX
+# wrappers blanked); the sources that include it find it beside them
+build/emu/cuda/%.cuh: kernels/%.cuh tests/emu/gen_kernels.awk
+	@mkdir -p build/emu/cuda
+	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
+
+build/emu/cuda/attention_tc.o build/emu/cuda/attention_tc_bwd.o: build/emu/cuda/attention_tc.cuh
+
 build/emu/cuda/%.cpp: tests/emu/%.cu tests/emu/gen_kernels.awk
 	@mkdir -p build/emu/cuda
 	awk -f tests/emu/gen_kernels.awk $< >$@.tmp && mv $@.tmp $@
@@ -186,6 +194,7 @@ $(EMU_CUDNN_TEST): tests/emu/test_cudnn_emu.cpp build/emu/cuda/cudnn_emu.o build
 endif
 
 $(EMU_TEST): tests/emu/test_attention_tc_emu.cpp build/emu/cuda/attention_tc.cpp \
+             build/emu/cuda/attention_tc_bwd.cpp build/emu/cuda/attention_tc.cuh \
              tests/gpu/bf16_check.h tests/gpu/cuda_standins.h build/emu/cuda/cuda_emu.o
 	@mkdir -p build/tests
 	$(CXX) $(EMU_SO_FLAGS) -Ibuild/emu/cuda -o $@ $< build/emu/cuda/cuda_emu.o -lpthread

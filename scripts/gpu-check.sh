@@ -187,7 +187,7 @@ if [ "$DEV" = cuda ]; then
     # sequences and context-parallel chunks: queries the last Tq of Tk positions),
     # with its timing
     if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/attention_tc_check.cu \
-            kernels/attention_tc.cu -o build/attention_tc_check >"$out/attention_tc_check.log" 2>&1 &&
+            kernels/attention_tc.cu kernels/attention_tc_bwd.cu -o build/attention_tc_check >"$out/attention_tc_check.log" 2>&1 &&
        tmo build/attention_tc_check >>"$out/attention_tc_check.log" 2>&1; then
         pass "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"
     else failed "tests/gpu/attention_tc_check.cu: $(tail -n 1 "$out/attention_tc_check.log")"; fi

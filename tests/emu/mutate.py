@@ -4,12 +4,13 @@
 Opt-in (not part of `make check`; about 4 minutes on 2 cores):
     /usr/bin/python3 tests/emu/mutate.py [NAME...]
 
-Each mutation below is a small, plausible bug planted in a copy of
-kernels/attention_tc.cu: a missing barrier, a cp.async wait that waits for too
+Each mutation below is a small, plausible bug planted in a copy of the
+kernel family (kernels/attention_tc.cuh, attention_tc.cu, attention_tc_bwd.cu,
+searched as one text in that order): a missing barrier, a cp.async wait that waits for too
 little, a fragment register swapped, ldmatrix without .trans, a mask off by
 one or on the wrong tile, a product skipped that was needed, a row left
 unfilled.
-For each, the file is made host C++ with gen_kernels.awk, the emulator test
+For each, the files are made host C++ with gen_kernels.awk, the emulator test
 (test_attention_tc_emu.cpp, its quick shapes) is built with $CXX (g++) over
 the emulated runtime (build/emu/cuda/cuda_emu.o, or tests/emu/cuda_emu.cpp)
 and run: a nonzero exit (a FAIL line or an emulator abort) is "caught". The
@@ -25,7 +26,8 @@ import sys
 import tempfile
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SRC = "kernels/attention_tc.cu"
+SRCS = ["kernels/attention_tc.cuh", "kernels/attention_tc.cu", "kernels/attention_tc_bwd.cu"]
+SEP = "\n/*@@ mutate.py: next file @@*/\n"  # joins the family into one text to mutate
 
 # name: (the bug, [(text, replacement, which occurrence counting from 1)])
 MUTATIONS = {
@@ -143,15 +145,23 @@ def runtime_object(work, cxx, flags):
 
 
 def build_and_run(src, work, name):
-    """(caught-or-failed: bool, one-line summary) for kernel source src"""
-    cu = os.path.join(work, "attention_tc.cu")
-    gen = os.path.join(work, "attention_tc.cpp")
+    """(caught-or-failed: bool, one-line summary) for the family's joined text src"""
+    texts = src.split(SEP)
+    if len(texts) != len(SRCS):
+        return None, "a mutation crossed a file boundary"
+    raw = os.path.join(work, "src")
+    os.makedirs(raw, exist_ok=True)
+    for path, text in zip(SRCS, texts):
+        base = os.path.basename(path)
+        cu = os.path.join(raw, base)
+        # host C++ beside the test's include path: X.cu -> X.cpp, the header keeps its name
+        gen = os.path.join(work, base[:-3] + ".cpp" if base.endswith(".cu") else base)
+        with open(cu, "w") as f:
+            f.write(text)
+        with open(gen, "w") as f:
+            subprocess.run(["awk", "-f", os.path.join(TOP, "tests/emu/gen_kernels.awk"), cu],
+                           stdout=f, check=True)
     exe = os.path.join(work, "test_" + name)
-    with open(cu, "w") as f:
-        f.write(src)
-    with open(gen, "w") as f:
-        subprocess.run(["awk", "-f", os.path.join(TOP, "tests/emu/gen_kernels.awk"), cu],
-                       stdout=f, check=True)
     nvcc = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
     cxx = os.environ.get("CXX", "g++")
     flags = ["-std=c++17", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-Wno-unknown-pragmas",
@@ -183,8 +193,12 @@ def main():
         print("mutate.py: no mutation named " + ", ".join(unknown), file=sys.stderr)
         print("known: " + " ".join(MUTATIONS), file=sys.stderr)
         return 2
-    with open(os.path.join(TOP, SRC)) as f:
-        src = f.read()
+    texts = []
+    for path in SRCS:
+        with open(os.path.join(TOP, path)) as f:
+            texts.append(f.read())
+    src = SEP.join(texts)
+    SRC = " + ".join(SRCS)
     bad = 0
     with tempfile.TemporaryDirectory(prefix="titan-mutate.") as work:
         failed, what = build_and_run(src, work, "control")

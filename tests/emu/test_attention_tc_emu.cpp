@@ -1,5 +1,5 @@
 /* test_attention_tc_emu.cpp - the tensor-core flash attention
- * (kernels/attention_tc.cu) run on the CPU under the CUDA emulator
+ * (kernels/attention_tc.cu, attention_tc_bwd.cu) run on the CPU under the CUDA emulator
  * (tests/emu/cuda_emu.h) against a double-precision reference, so the suite
  * checks the kernels' logic on machines without a GPU.
  *
@@ -35,6 +35,7 @@
  * that this test catches broken kernels.
  * One line per shape; exit 0 when all pass, 1 otherwise. */
 #include "attention_tc.cpp" /* build/emu/cuda/, from kernels/attention_tc.cu */
+#include "attention_tc_bwd.cpp" /* and kernels/attention_tc_bwd.cu */
 #include "../gpu/bf16_check.h"
 #include "../gpu/cuda_standins.h" /* what the host side takes from cuda_backend.cu */
 

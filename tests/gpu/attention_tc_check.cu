@@ -6,7 +6,7 @@
  * GPU (not part of `make all`: nothing here runs without one). Standalone,
  * because libtitan-cuda.so hides its symbols; from the repository root:
  *   mkdir -p build && /usr/local/cuda/bin/nvcc -std=c++17 -O3 -arch=native \
- *       -Ilib -Ikernels tests/gpu/attention_tc_check.cu kernels/attention_tc.cu \
+ *       -Ilib -Ikernels tests/gpu/attention_tc_check.cu kernels/attention_tc.cu kernels/attention_tc_bwd.cu \
  *       -o build/attention_tc_check && build/attention_tc_check
  *
  * Compares forward (out, lse) and backward (dq, dk, dv added into random
