@@ -184,14 +184,14 @@ static titan_status unknown(const titan_opt_spec *s, const char *cmd, const char
         char cmds[256];
         and_list(other->cmds, ' ', cmds, sizeof cmds);
         titan_error_hint("%s is an option of %s %s", as, s->prog, cmds);
-    }
-    else if (close)
+    } else if (close) {
         titan_error_hint("did you mean --%s?", close);
-    else if (s->cmds)
+    } else if (s->cmds) {
         titan_error_hint("%s --help lists the options of each command", s->prog);
-    else
+    } else {
         titan_error_hint("%s --help lists the options%s", s->prog,
                          s->key_fn ? "; config keys are --section.key=value" : "");
+    }
     return TITAN_ERR_USAGE;
 }
 
