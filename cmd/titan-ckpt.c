@@ -13,46 +13,13 @@
 #include "interchange/inspect.h"
 #include "ckpt/pack.h"
 #include "core/log.h"
+#include "core/options.h"
 #include "core/version.h"
 #include "data/tokenizer.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: titan-ckpt COMMAND [options] ARGS\n"
-            "\n"
-            "  ls [--json] RUN|ROOT                 the checkpoints of a run\n"
-            "  info [--json] CKPT                   tensors, model, step, tokens seen, size\n"
-            "  verify CKPT                          every checksum; chunks cover each tensor once\n"
-            "  diff [--params-only] [--json] [-v] [--atol A] [--rtol R] A B\n"
-            "                                       per-tensor max abs / max rel difference;\n"
-            "                                       with a tolerance, elements outside\n"
-            "                                       |a-b| <= A + R*|b| (default: exact)\n"
-            "  convert --to hf CKPT OUTDIR [--dtype f32|bf16|f16] [--shard-size BYTES] [--max-position N]\n"
-            "  convert --to gguf CKPT OUT.gguf [--dtype f32|bf16|f16] [--tokenizer SPEC] [--max-position N]\n"
-            "  convert --from hf HFDIR OUTROOT [--tokenizer ID] [--multiple-of N] [--ffn-dim-multiplier X]\n"
-            "  pack CKPT OUT.tar.zst                one checkpoint (and its run's config.toml) as a\n"
-            "                                       pax tar, zstd-compressed\n"
-            "  unpack IN.tar.zst OUTDIR             back into a run directory (with a config.toml)\n"
-            "                                       or a checkpoint root\n"
-            "  eval CKPT --tokens 1,2,3             print the model's logits (debugging aid)\n"
-            "\n"
-            "CKPT is a step directory, a checkpoint root (its latest step) or a run directory.\n"
-            "\n"
-            "  --force             replace or add to existing output\n"
-            "  --threads N         CPU threads for eval (0 = all cores)\n"
-            "  -q, --quiet         only errors\n"
-            "  -v, --verbose       more detail\n"
-            "  -h, --help          this help\n"
-            "  --version           print the version\n"
-            "\n"
-            "Exit status: 0 ok (diff: identical), 1 diff: they differ, 2 usage error, 3 file\n"
-            "missing or unreadable, 4 malformed or foreign input (catalog, header), 6 out of memory,\n"
-            "7 damaged data (checksum, file cut short, zstd frame). See titan-ckpt(1).\n");
-}
-
 typedef struct {
     const char *cmd;
-    const char *pos[3];
+    char **pos;
     int npos;
     int json, params_only, force, verbose;
     const char *to, *from, *dtype, *tokenizer, *tokens;
@@ -62,109 +29,85 @@ typedef struct {
     double atol, rtol;
 } opts;
 
-/* Options taking a value, and the commands that accept each option. */
-static const struct {
-    const char *name;
-    int has_value;
-    const char *cmds;
-} known[] = {
-    {"--json", 0, "ls info diff"},
-    {"--params-only", 0, "diff"},
-    {"--atol", 1, "diff"},
-    {"--rtol", 1, "diff"},
-    {"--force", 0, "convert unpack"},
-    {"--to", 1, "convert"},
-    {"--from", 1, "convert"},
-    {"--dtype", 1, "convert"},
-    {"--shard-size", 1, "convert"},
-    {"--max-position", 1, "convert"},
-    {"--tokenizer", 1, "convert"},
-    {"--multiple-of", 1, "convert"},
-    {"--ffn-dim-multiplier", 1, "convert"},
-    {"--tokens", 1, "eval"},
-    {"--threads", 1, "eval"},
+static const titan_subcommand commands[] = {
+    {"ls", "[--json] RUN|ROOT", "the checkpoints of a run"},
+    {"info", "[--json] CKPT", "tensors, model, step, tokens seen, size"},
+    {"verify", "CKPT", "every checksum; chunks cover each tensor once"},
+    {"diff", "[--params-only] [--json] [-v] [--atol A] [--rtol R] A B", "per-tensor max abs / max rel difference;\n"
+     "with a tolerance, elements outside\n|a-b| <= A + R*|b| (default: exact)"},
+    {"convert", "--to hf CKPT OUTDIR [--dtype f32|bf16|f16] [--shard-size BYTES] [--max-position N]", NULL},
+    {"convert", "--to gguf CKPT OUT.gguf [--dtype f32|bf16|f16] [--tokenizer SPEC] [--max-position N]", NULL},
+    {"convert", "--from hf HFDIR OUTROOT [--tokenizer ID] [--multiple-of N] [--ffn-dim-multiplier X]", NULL},
+    {"pack", "CKPT OUT.tar.zst", "one checkpoint (and its run's config.toml) as a\npax tar, zstd-compressed"},
+    {"unpack", "IN.tar.zst OUTDIR", "back into a run directory (with a config.toml)\nor a checkpoint root"},
+    {"eval", "CKPT --tokens 1,2,3", "print the model's logits (debugging aid)"},
+    {NULL},
 };
 
-static int cmd_accepts(const char *cmds, const char *cmd) {
-    size_t l = strlen(cmd);
-    for (const char *p = cmds; (p = strstr(p, cmd)); p += l)
-        if ((p == cmds || p[-1] == ' ') && (p[l] == ' ' || !p[l])) return 1;
-    return 0;
-}
+/* --help's prose after the options the table generates. */
+static const char footer[] =
+    "CKPT is a step directory, a checkpoint root (its latest step) or a run directory.\n"
+    "\n"
+    "Exit status: 0 ok (diff: identical), 1 diff: they differ, 2 usage error, 3 file\n"
+    "missing or unreadable, 4 malformed or foreign input (catalog, header), 6 out of memory,\n"
+    "7 damaged data (checksum, file cut short, zstd frame). See titan-ckpt(1).";
 
-static titan_status parse_ll(const char *opt, const char *v, long long lo, long long *out) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < lo)
-        return titan_error(TITAN_ERR_USAGE, "%s: '%s' is not an integer >= %lld", opt, v, lo);
-    *out = x;
-    return TITAN_OK;
-}
-
-static titan_status set_value(opts *o, const char *name, const char *v) {
-    if (!strcmp(name, "--to")) o->to = v;
-    else if (!strcmp(name, "--from")) o->from = v;
-    else if (!strcmp(name, "--dtype")) o->dtype = v;
-    else if (!strcmp(name, "--tokenizer")) o->tokenizer = v;
-    else if (!strcmp(name, "--tokens")) o->tokens = v;
-    else if (!strcmp(name, "--shard-size")) return parse_ll(name, v, 1, &o->shard_size);
-    else if (!strcmp(name, "--max-position")) return parse_ll(name, v, 1, &o->max_position);
-    else if (!strcmp(name, "--multiple-of")) return parse_ll(name, v, 1, &o->multiple_of);
-    else if (!strcmp(name, "--threads")) return parse_ll(name, v, 0, &o->threads);
-    else if (!strcmp(name, "--atol") || !strcmp(name, "--rtol")) {
-        char *end;
-        double x = strtod(v, &end);
-        if (end == v || *end || !(x >= 0) || isinf(x))
-            return titan_error(TITAN_ERR_USAGE, "%s: '%s' is not a finite number >= 0", name, v);
-        *(name[2] == 'a' ? &o->atol : &o->rtol) = x;
-        o->tolerance = 1;
-    } else if (!strcmp(name, "--ffn-dim-multiplier")) {
-        char *end;
-        o->ffn_mult = strtod(v, &end);
-        if (end == v || *end || !(o->ffn_mult >= 0))
-            return titan_error(TITAN_ERR_USAGE, "%s: '%s' is not a number >= 0", name, v);
+/* Parses argv into o; *done: --help or --version answered (or the usage
+ * printed for no command, *code 2). */
+static titan_status parse(opts *o, int argc, char **argv, titan_opt_result *r, int *done, int *code) {
+    int verbosity = 1;
+    const titan_option table[] = {
+        {TITAN_OPT(FLAG, "json", 0, &o->json, NULL, "machine-readable output"), .cmds = "ls info diff"},
+        {TITAN_OPT(FLAG, "params-only", 0, &o->params_only, NULL, "compare the model parameters only"), .cmds = "diff"},
+        {TITAN_OPT(DOUBLE, "atol", 0, &o->atol, "A", "absolute tolerance"), .cmds = "diff", .dmin = 0,
+         .dmax = HUGE_VAL},
+        {TITAN_OPT(DOUBLE, "rtol", 0, &o->rtol, "R", "relative tolerance"), .cmds = "diff", .dmin = 0,
+         .dmax = HUGE_VAL},
+        {TITAN_OPT(FLAG, "force", 0, &o->force, NULL, "replace or add to existing output"), .cmds = "convert unpack"},
+        {TITAN_OPT(STRING, "to", 0, &o->to, "FMT", "hf or gguf"), .cmds = "convert"},
+        {TITAN_OPT(STRING, "from", 0, &o->from, "FMT", "hf"), .cmds = "convert"},
+        {TITAN_OPT(STRING, "dtype", 0, &o->dtype, "TYPE", "f32, bf16 or f16 (default f32)"), .cmds = "convert"},
+        {TITAN_OPT(INT, "shard-size", 0, &o->shard_size, "BYTES", "largest safetensors file"), .cmds = "convert",
+         .min = 1, .max = LLONG_MAX},
+        {TITAN_OPT(INT, "max-position", 0, &o->max_position, "N", "the context length written"), .cmds = "convert",
+         .min = 1, .max = LLONG_MAX},
+        {TITAN_OPT(STRING, "tokenizer", 0, &o->tokenizer, "SPEC", "the tokenizer to write or record"),
+         .cmds = "convert"},
+        {TITAN_OPT(INT, "multiple-of", 0, &o->multiple_of, "N", "the FFN size's multiple, for --from hf"),
+         .cmds = "convert", .min = 1, .max = LLONG_MAX},
+        {TITAN_OPT(DOUBLE, "ffn-dim-multiplier", 0, &o->ffn_mult, "X", "the FFN size's multiplier, for --from hf"),
+         .cmds = "convert", .dmin = 0, .dmax = HUGE_VAL},
+        {TITAN_OPT(STRING, "tokens", 0, &o->tokens, "IDS", "token ids, comma-separated"), .cmds = "eval"},
+        {TITAN_OPT(INT, "threads", 0, &o->threads, "N", "CPU threads (0 = all cores)"), .cmds = "eval", .min = 0,
+         .max = LLONG_MAX},
+        {TITAN_OPT(SET_INT, "quiet", 'q', &verbosity, NULL, "only errors"), .value = 0},
+        {TITAN_OPT(SET_INT, "verbose", 'v', &verbosity, NULL, "more detail"), .value = 2},
+        {TITAN_OPT(HELP, "help", 'h', NULL, NULL, "this help")},
+        {TITAN_OPT(VERSION, "version", 0, NULL, NULL, "print the version")},
+        {0},
+    };
+    const titan_opt_spec spec = {
+        .prog = "titan-ckpt", .usage = "COMMAND [options] ARGS", .footer = footer, .opts = table, .cmds = commands,
+    };
+    *done = 0;
+    titan_status st = titan_opt_parse(&spec, argc, argv, r);
+    titan_log_set_verbosity(verbosity);
+    o->verbose = verbosity == 2;
+    if (st != TITAN_OK) return st;
+    *done = r->help || r->version || !r->cmd;
+    if (r->help || r->version) {
+        if (r->help) titan_opt_help(&spec, stdout);
+        else printf("titan-ckpt %s\n", TITAN_VERSION);
+    } else if (!r->cmd) {
+        titan_opt_help(&spec, stderr);
+        *code = 2;
     }
-    return TITAN_OK;
-}
-
-static titan_status parse(opts *o, int argc, char **argv) {
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
-            o->verbose = 1;
-            titan_log_set_verbosity(2);
-            continue;
-        }
-        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            titan_log_set_verbosity(0);
-            continue;
-        }
-        if (a[0] != '-' || !a[1]) {
-            if (o->npos == 3) return titan_error(TITAN_ERR_USAGE, "%s: unexpected argument '%s'", o->cmd, a);
-            o->pos[o->npos++] = a;
-            continue;
-        }
-        const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        size_t k = 0, nk = sizeof known / sizeof known[0];
-        while (k < nk && !(strlen(known[k].name) == nl && !strncmp(known[k].name, a, nl))) k++;
-        if (k == nk || !cmd_accepts(known[k].cmds, o->cmd)) {
-            titan_error(TITAN_ERR_USAGE, "%s: unknown option '%.*s'", o->cmd, (int)nl, a);
-            titan_error_hint("titan-ckpt --help lists the options of each command");
-            return TITAN_ERR_USAGE;
-        }
-        if (!known[k].has_value) {
-            if (eq) return titan_error(TITAN_ERR_USAGE, "%s takes no value", known[k].name);
-            if (!strcmp(a, "--json")) o->json = 1;
-            else if (!strcmp(a, "--params-only")) o->params_only = 1;
-            else if (!strcmp(a, "--force")) o->force = 1;
-            continue;
-        }
-        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!v) return titan_error(TITAN_ERR_USAGE, "%s needs a value", known[k].name);
-        TITAN_TRY(set_value(o, known[k].name, v));
-    }
+    o->cmd = r->cmd;
+    o->pos = r->pos;
+    o->npos = r->npos;
+    o->tolerance = o->atol >= 0 || o->rtol >= 0;
+    if (o->atol < 0) o->atol = 0;
+    if (o->rtol < 0) o->rtol = 0;
     return TITAN_OK;
 }
 
@@ -307,27 +250,13 @@ static titan_status run(opts *o, int *exit_code) {
 
 int main(int argc, char **argv) {
     titan_log_init("titan-ckpt");
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(stdout);
-        return 0;
-    }
-    if (!strcmp(argv[1], "--version")) {
-        printf("titan-ckpt %s\n", TITAN_VERSION);
-        return 0;
-    }
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
-    opts o = {.cmd = argv[1], .ffn_mult = -1, .threads = -1};
-    titan_status st = parse(&o, argc, argv);
-    int code = 0;
+    opts o = {.ffn_mult = -1, .threads = -1, .atol = -1, .rtol = -1};
+    titan_opt_result r;
+    int done = 0, code = 0;
+    titan_status st = parse(&o, argc, argv, &r, &done, &code);
+    if (st == TITAN_OK && done) return code;
     if (st == TITAN_OK) st = run(&o, &code);
+    titan_opt_result_free(&r);
     if (st != TITAN_OK) return titan_report(st);
     if (fflush(stdout) != 0) {
         titan_error(TITAN_ERR_IO, "stdout: %s", strerror(errno));

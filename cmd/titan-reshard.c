@@ -9,33 +9,20 @@
 #include "model/llama_config.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/options.h"
 #include "core/progress.h"
 #include "core/version.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: titan-reshard [options] CKPT --to LAYOUT OUT\n"
-            "\n"
-            "Rewrites the checkpoint CKPT (a step directory, a checkpoint root: its latest\n"
-            "step, or a run directory) so that each rank of LAYOUT finds its boxes in its own\n"
-            "data file, into OUT (a checkpoint root, a step-N directory, or a run directory),\n"
-            "atomically. Training state is copied: titan-train resumes from OUT as from CKPT.\n"
-            "\n"
-            "  --to LAYOUT         e.g. \"dp_shard=4,tp=2,pp=1\"; keys dp_replicate, dp_shard,\n"
-            "                      cp, tp, pp (missing ones are 1), or \"single\"\n"
-            "  --dtype TYPE        f32, bf16, f16 or keep (default keep) for float tensors\n"
-            "  --compression C     none, zstd or keep (default keep: zstd if the input has\n"
-            "                      compressed chunks)\n"
-            "  --force             replace the step in OUT if it exists\n"
-            "  -q, --quiet         only errors\n"
-            "  -v, --verbose       more detail\n"
-            "  -h, --help          this help\n"
-            "  --version           print the version\n"
-            "\n"
-            "Exit status: 0 ok, 1 failure, 2 usage error (bad layout, OUT exists), 3 file\n"
-            "missing or unreadable, 4 malformed or foreign checkpoint, 6 out of memory,\n"
-            "7 damaged checkpoint data. See titan-reshard(1).\n");
-}
+/* --help's prose around the options the table generates. */
+static const char intro[] =
+    "Rewrites the checkpoint CKPT (a step directory, a checkpoint root: its latest\n"
+    "step, or a run directory) so that each rank of LAYOUT finds its boxes in its own\n"
+    "data file, into OUT (a checkpoint root, a step-N directory, or a run directory),\n"
+    "atomically. Training state is copied: titan-train resumes from OUT as from CKPT.";
+static const char footer[] =
+    "Exit status: 0 ok, 1 failure, 2 usage error (bad layout, OUT exists), 3 file\n"
+    "missing or unreadable, 4 malformed or foreign checkpoint, 6 out of memory,\n"
+    "7 damaged checkpoint data. See titan-reshard(1).";
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total, const char *tensor) {
     titan_progress *p = ctx;
@@ -44,58 +31,47 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total, const char *te
 
 int main(int argc, char **argv) {
     titan_log_init("titan-reshard");
-    const char *pos[2] = {NULL, NULL}, *to = NULL, *dtype = NULL, *comp = NULL;
-    int npos = 0, force = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--version")) {
-            printf("titan-reshard %s\n", TITAN_VERSION);
-            return 0;
-        }
+    const char *to = NULL, *dtype = NULL, *comp = NULL;
+    int force = 0, verbosity = 1;
+    const titan_option table[] = {
+        {TITAN_OPT(STRING, "to", 0, &to, "LAYOUT", "e.g. \"dp_shard=4,tp=2,pp=1\"; keys dp_replicate, dp_shard,\n"
+         "cp, tp, pp (missing ones are 1), or \"single\"")},
+        {TITAN_OPT(STRING, "dtype", 0, &dtype, "TYPE", "f32, bf16, f16 or keep (default keep) for float tensors")},
+        {TITAN_OPT(CHOICE, "compression", 0, &comp, "C", "none, zstd or keep (default keep: zstd if the input has\n"
+         "compressed chunks)"), .choices = "none,zstd,keep"},
+        {TITAN_OPT(FLAG, "force", 0, &force, NULL, "replace the step in OUT if it exists")},
+        {TITAN_OPT(SET_INT, "quiet", 'q', &verbosity, NULL, "only errors"), .value = 0},
+        {TITAN_OPT(SET_INT, "verbose", 'v', &verbosity, NULL, "more detail"), .value = 2},
+        {TITAN_OPT(HELP, "help", 'h', NULL, NULL, "this help")},
+        {TITAN_OPT(VERSION, "version", 0, NULL, NULL, "print the version")},
+        {0},
+    };
+    const titan_opt_spec spec = {
+        .prog = "titan-reshard", .usage = "[options] CKPT --to LAYOUT OUT", .intro = intro, .footer = footer,
+        .opts = table,
+    };
+    titan_opt_result r;
+    titan_status st = titan_opt_parse(&spec, argc, argv, &r);
+    titan_log_set_verbosity(verbosity);
+    if (st != TITAN_OK) return titan_report(st);
+    if (r.help || r.version) {
+        if (r.help) titan_opt_help(&spec, stdout);
+        else printf("titan-reshard %s\n", TITAN_VERSION);
+        return 0;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *eq = strchr(a, '=');
-        size_t nl = a[0] == '-' && eq ? (size_t)(eq - a) : strlen(a);
-        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            titan_log_set_verbosity(0);
-        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
-            titan_log_set_verbosity(2);
-        } else if (!strcmp(a, "--force")) {
-            force = 1;
-        } else if ((nl == 4 && !strncmp(a, "--to", 4)) || (nl == 7 && !strncmp(a, "--dtype", 7)) ||
-                   (nl == 13 && !strncmp(a, "--compression", 13))) {
-            const char *v = eq && a[0] == '-' ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!v) {
-                titan_error(TITAN_ERR_USAGE, "%.*s needs a value", (int)nl, a);
-                return titan_report(TITAN_ERR_USAGE);
-            }
-            if (nl == 4) to = v;
-            else if (nl == 7) dtype = v;
-            else comp = v;
-        } else if (a[0] == '-' && a[1]) {
-            titan_error(TITAN_ERR_USAGE, "unknown option '%.*s'", (int)nl, a);
-            titan_error_hint("titan-reshard --help lists the options");
-            return titan_report(TITAN_ERR_USAGE);
-        } else if (npos == 2) {
-            titan_error(TITAN_ERR_USAGE, "unexpected argument '%s'", a);
-            titan_error_hint("usage: titan-reshard CKPT --to LAYOUT OUT");
-            return titan_report(TITAN_ERR_USAGE);
-        } else {
-            pos[npos++] = a;
-        }
-    }
-    if (npos != 2 || !to) {
-        titan_error(TITAN_ERR_USAGE, npos != 2 ? "expected CKPT and OUT" : "--to LAYOUT is required");
+    if (r.npos > 2) {
+        titan_error(TITAN_ERR_USAGE, "unexpected argument '%s'", r.pos[2]);
         titan_error_hint("usage: titan-reshard CKPT --to LAYOUT OUT");
         return titan_report(TITAN_ERR_USAGE);
     }
+    if (r.npos != 2 || !to) {
+        titan_error(TITAN_ERR_USAGE, r.npos != 2 ? "expected CKPT and OUT" : "--to LAYOUT is required");
+        titan_error_hint("usage: titan-reshard CKPT --to LAYOUT OUT");
+        return titan_report(TITAN_ERR_USAGE);
+    }
+    const char *pos[2] = {r.pos[0], r.pos[1]};
     titan_reshard_opts o = {.dtype = -1, .force = force, .compression = -1, .place = titan_llama_param_place};
-    titan_status st = titan_layout_parse(to, &o.layout);
+    st = titan_layout_parse(to, &o.layout);
     if (st != TITAN_OK) {
         titan_error_context("--to");
         return titan_report(st);

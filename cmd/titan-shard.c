@@ -1,6 +1,5 @@
 /* titan-shard - corpus -> tokenized shard directory (titan-shard(1), (5)). */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/options.h"
 #include "core/progress.h"
 #include "core/version.h"
 #include "core/fsutil.h"
@@ -21,39 +21,15 @@
 #include "data/shard_split.h"
 #include "data/tokenizer.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: titan-shard [options] INPUT... -o DIR\n"
-            "       titan-shard --stats DIR\n"
-            "       titan-shard --train-tokenizer N [options] INPUT... -o FILE\n"
-            "\n"
-            "Tokenizes texts into a shard directory for titan-train. An INPUT is a file,\n"
-            "a directory, an archive or compressed file (tar, zip, .tgz, .gz, .zst, .xz),\n"
-            "or - for stdin. .json files hold an array of strings, .jsonl/.ndjson one\n"
-            "object per line; other files are one document each.\n"
-            "\n"
-            "  -o, --output DIR       write the shards into DIR (required)\n"
-            "      --tokenizer NAME   tokenizer (%s; default byte)\n"
-            "      --shard-tokens N   tokens per shard file, suffix K, M or G (default 16M)\n"
-            "  -j, --threads N        threads that tokenize (default: the online CPUs)\n"
-            "      --split F|N        hold out a fraction F (0.01, 1%%) or N documents for\n"
-            "                         validation, written to DIR-val (or --val-output)\n"
-            "      --val-output VDIR  where the held-out documents go (default DIR-val)\n"
-            "      --seed N           seed of the --split choice (default 0)\n"
-            "      --field NAME       JSON Lines member that holds the text (default text)\n"
-            "      --stdin-name NAME  the file name stdin stands for (x.jsonl), setting its kind\n"
-            "  -f, --force            replace the shards already in DIR\n"
-            "      --stats DIR        verify DIR and print its statistics on stdout\n"
-            "      --train-tokenizer N\n"
-            "                         learn a byte-level BPE vocabulary of N tokens (the 256\n"
-            "                         bytes and N-256 merges) from the INPUTs and write it to\n"
-            "                         -o FILE, for --tokenizer tiktoken:FILE\n"
-            "  -q, --quiet            print errors only\n"
-            "  -v, --verbose          print every source read or skipped\n"
-            "  -h, --help             print this help\n"
-            "      --version          print the version\n",
-            titan_tokenizer_choices());
-}
+/* --help's prose around the options the table generates. */
+static const char intro[] =
+    "Tokenizes texts into a shard directory for titan-train. An INPUT is a file,\n"
+    "a directory, an archive or compressed file (tar, zip, .tgz, .gz, .zst, .xz),\n"
+    "or - for stdin. .json files hold an array of strings, .jsonl/.ndjson one\n"
+    "object per line; other files are one document each.";
+static const char footer[] =
+    "Exit status: 0 ok, 1 failure, 2 usage error, 3 file missing or unreadable,\n"
+    "4 malformed input, 6 out of memory, 7 damaged shard data. See titan-shard(1).";
 
 static titan_status usage_error(const char *fmt, const char *arg) {
     titan_status st = titan_error(TITAN_ERR_USAGE, fmt, arg);
@@ -327,85 +303,85 @@ static titan_status train_tokenizer(const options *o, char **inputs, int n_input
     return TITAN_OK;
 }
 
+/* What the options ask for: statistics, a tokenizer, or shards. */
+static titan_status run_mode(const options *o, char **inputs, int n_inputs) {
+    if (o->stats) {
+        if (n_inputs > 0 || o->out) return usage_error("--stats %s: takes no inputs and no -o", o->stats);
+        return print_stats(o->stats);
+    }
+    if (o->train) { /* a tokenizer or a split for the shards would be a mistake here */
+        if (!o->out) return usage_error("%s", "--train-tokenizer: no output file (-o FILE)");
+        if (n_inputs == 0) return usage_error("%s", "no input (give files, directories, archives or -)");
+        if (strcmp(o->tokenizer, "byte") != 0 || o->split || o->val_out)
+            return usage_error("%s", "--train-tokenizer: takes no --tokenizer, --split or --val-output");
+        return train_tokenizer(o, inputs, n_inputs);
+    }
+    if (!o->out) return usage_error("%s", "no output directory (-o DIR)");
+    if (n_inputs == 0) return usage_error("%s", "no input (give files, directories, archives or -)");
+    if (o->val_out && !o->split) return usage_error("--val-output %s: needs --split", o->val_out);
+    return run(o, inputs, n_inputs);
+}
+
+/* The table's callbacks: the value parsers above, into the option's target. */
+static titan_status opt_count(const titan_option *opt, const char *as, const char *v) {
+    return parse_count(v, opt->target);
+}
+static titan_status opt_threads(const titan_option *opt, const char *as, const char *v) {
+    return parse_threads(v, opt->target);
+}
+static titan_status opt_seed(const titan_option *opt, const char *as, const char *v) {
+    return parse_seed(v, opt->target);
+}
+static titan_status opt_vocab(const titan_option *opt, const char *as, const char *v) {
+    return parse_vocab(v, opt->target);
+}
+
 int main(int argc, char **argv) {
     titan_log_init("titan-shard");
-    enum { OPT_TOKENIZER = 256, OPT_SHARD_TOKENS, OPT_FIELD, OPT_STDIN_NAME, OPT_STATS, OPT_VERSION,
-           OPT_SPLIT, OPT_VAL_OUTPUT, OPT_SEED, OPT_TRAIN };
-    static const struct option longopts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
-        {"shard-tokens", required_argument, NULL, OPT_SHARD_TOKENS},
-        {"field", required_argument, NULL, OPT_FIELD},
-        {"threads", required_argument, NULL, 'j'},
-        {"split", required_argument, NULL, OPT_SPLIT},
-        {"val-output", required_argument, NULL, OPT_VAL_OUTPUT},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"stdin-name", required_argument, NULL, OPT_STDIN_NAME},
-        {"force", no_argument, NULL, 'f'},
-        {"stats", required_argument, NULL, OPT_STATS},
-        {"train-tokenizer", required_argument, NULL, OPT_TRAIN},
-        {"quiet", no_argument, NULL, 'q'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},
-        {NULL, 0, NULL, 0},
-    };
     options o = {.tokenizer = "byte", .shard_tokens = TITAN_SHARD_DEFAULT_TOKENS,
                  .threads = titan_shard_pipeline_default_threads()};
-    int verbosity = 1, c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:j:fqvh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o': o.out = optarg; break;
-        case OPT_TOKENIZER: o.tokenizer = optarg; break;
-        case OPT_SHARD_TOKENS:
-            if (parse_count(optarg, &o.shard_tokens) != TITAN_OK) return titan_report(TITAN_ERR_USAGE);
-            break;
-        case OPT_FIELD: o.field = optarg; break;
-        case 'j':
-            if (parse_threads(optarg, &o.threads) != TITAN_OK) return titan_report(TITAN_ERR_USAGE);
-            break;
-        case OPT_SPLIT: o.split = optarg; break;
-        case OPT_VAL_OUTPUT: o.val_out = optarg; break;
-        case OPT_SEED:
-            if (parse_seed(optarg, &o.seed) != TITAN_OK) return titan_report(TITAN_ERR_USAGE);
-            break;
-        case OPT_STDIN_NAME: o.stdin_name = optarg; break;
-        case 'f': o.force = 1; break;
-        case OPT_STATS: o.stats = optarg; break;
-        case OPT_TRAIN:
-            if (parse_vocab(optarg, &o.train) != TITAN_OK) return titan_report(TITAN_ERR_USAGE);
-            break;
-        case 'q': verbosity = 0; break;
-        case 'v': verbosity = 2; break;
-        case 'h': usage(stdout); return 0;
-        case OPT_VERSION: printf("titan-shard %s\n", TITAN_VERSION); return 0;
-        case ':': return titan_report(usage_error("%s: needs an argument", argv[optind - 1]));
-        default:
-            if (optopt) {
-                char opt[3] = {'-', (char)optopt, '\0'};
-                return titan_report(usage_error("%s: unknown option", opt));
-            }
-            return titan_report(usage_error("%s: unknown option", argv[optind - 1]));
-        }
+    int verbosity = 1;
+    char tok_help[512];
+    snprintf(tok_help, sizeof tok_help, "tokenizer (%s; default byte)", titan_tokenizer_choices());
+    const titan_option table[] = {
+        {TITAN_OPT(STRING, "output", 'o', &o.out, "DIR", "write the shards into DIR (required)")},
+        {TITAN_OPT(STRING, "tokenizer", 0, &o.tokenizer, "NAME", tok_help)},
+        {TITAN_OPT(CALLBACK, "shard-tokens", 0, &o.shard_tokens, "N",
+         "tokens per shard file, suffix K, M or G (default 16M)"), .fn = opt_count},
+        {TITAN_OPT(CALLBACK, "threads", 'j', &o.threads, "N", "threads that tokenize (default: the online CPUs)"),
+         .fn = opt_threads},
+        {TITAN_OPT(STRING, "split", 0, &o.split, "F|N", "hold out a fraction F (0.01, 1%) or N documents for\n"
+         "validation, written to DIR-val (or --val-output)")},
+        {TITAN_OPT(STRING, "val-output", 0, &o.val_out, "VDIR", "where the held-out documents go (default DIR-val)")},
+        {TITAN_OPT(CALLBACK, "seed", 0, &o.seed, "N", "seed of the --split choice (default 0)"), .fn = opt_seed},
+        {TITAN_OPT(STRING, "field", 0, &o.field, "NAME", "JSON Lines member that holds the text (default text)")},
+        {TITAN_OPT(STRING, "stdin-name", 0, &o.stdin_name, "NAME",
+         "the file name stdin stands for (x.jsonl), setting its kind")},
+        {TITAN_OPT(FLAG, "force", 'f', &o.force, NULL, "replace the shards already in DIR")},
+        {TITAN_OPT(STRING, "stats", 0, &o.stats, "DIR", "verify DIR and print its statistics on stdout")},
+        {TITAN_OPT(CALLBACK, "train-tokenizer", 0, &o.train, "N",
+         "learn a byte-level BPE vocabulary of N tokens (the 256\n"
+         "bytes and N-256 merges) from the INPUTs and write it to\n"
+         "-o FILE, for --tokenizer tiktoken:FILE"), .fn = opt_vocab},
+        {TITAN_OPT(SET_INT, "quiet", 'q', &verbosity, NULL, "print errors only"), .value = 0},
+        {TITAN_OPT(SET_INT, "verbose", 'v', &verbosity, NULL, "print every source read or skipped"), .value = 2},
+        {TITAN_OPT(HELP, "help", 'h', NULL, NULL, "print this help")},
+        {TITAN_OPT(VERSION, "version", 0, NULL, NULL, "print the version")},
+        {0},
+    };
+    const titan_opt_spec spec = {
+        .prog = "titan-shard",
+        .usage = "[options] INPUT... -o DIR\n--stats DIR\n--train-tokenizer N [options] INPUT... -o FILE",
+        .intro = intro, .footer = footer, .opts = table,
+    };
+    titan_opt_result r;
+    titan_status st = titan_opt_parse(&spec, argc, argv, &r);
+    if (st != TITAN_OK) return titan_report(st);
+    if (r.help || r.version) {
+        if (r.help) titan_opt_help(&spec, stdout);
+        else printf("titan-shard %s\n", TITAN_VERSION);
+        return 0;
     }
     titan_log_set_verbosity(verbosity);
-    char **inputs = argv + optind;
-    int n_inputs = argc - optind;
-    if (o.stats) {
-        if (n_inputs > 0 || o.out)
-            return titan_report(usage_error("--stats %s: takes no inputs and no -o", o.stats));
-        return titan_report(print_stats(o.stats));
-    }
-    if (o.train) { /* a tokenizer or a split for the shards would be a mistake here */
-        if (!o.out) return titan_report(usage_error("%s", "--train-tokenizer: no output file (-o FILE)"));
-        if (n_inputs == 0) return titan_report(usage_error("%s", "no input (give files, directories, archives or -)"));
-        if (strcmp(o.tokenizer, "byte") != 0 || o.split || o.val_out)
-            return titan_report(usage_error("%s", "--train-tokenizer: takes no --tokenizer, --split or --val-output"));
-        return titan_report(train_tokenizer(&o, inputs, n_inputs));
-    }
-    if (!o.out) return titan_report(usage_error("%s", "no output directory (-o DIR)"));
-    if (n_inputs == 0) return titan_report(usage_error("%s", "no input (give files, directories, archives or -)"));
-    if (o.val_out && !o.split) return titan_report(usage_error("--val-output %s: needs --split", o.val_out));
-    return titan_report(run(&o, inputs, n_inputs));
+    return titan_report(run_mode(&o, r.pos, r.npos));
 }

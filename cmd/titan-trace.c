@@ -9,6 +9,7 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/options.h"
 #include "core/version.h"
 #include "job/config.h"
 #include "trace/chrome.h"
@@ -17,82 +18,76 @@
 #include "trace/metrics_read.h"
 #include "trace/plot.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: titan-trace COMMAND [options] ARGS\n"
-            "\n"
-            "  summary RUN|METRICS.jsonl          steps, loss, tokens/s, MFU, memory, communication\n"
-            "  plot [-y KEY[,KEY...]] [--svg OUT.svg] [--width N] [--height N] RUN|METRICS.jsonl...\n"
-            "                                     metrics against the step (default: loss, and\n"
-            "                                     val_loss when validated), as text or an SVG file;\n"
-            "                                     several runs share one plot (RUN:KEY)\n"
-            "  hang RUN|DIR                       the operation a hung job waits in, and the ranks\n"
-            "                                     that never reached it (flight recorder dumps)\n"
-            "  flight [-n N] RUN|DIR|RANK.json    each rank's last N recorded operations (default 20)\n"
-            "  chrome [-o OUT.json] INPUT...      one Chrome trace (chrome://tracing, ui.perfetto.dev)\n"
-            "                                     of runs, dump folders, dumps and op-profile traces\n"
-            "\n"
-            "RUN is a run directory: RUN/metrics.jsonl, RUN/<comm.save_traces_folder> (the\n"
-            "flight recorder's rank-R.json), RUN/<profiling.save_traces_folder>.\n"
-            "\n"
-            "  -q, --quiet         only errors\n"
-            "  -h, --help          this help\n"
-            "  --version           print the version\n"
-            "\n"
-            "Exit status: 0 ok (hang: no operation waits), 1 hang: some operation waits, 2 usage\n"
-            "error, 3 file missing or unreadable, 4 malformed input, 6 out of memory.\n"
-            "See titan-trace(1).\n");
-}
-
 typedef struct {
     const char *cmd;
-    const char *pos[64];
+    char **pos;
     int npos;
     const char *keys, *svg, *out;
-    long width, height, last;
+    long long width, height, last;
 } opts;
 
-static titan_status number(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi)
-        return titan_error(TITAN_ERR_USAGE, "%s: expected an integer %ld..%ld, got '%s'", opt, lo, hi, s);
-    *out = v;
-    return TITAN_OK;
-}
+static const titan_subcommand commands[] = {
+    {"summary", "RUN|METRICS.jsonl", "steps, loss, tokens/s, MFU, memory, communication"},
+    {"plot", "[-y KEY[,KEY...]] [--svg OUT.svg] [--width N] [--height N] RUN|METRICS.jsonl...",
+     "metrics against the step (default: loss, and\nval_loss when validated), as text or an SVG file;\n"
+     "several runs share one plot (RUN:KEY)"},
+    {"hang", "RUN|DIR", "the operation a hung job waits in, and the ranks\n"
+     "that never reached it (flight recorder dumps)"},
+    {"flight", "[-n N] RUN|DIR|RANK.json", "each rank's last N recorded operations (default 20)"},
+    {"chrome", "[-o OUT.json] INPUT...", "one Chrome trace (chrome://tracing, ui.perfetto.dev)\n"
+     "of runs, dump folders, dumps and op-profile traces"},
+    {NULL},
+};
 
-/* Options per command: which take which. */
-static titan_status parse(int argc, char **argv, opts *o) {
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        int has_value = i + 1 < argc;
-        const char *cmd = o->cmd;
-        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            titan_log_set_verbosity(0);
-        } else if (!strcmp(a, "-y") && !strcmp(cmd, "plot") && has_value) {
-            o->keys = argv[++i];
-        } else if (!strcmp(a, "--svg") && !strcmp(cmd, "plot") && has_value) {
-            o->svg = argv[++i];
-        } else if (!strcmp(a, "--width") && !strcmp(cmd, "plot") && has_value) {
-            TITAN_TRY(number(a, argv[++i], 10, 1000, &o->width));
-        } else if (!strcmp(a, "--height") && !strcmp(cmd, "plot") && has_value) {
-            TITAN_TRY(number(a, argv[++i], 4, 500, &o->height));
-        } else if (!strcmp(a, "-n") && !strcmp(cmd, "flight") && has_value) {
-            TITAN_TRY(number(a, argv[++i], 1, 100000000, &o->last));
-        } else if (!strcmp(a, "-o") && !strcmp(cmd, "chrome") && has_value) {
-            o->out = argv[++i];
-        } else if (a[0] == '-' && a[1] != 0) {
-            titan_error(TITAN_ERR_USAGE, "titan-trace %s: unknown option '%s'%s", cmd, a,
-                        has_value || a[1] == '-' ? "" : " (or it needs a value)");
-            titan_error_hint("titan-trace --help lists the options of each command");
-            return TITAN_ERR_USAGE;
-        } else if (o->npos < (int)(sizeof o->pos / sizeof o->pos[0])) {
-            o->pos[o->npos++] = a;
-        } else {
-            return titan_error(TITAN_ERR_USAGE, "titan-trace %s: too many arguments", cmd);
-        }
+/* --help's prose after the options the table generates. */
+static const char footer[] =
+    "RUN is a run directory: RUN/metrics.jsonl, RUN/<comm.save_traces_folder> (the\n"
+    "flight recorder's rank-R.json), RUN/<profiling.save_traces_folder>.\n"
+    "\n"
+    "Exit status: 0 ok (hang: no operation waits), 1 hang: some operation waits, 2 usage\n"
+    "error, 3 file missing or unreadable, 4 malformed input, 6 out of memory.\n"
+    "See titan-trace(1).";
+
+/* Parses argv into o; *done: --help or --version answered, or the usage
+ * printed for no command (*code 2). */
+static titan_status parse(int argc, char **argv, opts *o, titan_opt_result *r, int *done, int *code) {
+    int verbosity = 1;
+    const titan_option table[] = {
+        {TITAN_OPT(STRING, NULL, 'y', &o->keys, "KEY[,KEY...]", "the metrics to plot"), .cmds = "plot"},
+        {TITAN_OPT(STRING, "svg", 0, &o->svg, "OUT.svg", "draw into an SVG file"), .cmds = "plot"},
+        {TITAN_OPT(INT, "width", 0, &o->width, "N", "text plot columns (default 72)"), .cmds = "plot", .min = 10,
+         .max = 1000},
+        {TITAN_OPT(INT, "height", 0, &o->height, "N", "text plot rows (default 16)"), .cmds = "plot", .min = 4,
+         .max = 500},
+        {TITAN_OPT(INT, NULL, 'n', &o->last, "N", "operations per rank (default 20)"), .cmds = "flight", .min = 1,
+         .max = 100000000},
+        {TITAN_OPT(STRING, NULL, 'o', &o->out, "OUT.json", "the trace file (default: stdout)"), .cmds = "chrome"},
+        {TITAN_OPT(SET_INT, "quiet", 'q', &verbosity, NULL, "only errors"), .value = 0},
+        {TITAN_OPT(HELP, "help", 'h', NULL, NULL, "this help")},
+        {TITAN_OPT(VERSION, "version", 0, NULL, NULL, "print the version")},
+        {0},
+    };
+    const titan_opt_spec spec = {
+        .prog = "titan-trace", .usage = "COMMAND [options] ARGS", .footer = footer, .opts = table, .cmds = commands,
+    };
+    *done = 0;
+    titan_status st = titan_opt_parse(&spec, argc, argv, r);
+    titan_log_set_verbosity(verbosity);
+    if (st != TITAN_OK) return st;
+    *done = r->help || r->version || !r->cmd;
+    if (r->help || r->version) {
+        if (r->help) titan_opt_help(&spec, stdout);
+        else printf("titan-trace %s\n", TITAN_VERSION);
+        return TITAN_OK;
     }
+    if (!r->cmd) {
+        titan_opt_help(&spec, stderr);
+        *code = TITAN_ERR_USAGE;
+        return TITAN_OK;
+    }
+    o->cmd = r->cmd;
+    o->pos = r->pos;
+    o->npos = r->npos;
     int want = !strcmp(o->cmd, "chrome") || !strcmp(o->cmd, "plot") ? -1 : 1;
     if ((want == 1 && o->npos != 1) || (want < 0 && o->npos < 1))
         return titan_error(TITAN_ERR_USAGE, "titan-trace %s: expected %s, got %d argument%s", o->cmd,
@@ -297,42 +292,20 @@ static titan_status cmd_chrome(const opts *o) {
 
 int main(int argc, char **argv) {
     titan_log_init("titan-trace");
-    if (argc < 2) {
-        usage(stderr);
-        return TITAN_ERR_USAGE;
-    }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
-        usage(stdout);
-        return 0;
-    }
-    if (!strcmp(cmd, "--version")) {
-        printf("titan-trace %s\n", TITAN_VERSION);
-        return 0;
-    }
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
-    static const char *const cmds[] = {"summary", "plot", "hang", "flight", "chrome"};
-    int known = 0;
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) known |= !strcmp(cmd, cmds[i]);
-    if (!known) {
-        titan_error(TITAN_ERR_USAGE, "unknown command '%s'", cmd);
-        titan_error_hint("commands: summary, plot, hang, flight, chrome (titan-trace --help)");
-        return titan_report(TITAN_ERR_USAGE);
-    }
-    opts o = {.cmd = cmd};
-    titan_status st = parse(argc, argv, &o);
-    int waits = 0;
+    opts o = {0};
+    titan_opt_result r;
+    int done = 0, code = 0, waits = 0;
+    titan_status st = parse(argc, argv, &o, &r, &done, &code);
+    if (st == TITAN_OK && done) return code;
     if (st == TITAN_OK) {
+        const char *cmd = o.cmd;
         if (!strcmp(cmd, "summary")) st = cmd_summary(&o);
         else if (!strcmp(cmd, "plot")) st = cmd_plot(&o);
         else if (!strcmp(cmd, "hang")) st = cmd_hang(&o, &waits);
         else if (!strcmp(cmd, "flight")) st = cmd_flight(&o);
         else st = cmd_chrome(&o);
     }
+    titan_opt_result_free(&r);
     if (st != TITAN_OK) return titan_report(st);
     if (fflush(stdout) != 0) return titan_report(titan_error(TITAN_ERR_IO, "stdout: write failed"));
     return waits ? 1 : 0;

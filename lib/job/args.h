@@ -1,13 +1,28 @@
-/* args.h - command-line handling shared by the tools that take a job config:
- * "--section.key=value" overrides mixed with the tool's own options. */
+/* args.h - the job config keys on a command line (--section.key=value,
+ * --section.key value), for the tools that take a job config: the option
+ * layer (core/options.h) hands each one to titan_args_collect while it
+ * parses, and the tool applies them once its config is loaded. */
 #ifndef TITAN_JOB_ARGS_H
 #define TITAN_JOB_ARGS_H
 
 #include "job/config.h"
 
-/* True when arg looks like a config override: --section.key=value. */
-int titan_args_is_override(const char *arg);
-/* Applies, in order, every override in argv[0..argc). */
-titan_status titan_args_apply_overrides(titan_job_config *cfg, int argc, char **argv);
+/* The overrides of one command line, in order, each "--section.key=value"
+ * (or a bare "--section.key" for a boolean). */
+typedef struct {
+    char **items;
+    int n, cap;
+} titan_args;
+
+/* A titan_opt_key_fn (ctx: a titan_args): an unknown key fails now with
+ * the override's message; a key that needs a value takes next unless the
+ * value came after '=' (or next is another option), a boolean takes next
+ * only when it is true or false. */
+titan_status titan_args_collect(void *ctx, const char *arg, const char *next, int *took_next);
+/* Adds one override (a tool's shorthand such as --device). */
+titan_status titan_args_add(titan_args *a, const char *override);
+/* Applies them to cfg, in order. */
+titan_status titan_args_apply(titan_job_config *cfg, const titan_args *a);
+void titan_args_free(titan_args *a);
 
 #endif

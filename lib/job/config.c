@@ -2,7 +2,6 @@
  * loading, overrides, checks, messages and --print-config. */
 #include "config.h"
 
-#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -10,6 +9,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/options.h"
 #include "core/toml.h"
 #include "keys.h"
 
@@ -67,34 +67,13 @@ static int key_homes(const char *key, const char *homes[], int max) {
 
 /* ---- suggestions ---- */
 
-static int edit_distance(const char *a, const char *b) {
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 63 || m > 63) return 99;
-    int row[64];
-    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= m; j++) {
-            int up = row[j];
-            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
-            int best = diag + cost;
-            if (row[j] + 1 < best) best = row[j] + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[m];
-}
-
 typedef struct {
     const char *word, *best;
     int dist;
 } suggest;
 
 static void suggest_try(suggest *s, const char *cand) {
-    int d = edit_distance(s->word, cand);
+    int d = titan_opt_edit_distance(s->word, cand);
     int limit = ((int)strlen(s->word) + 2) / 3;
     if (limit < 1) limit = 1;
     if (d <= limit && (!s->best || d < s->dist)) s->best = cand, s->dist = d;
@@ -463,15 +442,16 @@ titan_status titan_config_load_string(titan_job_config *cfg, const char *text, c
     return load_doc(cfg, doc);
 }
 
-titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
-    char place[600];
-    snprintf(place, sizeof place, "command line: %s", arg);
+/* The key of a command-line "--section.key[=value]": section and key (in
+ * name), its definition (NULL for a torchtitan key titan ignores), or the
+ * override's error for a key that is not there. */
+static titan_status arg_key(const char *arg, const char *place, char *name, size_t cap, const char **section,
+                            const char **key, const key_def **k) {
     const char *a = arg;
     while (*a == '-') a++;
     size_t nlen = strcspn(a, "=");
     const char *dot = memchr(a, '.', nlen);
-    char name[256];
-    if (nlen >= sizeof name) return titan_error(TITAN_ERR_USAGE, "%s: key name too long", place);
+    if (nlen >= cap) return titan_error(TITAN_ERR_USAGE, "%s: key name too long", place);
     memcpy(name, a, nlen);
     name[nlen] = '\0';
     if (!dot || dot == a) {
@@ -485,16 +465,39 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
         return TITAN_ERR_USAGE;
     }
     name[dot - a] = '\0';
-    const char *section = name, *key = name + (dot - a) + 1;
-    if (!section_known(section)) return unknown_section(place, section);
-    const key_def *k = find_key(section, key);
-    if (!k) k = find_alias(section, key);
+    *section = name;
+    *key = name + (dot - a) + 1;
+    if (!section_known(*section)) return unknown_section(place, *section);
+    *k = find_key(*section, *key);
+    if (!*k) *k = find_alias(*section, *key);
+    if (!*k && find_ignored(*section, *key) < 0) return unknown_key(place, *section, *key);
+    return TITAN_OK;
+}
+
+titan_status titan_config_key_check(const char *arg, int *is_bool) {
+    char place[600], name[256];
+    snprintf(place, sizeof place, "command line: %s", arg);
+    const char *section, *key;
+    const key_def *k = NULL;
+    TITAN_TRY(arg_key(arg, place, name, sizeof name, &section, &key, &k));
+    *is_bool = k && k->type == T_BOOL;
+    return TITAN_OK;
+}
+
+titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
+    char place[600], name[256];
+    snprintf(place, sizeof place, "command line: %s", arg);
+    const char *section, *key;
+    const key_def *k = NULL;
+    TITAN_TRY(arg_key(arg, place, name, sizeof name, &section, &key, &k));
+    const char *a = arg;
+    while (*a == '-') a++;
+    size_t nlen = strcspn(a, "=");
 
     titan_toml_value v;
     memset(&v, 0, sizeof v);
     if (a[nlen] != '=') {
         if (!k || k->type != T_BOOL) {
-            if (!k && find_ignored(section, key) < 0) return unknown_key(place, section, key);
             titan_error(TITAN_ERR_USAGE, "%s: missing '=value'", place);
             titan_error_hint("write --%s.%s=VALUE", section, key);
             return TITAN_ERR_USAGE;

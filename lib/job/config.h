@@ -139,6 +139,9 @@ titan_status titan_config_load_file(titan_job_config *cfg, const char *path);
 titan_status titan_config_load_string(titan_job_config *cfg, const char *text, const char *name);
 /* Applies one "--section.key=value" (leading dashes optional). */
 titan_status titan_config_override(titan_job_config *cfg, const char *arg);
+/* Whether the key of a "--section.key[=value]" exists (else the error the
+ * override would give); *is_bool: a boolean, which a bare --section.key sets. */
+titan_status titan_config_key_check(const char *arg, int *is_bool);
 /* Cross-key checks (e.g. batch sizes divide, degrees multiply to world size 1). */
 titan_status titan_config_validate(const titan_job_config *cfg);
 /* Writes the resolved config as TOML that titan_config_load_file reads back. */

@@ -34,6 +34,15 @@ grep -q "steps = 77" "$tmp/out" && ok "print-config shows the override" || fail 
 cp "$tmp/out" "$tmp/printed.toml"
 expect 0 "" "printed config loads back" -- "$bin/titan-train" --print-config "$tmp/printed.toml"
 cmp -s "$tmp/out" "$tmp/printed.toml" && ok "printed config round-trips" || fail "printed config round-trips"
+expect 0 "" "a config key takes its value after a space" -- "$bin/titan-train" --print-config "$cfg" --training.steps 78 \
+    --checkpoint.enable false
+grep -q "steps = 78" "$tmp/out" && sed -n '/^\[checkpoint\]/,/^\[/p' "$tmp/out" | grep -q "^enable = false" &&
+    ok "--section.key value shows" || fail "--section.key value shows"
+expect 2 "unknown key 'training.stepz'" "an unknown key after a space: lib/job's error" -- \
+    "$bin/titan-train" --print-config "$cfg" --training.stepz 5
+expect 2 "did you mean --print-config" "an unknown option names the closest one" -- \
+    "$bin/titan-train" --print-confg "$cfg"
+expect 2 "is not a rank count" "an option's value checked with = too" -- "$bin/titan-train" --nproc=0 "$tmp/a"
 expect 0 "" "--device sets training.device" -- "$bin/titan-train" --print-config "$cfg" --device cpu-guard
 grep -q 'device = "cpu-guard"' "$tmp/out" && ok "--device shows in the config" || fail "--device shows in the config"
 expect 0 "" "--training.device wins over --device" -- "$bin/titan-train" --print-config "$cfg" --training.device=cpu --device auto
