@@ -214,6 +214,8 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
         titan_layout_format(&t->mesh.layout, t->mesh.layout_str, sizeof t->mesh.layout_str);
     }
     titan_layout *lay = &t->mesh.layout;
+    int v, first_less, last_less; /* stages a rank */
+    titan_layout_split(lay, &v, &first_less, &last_less);
     /* mixed_precision_param is the compute type (torchtitan's meaning): bf16
      * activations and compute weights; parameters, gradients and AdamW stay fp32. */
     sh->compute = cfg->training_param_dtype == TITAN_JOB_BFLOAT16 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
@@ -227,8 +229,7 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
                               .pp_size = pp, .pp_stage = t->mesh.pp_rank,
                               .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
                               .pp_last_less = lay->pp_last_less,
-                              .slots = titan_pipeline_slots(sh->sched, pp, t->mesh.pp_rank,
-                                                            pp > 1 ? lay->pp_v : 1, t->micro)};
+                              .slots = titan_pipeline_slots(sh->sched, pp, t->mesh.pp_rank, v, t->micro)};
     /* titan_setup_model_config has checked the tp and pp splits */
     TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, sh->mb, T, ac, sh->compute, &mo));
     return TITAN_OK;
@@ -333,6 +334,19 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     return TITAN_OK;
 }
 
+/* "pipeline: stage 0 of 2 (...)", or with several stages a rank "stages 0,
+ * 2 of 4 (...)". */
+static void pipeline_line(trainer *t, const setup_shape *sh) {
+    int pp = sh->pp, v = titan_llama_stages(t->model);
+    char list[128] = "";
+    size_t k = 0;
+    for (int i = 0; i < v && k + 16 < sizeof list; i++)
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? ", " : "", t->mesh.pp_rank + i * pp);
+    titan_info("pipeline: stage%s %s of %d (this rank's parameters: %zu), %s schedule, %d micro-batches of %d x %d, "
+               "%d in flight", v == 1 ? "" : "s", list, pp * v, titan_llama_params_count(t->model),
+               t->cfg->parallelism_pipeline_parallel_schedule, t->micro, sh->mb, sh->T, titan_llama_slots(t->model));
+}
+
 /* Phase 6: the step's token buffers, the FLOPs and the peak for MFU, and
  * the start-up lines. */
 static titan_status prepare_steps(trainer *t, const setup_shape *sh) {
@@ -358,11 +372,7 @@ static titan_status prepare_steps(trainer *t, const setup_shape *sh) {
                t->peak_flops * 1e-9,
                peak_source, titan_backend_cpu_threads());
     if (pp > 1)
-        titan_info("pipeline: rank %d of %d, %d stage%s of %d (this rank's parameters: %zu), %s schedule, "
-                   "%d micro-batches of %d x %d, %d in flight", t->mesh.pp_rank, pp, titan_llama_stages(t->model),
-                   titan_llama_stages(t->model) == 1 ? "" : "s", pp * titan_llama_stages(t->model),
-                   titan_llama_params_count(t->model), cfg->parallelism_pipeline_parallel_schedule, t->micro, sh->mb,
-                   T, titan_llama_slots(t->model));
+        pipeline_line(t, sh);
     if (cp > 1) {
         int chunk[2];
         titan_layout_cp_chunks(T, cp, t->mesh.cp_rank, chunk);
