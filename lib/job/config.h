@@ -24,7 +24,12 @@ typedef enum {
     TITAN_JOB_DEVICE_AUTO,      /* "auto": cuda if a GPU opens, else cpu */
     TITAN_JOB_DEVICE_CPU_GUARD, /* "cpu-guard" */
 } titan_job_device;
-typedef enum { TITAN_JOB_PP_1F1B, TITAN_JOB_PP_GPIPE } titan_job_pp_schedule;
+typedef enum {
+    TITAN_JOB_PP_1F1B,
+    TITAN_JOB_PP_GPIPE,
+    TITAN_JOB_PP_INTERLEAVED_1F1B,
+    TITAN_JOB_PP_LOOPED_BFS,
+} titan_job_pp_schedule;
 typedef enum { TITAN_JOB_RESHARD_DEFAULT, TITAN_JOB_RESHARD_ALWAYS, TITAN_JOB_RESHARD_NEVER } titan_job_reshard;
 typedef enum { TITAN_JOB_ASYNC_DISABLED, TITAN_JOB_ASYNC, TITAN_JOB_ASYNC_PINNED_MEM } titan_job_async;
 typedef enum { TITAN_JOB_AC_NONE, TITAN_JOB_AC_FULL, TITAN_JOB_AC_SELECTIVE } titan_job_ac;
@@ -82,8 +87,11 @@ typedef struct {
     int parallelism_enable_sequence_parallel; /* with tp: split the residual stream by rows (titan extension) */
     int parallelism_context_parallel_degree;
     int parallelism_pipeline_parallel_degree;
-    char parallelism_pipeline_parallel_schedule[TITAN_STR]; /* 1F1B, GPipe */
+    char parallelism_pipeline_parallel_schedule[TITAN_STR]; /* 1F1B, GPipe, Interleaved1F1B, LoopedBFS */
     int parallelism_pipeline_parallel_microbatch_size;      /* sequences per pipeline micro-batch */
+    int parallelism_pipeline_parallel_layers_per_stage;     /* -1: 1 stage a rank, 2 for multi-stage schedules */
+    int parallelism_pipeline_parallel_first_stage_less_layers; /* the embedding's weight in layers */
+    int parallelism_pipeline_parallel_last_stage_less_layers;  /* the output's */
     char parallelism_fsdp_reshard_after_forward[TITAN_STR]; /* default, always, never */
     titan_job_pp_schedule parallelism_pp_schedule;      /* pipeline_parallel_schedule */
     titan_job_reshard parallelism_reshard_policy;       /* fsdp_reshard_after_forward */

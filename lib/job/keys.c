@@ -104,11 +104,21 @@ const key_def titan_job_keys[] = {
     INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0,
         "pipeline stages (torchtitan's split: the embedding and the head weigh a layer each; untied embeddings)"),
     ENUM("parallelism", "pipeline_parallel_schedule", parallelism_pipeline_parallel_schedule, parallelism_pp_schedule,
-         "1F1B", "1F1B,GPipe",
-        "pipeline schedule: 1F1B (one forward, one backward: at most pp micro-batches in flight) or GPipe (all "
-        "forwards, then all backwards)"),
+         "1F1B", "1F1B,GPipe,Interleaved1F1B,LoopedBFS",
+        "pipeline schedule (torch.distributed.pipelining's): 1F1B (one forward, one backward: at most pp "
+        "micro-batches in flight), GPipe (all forwards, then all backwards), Interleaved1F1B (several stages a "
+        "rank, depth first) or LoopedBFS (several stages a rank, breadth first)"),
     INT("parallelism", "pipeline_parallel_microbatch_size", parallelism_pipeline_parallel_microbatch_size, 1, 1, 0,
         "sequences per pipeline micro-batch; local_batch_size must be a multiple"),
+    {"parallelism", "pipeline_parallel_layers_per_stage", T_INT, OFF(parallelism_pipeline_parallel_layers_per_stage),
+     NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
+     "layers a pipeline stage holds: ceil((n_layers + the two weights below) / it) stages in all, a multiple of "
+     "pipeline_parallel_degree; -1 = one stage a rank, two for Interleaved1F1B and LoopedBFS", 0},
+    INT("parallelism", "pipeline_parallel_first_stage_less_layers",
+        parallelism_pipeline_parallel_first_stage_less_layers, 1, 0, 0,
+        "layers the first pipeline stage holds fewer than the others: the embedding's weight"),
+    INT("parallelism", "pipeline_parallel_last_stage_less_layers", parallelism_pipeline_parallel_last_stage_less_layers,
+        1, 0, 0, "layers the last pipeline stage holds fewer than the others: the output's weight"),
     ENUM("parallelism", "fsdp_reshard_after_forward", parallelism_fsdp_reshard_after_forward,
          parallelism_reshard_policy, "default", "default,always,never",
         "FSDP: free each block's gathered parameters after its forward and gather them again for its backward "
@@ -225,9 +235,6 @@ const key_ignored titan_job_ignored[] = {
     {"parallelism", "enable_compiled_autograd", NULL},
     {"parallelism", "disable_loss_parallel", NULL}, {"parallelism", "enable_async_tensor_parallel", NULL},
     {"parallelism", "pipeline_parallel_split_points", "[]"}, {"parallelism", "module_fqns_per_model_part", NULL},
-    {"parallelism", "pipeline_parallel_first_stage_less_layers", NULL},
-    {"parallelism", "pipeline_parallel_last_stage_less_layers", NULL},
-    {"parallelism", "pipeline_parallel_layers_per_stage", NULL},
     {"parallelism", "pipeline_parallel_schedule_csv", "\"\""},
     {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},
     {"parallelism", "expert_tensor_parallel_degree", "1"},

@@ -438,8 +438,8 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
     /* The first backward after zero_grads writes every parameter gradient
      * (each has one writer, but for tied embeddings: the head writes,
      * the embedding adds); later ones add. */
-    int gw = m->grads_fresh ? 0 : TITAN_ACC_DW;
-    m->grads_fresh = 0;
+    int gw = m->vs[m->vstage].grads_fresh ? 0 : TITAN_ACC_DW;
+    m->vs[m->vstage].grads_fresh = 0;
     /* FSDP may have re-gathered the parameters since forward: cast again. */
     int recast = m->hooks.regathers;
     m->have_targets[k] = 0; /* the logits are gone */

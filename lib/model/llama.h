@@ -76,8 +76,14 @@ typedef struct {
      * at titan_llama_stage_output; a backward on a stage other than the
      * last starts from the gradient the caller put in titan_llama_stage_grad,
      * and on a stage other than the first leaves the input's gradient
-     * there. Hooks run for the stage's blocks only. */
+     * there. Hooks run for the stage's blocks only. pp_v > 1: the rank
+     * holds pp_v stages, pp_stage + k x pp_size (k < pp_v, of pp_size x
+     * pp_v; the split's weights pp_first_less, pp_last_less: titan_layout's
+     * fields), one catalog and one set of buffers for all of them; forwards
+     * and backwards run the stage titan_llama_set_stage chose. pp_v 0: one
+     * stage, the default split. */
     int pp_size, pp_stage;
+    int pp_v, pp_first_less, pp_last_less;
     /* Context parallelism over cp, a group of more than one rank
      * (NULL or one rank: none): T is the whole sequence (a multiple of 2 x
      * cp's size); the model holds the rank's two chunks of each sequence
@@ -110,6 +116,13 @@ const titan_param *titan_llama_catalog(const titan_llama *m, int *n);
 /* The model's pipeline stage ({1, 0} without) and micro-batch slots. */
 titan_llama_pp titan_llama_get_pp(const titan_llama *m);
 int titan_llama_slots(const titan_llama *m);
+/* The rank's stages (1, or pp_v) and the one the following forwards and
+ * backwards run (0 at first): k is local, global stage pp_stage + k x
+ * pp_size. Slots are shared by the stages: the caller gives each (stage,
+ * micro-batch) in flight a slot of its own; stage_input, stage_output and
+ * stage_grad below are the current stage's. */
+int titan_llama_stages(const titan_llama *m);
+void titan_llama_set_stage(titan_llama *m, int k);
 /* The slot the following forwards and backwards use (0 at first). A
  * forward into a slot replaces what that slot kept; a backward needs the
  * slot's forward. Parameter gradients add over slots as over successive

@@ -201,21 +201,35 @@ titan_status titan_llama_pp_check(const titan_llama_config *c, int size) {
     return TITAN_OK;
 }
 
+titan_layout titan_llama_pp_layout(titan_llama_pp pp) {
+    titan_layout l = titan_layout_single();
+    l.pp = pp.size;
+    if (pp.v > 0) {
+        l.pp_v = pp.v;
+        l.pp_first_less = pp.first_less;
+        l.pp_last_less = pp.last_less;
+    }
+    return l;
+}
+
+int titan_llama_pp_local_stages(titan_llama_pp pp) { return pp.v > 1 ? pp.v : 1; }
+
+void titan_llama_pp_stage_layers(const titan_llama_config *c, titan_llama_pp pp, int k, int *first, int *end) {
+    titan_layout l = titan_llama_pp_layout(pp);
+    titan_layout_stage_layers(&l, c->n_layers, pp.stage + k * pp.size, first, end);
+}
+
 void titan_llama_pp_layers(const titan_llama_config *c, titan_llama_pp pp, int *first, int *end) {
-    titan_layout l = {.dp_replicate = 1, .dp_shard = 1, .cp = 1, .tp = 1, .pp = pp.size};
-    titan_layout_stage_layers(&l, c->n_layers, pp.stage, first, end);
+    titan_llama_pp_stage_layers(c, pp, 0, first, end);
 }
 
 int titan_llama_pp_has_block(const titan_llama_config *c, titan_llama_pp pp, int b) {
-    if (b == 0) return pp.stage == 0;
-    if (b == c->n_layers + 1) return pp.stage == pp.size - 1;
-    int first, end;
-    titan_llama_pp_layers(c, pp, &first, &end);
-    return b - 1 >= first && b - 1 < end;
+    titan_layout l = titan_llama_pp_layout(pp);
+    return titan_layout_stage(&l, c->n_layers, b) == pp.stage;
 }
 
 int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_param *out) {
-    return titan_llama_params_local(c, tp, (titan_llama_pp){1, 0}, out);
+    return titan_llama_params_local(c, tp, (titan_llama_pp){.size = 1, .stage = 0}, out);
 }
 
 int titan_llama_params_local(const titan_llama_config *c, titan_llama_tp tp, titan_llama_pp pp, titan_param *out) {
@@ -263,7 +277,7 @@ titan_param *titan_llama_params_local_new(const titan_llama_config *c, titan_lla
 }
 
 titan_param *titan_llama_params_new(const titan_llama_config *c, int *n) {
-    return titan_llama_params_local_new(c, (titan_llama_tp){1, 0}, (titan_llama_pp){1, 0}, n);
+    return titan_llama_params_local_new(c, (titan_llama_tp){1, 0}, (titan_llama_pp){.size = 1, .stage = 0}, n);
 }
 
 int titan_llama_param_place(const char *name, int n_layers, titan_layout_place *out) {

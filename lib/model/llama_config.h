@@ -105,19 +105,30 @@ void titan_llama_tp_vocab(const titan_llama_config *c, titan_llama_tp tp, int64_
  * offsets into the shard's own flat buffer. */
 int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_param *out);
 
-/* A pipeline stage of the model (tensor/layout.h's split, torchtitan's
- * default): stage `stage` of `size` holds transformer layers [first, end),
- * the token embedding when it is the first stage and the final norm and
- * output head when it is the last. {1, 0}: the whole model. */
+/* A pipeline rank's stages of the model (tensor/layout.h's split,
+ * torchtitan's): `stage` is the rank of `size` pp ranks; it holds the v
+ * stages stage, stage + size, ... (v = 0 or 1: one; first_less and
+ * last_less the embedding's and the output's weights, titan_layout's
+ * pp_first_less and pp_last_less; with v 0 the default, 1 and 1). Each
+ * stage holds transformer layers [first, end), the token embedding when it
+ * is the first stage and the final norm and output head when it is the
+ * last. {1, 0}: the whole model. */
 typedef struct {
     int size, stage;
+    int v, first_less, last_less;
 } titan_llama_pp;
 /* TITAN_ERR_USAGE unless 1 <= size <= n_layers + 2 and the embeddings are
  * untied or size is 1 (a tied head would live on two stages). */
 titan_status titan_llama_pp_check(const titan_llama_config *c, int size);
+/* The split of pp as a layout (pp ranks, nothing else) and its stages per rank. */
+titan_layout titan_llama_pp_layout(titan_llama_pp pp);
+int titan_llama_pp_local_stages(titan_llama_pp pp);
+/* Layers [first, end) of the rank's local stage k (global stage
+ * pp.stage + k x pp.size); titan_llama_pp_layers: of its first. */
+void titan_llama_pp_stage_layers(const titan_llama_config *c, titan_llama_pp pp, int k, int *first, int *end);
 void titan_llama_pp_layers(const titan_llama_config *c, titan_llama_pp pp, int *first, int *end);
 /* Whether block b (llama.h numbering: 0 embedding, 1..n_layers, n_layers + 1
- * head) is on the stage. */
+ * head) is on one of the rank's stages. */
 int titan_llama_pp_has_block(const titan_llama_config *c, titan_llama_pp pp, int b);
 /* The catalog of what a rank of tensor-parallel place tp on stage pp holds:
  * every tensor of the model in the usual order (so catalog indices and

@@ -32,7 +32,13 @@ static titan_status check_request(const titan_llama_config *c, int B, int T, tit
     r->flags = opt ? opt->flags : 0;
     r->tp = opt && opt->tp && opt->tp->size > 1 ? opt->tp : NULL;
     r->tpp = (titan_llama_tp){r->tp ? r->tp->size : 1, r->tp ? r->tp->rank : 0};
-    r->pp = (titan_llama_pp){opt && opt->pp_size > 1 ? opt->pp_size : 1, opt && opt->pp_size > 1 ? opt->pp_stage : 0};
+    r->pp = (titan_llama_pp){opt && opt->pp_size > 1 ? opt->pp_size : 1, opt && opt->pp_size > 1 ? opt->pp_stage : 0,
+                             0, 0, 0};
+    if (opt && opt->pp_size > 1 && opt->pp_v > 0) {
+        r->pp.v = opt->pp_v;
+        r->pp.first_less = opt->pp_first_less;
+        r->pp.last_less = opt->pp_last_less;
+    }
     r->slots = opt && opt->slots > 1 ? opt->slots : 1;
     r->cp = opt && opt->cp && opt->cp->size > 1 ? opt->cp : NULL;
     r->sp = r->tp && opt->sequence_parallel;
@@ -42,6 +48,8 @@ static titan_status check_request(const titan_llama_config *c, int B, int T, tit
     int stage = opt ? opt->pp_stage : 0, cpn = r->cp ? r->cp->size : 1;
     if (stage != r->pp.stage || r->pp.stage < 0 || r->pp.stage >= r->pp.size)
         return titan_error(TITAN_ERR_USAGE, "model: pipeline stage %d of %d", stage, r->pp.size);
+    titan_layout split = titan_llama_pp_layout(r->pp);
+    TITAN_TRY(titan_layout_check(&split, c->n_layers));
     if (r->slots > 4096) return titan_error(TITAN_ERR_USAGE, "model: %d micro-batch slots (at most 4096)", r->slots);
     if (B <= 0 || T <= 0)
         return titan_error(TITAN_ERR_USAGE, "model: micro-batch %d x %d: both must be > 0", B, T);
@@ -91,10 +99,20 @@ static titan_status set_shapes(titan_llama *m, const titan_llama_config *c, int 
     m->V = (int)nv;
     m->L = c->n_layers;
     m->ppp = pp;
-    titan_llama_pp_layers(c, pp, &m->l0, &m->l1);
-    m->LL = m->l1 - m->l0;
-    m->embed = pp.stage == 0;
-    m->head = pp.stage == pp.size - 1;
+    m->nv = titan_llama_pp_local_stages(pp);
+    m->vs = titan_alloc((size_t)m->nv * sizeof *m->vs, "model stages");
+    if (!m->vs) return TITAN_ERR_NOMEM;
+    for (int k = 0; k < m->nv; k++) {
+        struct vstage *v = &m->vs[k];
+        int g = pp.stage + k * pp.size;
+        titan_llama_pp_stage_layers(c, pp, k, &v->l0, &v->l1);
+        v->embed = g == 0;
+        v->head = g == pp.size * m->nv - 1;
+        if (v->l1 - v->l0 > m->LLmax) m->LLmax = v->l1 - v->l0;
+        m->any_embed |= v->embed;
+        m->any_head |= v->head;
+    }
+    titan_llama_set_stage(m, 0);
     m->slots = slots;
     m->have_targets = titan_alloc((size_t)slots, "model slot flags");
     m->dlogits_scale = titan_alloc((size_t)slots * sizeof(float), "model slot scales");
@@ -134,7 +152,7 @@ static size_t plan_activations(titan_llama *m) {
     s[A_H1] = N * H;
     s[A_H3] = N * H;
     s[A_SW] = N * H;
-    size_t head = (size_t)m->head; /* the head's activations: last stage only */
+    size_t head = (size_t)m->any_head; /* the head's activations: last stage only */
     s[A_XF] = head * N * C;
     s[A_RSTDF] = head * NR;
     s[A_LOGITS] = head * N * V;
@@ -154,7 +172,7 @@ static size_t plan_activations(titan_llama *m) {
     s[A_DSW] = N * H;
     s[A_COS] = (size_t)m->T * (size_t)(m->HD / 2);
     s[A_SIN] = (size_t)m->T * (size_t)(m->HD / 2);
-    s[A_TOKENS] = m->embed ? N : 0; /* uint32 in float-sized slots; with tp, ids in the rank's vocabulary */
+    s[A_TOKENS] = m->any_embed ? N : 0; /* uint32 in float-sized slots; with tp, ids in the rank's vocabulary */
     s[A_TARGETS] = head * N;
     size_t total = 0, per_slot = 0;
     for (int i = 0; i < A_COUNT; i++) {
@@ -278,6 +296,7 @@ void titan_llama_free(titan_llama *m) {
     if (m->grads) m->be->free(m->grads);
     if (m->params) m->be->free(m->params);
     titan_free(m->catalog);
+    titan_free(m->vs);
     titan_free(m->copy_current);
     titan_free(m->have_targets);
     titan_free(m->dlogits_scale);
@@ -292,6 +311,17 @@ const titan_llama_config *titan_llama_get_config(const titan_llama *m) { return 
 titan_llama_tp titan_llama_get_tp(const titan_llama *m) { return m->tpp; }
 titan_llama_pp titan_llama_get_pp(const titan_llama *m) { return m->ppp; }
 int titan_llama_slots(const titan_llama *m) { return m->slots; }
+int titan_llama_stages(const titan_llama *m) { return m->nv; }
+void titan_llama_set_stage(titan_llama *m, int k) {
+    TITAN_ASSERT(k >= 0 && k < m->nv);
+    const struct vstage *v = &m->vs[k];
+    m->vstage = k;
+    m->l0 = v->l0;
+    m->l1 = v->l1;
+    m->LL = v->l1 - v->l0;
+    m->embed = v->embed;
+    m->head = v->head;
+}
 void titan_llama_set_slot(titan_llama *m, int slot) {
     TITAN_ASSERT(slot >= 0 && slot < m->slots);
     m->slot = slot;
@@ -391,5 +421,7 @@ void titan_llama_set_hooks(titan_llama *m, const titan_llama_hooks *h) {
 }
 int titan_llama_blocks(const titan_llama *m) { return m->L + 2; }
 
-void titan_llama_zero_grads(titan_llama *m) { m->grads_fresh = 1; }
+void titan_llama_zero_grads(titan_llama *m) {
+    for (int k = 0; k < m->nv; k++) m->vs[k].grads_fresh = 1;
+}
 

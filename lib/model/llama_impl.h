@@ -57,6 +57,19 @@ struct titan_llama {
      * whether it holds the embedding (first stage) and the head (last). */
     titan_llama_pp ppp;
     int l0, l1, LL, embed, head;
+    /* Several stages a rank (virtual stages): the rank's stages, nv of
+     * them; the fields above are those of stage vstage
+     * (titan_llama_set_stage). Activations are planned for the largest
+     * (LLmax layers), with the embedding's and head's where any stage has
+     * them, so every slot serves any of the rank's stages. */
+    int nv, vstage, LLmax, any_embed, any_head;
+    struct vstage {
+        int l0, l1, embed, head;
+        /* 1 after titan_llama_zero_grads until the stage's next backward,
+         * which then writes its gradients (=) instead of adding: no zero
+         * fill, no read. */
+        int grads_fresh;
+    } *vs;
     /* Micro-batch slots: act[] points into slot `slot`'s copies of the
      * per-slot activations (act_per_slot); act_base[] at slot 0's. */
     int slots, slot;
@@ -83,9 +96,9 @@ struct titan_llama {
      * (titan_llama_forward_train): backward starts from them. */
     unsigned char *have_targets;
     float *dlogits_scale;
-    /* 1 after titan_llama_zero_grads until the next backward, which then
-     * writes the gradients (=) instead of adding: no zero fill, no read. */
-    int grads_fresh;
+    /* 1 after titan_llama_zero_grads until the stage's next backward
+     * (vs[].grads_fresh), which then writes the gradients (=) instead of
+     * adding: no zero fill, no read. */
     /* Per parameter tensor: 1 while its compute copy is current because the
      * caller wrote it (titan_llama_set_copy_current): its casts are skipped. */
     unsigned char *copy_current;
@@ -207,12 +220,12 @@ static inline void *resid(const titan_llama *m, int l) { return act_slot(m, A_RE
  * per-layer id (its shared copy: shared_copies). */
 static inline int is_layer_act(int id) { return id >= A_LAYER_FIRST && id <= A_LAYER_LAST; }
 static inline size_t act_copies(const titan_llama *m, int id) {
-    if (id == A_RESID) return (size_t)m->LL + 1;
-    if (is_layer_act(id)) return kept_before(m->ac, id, m->LL);
+    if (id == A_RESID) return (size_t)m->LLmax + 1;
+    if (is_layer_act(id)) return kept_before(m->ac, id, m->LLmax);
     return 1;
 }
 static inline size_t shared_copies(const titan_llama *m, int id) {
-    return is_layer_act(id) && layer_shares(m->ac, m->LL, id);
+    return is_layer_act(id) && layer_shares(m->ac, m->LLmax, id);
 }
 
 

@@ -17,8 +17,9 @@ titan_status titan_shard_plan(const titan_layout *l, const titan_llama_config *m
     int np;
     titan_param *ps = titan_llama_params_new(mc, &np);
     /* what the rank's model holds */
-    titan_param *loc = ps ? titan_llama_params_local_new(mc, (titan_llama_tp){l->tp, c.tp},
-                                                         (titan_llama_pp){l->pp, c.pp}, &np) : NULL;
+    titan_llama_pp pp = {.size = l->pp, .stage = c.pp, .v = l->pp_v, .first_less = l->pp_first_less,
+                         .last_less = l->pp_last_less};
+    titan_param *loc = ps ? titan_llama_params_local_new(mc, (titan_llama_tp){l->tp, c.tp}, pp, &np) : NULL;
     if (!loc) {
         free(ps);
         return TITAN_ERR_NOMEM;

@@ -13,6 +13,18 @@ static titan_status resolve(const titan_job_config *cfg, int world, titan_layout
     l->tp = cfg->parallelism_tensor_parallel_degree;
     l->cp = cfg->parallelism_context_parallel_degree;
     l->pp = cfg->parallelism_pipeline_parallel_degree;
+    /* The stage split as far as the config tells it without the model:
+     * 2 stages a rank for a multi-stage schedule until the model's layer
+     * count gives the exact number (titan_pipeline_split). */
+    int multi = cfg->parallelism_pp_schedule == TITAN_JOB_PP_INTERLEAVED_1F1B ||
+                cfg->parallelism_pp_schedule == TITAN_JOB_PP_LOOPED_BFS;
+    int in = cfg->parallelism_pipeline_parallel_first_stage_less_layers;
+    int out = cfg->parallelism_pipeline_parallel_last_stage_less_layers;
+    if (l->pp > 1 && (multi || in != 1 || out != 1)) { /* else the default split: pp_v 0 */
+        l->pp_v = multi ? 2 : 1;
+        l->pp_first_less = in;
+        l->pp_last_less = out;
+    }
     int rest = l->dp_replicate * l->tp * l->cp * l->pp;
     int s = cfg->parallelism_data_parallel_shard_degree;
     if (s == -1) {
@@ -91,7 +103,7 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
     int tp_color = group_color(l, c, AXIS_TP);
     int pp_color = group_color(l, c, AXIS_PP);
     int cp_color = group_color(l, c, AXIS_CP);
-    titan_comm *sh = NULL, *rp = NULL, *tp = NULL, *pf = NULL, *pb = NULL, *cp = NULL;
+    titan_comm *sh = NULL, *rp = NULL, *tp = NULL, *pf = NULL, *pb = NULL, *cp = NULL, *wf = NULL, *wb = NULL;
     TITAN_TRY(titan_comm_split(m->world_comm, shard_color, c.dp_shard * m->layout.cp + c.cp, "shard", &sh));
     titan_status st = titan_comm_split(m->world_comm, replicate_color, c.dp_replicate, "replicate", &rp);
     if (st == TITAN_OK) st = titan_comm_split(m->world_comm, tp_color, c.tp, "tp", &tp);
@@ -102,6 +114,11 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
     if (st == TITAN_OK) st = titan_comm_split(m->world_comm, pp_color, c.pp, "pp", &pf);
     if (st == TITAN_OK) st = titan_comm_split(m->world_comm, pp_color, c.pp, "pp-grad", &pb);
     if (st == TITAN_OK) st = titan_comm_split(m->world_comm, cp_color, c.cp, "cp", &cp);
+    int wrap = m->layout.pp > 1 && m->layout.pp_v > 1;
+    if (st == TITAN_OK && wrap) st = titan_comm_split(m->world_comm, pp_color, c.pp, "pp-wrap", &wf);
+    if (st == TITAN_OK && wrap) st = titan_comm_split(m->world_comm, pp_color, c.pp, "pp-grad-wrap", &wb);
+    m->pp_wrap_comm = wf;
+    m->pp_grad_wrap_comm = wb;
     if (m->layout.dp_shard * m->layout.cp > 1) m->shard_comm = sh; else titan_comm_free(sh);
     if (m->layout.cp > 1) m->cp_comm = cp; else titan_comm_free(cp);
     if (m->layout.dp_replicate > 1) m->replicate_comm = rp; else titan_comm_free(rp);
@@ -132,6 +149,8 @@ void titan_mesh_free(titan_mesh *m) {
     titan_comm_free(m->cp_comm);
     titan_comm_free(m->pp_comm);
     titan_comm_free(m->pp_grad_comm);
+    titan_comm_free(m->pp_wrap_comm);
+    titan_comm_free(m->pp_grad_wrap_comm);
     titan_comm_free(m->world_comm);
     titan_dist_free(m->dist);
     memset(m, 0, sizeof *m);

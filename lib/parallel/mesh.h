@@ -45,6 +45,14 @@ typedef struct {
     titan_comm *cp_comm;            /* NULL when cp = 1 */
     titan_comm *pp_comm;            /* stage activations, NULL when pp = 1 */
     titan_comm *pp_grad_comm;       /* their gradients, NULL when pp = 1 */
+    /* With several stages a rank (layout.pp_v > 1): the transfers from
+     * the last pp rank to the first (activations) and back (gradients),
+     * between a rank's stage and the next loop's, on communicators of
+     * their own: then with pp 2 each communicator carries one direction
+     * between one pair, and a queued send never holds up a receive queued
+     * behind it (comm.h: a communicator runs its operations in order).
+     * NULL otherwise. */
+    titan_comm *pp_wrap_comm, *pp_grad_wrap_comm;
     /* The model's collectives over tp_comm and cp_comm (titan_mesh_groups),
      * NULL where the communicator is */
     titan_group *tp_group, *cp_group;

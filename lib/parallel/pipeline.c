@@ -9,9 +9,16 @@
 struct titan_pipeline {
     titan_llama *model;
     const titan_backend *be;
-    titan_comm *fwd, *bwd;       /* activations to the next stage, gradients to the previous */
+    /* Where local stage k's input comes from and its output goes (and its
+     * gradients the other way): the next rank's communicator, or the wrap
+     * one between the last rank and the first. */
+    titan_comm *fwd_in, *fwd_out, *bwd_in, *bwd_out;
+    int prev, next;              /* pp ranks */
     titan_pp_schedule sched;
-    int stage, stages, micro, slots;
+    int rank, pp, v, stages, micro, slots;
+    int *slot0, *nslot;          /* per local stage: its first slot, its slots */
+    titan_pp_action *acts;       /* the schedule: 2 x v x micro actions */
+    int nacts;
     int B, T;
     titan_dtype dt;
     size_t count, bytes;         /* a transfer: count elements of dt */
@@ -24,37 +31,89 @@ struct titan_pipeline {
     double wait_s;
 };
 
-int titan_pipeline_slots(titan_pp_schedule s, int stages, int stage, int micro) {
-    if (s == TITAN_PP_GPIPE) return micro;
-    int k = stages - stage;
-    return k < micro ? k : micro;
+int titan_pipeline_slots(titan_pp_schedule s, int pp, int rank, int v, int micro) {
+    return titan_pp_schedule_slots_total(s, pp, rank, v, micro);
+}
+
+titan_status titan_pipeline_split(const titan_job_config *cfg, titan_pp_schedule s, int n_layers, int micro,
+                                  titan_layout *l) {
+    int pp = l->pp, in = cfg->parallelism_pipeline_parallel_first_stage_less_layers;
+    int out = cfg->parallelism_pipeline_parallel_last_stage_less_layers;
+    int per = cfg->parallelism_pipeline_parallel_layers_per_stage, v = titan_pp_schedule_multi(s) ? 2 : 1;
+    if (per > 0) {
+        int stages = (n_layers + in + out + per - 1) / per;
+        if (stages % pp != 0) {
+            titan_error(TITAN_ERR_USAGE, "parallelism.pipeline_parallel_layers_per_stage = %d: %d layers + %d + %d "
+                        "(pipeline_parallel_first/last_stage_less_layers) make %d stages, not a multiple of "
+                        "pipeline_parallel_degree %d", per, n_layers, in, out, stages, pp);
+            titan_error_hint("pick layers_per_stage so that ceil(%d / it) is a multiple of %d", n_layers + in + out, pp);
+            return TITAN_ERR_USAGE;
+        }
+        v = stages / pp;
+    }
+    TITAN_TRY(titan_pp_schedule_check(s, pp, v, micro));
+    if (v != 1 || in != 1 || out != 1) { /* else the default split (pp_v 0) */
+        l->pp_v = v;
+        l->pp_first_less = in;
+        l->pp_last_less = out;
+    }
+    titan_status st = titan_layout_check(l, n_layers);
+    if (st != TITAN_OK)
+        titan_error_context("parallelism: pipeline_parallel_degree %d x %d stages a rank, "
+                            "pipeline_parallel_first_stage_less_layers %d, pipeline_parallel_last_stage_less_layers %d",
+                            pp, v, in, out);
+    return st;
+}
+
+/* The schedule's actions and each local stage's slots. */
+static titan_status plan(titan_pipeline *p) {
+    p->acts = titan_alloc((size_t)2 * p->v * p->micro * sizeof *p->acts, "pipeline schedule");
+    p->slot0 = titan_alloc((size_t)2 * p->v * sizeof *p->slot0, "pipeline slots");
+    if (!p->acts || !p->slot0) return TITAN_ERR_NOMEM;
+    p->nslot = p->slot0 + p->v;
+    p->nacts = titan_pp_schedule_actions(p->sched, p->pp, p->rank, p->v, p->micro, p->acts);
+    int sum = 0;
+    for (int k = 0; k < p->v; k++) {
+        p->slot0[k] = sum;
+        p->nslot[k] = titan_pp_schedule_slots(p->sched, p->pp, p->rank, p->v, p->micro, k);
+        sum += p->nslot[k];
+    }
+    TITAN_ASSERT(p->slots >= sum);
+    return TITAN_OK;
 }
 
 titan_status titan_pipeline_create(titan_pipeline **out, titan_mesh *mesh, titan_llama *model,
                                    titan_pp_schedule sched, int micro, int B, int T) {
     *out = NULL;
     titan_llama_pp pp = titan_llama_get_pp(model);
+    int v = titan_llama_stages(model);
     TITAN_ASSERT(pp.size == mesh->layout.pp && pp.stage == mesh->pp_rank && mesh->pp_comm);
+    TITAN_ASSERT(v == 1 || (mesh->pp_wrap_comm && mesh->pp_grad_wrap_comm));
     titan_pipeline *p = titan_alloc(sizeof *p, "pipeline");
     if (!p) return TITAN_ERR_NOMEM;
     memset(p, 0, sizeof *p);
     p->model = model;
     p->be = titan_llama_backend(model);
-    p->fwd = mesh->pp_comm;
-    p->bwd = mesh->pp_grad_comm;
     p->sched = sched;
-    p->stage = pp.stage;
-    p->stages = pp.size;
+    p->rank = pp.stage;
+    p->pp = pp.size;
+    p->v = v;
+    p->stages = pp.size * v;
+    p->prev = (p->rank + p->pp - 1) % p->pp;
+    p->next = (p->rank + 1) % p->pp;
+    p->fwd_in = p->rank == 0 ? mesh->pp_wrap_comm : mesh->pp_comm;
+    p->fwd_out = p->rank == p->pp - 1 ? mesh->pp_wrap_comm : mesh->pp_comm;
+    p->bwd_in = p->rank == p->pp - 1 ? mesh->pp_grad_wrap_comm : mesh->pp_grad_comm;
+    p->bwd_out = p->rank == 0 ? mesh->pp_grad_wrap_comm : mesh->pp_grad_comm;
     p->micro = micro;
     p->slots = titan_llama_slots(model);
-    TITAN_ASSERT(p->slots >= titan_pipeline_slots(sched, pp.size, pp.stage, micro));
     p->B = B;
     p->T = T;
     p->dt = titan_llama_compute_dtype(model);
     p->count = titan_llama_stage_io_count(model);
     p->bytes = p->count * titan_dtype_size(p->dt);
     p->out_req = titan_alloc((size_t)p->slots * sizeof *p->out_req, "pipeline send requests");
-    int mirror = !p->be->host && !titan_comm_device_buffers(p->fwd);
+    int mirror = !p->be->host && !titan_comm_device_buffers(mesh->pp_comm);
     if (mirror) {
         p->out_host = titan_alloc_pages((size_t)p->slots * p->bytes, "pipeline: host copies of the stage outputs");
         p->in_host = titan_alloc_pages(3 * p->bytes, "pipeline: host copies of the stage input and gradients");
@@ -63,7 +122,7 @@ titan_status titan_pipeline_create(titan_pipeline **out, titan_mesh *mesh, titan
             p->gout_host = p->in_host + 2 * p->bytes;
         }
     }
-    if (!p->out_req || (mirror && (!p->out_host || !p->in_host))) {
+    if (!p->out_req || (mirror && (!p->out_host || !p->in_host)) || plan(p) != TITAN_OK) {
         titan_pipeline_free(p);
         return TITAN_ERR_NOMEM;
     }
@@ -87,6 +146,8 @@ void titan_pipeline_free(titan_pipeline *p) {
     for (int k = 0; p->out_req && k < p->slots; k++) (void)wait_req(p, &p->out_req[k]);
     (void)wait_req(p, &p->gout_req);
     titan_free(p->out_req);
+    titan_free(p->acts);
+    titan_free(p->slot0);
     titan_free_pages(p->out_host);
     titan_free_pages(p->in_host);
     titan_free(p);
@@ -98,9 +159,9 @@ double titan_pipeline_take_wait_s(titan_pipeline *p) {
     return s;
 }
 
-static titan_status failed(titan_pipeline *p, titan_status st, const char *what, int mb, int peer) {
-    titan_error_context("pipeline stage %d of %d: %s micro-batch %d (peer: stage %d)", p->stage, p->stages, what,
-                        mb, peer);
+static titan_status failed(titan_pipeline *p, titan_status st, const char *what, int mb, int stage, int peer) {
+    titan_error_context("pipeline stage %d of %d (pp rank %d): %s micro-batch %d (peer: stage %d)", stage,
+                        p->stages, p->rank, what, mb, peer);
     return st;
 }
 
@@ -120,21 +181,26 @@ static titan_status send_from(titan_pipeline *p, titan_comm *c, const void *src,
     return titan_comm_send(c, host ? host : src, p->count, p->dt, peer, req);
 }
 
-static int slot_of(const titan_pipeline *p, int mb) { return mb % p->slots; }
+/* Local stage k's micro-batch mb: its slot, made current with the stage. */
+static int enter(titan_pipeline *p, int k, int mb) {
+    int slot = p->slot0[k] + mb % p->nslot[k];
+    titan_llama_set_stage(p->model, k);
+    titan_llama_set_slot(p->model, slot);
+    return slot;
+}
 static char *out_host(const titan_pipeline *p, int k) { return p->out_host ? p->out_host + (size_t)k * p->bytes : NULL; }
 
-/* Micro-batch mb's forward: its input from the previous stage (or its
- * tokens), its output to the next (or its loss). */
-static titan_status forward_mb(titan_pipeline *p, const uint32_t *inputs, const uint32_t *targets, int mb,
+/* Micro-batch mb's forward on local stage k: its input from the previous
+ * stage (or its tokens), its output to the next (or its loss). */
+static titan_status forward_mb(titan_pipeline *p, int k, const uint32_t *inputs, const uint32_t *targets, int mb,
                                float loss_scale, double *loss) {
-    int k = slot_of(p, mb);
-    titan_llama_set_slot(p->model, k);
+    int slot = enter(p, k, mb), g = p->rank + k * p->pp;
     /* The slot's output may still be on its way from an earlier micro-batch. */
-    titan_status st = wait_req(p, &p->out_req[k]);
-    if (st != TITAN_OK) return failed(p, st, "send of", mb - p->slots, p->stage + 1);
-    if (p->stage > 0) {
-        st = recv_into(p, p->fwd, titan_llama_stage_input(p->model), p->in_host, p->stage - 1);
-        if (st != TITAN_OK) return failed(p, st, "receive of", mb, p->stage - 1);
+    titan_status st = wait_req(p, &p->out_req[slot]);
+    if (st != TITAN_OK) return failed(p, st, "send of", mb - p->nslot[k], g, g + 1);
+    if (g > 0) {
+        st = recv_into(p, p->fwd_in, titan_llama_stage_input(p->model), p->in_host, p->prev);
+        if (st != TITAN_OK) return failed(p, st, "receive of", mb, g, g - 1);
     }
     size_t off = (size_t)mb * (size_t)p->B * (size_t)p->T;
     float l = 0.0f;
@@ -144,32 +210,35 @@ static titan_status forward_mb(titan_pipeline *p, const uint32_t *inputs, const 
         st = titan_llama_forward(p->model, inputs + off, targets + off, &l);
     if (st != TITAN_OK) return st;
     *loss += l;
-    if (p->stage + 1 < p->stages) {
-        st = send_from(p, p->fwd, titan_llama_stage_output(p->model), out_host(p, k), p->stage + 1,
-                       &p->out_req[k]);
-        if (st != TITAN_OK) return failed(p, st, "send of", mb, p->stage + 1);
+    if (g + 1 < p->stages) {
+        st = send_from(p, p->fwd_out, titan_llama_stage_output(p->model), out_host(p, slot), p->next,
+                       &p->out_req[slot]);
+        if (st != TITAN_OK) return failed(p, st, "send of", mb, g, g + 1);
     }
     return TITAN_OK;
 }
 
-/* Micro-batch mb's backward: the gradient of its output from the next
- * stage, the gradient of its input to the previous one. */
-static titan_status backward_mb(titan_pipeline *p, int mb, float loss_scale, int last, titan_fsdp *fsdp) {
-    titan_llama_set_slot(p->model, slot_of(p, mb));
+/* Micro-batch mb's backward on local stage k: the gradient of its output
+ * from the next stage, the gradient of its input to the previous one.
+ * last: the stage's last backward of the step's last batch (fsdp starts
+ * the reductions of its blocks). */
+static titan_status backward_mb(titan_pipeline *p, int k, int mb, float loss_scale, int last, titan_fsdp *fsdp) {
+    int g = p->rank + k * p->pp;
+    enter(p, k, mb);
     void *grad = titan_llama_stage_grad(p->model);
     /* The gradient buffer is the last send's source. */
     titan_status st = wait_req(p, &p->gout_req);
-    if (st != TITAN_OK) return failed(p, st, "send of the gradient of", mb - 1, p->stage - 1);
-    if (p->stage + 1 < p->stages) {
-        st = recv_into(p, p->bwd, grad, p->gin_host, p->stage + 1);
-        if (st != TITAN_OK) return failed(p, st, "receive of the gradient of", mb, p->stage + 1);
+    if (st != TITAN_OK) return failed(p, st, "send of a gradient before", mb, g, g - 1);
+    if (g + 1 < p->stages) {
+        st = recv_into(p, p->bwd_in, grad, p->gin_host, p->next);
+        if (st != TITAN_OK) return failed(p, st, "receive of the gradient of", mb, g, g + 1);
     }
     if (fsdp) titan_fsdp_set_sync(fsdp, last);
     titan_llama_backward(p->model, loss_scale);
     TITAN_TRY(titan_llama_take_error(p->model)); /* a tensor-parallel collective's failure */
-    if (p->stage > 0) {
-        st = send_from(p, p->bwd, grad, p->gout_host, p->stage - 1, &p->gout_req);
-        if (st != TITAN_OK) return failed(p, st, "send of the gradient of", mb, p->stage - 1);
+    if (g > 0) {
+        st = send_from(p, p->bwd_out, grad, p->gout_host, p->prev, &p->gout_req);
+        if (st != TITAN_OK) return failed(p, st, "send of the gradient of", mb, g, g - 1);
     }
     return TITAN_OK;
 }
@@ -177,24 +246,32 @@ static titan_status backward_mb(titan_pipeline *p, int mb, float loss_scale, int
 titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, const uint32_t *targets,
                                  float loss_scale, int sync, titan_fsdp *fsdp, double *loss) {
     double sum = 0.0;
-    int M = p->micro, f = 0, b = 0;
-    int warm = p->sched == TITAN_PP_GPIPE ? M : p->stages - p->stage - 1;
-    if (warm > M) warm = M;
-    for (; f < warm; f++) TITAN_TRY(forward_mb(p, inputs, targets, f, loss_scale, &sum));
-    for (; f < M; f++, b++) { /* 1F1B's steady state */
-        TITAN_TRY(forward_mb(p, inputs, targets, f, loss_scale, &sum));
-        TITAN_TRY(backward_mb(p, b, loss_scale, sync && b == M - 1, fsdp));
+    int *nb = titan_alloc((size_t)p->v * sizeof *nb, "pipeline step"); /* backwards done, per stage */
+    if (!nb) return TITAN_ERR_NOMEM;
+    memset(nb, 0, (size_t)p->v * sizeof *nb);
+    titan_status st = TITAN_OK;
+    for (int i = 0; i < p->nacts && st == TITAN_OK; i++) {
+        const titan_pp_action *a = &p->acts[i];
+        if (!a->backward) {
+            st = forward_mb(p, a->stage, inputs, targets, a->mb, loss_scale, &sum);
+        } else {
+            int last = sync && ++nb[a->stage] == p->micro;
+            st = backward_mb(p, a->stage, a->mb, loss_scale, last, fsdp);
+        }
     }
-    for (; b < M; b++) TITAN_TRY(backward_mb(p, b, loss_scale, sync && b == M - 1, fsdp));
-    *loss = sum / M;
-    return TITAN_OK;
+    titan_free(nb);
+    *loss = sum / p->micro;
+    return st;
 }
 
 titan_status titan_pipeline_eval(titan_pipeline *p, const uint32_t *inputs, const uint32_t *targets,
                                  double *loss) {
     double sum = 0.0;
-    /* Each forward waits for its slot's last send first, as in training. */
-    for (int mb = 0; mb < p->micro; mb++) TITAN_TRY(forward_mb(p, inputs, targets, mb, 0.0f, &sum));
+    /* The schedule's forwards in its order; each waits for its slot's last
+     * send first, as in training. */
+    for (int i = 0; i < p->nacts; i++)
+        if (!p->acts[i].backward)
+            TITAN_TRY(forward_mb(p, p->acts[i].stage, inputs, targets, p->acts[i].mb, 0.0f, &sum));
     *loss = sum / p->micro;
     return TITAN_OK;
 }

@@ -1,25 +1,28 @@
 /* pipeline.h - pipeline parallelism: a local batch cut into micro-batches
- * and run through the stages (llama.h's pipeline stages, one a rank of the
- * mesh's pp group) in a schedule's order.
+ * and run through the stages (llama.h's pipeline stages: pp x v of them,
+ * v a rank of the mesh's pp group) in a schedule's order
+ * (pipeline_schedule.h: 1F1B, GPipe, Interleaved1F1B, LoopedBFS).
  *
- * Schedules (torchtitan's names):
- *   1F1B   stage s of P runs min(P - s - 1, M) forwards first, then
- *          alternates one forward and one backward, then the backwards
- *          left: at most P - s micro-batches in flight (its slots).
- *   GPipe  every forward, then every backward: M in flight.
- * Backwards run in micro-batch order on every stage, so gradients add in
- * the same order as the micro-batches of one process do: the schedule
- * changes no bit of the gradients, only memory and idle time.
+ * Every stage but LoopedBFS's runs its backwards in micro-batch order, so
+ * gradients add in the same order as the micro-batches of one process do:
+ * the schedule changes no bit of the gradients, only memory and idle time.
+ * LoopedBFS, as torch's, runs them in reverse order: the same gradients up
+ * to the order of the additions.
  *
  * Transfers: a stage sends its output (the rank's rows of the residual
  * stream, compute type) to the next stage on the mesh's pp communicator
  * and the gradient of its input to the previous one on pp_grad (one
- * communicator a direction, mesh.h). Sends are queued (a send's buffer is
- * the slot's own output, or a host copy of it, untouched until the slot's
- * backward) and receives block; communicators that move host memory only
- * with a device backend go through host copies. The time blocked in
- * receives and waits, the pipeline's bubble included, is reported as
- * exposed communication (titan_pipeline_take_wait_s). */
+ * communicator a direction, mesh.h); with several stages a rank, the
+ * transfers between the last rank and the first (one loop's last stage
+ * and the next loop's first) go on pp_wrap and pp_grad_wrap. Sends are
+ * queued (a send's buffer is the slot's own output, or a host copy of it,
+ * untouched until the slot's backward) and receives block, in the order
+ * of the schedule, which is every rank's own order of the same (stage,
+ * micro-batch) pairs: sends and receives between two ranks match in call
+ * order. Communicators that move host memory only with a device backend
+ * go through host copies. The time blocked in receives and waits, the
+ * pipeline's bubble included, is reported as exposed communication
+ * (titan_pipeline_take_wait_s). */
 #ifndef TITAN_PARALLEL_PIPELINE_H
 #define TITAN_PARALLEL_PIPELINE_H
 
@@ -28,16 +31,24 @@
 #include "model/llama.h"
 #include "parallel/fsdp.h"
 #include "parallel/mesh.h"
-
-typedef enum { TITAN_PP_1F1B = 0, TITAN_PP_GPIPE = 1 } titan_pp_schedule;
+#include "parallel/pipeline_schedule.h"
 
 typedef struct titan_pipeline titan_pipeline;
 
-/* Micro-batch slots the model of stage `stage` of `stages` needs for `micro`
- * micro-batches a step (titan_llama_options.slots). */
-int titan_pipeline_slots(titan_pp_schedule s, int stages, int stage, int micro);
+/* Micro-batch slots the model of pp rank `rank` of `pp`, with v stages a
+ * rank, needs for `micro` micro-batches a step (titan_llama_options.slots). */
+int titan_pipeline_slots(titan_pp_schedule s, int pp, int rank, int v, int micro);
 
-/* For the model of this rank's stage (made with the slots above, for
+/* The stage split of a job into *l (pp_v, pp_first_less, pp_last_less),
+ * from parallelism.pipeline_parallel_layers_per_stage and the stage-less
+ * layers keys, as torchtitan makes it (pipeline_parallel.py: stages =
+ * ceil((n_layers + first_less + last_less) / layers_per_stage), a multiple
+ * of pp; unset, 1 stage a rank, 2 for multi-stage schedules), checked
+ * against the schedule and the model; TITAN_ERR_USAGE names the keys. */
+titan_status titan_pipeline_split(const titan_job_config *cfg, titan_pp_schedule s, int n_layers, int micro,
+                                  titan_layout *l);
+
+/* For the model of this rank's stages (made with the slots above, for
  * micro-batches of B x T). */
 titan_status titan_pipeline_create(titan_pipeline **out, titan_mesh *mesh, titan_llama *model,
                                    titan_pp_schedule sched, int micro, int B, int T);

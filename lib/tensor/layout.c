@@ -6,23 +6,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The keys in format order, and where each lives in the struct. */
+/* The keys in format order, and where each lives in the struct; the first
+ * five are degrees (the world is their product), the rest the stage split
+ * (formatted only where it is not the default; 0 allowed for the weights). */
 static const struct {
     const char *key;
     size_t off;
+    int min;
 } keys[] = {
-    {"dp_replicate", offsetof(titan_layout, dp_replicate)},
-    {"dp_shard", offsetof(titan_layout, dp_shard)},
-    {"cp", offsetof(titan_layout, cp)},
-    {"tp", offsetof(titan_layout, tp)},
-    {"pp", offsetof(titan_layout, pp)},
+    {"dp_replicate", offsetof(titan_layout, dp_replicate), 1},
+    {"dp_shard", offsetof(titan_layout, dp_shard), 1},
+    {"cp", offsetof(titan_layout, cp), 1},
+    {"tp", offsetof(titan_layout, tp), 1},
+    {"pp", offsetof(titan_layout, pp), 1},
+    {"pp_v", offsetof(titan_layout, pp_v), 1},
+    {"pp_first_less", offsetof(titan_layout, pp_first_less), 0},
+    {"pp_last_less", offsetof(titan_layout, pp_last_less), 0},
 };
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
+#define NDEGREES 5
 
 static int *degree(titan_layout *l, int k) { return (int *)((char *)l + keys[k].off); }
 static int degree_of(const titan_layout *l, int k) { return *(const int *)((const char *)l + keys[k].off); }
 
-titan_layout titan_layout_single(void) { return (titan_layout){1, 1, 1, 1, 1}; }
+titan_layout titan_layout_single(void) { return (titan_layout){1, 1, 1, 1, 1, 0, 0, 0}; }
+
+void titan_layout_split(const titan_layout *l, int *v, int *first_less, int *last_less) {
+    int set = l->pp_v > 0;
+    *v = set ? l->pp_v : 1;
+    *first_less = set ? l->pp_first_less : 1;
+    *last_less = set ? l->pp_last_less : 1;
+}
+
+int titan_layout_stages(const titan_layout *l) {
+    int v, a, b;
+    titan_layout_split(l, &v, &a, &b);
+    return l->pp * v;
+}
+
+/* Whether the split is the default one (formatted as nothing). */
+static int default_split(const titan_layout *l) {
+    int v, a, b;
+    titan_layout_split(l, &v, &a, &b);
+    return v == 1 && a == 1 && b == 1;
+}
 
 int titan_layout_world(const titan_layout *l) {
     return l->dp_replicate * l->dp_shard * l->cp * l->tp * l->pp;
@@ -65,15 +92,23 @@ titan_status titan_layout_parse(const char *s, titan_layout *out) {
         char *end;
         errno = 0;
         long x = strtol(v, &end, 10);
-        if (end == v || end != p + m || errno || x < 1 || x > TITAN_LAYOUT_MAX_WORLD)
-            return bad_item(s, p, m, "the degree is not an integer >= 1");
+        if (end == v || end != p + m || errno || x < keys[k].min || x > TITAN_LAYOUT_MAX_WORLD)
+            return bad_item(s, p, m, keys[k].min ? "the value is not an integer >= 1" : "the value is not an integer >= 0");
         *degree(&l, k) = (int)x;
         p += n;
         if (!*p) break;
         p++; /* the comma */
     }
+    /* Any of the split's keys given: the others default to 1. */
+    if ((seen[5] || seen[6] || seen[7]) && !seen[5]) l.pp_v = 1;
+    if (seen[5] && !seen[6]) l.pp_first_less = 1;
+    if (seen[5] && !seen[7]) l.pp_last_less = 1;
+    if (!seen[5] && (seen[6] || seen[7])) {
+        if (!seen[6]) l.pp_first_less = 1;
+        if (!seen[7]) l.pp_last_less = 1;
+    }
     int64_t world = 1;
-    for (int k = 0; k < NKEYS; k++) {
+    for (int k = 0; k < NDEGREES; k++) {
         world *= degree_of(&l, k);
         if (world > TITAN_LAYOUT_MAX_WORLD)
             return titan_error(TITAN_ERR_USAGE, "layout '%s': more than %d ranks", s, TITAN_LAYOUT_MAX_WORLD);
@@ -90,7 +125,11 @@ void titan_layout_format(const titan_layout *l, char *out, size_t cap) {
     }
     size_t k = 0;
     out[0] = '\0';
-    for (int i = 0; i < NKEYS && k < cap; i++) {
+    int n = default_split(l) ? NDEGREES : NKEYS;
+    titan_layout full = *l;
+    titan_layout_split(l, &full.pp_v, &full.pp_first_less, &full.pp_last_less);
+    l = &full;
+    for (int i = 0; i < n && k < cap; i++) {
         int w = snprintf(out + k, cap - k, "%s%s=%d", i ? "," : "", keys[i].key, degree_of(l, i));
         if (w < 0) break;
         k += (size_t)w;
@@ -123,9 +162,19 @@ void titan_layout_chunk(int64_t n, int k, int i, int64_t *off, int64_t *len) {
 
 titan_status titan_layout_check(const titan_layout *l, int n_layers) {
     if (n_layers < 0) return titan_error(TITAN_ERR_USAGE, "layout: %d layers", n_layers);
-    if (l->pp > n_layers + 2) {
-        titan_error(TITAN_ERR_USAGE, "layout: pp=%d stages for a model of %d layers (at most %d: the "
-                    "embedding and the output count as one layer each)", l->pp, n_layers, n_layers + 2);
+    int v, in, out, S = titan_layout_stages(l);
+    titan_layout_split(l, &v, &in, &out);
+    if (S == 1) return TITAN_OK;
+    int eff = n_layers + in + out, per = eff / S;
+    if (S > eff) {
+        titan_error(TITAN_ERR_USAGE, "layout: %d pipeline stages (pp=%d x %d a rank) for a model of %d layers (at most "
+                    "%d: the embedding and the output count as %d and %d layers)", S, l->pp, v, n_layers, eff, in, out);
+        return TITAN_ERR_USAGE;
+    }
+    if (in > per || out > per) {
+        titan_error(TITAN_ERR_USAGE, "layout: %d pipeline stages of %d effective layers (%d + %d for the embedding + %d "
+                    "for the output) get %d each, fewer than the %s's weight %d", S, eff, n_layers, in, out, per,
+                    in > per ? "embedding" : "output", in > per ? in : out);
         return TITAN_ERR_USAGE;
     }
     return TITAN_OK;
@@ -137,20 +186,19 @@ void titan_layout_cp_chunks(int T, int cp, int c, int chunk[2]) {
     chunk[1] = (2 * cp - 1 - c) * len;
 }
 
-/* torchtitan's default split (one stage per pp rank): the embedding and the
- * output head weigh one layer each; the effective layers are divided evenly,
- * the remainder going one each to the first stages. Requires pp <= layers + 2. */
+/* torchtitan's split (generate_llm_fqn_per_model_part): the effective
+ * layers (n_layers + the embedding's and the output's weights) divided
+ * evenly over the stages, the remainder one each to the first stages; the
+ * first stage's share less the embedding's weight, the last's less the
+ * output's. Requires a layout titan_layout_check accepts. */
 void titan_layout_stage_layers(const titan_layout *l, int n_layers, int stage, int *first, int *end) {
-    int pp = l->pp, eff = n_layers + 2;
-    int per = eff / pp, extra = eff % pp;
+    int v, in, out, S = titan_layout_stages(l);
+    titan_layout_split(l, &v, &in, &out);
+    int eff = n_layers + in + out, per = eff / S, extra = eff % S;
     int cur = 0, lo = 0;
-    for (int i = 0; i < pp - 1; i++) {
-        cur += i == 0 ? per - 1 : per;
-        if (extra > 0) {
-            cur++;
-            extra--;
-        }
-        if (cur > n_layers) cur = n_layers; /* only when pp > layers + 2, which check refuses */
+    for (int i = 0; i < S - 1; i++) {
+        cur += per + (i < extra) - (i == 0 ? in : 0);
+        if (cur > n_layers) cur = n_layers; /* only for splits check refuses */
         if (i == stage) {
             *first = lo;
             *end = cur;
@@ -163,14 +211,15 @@ void titan_layout_stage_layers(const titan_layout *l, int n_layers, int stage, i
 }
 
 int titan_layout_stage(const titan_layout *l, int n_layers, int block) {
-    if (l->pp == 1 || block <= 0) return 0;
-    if (block > n_layers) return l->pp - 1;
-    for (int s = 0; s < l->pp; s++) {
+    int S = titan_layout_stages(l);
+    if (S == 1 || block <= 0) return 0;
+    if (block > n_layers) return (S - 1) % l->pp;
+    for (int s = 0; s < S; s++) {
         int a, b;
         titan_layout_stage_layers(l, n_layers, s, &a, &b);
-        if (block - 1 < b) return s;
+        if (block - 1 < b) return s % l->pp;
     }
-    return l->pp - 1;
+    return (S - 1) % l->pp;
 }
 
 int titan_layout_box(const titan_layout *l, int n_layers, titan_layout_place place, int ndim,

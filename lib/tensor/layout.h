@@ -42,6 +42,14 @@
 
 typedef struct {
     int dp_replicate, dp_shard, cp, tp, pp;
+    /* The pipeline's stage split (torchtitan's): pp_v stages per pp rank,
+     * pp x pp_v in all, rank r holding stages r, r + pp, r + 2 pp, ...
+     * (torch.distributed.pipelining's looped placement); the embedding
+     * weighs pp_first_less layers, norm + output pp_last_less
+     * (pipeline_parallel_first/last_stage_less_layers). pp_v 0: the
+     * default split, one stage a rank and weights 1 and 1 (what a layout
+     * made without these fields gets). */
+    int pp_v, pp_first_less, pp_last_less;
 } titan_layout;
 
 /* A rank's place in the mesh. */
@@ -54,11 +62,13 @@ titan_layout titan_layout_single(void);
 
 /* Parses "dp_shard=4,tp=2,pp=1": comma-separated key=value with keys
  * dp_replicate, dp_shard, cp, tp, pp (each at most once; missing keys are 1),
- * or "single". Spaces around items are allowed. TITAN_ERR_USAGE names the bad
+ * and pp_v, pp_first_less, pp_last_less (the stage split: missing, the
+ * default; any of them given, the others default to 1), or "single". Spaces around items are allowed. TITAN_ERR_USAGE names the bad
  * item; degrees must be >= 1 and the world at most TITAN_LAYOUT_MAX_WORLD. */
 titan_status titan_layout_parse(const char *s, titan_layout *out);
-/* "dp_replicate=1,dp_shard=4,cp=1,tp=2,pp=1" (all five, this order), or
- * "single" for the one-rank layout; parse reads it back. */
+/* "dp_replicate=1,dp_shard=4,cp=1,tp=2,pp=1" (all five, this order), then
+ * ",pp_v=2,pp_first_less=1,pp_last_less=1" where the split is not the
+ * default one, or "single" for the one-rank layout; parse reads it back. */
 void titan_layout_format(const titan_layout *l, char *out, size_t cap);
 int titan_layout_world(const titan_layout *l);
 
@@ -81,13 +91,22 @@ typedef struct {
     int tp_dim, block;
 } titan_layout_place;
 
-/* Checks the layout against a model of n_layers transformer layers: at most
- * n_layers + 2 pipeline stages (TITAN_ERR_USAGE otherwise). */
+/* The stage split of l with its defaults filled in (pp_v >= 1). */
+void titan_layout_split(const titan_layout *l, int *v, int *first_less, int *last_less);
+/* Pipeline stages in all: pp x pp_v. */
+int titan_layout_stages(const titan_layout *l);
+/* Checks the layout against a model of n_layers transformer layers: the
+ * stages split the layers and the weights as torchtitan's
+ * generate_llm_fqn_per_model_part allows (at most n_layers + weights
+ * stages, no weight above the layers a stage gets; TITAN_ERR_USAGE
+ * otherwise). */
 titan_status titan_layout_check(const titan_layout *l, int n_layers);
-/* Transformer layers [*first, *end) of pipeline stage `stage`. */
+/* Transformer layers [*first, *end) of pipeline stage `stage` (of
+ * titan_layout_stages: stage s lives on pp rank s % pp). */
 void titan_layout_stage_layers(const titan_layout *l, int n_layers, int stage, int *first, int *end);
-/* The stage that holds block `block` (titan_layout_place's numbering): the
- * embedding the first, the head the last, a layer its layer's. */
+/* The pp rank that holds block `block` (titan_layout_place's numbering):
+ * the embedding the first stage's, the head the last stage's, a layer its
+ * stage's. */
 int titan_layout_stage(const titan_layout *l, int n_layers, int block);
 
 /* Context parallelism's load-balanced split of a sequence (torchtitan's and

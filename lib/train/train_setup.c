@@ -203,10 +203,19 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
         switch (cfg->parallelism_pp_schedule) {
         case TITAN_JOB_PP_1F1B: sh->sched = TITAN_PP_1F1B; break;
         case TITAN_JOB_PP_GPIPE: sh->sched = TITAN_PP_GPIPE; break;
+        case TITAN_JOB_PP_INTERLEAVED_1F1B: sh->sched = TITAN_PP_INTERLEAVED_1F1B; break;
+        case TITAN_JOB_PP_LOOPED_BFS: sh->sched = TITAN_PP_LOOPED_BFS; break;
         }
         sh->mb = cfg->parallelism_pipeline_parallel_microbatch_size;
         t->micro = B / sh->mb; /* titan_config_validate: mb divides B */
+        /* The exact stage split now that the layer count is known (the
+         * mesh made its communicators for the schedule's kind). */
+        TITAN_TRY(titan_pipeline_split(cfg, sh->sched, t->mc.n_layers, t->micro, &t->mesh.layout));
+        titan_layout_format(&t->mesh.layout, t->mesh.layout_str, sizeof t->mesh.layout_str);
     }
+    titan_layout *lay = &t->mesh.layout;
+    int v, first_less, last_less; /* stages a rank */
+    titan_layout_split(lay, &v, &first_less, &last_less);
     /* mixed_precision_param is the compute type (torchtitan's meaning): bf16
      * activations and compute weights; parameters, gradients and AdamW stay fp32. */
     sh->compute = cfg->training_param_dtype == TITAN_JOB_BFLOAT16 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
@@ -218,7 +227,9 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
                               .cp = t->mesh.cp_group,
                               .sequence_parallel = cfg->parallelism_enable_sequence_parallel,
                               .pp_size = pp, .pp_stage = t->mesh.pp_rank,
-                              .slots = titan_pipeline_slots(sh->sched, pp, t->mesh.pp_rank, t->micro)};
+                              .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
+                              .pp_last_less = lay->pp_last_less,
+                              .slots = titan_pipeline_slots(sh->sched, pp, t->mesh.pp_rank, v, t->micro)};
     /* titan_setup_model_config has checked the tp and pp splits */
     TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, sh->mb, T, ac, sh->compute, &mo));
     return TITAN_OK;
@@ -323,6 +334,19 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     return TITAN_OK;
 }
 
+/* "pipeline: stage 0 of 2 (...)", or with several stages a rank "stages 0,
+ * 2 of 4 (...)". */
+static void pipeline_line(trainer *t, const setup_shape *sh) {
+    int pp = sh->pp, v = titan_llama_stages(t->model);
+    char list[128] = "";
+    size_t k = 0;
+    for (int i = 0; i < v && k + 16 < sizeof list; i++)
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? ", " : "", t->mesh.pp_rank + i * pp);
+    titan_info("pipeline: stage%s %s of %d (this rank's parameters: %zu), %s schedule, %d micro-batches of %d x %d, "
+               "%d in flight", v == 1 ? "" : "s", list, pp * v, titan_llama_params_count(t->model),
+               t->cfg->parallelism_pipeline_parallel_schedule, t->micro, sh->mb, sh->T, titan_llama_slots(t->model));
+}
+
 /* Phase 6: the step's token buffers, the FLOPs and the peak for MFU, and
  * the start-up lines. */
 static titan_status prepare_steps(trainer *t, const setup_shape *sh) {
@@ -348,9 +372,7 @@ static titan_status prepare_steps(trainer *t, const setup_shape *sh) {
                t->peak_flops * 1e-9,
                peak_source, titan_backend_cpu_threads());
     if (pp > 1)
-        titan_info("pipeline: stage %d of %d (this rank's parameters: %zu), %s schedule, %d micro-batches of %d x %d, "
-                   "%d in flight", t->mesh.pp_rank, pp, titan_llama_params_count(t->model),
-                   cfg->parallelism_pipeline_parallel_schedule, t->micro, sh->mb, T, titan_llama_slots(t->model));
+        pipeline_line(t, sh);
     if (cp > 1) {
         int chunk[2];
         titan_layout_cp_chunks(T, cp, t->mesh.cp_rank, chunk);

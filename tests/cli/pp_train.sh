@@ -11,7 +11,10 @@
 # checkpoint), nor does full activation checkpointing. Also: pp 4 over 2
 # layers (a stage each for the embedding, the layers and the head), 4
 # micro-batches over 2 stages (1F1B's steady state), one micro-batch a
-# local batch, the device path (cpu-guard: the CPU's checkpoint byte for
+# local batch, Interleaved1F1B and LoopedBFS (2 stages a rank: the
+# embedding, the layers and the head a stage each over pp 2) alone and with
+# FSDP and tp, an Interleaved1F1B checkpoint resumed as one process, the
+# stage-split keys, the device path (cpu-guard: the CPU's checkpoint byte for
 # byte), checkpoints that resume across pp and one process, validation
 # (forward-only micro-batches), mpirun, the pipeline's waits in the
 # metrics as exposed communication, and the refusals: tied embeddings,
@@ -28,6 +31,9 @@ PP2="--parallelism.pipeline_parallel_degree=2"
 PP4="--parallelism.pipeline_parallel_degree=4"
 GPIPE="--parallelism.pipeline_parallel_schedule=GPipe"
 
+for r in il bfs ilfsdp iltp ilhalf ilhalf1 lps; do
+    "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
+done
 for r in single pp2 gpipe pp4 pp2tp2 pp2ddp pp2fsdp pp2fsdpa pp8 mb2 pp2full bf1 bf2 g2 half half1 half2; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
@@ -75,6 +81,35 @@ curve "bf16: pp 2 = one process" "$tmp/bf1" "$tmp/bf2" 1 1e-4 1e-3
 
 under_mpirun "pp 2" "$PP2"
 
+# --- several stages a rank: stage s on pp rank s % 2 (torch's looped placement) ---------
+IL="--parallelism.pipeline_parallel_schedule=Interleaved1F1B"
+BFS="--parallelism.pipeline_parallel_schedule=LoopedBFS"
+expect 0 "pipeline: stages 0, 2 of 4 (this rank's parameters: 20608), Interleaved1F1B schedule" \
+    "train pp 2, Interleaved1F1B (2 stages a rank)" -- "$bin/titan-train" "$tmp/il" --nproc 2 $PP2 $IL
+curve "pp 2 Interleaved1F1B loss curve = one process" "$tmp/single" "$tmp/il"
+expect 0 "LoopedBFS schedule" "train pp 2, LoopedBFS" -- "$bin/titan-train" "$tmp/bfs" --nproc 2 $PP2 $BFS
+curve "pp 2 LoopedBFS loss curve = one process" "$tmp/single" "$tmp/bfs"
+expect 0 "" "train pp 2 x FSDP 2, Interleaved1F1B (poisoned)" -- env TITAN_FSDP_POISON=1 "$bin/titan-train" -q \
+    "$tmp/ilfsdp" --nproc 4 $PP2 $IL
+curve "pp 2 x FSDP 2 Interleaved1F1B loss curve = one process" "$tmp/single" "$tmp/ilfsdp"
+expect 0 "" "train pp 2 x tp 2, Interleaved1F1B" -- "$bin/titan-train" -q "$tmp/iltp" --nproc 4 $PP2 $TP2 $IL
+curve "pp 2 x tp 2 Interleaved1F1B loss curve = one process" "$tmp/single" "$tmp/iltp"
+same_bits "pp 2: Interleaved1F1B = 1F1B, bit for bit (backwards in micro-batch order)" "$tmp/pp2" "$tmp/il"
+grep -q '"dp_replicate=1,dp_shard=2,cp=1,tp=1,pp=2,pp_v=2,pp_first_less=1,pp_last_less=1"' \
+    "$tmp/ilfsdp/checkpoint/step-00000020/metadata.json" \
+    && ok "the checkpoint records the stage split" || fail "the checkpoint records the stage split"
+expect 0 "" "Interleaved1F1B pp 2 to step 10" -- "$bin/titan-train" -q "$tmp/ilhalf" --nproc 2 $PP2 $IL --stop-at 10
+expect 0 "" "resume the Interleaved1F1B checkpoint as one process" -- "$bin/titan-train" -q "$tmp/ilhalf"
+curve "Interleaved1F1B -> one process resume continues the curve" "$tmp/single" "$tmp/ilhalf" 11
+expect 0 "" "one process to step 10" -- "$bin/titan-train" -q "$tmp/ilhalf1" --stop-at 10
+expect 0 "" "resume the one-process checkpoint under Interleaved1F1B" -- "$bin/titan-train" -q "$tmp/ilhalf1" \
+    --nproc 2 $PP2 $IL
+curve "one process -> Interleaved1F1B resume continues the curve" "$tmp/single" "$tmp/ilhalf1" 11
+# layers_per_stage 1: (2 layers + 1 + 1) / 1 = 4 stages, 2 a rank
+expect 0 "stages 0, 2 of 4" "pipeline_parallel_layers_per_stage = 1 gives 2 stages a rank" -- \
+    "$bin/titan-train" "$tmp/lps" --nproc 2 $PP2 $IL --parallelism.pipeline_parallel_layers_per_stage=1
+curve "layers_per_stage 1 loss curve = one process" "$tmp/single" "$tmp/lps"
+
 # --- the schedule and recomputation change no bit -----------------------------------
 same_bits "pp 2: GPipe = 1F1B, bit for bit" "$tmp/pp2" "$tmp/gpipe"
 same_ckpt "pp 2: GPipe checkpoint = 1F1B's, byte for byte" "$tmp/pp2" "$tmp/gpipe"
@@ -120,8 +155,17 @@ expect 2 "parallelism.pipeline_parallel_degree = 5: pipeline parallelism: 5 stag
 expect 2 "pipeline_parallel_microbatch_size = 3 does not divide training.local_batch_size = 2" \
     "a micro-batch size that does not divide the local batch is a usage error" -- \
     "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 --parallelism.pipeline_parallel_microbatch_size=3
-expect 2 "'Interleaved1F1B' is not one of 1F1B, GPipe" "an unknown schedule is a usage error" -- \
-    "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 --parallelism.pipeline_parallel_schedule=Interleaved1F1B
+expect 2 "'ZBVZeroBubble' is not one of 1F1B, GPipe, Interleaved1F1B, LoopedBFS" "an unknown schedule is a usage error" -- \
+    "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 --parallelism.pipeline_parallel_schedule=ZBVZeroBubble
+expect 2 "pipeline_parallel_layers_per_stage = 1: 2 layers + 0 + 1 (pipeline_parallel_first/last_stage_less_layers) make 3 stages, not a multiple of pipeline_parallel_degree 2" \
+    "stages that do not divide over the pp ranks are a usage error" -- "$bin/titan-train" "$tmp/single" --nproc 2 \
+    $PP2 $IL --parallelism.pipeline_parallel_layers_per_stage=1 --parallelism.pipeline_parallel_first_stage_less_layers=0
+expect 2 "\"Interleaved1F1B\" runs at least 2 stages a rank, pipeline_parallel_layers_per_stage gives 1" \
+    "Interleaved1F1B with one stage a rank is a usage error" -- "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 $IL \
+    --parallelism.pipeline_parallel_layers_per_stage=2
+expect 2 "get 3 each, fewer than the embedding's weight 4" \
+    "a weight above the layers a stage gets is a usage error" -- "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 \
+    --parallelism.pipeline_parallel_first_stage_less_layers=4
 expect 2 "--sample with pipeline_parallel_degree 2" "--sample under pp 2 is a usage error" -- \
     "$bin/titan-train" "$tmp/pp2" --nproc 2 $PP2 --sample 24 --prompt "The "
 

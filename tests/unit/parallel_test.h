@@ -41,6 +41,8 @@ static inline int mesh_join(const titan_layout *l, titan_mesh *m) {
     cfg.parallelism_tensor_parallel_degree = l->tp;
     cfg.parallelism_context_parallel_degree = l->cp;
     cfg.parallelism_pipeline_parallel_degree = l->pp;
+    /* several stages a rank: the mesh makes the wrap communicators */
+    if (l->pp_v > 1) cfg.parallelism_pp_schedule = TITAN_JOB_PP_INTERLEAVED_1F1B;
     cfg.comm_train_timeout_seconds = 60;
     if (titan_mesh_init(&cfg, m) != TITAN_OK || titan_mesh_connect(m, 0) != TITAN_OK) {
         fprintf(stderr, "mesh of %d x %d x %d x %d x %d: %s\n", l->pp, l->dp_replicate, l->dp_shard, l->cp, l->tp,

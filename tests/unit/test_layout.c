@@ -96,7 +96,7 @@ static void test_plan(void) {
     OK(titan_llama_flavor("debugmodel", &mc));
     mc.vocab_size = 64;
     int np;
-    titan_param *cat = titan_llama_params_local_new(&mc, (titan_llama_tp){1, 0}, (titan_llama_pp){3, 0}, &np);
+    titan_param *cat = titan_llama_params_local_new(&mc, (titan_llama_tp){1, 0}, (titan_llama_pp){.size = 3, .stage = 0}, &np);
     for (int i = 0; cat && i < np; i++) {
         titan_layout_place q = P(cat[i].name, mc.n_layers);
         CHECK(q.tp_dim == cat[i].place.tp_dim && q.block == cat[i].place.block, "%s", cat[i].name);
@@ -403,7 +403,7 @@ static void test_many_ranks(const char *tmp) {
         titan_ckpt_close(ck);
     }
     load_sharded(root, &l, 1, ts, 2, "many ranks");
-    load_sharded(root, &(titan_layout){1, 1, 1, 1, 1}, 1, ts, 2, "many ranks -> single");
+    load_sharded(root, &(titan_layout){1, 1, 1, 1, 1, 0, 0, 0}, 1, ts, 2, "many ranks -> single");
     free(t.data);
     free(u.data);
 }

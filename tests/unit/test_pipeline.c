@@ -31,7 +31,7 @@
 #include "parallel/fsdp.h"
 #include "parallel/pipeline.h"
 
-enum { B = 1, T = 8, N = B * T, M = 4 /* micro-batches */, ACC = 2, NL = 4, NB = NL + 2, VOCAB = 53, MAXDP = 2 };
+enum { B = 1, T = 8, N = B * T, M = 4 /* micro-batches */, ACC = 2, NL = 6, NB = NL + 2, VOCAB = 53, MAXDP = 2 };
 
 static uint32_t token(int which, int d, int a, int i) {
     return (uint32_t)(titan_rng_u64(61, (uint64_t)which, (uint64_t)((d * ACC + a) * M * N + i)) % VOCAB);
@@ -48,6 +48,7 @@ typedef struct {
     titan_param *gcat;
     size_t np;
     float *P, *avg;
+    float *avg_rev; /* the micro-batches' backwards in reverse order (LoopedBFS's) */
     double loss[MAXDP][ACC]; /* as the pipeline reports it: mean over the micro-batches */
     double eval[MAXDP];      /* forward only, batch 0 */
 } ref;
@@ -68,7 +69,7 @@ static void ref_make(ref *r, const titan_layout *l) {
     }
     memcpy(titan_llama_params_data(w), r->P, r->np * sizeof(float));
     int R = l->dp_replicate, S = l->dp_shard, dp = R * S;
-    float *g[MAXDP];
+    float *g[MAXDP], *grev[MAXDP];
     uint32_t tok[M * N], tgt[M * N];
     float scale = (1.0f / ACC) / (float)M; /* train.c's */
     for (int d = 0; d < dp; d++) {
@@ -86,6 +87,17 @@ static void ref_make(ref *r, const titan_layout *l) {
         }
         g[d] = xalloc(r->np * sizeof(float));
         memcpy(g[d], titan_llama_grads_data(w), r->np * sizeof(float));
+        titan_llama_zero_grads(w);
+        for (int a = 0; a < ACC; a++) {
+            batch(d, a, tok, tgt);
+            for (int i = M - 1; i >= 0; i--) {
+                float lo;
+                CHECK(titan_llama_forward_train(w, tok + i * N, tgt + i * N, scale, &lo) == TITAN_OK);
+                titan_llama_backward(w, scale);
+            }
+        }
+        grev[d] = xalloc(r->np * sizeof(float));
+        memcpy(grev[d], titan_llama_grads_data(w), r->np * sizeof(float));
         batch(d, 0, tok, tgt);
         double sum = 0;
         for (int i = 0; i < M; i++) {
@@ -97,24 +109,33 @@ static void ref_make(ref *r, const titan_layout *l) {
     }
     r->avg = xalloc(r->np * sizeof(float));
     layout_average(g, R, S, r->np, r->avg);
+    r->avg_rev = xalloc(r->np * sizeof(float));
+    layout_average(grev, R, S, r->np, r->avg_rev);
     check_grads_nonzero(r->avg, r->gcat, r->ng);
-    for (int d = 0; d < dp; d++) free(g[d]);
+    for (int d = 0; d < dp; d++) free(g[d]), free(grev[d]);
     titan_llama_free(w);
 }
 
-static void ref_free(ref *r) { free(r->gcat), free(r->P), free(r->avg); }
+static void ref_free(ref *r) { free(r->gcat), free(r->P), free(r->avg), free(r->avg_rev); }
 
 typedef struct {
     titan_pp_schedule sched;
     int reshard;
 } variant;
 
-/* Stage model, fsdp and pipeline as train.c makes them; two steps compared. */
+/* Stage models, fsdp and pipeline as train.c makes them; two steps compared. */
 static void run_variant(titan_mesh *m, const ref *r, const variant *v) {
-    const titan_layout *l = &m->layout;
+    titan_layout *l = &m->layout;
+    /* the split as titan_pipeline_split makes it: 2 stages a rank for the
+     * multi-stage schedules */
+    l->pp_v = titan_pp_schedule_multi(v->sched) ? 2 : 1;
+    l->pp_first_less = l->pp_last_less = 1;
+    titan_layout_format(l, m->layout_str, sizeof m->layout_str);
     int sharded = m->shard_comm != NULL, stage = m->pp_rank, last = stage == l->pp - 1;
+    const float *want = v->sched == TITAN_PP_LOOPED_BFS ? r->avg_rev : r->avg;
     titan_llama_options mo = {.flags = sharded ? TITAN_LLAMA_RELEASABLE : 0, .pp_size = l->pp, .pp_stage = stage,
-                              .slots = titan_pipeline_slots(v->sched, l->pp, stage, M)};
+                              .pp_v = l->pp_v, .pp_first_less = 1, .pp_last_less = 1,
+                              .slots = titan_pipeline_slots(v->sched, l->pp, stage, l->pp_v, M)};
     titan_llama *mdl = NULL;
     if (titan_llama_create_ex(&mdl, &r->c, titan_backend_cpu(), B, T, TITAN_AC_NONE, TITAN_DTYPE_F32, &mo) != TITAN_OK) {
         CHECK(0, "stage %d of %d", stage, l->pp);
@@ -149,7 +170,7 @@ static void run_variant(titan_mesh *m, const ref *r, const variant *v) {
         compared = 0;
         for (int i = 0; i < r->ng; i++) {
             size_t g = piece_flat_off(pc, r->gcat, i);
-            bad += count_diff(sg + pc[i].shard_off, r->avg + g, pc[i].len, &maxd);
+            bad += count_diff(sg + pc[i].shard_off, want + g, pc[i].len, &maxd);
             compared += pc[i].len;
         }
         CHECK(titan_fsdp_params_updated(f) == TITAN_OK);
@@ -160,7 +181,7 @@ static void run_variant(titan_mesh *m, const ref *r, const variant *v) {
     CHECK(ev == (last ? r->eval[m->dp_rank] : 0.0), "stage %d: eval loss %.9g, one process %.9g", stage, ev,
           r->eval[m->dp_rank]);
     CHECK(titan_pipeline_take_wait_s(p) >= 0 && titan_pipeline_take_wait_s(p) == 0);
-    const char *sn = v->sched == TITAN_PP_1F1B ? "1F1B" : "GPipe";
+    const char *sn = titan_pp_schedule_name(v->sched);
     CHECK(bad == 0, "%s, %s, stage %d, dp rank %d: %zu gradient elements differ from one process's (max %.3g)",
           m->layout_str, sn, stage, m->dp_rank, bad, maxd);
     CHECK(loss_bad == 0, "%s, %s, stage %d: %d losses differ", m->layout_str, sn, stage, loss_bad);
@@ -171,20 +192,48 @@ static void run_variant(titan_mesh *m, const ref *r, const variant *v) {
           all_compared, r->np, l->dp_replicate);
     if (m->rank == 0)
         printf("  %d ranks, %s, %s, M %d, %d accumulated%s: gradients of every stage (%.0f elements, 2 steps) and "
-               "losses (train and eval) %s one process's\n",
+               "losses (train and eval) %s one process's%s\n",
                m->world, m->layout_str, sn, M, ACC, sharded ? (v->reshard ? ", reshard 1" : ", reshard 0") : "",
-               all_compared, all_bad == 0 ? "bitwise equal to" : "DIFFER FROM");
+               all_compared, all_bad == 0 ? "bitwise equal to" : "DIFFER FROM",
+               v->sched == TITAN_PP_LOOPED_BFS ? " (backwards in reverse micro-batch order)" : "");
     titan_pipeline_free(p);
     titan_fsdp_free(f);
     titan_llama_free(mdl);
 }
 
+/* The action lists against torch's, written out by hand from
+ * schedules.py's formulas (global stage s = rank + k x pp, "sFm" a forward
+ * of micro-batch m, "sBm" a backward). */
+static void check_order(titan_pp_schedule sc, int pp, int r, int v, int micro, const char *want) {
+    titan_pp_action a[64];
+    int n = titan_pp_schedule_actions(sc, pp, r, v, micro, a);
+    char got[512] = "";
+    size_t k = 0;
+    for (int i = 0; i < n && k < sizeof got; i++)
+        k += (size_t)snprintf(got + k, sizeof got - k, "%s%d%c%d", i ? " " : "", r + a[i].stage * pp,
+                              a[i].backward ? 'B' : 'F', a[i].mb);
+    CHECK(n == 2 * v * micro && !strcmp(got, want), "%s pp %d rank %d v %d M %d:\n  got  %s\n  want %s",
+          titan_pp_schedule_name(sc), pp, r, v, micro, got, want);
+}
+
 static void check_schedules(void) {
     for (int st = 0; st < 4; st++) {
-        CHECK(titan_pipeline_slots(TITAN_PP_1F1B, 4, st, 8) == 4 - st, "1F1B slots, stage %d of 4", st);
-        CHECK(titan_pipeline_slots(TITAN_PP_1F1B, 4, st, 2) == (4 - st < 2 ? 4 - st : 2));
-        CHECK(titan_pipeline_slots(TITAN_PP_GPIPE, 4, st, 8) == 8, "GPipe slots");
+        CHECK(titan_pipeline_slots(TITAN_PP_1F1B, 4, st, 1, 8) == 4 - st, "1F1B slots, stage %d of 4", st);
+        CHECK(titan_pipeline_slots(TITAN_PP_1F1B, 4, st, 1, 2) == (4 - st < 2 ? 4 - st : 2));
+        CHECK(titan_pipeline_slots(TITAN_PP_GPIPE, 4, st, 1, 8) == 8, "GPipe slots");
+        CHECK(titan_pipeline_slots(TITAN_PP_LOOPED_BFS, 4, st, 2, 8) == 16, "LoopedBFS slots");
     }
+    check_order(TITAN_PP_1F1B, 2, 0, 1, 3, "0F0 0F1 0B0 0F2 0B1 0B2");
+    check_order(TITAN_PP_INTERLEAVED_1F1B, 2, 0, 2, 4,
+                "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3");
+    check_order(TITAN_PP_INTERLEAVED_1F1B, 2, 1, 2, 4,
+                "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3");
+    check_order(TITAN_PP_LOOPED_BFS, 2, 1, 2, 2, "1F0 1F1 3F0 3F1 3B1 3B0 1B1 1B0");
+    /* interleaved, pp 2 rank 0: at most 4 of stage 0's micro-batches in flight */
+    CHECK(titan_pp_schedule_slots(TITAN_PP_INTERLEAVED_1F1B, 2, 0, 2, 4, 0) == 4);
+    /* 9 micro-batches over pp 4: 2 rounds, 9 not a multiple (torch refuses it too) */
+    CHECK(titan_pp_schedule_check(TITAN_PP_INTERLEAVED_1F1B, 4, 2, 9) == TITAN_ERR_USAGE);
+    titan_error_clear();
 }
 
 static int run(const titan_layout *l) {
@@ -193,8 +242,9 @@ static int run(const titan_layout *l) {
     if (m.rank == 0) check_schedules();
     ref r;
     ref_make(&r, l);
-    static const variant vs[] = {{TITAN_PP_1F1B, 0}, {TITAN_PP_GPIPE, 0}, {TITAN_PP_1F1B, 1}};
-    int nv = m.shard_comm ? 3 : 2;
+    static const variant vs[] = {{TITAN_PP_1F1B, 0},       {TITAN_PP_GPIPE, 0},          {TITAN_PP_INTERLEAVED_1F1B, 0},
+                                 {TITAN_PP_LOOPED_BFS, 0}, {TITAN_PP_INTERLEAVED_1F1B, 1}, {TITAN_PP_1F1B, 1}};
+    int nv = m.shard_comm ? 6 : 4;
     for (int i = 0; i < nv; i++) run_variant(&m, &r, &vs[i]);
     ref_free(&r);
     titan_mesh_free(&m);
@@ -203,10 +253,10 @@ static int run(const titan_layout *l) {
 
 int main(int argc, char **argv) {
     static const parallel_job jobs[] = {
-        {2, "pp=2"},
-        {4, "pp=4"},
-        {4, "pp=2,dp_shard=2"},
-        {4, "pp=2,dp_replicate=2"},
+        {2, "pp=2,pp_v=2"},
+        {4, "pp=4,pp_v=2"},
+        {4, "pp=2,pp_v=2,dp_shard=2"},
+        {4, "pp=2,pp_v=2,dp_replicate=2"},
     };
     return parallel_main(argc, argv, "test_pipeline", "pipeline", run, jobs, (int)(sizeof jobs / sizeof *jobs));
 }

@@ -1,0 +1,66 @@
+/* pipeline_schedule.h - the order of a pipeline rank's forwards and
+ * backwards: torch.distributed.pipelining's schedules, by their names,
+ * as lists of actions (pipeline.c runs them).
+ *
+ * With pp ranks and v stages a rank, the model is cut into pp x v stages
+ * and rank r holds stages r, r + pp, r + 2 pp, ... (local stages 0, 1, ...;
+ * torch's looped placement). M micro-batches a step.
+ *   1F1B            (v = 1) min(pp - r - 1, M) forwards, then one forward
+ *                   and one backward in turn, then the backwards left
+ *                   (torch's Schedule1F1B).
+ *   GPipe           (v = 1) every forward, then every backward.
+ *   Interleaved1F1B (v >= 2) torch's ScheduleInterleaved1F1B (Narayanan et
+ *                   al. 2021, "depth first"): rounds = max(1, M / pp) of
+ *                   M / rounds micro-batches (M a multiple of rounds);
+ *                   warm-up min((v - 1) x M/rounds + 2 (pp - 1 - r), v M)
+ *                   forwards, then a forward and a backward in turn, then
+ *                   the backwards; forward op i runs local stage (i /
+ *                   (M/rounds)) mod v, backward op j local stage v - 1 -
+ *                   (j / (M/rounds)) mod v, each stage's micro-batches in
+ *                   order (torch's _get_1f1b_rank_ops without its idle
+ *                   steps).
+ *   LoopedBFS       (v >= 2) torch's ScheduleLoopedBFS (Lamy-Poirier 2022,
+ *                   "breadth first"): every micro-batch's forward on local
+ *                   stage 0, then on stage 1, ...; then the backwards from
+ *                   the last local stage down, each over micro-batches
+ *                   M - 1 down to 0 (torch's order: the gradients add in
+ *                   reverse micro-batch order, which changes their last
+ *                   bits against one process's, not their value).
+ * Matched against torch/distributed/pipelining/schedules.py (PyTorch 2.11:
+ * ScheduleInterleaved1F1B._calculate_single_rank_operations,
+ * _get_warmup_ops, _get_1f1b_rank_ops, ScheduleLoopedBFS). */
+#ifndef TITAN_PARALLEL_PIPELINE_SCHEDULE_H
+#define TITAN_PARALLEL_PIPELINE_SCHEDULE_H
+
+#include "core/error.h"
+
+typedef enum {
+    TITAN_PP_1F1B = 0,
+    TITAN_PP_GPIPE = 1,
+    TITAN_PP_INTERLEAVED_1F1B = 2,
+    TITAN_PP_LOOPED_BFS = 3,
+} titan_pp_schedule;
+
+/* One step of a rank's schedule: micro-batch mb's forward or backward on
+ * local stage `stage`. */
+typedef struct {
+    int stage, mb, backward;
+} titan_pp_action;
+
+/* torch's name of s ("1F1B", "GPipe", "Interleaved1F1B", "LoopedBFS"). */
+const char *titan_pp_schedule_name(titan_pp_schedule s);
+/* Whether s runs several stages a rank (torch's PipelineScheduleMulti). */
+int titan_pp_schedule_multi(titan_pp_schedule s);
+/* TITAN_ERR_USAGE, naming the keys, when s cannot run v stages a rank over
+ * pp ranks with M micro-batches. */
+titan_status titan_pp_schedule_check(titan_pp_schedule s, int pp, int v, int micro);
+/* Rank r's 2 x v x M actions in order into out (which holds that many);
+ * returns their number. */
+int titan_pp_schedule_actions(titan_pp_schedule s, int pp, int r, int v, int micro, titan_pp_action *out);
+/* Micro-batch slots local stage k of rank r needs (its most micro-batches
+ * between forward and backward) such that micro-batch mb can take slot mb
+ * mod slots; slots_total: the sum over the rank's v stages. */
+int titan_pp_schedule_slots(titan_pp_schedule s, int pp, int r, int v, int micro, int k);
+int titan_pp_schedule_slots_total(titan_pp_schedule s, int pp, int r, int v, int micro);
+
+#endif
