@@ -6,7 +6,8 @@
 # head dim 64: the tensor-core attention), 8 sequences of 256 tokens per
 # step (accumulation 4 as one process, 2 under dp 2, 1 under dp 4), STEPS
 # steps (20):
-#   fp32: one GPU, then FSDP 2, HSDP 2x2, tp 2, pp 2, cp 2: each loss curve
+#   fp32: one GPU, then FSDP 2, HSDP 2x2, tp 2, pp 2 (1F1B, and
+#         Interleaved1F1B with 2 stages a rank), cp 2: each loss curve
 #         within TOL (1e-5) of one GPU's, gradient norms within GN_TOL (1e-6)
 #         (the CPU suite's bounds: layouts only regroup sums);
 #   bf16 (training.deterministic: titan's attention kernels): the same
@@ -127,6 +128,7 @@ BF16="--training.mixed_precision_param=bfloat16 --training.deterministic=true"
 # name:ranks:flags (commas between flags)
 LAYOUTS="fsdp2:2: hsdp:4:--parallelism.data_parallel_replicate_degree=2,--parallelism.data_parallel_shard_degree=2
  tp2:2:--parallelism.tensor_parallel_degree=2 pp2:2:--parallelism.pipeline_parallel_degree=2
+ pp2i:2:--parallelism.pipeline_parallel_degree=2,--parallelism.pipeline_parallel_schedule=Interleaved1F1B
  cp2:2:--parallelism.context_parallel_degree=2"
 for prec in fp32 bf16; do
     if [ $prec = fp32 ]; then P=""; t=$TOL; g=$GN_TOL; else P=$BF16; t=$BF16_TOL; g=$BF16_GN_TOL; fi

@@ -6,7 +6,8 @@
 #            loss curves on cpu and cuda, resume bit for bit, bf16, cuDNN
 #            attention, memcheck for MEMCHECK_S (60) seconds; at most
 #            CHECK_S (300) seconds, each run STEP_TIMEOUT_S (120);
-#   layouts  scripts/gpu-layouts.sh: FSDP 2, HSDP 2x2, tp 2, pp 2, cp 2 on
+#   layouts  scripts/gpu-layouts.sh: FSDP 2, HSDP 2x2, tp 2, pp 2 (1F1B and
+#            Interleaved1F1B), cp 2 on
 #            the machine's GPUs (shared round-robin where fewer than the
 #            ranks) against one GPU's curve, fp32 and bf16, and resume
 #            across layouts; at most LAYOUTS_S (240); needs a build (check

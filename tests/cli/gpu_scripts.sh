@@ -41,7 +41,7 @@ for want in "SKIP  make: GPU_CHECK_BUILD=0" "SKIP  test_cuda_ops (4 ways)" "PASS
     grep -qF -- "$want" "$s" && ok "gpu-check: $want" || fail "gpu-check: $want"
 done
 # every layout in both precisions, and the resumes across layouts
-for l in fsdp2 hsdp tp2 pp2 cp2; do
+for l in fsdp2 hsdp tp2 pp2 pp2i cp2; do
     for prec in fp32 bf16; do
         grep -q "^PASS  $l $prec = one cpu-guard: loss within" "$out/layouts.txt" && ok "layouts: $l $prec" ||
             fail "layouts: $l $prec"
