@@ -24,10 +24,16 @@ struct titan_pipeline {
     size_t count, bytes;         /* a transfer: count elements of dt */
     /* Host copies for communicators that move host memory only (NULL when
      * the transfers take backend memory): a slot's output each, the input,
-     * the incoming and the outgoing gradient. */
+     * the incoming gradient, a slot's outgoing gradient each. */
     char *out_host, *in_host, *gin_host, *gout_host;
+    /* Outgoing input gradients, a slot's each (backend memory; NULL with
+     * the host copies): the model's gradient buffer takes the next
+     * backward's incoming gradient at once, so a send may wait for its
+     * receiver as long as the schedule needs (the interleaved schedules'
+     * sends of one rank can wait for actions that rank still has to do). */
+    void *gout;
     titan_comm_req **out_req;    /* per slot: the queued send of its output */
-    titan_comm_req *gout_req;    /* the queued send of the last input gradient */
+    titan_comm_req **gout_req;   /* per slot: the queued send of its input gradient */
     double wait_s;
 };
 
@@ -112,21 +118,25 @@ titan_status titan_pipeline_create(titan_pipeline **out, titan_mesh *mesh, titan
     p->dt = titan_llama_compute_dtype(model);
     p->count = titan_llama_stage_io_count(model);
     p->bytes = p->count * titan_dtype_size(p->dt);
-    p->out_req = titan_alloc((size_t)p->slots * sizeof *p->out_req, "pipeline send requests");
-    int mirror = !p->be->host && !titan_comm_device_buffers(mesh->pp_comm);
-    if (mirror) {
-        p->out_host = titan_alloc_pages((size_t)p->slots * p->bytes, "pipeline: host copies of the stage outputs");
-        p->in_host = titan_alloc_pages(3 * p->bytes, "pipeline: host copies of the stage input and gradients");
-        if (p->in_host) {
-            p->gin_host = p->in_host + p->bytes;
-            p->gout_host = p->in_host + 2 * p->bytes;
-        }
+    p->out_req = titan_alloc(2 * (size_t)p->slots * sizeof *p->out_req, "pipeline send requests");
+    if (p->out_req) {
+        memset(p->out_req, 0, 2 * (size_t)p->slots * sizeof *p->out_req);
+        p->gout_req = p->out_req + p->slots;
     }
-    if (!p->out_req || (mirror && (!p->out_host || !p->in_host)) || plan(p) != TITAN_OK) {
+    int mirror = !p->be->host && !titan_comm_device_buffers(mesh->pp_comm);
+    size_t per_slot = (size_t)p->slots * p->bytes;
+    if (mirror) {
+        p->out_host = titan_alloc_pages(2 * per_slot, "pipeline: host copies of the stage outputs and gradients");
+        p->in_host = titan_alloc_pages(2 * p->bytes, "pipeline: host copies of the stage input and gradient");
+        if (p->out_host) p->gout_host = p->out_host + per_slot;
+        if (p->in_host) p->gin_host = p->in_host + p->bytes;
+    } else {
+        p->gout = p->be->alloc(per_slot ? per_slot : 1);
+    }
+    if (!p->out_req || (mirror ? !p->out_host || !p->in_host : !p->gout) || plan(p) != TITAN_OK) {
         titan_pipeline_free(p);
         return TITAN_ERR_NOMEM;
     }
-    memset(p->out_req, 0, (size_t)p->slots * sizeof *p->out_req);
     *out = p;
     return TITAN_OK;
 }
@@ -143,9 +153,9 @@ static titan_status wait_req(titan_pipeline *p, titan_comm_req **req) {
 
 void titan_pipeline_free(titan_pipeline *p) {
     if (!p) return;
-    for (int k = 0; p->out_req && k < p->slots; k++) (void)wait_req(p, &p->out_req[k]);
-    (void)wait_req(p, &p->gout_req);
+    for (int k = 0; p->out_req && k < 2 * p->slots; k++) (void)wait_req(p, &p->out_req[k]);
     titan_free(p->out_req);
+    if (p->gout) p->be->free(p->gout);
     titan_free(p->acts);
     titan_free(p->slot0);
     titan_free_pages(p->out_host);
@@ -223,12 +233,9 @@ static titan_status forward_mb(titan_pipeline *p, int k, const uint32_t *inputs,
  * last: the stage's last backward of the step's last batch (fsdp starts
  * the reductions of its blocks). */
 static titan_status backward_mb(titan_pipeline *p, int k, int mb, float loss_scale, int last, titan_fsdp *fsdp) {
-    int g = p->rank + k * p->pp;
-    enter(p, k, mb);
+    int g = p->rank + k * p->pp, slot = enter(p, k, mb);
     void *grad = titan_llama_stage_grad(p->model);
-    /* The gradient buffer is the last send's source. */
-    titan_status st = wait_req(p, &p->gout_req);
-    if (st != TITAN_OK) return failed(p, st, "send of a gradient before", mb, g, g - 1);
+    titan_status st = TITAN_OK;
     if (g + 1 < p->stages) {
         st = recv_into(p, p->bwd_in, grad, p->gin_host, p->next);
         if (st != TITAN_OK) return failed(p, st, "receive of the gradient of", mb, g, g + 1);
@@ -237,7 +244,16 @@ static titan_status backward_mb(titan_pipeline *p, int k, int mb, float loss_sca
     titan_llama_backward(p->model, loss_scale);
     TITAN_TRY(titan_llama_take_error(p->model)); /* a tensor-parallel collective's failure */
     if (g > 0) {
-        st = send_from(p, p->bwd_out, grad, p->gout_host, p->prev, &p->gout_req);
+        /* the slot's staging may still be on its way from an earlier micro-batch */
+        st = wait_req(p, &p->gout_req[slot]);
+        if (st != TITAN_OK) return failed(p, st, "send of the gradient of", mb - p->nslot[k], g, g - 1);
+        char *host = p->gout_host ? p->gout_host + (size_t)slot * p->bytes : NULL;
+        void *src = grad;
+        if (!host) {
+            src = (char *)p->gout + (size_t)slot * p->bytes;
+            p->be->convert(src, p->dt, grad, p->dt, p->count);
+        }
+        st = send_from(p, p->bwd_out, src, host, p->prev, &p->gout_req[slot]);
         if (st != TITAN_OK) return failed(p, st, "send of the gradient of", mb, g, g - 1);
     }
     return TITAN_OK;

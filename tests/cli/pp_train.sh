@@ -94,6 +94,26 @@ expect 0 "" "train pp 2 x FSDP 2, Interleaved1F1B (poisoned)" -- env TITAN_FSDP_
 curve "pp 2 x FSDP 2 Interleaved1F1B loss curve = one process" "$tmp/single" "$tmp/ilfsdp"
 expect 0 "" "train pp 2 x tp 2, Interleaved1F1B" -- "$bin/titan-train" -q "$tmp/iltp" --nproc 4 $PP2 $TP2 $IL
 curve "pp 2 x tp 2 Interleaved1F1B loss curve = one process" "$tmp/single" "$tmp/iltp"
+# Stage messages larger than a send ring (256 KiB): a send then waits for
+# its receiver, and a rank's gradient send must not wait for the next
+# backward (each slot's outgoing gradient has its own buffer). 512 KiB
+# messages (dim 128 x 512 tokens x 2 sequences, fp32), 3 steps: the
+# interleaved schedule finishes, on 1F1B's losses (the same sums).
+BIG="--model.dim=128 --model.multiple_of=16 --training.seq_len=512 --training.local_batch_size=4
+ --training.global_batch_size=4 --training.steps=3 --parallelism.pipeline_parallel_microbatch_size=2"
+for r in big1 bigil; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $BIG 2>"$tmp/err" || fail "init $r"; done
+expect 0 "" "train pp 2, 1F1B, 512 KiB stage messages" -- "$bin/titan-train" -q "$tmp/big1" --nproc 2 $PP2
+expect 0 "" "train pp 2, Interleaved1F1B, 512 KiB stage messages (no deadlock)" -- \
+    "$bin/titan-train" -q "$tmp/bigil" --nproc 2 $PP2 $IL
+same_bits_3() {
+    /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'PY'
+import json, sys
+a, b = ([(d["step"], d["loss"], d["grad_norm"]) for d in map(json.loads, open(p))] for p in sys.argv[1:3])
+sys.exit(0 if len(a) == 3 and a == b else 1)
+PY
+}
+same_bits_3 "$tmp/big1" "$tmp/bigil" && ok "512 KiB messages: Interleaved1F1B's losses are 1F1B's" ||
+    fail "512 KiB messages: Interleaved1F1B's losses are 1F1B's"
 same_bits "pp 2: Interleaved1F1B = 1F1B, bit for bit (backwards in micro-batch order)" "$tmp/pp2" "$tmp/il"
 grep -q '"dp_replicate=1,dp_shard=2,cp=1,tp=1,pp=2,pp_v=2,pp_first_less=1,pp_last_less=1"' \
     "$tmp/ilfsdp/checkpoint/step-00000020/metadata.json" \
