@@ -214,7 +214,12 @@ build/libtitan.a: $(LIB_OBJ)
 
 bin/%: build/obj/cmd/%.o build/libtitan.a
 	@mkdir -p bin
-	$(CC) $(ALL_CFLAGS) -o $@ $< build/libtitan.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) build/libtitan.a $(LDLIBS)
+
+# A tool's own helpers (cmd/TOOL/*.c: its printing, not the library's) link
+# into that tool alone.
+TOOL_HELPER_SRC := $(sort $(wildcard cmd/*/*.c))
+$(foreach t,$(TOOLS),$(eval $(t): $(patsubst %.c,build/obj/%.o,$(filter cmd/$(notdir $(t))/%,$(TOOL_HELPER_SRC)))))
 
 build/tests/test_fuzz_%: build/obj/tests/fuzz/fuzz_%.o build/obj/tests/fuzz/replay.o build/libtitan.a
 	@mkdir -p build/tests

@@ -10,7 +10,7 @@
 #include "ckpt/ckpt.h"
 #include "interchange/gguf.h"
 #include "interchange/hf_convert.h"
-#include "interchange/inspect.h"
+#include "titan-ckpt/inspect.h"
 #include "ckpt/pack.h"
 #include "core/log.h"
 #include "core/options.h"

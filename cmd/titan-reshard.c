@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "interchange/inspect.h"
+#include "ckpt/ckpt.h"
 #include "ckpt/reshard.h"
 #include "model/llama_config.h"
 #include "core/clock.h"

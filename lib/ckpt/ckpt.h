@@ -205,6 +205,10 @@ titan_status titan_ckpt_latest_step(const char *root, int64_t *step);
 /* Like latest_step, also giving the step dir path; warn: log when `latest` is
  * missing or stale and a fallback was taken. */
 titan_status titan_ckpt_resolve(const char *root, char *dir, size_t dirsz, int64_t *step, int warn);
+/* What a CKPT argument of a tool names, as something titan_ckpt_open
+ * accepts: a step dir or a root stay as they are; a run dir (holding
+ * checkpoint/) becomes RUN/checkpoint. TITAN_ERR_IO when it is missing. */
+titan_status titan_ckpt_resolve_arg(const char *arg, char *out, size_t cap);
 /* Points root/latest at step-N atomically (write latest.tmp, fsync, rename, fsync root). */
 titan_status titan_ckpt_set_latest(const char *root, int64_t step);
 /* Removes the oldest complete steps beyond keep (keep > 0), never `keep_step`;

@@ -229,3 +229,15 @@ titan_status titan_ckpt_prune(const char *root, int keep, int64_t keep_step) {
     if (st != TITAN_OK) return st;
     return removed_step ? titan_fs_fsync_path(root) : TITAN_OK;
 }
+
+titan_status titan_ckpt_resolve_arg(const char *arg, char *out, size_t cap) {
+    char p[PATH_MAX];
+    TITAN_TRY(titan_fs_join(p, sizeof p, arg, "metadata.json"));
+    if (!titan_fs_exists(p)) {
+        TITAN_TRY(titan_fs_join(p, sizeof p, arg, "checkpoint"));
+        if (titan_fs_is_dir(p)) arg = p;
+    }
+    if (snprintf(out, cap, "%s", arg) >= (int)cap) return titan_error(TITAN_ERR_USAGE, "%s: path too long", arg);
+    if (!titan_fs_exists(out)) return titan_error(TITAN_ERR_IO, "%s: %s", out, strerror(ENOENT));
+    return TITAN_OK;
+}

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/ckpt.h"
 #include "interchange/hf_convert.h"
-#include "interchange/inspect.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/mem.h"

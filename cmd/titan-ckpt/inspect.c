@@ -1,5 +1,6 @@
-/* inspect.c - ls, info, verify, diff and eval of checkpoints (titan-ckpt). */
-#include "interchange/inspect.h"
+/* inspect.c - ls, info, verify, diff and eval of checkpoints: titan-ckpt's
+ * own printing and evaluation (cmd/titan-ckpt/: linked into that tool alone). */
+#include "inspect.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,17 +23,6 @@
 /* Rows of dim 0 read at once when comparing, so memory stays bounded. */
 #define BLOCK_BYTES ((size_t)64 << 20)
 
-titan_status titan_ckpt_resolve_arg(const char *arg, char *out, size_t cap) {
-    char p[PATH_MAX];
-    TITAN_TRY(titan_fs_join(p, sizeof p, arg, "metadata.json"));
-    if (!titan_fs_exists(p)) {
-        TITAN_TRY(titan_fs_join(p, sizeof p, arg, "checkpoint"));
-        if (titan_fs_is_dir(p)) arg = p;
-    }
-    if (snprintf(out, cap, "%s", arg) >= (int)cap) return titan_error(TITAN_ERR_USAGE, "%s: path too long", arg);
-    if (!titan_fs_exists(out)) return titan_error(TITAN_ERR_IO, "%s: %s", out, strerror(ENOENT));
-    return TITAN_OK;
-}
 
 static void human(char *b, size_t n, uint64_t v) {
     static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -1,19 +1,14 @@
 /* inspect.h - looking at checkpoints: list a root, describe a step, verify
  * every byte, compare two checkpoints tensor by tensor, evaluate the model.
  * These print data (tables or JSON) to `out`; people's messages go through log.h. */
-#ifndef TITAN_INTERCHANGE_INSPECT_H
-#define TITAN_INTERCHANGE_INSPECT_H
+#ifndef TITAN_CMD_CKPT_INSPECT_H
+#define TITAN_CMD_CKPT_INSPECT_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "core/error.h"
-
-/* What a CKPT argument names, as something titan_ckpt_open accepts: a step
- * dir or a root stay as they are; a run dir (holding checkpoint/) becomes
- * RUN/checkpoint. */
-titan_status titan_ckpt_resolve_arg(const char *arg, char *out, size_t cap);
 
 /* The checkpoints of a root (or a run dir): step, bytes, tokens seen, state
  * (complete, incomplete .tmp, corrupt catalog) and which one `latest` names. */
