@@ -32,10 +32,6 @@ static coord decode(const titan_layout *l, int r) {
     return c;
 }
 
-static int encode(const titan_layout *l, coord c) {
-    return (((c.pp * l->dp_replicate + c.rep) * l->dp_shard + c.shard) * l->cp + c.cp) * l->tp + c.tp;
-}
-
 /* The world ranks of the group of `me` along `axes`, in the group's rank
  * order (its key: the coordinate along the axis; shard x cp + cp for the
  * shard group). Returns how many; *pos: me's place. */
@@ -90,7 +86,6 @@ static int run_layout(const titan_layout *l) {
     CHECK(m.world == W && memcmp(&m.layout, l, sizeof *l) == 0 && strcmp(m.layout_str, ls) == 0,
           "%s: mesh of %d ranks, layout %s", ls, m.world, m.layout_str);
     coord c = decode(l, me);
-    CHECK(encode(l, c) == me);
     CHECK(m.pp_rank == c.pp && m.shard_rank == c.shard && m.cp_rank == c.cp && m.tp_rank == c.tp,
           "%s, rank %d: coordinates pp %d shard %d cp %d tp %d, want %d %d %d %d", ls, me, m.pp_rank, m.shard_rank,
           m.cp_rank, m.tp_rank, c.pp, c.shard, c.cp, c.tp);
