@@ -95,10 +95,7 @@ static titan_status parse(opts *o, int argc, char **argv, titan_opt_result *r, i
     o->verbose = verbosity == 2;
     if (st != TITAN_OK) return st;
     *done = r->help || r->version || !r->cmd;
-    if (r->help || r->version) {
-        if (r->help) titan_opt_help(&spec, stdout);
-        else printf("titan-ckpt %s\n", TITAN_VERSION);
-    } else if (!r->cmd) {
+    if (!titan_opt_answer(&spec, r) && !r->cmd) { /* no command: the help, as a usage error */
         titan_opt_help(&spec, stderr);
         *code = 2;
     }

@@ -40,11 +40,7 @@ int main(int argc, char **argv) {
     titan_status st = titan_opt_parse(&spec, argc, argv, &r);
     titan_log_set_verbosity(verbosity);
     if (st != TITAN_OK) return titan_report(st);
-    if (r.help || r.version) {
-        if (r.help) titan_opt_help(&spec, stdout);
-        else printf("titan-init %s\n", TITAN_VERSION);
-        return 0;
-    }
+    if (titan_opt_answer(&spec, &r)) return 0;
     if (r.npos > 2) {
         titan_error(TITAN_ERR_USAGE, "unexpected argument '%s'", r.pos[2]);
         return titan_report(TITAN_ERR_USAGE);

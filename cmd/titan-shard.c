@@ -377,11 +377,7 @@ int main(int argc, char **argv) {
     titan_opt_result r;
     titan_status st = titan_opt_parse(&spec, argc, argv, &r);
     if (st != TITAN_OK) return titan_report(st);
-    if (r.help || r.version) {
-        if (r.help) titan_opt_help(&spec, stdout);
-        else printf("titan-shard %s\n", TITAN_VERSION);
-        return 0;
-    }
+    if (titan_opt_answer(&spec, &r)) return 0;
     titan_log_set_verbosity(verbosity);
     return titan_report(run_mode(&o, r.pos, r.npos));
 }

@@ -75,11 +75,7 @@ static titan_status parse(int argc, char **argv, opts *o, titan_opt_result *r, i
     titan_log_set_verbosity(verbosity);
     if (st != TITAN_OK) return st;
     *done = r->help || r->version || !r->cmd;
-    if (r->help || r->version) {
-        if (r->help) titan_opt_help(&spec, stdout);
-        else printf("titan-trace %s\n", TITAN_VERSION);
-        return TITAN_OK;
-    }
+    if (titan_opt_answer(&spec, r)) return TITAN_OK;
     if (!r->cmd) {
         titan_opt_help(&spec, stderr);
         *code = TITAN_ERR_USAGE;

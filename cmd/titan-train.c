@@ -93,11 +93,7 @@ int main(int argc, char **argv) {
     titan_status st = titan_opt_parse(&spec, argc, argv, &r);
     titan_log_set_verbosity(verbosity);
     if (st != TITAN_OK) return titan_report(st);
-    if (r.help || r.version) {
-        if (r.help) titan_opt_help(&spec, stdout);
-        else printf("titan-train %s\n", TITAN_VERSION);
-        return 0;
-    }
+    if (titan_opt_answer(&spec, &r)) return 0;
     if (r.npos > 1) {
         titan_error(TITAN_ERR_USAGE, "unexpected argument '%s' (one run directory expected)", r.pos[1]);
         return titan_report(TITAN_ERR_USAGE);

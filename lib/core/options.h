@@ -93,6 +93,9 @@ titan_status titan_opt_parse(const titan_opt_spec *spec, int argc, char **argv, 
 void titan_opt_result_free(titan_opt_result *r);
 /* The --help text: usage forms, intro, subcommands, options (aligned), footer. */
 void titan_opt_help(const titan_opt_spec *spec, FILE *f);
+/* When r asked for --help or --version: prints the help (stdout) or
+ * "PROG VERSION" and returns 1 (the tool then exits 0); else 0. */
+int titan_opt_answer(const titan_opt_spec *spec, const titan_opt_result *r);
 /* Case-insensitive edit distance (99 past 63 characters): the hints'. */
 int titan_opt_edit_distance(const char *a, const char *b);
 

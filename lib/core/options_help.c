@@ -1,6 +1,7 @@
 /* options_help.c - the --help text, generated from a tool's option table
  * (options.h) so that it cannot drift from what the parser takes. */
 #include "core/options.h"
+#include "core/version.h"
 
 #include <string.h>
 
@@ -125,4 +126,10 @@ void titan_opt_help(const titan_opt_spec *s, FILE *f) {
         print_options(f, s, 0, col, indent_long);
     }
     if (s->footer) print_prose(f, s->footer);
+}
+
+int titan_opt_answer(const titan_opt_spec *spec, const titan_opt_result *r) {
+    if (r->help) titan_opt_help(spec, stdout);
+    else if (r->version) printf("%s %s\n", spec->prog, TITAN_VERSION);
+    return r->help || r->version;
 }
