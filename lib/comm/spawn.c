@@ -13,12 +13,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/fsutil.h"
+#include "core/log.h"
 
 extern char **environ;
 
@@ -104,12 +106,44 @@ typedef struct {
     sigset_t wait_set, old_set;
 } launch;
 
+#define LAUNCHER_FILE "launcher" /* in a rendezvous directory: "PID JOB\n" of its launcher */
+
+/* Rendezvous directories of this user under tmp whose launcher is gone (it
+ * was killed with SIGKILL, the one exit it cannot clean up after), and
+ * their jobs' shared-memory segments: removed, each with a note. */
+static void remove_stale_rendezvous(const char *tmp) {
+    DIR *dir = opendir(tmp);
+    if (!dir) return;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (strncmp(e->d_name, "titan-rdv-", 10) != 0) continue;
+        char path[PATH_MAX], file[PATH_MAX + 16], line[128] = "";
+        if (snprintf(path, sizeof path, "%s/%s", tmp, e->d_name) >= (int)sizeof path) continue;
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+        snprintf(file, sizeof file, "%s/" LAUNCHER_FILE, path);
+        FILE *f = fopen(file, "r");
+        if (!f) continue; /* another version's, or one being made: left alone */
+        int got = fgets(line, sizeof line, f) != NULL;
+        fclose(f);
+        long pid = 0;
+        char job[64] = "";
+        if (!got || sscanf(line, "%ld %63s", &pid, job) != 2 || pid <= 0) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its launcher lives */
+        titan_info("spawn: removing %s, left by launcher %ld (killed)", path, pid);
+        titan_fs_remove_tree(path);
+        remove_stale_segments(job);
+    }
+    closedir(dir);
+}
+
 /* A rendezvous directory under TMPDIR (or opt->tmp_dir) and a job name for
- * the shared-memory segments. */
+ * the shared-memory segments; stale ones of earlier launches go first. */
 static titan_status make_rendezvous(const titan_dist_spawn_options *opt, char *rdv, size_t cap, char *job,
                                     size_t jcap) {
     const char *tmp = opt->tmp_dir ? opt->tmp_dir : getenv("TMPDIR");
     if (!tmp || !*tmp) tmp = "/tmp";
+    remove_stale_rendezvous(tmp);
     if (snprintf(rdv, cap, "%s/titan-rdv-XXXXXX", tmp) >= (int)cap - 1)
         return titan_error(TITAN_ERR_USAGE, "spawn: %s: path too long", tmp);
     if (!mkdtemp(rdv)) return titan_error(TITAN_ERR_IO, "spawn: rendezvous directory %s: %s", rdv, strerror(errno));
@@ -117,6 +151,11 @@ static titan_status make_rendezvous(const titan_dist_spawn_options *opt, char *r
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(job, jcap, "L%ld-%lx", (long)getpid(),
              (unsigned long)((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) & 0xffffffu);
+    char file[PATH_MAX + 16], line[128];
+    snprintf(file, sizeof file, "%s/" LAUNCHER_FILE, rdv);
+    int n = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), job);
+    /* best effort: without it a later launch leaves this directory alone */
+    if (titan_fs_write_atomic(file, line, (size_t)n) != TITAN_OK) titan_error_clear();
     return TITAN_OK;
 }
 

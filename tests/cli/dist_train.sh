@@ -201,4 +201,23 @@ elif ! grep -q "rank 1" "$tmp/err"; then fail "the message names rank 1"
 elif [ $dt -gt 15 ]; then fail "the job ends within 15 s of the kill ($dt s)"
 else ok "killed rank 1: rank 0 exits 8 within $dt s, job exits $rc"; fi
 
+# A launcher killed with SIGKILL cannot remove its rendezvous directory
+# (its ranks stop: their parent-death signal); the next launch under the
+# same TMPDIR removes it, saying so.
+"$bin/titan-init" -q "$cfg" "$tmp/k1" $TINY --training.steps=100000 2>"$tmp/err" || fail "init k1"
+"$bin/titan-init" -q "$cfg" "$tmp/k2" $TINY --training.steps=2 2>"$tmp/err" || fail "init k2"
+mkdir -p "$tmp/rdv"
+TMPDIR="$tmp/rdv" "$bin/titan-train" -q --nproc 2 "$tmp/k1" >/dev/null 2>&1 &
+launcher=$!
+polls=0
+while [ $polls -lt 100 ] && ! grep -qs '^step\|"step"' "$tmp/k1/metrics.jsonl"; do sleep 0.1; polls=$((polls + 1)); done
+kill -9 $launcher
+wait $launcher 2>/dev/null
+left=$(ls "$tmp/rdv")
+case $left in titan-rdv-*) ok "a launcher killed with SIGKILL leaves its rendezvous directory" ;;
+*) fail "a launcher killed with SIGKILL leaves its rendezvous directory (found '$left')" ;; esac
+expect 0 "removing $tmp/rdv/titan-rdv-.*, left by launcher $launcher (killed)" \
+    "the next launch removes the killed launcher's directory" -- env TMPDIR="$tmp/rdv" "$bin/titan-train" --nproc 2 "$tmp/k2"
+[ -z "$(ls "$tmp/rdv")" ] && ok "no rendezvous directory left behind" || fail "no rendezvous directory left behind"
+
 tap_end
