@@ -80,10 +80,7 @@ static titan_status parse(opts *o, int argc, char **argv, titan_opt_result *r, i
         {TITAN_OPT(STRING, "tokens", 0, &o->tokens, "IDS", "token ids, comma-separated"), .cmds = "eval"},
         {TITAN_OPT(INT, "threads", 0, &o->threads, "N", "CPU threads (0 = all cores)"), .cmds = "eval", .min = 0,
          .max = LLONG_MAX},
-        {TITAN_OPT(SET_INT, "quiet", 'q', &verbosity, NULL, "only errors"), .value = 0},
-        {TITAN_OPT(SET_INT, "verbose", 'v', &verbosity, NULL, "more detail"), .value = 2},
-        {TITAN_OPT(HELP, "help", 'h', NULL, NULL, "this help")},
-        {TITAN_OPT(VERSION, "version", 0, NULL, NULL, "print the version")},
+        TITAN_OPTS_STANDARD(&verbosity),
         {0},
     };
     const titan_opt_spec spec = {

@@ -40,10 +40,7 @@ int main(int argc, char **argv) {
         {TITAN_OPT(CHOICE, "compression", 0, &comp, "C", "none, zstd or keep (default keep: zstd if the input has\n"
          "compressed chunks)"), .choices = "none,zstd,keep"},
         {TITAN_OPT(FLAG, "force", 0, &force, NULL, "replace the step in OUT if it exists")},
-        {TITAN_OPT(SET_INT, "quiet", 'q', &verbosity, NULL, "only errors"), .value = 0},
-        {TITAN_OPT(SET_INT, "verbose", 'v', &verbosity, NULL, "more detail"), .value = 2},
-        {TITAN_OPT(HELP, "help", 'h', NULL, NULL, "this help")},
-        {TITAN_OPT(VERSION, "version", 0, NULL, NULL, "print the version")},
+        TITAN_OPTS_STANDARD(&verbosity),
         {0},
     };
     const titan_opt_spec spec = {
@@ -51,10 +48,9 @@ int main(int argc, char **argv) {
         .opts = table,
     };
     titan_opt_result r;
-    titan_status st = titan_opt_parse(&spec, argc, argv, &r);
-    titan_log_set_verbosity(verbosity);
-    if (st != TITAN_OK) return titan_report(st);
-    if (titan_opt_answer(&spec, &r)) return 0;
+    int code = titan_opt_main(&spec, argc, argv, &r, &verbosity);
+    if (code >= 0) return code;
+    titan_status st;
     if (r.npos > 2) {
         titan_error(TITAN_ERR_USAGE, "unexpected argument '%s'", r.pos[2]);
         titan_error_hint("usage: titan-reshard CKPT --to LAYOUT OUT");

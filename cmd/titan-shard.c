@@ -365,8 +365,7 @@ int main(int argc, char **argv) {
          "-o FILE, for --tokenizer tiktoken:FILE"), .fn = opt_vocab},
         {TITAN_OPT(SET_INT, "quiet", 'q', &verbosity, NULL, "print errors only"), .value = 0},
         {TITAN_OPT(SET_INT, "verbose", 'v', &verbosity, NULL, "print every source read or skipped"), .value = 2},
-        {TITAN_OPT(HELP, "help", 'h', NULL, NULL, "print this help")},
-        {TITAN_OPT(VERSION, "version", 0, NULL, NULL, "print the version")},
+        TITAN_OPTS_HELP_VERSION,
         {0},
     };
     const titan_opt_spec spec = {
@@ -375,9 +374,7 @@ int main(int argc, char **argv) {
         .intro = intro, .footer = footer, .opts = table,
     };
     titan_opt_result r;
-    titan_status st = titan_opt_parse(&spec, argc, argv, &r);
-    if (st != TITAN_OK) return titan_report(st);
-    if (titan_opt_answer(&spec, &r)) return 0;
-    titan_log_set_verbosity(verbosity);
+    int code = titan_opt_main(&spec, argc, argv, &r, &verbosity);
+    if (code >= 0) return code;
     return titan_report(run_mode(&o, r.pos, r.npos));
 }

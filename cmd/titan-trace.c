@@ -63,8 +63,7 @@ static titan_status parse(int argc, char **argv, opts *o, titan_opt_result *r, i
          .max = 100000000},
         {TITAN_OPT(STRING, NULL, 'o', &o->out, "OUT.json", "the trace file (default: stdout)"), .cmds = "chrome"},
         {TITAN_OPT(SET_INT, "quiet", 'q', &verbosity, NULL, "only errors"), .value = 0},
-        {TITAN_OPT(HELP, "help", 'h', NULL, NULL, "this help")},
-        {TITAN_OPT(VERSION, "version", 0, NULL, NULL, "print the version")},
+        TITAN_OPTS_HELP_VERSION,
         {0},
     };
     const titan_opt_spec spec = {

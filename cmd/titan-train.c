@@ -77,10 +77,7 @@ int main(int argc, char **argv) {
         {TITAN_OPT(STRING, "prompt", 0, &opts.prompt, "TEXT", "prompt for --sample (default: none)")},
         {TITAN_OPT(DOUBLE, "temperature", 0, &opts.temperature, "T", "sampling temperature, 0 = greedy (default 0)"),
          .dmin = 0, .dmax = HUGE_VAL, .expected = "a number >= 0"},
-        {TITAN_OPT(SET_INT, "quiet", 'q', &verbosity, NULL, "only errors"), .value = 0},
-        {TITAN_OPT(SET_INT, "verbose", 'v', &verbosity, NULL, "more detail"), .value = 2},
-        {TITAN_OPT(HELP, "help", 'h', NULL, NULL, "this help")},
-        {TITAN_OPT(VERSION, "version", 0, NULL, NULL, "print the version")},
+        TITAN_OPTS_STANDARD(&verbosity),
         {0},
     };
     const titan_opt_spec spec = {
@@ -90,10 +87,9 @@ int main(int argc, char **argv) {
         .intro = intro, .footer = footer, .opts = table, .key_fn = titan_args_collect, .key_ctx = &keys,
     };
     titan_opt_result r;
-    titan_status st = titan_opt_parse(&spec, argc, argv, &r);
-    titan_log_set_verbosity(verbosity);
-    if (st != TITAN_OK) return titan_report(st);
-    if (titan_opt_answer(&spec, &r)) return 0;
+    int code = titan_opt_main(&spec, argc, argv, &r, &verbosity);
+    if (code >= 0) return code;
+    titan_status st;
     if (r.npos > 1) {
         titan_error(TITAN_ERR_USAGE, "unexpected argument '%s' (one run directory expected)", r.pos[1]);
         return titan_report(TITAN_ERR_USAGE);

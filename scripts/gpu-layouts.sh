@@ -154,10 +154,7 @@ if run half --nproc 2 --stop-at "$half"; then
     if resume half --nproc 2 --parallelism.tensor_parallel_degree=2; then
         curve "FSDP 2 to step $half, resumed as tp 2 = one $DEV" one_fp32 half "$TOL" "$GN_TOL" "$((half + 1))"
     else failed "FSDP 2 resumed as tp 2 (exit $rc): $(tail -n 1 "$out/half.log")"; fi
-    n=half1
-    tmo bin/titan-train "$work/half1" --training.device="$DEV" >"$out/half1.out" 2>"$out/half1.log"; rc=$?
-    cp "$work/half1/metrics.jsonl" "$out/half1.metrics.jsonl" 2>/dev/null
-    if [ $rc -eq 0 ]; then
+    if resume half1; then
         curve "FSDP 2 to step $half, resumed as one $DEV = one $DEV" one_fp32 half1 "$TOL" "$GN_TOL" "$((half + 1))"
     else failed "FSDP 2 resumed as one $DEV (exit $rc): $(tail -n 1 "$out/half1.log")"; fi
 else

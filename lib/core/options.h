@@ -56,6 +56,16 @@ struct titan_option {
     .kind = TITAN_OPT_##kind_, .name = (long_), .short_name = (short_), .target = (target_), .arg = (arg_), \
     .help = (help_)
 
+/* The table entries every tool shares: --help and --version; with -q and
+ * -v setting *verbosity_ (0 only errors, 2 more detail: core/log.h). */
+#define TITAN_OPTS_HELP_VERSION                                   \
+    {TITAN_OPT(HELP, "help", 'h', NULL, NULL, "this help")},      \
+    {TITAN_OPT(VERSION, "version", 0, NULL, NULL, "print the version")}
+#define TITAN_OPTS_STANDARD(verbosity_)                                                    \
+    {TITAN_OPT(SET_INT, "quiet", 'q', (verbosity_), NULL, "only errors"), .value = 0},    \
+    {TITAN_OPT(SET_INT, "verbose", 'v', (verbosity_), NULL, "more detail"), .value = 2}, \
+    TITAN_OPTS_HELP_VERSION
+
 /* A subcommand (titan-ckpt ls, titan-trace plot). Entries may repeat a name
  * to show several forms in --help; the first word on the command line that
  * is not an option names it. */
@@ -96,6 +106,11 @@ void titan_opt_help(const titan_opt_spec *spec, FILE *f);
 /* When r asked for --help or --version: prints the help (stdout) or
  * "PROG VERSION" and returns 1 (the tool then exits 0); else 0. */
 int titan_opt_answer(const titan_opt_spec *spec, const titan_opt_result *r);
+/* A tool's start: parses argv, sets the log's verbosity from *verbosity
+ * (when not NULL) and answers --help and --version. Returns -1 when the
+ * tool goes on with r, else its exit status (0 after an answer, the
+ * reported error's after a usage error). */
+int titan_opt_main(const titan_opt_spec *spec, int argc, char **argv, titan_opt_result *r, const int *verbosity);
 /* Case-insensitive edit distance (99 past 63 characters): the hints'. */
 int titan_opt_edit_distance(const char *a, const char *b);
 

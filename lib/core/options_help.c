@@ -1,6 +1,7 @@
 /* options_help.c - the --help text, generated from a tool's option table
  * (options.h) so that it cannot drift from what the parser takes. */
 #include "core/options.h"
+#include "core/log.h"
 #include "core/version.h"
 
 #include <string.h>
@@ -132,4 +133,11 @@ int titan_opt_answer(const titan_opt_spec *spec, const titan_opt_result *r) {
     if (r->help) titan_opt_help(spec, stdout);
     else if (r->version) printf("%s %s\n", spec->prog, TITAN_VERSION);
     return r->help || r->version;
+}
+
+int titan_opt_main(const titan_opt_spec *spec, int argc, char **argv, titan_opt_result *r, const int *verbosity) {
+    titan_status st = titan_opt_parse(spec, argc, argv, r);
+    if (verbosity) titan_log_set_verbosity(*verbosity);
+    if (st != TITAN_OK) return titan_report(st);
+    return titan_opt_answer(spec, r) ? 0 : -1;
 }

@@ -29,7 +29,7 @@ static int gpu_of(int local_rank, int local_size, int count, int *sharing) {
 titan_status titan_train_device_open(const char *device, titan_job_device kind, int deterministic, int world,
                                      int local_rank, int local_size, titan_train_device *d) {
     memset(d, 0, sizeof *d);
-    d->sharing = 1;
+    int sharing = 1; /* ranks of this host on this rank's GPU */
     /* Several ranks: one GPU each, by local rank (CUDA_VISIBLE_DEVICES picks
      * which); a fixed GPU would put every rank of a node on it. */
     char name[32];
@@ -44,7 +44,7 @@ titan_status titan_train_device_open(const char *device, titan_job_device kind, 
     int gpus = 0;
     if (world > 1 && (kind == TITAN_JOB_DEVICE_CUDA || kind == TITAN_JOB_DEVICE_AUTO) &&
         titan_backend_cuda_device_count(&gpus) == TITAN_OK) {
-        snprintf(name, sizeof name, "cuda:%d", gpu_of(local_rank, local_size, gpus, &d->sharing));
+        snprintf(name, sizeof name, "cuda:%d", gpu_of(local_rank, local_size, gpus, &sharing));
     } else if (world > 1 && kind == TITAN_JOB_DEVICE_CUDA) {
         titan_error_context("training.device");
         titan_error_hint("use --training.device=cpu");
@@ -74,8 +74,7 @@ titan_status titan_train_device_open(const char *device, titan_job_device kind, 
      * shared memory, staged through the host, each held to its share of
      * the GPU's memory. */
     int shared = world > 1 && gpus > 0 && (d->be->caps & TITAN_CAP_GPU) && local_size > gpus;
-    if (shared) d->be->set_option(TITAN_OPT_DEVICE_SHARE, d->sharing);
-    else d->sharing = 1;
+    if (shared) d->be->set_option(TITAN_OPT_DEVICE_SHARE, sharing);
     d->nccl = world > 1 && !shared && use_nccl(d->be);
     if (shared) {
         if (local_rank == 0)

@@ -15,9 +15,6 @@ typedef struct {
     /* Several ranks on cuda with NCCL: the job's communicators are nccl ones
      * (mesh.h), else shared memory (device data staged through the host). */
     int nccl;
-    /* Ranks of this host on this rank's GPU: 1, or more where a host has
-     * fewer GPUs than ranks (round-robin; no NCCL then). */
-    int sharing;
     /* What was opened, for the info line: "NVIDIA H100 ..." (cuda), the
      * reason auto chose the cpu, or "". */
     char desc[512];

@@ -119,9 +119,10 @@ static void lr_resume_warn(const trainer *t) {
 }
 
 /* What the phases of setup decide and the later ones need. */
+/* (The local batch and sequence are the config's, the cp and pp degrees
+ * the mesh's layout.) */
 typedef struct {
-    int B, T, cp, pp; /* local batch, sequence, the cp and pp degrees */
-    int mb;           /* sequences a micro-batch (pipeline), else B */
+    int mb;           /* sequences a micro-batch (pipeline), else the local batch */
     int sharded;      /* FSDP shards over dp_shard x cp */
     titan_pp_schedule sched;
     titan_dtype compute;
@@ -183,13 +184,13 @@ static titan_status open_inputs(trainer *t) {
 /* Phase 3: this rank's model (its tp shard, pp stage, cp chunks). */
 static titan_status build_model(trainer *t, setup_shape *sh) {
     const titan_job_config *cfg = t->cfg;
-    int B = sh->B = cfg->training_local_batch_size, T = sh->T = cfg->training_seq_len;
-    int cp = sh->cp = t->mesh.layout.cp;
+    int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
+    int cp = t->mesh.layout.cp;
     sh->sharded = t->mesh.layout.dp_shard * cp > 1; /* FSDP's group: dp_shard x cp */
     titan_ac_mode ac = titan_setup_ac_mode(cfg);
     /* Pipeline parallelism: the model is this rank's stage, run on
      * micro-batches of pipeline_parallel_microbatch_size sequences. */
-    int pp = sh->pp = t->mesh.layout.pp;
+    int pp = t->mesh.layout.pp;
     sh->mb = B;
     sh->sched = TITAN_PP_1F1B;
     t->micro = 1;
@@ -255,7 +256,7 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     /* torchtitan's "default": reshard unless pipeline parallel (whose
      * micro-batches would gather every unit again for each). */
     switch (cfg->parallelism_reshard_policy) {
-    case TITAN_JOB_RESHARD_DEFAULT: fo.reshard_after_forward = sh->pp == 1; break;
+    case TITAN_JOB_RESHARD_DEFAULT: fo.reshard_after_forward = t->mesh.layout.pp == 1; break;
     case TITAN_JOB_RESHARD_ALWAYS: fo.reshard_after_forward = 1; break;
     case TITAN_JOB_RESHARD_NEVER: fo.reshard_after_forward = 0; break;
     }
@@ -264,8 +265,9 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     st = titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo);
     titan_free(units); /* make_units copied the plan */
     if (st != TITAN_OK) return st;
-    if (sh->pp > 1)
-        TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sh->sched, t->micro, sh->mb, sh->T / sh->cp));
+    if (t->mesh.layout.pp > 1)
+        TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sh->sched, t->micro, sh->mb,
+                                        cfg->training_seq_len / t->mesh.layout.cp));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
     return TITAN_OK;
 }
@@ -337,21 +339,22 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
 /* "pipeline: stage 0 of 2 (...)", or with several stages a rank "stages 0,
  * 2 of 4 (...)". */
 static void pipeline_line(trainer *t, const setup_shape *sh) {
-    int pp = sh->pp, v = titan_llama_stages(t->model);
+    int pp = t->mesh.layout.pp, v = titan_llama_stages(t->model);
     char list[128] = "";
     size_t k = 0;
     for (int i = 0; i < v && k + 16 < sizeof list; i++)
         k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? ", " : "", t->mesh.pp_rank + i * pp);
     titan_info("pipeline: stage%s %s of %d (this rank's parameters: %zu), %s schedule, %d micro-batches of %d x %d, "
                "%d in flight", v == 1 ? "" : "s", list, pp * v, titan_llama_params_count(t->model),
-               t->cfg->parallelism_pipeline_parallel_schedule, t->micro, sh->mb, sh->T, titan_llama_slots(t->model));
+               t->cfg->parallelism_pipeline_parallel_schedule, t->micro, sh->mb, t->cfg->training_seq_len, titan_llama_slots(t->model));
 }
 
 /* Phase 6: the step's token buffers, the FLOPs and the peak for MFU, and
  * the start-up lines. */
 static titan_status prepare_steps(trainer *t, const setup_shape *sh) {
     const titan_job_config *cfg = t->cfg;
-    int B = sh->B, T = sh->T, cp = sh->cp, pp = sh->pp;
+    int B = cfg->training_local_batch_size, T = cfg->training_seq_len, cp = t->mesh.layout.cp;
+    int pp = t->mesh.layout.pp;
     size_t n = (size_t)B * T;
     t->inputs = titan_alloc(n * sizeof(uint32_t), "input tokens");
     t->targets = titan_alloc(n * sizeof(uint32_t), "target tokens");
