@@ -367,13 +367,9 @@ titan_backend_cuda_create(size_t table_size, int ordinal, char *msg, size_t msg_
             return NULL;
         }
     } else {
-        int count = 0;
-        cudaError_t e = cudaGetDeviceCount(&count);
-        if (e != cudaSuccess) return fail(msg, msg_len, "cudaGetDeviceCount", e);
-        if (count == 0) {
-            snprintf(msg, msg_len, "no GPU (cudaGetDeviceCount: 0 devices)");
-            return NULL;
-        }
+        int count = titan_cuda_device_count(msg, msg_len);
+        if (count < 0) return NULL;
+        cudaError_t e;
         if (ordinal < 0 || ordinal >= count) {
             snprintf(msg, msg_len, "GPU %d requested, %d visible (0..%d)", ordinal, count,
                      count - 1);
