@@ -1,5 +1,6 @@
 /* titan-init - job config -> run directory with a seed checkpoint. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -10,8 +11,9 @@
 
 /* --help's prose around the options the table generates. */
 static const char intro[] =
-    "Creates the run directory RUN: RUN/config.toml (the resolved job) and the\n"
-    "seed checkpoint RUN/checkpoint/step-00000000 (weights as the reference inits them,\n"
+    "Creates the run directory RUN (default: the job's job.dump_folder): RUN/config.toml\n"
+    "(the resolved job) and the seed checkpoint RUN/checkpoint/step-00000000\n"
+    "(weights as the reference inits them,\n"
     "or those of checkpoint.initial_load_path: a titan checkpoint, or with\n"
     "checkpoint.initial_load_in_hf=true a Hugging Face Llama directory).";
 static const char footer[] =
@@ -30,31 +32,41 @@ int main(int argc, char **argv) {
         {0},
     };
     const titan_opt_spec spec = {
-        .prog = "titan-init", .usage = "[options] CONFIG.toml RUN [--section.key=value ...]",
+        .prog = "titan-init", .usage = "[options] CONFIG.toml [RUN] [--section.key=value ...]\n"
+                 "[options] --job.config_file CONFIG.toml [RUN] [--section.key=value ...]",
         .intro = intro, .footer = footer, .opts = table, .key_fn = titan_args_collect, .key_ctx = &keys,
     };
     titan_opt_result r;
     int code = titan_opt_main(&spec, argc, argv, &r, &verbosity);
     if (code >= 0) return code;
-    titan_status st;
-    if (r.npos > 2) {
-        titan_error(TITAN_ERR_USAGE, "unexpected argument '%s'", r.pos[2]);
+    /* torchtitan's spelling of the job file, and its run directory when RUN is left out */
+    char *config_file = titan_args_take(&keys, "job.config_file");
+    int max_pos = config_file ? 1 : 2;
+    if (r.npos > max_pos) {
+        titan_error(TITAN_ERR_USAGE, "unexpected argument '%s'%s", r.pos[max_pos],
+                    config_file ? " (--job.config_file names the job; RUN may follow)" : "");
+        free(config_file);
+        titan_args_free(&keys);
         return titan_report(TITAN_ERR_USAGE);
     }
-    if (r.npos < (print ? 1 : 2)) {
+    const char *config = config_file ? config_file : r.npos > 0 ? r.pos[0] : NULL;
+    if (!config) {
         titan_opt_help(&spec, stderr);
+        titan_args_free(&keys);
         return 2;
     }
+    const char *run = r.npos > max_pos - 1 ? r.pos[max_pos - 1] : NULL;
     titan_job_config cfg;
     titan_config_defaults(&cfg);
-    st = titan_config_load_file(&cfg, r.pos[0]);
+    titan_status st = titan_config_load_file(&cfg, config);
     if (st == TITAN_OK) st = titan_args_apply(&cfg, &keys);
     if (st == TITAN_OK) st = titan_config_validate(&cfg);
     titan_args_free(&keys);
-    if (st != TITAN_OK) return titan_report(st);
-    if (print) {
-        titan_config_write(&cfg, stdout);
-        return 0;
+    if (st == TITAN_OK && print) titan_config_write(&cfg, stdout);
+    else if (st == TITAN_OK) {
+        if (!run) titan_info("RUN: %s (job.dump_folder)", run = cfg.job_dump_folder);
+        st = titan_run_init(&cfg, run, force);
     }
-    return titan_report(titan_run_init(&cfg, r.pos[1], force));
+    free(config_file);
+    return titan_report(st);
 }

@@ -7,12 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/cpu_env.h"
 #include "core/log.h"
 #include "core/options.h"
 #include "core/version.h"
+#include "comm/bootstrap.h"
 #include "comm/spawn.h"
+#include "parallel/mesh.h"
 #include "job/args.h"
 #include "train/setup.h"
 #include "train/train.h"
@@ -32,14 +35,37 @@ static int spawn_ranks(int argc, char **argv, int nproc) {
     titan_dist_spawn_options o = {.nproc = nproc, .grace_s = 30, .exit_codes = codes};
     int first = 0;
     titan_status st = titan_dist_spawn_local(av, &o, &first);
-    if (st != TITAN_OK) {
-        for (int r = 0; r < nproc; r++)
-            if (codes[r]) fprintf(stderr, "titan-train: rank %d exited with status %d\n", r, codes[r]);
-        titan_report(st);
-    }
+    if (st != TITAN_OK) titan_report(st); /* one line: the first failure, then the others' statuses */
     free(av);
     free(codes);
     return st == TITAN_OK ? 0 : first > 0 && first < 128 ? first : (int)TITAN_ERR_COMM;
+}
+
+/* --job.config_file F: F's job (with the command line's keys) trains in its
+ * job.dump_folder, as torchtitan runs it. A new run is made there first, by
+ * the launcher alone: ranks started by mpirun/srun find it made or stop. An
+ * existing run resumes under F's keys; where they differ from the run's
+ * config.toml, the first process says so. */
+static titan_status open_job_run(const titan_job_config *cfg, const char *run, const char *file) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.toml", run);
+    int rank_process = getenv("TITAN_RANK") || getenv("PMIX_NAMESPACE");
+    if (access(path, F_OK) != 0) {
+        if (rank_process) {
+            titan_error(TITAN_ERR_IO, "%s: job.dump_folder of %s holds no run", run, file);
+            titan_error_hint("make it before starting the ranks: titan-init --job.config_file %s", file);
+            return TITAN_ERR_IO;
+        }
+        titan_info("%s: a new run of %s (job.dump_folder)", run, file);
+        return titan_run_init(cfg, run, 0);
+    }
+    titan_job_config saved;
+    TITAN_TRY(titan_run_load_config(&saved, run));
+    char diff[1024];
+    int count = titan_config_diff(&saved, cfg, diff, sizeof diff);
+    if (count && !getenv("TITAN_RANK") && titan_dist_env_rank() == 0)
+        titan_info("%s: resuming under %s, whose keys differ from %s in %d: %s", run, file, path, count, diff);
+    return TITAN_OK;
 }
 
 /* --help's prose around the options the table generates. */
@@ -83,28 +109,40 @@ int main(int argc, char **argv) {
     const titan_opt_spec spec = {
         .prog = "titan-train",
         .usage = "[options] RUN [--section.key=value ...]\n"
+                 "[options] --job.config_file CONFIG.toml [--section.key=value ...]\n"
                  "--print-config RUN|CONFIG.toml [--section.key=value ...]",
         .intro = intro, .footer = footer, .opts = table, .key_fn = titan_args_collect, .key_ctx = &keys,
     };
     titan_opt_result r;
     int code = titan_opt_main(&spec, argc, argv, &r, &verbosity);
     if (code >= 0) return code;
+    /* torchtitan's --job.config_file: the job file names the run (job.dump_folder) */
+    char *config_file = titan_args_take(&keys, "job.config_file");
     titan_status st;
-    if (r.npos > 1) {
-        titan_error(TITAN_ERR_USAGE, "unexpected argument '%s' (one run directory expected)", r.pos[1]);
+    if (r.npos > (config_file ? 0 : 1)) {
+        titan_error(TITAN_ERR_USAGE, "unexpected argument '%s' (%s)", r.pos[config_file ? 0 : 1],
+                    config_file ? "--job.config_file names the job, and job.dump_folder its run directory"
+                                : "one run directory expected");
         return titan_report(TITAN_ERR_USAGE);
     }
-    if (r.npos == 0) {
+    if (!config_file && r.npos == 0) {
         titan_opt_help(&spec, stderr);
         return 2;
     }
-    const char *pos = r.pos[0];
+    const char *pos = config_file ? config_file : r.pos[0];
     opts.sample_tokens = (int)sample;
     opts.stop_at = stop_at;
     titan_job_config cfg;
     titan_config_defaults(&cfg);
     struct stat sb;
-    if (print && stat(pos, &sb) == 0 && S_ISREG(sb.st_mode))
+    int is_file = stat(pos, &sb) == 0 && S_ISREG(sb.st_mode);
+    if (is_file && !config_file && !print) {
+        titan_error(TITAN_ERR_USAGE, "%s: a job config, not a run directory", pos);
+        titan_error_hint("titan-train --job.config_file %s trains it in its job.dump_folder; "
+                         "or titan-init %s RUN, then titan-train RUN", pos, pos);
+        return titan_report(TITAN_ERR_USAGE);
+    }
+    if (config_file || (print && is_file))
         st = titan_config_load_file(&cfg, pos);
     else
         st = titan_run_load_config(&cfg, pos);
@@ -117,11 +155,15 @@ int main(int argc, char **argv) {
     if (st == TITAN_OK) st = titan_args_apply(&cfg, &keys);
     titan_args_free(&keys);
     if (st == TITAN_OK) st = titan_config_validate(&cfg);
+    /* Under mpirun/srun every rank reads the same job: rank 0 says what is wrong with it. */
+    if (st == TITAN_ERR_USAGE && titan_dist_env_rank() > 0) titan_error_mute();
     if (st != TITAN_OK) return titan_report(st);
     if (print) {
         titan_config_write(&cfg, stdout);
         return 0;
     }
+    const char *run = config_file ? cfg.job_dump_folder : pos;
+    if (config_file && (st = open_job_run(&cfg, run, config_file)) != TITAN_OK) return titan_report(st);
     if (nproc > 0) {
         if (getenv("TITAN_RANK") || getenv("PMIX_NAMESPACE")) {
             titan_error(TITAN_ERR_USAGE, "--nproc: this process is already a rank of a job (%s)",
@@ -129,10 +171,15 @@ int main(int argc, char **argv) {
             titan_error_hint("use either --nproc or mpirun/srun, not both");
             return titan_report(TITAN_ERR_USAGE);
         }
-        /* A model the degrees cannot split fails once, here, not in every rank. */
-        if ((st = titan_setup_check_model(&cfg)) != TITAN_OK) return titan_report(st);
+        /* Degrees that do not fit N ranks, or a model they cannot split,
+         * fail once, here, not in every rank. */
+        if ((st = titan_mesh_check(&cfg, (int)nproc)) != TITAN_OK ||
+            (st = titan_setup_check_model(&cfg)) != TITAN_OK)
+            return titan_report(st);
         return spawn_ranks(argc, argv, (int)nproc);
     }
-    opts.run_dir = pos;
-    return titan_report(titan_train(&cfg, &opts));
+    opts.run_dir = run;
+    st = titan_train(&cfg, &opts);
+    free(config_file);
+    return titan_report(st);
 }

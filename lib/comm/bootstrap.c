@@ -134,6 +134,17 @@ static titan_status local_init(titan_dist *d) {
     return TITAN_OK;
 }
 
+int titan_dist_env_rank(void) {
+    static const char *const vars[] = {"TITAN_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *s = getenv(vars[i]);
+        char *end;
+        long r = s ? strtol(s, &end, 10) : -1;
+        if (s && *s && !*end && r >= 0 && r < (1L << 30)) return (int)r;
+    }
+    return 0;
+}
+
 titan_status titan_dist_init(titan_dist **out) {
     *out = NULL;
     titan_dist *d = calloc(1, sizeof *d);

@@ -48,6 +48,12 @@ typedef struct titan_dist titan_dist;
 titan_status titan_dist_init(titan_dist **out);
 void titan_dist_free(titan_dist *d);
 
+/* This process's rank as its launcher's environment tells it before
+ * titan_dist_init (TITAN_RANK, PMIX_RANK, OMPI_COMM_WORLD_RANK or
+ * SLURM_PROCID); 0 when none says. For quieting the errors every rank
+ * would print alike, never for the job's layout. */
+int titan_dist_env_rank(void);
+
 titan_dist_kind titan_dist_kind_of(const titan_dist *d);
 const char *titan_dist_kind_name(titan_dist_kind k); /* "singleton", "local", "pmix" */
 int titan_dist_rank(const titan_dist *d);

@@ -236,20 +236,25 @@ static int wait_ranks(launch *l, double grace, int stop_now, int *signalled) {
 }
 
 /* "rank 2 of 4 was killed by signal 9 (Killed); then ranks 0, 1, 3 failed
- * (status 8)": the first is the cause, the rest its echo. */
+ * (status 8)": the first is the cause, the rest its echo (each with its
+ * status where they differ). */
 static titan_status report_failure(const launch *l, int first) {
     char how[128], rest[256] = "", codes[32] = "";
     describe(how, sizeof how, l->wst[first]);
-    size_t used = 0;
     int others = 0, code = -1, same = 1;
     for (int r = 0; r < l->n; r++) {
         int c = code_of(l->wst[r]);
         if (r == first || c == 0) continue;
         if (code >= 0 && c != code) same = 0;
         code = c;
-        if (used + 16 < sizeof rest)
-            used += (size_t)snprintf(rest + used, sizeof rest - used, "%s%d", others ? ", " : "", r);
         others++;
+    }
+    size_t used = 0;
+    for (int r = 0, k = 0; r < l->n; r++) {
+        int c = code_of(l->wst[r]);
+        if (r == first || c == 0 || used + 32 >= sizeof rest) continue;
+        used += (size_t)snprintf(rest + used, sizeof rest - used, same ? "%s%d" : "%s%d (status %d)",
+                                 k++ ? ", " : "", r, c);
     }
     if (others && same) snprintf(codes, sizeof codes, " (status %d)", code);
     if (others)

@@ -11,6 +11,7 @@
 static _Thread_local char err_msg[MSG_MAX];
 static _Thread_local char err_hint[MSG_MAX];
 static _Thread_local titan_status err_code;
+static _Thread_local int err_muted;
 
 titan_status titan_error(titan_status code, const char *fmt, ...) {
     va_list ap;
@@ -19,8 +20,12 @@ titan_status titan_error(titan_status code, const char *fmt, ...) {
     va_end(ap);
     err_hint[0] = '\0';
     err_code = code;
+    err_muted = 0;
     return code;
 }
+
+void titan_error_mute(void) { err_muted = 1; }
+int titan_error_muted(void) { return err_muted; }
 
 void titan_error_hint(const char *fmt, ...) {
     va_list ap;
@@ -53,6 +58,7 @@ void titan_error_clear(void) {
     err_msg[0] = '\0';
     err_hint[0] = '\0';
     err_code = TITAN_OK;
+    err_muted = 0;
 }
 
 void titan_panic(const char *file, int line, const char *what) {

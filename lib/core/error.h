@@ -30,6 +30,11 @@ const char *titan_error_message(void); /* "" when none */
 const char *titan_error_hint_text(void); /* "" when none */
 titan_status titan_error_code(void);
 void titan_error_clear(void);
+/* Marks the current error as one another process reports: the same config
+ * error on every rank of a job is printed by rank 0 alone. titan_report then
+ * returns its status without a word. A new titan_error() unmarks it. */
+void titan_error_mute(void);
+int titan_error_muted(void);
 
 /* Broken invariants (programming errors, never bad input) abort with file:line. */
 void titan_panic(const char *file, int line, const char *what) __attribute__((noreturn));

@@ -46,6 +46,7 @@ void titan_warn(const char *fmt, ...) {
 
 int titan_report(titan_status st) {
     if (st == TITAN_OK) return 0;
+    if (titan_error_muted()) return (int)st;
     const char *msg = titan_error_message();
     fprintf(stderr, "%s: error: %s\n", log_prog, msg[0] ? msg : "unknown failure");
     const char *hint = titan_error_hint_text();

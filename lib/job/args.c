@@ -39,6 +39,24 @@ titan_status titan_args_collect(void *ctx, const char *arg, const char *next, in
     return st;
 }
 
+char *titan_args_take(titan_args *a, const char *key) {
+    char *value = NULL;
+    size_t len = strlen(key);
+    int kept = 0;
+    for (int i = 0; i < a->n; i++) {
+        const char *item = a->items[i];
+        if (!strncmp(item, "--", 2) && !strncmp(item + 2, key, len) && item[2 + len] == '=') {
+            free(value);
+            value = strdup(item + 3 + len);
+            free(a->items[i]);
+        } else {
+            a->items[kept++] = a->items[i];
+        }
+    }
+    a->n = kept;
+    return value;
+}
+
 titan_status titan_args_apply(titan_job_config *cfg, const titan_args *a) {
     for (int i = 0; i < a->n; i++) TITAN_TRY(titan_config_override(cfg, a->items[i]));
     return TITAN_OK;

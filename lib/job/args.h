@@ -21,6 +21,9 @@ typedef struct {
 titan_status titan_args_collect(void *ctx, const char *arg, const char *next, int *took_next);
 /* Adds one override (a tool's shorthand such as --device). */
 titan_status titan_args_add(titan_args *a, const char *override);
+/* Removes every override of key ("job.config_file") and returns the last
+ * one's value (malloc'd, the caller frees it), or NULL when none set it. */
+char *titan_args_take(titan_args *a, const char *key);
 /* Applies them to cfg, in order. */
 titan_status titan_args_apply(titan_job_config *cfg, const titan_args *a);
 void titan_args_free(titan_args *a);

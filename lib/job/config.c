@@ -601,11 +601,27 @@ titan_status titan_config_validate(const titan_job_config *c) {
     return TITAN_OK;
 }
 
+/* One key's value as TOML writes it. */
+static void format_value(const key_def *k, const titan_job_config *cfg, char *buf, size_t cap) {
+    const void *field = (const char *)cfg + k->off;
+    switch (k->type) {
+    case T_STR: titan_toml_format_string(buf, cap, field, strnlen(field, TITAN_STR)); break;
+    case T_INT: snprintf(buf, cap, "%d", *(const int *)field); break;
+    case T_INT64: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)field); break;
+    case T_DOUBLE: titan_toml_format_double(buf, cap, *(const double *)field); break;
+    case T_BOOL: snprintf(buf, cap, "%s", *(const int *)field ? "true" : "false"); break;
+    case T_TRI: {
+        int t = *(const int *)field;
+        snprintf(buf, cap, "%s", t < 0 ? "-1" : t ? "true" : "false");
+        break;
+    }
+    }
+}
+
 int titan_config_write(const titan_job_config *cfg, FILE *f) {
     const char *section = NULL;
     for (int i = 0; i < NKEYS; i++) {
         const key_def *k = &KEYS[i];
-        const void *field = (const char *)cfg + k->off;
         if (!section || strcmp(section, k->section) != 0) {
             fprintf(f, "%s[%s]\n", section ? "\n" : "", k->section);
             section = k->section;
@@ -619,26 +635,29 @@ int titan_config_write(const titan_job_config *cfg, FILE *f) {
             }
             fputc(')', f);
         }
-        fprintf(f, "\n%s = ", k->key);
         char buf[6 * TITAN_STR + 16]; /* worst case: every byte a \uXXXX escape */
-        switch (k->type) {
-        case T_STR: {
-            const char *s = field;
-            titan_toml_format_string(buf, sizeof buf, s, strnlen(s, TITAN_STR));
-            fputs(buf, f);
-            break;
-        }
-        case T_INT: fprintf(f, "%d", *(const int *)field); break;
-        case T_INT64: fprintf(f, "%lld", (long long)*(const int64_t *)field); break;
-        case T_DOUBLE: titan_toml_format_double(buf, sizeof buf, *(const double *)field); fputs(buf, f); break;
-        case T_BOOL: fputs(*(const int *)field ? "true" : "false", f); break;
-        case T_TRI: {
-            int t = *(const int *)field;
-            fputs(t < 0 ? "-1" : t ? "true" : "false", f);
-            break;
-        }
-        }
-        fputc('\n', f);
+        format_value(k, cfg, buf, sizeof buf);
+        fprintf(f, "\n%s = %s\n", k->key, buf);
     }
     return ferror(f) ? -1 : 0;
+}
+
+int titan_config_diff(const titan_job_config *a, const titan_job_config *b, char *out, size_t cap) {
+    int count = 0;
+    size_t used = 0;
+    if (cap) out[0] = '\0';
+    for (int i = 0; i < NKEYS; i++) {
+        const key_def *k = &KEYS[i];
+        char va[6 * TITAN_STR + 16], vb[6 * TITAN_STR + 16];
+        format_value(k, a, va, sizeof va);
+        format_value(k, b, vb, sizeof vb);
+        if (!strcmp(va, vb)) continue;
+        if (used < cap) {
+            int w = snprintf(out + used, cap - used, "%s%s.%s %s -> %s", count ? ", " : "", k->section, k->key, va, vb);
+            used = w < 0 ? cap : used + (size_t)w;
+        }
+        count++;
+    }
+    if (used >= cap && cap > 4) memcpy(out + cap - 4, "...", 4);
+    return count;
 }

@@ -154,5 +154,8 @@ titan_status titan_config_key_check(const char *arg, int *is_bool);
 titan_status titan_config_validate(const titan_job_config *cfg);
 /* Writes the resolved config as TOML that titan_config_load_file reads back. */
 int titan_config_write(const titan_job_config *cfg, FILE *f);
+/* The keys whose values differ, "section.key OLD -> NEW, ..." from a to b,
+ * into out (cut with "..." when longer than cap); returns their count. */
+int titan_config_diff(const titan_job_config *a, const titan_job_config *b, char *out, size_t cap);
 
 #endif

@@ -47,6 +47,11 @@ static titan_status resolve(const titan_job_config *cfg, int world, titan_layout
     return TITAN_OK;
 }
 
+titan_status titan_mesh_check(const titan_job_config *cfg, int world) {
+    titan_layout l;
+    return resolve(cfg, world, &l);
+}
+
 titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
     memset(m, 0, sizeof *m);
     TITAN_TRY(titan_dist_init(&m->dist));
@@ -59,7 +64,11 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
         titan_log_init(prog);
         if (titan_log_verbosity() < 2) titan_log_set_verbosity(0); /* warnings and errors only */
     }
-    TITAN_TRY(resolve(cfg, m->world, &m->layout));
+    titan_status st = resolve(cfg, m->world, &m->layout);
+    if (st != TITAN_OK) {
+        if (m->rank != 0) titan_error_mute(); /* rank 0 says the same */
+        return st;
+    }
     titan_layout_format(&m->layout, m->layout_str, sizeof m->layout_str);
     titan_layout_coord c;
     titan_layout_coord_of(&m->layout, m->rank, &c);

@@ -58,6 +58,9 @@ typedef struct {
     titan_group *tp_group, *cp_group;
 } titan_mesh;
 
+/* Checks the degrees against a job of `world` ranks without joining one
+ * (a launcher's check before it starts them). */
+titan_status titan_mesh_check(const titan_job_config *cfg, int world);
 /* Joins the job and checks the degrees against its size (collective).
  * Ranks other than 0 log only warnings and errors, prefixed
  * "titan-train[rank N]". */

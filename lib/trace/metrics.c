@@ -63,11 +63,36 @@ titan_status titan_metrics_open(titan_metrics **out, const char *path, int64_t r
     return TITAN_OK;
 }
 
+/* "42s", "3m07s", "5h03m", "2d04h": an ETA at the precision that matters. */
+static void format_duration(char *out, size_t cap, double s) {
+    long long t = (long long)(s + 0.5);
+    if (s < 1) snprintf(out, cap, "<1s");
+    else if (t < 60) snprintf(out, cap, "%llds", t);
+    else if (t < 3600) snprintf(out, cap, "%lldm%02llds", t / 60, t % 60);
+    else if (t < 86400) snprintf(out, cap, "%lldh%02lldm", t / 3600, t % 3600 / 60);
+    else snprintf(out, cap, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
+}
+
 void titan_metrics_format(const titan_step_metrics *s, char *buf, size_t cap) {
+    char step[48];
+    if (s->total_steps > 0) {
+        int width = snprintf(NULL, 0, "%" PRId64, s->total_steps);
+        snprintf(step, sizeof step, "%*" PRId64 "/%" PRId64, width, s->step, s->total_steps);
+    } else {
+        snprintf(step, sizeof step, "%6" PRId64, s->step);
+    }
     int n = snprintf(buf, cap,
-                     "step %6" PRId64 " | loss %8.4f | grad_norm %8.4f | lr %.3e | tok/s %9.0f | mfu %5.2f%% | mem %6.0f MiB",
-                     s->step, s->loss, s->grad_norm, s->lr, s->tokens_per_s, 100.0 * s->mfu,
+                     "step %s | loss %8.4f | grad_norm %8.4f | lr %.3e | tok/s %9.0f | mfu %5.2f%% | mem %6.0f MiB",
+                     step, s->loss, s->grad_norm, s->lr, s->tokens_per_s, 100.0 * s->mfu,
                      (double)s->peak_rss_bytes / (1024.0 * 1024.0));
+    if (s->eta_s > 0 && n >= 0 && (size_t)n < cap) {
+        char eta[32];
+        format_duration(eta, sizeof eta, s->eta_s);
+        if (s->eta_step > 0 && s->eta_step < s->total_steps)
+            n += snprintf(buf + n, cap - (size_t)n, " | eta %s (to step %" PRId64 ")", eta, s->eta_step);
+        else
+            n += snprintf(buf + n, cap - (size_t)n, " | eta %s", eta);
+    }
     if (s->has_val && n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, " | val_loss %8.4f", s->val_loss);
     if (s->has_comm && n >= 0 && (size_t)n < cap)

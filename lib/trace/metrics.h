@@ -31,6 +31,9 @@ typedef struct {
     int has_dev_mem;           /* a device backend (not host memory): */
     uint64_t dev_peak_bytes;   /*   most bytes held in its buffers during the step */
     uint64_t dev_used_bytes;   /*   the device's used memory after the step (context, workspaces, others) */
+    int64_t total_steps;   /* training.steps, for "step N/TOTAL" (0: not shown) */
+    double eta_s;          /* seconds until this run stops, from its steps so far (0: none) */
+    int64_t eta_step;      /*   the step it stops at (--stop-at when before total_steps) */
 } titan_step_metrics;
 
 typedef struct titan_metrics titan_metrics;

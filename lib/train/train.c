@@ -255,6 +255,10 @@ static titan_status loop(trainer *t) {
                              t->mesh.dp_size;
     int64_t stop = cfg->training_steps;
     if (t->stop_at > 0 && t->stop_at < stop) stop = t->stop_at;
+    /* The ETA: the wall time per step since this run's first step ended
+     * (that one pays for warm-up), validation and checkpoints included. */
+    int64_t first_step = t->pr.step + 1;
+    double first_end = 0;
     while (t->pr.step < stop) {
         titan_step_metrics sm = {0};
         titan_flight_set_step(t->pr.step + 1);
@@ -293,8 +297,14 @@ static titan_status loop(trainer *t) {
             sm.has_ckpt = 1;
         }
         sm.peak_rss_bytes = titan_peak_rss();
+        sm.total_steps = cfg->training_steps;
+        sm.eta_step = stop;
+        double now = titan_now_s();
+        if (sm.step == first_step) first_end = now;
+        double per_step = sm.step > first_step ? (now - first_end) / (double)(sm.step - first_step) : now - t0;
+        sm.eta_s = (double)(stop - sm.step) * per_step;
         int print = titan_log_verbosity() >= 1 &&
-                    (sm.step % cfg->metrics_log_freq == 0 || sm.step == 1 || sm.step == cfg->training_steps ||
+                    (sm.step % cfg->metrics_log_freq == 0 || sm.step == 1 || sm.step == stop ||
                      sm.has_val);
         if (t->metrics) TITAN_TRY(titan_metrics_log(t->metrics, &sm, print));
     }
@@ -348,8 +358,12 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
     t.stop_at = opts->stop_at;
     t.sample = opts->sample_tokens > 0;
     titan_status st = titan_trainer_setup(&t, opts);
-    if (st == TITAN_OK && t.pr.step >= cfg->training_steps)
-        titan_info("nothing to do: step %" PRId64 " >= training.steps %d", t.pr.step, cfg->training_steps);
+    int64_t stop = opts->stop_at > 0 && opts->stop_at < cfg->training_steps ? opts->stop_at : cfg->training_steps;
+    if (st == TITAN_OK && t.pr.step >= stop && !t.sample)
+        titan_info("nothing to train: the run is at step %" PRId64 " (%s %" PRId64 ")", t.pr.step,
+                   stop < cfg->training_steps ? "--stop-at" : "training.steps", stop);
+    else if (st == TITAN_OK && t.pr.step >= stop)
+        titan_info("sampling from step %" PRId64 " (nothing left to train)", t.pr.step);
     if (st == TITAN_OK) st = loop(&t);
     /* rank 0 samples; under tp its group gathers the whole model with it
      * (the other ranks of its cp group hold the same parameters) */

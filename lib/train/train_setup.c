@@ -366,14 +366,16 @@ static titan_status prepare_steps(trainer *t, const setup_shape *sh) {
     }
 
     t->flops_per_token = titan_llama_flops_per_token(&t->mc, T);
+    /* A finished run (sampling only) trains no step: no peak to measure for MFU. */
+    int64_t stop = t->stop_at > 0 && t->stop_at < cfg->training_steps ? t->stop_at : cfg->training_steps;
+    if (t->pr.step >= stop) return TITAN_OK;
     const char *peak_source;
     t->peak_flops = titan_train_device_peak(&t->dev, sh->compute, cfg->metrics_peak_flops, &peak_source);
     t->peak_flops *= t->mesh.world; /* MFU is the job's: every rank's peak */
     titan_info("model: %zu parameters (this rank: %zu), %.3g FLOPs/token; batch %d x %d x %d dp x %d accum; "
                "peak %.1f GFLOP/s (%s); %d threads",
-               titan_llama_num_params(&t->mc), titan_llama_params_count(t->model), t->flops_per_token, B, T, t->mesh.dp_size, t->accum,
-               t->peak_flops * 1e-9,
-               peak_source, titan_backend_cpu_threads());
+               titan_llama_num_params(&t->mc), titan_llama_params_count(t->model), t->flops_per_token, B, T,
+               t->mesh.dp_size, t->accum, t->peak_flops * 1e-9, peak_source, titan_backend_cpu_threads());
     if (pp > 1)
         pipeline_line(t, sh);
     if (cp > 1) {

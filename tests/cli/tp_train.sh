@@ -91,7 +91,7 @@ exposed_comm "tp 2 metrics count the tensor-parallel communication" "$tmp/tp2"
 # --- sampling: the tp group gathers the whole model, rank 0 samples ---------------------
 # The same text as one process sampling from the same (last) checkpoint.
 for r in tp2 tp2fsdp; do
-    expect 0 "nothing to do" "tp sample from $r" -- "$bin/titan-train" "$tmp/$r" --nproc $([ $r = tp2 ] && echo 2 || echo 4) \
+    expect 0 "sampling from step" "tp sample from $r" -- "$bin/titan-train" "$tmp/$r" --nproc $([ $r = tp2 ] && echo 2 || echo 4) \
         $TP2 --sample 24 --prompt "The "
     cp "$tmp/out" "$tmp/sample-$r"
     expect 0 "" "one-process sample from $r's checkpoint" -- "$bin/titan-train" -q "$tmp/$r" --sample 24 --prompt "The " \
