@@ -74,8 +74,8 @@ static const char intro[] =
     "up to training.steps, checkpointing every checkpoint.interval steps.";
 static const char footer[] =
     "Exit status: 0 ok, 1 failure, 2 usage or config error, 3 file missing or\n"
-    "unreadable, 4 corrupt input, 5 non-finite loss or gradient, 6 out of memory,\n"
-    "8 another rank failed or timed out.\n"
+    "unreadable, 4 malformed input, 5 non-finite loss or gradient, 6 out of memory,\n"
+    "7 damaged data (checksum, file cut short), 8 another rank failed or timed out.\n"
     "See titan-train(1).";
 
 int main(int argc, char **argv) {
