@@ -93,9 +93,11 @@ static titan_status parse(int argc, char **argv, opts *o, titan_opt_result *r, i
 /* RUN/metrics.jsonl for a run directory, else the path itself. */
 static titan_status metrics_path(const char *arg, char *out, size_t cap) {
     if (!titan_fs_exists(arg)) return titan_error(TITAN_ERR_IO, "%s: no such run directory or metrics file", arg);
-    if (titan_fs_is_dir(arg))
+    /* a run's metrics.jsonl, else a folder of TensorBoard event files (RUN/tb) */
+    if (titan_fs_is_dir(arg)) {
         snprintf(out, cap, "%s/metrics.jsonl", arg);
-    else
+        if (!titan_fs_exists(out)) snprintf(out, cap, "%s", arg);
+    } else
         snprintf(out, cap, "%s", arg);
     return TITAN_OK;
 }

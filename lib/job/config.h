@@ -121,6 +121,8 @@ typedef struct {
     /* [metrics] */
     int metrics_log_freq;
     double metrics_peak_flops;         /* FLOP/s for MFU; 0 = measure with a GEMM probe */
+    int metrics_enable_tensorboard;    /* also write TensorBoard event files */
+    char metrics_save_tb_folder[TITAN_STR]; /* under the run directory */
 
     /* [profiling] */
     int profiling_enable_profiling;          /* time every op of one step in profile_freq */

@@ -165,6 +165,10 @@ const key_def titan_job_keys[] = {
     INT("metrics", "log_freq", metrics_log_freq, 10, 1, 0, "log metrics every this many steps"),
     NUM("metrics", "peak_flops", metrics_peak_flops, 0, 0, 0, F_LO,
         "peak FLOP/s of the device for MFU; 0 = measure with a GEMM probe"),
+    BOOL("metrics", "enable_tensorboard", metrics_enable_tensorboard, 0,
+         "also write every step's metrics as TensorBoard scalars (torchtitan's tags)"),
+    STR("metrics", "save_tb_folder", metrics_save_tb_folder, "tb", NULL, F_NONEMPTY,
+        "TensorBoard event files go to RUN/save_tb_folder/YYYYmmdd-HHMM/"),
 
     BOOL("profiling", "enable_profiling", profiling_enable_profiling, 0,
          "time every backend op of one step in profile_freq (each op waits for the device: that step "
@@ -223,8 +227,8 @@ const key_ignored titan_job_ignored[] = {
     {"job", "print_config", NULL},
     {"profiling", "profiler_active", NULL}, {"profiling", "profiler_warmup", NULL},
     {"profiling", "enable_memory_snapshot", NULL}, {"profiling", "save_memory_snapshot_folder", NULL},
-    {"metrics", "enable_tensorboard", NULL}, {"metrics", "disable_color_printing", NULL},
-    {"metrics", "save_tb_folder", NULL}, {"metrics", "save_for_all_ranks", NULL}, {"metrics", "rank_0_only", NULL},
+    {"metrics", "disable_color_printing", NULL},
+    {"metrics", "save_for_all_ranks", NULL}, {"metrics", "rank_0_only", NULL},
     {"metrics", "enable_wandb", NULL},
     {"model", "tokenizer_path", NULL}, {"model", "hf_assets_path", NULL}, {"model", "converters", "[]"},
     {"model", "print_after_conversion", NULL}, {"model", "norm_type", "\"rmsnorm\""},

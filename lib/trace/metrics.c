@@ -9,10 +9,13 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "trace/tensorboard.h"
 
 struct titan_metrics {
     FILE *f;
     char path[4096];
+    titan_tb *tb; /* TensorBoard scalars too, when set */
+    int world;    /* ranks: torchtitan's tps and tflops are per device */
 };
 
 /* Keeps only lines whose "step" is <= keep_step; rewrites through a temp file. */
@@ -107,6 +110,41 @@ void titan_metrics_format(const titan_step_metrics *s, char *buf, size_t cap) {
         snprintf(buf + n, cap - (size_t)n, " | ckpt stall %.3f s", s->ckpt_stall_s);
 }
 
+titan_status titan_metrics_open_tensorboard(titan_metrics *m, const char *dir, int64_t first_step, int world) {
+    TITAN_TRY(titan_tb_open(&m->tb, dir, first_step));
+    m->world = world > 0 ? world : 1;
+    titan_info("tensorboard: %s", titan_tb_path(m->tb));
+    return TITAN_OK;
+}
+
+/* A step's metrics as TensorBoard scalars, under torchtitan's tags where it
+ * has one for the same quantity (titan/... where not). */
+static titan_status log_tensorboard(titan_metrics *m, const titan_step_metrics *s) {
+    const char *tags[16];
+    double v[16];
+    int n = 0;
+#define SCALAR(tag, value) (tags[n] = (tag), v[n++] = (value))
+    double tps = s->tokens_per_s / m->world;
+    SCALAR("loss_metrics/global_avg_loss", s->loss);
+    SCALAR("grad_norm", s->grad_norm);
+    SCALAR("lr", s->lr);
+    SCALAR("ntokens_seen", (double)s->tokens_seen);
+    SCALAR("throughput(tps)", tps);
+    SCALAR("tflops", s->mfu * s->peak_flops / m->world * 1e-12);
+    SCALAR("mfu(%)", 100.0 * s->mfu);
+    SCALAR("time_metrics/end_to_end(s)", s->step_time_s);
+    SCALAR("memory/peak_rss(GiB)", (double)s->peak_rss_bytes / (1u << 30));
+    if (s->has_dev_mem) SCALAR("memory/max_active(GiB)", (double)s->dev_peak_bytes / (1u << 30));
+    if (s->has_val) SCALAR("validation_metrics/loss", s->val_loss);
+    if (s->has_ckpt) SCALAR("titan/ckpt_stall(s)", s->ckpt_stall_s);
+    if (s->has_comm) SCALAR("titan/comm_exposed(s)", s->comm_exposed_s);
+    SCALAR("titan/tokens_per_s", s->tokens_per_s); /* the job's, as metrics.jsonl */
+    SCALAR("titan/peak_flops", s->peak_flops);
+#undef SCALAR
+    double wall = s->start_unix_s > 0 ? s->start_unix_s + s->step_time_s : 0;
+    return titan_tb_scalars(m->tb, s->step, wall, tags, v, n);
+}
+
 titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, int print) {
     int n = fprintf(m->f,
                     "{\"step\":%" PRId64 ",\"loss\":%.9g,\"grad_norm\":%.9g,\"lr\":%.9g,"
@@ -127,6 +165,7 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
     if (n >= 0) n = fprintf(m->f, "}\n");
     if (n < 0 || fflush(m->f) != 0)
         return titan_error(TITAN_ERR_IO, "%s: write failed: %s", m->path, strerror(errno));
+    if (m->tb) TITAN_TRY(log_tensorboard(m, s));
     if (print) {
         char line[512];
         titan_metrics_format(s, line, sizeof line);
@@ -137,6 +176,7 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
 
 void titan_metrics_close(titan_metrics *m) {
     if (!m) return;
+    titan_tb_close(m->tb);
     if (m->f) fclose(m->f);
     free(m);
 }

@@ -42,7 +42,11 @@ typedef struct titan_metrics titan_metrics;
  * (left by a run that died after its last checkpoint) are dropped first so
  * the file reads as one clean curve. */
 titan_status titan_metrics_open(titan_metrics **out, const char *path, int64_t resume_step);
-/* Writes the JSON line (always) and the stderr line (when print is set). */
+/* Also writes every step's scalars into a new TensorBoard event file in dir
+ * (tensorboard.h) whose first step is first_step; world: the job's ranks. */
+titan_status titan_metrics_open_tensorboard(titan_metrics *m, const char *dir, int64_t first_step, int world);
+/* Writes the JSON line (always), the TensorBoard scalars (when open) and
+ * the stderr line (when print is set). */
 titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, int print);
 void titan_metrics_close(titan_metrics *m);
 /* Formats the human stderr line into buf. */

@@ -1,19 +1,144 @@
 /* metrics_read.c - metrics.jsonl read back, and its summary (metrics_read.h). */
 #include "trace/metrics_read.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "trace/tensorboard.h"
 
 struct titan_metrics_file {
     json_t **rows;
     size_t n;
 };
 
+static titan_status add_row(titan_metrics_file *m, size_t *cap, json_t *o, const char *path) {
+    if (m->n == *cap) {
+        *cap = *cap ? 2 * *cap : 256;
+        json_t **grown = realloc(m->rows, *cap * sizeof *grown);
+        if (!grown) {
+            json_decref(o);
+            return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", path);
+        }
+        m->rows = grown;
+    }
+    m->rows[m->n++] = o;
+    return TITAN_OK;
+}
+
+/* TensorBoard scalars as metrics lines: a row per step holding every tag,
+ * and titan's key beside the tags titan-train writes for it. */
+static const struct {
+    const char *tag, *key;
+    double scale;
+} tb_keys[] = {
+    {"loss_metrics/global_avg_loss", "loss", 1}, {"grad_norm", "grad_norm", 1}, {"lr", "lr", 1},
+    {"ntokens_seen", "tokens_seen", 1}, {"mfu(%)", "mfu", 0.01}, {"time_metrics/end_to_end(s)", "step_time_s", 1},
+    {"validation_metrics/loss", "val_loss", 1}, {"titan/ckpt_stall(s)", "ckpt_stall_s", 1},
+    {"titan/comm_exposed(s)", "comm_exposed_s", 1}, {"memory/peak_rss(GiB)", "peak_rss_bytes", 1073741824.0},
+    {"memory/max_active(GiB)", "dev_peak_bytes", 1073741824.0}, {"titan/tokens_per_s", "tokens_per_s", 1},
+    {"titan/peak_flops", "peak_flops", 1},
+};
+
+typedef struct {
+    titan_metrics_file *m;
+    size_t cap;
+    const char *path;
+} tb_ctx;
+
+static titan_status tb_scalar(void *ctx, int64_t step, double wall, const char *tag, double value) {
+    tb_ctx *c = ctx;
+    titan_metrics_file *m = c->m;
+    if (!tag) { /* SessionLog START: an earlier file's steps from here on were trained again */
+        while (m->n && json_integer_value(json_object_get(m->rows[m->n - 1], "step")) >= step)
+            json_decref(m->rows[--m->n]);
+        return TITAN_OK;
+    }
+    json_t *row = m->n ? m->rows[m->n - 1] : NULL;
+    if (!row || json_integer_value(json_object_get(row, "step")) != step) {
+        if (!(row = json_object()) || json_object_set_new(row, "step", json_integer(step)))
+            return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", c->path);
+        TITAN_TRY(add_row(m, &c->cap, row, c->path));
+    }
+    (void)wall;
+    json_object_set_new(row, tag, json_real(value));
+    for (size_t i = 0; i < sizeof tb_keys / sizeof tb_keys[0]; i++)
+        if (!strcmp(tag, tb_keys[i].tag)) json_object_set_new(row, tb_keys[i].key, json_real(value * tb_keys[i].scale));
+    return TITAN_OK;
+}
+
+static int is_event_file(const char *name) { return strstr(name, "tfevents") != NULL; }
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The event files of a directory and of its subdirectories (one per start:
+ * RUN/tb/YYYYmmdd-HHMM), in the order of their names (date, then the
+ * file's seconds). */
+static titan_status event_files(const char *dir, char ***files, size_t *n, size_t *cap, int depth) {
+    DIR *d = opendir(dir);
+    if (!d) return titan_error(TITAN_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+    struct dirent *e;
+    titan_status st = TITAN_OK;
+    while (st == TITAN_OK && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (stat(path, &sb) != 0) continue;
+        if (S_ISDIR(sb.st_mode) && depth < 2) {
+            st = event_files(path, files, n, cap, depth + 1);
+        } else if (S_ISREG(sb.st_mode) && is_event_file(e->d_name)) {
+            if (*n == *cap) {
+                *cap = *cap ? 2 * *cap : 16;
+                char **grown = realloc(*files, *cap * sizeof *grown);
+                if (!grown) { st = titan_error(TITAN_ERR_NOMEM, "%s: out of memory", dir); break; }
+                *files = grown;
+            }
+            if (!((*files)[*n] = strdup(path))) st = titan_error(TITAN_ERR_NOMEM, "%s: out of memory", dir);
+            else (*n)++;
+        }
+    }
+    closedir(d);
+    return st;
+}
+
+static titan_status read_tensorboard(const char *path, titan_metrics_file *m) {
+    tb_ctx c = {m, 0, path};
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) return titan_tb_read(path, tb_scalar, &c);
+    char **files = NULL;
+    size_t n = 0, cap = 0;
+    titan_status st = event_files(path, &files, &n, &cap, 0);
+    if (st == TITAN_OK && n == 0)
+        st = titan_error(TITAN_ERR_IO, "%s: no metrics.jsonl and no TensorBoard event file", path);
+    if (st == TITAN_OK) qsort(files, n, sizeof *files, by_name);
+    for (size_t i = 0; i < n; i++) {
+        if (st == TITAN_OK) st = titan_tb_read(files[i], tb_scalar, &c);
+        free(files[i]);
+    }
+    free(files);
+    return st;
+}
+
 titan_status titan_metrics_read(const char *path, titan_metrics_file **out) {
     *out = NULL;
+    struct stat sb;
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if ((stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) || is_event_file(base)) {
+        titan_metrics_file *m = calloc(1, sizeof *m);
+        if (!m) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", path);
+        titan_status st = read_tensorboard(path, m);
+        if (st != TITAN_OK) {
+            titan_metrics_file_free(m);
+            return st;
+        }
+        *out = m;
+        return TITAN_OK;
+    }
     FILE *in = fopen(path, "r");
     if (!in) return titan_error(TITAN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     titan_metrics_file *m = calloc(1, sizeof *m);
@@ -34,17 +159,7 @@ titan_status titan_metrics_read(const char *path, titan_metrics_file **out) {
                              path, lineno, o ? "" : ": ", o ? "" : jerr.text);
             break;
         }
-        if (m->n == rows_cap) {
-            rows_cap = rows_cap ? 2 * rows_cap : 256;
-            json_t **grown = realloc(m->rows, rows_cap * sizeof *grown);
-            if (!grown) {
-                json_decref(o);
-                st = titan_error(TITAN_ERR_NOMEM, "%s: out of memory", path);
-                break;
-            }
-            m->rows = grown;
-        }
-        m->rows[m->n++] = o;
+        if ((st = add_row(m, &rows_cap, o, path)) != TITAN_OK) break;
     }
     free(line);
     fclose(in);

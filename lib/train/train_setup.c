@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/op_profile.h"
@@ -332,6 +333,15 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", opts->run_dir);
     if (t->mesh.rank == 0) TITAN_TRY(titan_metrics_open(&t->metrics, mpath, t->pr.step));
+    if (t->metrics && t->cfg->metrics_enable_tensorboard) {
+        /* torchtitan's place: RUN/save_tb_folder/YYYYmmdd-HHMM, one per start */
+        char stamp[32], tb_dir[4400];
+        time_t now = time(NULL);
+        struct tm tm;
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M", localtime_r(&now, &tm));
+        snprintf(tb_dir, sizeof tb_dir, "%s/%s/%s", opts->run_dir, t->cfg->metrics_save_tb_folder, stamp);
+        TITAN_TRY(titan_metrics_open_tensorboard(t->metrics, tb_dir, t->pr.step + 1, t->mesh.world));
+    }
 
     return TITAN_OK;
 }
