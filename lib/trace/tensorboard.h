@@ -40,5 +40,7 @@ uint32_t titan_tb_masked_crc(const void *data, size_t n);
 typedef titan_status (*titan_tb_scalar_fn)(void *ctx, int64_t step, double wall_time, const char *tag,
                                            double value);
 titan_status titan_tb_read(const char *path, titan_tb_scalar_fn fn, void *ctx);
+/* The same over bytes in memory; path names them in messages. */
+titan_status titan_tb_parse(const void *data, size_t len, const char *path, titan_tb_scalar_fn fn, void *ctx);
 
 #endif

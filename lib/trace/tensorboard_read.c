@@ -123,11 +123,8 @@ static titan_status decode_event(span e, const char *path, uint64_t at, titan_tb
     return TITAN_OK;
 }
 
-titan_status titan_tb_read(const char *path, titan_tb_scalar_fn fn, void *ctx) {
-    char *data;
-    size_t len;
-    TITAN_TRY(titan_fs_read_file(path, &data, &len, TB_MAX_FILE));
-    const uint8_t *p = (const uint8_t *)data;
+titan_status titan_tb_parse(const void *data, size_t len, const char *path, titan_tb_scalar_fn fn, void *ctx) {
+    const uint8_t *p = data;
     titan_status st = TITAN_OK;
     uint64_t at = 0;
     while (st == TITAN_OK && at < len) {
@@ -152,6 +149,14 @@ titan_status titan_tb_read(const char *path, titan_tb_scalar_fn fn, void *ctx) {
         st = decode_event((span){body, body + n}, path, at + 12, fn, ctx);
         at += 12 + n + 4;
     }
+    return st;
+}
+
+titan_status titan_tb_read(const char *path, titan_tb_scalar_fn fn, void *ctx) {
+    char *data;
+    size_t len;
+    TITAN_TRY(titan_fs_read_file(path, &data, &len, TB_MAX_FILE));
+    titan_status st = titan_tb_parse(data, len, path, fn, ctx);
     free(data);
     return st;
 }
