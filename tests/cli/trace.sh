@@ -133,7 +133,7 @@ first=$(/usr/bin/python3 -c 'import json,sys; print("%.4f" % json.loads(open(sys
     "$tmp/done/metrics.jsonl")
 grep -q "first $first," "$tmp/out" && ok "summary's first loss is metrics.jsonl's ($first)" || fail "summary's first loss ($first)"
 expect 0 "" "titan-trace plot RUN (text)" -- "$bin/titan-trace" plot "$tmp/done" --width 40 --height 8
-[ "$(grep -c '|' "$tmp/out")" -eq 8 ] && grep -q "step:  \* loss" "$tmp/out" && ok "text plot: 8 rows and a legend" ||
+[ "$(grep -c '|' "$tmp/out")" -eq 8 ] && grep -q "^ *loss:  \* loss" "$tmp/out" && ok "text plot: 8 rows and a legend" ||
     { fail "text plot"; sed 's/^/#   /' "$tmp/out"; }
 expect 0 "" "titan-trace plot --svg" -- "$bin/titan-trace" plot -y loss,grad_norm --svg "$tmp/loss.svg" "$tmp/done"
 /usr/bin/python3 - "$tmp/loss.svg" <<'PY' && ok "SVG: two polylines of 20 points" || fail "SVG: two polylines of 20 points"
