@@ -20,7 +20,7 @@ typedef struct {
 
 #define CHAR_W 6.6          /* a character of the 12 px sans-serif, about */
 #define LEGEND_CHARS 44     /* longer names keep their tail ("...runs/a:loss") */
-#define MARKER_ROWS 4
+#define MARKER_ROWS 8
 #define SPARSE 30         /* series of this many points or fewer get dots */
 
 /* XML-safe text (metric names are plain, but a title or path may not be). */
@@ -44,19 +44,39 @@ static void legend_name(FILE *f, const char *name) {
     xml_text(f, name);
 }
 
-/* Greedy rows for the marker labels (each at its line's x): the row of
- * each, and how many rows there are. */
+/* Where a marker's label runs: right of its line, or left of it where it
+ * would leave the image (a resume near the last step). */
+static double label_start(const titan_plot_marker *m, double x, const geometry *g, double *end) {
+    double w = 5.6 * (double)strlen(m->label);
+    if (x + 3 + w > g->legend_x + g->legend_w && x - 3 - w >= 0) {
+        *end = x - 3;
+        return x - 3 - w;
+    }
+    *end = x + 3 + w;
+    return x + 3;
+}
+
+static double marker_x(const titan_plot_opts *o, int i, const plot_frame *fr, const geometry *g) {
+    return g->left + plot_axis_frac(&fr->x, o->markers[i].x) * g->width;
+}
+
+/* Rows for the marker labels so that none covers another, left to right
+ * (the first row with room): the row of each, and how many rows. */
 static int marker_rows(const titan_plot_opts *o, const plot_frame *fr, const geometry *g, int *rows) {
     double end[MARKER_ROWS];
-    int used = 0;
-    for (int i = 0; i < o->nmarkers; i++) {
-        double x = g->left + plot_axis_frac(&fr->x, o->markers[i].x) * g->width;
+    int used = 0, placed = 0;
+    while (placed < o->nmarkers) {
+        int next = -1; /* the leftmost unplaced one (rows[] < 0) */
+        for (int i = 0; i < o->nmarkers; i++)
+            if (rows[i] < 0 && (next < 0 || o->markers[i].x < o->markers[next].x)) next = i;
+        double stop, start = label_start(&o->markers[next], marker_x(o, next, fr, g), g, &stop);
         int r = 0;
-        while (r < used && x < end[r] + 6) r++;
+        while (r < used && start < end[r] + 6) r++;
         if (r == MARKER_ROWS) r = MARKER_ROWS - 1;
         if (r == used) used++;
-        end[r] = x + 3 + 5.6 * (double)strlen(o->markers[i].label);
-        rows[i] = r;
+        end[r] = stop;
+        rows[next] = r;
+        placed++;
     }
     return used;
 }
@@ -174,11 +194,12 @@ static void panel_series(FILE *f, const titan_series *s, int ns, const plot_fram
 static void markers(FILE *f, const titan_plot_opts *o, const plot_frame *fr, const geometry *g, const int *rows) {
     double bottom = panel_top(g, fr->npanels - 1) + g->height;
     for (int i = 0; i < o->nmarkers; i++) {
-        double x = g->left + plot_axis_frac(&fr->x, o->markers[i].x) * g->width, y = g->marker_y + 14.0 * rows[i];
+        double x = marker_x(o, i, fr, g), y = g->marker_y + 14.0 * rows[i], stop;
+        double start = label_start(&o->markers[i], x, g, &stop);
         fprintf(f, "<line class=\"marker\" data-step=\"%.0f\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" "
                    "stroke=\"#555\" stroke-dasharray=\"4 3\"/>\n", o->markers[i].x, x, y + 3, x, bottom);
         fprintf(f, "<text class=\"marker-label\" data-step=\"%.0f\" x=\"%.2f\" y=\"%.1f\" font-size=\"11\" "
-                   "fill=\"#333\">", o->markers[i].x, x + 3, y);
+                   "fill=\"#333\">", o->markers[i].x, start, y);
         xml_text(f, o->markers[i].label);
         fprintf(f, "</text>\n");
     }
@@ -188,6 +209,7 @@ static void markers(FILE *f, const titan_plot_opts *o, const plot_frame *fr, con
 static void draw(FILE *f, const titan_series *s, int ns, const titan_plot_opts *o, const plot_frame *fr, int *rows) {
     geometry g;
     set_geometry(&g, s, ns, fr, o->smooth, 0);
+    for (int i = 0; i < o->nmarkers; i++) rows[i] = -1;
     set_geometry(&g, s, ns, fr, o->smooth, marker_rows(o, fr, &g, rows));
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                "font-family=\"sans-serif\" font-size=\"12\">\n", g.total_w, g.total_h, g.total_w, g.total_h);
