@@ -235,7 +235,8 @@ static titan_status cmd_plot(const opts *o) {
         st = titan_plot_svg(o->svg, in->s, in->ns, &po);
         if (st == TITAN_OK) titan_info("%s written", o->svg);
     } else if (st == TITAN_OK) {
-        st = titan_plot_text(stdout, in->s, in->ns, &po, o->width ? (int)o->width : 72, o->height ? (int)o->height : 16);
+        st = titan_plot_text(stdout, in->s, in->ns, &po, o->width ? (int)o->width : 72,
+                             o->height ? (int)o->height : 16);
     }
     for (int i = 0; i < in->ns; i++) {
         free((void *)in->s[i].x);

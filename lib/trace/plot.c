@@ -83,8 +83,8 @@ titan_status plot_frame_make(plot_frame *fr, const titan_series *s, int ns, cons
         plot_frame_free(fr);
         return titan_error(TITAN_ERR_NOMEM, "plot: out of memory");
     }
-    double xlo = 0, xhi = 0, unused_lo, unused_hi;
-    int xany = 0, yany = 0;
+    double xlo = 0, xhi = 0;
+    int xany = 0;
     size_t off = 0;
     for (int k = 0; k < ns; k++) {
         fr->panel_of[k] = panel_index(fr, s[k].panel ? s[k].panel : s[k].name);
@@ -99,12 +99,10 @@ titan_status plot_frame_make(plot_frame *fr, const titan_series *s, int ns, cons
             off += s[k].n;
         }
         for (size_t i = 0; i < s[k].n; i++) {
-            if (!isfinite(s[k].y[i])) continue;
-            widen(s[k].x[i], 0, &xlo, &xhi, &xany);
-            widen(s[k].y[i], 0, &unused_lo, &unused_hi, &yany);
+            if (isfinite(s[k].y[i])) widen(s[k].x[i], 0, &xlo, &xhi, &xany); /* points: both finite */
         }
     }
-    if (!yany || !xany) {
+    if (!xany) {
         plot_frame_free(fr);
         return titan_error(TITAN_ERR_USAGE, "plot: no finite points to plot");
     }

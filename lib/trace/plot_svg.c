@@ -152,7 +152,8 @@ static void dots(FILE *f, const titan_series *s, const double *v, const plot_axi
     for (size_t i = 0; i < s->n; i++) {
         if (!isfinite(s->x[i]) || !isfinite(v[i]) || (y->log && v[i] <= 0)) continue;
         fprintf(f, "<circle class=\"dot\" cx=\"%.2f\" cy=\"%.2f\" r=\"2.5\" fill=\"%s\"/>\n",
-                g->left + plot_axis_frac(x, s->x[i]) * g->width, top + (1 - plot_axis_frac(y, v[i])) * g->height, color);
+                g->left + plot_axis_frac(x, s->x[i]) * g->width, top + (1 - plot_axis_frac(y, v[i])) * g->height,
+                color);
     }
 }
 

@@ -27,7 +27,8 @@ static void check_linear(double lo, double hi, int target) {
     CHECK(a.lo <= fmin(lo, hi) + 1e-9 * d && a.hi >= fmax(lo, hi) - 1e-9 * d, "[%g, %g] not inside [%g, %g]", lo, hi,
           a.lo, a.hi);
     /* not much wider than the data: one step either side at most */
-    if (hi != lo) CHECK(a.hi - a.lo <= fabs(hi - lo) + 2 * d * (1 + 1e-9), "[%g, %g]: axis [%g, %g]", lo, hi, a.lo, a.hi);
+    if (hi != lo)
+        CHECK(a.hi - a.lo <= fabs(hi - lo) + 2 * d * (1 + 1e-9), "[%g, %g]: axis [%g, %g]", lo, hi, a.lo, a.hi);
     for (int t = 0; t < a.nticks; t++) {
         double v = a.ticks[t], read = strtod(a.labels[t], NULL);
         CHECK(fabs(v / d - round(v / d)) < 1e-6, "[%g, %g]: tick %.17g not a multiple of %g", lo, hi, v, d);
@@ -70,7 +71,8 @@ static void test_log(void) {
         CHECK(fabs(m - round(m)) < 1e-9, "tick %g", a.ticks[t]);
     }
     plot_axis_log(&a, 5.31, 5.62, 5); /* a sliver: round linear ticks, placed by log */
-    CHECK(a.log && a.nticks >= 2 && a.lo > 0 && a.lo <= 5.31 && a.hi >= 5.62, "%d ticks [%g, %g]", a.nticks, a.lo, a.hi);
+    CHECK(a.log && a.nticks >= 2 && a.lo > 0 && a.lo <= 5.31 && a.hi >= 5.62, "%d ticks [%g, %g]", a.nticks, a.lo,
+          a.hi);
     CHECK(fabs(plot_axis_frac(&a, a.lo)) < 1e-12 && fabs(plot_axis_frac(&a, a.hi) - 1) < 1e-12, "frac of the ends");
 }
 
