@@ -93,7 +93,7 @@ job=$!
 wait_for "$tmp/tmo.err" "rank-0.json written (.*timed out after 2.0 s waiting for rank 1" &&
     ok "a timed-out rank dumps with the error as its reason" || fail "a timed-out rank dumps with the error as its reason"
 kill -TERM $job; wait $job; rc=$?
-grep -q "rank 0 exited with status 8" "$tmp/tmo.err" && ok "it exits 8 (rc $rc)" || fail "it exits 8 (rc $rc)"
+grep -q "rank 0 of 2 exited with status 8" "$tmp/tmo.err" && ok "it exits 8 (rc $rc)" || fail "it exits 8 (rc $rc)"
 expect 1 "" "titan-trace hang after the timeout" -- "$bin/titan-trace" hang "$tmp/tmo"
 grep -q "rank 0 (.*): failed in it" "$tmp/out" && grep -q "^likely cause: rank 1 " "$tmp/out" &&
     ok "hang: rank 0 failed in the collective rank 1 never called" || { fail "timeout report"; sed 's/^/#   /' "$tmp/out"; }
