@@ -24,13 +24,15 @@ typedef struct {
     int npos;
     const char *keys, *svg, *out;
     long long width, height, last;
+    double smooth;
+    int log_y;
 } opts;
 
 static const titan_subcommand commands[] = {
     {"summary", "RUN|METRICS.jsonl", "steps, loss, tokens/s, MFU, memory, communication"},
-    {"plot", "[-y KEY[,KEY...]] [--svg OUT.svg] [--width N] [--height N] RUN|METRICS.jsonl...",
-     "metrics against the step (default: loss, and\nval_loss when validated), as text or an SVG file;\n"
-     "several runs share one plot (RUN:KEY)"},
+    {"plot", "[-y KEY,...] [--svg OUT.svg] [--smooth W] [--log-y] RUN|METRICS.jsonl...",
+     "metrics against the step (default: loss, and\nval_loss when validated), as text or an SVG file:\n"
+     "a panel (y axis) a key, resumes marked; several\nruns share the panels (RUN:KEY)"},
     {"hang", "RUN|DIR", "the operation a hung job waits in, and the ranks\n"
      "that never reached it (flight recorder dumps)"},
     {"flight", "[-n N] RUN|DIR|RANK.json", "each rank's last N recorded operations (default 20)"},
@@ -55,10 +57,14 @@ static titan_status parse(int argc, char **argv, opts *o, titan_opt_result *r, i
     const titan_option table[] = {
         {TITAN_OPT(STRING, NULL, 'y', &o->keys, "KEY[,KEY...]", "the metrics to plot"), .cmds = "plot"},
         {TITAN_OPT(STRING, "svg", 0, &o->svg, "OUT.svg", "draw into an SVG file"), .cmds = "plot"},
+        {TITAN_OPT(DOUBLE, "smooth", 0, &o->smooth, "W", "EMA smoothing weight 0 to 0.999 (TensorBoard's)"),
+         .cmds = "plot", .dmin = 0, .dmax = 0.999, .expected = "a weight 0 to 0.999"},
+        {TITAN_OPT(FLAG, "log-y", 0, &o->log_y, NULL, "log y axes (panels with values <= 0 stay linear)"),
+         .cmds = "plot"},
         {TITAN_OPT(INT, "width", 0, &o->width, "N", "text plot columns (default 72)"), .cmds = "plot", .min = 10,
          .max = 1000},
-        {TITAN_OPT(INT, "height", 0, &o->height, "N", "text plot rows (default 16)"), .cmds = "plot", .min = 4,
-         .max = 500},
+        {TITAN_OPT(INT, "height", 0, &o->height, "N", "text plot rows a panel (default 16)"), .cmds = "plot",
+         .min = 4, .max = 500},
         {TITAN_OPT(INT, NULL, 'n', &o->last, "N", "operations per rank (default 20)"), .cmds = "flight", .min = 1,
          .max = 100000000},
         {TITAN_OPT(STRING, NULL, 'o', &o->out, "OUT.json", "the trace file (default: stdout)"), .cmds = "chrome"},
@@ -132,11 +138,57 @@ static titan_status cmd_summary(const opts *o) {
 }
 
 #define MAX_SERIES 8
+#define MAX_MARKERS 64
 
-/* The series of one input's keys, appended to s (named KEY, or RUN:KEY when
- * several inputs share the plot). */
-static titan_status add_series(const char *arg, const char *keys_opt, int prefix, titan_series *s, char names[][256],
-                               int *ns) {
+/* What one plot gathers from its inputs. */
+typedef struct {
+    titan_series s[MAX_SERIES];
+    char names[MAX_SERIES][256];
+    int ns;
+    titan_plot_marker markers[MAX_MARKERS];
+    char labels[MAX_MARKERS][256];
+    int nmarkers;
+} plot_input;
+
+/* A layout as metrics.jsonl records it ("dp_replicate=1,dp_shard=2,cp=1,
+ * tp=1,pp=1") without its degrees of 1: "dp_shard=2". */
+static void short_layout(const char *layout, char *out, size_t cap) {
+    size_t k = 0;
+    out[0] = 0;
+    for (const char *p = layout; *p && k < cap;) {
+        size_t len = strcspn(p, ",");
+        if (len < 2 || strncmp(p + len - 2, "=1", 2)) /* a value of exactly 1 ends in "=1" */
+            k += (size_t)snprintf(out + k, cap - k, "%s%.*s", k ? "," : "", (int)len, p);
+        p += len + (p[len] == ',');
+    }
+    if (!out[0]) snprintf(out, cap, "single");
+}
+
+/* A marker at each resume of the run: "resumed", with the layout and the
+ * global batch when they changed (RUN: first when several runs share the plot). */
+static void add_markers(const titan_metrics_file *m, const char *arg, int prefix, plot_input *in) {
+    titan_metrics_segment *g;
+    size_t n = titan_metrics_segments(m, &g);
+    for (size_t i = 0; i < n && in->nmarkers < MAX_MARKERS; i++) {
+        if (g[i].resumed_from <= 0) continue;
+        const titan_metrics_segment *was = i > 0 ? &g[i - 1] : NULL;
+        int layout = was && g[i].layout[0] && strcmp(g[i].layout, was->layout);
+        int batch = was && g[i].global_batch && g[i].global_batch != was->global_batch;
+        char *label = in->labels[in->nmarkers];
+        size_t k = (size_t)snprintf(label, 256, "%.120s%sresumed", prefix ? arg : "", prefix ? ": " : "");
+        char shown[128];
+        short_layout(g[i].layout, shown, sizeof shown);
+        if (layout) k += (size_t)snprintf(label + k, 256 - k, " as %s", shown);
+        if (batch) snprintf(label + k, 256 - k, ", batch %" PRId64, g[i].global_batch);
+        in->markers[in->nmarkers++] = (titan_plot_marker){.x = (double)g[i].resumed_from, .label = label};
+    }
+    free(g);
+}
+
+/* The series of one input's keys, appended to in (named KEY, or RUN:KEY
+ * when several inputs share the plot; a key's panel is the key, val_KEY's
+ * KEY's), and its resumes. */
+static titan_status add_series(const char *arg, const char *keys_opt, int prefix, plot_input *in) {
     char path[4200];
     TITAN_TRY(metrics_path(arg, path, sizeof path));
     titan_metrics_file *m;
@@ -145,7 +197,7 @@ static titan_status add_series(const char *arg, const char *keys_opt, int prefix
     snprintf(keys, sizeof keys, "%s", keys_opt ? keys_opt : titan_metrics_has(m, "val_loss") ? "loss,val_loss" : "loss");
     titan_status st = TITAN_OK;
     for (char *save = NULL, *k = strtok_r(keys, ",", &save); k && st == TITAN_OK; k = strtok_r(NULL, ",", &save)) {
-        if (*ns == MAX_SERIES) {
+        if (in->ns == MAX_SERIES) {
             st = titan_error(TITAN_ERR_USAGE, "plot: at most %d series (inputs x keys)", MAX_SERIES);
             break;
         }
@@ -157,37 +209,42 @@ static titan_status add_series(const char *arg, const char *keys_opt, int prefix
                              "peak_rss_bytes, val_loss, comm_exposed_s, ckpt_stall_s, dev_peak_bytes");
             break;
         }
+        char *name = in->names[in->ns];
         if (prefix)
-            snprintf(names[*ns], 256, "%.200s:%.50s", arg, k);
+            snprintf(name, 256, "%.200s:%.50s", arg, k);
         else
-            snprintf(names[*ns], 256, "%.250s", k);
-        s[*ns] = (titan_series){.name = names[*ns], .x = x, .y = y, .n = n};
-        (*ns)++;
+            snprintf(name, 256, "%.250s", k);
+        const char *key = strrchr(name, ':') && prefix ? strrchr(name, ':') + 1 : name;
+        in->s[in->ns] = (titan_series){.name = name, .panel = strncmp(key, "val_", 4) || !key[4] ? key : key + 4,
+                                       .x = x, .y = y, .n = n};
+        in->ns++;
     }
+    if (st == TITAN_OK) add_markers(m, arg, prefix, in);
     titan_metrics_file_free(m);
     return st;
 }
 
 static titan_status cmd_plot(const opts *o) {
-    titan_series s[MAX_SERIES];
-    char names[MAX_SERIES][256];
-    int ns = 0;
+    plot_input *in = calloc(1, sizeof *in);
+    if (!in) return titan_error(TITAN_ERR_NOMEM, "plot: out of memory");
     titan_status st = TITAN_OK;
-    for (int i = 0; i < o->npos && st == TITAN_OK; i++) st = add_series(o->pos[i], o->keys, o->npos > 1, s, names, &ns);
-    if (st == TITAN_OK) {
-        if (o->svg) {
-            char title[4300];
-            snprintf(title, sizeof title, "%s%s", o->pos[0], o->npos > 1 ? " and others" : "");
-            st = titan_plot_svg(o->svg, s, ns, title, "step");
-            if (st == TITAN_OK) titan_info("%s written", o->svg);
-        } else {
-            titan_plot_text(stdout, s, ns, o->width ? (int)o->width : 72, o->height ? (int)o->height : 16, "step");
-        }
+    for (int i = 0; i < o->npos && st == TITAN_OK; i++) st = add_series(o->pos[i], o->keys, o->npos > 1, in);
+    char title[4300];
+    snprintf(title, sizeof title, "%s%s", o->pos[0], o->npos > 1 ? " and others" : "");
+    titan_plot_opts po = {.title = title, .xlabel = "step", .smooth = o->smooth, .log_y = o->log_y,
+                          .markers = in->markers, .nmarkers = in->nmarkers};
+    if (st == TITAN_OK && o->svg) {
+        st = titan_plot_svg(o->svg, in->s, in->ns, &po);
+        if (st == TITAN_OK) titan_info("%s written", o->svg);
+    } else if (st == TITAN_OK) {
+        st = titan_plot_text(stdout, in->s, in->ns, &po, o->width ? (int)o->width : 72,
+                             o->height ? (int)o->height : 16);
     }
-    for (int i = 0; i < ns; i++) {
-        free((void *)s[i].x);
-        free((void *)s[i].y);
+    for (int i = 0; i < in->ns; i++) {
+        free((void *)in->s[i].x);
+        free((void *)in->s[i].y);
     }
+    free(in);
     return st;
 }
 

@@ -16,6 +16,10 @@ struct titan_metrics {
     char path[4096];
     titan_tb *tb; /* TensorBoard scalars too, when set */
     int world;    /* ranks: torchtitan's tps and tflops are per device */
+    int64_t resume_step;  /* the checkpoint this run segment started from */
+    int segment_pending;  /* the segment's keys go on its first line */
+    char layout[128];
+    int64_t global_batch;
 };
 
 /* Keeps only lines whose "step" is <= keep_step; rewrites through a temp file. */
@@ -57,6 +61,7 @@ titan_status titan_metrics_open(titan_metrics **out, const char *path, int64_t r
     titan_metrics *m = calloc(1, sizeof *m);
     if (!m) return titan_error(TITAN_ERR_NOMEM, "metrics: out of memory");
     snprintf(m->path, sizeof m->path, "%s", path);
+    m->resume_step = resume_step;
     m->f = fopen(path, "a");
     if (!m->f) {
         free(m);
@@ -64,6 +69,23 @@ titan_status titan_metrics_open(titan_metrics **out, const char *path, int64_t r
     }
     *out = m;
     return TITAN_OK;
+}
+
+void titan_metrics_set_segment(titan_metrics *m, const char *layout, int64_t global_batch) {
+    snprintf(m->layout, sizeof m->layout, "%s", layout);
+    m->global_batch = global_batch;
+    m->segment_pending = 1;
+}
+
+/* Appends text as a JSON string (layouts are plain; quotes and control
+ * characters are escaped all the same). */
+static int json_string(FILE *f, const char *text) {
+    if (fputc('"', f) == EOF) return -1;
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        int r = *c == '"' || *c == '\\' ? fprintf(f, "\\%c", *c) : *c < 0x20 ? fprintf(f, "\\u%04x", *c) : fputc(*c, f);
+        if (r < 0) return -1;
+    }
+    return fputc('"', f) == EOF ? -1 : 1;
 }
 
 /* "42s", "3m07s", "5h03m", "2d04h": an ETA at the precision that matters. */
@@ -162,6 +184,12 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
     if (n >= 0 && s->has_dev_mem)
         n = fprintf(m->f, ",\"dev_peak_bytes\":%" PRIu64 ",\"dev_used_bytes\":%" PRIu64, s->dev_peak_bytes,
                     s->dev_used_bytes);
+    if (n >= 0 && m->segment_pending) {
+        n = fprintf(m->f, ",\"resumed_from\":%" PRId64 ",\"global_batch\":%" PRId64 ",\"layout\":", m->resume_step,
+                    m->global_batch);
+        if (n >= 0) n = json_string(m->f, m->layout);
+        m->segment_pending = 0;
+    }
     if (n >= 0) n = fprintf(m->f, "}\n");
     if (n < 0 || fflush(m->f) != 0)
         return titan_error(TITAN_ERR_IO, "%s: write failed: %s", m->path, strerror(errno));

@@ -42,6 +42,11 @@ typedef struct titan_metrics titan_metrics;
  * (left by a run that died after its last checkpoint) are dropped first so
  * the file reads as one clean curve. */
 titan_status titan_metrics_open(titan_metrics **out, const char *path, int64_t resume_step);
+/* The run segment this process trains (from its resume step on): its first
+ * JSON line carries "resumed_from" (the checkpoint's step, 0 for a new
+ * run), "layout" ("dp_shard=2,tp=2", "single") and "global_batch"
+ * (sequences a step), so a plot can mark resumes and layout changes. */
+void titan_metrics_set_segment(titan_metrics *m, const char *layout, int64_t global_batch);
 /* Also writes every step's scalars into a new TensorBoard event file in dir
  * (tensorboard.h) whose first step is first_step; world: the job's ranks. */
 titan_status titan_metrics_open_tensorboard(titan_metrics *m, const char *dir, int64_t first_step, int world);

@@ -217,6 +217,25 @@ size_t titan_metrics_series(const titan_metrics_file *m, const char *key, double
     return k;
 }
 
+size_t titan_metrics_segments(const titan_metrics_file *m, titan_metrics_segment **segs) {
+    *segs = NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (json_is_integer(json_object_get(m->rows[i], "resumed_from"))) k++;
+    if (!k || !(*segs = calloc(k, sizeof **segs))) return 0;
+    k = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        json_t *from = json_object_get(m->rows[i], "resumed_from");
+        if (!json_is_integer(from)) continue;
+        titan_metrics_segment *g = &(*segs)[k++];
+        g->resumed_from = json_integer_value(from);
+        json_t *batch = json_object_get(m->rows[i], "global_batch"), *layout = json_object_get(m->rows[i], "layout");
+        if (json_is_integer(batch)) g->global_batch = json_integer_value(batch);
+        if (json_is_string(layout)) snprintf(g->layout, sizeof g->layout, "%s", json_string_value(layout));
+    }
+    return k;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double u = *(const double *)a, v = *(const double *)b;
     return u < v ? -1 : u > v;

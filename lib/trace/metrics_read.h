@@ -4,6 +4,7 @@
 #define TITAN_TRACE_METRICS_READ_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/error.h"
@@ -23,6 +24,18 @@ size_t titan_metrics_series(const titan_metrics_file *m, const char *key, double
 int titan_metrics_has(const titan_metrics_file *m, const char *key);
 /* Line `row`'s value of key: 1 and *v when it carries key as a number, else 0. */
 int titan_metrics_get(const titan_metrics_file *m, size_t row, const char *key, double *v);
+
+/* A run segment (metrics.h: titan_metrics_set_segment): one process's
+ * training from a checkpoint on, as its first line records it. */
+typedef struct {
+    int64_t resumed_from;  /* the checkpoint's step; 0: a new run */
+    int64_t global_batch;  /* sequences a step; 0 when not recorded */
+    char layout[128];      /* "dp_shard=2,tp=2", "single"; "" when not recorded */
+} titan_metrics_segment;
+
+/* The segments the lines record, in file order (*segs malloc'd, free it;
+ * NULL when none: files of older runs record none). */
+size_t titan_metrics_segments(const titan_metrics_file *m, titan_metrics_segment **segs);
 
 /* The run in a few lines: steps, loss (first, last, lowest), validation,
  * throughput and MFU (medians over the steps after the first, which pays

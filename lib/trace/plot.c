@@ -1,138 +1,125 @@
-/* plot.c - text and SVG line plots (plot.h). */
+/* plot.c - the frame both plots draw in (plot_frame.h): series sorted into
+ * panels, smoothing, the axes' ranges. */
 #include "trace/plot.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fsutil.h"
+#include "trace/plot_frame.h"
 
-static const char GLYPHS[] = "*o+x#@%&";
-static const char *const COLORS[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+const char plot_glyphs[] = "*o+x#@%&";
+const char *const plot_colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                   "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+int plot_ncolors(void) { return (int)(sizeof plot_colors / sizeof plot_colors[0]); }
 
-typedef struct {
-    double x0, x1, y0, y1;
-} range;
+void titan_plot_ema(const double *y, size_t n, double w, double *out) {
+    int constant = 1;
+    for (size_t i = 1; i < n && constant; i++) constant = y[i] == y[0];
+    double last = 0;
+    long finite = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = y[i];
+        if (constant || !isfinite(v)) {
+            out[i] = v;
+            continue;
+        }
+        last = last * w + (1 - w) * v;
+        finite++;
+        out[i] = last / (w == 1 ? 1 : 1 - pow(w, (double)finite));
+    }
+}
 
-/* The box around every finite point; a flat one is widened so it maps. */
-static int bounds(const titan_series *s, int ns, range *r) {
-    int any = 0;
-    for (int k = 0; k < ns; k++)
-        for (size_t i = 0; i < s[k].n; i++) {
-            double x = s[k].x[i], y = s[k].y[i];
-            if (!isfinite(x) || !isfinite(y)) continue;
-            if (!any) {
-                r->x0 = r->x1 = x;
-                r->y0 = r->y1 = y;
-                any = 1;
+/* The panel named name, added when new; -1 when there are too many. */
+static int panel_index(plot_frame *fr, const char *name) {
+    for (int p = 0; p < fr->npanels; p++)
+        if (!strcmp(fr->panels[p].name, name)) return p;
+    if (fr->npanels == PLOT_MAX_PANELS) return -1;
+    fr->panels[fr->npanels].name = name;
+    return fr->npanels++;
+}
+
+/* Grows [*lo, *hi] (*any: set already) by v when finite (and positive, for logs). */
+static void widen(double v, int positive, double *lo, double *hi, int *any) {
+    if (!isfinite(v) || (positive && v <= 0)) return;
+    if (!*any || v < *lo) *lo = v;
+    if (!*any || v > *hi) *hi = v;
+    *any = 1;
+}
+
+/* Each panel's y axis over its series' raw and drawn values. */
+static void panel_axes(plot_frame *fr, const titan_series *s, int ns, const titan_plot_opts *o, int yticks) {
+    for (int p = 0; p < fr->npanels; p++) {
+        double lo = 0, hi = 0, plo = 0, phi = 0;
+        int any = 0, pany = 0, nonpositive = 0;
+        for (int k = 0; k < ns; k++) {
+            if (fr->panel_of[k] != p) continue;
+            for (size_t i = 0; i < s[k].n; i++) {
+                if (!isfinite(s[k].x[i])) continue;
+                double ys[2] = {s[k].y[i], fr->drawn[k][i]};
+                for (int j = 0; j < 2; j++) {
+                    widen(ys[j], 0, &lo, &hi, &any);
+                    widen(ys[j], 1, &plo, &phi, &pany);
+                    if (isfinite(ys[j]) && ys[j] <= 0) nonpositive = 1;
+                }
             }
-            if (x < r->x0) r->x0 = x;
-            if (x > r->x1) r->x1 = x;
-            if (y < r->y0) r->y0 = y;
-            if (y > r->y1) r->y1 = y;
         }
-    if (!any) return 0;
-    if (r->x1 == r->x0) r->x1 = r->x0 + 1;
-    if (r->y1 == r->y0) {
-        double pad = fabs(r->y0) > 0 ? 0.05 * fabs(r->y0) : 1;
-        r->y0 -= pad;
-        r->y1 += pad;
-    }
-    return 1;
-}
-
-void titan_plot_text(FILE *f, const titan_series *s, int ns, int width, int height, const char *xlabel) {
-    range r;
-    if (width < 10) width = 10;
-    if (height < 4) height = 4;
-    if (!bounds(s, ns, &r)) {
-        fprintf(f, "(no finite points to plot)\n");
-        return;
-    }
-    char *cells = malloc((size_t)width * (size_t)height);
-    if (!cells) return;
-    memset(cells, ' ', (size_t)width * (size_t)height);
-    for (int k = 0; k < ns; k++)
-        for (size_t i = 0; i < s[k].n; i++) {
-            double x = s[k].x[i], y = s[k].y[i];
-            if (!isfinite(x) || !isfinite(y)) continue;
-            int c = (int)lround((x - r.x0) / (r.x1 - r.x0) * (width - 1));
-            int row = (int)lround((r.y1 - y) / (r.y1 - r.y0) * (height - 1));
-            cells[row * width + c] = GLYPHS[k % (int)(sizeof GLYPHS - 1)];
-        }
-    for (int row = 0; row < height; row++) {
-        double yv = r.y1 - (r.y1 - r.y0) * row / (height - 1);
-        if (row == 0 || row == height - 1 || row == (height - 1) / 2)
-            fprintf(f, "%10.4g |", yv);
+        if (o->log_y && pany && !nonpositive)
+            plot_axis_log(&fr->panels[p].y, plo, phi, yticks);
         else
-            fprintf(f, "%10s |", "");
-        fwrite(cells + row * width, 1, (size_t)width, f);
-        fputc('\n', f);
-    }
-    fprintf(f, "%10s +", "");
-    for (int c = 0; c < width; c++) fputc('-', f);
-    fprintf(f, "\n%11s %-*.6g%*.6g\n", "", width / 2, r.x0, width - width / 2, r.x1);
-    fprintf(f, "%11s %s:", "", xlabel);
-    for (int k = 0; k < ns; k++) fprintf(f, "  %c %s", GLYPHS[k % (int)(sizeof GLYPHS - 1)], s[k].name);
-    fputc('\n', f);
-    free(cells);
-}
-
-/* XML-safe text (metric names are plain, but a title may not be). */
-static void xml_text(FILE *f, const char *s) {
-    for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
+            plot_axis_linear(&fr->panels[p].y, any ? lo : 0, any ? hi : 1, yticks);
     }
 }
 
-titan_status titan_plot_svg(const char *path, const titan_series *s, int ns, const char *title, const char *xlabel) {
-    range r;
-    if (!bounds(s, ns, &r)) return titan_error(TITAN_ERR_USAGE, "%s: no finite points to plot", path);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", path);
-    const double W = 720, H = 420, L = 80, R = 20, T = 40, B = 60; /* image and margins */
-    const double pw = W - L - R, ph = H - T - B;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" y=\"24\" "
-               "text-anchor=\"middle\" font-size=\"15\">", W / 2);
-    xml_text(f, title);
-    fprintf(f, "</text>\n<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#444\"/>\n",
-            L, T, pw, ph);
-    for (int t = 0; t <= 4; t++) { /* five ticks an axis, gridlines between */
-        double yv = r.y0 + (r.y1 - r.y0) * t / 4, py = T + ph - ph * t / 4;
-        double xv = r.x0 + (r.x1 - r.x0) * t / 4, px = L + pw * t / 4;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L, py, L + pw, py);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n", L - 6, py + 4, yv);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.6g</text>\n", px, T + ph + 18, xv);
+titan_status plot_frame_make(plot_frame *fr, const titan_series *s, int ns, const titan_plot_opts *o, int xticks,
+                             int yticks) {
+    memset(fr, 0, sizeof *fr);
+    size_t total = 0;
+    for (int k = 0; k < ns; k++) total += s[k].n;
+    fr->panel_of = calloc((size_t)ns + 1, sizeof *fr->panel_of);
+    fr->drawn = calloc((size_t)ns + 1, sizeof *fr->drawn);
+    fr->smoothed = o->smooth > 0 ? malloc((total + 1) * sizeof *fr->smoothed) : NULL;
+    if (!fr->panel_of || !fr->drawn || (o->smooth > 0 && !fr->smoothed)) {
+        plot_frame_free(fr);
+        return titan_error(TITAN_ERR_NOMEM, "plot: out of memory");
     }
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", L + pw / 2, H - 18);
-    xml_text(f, xlabel);
-    fprintf(f, "</text>\n");
+    double xlo = 0, xhi = 0;
+    int xany = 0;
+    size_t off = 0;
     for (int k = 0; k < ns; k++) {
-        const char *color = COLORS[k % (int)(sizeof COLORS / sizeof COLORS[0])];
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", color);
-        for (size_t i = 0; i < s[k].n; i++) {
-            double x = s[k].x[i], y = s[k].y[i];
-            if (!isfinite(x) || !isfinite(y)) continue;
-            fprintf(f, "%.2f,%.2f ", L + (x - r.x0) / (r.x1 - r.x0) * pw, T + ph - (y - r.y0) / (r.y1 - r.y0) * ph);
+        fr->panel_of[k] = panel_index(fr, s[k].panel ? s[k].panel : s[k].name);
+        if (fr->panel_of[k] < 0) {
+            plot_frame_free(fr);
+            return titan_error(TITAN_ERR_USAGE, "plot: at most %d panels (distinct keys)", PLOT_MAX_PANELS);
         }
-        fprintf(f, "\"/>\n<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">", L + 10, T + 16 + 16.0 * k, color);
-        xml_text(f, s[k].name);
-        fprintf(f, "</text>\n");
+        fr->drawn[k] = s[k].y;
+        if (fr->smoothed) {
+            titan_plot_ema(s[k].y, s[k].n, o->smooth, fr->smoothed + off);
+            fr->drawn[k] = fr->smoothed + off;
+            off += s[k].n;
+        }
+        for (size_t i = 0; i < s[k].n; i++) {
+            if (isfinite(s[k].y[i])) widen(s[k].x[i], 0, &xlo, &xhi, &xany); /* points: both finite */
+        }
     }
-    fprintf(f, "</svg>\n");
-    if (fclose(f) != 0 || !buf) {
-        free(buf);
-        return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", path);
+    if (!xany) {
+        plot_frame_free(fr);
+        return titan_error(TITAN_ERR_USAGE, "plot: no finite points to plot");
     }
-    titan_status st = titan_fs_write_atomic(path, buf, len);
-    free(buf);
-    return st;
+    for (int i = 0; i < o->nmarkers; i++) widen(o->markers[i].x, 0, &xlo, &xhi, &xany);
+    /* steps are whole: a tick between two would be a fraction */
+    if (xhi - xlo < 2) {
+        xlo -= 1;
+        xhi += 1;
+    }
+    plot_axis_linear(&fr->x, xlo, xhi, xhi - xlo + 1 < xticks ? (int)(xhi - xlo) + 1 : xticks);
+    panel_axes(fr, s, ns, o, yticks);
+    return TITAN_OK;
+}
+
+void plot_frame_free(plot_frame *fr) {
+    free(fr->panel_of);
+    free(fr->drawn);
+    free(fr->smoothed);
+    memset(fr, 0, sizeof *fr);
 }

@@ -332,7 +332,11 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
 
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", opts->run_dir);
-    if (t->mesh.rank == 0) TITAN_TRY(titan_metrics_open(&t->metrics, mpath, t->pr.step));
+    if (t->mesh.rank == 0) {
+        TITAN_TRY(titan_metrics_open(&t->metrics, mpath, t->pr.step));
+        titan_metrics_set_segment(t->metrics, t->mesh.layout_str,
+                                  (int64_t)cfg->training_local_batch_size * t->accum * t->mesh.dp_size);
+    }
     if (t->metrics && t->cfg->metrics_enable_tensorboard) {
         /* torchtitan's place: RUN/save_tb_folder/YYYYmmdd-HHMM, one per start */
         char stamp[32], tb_dir[4400];
