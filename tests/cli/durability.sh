@@ -7,12 +7,14 @@
 # titan-checkpoint(5)'s WRITING A CHECKPOINT: each file of a step synced
 # after its last write, then the step directory, all before the step's
 # rename; the root synced after it and before `latest` is replaced; latest
-# synced before its rename and the root after. It also emulates a power
+# synced before its rename and the root after; a root (or a directory above
+# it) the tool made, synced in its parent. It also emulates a power
 # loss after every call (unsynced data dropped, each directory's unsynced
 # changes kept up to any point) and requires `latest` to name a complete
 # step in every state a crash could leave. Saves checked: titan-init's
 # seed, one process sync and async, FSDP 2 (--nproc 2) sync and async,
-# titan-reshard's output and convert --from hf's. Then the test shows the
+# titan-reshard's output and convert --from hf's (also over an existing
+# step: renameat2 RENAME_EXCHANGE). Then the test shows the
 # checker can fail: SYNC_TRACE_DROP makes one fsync a no-op (as if the call
 # were removed from the code) and the checker must name what it left
 # unsynced. The page cache hides all of this from a test that reads back.
@@ -76,6 +78,10 @@ durable reshard 1 "titan-reshard's output"
 expect 0 "" "convert --to hf" -- "$bin/titan-ckpt" convert -q --to hf "$tmp/one" "$tmp/hf"
 expect 0 "" "convert --from hf (traced)" -- traced hf "$bin/titan-ckpt" convert -q --from hf "$tmp/hf" "$tmp/imported"
 durable hf 1 "convert --from hf's output"
+expect 0 "" "convert --from hf --force over it (traced)" -- traced hf2 "$bin/titan-ckpt" convert -q --from hf --force "$tmp/hf" "$tmp/imported"
+grep -q " rename 0 0 .*step-00000000.tmp .*step-00000000 flags=2" "$tmp"/trace-hf2/* \
+    && ok "  ... which exchanged step 0 with the new one (RENAME_EXCHANGE)" || fail "  ... which exchanged step 0 with the new one (RENAME_EXCHANGE)"
+durable hf2 1 "convert --from hf --force's output, over an existing step"
 
 # ---- the checker can fail: one fsync removed at a time -----------------------------------
 # dropped NAME SUFFIX PATTERN DESC: a traced FSDP 2 run (from the seed,
@@ -104,5 +110,17 @@ dropped nometa metadata.json "metadata.json: not fsynced" "metadata.json not fsy
 dropped nodir step-00000002.tmp "step-00000002.tmp: directory not fsynced" "the step directory not fsynced"
 dropped noroot /checkpoint "the root was not fsynced after" "the checkpoint root not fsynced (latest may still name step 0 as it is deleted)"
 dropped nolatest latest.tmp "latest.tmp: not fsynced" "latest.tmp not fsynced"
+# A new root is durable only once its parent is synced (titan_fs_mkdir_p
+# does it): dropping the run directory's fsyncs leaves checkpoint/ unsynced
+# in it. (The emulation takes the root as given: the protocol check alone.)
+traced seeded env SYNC_TRACE_DROP=/seeded "$bin/titan-init" -q "$cfg" "$tmp/seeded" $TINY >"$tmp/out" 2>"$tmp/err" ||
+    fail "init seeded"
+if /usr/bin/python3 "$checker" "$tmp/trace-seeded" >"$tmp/check" 2>&1; then
+    fail "a new checkpoint root not synced in its parent: the checker passed"
+elif grep -q "seeded/checkpoint: made for checkpoint root .*, but .*/seeded was not fsynced after" "$tmp/check"; then
+    ok "a new checkpoint root not synced in its parent: caught"
+else
+    fail "a new checkpoint root not synced in its parent (not the expected message)"; sed 's/^/#   /' "$tmp/check" | head -n 20
+fi
 
 tap_end

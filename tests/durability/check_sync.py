@@ -16,7 +16,8 @@ was fsynced after its last write, and the directory after its last entry
 was made, all before the rename; the root was fsynced after the rename and
 before `latest` was replaced; latest.tmp was fsynced after its write and
 before its rename, and the root after it; nothing in a published step is
-written again.
+written again; a root, or a directory above it, made in the trace was made
+durable (its parent fsynced after it).
 
 Power loss, emulated: after every call, the states a crash could leave
 are built and `latest` must name a complete step in each. A crash keeps a
@@ -170,7 +171,7 @@ class Replay:
 
     def node(self, ino, path, kind="f"):
         """The node an fd call names: by inode, else by path (made as
-        pre-existing when unknown). None outside the roots."""
+        pre-existing, a `kind`, when unknown). None outside the roots."""
         r = self.root_of(path)
         if r is None:
             return None
@@ -306,6 +307,7 @@ class Replay:
         if not ev["paths"] or self.root_of(ev["paths"][0]) is None and op != "rename":
             return False
         path = ev["paths"][0]
+        kind = "d" if kv.get("type") == "d" else "f"
         if op == "open":
             flags = int(kv.get("flags", "0"), 16)
             if flags & O_CREAT and kv.get("new") == "1":
@@ -318,14 +320,14 @@ class Replay:
                 n.content = b""
                 self.write(n, {"kv": {"data": "-"}})
             else:  # there before the trace, or made in it: known now
-                n = self.node(kv.get("ino"), path)
+                n = self.node(kv.get("ino"), path, kind)
                 if n.pre and n.nw == 0 and kv.get("data", "-") != "-":
                     n.content = n.dcontent = bytes.fromhex(kv["data"])
             return True
         if op == "write":
             self.write(self.node(kv.get("ino"), path), ev)
         elif op in ("fsync", "fdatasync"):
-            n = self.node(kv.get("ino"), path)
+            n = self.node(kv.get("ino"), path, kind)
             self.sync_file(n)
             r = self.root_of(path)
             if path == r:

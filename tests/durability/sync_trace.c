@@ -5,7 +5,8 @@
  * into build/tests/sync_trace.so; tests/cli/durability.sh runs the tools
  * under it.
  *
- * A line: "T PID TID OP RET ERRNO FIELDS..." where T is CLOCK_MONOTONIC in
+ * A line: "T PID TID OP RET ERRNO FIELDS..." (key=value fields, paths) where
+ * T is CLOCK_MONOTONIC in
  * ns taken when the call returned (a call that causally precedes another,
  * in any thread or process, returns before the other starts, so sorting on
  * T keeps every order that matters); paths are absolute, fd-based calls
@@ -149,11 +150,14 @@ static void abs_path(int dirfd, const char *path, char *out, size_t cap) {
     clean(out);
 }
 
-/* "dev:ino" of what fd or path names ("-" when it cannot be told). */
+/* "dev:ino type=d|f" of what fd names (a directory or not; "-" when it
+ * cannot be told), or "dev:ino" of what path names. */
 static void fd_ino(int fd, char *out, size_t cap) {
     struct stat sb;
-    if (fstat(fd, &sb) == 0) snprintf(out, cap, "%lu:%lu", (unsigned long)sb.st_dev, (unsigned long)sb.st_ino);
-    else snprintf(out, cap, "-");
+    if (fstat(fd, &sb) == 0)
+        snprintf(out, cap, "%lu:%lu type=%c", (unsigned long)sb.st_dev, (unsigned long)sb.st_ino,
+                 S_ISDIR(sb.st_mode) ? 'd' : 'f');
+    else snprintf(out, cap, "- type=-");
 }
 static void path_ino(const char *path, char *out, size_t cap) {
     struct stat sb;
