@@ -115,7 +115,12 @@ VMM_MOCK_FLAGS = -std=c++17 -O2 -g $(WARN) $(filter -Werror,$(CFLAGS)) -Ilib \
                  -isystem $(dir $(NVCC))../include
 endif
 
-all: $(TOOLS) $(TESTS) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_SO) $(EMU_SELF_TEST) \
+# The durability test's LD_PRELOAD shim (tests/durability/sync_trace.c): it
+# logs the writes, syncs and renames of a checkpoint save for
+# tests/durability/check_sync.py (tests/cli/durability.sh).
+SYNC_TRACE = build/tests/sync_trace.so
+
+all: $(TOOLS) $(TESTS) $(SYNC_TRACE) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_SO) $(EMU_SELF_TEST) \
      $(EMU_CUDNN_TEST) $(VMM_MOCK_TEST)
 
 # Objects are rebuilt when the compilers or their flags change (make OPT=-O0,
@@ -224,6 +229,10 @@ $(foreach t,$(TOOLS),$(eval $(t): $(patsubst %.c,build/obj/%.o,$(filter cmd/$(no
 build/tests/test_fuzz_%: build/obj/tests/fuzz/fuzz_%.o build/obj/tests/fuzz/replay.o build/libtitan.a
 	@mkdir -p build/tests
 	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) build/libtitan.a $(LDLIBS)
+
+$(SYNC_TRACE): tests/durability/sync_trace.c
+	@mkdir -p build/tests
+	$(CC) -std=gnu11 $(WARN) $(filter -Werror,$(CFLAGS)) -O2 -g -shared -fPIC -o $@ $< -ldl
 
 # `make fuzz [FUZZ_SECONDS=60]`: each target with clang's libFuzzer, ASan and
 # UBSan for FUZZ_SECONDS (scripts/fuzz.sh); crashers land in build/fuzz/.

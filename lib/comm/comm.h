@@ -69,7 +69,10 @@
  * out after 300.0 s waiting for rank 3 (it completed 6 operations)". The
  * rank that finds the failure marks the communicator failed in shared
  * memory, so the others stop at once with its reason instead of each
- * waiting out its own timeout. A failed communicator refuses later
+ * waiting out its own timeout; the shared-memory backend also stops the
+ * world it belongs to and every communicator split from that world (a rank
+ * waiting in another of them would otherwise wait a second timeout for the
+ * same missing rank). A failed communicator refuses later
  * operations; free it (and usually exit with status TITAN_ERR_COMM).
  * Usage errors (bad rank, dtype, count) are TITAN_ERR_USAGE and leave the
  * communicator usable. */

@@ -58,19 +58,25 @@ static void vfail_text(shm_ctx *x, char *out, size_t cap, const char *fmt, va_li
              x->s->n, cause);
 }
 
+/* Stops s's communicator (unless another rank did first), saying why. */
+static void post_abort(shm_state *s, const char *text) {
+    shm_header *h = s->hdr;
+    unsigned zero = 0;
+    if (atomic_compare_exchange_strong(&h->abort_claim, &zero, (unsigned)s->me + 1)) {
+        copy_str(h->abort_msg, sizeof h->abort_msg, text);
+        atomic_store(&h->abort_by, (unsigned)s->me + 1);
+        shm_ring_bell(s);
+    }
+}
+
 titan_status shm_fail(shm_ctx *x, const char *fmt, ...) {
     char text[1536];
     va_list ap;
     va_start(ap, fmt);
     vfail_text(x, text, sizeof text, fmt, ap);
     va_end(ap);
-    shm_header *h = x->s->hdr;
-    unsigned zero = 0;
-    if (atomic_compare_exchange_strong(&h->abort_claim, &zero, (unsigned)x->s->me + 1)) {
-        copy_str(h->abort_msg, sizeof h->abort_msg, text);
-        atomic_store(&h->abort_by, (unsigned)x->s->me + 1);
-        shm_ring_bell(x->s);
-    }
+    post_abort(x->s, text);
+    if (x->s->world) post_abort(x->s->world, text); /* its whole family stops */
     return titan_error(TITAN_ERR_COMM, "%s", text);
 }
 
@@ -119,6 +125,13 @@ titan_status shm_wait(shm_ctx *x, shm_missing_fn missing, void *arg, shm_describ
             return titan_error(TITAN_ERR_COMM, "%s on comm %s (rank %d of %d): stopped because "
                                "rank %u failed: %s", x->what, x->c->name, s->me, s->n, by - 1,
                                h->abort_msg);
+        /* Its world stopped: another communicator of the job failed (the
+         * world's rank numbers). */
+        unsigned wby = s->world ? atomic_load(&s->world->hdr->abort_by) : 0;
+        if (wby)
+            return titan_error(TITAN_ERR_COMM, "%s on comm %s (rank %d of %d): stopped because "
+                               "world rank %u failed: %s", x->what, x->c->name, s->me, s->n, wby - 1,
+                               s->world->hdr->abort_msg);
         uint64_t miss = missing(x, arg);
         if (!miss) return TITAN_OK;
         if (spins < s->spin) {
@@ -253,11 +266,16 @@ static void seg_unlink(shm_state *s) {
     s->unlinked = 1;
 }
 
+/* A split's state goes with its communicator and lets go of its world; a
+ * world's goes with the last of its communicator and the splits. */
 static void state_free(shm_state *s) {
     if (!s) return;
     seg_unlink(s);
+    shm_state *w = s->world;
+    if (!w && atomic_fetch_sub(&s->refs, 1) > 1) return;
     if (s->hdr) munmap(s->hdr, s->bytes);
     free(s);
+    if (w) state_free(w);
 }
 
 /* After every rank has mapped: watch peers' pids only if all are visible
@@ -309,6 +327,7 @@ titan_status comm_shm_init_world(titan_dist *d, const char *name, double timeout
                            "at most %d", name, n, SHM_MAX_RANKS);
     shm_state *s = calloc(1, sizeof *s);
     if (!s) return titan_error(TITAN_ERR_NOMEM, "comm %s: out of memory", name);
+    atomic_init(&s->refs, 1);
     unsigned k = (unsigned)world_inits++;
     char key[64], seg[128], host[64] = "";
     gethostname(host, sizeof host - 1);
@@ -424,6 +443,8 @@ static titan_status shm_split(titan_comm *c, const comm_op *op) {
     if (!s) return TITAN_OK; /* color < 0: in no group */
     seg_unlink(s);
     enable_pid_check(s);
+    s->world = ps->world ? ps->world : ps;
+    atomic_fetch_add(&s->world->refs, 1);
     st = make_comm(s, op->name, c->timeout_s, c->chunk_bytes, op->out);
     if (st != TITAN_OK) state_free(s);
     return st;

@@ -99,7 +99,8 @@ typedef struct {
     char abort_msg[1024];
 } shm_header;
 
-typedef struct {
+typedef struct shm_state shm_state;
+struct shm_state {
     shm_header *hdr;
     size_t bytes;
     shm_rank *ranks;
@@ -115,7 +116,14 @@ typedef struct {
     uint64_t half_free[2]; /* progress all ranks need before half h may be rewritten */
     uint64_t steps;     /* pipeline steps so far; half = steps % 2 */
     uint64_t sent[SHM_MAX_RANKS], recvd[SHM_MAX_RANKS]; /* p2p messages per peer */
-} shm_state;
+    /* A world and the communicators split from it (and from those) fail
+     * together: the first failure posts its reason in the world's header
+     * too, and a wait on any of them stops on it. Otherwise a rank waiting
+     * in one communicator for a rank another one already timed out on would
+     * wait a second timeout. */
+    shm_state *world; /* the world split from; NULL for a world */
+    atomic_int refs;  /* a world: itself and its splits (its mapping outlives its comm) */
+};
 
 /* One operation under way: for messages and the deadline. */
 typedef struct {

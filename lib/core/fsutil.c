@@ -37,13 +37,14 @@ titan_status titan_fs_mkdir_p(const char *path) {
     if (n == 0) return titan_error(TITAN_ERR_USAGE, "mkdir: empty path");
     if (n >= sizeof buf) return titan_error(TITAN_ERR_USAGE, "%s: path too long", path);
     memcpy(buf, path, n + 1);
-    /* Create each prefix ending before a '/', then the whole path. */
+    /* Create each prefix ending before a '/', then the whole path; the
+     * parent of each one made is fsynced (its new entry). */
     for (size_t i = 1; i <= n; i++) {
         if (buf[i] != '/' && buf[i] != '\0') continue;
         char c = buf[i];
         buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return titan_error(TITAN_ERR_IO, "%s: mkdir: %s", buf, strerror(errno));
+        if (mkdir(buf, 0755) == 0) TITAN_TRY(titan_fs_fsync_parent(buf));
+        else if (errno != EEXIST) return titan_error(TITAN_ERR_IO, "%s: mkdir: %s", buf, strerror(errno));
         buf[i] = c;
     }
     if (!titan_fs_is_dir(path))

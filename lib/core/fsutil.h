@@ -19,7 +19,9 @@ titan_status titan_fs_join(char *out, size_t outsz, const char *a, const char *b
 int titan_fs_exists(const char *path); /* 1 if path exists (any type) */
 int titan_fs_is_dir(const char *path); /* 1 if path is a directory */
 
-/* Creates path and its missing parents (mode 0755); existing dirs are fine. */
+/* Creates path and its missing parents (mode 0755); existing dirs are fine.
+ * Each directory it creates is made durable (its parent fsynced), so a file
+ * published in it later cannot vanish with it on a power loss. */
 titan_status titan_fs_mkdir_p(const char *path);
 
 /* Loops over short writes and EINTR. path is only used in messages. */

@@ -12,7 +12,8 @@
 # async one under HSDP 2x2); every rank writes its own data file, and one
 # that cannot fails the save everywhere, leaving no step behind; bad
 # degrees are usage errors; a killed rank makes the others stop with status
-# 8 and a message naming it. Per-block FSDP: whole-model and per-block
+# 8 and a message naming it, and a stopped one within the communicator's
+# timeout plus a margin. Per-block FSDP: whole-model and per-block
 # gathers, with or without reshard after forward, give bitwise the same
 # losses (TITAN_FSDP_POISON fills freed blocks with NaN, so a block that
 # read parameters it did not gather would show); multi-rank metrics carry
@@ -196,10 +197,50 @@ wait $launcher; rc=$?
 dt=$(( $(date +%s) - t0 ))
 if [ -z "$victim" ]; then fail "kill rank 1 (rank not found)"
 elif [ $rc -eq 0 ]; then fail "killed rank fails the job (exit 0)"
-elif ! grep -q "rank 0 exited with status 8" "$tmp/err"; then fail "rank 0 exits with status 8 after rank 1 is killed"
+elif ! grep -q "rank 1 of 2 was killed by signal 9 (Killed); then rank 0 failed (status 8)" "$tmp/err"; then
+    fail "rank 0 exits with status 8 after rank 1 is killed"
 elif ! grep -q "rank 1" "$tmp/err"; then fail "the message names rank 1"
 elif [ $dt -gt 15 ]; then fail "the job ends within 15 s of the kill ($dt s)"
 else ok "killed rank 1: rank 0 exits 8 within $dt s, job exits $rc"; fi
+
+# Stop rank 1 (SIGSTOP: alive and silent) at four points of a run: rank 0
+# reports it within the communicator's timeout (3 s) plus a margin, every
+# time, in whichever communicator it waits (titan-train(1) states 1 s; the
+# test allows 2 s for a loaded machine). Before a failure in one
+# communicator stopped the job's others, a rank that timed out in one (a
+# queued gradient reduce-scatter) could wait out the timeout again in
+# another (the loss sum): 6 s.
+STOP_T=3 STOP_MARGIN=2
+for delay in 0.05 0.3 0.55 0.8; do
+    rm -rf "$tmp/stop"
+    "$bin/titan-init" -q "$cfg" "$tmp/stop" $TINY --training.steps=1000000 --checkpoint.enable=false 2>"$tmp/err"
+    "$bin/titan-train" -q "$tmp/stop" --nproc 2 --comm.train_timeout_seconds=$STOP_T >"$tmp/out" 2>"$tmp/stop.err" &
+    launcher=$!
+    victim=""; polls=0
+    # once a step is done: in start-up the bootstrap's own timeout applies
+    while [ $polls -lt 300 ] && { [ -z "$victim" ] || ! grep -qs '"step"' "$tmp/stop/metrics.jsonl"; }; do
+        sleep 0.1; polls=$((polls + 1))
+        for c in $(pgrep -P $launcher); do
+            tr '\0' '\n' < /proc/$c/environ 2>/dev/null | grep -qx TITAN_RANK=1 && victim=$c
+        done
+    done
+    sleep $delay
+    t0=$(date +%s.%N)
+    [ -n "$victim" ] && kill -STOP "$victim"
+    polls=0
+    while [ $polls -lt 300 ] && ! grep -q "timed out after" "$tmp/stop.err"; do sleep 0.05; polls=$((polls + 1)); done
+    dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+    [ -n "$victim" ] && kill -CONT "$victim"
+    wait $launcher; rc=$?
+    if [ -z "$victim" ]; then fail "stop rank 1 (rank not found)"
+    elif ! grep -q "timed out after 3.0 s waiting for rank 1" "$tmp/stop.err"; then
+        fail "rank 1 stopped $delay s after a step: no timeout naming it ($dt s)"; sed 's/^/#   /' "$tmp/stop.err" | tail -n 5
+    elif awk -v d="$dt" -v m="$((STOP_T + STOP_MARGIN))" 'BEGIN { exit !(d > m) }'; then
+        fail "rank 1 stopped $delay s after a step: reported after $dt s, over $STOP_T + $STOP_MARGIN s"
+        grep "timed out" "$tmp/stop.err" | sed 's/^/#   /' | head -n 3
+    elif [ $rc -eq 0 ]; then fail "rank 1 stopped: the job fails (exit 0)"
+    else ok "rank 1 stopped $delay s after a step: reported after $dt s (timeout $STOP_T s + $STOP_MARGIN s), job exits $rc"; fi
+done
 
 # A launcher killed with SIGKILL cannot remove its rendezvous directory
 # (its ranks stop: their parent-death signal); the next launch under the

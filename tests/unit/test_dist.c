@@ -2,8 +2,8 @@
  *
  *   test_dist                    run alone: the rank suite as a singleton, then
  *                                the same under the local launcher with 2, 3 and
- *                                4 ranks, a 2x2 mesh, the timeout, kill and
- *                                launcher-failure cases
+ *                                4 ranks, a 2x2 mesh, the timeout (also across a
+ *                                split), kill and launcher-failure cases
  *   mpirun -n N test_dist        the rank suite on N ranks bootstrapped by PMIx
  *   test_dist --suite NAME       one rank of a job (what the launcher starts)
  *   test_dist --bench [CHUNK]    all-reduce bus bandwidth, 2 and 4 ranks, 1..64 MB; latency
@@ -463,6 +463,57 @@ static void suite_timeout(titan_dist *d) {
     titan_comm_free(c);
 }
 
+/* A communicator and the one split from it fail together: rank 0's queued
+ * operation on the split times out waiting for the last rank while rank 0
+ * waits in the world for it too (started later); the world's wait stops
+ * with the split's failure instead of waiting out its own timeout. */
+static void suite_family(titan_dist *d) {
+    titan_comm *c, *sub = NULL;
+    const double T = 1.5, LATER = 1.4; /* the world's wait starts LATER s after the split's */
+    titan_comm_options o = {.timeout_s = 60};
+    if (titan_comm_init(d, &o, &c) != TITAN_OK) {
+        CHECK(0, "comm init");
+        return;
+    }
+    float x = 1, y;
+    CHECK(titan_comm_split(c, 0, me, "sub", &sub) == TITAN_OK && sub);
+    if (!sub) {
+        titan_comm_free(c);
+        return;
+    }
+    CHECK(titan_comm_all_reduce(sub, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL) == TITAN_OK);
+    CHECK(titan_comm_all_reduce(c, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL) == TITAN_OK);
+    titan_comm_set_timeout(c, T);
+    titan_comm_set_timeout(sub, T);
+    if (me == nr - 1) {
+        usleep((useconds_t)(3 * T * 1e6));
+        CHECK(titan_comm_barrier(sub, NULL) == TITAN_ERR_COMM && has("stopped because"), "skipper, sub: %s",
+              titan_error_message());
+        CHECK(titan_comm_barrier(c, NULL) == TITAN_ERR_COMM && has("stopped because"), "skipper, world: %s",
+              titan_error_message());
+    } else if (me == 0) {
+        titan_comm_req *req;
+        double t0 = titan_now_s();
+        CHECK(titan_comm_all_reduce(sub, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, &req) == TITAN_OK);
+        usleep((useconds_t)(LATER * 1e6));
+        titan_status st = titan_comm_barrier(c, NULL);
+        double dt = titan_now_s() - t0;
+        CHECK(st == TITAN_ERR_COMM && has("barrier #") && has("stopped because") &&
+              has("on comm sub") && has("timed out after 1.5 s"), "world: %s", titan_error_message());
+        /* halfway between the split's timeout (T) and the world's own (LATER + T) */
+        CHECK(dt < T + LATER / 2, "the world's wait ended %.2f s after the split's began", dt);
+        fprintf(stderr, "rank 0 got, %.2f s after the split's wait began: %s\n", dt, titan_error_message());
+        CHECK(titan_comm_wait(req) == TITAN_ERR_COMM && has("all_reduce #2") && has("timed out after 1.5 s"),
+              "sub: %s", titan_error_message());
+    } else { /* then stays: rank 0 must not learn of the failure from its exit */
+        CHECK(titan_comm_all_reduce(sub, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL) == TITAN_ERR_COMM,
+              "sub: %s", titan_error_message());
+        usleep((useconds_t)(2 * T * 1e6));
+    }
+    titan_comm_free(sub);
+    titan_comm_free(c);
+}
+
 /* The last rank dies: the others fail at once (long timeout), naming it. */
 static void suite_kill(titan_dist *d) {
     titan_comm *c;
@@ -574,6 +625,7 @@ static int run_rank(const char *suite, size_t chunk) {
     if (strcmp(suite, "all") == 0) suite_all(d);
     else if (strcmp(suite, "timeout") == 0) suite_timeout(d);
     else if (strcmp(suite, "kill") == 0) suite_kill(d);
+    else if (strcmp(suite, "family") == 0) suite_family(d);
     else if (strcmp(suite, "fence-timeout") == 0) suite_fence_timeout(d);
     else if (strcmp(suite, "bench") == 0) suite_bench(d, chunk);
     else if (strcmp(suite, "exit3") == 0) {
@@ -622,6 +674,7 @@ static void launcher_tests(void) {
         fprintf(stderr, "suite on %d ranks: %s (%.2f s)\n", n, st ? "FAILED" : "ok", titan_now_s() - t0);
     }
     CHECK(spawn("timeout", 3, codes, &first) == TITAN_OK, "timeout suite");
+    CHECK(spawn("family", 3, codes, &first) == TITAN_OK, "family suite");
     titan_status st = spawn("kill", 3, codes, &first);
     CHECK(st == TITAN_ERR_FAIL && has("rank 2 of 3 was killed by signal 9") && first == 137 &&
           codes[0] == 0 && codes[1] == 0 && codes[2] == 137, "kill: %d %d %d", codes[0], codes[1],
