@@ -12,8 +12,32 @@ static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
         n += (size_t)snprintf(out + n, cap - n, "%s%lld", d ? " x " : "", (long long)shape[d]);
 }
 
+/* Metadata naming more layers than the catalog could hold (each takes 9
+ * tensors) is refused before the model's parameter list is built for it:
+ * a crafted model.n_layers must not cost time or memory. The message names
+ * the first layer's first tensor the catalog lacks. */
+static titan_status too_many_layers(const titan_ckpt *ck, const titan_llama_config *mc) {
+    int nt = titan_ckpt_num_tensors(ck);
+    if ((int64_t)mc->n_layers * 9 <= nt) return TITAN_OK;
+    char *present = calloc((size_t)nt + 1, 1);
+    if (!present) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", titan_ckpt_path(ck));
+    for (int i = 0; i < nt; i++) {
+        titan_ckpt_tensor t;
+        int layer;
+        if (titan_ckpt_tensor_info(ck, i, &t) == TITAN_OK && sscanf(t.name, "layers.%d.attention_norm.weight", &layer) == 1 &&
+            layer >= 0 && layer < nt && !strchr(t.name, ':'))
+            present[layer] = 1;
+    }
+    int missing = 0;
+    while (missing < nt && present[missing]) missing++;
+    free(present);
+    return titan_error(TITAN_ERR_FORMAT, "%s: tensor layers.%d.attention_norm.weight is missing from the catalog, but the "
+                       "model its metadata names has it (model.n_layers %d)", titan_ckpt_path(ck), missing, mc->n_layers);
+}
+
 titan_status titan_llama_ckpt_check(const titan_ckpt *ck, const titan_llama_config *mc) {
     const char *path = titan_ckpt_path(ck);
+    TITAN_TRY(too_many_layers(ck, mc));
     int np;
     titan_param *ps = titan_llama_params_new(mc, &np);
     char *seen = ps ? calloc((size_t)np, 1) : NULL;
