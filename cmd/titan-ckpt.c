@@ -38,7 +38,7 @@ static const titan_subcommand commands[] = {
     {"convert", "--to hf CKPT OUTDIR [--dtype f32|bf16|f16] [--tokenizer SPEC] [--shard-size BYTES] "
      "[--max-position N]", NULL},
     {"convert", "--to gguf CKPT OUT.gguf [--dtype f32|bf16|f16] [--tokenizer SPEC] [--max-position N]", NULL},
-    {"convert", "--from hf HFDIR OUTROOT [--tokenizer ID] [--multiple-of N] [--ffn-dim-multiplier X]", NULL},
+    {"convert", "--from hf HFDIR OUTROOT [--tokenizer SPEC] [--multiple-of N] [--ffn-dim-multiplier X]", NULL},
     {"pack", "CKPT OUT.tar.zst", "one checkpoint (and its run's config.toml) as a\npax tar, zstd-compressed"},
     {"unpack", "IN.tar.zst OUTDIR", "back into a run directory (with a config.toml)\nor a checkpoint root"},
     {"eval", "CKPT --tokens 1,2,3", "print the model's logits (debugging aid)"},

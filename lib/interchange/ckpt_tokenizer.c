@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
+
 
 const char *titan_ckpt_tokenizer_file_name(const char *kind) {
     if (!kind) return NULL;
@@ -20,6 +22,15 @@ titan_status titan_ckpt_put_tokenizer(titan_ckpt_writer *w, const titan_tokenize
     if (!name) return TITAN_OK;
     TITAN_TRY(titan_ckpt_add_file(w, name, data, len));
     return titan_ckpt_meta_str(w, "tokenizer.file", name);
+}
+
+titan_status titan_ckpt_put_tokenizer_spec(titan_ckpt_writer *w, const char *spec, const char *none) {
+    if (!spec) return titan_ckpt_meta_str(w, "tokenizer", none);
+    titan_tokenizer *t;
+    TITAN_TRY(titan_tokenizer_open(&t, spec));
+    titan_status st = titan_ckpt_put_tokenizer(w, t);
+    titan_tokenizer_free(t);
+    return st;
 }
 
 /* The recorded id, or NULL (an old import, a hand-made checkpoint). */
@@ -76,4 +87,16 @@ titan_status titan_ckpt_open_tokenizer(const titan_ckpt *ck, const char *overrid
     titan_tokenizer_free(*out);
     *out = NULL;
     return titan_error_code();
+}
+
+titan_status titan_ckpt_tokenizer_if_any(const titan_ckpt *ck, const char *override, titan_tokenizer **out) {
+    char spec[4200];
+    *out = NULL;
+    if (!override && titan_ckpt_tokenizer_spec(ck, spec, sizeof spec) == TITAN_ERR_USAGE) {
+        titan_warn("%s; exporting without a tokenizer (pass --tokenizer SPEC to add one)", titan_error_message());
+        titan_error_clear();
+        return TITAN_OK;
+    }
+    titan_error_clear();
+    return titan_ckpt_open_tokenizer(ck, override, out);
 }

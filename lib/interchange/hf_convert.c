@@ -282,19 +282,6 @@ static titan_status export_into(titan_ckpt *ck, const titan_llama_config *mc, co
     return st;
 }
 
-/* The tokenizer to export: override, else the checkpoint's own; none (a
- * warning) when the checkpoint carries no copy and none is given. */
-static titan_status export_tokenizer(const titan_ckpt *ck, const char *override, titan_tokenizer **tok) {
-    char spec[4200];
-    if (!override && titan_ckpt_tokenizer_spec(ck, spec, sizeof spec) == TITAN_ERR_USAGE) {
-        titan_warn("%s; exporting without tokenizer files (bos/eos null)", titan_error_message());
-        titan_error_clear();
-        return TITAN_OK;
-    }
-    titan_error_clear();
-    return titan_ckpt_open_tokenizer(ck, override, tok);
-}
-
 titan_status titan_hf_export(const char *ckpt_path, const char *outdir, const titan_hf_export_opts *o) {
     if (!titan_dtype_is_float(o->dtype))
         return titan_error(TITAN_ERR_USAGE, "--dtype: must be f32, bf16 or f16");
@@ -308,7 +295,7 @@ titan_status titan_hf_export(const char *ckpt_path, const char *outdir, const ti
     titan_llama_config mc;
     titan_tokenizer *tok = NULL;
     titan_status st = titan_ckpt_model_config(ck, &mc);
-    if (st == TITAN_OK) st = export_tokenizer(ck, o->tokenizer, &tok);
+    if (st == TITAN_OK) st = titan_ckpt_tokenizer_if_any(ck, o->tokenizer, &tok);
     char tmp[PATH_MAX];
     if (st == TITAN_OK && snprintf(tmp, sizeof tmp, "%s.tmp", outdir) >= (int)sizeof tmp)
         st = titan_error(TITAN_ERR_USAGE, "%s: path too long", outdir);
@@ -656,7 +643,7 @@ titan_status titan_hf_import(const char *hfdir, const char *outroot, const titan
         TITAN_LLAMA_INT_FIELDS(PUT_I)
         TITAN_LLAMA_FLT_FIELDS(PUT_F)
         if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "model.name", "llama3");
-        if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "tokenizer", o->tokenizer_id ? o->tokenizer_id : "hf-import");
+        if (st == TITAN_OK) st = titan_ckpt_put_tokenizer_spec(w, o->tokenizer, "hf-import");
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.step", 0);
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.tokens_seen", 0);
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.position", 0);

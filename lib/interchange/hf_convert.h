@@ -56,7 +56,7 @@ titan_status titan_hf_export(const char *ckpt_path, const char *outdir, const ti
 titan_status titan_hf_write_tokenizer(const titan_tokenizer *t, const char *dir, int64_t max_length);
 
 typedef struct {
-    const char *tokenizer_id; /* NULL: "hf-import" */
+    const char *tokenizer;    /* spec, recorded and carried (ckpt_tokenizer.h); NULL: id "hf-import" */
     int multiple_of;          /* 0: found from intermediate_size */
     float ffn_dim_multiplier; /* < 0: found from intermediate_size */
     int force;                /* write into a root that already holds checkpoints */

@@ -110,9 +110,13 @@ titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, in
     TITAN_TRY(titan_config_validate(cfg));
     TITAN_TRY(titan_setup_ckpt_compression(cfg));
     titan_tokenizer *tok = NULL;
-    TITAN_TRY(titan_tokenizer_open(&tok, cfg->model_tokenizer));
+    titan_status st = titan_tokenizer_open(&tok, cfg->model_tokenizer);
+    if (st != TITAN_OK) {
+        titan_error_context("model.tokenizer = %s", cfg->model_tokenizer);
+        return st;
+    }
     titan_llama_config mc;
-    titan_status st = titan_setup_model_config(cfg, titan_tokenizer_vocab_size(tok), &mc);
+    st = titan_setup_model_config(cfg, titan_tokenizer_vocab_size(tok), &mc);
     if (st != TITAN_OK) {
         titan_tokenizer_free(tok);
         return st;

@@ -122,8 +122,8 @@ titan_status titan_run_check_paths(const titan_job_config *cfg, const titan_job_
         if (stat(path, &sb) == 0) continue;
         int err = errno;
         int from_file = !strcmp(v, cfield(saved, k));
-        titan_error(TITAN_ERR_IO, "%s%s%s%s = %s: %s", from_file ? run_dir : "", from_file ? "/config.toml: " : "",
-                    from_file ? "" : "--", k->key, v, strerror(err));
+        if (from_file) titan_error(TITAN_ERR_IO, "%s/config.toml: %s = %s: %s", run_dir, k->key, v, strerror(err));
+        else titan_error(TITAN_ERR_IO, "--%s=%s: %s", k->key, v, strerror(err));
         if (path[0] != '/' && from_file)
             titan_error_hint("a relative path is looked up in the run directory, then in the current directory");
         else if (from_file)
