@@ -113,6 +113,10 @@ static titan_status build_bpe(const titan_tokenizer *t, int byte, json_t **out) 
     uint32_t n = (uint32_t)titan_tokenizer_vocab_size(t), n_base = titan_tokenizer_bos(t);
     titan_vocab_pieces p;
     titan_status st = titan_vocab_pieces_load(&p, t, n, n_base);
+    if (st != TITAN_OK) {
+        titan_vocab_pieces_free(&p);
+        return st;
+    }
     json_t *vocab = json_object(), *merges = json_array(), *added = json_array();
     size_t maxlen = 0, k;
     for (uint32_t id = 0; id < n; id++) {
@@ -120,7 +124,7 @@ static titan_status build_bpe(const titan_tokenizer *t, int byte, json_t **out) 
         if (k > maxlen) maxlen = k;
     }
     char *buf = malloc(2 * maxlen + 1);
-    if (st == TITAN_OK && (!vocab || !merges || !added || !buf))
+    if (!vocab || !merges || !added || !buf)
         st = titan_error(TITAN_ERR_NOMEM, "tokenizer.json: out of memory");
     for (uint32_t id = 0; id < n && st == TITAN_OK; id++) {
         const char *s = titan_vocab_piece(&p, id, &k);

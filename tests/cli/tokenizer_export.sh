@@ -43,8 +43,11 @@ expect 0 "" "train a 600-token BPE (tiktoken file)" -- "$bin/titan-shard" -q --t
     && ok "shard with it (relative paths)" || fail "shard with it (relative paths)"
 # Unicode, digits, whitespace runs (tabs, CRLF, trailing spaces), contractions
 # in both cases, special-token text (plain text to titan).
-printf 'Hello, world! It'"'"'s 2024: 1234567 numbers \342\200\224 \303\274n\303\257c\303\266d\303\251 \346\227\245\346\234\254\350\252\236 \360\237\216\211\360\237\216\211.\n\n   leading spaces\tand\ttabs  \r\nI'"'"'ve, you'"'"'re, we'"'"'ll, HE'"'"'S DON'"'"'T.  <|begin_of_text|> <|end_of_text|><|eot_id|> x\n\n\n   \n' \
-    > "$tmp/varied.txt"
+{
+    printf 'Hello, world! It'"'"'s 2024: 1234567 numbers \342\200\224 \303\274n\303\257c\303\266d\303\251 '
+    printf '\346\227\245\346\234\254\350\252\236 \360\237\216\211\360\237\216\211.\n\n   leading spaces\tand\ttabs  \r\n'
+    printf 'I'"'"'ve, you'"'"'re, we'"'"'ll, HE'"'"'S DON'"'"'T.  <|begin_of_text|> <|end_of_text|><|eot_id|> x\n\n\n   \n'
+} >"$tmp/varied.txt"
 check "titan's BPE ids of the varied text" shard_ids "tiktoken:$tmp/work/bpe.tiktoken" "$tmp/varied.txt" vt
 check "titan's byte ids of it" shard_ids byte "$tmp/varied.txt" vb
 

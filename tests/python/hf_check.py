@@ -235,6 +235,10 @@ def tokenize(a):
         print(f"{label}{where} {'ok' if passed else 'FAIL'}")
 
     tk = Tokenizer.from_file(os.path.join(a.hfdir, "tokenizer.json"))
+    specials = [t.content for t in tk.get_added_tokens_decoder().values() if t.content in text]
+    if specials:  # the text holds special-token text: without the switch it would become special ids
+        report(f"the text holds {specials[:3]}: without encode_special_tokens they become special ids",
+               tk.encode(text, add_special_tokens=False).ids != want)
     tk.encode_special_tokens = True
     got = tk.encode(text, add_special_tokens=False).ids
     report(f"tokenizers {__import__('tokenizers').__version__}: {len(text)} characters -> titan's {len(want)} "
