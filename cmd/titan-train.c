@@ -146,6 +146,8 @@ int main(int argc, char **argv) {
         st = titan_config_load_file(&cfg, pos);
     else
         st = titan_run_load_config(&cfg, pos);
+    /* A job file's relative paths are this directory's, as the run's config will hold them. */
+    if (st == TITAN_OK && config_file) st = titan_run_absolute_paths(&cfg);
     titan_job_config saved = cfg; /* as loaded: a path that differs came from the command line */
     if (st == TITAN_OK && data) snprintf(cfg.training_dataset_path, sizeof cfg.training_dataset_path, "%s", data);
     if (st == TITAN_OK && device) {

@@ -112,7 +112,7 @@ titan_status titan_run_resolve_paths(titan_job_config *cfg, const char *run_dir)
     return TITAN_OK;
 }
 
-titan_status titan_run_check_paths(const titan_job_config *cfg, const titan_job_config *saved, const char *run_dir) {
+titan_status titan_run_check_paths(const titan_job_config *cfg, const titan_job_config *saved, const char *source) {
     for (size_t i = 0; i < N_KEYS; i++) {
         const path_key *k = &keys[i];
         const char *v = cfield(cfg, k), *path = path_of(k, v);
@@ -122,12 +122,13 @@ titan_status titan_run_check_paths(const titan_job_config *cfg, const titan_job_
         if (stat(path, &sb) == 0) continue;
         int err = errno;
         int from_file = !strcmp(v, cfield(saved, k));
-        if (from_file) titan_error(TITAN_ERR_IO, "%s/config.toml: %s = %s: %s", run_dir, k->key, v, strerror(err));
+        if (from_file) titan_error(TITAN_ERR_IO, "%s: %s = %s: %s", source, k->key, v, strerror(err));
         else titan_error(TITAN_ERR_IO, "--%s=%s: %s", k->key, v, strerror(err));
         if (path[0] != '/' && from_file)
-            titan_error_hint("a relative path is looked up in the run directory, then in the current directory");
+            titan_error_hint("a relative path in a run's config is looked up in the run directory, then in the "
+                             "current directory");
         else if (from_file)
-            titan_error_hint("fix it in %s/config.toml, or override it: --%s=...", run_dir, k->key);
+            titan_error_hint("fix it in %s, or override it: --%s=...", source, k->key);
         return TITAN_ERR_IO;
     }
     return TITAN_OK;

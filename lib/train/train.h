@@ -21,11 +21,12 @@ titan_status titan_run_load_config(titan_job_config *cfg, const char *run_dir);
  * else left to the current directory (warned); a tokenizer file found
  * nowhere becomes the copy in the run's latest checkpoint (warned).
  * check: TITAN_ERR_IO for the first path titan-train needs that does not
- * exist, naming RUN/config.toml and the key, or the --key override when
- * cfg's value differs from saved's (the config as loaded). */
+ * exist, naming source (the config file: RUN/config.toml, or a job file)
+ * and the key, or the --key override when cfg's value differs from saved's
+ * (the config as loaded). */
 titan_status titan_run_absolute_paths(titan_job_config *cfg);
 titan_status titan_run_resolve_paths(titan_job_config *cfg, const char *run_dir);
-titan_status titan_run_check_paths(const titan_job_config *cfg, const titan_job_config *saved, const char *run_dir);
+titan_status titan_run_check_paths(const titan_job_config *cfg, const titan_job_config *saved, const char *source);
 
 typedef struct {
     const char *run_dir;
