@@ -35,9 +35,10 @@ static const titan_subcommand commands[] = {
     {"verify", "CKPT", "every checksum; chunks cover each tensor once"},
     {"diff", "[--params-only] [--json] [-v] [--atol A] [--rtol R] A B", "per-tensor max abs / max rel difference;\n"
      "with a tolerance, elements outside\n|a-b| <= A + R*|b| (default: exact)"},
-    {"convert", "--to hf CKPT OUTDIR [--dtype f32|bf16|f16] [--shard-size BYTES] [--max-position N]", NULL},
+    {"convert", "--to hf CKPT OUTDIR [--dtype f32|bf16|f16] [--tokenizer SPEC] [--shard-size BYTES] "
+     "[--max-position N]", NULL},
     {"convert", "--to gguf CKPT OUT.gguf [--dtype f32|bf16|f16] [--tokenizer SPEC] [--max-position N]", NULL},
-    {"convert", "--from hf HFDIR OUTROOT [--tokenizer ID] [--multiple-of N] [--ffn-dim-multiplier X]", NULL},
+    {"convert", "--from hf HFDIR OUTROOT [--tokenizer SPEC] [--multiple-of N] [--ffn-dim-multiplier X]", NULL},
     {"pack", "CKPT OUT.tar.zst", "one checkpoint (and its run's config.toml) as a\npax tar, zstd-compressed"},
     {"unpack", "IN.tar.zst OUTDIR", "back into a run directory (with a config.toml)\nor a checkpoint root"},
     {"eval", "CKPT --tokens 1,2,3", "print the model's logits (debugging aid)"},
@@ -169,25 +170,11 @@ static titan_status do_convert(const opts *o) {
         return TITAN_OK;
     }
     TITAN_TRY(need_pos(o, 2, "--to hf CKPT OUTDIR"));
-    titan_hf_export_opts eo = {TITAN_DTYPE_F32, (uint64_t)o->shard_size, -1, -1, o->max_position, o->force};
+    titan_hf_export_opts eo = {TITAN_DTYPE_F32, (uint64_t)o->shard_size, o->tokenizer, o->max_position, o->force};
     if (o->dtype && (titan_dtype_parse(o->dtype, &eo.dtype) || eo.dtype == TITAN_DTYPE_U32))
         return titan_error(TITAN_ERR_USAGE, "--dtype: '%s' is not f32, bf16 or f16", o->dtype);
     char path[4096];
     TITAN_TRY(titan_ckpt_resolve_arg(o->pos[0], path, sizeof path));
-    /* bos/eos come from the tokenizer the checkpoint names, when this build knows it. */
-    titan_ckpt *ck;
-    TITAN_TRY(titan_ckpt_open(&ck, path));
-    const char *tid;
-    titan_tokenizer *tok = NULL;
-    if (titan_ckpt_meta_get_str(ck, "tokenizer", &tid) == TITAN_OK && titan_tokenizer_open(&tok, tid) == TITAN_OK) {
-        eo.bos_id = titan_tokenizer_bos(tok);
-        eo.eos_id = titan_tokenizer_eos(tok);
-        titan_tokenizer_free(tok);
-    } else {
-        titan_debug("tokenizer unknown here: bos/eos ids left null");
-    }
-    titan_error_clear();
-    titan_ckpt_close(ck);
     return titan_hf_export(path, o->pos[1], &eo);
 }
 

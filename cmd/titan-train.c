@@ -146,6 +146,9 @@ int main(int argc, char **argv) {
         st = titan_config_load_file(&cfg, pos);
     else
         st = titan_run_load_config(&cfg, pos);
+    /* A job file's relative paths are this directory's, as the run's config will hold them. */
+    if (st == TITAN_OK && config_file) st = titan_run_absolute_paths(&cfg);
+    titan_job_config saved = cfg; /* as loaded: a path that differs came from the command line */
     if (st == TITAN_OK && data) snprintf(cfg.training_dataset_path, sizeof cfg.training_dataset_path, "%s", data);
     if (st == TITAN_OK && device) {
         char kv[TITAN_STR + 32];
@@ -164,6 +167,9 @@ int main(int argc, char **argv) {
     }
     const char *run = config_file ? cfg.job_dump_folder : pos;
     if (config_file && (st = open_job_run(&cfg, run, config_file)) != TITAN_OK) return titan_report(st);
+    char source[PATH_MAX];
+    snprintf(source, sizeof source, "%s%s", pos, config_file ? "" : "/config.toml");
+    if ((st = titan_run_check_paths(&cfg, &saved, source)) != TITAN_OK) return titan_report(st);
     if (nproc > 0) {
         if (getenv("TITAN_RANK") || getenv("PMIX_NAMESPACE")) {
             titan_error(TITAN_ERR_USAGE, "--nproc: this process is already a rank of a job (%s)",

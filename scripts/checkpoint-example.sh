@@ -1,7 +1,8 @@
 #!/bin/sh
 # The metadata.json example of titan-checkpoint(5), made from a real
-# checkpoint: a tiny model trained 2 steps by 2 ranks (FSDP, zstd), its step
-# 2 shown with every meta key and the first tensor's chunks.
+# checkpoint: a tiny model with a BPE of its own trained 2 steps by 2 ranks
+# (FSDP, zstd), its step 2 shown with every meta key (tokenizer.file names
+# the tokenizer copy it carries) and the first tensor's chunks.
 #
 #   scripts/checkpoint-example.sh          rewrite the example in
 #                                          man/titan-checkpoint.5
@@ -18,8 +19,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export TITAN_NO_REEXEC=1
 printf 'checkpoint example text %d\n' $(seq 1 400) > "$tmp/c.txt"
-"$bin/titan-shard" -q -o "$tmp/data" "$tmp/c.txt"
-"$bin/titan-init" -q "$top/configs/debugmodel.toml" "$tmp/run" --model.dim=32 --model.n_layers=1 \
+# A BPE of its own, so that the step shows the tokenizer file it carries.
+"$bin/titan-shard" -q --train-tokenizer 300 "$tmp/c.txt" -o "$tmp/bpe.tiktoken"
+"$bin/titan-shard" -q --tokenizer "tiktoken:$tmp/bpe.tiktoken" -o "$tmp/data" "$tmp/c.txt"
+"$bin/titan-init" -q "$top/configs/debugmodel.toml" "$tmp/run" --model.tokenizer="tiktoken:$tmp/bpe.tiktoken" \
+    --model.dim=32 --model.n_layers=1 \
     --model.n_heads=2 --training.seq_len=16 --training.local_batch_size=1 --training.steps=2 \
     --training.threads=1 --metrics.peak_flops=1e11 --checkpoint.interval=2 --checkpoint.compression=zstd \
     --training.dataset_path="$tmp/data"

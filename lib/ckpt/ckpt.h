@@ -127,6 +127,17 @@ titan_status titan_ckpt_add_part(titan_ckpt_writer *w, int rank, const char *ind
 
 typedef struct titan_ckpt titan_ckpt;
 
+/* Carried files (ckpt_files.c): a step dir may hold small files besides
+ * metadata.json and its data files (titan training saves the tokenizer's
+ * file). add_file writes one into the staging dir (name: a plain file name,
+ * not metadata.json nor rank-RRRRR.bin, else TITAN_ERR_USAGE); it is
+ * published with the step. copy_files adds every such file of ck's step
+ * dir to w (resharding keeps them). is_own_file: 1 for the names the
+ * format itself uses. */
+titan_status titan_ckpt_add_file(titan_ckpt_writer *w, const char *name, const void *data, size_t n);
+titan_status titan_ckpt_copy_files(const titan_ckpt *ck, titan_ckpt_writer *w);
+int titan_ckpt_is_own_file(const char *name);
+
 typedef struct {
     const char *name; /* valid until titan_ckpt_close */
     titan_dtype dtype;

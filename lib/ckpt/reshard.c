@@ -295,6 +295,7 @@ titan_status titan_ckpt_reshard(const char *src, const char *out, const titan_re
     if (st == TITAN_OK) st = pick_compression(ck, o->compression, &comp);
     if (st == TITAN_OK) st = titan_ckpt_set_compression(j.w, comp, 0);
     if (st == TITAN_OK) st = copy_meta(ck, j.w, layout);
+    if (st == TITAN_OK) st = titan_ckpt_copy_files(ck, j.w); /* the tokenizer travels along */
     if (st == TITAN_OK) st = copy_tensors(&j, n_layers);
     free(j.piece.p);
     free(j.cached.p);

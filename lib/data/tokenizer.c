@@ -31,9 +31,11 @@ titan_status titan_tokenizer_open(titan_tokenizer **out, const char *spec) {
                            titan_tokenizer_choices());
     titan_tokenizer *t = titan_alloc(sizeof *t, "tokenizer");
     if (!t) return TITAN_ERR_NOMEM;
+    memset(t, 0, sizeof *t);
     t->ops = ops;
     titan_status st = ops->init(t, colon ? colon + 1 : NULL);
     if (st != TITAN_OK) {
+        free(t->file);
         titan_free(t);
         return st;
     }
@@ -45,7 +47,14 @@ titan_status titan_tokenizer_open(titan_tokenizer **out, const char *spec) {
 void titan_tokenizer_free(titan_tokenizer *t) {
     if (!t) return;
     if (t->ops->fini) t->ops->fini(t);
+    free(t->file);
     titan_free(t);
+}
+
+const char *titan_tokenizer_file(const titan_tokenizer *t, const char **data, size_t *len) {
+    *data = t->file;
+    *len = t->file ? t->file_len : 0;
+    return t->file ? t->ops->name : NULL;
 }
 
 const char *titan_tokenizer_id(const titan_tokenizer *t) { return t->id; }

@@ -30,6 +30,16 @@ int titan_tokenizer_vocab_size(const titan_tokenizer *t);  /* byte: 258 */
 uint32_t titan_tokenizer_bos(const titan_tokenizer *t);    /* <|begin_of_text|> */
 uint32_t titan_tokenizer_eos(const titan_tokenizer *t);    /* <|end_of_text|> */
 
+/* The file the tokenizer was opened from, for a copy that travels with a
+ * model (checkpoints, exports): its kind ("tiktoken" or "hf"; "byte" has no
+ * file and returns NULL) and its bytes, exactly as read. The id's hash is
+ * of these bytes, so opening a copy gives the same id. */
+const char *titan_tokenizer_file(const titan_tokenizer *t, const char **data, size_t *len);
+
+/* Llama 3's pre-tokenizer pattern, as its tokenizer.json writes it: the BPE
+ * tokenizers split text into pre-tokens with it. */
+extern const char titan_bpe_llama3_pattern[];
+
 /* Encodes n bytes of text. Returns the number of tokens of the whole text and
  * stores the first min(count, cap) of them in out (out may be NULL when cap is
  * 0). Every tokenizer yields at most n tokens for n bytes, so cap = n always

@@ -179,8 +179,11 @@ static titan_status bpe_open(titan_tokenizer *t, const char *arg, int kind) {
         snprintf(t->id, sizeof t->id, "%s:%012llx", kind == KIND_TIKTOKEN ? "tt" : "hf",
                  (unsigned long long)(XXH64(data, n, 0) >> 16));
         t->vocab_size = (int)b->n_ids;
+        t->file = data; /* kept: checkpoints and exports carry a copy */
+        t->file_len = n;
+    } else {
+        free(data);
     }
-    free(data);
     if (st != TITAN_OK) bpe_fini(t);
     return st;
 }

@@ -15,6 +15,8 @@ struct titan_tokenizer {
     int vocab_size;
     uint32_t bos, eos;
     void *state; /* the implementation's own data (vocabulary, merges) */
+    char *file;  /* the bytes of the file it was loaded from (NULL: none, the byte tokenizer) */
+    size_t file_len;
 };
 
 struct titan_tokenizer_ops {

@@ -83,16 +83,14 @@ titan_status titan_gguf_finish(titan_gguf_writer *w);
  * are unused "[PADn]" tokens). byte: the 256 bytes as GPT-2's byte-to-unicode
  * characters and no merges, so llama.cpp tokenizes text byte by byte as titan
  * does; tiktoken:PATH: the merges follow from the ranks; hf:PATH: the merges
- * and added tokens are read from the tokenizer.json (spec names it). */
-titan_status titan_gguf_put_vocab(titan_gguf_writer *w, const titan_tokenizer *t, const char *spec, int n_vocab);
-/* GPT-2's byte-to-unicode form of n bytes: UTF-8 into out (cap >= 2n + 1). */
-size_t titan_gguf_byte_unicode(const uint8_t *s, size_t n, char *out);
+ * and added tokens are those of the tokenizer.json it was opened from. */
+titan_status titan_gguf_put_vocab(titan_gguf_writer *w, const titan_tokenizer *t, int n_vocab);
 
 /* ---- titan checkpoints as GGUF (gguf_export.c) ---- */
 
 typedef struct {
     titan_dtype dtype;          /* f32, bf16 or f16 for the matrices; 1-D tensors stay f32 */
-    const char *tokenizer;      /* spec; NULL: the checkpoint's own when this build opens it ("byte") */
+    const char *tokenizer;      /* spec overriding the checkpoint's own (ckpt_tokenizer.h); NULL: its own */
     int64_t context_length;     /* 0: rope_original_context (times the scaling factor when scaled) */
     int force;                  /* replace an existing file */
 } titan_gguf_export_opts;

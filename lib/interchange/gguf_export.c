@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "interchange/ckpt_tokenizer.h"
 #include "interchange/gguf.h"
 #include "interchange/hf_convert.h"
 #include "core/fsutil.h"
@@ -87,37 +88,10 @@ static titan_status put_model_keys(titan_gguf_writer *w, titan_ckpt *ck, const t
     return titan_gguf_kv_str(w, "titan.tokenizer", tok_id);
 }
 
-/* The tokenizer to describe: --tokenizer, else the one the checkpoint names.
- * A given one must be the checkpoint's (same id) unless the checkpoint came
- * from an HF import that named none. */
-static titan_status open_tokenizer(titan_ckpt *ck, const titan_gguf_export_opts *o, titan_tokenizer **tok) {
-    const char *cid = NULL;
-    if (titan_ckpt_meta_get_str(ck, "tokenizer", &cid) != TITAN_OK) cid = NULL;
-    titan_error_clear();
-    const char *spec = o->tokenizer ? o->tokenizer : cid;
-    if (!spec || titan_tokenizer_open(tok, spec) != TITAN_OK) {
-        if (o->tokenizer) return titan_error_code();
-        titan_error(TITAN_ERR_USAGE, "%s: tokenizer %s: this build cannot open it from its id alone",
-                    titan_ckpt_path(ck), cid ? cid : "(none recorded)");
-        titan_error_hint("pass --tokenizer SPEC, the tokenizer the run used (e.g. tiktoken:PATH)");
-        return TITAN_ERR_USAGE;
-    }
-    const char *id = titan_tokenizer_id(*tok);
-    if (cid && strcmp(cid, "hf-import") && strcmp(cid, id)) {
-        titan_error(TITAN_ERR_USAGE, "--tokenizer %s: its id is %s, but %s was trained with tokenizer %s", spec, id,
-                    titan_ckpt_path(ck), cid);
-        titan_error_hint("give the tokenizer file the run was sharded with");
-        titan_tokenizer_free(*tok);
-        *tok = NULL;
-        return TITAN_ERR_USAGE;
-    }
-    return TITAN_OK;
-}
-
 static titan_status write_model(titan_ckpt *ck, const titan_llama_config *mc, const titan_gguf_export_opts *o,
                                 const char *out_path) {
     titan_tokenizer *tok = NULL;
-    TITAN_TRY(open_tokenizer(ck, o, &tok));
+    TITAN_TRY(titan_ckpt_open_tokenizer(ck, o->tokenizer, &tok)); /* --tokenizer, else the one it carries */
     int np = titan_llama_params(mc, NULL);
     titan_param *ps = malloc((size_t)np * sizeof *ps);
     int hd = mc->dim / mc->n_heads;
@@ -128,7 +102,7 @@ static titan_status write_model(titan_ckpt *ck, const titan_llama_config *mc, co
         titan_llama_params(mc, ps);
         st = put_model_keys(w, ck, mc, o, titan_tokenizer_id(tok));
     }
-    if (st == TITAN_OK) st = titan_gguf_put_vocab(w, tok, o->tokenizer, mc->vocab_size);
+    if (st == TITAN_OK) st = titan_gguf_put_vocab(w, tok, mc->vocab_size);
     size_t maxb = 0;
     char name[TITAN_GGUF_NAME_MAX + 1];
     int scaled = mc->rope_scaling_factor > 0;

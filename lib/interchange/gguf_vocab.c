@@ -11,104 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "interchange/gguf.h"
-#include "core/fsutil.h"
+#include "interchange/vocab_pieces.h"
 #include "core/log.h"
-
-/* GPT-2's map: printable Latin-1 bytes stand for themselves, the other 68
- * bytes take the code points 256, 257, ... in byte order. */
-static uint32_t byte_cp(uint8_t b) {
-    if (b <= 0x20) return 256 + b;                /* 0x00..0x20: 33 of them */
-    if (b >= 0x7f && b <= 0xa0) return 289 + (b - 0x7f); /* 0x7f..0xa0: 34 */
-    if (b == 0xad) return 323;
-    return b;
-}
-
-size_t titan_gguf_byte_unicode(const uint8_t *s, size_t n, char *out) {
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t cp = byte_cp(s[i]); /* < 0x800: one or two UTF-8 bytes */
-        if (cp < 0x80) {
-            out[o++] = (char)cp;
-        } else {
-            out[o++] = (char)(0xc0 | (cp >> 6));
-            out[o++] = (char)(0x80 | (cp & 0x3f));
-        }
-    }
-    out[o] = 0;
-    return o;
-}
-
-/* ---- the ids' byte strings, from the public decode ---- */
-
-typedef struct {
-    char *arena;          /* every id's bytes, back to back */
-    size_t *off;          /* n + 1 offsets */
-    uint32_t n;
-    uint32_t *slots;      /* bytes -> id + 1 (0 empty), regular ids only */
-    size_t mask;
-} pieces;
-
-static void pieces_free(pieces *p) {
-    free(p->arena);
-    free(p->off);
-    free(p->slots);
-}
-
-static const char *piece(const pieces *p, uint32_t id, size_t *n) {
-    *n = p->off[id + 1] - p->off[id];
-    return p->arena + p->off[id];
-}
-
-static size_t slot_of(const pieces *p, const void *s, size_t n) {
-    size_t h = (size_t)XXH3_64bits(s, n) & p->mask;
-    for (;;) {
-        uint32_t v = p->slots[h];
-        if (!v) return h;
-        size_t m;
-        const char *q = piece(p, v - 1, &m);
-        if (m == n && !memcmp(q, s, n)) return h;
-        h = (h + 1) & p->mask;
-    }
-}
-
-static uint32_t lookup(const pieces *p, const void *s, size_t n) {
-    uint32_t v = p->slots[slot_of(p, s, n)];
-    return v ? v - 1 : UINT32_MAX;
-}
-
-/* Decodes ids 0..n-1; the first n_regular enter the bytes -> id table. */
-static titan_status pieces_load(pieces *p, const titan_tokenizer *t, uint32_t n, uint32_t n_regular) {
-    memset(p, 0, sizeof *p);
-    p->n = n;
-    size_t cap = (size_t)n * 8 + 64, len = 0;
-    p->arena = malloc(cap);
-    p->off = malloc(((size_t)n + 1) * sizeof *p->off);
-    for (p->mask = 1; p->mask < 2 * (size_t)n_regular + 2; p->mask *= 2) {}
-    p->slots = calloc(p->mask, sizeof *p->slots);
-    p->mask--;
-    if (!p->arena || !p->off || !p->slots) return titan_error(TITAN_ERR_NOMEM, "gguf vocabulary: out of memory");
-    for (uint32_t id = 0; id < n; id++) {
-        size_t k = titan_tokenizer_decode(t, &id, 1, NULL, 0);
-        if (len + k + 1 > cap) {
-            while (len + k + 1 > cap) cap *= 2;
-            char *a = realloc(p->arena, cap);
-            if (!a) return titan_error(TITAN_ERR_NOMEM, "gguf vocabulary: out of memory");
-            p->arena = a;
-        }
-        titan_tokenizer_decode(t, &id, 1, p->arena + len, k + 1);
-        p->off[id] = len;
-        len += k;
-        p->off[id + 1] = len;
-        if (id < n_regular && k > 0) {
-            size_t s = slot_of(p, p->arena + p->off[id], k);
-            if (!p->slots[s]) p->slots[s] = id + 1; /* the lowest id of equal bytes wins */
-        }
-    }
-    return TITAN_OK;
-}
 
 /* ---- writing the keys ---- */
 
@@ -125,10 +31,10 @@ static titan_status put_common(titan_gguf_writer *w, const titan_tokenizer *t, c
 /* tokens and token_type: the ids below n_regular as byte-level strings, the
  * ids up to the tokenizer's size as control tokens under their names, the
  * rest padding. */
-static titan_status put_tokens(titan_gguf_writer *w, const pieces *p, uint32_t n_regular, int n_vocab) {
+static titan_status put_tokens(titan_gguf_writer *w, const titan_vocab_pieces *p, uint32_t n_regular, int n_vocab) {
     size_t maxlen = 0, k;
     for (uint32_t id = 0; id < p->n; id++) {
-        piece(p, id, &k);
+        titan_vocab_piece(p, id, &k);
         if (k > maxlen) maxlen = k;
     }
     char *buf = malloc(2 * maxlen + 32);
@@ -140,8 +46,8 @@ static titan_status put_tokens(titan_gguf_writer *w, const pieces *p, uint32_t n
             st = titan_gguf_arr_str(w, buf, (size_t)m);
             continue;
         }
-        const char *s = piece(p, (uint32_t)id, &k);
-        if ((uint32_t)id < n_regular) st = titan_gguf_arr_str(w, buf, titan_gguf_byte_unicode((const uint8_t *)s, k, buf));
+        const char *s = titan_vocab_piece(p, (uint32_t)id, &k);
+        if ((uint32_t)id < n_regular) st = titan_gguf_arr_str(w, buf, titan_vocab_byte_unicode((const uint8_t *)s, k, buf));
         else st = titan_gguf_arr_str(w, s, k);
     }
     free(buf);
@@ -154,9 +60,9 @@ static titan_status put_tokens(titan_gguf_writer *w, const pieces *p, uint32_t n
 
 /* The merge that makes token r: its bytes merged as tiktoken would with only
  * the ranks below r end as two tokens, left and right. 0 when they do not. */
-static int split_by_rank(const pieces *p, uint32_t r, uint32_t *left_len) {
+static int split_by_rank(const titan_vocab_pieces *p, uint32_t r, uint32_t *left_len) {
     size_t n;
-    const char *s = piece(p, r, &n);
+    const char *s = titan_vocab_piece(p, r, &n);
     size_t len[256], m = n;
     if (n < 2 || n > 256) return 0;
     for (size_t i = 0; i < n; i++) len[i] = 1;
@@ -164,7 +70,7 @@ static int split_by_rank(const pieces *p, uint32_t r, uint32_t *left_len) {
         uint32_t best = UINT32_MAX;
         size_t bi = 0, at = 0;
         for (size_t i = 0; i + 1 < m; at += len[i], i++) {
-            uint32_t rk = lookup(p, s + at, len[i] + len[i + 1]);
+            uint32_t rk = titan_vocab_lookup(p, s + at, len[i] + len[i + 1]);
             if (rk < r && rk < best) best = rk, bi = i;
         }
         if (best == UINT32_MAX) return 0;
@@ -173,17 +79,17 @@ static int split_by_rank(const pieces *p, uint32_t r, uint32_t *left_len) {
         m--;
     }
     *left_len = (uint32_t)len[0];
-    return lookup(p, s, len[0]) < r && lookup(p, s + len[0], len[1]) < r;
+    return titan_vocab_lookup(p, s, len[0]) < r && titan_vocab_lookup(p, s + len[0], len[1]) < r;
 }
 
-static titan_status put_rank_merges(titan_gguf_writer *w, const pieces *p, uint32_t n_regular) {
+static titan_status put_rank_merges(titan_gguf_writer *w, const titan_vocab_pieces *p, uint32_t n_regular) {
     uint32_t *split = malloc((size_t)n_regular * sizeof *split);
     if (!split) return titan_error(TITAN_ERR_NOMEM, "gguf vocabulary: out of memory");
     uint64_t count = 0, lost = 0;
     size_t maxlen = 0;
     for (uint32_t r = 0; r < n_regular; r++) {
         size_t n;
-        piece(p, r, &n);
+        titan_vocab_piece(p, r, &n);
         if (n > maxlen) maxlen = n;
         split[r] = 0;
         if (n < 2) continue;
@@ -197,10 +103,10 @@ static titan_status put_rank_merges(titan_gguf_writer *w, const pieces *p, uint3
     for (uint32_t r = 0; r < n_regular && st == TITAN_OK; r++) {
         if (!split[r]) continue;
         size_t n;
-        const uint8_t *s = (const uint8_t *)piece(p, r, &n);
-        size_t a = titan_gguf_byte_unicode(s, split[r], buf);
+        const uint8_t *s = (const uint8_t *)titan_vocab_piece(p, r, &n);
+        size_t a = titan_vocab_byte_unicode(s, split[r], buf);
         buf[a++] = ' ';
-        a += titan_gguf_byte_unicode(s + split[r], n - split[r], buf + a);
+        a += titan_vocab_byte_unicode(s + split[r], n - split[r], buf + a);
         st = titan_gguf_arr_str(w, buf, a);
     }
     free(buf);
@@ -210,13 +116,12 @@ static titan_status put_rank_merges(titan_gguf_writer *w, const pieces *p, uint3
 
 /* ---- tokenizer.json (hf:PATH): its own strings, merges and added tokens ---- */
 
-static titan_status put_hf(titan_gguf_writer *w, const titan_tokenizer *t, const char *path, int n_vocab) {
-    char *txt;
+static titan_status put_hf(titan_gguf_writer *w, const titan_tokenizer *t, int n_vocab) {
+    const char *txt, *path = titan_tokenizer_id(t);
     size_t len;
-    TITAN_TRY(titan_fs_read_file(path, &txt, &len, (size_t)1 << 30));
+    titan_tokenizer_file(t, &txt, &len);
     json_error_t je;
     json_t *j = json_loadb(txt, len, 0, &je);
-    free(txt);
     if (!j) return titan_error(TITAN_ERR_FORMAT, "%s: line %d: %s", path, je.line, je.text);
     json_t *vocab = json_object_get(json_object_get(j, "model"), "vocab");
     json_t *merges = json_object_get(json_object_get(j, "model"), "merges");
@@ -286,27 +191,23 @@ static titan_status put_hf(titan_gguf_writer *w, const titan_tokenizer *t, const
     return st;
 }
 
-titan_status titan_gguf_put_vocab(titan_gguf_writer *w, const titan_tokenizer *t, const char *spec, int n_vocab) {
+titan_status titan_gguf_put_vocab(titan_gguf_writer *w, const titan_tokenizer *t, int n_vocab) {
     int size = titan_tokenizer_vocab_size(t);
     if (n_vocab < size)
         return titan_error(TITAN_ERR_FORMAT, "tokenizer %s has %d tokens, more than the model's vocabulary of %d",
                            titan_tokenizer_id(t), size, n_vocab);
     const char *id = titan_tokenizer_id(t);
-    if (!strncmp(id, "hf:", 3)) {
-        const char *colon = spec ? strchr(spec, ':') : NULL;
-        if (!colon) return titan_error(TITAN_ERR_USAGE, "tokenizer %s: give its file as hf:PATH", id);
-        return put_hf(w, t, colon + 1, n_vocab);
-    }
+    if (!strncmp(id, "hf:", 3)) return put_hf(w, t, n_vocab);
     /* byte and tiktoken: the ids below bos are the byte strings (for
      * tiktoken their ranks), bos and every id after it are special. */
     int byte = !strcmp(id, "byte");
     uint32_t n_regular = titan_tokenizer_bos(t);
-    pieces p;
-    titan_status st = pieces_load(&p, t, (uint32_t)size, n_regular);
+    titan_vocab_pieces p;
+    titan_status st = titan_vocab_pieces_load(&p, t, (uint32_t)size, n_regular);
     if (st == TITAN_OK) st = put_common(w, t, byte ? "default" : "llama-bpe");
     if (st == TITAN_OK) st = put_tokens(w, &p, n_regular, n_vocab);
     if (st == TITAN_OK && byte) st = titan_gguf_kv_array(w, "tokenizer.ggml.merges", TITAN_GGUF_STRING, 0);
     if (st == TITAN_OK && !byte) st = put_rank_merges(w, &p, n_regular);
-    pieces_free(&p);
+    titan_vocab_pieces_free(&p);
     return st;
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "interchange/ckpt_tokenizer.h"
 #include "interchange/safetensors.h"
 #include "model/llama_ckpt.h"
 #include "core/fsutil.h"
@@ -128,11 +129,15 @@ static const char *torch_dtype(titan_dtype t) {
     return t == TITAN_DTYPE_BF16 ? "bfloat16" : t == TITAN_DTYPE_F16 ? "float16" : "float32";
 }
 
-static json_t *hf_config(const titan_llama_config *mc, const titan_hf_export_opts *o) {
-    int64_t maxpos = o->max_position;
-    if (maxpos <= 0)
-        maxpos = mc->rope_scaling_factor > 0 ? (int64_t)(mc->rope_original_context * (double)mc->rope_scaling_factor)
-                                             : mc->rope_original_context;
+static int64_t max_position(const titan_llama_config *mc, const titan_hf_export_opts *o) {
+    if (o->max_position > 0) return o->max_position;
+    return mc->rope_scaling_factor > 0 ? (int64_t)(mc->rope_original_context * (double)mc->rope_scaling_factor)
+                                       : mc->rope_original_context;
+}
+
+/* bos/eos < 0: written as null (no tokenizer known). */
+static json_t *hf_config(const titan_llama_config *mc, const titan_hf_export_opts *o, int64_t bos, int64_t eos) {
+    int64_t maxpos = max_position(mc, o);
     json_t *scaling = json_null();
     if (mc->rope_scaling_factor > 0)
         scaling = json_pack("{s:o, s:o, s:o, s:i, s:s}", "factor", json_float(mc->rope_scaling_factor),
@@ -141,8 +146,8 @@ static json_t *hf_config(const titan_llama_config *mc, const titan_hf_export_opt
                             mc->rope_original_context, "rope_type", "llama3");
     json_t *c = json_pack("{s:[s], s:b, s:f, s:o, s:o, s:i, s:s, s:i, s:f, s:i, s:I, s:b, s:s}",
                           "architectures", "LlamaForCausalLM", "attention_bias", 0, "attention_dropout", 0.0,
-                          "bos_token_id", o->bos_id >= 0 ? json_integer(o->bos_id) : json_null(),
-                          "eos_token_id", o->eos_id >= 0 ? json_integer(o->eos_id) : json_null(),
+                          "bos_token_id", bos >= 0 ? json_integer(bos) : json_null(),
+                          "eos_token_id", eos >= 0 ? json_integer(eos) : json_null(),
                           "head_dim", mc->dim / mc->n_heads, "hidden_act", "silu", "hidden_size", mc->dim,
                           "initializer_range", 0.02, "intermediate_size", titan_llama_hidden_dim(mc),
                           "max_position_embeddings", (json_int_t)maxpos, "mlp_bias", 0, "model_type", "llama");
@@ -211,7 +216,7 @@ static int dir_is_empty(const char *path) {
 }
 
 static titan_status export_into(titan_ckpt *ck, const titan_llama_config *mc, const char *tmp,
-                                const titan_hf_export_opts *o) {
+                                const titan_hf_export_opts *o, const titan_tokenizer *tok) {
     int np;
     titan_param *ps = titan_llama_params_new(mc, &np);
     if (!ps) return TITAN_ERR_NOMEM;
@@ -256,14 +261,16 @@ static titan_status export_into(titan_ckpt *ck, const titan_llama_config *mc, co
         json_decref(idx);
     }
     json_decref(wmap);
+    int64_t bos = tok ? (int64_t)titan_tokenizer_bos(tok) : -1, eos = tok ? (int64_t)titan_tokenizer_eos(tok) : -1;
     if (st == TITAN_OK) {
-        json_t *c = hf_config(mc, o);
+        json_t *c = hf_config(mc, o, bos, eos);
         st = c ? write_json(tmp, "config.json", c) : titan_error(TITAN_ERR_NOMEM, "config.json: out of memory");
         json_decref(c);
     }
-    if (st == TITAN_OK && o->bos_id >= 0 && o->eos_id >= 0) {
-        json_t *g = json_pack("{s:b, s:I, s:I}", "_from_model_config", 1, "bos_token_id", (json_int_t)o->bos_id,
-                              "eos_token_id", (json_int_t)o->eos_id);
+    if (st == TITAN_OK && tok) st = titan_hf_write_tokenizer(tok, tmp, max_position(mc, o));
+    if (st == TITAN_OK && tok) {
+        json_t *g = json_pack("{s:b, s:I, s:I}", "_from_model_config", 1, "bos_token_id", (json_int_t)bos,
+                              "eos_token_id", (json_int_t)eos);
         st = write_json(tmp, "generation_config.json", g);
         json_decref(g);
     }
@@ -286,19 +293,22 @@ titan_status titan_hf_export(const char *ckpt_path, const char *outdir, const ti
     titan_ckpt *ck = NULL;
     TITAN_TRY(titan_ckpt_open(&ck, ckpt_path));
     titan_llama_config mc;
+    titan_tokenizer *tok = NULL;
     titan_status st = titan_ckpt_model_config(ck, &mc);
+    if (st == TITAN_OK) st = titan_ckpt_tokenizer_if_any(ck, o->tokenizer, &tok);
     char tmp[PATH_MAX];
     if (st == TITAN_OK && snprintf(tmp, sizeof tmp, "%s.tmp", outdir) >= (int)sizeof tmp)
         st = titan_error(TITAN_ERR_USAGE, "%s: path too long", outdir);
     if (st == TITAN_OK) st = titan_fs_remove_tree(tmp);
     if (st == TITAN_OK) st = titan_fs_mkdir_p(tmp);
-    if (st == TITAN_OK) st = export_into(ck, &mc, tmp, o);
+    if (st == TITAN_OK) st = export_into(ck, &mc, tmp, o, tok);
     if (st == TITAN_OK) st = titan_fs_fsync_path(tmp);
     if (st == TITAN_OK) st = titan_fs_replace_dir(tmp, outdir);
     if (st != TITAN_OK) titan_fs_remove_tree(tmp);
     if (st == TITAN_OK)
-        titan_info("%s: step %" PRId64 " as %s (Hugging Face Llama)", outdir, titan_ckpt_step(ck),
-                   titan_dtype_name(o->dtype));
+        titan_info("%s: step %" PRId64 " as %s (Hugging Face Llama), tokenizer %s", outdir, titan_ckpt_step(ck),
+                   titan_dtype_name(o->dtype), tok ? titan_tokenizer_id(tok) : "none");
+    titan_tokenizer_free(tok);
     titan_ckpt_close(ck);
     return st;
 }
@@ -633,7 +643,7 @@ titan_status titan_hf_import(const char *hfdir, const char *outroot, const titan
         TITAN_LLAMA_INT_FIELDS(PUT_I)
         TITAN_LLAMA_FLT_FIELDS(PUT_F)
         if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "model.name", "llama3");
-        if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "tokenizer", o->tokenizer_id ? o->tokenizer_id : "hf-import");
+        if (st == TITAN_OK) st = titan_ckpt_put_tokenizer_spec(w, o->tokenizer, "hf-import");
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.step", 0);
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.tokens_seen", 0);
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.position", 0);

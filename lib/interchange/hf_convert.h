@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ckpt/ckpt.h"
+#include "data/tokenizer.h"
 #include "model/llama_config.h"
 
 /* HF writes shards of at most 5 GB (decimal). */
@@ -35,18 +36,27 @@ void titan_hf_permute_rows(float *dst, const float *src, int n_heads, int head_d
 typedef struct {
     titan_dtype dtype;        /* f32, bf16 or f16 */
     uint64_t max_shard_bytes; /* 0: TITAN_HF_SHARD_BYTES */
-    int64_t bos_id, eos_id;   /* < 0: written as null */
+    const char *tokenizer;    /* spec overriding the checkpoint's own (ckpt_tokenizer.h); NULL: its own */
     int64_t max_position;     /* 0: rope_original_context (times the scaling factor when scaled) */
     int force;                /* replace a non-empty outdir */
 } titan_hf_export_opts;
 
 /* Writes outdir (created; written as outdir.tmp then renamed): config.json,
- * generation_config.json (when bos/eos are known), model.safetensors or
- * model-0000k-of-0000N.safetensors + model.safetensors.index.json. */
+ * model.safetensors or model-0000k-of-0000N.safetensors +
+ * model.safetensors.index.json, and with the tokenizer (the checkpoint's,
+ * or o->tokenizer) its files (titan_hf_write_tokenizer),
+ * generation_config.json and the bos/eos ids in config.json. A checkpoint
+ * that carries no tokenizer and names none this build opens ("byte") is
+ * exported without them, with a warning (bos/eos null). */
 titan_status titan_hf_export(const char *ckpt_path, const char *outdir, const titan_hf_export_opts *o);
 
+/* Writes t as Hugging Face tokenizer files into dir (hf_tokenizer.c):
+ * tokenizer.json, tokenizer_config.json (model_max_length = max_length)
+ * and special_tokens_map.json. */
+titan_status titan_hf_write_tokenizer(const titan_tokenizer *t, const char *dir, int64_t max_length);
+
 typedef struct {
-    const char *tokenizer_id; /* NULL: "hf-import" */
+    const char *tokenizer;    /* spec, recorded and carried (ckpt_tokenizer.h); NULL: id "hf-import" */
     int multiple_of;          /* 0: found from intermediate_size */
     float ffn_dim_multiplier; /* < 0: found from intermediate_size */
     int force;                /* write into a root that already holds checkpoints */

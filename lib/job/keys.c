@@ -28,7 +28,8 @@ const key_def titan_job_keys[] = {
     STR("model", "flavor", model_flavor, "debugmodel", "debugmodel,1B,3B,8B,70B,405B", 0,
         "size preset; the keys below override single dimensions of it"),
     STR("model", "tokenizer", model_tokenizer, "byte", NULL, F_NONEMPTY,
-        "tokenizer: \"byte\" (raw bytes plus specials) is the one built in"),
+        "tokenizer: \"byte\" (raw bytes plus specials), \"tiktoken:PATH\" or \"hf:PATH\" (titan-init writes PATH "
+        "absolute; every checkpoint carries a copy of the file)"),
     INT("model", "dim", model_dim, 0, 0, 0, "model width; 0 = the flavor's"),
     INT("model", "n_layers", model_n_layers, 0, 0, 0, "transformer blocks; 0 = the flavor's"),
     INT("model", "n_heads", model_n_heads, 0, 0, 0, "attention heads; 0 = the flavor's"),

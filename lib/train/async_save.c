@@ -23,7 +23,7 @@ struct titan_async_saver {
     int running;           /* a thread was started and not joined */
     atomic_int done;       /* the thread finished */
     char root[4096];
-    char tokenizer_id[64];
+    const titan_tokenizer *tokenizer; /* the caller's: it outlives the saver */
     titan_llama_config mc;
     titan_state_view view;
     titan_train_progress progress;
@@ -63,7 +63,7 @@ static void *writer_main(void *arg) {
         return NULL;
     }
     double t0 = titan_now_s();
-    s->status = titan_state_save_view(s->root, &s->mc, &s->view, &s->progress, s->tokenizer_id,
+    s->status = titan_state_save_view(s->root, &s->mc, &s->view, &s->progress, s->tokenizer,
                                       s->keep_latest_k);
     if (s->status != TITAN_OK) snprintf(s->message, sizeof s->message, "%s", titan_error_message());
     else titan_info("checkpoint: step %" PRId64 " written in %.2f s (in the background)", s->progress.step,
@@ -144,7 +144,7 @@ static titan_status start_shard(titan_async_saver *s, const titan_state_view *v,
     if (!v->exp_avg)
         return titan_error(TITAN_ERR_USAGE, "checkpoint step %" PRId64 ": a sharded save needs the AdamW moments",
                            pr->step);
-    TITAN_TRY(titan_shard_save_begin(&s->shard, s->mesh, s->pieces, s->root, &s->mc, pr, s->tokenizer_id,
+    TITAN_TRY(titan_shard_save_begin(&s->shard, s->mesh, s->pieces, s->root, &s->mc, pr, s->tokenizer,
                                      v->adam_step));
     s->started = titan_now_s();
     if (s->n == 0) { /* nothing of ours to write: no thread */
@@ -165,7 +165,7 @@ static titan_status start_shard(titan_async_saver *s, const titan_state_view *v,
 
 titan_status titan_async_save_start(titan_async_saver *s, const char *root, const titan_llama_config *mc,
                                     const titan_state_view *v, const titan_train_progress *progress,
-                                    const char *tokenizer_id, int keep_latest_k, double *stall_s) {
+                                    const titan_tokenizer *tokenizer, int keep_latest_k, double *stall_s) {
     double t0 = titan_now_s();
     *stall_s = 0.0;
     titan_status st = titan_async_save_wait(s);
@@ -184,7 +184,7 @@ titan_status titan_async_save_start(titan_async_saver *s, const char *root, cons
         s->view.exp_avg_sq = s->exp_avg_sq;
     }
     snprintf(s->root, sizeof s->root, "%s", root);
-    snprintf(s->tokenizer_id, sizeof s->tokenizer_id, "%s", tokenizer_id);
+    s->tokenizer = tokenizer;
     s->mc = *mc;
     s->progress = *progress;
     s->keep_latest_k = keep_latest_k;

@@ -49,7 +49,7 @@ void titan_async_saver_free(titan_async_saver *s);
  * a sharded save the collective start). */
 titan_status titan_async_save_start(titan_async_saver *s, const char *root, const titan_llama_config *mc,
                                     const titan_state_view *v, const titan_train_progress *progress,
-                                    const char *tokenizer_id, int keep_latest_k, double *stall_s);
+                                    const titan_tokenizer *tokenizer, int keep_latest_k, double *stall_s);
 /* The error of a save that finished and failed (once), else TITAN_OK. One
  * process: never blocks. Sharded: commits a save every rank has written
  * (blocking for that). */

@@ -44,10 +44,15 @@ titan_status titan_run_load_config(titan_job_config *cfg, const char *run_dir) {
         return TITAN_ERR_IO;
     }
     titan_config_defaults(cfg);
-    return titan_config_load_file(cfg, path);
+    TITAN_TRY(titan_config_load_file(cfg, path));
+    return titan_run_resolve_paths(cfg, run_dir);
 }
 
-static titan_status write_config(const titan_job_config *cfg, const char *run_dir) {
+/* Writes RUN/config.toml with absolute paths: the run works from any directory. */
+static titan_status write_config(const titan_job_config *job, const char *run_dir) {
+    titan_job_config abs = *job;
+    const titan_job_config *cfg = &abs;
+    TITAN_TRY(titan_run_absolute_paths(&abs));
     char path[4096], tmp[4200];
     snprintf(path, sizeof path, "%s/config.toml", run_dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -105,9 +110,13 @@ titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, in
     TITAN_TRY(titan_config_validate(cfg));
     TITAN_TRY(titan_setup_ckpt_compression(cfg));
     titan_tokenizer *tok = NULL;
-    TITAN_TRY(titan_tokenizer_open(&tok, cfg->model_tokenizer));
+    titan_status st = titan_tokenizer_open(&tok, cfg->model_tokenizer);
+    if (st != TITAN_OK) {
+        titan_error_context("model.tokenizer = %s", cfg->model_tokenizer);
+        return st;
+    }
     titan_llama_config mc;
-    titan_status st = titan_setup_model_config(cfg, titan_tokenizer_vocab_size(tok), &mc);
+    st = titan_setup_model_config(cfg, titan_tokenizer_vocab_size(tok), &mc);
     if (st != TITAN_OK) {
         titan_tokenizer_free(tok);
         return st;
@@ -138,7 +147,7 @@ titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, in
     if ((st = titan_fs_mkdir_p(run_dir)) != TITAN_OK) goto out;
     if ((st = write_config(cfg, run_dir)) != TITAN_OK) goto out;
     titan_train_progress pr = {0};
-    st = titan_state_save(root, &mc, params, NULL, &pr, titan_tokenizer_id(tok), 0);
+    st = titan_state_save(root, &mc, params, NULL, &pr, tok, 0);
     if (st == TITAN_OK)
         titan_info("%s: llama3 %s, %zu parameters (dim %d, %d layers, %d heads, %d kv heads, ffn %d, vocab %d)",
                    run_dir, cfg->model_flavor, n, mc.dim, mc.n_layers, mc.n_heads, mc.n_kv_heads,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "interchange/ckpt_tokenizer.h"
 #include "model/llama_ckpt.h"
 #include "core/log.h"
 
@@ -55,14 +56,15 @@ static titan_status read_lr(titan_ckpt *ck, titan_lr_inputs *lr) {
 }
 
 titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_config *mc,
-                                    const titan_train_progress *pr, const char *tokenizer_id, const char *layout) {
+                                    const titan_train_progress *pr, const titan_tokenizer *tokenizer,
+                                    const char *layout) {
     titan_status st = TITAN_OK;
 #define PUT_I(f) if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "model." #f, mc->f);
 #define PUT_F(f) if (st == TITAN_OK) st = titan_ckpt_meta_f64(w, "model." #f, mc->f);
     TITAN_LLAMA_INT_FIELDS(PUT_I)
     TITAN_LLAMA_FLT_FIELDS(PUT_F)
     if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "model.name", "llama3");
-    if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "tokenizer", tokenizer_id);
+    if (st == TITAN_OK) st = titan_ckpt_put_tokenizer(w, tokenizer);
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.step", pr->step);
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.tokens_seen", (int64_t)pr->tokens_seen);
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.position", (int64_t)pr->loader.position);
@@ -72,7 +74,8 @@ titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_conf
 }
 
 titan_status titan_state_save_view(const char *root, const titan_llama_config *mc, const titan_state_view *v,
-                                   const titan_train_progress *pr, const char *tokenizer_id, int keep_latest_k) {
+                                   const titan_train_progress *pr, const titan_tokenizer *tokenizer,
+                                   int keep_latest_k) {
     int np;
     titan_param *ps = titan_llama_params_new(mc, &np);
     if (!ps) return TITAN_ERR_NOMEM;
@@ -82,7 +85,7 @@ titan_status titan_state_save_view(const char *root, const titan_llama_config *m
         free(ps);
         return st;
     }
-    st = titan_state_write_meta(w, mc, pr, tokenizer_id, "single");
+    st = titan_state_write_meta(w, mc, pr, tokenizer, "single");
     if (st == TITAN_OK) st = save_tensors(w, ps, np, v->params, "");
     if (st == TITAN_OK && v->exp_avg) {
         st = titan_ckpt_meta_i64(w, "optim.adamw.step", v->adam_step);
@@ -97,14 +100,14 @@ titan_status titan_state_save_view(const char *root, const titan_llama_config *m
 
 titan_status titan_state_save(const char *root, const titan_llama_config *mc, const float *params,
                               titan_adamw *adam, const titan_train_progress *pr,
-                              const char *tokenizer_id, int keep_latest_k) {
+                              const titan_tokenizer *tokenizer, int keep_latest_k) {
     titan_state_view v = {.params = params};
     if (adam) {
         v.exp_avg = titan_adamw_m(adam);
         v.exp_avg_sq = titan_adamw_v(adam);
         v.adam_step = titan_adamw_get_step(adam);
     }
-    return titan_state_save_view(root, mc, &v, pr, tokenizer_id, keep_latest_k);
+    return titan_state_save_view(root, mc, &v, pr, tokenizer, keep_latest_k);
 }
 
 static titan_status check_model(titan_ckpt *ck, const titan_llama_config *mc) {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "ckpt/ckpt.h"
+#include "data/tokenizer.h"
 #include "data/loader.h"
 #include "model/llama.h"
 #include "optim/optim.h"
@@ -22,7 +23,7 @@ typedef struct {
  * beside them as NAME:exp_avg and NAME:exp_avg_sq. */
 titan_status titan_state_save(const char *root, const titan_llama_config *mc, const float *params,
                               titan_adamw *adam, const titan_train_progress *progress,
-                              const char *tokenizer_id, int keep_latest_k);
+                              const titan_tokenizer *tokenizer, int keep_latest_k);
 
 /* The arrays a save reads (host memory, catalog order): a live model and
  * optimizer, or a snapshot of them (async save). exp_avg NULL: no optimizer
@@ -32,7 +33,7 @@ typedef struct {
     int64_t adam_step;
 } titan_state_view;
 titan_status titan_state_save_view(const char *root, const titan_llama_config *mc, const titan_state_view *v,
-                                   const titan_train_progress *progress, const char *tokenizer_id, int keep_latest_k);
+                                   const titan_train_progress *progress, const titan_tokenizer *tokenizer, int keep_latest_k);
 
 /* Loads the checkpoint at path (a step dir, or a root: its latest) into
  * params (host, catalog order) and adam (moments absent in a seed checkpoint
@@ -42,9 +43,10 @@ titan_status titan_state_load(const char *path, const titan_llama_config *mc, fl
                               size_t cap);
 
 /* The metadata every training checkpoint carries (model, tokenizer, step,
- * tokens, loader position, layout string), for writers of sharded saves. */
+ * tokens, loader position, layout string), for writers of sharded saves;
+ * the tokenizer's file too (interchange/ckpt_tokenizer.h). */
 titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_config *mc,
-                                    const titan_train_progress *progress, const char *tokenizer_id,
+                                    const titan_train_progress *progress, const titan_tokenizer *tokenizer,
                                     const char *layout);
 /* Checks the checkpoint's model (its metadata, and its catalog against the
  * metadata: titan_llama_ckpt_check) against mc and reads the progress. */

@@ -49,7 +49,7 @@ void titan_shard_save_abort(titan_shard_save *s) {
 
 titan_status titan_shard_save_begin(titan_shard_save **out, titan_mesh *mesh, const titan_shard_piece *pieces,
                                     const char *root, const titan_llama_config *mc, const titan_train_progress *pr,
-                                    const char *tokenizer_id, int64_t adam_step) {
+                                    const titan_tokenizer *tokenizer, int64_t adam_step) {
     *out = NULL;
     titan_shard_save *s = calloc(1, sizeof *s);
     titan_status st = s ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "checkpoint step %" PRId64 ": out of memory", pr->step);
@@ -64,7 +64,7 @@ titan_status titan_shard_save_begin(titan_shard_save **out, titan_mesh *mesh, co
     }
     if (st == TITAN_OK && mesh->rank == 0) {
         st = titan_ckpt_begin(&s->w, root, pr->step);
-        if (st == TITAN_OK) st = titan_state_write_meta(s->w, mc, pr, tokenizer_id, mesh->layout_str);
+        if (st == TITAN_OK) st = titan_state_write_meta(s->w, mc, pr, tokenizer, mesh->layout_str);
         if (st == TITAN_OK) st = titan_ckpt_meta_i64(s->w, "optim.adamw.step", adam_step);
         if (st != TITAN_OK) titan_error_context("checkpoint step %" PRId64 " not saved: rank 0", pr->step);
     }
@@ -224,9 +224,9 @@ titan_status titan_shard_save_finish(titan_shard_save *s, int keep) {
 
 titan_status titan_state_save_shards(titan_mesh *mesh, const titan_shard_piece *pieces, const titan_state_view *v,
                                      const char *root, const titan_llama_config *mc, const titan_train_progress *pr,
-                                     const char *tokenizer_id, int keep_latest_k) {
+                                     const titan_tokenizer *tokenizer, int keep_latest_k) {
     titan_shard_save *s = NULL;
-    TITAN_TRY(titan_shard_save_begin(&s, mesh, pieces, root, mc, pr, tokenizer_id, v->adam_step));
+    TITAN_TRY(titan_shard_save_begin(&s, mesh, pieces, root, mc, pr, tokenizer, v->adam_step));
     /* Its failure is passed on by finish, on every rank. */
     titan_shard_save_write(s, v->params, v->exp_avg, v->exp_avg_sq);
     return titan_shard_save_finish(s, keep_latest_k);

@@ -16,7 +16,7 @@
  * shard arrays, host memory (state_stage.h copies a device's). */
 titan_status titan_state_save_shards(titan_mesh *mesh, const titan_shard_piece *pieces, const titan_state_view *v,
                                      const char *root, const titan_llama_config *mc,
-                                     const titan_train_progress *progress, const char *tokenizer_id,
+                                     const titan_train_progress *progress, const titan_tokenizer *tokenizer,
                                      int keep_latest_k);
 
 /* A sharded save in three steps, so that the middle one, the writing, can
@@ -32,7 +32,7 @@ typedef struct titan_shard_save titan_shard_save;
  * kept by reference until finish. */
 titan_status titan_shard_save_begin(titan_shard_save **out, titan_mesh *mesh, const titan_shard_piece *pieces,
                                     const char *root, const titan_llama_config *mc,
-                                    const titan_train_progress *progress, const char *tokenizer_id,
+                                    const titan_train_progress *progress, const titan_tokenizer *tokenizer,
                                     int64_t adam_step);
 /* Not collective, any thread: writes this rank's boxes of the packed shard
  * arrays (parameters, exp_avg, exp_avg_sq) into its data file and fsyncs it.

@@ -155,7 +155,7 @@ static titan_status save(trainer *t, double *stall_s) {
         .exp_avg_sq = titan_adamw_v(t->adam),
         .adam_step = titan_adamw_get_step(t->adam),
     };
-    const char *tok = titan_tokenizer_id(t->tok);
+    const titan_tokenizer *tok = t->tok;
     int keep = t->cfg->checkpoint_keep_latest_k;
     if (t->saver) /* snapshots v (from the device too), then writes in the background */
         return titan_async_save_start(t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, stall_s);

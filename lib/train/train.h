@@ -9,8 +9,24 @@
  * Refuses an existing non-empty RUN unless force. */
 titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, int force);
 
-/* Reads RUN/config.toml into cfg (defaults first). */
+/* Reads RUN/config.toml into cfg (defaults first), with its relative paths
+ * resolved (titan_run_resolve_paths). */
 titan_status titan_run_load_config(titan_job_config *cfg, const char *run_dir);
+
+/* The file paths of a config (run_paths.c: model.tokenizer's file,
+ * training.dataset_path, validation.dataset_path,
+ * checkpoint.initial_load_path). absolute: each relative one made absolute
+ * against the current directory (titan-init, before it writes RUN/config.toml).
+ * resolve: each relative one taken against run_dir when it exists there,
+ * else left to the current directory (warned); a tokenizer file found
+ * nowhere becomes the copy in the run's latest checkpoint (warned).
+ * check: TITAN_ERR_IO for the first path titan-train needs that does not
+ * exist, naming source (the config file: RUN/config.toml, or a job file)
+ * and the key, or the --key override when cfg's value differs from saved's
+ * (the config as loaded). */
+titan_status titan_run_absolute_paths(titan_job_config *cfg);
+titan_status titan_run_resolve_paths(titan_job_config *cfg, const char *run_dir);
+titan_status titan_run_check_paths(const titan_job_config *cfg, const titan_job_config *saved, const char *source);
 
 typedef struct {
     const char *run_dir;

@@ -6,7 +6,8 @@
 # header and tensor table, transformers' GGUF loader makes a torch model and
 # a tokenizer of the file, its next-token probabilities match `titan-ckpt
 # eval` (f32, f16, bf16, Llama 3.1 RoPE scaling, tied embeddings, a BPE
-# vocabulary) and it tokenizes text as titan does; and where llama-cpp-python
+# vocabulary, the tokenizer the checkpoint carries) and it tokenizes text as
+# titan does; and where llama-cpp-python
 # is built (tests/gguf/prepare.sh), the same through llama.cpp itself. TAP
 # output.
 set -u
@@ -74,14 +75,20 @@ TT=tiktoken:$tmp/tok.tiktoken
 expect 0 "" "titan-init (tiktoken)" -- "$bin/titan-init" -q "$cfg" "$tmp/b" $SMALL --model.tokenizer="$TT" \
     --training.dataset_path="$tmp/data2" --training.steps=20 --checkpoint.interval=20
 expect 0 "" "train 20 steps" -- "$bin/titan-train" -q "$tmp/b"
-expect 2 "--tokenizer" "a BPE run needs --tokenizer (its id is a hash)" -- "$ck" convert --to gguf "$tmp/b" "$tmp/b.gguf"
 expect 2 "trained with tokenizer" "--tokenizer of another id is refused" -- "$ck" convert --to gguf "$tmp/b" "$tmp/b.gguf" --tokenizer byte
-expect 0 "" "convert --to gguf --tokenizer tiktoken:FILE" -- "$ck" convert -q --to gguf "$tmp/b" "$tmp/b.gguf" --tokenizer "$TT"
+# The checkpoint carries the tokenizer: no --tokenizer needed (the checks
+# below load this file); with it, the same file.
+expect 0 "" "convert --to gguf without --tokenizer (the checkpoint's copy)" -- "$ck" convert -q --to gguf "$tmp/b" "$tmp/b.gguf"
+expect 0 "" "convert --to gguf --tokenizer tiktoken:FILE" -- "$ck" convert -q --to gguf "$tmp/b" "$tmp/b2.gguf" --tokenizer "$TT"
+cmp -s "$tmp/b.gguf" "$tmp/b2.gguf" && ok "...the same file" || fail "...the same file"
 
 # Text to tokenize and evaluate: the README as one document, through each tokenizer.
 cp "$top/README.md" "$tmp/sample.txt"
 "$bin/titan-shard" -q -o "$tmp/s1" "$tmp/sample.txt" 2>"$tmp/err" && ids "$tmp/s1" "$tmp/s1.ids" && ok "byte ids of the sample" || fail "byte ids of the sample"
 "$bin/titan-shard" -q --tokenizer "$TT" -o "$tmp/s2" "$tmp/sample.txt" 2>"$tmp/err" && ids "$tmp/s2" "$tmp/s2.ids" && ok "BPE ids of the sample" || fail "BPE ids of the sample"
+# A varied text: unicode, digits, whitespace runs (CRLF), contractions, special-token text.
+printf 'It'"'"'s 2024: 1234567 \303\274n\303\257c\303\266d\303\251 \346\227\245\346\234\254 \360\237\216\211.\n\n   a\tb  \r\nI'"'"'VE we'"'"'ll <|begin_of_text|> <|end_of_text|> x\n\n\n  \n' >"$tmp/varied.txt"
+"$bin/titan-shard" -q --tokenizer "$TT" -o "$tmp/s3" "$tmp/varied.txt" 2>"$tmp/err" && ids "$tmp/s3" "$tmp/s3.ids" && ok "BPE ids of a varied text" || fail "BPE ids of a varied text"
 TOK1=$(first "$tmp/s1" 48)
 TOK2=$(first "$tmp/s2" 48)
 "$ck" eval "$tmp/a" --tokens "$TOK1" --threads 2 >"$tmp/a.logits" 2>"$tmp/err" || fail "eval a"
@@ -146,6 +153,7 @@ shared() {
     add "$sl" pass "BPE run: $who = titan (abs < 1e-5)" $impl-logits "$tmp/b.gguf" "$TOK2" "$tmp/b.logits" 1e-5 "$@"
     add "$sl" pass "$who tokenizes like titan: byte vocabulary" $impl-tokenize "$tmp/a.gguf" "$tmp/sample.txt" "$tmp/s1.ids"
     add "$sl" pass "$who tokenizes like titan: merges from tiktoken ranks" $impl-tokenize "$tmp/b.gguf" "$tmp/sample.txt" "$tmp/s2.ids"
+    add "$sl" pass "$who tokenizes like titan: a varied text, the GGUF made without --tokenizer" $impl-tokenize "$tmp/b.gguf" "$tmp/varied.txt" "$tmp/s3.ids"
     if [ -n "$cl100k" ]; then
         for k in tiktoken hf; do
             add "$sl" pass "cl100k ($k): $who tokenizes 2 MB of English as tiktoken" $impl-tokenize "$tmp/c$k.gguf" "$ref/english.txt" "$ref/english.cl100k.ids"

@@ -257,7 +257,7 @@ def hf_tokenize(model, text_path, ids_path):
     from gguf import GGUFReader
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(os.path.dirname(os.path.abspath(model)), gguf_file=os.path.basename(model))
-    text = open(text_path, encoding="utf-8").read()
+    text = open(text_path, encoding="utf-8", newline="").read()  # "\r\n" stays as it is
     want = read_ids(ids_path)
     # Text is text: "<|endoftext|>" in it is not the special token (as in
     # titan, and llama.cpp's tokenize without special=True).

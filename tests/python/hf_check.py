@@ -26,6 +26,17 @@ in the CLI tests). Two commands:
         interleaved      q/k rows left in Meta's interleaved order (no permutation)
       Prints one line per comparison ("match: ..." / "far VARIANT: ...", each
       ending in ok or FAIL); exits 0 when all pass, 1 when one fails.
+
+  tokenize HFDIR TEXT IDS
+      The tokenizer files titan-ckpt convert --to hf wrote into HFDIR against
+      titan's ids of TEXT (IDS: u32 little-endian, no bos/eos, as titan-shard
+      wrote them for TEXT as one document). tokenizer.json loaded by the
+      `tokenizers` library (encode_special_tokens = True: special-token text
+      is text, as in titan) and AutoTokenizer (which tokenizer_config.json's
+      split_special_tokens sets the same) must give IDS exactly, bos first
+      when special tokens are added; AutoTokenizer decodes IDS back to TEXT;
+      its bos/eos ids are config.json's. One line per check, ok or FAIL;
+      exits 1 when one fails.
 """
 import argparse
 import json
@@ -205,6 +216,45 @@ def stored_names(hfdir):
     return {k for k, _ in _stored(hfdir)}
 
 
+# ---- tokenize ----------------------------------------------------------------------------
+def tokenize(a):
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+    text = open(a.text, encoding="utf-8", newline="").read()  # "\r\n" stays as it is
+    want = np.fromfile(a.ids, dtype="<u4").tolist()
+    cfg = json.load(open(os.path.join(a.hfdir, "config.json")))
+    ok = True
+
+    def report(label, passed, got=None):
+        nonlocal ok
+        ok &= passed
+        where = ""
+        if not passed and got is not None:
+            i = next((i for i, (x, y) in enumerate(zip(got, want)) if x != y), min(len(got), len(want)))
+            where = f" (first difference at token {i} of {len(want)}: {got[i:i + 5]} vs titan's {want[i:i + 5]})"
+        print(f"{label}{where} {'ok' if passed else 'FAIL'}")
+
+    tk = Tokenizer.from_file(os.path.join(a.hfdir, "tokenizer.json"))
+    specials = [t.content for t in tk.get_added_tokens_decoder().values() if t.content in text]
+    if specials:  # the text holds special-token text: without the switch it would become special ids
+        report(f"the text holds {specials[:3]}: without encode_special_tokens they become special ids",
+               tk.encode(text, add_special_tokens=False).ids != want)
+    tk.encode_special_tokens = True
+    got = tk.encode(text, add_special_tokens=False).ids
+    report(f"tokenizers {__import__('tokenizers').__version__}: {len(text)} characters -> titan's {len(want)} "
+           "tokens", got == want, got)
+    at = AutoTokenizer.from_pretrained(a.hfdir)
+    got = at(text, add_special_tokens=False)["input_ids"]
+    report(f"AutoTokenizer ({type(at).__name__}, {len(at)} tokens): the same tokens", got == want, got)
+    got = at(text)["input_ids"]
+    report(f"AutoTokenizer with special tokens: bos {cfg['bos_token_id']} first, then the same",
+           got == [cfg["bos_token_id"]] + want, got[1:])
+    report("AutoTokenizer decodes titan's ids back to the text", at.decode(want) == text)
+    report(f"AutoTokenizer bos/eos ids {at.bos_token_id}/{at.eos_token_id} = config.json's",
+           (at.bos_token_id, at.eos_token_id) == (cfg["bos_token_id"], cfg["eos_token_id"]))
+    return 0 if ok else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -231,8 +281,12 @@ def main():
     c.add_argument("--titan-ckpt")
     c.add_argument("--far", action="append", choices=("no-rope-scaling", "interleaved"))
     c.add_argument("--far-min", type=float, default=0.1)
+    t = sub.add_parser("tokenize")
+    t.add_argument("hfdir")
+    t.add_argument("text")
+    t.add_argument("ids")
     a = ap.parse_args()
-    return make(a) if a.cmd == "make" else logits(a)
+    return {"make": make, "logits": logits, "tokenize": tokenize}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ int main(void) {
     size_t n = titan_llama_num_params(&mc);
     float *p = malloc(n * 4), *m = malloc(n * 4), *v = malloc(n * 4), *back = malloc(n * 4);
     for (size_t i = 0; i < n; i++) p[i] = (float)i * 1e-6f, m[i] = 1.0f, v[i] = 2.0f;
+    titan_tokenizer *byte;
+    CHECK(titan_tokenizer_open(&byte, "byte") == TITAN_OK);
     titan_async_saver *s;
     CHECK(titan_async_saver_create(&s, titan_backend_cpu(), n) == TITAN_OK);
     titan_train_progress pr = {.step = 1, .tokens_seen = 10, .loader = {.position = 5}};
@@ -40,11 +42,11 @@ int main(void) {
     char ck[128];
     snprintf(ck, sizeof ck, "%s/ckpt", root);
     double stall = -1;
-    CHECK(titan_async_save_start(s, ck, &mc, &view, &pr, "byte", 0, &stall) == TITAN_OK && stall >= 0);
+    CHECK(titan_async_save_start(s, ck, &mc, &view, &pr, byte, 0, &stall) == TITAN_OK && stall >= 0);
     /* Training moves on while the thread writes: the checkpoint must not see it. */
     for (size_t i = 0; i < n; i++) p[i] = -1.0f;
     pr.step = 2;
-    CHECK(titan_async_save_start(s, ck, &mc, &view, &pr, "byte", 0, &stall) == TITAN_OK); /* waits for step 1 */
+    CHECK(titan_async_save_start(s, ck, &mc, &view, &pr, byte, 0, &stall) == TITAN_OK); /* waits for step 1 */
     CHECK(titan_async_save_wait(s) == TITAN_OK);
     titan_train_progress got;
     char path[256];
@@ -63,14 +65,14 @@ int main(void) {
     if (f) fclose(f);
     snprintf(bad, sizeof bad, "%s/file/ckpt", root);
     pr.step = 3;
-    CHECK(titan_async_save_start(s, bad, &mc, &view, &pr, "byte", 0, &stall) == TITAN_OK);
+    CHECK(titan_async_save_start(s, bad, &mc, &view, &pr, byte, 0, &stall) == TITAN_OK);
     titan_status st = titan_async_save_wait(s);
     CHECK(st != TITAN_OK);
     CHECK(strstr(titan_error_message(), "checkpoint step 3 (written in the background)") != NULL);
     CHECK(strstr(titan_error_message(), "file/ckpt") != NULL);
     CHECK(titan_async_save_wait(s) == TITAN_OK); /* reported once */
     /* Through poll: the error comes out at a later step. */
-    CHECK(titan_async_save_start(s, bad, &mc, &view, &pr, "byte", 0, &stall) == TITAN_OK);
+    CHECK(titan_async_save_start(s, bad, &mc, &view, &pr, byte, 0, &stall) == TITAN_OK);
     st = TITAN_OK;
     for (int i = 0; i < 2000 && st == TITAN_OK; i++) {
         st = titan_async_save_poll(s);
@@ -81,6 +83,7 @@ int main(void) {
     }
     CHECK(st != TITAN_OK);
     titan_async_saver_free(s);
+    titan_tokenizer_free(byte);
     free(p), free(m), free(v), free(back);
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     if (failures) {

@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "interchange/gguf.h"
+#include "interchange/vocab_pieces.h"
 #include "core/fsutil.h"
 
 static char dir[64];
@@ -117,7 +118,7 @@ static void byte_unicode(void) {
         {0xa1, "\xc2\xa1"}, {0xff, "\xc3\xbf"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t n = titan_gguf_byte_unicode(&cases[i].b, 1, out);
+        size_t n = titan_vocab_byte_unicode(&cases[i].b, 1, out);
         CHECK(n == strlen(cases[i].s) && !strcmp(out, cases[i].s), "byte 0x%02x", cases[i].b);
     }
     /* The map is one-to-one: 256 distinct strings. */
@@ -125,7 +126,7 @@ static void byte_unicode(void) {
     int distinct = 1;
     for (int b = 0; b < 256; b++) {
         uint8_t x = (uint8_t)b;
-        titan_gguf_byte_unicode(&x, 1, all[b]);
+        titan_vocab_byte_unicode(&x, 1, all[b]);
         for (int a = 0; a < b; a++) distinct &= strcmp(all[a], all[b]) != 0;
     }
     CHECK(distinct);
@@ -137,10 +138,10 @@ static void byte_vocab(void) {
     if (!t) return;
     titan_gguf_writer *w;
     CHECK(titan_gguf_writer_new(&w) == TITAN_OK);
-    CHECK(titan_gguf_put_vocab(w, t, NULL, 257) == TITAN_ERR_FORMAT, "a model vocabulary smaller than the tokenizer's");
+    CHECK(titan_gguf_put_vocab(w, t, 257) == TITAN_ERR_FORMAT, "a model vocabulary smaller than the tokenizer's");
     titan_gguf_writer_free(w);
     CHECK(titan_gguf_writer_new(&w) == TITAN_OK);
-    CHECK(titan_gguf_put_vocab(w, t, NULL, 260) == TITAN_OK);
+    CHECK(titan_gguf_put_vocab(w, t, 260) == TITAN_OK);
     char path[128];
     snprintf(path, sizeof path, "%s/v.gguf", dir);
     CHECK(titan_gguf_begin(w, path) == TITAN_OK && titan_gguf_finish(w) == TITAN_OK);
