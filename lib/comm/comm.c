@@ -140,6 +140,24 @@ titan_status titan_comm_backend_resolve(titan_dist *d, titan_comm_backend want,
     return TITAN_OK;
 }
 
+/* Every world rank's hostname, gathered over c (of the world's size) into
+ * the flight recorder, in world rank order (ranks: each member's). */
+static titan_status flight_hosts(titan_comm *c, const int *ranks) {
+    enum { H = TITAN_FLIGHT_HOST_MAX };
+    char mine[H] = "";
+    gethostname(mine, H - 1);
+    char *all = titan_alloc((size_t)c->size * H, "hostnames"), *byw = all ? calloc((size_t)c->size, H) : NULL;
+    titan_status st = byw ? titan_comm_all_gather(c, mine, all, H / 4, TITAN_DTYPE_U32, NULL) : TITAN_ERR_NOMEM;
+    if (st == TITAN_OK) {
+        for (int r = 0; r < c->size; r++)
+            if (ranks[r] >= 0 && ranks[r] < c->size) memcpy(byw + (size_t)ranks[r] * H, all + (size_t)r * H, H);
+        titan_flight_hosts(byw, H, c->size);
+    }
+    titan_free(all);
+    free(byw);
+    return st;
+}
+
 titan_status comm_flight_register(titan_comm **out) {
     titan_comm *c = *out;
     if (!titan_flight_enabled()) return TITAN_OK;
@@ -147,6 +165,7 @@ titan_status comm_flight_register(titan_comm **out) {
     int *all = titan_alloc((size_t)c->size * sizeof(int), "world ranks");
     int mine = titan_flight_world_rank();
     titan_status st = all ? titan_comm_all_gather(c, &mine, all, 1, TITAN_DTYPE_U32, NULL) : TITAN_ERR_NOMEM;
+    if (st == TITAN_OK && titan_flight_wants_hosts(c->size)) st = flight_hosts(c, all);
     if (st != TITAN_OK) {
         titan_free(all);
         titan_comm_free(c);
