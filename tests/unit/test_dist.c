@@ -520,7 +520,8 @@ static void suite_bench(titan_dist *d, size_t chunk) {
                      : titan_comm_barrier(c, NULL)) == TITAN_OK);
         double t = (titan_now_s() - t0) / iters;
         if (me == 0)
-            printf("%-24s ranks %d  %8.1f us\n", k ? "all_reduce f32 x 1" : "barrier", nr, t * 1e6);
+            printf("%-4s %-24s ranks %d  %8.1f us\n", titan_comm_backend_of(c), k ? "all_reduce f32 x 1" : "barrier",
+                   nr, t * 1e6);
     }
     /* The flight recorder's cost (titan-train records by default): 1-element
      * all_reduces on a communicator it records and on one it does not, in
@@ -541,8 +542,8 @@ static void suite_bench(titan_dist *d, size_t chunk) {
             if (t < best[round % 2]) best[round % 2] = t;
         }
         if (me == 0)
-            printf("all_reduce f32 x 1       ranks %d  %8.1f us recorded (flight recorder), %.1f us not\n", nr,
-                   best[1] * 1e6, best[0] * 1e6);
+            printf("%-4s all_reduce f32 x 1       ranks %d  %8.1f us recorded (flight recorder), %.1f us not\n",
+                   titan_comm_backend_of(c), nr, best[1] * 1e6, best[0] * 1e6);
     }
     titan_comm_free(rec);
     titan_flight_disable();
@@ -562,8 +563,8 @@ static void suite_bench(titan_dist *d, size_t chunk) {
         titan_comm_barrier(c, NULL);
         double t = (titan_now_s() - t0) / iters, alg = (double)bytes / t / 1e9;
         if (me == 0)
-            printf("all_reduce f32  ranks %d  %5zu MB  %8.3f ms  algbw %6.2f GB/s  busbw %6.2f GB/s\n",
-                   nr, bytes >> 20, t * 1e3, alg, alg * 2.0 * (nr - 1) / nr);
+            printf("%-4s all_reduce f32  ranks %d  %5zu MB  %8.3f ms  algbw %6.2f GB/s  busbw %6.2f GB/s\n",
+                   titan_comm_backend_of(c), nr, bytes >> 20, t * 1e3, alg, alg * 2.0 * (nr - 1) / nr);
     }
     fflush(stdout);
     free(a);
