@@ -21,6 +21,9 @@
 # when it exits (they all die with the two holder processes it kills).
 #
 #   dist_2node.sh --host NAME   (internal) the holder process of host NAME
+#   dist_2node.sh --run RUN [FLAGS...]   no tests: titan-train RUN FLAGS on 4
+#       ranks across the two hosts, then exit with mpirun's status (77: the
+#       hosts cannot be made here); scripts/bench_dist.sh's two-host row
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$top/bin
@@ -28,12 +31,12 @@ bin=$top/bin
 # ---- inside a new namespace: become host $2, then hold it ------------------------------
 if [ "${1:-}" = --host ]; then
     # $2 name, $3 the shared test directory, $4 where the old /tmp is kept,
-    # $5 the source tree (its bin/ and configs/)
+    # $5 the source tree (its bin/ and configs/), $6 --run's RUN (or "")
     hostname "$2" || exit 1
     mount --bind /tmp "$4" || exit 1
     mount -t tmpfs -o size=64m,mode=1777 tmpfs /tmp || exit 1
     mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm || exit 1
-    for d in "$3" "$5"; do # what stays shared: the test directory, the tools
+    for d in "$3" "$5" ${6:+"$(dirname "$6")"}; do # what stays shared: the test directory, the tools, RUN
         case $d in /tmp/*) mkdir -p "$d" && mount --bind "$4/${d#/tmp/}" "$d" || exit 1 ;; esac
     done
     mount --bind "$3/hosts" /etc/hosts || exit 1
@@ -49,6 +52,8 @@ done
 [ -f "$top/build/lib/titan/libtitan-mpi.so" ] || skip "libtitan-mpi.so not built (needs mpicc: Debian libopenmpi-dev)"
 for t in titan-train titan-init titan-shard titan-trace; do [ -x "$bin/$t" ] || skip "$bin/$t not built (make)"; done
 
+run_only=""; [ "${1:-}" = --run ] && run_only=${2:?usage: dist_2node.sh --run RUN [FLAGS...]}
+case $run_only in ''|/*) ;; *) run_only=$PWD/$run_only ;; esac
 tmp=$(mktemp -d)
 keep=$(mktemp -d /var/tmp/titan-2node.XXXXXX)
 pid_a=""; pid_b=""; job=""
@@ -79,9 +84,9 @@ fail() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $1"; tail -n 30 "$tmp
 sub=$(( $$ % 200 + 20 ))
 net=10.213.$sub
 printf '127.0.0.1 localhost\n%s.1 titan-a\n%s.2 titan-b\n' $net $net > "$tmp/hosts"
-unshare --net --uts --mount --propagation private sh "$0" --host titan-a "$tmp" "$keep" "$top" 2>"$tmp/host-a" &
+unshare --net --uts --mount --propagation private sh "$0" --host titan-a "$tmp" "$keep" "$top" "$run_only" 2>"$tmp/host-a" &
 pid_a=$!
-unshare --net --uts --mount --propagation private sh "$0" --host titan-b "$tmp" "$keep" "$top" 2>"$tmp/host-b" &
+unshare --net --uts --mount --propagation private sh "$0" --host titan-b "$tmp" "$keep" "$top" "$run_only" 2>"$tmp/host-b" &
 pid_b=$!
 i=0; until [ -f "$tmp/ready-titan-a" ] && [ -f "$tmp/ready-titan-b" ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 [ -f "$tmp/ready-titan-a" ] && [ -f "$tmp/ready-titan-b" ] ||
@@ -102,20 +107,6 @@ for h in a b; do
 done
 echo "# hosts titan-a ($net.1, holder pid $pid_a) and titan-b ($net.2, pid $pid_b)"
 
-# The two share no memory: other hostnames, other /dev/shm (a file made in
-# one is absent from the other and from this machine's), one test directory.
-ha=$(on a hostname); hb=$(on b hostname)
-[ "$ha" = titan-a ] && [ "$hb" = titan-b ] && [ "$(hostname)" != titan-a ] &&
-    ok "the hosts have their own hostnames ($ha, $hb)" || fail "the hosts have their own hostnames ('$ha', '$hb')"
-mark=titan-2node-$$
-on a sh -c "echo a > /dev/shm/$mark && echo a > /tmp/$mark"
-if [ "$(on a cat /dev/shm/$mark 2>/dev/null)" = a ] && ! on b test -e /dev/shm/$mark && ! test -e /dev/shm/$mark &&
-    ! on b test -e /tmp/$mark && on b test -f "$tmp/hosts"; then
-    ok "no shared memory between the hosts: /dev/shm and /tmp are their own, the test directory is shared"
-else
-    fail "no shared memory between the hosts"
-fi
-
 # ---- mpirun across the hosts --------------------------------------------------------------
 # Open MPI's rsh agent, called as "AGENT HOST COMMAND...": enters HOST's namespaces.
 cat > "$tmp/agent" <<EOF
@@ -130,9 +121,32 @@ export OMPI_MCA_btl_tcp_if_include=$net.0/24 OMPI_MCA_oob_tcp_if_include=$net.0/
 export TITAN_NO_REEXEC=1 TITAN_COMM_TIMEOUT=20
 # mpirun4 RUN FLAGS...: 4 ranks, 2 on each host, started from titan-a
 mpirun4() {
-    timeout 180 nsenter -t "$pid_a" -n -u -m --wd="$PWD" -- mpirun --oversubscribe -H titan-a:2,titan-b:2 -n 4 \
-        -x TITAN_NO_REEXEC -x TITAN_COMM_TIMEOUT -x OPENBLAS_CORETYPE -x TITAN_TEST_STALL "$bin/titan-train" "$@"
+    xs=""
+    for v in TITAN_NO_REEXEC TITAN_COMM_TIMEOUT OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS OMP_NUM_THREADS; do
+        eval "[ -n \"\${$v+set}\" ]" && xs="$xs -x $v"
+    done
+    timeout "${TWO_HOST_TIMEOUT:-180}" nsenter -t "$pid_a" -n -u -m --wd="$PWD" -- mpirun --oversubscribe \
+        -H titan-a:2,titan-b:2 -n 4 $xs "$bin/titan-train" "$@"
 }
+if [ -n "$run_only" ]; then
+    shift 2
+    TWO_HOST_TIMEOUT=3600 mpirun4 "$run_only" "$@"
+    exit $?
+fi
+
+# The two share no memory: other hostnames, other /dev/shm (a file made in
+# one is absent from the other and from this machine's), one test directory.
+ha=$(on a hostname); hb=$(on b hostname)
+[ "$ha" = titan-a ] && [ "$hb" = titan-b ] && [ "$(hostname)" != titan-a ] &&
+    ok "the hosts have their own hostnames ($ha, $hb)" || fail "the hosts have their own hostnames ('$ha', '$hb')"
+mark=titan-2node-$$
+on a sh -c "echo a > /dev/shm/$mark && echo a > /tmp/$mark"
+if [ "$(on a cat /dev/shm/$mark 2>/dev/null)" = a ] && ! on b test -e /dev/shm/$mark && ! test -e /dev/shm/$mark &&
+    ! on b test -e /tmp/$mark && on b test -f "$tmp/hosts"; then
+    ok "no shared memory between the hosts: /dev/shm and /tmp are their own, the test directory is shared"
+else
+    fail "no shared memory between the hosts"
+fi
 
 cfg=$top/configs/debugmodel.toml
 TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
