@@ -140,32 +140,37 @@ titan_status titan_comm_backend_resolve(titan_dist *d, titan_comm_backend want,
     return TITAN_OK;
 }
 
-/* Every world rank's hostname, gathered over c (of the world's size) into
- * the flight recorder, in world rank order (ranks: each member's). */
-static titan_status flight_hosts(titan_comm *c, const int *ranks) {
-    enum { H = TITAN_FLIGHT_HOST_MAX };
-    char mine[H] = "";
-    gethostname(mine, H - 1);
-    char *all = titan_alloc((size_t)c->size * H, "hostnames"), *byw = all ? calloc((size_t)c->size, H) : NULL;
-    titan_status st = byw ? titan_comm_all_gather(c, mine, all, H / 4, TITAN_DTYPE_U32, NULL) : TITAN_ERR_NOMEM;
-    if (st == TITAN_OK) {
-        for (int r = 0; r < c->size; r++)
-            if (ranks[r] >= 0 && ranks[r] < c->size) memcpy(byw + (size_t)ranks[r] * H, all + (size_t)r * H, H);
-        titan_flight_hosts(byw, H, c->size);
-    }
-    titan_free(all);
-    free(byw);
-    return st;
-}
+/* What each member tells the others when a communicator is recorded. */
+typedef struct {
+    uint32_t world_rank;
+    char host[TITAN_FLIGHT_HOST_MAX - 4];
+} member_info;
 
 titan_status comm_flight_register(titan_comm **out) {
     titan_comm *c = *out;
     if (!titan_flight_enabled()) return TITAN_OK;
-    /* every member's world rank: the flight recorder's own rank */
-    int *all = titan_alloc((size_t)c->size * sizeof(int), "world ranks");
-    int mine = titan_flight_world_rank();
-    titan_status st = all ? titan_comm_all_gather(c, &mine, all, 1, TITAN_DTYPE_U32, NULL) : TITAN_ERR_NOMEM;
-    if (st == TITAN_OK && titan_flight_wants_hosts(c->size)) st = flight_hosts(c, all);
+    /* every member's world rank (the flight recorder's own rank) and host,
+     * in one gather (so that it stays collective #1) */
+    member_info *info = titan_alloc((size_t)c->size * sizeof *info, "member ranks");
+    int *all = info ? titan_alloc((size_t)c->size * sizeof(int), "world ranks") : NULL;
+    member_info mine;
+    memset(&mine, 0, sizeof mine);
+    mine.world_rank = (uint32_t)titan_flight_world_rank();
+    gethostname(mine.host, sizeof mine.host - 1);
+    titan_status st = all ? titan_comm_all_gather(c, &mine, info, sizeof mine / 4, TITAN_DTYPE_U32, NULL)
+                          : TITAN_ERR_NOMEM;
+    if (st == TITAN_OK) {
+        for (int r = 0; r < c->size; r++) all[r] = (int)info[r].world_rank;
+        if (titan_flight_wants_hosts(c->size)) {
+            /* by world rank: a world communicator's members are all of them */
+            char (*hosts)[TITAN_FLIGHT_HOST_MAX] = calloc((size_t)c->size, sizeof *hosts);
+            for (int r = 0; hosts && r < c->size; r++)
+                if (all[r] >= 0 && all[r] < c->size) memcpy(hosts[all[r]], info[r].host, sizeof info[r].host);
+            if (hosts) titan_flight_hosts(hosts[0], sizeof hosts[0], c->size);
+            free(hosts);
+        }
+    }
+    titan_free(info);
     if (st != TITAN_OK) {
         titan_free(all);
         titan_comm_free(c);
