@@ -41,7 +41,8 @@ PMIX_CFLAGS := $(shell pkg-config --cflags pmix 2>/dev/null)
 PMIX_LIBS   := $(shell pkg-config --libs pmix 2>/dev/null || { [ -f /usr/include/pmix.h ] && echo -lpmix; })
 build/obj/lib/comm/bootstrap_pmix.o: ALL_CFLAGS += $(PMIX_CFLAGS)
 
-LIB_SRC  := $(shell find lib -name '*.c' | sort)
+# lib/comm/mpi/ is libtitan-mpi.so's (below), not libtitan.a's.
+LIB_SRC  := $(shell find lib -name '*.c' -not -path 'lib/comm/mpi/*' | sort)
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
@@ -120,8 +121,25 @@ endif
 # tests/durability/check_sync.py (tests/cli/durability.sh).
 SYNC_TRACE = build/tests/sync_trace.so
 
+# The mpi communicator's MPI calls: a shared library of their own, built
+# only where mpicc exists (Debian: libopenmpi-dev) and dlopen'ed by
+# lib/comm/comm_mpi.c when a job asks for mpi, so that no tool needs an MPI
+# runtime to start. Found like libtitan-cuda.so: beside the tool, or
+# ../lib/titan/ from it (build/tests/*), or TITAN_MPI_LIB.
+MPICC   ?= mpicc
+MPI_SO   = build/lib/titan/libtitan-mpi.so
+MPI_OUT := $(if $(shell command -v $(MPICC) 2>/dev/null),$(MPI_SO) bin/libtitan-mpi.so)
+
 all: $(TOOLS) $(TESTS) $(SYNC_TRACE) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_SO) $(EMU_SELF_TEST) \
-     $(EMU_CUDNN_TEST) $(VMM_MOCK_TEST)
+     $(EMU_CUDNN_TEST) $(VMM_MOCK_TEST) $(MPI_OUT)
+
+$(MPI_SO): lib/comm/mpi/libtitan_mpi.c lib/comm/comm_mpi_api.h build/FLAGS
+	@mkdir -p $(dir $@)
+	$(MPICC) -std=gnu11 $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -shared -Ilib -o $@ $<
+
+bin/libtitan-mpi.so: $(MPI_SO)
+	@mkdir -p bin
+	cp $< $@
 
 # Objects are rebuilt when the compilers or their flags change (make OPT=-O0,
 # CFLAGS=..., another CC), so a build never mixes objects of two settings:
@@ -282,6 +300,8 @@ install: $(TOOLS)
 	for f in man/*.7; do cp $$f $(DESTDIR)$(PREFIX)/share/man/man7/; done
 	if [ -f $(CUDA_SO) ]; then mkdir -p $(DESTDIR)$(PREFIX)/lib/titan && \
 	    cp $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/titan/; fi
+	if [ -f $(MPI_SO) ]; then mkdir -p $(DESTDIR)$(PREFIX)/lib/titan && \
+	    cp $(MPI_SO) $(DESTDIR)$(PREFIX)/lib/titan/; fi
 
 clean:
 	rm -rf build bin

@@ -2,7 +2,8 @@
 # bench_dist.sh - multi-process training: titan-train --nproc N beside PyTorch
 # (scripts/torch_dist_bench.py, gloo) in the same run, same debugmodel, same
 # global batch (BENCH_DIST_GLOBAL sequences of BENCH_DIST_SEQ_LEN tokens split
-# over the ranks), same steps. Layouts: FSDP 2, FSDP 4, DDP 2, and titan's
+# over the ranks), same steps. Layouts: FSDP 2, FSDP 4 (on one host, and on
+# two namespaced hosts over mpi: a titan row only), DDP 2, and titan's
 # tensor parallel 2, pipeline parallel 2 and context parallel 2 (no PyTorch
 # rows; their references are the other 2-rank rows of the same run). PyTorch
 # is build/venv's (scripts/bench_env.sh; BENCH_PYTHON for another). Its FSDP
@@ -200,6 +201,41 @@ for n, kind in ((2, "fsdp"), (4, "fsdp"), (2, "ddp")):
         rows.append(("titan DDP %d" % n, n, t, 4 * P, act_titan(b)))
         rows.append(("torch DDP %d" % n, n, r, 4 * P, act_torch(b)))
 
+# FSDP 4 again, its 4 ranks on two hosts (2 each) made as namespaces of this
+# machine (tests/cli/dist_2node.sh --run: own network, hostname, /tmp and
+# /dev/shm, a veth pair between them), mpirun across them: the mpi
+# communicator over TCP on veth loopback, beside the one-host shm row above,
+# same job, same cores. Needs root; the row says so when it cannot run.
+def titan_two_hosts(name, layout):
+    run = os.path.abspath(os.path.join(out, name))
+    subprocess.run(["bin/titan-init", "-q", "--force", "configs/debugmodel.toml", run,
+                    "--training.dataset_path=" + os.path.abspath(os.path.join(out, "data")),
+                    "--training.seq_len=%d" % T, "--training.local_batch_size=%d" % (G // 4),
+                    "--training.global_batch_size=%d" % G, "--training.steps=%d" % steps,
+                    "--training.threads=%d" % threads(4), "--checkpoint.enable=false",
+                    "--metrics.log_freq=1", "--metrics.peak_flops=1e11"], check=True)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads(4)), OMP_NUM_THREADS=str(threads(4)))
+    print("bench_dist: titan %s ..." % name, file=sys.stderr, flush=True)
+    p = subprocess.run(["sh", "tests/cli/dist_2node.sh", "--run", run, "-q"] + layout, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        print("bench_dist: two hosts: skipped (status %d): %s" % (p.returncode, p.stderr.strip()[-300:]),
+              file=sys.stderr)
+        return None
+    m = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl")) if l.strip()]
+    timed = m[warmup:]
+    comm = None
+    if timed and all("comm_exposed_s" in s and "comm_total_s" in s for s in timed):
+        comm = (sum(s["comm_exposed_s"] for s in timed) / len(timed),
+                sum(s["comm_total_s"] for s in timed) / len(timed))
+    return dict(tps=G * T * len(timed) / sum(s["step_time_s"] for s in timed), comm=comm,
+                rss=[max(s["peak_rss_bytes"] for s in m)], loss=m[-1]["loss"])
+
+
+t2 = titan_two_hosts("fsdp4_2hosts", fsdp(4))
+if t2:
+    rows.append(("titan FSDP 4, 2 hosts", 4, t2, 4 * P / 4 + 5 * unit, act_titan(G // 4)))
+
 # Tensor parallel 2: each rank holds half of every matrix and the whole
 # batch; the same 2 cores as the 2-rank rows above.
 t = titan("tp2", 2, ["--parallelism.tensor_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"], dp=1)
@@ -234,7 +270,7 @@ print("%d cores; threads per rank = max(1, cores / ranks): %s (titan --training.
 print("load average at the end: %s (the cores are shared with other work)"
       % " ".join(open("/proc/loadavg").read().split()[:3]))
 print()
-print("%-20s %5s %9s %9s %9s %8s %10s %10s %10s %8s" % (
+print("%-22s %5s %9s %9s %9s %8s %10s %10s %10s %8s" % (
     "implementation", "ranks", "tokens/s", "exposed s", "comm s", "exposed", "RSS MB max",
     "analytic", "state+act", "loss"))
 for name, n, d, state, act in rows:
@@ -243,7 +279,7 @@ for name, n, d, state, act in rows:
         comm = "%9.3f %9.3f %7.0f%%" % (e, tot, 100 * min(1.0, e / tot) if tot > 0 else 0)
     else:
         comm = "%9s %9s %8s" % ("n/a", "n/a", "n/a")
-    print("%-20s %5d %9.1f %s %10.1f %10.1f %10s %8.4f" % (
+    print("%-22s %5d %9.1f %s %10.1f %10.1f %10s %8.4f" % (
         name, n, d["tps"], comm, max(d["rss"]) / MB, (state + act) / MB,
         "%.0f+%.0f" % (state / MB, act / MB), d["loss"]))
 print()
@@ -252,8 +288,12 @@ for name, n, d, state, act in rows:
     extra = ""
     if "rss0_metrics" in d:
         extra = "   (rank 0 in metrics.jsonl: %.1f)" % (d["rss0_metrics"] / MB)
-    print("  %-20s %s%s" % (name, " ".join("%7.1f" % (x / MB) for x in d["rss"]), extra))
+    print("  %-22s %s%s" % (name, " ".join("%7.1f" % (x / MB) for x in d["rss"]), extra))
 print()
+print("titan FSDP 4, 2 hosts: the FSDP 4 job with 2 ranks on each of two hosts made as Linux")
+print("  namespaces of this machine (own network, hostname, /tmp, /dev/shm; a veth pair), started")
+print("  by mpirun across them: mpi communicators, TCP over veth loopback (the same cores as the")
+print("  one-host shm row); its RSS is rank 0's from metrics.jsonl.")
 print("exposed: communication time per step not hidden behind compute, over its total.")
 print("  titan: comm_exposed_s / comm_total_s from metrics.jsonl (rank 0), n/a when absent.")
 print("  torch: DDP comm hook: buckets in flight = total; after the last bucket is issued")

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/mem.h"
@@ -74,17 +75,102 @@ titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan
     if (chunk < 4096 || chunk > ((size_t)1 << 30))
         return titan_error(TITAN_ERR_USAGE, "comm %s: chunk_bytes %zu: want 4 KiB..1 GiB", name,
                            chunk);
-    TITAN_TRY(comm_shm_init_world(d, name, timeout, chunk, out));
+    titan_comm_backend be = opt ? opt->backend : TITAN_COMM_BACKEND_AUTO;
+    if (be == TITAN_COMM_BACKEND_AUTO) TITAN_TRY(titan_comm_backend_choice(be, &be));
+    TITAN_TRY(titan_comm_backend_resolve(d, be, &be));
+    if (be == TITAN_COMM_BACKEND_NCCL)
+        return titan_error(TITAN_ERR_USAGE, "comm %s: nccl communicators take a GPU: "
+                           "titan_comm_init_nccl", name);
+    if (be == TITAN_COMM_BACKEND_MPI)
+        TITAN_TRY(comm_mpi_init_world(d, name, timeout, chunk, out));
+    else
+        TITAN_TRY(comm_shm_init_world(d, name, timeout, chunk, out));
     return comm_flight_register(out);
 }
+
+static const char *const BACKEND_NAMES[] = {"auto", "shm", "mpi", "nccl"};
+
+const char *titan_comm_backend_name(titan_comm_backend b) {
+    return (unsigned)b < 4 ? BACKEND_NAMES[b] : "?";
+}
+
+const char *titan_comm_backend_of(const titan_comm *c) { return c->be->name; }
+
+titan_status titan_comm_backend_choice(titan_comm_backend configured, titan_comm_backend *out) {
+    const char *env = getenv("TITAN_COMM");
+    *out = configured;
+    if (!env || !*env) return TITAN_OK;
+    for (int b = 0; b < 4; b++)
+        if (strcmp(env, BACKEND_NAMES[b]) == 0) {
+            *out = (titan_comm_backend)b;
+            return TITAN_OK;
+        }
+    return titan_error(TITAN_ERR_USAGE, "TITAN_COMM=%s: want auto, shm, mpi or nccl", env);
+}
+
+/* 1 when every rank of d has this rank's hostname (collective: a fence). */
+static titan_status one_host(titan_dist *d, int *yes) {
+    static unsigned calls; /* per process; the same count on every rank */
+    char key[64], host[256] = "", other[256];
+    gethostname(host, sizeof host - 1);
+    snprintf(key, sizeof key, "titan.hosts%u", calls++);
+    TITAN_TRY(titan_dist_put(d, key, host, strlen(host) + 1));
+    TITAN_TRY(titan_dist_commit(d));
+    TITAN_TRY(titan_dist_fence(d));
+    *yes = 1;
+    for (int r = 0; r < titan_dist_world_size(d) && *yes; r++) {
+        size_t n = 0;
+        TITAN_TRY(titan_dist_get(d, r, key, other, sizeof other - 1, &n));
+        other[n < sizeof other ? n : sizeof other - 1] = '\0';
+        *yes = strcmp(other, host) == 0;
+    }
+    return TITAN_OK;
+}
+
+titan_status titan_comm_backend_resolve(titan_dist *d, titan_comm_backend want,
+                                        titan_comm_backend *out) {
+    *out = want;
+    if (want != TITAN_COMM_BACKEND_AUTO) return TITAN_OK;
+    *out = TITAN_COMM_BACKEND_SHM;
+    /* A local launch forks on this host; a PMIx one may span several. */
+    if (titan_dist_kind_of(d) != TITAN_DIST_PMIX || titan_dist_world_size(d) < 2) return TITAN_OK;
+    int yes = 1;
+    TITAN_TRY(one_host(d, &yes));
+    if (!yes) *out = TITAN_COMM_BACKEND_MPI;
+    return TITAN_OK;
+}
+
+/* What each member tells the others when a communicator is recorded. */
+typedef struct {
+    uint32_t world_rank;
+    char host[TITAN_FLIGHT_HOST_MAX - 4];
+} member_info;
 
 titan_status comm_flight_register(titan_comm **out) {
     titan_comm *c = *out;
     if (!titan_flight_enabled()) return TITAN_OK;
-    /* every member's world rank: the flight recorder's own rank */
-    int *all = titan_alloc((size_t)c->size * sizeof(int), "world ranks");
-    int mine = titan_flight_world_rank();
-    titan_status st = all ? titan_comm_all_gather(c, &mine, all, 1, TITAN_DTYPE_U32, NULL) : TITAN_ERR_NOMEM;
+    /* every member's world rank (the flight recorder's own rank) and host,
+     * in one gather (so that it stays collective #1) */
+    member_info *info = titan_alloc((size_t)c->size * sizeof *info, "member ranks");
+    int *all = info ? titan_alloc((size_t)c->size * sizeof(int), "world ranks") : NULL;
+    member_info mine;
+    memset(&mine, 0, sizeof mine);
+    mine.world_rank = (uint32_t)titan_flight_world_rank();
+    gethostname(mine.host, sizeof mine.host - 1);
+    titan_status st = all ? titan_comm_all_gather(c, &mine, info, sizeof mine / 4, TITAN_DTYPE_U32, NULL)
+                          : TITAN_ERR_NOMEM;
+    if (st == TITAN_OK) {
+        for (int r = 0; r < c->size; r++) all[r] = (int)info[r].world_rank;
+        if (titan_flight_wants_hosts(c->size)) {
+            /* by world rank: a world communicator's members are all of them */
+            char (*hosts)[TITAN_FLIGHT_HOST_MAX] = calloc((size_t)c->size, sizeof *hosts);
+            for (int r = 0; hosts && r < c->size; r++)
+                if (all[r] >= 0 && all[r] < c->size) memcpy(hosts[all[r]], info[r].host, sizeof info[r].host);
+            if (hosts) titan_flight_hosts(hosts[0], sizeof hosts[0], c->size);
+            free(hosts);
+        }
+    }
+    titan_free(info);
     if (st != TITAN_OK) {
         titan_free(all);
         titan_comm_free(c);

@@ -3,6 +3,18 @@
  *
  * Backends (a table each, comm_impl.h); this interface is what callers see:
  *   shm   shared memory (comm_shm.c), ranks on one host, host buffers
+ *   mpi   MPI point-to-point messages (comm_mpi.c, through libtitan-mpi.so:
+ *         comm_mpi_api.h), ranks on any hosts, host buffers; the ranks must
+ *         have been started by an MPI launcher that serves PMIx (mpirun,
+ *         srun --mpi=pmix), which also takes the job down when a rank
+ *         dies. It keeps every promise below, with these differences: a
+ *         dead rank is seen by the launcher, not here (the peers wait
+ *         until the launcher stops them or their timeout); a timeout names
+ *         the missing ranks and the last operation each began, not how
+ *         many it completed; collectives are linear (every rank exchanges
+ *         with every other directly: fine for tens of ranks, not
+ *         thousands) and each begins with an exchange of the calls'
+ *         signatures (a round trip of latency) that detects mismatches.
  *   nccl  NCCL on GPUs (comm_nccl.c, titan_comm_init_nccl): buffers are
  *         device pointers of the communicator's GPU, or host memory staged
  *         through the communicator's device scratch buffers (meant for
@@ -93,16 +105,41 @@ typedef enum {
 typedef struct titan_comm titan_comm;
 typedef struct titan_comm_req titan_comm_req;
 
+typedef enum {
+    TITAN_COMM_BACKEND_AUTO = 0, /* shm when every rank is on one host, else mpi */
+    TITAN_COMM_BACKEND_SHM,
+    TITAN_COMM_BACKEND_MPI,
+    TITAN_COMM_BACKEND_NCCL,
+} titan_comm_backend;
+
 typedef struct {
     double timeout_s;    /* per operation; <= 0: TITAN_COMM_TIMEOUT, else 300 */
-    size_t chunk_bytes;  /* shm: bytes a rank stages per pipeline step; 0: 1 MiB */
+    size_t chunk_bytes;  /* shm: bytes a rank stages per pipeline step; mpi: elements
+                          * of this many bytes a reduction takes per round; 0: 1 MiB */
     const char *name;    /* for messages; NULL: "world" */
+    /* titan_comm_init's backend (not nccl: titan_comm_init_nccl); auto:
+     * $TITAN_COMM when it names shm or mpi, else titan_comm_backend_resolve */
+    titan_comm_backend backend;
 } titan_comm_options;
 
 /* Collective over all ranks of d: the world communicator. opt may be NULL.
  * Creating communicators (init, split) is collective: call from one thread,
  * in the same order on every rank. */
 titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan_comm **out);
+
+/* "auto", "shm", "mpi", "nccl" */
+const char *titan_comm_backend_name(titan_comm_backend b);
+/* The backend TITAN_COMM names ("auto", "shm", "mpi" or "nccl"), else
+ * `configured` when it is unset or empty; another word is TITAN_ERR_USAGE. */
+titan_status titan_comm_backend_choice(titan_comm_backend configured, titan_comm_backend *out);
+/* What auto means without NCCL: shm when every rank of d runs on one host
+ * (the same hostname: a local launch always does), else mpi. Collective
+ * (one bootstrap fence) for a PMIx job of several ranks. Another want is
+ * returned as it is. */
+titan_status titan_comm_backend_resolve(titan_dist *d, titan_comm_backend want,
+                                        titan_comm_backend *out);
+/* The backend c runs on: "shm", "mpi" or "nccl". */
+const char *titan_comm_backend_of(const titan_comm *c);
 
 /* The same over NCCL (see above): GPU `device` (< 0: the dist's local
  * rank), a unique id from rank 0 through the bootstrap, a non-blocking

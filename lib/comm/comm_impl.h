@@ -89,5 +89,15 @@ titan_status comm_flight_register(titan_comm **c);
 /* comm_shm.c: the world communicator over shared memory. */
 titan_status comm_shm_init_world(titan_dist *d, const char *name, double timeout_s,
                                  size_t chunk_bytes, titan_comm **out);
+/* comm_mpi.c: the world communicator over MPI. */
+titan_status comm_mpi_init_world(titan_dist *d, const char *name, double timeout_s,
+                                 size_t chunk_bytes, titan_comm **out);
+
+/* comm_reduce.c: out1[i] (and out2[i] when not NULL) = src[0][i] + ... +
+ * src[n-1][i] in that order in f32 (bf16 widened, the sum rounded once),
+ * / n for avg; m elements of dt (f32 or bf16). out1 and out2 may each be
+ * one of the sources. */
+void comm_reduce_ranks(const unsigned char *const *src, int n, size_t m, titan_dtype dt, int avg,
+                       void *out1, void *out2);
 
 #endif

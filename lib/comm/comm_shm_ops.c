@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define RBLK 1024 /* elements reduced per block: an accumulator that stays in L1 */
-
 static size_t piece(size_t total, size_t start, size_t p) {
     return start >= total ? 0 : total - start < p ? total - start : p;
 }
@@ -145,63 +143,6 @@ static void step_end(coll *k, int half) {
     s->steps++;
 }
 
-/* ---- reduction in rank order --------------------------------------------------------- */
-
-static inline float bf16_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* The same rounding as titan_f32_to_bf16 (tensor/dtype.c), inlined for speed. */
-static inline uint16_t f32_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-/* out1[i] (and out2[i]) = src[0][i] + src[1][i] + ... + src[n-1][i], in that
- * order in f32, then / n for avg. out1 and out2 may each be one of the
- * sources: a block is read whole before it is written. */
-static void reduce(const unsigned char *const *src, int n, size_t m, titan_dtype dt, int avg,
-                   void *out1, void *out2) {
-    float acc[RBLK];
-    float fn = (float)n;
-    for (size_t i0 = 0; i0 < m; i0 += RBLK) {
-        size_t b = m - i0 < RBLK ? m - i0 : RBLK;
-        if (dt == TITAN_DTYPE_F32) {
-            const float *p0 = (const float *)src[0] + i0;
-            for (size_t i = 0; i < b; i++) acc[i] = p0[i];
-            for (int j = 1; j < n; j++) {
-                const float *pj = (const float *)src[j] + i0;
-                for (size_t i = 0; i < b; i++) acc[i] += pj[i];
-            }
-            if (avg)
-                for (size_t i = 0; i < b; i++) acc[i] /= fn;
-            memcpy((float *)out1 + i0, acc, b * 4);
-            if (out2) memcpy((float *)out2 + i0, acc, b * 4);
-        } else {
-            const uint16_t *p0 = (const uint16_t *)src[0] + i0;
-            for (size_t i = 0; i < b; i++) acc[i] = bf16_f32(p0[i]);
-            for (int j = 1; j < n; j++) {
-                const uint16_t *pj = (const uint16_t *)src[j] + i0;
-                for (size_t i = 0; i < b; i++) acc[i] += bf16_f32(pj[i]);
-            }
-            if (avg)
-                for (size_t i = 0; i < b; i++) acc[i] /= fn;
-            uint16_t *o1 = (uint16_t *)out1 + i0, *o2 = out2 ? (uint16_t *)out2 + i0 : NULL;
-            for (size_t i = 0; i < b; i++) {
-                uint16_t h = f32_bf16(acc[i]);
-                o1[i] = h;
-                if (o2) o2[i] = h;
-            }
-        }
-    }
-}
-
 /* ---- the collectives ------------------------------------------------------------------- */
 
 /* Rank q's part of an all_reduce of count elements: balanced, in rank order. */
@@ -236,7 +177,7 @@ static titan_status all_reduce(coll *k) {
         TITAN_TRY(sync_all(k));
         for (int j = 0; j < n; j++) src[j] = shm_slot(s, j, h) + (size_t)me * p * es;
         src[me] = send + (part_off(count, n, me) + start) * es;
-        reduce(src, n, piece(part_len(count, n, me), start, p), op->dtype, avg,
+        comm_reduce_ranks(src, n, piece(part_len(count, n, me), start, p), op->dtype, avg,
                recv + (part_off(count, n, me) + start) * es, mine + (size_t)me * p * es);
         TITAN_TRY(sync_all(k));
         for (int q = 0; q < n; q++)
@@ -282,7 +223,7 @@ static titan_status reduce_scatter(coll *k) {
         TITAN_TRY(sync_all(k));
         for (int j = 0; j < n; j++) src[j] = shm_slot(s, j, h) + (size_t)me * p * es;
         src[me] = send + (off[me] + start) * es;
-        reduce(src, n, piece(op->counts[me], start, p), op->dtype, op->redop == TITAN_COMM_AVG,
+        comm_reduce_ranks(src, n, piece(op->counts[me], start, p), op->dtype, op->redop == TITAN_COMM_AVG,
                recv + start * es, NULL);
         step_end(k, h);
     }

@@ -60,6 +60,7 @@ static struct {
     const char *phase;
     comm_info *comms;
     int ncomms;
+    char (*hosts)[TITAN_FLIGHT_HOST_MAX]; /* [world_size], or NULL */
     /* the signal watcher */
     int pipe_fd[2];
     int watching;
@@ -174,6 +175,25 @@ int titan_flight_comm(const char *name, int rank, int size, const int *world_ran
     return id;
 }
 
+int titan_flight_wants_hosts(int size) {
+    pthread_mutex_lock(&fr.mu);
+    int yes = fr.on && !fr.hosts && size == fr.world_size;
+    pthread_mutex_unlock(&fr.mu);
+    return yes;
+}
+
+void titan_flight_hosts(const char *hosts, size_t stride, int n) {
+    pthread_mutex_lock(&fr.mu);
+    if (fr.on && !fr.hosts && n == fr.world_size && (fr.hosts = calloc((size_t)n, sizeof *fr.hosts)))
+        for (int r = 0; r < n; r++) {
+            size_t k = strnlen(hosts + (size_t)r * stride, stride);
+            if (k >= TITAN_FLIGHT_HOST_MAX) k = TITAN_FLIGHT_HOST_MAX - 1;
+            memcpy(fr.hosts[r], hosts + (size_t)r * stride, k);
+            utf8_trim(fr.hosts[r]);
+        }
+    pthread_mutex_unlock(&fr.mu);
+}
+
 /* The entry of id, if the ring still holds it (called under the lock). */
 static entry *find(uint64_t id) {
     if (!fr.on || id == 0) return NULL;
@@ -277,6 +297,11 @@ static char *dump_text(const char *reason) {
     if (fr.failure[0]) set(root, "failure", jstr(fr.failure));
     set(root, "capacity", json_integer((json_int_t)fr.cap));
     set(root, "recorded", json_integer((json_int_t)(fr.next_id - 1)));
+    if (fr.hosts) {
+        json_t *h = json_array();
+        for (int r = 0; r < fr.world_size; r++) json_array_append_new(h, jstr(fr.hosts[r]));
+        set(root, "hosts", h);
+    }
     json_t *comms = json_array();
     for (int i = 0; i < fr.ncomms; i++) {
         const comm_info *ci = &fr.comms[i];
@@ -425,6 +450,8 @@ void titan_flight_disable(void) {
     fr.ring = NULL;
     for (int i = 0; i < fr.ncomms; i++) free(fr.comms[i].world_ranks);
     free(fr.comms);
+    free(fr.hosts);
+    fr.hosts = NULL;
     fr.comms = NULL;
     fr.ncomms = 0;
     pthread_mutex_unlock(&fr.mu);

@@ -24,6 +24,7 @@
 #include "core/error.h"
 
 #define TITAN_FLIGHT_FORMAT "titan-flight-1"
+#define TITAN_FLIGHT_HOST_MAX 64 /* bytes of a hostname a dump keeps, with the NUL */
 
 /* An entry's state, as the dump spells it (titan_flight_state_name). */
 enum { TITAN_FLIGHT_QUEUED, TITAN_FLIGHT_RUNNING, TITAN_FLIGHT_DONE, TITAN_FLIGHT_FAILED };
@@ -80,6 +81,14 @@ typedef struct {
 /* Registers a communicator (its members' world ranks, in its rank order;
  * NULL when unknown); returns its id for titan_flight_op, -1 when off. */
 int titan_flight_comm(const char *name, int rank, int size, const int *world_ranks);
+/* 1 when the recorder wants the world's hostnames from a communicator of
+ * `size` ranks (on, none recorded yet, size = the world's): the same
+ * answer on every rank that registers the same communicators. */
+int titan_flight_wants_hosts(int size);
+/* The hostname of each world rank, n NUL-padded names `stride` bytes
+ * apart: a dump then lists them ("hosts"), so that titan-trace names the
+ * host of a rank that left no dump of its own. */
+void titan_flight_hosts(const char *hosts, size_t stride, int n);
 /* An operation was called: its entry, to mark started and ended (0 when off). */
 uint64_t titan_flight_queued(const titan_flight_op *op);
 void titan_flight_started(uint64_t entry);

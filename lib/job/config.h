@@ -33,6 +33,8 @@ typedef enum {
 typedef enum { TITAN_JOB_RESHARD_DEFAULT, TITAN_JOB_RESHARD_ALWAYS, TITAN_JOB_RESHARD_NEVER } titan_job_reshard;
 typedef enum { TITAN_JOB_ASYNC_DISABLED, TITAN_JOB_ASYNC, TITAN_JOB_ASYNC_PINNED_MEM } titan_job_async;
 typedef enum { TITAN_JOB_AC_NONE, TITAN_JOB_AC_FULL, TITAN_JOB_AC_SELECTIVE } titan_job_ac;
+/* comm.backend, in titan_comm_backend's order (comm/comm.h) */
+typedef enum { TITAN_JOB_COMM_AUTO, TITAN_JOB_COMM_SHM, TITAN_JOB_COMM_MPI, TITAN_JOB_COMM_NCCL } titan_job_comm;
 
 typedef struct {
     /* [job] */
@@ -133,6 +135,8 @@ typedef struct {
     double comm_train_timeout_seconds;       /* 0 = TITAN_COMM_TIMEOUT or 300 */
     int comm_trace_buf_size;                 /* flight recorder entries; 0 = off */
     char comm_save_traces_folder[TITAN_STR]; /* relative to the run directory */
+    char comm_backend[TITAN_STR];            /* auto, shm, mpi, nccl */
+    titan_job_comm comm_backend_kind;        /* backend */
 
     /* [activation_checkpoint] */
     char activation_checkpoint_mode[TITAN_STR]; /* none, full, selective */

@@ -188,6 +188,10 @@ const key_def titan_job_keys[] = {
     STR("comm", "save_traces_folder", comm_save_traces_folder, "comm_traces", NULL, F_NONEMPTY,
         "where the flight recorder's dumps go, relative to the run directory: FOLDER/rank-R.json "
         "(titan-trace hang reads them)"),
+    ENUM("comm", "backend", comm_backend, comm_backend_kind, "auto", "auto,shm,mpi,nccl",
+         "the communicators of a job of several ranks: auto (nccl on GPUs with NCCL, else shm when every "
+         "rank runs on one host, else mpi); shm (shared memory, one host); mpi (libtitan-mpi.so, ranks "
+         "started by mpirun or srun --mpi=pmix, any hosts); nccl (GPUs); $TITAN_COMM overrides it"),
 
     ENUM("activation_checkpoint", "mode", activation_checkpoint_mode, activation_checkpoint_kind, "none",
          "none,full,selective",

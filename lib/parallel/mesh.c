@@ -58,6 +58,7 @@ titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
     m->rank = titan_dist_rank(m->dist);
     m->world = titan_dist_world_size(m->dist);
     m->comm_timeout_s = cfg->comm_train_timeout_seconds;
+    TITAN_TRY(titan_comm_backend_choice((titan_comm_backend)cfg->comm_backend_kind, &m->comm_backend));
     if (m->rank != 0) {
         static char prog[64];
         snprintf(prog, sizeof prog, "%s[rank %d]", titan_log_prog(), m->rank);
@@ -97,8 +98,18 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
     if (m->world == 1) return TITAN_OK;
     titan_layout_coord c;
     titan_layout_coord_of(&m->layout, m->rank, &c);
-    titan_comm_options o = {.timeout_s = m->comm_timeout_s, .chunk_bytes = 0, .name = "world"};
-    if (nccl)
+    titan_comm_backend be = m->comm_backend;
+    if (be == TITAN_COMM_BACKEND_AUTO && nccl) be = TITAN_COMM_BACKEND_NCCL;
+    if (be == TITAN_COMM_BACKEND_NCCL && !nccl) {
+        titan_error(TITAN_ERR_USAGE, "comm.backend = nccl: this rank's device runs no NCCL");
+        titan_error_hint("NCCL takes training.device = cuda, one GPU per rank and a libtitan-cuda.so "
+                         "built with NCCL; comm.backend = auto picks shm or mpi otherwise");
+        return TITAN_ERR_USAGE;
+    }
+    TITAN_TRY(titan_comm_backend_resolve(m->dist, be, &be));
+    titan_comm_options o = {.timeout_s = m->comm_timeout_s, .chunk_bytes = 0, .name = "world",
+                            .backend = be};
+    if (be == TITAN_COMM_BACKEND_NCCL)
         TITAN_TRY(titan_comm_init_nccl(m->dist, -1, &o, &m->world_comm));
     else
         TITAN_TRY(titan_comm_init(m->dist, &o, &m->world_comm));
@@ -140,7 +151,8 @@ titan_status titan_mesh_connect(titan_mesh *m, int nccl) {
         titan_comm_free(pb);
     }
     titan_info("%d ranks (%s launch, %s communicators), layout %s", m->world,
-               titan_dist_kind_name(titan_dist_kind_of(m->dist)), nccl ? "nccl" : "shared-memory", m->layout_str);
+               titan_dist_kind_name(titan_dist_kind_of(m->dist)),
+               be == TITAN_COMM_BACKEND_SHM ? "shared-memory" : titan_comm_backend_name(be), m->layout_str);
     return st;
 }
 

@@ -14,9 +14,11 @@
  * (differing in cp only: the model's context-parallel group) and pp
  * (differing in pp only: the pipeline's stages, two communicators over
  * the same ranks, one for each direction); NULL when that group is one
- * rank. On
- * cuda with NCCL they are nccl communicators, which move device buffers
- * (FSDP's) and host ones (loss sums, checkpoint messages) alike. */
+ * rank. Their backend is comm.backend's (TITAN_COMM overrides it); auto:
+ * on cuda with NCCL nccl communicators, which move device buffers (FSDP's)
+ * and host ones (loss sums, checkpoint messages) alike; else shared memory
+ * when every rank runs on one host, else mpi (ranks on several hosts,
+ * started by mpirun or srun --mpi=pmix). */
 #ifndef TITAN_PARALLEL_MESH_H
 #define TITAN_PARALLEL_MESH_H
 
@@ -33,6 +35,7 @@ typedef struct {
     char layout_str[TITAN_LAYOUT_STR_MAX];
     int rank, world;
     double comm_timeout_s;          /* comm.train_timeout_seconds; 0 = the environment's */
+    titan_comm_backend comm_backend; /* comm.backend, or TITAN_COMM where set */
     int dp_rank, dp_size;
     int shard_rank;                 /* coordinate along dp_shard */
     int tp_rank;                    /* coordinate along tp */
@@ -66,8 +69,9 @@ titan_status titan_mesh_check(const titan_job_config *cfg, int world);
  * "titan-train[rank N]". */
 titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m);
 /* Builds the communicators (collective; nothing for one rank): nccl != 0
- * over NCCL on this process's GPU (its local rank's; comm.h), else shared
- * memory (one node, host buffers). */
+ * when this rank's device can run NCCL (its local rank's GPU), which auto
+ * then takes; else auto takes shm or mpi as above. comm.backend = nccl
+ * without it is a usage error. */
 titan_status titan_mesh_connect(titan_mesh *m, int nccl);
 /* The tp and cp groups the model runs its collectives on (parallel/group.h),
  * on be's buffers; after titan_mesh_connect. */

@@ -122,6 +122,18 @@ titan_status titan_flight_parse(const char *text, size_t len, const char *path, 
     return st;
 }
 
+/* "hosts": optional (older dumps lack it); one per world rank, else ignored. */
+static void load_hosts(json_t *a, fl_dump *d) {
+    if (!json_is_array(a) || (int)json_array_size(a) != d->world_size) return;
+    d->hosts = calloc((size_t)d->world_size, sizeof *d->hosts);
+    if (!d->hosts) return;
+    d->nhosts = d->world_size;
+    for (int r = 0; r < d->nhosts; r++) {
+        const char *h = json_string_value(json_array_get(a, (size_t)r));
+        snprintf(d->hosts[r], sizeof d->hosts[r], "%s", h ? h : "");
+    }
+}
+
 titan_status titan_flight_from_json(json_t *root, const char *path, fl_dump *d) {
     memset(d, 0, sizeof *d);
     snprintf(d->path, sizeof d->path, "%s", path);
@@ -147,6 +159,7 @@ titan_status titan_flight_from_json(json_t *root, const char *path, fl_dump *d) 
         d->recorded = (uint64_t)int_of(root, "recorded", 0);
         st = load_comms(json_object_get(root, "comms"), d);
     }
+    if (st == TITAN_OK) load_hosts(json_object_get(root, "hosts"), d);
     if (st == TITAN_OK) st = load_entries(json_object_get(root, "entries"), d);
     if (st != TITAN_OK) titan_flight_dump_free(d);
     return st;
@@ -161,6 +174,9 @@ void titan_flight_dump_free(fl_dump *d) {
     for (int i = 0; i < d->ncomms && d->comms; i++) free(d->comms[i].world_ranks);
     for (size_t i = 0; i < d->nentries && d->entries; i++) free(d->entries[i].error);
     free(d->comms);
+    free(d->hosts);
+    d->hosts = NULL;
+    d->nhosts = 0;
     free(d->entries);
     free(d->reason);
     free(d->failure);

@@ -48,6 +48,8 @@ typedef struct {
     int ncomms;
     fl_entry *entries; /* oldest first */
     size_t nentries;
+    char (*hosts)[64]; /* every world rank's hostname ("hosts"), or NULL */
+    int nhosts;
 } fl_dump;
 
 /* Reads one dump; a file that is not one is TITAN_ERR_FORMAT naming it and

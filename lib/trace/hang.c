@@ -90,10 +90,16 @@ static const fl_entry *waiting_in(const fl_dump *d) {
     return NULL;
 }
 
-/* "rank 1 (host, pid N)" */
+/* "rank 1 (host, pid N)"; one without a dump: "rank 1 (host)"
+ * where another rank's dump lists the hosts, else "rank 1". */
 static void rank_name(const ctx *x, int w, char *buf, size_t cap) {
     int i = x->dump_of[w];
-    if (i < 0)
+    const char *host = NULL;
+    for (int j = 0; i < 0 && j < x->n && !host; j++)
+        if (x->dumps[j].nhosts > w && x->dumps[j].hosts[w][0]) host = x->dumps[j].hosts[w];
+    if (i < 0 && host)
+        snprintf(buf, cap, "rank %d (%s)", w, host);
+    else if (i < 0)
         snprintf(buf, cap, "rank %d", w);
     else
         snprintf(buf, cap, "rank %d (%s, pid %ld)", w, x->dumps[i].host, x->dumps[i].pid);

@@ -9,11 +9,12 @@
 #include "core/error.h"
 #include "core/log.h"
 
-/* Whether the ranks' collectives go over NCCL: the backend's library carries
- * the nccl communicator, and TITAN_COMM=shm does not keep it out. */
+/* Whether the ranks' collectives may go over NCCL: the backend's library
+ * carries the nccl communicator, and TITAN_COMM=shm or mpi does not keep
+ * it out (comm.backend is the mesh's to apply). */
 static int use_nccl(const titan_backend *be) {
     const char *force = getenv("TITAN_COMM");
-    if (force && strcmp(force, "shm") == 0) return 0;
+    if (force && (strcmp(force, "shm") == 0 || strcmp(force, "mpi") == 0)) return 0;
     return (be->caps & TITAN_CAP_NCCL) != 0;
 }
 
@@ -82,9 +83,10 @@ titan_status titan_train_device_open(const char *device, titan_job_device kind, 
                    "each rank held to its share of its GPU's memory; a test and development mode, not for speed "
                    "(NCCL needs a GPU per rank)", local_size, gpus, gpus == 1 ? "" : "s");
     } else if (world > 1 && (d->be->caps & TITAN_CAP_GPU) && !d->nccl)
-        titan_warn("%s: data parallelism over shared memory through host copies (libtitan-cuda.so %s): "
-                   "slow, and one node only", name,
-                   getenv("TITAN_COMM") ? "TITAN_COMM=shm" : "was built without NCCL");
+        titan_warn("%s: data parallelism over %s through host copies (%s%s): slow", name,
+                   getenv("TITAN_COMM") && strcmp(getenv("TITAN_COMM"), "mpi") == 0 ? "MPI" : "shared memory",
+                   getenv("TITAN_COMM") ? "TITAN_COMM=" : "libtitan-cuda.so was built without NCCL",
+                   getenv("TITAN_COMM") ? getenv("TITAN_COMM") : "");
     return TITAN_OK;
 }
 

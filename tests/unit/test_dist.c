@@ -5,6 +5,7 @@
  *                                4 ranks, a 2x2 mesh, the timeout (also across a
  *                                split), kill and launcher-failure cases
  *   mpirun -n N test_dist        the rank suite on N ranks bootstrapped by PMIx
+ *                                (TITAN_COMM=mpi: over the mpi communicator)
  *   test_dist --suite NAME       one rank of a job (what the launcher starts)
  *   test_dist --bench [CHUNK]    all-reduce bus bandwidth, 2 and 4 ranks, 1..64 MB; latency
  *                                with and without the flight recorder
@@ -403,6 +404,10 @@ static void suite_all(titan_dist *d) {
         return;
     }
     CHECK(titan_comm_size(c) == nr && titan_comm_rank(c) == me);
+    /* A failed mpi communicator makes the process end without
+     * MPI_Finalize (its launcher then stops the job): the failure cases
+     * are suites of their own there. */
+    int mpi = strcmp(titan_comm_backend_of(c), "mpi") == 0;
     test_all_reduce(c, NULL, SIZE_MAX);
     test_reduce_scatter(c);
     test_all_gather_and_all_to_all(c, 10);
@@ -420,7 +425,7 @@ static void suite_all(titan_dist *d) {
         titan_comm_free(c);
     } else
         CHECK(0, "comm init (small chunks)");
-    test_mismatch(d);
+    if (!mpi) test_mismatch(d);
 }
 
 /* The last rank skips the second all_reduce: the others fail within the
@@ -455,8 +460,10 @@ static void suite_timeout(titan_dist *d) {
         } else
             st = titan_comm_all_reduce(c, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
         double dt = titan_now_s() - t0;
+        /* mpi names the operation the missing rank has not begun instead */
         CHECK(st == TITAN_ERR_COMM && has("all_reduce #2") && has("timed out after 1.0 s") &&
-              has(who) && has("completed 1 operation"), "waiter: %s", titan_error_message());
+              has(who) && (has("completed 1 operation") || has("has not started #2")), "waiter: %s",
+              titan_error_message());
         CHECK(dt < T + 2.0, "failed after %.2f s", dt);
         fprintf(stderr, "rank %d got, as expected: %s\n", me, titan_error_message());
     }
@@ -564,7 +571,8 @@ static void suite_bench(titan_dist *d, size_t chunk) {
                      : titan_comm_barrier(c, NULL)) == TITAN_OK);
         double t = (titan_now_s() - t0) / iters;
         if (me == 0)
-            printf("%-24s ranks %d  %8.1f us\n", k ? "all_reduce f32 x 1" : "barrier", nr, t * 1e6);
+            printf("%-4s %-24s ranks %d  %8.1f us\n", titan_comm_backend_of(c), k ? "all_reduce f32 x 1" : "barrier",
+                   nr, t * 1e6);
     }
     /* The flight recorder's cost (titan-train records by default): 1-element
      * all_reduces on a communicator it records and on one it does not, in
@@ -585,8 +593,8 @@ static void suite_bench(titan_dist *d, size_t chunk) {
             if (t < best[round % 2]) best[round % 2] = t;
         }
         if (me == 0)
-            printf("all_reduce f32 x 1       ranks %d  %8.1f us recorded (flight recorder), %.1f us not\n", nr,
-                   best[1] * 1e6, best[0] * 1e6);
+            printf("%-4s all_reduce f32 x 1       ranks %d  %8.1f us recorded (flight recorder), %.1f us not\n",
+                   titan_comm_backend_of(c), nr, best[1] * 1e6, best[0] * 1e6);
     }
     titan_comm_free(rec);
     titan_flight_disable();
@@ -606,8 +614,8 @@ static void suite_bench(titan_dist *d, size_t chunk) {
         titan_comm_barrier(c, NULL);
         double t = (titan_now_s() - t0) / iters, alg = (double)bytes / t / 1e9;
         if (me == 0)
-            printf("all_reduce f32  ranks %d  %5zu MB  %8.3f ms  algbw %6.2f GB/s  busbw %6.2f GB/s\n",
-                   nr, bytes >> 20, t * 1e3, alg, alg * 2.0 * (nr - 1) / nr);
+            printf("%-4s all_reduce f32  ranks %d  %5zu MB  %8.3f ms  algbw %6.2f GB/s  busbw %6.2f GB/s\n",
+                   titan_comm_backend_of(c), nr, bytes >> 20, t * 1e3, alg, alg * 2.0 * (nr - 1) / nr);
     }
     fflush(stdout);
     free(a);
@@ -624,6 +632,7 @@ static int run_rank(const char *suite, size_t chunk) {
                                             : TITAN_DIST_SINGLETON));
     if (strcmp(suite, "all") == 0) suite_all(d);
     else if (strcmp(suite, "timeout") == 0) suite_timeout(d);
+    else if (strcmp(suite, "mismatch") == 0) test_mismatch(d);
     else if (strcmp(suite, "kill") == 0) suite_kill(d);
     else if (strcmp(suite, "family") == 0) suite_family(d);
     else if (strcmp(suite, "fence-timeout") == 0) suite_fence_timeout(d);
