@@ -252,22 +252,32 @@ $(SYNC_TRACE): tests/durability/sync_trace.c
 	@mkdir -p build/tests
 	$(CC) -std=gnu11 $(WARN) $(filter -Werror,$(CFLAGS)) -O2 -g -shared -fPIC -o $@ $< -ldl
 
-# `make fuzz [FUZZ_SECONDS=60]`: each target with clang's libFuzzer, ASan and
-# UBSan for FUZZ_SECONDS (scripts/fuzz.sh); crashers land in build/fuzz/.
-# Needs clang and its libFuzzer runtime (Debian: clang, libclang-rt-14-dev);
-# `make check` does not.
+# `make fuzz [FUZZ_SECONDS=60]`: each target (tests/fuzz/fuzz_*.c: TOML and
+# the job schema, tokenizer files, shard directories, corpus readers,
+# config.json, safetensors, checkpoint catalogs and data, pack archives,
+# flight dumps) with clang's libFuzzer, ASan and UBSan for FUZZ_SECONDS, one
+# after another (scripts/fuzz.sh); crashers land in build/fuzz/crashes/. The
+# library layers they reach are built again with the sanitizers and coverage
+# into build/fuzz/libtitan.a. Needs clang and its libFuzzer runtime (Debian:
+# clang, libclang-rt-14-dev, libomp-14-dev); `make check` does not.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_LIB      = lib/core/error.c lib/core/fsutil.c lib/core/log.c lib/tensor/box.c lib/tensor/dtype.c \
-                lib/ckpt/ckpt_read.c lib/ckpt/ckpt_dir.c lib/ckpt/ckpt_zstd.c lib/interchange/safetensors.c \
-                lib/trace/flight_read.c lib/trace/hang.c
-FUZZ_FLAGS    = -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-                -Ilib $(shell pkg-config --cflags jansson libxxhash libzstd 2>/dev/null)
+FUZZ_FLAGS    = -std=gnu11 -g -O1 -fopenmp -fsanitize=address,undefined -fno-sanitize-recover=all \
+                -Ilib $(PKG_CFLAGS) -MMD -MP
+FUZZ_LIB_SRC := $(sort $(wildcard $(patsubst %,lib/%/*.c,core tensor data job ckpt interchange trace model)) \
+                lib/comm/flight.c lib/train/setup.c)
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=build/fuzz/obj/%.o)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=build/fuzz/fuzz_%)
 
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
-	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB) $(shell pkg-config --libs jansson libxxhash libzstd 2>/dev/null) -lm
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/libtitan.a: $(FUZZ_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $(FUZZ_LIB_OBJ)
+
+build/fuzz/fuzz_%: build/fuzz/obj/tests/fuzz/fuzz_%.o build/fuzz/libtitan.a
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libtitan.a $(PKG_LIBS) -lm
 
 fuzz: $(FUZZ_BIN)
 	scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
@@ -307,4 +317,4 @@ clean:
 	rm -rf build bin
 
 .PHONY: all check bench demo install clean fuzz FORCE
--include $(shell find build/obj build/emu -name '*.d' 2>/dev/null)
+-include $(shell find build/obj build/emu build/fuzz/obj -name '*.d' 2>/dev/null)

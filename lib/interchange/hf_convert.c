@@ -453,12 +453,19 @@ static titan_status read_hf_config(const char *dir, const titan_hf_import_opts *
     char *txt;
     size_t len;
     TITAN_TRY(titan_fs_read_file(path, &txt, &len, (size_t)16 << 20));
+    titan_status st = titan_hf_parse_config(txt, len, path, o, mc);
+    free(txt);
+    return st;
+}
+
+titan_status titan_hf_parse_config(const char *txt, size_t len, const char *path, const titan_hf_import_opts *o,
+                                   titan_llama_config *mc) {
     json_error_t je;
     json_t *c = json_loadb(txt, len, 0, &je);
-    free(txt);
     if (!c || !json_is_object(c)) {
         if (c) json_decref(c);
-        return titan_error(TITAN_ERR_FORMAT, "%s: line %d: %s", path, je.line, c ? "not an object" : je.text);
+        return c ? titan_error(TITAN_ERR_FORMAT, "%s: not a JSON object", path)
+                 : titan_error(TITAN_ERR_FORMAT, "%s: line %d: %s", path, je.line, je.text);
     }
     memset(mc, 0, sizeof *mc);
     titan_status st = TITAN_OK;

@@ -62,6 +62,12 @@ typedef struct {
     int force;                /* write into a root that already holds checkpoints */
 } titan_hf_import_opts;
 
+/* The model a config.json's text txt[0..len) describes (path names it in
+ * messages): TITAN_ERR_FORMAT naming the key when it is not a Llama titan
+ * takes, TITAN_ERR_USAGE when o's multiple_of does not give its FFN size. */
+titan_status titan_hf_parse_config(const char *txt, size_t len, const char *path, const titan_hf_import_opts *o,
+                                   titan_llama_config *mc);
+
 /* Reads hfdir (config.json + model.safetensors or its index) and writes a
  * titan checkpoint, step 0, f32, under outroot; *step_dir (optional) gets its path. */
 titan_status titan_hf_import(const char *hfdir, const char *outroot, const titan_hf_import_opts *o,
