@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     fuzz_exercise_tokenizer(t, data, size, 1);
-    fuzz_gguf_vocab(t, spec);
+    fuzz_gguf_vocab(t);
     titan_tokenizer_free(t);
     titan_error_clear();
     return 0;

@@ -45,10 +45,10 @@ static inline void fuzz_exercise_tokenizer(const titan_tokenizer *t, const uint8
 }
 
 /* The tokenizer as a llama.cpp vocabulary, into a writer never written out. */
-static inline void fuzz_gguf_vocab(const titan_tokenizer *t, const char *spec) {
+static inline void fuzz_gguf_vocab(const titan_tokenizer *t) {
     titan_gguf_writer *w = NULL;
     if (titan_gguf_writer_new(&w) != TITAN_OK) abort();
-    titan_gguf_put_vocab(w, t, spec, titan_tokenizer_vocab_size(t) + 3);
+    titan_gguf_put_vocab(w, t, titan_tokenizer_vocab_size(t) + 3);
     titan_gguf_writer_free(w);
     titan_error_clear();
 }
