@@ -116,7 +116,8 @@ typedef struct {
     int validation_local_batch_size;   /* -1 = training's */
     int validation_seq_len;            /* -1 = training's */
     int validation_freq;               /* every this many steps */
-    int validation_steps;              /* batches per validation; -1 = the whole set once */
+    int validation_steps;              /* batches per rank (torchtitan's); -1 = the whole set once */
+    int validation_sequences;          /* held-out sequences per validation, any layout; -1 = by steps */
 
     /* [metrics] */
     int metrics_log_freq;

@@ -160,7 +160,11 @@ const key_def titan_job_keys[] = {
      "tokens per validation sequence; -1 = training.seq_len (must equal it)", 0},
     INT("validation", "freq", validation_freq, 10, 1, 0, "validate every this many steps (and after the last)"),
     {"validation", "steps", T_INT, OFF(validation_steps), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
-     "batches per validation; -1 = every sample of the held-out set once", 0},
+     "batches per validation on each data-parallel rank (a resume under another layout keeps the sequences "
+     "they made); -1 = every sample of the held-out set once", 0},
+    {"validation", "sequences", T_INT, OFF(validation_sequences), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
+     "held-out sequences per validation whatever the layout (titan extension; overrides steps); -1 = from steps",
+     0},
 
     INT("metrics", "log_freq", metrics_log_freq, 10, 1, 0, "log metrics every this many steps"),
     NUM("metrics", "peak_flops", metrics_peak_flops, 0, 0, 0, F_LO,
