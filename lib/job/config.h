@@ -65,7 +65,7 @@ typedef struct {
     /* [training] */
     char training_dataset_path[TITAN_STR]; /* shard directory */
     int training_local_batch_size;
-    int training_global_batch_size;    /* -1 = local * dp degree (no accumulation) */
+    int training_global_batch_size;    /* -1 = local * dp degree, or a resume's saved one */
     int training_seq_len;
     double training_max_norm;          /* <= 0 disables clipping */
     int training_steps;

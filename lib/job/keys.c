@@ -67,7 +67,9 @@ const key_def titan_job_keys[] = {
         "directory of token shards written by titan-shard"),
     INT("training", "local_batch_size", training_local_batch_size, 8, 1, 0, "sequences per step per data-parallel rank"),
     {"training", "global_batch_size", T_INT, OFF(training_global_batch_size), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
-     "sequences per optimizer step; -1 = local_batch_size x data-parallel degree (no gradient accumulation)", 0},
+     "sequences per optimizer step; -1 = local_batch_size x data-parallel degree (no gradient accumulation), "
+     "or a resumed run's saved global batch (accumulation makes it under another layout); set, it overrides that",
+     0},
     INT("training", "seq_len", training_seq_len, 2048, 1, 0, "tokens per sequence"),
     NUM("training", "max_norm", training_max_norm, 1.0, 0, 0, 0, "gradient clipping max global norm; <= 0 disables"),
     INT("training", "steps", training_steps, 10000, 1, 0, "optimizer steps to train"),

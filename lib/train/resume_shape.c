@@ -76,7 +76,7 @@ static int64_t local_batch_for(int64_t g, int dp, int B) {
 
 /* training.global_batch_size unset (-1): the saved global batch again, by
  * gradient accumulation; set: its value, with a line when it changed. */
-static titan_status keep_global_batch(trainer *t, const titan_batch_shape *saved) {
+static titan_status keep_global_batch(trainer *t, const titan_batch_shape *saved, const char *ckpt) {
     const titan_job_config *cfg = t->cfg;
     int B = cfg->training_local_batch_size, dp = t->mesh.dp_size;
     int64_t per = (int64_t)B * dp, now = per * t->accum, g = saved->global_batch_size;
@@ -91,9 +91,9 @@ static titan_status keep_global_batch(trainer *t, const titan_batch_shape *saved
         t->accum = (int)(g / per);
         return TITAN_OK;
     }
-    titan_error(TITAN_ERR_USAGE, "resume: step %" PRId64 " was trained with a global batch of %" PRId64
+    titan_error(TITAN_ERR_USAGE, "%s: step %" PRId64 " was trained with a global batch of %" PRId64
                 " sequences; this layout takes %d x %d dp = %" PRId64 " a micro-batch step, which does not divide it",
-                t->pr.step, g, B, dp, per);
+                ckpt, t->pr.step, g, B, dp, per);
     int64_t keep = local_batch_for(g, dp, B), change = (g + per - 1) / per * per;
     if (keep)
         titan_error_hint("keep it with --training.local_batch_size=%" PRId64 ", or change it with "
@@ -135,11 +135,9 @@ static void keep_validation(trainer *t, const titan_batch_shape *saved) {
                    "earlier ones", t->val_sequences, held);
 }
 
-titan_status titan_trainer_resume_shape(trainer *t) {
+titan_status titan_trainer_resume_shape(trainer *t, const char *ckpt) {
     const titan_batch_shape saved = t->pr.batch;
-    if (t->pr.step > 0) TITAN_TRY(keep_global_batch(t, &saved));
-    if (t->pr.step > 0) keep_validation(t, &saved);
-    else keep_validation(t, &(titan_batch_shape){0});
+    if (t->pr.step > 0) TITAN_TRY(keep_global_batch(t, &saved, ckpt));
     titan_batch_shape now = current_shape(t);
     if (t->mesh.rank == 0 && t->pr.step > 0) {
         char was_lay[TITAN_LAYOUT_STR_MAX + 48], now_lay[TITAN_LAYOUT_STR_MAX + 48], was_b[160], now_b[160];
@@ -153,6 +151,7 @@ titan_status titan_trainer_resume_shape(trainer *t) {
         titan_info("resume: saved %s / %s at step %" PRId64 "%s; resuming as %s / %s", was_lay, was_b, t->pr.step,
                    saved.set ? "" : " (a checkpoint older than these records)", now_lay, now_b);
     }
-    t->pr.batch = now; /* what the next saves record */
+    keep_validation(t, t->pr.step > 0 ? &saved : &(titan_batch_shape){0});
+    t->pr.batch = current_shape(t); /* what the next saves record */
     return TITAN_OK;
 }

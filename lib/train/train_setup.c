@@ -321,7 +321,7 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     }
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
-    TITAN_TRY(titan_trainer_resume_shape(t)); /* the global batch and validation kept, or refused */
+    TITAN_TRY(titan_trainer_resume_shape(t, loaded)); /* the global batch and validation kept, or refused */
     if (t->mesh.rank == 0) lr_resume_warn(t);
     t->pr.lr = t->lr; /* what the next saves record */
 

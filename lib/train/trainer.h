@@ -59,12 +59,12 @@ typedef struct {
  * freed by the loop's teardown, also after a failure. */
 titan_status titan_trainer_setup(trainer *t, const titan_train_opts *opts);
 
-/* After the checkpoint is loaded (resume_shape.c): the saved global batch
+/* After the checkpoint ckpt is loaded (resume_shape.c): the saved global batch
  * kept by gradient accumulation unless training.global_batch_size is set
  * (refused when this layout cannot make it), the saved number of validation
  * sequences kept when only the layout changed, rank 0's lines on both
  * ("resume: saved as LAYOUT / BATCH at step N; resuming as LAYOUT /
  * BATCH"), and t->pr.batch set to what the next saves record. */
-titan_status titan_trainer_resume_shape(trainer *t);
+titan_status titan_trainer_resume_shape(trainer *t, const char *ckpt);
 
 #endif

@@ -90,7 +90,7 @@ t = {d["step"]: d["tokens_seen"] for d in map(json.loads, open(sys.argv[1]))}
 sys.exit(0 if t[11] == 1280 + 64 and t[20] == 1280 + 10 * 64 else "%s" % t)
 PY
 then ok "the override's steps take 2 sequences"; else fail "the override's steps take 2 sequences"; fi
-expect 2 "global batch of 4 sequences; this layout takes 3 x 1 dp = 3 a micro-batch step" \
+expect 2 "checkpoint/step-00000010: step 10 was trained with a global batch of 4 sequences; this layout takes 3 x 1 dp = 3 a micro-batch step" \
     "a global batch the local batch does not divide is refused" -- \
     "$bin/titan-train" "$tmp/bad" --training.local_batch_size=3
 grep -q "keep it with --training.local_batch_size=2, or change it with --training.global_batch_size=6" "$tmp/err" \
