@@ -67,7 +67,7 @@ typedef struct {
     /* [training] */
     char training_dataset_path[TITAN_STR]; /* shard directory */
     int training_local_batch_size;
-    int training_global_batch_size;    /* -1 = local * dp degree (no accumulation) */
+    int training_global_batch_size;    /* -1 = local * dp degree, or a resume's saved one */
     int training_seq_len;
     double training_max_norm;          /* <= 0 disables clipping */
     int training_steps;
@@ -118,7 +118,8 @@ typedef struct {
     int validation_local_batch_size;   /* -1 = training's */
     int validation_seq_len;            /* -1 = training's */
     int validation_freq;               /* every this many steps */
-    int validation_steps;              /* batches per validation; -1 = the whole set once */
+    int validation_steps;              /* batches per rank (torchtitan's); -1 = the whole set once */
+    int validation_sequences;          /* held-out sequences per validation, any layout; -1 = by steps */
 
     /* [metrics] */
     int metrics_log_freq;

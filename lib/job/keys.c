@@ -68,7 +68,9 @@ const key_def titan_job_keys[] = {
         "directory of token shards written by titan-shard"),
     INT("training", "local_batch_size", training_local_batch_size, 8, 1, 0, "sequences per step per data-parallel rank"),
     {"training", "global_batch_size", T_INT, OFF(training_global_batch_size), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
-     "sequences per optimizer step; -1 = local_batch_size x data-parallel degree (no gradient accumulation)", 0},
+     "sequences per optimizer step; -1 = local_batch_size x data-parallel degree (no gradient accumulation), "
+     "or a resumed run's saved global batch (accumulation makes it under another layout); set, it overrides that",
+     0},
     INT("training", "seq_len", training_seq_len, 2048, 1, 0, "tokens per sequence"),
     NUM("training", "max_norm", training_max_norm, 1.0, 0, 0, 0, "gradient clipping max global norm; <= 0 disables"),
     INT("training", "steps", training_steps, 10000, 1, 0, "optimizer steps to train"),
@@ -161,7 +163,11 @@ const key_def titan_job_keys[] = {
      "tokens per validation sequence; -1 = training.seq_len (must equal it)", 0},
     INT("validation", "freq", validation_freq, 10, 1, 0, "validate every this many steps (and after the last)"),
     {"validation", "steps", T_INT, OFF(validation_steps), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
-     "batches per validation; -1 = every sample of the held-out set once", 0},
+     "batches per validation on each data-parallel rank (a resume under another layout keeps the sequences "
+     "they made); -1 = every sample of the held-out set once", 0},
+    {"validation", "sequences", T_INT, OFF(validation_sequences), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
+     "held-out sequences per validation whatever the layout (titan extension; overrides steps); -1 = from steps",
+     0},
 
     INT("metrics", "log_freq", metrics_log_freq, 10, 1, 0, "log metrics every this many steps"),
     NUM("metrics", "peak_flops", metrics_peak_flops, 0, 0, 0, F_LO,

@@ -55,6 +55,53 @@ static titan_status read_lr(titan_ckpt *ck, titan_lr_inputs *lr) {
     return st;
 }
 
+/* The batch shape under the config keys' names where there is one
+ * (training.global_batch_size: the sequences each step took, never -1). */
+static titan_status write_batch(titan_ckpt_writer *w, const titan_batch_shape *b) {
+    TITAN_TRY(titan_ckpt_meta_i64(w, "training.local_batch_size", b->local_batch_size));
+    TITAN_TRY(titan_ckpt_meta_i64(w, "training.seq_len", b->seq_len));
+    TITAN_TRY(titan_ckpt_meta_i64(w, "train.accum_steps", b->accum_steps));
+    TITAN_TRY(titan_ckpt_meta_i64(w, "training.global_batch_size", b->global_batch_size));
+    if (b->pp_schedule[0]) TITAN_TRY(titan_ckpt_meta_str(w, "parallelism.pipeline_parallel_schedule", b->pp_schedule));
+    if (b->val_sequences <= 0) return TITAN_OK;
+    TITAN_TRY(titan_ckpt_meta_i64(w, "validation.sequences", b->val_sequences));
+    return titan_ckpt_meta_i64(w, "validation.steps", b->val_steps);
+}
+
+/* Checkpoints older than these keys (and seed checkpoints) lack them:
+ * b->set stays 0. The layout, where it is recorded, into layout. */
+static titan_status read_batch(titan_ckpt *ck, titan_batch_shape *b, char *layout, size_t cap) {
+    const char *s;
+    memset(b, 0, sizeof *b);
+    layout[0] = '\0';
+    if (titan_ckpt_meta_get_str(ck, "layout", &s) == TITAN_OK) snprintf(layout, cap, "%s", s);
+    titan_error_clear();
+    if (titan_ckpt_meta_get_i64(ck, "training.global_batch_size", &b->global_batch_size) != TITAN_OK) {
+        titan_error_clear();
+        return TITAN_OK;
+    }
+    titan_status st = titan_ckpt_meta_get_i64(ck, "training.local_batch_size", &b->local_batch_size);
+    if (st == TITAN_OK) st = titan_ckpt_meta_get_i64(ck, "training.seq_len", &b->seq_len);
+    if (st == TITAN_OK) st = titan_ckpt_meta_get_i64(ck, "train.accum_steps", &b->accum_steps);
+    if (st != TITAN_OK) return st;
+    if (b->local_batch_size < 1 || b->seq_len < 1 || b->accum_steps < 1 ||
+        b->global_batch_size % (b->local_batch_size * b->accum_steps) != 0)
+        return titan_error(TITAN_ERR_FORMAT, "%s: training.global_batch_size %" PRId64 " is not a multiple of "
+                           "training.local_batch_size %" PRId64 " x train.accum_steps %" PRId64, titan_ckpt_path(ck),
+                           b->global_batch_size, b->local_batch_size, b->accum_steps);
+    /* Optional: a pipeline's schedule, a validation's size */
+    if (titan_ckpt_meta_get_str(ck, "parallelism.pipeline_parallel_schedule", &s) == TITAN_OK)
+        snprintf(b->pp_schedule, sizeof b->pp_schedule, "%s", s);
+    titan_error_clear();
+    if (titan_ckpt_meta_get_i64(ck, "validation.sequences", &b->val_sequences) == TITAN_OK)
+        TITAN_TRY(titan_ckpt_meta_get_i64(ck, "validation.steps", &b->val_steps));
+    else
+        b->val_sequences = 0;
+    titan_error_clear();
+    b->set = 1;
+    return TITAN_OK;
+}
+
 titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_config *mc,
                                     const titan_train_progress *pr, const titan_tokenizer *tokenizer,
                                     const char *layout) {
@@ -70,6 +117,7 @@ titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_conf
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.position", (int64_t)pr->loader.position);
     if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "layout", layout);
     if (st == TITAN_OK && pr->lr.set) st = write_lr(w, &pr->lr);
+    if (st == TITAN_OK && pr->batch.set) st = write_batch(w, &pr->batch);
     return st;
 }
 
@@ -150,6 +198,7 @@ titan_status titan_state_read_meta(titan_ckpt *ck, const titan_llama_config *mc,
     TITAN_TRY(titan_ckpt_meta_get_i64(ck, "loader.position", &v));
     if (v < 0) return titan_error(TITAN_ERR_FORMAT, "%s: loader.position %" PRId64 " is negative", titan_ckpt_path(ck), v);
     pr->loader.position = (uint64_t)v;
+    TITAN_TRY(read_batch(ck, &pr->batch, pr->layout, sizeof pr->layout));
     return read_lr(ck, &pr->lr);
 }
 

@@ -10,12 +10,30 @@
 #include "data/loader.h"
 #include "model/llama.h"
 #include "optim/optim.h"
+#include "tensor/layout.h"
+
+/* The shape of the steps a checkpoint was trained with, and of its
+ * validation: what a resume under another layout keeps (train_setup.c). */
+typedef struct {
+    int set;                   /* 0: unknown (a seed checkpoint, or one older than these keys) */
+    int64_t local_batch_size;  /* sequences a micro-batch on each data-parallel rank */
+    int64_t seq_len;
+    int64_t accum_steps;       /* micro-batches a rank per optimizer step */
+    int64_t global_batch_size; /* sequences per optimizer step: local x dp x accum */
+    char pp_schedule[32];      /* parallelism.pipeline_parallel_schedule; "" without pp */
+    int64_t val_sequences;     /* held-out sequences a validation; 0: no validation */
+    int64_t val_steps;         /* validation.steps that chose them (-1: the whole set) */
+} titan_batch_shape;
 
 typedef struct {
     int64_t step;          /* optimizer steps completed */
     uint64_t tokens_seen;  /* training tokens consumed (all ranks) */
     titan_loader_state loader;
     titan_lr_inputs lr;    /* the LR schedule the steps were trained with (lr.set 0: unknown) */
+    titan_batch_shape batch; /* the steps' shape (batch.set 0: unknown) */
+    /* Read only: the layout that saved the checkpoint ("" when it does not
+     * say); writers take theirs as an argument. */
+    char layout[TITAN_LAYOUT_STR_MAX];
 } titan_train_progress;
 
 /* Writes ROOT/step-N/ (N = progress->step) atomically; adam may be NULL (seed
@@ -43,8 +61,9 @@ titan_status titan_state_load(const char *path, const titan_llama_config *mc, fl
                               size_t cap);
 
 /* The metadata every training checkpoint carries (model, tokenizer, step,
- * tokens, loader position, layout string), for writers of sharded saves;
- * the tokenizer's file too (interchange/ckpt_tokenizer.h). */
+ * tokens, loader position, layout string, the LR schedule's inputs and the
+ * batch shape when progress has them), for writers of sharded saves; the
+ * tokenizer's file too (interchange/ckpt_tokenizer.h). */
 titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_config *mc,
                                     const titan_train_progress *progress, const titan_tokenizer *tokenizer,
                                     const char *layout);

@@ -38,15 +38,14 @@
 #include "train/train.h"
 #include "train/trainer.h"
 
-/* The next B sequences of a loader into t->inputs and t->targets; under
- * context parallelism the model gets this rank's two chunks of each
- * (*in, *tg point at what the model reads). */
-static titan_status next_batch(trainer *t, titan_loader *l, const uint32_t **in, const uint32_t **tg) {
+/* What the model reads of the B sequences in t->inputs and t->targets:
+ * them, or under context parallelism this rank's two chunks of each
+ * (*in, *tg point at it). */
+static void model_view(trainer *t, const uint32_t **in, const uint32_t **tg) {
     int B = t->cfg->training_local_batch_size, T = t->cfg->training_seq_len, cp = t->mesh.layout.cp;
-    TITAN_TRY(titan_loader_next(l, t->inputs, t->targets, B));
     *in = t->inputs;
     *tg = t->targets;
-    if (cp == 1) return TITAN_OK;
+    if (cp == 1) return;
     int chunk[2], len = T / (2 * cp);
     titan_layout_cp_chunks(T, cp, t->mesh.cp_rank, chunk);
     for (int b = 0; b < B; b++)
@@ -57,6 +56,13 @@ static titan_status next_batch(trainer *t, titan_loader *l, const uint32_t **in,
         }
     *in = t->cp_inputs;
     *tg = t->cp_targets;
+}
+
+/* The next B sequences of a loader into t->inputs and t->targets, and
+ * what the model reads of them. */
+static titan_status next_batch(trainer *t, titan_loader *l, const uint32_t **in, const uint32_t **tg) {
+    TITAN_TRY(titan_loader_next(l, t->inputs, t->targets, t->cfg->training_local_batch_size));
+    model_view(t, in, tg);
     return TITAN_OK;
 }
 
@@ -168,26 +174,67 @@ static titan_status save(trainer *t, double *stall_s) {
     return st;
 }
 
-/* Mean loss over the first val_batches batches of the held-out set. The
- * forward pass reuses the training buffers; gradients, optimizer and the
- * training loader are untouched. */
+/* This rank's held-out sequences in validation batch i (rows 0..k-1; the
+ * loader gives rank r of dp slots i B dp + b dp + r, b < B), of the first
+ * val_sequences slots. */
+static int val_rows(const trainer *t, int64_t i) {
+    int B = t->cfg->training_local_batch_size, dp = t->mesh.dp_size;
+    int64_t left = t->val_sequences - i * B * dp - t->mesh.dp_rank;
+    if (left <= 0) return 0;
+    int64_t k = (left + dp - 1) / dp;
+    return k < B ? (int)k : B;
+}
+
+/* Row 0 of t->inputs and t->targets copied over rows from..B-1. */
+static void repeat_row0(trainer *t, int from) {
+    int B = t->cfg->training_local_batch_size, T = t->cfg->training_seq_len;
+    for (int b = from; b < B; b++) {
+        memcpy(t->inputs + (size_t)b * T, t->inputs, (size_t)T * sizeof(uint32_t));
+        memcpy(t->targets + (size_t)b * T, t->targets, (size_t)T * sizeof(uint32_t));
+    }
+}
+
+/* The mean loss of the B sequences in t->inputs and t->targets (0 on a
+ * pipeline stage other than the last). */
+static titan_status val_forward(trainer *t, float *loss) {
+    const uint32_t *in, *tg;
+    model_view(t, &in, &tg);
+    if (!t->pipe) return titan_llama_forward(t->model, in, tg, loss);
+    double l = 0.0;
+    TITAN_TRY(titan_pipeline_eval(t->pipe, in, tg, &l));
+    *loss = (float)l;
+    return TITAN_OK;
+}
+
+/* Mean loss over the first val_sequences held-out sequences, whatever the
+ * layout: each sequence's mean token loss, averaged. Every rank runs the
+ * same forwards (their collectives); a last batch that holds only k < B of
+ * a rank's sequences has its other rows filled with copies of its row 0,
+ * and one more forward of B copies of that row gives the loss to take back
+ * out (k sequences = B x batch loss - (B - k) x row 0's). The forwards reuse
+ * the training buffers; gradients, optimizer and the training loader are
+ * untouched. */
 static titan_status validate(trainer *t, titan_step_metrics *sm) {
     int B = t->cfg->training_local_batch_size, T = t->cfg->training_seq_len;
-    double t0 = titan_now_s(), sum = 0.0;
+    int64_t per = (int64_t)B * t->mesh.dp_size, batches = (t->val_sequences + per - 1) / per;
+    double t0 = titan_now_s(), sum = 0.0, partial = 0.0;
+    int partial_rows = 0;
     titan_loader_state start = {0};
     titan_loader_set_state(t->val_loader, &start);
-    for (int i = 0; i < t->val_batches; i++) {
-        const uint32_t *in, *tg;
-        TITAN_TRY(next_batch(t, t->val_loader, &in, &tg));
+    for (int64_t i = 0; i < batches; i++) {
+        TITAN_TRY(titan_loader_next(t->val_loader, t->inputs, t->targets, B));
+        int k = val_rows(t, i);
+        if (k > 0 && k < B) repeat_row0(t, k);
         float loss = 0.0f;
-        if (t->pipe) {
-            double l = 0.0;
-            TITAN_TRY(titan_pipeline_eval(t->pipe, in, tg, &l));
-            loss = (float)l;
-        } else {
-            TITAN_TRY(titan_llama_forward(t->model, in, tg, &loss));
-        }
-        sum += loss;
+        TITAN_TRY(val_forward(t, &loss));
+        if (k == B) sum += (double)B * loss;
+        else if (k > 0) partial = loss, partial_rows = k; /* only the last batch can be */
+    }
+    if (t->val_sequences % per != 0) { /* some rank's last batch was partial: its row 0 alone */
+        repeat_row0(t, 1);
+        float row0 = 0.0f;
+        TITAN_TRY(val_forward(t, &row0));
+        if (partial_rows) sum += (double)B * partial - (double)(B - partial_rows) * row0;
     }
     TITAN_TRY(titan_comm_sum_double(t->mesh.world_comm, sum, &sum));
     /* Its collectives (tp sums, FSDP gathers) are in val_time_s: none of
@@ -197,8 +244,10 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
     (void)titan_llama_take_comm_s(t->model);
     if (t->pipe) (void)titan_pipeline_take_wait_s(t->pipe);
     sm->has_val = 1;
-    sm->val_loss = sum / t->val_batches / (t->mesh.world / t->mesh.layout.pp);
-    sm->val_tokens = (uint64_t)t->val_batches * (uint64_t)B * (uint64_t)T * t->mesh.dp_size;
+    /* every rank of a tp or cp group added its group's sequences (of a
+     * pipeline, the last stage only) */
+    sm->val_loss = sum / (double)t->val_sequences / (t->mesh.layout.tp * t->mesh.layout.cp);
+    sm->val_tokens = (uint64_t)t->val_sequences * (uint64_t)T;
     sm->val_time_s = titan_now_s() - t0;
     if (!isfinite(sm->val_loss))
         titan_warn("step %" PRId64 ": validation loss is not finite (%g)", sm->step, sm->val_loss);

@@ -71,19 +71,14 @@ static titan_status open_data(trainer *t) {
         titan_error_context("validation.dataset_path");
         return st;
     }
-    int B = cfg->training_local_batch_size;
-    uint64_t whole = titan_loader_samples_per_epoch(t->val_loader) / ((uint64_t)B * dps);
-    if (whole == 0) {
-        titan_error(TITAN_ERR_USAGE, "validation.dataset_path: %s holds %" PRIu64 " samples of %d tokens, fewer than "
-                    "one batch of %d", path, titan_loader_samples_per_epoch(t->val_loader),
-                    cfg->training_seq_len + 1, B);
-        titan_error_hint("set aside more text with titan-shard --split");
-        return TITAN_ERR_USAGE;
-    }
-    t->val_batches = cfg->validation_steps > 0 ? cfg->validation_steps : (int)(whole > 1000000 ? 1000000 : whole);
-    if (cfg->validation_steps > 0 && (uint64_t)cfg->validation_steps > whole)
-        titan_warn("validation.steps = %d: the held-out set has %" PRIu64 " batches; later batches repeat earlier ones",
-                   cfg->validation_steps, whole);
+    /* A fixed number of held-out sequences, whatever the layout (the resume
+     * may keep its checkpoint's: titan_trainer_resume_shape). */
+    if (cfg->validation_sequences > 0)
+        t->val_sequences = cfg->validation_sequences;
+    else if (cfg->validation_steps > 0) /* torchtitan's: batches on every data-parallel rank */
+        t->val_sequences = (int64_t)cfg->validation_steps * cfg->training_local_batch_size * dps;
+    else
+        t->val_sequences = (int64_t)titan_loader_samples_per_epoch(t->val_loader);
     return TITAN_OK;
 }
 
@@ -317,8 +312,6 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     /* Units are gathered block by block from the first forward on. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
     titan_loader_set_state(t->loader, &t->pr.loader);
-    if (t->mesh.rank == 0) lr_resume_warn(t);
-    t->pr.lr = t->lr; /* what the next saves record */
     /* One process snapshots its whole state; each rank of a job its shard. */
     if (async_saves(cfg)) {
         if (t->mesh.world > 1)
@@ -329,6 +322,9 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     }
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
+    TITAN_TRY(titan_trainer_resume_shape(t, loaded)); /* the global batch and validation kept, or refused */
+    if (t->mesh.rank == 0) lr_resume_warn(t);
+    t->pr.lr = t->lr; /* what the next saves record */
 
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", opts->run_dir);

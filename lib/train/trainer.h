@@ -27,7 +27,7 @@ typedef struct {
     titan_tokenizer *tok;
     titan_shard_dir *data, *val_data;
     titan_loader *loader, *val_loader;
-    int val_batches;           /* per validation */
+    int64_t val_sequences;     /* held-out sequences a validation, all ranks together */
     titan_async_saver *saver;  /* NULL: saves block */
     titan_llama_config mc;
     titan_llama *model;
@@ -58,5 +58,13 @@ typedef struct {
  * the device memory plan, the resume, the step buffers. What it built is
  * freed by the loop's teardown, also after a failure. */
 titan_status titan_trainer_setup(trainer *t, const titan_train_opts *opts);
+
+/* After the checkpoint ckpt is loaded (resume_shape.c): the saved global batch
+ * kept by gradient accumulation unless training.global_batch_size is set
+ * (refused when this layout cannot make it), the saved number of validation
+ * sequences kept when only the layout changed, rank 0's lines on both
+ * ("resume: saved as LAYOUT / BATCH at step N; resuming as LAYOUT /
+ * BATCH"), and t->pr.batch set to what the next saves record. */
+titan_status titan_trainer_resume_shape(trainer *t, const char *ckpt);
 
 #endif

@@ -122,7 +122,8 @@ expect 0 "" "Interleaved1F1B pp 2 to step 10" -- "$bin/titan-train" -q "$tmp/ilh
 expect 0 "" "resume the Interleaved1F1B checkpoint as one process" -- "$bin/titan-train" -q "$tmp/ilhalf"
 curve "Interleaved1F1B -> one process resume continues the curve" "$tmp/single" "$tmp/ilhalf" 11
 expect 0 "" "one process to step 10" -- "$bin/titan-train" -q "$tmp/ilhalf1" --stop-at 10
-expect 0 "" "resume the one-process checkpoint under Interleaved1F1B" -- "$bin/titan-train" -q "$tmp/ilhalf1" \
+expect 0 "resuming as pp=2,.* (Interleaved1F1B) / global batch" \
+    "resume the one-process checkpoint under Interleaved1F1B (the resume line names it)" -- "$bin/titan-train" "$tmp/ilhalf1" \
     --nproc 2 $PP2 $IL
 curve "one process -> Interleaved1F1B resume continues the curve" "$tmp/single" "$tmp/ilhalf1" 11
 # layers_per_stage 1: (2 layers + 1 + 1) / 1 = 4 stages, 2 a rank
@@ -132,9 +133,11 @@ curve "layers_per_stage 1 loss curve = one process" "$tmp/single" "$tmp/lps"
 
 # --- the schedule and recomputation change no bit -----------------------------------
 same_bits "pp 2: GPipe = 1F1B, bit for bit" "$tmp/pp2" "$tmp/gpipe"
-same_ckpt "pp 2: GPipe checkpoint = 1F1B's, byte for byte" "$tmp/pp2" "$tmp/gpipe"
+same_ckpt "pp 2: GPipe checkpoint = 1F1B's, byte for byte (but the schedule's name)" "$tmp/pp2" "$tmp/gpipe" \
+    parallelism.pipeline_parallel_schedule
 same_bits "pp 2, 4 micro-batches: GPipe = 1F1B, bit for bit" "$tmp/b4pp2" "$tmp/b4gpipe"
-same_ckpt "pp 2, 4 micro-batches: GPipe checkpoint = 1F1B's" "$tmp/b4pp2" "$tmp/b4gpipe"
+same_ckpt "pp 2, 4 micro-batches: GPipe checkpoint = 1F1B's" "$tmp/b4pp2" "$tmp/b4gpipe" \
+    parallelism.pipeline_parallel_schedule
 expect 0 "" "train pp 2, full activation checkpointing" -- "$bin/titan-train" -q "$tmp/pp2full" --nproc 2 $PP2 \
     --activation_checkpoint.mode=full
 same_bits "pp 2: full checkpointing = none, bit for bit" "$tmp/pp2" "$tmp/pp2full"

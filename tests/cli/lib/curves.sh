@@ -13,7 +13,8 @@
 #       check (defaults 1, 1e-5, 1e-6)
 #   same_bits DESCRIPTION RUN_A RUN_B   identical loss and grad_norm at every
 #       one of 20 steps
-#   same_ckpt DESCRIPTION RUN_A RUN_B   every file of step 20 identical
+#   same_ckpt DESCRIPTION RUN_A RUN_B [KEY]   every file of step 20 identical
+#       (metadata.json but for its meta KEY, which may differ, when given)
 #   resumes NAME FLAGS NAME2 FLAGS2 NAME3 FLAGS3   checkpoints across layouts
 #       (FLAGS hold --nproc): $tmp/half trained under NAME to step 10, resumed
 #       as one process ($tmp/half1, a copy) and under NAME2; $tmp/half2 one
@@ -48,7 +49,15 @@ PY
 }
 same_ckpt() {
     d=0
-    for f in "$2"/checkpoint/step-00000020/*; do cmp -s "$f" "$3/checkpoint/step-00000020/${f##*/}" || d=1; done
+    for f in "$2"/checkpoint/step-00000020/*; do
+        g=$3/checkpoint/step-00000020/${f##*/}
+        if [ -n "${4:-}" ] && [ "${f##*/}" = metadata.json ]; then
+            /usr/bin/python3 -c 'import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for m in (a, b): m["meta"].pop(sys.argv[3], None)
+sys.exit(a != b)' "$f" "$g" "$4" || d=1
+        else cmp -s "$f" "$g" || d=1; fi
+    done
     [ $d -eq 0 ] && [ -f "$3/checkpoint/step-00000020/metadata.json" ] && ok "$1" || fail "$1"
 }
 resumes() {

@@ -24,12 +24,13 @@ GUARD="--training.device=cpu-guard"
 
 # same_validation NAME FLAGS: held-out text (README.md, LICENSE) sharded into
 # $tmp/val; $tmp/v1 (one process) and $tmp/v2 (NAME: 2 ranks with FLAGS)
-# trained 10 steps, validating every 5; NAME's validation losses must be the
+# trained 10 steps, validating 5 sequences every 5 (a last batch of one
+# sequence padded: resume_layout.sh); NAME's validation losses must be the
 # one process's to 1e-5 relative. 4 checks.
 same_validation() {
     cat "$top/README.md" "$top/LICENSE" > "$tmp/held.txt"
     "$bin/titan-shard" -q -o "$tmp/val" "$tmp/held.txt" 2>"$tmp/err" && ok "shard held-out text" || fail "shard held-out text"
-    VAL="--validation.enable=true --validation.dataset_path=$tmp/val --validation.freq=5 --validation.steps=2"
+    VAL="--validation.enable=true --validation.dataset_path=$tmp/val --validation.freq=5 --validation.sequences=5"
     for r in v1 v2; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY --training.steps=10 2>"$tmp/err" || fail "init $r"; done
     expect 0 "val_loss" "train with validation, one process" -- "$bin/titan-train" "$tmp/v1" $VAL
     expect 0 "val_loss" "train with validation, $1" -- "$bin/titan-train" "$tmp/v2" --nproc 2 $2 $VAL
