@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
                  "[options] --job.config_file CONFIG.toml [RUN] [--section.key=value ...]",
         .intro = intro, .footer = footer, .opts = table, .key_fn = titan_args_collect, .key_ctx = &keys,
     };
-    titan_opt_result r;
+    static titan_opt_result r; /* static: its lists live until exit, reachable (LeakSanitizer) */
     int code = titan_opt_main(&spec, argc, argv, &r, &verbosity);
     if (code >= 0) return code;
     /* torchtitan's spelling of the job file, and its run directory when RUN is left out */
