@@ -256,21 +256,23 @@ build/tests/%: build/obj/tests/unit/%.o build/libtitan.a
 # build-asan/ and bin-asan/, beside the normal build and never over it; then
 # scripts/run-tests.sh runs, against them, every unit test and the CLI tests
 # of ASAN_CLI_TESTS: those that feed the parsers and error paths (bad
-# inputs, checkpoints, shards, tokenizers, GGUF, traces, exit codes) and one
-# training run of each kind; not the multi-rank training suites
-# (dist_train, tp_train, pp_train, cp_train: minutes each under ASan, and
-# their ranks run the same code as one process) nor the CUDA emulator
-# (its .so is C++ built without the sanitizers; the code it tests is the
-# kernels', which the emulator runs, not titan's C). Measured here (2 cores,
-# after `make all`): ASAN_MEASURED. ASAN_OPTIONS and the leak suppressions:
-# tests/asan/.
+# inputs, checkpoints, shards, tokenizers, exit codes, options). Left out:
+# the multi-rank training suites (dist_train, tp_train, pp_train, cp_train:
+# minutes each under ASan, and their ranks run the code one process runs),
+# trace (its hang tests race 2-rank jobs against fixed waits that ASan's
+# slowdown breaks; bad_inputs feeds titan-trace its bad dumps and metrics),
+# gguf (4 minutes, nearly all of it the Python references; bad_inputs feeds
+# the GGUF export its bad tokenizer files and catalogs) and the CUDA
+# emulator (C++ built without the sanitizers; what it checks is the
+# kernels' logic). Measured here: ASAN_MEASURED. Run-time options and the
+# leak suppressions: tests/asan/.
 ASAN_CC      ?= gcc
 ASAN_FLAGS    = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ASAN_OPT     ?= -O1
 ASAN_CFLAGS   = -std=gnu11 $(WARN) -Wvla $(ASAN_OPT) $(ARCH) -g $(filter -Werror,$(CFLAGS)) $(ASAN_FLAGS) \
                 -fopenmp -Ilib $(PKG_CFLAGS) $(BLAS_CFLAGS) -MMD -MP
-ASAN_CLI_TESTS ?= bad_inputs exit_codes cli_habits ckpt shard init_load gguf trace reshard train_tokenizer \
-                  layers threads man_pages
+ASAN_CLI_TESTS ?= bad_inputs exit_codes cli_habits ckpt shard init_load reshard train_tokenizer layers threads \
+                  man_pages
 ASAN_LIB_OBJ := $(LIB_SRC:%.c=build-asan/obj/%.o)
 ASAN_TOOLS   := $(TOOLS:bin/%=bin-asan/%)
 ASAN_TESTS   := $(TESTS:build/%=build-asan/%) $(FUZZ_REPLAY:build/%=build-asan/%)
