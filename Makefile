@@ -266,8 +266,7 @@ build/tests/%: build/obj/tests/unit/%.o build/libtitan.a
 # emulator (C++ built without the sanitizers; what it checks is the
 # kernels' logic). Measured from a clean build-asan/ on a 2-core VM shared
 # with other jobs: 10 min 23 s wall, 8 min 11 s CPU, test_ops 227 s of it.
-# Run-time options and the
-# leak suppressions: tests/asan/.
+# Run-time options and the leak suppressions: tests/asan/.
 ASAN_CC      ?= gcc
 ASAN_FLAGS    = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ASAN_OPT     ?= -O1
