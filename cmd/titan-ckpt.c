@@ -232,7 +232,7 @@ static titan_status run(opts *o, int *exit_code) {
 int main(int argc, char **argv) {
     titan_log_init("titan-ckpt");
     opts o = {.ffn_mult = -1, .threads = -1, .atol = -1, .rtol = -1};
-    titan_opt_result r;
+    static titan_opt_result r; /* static: its lists live until exit, reachable (LeakSanitizer) */
     int done = 0, code = 0;
     titan_status st = parse(&o, argc, argv, &r, &done, &code);
     if (st == TITAN_OK && done) return code;

@@ -23,7 +23,7 @@ static const char footer[] =
 int main(int argc, char **argv) {
     titan_log_init("titan-init");
     int force = 0, print = 0, verbosity = 1;
-    titan_args keys = {0};
+    static titan_args keys; /* static, as r below: reachable until exit */
     const titan_option table[] = {
         {TITAN_OPT(FLAG, "force", 'f', &force, NULL,
                    "start over in an existing RUN (removes its checkpoints and metrics)")},
@@ -36,11 +36,12 @@ int main(int argc, char **argv) {
                  "[options] --job.config_file CONFIG.toml [RUN] [--section.key=value ...]",
         .intro = intro, .footer = footer, .opts = table, .key_fn = titan_args_collect, .key_ctx = &keys,
     };
-    titan_opt_result r;
+    static titan_opt_result r; /* static: its lists live until exit, reachable (LeakSanitizer) */
     int code = titan_opt_main(&spec, argc, argv, &r, &verbosity);
     if (code >= 0) return code;
     /* torchtitan's spelling of the job file, and its run directory when RUN is left out */
-    char *config_file = titan_args_take(&keys, "job.config_file");
+    static char *config_file; /* reachable until exit */
+    config_file = titan_args_take(&keys, "job.config_file");
     int max_pos = config_file ? 1 : 2;
     if (r.npos > max_pos) {
         titan_error(TITAN_ERR_USAGE, "unexpected argument '%s'%s", r.pos[max_pos],

@@ -6,6 +6,7 @@
 
 #include "ckpt/ckpt.h"
 #include "ckpt/reshard.h"
+#include "interchange/hf_convert.h"
 #include "model/llama_config.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -29,6 +30,18 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total, const char *te
     if (titan_progress_due(p)) titan_progress_bytes(p, done, total, done, tensor);
 }
 
+/* A model's checkpoint: its metadata agrees with its catalog (as titan-ckpt
+ * verify checks) before its tensors are laid out again and the metadata
+ * copied into the output. */
+static titan_status check_model(const char *src) {
+    titan_ckpt *ck;
+    TITAN_TRY(titan_ckpt_open(&ck, src));
+    titan_llama_config mc;
+    titan_status st = titan_ckpt_meta_has(ck, "model.dim") ? titan_ckpt_model_config(ck, &mc) : TITAN_OK;
+    titan_ckpt_close(ck);
+    return st;
+}
+
 int main(int argc, char **argv) {
     titan_log_init("titan-reshard");
     const char *to = NULL, *dtype = NULL, *comp = NULL;
@@ -47,7 +60,7 @@ int main(int argc, char **argv) {
         .prog = "titan-reshard", .usage = "[options] CKPT --to LAYOUT OUT", .intro = intro, .footer = footer,
         .opts = table,
     };
-    titan_opt_result r;
+    static titan_opt_result r; /* static: its lists live until exit, reachable (LeakSanitizer) */
     int code = titan_opt_main(&spec, argc, argv, &r, &verbosity);
     if (code >= 0) return code;
     titan_status st;
@@ -86,6 +99,9 @@ int main(int argc, char **argv) {
     }
     char src[4096];
     st = titan_ckpt_resolve_arg(pos[0], src, sizeof src);
+    if (st != TITAN_OK) return titan_report(st);
+
+    st = check_model(src);
     if (st != TITAN_OK) return titan_report(st);
 
     titan_progress prog;

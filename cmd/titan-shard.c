@@ -373,7 +373,7 @@ int main(int argc, char **argv) {
         .usage = "[options] INPUT... -o DIR\n--stats DIR\n--train-tokenizer N [options] INPUT... -o FILE",
         .intro = intro, .footer = footer, .opts = table,
     };
-    titan_opt_result r;
+    static titan_opt_result r; /* static: its lists live until exit, reachable (LeakSanitizer) */
     int code = titan_opt_main(&spec, argc, argv, &r, &verbosity);
     if (code >= 0) return code;
     return titan_report(run_mode(&o, r.pos, r.npos));

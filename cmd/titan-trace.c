@@ -347,7 +347,7 @@ static titan_status cmd_chrome(const opts *o) {
 int main(int argc, char **argv) {
     titan_log_init("titan-trace");
     opts o = {0};
-    titan_opt_result r;
+    static titan_opt_result r; /* static: its lists live until exit, reachable (LeakSanitizer) */
     int done = 0, code = 0, waits = 0;
     titan_status st = parse(argc, argv, &o, &r, &done, &code);
     if (st == TITAN_OK && done) return code;

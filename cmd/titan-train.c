@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     int print = 0, verbosity = 1;
     long long nproc = 0, sample = 0, stop_at = 0;
     titan_train_opts opts = {.prompt = "", .temperature = 0.0};
-    titan_args keys = {0};
+    static titan_args keys; /* static, as r below: reachable until exit */
     const titan_option table[] = {
         {TITAN_OPT(PATH, "data", 0, &data, "DIR", "shard directory (same as --training.dataset_path=DIR)")},
         {TITAN_OPT(STRING, "device", 0, &device, "DEV", "cpu, cuda, cuda:N or auto (same as --training.device=DEV)")},
@@ -113,11 +113,12 @@ int main(int argc, char **argv) {
                  "--print-config RUN|CONFIG.toml [--section.key=value ...]",
         .intro = intro, .footer = footer, .opts = table, .key_fn = titan_args_collect, .key_ctx = &keys,
     };
-    titan_opt_result r;
+    static titan_opt_result r; /* static: its lists live until exit, reachable (LeakSanitizer) */
     int code = titan_opt_main(&spec, argc, argv, &r, &verbosity);
     if (code >= 0) return code;
     /* torchtitan's --job.config_file: the job file names the run (job.dump_folder) */
-    char *config_file = titan_args_take(&keys, "job.config_file");
+    static char *config_file; /* reachable until exit */
+    config_file = titan_args_take(&keys, "job.config_file");
     titan_status st;
     if (r.npos > (config_file ? 0 : 1)) {
         titan_error(TITAN_ERR_USAGE, "unexpected argument '%s' (%s)", r.pos[config_file ? 0 : 1],

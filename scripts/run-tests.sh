@@ -2,9 +2,26 @@
 # Runs the whole test suite: unit test programs, the PyTorch parity test and the
 # CLI scripts. Prints one line per test and "N passed, N failed, N skipped".
 # A test program exiting 77 is skipped (e.g. PyTorch missing).
+#   scripts/run-tests.sh [--build DIR] [--bin DIR] [--asan] [CLI-TEST...]
+#   --build DIR   the unit tests of DIR/tests (default build; logs in DIR/test-logs)
+#   --bin DIR     the tools of DIR (default bin): the CLI tests' $bin (TITAN_BIN)
+#   --asan        a sanitizer build (make check-asan): its runtime options
+#                 (tests/asan/options.sh), and no CUDA emulator runs
+#   CLI-TEST      only these of tests/cli (names without .sh; default all)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
+build=build; asan=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build) build=${2:?--build needs a directory}; shift 2 ;;
+    --bin) TITAN_BIN=$(cd "${2:?--bin needs a directory}" && pwd) || exit 2; export TITAN_BIN; shift 2 ;;
+    --asan) asan=1; shift ;;
+    -*) echo "run-tests.sh: unknown option '$1'" >&2; exit 2 ;;
+    *) break ;;
+    esac
+done
+[ $asan -eq 1 ] && . tests/asan/options.sh
 if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo 2>/dev/null; then
     export OPENBLAS_CORETYPE=SkylakeX
 fi
@@ -14,7 +31,7 @@ export TITAN_NO_REEXEC=1
 # under TITAN_REQUIRE_PY=1, as in CI).
 TITAN_PY=$(scripts/pyenv.sh --check 2>/dev/null) || TITAN_PY=""
 export TITAN_PY
-log=build/test-logs
+log=$build/test-logs
 mkdir -p "$log"
 pass=0; fail=0; skip=0; failed=""
 
@@ -24,6 +41,13 @@ run() { # name, command...
     "$@" >"$log/$name.log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
+    # a sanitizer report (--asan: tests/asan/options.sh) fails the test
+    if [ $asan -eq 1 ] && [ -n "$(ls "$asan_logs")" ]; then
+        for r in "$asan_logs"/*; do echo "== $r"; cat "$r"; done >>"$log/$name.log"
+        rm -f "$asan_logs"/*
+        echo "sanitizer report (above)" >>"$log/$name.log"
+        [ $rc -eq 0 ] || [ $rc -eq 77 ] && rc=86
+    fi
     if [ $rc -eq 0 ]; then
         pass=$((pass + 1)); echo "PASS  $name (${secs}s)"
     elif [ $rc -eq 77 ]; then
@@ -37,20 +61,20 @@ run() { # name, command...
 
 golden() { # without build/venv, pyenv.sh --check says so: a skip (77), or 1 under TITAN_REQUIRE_PY=1
     py=${TITAN_PY:-$(scripts/pyenv.sh --check)} || { rc=$?; echo "$py"; return $rc; }
-    "$py" tests/torch/gen_golden.py build/golden && build/tests/test_parity build/golden
+    "$py" tests/torch/gen_golden.py "$build/golden" && "$build/tests/test_parity" "$build/golden"
 }
 
 # The tokenizer references of test_bpe and gguf.sh (tiktoken, tokenizers: build/tokenizer/).
 sh tests/tokenizer/prepare.sh 2>"$log/tokenizer_prepare.log"
-for t in build/tests/test_*; do
+for t in "$build"/tests/test_*; do
     [ -x "$t" ] || continue
     n=$(basename "$t")
     [ "$n" = test_parity ] && continue
     run "$n" "$t"
 done
-[ -x build/tests/test_parity ] && run test_parity golden
+[ -x "$build/tests/test_parity" ] && run test_parity golden
 # The CUDA backend's own code on the CPU (tests/emu/cuda_emu.h), where nvcc built it.
-if [ -f build/emu/libtitan-cuda-emu.so ] && [ -x build/tests/test_cuda_ops ]; then
+if [ $asan -eq 0 ] && [ -f build/emu/libtitan-cuda-emu.so ] && [ -x build/tests/test_cuda_ops ]; then
     run test_cuda_ops_emu env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so build/tests/test_cuda_ops
     run test_comm_nccl_emu env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so TITAN_EMU_DEVICES=2 \
         build/tests/test_comm_nccl
@@ -69,8 +93,10 @@ if [ -f build/emu/libtitan-cuda-emu.so ] && [ -x build/tests/test_cuda_ops ]; th
         run test_cuda_ops_emu_cudnn cudnn_ops
     fi
 fi
-for s in tests/cli/*.sh; do
-    [ -f "$s" ] || continue
+cli=""
+for c in "$@"; do cli="$cli tests/cli/$c.sh"; done
+for s in ${cli:-tests/cli/*.sh}; do
+    [ -f "$s" ] || { [ $# -eq 0 ] && continue; echo "no CLI test $s" >&2; exit 2; }
     run "cli_$(basename "$s" .sh)" sh "$s"
 done
 

@@ -86,7 +86,8 @@ static titan_status list_root(const char *root, ls_entry **out, int *n) {
             if (!ne) { free(e); closedir(d); return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", root); }
             e = ne;
         }
-        snprintf(e[*n].name, sizeof e[*n].name, "%s", de->d_name);
+        _Static_assert(sizeof e[*n].name == sizeof base, "a name that fits base fits the entry");
+        memcpy(e[*n].name, de->d_name, l + 1);
         e[*n].step = step;
         e[*n].tmp = tmp;
         (*n)++;
@@ -105,7 +106,8 @@ titan_status titan_ckpt_ls(const char *arg, int json, FILE *out) {
     TITAN_TRY(list_root(root, &e, &n));
     int64_t latest = -1;
     if (n) {
-        titan_status st = titan_ckpt_latest_step(root, &latest);
+        char dir[PATH_MAX];
+        titan_status st = titan_ckpt_resolve(root, dir, sizeof dir, &latest, 1); /* a bad `latest` is named */
         if (st != TITAN_OK) { titan_error_clear(); latest = -1; }
     }
     json_t *arr = json_array();
@@ -327,9 +329,8 @@ titan_status titan_ckpt_verify_all(const char *arg, FILE *out, int *nbad) {
     titan_ckpt *ck;
     TITAN_TRY(titan_ckpt_open(&ck, path)); /* validates the catalog: boxes in shape, no overlaps */
     /* A model's checkpoint: its metadata and its catalog agree. */
-    int64_t dim;
     titan_llama_config mc;
-    if (titan_ckpt_meta_get_i64(ck, "model.dim", &dim) == TITAN_OK) {
+    if (titan_ckpt_meta_has(ck, "model.dim")) { /* of any type: a string there is an error, not "no model" */
         titan_status ms = titan_ckpt_model_config(ck, &mc);
         if (ms != TITAN_OK) {
             titan_ckpt_close(ck);

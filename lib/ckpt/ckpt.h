@@ -173,6 +173,7 @@ titan_status titan_ckpt_parse(titan_ckpt **out, const char *json, size_t len, co
 int64_t titan_ckpt_step(const titan_ckpt *ck);
 const char *titan_ckpt_path(const titan_ckpt *ck); /* the step dir */
 
+int titan_ckpt_meta_has(const titan_ckpt *ck, const char *key); /* 1 if the key is there, of any type */
 /* TITAN_ERR_FORMAT when the key is missing or of another type (f64 accepts integers).
  * The string stays valid until titan_ckpt_close. */
 titan_status titan_ckpt_meta_get_i64(const titan_ckpt *ck, const char *key, int64_t *out);

@@ -129,7 +129,7 @@ static int read_latest(const char *root, char *name, size_t namesz, int64_t *ste
         return 0;
     }
     char *txt = NULL;
-    if (titan_fs_read_file(p, &txt, NULL, 4096) != TITAN_OK) {
+    if (titan_fs_read_regular(p, &txt, NULL, 4096) != TITAN_OK) {
         snprintf(why, whysz, "unreadable (%s)", titan_error_message());
         return 0;
     }

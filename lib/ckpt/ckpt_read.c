@@ -317,7 +317,7 @@ static titan_status parse_catalog(titan_ckpt *ck, const char *txt, size_t len) {
 static titan_status load_catalog(titan_ckpt *ck) {
     char *txt;
     size_t len;
-    TITAN_TRY(titan_fs_read_file(ck->mpath, &txt, &len, METADATA_MAX));
+    TITAN_TRY(titan_fs_read_regular(ck->mpath, &txt, &len, METADATA_MAX));
     titan_status st = parse_catalog(ck, txt, len);
     free(txt);
     TITAN_TRY(st);
@@ -387,6 +387,10 @@ static json_t *meta_get(const titan_ckpt *ck, const char *key, titan_status *st)
     json_t *v = ck->meta ? json_object_get(ck->meta, key) : NULL;
     if (!v) *st = titan_error(TITAN_ERR_FORMAT, "%s: meta key \"%s\": missing", ck->mpath, key);
     return v;
+}
+
+int titan_ckpt_meta_has(const titan_ckpt *ck, const char *key) {
+    return ck->meta && json_object_get(ck->meta, key) != NULL;
 }
 
 titan_status titan_ckpt_meta_get_i64(const titan_ckpt *ck, const char *key, int64_t *out) {

@@ -276,7 +276,10 @@ static titan_status extract(const char *in, const char *stage, char steps[][64],
         /* Names are checked above, and the staging prefix is ours, so refuse .. and links here too. */
         archive_write_disk_set_options(w, ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
                                               ARCHIVE_EXTRACT_NO_OVERWRITE);
-        if (archive_read_open_filename(r, in, 1 << 16) != ARCHIVE_OK)
+        struct stat sb;
+        if (stat(in, &sb) == 0 && S_ISDIR(sb.st_mode))
+            st = titan_error(TITAN_ERR_IO, "%s: a directory, not an archive", in);
+        else if (archive_read_open_filename(r, in, 1 << 16) != ARCHIVE_OK)
             st = titan_error(errno == ENOENT ? TITAN_ERR_IO : TITAN_ERR_FORMAT, "%s: %s", in, archive_error_string(r));
     }
     struct archive_entry *e;

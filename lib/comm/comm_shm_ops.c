@@ -451,7 +451,7 @@ titan_status shm_run_p2p(shm_ctx *x) {
     memset(&pp, 0, sizeof pp);
     int nsend = op->kind == COMM_SEND || op->kind == COMM_SEND_RECV;
     int nrecv = op->kind == COMM_RECV || op->kind == COMM_SEND_RECV;
-    char tx[96] = "", rx[96] = "";
+    char tx[88] = "", rx[88] = ""; /* both, and " with ", fit x->what */
     if (nsend) {
         flow_init(&pp.tx, op->peer, (void *)op->send, op->count * es, s->sent[op->peer] + 1);
         snprintf(tx, sizeof tx, "send #%llu to rank %d (%s x %zu)",

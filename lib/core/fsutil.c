@@ -124,10 +124,8 @@ static titan_status read_stream(int fd, const char *path, char **data, size_t *l
     return TITAN_OK;
 }
 
-titan_status titan_fs_read_file(const char *path, char **data, size_t *len, size_t max) {
-    *data = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return titan_error(TITAN_ERR_IO, "%s: open: %s", path, strerror(errno));
+/* Reads the file open as fd (closed here), as titan_fs_read_file. */
+static titan_status read_fd(int fd, const char *path, char **data, size_t *len, size_t max) {
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -160,6 +158,34 @@ titan_status titan_fs_read_file(const char *path, char **data, size_t *len, size
     *data = buf;
     if (len) *len = n;
     return TITAN_OK;
+}
+
+titan_status titan_fs_read_file(const char *path, char **data, size_t *len, size_t max) {
+    *data = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return titan_error(TITAN_ERR_IO, "%s: open: %s", path, strerror(errno));
+    return read_fd(fd, path, data, len, max);
+}
+
+titan_status titan_fs_open_regular(const char *path, int *fd) {
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer */
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0) return titan_error(TITAN_ERR_IO, "%s: open: %s", path, strerror(errno));
+    struct stat st;
+    int e = fstat(*fd, &st) != 0 ? errno : 0;
+    if (e || !S_ISREG(st.st_mode) || fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        close(*fd);
+        *fd = -1;
+        return titan_error(TITAN_ERR_IO, "%s: %s", path, e ? strerror(e) : "not a regular file");
+    }
+    return TITAN_OK;
+}
+
+titan_status titan_fs_read_regular(const char *path, char **data, size_t *len, size_t max) {
+    *data = NULL;
+    int fd;
+    TITAN_TRY(titan_fs_open_regular(path, &fd));
+    return read_fd(fd, path, data, len, max);
 }
 
 /* Writes path (created with mode), fsync'ing it when durable. */

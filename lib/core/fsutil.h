@@ -32,6 +32,12 @@ titan_status titan_fs_pread_all(int fd, void *buf, size_t n, off_t off, const ch
 /* Reads a whole file (at most max bytes, else TITAN_ERR_FORMAT) into a malloc'd,
  * NUL-terminated buffer. *len (optional) gets the size without the NUL. */
 titan_status titan_fs_read_file(const char *path, char **data, size_t *len, size_t max);
+/* For files found inside an input directory (a catalog, a config.json, a data
+ * file), where a FIFO, socket or device is not the user's choice: opens path
+ * for reading (fd blocking, as usual) or reads it whole as titan_fs_read_file;
+ * anything but a regular file is refused (TITAN_ERR_IO), without waiting on it. */
+titan_status titan_fs_open_regular(const char *path, int *fd);
+titan_status titan_fs_read_regular(const char *path, char **data, size_t *len, size_t max);
 /* Creates/truncates path, writes data and fsyncs it (not atomic: use for files
  * inside a directory that is itself published by rename). */
 titan_status titan_fs_write_file(const char *path, const void *data, size_t n);

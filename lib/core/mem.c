@@ -14,7 +14,8 @@ void *titan_alloc(size_t nbytes, const char *what) {
     void *p = NULL;
     size_t n = (nbytes + 63) & ~(size_t)63;
     if (n == 0) n = 64;
-    if (posix_memalign(&p, 64, n) != 0) {
+    /* nbytes within 63 of SIZE_MAX rounds to 0 above: refused, not 64 bytes */
+    if (nbytes > SIZE_MAX - 63 || posix_memalign(&p, 64, n) != 0) {
         titan_error(TITAN_ERR_NOMEM, "%s: cannot allocate %zu bytes", what ? what : "buffer", nbytes);
         return NULL;
     }

@@ -95,6 +95,7 @@ typedef struct {
     unsigned char *map;
     size_t map_len;
     uint64_t tokens, documents, start; /* start: global offset of its first token */
+    uint64_t xxh64;                    /* the payload checksum index.json gives */
 } shard_file;
 
 struct titan_shard_dir {
@@ -138,7 +139,8 @@ static titan_status index_string(const json_t *obj, const char *key, const char 
 /* Maps one file, checks it against its index entry, its payload checksum and
  * its token range. */
 static titan_status verify_file(titan_shard_dir *d, shard_file *f, uint64_t want_xxh, int i) {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in a shard's place is refused below, not waited on */
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return titan_error(TITAN_ERR_IO, "%s: %s (listed in %s)", f->path, strerror(errno), TITAN_SHARD_INDEX);
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -238,6 +240,47 @@ static titan_status parse_index(titan_shard_dir *d, const json_t *root, const ch
     return TITAN_OK;
 }
 
+/* Reads shards[i] of index.json into f (its path, counts and checksum). */
+static titan_status index_entry(titan_shard_dir *d, const json_t *e, const char *ipath, size_t i, shard_file *f) {
+    char where[PATH_MAX + 32];
+    snprintf(where, sizeof where, "%s: shards[%zu]", ipath, i);
+    const char *name = "", *hex = "";
+    if (!json_is_object(e)) return titan_error(TITAN_ERR_FORMAT, "%s: not an object", where);
+    TITAN_TRY(index_string(e, "file", where, &name));
+    if (!name[0] || name[0] == '.' || strchr(name, '/'))
+        return titan_error(TITAN_ERR_FORMAT, "%s: file '%s' is not a plain file name", where, name);
+    TITAN_TRY(index_uint(e, "tokens", where, &f->tokens));
+    TITAN_TRY(index_uint(e, "documents", where, &f->documents));
+    TITAN_TRY(index_string(e, "xxh64", where, &hex));
+    char *end;
+    errno = 0;
+    f->xxh64 = strtoull(hex, &end, 16);
+    if (strlen(hex) != 16 || *end || errno)
+        return titan_error(TITAN_ERR_FORMAT, "%s: xxh64 '%s' is not 16 hex digits", where, hex);
+    return join(f->path, d->dir, name);
+}
+
+static int path_cmp(const void *a, const void *b) {
+    return strcmp((*(shard_file *const *)a)->path, (*(shard_file *const *)b)->path);
+}
+
+/* Before any file is read: no file is listed twice (a crafted index naming
+ * one file a million times would make a reader verify it a million times). */
+static titan_status index_unique(const titan_shard_dir *d, const char *ipath) {
+    if (d->n_files < 2) return TITAN_OK;
+    shard_file **by_name = titan_alloc((size_t)d->n_files * sizeof *by_name, "shard names");
+    if (!by_name) return TITAN_ERR_NOMEM;
+    for (int i = 0; i < d->n_files; i++) by_name[i] = &d->files[i];
+    qsort(by_name, (size_t)d->n_files, sizeof *by_name, path_cmp);
+    titan_status st = TITAN_OK;
+    for (int i = 1; i < d->n_files && st == TITAN_OK; i++)
+        if (strcmp(by_name[i - 1]->path, by_name[i]->path) == 0)
+            st = titan_error(TITAN_ERR_FORMAT, "%s: file '%s' is listed more than once", ipath,
+                             strrchr(by_name[i]->path, '/') + 1);
+    titan_free(by_name);
+    return st;
+}
+
 static titan_status dir_load(titan_shard_dir *d, const char *dir) {
     size_t len = strlen(dir);
     while (len > 1 && dir[len - 1] == '/') len--;
@@ -255,8 +298,11 @@ static titan_status dir_load(titan_shard_dir *d, const char *dir) {
     char ipath[PATH_MAX];
     TITAN_TRY(join(ipath, d->dir, TITAN_SHARD_INDEX));
     if (access(ipath, R_OK) != 0) return io_missing(ipath, d->dir);
+    /* a FIFO in its place would block the reader forever */
+    if (stat(ipath, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return titan_error(TITAN_ERR_IO, "%s: not a regular file", ipath);
     json_error_t jerr;
-    json_t *root = json_load_file(ipath, 0, &jerr);
+    json_t *root = json_load_file(ipath, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
         return titan_error(TITAN_ERR_FORMAT, "%s: line %d column %d: %s", ipath, jerr.line, jerr.column, jerr.text);
 
@@ -268,34 +314,16 @@ static titan_status dir_load(titan_shard_dir *d, const char *dir) {
         if (!d->files) st = TITAN_ERR_NOMEM;
     }
     for (size_t i = 0; st == TITAN_OK && i < n; i++) {
-        const json_t *e = json_array_get(shards, i);
-        char where[PATH_MAX + 32];
-        snprintf(where, sizeof where, "%s: shards[%zu]", ipath, i);
+        st = index_entry(d, json_array_get(shards, i), ipath, i, &d->files[i]);
+        d->n_files = (int)i + 1;
+    }
+    if (st == TITAN_OK) st = index_unique(d, ipath);
+    for (int i = 0; st == TITAN_OK && i < d->n_files; i++) {
         shard_file *f = &d->files[i];
-        const char *name = "", *hex = "";
-        uint64_t want_xxh = 0;
-        if (!json_is_object(e)) st = titan_error(TITAN_ERR_FORMAT, "%s: not an object", where);
-        if (st == TITAN_OK) st = index_string(e, "file", where, &name);
-        if (st == TITAN_OK && (!name[0] || name[0] == '.' || strchr(name, '/')))
-            st = titan_error(TITAN_ERR_FORMAT, "%s: file '%s' is not a plain file name", where, name);
-        if (st == TITAN_OK) st = index_uint(e, "tokens", where, &f->tokens);
-        if (st == TITAN_OK) st = index_uint(e, "documents", where, &f->documents);
-        if (st == TITAN_OK) st = index_string(e, "xxh64", where, &hex);
-        if (st == TITAN_OK) {
-            char *end;
-            errno = 0;
-            want_xxh = strtoull(hex, &end, 16);
-            if (strlen(hex) != 16 || *end || errno)
-                st = titan_error(TITAN_ERR_FORMAT, "%s: xxh64 '%s' is not 16 hex digits", where, hex);
-        }
-        if (st == TITAN_OK) st = join(f->path, d->dir, name);
-        if (st == TITAN_OK) {
-            f->start = d->tokens;
-            d->n_files = (int)i + 1;
-            st = verify_file(d, f, want_xxh, (int)i);
-            d->tokens += f->tokens;
-            d->documents += f->documents;
-        }
+        f->start = d->tokens;
+        st = verify_file(d, f, f->xxh64, i);
+        d->tokens += f->tokens;
+        d->documents += f->documents;
     }
     if (st == TITAN_OK) {
         uint64_t t = 0, docs = 0;

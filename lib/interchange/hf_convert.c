@@ -25,7 +25,12 @@ titan_status titan_ckpt_model_config(const titan_ckpt *ck, titan_llama_config *m
     memset(mc, 0, sizeof *mc);
     int64_t iv;
     double fv;
-#define GET_I(f) TITAN_TRY(titan_ckpt_meta_get_i64(ck, "model." #f, &iv)); mc->f = (int)iv;
+#define GET_I(f) \
+    TITAN_TRY(titan_ckpt_meta_get_i64(ck, "model." #f, &iv)); \
+    if (iv < INT_MIN || iv > INT_MAX) \
+        return titan_error(TITAN_ERR_FORMAT, "%s/metadata.json: meta key \"model." #f "\": %" PRId64 " out of range", \
+                           titan_ckpt_path(ck), iv); \
+    mc->f = (int)iv;
 #define GET_F(f) TITAN_TRY(titan_ckpt_meta_get_f64(ck, "model." #f, &fv)); mc->f = (float)fv;
     TITAN_LLAMA_INT_FIELDS(GET_I)
     TITAN_LLAMA_FLT_FIELDS(GET_F)
@@ -360,7 +365,7 @@ static titan_status hf_set_open(hf_set *s, const char *dir) {
     if (!titan_fs_exists(path)) return hf_set_add(s, dir, "model.safetensors");
     char *txt;
     size_t len;
-    TITAN_TRY(titan_fs_read_file(path, &txt, &len, (size_t)64 << 20));
+    TITAN_TRY(titan_fs_read_regular(path, &txt, &len, (size_t)64 << 20));
     json_error_t je;
     json_t *idx = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &je);
     free(txt);
@@ -452,7 +457,7 @@ static titan_status read_hf_config(const char *dir, const titan_hf_import_opts *
     TITAN_TRY(titan_fs_join(path, sizeof path, dir, "config.json"));
     char *txt;
     size_t len;
-    TITAN_TRY(titan_fs_read_file(path, &txt, &len, (size_t)16 << 20));
+    TITAN_TRY(titan_fs_read_regular(path, &txt, &len, (size_t)16 << 20));
     titan_status st = titan_hf_parse_config(txt, len, path, o, mc);
     free(txt);
     return st;
@@ -461,7 +466,7 @@ static titan_status read_hf_config(const char *dir, const titan_hf_import_opts *
 titan_status titan_hf_parse_config(const char *txt, size_t len, const char *path, const titan_hf_import_opts *o,
                                    titan_llama_config *mc) {
     json_error_t je;
-    json_t *c = json_loadb(txt, len, 0, &je);
+    json_t *c = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &je); /* a key twice: which would transformers take? */
     if (!c || !json_is_object(c)) {
         if (c) json_decref(c);
         return c ? titan_error(TITAN_ERR_FORMAT, "%s: not a JSON object", path)
@@ -501,6 +506,8 @@ titan_status titan_hf_parse_config(const char *txt, size_t len, const char *path
     if (st == TITAN_OK)
         st = cfg_num(rp && !json_object_get(c, "rope_theta") ? rp : c, path, "rope_theta", 10000.0, &mc->rope_theta);
     json_t *tie = json_object_get(c, "tie_word_embeddings");
+    if (st == TITAN_OK && tie && !json_is_boolean(tie) && !json_is_null(tie))
+        st = titan_error(TITAN_ERR_FORMAT, "%s: \"tie_word_embeddings\": not true or false", path);
     mc->tie_embeddings = json_is_true(tie);
     json_t *rs = json_object_get(c, "rope_scaling");
     if ((!rs || json_is_null(rs)) && rp) {

@@ -181,11 +181,10 @@ titan_status titan_st_open(titan_st_file **out, const char *path) {
     titan_st_file *f = calloc(1, sizeof *f);
     if (!f) return titan_error(TITAN_ERR_NOMEM, "%s: out of memory", path);
     snprintf(f->path, sizeof f->path, "%s", path);
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) {
-        titan_status st = titan_error(TITAN_ERR_IO, "%s: open: %s", path, strerror(errno));
+    titan_status ost = titan_fs_open_regular(path, &f->fd); /* a FIFO there is refused, not waited on */
+    if (ost != TITAN_OK) {
         free(f);
-        return st;
+        return ost;
     }
     struct stat sb;
     titan_status st = fstat(f->fd, &sb) == 0 ? parse_header(f, (uint64_t)sb.st_size, NULL)

@@ -1,11 +1,12 @@
 # tap.sh - sourced by the CLI test scripts (tests/cli/*.sh; not a test
 # itself): TAP counters and the checks they share. Gives $top (the
-# repository), $bin, $tmp (a directory removed on exit), ok/fail/skip
+# repository), $bin (the tools: $TITAN_BIN, else bin/; make check-asan
+# points it at bin-asan/), $tmp (a directory removed on exit), ok/fail/skip
 # DESCRIPTION, check, expect, shard_man_corpus (below) and tap_end.
 #   EXPECT_TIMEOUT=S   bound every expect'ed command to S seconds
 #   EXPECT_OUTPUT=1    expect's PATTERN may also be in stdout
 top=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$top/bin
+bin=${TITAN_BIN:-$top/bin}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 n=0; bad=0
