@@ -19,6 +19,7 @@
 #   checkpoint, up to K times, on the nodes the job still holds (--no-kill
 #   keeps the allocation when a node fails), the restart recorded in
 #   metrics.jsonl (TITAN_RESTART); titan-train(1), Launch, Restarts.
+#   RESTART_PAUSE=S: seconds between the starts (default 10).
 #SBATCH --job-name=titan-train
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=4
@@ -57,6 +58,6 @@ while :; do
     [ $tries -lt "$max" ] || exit $rc
     tries=$((tries + 1)) restart=$((restart + 1))
     export TITAN_RESTART_CAUSE="srun exited with status $rc"
-    echo "sbatch-example: restart $restart in 10 s: $TITAN_RESTART_CAUSE" >&2
-    sleep 10
+    echo "sbatch-example: restart $restart in ${RESTART_PAUSE:-10} s: $TITAN_RESTART_CAUSE" >&2
+    sleep "${RESTART_PAUSE:-10}"
 done
