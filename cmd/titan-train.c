@@ -14,32 +14,12 @@
 #include "core/options.h"
 #include "core/version.h"
 #include "comm/bootstrap.h"
-#include "comm/spawn.h"
 #include "parallel/mesh.h"
 #include "job/args.h"
 #include "train/setup.h"
 #include "train/train.h"
 
-/* --nproc N: runs this program as N ranks (argv without --nproc) and
- * exits with the first failed rank's status. */
-static int spawn_ranks(int argc, char **argv, int nproc) {
-    char **av = calloc((size_t)argc + 1, sizeof *av);
-    int *codes = calloc((size_t)nproc, sizeof *codes);
-    if (!av || !codes) return titan_report(titan_error(TITAN_ERR_NOMEM, "--nproc: out of memory"));
-    int k = 0;
-    av[k++] = "/proc/self/exe";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--nproc")) i++;
-        else if (strncmp(argv[i], "--nproc=", 8) != 0) av[k++] = argv[i];
-    }
-    titan_dist_spawn_options o = {.nproc = nproc, .grace_s = 30, .exit_codes = codes};
-    int first = 0;
-    titan_status st = titan_dist_spawn_local(av, &o, &first);
-    if (st != TITAN_OK) titan_report(st); /* one line: the first failure, then the others' statuses */
-    free(av);
-    free(codes);
-    return st == TITAN_OK ? 0 : first > 0 && first < 128 ? first : (int)TITAN_ERR_COMM;
-}
+#include "titan-train/elastic.h"
 
 /* --job.config_file F: F's job (with the command line's keys) trains in its
  * job.dump_folder, as torchtitan runs it. A new run is made there first, by
@@ -68,6 +48,40 @@ static titan_status open_job_run(const titan_job_config *cfg, const char *run, c
     return TITAN_OK;
 }
 
+/* --max-restarts and --min-nproc belong to --nproc's launcher; a restart
+ * takes fewer ranks only when it may restart at all. */
+static titan_status check_launch_options(long long nproc, long long max_restarts, long long min_nproc) {
+    if ((max_restarts || min_nproc) && !nproc) {
+        titan_error(TITAN_ERR_USAGE, "%s: only with --nproc (the local launcher restarts its ranks)",
+                    max_restarts ? "--max-restarts" : "--min-nproc");
+        titan_error_hint("under srun or mpirun, restart the launch in a loop: see titan-train(1), Launch");
+        return TITAN_ERR_USAGE;
+    }
+    if (min_nproc > nproc)
+        return titan_error(TITAN_ERR_USAGE, "--min-nproc %lld: more than --nproc %lld", min_nproc, nproc);
+    if (min_nproc && min_nproc < nproc && !max_restarts) {
+        titan_error(TITAN_ERR_USAGE, "--min-nproc %lld: no restart to take fewer ranks (--max-restarts 0)", min_nproc);
+        titan_error_hint("add --max-restarts K");
+        return TITAN_ERR_USAGE;
+    }
+    return TITAN_OK;
+}
+
+/* TITAN_RESTART and TITAN_RESTART_CAUSE: set by the launcher (elastic.h)
+ * or a Slurm loop for a restarted job's ranks; metrics.jsonl records them. */
+static titan_status restart_env(titan_train_opts *opts) {
+    const char *v = getenv("TITAN_RESTART");
+    if (!v || !*v) return TITAN_OK;
+    char *end;
+    long k = strtol(v, &end, 10);
+    if (*end || k < 0 || k > INT_MAX)
+        return titan_error(TITAN_ERR_USAGE, "TITAN_RESTART=%s: not a restart count (0, 1, 2, ...)", v);
+    opts->restart = (int)k;
+    opts->restart_cause = getenv("TITAN_RESTART_CAUSE");
+    if (!opts->restart_cause) opts->restart_cause = "";
+    return TITAN_OK;
+}
+
 /* --help's prose around the options the table generates. */
 static const char intro[] =
     "Trains the run directory RUN (made by titan-init) from its latest checkpoint\n"
@@ -86,7 +100,7 @@ int main(int argc, char **argv) {
     titan_log_init("titan-train");
     const char *data = NULL, *device = NULL;
     int print = 0, verbosity = 1;
-    long long nproc = 0, sample = 0, stop_at = 0;
+    long long nproc = 0, sample = 0, stop_at = 0, max_restarts = 0, min_nproc = 0;
     titan_train_opts opts = {.prompt = "", .temperature = 0.0};
     static titan_args keys; /* static, as r below: reachable until exit */
     const titan_option table[] = {
@@ -94,6 +108,11 @@ int main(int argc, char **argv) {
         {TITAN_OPT(STRING, "device", 0, &device, "DEV", "cpu, cuda, cuda:N or auto (same as --training.device=DEV)")},
         {TITAN_OPT(INT, "nproc", 0, &nproc, "N", "start N local ranks of titan-train and wait for them\n"
          "(mpirun/srun start the ranks themselves)"), .min = 1, .max = 1024, .expected = "a rank count 1..1024"},
+        {TITAN_OPT(INT, "max-restarts", 0, &max_restarts, "K", "with --nproc: start the ranks again from the latest\n"
+         "checkpoint, up to K times, when the job loses one"), .min = 0, .max = 1000,
+         .expected = "a restart count 0..1000"},
+        {TITAN_OPT(INT, "min-nproc", 0, &min_nproc, "M", "with --max-restarts: a restart may take fewer ranks,\n"
+         "at least M (default: --nproc's N)"), .min = 1, .max = 1024, .expected = "a rank count 1..1024"},
         {TITAN_OPT(FLAG, "print-config", 0, &print, NULL, "print the resolved config and exit")},
         {TITAN_OPT(INT, "stop-at", 0, &stop_at, "STEP", "stop after STEP with a checkpoint; the LR schedule still\n"
          "runs to training.steps (for jobs cut by a time limit)"), .min = 1, .max = LLONG_MAX,
@@ -171,6 +190,7 @@ int main(int argc, char **argv) {
     char source[PATH_MAX];
     snprintf(source, sizeof source, "%s%s", pos, config_file ? "" : "/config.toml");
     if ((st = titan_run_check_paths(&cfg, &saved, source)) != TITAN_OK) return titan_report(st);
+    if ((st = check_launch_options(nproc, max_restarts, min_nproc)) != TITAN_OK) return titan_report(st);
     if (nproc > 0) {
         if (getenv("TITAN_RANK") || getenv("PMIX_NAMESPACE")) {
             titan_error(TITAN_ERR_USAGE, "--nproc: this process is already a rank of a job (%s)",
@@ -183,9 +203,12 @@ int main(int argc, char **argv) {
         if ((st = titan_mesh_check(&cfg, (int)nproc)) != TITAN_OK ||
             (st = titan_setup_check_model(&cfg)) != TITAN_OK)
             return titan_report(st);
-        return spawn_ranks(argc, argv, (int)nproc);
+        titan_train_launch launch = {.nproc = (int)nproc, .max_restarts = (int)max_restarts,
+                                     .min_nproc = min_nproc ? (int)min_nproc : (int)nproc, .run = run, .cfg = &cfg};
+        return titan_train_launch_local(argc, argv, &launch);
     }
     opts.run_dir = run;
+    if ((st = restart_env(&opts)) != TITAN_OK) return titan_report(st);
     st = titan_train(&cfg, &opts);
     free(config_file);
     return titan_report(st);

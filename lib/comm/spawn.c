@@ -198,16 +198,21 @@ static void signal_ranks(const launch *l, int sig) {
 /* Waits for every started rank. The first to fail (or stop_now: a failed
  * start) starts the grace period, after which the rest get SIGTERM, then
  * SIGKILL; SIGINT, SIGTERM and SIGHUP are passed on (*signalled), SIGUSR1
- * too. Returns the first failed rank, -1 when none. */
+ * too. Returns the failed rank that is the cause, -1 when none: the first
+ * to fail other than with status 8 (another rank failed) before the
+ * launcher signalled any, else the first to fail. (A rank that sees a
+ * peer die can exit before the launcher reaps the peer.) */
 static int wait_ranks(launch *l, double grace, int stop_now, int *signalled) {
-    int first = -1;
+    int first = -1, cause = -1;
     double term_at = stop_now ? titan_now_s() : 0, kill_at = 0;
     while (l->alive > 0) {
         for (int r = 0; r < l->started; r++) {
             if (!l->pids[r] || waitpid(l->pids[r], &l->wst[r], WNOHANG) != l->pids[r]) continue;
             l->pids[r] = 0;
             l->alive--;
-            if (code_of(l->wst[r]) != 0 && first < 0) {
+            int code = code_of(l->wst[r]);
+            if (code != 0 && cause < 0 && code != TITAN_ERR_COMM && kill_at == 0 && !*signalled) cause = r;
+            if (code != 0 && first < 0) {
                 first = r;
                 if (term_at == 0) term_at = titan_now_s() + grace;
             }
@@ -232,7 +237,7 @@ static int wait_ranks(launch *l, double grace, int stop_now, int *signalled) {
         }
     }
     pthread_sigmask(SIG_SETMASK, &l->old_set, NULL);
-    return first;
+    return cause >= 0 ? cause : first;
 }
 
 /* "rank 2 of 4 was killed by signal 9 (Killed); then ranks 0, 1, 3 failed
@@ -296,6 +301,7 @@ titan_status titan_dist_spawn_local(char *const argv[], const titan_dist_spawn_o
     titan_error_clear();
     if (st != TITAN_OK) titan_error(st, "%s", saved);
 
+    if (opt->interrupted) *opt->interrupted = signalled;
     if (opt->exit_codes)
         for (int r = 0; r < n; r++) opt->exit_codes[r] = r < l.started ? code_of(l.wst[r]) : 255;
     if (st == TITAN_OK && first >= 0) {

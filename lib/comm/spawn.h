@@ -31,11 +31,14 @@ typedef struct {
     double grace_s;       /* see above; <= 0 means 30 */
     const char *tmp_dir;  /* parent of the rendezvous directory; NULL: $TMPDIR, else /tmp */
     int *exit_codes;      /* optional, nproc entries: exit status, or 128+N if killed by signal N */
+    int *interrupted;     /* optional: the signal (SIGINT, SIGTERM, SIGHUP) the launcher was sent
+                           * and passed on, 0 when none (its ranks' deaths are then no fault of theirs) */
 } titan_dist_spawn_options;
 
 /* Runs argv (argv[0] is looked up like execvp) as opt->nproc ranks and
  * waits for all of them. TITAN_OK when every rank exits 0; otherwise
- * TITAN_ERR_FAIL with a message naming the first rank that failed and how,
+ * TITAN_ERR_FAIL with a message naming the rank that failed first and how
+ * (the first other than with status 8, "another rank failed", when one did),
  * and *first_code (optional) set to that rank's code as in exit_codes, for
  * the launcher to exit with. */
 titan_status titan_dist_spawn_local(char *const argv[], const titan_dist_spawn_options *opt,

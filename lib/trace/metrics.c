@@ -20,10 +20,14 @@ struct titan_metrics {
     int segment_pending;  /* the segment's keys go on its first line */
     char layout[128];
     int64_t global_batch;
+    int64_t dropped;      /* lines after resume_step dropped at open: steps trained again */
+    int restart;          /* > 0: the segment is an elastic restart (titan_metrics_set_restart) */
+    char restart_cause[256];
 };
 
-/* Keeps only lines whose "step" is <= keep_step; rewrites through a temp file. */
-static titan_status truncate_after(const char *path, int64_t keep_step) {
+/* Keeps only lines whose "step" is <= keep_step; rewrites through a temp
+ * file. *dropped_out: how many it dropped. */
+static titan_status truncate_after(const char *path, int64_t keep_step, int64_t *dropped_out) {
     FILE *in = fopen(path, "r");
     if (!in) return TITAN_OK; /* nothing yet */
     char tmp[4200];
@@ -51,15 +55,18 @@ static titan_status truncate_after(const char *path, int64_t keep_step) {
         unlink(tmp);
         return st;
     }
+    *dropped_out = dropped;
     if (dropped) titan_info("metrics: dropped %d lines after step %" PRId64 " (not checkpointed)", dropped, keep_step);
     return TITAN_OK;
 }
 
 titan_status titan_metrics_open(titan_metrics **out, const char *path, int64_t resume_step) {
     *out = NULL;
-    TITAN_TRY(truncate_after(path, resume_step));
+    int64_t dropped = 0;
+    TITAN_TRY(truncate_after(path, resume_step, &dropped));
     titan_metrics *m = calloc(1, sizeof *m);
     if (!m) return titan_error(TITAN_ERR_NOMEM, "metrics: out of memory");
+    m->dropped = dropped;
     snprintf(m->path, sizeof m->path, "%s", path);
     m->resume_step = resume_step;
     m->f = fopen(path, "a");
@@ -75,6 +82,11 @@ void titan_metrics_set_segment(titan_metrics *m, const char *layout, int64_t glo
     snprintf(m->layout, sizeof m->layout, "%s", layout);
     m->global_batch = global_batch;
     m->segment_pending = 1;
+}
+
+void titan_metrics_set_restart(titan_metrics *m, int restart, const char *cause) {
+    m->restart = restart;
+    snprintf(m->restart_cause, sizeof m->restart_cause, "%s", cause ? cause : "");
 }
 
 /* Appends text as a JSON string (layouts are plain; quotes and control
@@ -188,6 +200,11 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
         n = fprintf(m->f, ",\"resumed_from\":%" PRId64 ",\"global_batch\":%" PRId64 ",\"layout\":", m->resume_step,
                     m->global_batch);
         if (n >= 0) n = json_string(m->f, m->layout);
+        if (n >= 0 && m->restart > 0) {
+            n = fprintf(m->f, ",\"restart\":%d,\"steps_redone\":%" PRId64 ",\"restart_cause\":", m->restart,
+                        m->dropped);
+            if (n >= 0) n = json_string(m->f, m->restart_cause);
+        }
         m->segment_pending = 0;
     }
     if (n >= 0) n = fprintf(m->f, "}\n");

@@ -47,6 +47,12 @@ titan_status titan_metrics_open(titan_metrics **out, const char *path, int64_t r
  * run), "layout" ("dp_shard=2,tp=2", "single") and "global_batch"
  * (sequences a step), so a plot can mark resumes and layout changes. */
 void titan_metrics_set_segment(titan_metrics *m, const char *layout, int64_t global_batch);
+/* The segment is restart number `restart` (> 0) of an elastic job, after
+ * cause ("rank 2 of 4 was killed by signal 9 (Killed)"): its first line
+ * also carries "restart", "restart_cause" and "steps_redone" (the lines of
+ * steps after the checkpoint that titan_metrics_open dropped: work lost to
+ * the failure, trained again; a step rank 0 did not finish is not counted). */
+void titan_metrics_set_restart(titan_metrics *m, int restart, const char *cause);
 /* Also writes every step's scalars into a new TensorBoard event file in dir
  * (tensorboard.h) whose first step is first_step; world: the job's ranks. */
 titan_status titan_metrics_open_tensorboard(titan_metrics *m, const char *dir, int64_t first_step, int world);

@@ -11,6 +11,7 @@
  * between steps and never touch the training state. */
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,6 +299,42 @@ static void test_stall(const trainer *t) {
     for (;;) pause();
 }
 
+/* TITAN_TEST_KILL=RANK:STEP[:ATTEMPTS]: that rank kills itself with
+ * SIGKILL before that step in the job's first ATTEMPTS starts (default 1:
+ * not again after an elastic restart), so tests can lose a rank at a
+ * chosen step and check the restart. */
+static void test_kill(const trainer *t) {
+    static int rank = -2; /* as test_stall */
+    static long long step = -1;
+    static int attempts = 1;
+    if (rank == -2) {
+        const char *v = getenv("TITAN_TEST_KILL");
+        if (!v || sscanf(v, "%d:%lld:%d", &rank, &step, &attempts) < 2) rank = -1;
+    }
+    if (rank != t->mesh.rank || step != t->pr.step + 1 || t->restart >= attempts) return;
+    titan_warn("TITAN_TEST_KILL: rank %d kills itself before step %lld", rank, step);
+    kill(getpid(), SIGKILL);
+}
+
+/* The step's metrics line, also after its save failed: a save published
+ * before a later part of it failed (a rank lost after the commit) keeps
+ * its step's line, the resume from it continuing the curve, and one not
+ * published has the line dropped at the resume (titan_metrics_open).
+ * Returns the save's failure first. */
+static titan_status log_step(trainer *t, const titan_step_metrics *sm, int print, titan_status saved) {
+    if (!t->metrics) return saved;
+    if (saved == TITAN_OK) return titan_metrics_log(t->metrics, sm, print);
+    char msg[2048], hint[1024];
+    int muted = titan_error_muted();
+    snprintf(msg, sizeof msg, "%s", titan_error_message());
+    snprintf(hint, sizeof hint, "%s", titan_error_hint_text());
+    titan_metrics_log(t->metrics, sm, print); /* the save's error is the one to report */
+    titan_error(saved, "%s", msg);
+    if (hint[0]) titan_error_hint("%s", hint);
+    if (muted) titan_error_mute();
+    return saved;
+}
+
 static titan_status loop(trainer *t) {
     const titan_job_config *cfg = t->cfg;
     double tokens_per_step = (double)cfg->training_local_batch_size * cfg->training_seq_len * t->accum *
@@ -313,6 +350,7 @@ static titan_status loop(trainer *t) {
         titan_flight_set_step(t->pr.step + 1);
         titan_flight_phase("step start");
         test_stall(t);
+        test_kill(t);
         /* Several ranks commit a finished background save here (a short
          * collective wait, counted in the step's time). */
         double t0 = titan_now_s();
@@ -340,9 +378,10 @@ static titan_status loop(trainer *t) {
             titan_flight_phase("validation");
             TITAN_TRY(validate(t, &sm));
         }
+        titan_status saved = TITAN_OK;
         if (cfg->checkpoint_enable && (t->pr.step % cfg->checkpoint_interval == 0 || t->pr.step == stop)) {
             titan_flight_phase("checkpoint");
-            TITAN_TRY(save(t, &sm.ckpt_stall_s));
+            saved = save(t, &sm.ckpt_stall_s);
             sm.has_ckpt = 1;
         }
         sm.peak_rss_bytes = titan_peak_rss();
@@ -355,7 +394,7 @@ static titan_status loop(trainer *t) {
         int print = titan_log_verbosity() >= 1 &&
                     (sm.step % cfg->metrics_log_freq == 0 || sm.step == 1 || sm.step == stop ||
                      sm.has_val);
-        if (t->metrics) TITAN_TRY(titan_metrics_log(t->metrics, &sm, print));
+        TITAN_TRY(log_step(t, &sm, print, saved));
     }
     /* Full parameters for sampling, which follows on one rank (or its tp
      * group); otherwise each rank ends holding only its shard. */
@@ -406,6 +445,7 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
     t.cfg = cfg;
     t.stop_at = opts->stop_at;
     t.sample = opts->sample_tokens > 0;
+    t.restart = opts->restart;
     titan_status st = titan_trainer_setup(&t, opts);
     int64_t stop = opts->stop_at > 0 && opts->stop_at < cfg->training_steps ? opts->stop_at : cfg->training_steps;
     if (st == TITAN_OK && t.pr.step >= stop && !t.sample)

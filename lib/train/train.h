@@ -35,6 +35,8 @@ typedef struct {
     double temperature;      /* 0 = greedy */
     int64_t stop_at;         /* stop (with a checkpoint) after this step; 0 = training.steps.
                               * Unlike lowering training.steps, the LR schedule is unchanged. */
+    int restart;             /* > 0: the job's restart number after a failure (TITAN_RESTART) */
+    const char *restart_cause; /* what failed (TITAN_RESTART_CAUSE), for metrics.jsonl */
 } titan_train_opts;
 
 /* Trains from the latest checkpoint of the run up to training.steps. */

@@ -332,6 +332,7 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
         TITAN_TRY(titan_metrics_open(&t->metrics, mpath, t->pr.step));
         titan_metrics_set_segment(t->metrics, t->mesh.layout_str,
                                   (int64_t)cfg->training_local_batch_size * t->accum * t->mesh.dp_size);
+        if (opts->restart > 0) titan_metrics_set_restart(t->metrics, opts->restart, opts->restart_cause);
     }
     if (t->metrics && t->cfg->metrics_enable_tensorboard) {
         /* torchtitan's place: RUN/save_tb_folder/YYYYmmdd-HHMM, one per start */

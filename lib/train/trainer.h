@@ -43,6 +43,7 @@ typedef struct {
     int accum;
     int64_t stop_at; /* stop after this step (0 = training.steps) */
     int sample;      /* --sample follows the loop: it needs the full parameters */
+    int restart;     /* this job's elastic restarts before this start (titan_train_opts) */
     uint32_t *inputs, *targets;
     /* Context parallelism: this rank's two chunks of each sequence of
      * inputs and targets (NULL without) */

@@ -5,7 +5,8 @@
 # killed rank, and a tiny data-parallel titan-train that must give the same
 # bits as --nproc 2; a hung one (TITAN_TEST_STALL) whose ranks dump on
 # scancel --signal=USR1 and on scancel, and titan-trace hang names the
-# rank. TAP output; skipped (77) without Slurm, without root to start it,
+# rank; scripts/sbatch-example.sh's restart loop (MAX_RESTARTS) after a
+# lost rank. TAP output; skipped (77) without Slurm, without root to start it,
 # or when it will not start here. Stops the Slurm it started.
 # TITAN_REQUIRE_SLURM=1 (CI sets it) turns every skip into a failure.
 set -u
@@ -141,6 +142,25 @@ else
         i=0; until [ "$(reasons)" = "SIGTERM SIGTERM" ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
         [ "$(reasons)" = "SIGTERM SIGTERM" ] && ok "scancel: both ranks dump as they stop" ||
             fail "scancel: both ranks dump as they stop (reasons '$(reasons)')"
+        # --- scripts/sbatch-example.sh's restart loop: rank 1 lost before step 5, srun started
+        # again from step 3's checkpoint; the curve is the uninterrupted srun job's, bit for bit ---
+        "$bin/titan-init" -q "$cfg" "$tmp/e" $TINY 2>"$tmp/err"
+        PATH="$bin:$PATH" MAX_RESTARTS=1 RESTART_PAUSE=1 TITAN_TEST_KILL=1:5 timeout 120 sbatch --wait -N1 \
+            --ntasks-per-node=2 --cpus-per-task=1 $OVER --time=2 -o "$tmp/e.log" "$top/scripts/sbatch-example.sh" \
+            "$tmp/e" >"$tmp/out" 2>"$tmp/err"; rc=$?
+        cat "$tmp/e.log" >>"$tmp/err" 2>/dev/null
+        if [ $rc -eq 0 ] && grep -q "sbatch-example: restart 1 in 1 s: srun exited with status" "$tmp/e.log" &&
+            /usr/bin/python3 - "$tmp/s/metrics.jsonl" "$tmp/e/metrics.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+seg = [d for d in b if "restart" in d]
+same = [(d["loss"], d["grad_norm"]) for d in a] == [(d["loss"], d["grad_norm"]) for d in b]
+sys.exit(0 if len(a) == 6 and same and len(seg) == 1 and seg[0]["restart"] == 1 and
+         seg[0]["resumed_from"] == 3 and "srun exited with status" in seg[0]["restart_cause"] else 1)
+PY
+        then ok "sbatch-example.sh MAX_RESTARTS=1: a lost rank ($(grep -o "srun exited with status [0-9]*" "$tmp/e.log" |
+            head -n 1)), srun again from step 3, the same bits, restart recorded"
+        else fail "sbatch-example.sh MAX_RESTARTS=1: a lost rank, srun again from step 3 (exit $rc)"; fi
     fi
 fi
 
