@@ -82,6 +82,14 @@ static titan_status restart_env(titan_train_opts *opts) {
     return TITAN_OK;
 }
 
+/* A rank whose error rank 0 prints (titan_error_mute) lingers a moment
+ * before it exits: mpirun and srun end the whole job at the first rank that
+ * fails, which could stop rank 0 before it has said why. */
+static int report_rank(titan_status st) {
+    if (st != TITAN_OK && titan_error_muted()) sleep(2);
+    return titan_report(st);
+}
+
 /* --help's prose around the options the table generates. */
 static const char intro[] =
     "Trains the run directory RUN (made by titan-init) from its latest checkpoint\n"
@@ -180,7 +188,7 @@ int main(int argc, char **argv) {
     if (st == TITAN_OK) st = titan_config_validate(&cfg);
     /* Under mpirun/srun every rank reads the same job: rank 0 says what is wrong with it. */
     if (st == TITAN_ERR_USAGE && titan_dist_env_rank() > 0) titan_error_mute();
-    if (st != TITAN_OK) return titan_report(st);
+    if (st != TITAN_OK) return report_rank(st);
     if (print) {
         titan_config_write(&cfg, stdout);
         return 0;
@@ -211,5 +219,5 @@ int main(int argc, char **argv) {
     if ((st = restart_env(&opts)) != TITAN_OK) return titan_report(st);
     st = titan_train(&cfg, &opts);
     free(config_file);
-    return titan_report(st);
+    return report_rank(st);
 }
