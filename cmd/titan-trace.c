@@ -175,11 +175,12 @@ static void add_markers(const titan_metrics_file *m, const char *arg, int prefix
         int layout = was && g[i].layout[0] && strcmp(g[i].layout, was->layout);
         int batch = was && g[i].global_batch && g[i].global_batch != was->global_batch;
         char *label = in->labels[in->nmarkers];
-        size_t k = (size_t)snprintf(label, 256, "%.120s%sresumed", prefix ? arg : "", prefix ? ": " : "");
-        char shown[128];
+        char shown[128], as[140] = "", by[40] = "";
         short_layout(g[i].layout, shown, sizeof shown);
-        if (layout) k += (size_t)snprintf(label + k, 256 - k, " as %s", shown);
-        if (batch) snprintf(label + k, 256 - k, ", batch %" PRId64, g[i].global_batch);
+        if (layout) snprintf(as, sizeof as, " as %s", shown);
+        if (batch) snprintf(by, sizeof by, ", batch %" PRId64, g[i].global_batch);
+        /* one bounded write: the layout comes from the metrics file */
+        snprintf(label, 256, "%.60s%sresumed%s%s", prefix ? arg : "", prefix ? ": " : "", as, by);
         in->markers[in->nmarkers++] = (titan_plot_marker){.x = (double)g[i].resumed_from, .label = label};
     }
     free(g);

@@ -43,10 +43,10 @@ titan_status titan_ckpt_copy_files(const titan_ckpt *ck, titan_ckpt_writer *w) {
         struct stat sb;
         if (e->d_name[0] == '.' || titan_ckpt_is_own_file(e->d_name)) continue;
         if ((st = titan_fs_join(path, sizeof path, dir, e->d_name)) != TITAN_OK) break;
-        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue; /* no links followed out of the step */
         char *data;
         size_t len;
-        if ((st = titan_fs_read_file(path, &data, &len, FILE_MAX)) != TITAN_OK) break;
+        if ((st = titan_fs_read_regular(path, &data, &len, FILE_MAX)) != TITAN_OK) break;
         st = titan_ckpt_add_file(w, e->d_name, data, len);
         free(data);
     }

@@ -210,7 +210,12 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
     if (n >= 0) n = fprintf(m->f, "}\n");
     if (n < 0 || fflush(m->f) != 0)
         return titan_error(TITAN_ERR_IO, "%s: write failed: %s", m->path, strerror(errno));
-    if (m->tb) TITAN_TRY(log_tensorboard(m, s));
+    if (m->tb && log_tensorboard(m, s) != TITAN_OK) { /* a side file: training goes on without it */
+        titan_warn("tensorboard: %s; no more event records in this run (metrics.jsonl goes on)", titan_error_message());
+        titan_error_clear();
+        titan_tb_close(m->tb);
+        m->tb = NULL;
+    }
     if (print) {
         char line[512];
         titan_metrics_format(s, line, sizeof line);

@@ -7,6 +7,7 @@
 
 /* The round step nearest above raw: 1, 2, 5 or 10 x 10^k. */
 static double nice_step(double raw, int *exp10) {
+    if (!(raw > 0) || !isfinite(raw)) raw = 1; /* never from a finite range; a guard for any other */
     int e = (int)floor(log10(raw));
     double f = raw / pow(10, e);
     double m = f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10;
@@ -48,7 +49,9 @@ void plot_axis_linear(plot_axis *a, double lo, double hi, int target) {
         hi += pad;
     }
     int e;
-    double step = nice_step((hi - lo) / (target - 1), &e);
+    double raw = (hi - lo) / (target - 1);
+    if (!isfinite(raw)) raw = hi / (target - 1) - lo / (target - 1); /* values near +-DBL_MAX */
+    double step = nice_step(raw, &e);
     double m = step / pow(10, e); /* 1, 2 or 5 */
     double k0 = floor(lo / step + 1e-9), k1 = ceil(hi / step - 1e-9);
     if (k1 <= k0) k1 = k0 + 1;
@@ -107,7 +110,8 @@ void plot_axis_log(plot_axis *a, double lo, double hi, int target) {
         lo /= 1.1;
         hi *= 1.1;
     }
-    int decades = (int)ceil(log10(hi / lo));
+    double span = log10(hi) - log10(lo); /* hi / lo may overflow */
+    int decades = isfinite(span) && span < 1e4 ? (int)ceil(span) : 10000;
     int stride = decades > 2 * target ? (decades + target - 1) / target : 1;
     struct {
         const int *ms;

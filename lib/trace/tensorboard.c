@@ -126,7 +126,7 @@ titan_status titan_tb_open(titan_tb **out, const char *dir, int64_t first_step) 
     gethostname(host, sizeof host - 1);
     double now = (double)time(NULL);
     snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%.0f.%s.%ld.0", dir, now, host, (long)getpid());
-    if (!(tb->f = fopen(tb->path, "wb"))) {
+    if (!(tb->f = fopen(tb->path, "wbx"))) { /* never over an earlier file of this second and pid */
         titan_status st = titan_error(TITAN_ERR_IO, "%s: cannot create: %s", tb->path, strerror(errno));
         free(tb);
         return st;

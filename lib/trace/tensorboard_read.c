@@ -4,14 +4,17 @@
  * wire type. Every length is checked against the bytes left before use. */
 #include "trace/tensorboard.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/fsutil.h"
+#include "core/log.h"
 
-/* The longest event file read: 1 GiB (a run of 10^7 steps writes ~2 GB). */
-#define TB_MAX_FILE (1ull << 30)
 
 typedef struct {
     const uint8_t *p, *end;
@@ -123,13 +126,21 @@ static titan_status decode_event(span e, const char *path, uint64_t at, titan_tb
     return TITAN_OK;
 }
 
+/* The file ends inside a record whose length is sound: a run still
+ * writing it (TensorBoard waits for the rest too), or a file cut short.
+ * What came before is read. */
+static void cut_short(const char *path, uint64_t at) {
+    titan_warn("%s: byte %" PRIu64 ": the last record is cut short (a run still writing it, or a file cut "
+               "short); read up to it", path, at);
+}
+
 titan_status titan_tb_parse(const void *data, size_t len, const char *path, titan_tb_scalar_fn fn, void *ctx) {
     const uint8_t *p = data;
     titan_status st = TITAN_OK;
     uint64_t at = 0;
     while (st == TITAN_OK && at < len) {
         if (len - at < 12) {
-            st = titan_error(TITAN_ERR_CORRUPT, "%s: byte %" PRIu64 ": a record cut short (its header)", path, at);
+            cut_short(path, at);
             break;
         }
         uint64_t n = le(p + at, 8);
@@ -138,7 +149,7 @@ titan_status titan_tb_parse(const void *data, size_t len, const char *path, tita
             break;
         }
         if (n > len - at - 12 || len - at - 12 - n < 4) {
-            st = titan_error(TITAN_ERR_CORRUPT, "%s: byte %" PRIu64 ": a record of %" PRIu64 " bytes cut short", path, at, n);
+            cut_short(path, at);
             break;
         }
         const uint8_t *body = p + at + 12;
@@ -152,11 +163,23 @@ titan_status titan_tb_parse(const void *data, size_t len, const char *path, tita
     return st;
 }
 
+/* The file is mapped, not read: a long run's file is gigabytes. */
 titan_status titan_tb_read(const char *path, titan_tb_scalar_fn fn, void *ctx) {
-    char *data;
-    size_t len;
-    TITAN_TRY(titan_fs_read_file(path, &data, &len, TB_MAX_FILE));
-    titan_status st = titan_tb_parse(data, len, path, fn, ctx);
-    free(data);
+    int fd;
+    TITAN_TRY(titan_fs_open_regular(path, &fd));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        close(fd);
+        return titan_error(TITAN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        return TITAN_OK;
+    }
+    void *data = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (data == MAP_FAILED) return titan_error(TITAN_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    titan_status st = titan_tb_parse(data, (size_t)sb.st_size, path, fn, ctx);
+    munmap(data, (size_t)sb.st_size);
     return st;
 }

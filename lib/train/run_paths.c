@@ -53,7 +53,8 @@ static titan_status set_path(titan_job_config *cfg, const path_key *k, const cha
     while (path[0] == '.' && path[1] == '/') path += 2;
     int n = snprintf(out, sizeof out, "%.*s%s%s%s", (int)kind, v, dir, dir[0] ? "/" : "", path);
     if (n < 0 || (size_t)n >= sizeof out)
-        return titan_error(TITAN_ERR_USAGE, "%s = %s%s/%s: longer than %d bytes", k->key, v, dir, path, TITAN_STR - 1);
+        return titan_error(TITAN_ERR_USAGE, "%s = %.*s%s/%s: longer than %d bytes", k->key, (int)kind, v, dir, path,
+                           TITAN_STR - 1);
     memcpy(v, out, (size_t)n + 1);
     return TITAN_OK;
 }

@@ -84,8 +84,10 @@ static titan_status read_batch(titan_ckpt *ck, titan_batch_shape *b, char *layou
     if (st == TITAN_OK) st = titan_ckpt_meta_get_i64(ck, "training.seq_len", &b->seq_len);
     if (st == TITAN_OK) st = titan_ckpt_meta_get_i64(ck, "train.accum_steps", &b->accum_steps);
     if (st != TITAN_OK) return st;
-    if (b->local_batch_size < 1 || b->seq_len < 1 || b->accum_steps < 1 ||
-        b->global_batch_size % (b->local_batch_size * b->accum_steps) != 0)
+    /* Sizes from a file: bounded before any product of them is taken. */
+    if (b->local_batch_size < 1 || b->local_batch_size > INT32_MAX || b->seq_len < 1 || b->seq_len > INT32_MAX ||
+        b->accum_steps < 1 || b->accum_steps > INT32_MAX || b->global_batch_size < 1 ||
+        b->global_batch_size > INT32_MAX || b->global_batch_size % (b->local_batch_size * b->accum_steps) != 0)
         return titan_error(TITAN_ERR_FORMAT, "%s: training.global_batch_size %" PRId64 " is not a multiple of "
                            "training.local_batch_size %" PRId64 " x train.accum_steps %" PRId64, titan_ckpt_path(ck),
                            b->global_batch_size, b->local_batch_size, b->accum_steps);
