@@ -493,7 +493,7 @@ titan_status titan_hf_parse_config(const char *txt, size_t len, const char *path
     if (st == TITAN_OK) st = cfg_int(c, path, "intermediate_size", -1, &inter);
     if (st == TITAN_OK) st = cfg_int(c, path, "max_position_embeddings", 8192, &maxpos);
     if (st == TITAN_OK && mc->n_heads > 0) st = cfg_int(c, path, "head_dim", mc->dim / mc->n_heads, &hd);
-    if (st == TITAN_OK && mc->n_heads > 0 && hd * mc->n_heads != mc->dim)
+    if (st == TITAN_OK && mc->n_heads > 0 && (int64_t)hd * mc->n_heads != mc->dim) /* head_dim from the file */
         st = titan_error(TITAN_ERR_FORMAT, "%s: head_dim %d times %d heads is not hidden_size %d", path, hd,
                          mc->n_heads, mc->dim);
     if (st == TITAN_OK) st = cfg_num(c, path, "rms_norm_eps", 1e-6, &mc->norm_eps);
