@@ -341,6 +341,15 @@ if [ "$DEV" = cpu-guard ] || [ "${ngpu:-0}" -ge 2 ]; then
         export TITAN_COMM=$c
         train dp_$c train_fsdp2_$c --training.device="$DEV" --nproc 2; rc=$?
         unset TITAN_COMM
+        if [ "$c" = nccl ] && [ "$DEV" = cpu-guard ]; then
+            # cpu-guard runs no NCCL: asked for by name, it is refused, never quietly shm
+            if [ $rc -eq 2 ] && grep -q "runs no NCCL" "$out/train_fsdp2_nccl.log"; then
+                pass "FSDP 2 on $DEV over nccl refused (exit 2): the device runs no NCCL"
+            else
+                failed "FSDP 2 on $DEV over nccl: exit $rc, not the refusal (see train_fsdp2_nccl.log)"
+            fi
+            continue
+        fi
         if [ $rc -eq 0 ]; then
             field loss "$work/dp_cpu/metrics.jsonl" >"$work/l.a"; field loss "$work/dp_$c/metrics.jsonl" >"$work/l.b"
             m=$(paste "$work/l.a" "$work/l.b" | awk '{ n++; d = $2 - $1; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > m) m = r }
