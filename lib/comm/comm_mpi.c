@@ -487,7 +487,7 @@ static titan_status run_p2p(mpi_ctx *x) {
     if (nrecv)
         snprintf(rx, sizeof rx, "recv #%llu from rank %d (%s x %zu)", (unsigned long long)rxno, op->peer2,
                  dt, op->count2);
-    snprintf(x->what, sizeof x->what, "%s%s%s", tx, nsend && nrecv ? " with " : "", rx);
+    snprintf(x->what, sizeof x->what, "%.92s%s%.92s", tx, nsend && nrecv ? " with " : "", rx); /* fits 192 */
     if (nsend) {
         s->hdr_out[0] = op->count * es;
         s->hdr_out[1] = txno;

@@ -2,6 +2,7 @@
  * a step of 1, 2 or 5 x 10^k, and labels that print them exactly. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "trace/plot_frame.h"
 
@@ -132,7 +133,7 @@ void plot_axis_log(plot_axis *a, double lo, double hi, int target) {
         for (int i = 0; i < a->nticks; i++)
             if (a->ticks[i] > 0) {
                 a->ticks[k] = a->ticks[i];
-                snprintf(a->labels[k], sizeof a->labels[0], "%s", a->labels[i]);
+                if (k != i) memcpy(a->labels[k], a->labels[i], sizeof a->labels[0]);
                 k++;
             }
         a->nticks = k;

@@ -107,7 +107,7 @@ titan_status titan_run_resolve_paths(titan_job_config *cfg, const char *run_dir)
                        k->key, field(cfg, k), spec);
             if (strlen(spec) >= TITAN_STR) return titan_error(TITAN_ERR_USAGE, "%s: longer than %d bytes", spec,
                                                               TITAN_STR - 1);
-            snprintf(field(cfg, k), TITAN_STR, "%s", spec);
+            memcpy(field(cfg, k), spec, strlen(spec) + 1); /* fits: checked above */
         }
     }
     return TITAN_OK;
