@@ -13,7 +13,7 @@
 #                                          arithmetic and are not compared)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-bin=$top/bin
+bin=${TITAN_BIN:-$top/bin} # the tools under test (make check-asan: bin-asan)
 page=$top/man/titan-checkpoint.5
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
