@@ -339,8 +339,7 @@ static titan_status loop(trainer *t) {
     const titan_job_config *cfg = t->cfg;
     double tokens_per_step = (double)cfg->training_local_batch_size * cfg->training_seq_len * t->accum *
                              t->mesh.dp_size;
-    int64_t stop = cfg->training_steps;
-    if (t->stop_at > 0 && t->stop_at < stop) stop = t->stop_at;
+    int64_t stop = titan_trainer_stop(t);
     /* The ETA: the wall time per step since this run's first step ended
      * (that one pays for warm-up), validation and checkpoints included. */
     int64_t first_step = t->pr.step + 1;
@@ -447,7 +446,7 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
     t.sample = opts->sample_tokens > 0;
     t.restart = opts->restart;
     titan_status st = titan_trainer_setup(&t, opts);
-    int64_t stop = opts->stop_at > 0 && opts->stop_at < cfg->training_steps ? opts->stop_at : cfg->training_steps;
+    int64_t stop = titan_trainer_stop(&t);
     if (st == TITAN_OK && t.pr.step >= stop && !t.sample)
         titan_info("nothing to train: the run is at step %" PRId64 " (%s %" PRId64 ")", t.pr.step,
                    stop < cfg->training_steps ? "--stop-at" : "training.steps", stop);

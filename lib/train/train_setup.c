@@ -378,7 +378,7 @@ static titan_status prepare_steps(trainer *t, const setup_shape *sh) {
 
     t->flops_per_token = titan_llama_flops_per_token(&t->mc, T);
     /* A finished run (sampling only) trains no step: no peak to measure for MFU. */
-    int64_t stop = t->stop_at > 0 && t->stop_at < cfg->training_steps ? t->stop_at : cfg->training_steps;
+    int64_t stop = titan_trainer_stop(t);
     if (t->pr.step >= stop) return TITAN_OK;
     const char *peak_source;
     t->peak_flops = titan_train_device_peak(&t->dev, sh->compute, cfg->metrics_peak_flops, &peak_source);

@@ -68,4 +68,10 @@ titan_status titan_trainer_setup(trainer *t, const titan_train_opts *opts);
  * BATCH"), and t->pr.batch set to what the next saves record. */
 titan_status titan_trainer_resume_shape(trainer *t, const char *ckpt);
 
+/* The step this invocation stops at: --stop-at when it comes before
+ * training.steps, else training.steps. */
+static inline int64_t titan_trainer_stop(const trainer *t) {
+    return t->stop_at > 0 && t->stop_at < t->cfg->training_steps ? t->stop_at : t->cfg->training_steps;
+}
+
 #endif

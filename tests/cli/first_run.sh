@@ -38,7 +38,7 @@ grep -q "LR schedule changed" "$tmp/err" && fail "no LR warning on a first run" 
 
 expect 0 "resume: saved as single / .* at step 10; resuming as dp_shard=2 / " \
     "resume on 2 ranks: both layouts named" -- "$bin/titan-train" "$proj/run" --nproc 2 --training.local_batch_size=1 --stop-at 15
-grep "resume: " "$tmp/err" | grep -q "global batch 2\b.*global batch 2\b\|2 x 32.*2 x 32" \
+grep -q "resume: saved as single / global batch 2 x 32 (2 x 1 dp x 1 accum) at step 10; resuming as dp_shard=2 / global batch 2 x 32 (1 x 2 dp x 1 accum)" "$tmp/err" \
     && ok "... the global batch kept (2 sequences)" || fail "... the global batch kept ($(grep 'resume: ' "$tmp/err"))"
 [ "$(grep -c 'threads: ' "$tmp/err")" = 1 ] && ok "... the threads line printed once" || fail "... the threads line printed once"
 grep "validation: [0-9]* held-out sequences" "$tmp/err" | sed 's/.*validation: \([0-9]*\) .*/\1/' > "$tmp/val2"
