@@ -14,6 +14,7 @@
 #include "core/options.h"
 #include "core/version.h"
 #include "comm/bootstrap.h"
+#include "comm/comm.h"
 #include "parallel/mesh.h"
 #include "job/args.h"
 #include "train/setup.h"
@@ -87,7 +88,9 @@ static titan_status restart_env(titan_train_opts *opts) {
  * fails, which could stop rank 0 before it has said why. */
 static int report_rank(titan_status st) {
     if (st != TITAN_OK && titan_error_muted()) sleep(2);
-    return titan_report(st);
+    int rc = titan_report(st);
+    titan_comm_exiting(st); /* MPI peers stop now, not at their timeouts */
+    return rc;
 }
 
 /* --help's prose around the options the table generates. */

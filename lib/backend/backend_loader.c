@@ -12,54 +12,18 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/plugin.h"
 
 #define CUDA_LIB "libtitan-cuda.so"
 
-/* The directory of the running executable, from /proc/self/exe; "" if unknown. */
-static void exe_dir(char *dir, size_t len) {
-    char path[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-    dir[0] = '\0';
-    if (n <= 0) return;
-    path[n] = '\0';
-    char *slash = strrchr(path, '/');
-    if (!slash) return;
-    *slash = '\0';
-    snprintf(dir, len, "%s", path);
-}
-
-/* dlopen()s the first candidate that exists; NULL with the error recorded. */
+/* NULL with the error recorded. */
 static void *open_cuda_lib(void) {
-    const char *env = getenv("TITAN_CUDA_LIB");
-    if (env && *env) {
-        void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-        if (!h) titan_error(TITAN_ERR_USAGE, "cuda: TITAN_CUDA_LIB=%s: %s", env, dlerror());
-        return h;
-    }
-    char dir[PATH_MAX], cand[2][PATH_MAX + 32];
-    exe_dir(dir, sizeof dir);
-    int ncand = 0;
-    if (dir[0]) {
-        snprintf(cand[ncand++], sizeof cand[0], "%s/%s", dir, CUDA_LIB);
-        snprintf(cand[ncand++], sizeof cand[0], "%s/../lib/titan/%s", dir, CUDA_LIB);
-    }
-    for (int i = 0; i < ncand; i++) {
-        if (access(cand[i], F_OK) != 0) continue;
-        void *h = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL);
-        /* it exists but does not load: usually a missing CUDA runtime library */
-        if (!h) titan_error(TITAN_ERR_USAGE, "cuda: %s", dlerror());
-        return h;
-    }
-    void *h = dlopen(CUDA_LIB, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        titan_error(TITAN_ERR_USAGE,
-                    "cuda: this titan has no CUDA backend (%s is not in %s, %s/../lib/titan "
-                    "or the library path)",
-                    CUDA_LIB, dir[0] ? dir : "the executable's directory", dir);
-        titan_error_hint("build where nvcc is installed (make NVCC=/path/to/nvcc), or set "
-                         "TITAN_CUDA_LIB to the library");
-    }
-    return h;
+    static const titan_plugin cuda = {
+        .file = CUDA_LIB, .env = "TITAN_CUDA_LIB", .what = "cuda", .missing = "CUDA backend",
+        .hint = "build where nvcc is installed (make NVCC=/path/to/nvcc), or set TITAN_CUDA_LIB to "
+                "the library",
+        .flags = RTLD_NOW | RTLD_LOCAL};
+    return titan_plugin_open(&cuda);
 }
 
 static void *cuda_handle; /* kept: tables live in the library */

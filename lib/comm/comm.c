@@ -380,6 +380,8 @@ titan_status titan_comm_wait_timed(titan_comm_req *r, double *start, double *end
 int titan_comm_test(const titan_comm_req *r) { return r && atomic_load(&r->done); }
 
 
+void titan_comm_exiting(titan_status st) { comm_mpi_exiting(st); }
+
 void titan_comm_free(titan_comm *c) {
     if (!c) return;
     pthread_mutex_lock(&c->mu);

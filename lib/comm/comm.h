@@ -9,7 +9,9 @@
  *         srun --mpi=pmix), which also takes the job down when a rank
  *         dies. It keeps every promise below, with these differences: a
  *         dead rank is seen by the launcher, not here (the peers wait
- *         until the launcher stops them or their timeout); a timeout names
+ *         until the launcher stops them or their timeout), but a rank
+ *         that exits on an error of its own says so first
+ *         (titan_comm_exiting) and its peers stop at once; a timeout names
  *         the missing ranks and the last operation each began, not how
  *         many it completed; collectives are linear (every rank exchanges
  *         with every other directly: fine for tens of ranks, not
@@ -160,6 +162,14 @@ titan_status titan_comm_split(titan_comm *c, int color, int key, const char *nam
 
 /* Stops the progress thread and unmaps; not collective. NULL is fine. */
 void titan_comm_free(titan_comm *c);
+
+/* This process is about to exit with st (its error already reported). On
+ * a failure the peers of its MPI communicators are told why, so they stop
+ * at once instead of waiting out their timeouts, and MPI_Finalize is
+ * skipped (it would wait for ranks that may never come). The shm backend
+ * needs nothing: its peers see the process end. Call it from any rank's
+ * exit path; it does nothing where no MPI communicator was made. */
+void titan_comm_exiting(titan_status st);
 
 int titan_comm_rank(const titan_comm *c);
 int titan_comm_size(const titan_comm *c);

@@ -80,6 +80,18 @@ struct titan_comm {
 titan_comm *comm_new(const char *name, int rank, int size, double timeout_s, size_t chunk_bytes,
                      const comm_backend *be, void *impl);
 const char *comm_kind_name(comm_kind k);
+
+/* comm_sig.c: a collective's signature, what every rank's call must agree
+ * on (the shm backend keeps it in shared memory: a fixed layout). */
+typedef struct {
+    uint64_t seq, count, counts_hash;
+    uint32_t kind, dtype, redop;
+    int32_t root;
+} comm_sig;
+comm_sig comm_sig_of(const comm_op *op, uint64_t seq, int size);
+/* "all_reduce #7 (f32 x 1048576, sum)" */
+void comm_sig_describe(const comm_sig *g, char *buf, size_t cap);
+void comm_describe_op(const comm_op *op, uint64_t seq, int size, char *buf, size_t cap);
 /* Records a new communicator *c in the flight recorder (when it is on),
  * its members' world ranks gathered over it (collective). On failure *c
  * is freed and set to NULL, so a maker ends with `return
@@ -92,6 +104,7 @@ titan_status comm_shm_init_world(titan_dist *d, const char *name, double timeout
 /* comm_mpi.c: the world communicator over MPI. */
 titan_status comm_mpi_init_world(titan_dist *d, const char *name, double timeout_s,
                                  size_t chunk_bytes, titan_comm **out);
+void comm_mpi_exiting(titan_status st); /* titan_comm_exiting */
 
 /* comm_reduce.c: out1[i] (and out2[i] when not NULL) = src[0][i] + ... +
  * src[n-1][i] in that order in f32 (bf16 widened, the sum rounded once),

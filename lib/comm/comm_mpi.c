@@ -21,11 +21,13 @@
  * per pair and direction) checked before the data is received. Messages
  * over TITAN_MPI_MSG_MAX go in pieces. Every wait polls its requests
  * until a deadline counted from the last request that completed, and
- * watches a receive posted for the whole life of the communicator: a
- * failing rank sends its reason there (TAG_ABORT) to every other rank, so
- * they stop at once instead of each waiting out its own timeout. */
+ * watches its family's failure channel (a world and its splits share one):
+ * a failing rank sends its reason there (TAG_ABORT) to every other rank, so
+ * they stop at once, whichever communicator they wait on, instead of each
+ * waiting out its own timeout. */
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -37,40 +39,30 @@
 
 #include "comm_impl.h"
 #include "comm_mpi_api.h"
-#include "comm_shm.h" /* shm_describe_op */
 #include "core/clock.h"
+#include "core/plugin.h"
 
 #define MPI_LIB "libtitan-mpi.so"
 #define MSG_CAP 1024
 
 enum { TAG_COLL = 1, TAG_P2P = 2, TAG_ABORT = 3 };
 
-/* A collective's signature: what every rank must agree on. */
-typedef struct {
-    uint64_t seq, count, counts_hash;
-    int32_t kind, dtype, redop, root;
-} mpi_sig;
-
 typedef struct {
     titan_mpi_comm *h;
     int n, me;
     uint64_t *sent, *recvd;       /* p2p messages per peer and direction */
-    titan_mpi_req *abort_rx;      /* a peer's failure notice, posted for the comm's life */
-    char abort_in[MSG_CAP];
-    char abort_out[MSG_CAP];      /* ours: its sends are never waited for */
-    titan_mpi_req **abort_tx;     /* [n] */
-    int told;                     /* our notice went out (or we were told) */
     /* requests of the operation under way */
     titan_mpi_req **reqs;
     int *req_peer;
     size_t nreq, cap_req;
-    mpi_sig mine, *theirs;        /* [n] */
+    comm_sig mine, *theirs;        /* [n] */
     uint64_t hdr_out[2], hdr_in[2];
     size_t *off, *len;            /* [n] parts of an all_reduce */
     const unsigned char **src;    /* [n] */
     unsigned char *scratch;
     size_t scratch_bytes;
     char *missing;                /* [n] */
+    struct mpi_family *fam;       /* shared with its world and splits */
 } mpi_state;
 
 /* One operation under way: for messages. */
@@ -87,50 +79,42 @@ static const comm_backend mpi_backend;
 static const titan_mpi_api *api;
 static atomic_int any_failed; /* skip MPI_Finalize: a dead peer may never match our requests */
 
-/* ---- the library ---------------------------------------------------------------------- */
+/* A family: a world communicator and every communicator split from it,
+ * which fail together, as the shm backend's do. Each has a failure channel
+ * of its own: an MPI communicator over the world's ranks, apart from the
+ * family's (which may be freed, or never include the rank that failed).
+ * The family's first failure in a process (a communicator's, or
+ * titan_comm_exiting's) sends its reason to every other rank there; a
+ * receive posted on it since the world began brings theirs. Either stops
+ * every communicator of the family in this process. */
+typedef struct mpi_family {
+    int refs;                   /* its communicators, and `current` */
+    titan_mpi_comm *h;
+    int n, me;
+    titan_mpi_req *rx, **tx;    /* [n] */
+    char in[MSG_CAP], out[MSG_CAP];
+    int stopped;                /* a failure here, or a notice came */
+    const mpi_state *origin;    /* the communicator that failed here (it reports itself) */
+    char why[MSG_CAP + 64];     /* "world rank 2 failed: ..." / "comm tp failed: ..." */
+} mpi_family;
 
-static void exe_dir(char *dir, size_t len) {
-    char path[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-    dir[0] = '\0';
-    if (n <= 0) return;
-    path[n] = '\0';
-    char *slash = strrchr(path, '/');
-    if (slash) *slash = '\0';
-    snprintf(dir, len, "%s", path);
-}
+static pthread_mutex_t family_lock = PTHREAD_MUTEX_INITIALIZER; /* any thread may fail or poll */
+static mpi_family *current; /* the newest world's, for titan_comm_exiting */
+static void family_release(mpi_family *f);
+
+/* ---- the library ---------------------------------------------------------------------- */
 
 /* RTLD_GLOBAL: MPI libraries open components of their own that resolve
  * the library's symbols through the global scope. */
 static void *open_lib(const char *name) {
-    const char *env = getenv("TITAN_MPI_LIB");
-    if (env && *env) {
-        void *h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
-        if (!h) titan_error(TITAN_ERR_USAGE, "comm %s: mpi: TITAN_MPI_LIB=%s: %s", name, env, dlerror());
-        return h;
-    }
-    char dir[PATH_MAX], cand[2][PATH_MAX + 32];
-    exe_dir(dir, sizeof dir);
-    if (dir[0]) {
-        snprintf(cand[0], sizeof cand[0], "%s/%s", dir, MPI_LIB);
-        snprintf(cand[1], sizeof cand[1], "%s/../lib/titan/%s", dir, MPI_LIB);
-        for (int i = 0; i < 2; i++) {
-            if (access(cand[i], F_OK) != 0) continue;
-            void *h = dlopen(cand[i], RTLD_NOW | RTLD_GLOBAL);
-            /* it exists but does not load: usually no MPI runtime here */
-            if (!h) titan_error(TITAN_ERR_USAGE, "comm %s: mpi: %s", name, dlerror());
-            return h;
-        }
-    }
-    void *h = dlopen(MPI_LIB, RTLD_NOW | RTLD_GLOBAL);
-    if (!h) {
-        titan_error(TITAN_ERR_USAGE, "comm %s: mpi: this titan has no MPI communicator (%s is not "
-                    "in %s, %s/../lib/titan or the library path)", name, MPI_LIB,
-                    dir[0] ? dir : "the executable's directory", dir);
-        titan_error_hint("build where mpicc is installed (Debian: libopenmpi-dev, "
-                         "scripts/install-deps.sh), or set TITAN_MPI_LIB to the library");
-    }
-    return h;
+    char what[128];
+    snprintf(what, sizeof what, "comm %s: mpi", name);
+    const titan_plugin mpi = {
+        .file = MPI_LIB, .env = "TITAN_MPI_LIB", .what = what, .missing = "MPI communicator",
+        .hint = "build where mpicc is installed (Debian: libopenmpi-dev, scripts/install-deps.sh), or "
+                "set TITAN_MPI_LIB to the library",
+        .flags = RTLD_NOW | RTLD_GLOBAL};
+    return titan_plugin_open(&mpi);
 }
 
 static const titan_mpi_api *load_api(const char *name) {
@@ -154,7 +138,115 @@ static const titan_mpi_api *load_api(const char *name) {
 }
 
 static void finalize_at_exit(void) {
-    if (api && !atomic_load(&any_failed)) api->finalize();
+    if (!api || atomic_load(&any_failed)) return; /* a failed peer would never join MPI_Finalize */
+    pthread_mutex_lock(&family_lock);
+    family_release(current);
+    current = NULL;
+    pthread_mutex_unlock(&family_lock);
+    api->finalize();
+}
+
+/* ---- the failure channel (family) ------------------------------------------------------ */
+
+/* Under family_lock. A stopped family stays: a peer that failed may never
+ * match its requests. */
+static void family_release(mpi_family *f) {
+    if (!f || --f->refs > 0 || f->stopped) return;
+    if (f->rx) api->cancel(&f->rx);
+    if (f->h) api->comm_free(f->h);
+    free(f->tx);
+    free(f);
+}
+
+/* A new world's family (a collective: every rank is there). */
+static titan_status family_open(int me, int n, const char *name, mpi_family **out) {
+    char msg[MSG_CAP] = "out of memory";
+    mpi_family *f = calloc(1, sizeof *f);
+    int ok = f && (f->tx = calloc((size_t)n, sizeof *f->tx)) && api->world(me, &f->h, msg, sizeof msg) == 0 &&
+             (n == 1 || api->irecv(f->h, f->in, sizeof f->in, -1, TAG_ABORT, &f->rx, msg, sizeof msg) == 0);
+    if (!ok) {
+        if (f && f->h) api->comm_free(f->h);
+        if (f) free(f->tx);
+        free(f);
+        return titan_error(TITAN_ERR_COMM, "comm %s (rank %d of %d, mpi): failure channel: %s", name, me, n,
+                           msg);
+    }
+    f->me = me;
+    f->n = n;
+    f->refs = 2; /* the world's state, and current */
+    pthread_mutex_lock(&family_lock);
+    family_release(current);
+    current = f;
+    pthread_mutex_unlock(&family_lock);
+    *out = f;
+    return TITAN_OK;
+}
+
+/* A peer's notice, if one came. Under family_lock. */
+static void poll_family(mpi_family *f) {
+    if (!f->rx || f->stopped) return;
+    size_t got = 0;
+    int from = -1;
+    char msg[MSG_CAP];
+    int rc = api->test(&f->rx, &got, &from, msg, sizeof msg);
+    if (rc == 0) return;
+    f->stopped = 1;
+    f->origin = NULL;
+    f->in[sizeof f->in - 1] = '\0';
+    if (rc < 0) snprintf(f->why, sizeof f->why, "watching for the other ranks' failures failed: %s", msg);
+    else snprintf(f->why, sizeof f->why, "world rank %d failed: %s", from, f->in);
+}
+
+/* The family's first failure in this process (origin: the communicator it
+ * happened on, named comm_name; NULL for the process itself): every other
+ * rank is told why. */
+static void tell_family(mpi_family *f, const mpi_state *origin, const char *text, const char *comm_name) {
+    atomic_store(&any_failed, 1);
+    pthread_mutex_lock(&family_lock);
+    poll_family(f); /* told first: the failure is theirs, not ours to announce */
+    if (!f->stopped) {
+        f->stopped = 1;
+        f->origin = origin;
+        if (comm_name) snprintf(f->why, sizeof f->why, "comm %s failed: %s", comm_name, text);
+        else snprintf(f->why, sizeof f->why, "%s", text);
+        snprintf(f->out, sizeof f->out, "%s", text);
+        char msg[MSG_CAP];
+        for (int r = 0; r < f->n; r++)
+            if (r != f->me)
+                api->isend(f->h, f->out, strlen(f->out) + 1, r, TAG_ABORT, &f->tx[r], msg, sizeof msg);
+    }
+    pthread_mutex_unlock(&family_lock);
+}
+
+/* Drives the notices out before the process exits (MPI moves messages
+ * inside its calls), for at most `seconds`. */
+static void flush_family(mpi_family *f, double seconds) {
+    double end = titan_now_s() + seconds;
+    for (;;) {
+        int left = 0;
+        pthread_mutex_lock(&family_lock);
+        for (int r = 0; r < f->n; r++) {
+            char msg[MSG_CAP];
+            if (f->tx[r] && api->test(&f->tx[r], NULL, NULL, msg, sizeof msg) == 0) left++;
+        }
+        pthread_mutex_unlock(&family_lock);
+        if (!left || titan_now_s() >= end) return;
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void comm_mpi_exiting(titan_status st) {
+    pthread_mutex_lock(&family_lock);
+    mpi_family *f = current;
+    pthread_mutex_unlock(&family_lock);
+    if (st == TITAN_OK || !f) return;
+    const char *msg = titan_error_message();
+    char text[MSG_CAP];
+    snprintf(text, sizeof text, "rank %d exits with status %d%s%s", f->me, (int)st, msg[0] ? ": " : "",
+             msg);
+    tell_family(f, NULL, text, NULL);
+    flush_family(f, 2.0);
 }
 
 /* ---- messages, waits, failure --------------------------------------------------------- */
@@ -169,15 +261,7 @@ __attribute__((format(printf, 2, 3))) static titan_status fail(mpi_ctx *x, const
     atomic_store(&any_failed, 1);
     titan_error(TITAN_ERR_COMM, "%s on comm %s (rank %d of %d, mpi): %s", x->what, x->c->name,
                 s->me, s->n, cause);
-    if (!s->told) { /* tell the others, who then stop instead of waiting */
-        s->told = 1;
-        snprintf(s->abort_out, sizeof s->abort_out, "%s", titan_error_message());
-        char msg[MSG_CAP];
-        for (int r = 0; r < s->n; r++)
-            if (r != s->me)
-                api->isend(s->h, s->abort_out, strlen(s->abort_out) + 1, r, TAG_ABORT,
-                           &s->abort_tx[r], msg, sizeof msg);
-    }
+    tell_family(s->fam, s, titan_error_message(), x->c->name);
     if (strstr(cause, "timed out"))
         titan_error_hint("titan-trace hang RUN names the rank that never called it from every rank's "
                          "flight recorder dump (written as the ranks fail or are stopped)");
@@ -217,21 +301,21 @@ static titan_status recv_from(mpi_ctx *x, void *buf, size_t bytes, int peer, int
     return post(x, 0, buf, bytes, peer, tag);
 }
 
-/* A failure notice from another rank: this operation stops with its reason. */
+/* A failure elsewhere (another rank's notice, or another communicator of
+ * this process): this operation stops with its reason. */
 static titan_status check_told(mpi_ctx *x) {
     mpi_state *s = x->s;
-    if (!s->abort_rx) return TITAN_OK;
-    size_t got = 0;
-    int from = -1;
-    char msg[MSG_CAP];
-    int rc = api->test(&s->abort_rx, &got, &from, msg, sizeof msg);
-    if (rc == 0) return TITAN_OK;
-    s->told = 1;
+    mpi_family *f = s->fam;
+    pthread_mutex_lock(&family_lock);
+    poll_family(f);
+    int stop = f->stopped && f->origin != s;
+    char why[sizeof f->why];
+    if (stop) snprintf(why, sizeof why, "%s", f->why);
+    pthread_mutex_unlock(&family_lock);
+    if (!stop) return TITAN_OK;
     atomic_store(&any_failed, 1);
-    if (rc < 0) return fail(x, "watching for the other ranks' failures: %s", msg);
-    s->abort_in[sizeof s->abort_in - 1] = '\0';
-    return titan_error(TITAN_ERR_COMM, "%s on comm %s (rank %d of %d, mpi): stopped because rank %d "
-                       "failed: %s", x->what, x->c->name, s->me, s->n, from, s->abort_in);
+    return titan_error(TITAN_ERR_COMM, "%s on comm %s (rank %d of %d, mpi): stopped because %s", x->what,
+                       x->c->name, s->me, s->n, why);
 }
 
 static void describe_missing(mpi_ctx *x, char *buf, size_t cap) {
@@ -257,6 +341,9 @@ static titan_status wait_from(mpi_ctx *x, size_t first) {
     double timeout = x->c->timeout_s, deadline = titan_now_s() + timeout;
     unsigned idle = 0;
     for (;;) {
+        /* a stopped family fails every wait, even one whose messages came:
+         * the ranks may pair different calls by now */
+        TITAN_TRY(check_told(x));
         size_t left = 0;
         int moved = 0;
         for (size_t i = first; i < s->nreq; i++) {
@@ -268,7 +355,6 @@ static titan_status wait_from(mpi_ctx *x, size_t first) {
             else left++;
         }
         if (!left) break;
-        TITAN_TRY(check_told(x));
         double now = titan_now_s();
         if (moved) {
             deadline = now + timeout;
@@ -299,49 +385,23 @@ static titan_status wait_all(mpi_ctx *x) { return wait_from(x, 0); }
 
 /* ---- collectives ----------------------------------------------------------------------- */
 
-static uint64_t hash_counts(const size_t *counts, int n) {
-    uint64_t h = 1469598103934665603ull;
-    for (int r = 0; r < n; r++) h = (h ^ (uint64_t)counts[r]) * 1099511628211ull;
-    return h;
-}
-
-static mpi_sig sig_of(const comm_op *op, uint64_t seq, int n) {
-    mpi_sig g;
-    memset(&g, 0, sizeof g);
-    g.seq = seq;
-    g.kind = (int32_t)op->kind;
-    g.dtype = op->kind == COMM_BARRIER || op->kind == COMM_SPLIT ? 0 : (int32_t)op->dtype;
-    g.redop = (op->kind == COMM_ALL_REDUCE || op->kind == COMM_REDUCE_SCATTER) ? (int32_t)op->redop : 0;
-    g.root = op->kind == COMM_BROADCAST ? op->peer : -1;
-    g.count = op->kind == COMM_SPLIT ? 0 : op->count;
-    if (op->counts) {
-        g.count = 0;
-        for (int r = 0; r < n; r++) g.count += op->counts[r];
-        g.counts_hash = hash_counts(op->counts, n);
-    }
-    return g;
-}
-
 /* Every rank's signature against this one's. */
 static titan_status exchange_sigs(mpi_ctx *x) {
     mpi_state *s = x->s;
-    s->mine = sig_of(x->op, x->seq, s->n);
+    s->mine = comm_sig_of(x->op, x->seq, s->n);
     x->in_sigs = 1;
     for (int r = 0; r < s->n; r++)
         if (r != s->me) {
-            TITAN_TRY(recv_from(x, &s->theirs[r], sizeof(mpi_sig), r, TAG_COLL));
-            TITAN_TRY(send_to(x, &s->mine, sizeof(mpi_sig), r, TAG_COLL));
+            TITAN_TRY(recv_from(x, &s->theirs[r], sizeof(comm_sig), r, TAG_COLL));
+            TITAN_TRY(send_to(x, &s->mine, sizeof(comm_sig), r, TAG_COLL));
         }
     TITAN_TRY(wait_all(x));
     x->in_sigs = 0;
     for (int r = 0; r < s->n; r++) {
-        const mpi_sig *o = &s->theirs[r];
+        const comm_sig *o = &s->theirs[r];
         if (r == s->me || memcmp(o, &s->mine, sizeof *o) == 0) continue;
-        comm_op other = {.kind = (comm_kind)o->kind, .dtype = (titan_dtype)o->dtype,
-                         .redop = (titan_comm_redop)o->redop, .peer = o->root, .count = o->count};
         char theirs[192];
-        if (o->kind == COMM_SPLIT) snprintf(theirs, sizeof theirs, "split #%llu", (unsigned long long)o->seq);
-        else shm_describe_op(&other, o->seq, s->n, theirs, sizeof theirs);
+        comm_sig_describe(o, theirs, sizeof theirs);
         if (o->counts_hash != s->mine.counts_hash && o->kind == s->mine.kind && o->count == s->mine.count)
             snprintf(theirs + strlen(theirs), sizeof theirs - strlen(theirs), " with other counts");
         return fail(x, "rank %d called %s instead: every rank must make the same collective calls in "
@@ -513,43 +573,47 @@ static titan_status run_p2p(mpi_ctx *x) {
 
 /* ---- communicators ------------------------------------------------------------------------- */
 
-/* Frees s and its MPI communicator h. */
+/* Frees s and its MPI communicator h, and lets go of its family. */
 static void state_free(mpi_state *s, titan_mpi_comm *h) {
     if (s) {
-        if (s->abort_rx) api->cancel(&s->abort_rx);
-        free(s->sent), free(s->recvd), free(s->abort_tx), free(s->theirs), free(s->off);
+        pthread_mutex_lock(&family_lock);
+        family_release(s->fam);
+        pthread_mutex_unlock(&family_lock);
+        free(s->sent), free(s->recvd), free(s->theirs), free(s->off);
         free(s->len), free(s->src), free(s->missing), free(s->reqs), free(s->req_peer), free(s->scratch);
         free(s);
     }
     if (h) api->comm_free(h);
 }
 
-static titan_status make_comm(titan_mpi_comm *h, const char *name, int rank, int size, double timeout_s,
-                              size_t chunk, titan_comm **out) {
+/* The family's reference passes to the new state (freed with it on failure). */
+static titan_status make_comm(titan_mpi_comm *h, mpi_family *fam, const char *name, int rank, int size,
+                              double timeout_s, size_t chunk, titan_comm **out) {
     mpi_state *s = calloc(1, sizeof *s);
     titan_comm *c = NULL;
     size_t n = (size_t)size;
-    if (s) {
+    if (!s) {
+        pthread_mutex_lock(&family_lock);
+        family_release(fam);
+        pthread_mutex_unlock(&family_lock);
+    } else {
+        s->fam = fam;
         s->h = h;
         s->n = size;
         s->me = rank;
         s->sent = calloc(n, sizeof *s->sent);
         s->recvd = calloc(n, sizeof *s->recvd);
-        s->abort_tx = calloc(n, sizeof *s->abort_tx);
         s->theirs = calloc(n, sizeof *s->theirs);
         s->off = calloc(n, sizeof *s->off);
         s->len = calloc(n, sizeof *s->len);
         s->src = calloc(n, sizeof *s->src);
         s->missing = calloc(n, 1);
     }
-    char msg[MSG_CAP] = "out of memory";
-    int ok = s && s->sent && s->recvd && s->abort_tx && s->theirs && s->off && s->len && s->src && s->missing;
-    if (ok && size > 1)
-        ok = api->irecv(h, s->abort_in, sizeof s->abort_in, -1, TAG_ABORT, &s->abort_rx, msg, sizeof msg) == 0;
+    int ok = s && s->sent && s->recvd && s->theirs && s->off && s->len && s->src && s->missing;
     if (ok) c = comm_new(name, rank, size, timeout_s, chunk, &mpi_backend, s);
     if (!c) {
         state_free(s, h);
-        return titan_error(TITAN_ERR_COMM, "comm %s (mpi): %s", name, msg);
+        return titan_error(TITAN_ERR_NOMEM, "comm %s (mpi): out of memory", name);
     }
     *out = c;
     return TITAN_OK;
@@ -568,7 +632,10 @@ static titan_status mpi_split(titan_comm *c, mpi_ctx *x) {
     if (api->split(s->h, op->color, op->key, &h, &rank, &size, msg, sizeof msg))
         return fail(x, "into %s: %s", op->name, msg);
     if (!h) return TITAN_OK; /* color < 0: in no group */
-    return make_comm(h, op->name, rank, size, c->timeout_s, c->chunk_bytes, op->out);
+    pthread_mutex_lock(&family_lock);
+    s->fam->refs++;
+    pthread_mutex_unlock(&family_lock);
+    return make_comm(h, s->fam, op->name, rank, size, c->timeout_s, c->chunk_bytes, op->out);
 }
 
 static titan_status mpi_run(titan_comm *c, const comm_op *op) {
@@ -576,7 +643,7 @@ static titan_status mpi_run(titan_comm *c, const comm_op *op) {
     mpi_state *s = c->impl;
     if (op->kind == COMM_SPLIT) return mpi_split(c, &x);
     if (op->kind == COMM_SEND || op->kind == COMM_RECV || op->kind == COMM_SEND_RECV) return run_p2p(&x);
-    shm_describe_op(op, x.seq, s->n, x.what, sizeof x.what);
+    comm_describe_op(op, x.seq, s->n, x.what, sizeof x.what);
     TITAN_TRY(run_collective(&x));
     atomic_store(&c->seq, x.seq);
     return TITAN_OK;
@@ -586,7 +653,11 @@ static titan_status mpi_run(titan_comm *c, const comm_op *op) {
  * stopped peer will never match may still read or write its buffers. */
 static void mpi_free(titan_comm *c) {
     mpi_state *s = c->impl;
-    if (s && !c->failed && !s->told) state_free(s, s->h);
+    if (!s || c->failed) return;
+    pthread_mutex_lock(&family_lock);
+    int stopped = s->fam->stopped;
+    pthread_mutex_unlock(&family_lock);
+    if (!stopped) state_free(s, s->h);
 }
 
 static const comm_backend mpi_backend = {"mpi", mpi_run, mpi_free, 0};
@@ -657,8 +728,14 @@ titan_status comm_mpi_init_world(titan_dist *d, const char *name, double timeout
         started = 1;
         atexit(finalize_at_exit);
     }
+    mpi_family *fam = NULL;
+    TITAN_TRY(family_open(me, n, name, &fam));
     titan_mpi_comm *h = NULL;
-    if (api->world(me, &h, msg, sizeof msg))
+    if (api->world(me, &h, msg, sizeof msg)) {
+        pthread_mutex_lock(&family_lock);
+        family_release(fam);
+        pthread_mutex_unlock(&family_lock);
         return titan_error(TITAN_ERR_COMM, "comm %s (rank %d of %d, mpi): %s", name, me, n, msg);
-    return make_comm(h, name, me, n, timeout_s, chunk_bytes, out);
+    }
+    return make_comm(h, fam, name, me, n, timeout_s, chunk_bytes, out);
 }

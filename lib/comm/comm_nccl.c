@@ -12,7 +12,6 @@
 #include "backend/backend.h"
 #include "comm_impl.h"
 #include "comm_nccl_api.h"
-#include "comm_shm.h" /* shm_describe_op */
 
 #define MSG_CAP 1024
 
@@ -154,7 +153,7 @@ titan_status titan_comm_init_nccl(titan_dist *d, int device, const titan_comm_op
 /* ---- operations ---------------------------------------------------------------------- */
 
 /* "all_reduce #7 (f32 x 1048576, sum)": collectives in the shm backend's
- * words (shm_describe_op); point-to-point with its peers. */
+ * words (comm_describe_op); point-to-point with its peers. */
 static void describe(const comm_op *op, unsigned long long seq, int n, char *buf, size_t cap) {
     const char *dt = titan_dtype_name(op->dtype);
     switch (op->kind) {
@@ -166,7 +165,7 @@ static void describe(const comm_op *op, unsigned long long seq, int n, char *buf
         snprintf(buf, cap, "send to rank %d (%s x %zu) with recv from rank %d (%s x %zu)", op->peer,
                  dt, op->count, op->peer2, dt, op->count2);
         break;
-    default: shm_describe_op(op, seq, n, buf, cap); break;
+    default: comm_describe_op(op, seq, n, buf, cap); break;
     }
 }
 

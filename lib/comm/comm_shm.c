@@ -459,7 +459,7 @@ static titan_status shm_run(titan_comm *c, const comm_op *op) {
     int p2p = op->kind == COMM_SEND || op->kind == COMM_RECV || op->kind == COMM_SEND_RECV;
     if (p2p) return shm_run_p2p(&x);
     x.seq = atomic_load(&c->seq) + 1;
-    shm_describe_op(op, x.seq, s->n, x.what, sizeof x.what);
+    comm_describe_op(op, x.seq, s->n, x.what, sizeof x.what);
     titan_status st = shm_run_collective(&x);
     if (st == TITAN_OK) atomic_store(&c->seq, x.seq);
     return st;

@@ -61,21 +61,15 @@
 #define SHM_MSG_HDR 16u
 
 typedef struct {
-    uint64_t seq, count, counts_hash;
-    uint32_t kind, dtype, redop;
-    int32_t root;
-} shm_sig;
-
-typedef struct {
     atomic_ullong progress; /* phases completed; the one word collectives wait on */
     char pad0[56];
     atomic_ullong ops_done; /* collective operations completed */
     atomic_ullong op_cur;   /* sequence number of the operation under way, 0 if none */
     int32_t pid;
     uint32_t pad1;
-    shm_sig sig[2]; /* signature of call #s at [s % 2] */
+    comm_sig sig[2]; /* signature of call #s at [s % 2] */
     char host[64];
-    char pad2[256 - 64 - 24 - 2 * sizeof(shm_sig) - 64];
+    char pad2[256 - 64 - 24 - 2 * sizeof(comm_sig) - 64];
 } shm_rank;
 _Static_assert(sizeof(shm_rank) == 256, "shm_rank is 256 bytes");
 
@@ -162,6 +156,5 @@ titan_status shm_fail(shm_ctx *x, const char *fmt, ...) __attribute__((format(pr
 /* comm_shm_ops.c */
 titan_status shm_run_collective(shm_ctx *x);
 titan_status shm_run_p2p(shm_ctx *x);
-void shm_describe_op(const comm_op *op, uint64_t seq, int size, char *buf, size_t cap);
 
 #endif

@@ -14,65 +14,11 @@ static void copy(void *dst, const void *src, size_t n) {
     if (n) memcpy(dst, src, n);
 }
 
-/* ---- descriptions and signatures ----------------------------------------------- */
-
-static uint64_t hash_counts(const size_t *counts, int n) {
-    uint64_t h = 1469598103934665603ull;
-    for (int r = 0; r < n; r++) h = (h ^ (uint64_t)counts[r]) * 1099511628211ull;
-    return h;
-}
-
-static shm_sig sig_of(const comm_op *op, uint64_t seq, int n) {
-    shm_sig g;
-    memset(&g, 0, sizeof g);
-    g.seq = seq;
-    g.kind = (uint32_t)op->kind;
-    g.dtype = (uint32_t)op->dtype;
-    g.redop = (op->kind == COMM_ALL_REDUCE || op->kind == COMM_REDUCE_SCATTER) ? (uint32_t)op->redop : 0;
-    g.root = op->kind == COMM_BROADCAST ? op->peer : -1;
-    g.count = op->count;
-    if (op->counts) {
-        g.count = 0;
-        for (int r = 0; r < n; r++) g.count += op->counts[r];
-        g.counts_hash = hash_counts(op->counts, n);
-    }
-    if (op->kind == COMM_BARRIER) g.dtype = 0;
-    return g;
-}
-
-static void describe_sig(const shm_sig *g, char *buf, size_t cap) {
-    const char *k = comm_kind_name((comm_kind)g->kind), *dt = titan_dtype_name((titan_dtype)g->dtype);
-    unsigned long long seq = (unsigned long long)g->seq, count = (unsigned long long)g->count;
-    switch ((comm_kind)g->kind) {
-    case COMM_ALL_REDUCE:
-        snprintf(buf, cap, "%s #%llu (%s x %llu, %s)", k, seq, dt, count,
-                 titan_comm_redop_name((titan_comm_redop)g->redop));
-        break;
-    case COMM_REDUCE_SCATTER:
-        snprintf(buf, cap, "%s #%llu (%s x %llu in all, %s)", k, seq, dt, count,
-                 titan_comm_redop_name((titan_comm_redop)g->redop));
-        break;
-    case COMM_ALL_GATHER: snprintf(buf, cap, "%s #%llu (%s x %llu in all)", k, seq, dt, count); break;
-    case COMM_ALL_TO_ALL:
-        snprintf(buf, cap, "%s #%llu (%s x %llu per rank)", k, seq, dt, count);
-        break;
-    case COMM_BROADCAST:
-        snprintf(buf, cap, "%s #%llu (%s x %llu from rank %d)", k, seq, dt, count, (int)g->root);
-        break;
-    default: snprintf(buf, cap, "%s #%llu", k, seq); break;
-    }
-}
-
-void shm_describe_op(const comm_op *op, uint64_t seq, int size, char *buf, size_t cap) {
-    shm_sig g = sig_of(op, seq, size);
-    describe_sig(&g, buf, cap);
-}
-
 /* ---- collectives: phases ---------------------------------------------------------- */
 
 typedef struct {
     shm_ctx *x;
-    shm_sig sig;
+    comm_sig sig;
     int checked;
 } coll;
 
@@ -107,10 +53,10 @@ static void arrive(shm_state *s) {
 static titan_status check_sigs(coll *k) {
     shm_state *s = k->x->s;
     for (int r = 0; r < s->n; r++) {
-        const shm_sig *o = &s->ranks[r].sig[k->sig.seq & 1];
+        const comm_sig *o = &s->ranks[r].sig[k->sig.seq & 1];
         if (memcmp(o, &k->sig, sizeof *o) == 0) continue;
         char theirs[192];
-        describe_sig(o, theirs, sizeof theirs);
+        comm_sig_describe(o, theirs, sizeof theirs);
         if (o->counts_hash != k->sig.counts_hash && o->kind == k->sig.kind && o->count == k->sig.count)
             snprintf(theirs + strlen(theirs), sizeof theirs - strlen(theirs), " with other counts");
         return shm_fail(k->x, "rank %d called %s instead: every rank must make the same "
@@ -299,7 +245,7 @@ static titan_status broadcast(coll *k) {
 
 titan_status shm_run_collective(shm_ctx *x) {
     shm_state *s = x->s;
-    coll k = {.x = x, .sig = sig_of(x->op, x->seq, s->n)};
+    coll k = {.x = x, .sig = comm_sig_of(x->op, x->seq, s->n)};
     shm_rank *mine = &s->ranks[s->me];
     mine->sig[x->seq & 1] = k.sig; /* published by the first arrive */
     atomic_store(&mine->op_cur, x->seq);

@@ -46,6 +46,17 @@ if [ -f "$top/build/lib/titan/libtitan-mpi.so" ]; then
     grep -q "suite timeout: 3 ranks via pmix: ok" "$tmp/out" && grep -q "mpi): timed out after 1.0 s waiting for rank 2" "$tmp/err" \
         && ok "mpi backend: a rank that skips an operation is named, the others stop" \
         || fail "mpi backend: a rank that skips an operation is named, the others stop"
+    # A failure on one communicator stops the process's others, and reaches
+    # the ranks waiting on communicators the failed rank is not in; a rank
+    # that exits on an error of its own tells the others before it goes.
+    timeout 120 $MPIRUN -n 3 "$prog" --suite family >"$tmp/out" 2>"$tmp/err"
+    grep -q "suite family: 3 ranks via pmix: ok" "$tmp/out" && ! grep -q "failure(s)" "$tmp/err" \
+        && ok "mpi backend: a split's failure stops its world at once" \
+        || fail "mpi backend: a split's failure stops its world at once"
+    timeout 120 $MPIRUN -n 3 "$prog" --suite exiting >"$tmp/out" 2>"$tmp/err"
+    grep -q "suite exiting: 3 ranks via pmix: ok" "$tmp/out" && ! grep -q "failure(s)" "$tmp/err" \
+        && ok "mpi backend: a rank exiting on its own error stops the others, on every communicator" \
+        || fail "mpi backend: a rank exiting on its own error stops the others, on every communicator"
     unset TITAN_COMM
 else
     n=$((n + 1)); echo "ok $n - mpi backend # SKIP libtitan-mpi.so not built (mpicc: Debian libopenmpi-dev)"

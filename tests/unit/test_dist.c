@@ -546,6 +546,39 @@ static void suite_kill(titan_dist *d) {
     titan_comm_free(c);
 }
 
+/* The last rank fails outside any communicator (an I/O error, say) and
+ * exits while the others wait on communicators it is in (the world) and
+ * one it is not in (a pair of ranks 0 and 1): both stop at once, long
+ * before their timeout, naming it and its reason (titan_comm_exiting). */
+static void suite_exiting(titan_dist *d) {
+    titan_comm *c, *pair = NULL;
+    titan_comm_options o = {.timeout_s = 30};
+    if (titan_comm_init(d, &o, &c) != TITAN_OK) {
+        CHECK(0, "comm init");
+        return;
+    }
+    float x = 1, y;
+    CHECK(titan_comm_split(c, me < 2 ? 0 : 1, me, "pair", &pair) == TITAN_OK && pair);
+    CHECK(titan_comm_all_reduce(c, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL) == TITAN_OK);
+    if (me == nr - 1) {
+        usleep(300 * 1000);
+        titan_status st = titan_error(TITAN_ERR_IO, "checkpoint/step-7: disk full (a test's failure)");
+        titan_comm_exiting(st);
+        usleep(3000 * 1000); /* the notice, not the exit, must stop them */
+        return;
+    }
+    double t0 = titan_now_s();
+    titan_status st = me == 0 ? titan_comm_barrier(pair, NULL)
+                              : titan_comm_all_reduce(c, &x, &y, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
+    double dt = titan_now_s() - t0;
+    char who[32];
+    snprintf(who, sizeof who, "world rank %d failed", nr - 1);
+    CHECK(st == TITAN_ERR_COMM && has("stopped because") && has(who) && has("disk full") &&
+          has(me == 0 ? "on comm pair" : "on comm world"), "waiter: %s", titan_error_message());
+    CHECK(dt < 2.5, "stopped after %.2f s", dt);
+    fprintf(stderr, "rank %d got, after %.2f s: %s\n", me, dt, titan_error_message());
+}
+
 /* The last rank never reaches the bootstrap fence. */
 static void suite_fence_timeout(titan_dist *d) {
     if (me == nr - 1) return;
@@ -635,6 +668,7 @@ static int run_rank(const char *suite, size_t chunk) {
     else if (strcmp(suite, "mismatch") == 0) test_mismatch(d);
     else if (strcmp(suite, "kill") == 0) suite_kill(d);
     else if (strcmp(suite, "family") == 0) suite_family(d);
+    else if (strcmp(suite, "exiting") == 0) suite_exiting(d);
     else if (strcmp(suite, "fence-timeout") == 0) suite_fence_timeout(d);
     else if (strcmp(suite, "bench") == 0) suite_bench(d, chunk);
     else if (strcmp(suite, "exit3") == 0) {
