@@ -12,7 +12,10 @@
 # across; each follows the one-process loss curve to the layout tolerance
 # (lib/curves.sh: 1e-5 for the loss, 1e-6 for the gradient norm); HSDP's
 # step-10 checkpoint, written by both hosts, resumes as one process on the
-# same curve. A rank killed on titan-b ends the job on both hosts within
+# same curve. FSDP 4 on cuda (the CUDA emulator, 2 GPUs a host, NCCL
+# emulated through files in the shared directory) checks NCCL's bootstrap
+# across hosts through PMIx and the GPU each rank takes on its host (its
+# local rank: a wrong one asks for GPU 2 or 3 of 2). A rank killed on titan-b ends the job on both hosts within
 # the timeout (mpirun exits nonzero, the ranks of both hosts dump their
 # flight recorders on its SIGTERM), and titan-trace hang names the killed
 # rank and its host. TAP output; skipped (77) without root, namespaces,
@@ -122,7 +125,8 @@ export TITAN_NO_REEXEC=1 TITAN_COMM_TIMEOUT=20
 # mpirun4 RUN FLAGS...: 4 ranks, 2 on each host, started from titan-a
 mpirun4() {
     xs=""
-    for v in TITAN_NO_REEXEC TITAN_COMM_TIMEOUT OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS OMP_NUM_THREADS; do
+    for v in TITAN_NO_REEXEC TITAN_COMM_TIMEOUT OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS OMP_NUM_THREADS \
+        TITAN_CUDA_LIB TITAN_EMU_DEVICES TITAN_EMU_NCCL_DIR; do
         eval "[ -n \"\${$v+set}\" ]" && xs="$xs -x $v"
     done
     timeout "${TWO_HOST_TIMEOUT:-180}" nsenter -t "$pid_a" -n -u -m --wd="$PWD" -- mpirun --oversubscribe \
@@ -190,6 +194,42 @@ mpirun4 "$tmp/half" --stop-at 10 >"$tmp/out" 2>"$tmp/err" && ok "FSDP 4 on two h
 "$bin/titan-train" -q "$tmp/half" 2>"$tmp/err" && ok "resume the two-host checkpoint as one process" ||
     fail "resume the two-host checkpoint as one process"
 curve "two hosts -> one process resume continues the curve" "$tmp/single" "$tmp/half" 11
+
+# ---- NCCL across the hosts, on the CUDA emulator ---------------------------------------------
+# Each host has 2 emulated GPUs; each rank takes the GPU of its local rank on
+# its own host, and rank 0's NCCL id reaches titan-b's ranks through the PMIx
+# exchange, as on a GPU cluster. The emulated NCCL moves data through files
+# in the shared test directory (TITAN_EMU_NCCL_DIR), not the network: what
+# this checks is the wire-up, the placement and the numbers, not NCCL's
+# transport.
+EMU=$top/build/emu/libtitan-cuda-emu.so
+if [ -f "$EMU" ] && nm -D "$EMU" 2>/dev/null | grep -q titan_cuda_nccl_api; then
+    mkdir -p "$tmp/nccl-segments"
+    "$bin/titan-init" -q "$cfg" "$tmp/nccl" $TINY 2>"$tmp/err" || fail "init nccl"
+    TITAN_CUDA_LIB=$EMU TITAN_EMU_DEVICES=2 TITAN_EMU_NCCL_DIR=$tmp/nccl-segments \
+        mpirun4 "$tmp/nccl" --training.device=cuda --stop-at 3 >"$tmp/out" 2>"$tmp/err"; rc=$?
+    grep "GPU\|communicators" "$tmp/err" | head -n 6 | sed 's/^/# nccl: /'
+    if [ $rc -eq 0 ] && grep -q "4 ranks (pmix launch, nccl communicators)" "$tmp/err"; then
+        ok "FSDP 4 on cuda across titan-a and titan-b: NCCL bootstrapped through PMIx (emulated GPUs)"
+    else
+        fail "FSDP 4 on cuda across titan-a and titan-b (exit $rc)"
+    fi
+    # three steps (the emulator is slow): the layout tolerance, step by step
+    if d=$(/usr/bin/python3 - "$tmp/single/metrics.jsonl" "$tmp/nccl/metrics.jsonl" <<'PY'
+import json, sys
+def load(p): return {d["step"]: (d["loss"], d["grad_norm"]) for d in map(json.loads, open(p))}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if sorted(b) != [1, 2, 3]: sys.exit("steps %s" % sorted(b))
+lw = max(abs(a[s][0] - b[s][0]) / a[s][0] for s in b)
+gw = max(abs(a[s][1] - b[s][1]) / a[s][1] for s in b)
+print("loss %.2e, grad norm %.2e over 3 steps" % (lw, gw))
+sys.exit(0 if lw <= 1e-5 and gw <= 1e-6 else 1)
+PY
+    ); then ok "FSDP 4 on cuda, two hosts: the one cpu process's curve ($d)"
+    else fail "FSDP 4 on cuda, two hosts: the one cpu process's curve ($d)"; fi
+else
+    n=$((n + 1)); echo "ok $n - NCCL across hosts # SKIP no CUDA emulator with NCCL (build/emu: needs nvcc and nccl.h)"
+fi
 
 # ---- a rank killed on titan-b ----------------------------------------------------------------
 "$bin/titan-init" -q "$cfg" "$tmp/kill" $TINY --training.steps=100000 --checkpoint.interval=100000 2>"$tmp/err"

@@ -19,9 +19,9 @@
  * deadlock. Sums run in rank order in the type's arithmetic (fp32 for
  * bf16 and fp16, rounded once), so results repeat run to run.
  *
- * Limits: one machine; a wait longer than TITAN_EMU_NCCL_TIMEOUT seconds
- * (default 120) or a peer's ncclCommAbort ends the call with
- * ncclRemoteError; a rank that dies mid-collective leaves the others to
+ * Limits: one machine (or hosts that share TITAN_EMU_NCCL_DIR); a wait
+ * longer than TITAN_EMU_NCCL_TIMEOUT seconds (default 120) or a peer's
+ * ncclCommAbort ends the call with ncclRemoteError; a rank that dies mid-collective leaves the others to
  * that timeout. Not modelled: NCCL's own algorithms, channels, its summation
  * order, ncclInProgress (never returned). */
 #include <fcntl.h>
@@ -349,9 +349,30 @@ ncclResult_t submit(ncclComm_t c, const Op &o) {
     return run_group(ops);
 }
 
+/* TITAN_EMU_NCCL_DIR: segments are files there instead of POSIX shared
+ * memory, so that ranks on "hosts" that share no /dev/shm but see one
+ * directory (tests/cli/dist_2node.sh's namespaces) can still form a
+ * communicator; the ids still travel through titan's PMIx bootstrap. */
+std::string segment_path(const std::string &name) {
+    const char *dir = getenv("TITAN_EMU_NCCL_DIR");
+    return dir && *dir ? std::string(dir) + name : name;
+}
+
+int open_segment(const std::string &name) {
+    const char *dir = getenv("TITAN_EMU_NCCL_DIR");
+    if (dir && *dir) return open(segment_path(name).c_str(), O_RDWR | O_CREAT, 0600);
+    return shm_open(name.c_str(), O_RDWR | O_CREAT, 0600);
+}
+
+void unlink_segment(const std::string &name) {
+    const char *dir = getenv("TITAN_EMU_NCCL_DIR");
+    if (dir && *dir) unlink(segment_path(name).c_str());
+    else shm_unlink(name.c_str());
+}
+
 /* the segment of name for n ranks, mapped; nullptr on failure */
 Shared *attach(const std::string &name, int n) {
-    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT, 0600);
+    const int fd = open_segment(name);
     if (fd < 0) return nullptr;
     const size_t bytes = segment_bytes(n);
     void *p = ftruncate(fd, (off_t)bytes) == 0
@@ -381,7 +402,7 @@ ncclResult_t join(ncclComm_t *out, const std::string &name, int n, int rank) {
         *out = c;
         return c->fail("not every rank joined (timeout)");
     }
-    if (rank == 0) shm_unlink(name.c_str()); /* every rank has it mapped */
+    if (rank == 0) unlink_segment(name); /* every rank has it mapped */
     *out = c;
     return ncclSuccess;
 }
