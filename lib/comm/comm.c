@@ -382,6 +382,33 @@ int titan_comm_test(const titan_comm_req *r) { return r && atomic_load(&r->done)
 
 void titan_comm_exiting(titan_status st) { comm_mpi_exiting(st); }
 
+titan_status comm_agree_join(titan_dist *d, const char *key, titan_status mine, const char *name) {
+    char val[700], why[600], hint[256];
+    snprintf(why, sizeof why, "%s", mine == TITAN_OK ? "" : titan_error_message());
+    snprintf(hint, sizeof hint, "%s", mine == TITAN_OK ? "" : titan_error_hint_text());
+    snprintf(val, sizeof val, "%d %s", (int)mine, why);
+    TITAN_TRY(titan_dist_put(d, key, val, strlen(val) + 1));
+    TITAN_TRY(titan_dist_commit(d));
+    TITAN_TRY(titan_dist_fence(d));
+    if (mine != TITAN_OK) {
+        titan_error(mine, "%s", why);
+        if (hint[0]) titan_error_hint("%s", hint);
+        return mine;
+    }
+    for (int r = 0; r < titan_dist_world_size(d); r++) {
+        size_t n = 0;
+        TITAN_TRY(titan_dist_get(d, r, key, val, sizeof val - 1, &n));
+        val[n] = '\0';
+        int code = atoi(val);
+        if (code != TITAN_OK) {
+            const char *cause = strchr(val, ' ') ? strchr(val, ' ') + 1 : val;
+            return titan_error(code == TITAN_ERR_USAGE ? TITAN_ERR_USAGE : TITAN_ERR_COMM,
+                               "comm %s: rank %d cannot join: %s", name, r, cause);
+        }
+    }
+    return TITAN_OK;
+}
+
 void titan_comm_free(titan_comm *c) {
     if (!c) return;
     pthread_mutex_lock(&c->mu);

@@ -106,6 +106,13 @@ titan_status comm_mpi_init_world(titan_dist *d, const char *name, double timeout
                                  size_t chunk_bytes, titan_comm **out);
 void comm_mpi_exiting(titan_status st); /* titan_comm_exiting */
 
+/* comm.c: a backend's world begins with every rank saying whether it can
+ * join (mine: its own verdict, its error recorded when not TITAN_OK) under
+ * key, and one bootstrap fence: then all of them stop together, each with
+ * the first rank's reason, instead of leaving the others to wait for a rank
+ * that never comes. Puts made before it go out with the same fence. */
+titan_status comm_agree_join(titan_dist *d, const char *key, titan_status mine, const char *name);
+
 /* comm_reduce.c: out1[i] (and out2[i] when not NULL) = src[0][i] + ... +
  * src[n-1][i] in that order in f32 (bf16 widened, the sum rounded once),
  * / n for avg; m elements of dt (f32 or bf16). out1 and out2 may each be

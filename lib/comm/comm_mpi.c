@@ -664,36 +664,6 @@ static const comm_backend mpi_backend = {"mpi", mpi_run, mpi_free, 0};
 
 /* ---- the world communicator ------------------------------------------------------------------ */
 
-/* Every rank publishes whether it can join; after one fence all know. */
-static titan_status agree(titan_dist *d, unsigned k, titan_status mine, const char *name) {
-    char key[64], val[700], why[600];
-    snprintf(why, sizeof why, "%s", mine == TITAN_OK ? "" : titan_error_message());
-    snprintf(val, sizeof val, "%d %s", (int)mine, why);
-    char hint[256];
-    snprintf(hint, sizeof hint, "%s", mine == TITAN_OK ? "" : titan_error_hint_text());
-    snprintf(key, sizeof key, "titan.mpi%u.status", k);
-    TITAN_TRY(titan_dist_put(d, key, val, strlen(val) + 1));
-    TITAN_TRY(titan_dist_commit(d));
-    TITAN_TRY(titan_dist_fence(d));
-    if (mine != TITAN_OK) {
-        titan_error(mine, "%s", why);
-        if (hint[0]) titan_error_hint("%s", hint);
-        return mine;
-    }
-    for (int r = 0; r < titan_dist_world_size(d); r++) {
-        size_t n = 0;
-        TITAN_TRY(titan_dist_get(d, r, key, val, sizeof val - 1, &n));
-        val[n] = '\0';
-        int code = atoi(val);
-        if (code != TITAN_OK) {
-            const char *cause = strchr(val, ' ') ? strchr(val, ' ') + 1 : val;
-            return titan_error(code == TITAN_ERR_USAGE ? TITAN_ERR_USAGE : TITAN_ERR_COMM,
-                               "comm %s: rank %d cannot join: %s", name, r, cause);
-        }
-    }
-    return TITAN_OK;
-}
-
 /* This rank's part before MPI starts: the launcher and the library. */
 static titan_status prepare(titan_dist *d, const char *name) {
     if (titan_dist_kind_of(d) != TITAN_DIST_PMIX) {
@@ -713,7 +683,9 @@ titan_status comm_mpi_init_world(titan_dist *d, const char *name, double timeout
     static int started;
     *out = NULL;
     int me = titan_dist_rank(d), n = titan_dist_world_size(d);
-    TITAN_TRY(agree(d, inits++, prepare(d, name), name));
+    char key[64];
+    snprintf(key, sizeof key, "titan.mpi%u.status", inits++);
+    TITAN_TRY(comm_agree_join(d, key, prepare(d, name), name));
     char msg[MSG_CAP], lib[256];
     if (!started) {
         int rank = -1, size = 0;

@@ -81,41 +81,16 @@ static titan_status prepare(const char *name, int me, int device, const titan_nc
     return TITAN_OK;
 }
 
-/* Every rank publishes "status message" (rank 0 also the id); after one
+/* Every rank says whether it can join, rank 0 also gives the id; after one
  * fence all know whether all can go on, and the id. */
 static titan_status agree(titan_dist *d, unsigned k, titan_status mine, const char *name,
                           unsigned char id[TITAN_NCCL_ID_BYTES]) {
-    char key[64], val[700], msg[600];
-    snprintf(msg, sizeof msg, "%s", mine == TITAN_OK ? "" : titan_error_message());
-    char hint[256];
-    snprintf(hint, sizeof hint, "%s", mine == TITAN_OK ? "" : titan_error_hint_text());
-    snprintf(val, sizeof val, "%d %s", (int)mine, msg);
-    snprintf(key, sizeof key, "titan.nccl%u.status", k);
-    titan_status st = titan_dist_put(d, key, val, strlen(val) + 1);
+    char key[64];
     snprintf(key, sizeof key, "titan.nccl%u.id", k);
-    if (st == TITAN_OK && titan_dist_rank(d) == 0 && mine == TITAN_OK)
-        st = titan_dist_put(d, key, id, TITAN_NCCL_ID_BYTES);
-    if (st == TITAN_OK) st = titan_dist_commit(d);
-    if (st == TITAN_OK) st = titan_dist_fence(d);
-    if (st != TITAN_OK) return st;
-    if (mine != TITAN_OK) {
-        titan_error(mine, "%s", msg);
-        if (hint[0]) titan_error_hint("%s", hint);
-        return mine;
-    }
-    for (int r = 0; r < titan_dist_world_size(d); r++) {
-        size_t n = 0;
-        snprintf(key, sizeof key, "titan.nccl%u.status", k);
-        if ((st = titan_dist_get(d, r, key, val, sizeof val - 1, &n)) != TITAN_OK) return st;
-        val[n] = '\0';
-        int code = atoi(val);
-        if (code != TITAN_OK) {
-            const char *why = strchr(val, ' ') ? strchr(val, ' ') + 1 : val;
-            return titan_error(code == TITAN_ERR_USAGE ? TITAN_ERR_USAGE : TITAN_ERR_COMM,
-                               "comm %s: rank %d cannot join: %s", name, r, why);
-        }
-    }
-    snprintf(key, sizeof key, "titan.nccl%u.id", k);
+    if (titan_dist_rank(d) == 0 && mine == TITAN_OK) TITAN_TRY(titan_dist_put(d, key, id, TITAN_NCCL_ID_BYTES));
+    char status[64];
+    snprintf(status, sizeof status, "titan.nccl%u.status", k);
+    TITAN_TRY(comm_agree_join(d, status, mine, name));
     size_t n = 0;
     TITAN_TRY(titan_dist_get(d, 0, key, id, TITAN_NCCL_ID_BYTES, &n));
     if (n != TITAN_NCCL_ID_BYTES)

@@ -10,11 +10,10 @@
 #include "core/log.h"
 
 /* Whether the ranks' collectives may go over NCCL: the backend's library
- * carries the nccl communicator, and TITAN_COMM=shm or mpi does not keep
- * it out (comm.backend is the mesh's to apply). */
-static int use_nccl(const titan_backend *be) {
-    const char *force = getenv("TITAN_COMM");
-    if (force && (strcmp(force, "shm") == 0 || strcmp(force, "mpi") == 0)) return 0;
+ * carries the nccl communicator, and the communicators chosen (comm.backend
+ * or TITAN_COMM, resolved by the mesh) are auto or nccl. */
+static int use_nccl(const titan_backend *be, titan_comm_backend comm) {
+    if (comm != TITAN_COMM_BACKEND_AUTO && comm != TITAN_COMM_BACKEND_NCCL) return 0;
     return (be->caps & TITAN_CAP_NCCL) != 0;
 }
 
@@ -28,7 +27,8 @@ static int gpu_of(int local_rank, int local_size, int count, int *sharing) {
 }
 
 titan_status titan_train_device_open(const char *device, titan_job_device kind, int deterministic, int world,
-                                     int local_rank, int local_size, titan_train_device *d) {
+                                     int local_rank, int local_size, titan_comm_backend comm,
+                                     titan_train_device *d) {
     memset(d, 0, sizeof *d);
     int sharing = 1; /* ranks of this host on this rank's GPU */
     /* Several ranks: one GPU each, by local rank (CUDA_VISIBLE_DEVICES picks
@@ -76,7 +76,7 @@ titan_status titan_train_device_open(const char *device, titan_job_device kind, 
      * the GPU's memory. */
     int shared = world > 1 && gpus > 0 && (d->be->caps & TITAN_CAP_GPU) && local_size > gpus;
     if (shared) d->be->set_option(TITAN_OPT_DEVICE_SHARE, sharing);
-    d->nccl = world > 1 && !shared && use_nccl(d->be);
+    d->nccl = world > 1 && !shared && use_nccl(d->be, comm);
     if (shared) {
         if (local_rank == 0)
             titan_info("%d ranks on %d GPU%s of this host, round-robin: shared-memory communicators through host copies, "
@@ -84,9 +84,9 @@ titan_status titan_train_device_open(const char *device, titan_job_device kind, 
                    "(NCCL needs a GPU per rank)", local_size, gpus, gpus == 1 ? "" : "s");
     } else if (world > 1 && (d->be->caps & TITAN_CAP_GPU) && !d->nccl)
         titan_warn("%s: data parallelism over %s through host copies (%s%s): slow", name,
-                   getenv("TITAN_COMM") && strcmp(getenv("TITAN_COMM"), "mpi") == 0 ? "MPI" : "shared memory",
-                   getenv("TITAN_COMM") ? "TITAN_COMM=" : "libtitan-cuda.so was built without NCCL",
-                   getenv("TITAN_COMM") ? getenv("TITAN_COMM") : "");
+                   comm == TITAN_COMM_BACKEND_MPI ? "MPI" : "shared memory",
+                   comm == TITAN_COMM_BACKEND_AUTO ? "libtitan-cuda.so was built without NCCL" : "comm.backend = ",
+                   comm == TITAN_COMM_BACKEND_AUTO ? "" : titan_comm_backend_name(comm));
     return TITAN_OK;
 }
 

@@ -5,6 +5,7 @@
 #define TITAN_TRAIN_DEVICE_H
 
 #include "backend/backend.h"
+#include "comm/comm.h"
 #include "job/config.h"
 
 typedef struct {
@@ -27,13 +28,15 @@ typedef struct {
  * rank only: with several it would be every rank's GPU, a usage error);
  * "auto": cuda as above when it opens, else cpu; "cpu-guard" (backend.h).
  * A device that does not open is a usage error "training.device: cuda:
- * <cause>" with a hint. TITAN_COMM=shm keeps several cuda ranks off NCCL.
+ * <cause>" with a hint. comm: the communicators the mesh chose (comm.backend
+ * or TITAN_COMM): shm or mpi keeps several cuda ranks off NCCL.
  * deterministic (training.deterministic): kernels that repeat bit for bit
  * even where slower; else cuda may take cuDNN's attention, whose backward
  * does not. kind is device's choice (titan_config resolves it); device is
  * the string, which names the backend and goes into messages. */
 titan_status titan_train_device_open(const char *device, titan_job_device kind, int deterministic, int world,
-                                     int local_rank, int local_size, titan_train_device *out);
+                                     int local_rank, int local_size, titan_comm_backend comm,
+                                     titan_train_device *out);
 
 /* One rank's peak FLOP/s for MFU and where it comes from (*source, for the
  * info line): configured (> 0) wins; on the CPU backends the best fp32 GEMM

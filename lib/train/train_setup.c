@@ -144,7 +144,7 @@ static titan_status open_device(trainer *t, const titan_train_opts *opts) {
     /* Several ranks on GPUs: one each, by local rank; then the communicators. */
     TITAN_TRY(titan_train_device_open(cfg->training_device, cfg->training_device_kind, cfg->training_deterministic,
                                       t->mesh.world, titan_dist_local_rank(t->mesh.dist),
-                                      titan_dist_local_size(t->mesh.dist), &t->dev));
+                                      titan_dist_local_size(t->mesh.dist), t->mesh.comm_backend, &t->dev));
     TITAN_TRY(titan_mesh_connect(&t->mesh, t->dev.nccl));
     t->be = t->dev.be;
     if (cfg->profiling_enable_profiling) {
