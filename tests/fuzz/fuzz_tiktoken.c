@@ -11,32 +11,13 @@
  * `make check` (build/tests/test_fuzz_tiktoken). */
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "core/log.h"
-#include "data/tokenizer.h"
 #include "fuzz_tokenizer.h"
-#include "fuzz_util.h"
-#include "interchange/gguf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     titan_log_set_verbosity(0);
-    const char *dir = fuzz_scratch("tiktoken");
-    fuzz_write(dir, "ranks.tiktoken", data, size);
-    char spec[512];
-    if ((size_t)snprintf(spec, sizeof spec, "tiktoken:%s/ranks.tiktoken", dir) >= sizeof spec) abort();
-    titan_tokenizer *t = NULL;
-    if (titan_tokenizer_open(&t, spec) != TITAN_OK) {
-        if (t || !titan_error_message()[0]) abort();
-        titan_error_clear();
-        return 0;
-    }
-    fuzz_exercise_tokenizer(t, data, size, 1);
-    fuzz_gguf_vocab(t);
-    titan_tokenizer_free(t);
-    titan_error_clear();
-    return 0;
+    return fuzz_tokenizer_file("tiktoken", "ranks.tiktoken", "tiktoken", data, size, 1);
 }

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "data/tokenizer.h"
 #include "interchange/gguf.h"
+#include "fuzz_util.h"
 
 /* Encodes text[0..n), checks the ids, decodes them; exact: the decoded text
  * must be the text (where every id encoding gives decodes to its own bytes). */
@@ -51,6 +52,29 @@ static inline void fuzz_gguf_vocab(const titan_tokenizer *t) {
     titan_gguf_put_vocab(w, t, titan_tokenizer_vocab_size(t) + 3);
     titan_gguf_writer_free(w);
     titan_error_clear();
+}
+
+/* One input of a tokenizer-file target: data written as dir/file, opened
+ * as "<scheme>:dir/file" the way the tools open it; a file that opens is
+ * exercised (exact: decoding must give the text back) and written as a
+ * GGUF vocabulary; one that does not must say why. */
+static inline int fuzz_tokenizer_file(const char *scratch, const char *file, const char *scheme,
+                                      const uint8_t *data, size_t size, int exact) {
+    const char *dir = fuzz_scratch(scratch);
+    fuzz_write(dir, file, data, size);
+    char spec[512];
+    if ((size_t)snprintf(spec, sizeof spec, "%s:%s/%s", scheme, dir, file) >= sizeof spec) abort();
+    titan_tokenizer *t = NULL;
+    if (titan_tokenizer_open(&t, spec) != TITAN_OK) {
+        if (t || !titan_error_message()[0]) abort();
+        titan_error_clear();
+        return 0;
+    }
+    fuzz_exercise_tokenizer(t, data, size, exact);
+    fuzz_gguf_vocab(t);
+    titan_tokenizer_free(t);
+    titan_error_clear();
+    return 0;
 }
 
 #endif

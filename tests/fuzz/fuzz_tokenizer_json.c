@@ -11,30 +11,13 @@
  * (build/tests/test_fuzz_tokenizer_json). */
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "core/log.h"
-#include "data/tokenizer.h"
 #include "fuzz_tokenizer.h"
-#include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     titan_log_set_verbosity(0);
-    const char *dir = fuzz_scratch("tokjson");
-    fuzz_write(dir, "tokenizer.json", data, size);
-    char spec[512];
-    if ((size_t)snprintf(spec, sizeof spec, "hf:%s/tokenizer.json", dir) >= sizeof spec) abort();
-    titan_tokenizer *t = NULL;
-    if (titan_tokenizer_open(&t, spec) != TITAN_OK) {
-        if (t || !titan_error_message()[0]) abort();
-        titan_error_clear();
-        return 0;
-    }
-    fuzz_exercise_tokenizer(t, data, size, 0);
-    fuzz_gguf_vocab(t);
-    titan_tokenizer_free(t);
-    titan_error_clear();
-    return 0;
+    return fuzz_tokenizer_file("tokjson", "tokenizer.json", "hf", data, size, 0);
 }
