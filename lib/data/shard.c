@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "core/fsutil.h"
 #include "core/mem.h"
 
 /* ---- little-endian fields ---- */
@@ -139,13 +140,16 @@ static titan_status index_string(const json_t *obj, const char *key, const char 
 /* Maps one file, checks it against its index entry, its payload checksum and
  * its token range. */
 static titan_status verify_file(titan_shard_dir *d, shard_file *f, uint64_t want_xxh, int i) {
-    /* O_NONBLOCK: a FIFO in a shard's place is refused below, not waited on */
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return titan_error(TITAN_ERR_IO, "%s: %s (listed in %s)", f->path, strerror(errno), TITAN_SHARD_INDEX);
+    /* a FIFO in a shard's place is refused, not waited on */
+    int fd;
+    if (titan_fs_open_regular(f->path, &fd) != TITAN_OK) {
+        titan_error_context("listed in %s", TITAN_SHARD_INDEX);
+        return titan_error_code();
+    }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         close(fd);
-        return titan_error(TITAN_ERR_IO, "%s: not a regular file", f->path);
+        return titan_error(TITAN_ERR_IO, "%s: stat: %s", f->path, strerror(errno));
     }
     size_t size = (size_t)sb.st_size;
     if (size < TITAN_SHARD_HEADER_SIZE) {
