@@ -9,6 +9,7 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "trace/metrics_tags.h"
 #include "trace/tensorboard.h"
 
 struct titan_metrics {
@@ -151,29 +152,28 @@ titan_status titan_metrics_open_tensorboard(titan_metrics *m, const char *dir, i
     return TITAN_OK;
 }
 
-/* A step's metrics as TensorBoard scalars, under torchtitan's tags where it
- * has one for the same quantity (titan/... where not). */
+/* A step's metrics as TensorBoard scalars (metrics_tags.h). */
 static titan_status log_tensorboard(titan_metrics *m, const titan_step_metrics *s) {
-    const char *tags[16];
-    double v[16];
+    const char *tags[TITAN_TB_NTAGS];
+    double v[TITAN_TB_NTAGS];
     int n = 0;
-#define SCALAR(tag, value) (tags[n] = (tag), v[n++] = (value))
-    double tps = s->tokens_per_s / m->world;
-    SCALAR("loss_metrics/global_avg_loss", s->loss);
-    SCALAR("grad_norm", s->grad_norm);
-    SCALAR("lr", s->lr);
-    SCALAR("ntokens_seen", (double)s->tokens_seen);
-    SCALAR("throughput(tps)", tps);
-    SCALAR("tflops", s->mfu * s->peak_flops / m->world * 1e-12);
-    SCALAR("mfu(%)", 100.0 * s->mfu);
-    SCALAR("time_metrics/end_to_end(s)", s->step_time_s);
-    SCALAR("memory/peak_rss(GiB)", (double)s->peak_rss_bytes / (1u << 30));
-    if (s->has_dev_mem) SCALAR("memory/max_active(GiB)", (double)s->dev_peak_bytes / (1u << 30));
-    if (s->has_val) SCALAR("validation_metrics/loss", s->val_loss);
-    if (s->has_ckpt) SCALAR("titan/ckpt_stall(s)", s->ckpt_stall_s);
-    if (s->has_comm) SCALAR("titan/comm_exposed(s)", s->comm_exposed_s);
-    SCALAR("titan/tokens_per_s", s->tokens_per_s); /* the job's, as metrics.jsonl */
-    SCALAR("titan/peak_flops", s->peak_flops);
+    /* the tag's value: the metrics.jsonl key's over the table's scale */
+#define SCALAR(t, value) (tags[n] = titan_tb_tags[t].tag, v[n++] = (value) / titan_tb_tags[t].scale)
+    SCALAR(TITAN_TB_LOSS, s->loss);
+    SCALAR(TITAN_TB_GRAD_NORM, s->grad_norm);
+    SCALAR(TITAN_TB_LR, s->lr);
+    SCALAR(TITAN_TB_TOKENS_SEEN, (double)s->tokens_seen);
+    SCALAR(TITAN_TB_THROUGHPUT, s->tokens_per_s / m->world);
+    SCALAR(TITAN_TB_TFLOPS, s->mfu * s->peak_flops / m->world * 1e-12);
+    SCALAR(TITAN_TB_MFU, s->mfu);
+    SCALAR(TITAN_TB_STEP_TIME, s->step_time_s);
+    SCALAR(TITAN_TB_PEAK_RSS, (double)s->peak_rss_bytes);
+    if (s->has_dev_mem) SCALAR(TITAN_TB_DEV_PEAK, (double)s->dev_peak_bytes);
+    if (s->has_val) SCALAR(TITAN_TB_VAL_LOSS, s->val_loss);
+    if (s->has_ckpt) SCALAR(TITAN_TB_CKPT_STALL, s->ckpt_stall_s);
+    if (s->has_comm) SCALAR(TITAN_TB_COMM_EXPOSED, s->comm_exposed_s);
+    SCALAR(TITAN_TB_TOKENS_PER_S, s->tokens_per_s);
+    SCALAR(TITAN_TB_PEAK_FLOPS, s->peak_flops);
 #undef SCALAR
     double wall = s->start_unix_s > 0 ? s->start_unix_s + s->step_time_s : 0;
     return titan_tb_scalars(m->tb, s->step, wall, tags, v, n);

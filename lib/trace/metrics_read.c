@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "trace/metrics_tags.h"
 #include "trace/tensorboard.h"
 
 struct titan_metrics_file {
@@ -31,19 +32,7 @@ static titan_status add_row(titan_metrics_file *m, size_t *cap, json_t *o, const
 }
 
 /* TensorBoard scalars as metrics lines: a row per step holding every tag,
- * and titan's key beside the tags titan-train writes for it. */
-static const struct {
-    const char *tag, *key;
-    double scale;
-} tb_keys[] = {
-    {"loss_metrics/global_avg_loss", "loss", 1}, {"grad_norm", "grad_norm", 1}, {"lr", "lr", 1},
-    {"ntokens_seen", "tokens_seen", 1}, {"mfu(%)", "mfu", 0.01}, {"time_metrics/end_to_end(s)", "step_time_s", 1},
-    {"validation_metrics/loss", "val_loss", 1}, {"titan/ckpt_stall(s)", "ckpt_stall_s", 1},
-    {"titan/comm_exposed(s)", "comm_exposed_s", 1}, {"memory/peak_rss(GiB)", "peak_rss_bytes", 1073741824.0},
-    {"memory/max_active(GiB)", "dev_peak_bytes", 1073741824.0}, {"titan/tokens_per_s", "tokens_per_s", 1},
-    {"titan/peak_flops", "peak_flops", 1},
-};
-
+ * and titan's key beside the tags titan-train writes for it (metrics_tags.h). */
 typedef struct {
     titan_metrics_file *m;
     size_t cap;
@@ -66,8 +55,9 @@ static titan_status tb_scalar(void *ctx, int64_t step, double wall, const char *
     }
     (void)wall;
     json_object_set_new(row, tag, json_real(value));
-    for (size_t i = 0; i < sizeof tb_keys / sizeof tb_keys[0]; i++)
-        if (!strcmp(tag, tb_keys[i].tag)) json_object_set_new(row, tb_keys[i].key, json_real(value * tb_keys[i].scale));
+    for (int i = 0; i < TITAN_TB_NTAGS; i++)
+        if (titan_tb_tags[i].key && !strcmp(tag, titan_tb_tags[i].tag))
+            json_object_set_new(row, titan_tb_tags[i].key, json_real(value * titan_tb_tags[i].scale));
     return TITAN_OK;
 }
 
