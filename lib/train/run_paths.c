@@ -33,6 +33,7 @@ static const path_key keys[] = {
     {"training.dataset_path", offsetof(titan_job_config, training_dataset_path), 0},
     {"validation.dataset_path", offsetof(titan_job_config, validation_dataset_path), 0},
     {"checkpoint.initial_load_path", offsetof(titan_job_config, checkpoint_initial_load_path), 0},
+    {"model.hf_assets_path", offsetof(titan_job_config, model_hf_assets_path), 0},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -59,9 +60,19 @@ static titan_status set_path(titan_job_config *cfg, const path_key *k, const cha
     return TITAN_OK;
 }
 
+/* torchtitan's training.dataset (validation.dataset) naming a directory
+ * stands for dataset_path when that is empty; a name stays a name. */
+static void dataset_as_path(char *path, const char *dataset) {
+    struct stat sb;
+    if (!path[0] && dataset[0] && stat(dataset, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(path, TITAN_STR, "%s", dataset);
+}
+
 titan_status titan_run_absolute_paths(titan_job_config *cfg) {
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) return titan_error(TITAN_ERR_IO, "getcwd: %s", strerror(errno));
+    dataset_as_path(cfg->training_dataset_path, cfg->training_dataset);
+    dataset_as_path(cfg->validation_dataset_path, cfg->validation_dataset);
     for (size_t i = 0; i < N_KEYS; i++) {
         char path[TITAN_STR];
         snprintf(path, sizeof path, "%s", path_of(&keys[i], field(cfg, &keys[i])));
@@ -117,7 +128,10 @@ titan_status titan_run_check_paths(const titan_job_config *cfg, const titan_job_
     for (size_t i = 0; i < N_KEYS; i++) {
         const path_key *k = &keys[i];
         const char *v = cfield(cfg, k), *path = path_of(k, v);
-        if (!path[0] || k->off == offsetof(titan_job_config, checkpoint_initial_load_path)) continue;
+        /* titan-init's inputs: the run holds what it took from them */
+        if (!path[0] || k->off == offsetof(titan_job_config, checkpoint_initial_load_path) ||
+            k->off == offsetof(titan_job_config, model_hf_assets_path))
+            continue;
         if (k->off == offsetof(titan_job_config, validation_dataset_path) && !cfg->validation_enable) continue;
         struct stat sb;
         if (stat(path, &sb) == 0) continue;
