@@ -5,6 +5,7 @@
  * torchtitan's. The facts come from keys.c's tables and schema.c. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/log.h"
 #include "core/toml.h"
@@ -104,6 +105,11 @@ void titan_config_print_schema(FILE *f) {
 
 /* ---- the keys of one job file ---- */
 
+static int is_dir(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 typedef struct {
     FILE *out;
     const char *name;
@@ -119,7 +125,7 @@ static titan_status list_key(void *ctx, const char *table, const char *key, cons
     titan_key_status st = titan_config_key_status(table, key, detail, sizeof detail);
     const key_schema *s = titan_job_find_schema(table, key);
     const char *why = s && s->why ? s->why : "";
-    char text[2048] = "";
+    char text[2048] = ""; /* an implemented key says no more than its other spelling */
     if (st == TITAN_KEY_IMPLEMENTED) {
         const key_def *k = titan_job_find_key(table, key);
         if (!k) k = titan_job_find_alias(table, key);
@@ -127,8 +133,11 @@ static titan_status list_key(void *ctx, const char *table, const char *key, cons
             st = TITAN_KEY_REFUSED;
             snprintf(text, sizeof text, "%s", titan_error_message());
             titan_error_clear();
+        } else if (!strcmp(key, "dataset") && v->type == TITAN_TOML_STRING && !is_dir(v->u.str.ptr)) {
+            snprintf(text, sizeof text, "a dataset name, no shard directory: training needs %s.dataset_path",
+                     table);
         } else {
-            snprintf(text, sizeof text, "%s%s%s", detail, detail[0] && why[0] ? "; " : "", why);
+            snprintf(text, sizeof text, "%s", detail);
         }
     } else if (st != TITAN_KEY_UNKNOWN) {
         char accepted[256];

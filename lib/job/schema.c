@@ -23,7 +23,8 @@ static const char float8_why[] =
 
 const key_schema titan_job_schema[] = {
     LAST("job", "config_file", NULL,
-         "in a file, meaningless: --job.config_file on titan-init's and titan-train's command line names the job"),
+         "--job.config_file on titan-init's and titan-train's command line names the job file; inside one it "
+         "would name itself"),
     LAST("job", "dump_folder", "\"./outputs\"", NULL),
     LAST("job", "description", NULL, NULL),
     LAST("job", "print_config", NULL,
