@@ -52,13 +52,6 @@ titan_status titan_run_load_config(titan_job_config *cfg, const char *run_dir) {
 static titan_status write_config(const titan_job_config *job, const char *run_dir) {
     titan_job_config abs = *job;
     const titan_job_config *cfg = &abs;
-    /* the tokenizer hf_assets_path stands for, named: the run keeps it */
-    char spec[TITAN_STR + 32];
-    titan_config_tokenizer_spec(job, spec, sizeof spec);
-    if (strlen(spec) >= TITAN_STR)
-        return titan_error(TITAN_ERR_USAGE, "model.hf_assets_path = %s: longer than %d bytes with /tokenizer.json",
-                           job->model_hf_assets_path, TITAN_STR - 1);
-    memcpy(abs.model_tokenizer, spec, strlen(spec) + 1);
     TITAN_TRY(titan_run_absolute_paths(&abs));
     char path[4096], tmp[4200];
     snprintf(path, sizeof path, "%s/config.toml", run_dir);

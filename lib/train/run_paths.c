@@ -5,7 +5,9 @@
  * CONFIG.toml or on its command line) is taken against the directory it ran
  * in. A config written before that may hold relative paths: titan-train
  * takes each against the run directory first, then against the current
- * directory (the old rule, with a warning). A tokenizer file found nowhere
+ * directory (the old rule, with a warning). model.hf_assets_path's
+ * tokenizer.json, when it stands for model.tokenizer, is written there as
+ * model.tokenizer. A tokenizer file found nowhere
  * (a run unpacked on another machine) is replaced by the copy the run's
  * latest checkpoint carries. */
 #include <errno.h>
@@ -73,6 +75,13 @@ titan_status titan_run_absolute_paths(titan_job_config *cfg) {
     if (!getcwd(cwd, sizeof cwd)) return titan_error(TITAN_ERR_IO, "getcwd: %s", strerror(errno));
     dataset_as_path(cfg->training_dataset_path, cfg->training_dataset);
     dataset_as_path(cfg->validation_dataset_path, cfg->validation_dataset);
+    /* the tokenizer hf_assets_path stands for, named: the run keeps it */
+    char spec[TITAN_STR + 32];
+    titan_config_tokenizer_spec(cfg, spec, sizeof spec);
+    if (strlen(spec) >= TITAN_STR)
+        return titan_error(TITAN_ERR_USAGE, "model.hf_assets_path = %s: longer than %d bytes with /tokenizer.json",
+                           cfg->model_hf_assets_path, TITAN_STR - 1);
+    memcpy(cfg->model_tokenizer, spec, strlen(spec) + 1);
     for (size_t i = 0; i < N_KEYS; i++) {
         char path[TITAN_STR];
         snprintf(path, sizeof path, "%s", path_of(&keys[i], field(cfg, &keys[i])));

@@ -55,11 +55,11 @@ static titan_status need_shard_dir(const char *section, const char *path, const 
     char index[4096];
     snprintf(index, sizeof index, "%s/%s", path, TITAN_SHARD_INDEX);
     if (path[0] && stat(path, &sb) == 0 && (!S_ISDIR(sb.st_mode) || access(index, F_OK) != 0)) {
-        titan_error(TITAN_ERR_USAGE, "%s.dataset_path = %s: not a shard directory (%s)", section, path,
+        titan_error(TITAN_ERR_IO, "%s.dataset_path = %s: not a directory of token shards (%s)", section, path,
                     S_ISDIR(sb.st_mode) ? "no index.json" : "a file");
         titan_error_hint("titan reads token shards: make them with titan-shard -o DIR %s (text, JSON, JSONL or "
                          "archives), then set %s.dataset_path = DIR", path, section);
-        return TITAN_ERR_USAGE;
+        return TITAN_ERR_IO;
     }
     if (path[0]) return TITAN_OK; /* missing: the shard reader names it */
     if (dataset[0]) {

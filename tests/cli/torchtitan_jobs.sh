@@ -132,7 +132,7 @@ expect 2 'training.dataset = "c4_test": not a shard directory' "the job as it is
 grep -q "titan-shard -o DIR" "$tmp/err" && ok "... and the hint says how to make them" ||
     fail "... and the hint says how to make them"
 rm -rf outputs
-expect 2 "training.dataset_path = $tmp/corpus.txt: not a shard directory (a file)" \
+expect 3 "training.dataset_path = $tmp/corpus.txt: not a directory of token shards (a file)" \
     "a corpus file as dataset_path: how to shard it" -- "$bin/titan-train" -q --job.config_file llama3_debug_model.toml \
     --training.dataset_path="$tmp/corpus.txt" --training.steps=2 --training.seq_len=64
 grep -q "titan-shard -o DIR $tmp/corpus.txt" "$tmp/err" && ok "... naming the file in the titan-shard command" ||
@@ -148,7 +148,11 @@ import json, math, sys
 losses = [d["loss"] for d in map(json.loads, open(sys.argv[1])) if "loss" in d and "step" in d]
 assert len(losses) == 2 and all(math.isfinite(x) and 3 < x < 8 for x in losses), losses
 EOF
-grep -q '^activation_checkpoint' outputs/config.toml; grep -q '^mode = "selective"$' outputs/config.toml &&
+expect 0 "" "the same job again goes on in its run" -- "$bin/titan-train" --job.config_file llama3_debug_model.toml \
+    --training.dataset_path="$tmp/data" --training.steps=2 --training.seq_len=64
+grep -q "whose keys differ" "$tmp/err" && fail "... with no key differing from the run's (hf_assets_path's tokenizer too)" ||
+    ok "... with no key differing from the run's (hf_assets_path's tokenizer too)"
+ grep -q '^mode = "selective"$' outputs/config.toml &&
     grep -q '^local_batch_size = 8$' outputs/config.toml && ok "the run keeps the job's selective AC and batch 8" ||
     fail "the run keeps the job's selective AC and batch 8"
 
