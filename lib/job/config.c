@@ -330,6 +330,10 @@ int titan_job_harmless(int idx, const titan_toml_value *v, char *accepted, size_
     return ok;
 }
 
+/* The reason the last warning gave: keys that share one ([compile]'s,
+ * [training.dataloader]'s) say it once. Reset by each load and override. */
+static const char *warned_why;
+
 /* A torchtitan key titan ignores: warn, or refuse a value that would matter. */
 static titan_status ignored_key(int idx, const char *place, const char *section, const char *key,
                                 const titan_toml_value *v) {
@@ -344,7 +348,11 @@ static titan_status ignored_key(int idx, const char *place, const char *section,
         else titan_error_hint("remove the key");
         return TITAN_ERR_USAGE;
     }
-    titan_warn("%s: %s.%s: ignored, meaningless here: %s", place, section, key, why);
+    if (why == warned_why)
+        titan_warn("%s: %s.%s: ignored, meaningless here (as above)", place, section, key);
+    else
+        titan_warn("%s: %s.%s: ignored, meaningless here: %s", place, section, key, why);
+    warned_why = why;
     return TITAN_OK;
 }
 
@@ -390,6 +398,7 @@ static titan_status apply_table(titan_job_config *cfg, int *line_of, const char 
 }
 
 static titan_status apply_doc(titan_job_config *cfg, const titan_toml_doc *doc) {
+    warned_why = NULL;
     int *line_of = calloc((size_t)NKEYS, sizeof *line_of); /* where each key was set: duplicates */
     titan_status st = line_of ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "%s: out of memory", doc->name);
     for (int i = 0; st == TITAN_OK && i < doc->root.n; i++) {
@@ -560,6 +569,7 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
         return titan_error(TITAN_ERR_NOMEM, "out of memory");
     }
     memcpy(tmp, cfg, sizeof *tmp);
+    warned_why = NULL;
     titan_status st = apply(tmp, NULL, section, key, &v, place, 0);
     if (st == TITAN_OK) memcpy(cfg, tmp, sizeof *tmp);
     free(tmp);

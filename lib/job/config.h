@@ -185,10 +185,10 @@ void titan_config_print_schema(FILE *f);
  * or unknown; -1 when the file cannot be read or parsed (error set). */
 int titan_config_print_keys(const char *path, FILE *out);
 /* The keys the job file at path leaves out and cfg holds at titan's default
- * where torchtitan's differs: "section.key = TITAN (torchtitan: X)" lines
- * into out; returns their count. */
+ * where torchtitan's differs (validation's only with validation.enable):
+ * "section.key = TITAN (torchtitan: X); ..." into out; returns their count. */
 int titan_config_default_differences(const char *path, const titan_job_config *cfg, char *out, size_t cap);
-/* Says them (titan_info), one line each, under a line naming path. */
+/* Says them (titan_info), in one line naming path. */
 void titan_config_note_defaults(const char *path, const titan_job_config *cfg);
 
 /* ---- model.hf_assets_path (hf_assets.c) ---- */

@@ -197,13 +197,14 @@ int titan_config_default_differences(const char *path, const titan_job_config *c
         const key_schema *s = &titan_job_schema[i];
         const key_def *k = titan_job_find_key(s->section, s->key);
         if (s->older || !s->tt_default || !k || doc_sets(doc, k)) continue;
+        if (!strcmp(k->section, "validation") && !cfg->validation_enable) continue; /* cannot matter */
         char mine[6 * TITAN_STR + 16], now[6 * TITAN_STR + 16];
         titan_default(k, mine, sizeof mine);
         titan_job_format_value(k, cfg, now, sizeof now);
         /* a key the command line set is no default */
         if (same_value(mine, s->tt_default) || strcmp(mine, now) != 0) continue;
-        int w = snprintf(out + used, used < cap ? cap - used : 0, "%s.%s = %s (torchtitan: %s)\n", k->section, k->key,
-                         mine, s->tt_default);
+        int w = snprintf(out + used, used < cap ? cap - used : 0, "%s%s.%s = %s (torchtitan: %s)", count ? "; " : "",
+                         k->section, k->key, mine, s->tt_default);
         if (w > 0 && used + (size_t)w < cap) used += (size_t)w;
         count++;
     }
@@ -214,13 +215,7 @@ int titan_config_default_differences(const char *path, const titan_job_config *c
 void titan_config_note_defaults(const char *path, const titan_job_config *cfg) {
     char buf[4096];
     int count = titan_config_default_differences(path, cfg, buf, sizeof buf);
-    if (!count) return;
-    titan_info("%s leaves out %d key%s whose titan default differs from torchtitan's (titan-train(1), Defaults):",
-               path, count, count == 1 ? "" : "s");
-    for (char *line = buf, *nl; *line; line = nl + 1) {
-        nl = strchr(line, '\n');
-        if (!nl) break;
-        *nl = '\0';
-        titan_info("  %s", line);
-    }
+    if (count)
+        titan_info("%s leaves at titan's default %d key%s whose torchtitan default differs (titan-train(1), "
+                   "Defaults): %s", path, count, count == 1 ? "" : "s", buf);
 }

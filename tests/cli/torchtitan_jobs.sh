@@ -62,16 +62,23 @@ sys.exit(1 if bad else 0)
 EOF
 }
 for j in debug_model 8b 70b; do
-    expect 0 "leaves out .* keys whose titan default differs from torchtitan's" \
+    expect 0 "leaves at titan's default .* keys whose torchtitan default differs" \
         "$j: loads unchanged, naming the defaults that differ" -- "$bin/titan-train" --print-config "$jobs/llama3_$j.toml"
     cp "$tmp/out" "$tmp/$j.resolved"
     grep -q 'training.mixed_precision_param = "float32" (torchtitan: "bfloat16")' "$tmp/err" &&
-        ! grep -q "checkpoint.enable = " "$tmp/err" && ok "$j: the bf16 default named, checkpoint.enable (set) not" ||
-        fail "$j: the bf16 default named, checkpoint.enable (set) not"
+        ! grep -q "checkpoint.enable = " "$tmp/err" && ! grep -q "validation.seq_len = " "$tmp/err" &&
+        ok "$j: the bf16 default named; checkpoint.enable (set) and validation's (off) not" ||
+        fail "$j: the bf16 default named; checkpoint.enable (set) and validation's (off) not"
     if same_values "$jobs/llama3_$j.keys" "$tmp/$j.resolved" > "$tmp/err" 2>&1; then
         ok "$j: the resolved config holds every implemented key's value"
     else fail "$j: the resolved config holds every implemented key's value"; fi
 done
+expect 0 "" "8b with bf16 and validation on the command line" -- "$bin/titan-train" --print-config \
+    "$jobs/llama3_8b.toml" --training.mixed_precision_param=bfloat16 --validation.enable=true \
+    --validation.dataset_path=/nonexistent
+! grep -q "mixed_precision_param" "$tmp/err" && grep -q "validation.local_batch_size = -1 (torchtitan: 8)" "$tmp/err" &&
+    ok "... names validation's defaults, not the key the command line set" ||
+    fail "... names validation's defaults, not the key the command line set"
 # a few values pinned, beyond "the same as the file"
 grep -q '^flavor = "70B"$' "$tmp/70b.resolved" && grep -q '^tensor_parallel_degree = 8$' "$tmp/70b.resolved" &&
     grep -q '^mode = "full"$' "$tmp/70b.resolved" && grep -q '^selective_ac_option = "op"$' "$tmp/8b.resolved" &&
