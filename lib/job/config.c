@@ -27,15 +27,13 @@ const key_def *titan_job_find_key(const char *section, const char *key) {
         if (strcmp(KEYS[i].section, section) == 0 && strcmp(KEYS[i].key, key) == 0) return &KEYS[i];
     return NULL;
 }
-#define find_key titan_job_find_key
 
 const key_def *titan_job_find_alias(const char *section, const char *key) {
     for (int i = 0; i < titan_job_naliases; i++)
         if (strcmp(titan_job_aliases[i].section, section) == 0 && strcmp(titan_job_aliases[i].key, key) == 0)
-            return find_key(titan_job_aliases[i].target_section, titan_job_aliases[i].target);
+            return titan_job_find_key(titan_job_aliases[i].target_section, titan_job_aliases[i].target);
     return NULL;
 }
-#define find_alias titan_job_find_alias
 
 int titan_job_find_ignored(const char *section, const char *key) {
     for (int i = 0; i < NIGNORED; i++)
@@ -44,7 +42,6 @@ int titan_job_find_ignored(const char *section, const char *key) {
             return i;
     return -1;
 }
-#define find_ignored titan_job_find_ignored
 
 static int section_supported(const char *s) {
     for (int i = 0; i < NSECTIONS; i++)
@@ -360,8 +357,8 @@ static titan_status ignored_key(int idx, const char *place, const char *section,
  * overrides, where a key may repeat and the last one wins. */
 static titan_status apply(titan_job_config *cfg, int *line_of, const char *section, const char *key, const titan_toml_value *v,
                           const char *place, int line) {
-    const key_def *k = find_key(section, key);
-    if (!k) k = find_alias(section, key);
+    const key_def *k = titan_job_find_key(section, key);
+    if (!k) k = titan_job_find_alias(section, key);
     if (k) {
         int idx = (int)(k - KEYS);
         if (line_of && line_of[idx])
@@ -371,7 +368,7 @@ static titan_status apply(titan_job_config *cfg, int *line_of, const char *secti
         if (line_of) line_of[idx] = line;
         return TITAN_OK;
     }
-    int ig = find_ignored(section, key);
+    int ig = titan_job_find_ignored(section, key);
     if (ig >= 0) return ignored_key(ig, place, section, key, v);
     return unknown_key(place, section, key);
 }
@@ -507,9 +504,9 @@ static titan_status arg_key(const char *arg, const char *place, char *name, size
     name[dot - name] = '\0';
     *section = name;
     if (!section_known(*section)) return unknown_section(place, *section);
-    *k = find_key(*section, *key);
-    if (!*k) *k = find_alias(*section, *key);
-    if (!*k && find_ignored(*section, *key) < 0) return unknown_key(place, *section, *key);
+    *k = titan_job_find_key(*section, *key);
+    if (!*k) *k = titan_job_find_alias(*section, *key);
+    if (!*k && titan_job_find_ignored(*section, *key) < 0) return unknown_key(place, *section, *key);
     return TITAN_OK;
 }
 

@@ -83,11 +83,11 @@ static void default_note(const key_schema *s, char *out, size_t cap) {
     char mine[6 * TITAN_STR + 16];
     titan_default(k, mine, sizeof mine);
     if (!same_value(mine, s->tt_default))
-        snprintf(out, cap, "default %s (torchtitan: %s)", mine, s->tt_default);
+        snprintf(out, cap, "default %.400s (torchtitan: %.400s)", mine, s->tt_default);
 }
 
 static void print_entry(FILE *f, const key_schema *s) {
-    char detail[300], defaults[400];
+    char detail[300], defaults[900];
     titan_key_status st = titan_config_key_status(s->section, s->key, detail, sizeof detail);
     default_note(s, defaults, sizeof defaults);
     fprintf(f, "%s.%s\t%s%s%s%s%s%s%s%s\n", s->section, s->key, titan_config_key_status_name(st),
