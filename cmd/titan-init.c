@@ -63,6 +63,7 @@ int main(int argc, char **argv) {
     if (st == TITAN_OK) st = titan_args_apply(&cfg, &keys);
     if (st == TITAN_OK) st = titan_config_validate(&cfg);
     titan_args_free(&keys);
+    if (st == TITAN_OK) titan_config_note_defaults(config, &cfg);
     if (st == TITAN_OK && print) titan_config_write(&cfg, stdout);
     else if (st == TITAN_OK) {
         if (!run) titan_info("RUN: %s (job.dump_folder)", run = cfg.job_dump_folder);

@@ -93,6 +93,24 @@ static int report_rank(titan_status st) {
     return rc;
 }
 
+/* --print-keys [FILE]: torchtitan's schema key by key, or FILE's keys, each
+ * with its status; exit 2 when FILE has a key titan refuses. */
+static int keys_listing(const char *file, titan_args *keys) {
+    if (keys->n) {
+        titan_error(TITAN_ERR_USAGE, "--print-keys: lists a job file's keys as written; it takes no overrides");
+        return titan_report(TITAN_ERR_USAGE);
+    }
+    if (!file) {
+        titan_config_print_schema(stdout);
+        return 0;
+    }
+    int refused = titan_config_print_keys(file, stdout);
+    if (refused < 0) return titan_report(titan_error_code());
+    if (refused) titan_error(TITAN_ERR_USAGE, "%s: %d key%s that titan refuses (listed above)", file, refused,
+                             refused == 1 ? "" : "s");
+    return refused ? titan_report(TITAN_ERR_USAGE) : 0;
+}
+
 /* --help's prose around the options the table generates. */
 static const char intro[] =
     "Trains the run directory RUN (made by titan-init) from its latest checkpoint\n"
@@ -110,7 +128,7 @@ int main(int argc, char **argv) {
     titan_cpu_env_setup(argv);
     titan_log_init("titan-train");
     const char *data = NULL, *device = NULL;
-    int print = 0, verbosity = 1;
+    int print = 0, print_keys = 0, verbosity = 1;
     long long nproc = 0, sample = 0, stop_at = 0, max_restarts = 0, min_nproc = 0;
     titan_train_opts opts = {.prompt = "", .temperature = 0.0};
     static titan_args keys; /* static, as r below: reachable until exit */
@@ -125,6 +143,8 @@ int main(int argc, char **argv) {
         {TITAN_OPT(INT, "min-nproc", 0, &min_nproc, "M", "with --max-restarts: a restart may take fewer ranks,\n"
          "at least M (default: --nproc's N)"), .min = 1, .max = 1024, .expected = "a rank count 1..1024"},
         {TITAN_OPT(FLAG, "print-config", 0, &print, NULL, "print the resolved config and exit")},
+        {TITAN_OPT(FLAG, "print-keys", 0, &print_keys, NULL, "print what titan does with each key of torchtitan's\n"
+         "job schema, or of CONFIG.toml's keys, and exit")},
         {TITAN_OPT(INT, "stop-at", 0, &stop_at, "STEP", "stop after STEP with a checkpoint; the LR schedule still\n"
          "runs to training.steps (for jobs cut by a time limit)"), .min = 1, .max = LLONG_MAX,
          .expected = "a step number >= 1"},
@@ -140,7 +160,8 @@ int main(int argc, char **argv) {
         .prog = "titan-train",
         .usage = "[options] RUN [--section.key=value ...]\n"
                  "[options] --job.config_file CONFIG.toml [--section.key=value ...]\n"
-                 "--print-config RUN|CONFIG.toml [--section.key=value ...]",
+                 "--print-config RUN|CONFIG.toml [--section.key=value ...]\n"
+                 "--print-keys [CONFIG.toml]",
         .intro = intro, .footer = footer, .opts = table, .key_fn = titan_args_collect, .key_ctx = &keys,
     };
     static titan_opt_result r; /* static: its lists live until exit, reachable (LeakSanitizer) */
@@ -156,6 +177,7 @@ int main(int argc, char **argv) {
                                 : "one run directory expected");
         return titan_report(TITAN_ERR_USAGE);
     }
+    if (print_keys) return keys_listing(r.npos ? r.pos[0] : NULL, &keys);
     if (!config_file && r.npos == 0) {
         titan_opt_help(&spec, stderr);
         return 2;
@@ -192,6 +214,9 @@ int main(int argc, char **argv) {
     /* Under mpirun/srun every rank reads the same job: rank 0 says what is wrong with it. */
     if (st == TITAN_ERR_USAGE && titan_dist_env_rank() > 0) titan_error_mute();
     if (st != TITAN_OK) return report_rank(st);
+    /* A job file's defaults that are not torchtitan's, said once (not by every rank). */
+    if ((config_file || (print && is_file)) && !getenv("TITAN_RANK") && titan_dist_env_rank() == 0)
+        titan_config_note_defaults(pos, &cfg);
     if (print) {
         titan_config_write(&cfg, stdout);
         return 0;

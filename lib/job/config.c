@@ -22,20 +22,20 @@
 
 /* ---- lookups ---- */
 
-static const key_def *find_key(const char *section, const char *key) {
+const key_def *titan_job_find_key(const char *section, const char *key) {
     for (int i = 0; i < NKEYS; i++)
         if (strcmp(KEYS[i].section, section) == 0 && strcmp(KEYS[i].key, key) == 0) return &KEYS[i];
     return NULL;
 }
 
-static const key_def *find_alias(const char *section, const char *key) {
+const key_def *titan_job_find_alias(const char *section, const char *key) {
     for (int i = 0; i < titan_job_naliases; i++)
         if (strcmp(titan_job_aliases[i].section, section) == 0 && strcmp(titan_job_aliases[i].key, key) == 0)
-            return find_key(section, titan_job_aliases[i].target);
+            return titan_job_find_key(titan_job_aliases[i].target_section, titan_job_aliases[i].target);
     return NULL;
 }
 
-static int find_ignored(const char *section, const char *key) {
+int titan_job_find_ignored(const char *section, const char *key) {
     for (int i = 0; i < NIGNORED; i++)
         if (strcmp(IGNORED[i].section, section) == 0 &&
             (strcmp(IGNORED[i].key, key) == 0 || strcmp(IGNORED[i].key, "*") == 0))
@@ -49,10 +49,19 @@ static int section_supported(const char *s) {
     return 0;
 }
 
+/* s is name, or a table above it: "quantize" and "quantize.linear" for
+ * [quantize.linear.float8]. */
+static int names_section(const char *name, const char *s) {
+    size_t len = strlen(s);
+    return strncmp(name, s, len) == 0 && (name[len] == '\0' || name[len] == '.');
+}
+
 static int section_known(const char *s) {
     if (section_supported(s)) return 1;
     for (int i = 0; i < NIGNORED; i++)
-        if (strcmp(IGNORED[i].section, s) == 0) return 1;
+        if (names_section(IGNORED[i].section, s)) return 1;
+    for (int i = 0; i < titan_job_naliases; i++)
+        if (strcmp(titan_job_aliases[i].section, s) == 0) return 1;
     return 0;
 }
 
@@ -247,7 +256,8 @@ static titan_status check_choice(const key_def *k, const char *place, const char
     return TITAN_ERR_USAGE;
 }
 
-static titan_status set_key(titan_job_config *cfg, const key_def *k, const titan_toml_value *v, const char *place) {
+titan_status titan_job_set_value(titan_job_config *cfg, const key_def *k, const titan_toml_value *v,
+                                 const char *place) {
     void *field = (char *)cfg + k->off;
     switch (k->type) {
     case T_STR: {
@@ -296,32 +306,50 @@ static titan_status set_key(titan_job_config *cfg, const key_def *k, const titan
     return TITAN_OK;
 }
 
+/* Whether v is a harmless value of ignored key idx; accepted gets the
+ * values that are ("false", "1 or 2", "" for none). */
+int titan_job_harmless(int idx, const titan_toml_value *v, char *accepted, size_t cap) {
+    const char *harmless = IGNORED[idx].harmless;
+    accepted[0] = '\0';
+    if (!harmless) return 1;
+    char list[256], *save = NULL;
+    snprintf(list, sizeof list, "%s", harmless);
+    int ok = 0;
+    for (char *alt = strtok_r(list, "|", &save); alt; alt = strtok_r(NULL, "|", &save)) {
+        titan_toml_value hv;
+        if (titan_toml_parse_value(alt, "harmless", &hv) != TITAN_OK) continue;
+        ok |= v && titan_toml_value_equal(&hv, v);
+        titan_toml_value_free(&hv);
+        size_t used = strlen(accepted);
+        snprintf(accepted + used, cap - used, "%s%s", used ? " or " : "", alt);
+    }
+    titan_error_clear();
+    return ok;
+}
+
+/* The reason the last warning gave: keys that share one ([compile]'s,
+ * [training.dataloader]'s) say it once. Reset by each load and override. */
+static const char *warned_why;
+
 /* A torchtitan key titan ignores: warn, or refuse a value that would matter. */
 static titan_status ignored_key(int idx, const char *place, const char *section, const char *key,
                                 const titan_toml_value *v) {
-    const char *harmless = IGNORED[idx].harmless;
-    if (harmless) {
-        char list[256], *save = NULL, pretty[256] = "";
-        snprintf(list, sizeof list, "%s", harmless);
-        int ok = 0;
-        for (char *alt = strtok_r(list, "|", &save); alt; alt = strtok_r(NULL, "|", &save)) {
-            titan_toml_value hv;
-            if (titan_toml_parse_value(alt, "harmless", &hv) != TITAN_OK) continue;
-            ok |= titan_toml_value_equal(&hv, v);
-            titan_toml_value_free(&hv);
-            size_t used = strlen(pretty);
-            snprintf(pretty + used, sizeof pretty - used, "%s%s", used ? " or " : "", alt);
-        }
-        titan_error_clear();
-        if (!ok) {
-            char got[96];
-            value_text(v, got, sizeof got);
-            titan_error(TITAN_ERR_USAGE, "%s: %s.%s = %s: not supported yet", place, section, key, got);
-            titan_error_hint("remove the key or set it to %s", pretty);
-            return TITAN_ERR_USAGE;
-        }
+    const key_schema *sk = titan_job_find_schema(section, key);
+    const char *why = sk && sk->why ? sk->why : "not supported yet";
+    char accepted[256];
+    if (!titan_job_harmless(idx, v, accepted, sizeof accepted)) {
+        char got[96];
+        value_text(v, got, sizeof got);
+        titan_error(TITAN_ERR_USAGE, "%s: %s.%s = %s: not supported: %s", place, section, key, got, why);
+        if (accepted[0]) titan_error_hint("remove the key or set it to %s", accepted);
+        else titan_error_hint("remove the key");
+        return TITAN_ERR_USAGE;
     }
-    titan_warn("%s: %s.%s: ignored: not supported yet", place, section, key);
+    if (why == warned_why)
+        titan_warn("%s: %s.%s: ignored, meaningless here (as above)", place, section, key);
+    else
+        titan_warn("%s: %s.%s: ignored, meaningless here: %s", place, section, key, why);
+    warned_why = why;
     return TITAN_OK;
 }
 
@@ -329,18 +357,18 @@ static titan_status ignored_key(int idx, const char *place, const char *section,
  * overrides, where a key may repeat and the last one wins. */
 static titan_status apply(titan_job_config *cfg, int *line_of, const char *section, const char *key, const titan_toml_value *v,
                           const char *place, int line) {
-    const key_def *k = find_key(section, key);
-    if (!k) k = find_alias(section, key);
+    const key_def *k = titan_job_find_key(section, key);
+    if (!k) k = titan_job_find_alias(section, key);
     if (k) {
         int idx = (int)(k - KEYS);
         if (line_of && line_of[idx])
             return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: same key as %s.%s, already set at line %d", place,
                                section, key, k->section, k->key, line_of[idx]);
-        TITAN_TRY(set_key(cfg, k, v, place));
+        TITAN_TRY(titan_job_set_value(cfg, k, v, place));
         if (line_of) line_of[idx] = line;
         return TITAN_OK;
     }
-    int ig = find_ignored(section, key);
+    int ig = titan_job_find_ignored(section, key);
     if (ig >= 0) return ignored_key(ig, place, section, key, v);
     return unknown_key(place, section, key);
 }
@@ -351,9 +379,15 @@ static titan_status apply_table(titan_job_config *cfg, int *line_of, const char 
         char place[512];
         snprintf(place, sizeof place, "%s:%d", name, e->line);
         if (e->value.type == TITAN_TOML_TABLE) {
-            char sub[300];
+            char sub[300], nested[600];
             titan_toml_format_key(sub, sizeof sub, e->key);
-            return unknown_key(place, section, sub); /* no config key is a table */
+            snprintf(nested, sizeof nested, "%s.%s", section, e->key);
+            /* a table of torchtitan's ([training.dataloader], [quantize.linear.float8]) */
+            if (section_known(nested)) {
+                TITAN_TRY(apply_table(cfg, line_of, name, nested, e->value.u.table));
+                continue;
+            }
+            return unknown_key(place, section, sub); /* no other config key is a table */
         }
         TITAN_TRY(apply(cfg, line_of, section, e->key, &e->value, place, e->line));
     }
@@ -361,6 +395,7 @@ static titan_status apply_table(titan_job_config *cfg, int *line_of, const char 
 }
 
 static titan_status apply_doc(titan_job_config *cfg, const titan_toml_doc *doc) {
+    warned_why = NULL;
     int *line_of = calloc((size_t)NKEYS, sizeof *line_of); /* where each key was set: duplicates */
     titan_status st = line_of ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "%s: out of memory", doc->name);
     for (int i = 0; st == TITAN_OK && i < doc->root.n; i++) {
@@ -464,13 +499,14 @@ static titan_status arg_key(const char *arg, const char *place, char *name, size
                              a + nlen);
         return TITAN_ERR_USAGE;
     }
-    name[dot - a] = '\0';
+    dot = strrchr(name, '.'); /* the key follows the last dot: --training.dataloader.num_workers */
+    *key = dot + 1;
+    name[dot - name] = '\0';
     *section = name;
-    *key = name + (dot - a) + 1;
     if (!section_known(*section)) return unknown_section(place, *section);
-    *k = find_key(*section, *key);
-    if (!*k) *k = find_alias(*section, *key);
-    if (!*k && find_ignored(*section, *key) < 0) return unknown_key(place, *section, *key);
+    *k = titan_job_find_key(*section, *key);
+    if (!*k) *k = titan_job_find_alias(*section, *key);
+    if (!*k && titan_job_find_ignored(*section, *key) < 0) return unknown_key(place, *section, *key);
     return TITAN_OK;
 }
 
@@ -530,6 +566,7 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
         return titan_error(TITAN_ERR_NOMEM, "out of memory");
     }
     memcpy(tmp, cfg, sizeof *tmp);
+    warned_why = NULL;
     titan_status st = apply(tmp, NULL, section, key, &v, place, 0);
     if (st == TITAN_OK) memcpy(cfg, tmp, sizeof *tmp);
     free(tmp);
@@ -545,9 +582,11 @@ titan_status titan_config_validate(const titan_job_config *c) {
                          "to go on with its state");
         return TITAN_ERR_USAGE;
     }
-    if (c->checkpoint_initial_load_in_hf && !c->checkpoint_initial_load_path[0]) {
-        titan_error(TITAN_ERR_USAGE, "checkpoint.initial_load_in_hf = true: checkpoint.initial_load_path is empty");
-        titan_error_hint("set checkpoint.initial_load_path to the Hugging Face model's directory");
+    if (c->checkpoint_initial_load_in_hf && !c->checkpoint_initial_load_path[0] && !c->model_hf_assets_path[0]) {
+        titan_error(TITAN_ERR_USAGE, "checkpoint.initial_load_in_hf = true: checkpoint.initial_load_path and "
+                    "model.hf_assets_path are empty");
+        titan_error_hint("set model.hf_assets_path (or checkpoint.initial_load_path) to the Hugging Face model's "
+                         "directory");
         return TITAN_ERR_USAGE;
     }
     /* Context parallelism cuts each sequence into 2 x cp equal chunks. */
@@ -592,7 +631,7 @@ titan_status titan_config_validate(const titan_job_config *c) {
             titan_error_hint("leave validation.seq_len at -1");
             return TITAN_ERR_USAGE;
         }
-        if (!c->validation_dataset_path[0]) {
+        if (!c->validation_dataset_path[0] && !c->validation_dataset[0]) {
             titan_error(TITAN_ERR_USAGE, "validation.enable = true: validation.dataset_path is not set");
             titan_error_hint("make a held-out shard directory with titan-shard --split and set validation.dataset_path");
             return TITAN_ERR_USAGE;
@@ -602,7 +641,7 @@ titan_status titan_config_validate(const titan_job_config *c) {
 }
 
 /* One key's value as TOML writes it. */
-static void format_value(const key_def *k, const titan_job_config *cfg, char *buf, size_t cap) {
+void titan_job_format_value(const key_def *k, const titan_job_config *cfg, char *buf, size_t cap) {
     const void *field = (const char *)cfg + k->off;
     switch (k->type) {
     case T_STR: titan_toml_format_string(buf, cap, field, strnlen(field, TITAN_STR)); break;
@@ -636,7 +675,7 @@ int titan_config_write(const titan_job_config *cfg, FILE *f) {
             fputc(')', f);
         }
         char buf[6 * TITAN_STR + 16]; /* worst case: every byte a \uXXXX escape */
-        format_value(k, cfg, buf, sizeof buf);
+        titan_job_format_value(k, cfg, buf, sizeof buf);
         fprintf(f, "\n%s = %s\n", k->key, buf);
     }
     return ferror(f) ? -1 : 0;
@@ -649,8 +688,8 @@ int titan_config_diff(const titan_job_config *a, const titan_job_config *b, char
     for (int i = 0; i < NKEYS; i++) {
         const key_def *k = &KEYS[i];
         char va[6 * TITAN_STR + 16], vb[6 * TITAN_STR + 16];
-        format_value(k, a, va, sizeof va);
-        format_value(k, b, vb, sizeof vb);
+        titan_job_format_value(k, a, va, sizeof va);
+        titan_job_format_value(k, b, vb, sizeof vb);
         if (!strcmp(va, vb)) continue;
         if (used < cap) {
             int w = snprintf(out + used, cap - used, "%s%s.%s %s -> %s", count ? ", " : "", k->section, k->key, va, vb);

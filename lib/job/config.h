@@ -45,6 +45,7 @@ typedef struct {
     char model_name[TITAN_STR];        /* "llama3" */
     char model_flavor[TITAN_STR];      /* debugmodel, 1B, 3B, 8B, 70B, 405B */
     char model_tokenizer[TITAN_STR];   /* "byte" (this version), later a path */
+    char model_hf_assets_path[TITAN_STR]; /* HF asset directory: tokenizer.json, config.json, safetensors */
     /* flavor overrides: 0 (or -1 for ffn_dim_multiplier/tie) keeps the flavor's value */
     int model_dim, model_n_layers, model_n_heads, model_n_kv_heads, model_multiple_of;
     double model_ffn_dim_multiplier;   /* -1 = flavor's, 0 = none */
@@ -66,6 +67,7 @@ typedef struct {
 
     /* [training] */
     char training_dataset_path[TITAN_STR]; /* shard directory */
+    char training_dataset[TITAN_STR];      /* torchtitan's dataset name, or a shard directory */
     int training_local_batch_size;
     int training_global_batch_size;    /* -1 = local * dp degree, or a resume's saved one */
     int training_seq_len;
@@ -115,6 +117,7 @@ typedef struct {
     /* [validation] */
     int validation_enable;
     char validation_dataset_path[TITAN_STR]; /* held-out shard directory */
+    char validation_dataset[TITAN_STR];      /* torchtitan's held-out dataset name, or a shard directory */
     int validation_local_batch_size;   /* -1 = training's */
     int validation_seq_len;            /* -1 = training's */
     int validation_freq;               /* every this many steps */
@@ -164,5 +167,37 @@ int titan_config_write(const titan_job_config *cfg, FILE *f);
 /* The keys whose values differ, "section.key OLD -> NEW, ..." from a to b,
  * into out (cut with "..." when longer than cap); returns their count. */
 int titan_config_diff(const titan_job_config *a, const titan_job_config *b, char *out, size_t cap);
+
+/* ---- torchtitan's job schema (key_status.c) ---- */
+
+/* What titan does with a key of torchtitan's schema. */
+typedef enum { TITAN_KEY_UNKNOWN, TITAN_KEY_IMPLEMENTED, TITAN_KEY_MEANINGLESS, TITAN_KEY_REFUSED } titan_key_status;
+/* A key's status whatever its value; detail gets "as training.seed" (another
+ * spelling) or "false accepted" (a refused key's harmless values). */
+titan_key_status titan_config_key_status(const char *section, const char *key, char *detail, size_t cap);
+const char *titan_config_key_status_name(titan_key_status s); /* "implemented", "meaningless here", ... */
+/* Every key of torchtitan's last TOML schema, then the older ones titan
+ * reads: "section.key<TAB>status: why" lines (scripts/man-keys.sh makes
+ * titan-train(1)'s table of them). */
+void titan_config_print_schema(FILE *f);
+/* Every key the job file at path sets, in file order: "section.key = value
+ * <TAB>status: why", the status for that value. Returns how many are refused
+ * or unknown; -1 when the file cannot be read or parsed (error set). */
+int titan_config_print_keys(const char *path, FILE *out);
+/* The keys the job file at path leaves out and cfg holds at titan's default
+ * where torchtitan's differs (validation's only with validation.enable):
+ * "section.key = TITAN (torchtitan: X); ..." into out; returns their count. */
+int titan_config_default_differences(const char *path, const titan_job_config *cfg, char *out, size_t cap);
+/* Says them (titan_info), in one line naming path. */
+void titan_config_note_defaults(const char *path, const titan_job_config *cfg);
+
+/* ---- model.hf_assets_path (hf_assets.c) ---- */
+
+/* The tokenizer spec a job uses: model.tokenizer, or with hf_assets_path set
+ * and model.tokenizer left at "byte", "hf:ASSETS/tokenizer.json". */
+void titan_config_tokenizer_spec(const titan_job_config *cfg, char *out, size_t cap);
+/* Where titan-init's seed weights come from: checkpoint.initial_load_path,
+ * or hf_assets_path when that is empty and initial_load_in_hf is set; "" = none. */
+const char *titan_config_initial_load_path(const titan_job_config *cfg);
 
 #endif

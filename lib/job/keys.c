@@ -42,6 +42,10 @@ const key_def titan_job_keys[] = {
     NUM("model", "rope_theta", model_rope_theta, 0, 0, 0, F_LO, "RoPE base frequency; 0 = the flavor's"),
     NUM("model", "rope_scaling_factor", model_rope_scaling_factor, -1, 0, 0, F_LO | F_MINUS1,
         "Llama 3.1 RoPE scaling factor; -1 = the flavor's, 0 = no scaling"),
+    STR("model", "hf_assets_path", model_hf_assets_path, "", NULL, 0,
+        "a Hugging Face asset directory (torchtitan's): the tokenizer is its tokenizer.json unless "
+        "model.tokenizer names another, and checkpoint.initial_load_in_hf reads its config.json and "
+        "safetensors when checkpoint.initial_load_path is empty"),
     {"model", "tie_embeddings", T_TRI, OFF(model_tie_embeddings), NULL, -1, NULL, 0, 0, 0,
      "output head shares the token embedding; -1 = the flavor's", 0},
 
@@ -66,6 +70,10 @@ const key_def titan_job_keys[] = {
 
     STR("training", "dataset_path", training_dataset_path, "", NULL, 0,
         "directory of token shards written by titan-shard"),
+    STR("training", "dataset", training_dataset, "", NULL, 0,
+        "torchtitan's dataset name, or a shard directory: titan-init takes a directory as dataset_path "
+        "when that is empty; a name titan cannot read is refused when training starts, saying how to "
+        "make shards"),
     INT("training", "local_batch_size", training_local_batch_size, 8, 1, 0, "sequences per step per data-parallel rank"),
     {"training", "global_batch_size", T_INT, OFF(training_global_batch_size), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
      "sequences per optimizer step; -1 = local_batch_size x data-parallel degree (no gradient accumulation), "
@@ -157,6 +165,8 @@ const key_def titan_job_keys[] = {
     BOOL("validation", "enable", validation_enable, 0, "compute the loss on held-out shards during training"),
     STR("validation", "dataset_path", validation_dataset_path, "", NULL, 0,
         "held-out shard directory (titan-shard --split writes one)"),
+    STR("validation", "dataset", validation_dataset, "", NULL, 0,
+        "torchtitan's held-out dataset name, or a shard directory (as training.dataset)"),
     {"validation", "local_batch_size", T_INT, OFF(validation_local_batch_size), NULL, -1, NULL, 1, 0,
      F_LO | F_MINUS1, "sequences per validation batch per rank; -1 = training.local_batch_size (must equal it)", 0},
     {"validation", "seq_len", T_INT, OFF(validation_seq_len), NULL, -1, NULL, 1, 0, F_LO | F_MINUS1,
@@ -215,9 +225,11 @@ const char *const titan_job_sections[] = {"job", "model", "optimizer", "lr_sched
                                        "activation_checkpoint"};
 const int titan_job_nsections = (int)(sizeof titan_job_sections / sizeof titan_job_sections[0]);
 
-/* Old spellings that mean a supported key. */
+/* Other spellings that mean a supported key. */
 const key_alias titan_job_aliases[] = {
-    {"checkpoint", "enable_checkpoint", "enable"},
+    {"checkpoint", "enable_checkpoint", "checkpoint", "enable"},
+    {"debug", "seed", "training", "seed"},
+    {"debug", "deterministic", "training", "deterministic"},
 };
 const int titan_job_naliases = (int)(sizeof titan_job_aliases / sizeof titan_job_aliases[0]);
 
@@ -232,45 +244,94 @@ const int titan_job_nnot_yet = (int)(sizeof titan_job_not_yet / sizeof titan_job
 /* torchtitan keys that titan does not implement. Accepted with a warning when
  * their value is harmless: NULL = any value (it only affects speed, logging
  * or features off the training math), else the "|"-separated TOML values
- * that are. Key "*" accepts any key of the section. */
+ * that are (KEY_REFUSED: none). Key "*" accepts any key of the section.
+ * schema.c says why, key by key. */
 const key_ignored titan_job_ignored[] = {
     {"job", "config_file", NULL}, {"job", "use_for_integration_test", NULL}, {"job", "print_args", NULL},
     {"job", "print_config", NULL},
-    {"profiling", "profiler_active", NULL}, {"profiling", "profiler_warmup", NULL},
-    {"profiling", "enable_memory_snapshot", NULL}, {"profiling", "save_memory_snapshot_folder", NULL},
+    {"job", "save_config_file", "\"\""},
+    {"job", "custom_config_module", "\"\""},
+    {"profiling", "profiler_active", "1"},
+    {"profiling", "profiler_warmup", NULL},
+    {"profiling", "enable_memory_snapshot", "false"},
+    {"profiling", "save_memory_snapshot_folder", NULL},
     {"metrics", "disable_color_printing", NULL},
-    {"metrics", "save_for_all_ranks", NULL}, {"metrics", "rank_0_only", NULL},
-    {"metrics", "enable_wandb", NULL},
-    {"model", "tokenizer_path", NULL}, {"model", "hf_assets_path", NULL}, {"model", "converters", "[]"},
+    {"metrics", "save_for_all_ranks", "false"},
+    {"metrics", "rank_0_only", NULL},
+    {"metrics", "enable_wandb", "false"},
+    {"model", "tokenizer_path", KEY_REFUSED},
+    {"model", "converters", "[]"},
     {"model", "print_after_conversion", NULL}, {"model", "norm_type", "\"rmsnorm\""},
     {"optimizer", "implementation", NULL}, {"optimizer", "early_step_in_backward", "false"},
     {"lr_scheduler", "lr_min", "0|0.0"},
-    {"training", "dataset", NULL}, {"training", "enable_cpu_offload", NULL}, {"training", "compile", NULL},
+    {"training", "enable_cpu_offload", "false"},
+    {"training", "dtype", "\"float32\""},
+    {"training", "compile", NULL},
     {"training", "gc_freq", NULL}, {"training", "gc_debug", NULL},
+    {"training.dataloader", "num_workers", NULL},
+    {"training.dataloader", "persistent_workers", NULL},
+    {"training.dataloader", "pin_memory", NULL},
+    {"training.dataloader", "prefetch_factor", NULL},
     {"parallelism", "enable_compiled_autograd", NULL},
-    {"parallelism", "disable_loss_parallel", NULL}, {"parallelism", "enable_async_tensor_parallel", NULL},
-    {"parallelism", "pipeline_parallel_split_points", "[]"}, {"parallelism", "module_fqns_per_model_part", NULL},
+    {"parallelism", "disable_loss_parallel", "false"},
+    {"parallelism", "enable_async_tensor_parallel", NULL},
+    {"parallelism", "pipeline_parallel_split_points", "[]"},
+    {"parallelism", "module_fqns_per_model_part", KEY_REFUSED},
+    {"parallelism", "pipeline_parallel_expert_parallel_overlap", NULL},
+    {"parallelism", "context_parallel_load_balancer", "\"headtail\""},
+    {"parallelism", "expert_parallel_comm_backend", NULL},
     {"parallelism", "pipeline_parallel_schedule_csv", "\"\""},
     {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},
     {"parallelism", "expert_tensor_parallel_degree", "1"},
     {"checkpoint", "last_save_model_only", NULL},
-    {"checkpoint", "last_save_in_hf", "false"}, {"checkpoint", "model_weights_only", NULL},
+    {"checkpoint", "last_save_in_hf", "false"},
+    {"checkpoint", "model_weights_only", "false"},
+    {"checkpoint", "enable_ft_dataloader_checkpoints", NULL},
+    {"checkpoint", "initial_load_in_hf_quantized", "false"},
     {"checkpoint", "export_dtype", "\"float32\""}, {"checkpoint", "load_step", "-1"},
     {"checkpoint", "exclude_from_loading", "[]"}, {"checkpoint", "enable_first_step_checkpoint", "false"},
     {"checkpoint", "create_seed_checkpoint", "false"}, {"checkpoint", "load_only", "false"},
     {"activation_checkpoint", "memory_budget", NULL}, {"activation_checkpoint", "visualize_memory_budget_pareto", NULL},
-    {"activation_checkpoint", "per_op_sac_force_recompute_mm_shapes_by_fqns", NULL},
+    {"activation_checkpoint", "per_op_sac_force_recompute_mm_shapes_by_fqns", "[\"moe.router.gate\"]|[]"},
     {"activation_checkpoint", "early_stop", NULL},
+    {"activation_checkpoint", "preserve_rng_state", NULL},
+    {"activation_checkpoint", "determinism_check", NULL},
+    {"activation_checkpoint", "debug", NULL},
     {"compile", "enable", NULL}, {"compile", "components", NULL}, {"compile", "backend", NULL},
     {"float8", "enable_fsdp_float8_all_gather", "false"}, {"float8", "precompute_float8_dynamic_scale_for_fsdp", "false"},
     {"float8", "force_recompute_fp8_weight_in_bwd", "false"}, {"float8", "recipe_name", NULL},
     {"float8", "filter_fqns", NULL}, {"float8", "emulate", NULL}, {"float8", "moe_fqns_prototype", NULL},
     {"mx", "mxfp8_dim1_cast_kernel_choice", NULL}, {"mx", "recipe_name", NULL}, {"mx", "filter_fqns", NULL},
     {"mx", "moe_fqns_prototype", NULL},
+    /* float8 issue: read only with model.converters = ["float8"] or ["mx"], refused above */
+    {"quantize.linear.float8", "enable_fsdp_float8_all_gather", NULL},
+    {"quantize.linear.float8", "precompute_float8_dynamic_scale_for_fsdp", NULL},
+    {"quantize.linear.float8", "recipe_name", NULL},
+    {"quantize.linear.float8", "filter_fqns", NULL},
+    {"quantize.linear.float8", "emulate", NULL},
+    {"quantize.linear.mx", "mxfp8_dim1_cast_kernel_choice", NULL},
+    {"quantize.linear.mx", "recipe_name", NULL},
+    {"quantize.linear.mx", "filter_fqns", NULL},
+    {"quantize.grouped_mm.float8", "fqns", NULL},
+    {"quantize.grouped_mm.mx", "recipe_name", NULL},
+    {"quantize.grouped_mm.mx", "fqns", NULL},
     {"comm", "init_timeout_seconds", NULL},
+    {"comm", "save_traces_file_prefix", "\"rank_\""},
+    {"comm", "mode", "\"default\""},
     {"memory_estimation", "enable", "false"}, {"memory_estimation", "disable_fake_mode", NULL},
-    {"fault_tolerance", "enable", "false"}, {"fault_tolerance", "*", NULL},
+    {"fault_tolerance", "enable", "false"},
+    {"fault_tolerance", "process_group", NULL},
+    {"fault_tolerance", "process_group_timeout_ms", NULL},
+    {"fault_tolerance", "replica_id", NULL},
+    {"fault_tolerance", "group_size", NULL},
+    {"fault_tolerance", "min_replica_size", NULL},
+    {"fault_tolerance", "semi_sync_method", NULL},
     {"experimental", "custom_import", "\"\""}, {"experimental", "custom_args_module", "\"\""},
-    {"validation", "dataset", NULL},
+    {"validation.dataloader", "num_workers", NULL},
+    {"validation.dataloader", "persistent_workers", NULL},
+    {"validation.dataloader", "pin_memory", NULL},
+    {"validation.dataloader", "prefetch_factor", NULL},
+    {"debug", "deterministic_warn_only", NULL},
+    {"debug", "moe_force_load_balance", NULL},
 };
 const int titan_job_nignored = (int)(sizeof titan_job_ignored / sizeof titan_job_ignored[0]);

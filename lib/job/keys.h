@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "core/toml.h"
 #include "job/config.h"
 
 typedef enum { T_STR, T_INT, T_INT64, T_DOUBLE, T_BOOL, T_TRI } key_type;
@@ -38,8 +39,9 @@ extern const int titan_job_nkeys;
 extern const char *const titan_job_sections[];
 extern const int titan_job_nsections;
 
-/* Old spellings that mean a supported key. */
-typedef struct { const char *section, *key, *target; } key_alias;
+/* Other spellings that mean a supported key: titan's older ones, and
+ * torchtitan's where titan has the key under another name (debug.seed). */
+typedef struct { const char *section, *key, *target_section, *target; } key_alias;
 extern const key_alias titan_job_aliases[];
 extern const int titan_job_naliases;
 
@@ -52,5 +54,35 @@ extern const int titan_job_nnot_yet;
 typedef struct { const char *section, *key, *harmless; } key_ignored;
 extern const key_ignored titan_job_ignored[];
 extern const int titan_job_nignored;
+/* harmless: no value is (the key is refused whatever it is set to) */
+#define KEY_REFUSED ""
+
+/* torchtitan's TOML job schema, every key of its last release
+ * (tests/fixtures/torchtitan_schema.txt) and the older ones titan still
+ * reads, with what titan does with it (schema.c). Whether a key is
+ * implemented, meaningless here or refused follows from the tables above;
+ * this one says why, and what torchtitan's default is. */
+typedef struct {
+    const char *section, *key;
+    int older;              /* 1: an older torchtitan key, not in the last schema */
+    const char *tt_default; /* torchtitan's default in titan's spelling (TOML); NULL: none to compare */
+    const char *why;        /* what the key means here, or why it is meaningless or refused */
+} key_schema;
+extern const key_schema titan_job_schema[];
+extern const int titan_job_nschema;
+
+/* Lookups over the tables (config.c). */
+const key_def *titan_job_find_key(const char *section, const char *key);
+const key_def *titan_job_find_alias(const char *section, const char *key);
+int titan_job_find_ignored(const char *section, const char *key);
+/* Whether v (NULL: none) is a harmless value of ignored key idx; accepted
+ * gets the values that are, "a or b" ("" when none is). */
+int titan_job_harmless(int idx, const titan_toml_value *v, char *accepted, size_t cap);
+/* k's value in cfg as TOML writes it. */
+void titan_job_format_value(const key_def *k, const titan_job_config *cfg, char *buf, size_t cap);
+/* Sets key k of cfg from v, with its checks (TITAN_ERR_USAGE naming place). */
+titan_status titan_job_set_value(titan_job_config *cfg, const key_def *k, const titan_toml_value *v,
+                                 const char *place);
+const key_schema *titan_job_find_schema(const char *section, const char *key);
 
 #endif

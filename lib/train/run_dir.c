@@ -74,7 +74,7 @@ static titan_status write_config(const titan_job_config *job, const char *run_di
  * job's model, else torchtitan's init from training.seed. */
 static titan_status seed_params(const titan_job_config *cfg, const titan_llama_config *mc, const char *tokenizer_id,
                                 float *params) {
-    const char *from = cfg->checkpoint_initial_load_path;
+    const char *from = titan_config_initial_load_path(cfg);
     if (!from[0]) {
         return titan_llama_init_weights(mc, params, (uint64_t)cfg->training_seed);
     }
@@ -102,7 +102,9 @@ static titan_status seed_params(const titan_job_config *cfg, const titan_llama_c
         }
         titan_ckpt_close(ck);
     }
-    if (st != TITAN_OK) titan_error_context("checkpoint.initial_load_path");
+    if (st != TITAN_OK)
+        titan_error_context("%s", cfg->checkpoint_initial_load_path[0] ? "checkpoint.initial_load_path"
+                                                                        : "model.hf_assets_path (initial_load_in_hf)");
     return st;
 }
 
@@ -110,7 +112,13 @@ titan_status titan_run_init(const titan_job_config *cfg, const char *run_dir, in
     TITAN_TRY(titan_config_validate(cfg));
     TITAN_TRY(titan_setup_ckpt_compression(cfg));
     titan_tokenizer *tok = NULL;
-    titan_status st = titan_tokenizer_open(&tok, cfg->model_tokenizer);
+    char spec[TITAN_STR + 32];
+    titan_config_tokenizer_spec(cfg, spec, sizeof spec);
+    titan_status st = titan_tokenizer_open(&tok, spec);
+    if (st != TITAN_OK && strcmp(spec, cfg->model_tokenizer) != 0) {
+        titan_error_context("model.hf_assets_path = %s (its tokenizer.json)", cfg->model_hf_assets_path);
+        return st;
+    }
     if (st != TITAN_OK) {
         titan_error_context("model.tokenizer = %s", cfg->model_tokenizer);
         return st;

@@ -5,7 +5,9 @@
  * CONFIG.toml or on its command line) is taken against the directory it ran
  * in. A config written before that may hold relative paths: titan-train
  * takes each against the run directory first, then against the current
- * directory (the old rule, with a warning). A tokenizer file found nowhere
+ * directory (the old rule, with a warning). model.hf_assets_path's
+ * tokenizer.json, when it stands for model.tokenizer, is written there as
+ * model.tokenizer. A tokenizer file found nowhere
  * (a run unpacked on another machine) is replaced by the copy the run's
  * latest checkpoint carries. */
 #include <errno.h>
@@ -33,6 +35,7 @@ static const path_key keys[] = {
     {"training.dataset_path", offsetof(titan_job_config, training_dataset_path), 0},
     {"validation.dataset_path", offsetof(titan_job_config, validation_dataset_path), 0},
     {"checkpoint.initial_load_path", offsetof(titan_job_config, checkpoint_initial_load_path), 0},
+    {"model.hf_assets_path", offsetof(titan_job_config, model_hf_assets_path), 0},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -59,9 +62,26 @@ static titan_status set_path(titan_job_config *cfg, const path_key *k, const cha
     return TITAN_OK;
 }
 
+/* torchtitan's training.dataset (validation.dataset) naming a directory
+ * stands for dataset_path when that is empty; a name stays a name. */
+static void dataset_as_path(char *path, const char *dataset) {
+    struct stat sb;
+    if (!path[0] && dataset[0] && stat(dataset, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(path, TITAN_STR, "%s", dataset);
+}
+
 titan_status titan_run_absolute_paths(titan_job_config *cfg) {
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) return titan_error(TITAN_ERR_IO, "getcwd: %s", strerror(errno));
+    dataset_as_path(cfg->training_dataset_path, cfg->training_dataset);
+    dataset_as_path(cfg->validation_dataset_path, cfg->validation_dataset);
+    /* the tokenizer hf_assets_path stands for, named: the run keeps it */
+    char spec[TITAN_STR + 32];
+    titan_config_tokenizer_spec(cfg, spec, sizeof spec);
+    if (strlen(spec) >= TITAN_STR)
+        return titan_error(TITAN_ERR_USAGE, "model.hf_assets_path = %s: longer than %d bytes with /tokenizer.json",
+                           cfg->model_hf_assets_path, TITAN_STR - 1);
+    memcpy(cfg->model_tokenizer, spec, strlen(spec) + 1);
     for (size_t i = 0; i < N_KEYS; i++) {
         char path[TITAN_STR];
         snprintf(path, sizeof path, "%s", path_of(&keys[i], field(cfg, &keys[i])));
@@ -117,7 +137,10 @@ titan_status titan_run_check_paths(const titan_job_config *cfg, const titan_job_
     for (size_t i = 0; i < N_KEYS; i++) {
         const path_key *k = &keys[i];
         const char *v = cfield(cfg, k), *path = path_of(k, v);
-        if (!path[0] || k->off == offsetof(titan_job_config, checkpoint_initial_load_path)) continue;
+        /* titan-init's inputs: the run holds what it took from them */
+        if (!path[0] || k->off == offsetof(titan_job_config, checkpoint_initial_load_path) ||
+            k->off == offsetof(titan_job_config, model_hf_assets_path))
+            continue;
         if (k->off == offsetof(titan_job_config, validation_dataset_path) && !cfg->validation_enable) continue;
         struct stat sb;
         if (stat(path, &sb) == 0) continue;

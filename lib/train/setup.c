@@ -43,7 +43,9 @@ titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_siz
 
 titan_status titan_setup_check_model(const titan_job_config *cfg) {
     titan_tokenizer *tok = NULL;
-    TITAN_TRY(titan_tokenizer_open(&tok, cfg->model_tokenizer));
+    char spec[TITAN_STR + 32];
+    titan_config_tokenizer_spec(cfg, spec, sizeof spec);
+    TITAN_TRY(titan_tokenizer_open(&tok, spec));
     titan_llama_config mc;
     titan_status st = titan_setup_model_config(cfg, titan_tokenizer_vocab_size(tok), &mc);
     titan_tokenizer_free(tok);

@@ -15,8 +15,11 @@ titan_status titan_run_load_config(titan_job_config *cfg, const char *run_dir);
 
 /* The file paths of a config (run_paths.c: model.tokenizer's file,
  * training.dataset_path, validation.dataset_path,
- * checkpoint.initial_load_path). absolute: each relative one made absolute
- * against the current directory (titan-init, before it writes RUN/config.toml).
+ * checkpoint.initial_load_path, model.hf_assets_path). absolute: each
+ * relative one made absolute against the current directory (titan-init,
+ * before it writes RUN/config.toml), after a training.dataset (validation's)
+ * that is a directory fills an empty dataset_path and hf_assets_path's
+ * tokenizer.json becomes model.tokenizer where that is "byte".
  * resolve: each relative one taken against run_dir when it exists there,
  * else left to the current directory (warned); a tokenizer file found
  * nowhere becomes the copy in the run's latest checkpoint (warned).

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,14 +48,36 @@ static titan_status open_shards(trainer *t, const char *path, titan_shard_dir **
     return TITAN_OK;
 }
 
+/* The data a job names must be a shard directory: a torchtitan dataset
+ * name, a corpus file or a folder of text is told how to make one. */
+static titan_status need_shard_dir(const char *section, const char *path, const char *dataset) {
+    struct stat sb;
+    char index[4096];
+    snprintf(index, sizeof index, "%s/%s", path, TITAN_SHARD_INDEX);
+    if (path[0] && stat(path, &sb) == 0 && (!S_ISDIR(sb.st_mode) || access(index, F_OK) != 0)) {
+        titan_error(TITAN_ERR_IO, "%s.dataset_path = %s: not a directory of token shards (%s)", section, path,
+                    S_ISDIR(sb.st_mode) ? "no index.json" : "a file");
+        titan_error_hint("titan reads token shards: make them with titan-shard -o DIR %s (text, JSON, JSONL or "
+                         "archives), then set %s.dataset_path = DIR", path, section);
+        return TITAN_ERR_IO;
+    }
+    if (path[0]) return TITAN_OK; /* missing: the shard reader names it */
+    if (dataset[0]) {
+        titan_error(TITAN_ERR_USAGE, "%s.dataset = \"%s\": not a shard directory (titan has no named datasets; "
+                    "torchtitan's are its Hugging Face loaders)", section, dataset);
+        titan_error_hint("make shards of the corpus with titan-shard -o DIR PATH..., then set %s.dataset_path = DIR%s",
+                         section, strcmp(section, "training") ? "" : " (or titan-train --data DIR)");
+        return TITAN_ERR_USAGE;
+    }
+    titan_error(TITAN_ERR_USAGE, "%s.dataset_path: not set", section);
+    titan_error_hint("make shards with titan-shard -o DIR PATH... and pass --%s.dataset_path=DIR", section);
+    return TITAN_ERR_USAGE;
+}
+
 static titan_status open_data(trainer *t) {
     const titan_job_config *cfg = t->cfg;
     const char *path = cfg->training_dataset_path;
-    if (!path[0]) {
-        titan_error(TITAN_ERR_USAGE, "training.dataset_path: not set");
-        titan_error_hint("make shards with titan-shard and pass --training.dataset_path=DIR");
-        return TITAN_ERR_USAGE;
-    }
+    TITAN_TRY(need_shard_dir("training", path, cfg->training_dataset));
     TITAN_TRY(open_shards(t, path, &t->data));
     int dpr = t->mesh.dp_rank, dps = t->mesh.dp_size;
     TITAN_TRY(titan_loader_create(&t->loader, t->data, cfg->training_seq_len, dpr, dps));
@@ -64,6 +87,7 @@ static titan_status open_data(trainer *t) {
     /* Validation walks the held-out samples from the start every time, in
      * order, so its losses are comparable across steps and runs. */
     path = cfg->validation_dataset_path;
+    TITAN_TRY(need_shard_dir("validation", path, cfg->validation_dataset));
     titan_status st = open_shards(t, path, &t->val_data);
     /* Each rank validates its share; the losses are averaged over ranks. */
     if (st == TITAN_OK) st = titan_loader_create(&t->val_loader, t->val_data, cfg->training_seq_len, dpr, dps);
@@ -169,7 +193,9 @@ static titan_status open_device(trainer *t, const titan_train_opts *opts) {
 static titan_status open_inputs(trainer *t) {
     const titan_job_config *cfg = t->cfg;
     TITAN_TRY(titan_setup_ckpt_compression(cfg));
-    TITAN_TRY(titan_tokenizer_open(&t->tok, cfg->model_tokenizer));
+    char spec[TITAN_STR + 32];
+    titan_config_tokenizer_spec(cfg, spec, sizeof spec);
+    TITAN_TRY(titan_tokenizer_open(&t->tok, spec));
     TITAN_TRY(titan_setup_model_config(cfg, titan_tokenizer_vocab_size(t->tok), &t->mc));
     TITAN_TRY(titan_setup_accum_steps(cfg, t->mesh.dp_size, &t->accum));
     TITAN_TRY(open_data(t));

@@ -134,7 +134,7 @@ expect 7 "checkpoint.initial_load_path: .*damaged.*checksum" "a damaged checkpoi
 expect 2 "initial_load_model_only = false" "initial_load_model_only = false" -- \
     "$bin/titan-init" "$cfg" "$tmp/x" $TINY --checkpoint.initial_load_path="$tmp/a" \
     --checkpoint.initial_load_model_only=false
-expect 2 "initial_load_in_hf = true: checkpoint.initial_load_path is empty" "initial_load_in_hf without a path" -- \
+expect 2 "initial_load_in_hf = true: checkpoint.initial_load_path and model.hf_assets_path are empty" "initial_load_in_hf without a path" -- \
     "$bin/titan-init" "$cfg" "$tmp/x" $TINY --checkpoint.initial_load_in_hf=true
 check "nothing written by any refusal" test ! -e "$tmp/x"
 expect 2 "hidden_size" "--force over run c with a source that does not fit" -- \
