@@ -142,7 +142,7 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
     /* FSDP's full buffers are releasable: held a unit at a time where the
      * device maps memory on use, wholly where it cannot. */
     double full = r->params + r->grads + r->compute_copy;
-    int by_unit = sharded && dev->granule > 0;
+    int by_unit = r->by_unit = sharded && dev->granule > 0;
     r->held = (by_unit ? 0.0 : full) + r->shard + r->optimizer + r->activations + r->cp + r->pipeline;
     double step = by_unit ? r->fsdp_gathered + r->fsdp_grads + r->granules : 0.0;
     r->peak = r->held + step + r->fsdp_staging;
@@ -158,16 +158,37 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
 
 static double mib(double b) { return b / (1024.0 * 1024.0); }
 
-/* One line of the table: ranks [first, last]. */
-static void print_row(FILE *f, int first, int last, const titan_memory_rank *r) {
-    char ranks[32];
-    if (first == last) snprintf(ranks, sizeof ranks, "%d", first);
-    else snprintf(ranks, sizeof ranks, "%d-%d", first, last);
-    fprintf(f, "%-9s %3d %3d %3d %4d %10.1f %8.1f %8.1f %8.1f %9.1f %4d %9.1f %9.1f %9.1f %9.1f %10.1f\n", ranks,
-            r->c.pp, r->c.tp, r->c.cp, r->c.dp_shard,
-            mib(r->params + r->grads), mib(r->compute_copy), mib(r->optimizer), mib(r->shard), mib(r->act_slot),
-            r->slots, mib(r->activations), mib(r->cp + r->pipeline + r->fsdp_staging),
-            mib(r->fsdp_gathered + r->fsdp_grads + r->granules), mib(r->held), mib(r->peak));
+/* Ranks whose group is g, as ranges ("0-6,8-14"), cut short with "..." and
+ * their count when long. */
+static void rank_list(const int *group, int world, int g, char *out, size_t cap) {
+    size_t used = 0;
+    int count = 0, cut = 0;
+    out[0] = '\0';
+    for (int r = 0; r < world; r++) {
+        if (group[r] != g) continue;
+        count++;
+        if (r > 0 && group[r - 1] == g) continue; /* inside a range */
+        int e = r;
+        while (e + 1 < world && group[e + 1] == g) e++;
+        char item[32];
+        if (e == r) snprintf(item, sizeof item, "%s%d", used ? "," : "", r);
+        else snprintf(item, sizeof item, "%s%d-%d", used ? "," : "", r, e);
+        if (cut || used + strlen(item) + 24 > cap) {
+            cut = 1;
+            continue;
+        }
+        used += (size_t)snprintf(out + used, cap - used, "%s", item);
+    }
+    if (cut) snprintf(out + used, cap - used, ",... (%d ranks)", count);
+}
+
+/* One line of the table: a group of ranks with the same figures. */
+static void print_row(FILE *f, const titan_memory_rank *r, const char *ranks) {
+    double full = r->by_unit ? 0.0 : r->params + r->grads, copy = r->by_unit ? 0.0 : r->compute_copy;
+    fprintf(f, "%3d %10.1f %8.1f %8.1f %8.1f %8.1f %3d %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n", r->c.pp, mib(full),
+            mib(copy), mib(r->optimizer), mib(r->shard), mib(r->act_slot), r->slots, mib(r->activations),
+            mib(r->cp + r->pipeline + r->fsdp_staging), mib(r->fsdp_gathered + r->fsdp_grads + r->granules),
+            mib(r->held), mib(r->peak), ranks);
 }
 
 /* Whether two ranks' figures are the same (one line for both). */
@@ -209,33 +230,47 @@ static titan_status print_header(const titan_job_config *cfg, const titan_llama_
     return TITAN_OK;
 }
 
+/* Ranks with the same figures share a line; at most this many lines. */
+#define MAX_GROUPS 256
+
 titan_status titan_memory_dry_run(const titan_job_config *cfg, const titan_llama_config *mc, int world,
                                   const titan_memory_device *dev, FILE *f) {
     TITAN_TRY(print_header(cfg, mc, world, dev, f));
-    fprintf(f, "  backend memory in MiB (what the %s allocator counts); act/mb: activations a micro-batch in "
-               "flight keeps, x in flight\n", dev->name);
-    fprintf(f, "%-9s %3s %3s %3s %4s %10s %8s %8s %8s %9s %4s %9s %9s %9s %9s %10s\n", "rank", "pp", "tp", "cp", "dp",
-            "param+grad", "bf16copy", "AdamW", "shard", "act/mb", "x", "act.arena", "comm.bufs", "fsdp.step", "held",
-            "peak");
-    titan_memory_rank prev, cur, host = {0};
-    int first = 0;
+    titan_memory_rank *figs = titan_alloc(MAX_GROUPS * sizeof *figs, "memory estimate");
+    int *group = titan_alloc((size_t)world * sizeof *group, "memory estimate");
+    titan_status st = figs && group ? TITAN_OK : TITAN_ERR_NOMEM;
+    titan_memory_rank cur, host = {0};
+    int ngroups = 0;
     double top = 0;
-    for (int rank = 0; rank < world; rank++) {
-        TITAN_TRY(titan_memory_estimate(cfg, mc, world, rank, dev, &cur));
+    for (int rank = 0; rank < world && st == TITAN_OK; rank++) {
+        st = titan_memory_estimate(cfg, mc, world, rank, dev, &cur);
+        if (st != TITAN_OK) break;
         if (cur.peak > top) top = cur.peak;
         if (cur.host_mirrors + cur.host_ckpt > host.host_mirrors + host.host_ckpt) host = cur;
-        if (rank > 0 && !same_figures(&prev, &cur)) {
-            print_row(f, first, rank - 1, &prev);
-            first = rank;
-        }
-        prev = cur;
+        int g = 0;
+        while (g < ngroups && !same_figures(&figs[g], &cur)) g++;
+        if (g == ngroups && ngroups < MAX_GROUPS) figs[ngroups++] = cur;
+        group[rank] = g < MAX_GROUPS ? g : MAX_GROUPS - 1; /* past the cap: the last line's */
     }
-    print_row(f, first, world - 1, &prev);
-    fprintf(f, "  peak of the job's ranks: %.1f MiB of backend memory\n", mib(top));
-    fprintf(f, "  host memory a rank adds at most: %.1f MiB of collective mirrors, %.1f MiB of checkpoint "
-               "staging; shared memory: %.1f MiB for the world communicator\n",
-            mib(host.host_mirrors), mib(host.host_ckpt), mib(prev.shm_segment));
-    return TITAN_OK;
+    if (st == TITAN_OK) {
+        fprintf(f, "  backend memory in MiB (what the %s allocator counts%s); act/mb: activations a micro-batch in "
+                   "flight keeps, x: micro-batches in flight\n",
+                dev->name, dev->host ? "; under FSDP what is resident" : "");
+        fprintf(f, "%3s %10s %8s %8s %8s %8s %3s %9s %9s %9s %9s %9s  %s\n", "pp", "param+grad", "bf16copy", "AdamW",
+                "shard", "act/mb", "x", "act.arena", "comm.bufs", "fsdp.step", "held", "peak", "ranks");
+        for (int g = 0; g < ngroups; g++) {
+            char ranks[160];
+            rank_list(group, world, g, ranks, sizeof ranks);
+            print_row(f, &figs[g], ranks);
+        }
+        fprintf(f, "  peak of the job's ranks: %.1f MiB of backend memory\n", mib(top));
+        fprintf(f, "  host memory a rank adds at most: %.1f MiB of collective mirrors, %.1f MiB of checkpoint "
+                   "staging; shared memory: %.1f MiB for the world communicator\n",
+                mib(host.host_mirrors), mib(host.host_ckpt), mib(cur.shm_segment));
+    }
+    titan_free(figs);
+    titan_free(group);
+    return st;
 }
 
 titan_status titan_memory_dry_run_job(const titan_job_config *cfg, int world, FILE *f) {

@@ -52,6 +52,7 @@ typedef struct {
     double fsdp_grads;       /* full gradients held before their reduce-scatter */
     double fsdp_staging;     /* staging buffers of the collectives */
     double granules;         /* partial granules left mapped at the units' ends */
+    int by_unit;             /* FSDP: the full buffers are held a unit at a time (fsdp_* below) */
     double held;             /* after setup */
     double peak;             /* during a step */
     /* host memory */
