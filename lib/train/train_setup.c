@@ -219,54 +219,54 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     return TITAN_OK;
 }
 
-/* memory_estimation.enable: this rank's estimate (the dry run's), before
- * the step's buffers exist. */
-static titan_status estimate_memory(trainer *t) {
+/* This rank's memory estimate (the dry run's, memory_estimate.h), on the
+ * device and communicators it opened. */
+static titan_status estimate_memory(trainer *t, titan_memory_rank *r) {
     titan_memory_device dev = titan_memory_device_of(t->cfg);
     dev.host = t->dev.host;
     dev.device_comm = t->dev.host || t->dev.nccl;
-    titan_memory_rank r;
-    TITAN_TRY(titan_memory_estimate(t->cfg, &t->mc, t->mesh.world, t->mesh.rank, &dev, &r));
-    t->mem_estimate = r.peak;
+    TITAN_TRY(titan_memory_estimate(t->cfg, &t->mc, t->mesh.world, t->mesh.rank, &dev, r));
+    t->mem_estimate = r->peak;
+    return TITAN_OK;
+}
+
+/* memory_estimation.enable: every rank says its estimate (the others'
+ * verbosity is lowered by default). */
+static void estimate_line(const trainer *t, const titan_memory_rank *r) {
     double mib = 1.0 / (1024.0 * 1024.0);
     int was = titan_log_verbosity();
-    if (was < 1) titan_log_set_verbosity(1); /* every rank says its own */
+    if (was < 1) titan_log_set_verbosity(1);
     titan_info("memory estimate: rank %d: peak %.1f MiB (held %.1f: parameters and gradients %.1f, compute copy "
                "%.1f, AdamW %.1f, FSDP shard %.1f, activations %.1f = %d x %.1f a micro-batch + scratch, "
                "communication %.1f; a step adds %.1f gathered, %.1f gradients, %.1f staging)",
-               t->mesh.rank, r.peak * mib, r.held * mib, (r.params + r.grads) * mib, r.compute_copy * mib,
-               r.optimizer * mib, r.shard * mib, r.activations * mib, r.slots, r.act_slot * mib,
-               (r.cp + r.pipeline) * mib, r.fsdp_gathered * mib, r.fsdp_grads * mib, r.fsdp_staging * mib);
+               t->mesh.rank, r->peak * mib, r->held * mib, r->by_unit ? 0.0 : (r->params + r->grads) * mib,
+               r->by_unit ? 0.0 : r->compute_copy * mib, r->optimizer * mib, r->shard * mib, r->activations * mib,
+               r->slots, r->act_slot * mib, (r->cp + r->pipeline) * mib, r->fsdp_gathered * mib,
+               r->fsdp_grads * mib, r->fsdp_staging * mib);
     titan_log_set_verbosity(was);
-    return TITAN_OK;
 }
 
 /* On a device: the staging of synchronous saves, and the memory plan
  * beside what the backend holds. */
 static titan_status plan_device_memory(trainer *t, const setup_shape *sh) {
     const titan_job_config *cfg = t->cfg;
-    if (cfg->memory_estimation_enable) TITAN_TRY(estimate_memory(t));
+    titan_memory_rank r;
+    if (cfg->memory_estimation_enable || !t->dev.host) TITAN_TRY(estimate_memory(t, &r));
+    if (cfg->memory_estimation_enable) estimate_line(t, &r);
     if (!t->dev.host) {
         /* Synchronous saves of backend memory go through host copies (an
          * async saver's snapshot is one already). */
         if (!async_saves(cfg)) TITAN_TRY(titan_state_stage_create(&t->stage, t->be, titan_fsdp_numel(t->fsdp)));
-        /* Everything on the device is allocated by now, once: the analytic plan
+        /* Everything on the device is allocated by now, once: the plan
          * beside what the backend holds (each step's peak is reported too). */
-        double mib = 1.0 / (1024.0 * 1024.0), pg = 2.0 * sizeof(float) * (double)titan_llama_params_count(t->model);
-        double lp = (double)titan_llama_compute_copy_bytes(t->model), act = (double)titan_llama_activation_bytes(t->model);
-        double opt = 2.0 * sizeof(float) * (double)titan_adamw_numel(t->adam);
-        /* FSDP: the rank's shard of parameters and gradients (staging buffers
-         * come on top) */
-        double shard = sh->sharded ? 2.0 * sizeof(float) * (double)titan_fsdp_numel(t->fsdp) : 0.0;
+        double mib = 1.0 / (1024.0 * 1024.0);
         size_t held = 0;
         t->be->memory(&held, NULL, NULL, 0);
-        /* FSDP commits a unit's full parameters and gradients only while in
-         * use (releasable memory): the full sizes are an upper bound then. */
-        const char *bound = shard > 0 ? "at most " : "";
-        titan_info("device memory: planned %s%.1f MiB (parameters and gradients %s%.1f, %s compute copy %s%.1f, "
-                   "AdamW %.1f, activations %.1f, FSDP shard %.1f); held %.1f MiB",
-                   bound, (pg + lp + act + opt + shard) * mib, bound, pg * mib, titan_dtype_name(sh->compute), bound,
-                   lp * mib, opt * mib, act * mib, shard * mib, (double)held * mib);
+        titan_info("device memory: planned %.1f MiB, %.1f at a step's peak (parameters and gradients %.1f, %s "
+                   "compute copy %.1f, AdamW %.1f, activations %.1f, FSDP shard %.1f, communication %.1f); "
+                   "held %.1f MiB", r.held * mib, r.peak * mib, r.by_unit ? 0.0 : (r.params + r.grads) * mib,
+                   titan_dtype_name(sh->compute), r.by_unit ? 0.0 : r.compute_copy * mib, r.optimizer * mib,
+                   r.activations * mib, r.shard * mib, (r.cp + r.pipeline) * mib, (double)held * mib);
     }
     return TITAN_OK;
 }
