@@ -70,8 +70,8 @@ static titan_status plan_rank(const titan_job_config *cfg, const titan_llama_con
 
 /* What a step adds under FSDP (fsdp.h's schedule): the gathered units, the
  * full gradients not yet reduce-scattered, the staging buffers. */
-static void fsdp_step(const titan_job_config *cfg, const titan_llama_config *mc, const plans *p,
-                      const titan_memory_device *dev, titan_memory_rank *r) {
+static void fsdp_step(const titan_llama_config *mc, const plans *p, const titan_memory_device *dev,
+                      titan_memory_rank *r) {
     const titan_fsdp_memory *fm = &p->fm;
     size_t pe = titan_dtype_size(p->fo.param_dtype), re = titan_dtype_size(p->fo.reduce_dtype);
     int sharded = fm->nshards > 1, replicate = p->lay.dp_replicate > 1;
@@ -111,7 +111,6 @@ static void fsdp_step(const titan_job_config *cfg, const titan_llama_config *mc,
     if (k > fm->nonempty) k = fm->nonempty;
     r->fsdp_staging = (double)k * (double)fm->unit_max * (double)esz;
     if (mirror) r->host_mirrors += r->fsdp_staging;
-    (void)cfg;
 }
 
 titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llama_config *mc, int world, int rank,
@@ -138,7 +137,7 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
         else r->pipeline = per_slot > 0 ? per_slot : 1;
     }
     if (mirror) r->host_mirrors += (double)mm->tp_reserve_bytes + (double)mm->cp_reserve_bytes;
-    fsdp_step(cfg, mc, &p, dev, r);
+    fsdp_step(mc, &p, dev, r);
     /* FSDP's full buffers are releasable: held a unit at a time where the
      * device maps memory on use, wholly where it cannot. */
     double full = r->params + r->grads + r->compute_copy;
