@@ -17,6 +17,7 @@
 #include "comm/comm.h"
 #include "parallel/mesh.h"
 #include "job/args.h"
+#include "train/memory_estimate.h"
 #include "train/setup.h"
 #include "train/train.h"
 
@@ -128,8 +129,8 @@ int main(int argc, char **argv) {
     titan_cpu_env_setup(argv);
     titan_log_init("titan-train");
     const char *data = NULL, *device = NULL;
-    int print = 0, print_keys = 0, verbosity = 1;
-    long long nproc = 0, sample = 0, stop_at = 0, max_restarts = 0, min_nproc = 0;
+    int print = 0, print_keys = 0, dry_run = 0, verbosity = 1;
+    long long world_size = 0, nproc = 0, sample = 0, stop_at = 0, max_restarts = 0, min_nproc = 0;
     titan_train_opts opts = {.prompt = "", .temperature = 0.0};
     static titan_args keys; /* static, as r below: reachable until exit */
     const titan_option table[] = {
@@ -145,6 +146,11 @@ int main(int argc, char **argv) {
         {TITAN_OPT(FLAG, "print-config", 0, &print, NULL, "print the resolved config and exit")},
         {TITAN_OPT(FLAG, "print-keys", 0, &print_keys, NULL, "print what titan does with each key of torchtitan's\n"
          "job schema, or of CONFIG.toml's keys, and exit")},
+        {TITAN_OPT(FLAG, "dry-run", 0, &dry_run, NULL, "print every rank's memory estimate (parameters, gradients,\n"
+         "optimizer, activations, communication buffers, peak) without\n"
+         "allocating it or starting ranks, and exit")},
+        {TITAN_OPT(INT, "world-size", 0, &world_size, "N", "with --dry-run: the job's ranks (default: --nproc's N, else 1)"),
+         .min = 1, .max = 1024, .expected = "a rank count 1..1024"},
         {TITAN_OPT(INT, "stop-at", 0, &stop_at, "STEP", "stop after STEP with a checkpoint; the LR schedule still\n"
          "runs to training.steps (for jobs cut by a time limit)"), .min = 1, .max = LLONG_MAX,
          .expected = "a step number >= 1"},
@@ -220,6 +226,14 @@ int main(int argc, char **argv) {
     if (print) {
         titan_config_write(&cfg, stdout);
         return 0;
+    }
+    if (world_size && !dry_run) {
+        titan_error(TITAN_ERR_USAGE, "--world-size: only with --dry-run (a job's ranks come from --nproc or its launcher)");
+        return titan_report(TITAN_ERR_USAGE);
+    }
+    if (dry_run) {
+        int world = world_size ? (int)world_size : nproc ? (int)nproc : 1;
+        return titan_report(titan_memory_dry_run_job(&cfg, world, stdout));
     }
     const char *run = config_file ? cfg.job_dump_folder : pos;
     if (config_file && (st = open_job_run(&cfg, run, config_file)) != TITAN_OK) return titan_report(st);

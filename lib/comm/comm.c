@@ -629,3 +629,5 @@ titan_status titan_comm_sum_double(titan_comm *c, double x, double *out) {
     *out = s;
     return st;
 }
+
+size_t titan_comm_shm_segment_bytes(int n) { return n > 1 ? comm_shm_segment_bytes(n, DEFAULT_CHUNK) : 0; }

@@ -131,6 +131,9 @@ titan_status titan_comm_init(titan_dist *d, const titan_comm_options *opt, titan
 
 /* "auto", "shm", "mpi", "nccl" */
 const char *titan_comm_backend_name(titan_comm_backend b);
+/* The shared memory (bytes, on the host: /dev/shm) of a shm communicator
+ * of n ranks with the default chunk size; 0 for one rank. */
+size_t titan_comm_shm_segment_bytes(int n);
 /* The backend TITAN_COMM names ("auto", "shm", "mpi" or "nccl"), else
  * `configured` when it is unset or empty; another word is TITAN_ERR_USAGE. */
 titan_status titan_comm_backend_choice(titan_comm_backend configured, titan_comm_backend *out);

@@ -98,6 +98,9 @@ void comm_describe_op(const comm_op *op, uint64_t seq, int size, char *buf, size
  * comm_flight_register(out)`. */
 titan_status comm_flight_register(titan_comm **c);
 
+/* comm_shm.c: the bytes of the shared-memory segment of n ranks (a
+ * memory estimate's; titan_comm_shm_segment_bytes). */
+size_t comm_shm_segment_bytes(int n, size_t chunk_bytes);
 /* comm_shm.c: the world communicator over shared memory. */
 titan_status comm_shm_init_world(titan_dist *d, const char *name, double timeout_s,
                                  size_t chunk_bytes, titan_comm **out);

@@ -187,6 +187,12 @@ static size_t layout(shm_header *h, int n, size_t half) {
     return h->seg_bytes;
 }
 
+size_t comm_shm_segment_bytes(int n, size_t chunk_bytes) {
+    shm_header proto;
+    memset(&proto, 0, sizeof proto);
+    return layout(&proto, n, chunk_bytes);
+}
+
 static void state_bind(shm_state *s, void *base, size_t bytes, int me) {
     s->hdr = base;
     s->bytes = bytes;

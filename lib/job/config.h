@@ -146,6 +146,9 @@ typedef struct {
     char activation_checkpoint_mode[TITAN_STR]; /* none, full, selective */
     titan_job_ac activation_checkpoint_kind;    /* mode */
     char activation_checkpoint_selective_ac_option[TITAN_STR]; /* op, or N: every Nth layer */
+
+    /* [memory_estimation] */
+    int memory_estimation_enable; /* print the memory estimate at start, the measured peak at the end */
 } titan_job_config;
 
 /* Defaults of every key. */

@@ -217,6 +217,10 @@ const key_def titan_job_keys[] = {
         "in selective mode: N = every Nth layer keeps only its input, the others everything; op = every "
         "layer keeps the outputs of attention and of every other matmul (wq, wv, w1) and recomputes the "
         "norms, wk, RoPE, wo, w3 and SwiGLU"),
+
+    BOOL("memory_estimation", "enable", memory_estimation_enable, 0,
+         "print each rank's memory estimate (titan-train --dry-run's) at start and, at the end, each rank's "
+         "measured peak beside it"),
 };
 const int titan_job_nkeys = (int)(sizeof titan_job_keys / sizeof titan_job_keys[0]);
 
@@ -318,7 +322,7 @@ const key_ignored titan_job_ignored[] = {
     {"comm", "init_timeout_seconds", NULL},
     {"comm", "save_traces_file_prefix", "\"rank_\""},
     {"comm", "mode", "\"default\""},
-    {"memory_estimation", "enable", "false"}, {"memory_estimation", "disable_fake_mode", NULL},
+    {"memory_estimation", "disable_fake_mode", NULL},
     {"fault_tolerance", "enable", "false"},
     {"fault_tolerance", "process_group", NULL},
     {"fault_tolerance", "process_group_timeout_ms", NULL},

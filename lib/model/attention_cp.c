@@ -55,7 +55,8 @@ titan_status titan_attention_cp_create(titan_attention_cp **out, const titan_gro
     a->size = n;
     a->rank = cp->rank;
     titan_layout_cp_chunks(T, n, a->rank, a->chunk);
-    size_t whole = (size_t)B * T * NKV * HD * a->esz;
+    size_t whole;
+    titan_attention_cp_plan_bytes(dt, B, T, NKV, HD, &whole);
     titan_status st = cp->reserve(cp->ctx, whole);
     if (st != TITAN_OK) {
         titan_attention_cp_free(a);
@@ -71,7 +72,7 @@ titan_status titan_attention_cp_create(titan_attention_cp **out, const titan_gro
                                "memory for the whole sequence's keys and values", nbufs, whole, be->name);
         }
     }
-    a->bytes = (size_t)nbufs * whole;
+    a->bytes = titan_attention_cp_plan_bytes(dt, B, T, NKV, HD, NULL);
     *out = a;
     return TITAN_OK;
 }
@@ -85,6 +86,14 @@ void titan_attention_cp_free(titan_attention_cp *a) {
 }
 
 size_t titan_attention_cp_bytes(const titan_attention_cp *a) { return a->bytes; }
+
+/* k, v, dk, dv and the rank-order staging: each the whole sequence's keys
+ * or values (create allocates exactly these). */
+size_t titan_attention_cp_plan_bytes(titan_dtype dt, int B, int T, int NKV, int HD, size_t *reserve) {
+    size_t whole = (size_t)B * T * NKV * HD * titan_dtype_size(dt);
+    if (reserve) *reserve = whole;
+    return 5 * whole;
+}
 
 double titan_attention_cp_take_comm_s(titan_attention_cp *a) { return a->grp->take_comm_s(a->grp->ctx); }
 

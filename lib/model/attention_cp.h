@@ -32,6 +32,10 @@ void titan_attention_cp_free(titan_attention_cp *a);
 /* Backend memory held (whole-sequence keys, values, their gradients and a
  * rank-order staging buffer). */
 size_t titan_attention_cp_bytes(const titan_attention_cp *a);
+/* The backend memory titan_attention_cp_create allocates for micro-batches
+ * of B x T (the whole sequence) in dt, and the largest collective it
+ * reserves on the group (*reserve; may be NULL), without allocating. */
+size_t titan_attention_cp_plan_bytes(titan_dtype dt, int B, int T, int NKV, int HD, size_t *reserve);
 
 titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float *lse, const void *q,
                                         const void *k, const void *v);

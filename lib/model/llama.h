@@ -106,6 +106,25 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
                                    const titan_backend *be, int B, int T, titan_ac_mode ac,
                                    titan_dtype dt, const titan_llama_options *opt);
 void titan_llama_free(titan_llama *m);
+/* What titan_llama_create_ex would allocate for the same arguments, worked
+ * out by the same code without allocating a byte of backend memory (a
+ * memory dry run): opt->tp and opt->cp need only their rank and size.
+ * Sizes in bytes; the same checks and errors as create. */
+typedef struct {
+    size_t nparams;            /* this rank's parameters (elements) */
+    size_t params_bytes;       /* fp32 parameters; the gradients are the same size */
+    size_t compute_copy_bytes; /* the bf16 copy, 0 in fp32 */
+    size_t arena_bytes;        /* the activation arena: every slot, the scratch, the tables */
+    size_t slot_bytes;         /* what one micro-batch in flight keeps from forward to backward */
+    int slots;                 /* micro-batches in flight (pipeline schedules) */
+    size_t cp_bytes;           /* context parallelism's whole-sequence keys and values */
+    size_t tp_reserve_bytes;   /* the largest tensor-parallel collective */
+    size_t cp_reserve_bytes;   /* the largest context-parallel collective */
+    size_t stage_io_bytes;     /* a pipeline stage's output (or its gradient) */
+    size_t loss_host_bytes;    /* host memory: the losses' copy (device backends) */
+} titan_llama_memory;
+titan_status titan_llama_plan_memory(const titan_llama_config *c, int B, int T, titan_ac_mode ac, titan_dtype dt,
+                                     const titan_llama_options *opt, int host_backend, titan_llama_memory *out);
 
 const titan_llama_config *titan_llama_get_config(const titan_llama *m);
 /* The model's tensor-parallel place ({1, 0} without) and the catalog of what

@@ -244,11 +244,16 @@ static titan_status upload_rope(titan_llama *m, const titan_llama_config *c, int
     return TITAN_OK;
 }
 
+/* Tensor parallelism's largest collective: an [N, C] activation. */
+static size_t tp_reserve_bytes(const titan_llama *m) {
+    return (size_t)m->N * (size_t)m->C * titan_dtype_size(m->dt);
+}
+
 /* The host copy of the losses, context-parallel attention, tensor
  * parallelism's host buffers and staging. */
 static titan_status alloc_extras(titan_llama *m, int B, int T, const request *r) {
     const titan_backend *be = m->be;
-    size_t N = (size_t)m->N, C = (size_t)m->C;
+    size_t N = (size_t)m->N;
     if (!be->host) {
         m->loss_host = titan_alloc((size_t)N * sizeof(float), "model: host copy of the losses");
         if (!m->loss_host) return TITAN_ERR_NOMEM;
@@ -262,7 +267,7 @@ static titan_status alloc_extras(titan_llama *m, int B, int T, const request *r)
         m->lse_host = titan_alloc((size_t)r->tpp.size * (size_t)N * sizeof(float), "model: tensor parallel log-sum-exps");
         /* the largest collective: an [N, C] activation */
         titan_status st = !m->ids_host || !m->lse_host ? TITAN_ERR_NOMEM
-                                                       : r->tp->reserve(r->tp->ctx, (size_t)N * C * titan_dtype_size(m->dt));
+                                                       : r->tp->reserve(r->tp->ctx, tp_reserve_bytes(m));
         if (st != TITAN_OK) return st;
     }
     return TITAN_OK;
@@ -287,6 +292,30 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     }
     *out = m;
     return TITAN_OK;
+}
+
+titan_status titan_llama_plan_memory(const titan_llama_config *c, int B, int T, titan_ac_mode ac, titan_dtype dt,
+                                     const titan_llama_options *opt, int host_backend, titan_llama_memory *out) {
+    memset(out, 0, sizeof *out);
+    request r;
+    TITAN_TRY(check_request(c, B, T, ac, dt, opt, &r));
+    titan_llama *m = titan_alloc(sizeof *m, "model plan");
+    if (!m) return TITAN_ERR_NOMEM;
+    titan_status st = set_shapes(m, c, B, T, ac, dt, &r); /* host tables only: no backend */
+    if (st == TITAN_OK) {
+        out->arena_bytes = plan_activations(m);
+        out->nparams = m->nparams;
+        out->params_bytes = m->nparams * sizeof(float);
+        out->compute_copy_bytes = dt == TITAN_DTYPE_F32 ? 0 : m->nparams * titan_dtype_size(dt);
+        out->slot_bytes = m->slot_stride;
+        out->slots = m->slots;
+        out->stage_io_bytes = (size_t)m->NR * (size_t)m->C * titan_dtype_size(dt);
+        out->loss_host_bytes = host_backend ? 0 : (size_t)m->N * sizeof(float);
+        if (r.cp) out->cp_bytes = titan_attention_cp_plan_bytes(dt, B, T, m->NKV, m->HD, &out->cp_reserve_bytes);
+        if (r.tp) out->tp_reserve_bytes = tp_reserve_bytes(m);
+    }
+    titan_llama_free(m);
+    return st;
 }
 
 void titan_llama_free(titan_llama *m) {

@@ -401,6 +401,8 @@ static titan_status hook_after_backward(void *ctx, int b) {
     return f->err;
 }
 
+int titan_fsdp_staging_buffers(void) { return NSTAGE; }
+
 titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *model,
                                const titan_fsdp_options *opt) {
     *out = NULL;

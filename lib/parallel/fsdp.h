@@ -112,6 +112,23 @@ typedef struct {
  * block ("0,1,1,2"). */
 titan_status titan_fsdp_parse_plan(const char *s, int n_blocks, int sharded, int *units, titan_fsdp_options *opt);
 
+/* What a rank of layout l holds under FSDP's plan opt, without a model or
+ * a communicator (a memory dry run): its shard (titan_shard_plan's) and
+ * its units' sizes (titan_fsdp_create's units), in elements of the rank's
+ * tp-local model. */
+typedef struct {
+    int nshards;            /* the shard group's ranks (dp_shard x cp); 1: no FSDP */
+    size_t nshard;          /* the rank's shard: AdamW's size too */
+    int nunits, nonempty;   /* units; those with parameters on this rank (its pipeline stages') */
+    size_t unit_max;        /* the largest unit */
+    size_t first_unit, last_unit;
+} titan_fsdp_memory;
+titan_status titan_fsdp_plan_memory(const titan_layout *l, const titan_llama_config *mc, int rank,
+                                    const titan_fsdp_options *opt, titan_fsdp_memory *out);
+/* Staging buffers a rank may hold at most (each grows to the largest
+ * collective it served): gathers prefetched, reductions in flight. */
+int titan_fsdp_staging_buffers(void);
+
 /* Installs its hooks on the model when the job has more than one rank. */
 titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *model,
                                const titan_fsdp_options *opt);

@@ -94,15 +94,14 @@ bad:
     return TITAN_ERR_USAGE;
 }
 
-titan_status titan_fsdp_make_units(titan_fsdp *f, const titan_fsdp_options *opt) {
-    int nb = f->nblocks, np;
-    const titan_param *ps = titan_llama_catalog(f->model, &np); /* the tp-local shapes */
-    TITAN_ASSERT(np == f->np);
+/* unit_of[nb]: each block's unit under the plan opt, over the tp-local
+ * catalog ps[np] (its parameters' blocks and sizes). */
+static titan_status assign_units(const titan_param *ps, int np, int nb, const titan_fsdp_options *opt, int *unit_of) {
     size_t *bytes = titan_alloc((size_t)nb * sizeof *bytes, "communication units"); /* per block */
     if (!bytes) return TITAN_ERR_NOMEM;
-    for (int i = 0; i < f->np; i++) bytes[ps[i].place.block] += ps[i].numel * sizeof(float);
+    for (int i = 0; i < np; i++) bytes[ps[i].place.block] += ps[i].numel * sizeof(float);
     if (opt && opt->unit_of_block) {
-        for (int b = 0; b < nb; b++) f->unit_of[b] = opt->unit_of_block[b];
+        for (int b = 0; b < nb; b++) unit_of[b] = opt->unit_of_block[b];
     } else {
         size_t cap = opt ? opt->bucket_bytes : 0, have = 0;
         int u = 0;
@@ -112,10 +111,53 @@ titan_status titan_fsdp_make_units(titan_fsdp *f, const titan_fsdp_options *opt)
                 have = 0;
             }
             have += bytes[b];
-            f->unit_of[b] = u;
+            unit_of[b] = u;
         }
     }
     titan_free(bytes);
+    return TITAN_OK;
+}
+
+titan_status titan_fsdp_plan_memory(const titan_layout *l, const titan_llama_config *mc, int rank,
+                                    const titan_fsdp_options *opt, titan_fsdp_memory *out) {
+    memset(out, 0, sizeof *out);
+    int np = titan_llama_params(mc, NULL), nb = mc->n_layers + 2;
+    titan_layout_coord c;
+    titan_layout_coord_of(l, rank, &c);
+    titan_llama_pp pp = {.size = l->pp, .stage = c.pp, .v = l->pp_v, .first_less = l->pp_first_less,
+                         .last_less = l->pp_last_less};
+    titan_shard_piece *pieces = titan_alloc((size_t)np * sizeof *pieces, "shard plan");
+    int *unit_of = titan_alloc((size_t)nb * sizeof *unit_of, "unit plan");
+    size_t *len = titan_alloc((size_t)nb * sizeof *len, "unit plan");
+    int nl;
+    titan_param *loc = titan_llama_params_local_new(mc, (titan_llama_tp){l->tp, c.tp}, pp, &nl);
+    titan_status st = pieces && unit_of && len && loc ? TITAN_OK : TITAN_ERR_NOMEM;
+    if (st == TITAN_OK) st = titan_shard_plan(l, mc, rank, pieces, &out->nshard);
+    if (st == TITAN_OK) st = assign_units(loc, nl, nb, opt, unit_of);
+    if (st == TITAN_OK) {
+        out->nshards = l->dp_shard * l->cp; /* fsdp.c's shard group */
+        out->nunits = unit_of[nb - 1] + 1;
+        memset(len, 0, (size_t)nb * sizeof *len);
+        for (int i = 0; i < nl; i++) len[unit_of[loc[i].place.block]] += loc[i].numel;
+        for (int u = 0; u < out->nunits; u++) {
+            if (len[u] > out->unit_max) out->unit_max = len[u];
+            out->nonempty += len[u] > 0;
+        }
+        out->first_unit = len[0];
+        out->last_unit = len[out->nunits - 1];
+    }
+    titan_free(pieces);
+    titan_free(unit_of);
+    titan_free(len);
+    free(loc);
+    return st;
+}
+
+titan_status titan_fsdp_make_units(titan_fsdp *f, const titan_fsdp_options *opt) {
+    int nb = f->nblocks, np;
+    const titan_param *ps = titan_llama_catalog(f->model, &np); /* the tp-local shapes */
+    TITAN_ASSERT(np == f->np);
+    TITAN_TRY(assign_units(ps, np, nb, opt, f->unit_of));
     f->nunits = f->unit_of[nb - 1] + 1;
     f->units = titan_alloc((size_t)f->nunits * sizeof *f->units, "communication units");
     if (!f->units) return TITAN_ERR_NOMEM;

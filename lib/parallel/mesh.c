@@ -52,6 +52,11 @@ titan_status titan_mesh_check(const titan_job_config *cfg, int world) {
     return resolve(cfg, world, &l);
 }
 
+titan_status titan_mesh_layout(const titan_job_config *cfg, int world, titan_layout *l) {
+    memset(l, 0, sizeof *l);
+    return resolve(cfg, world, l);
+}
+
 titan_status titan_mesh_init(const titan_job_config *cfg, titan_mesh *m) {
     memset(m, 0, sizeof *m);
     TITAN_TRY(titan_dist_init(&m->dist));

@@ -64,6 +64,9 @@ typedef struct {
 /* Checks the degrees against a job of `world` ranks without joining one
  * (a launcher's check before it starts them). */
 titan_status titan_mesh_check(const titan_job_config *cfg, int world);
+/* The same, keeping the layout the job would have (its pipeline split
+ * before the model's layer count is known: titan_pipeline_split). */
+titan_status titan_mesh_layout(const titan_job_config *cfg, int world, titan_layout *l);
 /* Joins the job and checks the degrees against its size (collective).
  * Ranks other than 0 log only warnings and errors, prefixed
  * "titan-train[rank N]". */

@@ -6,6 +6,7 @@
 
 #include "ckpt/ckpt.h"
 #include "data/tokenizer.h"
+#include "parallel/pipeline.h"
 
 titan_status titan_setup_model_config(const titan_job_config *cfg, int vocab_size,
                                       titan_llama_config *out) {
@@ -83,4 +84,58 @@ titan_ac_mode titan_setup_ac_mode(const titan_job_config *cfg) {
     case TITAN_JOB_AC_SELECTIVE: break;
     }
     return strcmp(opt, "op") == 0 ? TITAN_AC_OP : atoi(opt); /* "N": 1 .. 999999999 */
+}
+
+titan_status titan_setup_shape_of(const titan_job_config *cfg, int n_layers, titan_layout *lay, titan_setup_shape *sh) {
+    int B = cfg->training_local_batch_size;
+    sh->ac = titan_setup_ac_mode(cfg);
+    sh->sharded = lay->dp_shard * lay->cp > 1; /* FSDP's group: dp_shard x cp */
+    sh->mb = B;
+    sh->micro = 1;
+    sh->sched = TITAN_PP_1F1B;
+    /* mixed_precision_param is the compute type (torchtitan's meaning): bf16
+     * activations and compute weights; parameters, gradients and AdamW stay fp32. */
+    sh->compute = cfg->training_param_dtype == TITAN_JOB_BFLOAT16 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    if (lay->pp <= 1) return TITAN_OK;
+    /* Pipeline parallelism: the model is this rank's stage, run on
+     * micro-batches of pipeline_parallel_microbatch_size sequences. */
+    switch (cfg->parallelism_pp_schedule) {
+    case TITAN_JOB_PP_1F1B: sh->sched = TITAN_PP_1F1B; break;
+    case TITAN_JOB_PP_GPIPE: sh->sched = TITAN_PP_GPIPE; break;
+    case TITAN_JOB_PP_INTERLEAVED_1F1B: sh->sched = TITAN_PP_INTERLEAVED_1F1B; break;
+    case TITAN_JOB_PP_LOOPED_BFS: sh->sched = TITAN_PP_LOOPED_BFS; break;
+    }
+    sh->mb = cfg->parallelism_pipeline_parallel_microbatch_size;
+    sh->micro = B / sh->mb; /* titan_config_validate: mb divides B */
+    /* The exact stage split now that the layer count is known. */
+    return titan_pipeline_split(cfg, sh->sched, n_layers, sh->micro, lay);
+}
+
+titan_llama_options titan_setup_model_options(const titan_job_config *cfg, const titan_setup_shape *sh,
+                                              const titan_layout *lay, int pp_rank) {
+    int v, first_less, last_less; /* stages a rank */
+    titan_layout_split(lay, &v, &first_less, &last_less);
+    /* FSDP holds a unit's full parameters and gradients only while in use */
+    return (titan_llama_options){.flags = sh->sharded ? TITAN_LLAMA_RELEASABLE : 0,
+                                 .sequence_parallel = cfg->parallelism_enable_sequence_parallel,
+                                 .pp_size = lay->pp, .pp_stage = pp_rank,
+                                 .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
+                                 .pp_last_less = lay->pp_last_less,
+                                 .slots = titan_pipeline_slots(sh->sched, lay->pp, pp_rank, v, sh->micro)};
+}
+
+titan_status titan_setup_fsdp_options(const titan_job_config *cfg, const titan_setup_shape *sh, const titan_layout *lay,
+                                      int n_blocks, int *units, titan_fsdp_options *fo) {
+    memset(fo, 0, sizeof *fo);
+    TITAN_TRY(titan_fsdp_parse_plan(cfg->parallelism_comm_bucket_plan, n_blocks, sh->sharded, units, fo));
+    /* torchtitan's "default": reshard unless pipeline parallel (whose
+     * micro-batches would gather every unit again for each). */
+    switch (cfg->parallelism_reshard_policy) {
+    case TITAN_JOB_RESHARD_DEFAULT: fo->reshard_after_forward = lay->pp == 1; break;
+    case TITAN_JOB_RESHARD_ALWAYS: fo->reshard_after_forward = 1; break;
+    case TITAN_JOB_RESHARD_NEVER: fo->reshard_after_forward = 0; break;
+    }
+    fo->param_dtype = sh->compute; /* FSDP gathers what the model computes with */
+    fo->reduce_dtype = cfg->training_reduce_dtype == TITAN_JOB_BFLOAT16 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    return TITAN_OK;
 }

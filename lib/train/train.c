@@ -361,9 +361,10 @@ static titan_status loop(trainer *t) {
         titan_status st = train_step(t, &sm);
         if (profiled) titan_op_profile_record(t->prof, 0);
         TITAN_TRY(st);
+        size_t peak = 0, used = 0;
+        t->be->memory(NULL, &peak, &used, 0);
+        if (peak > t->mem_peak) t->mem_peak = peak;
         if (!t->dev.host) {
-            size_t peak = 0, used = 0;
-            t->be->memory(NULL, &peak, &used, 0);
             sm.has_dev_mem = 1;
             sm.dev_peak_bytes = peak;
             sm.dev_used_bytes = used;
@@ -438,6 +439,20 @@ static void flight_dump_on_failure(void) {
     if (hint[0]) titan_error_hint("%s", hint);
 }
 
+/* memory_estimation.enable: every rank's measured peak beside its estimate
+ * (each rank says it: the others' verbosity is lowered by default). */
+static void memory_report(const trainer *t) {
+    double m = (double)t->mem_peak, mib = 1.0 / (1024.0 * 1024.0);
+    int was = titan_log_verbosity();
+    if (was < 1) titan_log_set_verbosity(1);
+    titan_info("memory: rank %d: peak %.1f MiB measured (the %s allocator's count, the largest step's), "
+               "%.1f MiB estimated (%+.1f%%)%s", t->mesh.rank, m * mib, t->be->name, t->mem_estimate * mib,
+               100.0 * (t->mem_estimate - m) / m,
+               t->dev.host && t->mesh.layout.dp_shard * t->mesh.layout.cp > 1
+                   ? "; the cpu allocator counts FSDP's full buffers whole, the estimate what is resident" : "");
+    titan_log_set_verbosity(was);
+}
+
 titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *opts) {
     trainer t;
     memset(&t, 0, sizeof t);
@@ -453,6 +468,7 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
     else if (st == TITAN_OK && t.pr.step >= stop)
         titan_info("sampling from step %" PRId64 " (nothing left to train)", t.pr.step);
     if (st == TITAN_OK) st = loop(&t);
+    if (st == TITAN_OK && cfg->memory_estimation_enable && t.mem_peak > 0) memory_report(&t);
     /* rank 0 samples; under tp its group gathers the whole model with it
      * (the other ranks of its cp group hold the same parameters) */
     if (st == TITAN_OK && opts->sample_tokens > 0 && t.mesh.dp_rank == 0 && t.mesh.cp_rank == 0)

@@ -25,6 +25,7 @@
 #include "trace/metrics.h"
 #include "train/async_save.h"
 #include "train/device.h"
+#include "train/memory_estimate.h"
 #include "parallel/pipeline.h"
 #include "train/sample.h"
 #include "train/setup.h"
@@ -138,15 +139,10 @@ static void lr_resume_warn(const trainer *t) {
                titan_lr_at(&old, was, s));
 }
 
-/* What the phases of setup decide and the later ones need. */
-/* (The local batch and sequence are the config's, the cp and pp degrees
- * the mesh's layout.) */
-typedef struct {
-    int mb;           /* sequences a micro-batch (pipeline), else the local batch */
-    int sharded;      /* FSDP shards over dp_shard x cp */
-    titan_pp_schedule sched;
-    titan_dtype compute;
-} setup_shape;
+/* What the phases of setup decide and the later ones need (setup.h). (The
+ * local batch and sequence are the config's, the cp and pp degrees the
+ * mesh's layout.) */
+typedef titan_setup_shape setup_shape;
 
 static int async_saves(const titan_job_config *cfg) {
     return cfg->checkpoint_async != TITAN_JOB_ASYNC_DISABLED && cfg->checkpoint_enable;
@@ -206,55 +202,24 @@ static titan_status open_inputs(trainer *t) {
 /* Phase 3: this rank's model (its tp shard, pp stage, cp chunks). */
 static titan_status build_model(trainer *t, setup_shape *sh) {
     const titan_job_config *cfg = t->cfg;
-    int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
-    int cp = t->mesh.layout.cp;
-    sh->sharded = t->mesh.layout.dp_shard * cp > 1; /* FSDP's group: dp_shard x cp */
-    titan_ac_mode ac = titan_setup_ac_mode(cfg);
-    /* Pipeline parallelism: the model is this rank's stage, run on
-     * micro-batches of pipeline_parallel_microbatch_size sequences. */
-    int pp = t->mesh.layout.pp;
-    sh->mb = B;
-    sh->sched = TITAN_PP_1F1B;
-    t->micro = 1;
-    if (pp > 1) {
-        if (t->sample) {
-            titan_error(TITAN_ERR_USAGE, "--sample with pipeline_parallel_degree %d: not yet supported", pp);
-            titan_error_hint("train without --sample, then sample from its checkpoint with one process: "
-                             "titan-train RUN --sample N");
-            return TITAN_ERR_USAGE;
-        }
-        switch (cfg->parallelism_pp_schedule) {
-        case TITAN_JOB_PP_1F1B: sh->sched = TITAN_PP_1F1B; break;
-        case TITAN_JOB_PP_GPIPE: sh->sched = TITAN_PP_GPIPE; break;
-        case TITAN_JOB_PP_INTERLEAVED_1F1B: sh->sched = TITAN_PP_INTERLEAVED_1F1B; break;
-        case TITAN_JOB_PP_LOOPED_BFS: sh->sched = TITAN_PP_LOOPED_BFS; break;
-        }
-        sh->mb = cfg->parallelism_pipeline_parallel_microbatch_size;
-        t->micro = B / sh->mb; /* titan_config_validate: mb divides B */
-        /* The exact stage split now that the layer count is known (the
-         * mesh made its communicators for the schedule's kind). */
-        TITAN_TRY(titan_pipeline_split(cfg, sh->sched, t->mc.n_layers, t->micro, &t->mesh.layout));
-        titan_layout_format(&t->mesh.layout, t->mesh.layout_str, sizeof t->mesh.layout_str);
+    int T = cfg->training_seq_len, pp = t->mesh.layout.pp;
+    if (pp > 1 && t->sample) {
+        titan_error(TITAN_ERR_USAGE, "--sample with pipeline_parallel_degree %d: not yet supported", pp);
+        titan_error_hint("train without --sample, then sample from its checkpoint with one process: "
+                         "titan-train RUN --sample N");
+        return TITAN_ERR_USAGE;
     }
-    titan_layout *lay = &t->mesh.layout;
-    int v, first_less, last_less; /* stages a rank */
-    titan_layout_split(lay, &v, &first_less, &last_less);
-    /* mixed_precision_param is the compute type (torchtitan's meaning): bf16
-     * activations and compute weights; parameters, gradients and AdamW stay fp32. */
-    sh->compute = cfg->training_param_dtype == TITAN_JOB_BFLOAT16 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
+    /* the exact stage split (the mesh made its communicators for the schedule's kind) */
+    TITAN_TRY(titan_setup_shape_of(cfg, t->mc.n_layers, &t->mesh.layout, sh));
+    t->micro = sh->micro;
+    if (pp > 1) titan_layout_format(&t->mesh.layout, t->mesh.layout_str, sizeof t->mesh.layout_str);
     /* the tp and cp collectives the model runs, on its backend's buffers */
     TITAN_TRY(titan_mesh_groups(&t->mesh, t->be));
-    /* FSDP holds a unit's full parameters and gradients only while in use */
-    titan_llama_options mo = {.flags = sh->sharded ? TITAN_LLAMA_RELEASABLE : 0,
-                              .tp = t->mesh.tp_group,
-                              .cp = t->mesh.cp_group,
-                              .sequence_parallel = cfg->parallelism_enable_sequence_parallel,
-                              .pp_size = pp, .pp_stage = t->mesh.pp_rank,
-                              .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
-                              .pp_last_less = lay->pp_last_less,
-                              .slots = titan_pipeline_slots(sh->sched, pp, t->mesh.pp_rank, v, t->micro)};
+    titan_llama_options mo = titan_setup_model_options(cfg, sh, &t->mesh.layout, t->mesh.pp_rank);
+    mo.tp = t->mesh.tp_group;
+    mo.cp = t->mesh.cp_group;
     /* titan_setup_model_config has checked the tp and pp splits */
-    TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, sh->mb, T, ac, sh->compute, &mo));
+    TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, sh->mb, T, sh->ac, sh->compute, &mo));
     return TITAN_OK;
 }
 
@@ -268,23 +233,9 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     };
     int *units = titan_alloc((size_t)(t->mc.n_layers + 2) * sizeof *units, "communication plan");
     if (!units) return TITAN_ERR_NOMEM;
-    titan_fsdp_options fo = {0};
-    titan_status st = titan_fsdp_parse_plan(cfg->parallelism_comm_bucket_plan, t->mc.n_layers + 2, sh->sharded,
-                               units, &fo);
-    if (st != TITAN_OK) {
-        titan_free(units);
-        return st;
-    }
-    /* torchtitan's "default": reshard unless pipeline parallel (whose
-     * micro-batches would gather every unit again for each). */
-    switch (cfg->parallelism_reshard_policy) {
-    case TITAN_JOB_RESHARD_DEFAULT: fo.reshard_after_forward = t->mesh.layout.pp == 1; break;
-    case TITAN_JOB_RESHARD_ALWAYS: fo.reshard_after_forward = 1; break;
-    case TITAN_JOB_RESHARD_NEVER: fo.reshard_after_forward = 0; break;
-    }
-    fo.param_dtype = sh->compute; /* FSDP gathers what the model computes with */
-    fo.reduce_dtype = cfg->training_reduce_dtype == TITAN_JOB_BFLOAT16 ? TITAN_DTYPE_BF16 : TITAN_DTYPE_F32;
-    st = titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo);
+    titan_fsdp_options fo;
+    titan_status st = titan_setup_fsdp_options(cfg, sh, &t->mesh.layout, t->mc.n_layers + 2, units, &fo);
+    if (st == TITAN_OK) st = titan_fsdp_create(&t->fsdp, &t->mesh, t->model, &fo);
     titan_free(units); /* make_units copied the plan */
     if (st != TITAN_OK) return st;
     if (t->mesh.layout.pp > 1)
@@ -294,31 +245,54 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     return TITAN_OK;
 }
 
+/* This rank's memory estimate (the dry run's, memory_estimate.h), on the
+ * device and communicators it opened. */
+static titan_status estimate_memory(trainer *t, titan_memory_rank *r) {
+    titan_memory_device dev = titan_memory_device_of(t->cfg);
+    dev.host = t->dev.host;
+    dev.device_comm = t->dev.host || t->dev.nccl;
+    TITAN_TRY(titan_memory_estimate(t->cfg, &t->mc, t->mesh.world, t->mesh.rank, &dev, r));
+    t->mem_estimate = r->peak;
+    return TITAN_OK;
+}
+
+/* memory_estimation.enable: every rank says its estimate (the others'
+ * verbosity is lowered by default). */
+static void estimate_line(const trainer *t, const titan_memory_rank *r) {
+    double mib = 1.0 / (1024.0 * 1024.0);
+    int was = titan_log_verbosity();
+    if (was < 1) titan_log_set_verbosity(1);
+    titan_info("memory estimate: rank %d: peak %.1f MiB (held %.1f: parameters and gradients %.1f, compute copy "
+               "%.1f, AdamW %.1f, FSDP shard %.1f, activations %.1f = %d x %.1f a micro-batch + scratch, "
+               "communication %.1f; a step adds %.1f gathered, %.1f gradients, %.1f staging)",
+               t->mesh.rank, r->peak * mib, r->held * mib, r->by_unit ? 0.0 : (r->params + r->grads) * mib,
+               r->by_unit ? 0.0 : r->compute_copy * mib, r->optimizer * mib, r->shard * mib, r->activations * mib,
+               r->slots, r->act_slot * mib, (r->cp + r->pipeline) * mib, r->fsdp_gathered * mib,
+               r->fsdp_grads * mib, r->fsdp_staging * mib);
+    titan_log_set_verbosity(was);
+}
+
 /* On a device: the staging of synchronous saves, and the memory plan
  * beside what the backend holds. */
 static titan_status plan_device_memory(trainer *t, const setup_shape *sh) {
     const titan_job_config *cfg = t->cfg;
+    titan_memory_rank r;
+    if (cfg->memory_estimation_enable || !t->dev.host) TITAN_TRY(estimate_memory(t, &r));
+    if (cfg->memory_estimation_enable) estimate_line(t, &r);
     if (!t->dev.host) {
         /* Synchronous saves of backend memory go through host copies (an
          * async saver's snapshot is one already). */
         if (!async_saves(cfg)) TITAN_TRY(titan_state_stage_create(&t->stage, t->be, titan_fsdp_numel(t->fsdp)));
-        /* Everything on the device is allocated by now, once: the analytic plan
+        /* Everything on the device is allocated by now, once: the plan
          * beside what the backend holds (each step's peak is reported too). */
-        double mib = 1.0 / (1024.0 * 1024.0), pg = 2.0 * sizeof(float) * (double)titan_llama_params_count(t->model);
-        double lp = (double)titan_llama_compute_copy_bytes(t->model), act = (double)titan_llama_activation_bytes(t->model);
-        double opt = 2.0 * sizeof(float) * (double)titan_adamw_numel(t->adam);
-        /* FSDP: the rank's shard of parameters and gradients (staging buffers
-         * come on top) */
-        double shard = sh->sharded ? 2.0 * sizeof(float) * (double)titan_fsdp_numel(t->fsdp) : 0.0;
+        double mib = 1.0 / (1024.0 * 1024.0);
         size_t held = 0;
         t->be->memory(&held, NULL, NULL, 0);
-        /* FSDP commits a unit's full parameters and gradients only while in
-         * use (releasable memory): the full sizes are an upper bound then. */
-        const char *bound = shard > 0 ? "at most " : "";
-        titan_info("device memory: planned %s%.1f MiB (parameters and gradients %s%.1f, %s compute copy %s%.1f, "
-                   "AdamW %.1f, activations %.1f, FSDP shard %.1f); held %.1f MiB",
-                   bound, (pg + lp + act + opt + shard) * mib, bound, pg * mib, titan_dtype_name(sh->compute), bound,
-                   lp * mib, opt * mib, act * mib, shard * mib, (double)held * mib);
+        titan_info("device memory: planned %.1f MiB, %.1f at a step's peak (parameters and gradients %.1f, %s "
+                   "compute copy %.1f, AdamW %.1f, activations %.1f, FSDP shard %.1f, communication %.1f); "
+                   "held %.1f MiB", r.held * mib, r.peak * mib, r.by_unit ? 0.0 : (r.params + r.grads) * mib,
+                   titan_dtype_name(sh->compute), r.by_unit ? 0.0 : r.compute_copy * mib, r.optimizer * mib,
+                   r.activations * mib, r.shard * mib, (r.cp + r.pipeline) * mib, (double)held * mib);
     }
     return TITAN_OK;
 }

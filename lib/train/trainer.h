@@ -51,6 +51,10 @@ typedef struct {
     double peak_flops, flops_per_token;
     char ckpt_root[4096];
     titan_op_profile *prof;    /* [profiling] enable_profiling: be is its table */
+    /* memory_estimation.enable: this rank's estimated peak (bytes of backend
+     * memory) and the largest step peak the backend's allocator counted */
+    double mem_estimate;
+    size_t mem_peak;
     char prof_root[4096];
 } trainer;
 

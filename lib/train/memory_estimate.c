@@ -1,0 +1,285 @@
+/* memory_estimate.c - the memory dry run (memory_estimate.h): each rank's
+ * buffers from the plan code the run sets up with, and the peak of a step
+ * from FSDP's schedule (fsdp.h: which units are gathered, which gradients
+ * wait for their reduce-scatter, how many staging buffers are in flight). */
+#include "train/memory_estimate.h"
+
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/mem.h"
+#include "data/tokenizer.h"
+#include "model/llama.h"
+#include "parallel/fsdp.h"
+#include "parallel/mesh.h"
+#include "train/setup.h"
+
+/* A GPU's mapping granule for releasable memory (cuMemGetAllocationGranularity's
+ * recommended size on current NVIDIA GPUs). */
+#define CUDA_GRANULE ((size_t)2 << 20)
+
+titan_memory_device titan_memory_device_of(const titan_job_config *cfg) {
+    titan_memory_device d = {.host = 1, .device_comm = 1, .granule = titan_page_size(), .name = "cpu"};
+    int shm = cfg->comm_backend_kind == TITAN_JOB_COMM_SHM || cfg->comm_backend_kind == TITAN_JOB_COMM_MPI;
+    switch (cfg->training_device_kind) {
+    case TITAN_JOB_DEVICE_CPU: break;
+    case TITAN_JOB_DEVICE_CPU_GUARD: /* a GPU's rules on the CPU: shm communicators take host memory */
+        d = (titan_memory_device){.host = 0, .device_comm = 0, .granule = titan_page_size(), .name = "cpu-guard"};
+        break;
+    case TITAN_JOB_DEVICE_CUDA:
+    case TITAN_JOB_DEVICE_CUDA_N:
+    case TITAN_JOB_DEVICE_AUTO: /* what auto opens where a GPU is */
+        d = (titan_memory_device){.host = 0, .device_comm = !shm, .granule = CUDA_GRANULE, .name = "cuda"};
+        break;
+    }
+    return d;
+}
+
+/* The plans of rank `rank`: its model's, FSDP's, and the step's shape. */
+typedef struct {
+    titan_layout lay;
+    titan_setup_shape sh;
+    titan_llama_memory mm;
+    titan_fsdp_options fo;
+    titan_fsdp_memory fm;
+    int accum;
+} plans;
+
+static titan_status plan_rank(const titan_job_config *cfg, const titan_llama_config *mc, int world, int rank,
+                              const titan_memory_device *dev, plans *p) {
+    TITAN_TRY(titan_mesh_layout(cfg, world, &p->lay));
+    TITAN_TRY(titan_setup_shape_of(cfg, mc->n_layers, &p->lay, &p->sh));
+    titan_layout_coord c;
+    titan_layout_coord_of(&p->lay, rank, &c);
+    titan_llama_options mo = titan_setup_model_options(cfg, &p->sh, &p->lay, c.pp);
+    /* the model's plan needs the groups' places only */
+    titan_group tp = {.rank = c.tp, .size = p->lay.tp}, cp = {.rank = c.cp, .size = p->lay.cp};
+    mo.tp = p->lay.tp > 1 ? &tp : NULL;
+    mo.cp = p->lay.cp > 1 ? &cp : NULL;
+    TITAN_TRY(titan_llama_plan_memory(mc, p->sh.mb, cfg->training_seq_len, p->sh.ac, p->sh.compute, &mo, dev->host,
+                                      &p->mm));
+    int nb = mc->n_layers + 2;
+    int *units = titan_alloc((size_t)nb * sizeof *units, "communication plan");
+    if (!units) return TITAN_ERR_NOMEM;
+    titan_status st = titan_setup_fsdp_options(cfg, &p->sh, &p->lay, nb, units, &p->fo);
+    if (st == TITAN_OK) st = titan_fsdp_plan_memory(&p->lay, mc, rank, &p->fo, &p->fm);
+    titan_free(units);
+    TITAN_TRY(st);
+    return titan_setup_accum_steps(cfg, p->lay.dp_replicate * p->lay.dp_shard, &p->accum);
+}
+
+/* What a step adds under FSDP (fsdp.h's schedule): the gathered units, the
+ * full gradients not yet reduce-scattered, the staging buffers. */
+static void fsdp_step(const titan_llama_config *mc, const plans *p, const titan_memory_device *dev,
+                      titan_memory_rank *r) {
+    const titan_fsdp_memory *fm = &p->fm;
+    size_t pe = titan_dtype_size(p->fo.param_dtype), re = titan_dtype_size(p->fo.reduce_dtype);
+    int sharded = fm->nshards > 1, replicate = p->lay.dp_replicate > 1;
+    if (sharded) {
+        /* Gathers in the compute type land in the compute copy alone
+         * (direct); else the fp32 parameters, with the copy cast from them. */
+        int direct = p->fo.param_dtype != TITAN_DTYPE_F32 && p->fo.param_dtype == p->sh.compute;
+        double per = direct ? (double)pe : 4.0 + (p->sh.compute != TITAN_DTYPE_F32 ? 2.0 : 0.0);
+        double nparams = (double)p->mm.nparams;
+        /* The unit in use (the head's backward also reads the embedding's
+         * unit when they are tied); the prefetched one waits in its staging
+         * buffer (below) until the unit in use is done with. */
+        double in_use = (double)fm->unit_max;
+        if (mc->tie_embeddings && fm->last_unit + fm->first_unit > fm->unit_max)
+            in_use = (double)(fm->last_unit + fm->first_unit);
+        /* Without resharding every unit stays gathered from its forward to its backward. */
+        r->fsdp_gathered = (p->fo.reshard_after_forward ? in_use : nparams) * per;
+        /* Later micro-batches add into every unit's full gradient: reduced
+         * after the last one only; else the unit in backward's. */
+        int keeps_all = p->accum * p->sh.micro > 1;
+        r->fsdp_grads = (keeps_all ? nparams : (double)fm->unit_max) * sizeof(float);
+        if (dev->granule > titan_page_size()) /* a GPU: the end granules of each unit stay mapped */
+            r->granules = (double)(fm->nunits - 1) * (double)dev->granule * 2.0;
+    }
+    /* Staging (fsdp.c): buffers are taken as collectives start, freed as
+     * they finish, and each grows to the largest collective it served; over
+     * a step they swap units, so each may end at the largest unit's size.
+     * In use at once: the prefetched gather, the reduce-scatter just queued
+     * and the one before it, and never more than the units with parameters;
+     * the last of fsdp.c's buffers is taken only when a collective lags
+     * three behind (not seen in tests/cli/memory_estimate.sh's runs). */
+    int mirror = !dev->device_comm && !dev->host;
+    size_t esz = 0;
+    if (sharded) esz = pe > re ? pe : re; /* gathers and reduce-scatters */
+    else if (replicate && (p->fo.reduce_dtype != TITAN_DTYPE_F32 || mirror)) esz = re; /* all-reduces */
+    int k = titan_fsdp_staging_buffers() - 1;
+    if (k > fm->nonempty) k = fm->nonempty;
+    r->fsdp_staging = (double)k * (double)fm->unit_max * (double)esz;
+    if (mirror) r->host_mirrors += r->fsdp_staging;
+}
+
+titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llama_config *mc, int world, int rank,
+                                   const titan_memory_device *dev, titan_memory_rank *r) {
+    memset(r, 0, sizeof *r);
+    plans p;
+    TITAN_TRY(plan_rank(cfg, mc, world, rank, dev, &p));
+    r->rank = rank;
+    titan_layout_coord_of(&p.lay, rank, &r->c);
+    const titan_llama_memory *mm = &p.mm;
+    int sharded = p.fm.nshards > 1, mirror = !dev->device_comm && !dev->host;
+    r->nparams = mm->nparams;
+    r->params = r->grads = (double)mm->params_bytes;
+    r->compute_copy = (double)mm->compute_copy_bytes;
+    r->activations = (double)mm->arena_bytes;
+    r->act_slot = (double)mm->slot_bytes;
+    r->slots = mm->slots;
+    r->cp = (double)mm->cp_bytes;
+    if (sharded) r->shard = 2.0 * (double)(p.fm.nshard + 1) * sizeof(float);
+    r->optimizer = 2.0 * (double)(p.fm.nshard ? p.fm.nshard : 1) * sizeof(float);
+    if (p.lay.pp > 1) { /* pipeline.c: per slot, an outgoing gradient (or host copies of both messages) */
+        double per_slot = (double)mm->slots * (double)mm->stage_io_bytes;
+        if (mirror) r->host_mirrors += 2.0 * per_slot + 2.0 * (double)mm->stage_io_bytes;
+        else r->pipeline = per_slot > 0 ? per_slot : 1;
+    }
+    if (mirror) r->host_mirrors += (double)mm->tp_reserve_bytes + (double)mm->cp_reserve_bytes;
+    fsdp_step(mc, &p, dev, r);
+    /* FSDP's full buffers are releasable: held a unit at a time where the
+     * device maps memory on use, wholly where it cannot. */
+    double full = r->params + r->grads + r->compute_copy;
+    int by_unit = r->by_unit = sharded && dev->granule > 0;
+    r->held = (by_unit ? 0.0 : full) + r->shard + r->optimizer + r->activations + r->cp + r->pipeline;
+    double step = by_unit ? r->fsdp_gathered + r->fsdp_grads + r->granules : 0.0;
+    r->peak = r->held + step + r->fsdp_staging;
+    /* checkpoints: an async snapshot (host), or the staging of a device's saves */
+    double state = 3.0 * (double)p.fm.nshard * sizeof(float);
+    if (cfg->checkpoint_enable && cfg->checkpoint_async != TITAN_JOB_ASYNC_DISABLED) r->host_ckpt = state;
+    else if (!dev->host) r->host_ckpt = state;
+    int shm = !dev->device_comm || dev->host;
+    if (world > 1 && shm && cfg->comm_backend_kind != TITAN_JOB_COMM_MPI)
+        r->shm_segment = (double)titan_comm_shm_segment_bytes(world);
+    return TITAN_OK;
+}
+
+static double mib(double b) { return b / (1024.0 * 1024.0); }
+
+/* Ranks whose group is g, as ranges ("0-6,8-14"), cut short with "..." and
+ * their count when long. */
+static void rank_list(const int *group, int world, int g, char *out, size_t cap) {
+    size_t used = 0;
+    int count = 0, cut = 0;
+    out[0] = '\0';
+    for (int r = 0; r < world; r++) {
+        if (group[r] != g) continue;
+        count++;
+        if (r > 0 && group[r - 1] == g) continue; /* inside a range */
+        int e = r;
+        while (e + 1 < world && group[e + 1] == g) e++;
+        char item[32];
+        if (e == r) snprintf(item, sizeof item, "%s%d", used ? "," : "", r);
+        else snprintf(item, sizeof item, "%s%d-%d", used ? "," : "", r, e);
+        if (cut || used + strlen(item) + 24 > cap) {
+            cut = 1;
+            continue;
+        }
+        used += (size_t)snprintf(out + used, cap - used, "%s", item);
+    }
+    if (cut) snprintf(out + used, cap - used, ",... (%d ranks)", count);
+}
+
+/* One line of the table: a group of ranks with the same figures. */
+static void print_row(FILE *f, const titan_memory_rank *r, const char *ranks) {
+    double full = r->by_unit ? 0.0 : r->params + r->grads, copy = r->by_unit ? 0.0 : r->compute_copy;
+    fprintf(f, "%3d %10.1f %8.1f %8.1f %8.1f %8.1f %3d %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n", r->c.pp, mib(full),
+            mib(copy), mib(r->optimizer), mib(r->shard), mib(r->act_slot), r->slots, mib(r->activations),
+            mib(r->cp + r->pipeline + r->fsdp_staging), mib(r->fsdp_gathered + r->fsdp_grads + r->granules),
+            mib(r->held), mib(r->peak), ranks);
+}
+
+/* Whether two ranks' figures are the same (one line for both). */
+static int same_figures(const titan_memory_rank *a, const titan_memory_rank *b) {
+    return a->params == b->params && a->compute_copy == b->compute_copy && a->optimizer == b->optimizer &&
+           a->shard == b->shard && a->activations == b->activations && a->act_slot == b->act_slot &&
+           a->slots == b->slots && a->cp == b->cp && a->pipeline == b->pipeline &&
+           a->fsdp_gathered == b->fsdp_gathered && a->fsdp_grads == b->fsdp_grads &&
+           a->fsdp_staging == b->fsdp_staging && a->held == b->held && a->peak == b->peak && a->c.pp == b->c.pp;
+}
+
+static const char *ac_name(titan_ac_mode ac, char *buf, size_t cap) {
+    if (ac == TITAN_AC_NONE) return "none";
+    if (ac == TITAN_AC_FULL) return "full";
+    if (ac == TITAN_AC_OP) return "selective op";
+    snprintf(buf, cap, "selective, every %dth layer", ac);
+    return buf;
+}
+
+/* The job's line: layout, device, types, the step's shape. */
+static titan_status print_header(const titan_job_config *cfg, const titan_llama_config *mc, int world,
+                                 const titan_memory_device *dev, FILE *f) {
+    plans p;
+    TITAN_TRY(plan_rank(cfg, mc, world, 0, dev, &p));
+    char lay[256], acb[64];
+    titan_layout_format(&p.lay, lay, sizeof lay);
+    fprintf(f, "memory estimate: %d rank%s (%s), device %s%s, model %s (%zu parameters), micro-batch %d x %d, "
+               "%d micro-batch%s a step, %d accumulation step%s\n",
+            world, world == 1 ? "" : "s", lay, dev->name,
+            dev->granule > titan_page_size() ? " (FSDP memory mapped in 2 MiB granules)" : "", cfg->model_flavor,
+            titan_llama_num_params(mc), p.sh.mb, cfg->training_seq_len / p.lay.cp, p.sh.micro,
+            p.sh.micro == 1 ? "" : "es", p.accum, p.accum == 1 ? "" : "s");
+    fprintf(f, "  compute %s, FSDP gathers %s, reduces %s, %s; activation checkpointing %s; %s\n",
+            titan_dtype_name(p.sh.compute), titan_dtype_name(p.fo.param_dtype), titan_dtype_name(p.fo.reduce_dtype),
+            p.fm.nshards > 1 ? (p.fo.reshard_after_forward ? "resharding after forward" : "no reshard after forward")
+                             : "no FSDP sharding",
+            ac_name(p.sh.ac, acb, sizeof acb),
+            p.lay.pp > 1 ? titan_pp_schedule_name(p.sh.sched) : "no pipeline");
+    return TITAN_OK;
+}
+
+/* Ranks with the same figures share a line; at most this many lines. */
+#define MAX_GROUPS 256
+
+titan_status titan_memory_dry_run(const titan_job_config *cfg, const titan_llama_config *mc, int world,
+                                  const titan_memory_device *dev, FILE *f) {
+    TITAN_TRY(print_header(cfg, mc, world, dev, f));
+    titan_memory_rank *figs = titan_alloc(MAX_GROUPS * sizeof *figs, "memory estimate");
+    int *group = titan_alloc((size_t)world * sizeof *group, "memory estimate");
+    titan_status st = figs && group ? TITAN_OK : TITAN_ERR_NOMEM;
+    titan_memory_rank cur, host = {0};
+    int ngroups = 0;
+    double top = 0;
+    for (int rank = 0; rank < world && st == TITAN_OK; rank++) {
+        st = titan_memory_estimate(cfg, mc, world, rank, dev, &cur);
+        if (st != TITAN_OK) break;
+        if (cur.peak > top) top = cur.peak;
+        if (cur.host_mirrors + cur.host_ckpt > host.host_mirrors + host.host_ckpt) host = cur;
+        int g = 0;
+        while (g < ngroups && !same_figures(&figs[g], &cur)) g++;
+        if (g == ngroups && ngroups < MAX_GROUPS) figs[ngroups++] = cur;
+        group[rank] = g < MAX_GROUPS ? g : MAX_GROUPS - 1; /* past the cap: the last line's */
+    }
+    if (st == TITAN_OK) {
+        fprintf(f, "  backend memory in MiB (what the %s allocator counts%s); act/mb: activations a micro-batch in "
+                   "flight keeps, x: micro-batches in flight\n",
+                dev->name, dev->host ? "; under FSDP what is resident" : "");
+        fprintf(f, "%3s %10s %8s %8s %8s %8s %3s %9s %9s %9s %9s %9s  %s\n", "pp", "param+grad", "bf16copy", "AdamW",
+                "shard", "act/mb", "x", "act.arena", "comm.bufs", "fsdp.step", "held", "peak", "ranks");
+        for (int g = 0; g < ngroups; g++) {
+            char ranks[160];
+            rank_list(group, world, g, ranks, sizeof ranks);
+            print_row(f, &figs[g], ranks);
+        }
+        fprintf(f, "  peak of the job's ranks: %.1f MiB of backend memory\n", mib(top));
+        fprintf(f, "  host memory a rank adds at most: %.1f MiB of collective mirrors, %.1f MiB of checkpoint "
+                   "staging; shared memory: %.1f MiB for the world communicator\n",
+                mib(host.host_mirrors), mib(host.host_ckpt), mib(cur.shm_segment));
+    }
+    titan_free(figs);
+    titan_free(group);
+    return st;
+}
+
+titan_status titan_memory_dry_run_job(const titan_job_config *cfg, int world, FILE *f) {
+    titan_tokenizer *tok;
+    TITAN_TRY(titan_tokenizer_open(&tok, cfg->model_tokenizer));
+    titan_llama_config mc;
+    titan_status st = titan_setup_model_config(cfg, titan_tokenizer_vocab_size(tok), &mc);
+    titan_tokenizer_free(tok);
+    TITAN_TRY(st);
+    TITAN_TRY(titan_mesh_check(cfg, world));
+    titan_memory_device dev = titan_memory_device_of(cfg);
+    return titan_memory_dry_run(cfg, &mc, world, &dev, f);
+}

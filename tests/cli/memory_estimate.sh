@@ -1,0 +1,128 @@
+#!/bin/sh
+# CLI tests of the memory dry run (titan-train --dry-run, memory_estimation.enable):
+# the estimate of every rank against the peak the backend's own allocator
+# counted in a real run (backend.h's memory(): the buffers the estimate
+# covers, nothing else; peak RSS would add the process's code, BLAS
+# buffers, the tokenizer and the mapped shards, which do not scale with the
+# model), within 10%, for one process (fp32, bf16, activation
+# checkpointing full and op), FSDP 2 (fp32; bf16 with selective layer
+# checkpointing) and cp 2 on cpu-guard (the CPU under a GPU's memory rules:
+# FSDP's full buffers counted as committed pages), tp 2, pp 2 (1F1B, and
+# GPipe with full checkpointing: the micro-batches in flight differ by
+# stage), pp 2 x FSDP 2 and DDP 2 with bf16 reductions; and on the CUDA
+# emulator's allocator (one process, fp32 and bf16 with op checkpointing;
+# skipped where the emulator is not built). The dry run prints, for any
+# world size, the figures each rank's run prints at start (the same code);
+# it allocates nothing (405B over 512 ranks under a 1 GiB address-space
+# limit). TAP output.
+set -u
+EXPECT_TIMEOUT=120
+. "$(dirname "$0")/lib/tap.sh"
+export TITAN_COMM_TIMEOUT=30
+
+shard_man_corpus
+cfg=$top/configs/debugmodel.toml
+SMALL="--model.dim=128 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 --model.multiple_of=16
+ --training.seq_len=128 --training.local_batch_size=8 --training.steps=1 --checkpoint.interval=10
+ --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=1 --training.dataset_path=$tmp/data
+ --metrics.peak_flops=1e11 --training.threads=1"
+"$bin/titan-init" -q "$cfg" "$tmp/run" $SMALL 2>"$tmp/err" && ok "init" || fail "init"
+GUARD="--training.device=cpu-guard"
+BF16="--training.mixed_precision_param=bfloat16"
+PP2="--parallelism.pipeline_parallel_degree=2 --parallelism.pipeline_parallel_microbatch_size=1"
+
+# within NAME RANKS: every one of RANKS ranks printed its measured peak beside
+# its estimate, and each is within 10%; the figures go into the description.
+within() {
+    if /usr/bin/python3 - "$tmp/err" "$2" >"$tmp/within" 2>&1 <<'PY'
+import re, sys
+lines = open(sys.argv[1]).read()
+got = re.findall(r"memory: rank (\d+): peak ([0-9.]+) MiB measured .*?, ([0-9.]+) MiB estimated \(([-+0-9.]+)%\)", lines)
+ranks = sorted(int(r) for r, _, _, _ in got)
+print(", ".join("rank %s %s/%s MiB %s%%" % g for g in sorted(got)))
+sys.exit(0 if ranks == list(range(int(sys.argv[2]))) and all(abs(float(g[3])) <= 10 for g in got) else 1)
+PY
+    then ok "$1: estimate within 10% of the measured peak ($(cat "$tmp/within"))"
+    else fail "$1: estimate within 10% of the measured peak ($(cat "$tmp/within"))"; fi
+}
+
+# layout NAME RANKS FLAGS...: a fresh copy of the run $base (default
+# $tmp/run) trained one step with the estimate on, then checked with `within`.
+layout() {
+    name=$1 ranks=$2; shift 2
+    rm -rf "$tmp/$name"; cp -r "${base:-$tmp/run}" "$tmp/$name"
+    if [ "$ranks" = 1 ]; then
+        expect 0 "memory estimate: rank 0: peak" "train $name with memory_estimation.enable" -- \
+            "$bin/titan-train" "$tmp/$name" --memory_estimation.enable=true "$@"
+    else
+        expect 0 "memory estimate: rank 0: peak" "train $name with memory_estimation.enable" -- \
+            "$bin/titan-train" "$tmp/$name" --nproc "$ranks" --memory_estimation.enable=true "$@"
+    fi
+    cp "$tmp/err" "$tmp/$name-err"
+    within "$name" "$ranks"
+}
+
+layout single 1
+layout ac-full 1 --activation_checkpoint.mode=full
+layout bf16-op 1 $BF16 --activation_checkpoint.mode=selective --activation_checkpoint.selective_ac_option=op
+layout fsdp2 2 $GUARD
+layout fsdp2-bf16-ac2 2 $GUARD $BF16 --activation_checkpoint.mode=selective
+layout tp2 2 --parallelism.tensor_parallel_degree=2
+layout pp2 2 $PP2
+layout pp2-gpipe-full 2 $PP2 --parallelism.pipeline_parallel_schedule=GPipe --activation_checkpoint.mode=full
+layout cp2 2 $GUARD --parallelism.context_parallel_degree=2 --parallelism.data_parallel_shard_degree=1
+layout pp2-fsdp2 4 $GUARD --parallelism.pipeline_parallel_degree=2 --parallelism.pipeline_parallel_microbatch_size=2
+layout ddp2-bf16-reduce 2 $GUARD --parallelism.data_parallel_replicate_degree=2 \
+    --parallelism.data_parallel_shard_degree=1 --training.mixed_precision_reduce=bfloat16
+
+# The dry run's per-rank peaks are the run's own estimate lines (pp 2: the
+# stages differ), without starting a rank.
+expect 0 "" "dry run of pp 2 (--world-size 2)" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 $PP2
+cp "$tmp/out" "$tmp/dry"
+for r in 0 1; do
+    want=$(sed -n "s/.*memory estimate: rank $r: peak \([0-9.]*\) MiB.*/\1/p" "$tmp/pp2-err" 2>/dev/null)
+    have=$(awk -v r="$r" '$NF == r {print $12}' "$tmp/dry")
+    [ -n "$have" ] && [ "$have" = "$want" ] && ok "dry run rank $r's peak = the run's estimate ($have MiB)" \
+        || fail "dry run rank $r's peak = the run's estimate (dry run '$have', run '$want')"
+done
+grep -q "^ *1 .* 1$" "$tmp/dry" && grep -q "1F1B" "$tmp/dry" && ok "dry run: one line per stage, the schedule named" \
+    || fail "dry run: one line per stage, the schedule named"
+expect 0 "" "dry run with --nproc 4 names 4 ranks" -- "$bin/titan-train" --dry-run "$tmp/run" --nproc 4
+grep -q "^memory estimate: 4 ranks (dp_replicate=1,dp_shard=4" "$tmp/out" && ok "--nproc gives the dry run's world" \
+    || fail "--nproc gives the dry run's world"
+[ ! -e "$tmp/run/metrics.jsonl" ] && ok "the dry runs trained nothing" || fail "the dry runs trained nothing"
+
+# Nothing is allocated: Llama 3 405B (pp 8 x tp 8 x FSDP 8) under a 1 GiB
+# address-space limit, in well under a second of CPU.
+BIG="--model.flavor=405B --model.dim=0 --model.n_layers=0 --model.n_heads=0 --model.n_kv_heads=0
+ --model.multiple_of=0 --training.seq_len=8192 --training.local_batch_size=32 $BF16 --training.device=cuda
+ --parallelism.tensor_parallel_degree=8 --activation_checkpoint.mode=full $PP2"
+expect 0 "" "dry run of 405B on 512 ranks under ulimit -v 1 GiB" -- \
+    sh -c 'ulimit -v 1048576 && exec "$@"' sh "$bin/titan-train" --dry-run "$tmp/run" --world-size 512 $BIG \
+    --parallelism.pipeline_parallel_degree=8
+grep -q "^memory estimate: 512 ranks (dp_replicate=1,dp_shard=8,cp=1,tp=8,pp=8), device cuda" "$tmp/out" &&
+    [ "$(awk '$NF ~ /^[0-9,-]+$/ {print $1}' "$tmp/out" | sort -u | tr '\n' ' ')" = "0 1 2 3 4 5 6 7 " ] &&
+    grep -q " 64-127$" "$tmp/out" && ok "405B: every pipeline stage's ranks estimated" \
+    || fail "405B: every pipeline stage's ranks estimated"
+
+expect 2 "world-size: only with --dry-run" "--world-size without --dry-run is a usage error" -- \
+    "$bin/titan-train" "$tmp/run" --world-size 2
+expect 2 "cannot be split" "a world the degrees do not fit is refused" -- \
+    "$bin/titan-train" --dry-run "$tmp/run" --world-size 3 --parallelism.tensor_parallel_degree=2
+"$bin/titan-train" --print-config "$tmp/run" --memory_estimation.enable=true 2>"$tmp/err" | grep -A2 "^\[memory_estimation\]" |
+    grep -q "^enable = true" && ok "memory_estimation.enable is a key of the job" || fail "memory_estimation.enable is a key of the job"
+
+# The CUDA backend's allocator, on the emulator (one process).
+EMU=$top/build/emu/libtitan-cuda-emu.so
+if [ -f "$EMU" ]; then
+    export TITAN_CUDA_LIB="$EMU"
+    "$bin/titan-init" -q "$cfg" "$tmp/emu" $SMALL --model.dim=64 --training.seq_len=64 --training.local_batch_size=2 \
+        2>"$tmp/err" && ok "init a smaller run for the emulator" || fail "init a smaller run for the emulator"
+    base=$tmp/emu
+    layout cuda-emu 1 --training.device=cuda
+    layout cuda-emu-bf16-op 1 --training.device=cuda $BF16 --activation_checkpoint.mode=selective \
+        --activation_checkpoint.selective_ac_option=op
+else
+    skip "estimate on the CUDA emulator" "no emulator library ($EMU: built where nvcc is)"
+fi
+tap_end
