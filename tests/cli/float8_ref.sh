@@ -49,6 +49,20 @@ assert all(sorted(c["recipes"]) == ["rowwise", "rowwise_with_gw_hp", "tensorwise
 assert seen == 88, seen
 EOF
         [ $rc -eq 0 ] && ok "float8_reference.py exits 0" || fail "float8_reference.py exits 0 (exit $rc)"
+        # titan's casts and float8 linears (lib/tensor/fp8.c, the CPU
+        # backend's fp8_matmul_*) against these golden files: every fp8 byte
+        # and scale bitwise, the GEMMs within the index's tolerance
+        prog=${TITAN_BUILD:-$top/build}/tests/test_fp8
+        if [ -x "$prog" ]; then
+            "$prog" "$tmp/golden" >"$tmp/out" 2>"$tmp/err"; frc=$?
+            cat "$tmp/out" >>"$tmp/err"
+            grep "^ok   torchao golden\|^FAIL torchao golden" "$tmp/out" | while IFS= read -r line; do echo "# $line"; done
+            [ $frc -eq 0 ] && [ "$(grep -c '^ok   torchao golden' "$tmp/out")" = 6 ] &&
+                ok "titan's float8 casts and linears match torchao's golden files (6 cases)" ||
+                fail "titan's float8 casts and linears match torchao's golden files (exit $frc)"
+        else
+            fail "titan's float8 casts and linears match torchao's golden files ($prog not built)"
+        fi
     fi
 fi
 tap_end
