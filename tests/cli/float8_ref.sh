@@ -3,7 +3,10 @@
 # float8 linear (tensorwise, rowwise, rowwise_with_gw_hp; emulate=True) on the
 # CPU against a from-scratch implementation of its casts and GEMMs, bit for
 # bit, in fp32 and bf16, one linear and a SwiGLU FFN; then its golden files
-# for a C test. One python run (a few seconds); TAP output.
+# for titan's casts and float8 linears (build/tests/test_fp8), and 10
+# training steps of a small Llama with torchao's Float8Linear against
+# titan's float8 training (tests/python/float8_train_golden.py,
+# build/tests/test_parity). A few seconds each; TAP output.
 set -u
 . "$(dirname "$0")/lib/tap.sh"
 ref=$top/tests/python/float8_reference.py
@@ -62,6 +65,19 @@ EOF
                 fail "titan's float8 casts and linears match torchao's golden files (exit $frc)"
         else
             fail "titan's float8 casts and linears match torchao's golden files ($prog not built)"
+        fi
+        # training: the PyTorch Llama with torchao's Float8Linear (each
+        # recipe, fp32) against titan's float8 training, 10 AdamW steps
+        # (tests/unit/test_parity.c states the tolerances)
+        par=${TITAN_BUILD:-$top/build}/tests/test_parity
+        if timeout 300 "$PYREF" "$top/tests/python/float8_train_golden.py" "$tmp/f8train" >"$tmp/out" 2>"$tmp/err" &&
+            "$par" "$tmp/f8train" >"$tmp/par" 2>>"$tmp/err"; then
+            sed 's/^/# /' "$tmp/out"
+            grep "float8 \|steps: \|grads max" "$tmp/par" | grep -v ac=full | sed 's/^/# /'
+            ok "titan's float8 training matches torchao's Float8Linear in PyTorch (3 recipes, 10 steps)"
+        else
+            cat "$tmp/par" >>"$tmp/err" 2>/dev/null
+            fail "titan's float8 training matches torchao's Float8Linear in PyTorch (3 recipes, 10 steps)"
         fi
     fi
 fi
