@@ -313,6 +313,9 @@ static titan_backend cuda_backend = {
     .matmul_forward = titan_cuda_matmul_forward,
     .matmul_backward = titan_cuda_matmul_backward,
     .matmul_add_forward = titan_cuda_matmul_add_forward,
+    /* no float8 GEMMs yet (cuBLASLt FP8): float8 training is refused on cuda */
+    .fp8_matmul_forward = nullptr,
+    .fp8_matmul_backward = nullptr,
     .add = titan_cuda_add,
     .embedding_forward = titan_cuda_embedding_forward,
     .embedding_backward = titan_cuda_embedding_backward,

@@ -30,6 +30,7 @@
 
 #include "core/error.h"
 #include "tensor/dtype.h"
+#include "tensor/fp8.h"
 
 /* The acc mask of a backward op: which of its gradient outputs it adds into
  * (+=); the others it overwrites (=) without reading them, so they may hold
@@ -150,6 +151,21 @@ typedef struct titan_backend {
      * backward is matmul_backward's (resid's gradient is dout). */
     void (*matmul_add_forward)(titan_dtype dt, void *out, const void *inp, const void *w,
                                const void *resid, int N, int IC, int OC);
+
+    /* Float8 linears, torchao's Float8Linear with recipe r (tensor/fp8.h):
+     * the operands of each GEMM the recipe casts are cast to float8 with
+     * dynamic scales (amax of the operand as it is now), the GEMM runs on
+     * them with fp32 accumulation and its result is rounded once to dt (dw:
+     * fp32); a GEMM whose casts are NONE runs as matmul_* does. The same
+     * shapes, acc rules and aliasing as matmul_forward / matmul_add_forward
+     * (resid not NULL: out = resid + the product, rounded once) and
+     * matmul_backward. Each returns how many GEMMs it ran from float8
+     * operands, so a caller can tell a silent fallback. NULL on a backend
+     * without float8 (the caller refuses float8 training there). */
+    int (*fp8_matmul_forward)(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
+                              const void *w, const void *resid, int N, int IC, int OC);
+    int (*fp8_matmul_backward)(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
+                               const void *dout, const void *inp, const void *w, int N, int IC, int OC);
 
     /* out[i] = a[i] + b[i]; out may alias a or b */
     void (*add)(titan_dtype dt, void *out, const void *a, const void *b, size_t n);

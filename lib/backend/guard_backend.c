@@ -306,6 +306,34 @@ static void g_matmul_add_forward(titan_dtype dt, void *out, const void *inp, con
     leave();
 }
 
+static int g_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
+                                const void *w, const void *resid, int N, int IC, int OC) {
+    enter();
+    DEV("fp8_matmul_forward", out, (size_t)N * OC * elem(dt));
+    DEV("fp8_matmul_forward", inp, (size_t)N * IC * elem(dt));
+    DEV("fp8_matmul_forward", w, (size_t)OC * IC * elem(dt));
+    DEV_OPT("fp8_matmul_forward", resid, (size_t)N * OC * elem(dt));
+    poison(out != resid ? out : NULL, (size_t)N * OC * elem(dt), 0, TITAN_ACC_DX);
+    int gemms = cpu()->fp8_matmul_forward(dt, r, out, inp, w, resid, N, IC, OC);
+    leave();
+    return gemms;
+}
+
+static int g_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
+                                 const void *dout, const void *inp, const void *w, int N, int IC, int OC) {
+    enter();
+    DEV_OPT("fp8_matmul_backward", dinp, (size_t)N * IC * elem(dt));
+    DEV_OPT("fp8_matmul_backward", dw, (size_t)OC * IC * F);
+    DEV("fp8_matmul_backward", dout, (size_t)N * OC * elem(dt));
+    DEV("fp8_matmul_backward", inp, (size_t)N * IC * elem(dt));
+    DEV("fp8_matmul_backward", w, (size_t)OC * IC * elem(dt));
+    poison(dinp, (size_t)N * IC * elem(dt), acc, TITAN_ACC_DX);
+    poison(dw, (size_t)OC * IC * F, acc, TITAN_ACC_DW);
+    int gemms = cpu()->fp8_matmul_backward(dt, r, acc, dinp, dw, dout, inp, w, N, IC, OC);
+    leave();
+    return gemms;
+}
+
 static void g_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n) {
     enter();
     DEV("add", out, n * elem(dt));
@@ -522,6 +550,8 @@ static const titan_backend guard_backend = {
     .matmul_forward = g_matmul_forward,
     .matmul_backward = g_matmul_backward,
     .matmul_add_forward = g_matmul_add_forward,
+    .fp8_matmul_forward = g_fp8_matmul_forward,
+    .fp8_matmul_backward = g_fp8_matmul_backward,
     .add = g_add,
     .embedding_forward = g_embedding_forward,
     .embedding_backward = g_embedding_backward,

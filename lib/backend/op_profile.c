@@ -113,6 +113,23 @@ static void p_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw, co
           "N=%d IC=%d OC=%d%s%s%s%s", N, IC, OC, dinp ? " dinp" : "",
           dinp ? adds(acc, TITAN_ACC_DX) : "", dw ? " dw" : "", dw ? adds(acc, TITAN_ACC_DW) : "");
 }
+static int p_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
+                                const void *w, const void *resid, int N, int IC, int OC) {
+    if (!g_prof->on) return IN->fp8_matmul_forward(dt, r, out, inp, w, resid, N, IC, OC);
+    double t0 = op_begin();
+    int gemms = IN->fp8_matmul_forward(dt, r, out, inp, w, resid, N, IC, OC);
+    op_end("fp8_matmul_forward", t0, 2.0 * N * IC * OC, "N=%d IC=%d OC=%d%s", N, IC, OC, resid ? " +resid" : "");
+    return gemms;
+}
+static int p_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
+                                 const void *dout, const void *inp, const void *w, int N, int IC, int OC) {
+    if (!g_prof->on) return IN->fp8_matmul_backward(dt, r, acc, dinp, dw, dout, inp, w, N, IC, OC);
+    double t0 = op_begin();
+    int gemms = IN->fp8_matmul_backward(dt, r, acc, dinp, dw, dout, inp, w, N, IC, OC);
+    op_end("fp8_matmul_backward", t0, 2.0 * N * IC * OC * ((dinp != NULL) + (dw != NULL)),
+           "N=%d IC=%d OC=%d%s%s, %d in float8", N, IC, OC, dinp ? " dinp" : "", dw ? " dw" : "", gemms);
+    return gemms;
+}
 static void p_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n) {
     TIMED("add", 0, IN->add(dt, out, a, b, n), "n=%zu", n);
 }
@@ -225,6 +242,8 @@ titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profil
     t->zero = p_zero, t->to_device = p_to_device, t->to_host = p_to_host, t->convert = p_convert;
     t->matmul_forward = p_matmul_forward, t->matmul_backward = p_matmul_backward;
     t->matmul_add_forward = p_matmul_add_forward;
+    if (inner->fp8_matmul_forward) t->fp8_matmul_forward = p_fp8_matmul_forward;
+    if (inner->fp8_matmul_backward) t->fp8_matmul_backward = p_fp8_matmul_backward;
     t->add = p_add;
     t->embedding_forward = p_embedding_forward, t->embedding_backward = p_embedding_backward;
     t->rmsnorm_forward = p_rmsnorm_forward, t->rmsnorm_backward = p_rmsnorm_backward;

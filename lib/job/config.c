@@ -22,13 +22,22 @@
 
 /* ---- lookups ---- */
 
+/* A section's current name (an old name's new one, else itself). */
+static const char *canon_section(const char *s) {
+    for (int i = 0; i < titan_job_nsection_aliases; i++)
+        if (strcmp(titan_job_section_aliases[i].section, s) == 0) return titan_job_section_aliases[i].target;
+    return s;
+}
+
 const key_def *titan_job_find_key(const char *section, const char *key) {
+    section = canon_section(section);
     for (int i = 0; i < NKEYS; i++)
         if (strcmp(KEYS[i].section, section) == 0 && strcmp(KEYS[i].key, key) == 0) return &KEYS[i];
     return NULL;
 }
 
 const key_def *titan_job_find_alias(const char *section, const char *key) {
+    section = canon_section(section);
     for (int i = 0; i < titan_job_naliases; i++)
         if (strcmp(titan_job_aliases[i].section, section) == 0 && strcmp(titan_job_aliases[i].key, key) == 0)
             return titan_job_find_key(titan_job_aliases[i].target_section, titan_job_aliases[i].target);
@@ -57,11 +66,21 @@ static int names_section(const char *name, const char *s) {
 }
 
 static int section_known(const char *s) {
-    if (section_supported(s)) return 1;
+    if (section_supported(canon_section(s))) return 1;
     for (int i = 0; i < NIGNORED; i++)
         if (names_section(IGNORED[i].section, s)) return 1;
     for (int i = 0; i < titan_job_naliases; i++)
         if (strcmp(titan_job_aliases[i].section, s) == 0) return 1;
+    return 0;
+}
+
+/* A table whose sub-tables hold sections ("quantize" of [quantize.linear.float8]). */
+static int section_parent(const char *s) {
+    size_t n = strlen(s);
+    for (int i = 0; i < NSECTIONS; i++)
+        if (strncmp(SECTIONS[i], s, n) == 0 && SECTIONS[i][n] == '.') return 1;
+    for (int i = 0; i < NIGNORED; i++)
+        if (strncmp(IGNORED[i].section, s, n) == 0 && IGNORED[i].section[n] == '.') return 1;
     return 0;
 }
 
@@ -164,6 +183,7 @@ static void describe(const key_def *k, char *out, size_t cap) {
     case T_STR: snprintf(out, cap, "%s", (k->flags & F_NONEMPTY) ? "a non-empty string" : "a string"); return;
     case T_BOOL: snprintf(out, cap, "true or false"); return;
     case T_TRI: snprintf(out, cap, "true, false or -1"); return;
+    case T_LIST: snprintf(out, cap, "a list of strings"); return;
     case T_INT64: snprintf(out, cap, "an integer"); return;
     default: break;
     }
@@ -256,6 +276,53 @@ static titan_status check_choice(const key_def *k, const char *place, const char
     return TITAN_ERR_USAGE;
 }
 
+/* One element of a list key: a non-empty string without commas (the list
+ * is kept comma-joined), one of the choices when the key has them. */
+static titan_status list_item(const key_def *k, const titan_toml_value *e, const char *place) {
+    if (e->type != TITAN_TOML_STRING || e->u.str.len == 0 || strlen(e->u.str.ptr) != e->u.str.len ||
+        strchr(e->u.str.ptr, ',')) {
+        char got[96];
+        value_text(e, got, sizeof got);
+        return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: expected a list of non-empty strings without commas, "
+                           "got element %s", place, k->section, k->key, got);
+    }
+    return check_choice(k, place, e->u.str.ptr);
+}
+
+/* A list key from a TOML array of strings, or a string "a,b" (the command
+ * line's spelling, torchtitan's too). */
+static titan_status set_list(const key_def *k, char *field, const titan_toml_value *v, const char *place) {
+    char buf[TITAN_STR];
+    size_t used = 0;
+    buf[0] = '\0';
+    if (v->type == TITAN_TOML_STRING) {
+        if (v->u.str.len >= TITAN_STR || strlen(v->u.str.ptr) != v->u.str.len) return bad_value(k, place, v);
+        char tmp[TITAN_STR], *save = NULL;
+        memcpy(tmp, v->u.str.ptr, v->u.str.len + 1);
+        for (char *e = strtok_r(tmp, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+            titan_toml_value ev = {.type = TITAN_TOML_STRING};
+            ev.u.str.ptr = e, ev.u.str.len = strlen(e);
+            TITAN_TRY(list_item(k, &ev, place));
+        }
+        used = v->u.str.len;
+        memcpy(buf, v->u.str.ptr, used + 1);
+    } else if (v->type == TITAN_TOML_ARRAY) {
+        for (int i = 0; i < v->u.arr->n; i++) {
+            const titan_toml_value *e = &v->u.arr->items[i];
+            TITAN_TRY(list_item(k, e, place));
+            if (used + e->u.str.len + 2 > TITAN_STR)
+                return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: list longer than the %d bytes allowed", place,
+                                   k->section, k->key, TITAN_STR - 1);
+            used += (size_t)snprintf(buf + used, TITAN_STR - used, "%s%s", i ? "," : "", e->u.str.ptr);
+        }
+    } else {
+        return bad_value(k, place, v);
+    }
+    memset(field, 0, TITAN_STR);
+    memcpy(field, buf, used);
+    return TITAN_OK;
+}
+
 titan_status titan_job_set_value(titan_job_config *cfg, const key_def *k, const titan_toml_value *v,
                                  const char *place) {
     void *field = (char *)cfg + k->off;
@@ -297,6 +364,7 @@ titan_status titan_job_set_value(titan_job_config *cfg, const key_def *k, const 
         if (v->type != TITAN_TOML_BOOL) return bad_value(k, place, v);
         *(int *)field = v->u.b;
         return TITAN_OK;
+    case T_LIST: return set_list(k, field, v, place);
     case T_TRI:
         if (v->type == TITAN_TOML_BOOL) *(int *)field = v->u.b;
         else if (v->type == TITAN_TOML_INT && v->u.i == -1) *(int *)field = -1;
@@ -370,7 +438,7 @@ static titan_status apply(titan_job_config *cfg, int *line_of, const char *secti
     }
     int ig = titan_job_find_ignored(section, key);
     if (ig >= 0) return ignored_key(ig, place, section, key, v);
-    return unknown_key(place, section, key);
+    return unknown_key(place, canon_section(section), key);
 }
 
 static titan_status apply_table(titan_job_config *cfg, int *line_of, const char *name, const char *section, const titan_toml_table *t) {
@@ -379,15 +447,15 @@ static titan_status apply_table(titan_job_config *cfg, int *line_of, const char 
         char place[512];
         snprintf(place, sizeof place, "%s:%d", name, e->line);
         if (e->value.type == TITAN_TOML_TABLE) {
-            char sub[300], nested[600];
+            char sub[300], path[600];
             titan_toml_format_key(sub, sizeof sub, e->key);
-            snprintf(nested, sizeof nested, "%s.%s", section, e->key);
-            /* a table of torchtitan's ([training.dataloader], [quantize.linear.float8]) */
-            if (section_known(nested)) {
-                TITAN_TRY(apply_table(cfg, line_of, name, nested, e->value.u.table));
+            snprintf(path, sizeof path, "%s.%s", section, e->key);
+            if (section_known(path) || section_parent(path)) { /* [quantize.linear.float8] */
+                TITAN_TRY(apply_table(cfg, line_of, name, path, e->value.u.table));
                 continue;
             }
-            return unknown_key(place, section, sub); /* no other config key is a table */
+            if (section_supported(canon_section(section))) return unknown_key(place, section, sub);
+            return unknown_section(place, path); /* no config key is a table */
         }
         TITAN_TRY(apply(cfg, line_of, section, e->key, &e->value, place, e->line));
     }
@@ -414,7 +482,7 @@ static titan_status apply_doc(titan_job_config *cfg, const titan_toml_doc *doc) 
                 titan_error_hint("put it under [%s] (or [%s])", homes[0], homes[1]);
             else
                 titan_error_hint("keys live in sections: %s", secs);
-        } else if (!section_known(e->key)) {
+        } else if (!section_known(e->key) && !section_parent(e->key)) {
             st = unknown_section(place, e->key);
         } else {
             st = apply_table(cfg, line_of, doc->name, e->key, e->value.u.table);
@@ -433,6 +501,7 @@ void titan_config_defaults(titan_job_config *cfg) {
         void *field = (char *)cfg + k->off;
         switch (k->type) {
         case T_STR: snprintf(field, TITAN_STR, "%s", k->sdef), set_enum(cfg, k, k->sdef); break;
+        case T_LIST: snprintf(field, TITAN_STR, "%s", k->sdef); break;
         case T_INT: case T_BOOL: case T_TRI: *(int *)field = (int)k->ndef; break;
         case T_INT64: *(int64_t *)field = (int64_t)k->ndef; break;
         case T_DOUBLE: *(double *)field = k->ndef; break;
@@ -485,7 +554,9 @@ static titan_status arg_key(const char *arg, const char *place, char *name, size
     const char *a = arg;
     while (*a == '-') a++;
     size_t nlen = strcspn(a, "=");
-    const char *dot = memchr(a, '.', nlen);
+    const char *dot = NULL; /* the last one: sections may have dots ([quantize.linear.float8]) */
+    for (const char *c = a; c < a + nlen; c++)
+        if (*c == '.') dot = c;
     if (nlen >= cap) return titan_error(TITAN_ERR_USAGE, "%s: key name too long", place);
     memcpy(name, a, nlen);
     name[nlen] = '\0';
@@ -544,7 +615,7 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
         const char *text = a + nlen + 1;
         int quoted = text[0] == '"' || text[0] == '\'';
         titan_status st = TITAN_ERR_FAIL;
-        if (!(k && k->type == T_STR) || quoted) {
+        if (!(k && (k->type == T_STR || (k->type == T_LIST && text[0] != '['))) || quoted) {
             st = titan_toml_parse_value(text, "value", &v);
             if (st != TITAN_OK && quoted) {
                 st = as_usage(st);
@@ -574,7 +645,55 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
     return st;
 }
 
+/* 1 when the comma-joined list holds item. */
+static int list_has(const char *list, const char *item) {
+    size_t n = strlen(item);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, item, n) == 0) return 1;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return 0;
+}
+
+int titan_config_float8(const titan_job_config *c) {
+    return list_has(c->model_converters, "quantize.linear.float8") || list_has(c->model_converters, "float8");
+}
+
+/* torchtitan's Float8LinearConverter checks (components/quantization/float8.py). */
+static titan_status validate_float8(const titan_job_config *c) {
+    const char *r = c->float8_recipe_name;
+    if (r[0] && strcmp(r, "tensorwise") && strcmp(r, "rowwise") && strcmp(r, "rowwise_with_gw_hp")) {
+        titan_error(TITAN_ERR_USAGE, "quantize.linear.float8.recipe_name = \"%s\": not a torchao recipe", r);
+        titan_error_hint("use \"tensorwise\", \"rowwise\" or \"rowwise_with_gw_hp\" (or leave it out: tensorwise)");
+        return TITAN_ERR_USAGE;
+    }
+    if (!titan_config_float8(c)) return TITAN_OK;
+    if (list_has(c->model_converters, "quantize.linear.float8") && list_has(c->model_converters, "float8")) {
+        titan_error(TITAN_ERR_USAGE, "model.converters = \"%s\": float8 twice (\"float8\" is an alias of "
+                    "\"quantize.linear.float8\")", c->model_converters);
+        titan_error_hint("keep one of them");
+        return TITAN_ERR_USAGE;
+    }
+    if (r[0] && c->float8_enable_fsdp_float8_all_gather) {
+        titan_error(TITAN_ERR_USAGE, "quantize.linear.float8.recipe_name = \"%s\" with "
+                    "enable_fsdp_float8_all_gather = true: not supported (torchtitan refuses it too)", r);
+        titan_error_hint("the float8 all-gather is tensorwise only: leave recipe_name out, or set "
+                         "enable_fsdp_float8_all_gather = false");
+        return TITAN_ERR_USAGE;
+    }
+    if (strcmp(r, "rowwise_with_gw_hp") == 0 && list_has(c->float8_filter_fqns, "auto_filter_small_kn")) {
+        titan_error(TITAN_ERR_USAGE, "quantize.linear.float8.filter_fqns has \"auto_filter_small_kn\": torchao has no "
+                    "automatic filter for recipe rowwise_with_gw_hp");
+        titan_error_hint("name the linears to skip in filter_fqns instead");
+        return TITAN_ERR_USAGE;
+    }
+    return TITAN_OK;
+}
+
 titan_status titan_config_validate(const titan_job_config *c) {
+    TITAN_TRY(validate_float8(c));
     if (!c->checkpoint_initial_load_model_only) {
         titan_error(TITAN_ERR_USAGE, "checkpoint.initial_load_model_only = false: starting from another run's "
                     "whole training state (AdamW moments, step, data position) is not supported");
@@ -640,11 +759,25 @@ titan_status titan_config_validate(const titan_job_config *c) {
     return TITAN_OK;
 }
 
+/* A comma-joined list as a TOML array of strings. */
+static void format_list(const char *list, char *buf, size_t cap) {
+    size_t used = (size_t)snprintf(buf, cap, "[");
+    for (const char *p = list; *p && used < cap;) {
+        size_t len = strcspn(p, ",");
+        if (used > 1) used += (size_t)snprintf(buf + used, cap - used, ", ");
+        if (used < cap) used += (size_t)titan_toml_format_string(buf + used, cap - used, p, len);
+        p += len;
+        if (*p == ',') p++;
+    }
+    if (used < cap) snprintf(buf + used, cap - used, "]");
+}
+
 /* One key's value as TOML writes it. */
 void titan_job_format_value(const key_def *k, const titan_job_config *cfg, char *buf, size_t cap) {
     const void *field = (const char *)cfg + k->off;
     switch (k->type) {
     case T_STR: titan_toml_format_string(buf, cap, field, strnlen(field, TITAN_STR)); break;
+    case T_LIST: format_list(field, buf, cap); break;
     case T_INT: snprintf(buf, cap, "%d", *(const int *)field); break;
     case T_INT64: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)field); break;
     case T_DOUBLE: titan_toml_format_double(buf, cap, *(const double *)field); break;

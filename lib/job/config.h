@@ -149,6 +149,14 @@ typedef struct {
 
     /* [memory_estimation] */
     int memory_estimation_enable; /* print the memory estimate at start, the measured peak at the end */
+    /* [model] converters (comma-joined list) and [quantize.linear.float8]
+     * (or the older [float8]): torchao's float8 training, torchtitan's keys */
+    char model_converters[TITAN_STR];           /* "quantize.linear.float8" or its alias "float8" */
+    char float8_recipe_name[TITAN_STR];         /* "" (absent: tensorwise), rowwise, rowwise_with_gw_hp */
+    char float8_filter_fqns[TITAN_STR];         /* comma-joined; may hold "auto_filter_small_kn" */
+    int float8_enable_fsdp_float8_all_gather;
+    int float8_precompute_float8_dynamic_scale_for_fsdp;
+    int float8_emulate;
 } titan_job_config;
 
 /* Defaults of every key. */
@@ -163,6 +171,9 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg);
 /* Whether the key of a "--section.key[=value]" exists (else the error the
  * override would give); *is_bool: a boolean, which a bare --section.key sets. */
 titan_status titan_config_key_check(const char *arg, int *is_bool);
+/* 1 when model.converters names float8 training ("quantize.linear.float8"
+ * or "float8"). */
+int titan_config_float8(const titan_job_config *cfg);
 /* Cross-key checks (e.g. batch sizes divide, degrees multiply to world size 1). */
 titan_status titan_config_validate(const titan_job_config *cfg);
 /* Writes the resolved config as TOML that titan_config_load_file reads back. */

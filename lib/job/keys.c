@@ -13,6 +13,7 @@ _Static_assert(sizeof(titan_job_dtype) == sizeof(int) && sizeof(titan_job_device
 #define INT(sec, key, f, def, lo, flags, doc) {sec, key, T_INT, OFF(f), NULL, def, NULL, lo, 0, F_LO | (flags), doc, 0}
 #define NUM(sec, key, f, def, lo, hi, flags, doc) {sec, key, T_DOUBLE, OFF(f), NULL, def, NULL, lo, hi, flags, doc, 0}
 #define BOOL(sec, key, f, def, doc) {sec, key, T_BOOL, OFF(f), NULL, def, NULL, 0, 0, 0, doc, 0}
+#define LIST(sec, key, f, choices, doc) {sec, key, T_LIST, OFF(f), "", 0, choices, 0, 0, 0, doc, 0}
 
 /* A string key with a fixed list of choices, resolved into enum field ef
  * (its values follow the order of choices). */
@@ -48,6 +49,9 @@ const key_def titan_job_keys[] = {
         "safetensors when checkpoint.initial_load_path is empty"),
     {"model", "tie_embeddings", T_TRI, OFF(model_tie_embeddings), NULL, -1, NULL, 0, 0, 0,
      "output head shares the token embedding; -1 = the flavor's", 0},
+    LIST("model", "converters", model_converters, "quantize.linear.float8,float8",
+         "model converters: \"quantize.linear.float8\" (or its alias \"float8\") trains the linears in "
+         "float8 as torchao's Float8Linear, configured by [quantize.linear.float8]; [] = none"),
 
     STR("optimizer", "name", optimizer_name, "AdamW", "AdamW", 0, "optimizer"),
     NUM("optimizer", "lr", optimizer_lr, 8e-4, 0, 0, F_LO | F_LO_OPEN, "peak learning rate"),
@@ -221,12 +225,32 @@ const key_def titan_job_keys[] = {
     BOOL("memory_estimation", "enable", memory_estimation_enable, 0,
          "print each rank's memory estimate (titan-train --dry-run's) at start and, at the end, each rank's "
          "measured peak beside it"),
+
+    STR("quantize.linear.float8", "recipe_name", float8_recipe_name, "", NULL, 0,
+        "torchao's float8 recipe: \"\" (absent: tensorwise, one scale per tensor, grad_output e5m2), "
+        "\"rowwise\" (a power-of-two scale per row along each GEMM's inner dimension, all e4m3) or "
+        "\"rowwise_with_gw_hp\" (rowwise, the weight-gradient GEMM in high precision)"),
+    LIST("quantize.linear.float8", "filter_fqns", float8_filter_fqns, NULL,
+         "linears whose name contains one of these stay in high precision (the jobs: [\"output\"]); linears with "
+         "a dimension not a multiple of 16 always do; \"auto_filter_small_kn\" also skips the shapes torchao "
+         "finds too small to gain (tensorwise and rowwise)"),
+    BOOL("quantize.linear.float8", "enable_fsdp_float8_all_gather", float8_enable_fsdp_float8_all_gather, 0,
+         "FSDP gathers the parameters as float8 (tensorwise only; titan: accepted, the gather stays in the "
+         "compute dtype, the same numbers)"),
+    BOOL("quantize.linear.float8", "precompute_float8_dynamic_scale_for_fsdp",
+         float8_precompute_float8_dynamic_scale_for_fsdp, 0,
+         "with the float8 all-gather, compute every weight's scale once per step after the optimizer (the same "
+         "numbers)"),
+    BOOL("quantize.linear.float8", "emulate", float8_emulate, 0,
+         "emulate the float8 GEMMs (float8 operands dequantized, fp32 products: torchao's emulate); titan's "
+         "backends have no float8 GEMM hardware path yet, so float8 training needs emulate = true"),
 };
 const int titan_job_nkeys = (int)(sizeof titan_job_keys / sizeof titan_job_keys[0]);
 
 const char *const titan_job_sections[] = {"job", "model", "optimizer", "lr_scheduler", "training",
                                        "parallelism", "checkpoint", "validation", "metrics", "profiling",
-                                       "activation_checkpoint"};
+                                       "activation_checkpoint",
+                                       "quantize.linear.float8"};
 const int titan_job_nsections = (int)(sizeof titan_job_sections / sizeof titan_job_sections[0]);
 
 /* Other spellings that mean a supported key. */
@@ -237,11 +261,23 @@ const key_alias titan_job_aliases[] = {
 };
 const int titan_job_naliases = (int)(sizeof titan_job_aliases / sizeof titan_job_aliases[0]);
 
+/* torchtitan's [float8] before its [quantize.*] sections. */
+const section_alias titan_job_section_aliases[] = {
+    {"float8", "quantize.linear.float8"},
+};
+const int titan_job_nsection_aliases = (int)(sizeof titan_job_section_aliases / sizeof titan_job_section_aliases[0]);
+
 /* Values a supported key will have one day, refused with a reason. */
 const key_not_yet titan_job_not_yet[] = {
     {"activation_checkpoint", "mode", "memory_budget",
      "memory-budget checkpointing (torch.compile's min-cut partitioner) has no counterpart in titan",
      "use mode = \"selective\" with selective_ac_option = \"op\" or a layer interval, or \"full\""},
+    {"model", "converters", "quantize.linear.mx", "MX (mxfp8) training is not supported", "use \"quantize.linear.float8\""},
+    {"model", "converters", "mx", "MX (mxfp8) training is not supported", "use \"quantize.linear.float8\""},
+    {"model", "converters", "quantize.grouped_mm.float8", "titan's Llama has no grouped (MoE) GEMMs",
+     "use \"quantize.linear.float8\""},
+    {"model", "converters", "quantize.grouped_mm.mx", "titan's Llama has no grouped (MoE) GEMMs",
+     "use \"quantize.linear.float8\""},
 };
 const int titan_job_nnot_yet = (int)(sizeof titan_job_not_yet / sizeof titan_job_not_yet[0]);
 
@@ -264,7 +300,6 @@ const key_ignored titan_job_ignored[] = {
     {"metrics", "rank_0_only", NULL},
     {"metrics", "enable_wandb", "false"},
     {"model", "tokenizer_path", KEY_REFUSED},
-    {"model", "converters", "[]"},
     {"model", "print_after_conversion", NULL}, {"model", "norm_type", "\"rmsnorm\""},
     {"optimizer", "implementation", NULL}, {"optimizer", "early_step_in_backward", "false"},
     {"lr_scheduler", "lr_min", "0|0.0"},
@@ -302,17 +337,11 @@ const key_ignored titan_job_ignored[] = {
     {"activation_checkpoint", "determinism_check", NULL},
     {"activation_checkpoint", "debug", NULL},
     {"compile", "enable", NULL}, {"compile", "components", NULL}, {"compile", "backend", NULL},
-    {"float8", "enable_fsdp_float8_all_gather", "false"}, {"float8", "precompute_float8_dynamic_scale_for_fsdp", "false"},
-    {"float8", "force_recompute_fp8_weight_in_bwd", "false"}, {"float8", "recipe_name", NULL},
-    {"float8", "filter_fqns", NULL}, {"float8", "emulate", NULL}, {"float8", "moe_fqns_prototype", NULL},
+    {"float8", "force_recompute_fp8_weight_in_bwd", "false"},
+    {"float8", "moe_fqns_prototype", "[]"},
     {"mx", "mxfp8_dim1_cast_kernel_choice", NULL}, {"mx", "recipe_name", NULL}, {"mx", "filter_fqns", NULL},
     {"mx", "moe_fqns_prototype", NULL},
-    /* float8 issue: read only with model.converters = ["float8"] or ["mx"], refused above */
-    {"quantize.linear.float8", "enable_fsdp_float8_all_gather", NULL},
-    {"quantize.linear.float8", "precompute_float8_dynamic_scale_for_fsdp", NULL},
-    {"quantize.linear.float8", "recipe_name", NULL},
-    {"quantize.linear.float8", "filter_fqns", NULL},
-    {"quantize.linear.float8", "emulate", NULL},
+    /* MX and grouped GEMMs: read only when model.converters names them, refused above */
     {"quantize.linear.mx", "mxfp8_dim1_cast_kernel_choice", NULL},
     {"quantize.linear.mx", "recipe_name", NULL},
     {"quantize.linear.mx", "filter_fqns", NULL},

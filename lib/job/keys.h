@@ -9,7 +9,9 @@
 #include "core/toml.h"
 #include "job/config.h"
 
-typedef enum { T_STR, T_INT, T_INT64, T_DOUBLE, T_BOOL, T_TRI } key_type;
+/* T_LIST: a TOML array of strings, kept comma-joined in a char[TITAN_STR]
+ * (on the command line also "a,b"); its choices, if any, bound each element. */
+typedef enum { T_STR, T_INT, T_INT64, T_DOUBLE, T_BOOL, T_TRI, T_LIST } key_type;
 
 enum {
     F_LO = 1,        /* lo is a bound */
@@ -44,6 +46,11 @@ extern const int titan_job_nsections;
 typedef struct { const char *section, *key, *target_section, *target; } key_alias;
 extern const key_alias titan_job_aliases[];
 extern const int titan_job_naliases;
+
+/* Old names of a whole section: its keys are the new section's. */
+typedef struct { const char *section, *target; } section_alias;
+extern const section_alias titan_job_section_aliases[];
+extern const int titan_job_nsection_aliases;
 
 /* Values a supported key will have one day, refused with a reason. */
 typedef struct { const char *section, *key, *value, *why, *hint; } key_not_yet;

@@ -18,8 +18,8 @@ static const char dataloader_why[] =
     "titan reads memory-mapped token shards in the training process: no loader workers, pinned staging or "
     "prefetch queue to configure";
 static const char ft_why[] = "only with fault_tolerance.enable, which titan refuses";
-static const char float8_why[] =
-    "float8 issue: read only when model.converters names the converter, which titan refuses for now";
+static const char mx_why[] =
+    "read only when model.converters names MX (mxfp8) or grouped (MoE) GEMMs, which titan refuses";
 
 const key_schema titan_job_schema[] = {
     LAST("job", "config_file", NULL,
@@ -60,7 +60,7 @@ const key_schema titan_job_schema[] = {
     LAST("model", "tokenizer_path", NULL,
          "torchtitan's deprecated tokenizer path: use model.hf_assets_path (a folder with tokenizer.json) or "
          "model.tokenizer (tiktoken:FILE, hf:FILE)"),
-    LAST("model", "converters", NULL, "float8 issue: no model converter (float8, mx) is implemented yet"),
+    LAST("model", "converters", "[]", NULL),
     LAST("model", "print_after_conversion", NULL, "output only, and titan converts no model"),
 
     LAST("optimizer", "name", "\"AdamW\"", NULL),
@@ -180,17 +180,17 @@ const key_schema titan_job_schema[] = {
     LAST("compile", "components", NULL, compile_why),
     LAST("compile", "backend", NULL, compile_why),
 
-    LAST("quantize.linear.float8", "enable_fsdp_float8_all_gather", NULL, float8_why),
-    LAST("quantize.linear.float8", "precompute_float8_dynamic_scale_for_fsdp", NULL, float8_why),
-    LAST("quantize.linear.float8", "recipe_name", NULL, float8_why),
-    LAST("quantize.linear.float8", "filter_fqns", NULL, float8_why),
-    LAST("quantize.linear.float8", "emulate", NULL, float8_why),
-    LAST("quantize.linear.mx", "mxfp8_dim1_cast_kernel_choice", NULL, float8_why),
-    LAST("quantize.linear.mx", "recipe_name", NULL, float8_why),
-    LAST("quantize.linear.mx", "filter_fqns", NULL, float8_why),
-    LAST("quantize.grouped_mm.float8", "fqns", NULL, float8_why),
-    LAST("quantize.grouped_mm.mx", "recipe_name", NULL, float8_why),
-    LAST("quantize.grouped_mm.mx", "fqns", NULL, float8_why),
+    LAST("quantize.linear.float8", "enable_fsdp_float8_all_gather", "false", NULL),
+    LAST("quantize.linear.float8", "precompute_float8_dynamic_scale_for_fsdp", "false", NULL),
+    LAST("quantize.linear.float8", "recipe_name", NULL, NULL),
+    LAST("quantize.linear.float8", "filter_fqns", "[]", NULL),
+    LAST("quantize.linear.float8", "emulate", "false", NULL),
+    LAST("quantize.linear.mx", "mxfp8_dim1_cast_kernel_choice", NULL, mx_why),
+    LAST("quantize.linear.mx", "recipe_name", NULL, mx_why),
+    LAST("quantize.linear.mx", "filter_fqns", NULL, mx_why),
+    LAST("quantize.grouped_mm.float8", "fqns", NULL, mx_why),
+    LAST("quantize.grouped_mm.mx", "recipe_name", NULL, mx_why),
+    LAST("quantize.grouped_mm.mx", "fqns", NULL, mx_why),
 
     LAST("comm", "init_timeout_seconds", NULL,
          "titan's ranks meet within comm.train_timeout_seconds (or $TITAN_COMM_TIMEOUT)"),
@@ -251,17 +251,19 @@ const key_schema titan_job_schema[] = {
     OLDER("parallelism", "pipeline_parallel_split_points", "the older module_fqns_per_model_part: only [] is meant"),
     OLDER("checkpoint", "enable_checkpoint", "the older checkpoint.enable"),
     OLDER("checkpoint", "model_weights_only", "the older last_save_model_only: a weights-only save is not implemented"),
-    OLDER("float8", "enable_fsdp_float8_all_gather", float8_why),
-    OLDER("float8", "precompute_float8_dynamic_scale_for_fsdp", float8_why),
-    OLDER("float8", "force_recompute_fp8_weight_in_bwd", float8_why),
-    OLDER("float8", "recipe_name", float8_why),
-    OLDER("float8", "filter_fqns", float8_why),
-    OLDER("float8", "emulate", float8_why),
-    OLDER("float8", "moe_fqns_prototype", float8_why),
-    OLDER("mx", "mxfp8_dim1_cast_kernel_choice", float8_why),
-    OLDER("mx", "recipe_name", float8_why),
-    OLDER("mx", "filter_fqns", float8_why),
-    OLDER("mx", "moe_fqns_prototype", float8_why),
+    OLDER("float8", "enable_fsdp_float8_all_gather", NULL),
+    OLDER("float8", "precompute_float8_dynamic_scale_for_fsdp", NULL),
+    OLDER("float8", "force_recompute_fp8_weight_in_bwd",
+          "torchao's recompute of the float8 weight in the backward (an FSDP memory trade) is not implemented: "
+          "only false"),
+    OLDER("float8", "recipe_name", NULL),
+    OLDER("float8", "filter_fqns", NULL),
+    OLDER("float8", "emulate", NULL),
+    OLDER("float8", "moe_fqns_prototype", "titan's Llama has no MoE layers: only []"),
+    OLDER("mx", "mxfp8_dim1_cast_kernel_choice", mx_why),
+    OLDER("mx", "recipe_name", mx_why),
+    OLDER("mx", "filter_fqns", mx_why),
+    OLDER("mx", "moe_fqns_prototype", mx_why),
 };
 const int titan_job_nschema = (int)(sizeof titan_job_schema / sizeof titan_job_schema[0]);
 

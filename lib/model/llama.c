@@ -179,19 +179,44 @@ static void cast_block(titan_llama *m, int b) {
     }
 }
 
+/* The float8 recipe of layer l's linear k (l = L: the output), or NULL
+ * when it runs in the compute dtype. */
+static const titan_fp8_recipe *fp8_of(const titan_llama *m, int l, int k) {
+    return titan_llama_float8_linear(m, l, k) ? &m->fp8 : NULL;
+}
+
+/* out[N, OC] (= resid +) inp @ w^T for layer l's linear k: in float8 when
+ * it is converted (counting the float8 GEMMs the backend ran), else as
+ * matmul_forward / matmul_add_forward. */
+static void linear_forward(titan_llama *m, int l, int k, void *out, const void *inp, const void *w,
+                           const void *resid, int IC, int OC) {
+    const titan_fp8_recipe *r = fp8_of(m, l, k);
+    if (r) m->fp8_gemms += m->be->fp8_matmul_forward(m->dt, r, out, inp, w, resid, m->N, IC, OC);
+    else if (resid) m->be->matmul_add_forward(m->dt, out, inp, w, resid, m->N, IC, OC);
+    else m->be->matmul_forward(m->dt, out, inp, w, m->N, IC, OC);
+}
+
+/* The backward of linear_forward: dinp (+)= dout w, dw (+)= dout^T inp. */
+static void linear_backward(titan_llama *m, int l, int k, int acc, void *dinp, float *dw, const void *dout,
+                            const void *inp, const void *w, int IC, int OC) {
+    const titan_fp8_recipe *r = fp8_of(m, l, k);
+    if (r) m->fp8_gemms += m->be->fp8_matmul_backward(m->dt, r, acc, dinp, dw, dout, inp, w, m->N, IC, OC);
+    else m->be->matmul_backward(m->dt, acc, dinp, dw, dout, inp, w, m->N, IC, OC);
+}
+
 /* dst = resid + inp[N, IC] @ w^T, a residual branch's output projection
  * (wo, w2): one product with the add in its epilogue, rounded once. Under
  * tp the row-parallel product is partial over the rank's heads or hidden
  * units: it goes to scratch, is summed over the group, then added. dst may
  * be scratch. */
-static void residual_out(titan_llama *m, void *dst, const void *inp, const void *w, const void *resid, int IC,
-                         void *scratch) {
+static void residual_out(titan_llama *m, int l, int k, void *dst, const void *inp, const void *w, const void *resid,
+                         int IC, void *scratch) {
     const titan_backend *be = m->be;
     if (!m->tp) {
-        be->matmul_add_forward(m->dt, dst, inp, w, resid, m->N, IC, m->C);
+        linear_forward(m, l, k, dst, inp, w, resid, IC, m->C);
         return;
     }
-    be->matmul_forward(m->dt, part_of(m, scratch), inp, w, m->N, IC, m->C);
+    linear_forward(m, l, k, part_of(m, scratch), inp, w, NULL, IC, m->C);
     tp_reduce(m, part_of(m, scratch), scratch);
     be->add(m->dt, dst, resid, scratch, (size_t)m->NR * m->C);
 }
@@ -211,9 +236,9 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
 #define NEED(id) (!rerun || !layer_keeps(keep, id))
 
     if (NEED(A_N1)) norm_forward(m, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM));
-    if (NEED(A_QPRE) && NEED(A_Q)) be->matmul_forward(dt, a.q_pre, a.n1, W_layer(m, l, P_WQ), N, C, QD);
-    if (NEED(A_K)) be->matmul_forward(dt, a.k, a.n1, W_layer(m, l, P_WK), N, C, KVD);
-    if (NEED(A_V)) be->matmul_forward(dt, a.v, a.n1, W_layer(m, l, P_WV), N, C, KVD);
+    if (NEED(A_QPRE) && NEED(A_Q)) linear_forward(m, l, FP8_WQ, a.q_pre, a.n1, W_layer(m, l, P_WQ), NULL, C, QD);
+    if (NEED(A_K)) linear_forward(m, l, FP8_WK, a.k, a.n1, W_layer(m, l, P_WK), NULL, C, KVD);
+    if (NEED(A_V)) linear_forward(m, l, FP8_WV, a.v, a.n1, W_layer(m, l, P_WV), NULL, C, KVD);
     /* [N, NH*HD] is [B, T, NH, HD]: rotate (in place but for KEEP_OPS), no transposes. */
     if (NEED(A_Q)) be->rope_forward(dt, a.q, a.q_pre, cs, sn, m->B, m->T, m->NH, m->HD);
     if (NEED(A_K)) be->rope_forward(dt, a.k, a.k, cs, sn, m->B, m->T, m->NKV, m->HD);
@@ -221,13 +246,13 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
         keep_error(m, titan_attention_cp_forward(m->cpa, a.att, a.lse, a.q, a.k, a.v));
     else if (NEED(A_ATT))
         be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->T, m->NH, m->NKV, m->HD);
-    if (NEED(A_H)) residual_out(m, a.h, a.att, W_layer(m, l, P_WO), x, QD, out);
+    if (NEED(A_H)) residual_out(m, l, FP8_WO, a.h, a.att, W_layer(m, l, P_WO), x, QD, out);
 
     if (NEED(A_N2)) norm_forward(m, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM));
-    if (NEED(A_H1)) be->matmul_forward(dt, a.h1, a.n2, W_layer(m, l, P_W1), N, C, H);
-    if (NEED(A_H3)) be->matmul_forward(dt, a.h3, a.n2, W_layer(m, l, P_W3), N, C, H);
+    if (NEED(A_H1)) linear_forward(m, l, FP8_W1, a.h1, a.n2, W_layer(m, l, P_W1), NULL, C, H);
+    if (NEED(A_H3)) linear_forward(m, l, FP8_W3, a.h3, a.n2, W_layer(m, l, P_W3), NULL, C, H);
     if (NEED(A_SW)) be->swiglu_forward(dt, a.sw, a.h1, a.h3, N, H);
-    if (!rerun) residual_out(m, out, a.sw, W_layer(m, l, P_W2), a.h, H, out);
+    if (!rerun) residual_out(m, l, FP8_W2, out, a.sw, W_layer(m, l, P_W2), a.h, H, out);
 #undef NEED
 }
 
@@ -331,7 +356,7 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     cast_block(m, last);
     norm_forward(m, m->act[A_XF], m->act[A_RSTDF], resid(m, m->L), W_final_norm(m));
     TITAN_TRY(titan_llama_take_error(m));
-    be->matmul_forward(dt, m->act[A_LOGITS], m->act[A_XF], W_head(m), N, C, V);
+    linear_forward(m, m->L, 0, m->act[A_LOGITS], m->act[A_XF], W_head(m), NULL, C, V);
     TITAN_TRY(HOOK(m, after_forward, last));
 
     if (!targets) return TITAN_OK;
@@ -394,12 +419,10 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
     const int add = TITAN_ACC_DX;
 
     /* out = h + w2(swiglu(w1 n2, w3 n2)), n2 = rmsnorm(h) */
-    be->matmul_backward(dt, gw, dsw, G_layer(m, l, P_W2), whole_dresid(m), a.sw, W_layer(m, l, P_W2), N, H,
-                        C);
+    linear_backward(m, l, FP8_W2, gw, dsw, G_layer(m, l, P_W2), whole_dresid(m), a.sw, W_layer(m, l, P_W2), H, C);
     be->swiglu_backward(dt, 0, dh1, dh3, dsw, a.h1, a.h3, N, H);
-    be->matmul_backward(dt, gw, dn, G_layer(m, l, P_W1), dh1, a.n2, W_layer(m, l, P_W1), N, C, H);
-    be->matmul_backward(dt, add | gw, dn, G_layer(m, l, P_W3), dh3, a.n2, W_layer(m, l, P_W3), N,
-                        C, H);
+    linear_backward(m, l, FP8_W1, gw, dn, G_layer(m, l, P_W1), dh1, a.n2, W_layer(m, l, P_W1), C, H);
+    linear_backward(m, l, FP8_W3, add | gw, dn, G_layer(m, l, P_W3), dh3, a.n2, W_layer(m, l, P_W3), C, H);
     /* column-parallel w1, w3: partial over the rank's hidden units */
     void *dn_rows = tp_reduce_grad(m, dn);
     /* dresid already holds the residual path's share: the norm adds the rest. */
@@ -407,8 +430,8 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
                   a.rstd2);
 
     /* h = x + wo(attention(rope(wq n1), rope(wk n1), wv n1)), n1 = rmsnorm(x) */
-    be->matmul_backward(dt, gw, datt, G_layer(m, l, P_WO), whole_dresid(m), a.att, W_layer(m, l, P_WO), N,
-                        QD, C);
+    linear_backward(m, l, FP8_WO, gw, datt, G_layer(m, l, P_WO), whole_dresid(m), a.att, W_layer(m, l, P_WO), QD,
+                    C);
     if (m->cpa)
         keep_error(m, titan_attention_cp_backward(m->cpa, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v));
     else
@@ -417,12 +440,9 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
     /* datt is free again: it takes the un-rotated dq. */
     be->rope_backward(dt, 0, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
     be->rope_backward(dt, 0, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
-    be->matmul_backward(dt, gw, dn, G_layer(m, l, P_WQ), datt, a.n1, W_layer(m, l, P_WQ), N, C,
-                        QD);
-    be->matmul_backward(dt, add | gw, dn, G_layer(m, l, P_WK), dkr, a.n1, W_layer(m, l, P_WK), N,
-                        C, KVD);
-    be->matmul_backward(dt, add | gw, dn, G_layer(m, l, P_WV), dv, a.n1, W_layer(m, l, P_WV), N, C,
-                        KVD);
+    linear_backward(m, l, FP8_WQ, gw, dn, G_layer(m, l, P_WQ), datt, a.n1, W_layer(m, l, P_WQ), C, QD);
+    linear_backward(m, l, FP8_WK, add | gw, dn, G_layer(m, l, P_WK), dkr, a.n1, W_layer(m, l, P_WK), C, KVD);
+    linear_backward(m, l, FP8_WV, add | gw, dn, G_layer(m, l, P_WV), dv, a.n1, W_layer(m, l, P_WV), C, KVD);
     dn_rows = tp_reduce_grad(m, dn);
     norm_backward(m, add | gw, dresid, G_layer(m, l, P_ATTN_NORM), dn_rows, x, W_layer(m, l, P_ATTN_NORM),
                   a.rstd1);
@@ -457,7 +477,7 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
         /* Backward hooks' failures stay with their owner (see llama.h). */
         (void)HOOK(m, before_backward, m->L + 1);
         if (recast) cast_block(m, m->L + 1);
-        be->matmul_backward(dt, gw, dxf, G_head(m), logits, m->act[A_XF], W_head(m), N, C, V);
+        linear_backward(m, m->L, 0, gw, dxf, G_head(m), logits, m->act[A_XF], W_head(m), C, V);
         /* column-parallel head: partial over the rank's vocabulary */
         void *dxf_rows = tp_reduce_grad(m, dxf);
         norm_backward(m, gw, dresid, G_final_norm(m), dxf_rows, resid(m, m->L), W_final_norm(m),

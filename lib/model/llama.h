@@ -235,6 +235,28 @@ const float *titan_llama_logits(const titan_llama *m);
 /* The same as fp32 in host memory dst[B*T*V], whatever the compute type. */
 titan_status titan_llama_logits_host(const titan_llama *m, float *dst);
 
+/* Float8 training: the linears run as torchao's Float8Linear with recipe
+ * r (tensor/fp8.h; the backend's fp8_matmul_* ops), those torchtitan's
+ * float8 converter would convert (components/quantization/utils.py,
+ * module_filter_fn): every attention and FFN projection and the output,
+ * but those whose name ("layers.L.attention.wq" .. ".wo",
+ * "layers.L.feed_forward.w1" .. ".w3", "output") contains one of the
+ * comma-joined filter_fqns, and those with a dimension of the whole
+ * weight not a multiple of 16. auto_filter_small_kn in filter_fqns also
+ * skips what torchao's _auto_filter_for_recipe skips (tensorwise: K <=
+ * 4096 and N <= 1024; rowwise: N <= 2048, K <= 1024, or N <= 4096 and K <=
+ * 2048; weight [N, K]). r NULL turns float8 off. *converted gets the
+ * number of linears that run in float8 (of *total). TITAN_ERR_USAGE when
+ * the backend has no float8 ops. */
+titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, const char *filter_fqns,
+                                    int *converted, int *total);
+/* Whether layer l's linear k (0..6: wq, wk, wv, wo, w1, w2, w3; l =
+ * n_layers: the output) runs in float8. */
+int titan_llama_float8_linear(const titan_llama *m, int l, int k);
+/* GEMMs run from float8 operands (as the backend's fp8 ops reported) since
+ * the last call, then reset. */
+int64_t titan_llama_take_fp8_gemms(titan_llama *m);
+
 /* Per-block hooks, for parallelism that moves parameters and gradients while
  * the model computes (FSDP gathers, gradient reductions). Blocks: 0 = token
  * embedding, 1..n_layers = transformer layer block-1, n_layers + 1 = final

@@ -117,7 +117,17 @@ struct titan_llama {
     float *lse_host;
     titan_status err; /* first tp or cp failure (titan_llama_take_error) */
     titan_attention_cp *cpa; /* context parallelism's attention, NULL without */
+    /* Float8 training (titan_llama_set_float8): the recipe, and per linear
+     * (layer l's k-th at l x FP8_PER_LAYER + k, in enum fp8_linear order,
+     * the output at L x FP8_PER_LAYER) 1 when it runs in float8; NULL: none.
+     * fp8_gemms: GEMMs run from float8 operands since the last take. */
+    titan_fp8_recipe fp8;
+    unsigned char *fp8_linear;
+    int64_t fp8_gemms;
 };
+
+/* The linears of a layer, in the order of fp8_linear. */
+enum { FP8_WQ, FP8_WK, FP8_WV, FP8_WO, FP8_W1, FP8_W2, FP8_W3, FP8_PER_LAYER };
 
 #define HOOK(m, which, b) ((m)->hooks.which ? (m)->hooks.which((m)->hooks.ctx, (b)) : TITAN_OK)
 

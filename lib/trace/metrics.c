@@ -136,6 +136,8 @@ void titan_metrics_format(const titan_step_metrics *s, char *buf, size_t cap) {
     if (s->has_comm && n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, " | comm exposed %.3f of %.3f s", s->comm_exposed_s,
                       s->comm_total_s);
+    if (s->has_fp8 && n >= 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, " | fp8 gemms %" PRId64, s->fp8_gemms);
     if (s->has_dev_mem && n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, " | dev mem %.0f MiB", (double)s->dev_peak_bytes / (1024.0 * 1024.0));
     /* the device's own count (0 from a test device in host memory) */
@@ -172,6 +174,7 @@ static titan_status log_tensorboard(titan_metrics *m, const titan_step_metrics *
     if (s->has_val) SCALAR(TITAN_TB_VAL_LOSS, s->val_loss);
     if (s->has_ckpt) SCALAR(TITAN_TB_CKPT_STALL, s->ckpt_stall_s);
     if (s->has_comm) SCALAR(TITAN_TB_COMM_EXPOSED, s->comm_exposed_s);
+    if (s->has_fp8) SCALAR(TITAN_TB_FP8_GEMMS, (double)s->fp8_gemms);
     SCALAR(TITAN_TB_TOKENS_PER_S, s->tokens_per_s);
     SCALAR(TITAN_TB_PEAK_FLOPS, s->peak_flops);
 #undef SCALAR
@@ -193,6 +196,7 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
     if (n >= 0 && s->has_ckpt) n = fprintf(m->f, ",\"ckpt_stall_s\":%.6g", s->ckpt_stall_s);
     if (n >= 0 && s->has_comm)
         n = fprintf(m->f, ",\"comm_total_s\":%.6g,\"comm_exposed_s\":%.6g", s->comm_total_s, s->comm_exposed_s);
+    if (n >= 0 && s->has_fp8) n = fprintf(m->f, ",\"fp8_gemms\":%" PRId64, s->fp8_gemms);
     if (n >= 0 && s->has_dev_mem)
         n = fprintf(m->f, ",\"dev_peak_bytes\":%" PRIu64 ",\"dev_used_bytes\":%" PRIu64, s->dev_peak_bytes,
                     s->dev_used_bytes);

@@ -17,6 +17,7 @@ const titan_tb_tag_info titan_tb_tags[TITAN_TB_NTAGS] = {
     [TITAN_TB_VAL_LOSS] = {"validation_metrics/loss", "val_loss", 1},
     [TITAN_TB_CKPT_STALL] = {"titan/ckpt_stall(s)", "ckpt_stall_s", 1},
     [TITAN_TB_COMM_EXPOSED] = {"titan/comm_exposed(s)", "comm_exposed_s", 1},
+    [TITAN_TB_FP8_GEMMS] = {"titan/fp8_gemms", "fp8_gemms", 1},
     [TITAN_TB_TOKENS_PER_S] = {"titan/tokens_per_s", "tokens_per_s", 1},
     [TITAN_TB_PEAK_FLOPS] = {"titan/peak_flops", "peak_flops", 1},
 };

@@ -19,6 +19,7 @@ typedef enum {
     TITAN_TB_VAL_LOSS,
     TITAN_TB_CKPT_STALL,
     TITAN_TB_COMM_EXPOSED,
+    TITAN_TB_FP8_GEMMS,
     TITAN_TB_TOKENS_PER_S, /* the job's, as metrics.jsonl */
     TITAN_TB_PEAK_FLOPS,
     TITAN_TB_NTAGS

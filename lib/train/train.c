@@ -113,6 +113,8 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     sm->comm_exposed_s += tp_s;
     sm->comm_total_s += tp_s;
     sm->has_comm = t->mesh.world > 1;
+    sm->has_fp8 = titan_config_float8(cfg);
+    sm->fp8_gemms = titan_llama_take_fp8_gemms(t->model);
     /* Checked on the sum, so every rank refuses the step alike (a pipeline's
      * loss is its last stage's; the other stages hold 0). */
     if (!isfinite(loss_sum)) {

@@ -199,6 +199,39 @@ static titan_status open_inputs(trainer *t) {
     return TITAN_OK;
 }
 
+/* Float8 training (model.converters): torchtitan's float8 converter's
+ * checks, then the linears it would convert (titan_llama_set_float8). */
+static titan_status setup_float8(trainer *t, int sharded) {
+    const titan_job_config *cfg = t->cfg;
+    if (!titan_config_float8(cfg)) return TITAN_OK;
+    if (!cfg->float8_emulate) {
+        titan_error(TITAN_ERR_USAGE, "model.converters = float8 with quantize.linear.float8.emulate = false: "
+                    "titan has no float8 GEMM hardware path yet (torchtitan needs SM89+ for it)");
+        titan_error_hint("set quantize.linear.float8.emulate = true: float8 casts, products of the dequantized "
+                         "operands (torchao's emulate)");
+        return TITAN_ERR_USAGE;
+    }
+    if (t->mesh.layout.tp > 1) {
+        titan_error(TITAN_ERR_USAGE, "float8 training with tensor_parallel_degree %d: not supported yet",
+                    t->mesh.layout.tp);
+        titan_error_hint("train float8 with FSDP, DDP, context or pipeline parallelism, or without float8");
+        return TITAN_ERR_USAGE;
+    }
+    const char *name = cfg->float8_recipe_name[0] ? cfg->float8_recipe_name : "tensorwise";
+    titan_fp8_recipe r;
+    if (titan_fp8_recipe_from_name(name, &r) != 0) /* titan_config_validate checked it */
+        return titan_error(TITAN_ERR_USAGE, "quantize.linear.float8.recipe_name \"%s\": unknown", name);
+    int conv = 0, total = 0;
+    TITAN_TRY(titan_llama_set_float8(t->model, &r, cfg->float8_filter_fqns, &conv, &total));
+    if (cfg->float8_enable_fsdp_float8_all_gather && sharded)
+        titan_warn("quantize.linear.float8.enable_fsdp_float8_all_gather: FSDP gathers the parameters in the "
+                   "compute dtype (a float8 gather is not implemented; the numbers are the same)");
+    titan_info("float8: recipe %s (emulated: float8 operands, fp32 products), %d of %d linears; GEMMs in float8: "
+               "forward and grad_input%s", name, conv, total,
+               titan_fp8_recipe_gemms(&r) == 3 ? " and grad_weight" : ", grad_weight in high precision");
+    return TITAN_OK;
+}
+
 /* Phase 3: this rank's model (its tp shard, pp stage, cp chunks). */
 static titan_status build_model(trainer *t, setup_shape *sh) {
     const titan_job_config *cfg = t->cfg;
@@ -220,7 +253,7 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
     mo.cp = t->mesh.cp_group;
     /* titan_setup_model_config has checked the tp and pp splits */
     TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, sh->mb, T, sh->ac, sh->compute, &mo));
-    return TITAN_OK;
+    return setup_float8(t, sh->sharded);
 }
 
 /* Phase 4: the parallel plan around the model (FSDP's units, the pipeline

@@ -55,13 +55,15 @@ for line in open(sys.argv[1]):
     name, value = kv.split(" = ", 1)
     section, key = name.rsplit(".", 1)
     want = tomllib.loads("v = " + value)["v"]
-    got = cfg.get(section, {}).get(key)
+    table = cfg
+    for part in section.split("."): table = table.get(part, {}) # [quantize.linear.float8] nests
+    got = table.get(key)
     if got != want:
         print("%s: resolved %r, the job says %r" % (name, got, want)); bad += 1
 sys.exit(1 if bad else 0)
 EOF
 }
-for j in debug_model 8b 70b; do
+for j in debug_model 8b 70b 405b; do
     expect 0 "leaves at titan's default .* keys whose torchtitan default differs" \
         "$j: loads unchanged, naming the defaults that differ" -- "$bin/titan-train" --print-config "$jobs/llama3_$j.toml"
     cp "$tmp/out" "$tmp/$j.resolved"
@@ -86,10 +88,11 @@ grep -q '^flavor = "70B"$' "$tmp/70b.resolved" && grep -q '^tensor_parallel_degr
     grep -q '^enable = false$' "$tmp/8b.resolved" && grep -q '^mixed_precision_param = "float32"$' "$tmp/8b.resolved" &&
     ok "70B: tp 8, full AC; 8B: op-level AC; debug: Interleaved1F1B; float32 where the job says nothing" ||
     fail "70B: tp 8, full AC; 8B: op-level AC; debug: Interleaved1F1B; float32 where the job says nothing"
-# Until the float8 converter lands (issue 27), the 405B job stops at it.
-expect 2 'llama3_405b.toml:[0-9]*: model.converters = \["float8"\]: not supported: float8 issue' \
-    "405b: refused at model.converters = [\"float8\"] (the float8 issue)" -- \
-    "$bin/titan-train" --print-config "$jobs/llama3_405b.toml"
+# 405B trains its linears in float8 (torchtitan's alias "float8" for quantize.linear.float8)
+grep -q '^converters = \["float8"\]$' "$tmp/405b.resolved" && grep -q '^filter_fqns = \["output"\]$' "$tmp/405b.resolved" &&
+    grep -q '^enable_fsdp_float8_all_gather = true$' "$tmp/405b.resolved" &&
+    ok "405B: converters = [\"float8\"] read, its [quantize.linear.float8] honoured" ||
+    fail "405B: converters = [\"float8\"] read, its [quantize.linear.float8] honoured"
 
 # ---- keys that change what titan computes, holds or writes are refused ---------------------
 # refuse DESCRIPTION PATTERN SED_SCRIPT: the debug job edited by SED_SCRIPT is refused

@@ -282,10 +282,18 @@ static void test_file_errors(void) {
                "t.toml:2: job.dump_folder: expected a non-empty string, got \"\"", NULL);
     want_error(load(&c, "[checkpoint]\nenable = true\nenable_checkpoint = false\n"), TITAN_ERR_USAGE,
                "t.toml:3: checkpoint.enable_checkpoint: same key as checkpoint.enable, already set at line 2", NULL);
-    want_error(load(&c, "[float8]\nenable_fsdp_float8_all_gather = true\n"), TITAN_ERR_USAGE,
-               "t.toml:2: float8.enable_fsdp_float8_all_gather = true: not supported: float8 issue: read only when "
-               "model.converters names the converter, which titan refuses for now",
+    /* torchtitan's older [float8] is [quantize.linear.float8] */
+    CHECK(load(&c, "[float8]\nenable_fsdp_float8_all_gather = true\n") == TITAN_OK &&
+          c.float8_enable_fsdp_float8_all_gather == 1);
+    want_error(load(&c, "[float8]\nforce_recompute_fp8_weight_in_bwd = true\n"), TITAN_ERR_USAGE,
+               "t.toml:2: float8.force_recompute_fp8_weight_in_bwd = true: not supported: torchao's recompute of the "
+               "float8 weight in the backward (an FSDP memory trade) is not implemented: only false",
                "remove the key or set it to false");
+    CHECK(load(&c, "[model]\nconverters = [\"float8\"]\n[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n"
+                   "enable_fsdp_float8_all_gather = true\n") == TITAN_OK);
+    want_error(titan_config_validate(&c), TITAN_ERR_USAGE,
+               "quantize.linear.float8.recipe_name = \"rowwise\" with enable_fsdp_float8_all_gather = true: not "
+               "supported (torchtitan refuses it too)", "tensorwise only");
     want_error(load(&c, "[profiling]\nenable_profilng = true\n"), TITAN_ERR_USAGE,
                "t.toml:2: unknown key 'profiling.enable_profilng' in [profiling]",
                "did you mean 'enable_profiling'?");
@@ -386,7 +394,9 @@ static void test_torchtitan_file(void) {
     CHECK(strstr(err, "enable_profiling") == NULL && c.profiling_enable_profiling == 0 &&
               c.profiling_profile_freq == 10 && strcmp(c.profiling_save_traces_folder, "profile_trace") == 0,
           "[profiling] keys read:\n%s", err);
-    CHECK(strstr(err, "compile.components: ignored") && strstr(err, "float8.filter_fqns: ignored") &&
+    CHECK(strstr(err, "float8") == NULL && strcmp(c.float8_filter_fqns, "output") == 0 && !titan_config_float8(&c),
+          "[float8] read (torchtitan's older [quantize.linear.float8]):\n%s", err);
+    CHECK(strstr(err, "compile.components: ignored") &&
               strstr(err, "comm.init_timeout_seconds: ignored") && !strstr(err, "model.hf_assets_path") &&
               strcmp(c.model_hf_assets_path, "./tests/assets/tokenizer") == 0 &&
               strcmp(c.training_dataset, "c4_test") == 0,

@@ -37,6 +37,7 @@ typedef struct {
     size_t num_params;
     double lr, beta1, beta2, eps, weight_decay, max_norm, decay_ratio, min_lr_factor;
     char decay_type[16];
+    char float8_recipe[32]; /* "" or a torchao recipe (tests/python/float8_train_golden.py) */
 } golden_config;
 
 static int g_failures;
@@ -49,7 +50,9 @@ static double check_tol(const char *what, double err, double tol) {
     return err;
 }
 
-static double check(const char *what, double err) { return check_tol(what, err, TOL); }
+/* The case's tolerances: TOL and UPDATE_TOL, or the float8 cases' (run_case). */
+static double g_tol = TOL, g_step_tol = TOL, g_update_tol = UPDATE_TOL;
+static double check(const char *what, double err) { return check_tol(what, err, g_tol); }
 
 static double rel_err(const float *a, const double *b, size_t n) {
     double num = 0, den = 0;
@@ -115,6 +118,9 @@ static int read_config(const char *dir, golden_config *g) {
             seen++;
             continue;
         }
+        if (sscanf(line, "%63s", key) == 1 && strcmp(key, "float8_recipe") == 0 &&
+            sscanf(line, "%*s %31s", g->float8_recipe) == 1)
+            continue;
         if (sscanf(line, "%63s %lf", key, &val) != 2) continue;
         titan_llama_config *c = &g->mc;
 #define KEY(k, dst) else if (strcmp(key, k) == 0) { dst; seen++; }
@@ -300,12 +306,12 @@ static int compare_training(titan_llama *m, const titan_backend *be, const golde
         snprintf(what, sizeof what, "step %2d lr (%.6g vs %.6g)", s + 1, lr, d->lrs[s]);
         worst_lr = fmax(worst_lr, check(what, rel_err1(lr, d->lrs[s])));
         snprintf(what, sizeof what, "step %2d loss (%.6f vs %.6f)", s + 1, loss, d->losses[s]);
-        worst_loss = fmax(worst_loss, check(what, rel_err1(loss, d->losses[s])));
+        worst_loss = fmax(worst_loss, check_tol(what, rel_err1(loss, d->losses[s]), g_step_tol));
         snprintf(what, sizeof what, "step %2d grad norm (%.5f vs %.5f)", s + 1, norm, d->grad_norms[s]);
-        worst_norm = fmax(worst_norm, check(what, rel_err1(norm, d->grad_norms[s])));
-        snprintf(what, sizeof what, "step %2d update (tolerance %.0e)", s + 1, UPDATE_TOL);
+        worst_norm = fmax(worst_norm, check_tol(what, rel_err1(norm, d->grad_norms[s]), g_step_tol));
+        snprintf(what, sizeof what, "step %2d update (tolerance %.0e)", s + 1, g_update_tol);
         worst_upd = fmax(worst_upd, check_tol(what, rel_err_delta(host, d->params_steps + (size_t)s * P,
-                                                                   d->weights, P), UPDATE_TOL));
+                                                                   d->weights, P), g_update_tol));
     }
     printf("  %-44s rel err %.3e\n", "steps: lr max", worst_lr);
     printf("  %-44s rel err %.3e\n", "steps: loss max", worst_loss);
@@ -314,6 +320,37 @@ static int compare_training(titan_llama *m, const titan_backend *be, const golde
     printf("  clipped at %d of %d steps\n", clipped, g->steps);
     titan_adamw_free(opt);
     return rc;
+}
+
+/* A float8 case: torchao's Float8Linear in fp32 torch (the output
+ * filtered, as the goldens'), titan's float8 linears here, from the same
+ * fp32 weights (no float64 float8 reference exists). The first forward and
+ * backward agree to fp32 rounding (measured: logits 2e-7, loss 8e-8, every
+ * gradient <= 4.4e-7, many bitwise), where plain fp32 misses the same
+ * goldens by 3.5e-2 (logits) and 9e-2 (gradients): F8_TOL. Over 10 steps a
+ * value lands on the other side of a float8 rounding boundary sooner or
+ * later and AdamW's sign-like first steps carry it on (measured: losses
+ * and grad norms <= 1.5e-3, updates <= 1.7e-2, from step 3 to 7; plain
+ * fp32: 1e-2 and 0.34): F8_STEP_TOL, F8_UPDATE_TOL. */
+#define F8_TOL 1e-5
+#define F8_STEP_TOL 3e-3
+#define F8_UPDATE_TOL 3e-2
+static int set_float8(titan_llama *m, const golden_config *g) {
+    g_tol = g->float8_recipe[0] ? F8_TOL : TOL;
+    g_step_tol = g->float8_recipe[0] ? F8_STEP_TOL : TOL;
+    g_update_tol = g->float8_recipe[0] ? F8_UPDATE_TOL : UPDATE_TOL;
+    if (!g->float8_recipe[0]) return 0;
+    titan_fp8_recipe r;
+    int conv = 0, total = 0;
+    if (titan_fp8_recipe_from_name(g->float8_recipe, &r) != 0) {
+        fprintf(stderr, "test_parity: unknown float8 recipe %s\n", g->float8_recipe);
+        return -1;
+    }
+    titan_status st = titan_llama_set_float8(m, &r, "output", &conv, &total);
+    if (st != TITAN_OK) return fail_status("float8", st);
+    printf("  float8 %s: %d of %d linears (tolerance %.0e, steps %.0e, updates %.0e)\n", g->float8_recipe, conv,
+           total, g_tol, g_step_tol, g_update_tol);
+    return 0;
 }
 
 static int run_case(const char *root, const char *name) {
@@ -353,6 +390,7 @@ static int run_case(const char *root, const char *name) {
         goto out;
     }
     be->to_device(titan_llama_params_data(m), d.weights, P * sizeof(float));
+    if (set_float8(m, &g) != 0) goto out;
 
     /* logits first: a forward with targets may turn them into dlogits */
     if ((st = titan_llama_forward(m, d.tokens, NULL, NULL)) != TITAN_OK) {
@@ -369,6 +407,7 @@ static int run_case(const char *root, const char *name) {
         goto out;
     }
     be->to_device(titan_llama_params_data(mac), d.weights, P * sizeof(float));
+    if (set_float8(mac, &g) != 0) goto out;
     if (compare_grads(mac, be, &g, &d, ps, n, host, "ac=full: ", 0) != 0) goto out;
 
     if (compare_training(m, be, &g, &d, host) != 0) goto out;

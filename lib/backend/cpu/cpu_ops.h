@@ -37,6 +37,18 @@ void titan_cpu_matmul_add_forward(float *out, const float *inp, const float *w, 
 void titan_cpu_matmul_backward(int acc, float *dinp, float *dw, const float *dout,
                                const float *inp, const float *w, int N, int IC, int OC);
 
+/* fp8_matmul.c: float8 linears (backend.h), emulated as torchao's
+ * emulate=True: operands cast to float8 bytes, dequantized to fp32
+ * (decode / scale) and multiplied by the fp32 kernels above. */
+int titan_cpu_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
+                                 const void *w, const void *resid, int N, int IC, int OC);
+int titan_cpu_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
+                                  const void *dout, const void *inp, const void *w, int N, int IC, int OC);
+/* One float8 operand [rows, cols] of type dt: q (bytes), scale (its
+ * titan_fp8_nscales) and deq = fp32(decode(q) / scale), all written. */
+void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x, titan_dtype dt, int rows,
+                            int cols, titan_fp8_axis axis, titan_fp8_format f, int pow2);
+
 /* embedding.c */
 void titan_cpu_embedding_forward(float *out, const uint32_t *tokens, const float *wte, int N,
                                  int C, int V);

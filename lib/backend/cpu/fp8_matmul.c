@@ -1,0 +1,146 @@
+/* fp8_matmul.c - float8 linears on the CPU, as torchao's Float8Linear with
+ * emulate=True (torchao/float8/float8_ops.py, float8_mm): each operand the
+ * recipe casts becomes float8 bytes with its dynamic scales
+ * (tensor/fp8.h), is dequantized to fp32 as fp32(decode(q) / scale), and
+ * the product runs in fp32 through matmul.c's deterministic tiling, rounded
+ * once to the compute type. An operand the recipe leaves in high
+ * precision (rowwise_with_gw_hp's grad_w) goes through the plain matmul.
+ *
+ * The casts run in row blocks fixed by the shape; amax is a max, exact in
+ * any order, so the bytes and scales do not depend on the thread count. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+
+enum { ROWS_PER_BLOCK = 64 };
+
+static void *xalloc(size_t n) {
+    void *p = aligned_alloc(64, ((n ? n : 1) + 63) & ~(size_t)63);
+    if (!p) {
+        char what[128];
+        snprintf(what, sizeof what, "cpu backend: float8 matmul: no memory for %zu bytes", n);
+        titan_panic(__FILE__, __LINE__, what);
+    }
+    return p;
+}
+
+void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x, titan_dtype dt, int rows,
+                            int cols, titan_fp8_axis axis, titan_fp8_format f, int pow2) {
+    int nb = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    int ns = titan_fp8_nscales(axis, rows, cols);
+    /* per block partial amax for one scale or one per column; rows own theirs */
+    int part = axis == TITAN_FP8_ROWS ? 0 : ns;
+    float *partial = part ? calloc((size_t)nb * part, sizeof(float)) : NULL;
+    if (part && !partial) titan_panic(__FILE__, __LINE__, "cpu backend: float8 amax: no memory");
+    if (!part) memset(scale, 0, (size_t)ns * sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < nb; b++) {
+        int r0 = b * ROWS_PER_BLOCK, r1 = r0 + ROWS_PER_BLOCK < rows ? r0 + ROWS_PER_BLOCK : rows;
+        titan_fp8_amax(part ? partial + (size_t)b * part : scale, x, dt, r0, r1, cols, axis);
+    }
+    if (part) {
+        for (int i = 0; i < ns; i++) scale[i] = 0.0f;
+        for (int b = 0; b < nb; b++) titan_fp8_amax(scale, partial + (size_t)b * part, TITAN_DTYPE_F32, 0, 1,
+                                                     part, axis == TITAN_FP8_TENSOR ? TITAN_FP8_TENSOR : TITAN_FP8_COLS);
+        free(partial);
+    }
+    for (int i = 0; i < ns; i++) scale[i] = titan_fp8_scale(scale[i], f, pow2);
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < nb; b++) {
+        int r0 = b * ROWS_PER_BLOCK, r1 = r0 + ROWS_PER_BLOCK < rows ? r0 + ROWS_PER_BLOCK : rows;
+        titan_fp8_cast(q, x, dt, scale, r0, r1, cols, axis, f);
+        titan_fp8_dequantize(deq, q, scale, r0, r1, cols, axis, f);
+    }
+}
+
+/* One cast of recipe r: deq gets the dequantized operand (fp32 [rows, cols]). */
+static void cast_operand(const titan_fp8_recipe *r, int c, float *deq, const void *x, titan_dtype dt, int rows,
+                         int cols) {
+    size_t n = (size_t)rows * cols;
+    uint8_t *q = xalloc(n);
+    int ns = titan_fp8_nscales(titan_fp8_recipe_axis(r, c), rows, cols);
+    float *scale = xalloc((size_t)ns * sizeof(float));
+    titan_cpu_fp8_quantize(q, scale, deq, x, dt, rows, cols, titan_fp8_recipe_axis(r, c),
+                           (titan_fp8_format)r->format[c], r->pow2);
+    free(scale);
+    free(q);
+}
+
+static void widen(float *dst, const void *src, titan_dtype dt, size_t n) {
+    titan_cpu_convert(dst, TITAN_DTYPE_F32, src, dt, n);
+}
+
+int titan_cpu_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
+                                 const void *w, const void *resid, int N, int IC, int OC) {
+    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    float *x = xalloc(ni * sizeof(float)), *wd = xalloc(nw * sizeof(float));
+    cast_operand(r, TITAN_FP8_X_OUT, x, inp, dt, N, IC);
+    cast_operand(r, TITAN_FP8_W_OUT, wd, w, dt, OC, IC);
+    float *y = dt == TITAN_DTYPE_F32 ? out : xalloc(no * sizeof(float));
+    if (resid) {
+        const float *rf = resid;
+        float *rw = NULL;
+        if (dt != TITAN_DTYPE_F32) widen(rw = xalloc(no * sizeof(float)), resid, dt, no), rf = rw;
+        titan_cpu_matmul_add_forward(y, x, wd, rf, N, IC, OC);
+        free(rw);
+    } else {
+        titan_cpu_matmul_forward(y, x, wd, N, IC, OC);
+    }
+    if (y != out) {
+        titan_cpu_convert(out, dt, y, TITAN_DTYPE_F32, no);
+        free(y);
+    }
+    free(x);
+    free(wd);
+    return 1;
+}
+
+/* dinp (+)= dout w from float8 operands */
+static void grad_input(titan_dtype dt, const titan_fp8_recipe *r, int add, void *dinp, const void *dout,
+                       const void *w, int N, int IC, int OC) {
+    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    float *g = xalloc(no * sizeof(float)), *wd = xalloc(nw * sizeof(float));
+    cast_operand(r, TITAN_FP8_GO_GI, g, dout, dt, N, OC);
+    cast_operand(r, TITAN_FP8_W_GI, wd, w, dt, OC, IC);
+    float *d = dt == TITAN_DTYPE_F32 ? dinp : xalloc(ni * sizeof(float));
+    if (d != dinp && add) widen(d, dinp, dt, ni);
+    titan_cpu_matmul_backward(add ? TITAN_ACC_DX : 0, d, NULL, g, NULL, wd, N, IC, OC);
+    if (d != dinp) {
+        titan_cpu_convert(dinp, dt, d, TITAN_DTYPE_F32, ni);
+        free(d);
+    }
+    free(g);
+    free(wd);
+}
+
+/* dw (+)= dout^T inp from float8 operands (fp32 dw) */
+static void grad_weight(titan_dtype dt, const titan_fp8_recipe *r, int add, float *dw, const void *dout,
+                        const void *inp, int N, int IC, int OC) {
+    size_t ni = (size_t)N * IC, no = (size_t)N * OC;
+    float *g = xalloc(no * sizeof(float)), *x = xalloc(ni * sizeof(float));
+    cast_operand(r, TITAN_FP8_GO_GW, g, dout, dt, N, OC);
+    cast_operand(r, TITAN_FP8_X_GW, x, inp, dt, N, IC);
+    titan_cpu_matmul_backward(add ? TITAN_ACC_DW : 0, NULL, dw, g, x, NULL, N, IC, OC);
+    free(g);
+    free(x);
+}
+
+int titan_cpu_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
+                                  const void *dout, const void *inp, const void *w, int N, int IC, int OC) {
+    int gemms = 0;
+    if (dinp) {
+        grad_input(dt, r, acc & TITAN_ACC_DX, dinp, dout, w, N, IC, OC);
+        gemms++;
+    }
+    if (!dw) return gemms;
+    if (r->format[TITAN_FP8_GO_GW] == TITAN_FP8_NONE || r->format[TITAN_FP8_X_GW] == TITAN_FP8_NONE) {
+        /* high precision, torchao's DISABLED cast: the plain product */
+        titan_cpu_dt_matmul_backward(dt, acc & TITAN_ACC_DW, NULL, dw, dout, inp, w, N, IC, OC);
+        return gemms;
+    }
+    grad_weight(dt, r, acc & TITAN_ACC_DW, dw, dout, inp, N, IC, OC);
+    return gemms + 1;
+}
