@@ -115,10 +115,12 @@ const key_def titan_job_keys[] = {
     INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0,
         "pipeline stages (torchtitan's split: the embedding and the head weigh a layer each; untied embeddings)"),
     ENUM("parallelism", "pipeline_parallel_schedule", parallelism_pipeline_parallel_schedule, parallelism_pp_schedule,
-         "1F1B", "1F1B,GPipe,Interleaved1F1B,LoopedBFS",
+         "1F1B", "1F1B,GPipe,Interleaved1F1B,LoopedBFS,InterleavedZeroBubble",
         "pipeline schedule (torch.distributed.pipelining's): 1F1B (one forward, one backward: at most pp "
         "micro-batches in flight), GPipe (all forwards, then all backwards), Interleaved1F1B (several stages a "
-        "rank, depth first) or LoopedBFS (several stages a rank, breadth first)"),
+        "rank, depth first), LoopedBFS (several stages a rank, breadth first) or InterleavedZeroBubble (ZB1P: "
+        "Interleaved1F1B with the backward split into input and weight gradients, the weight gradients "
+        "deferred into the bubbles)"),
     INT("parallelism", "pipeline_parallel_microbatch_size", parallelism_pipeline_parallel_microbatch_size, 1, 1, 0,
         "sequences per pipeline micro-batch; local_batch_size must be a multiple"),
     {"parallelism", "pipeline_parallel_layers_per_stage", T_INT, OFF(parallelism_pipeline_parallel_layers_per_stage),

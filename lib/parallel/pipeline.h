@@ -1,9 +1,12 @@
 /* pipeline.h - pipeline parallelism: a local batch cut into micro-batches
  * and run through the stages (llama.h's pipeline stages: pp x v of them,
  * v a rank of the mesh's pp group) in a schedule's order
- * (pipeline_schedule.h: 1F1B, GPipe, Interleaved1F1B, LoopedBFS).
+ * (pipeline_schedule.h: 1F1B, GPipe, Interleaved1F1B, LoopedBFS,
+ * InterleavedZeroBubble, whose backwards run as I then, later, W: the
+ * model's titan_llama_backward_input and _weight). Every rank's list is
+ * checked before the first step (titan_pp_schedule_verify).
  *
- * Every stage but LoopedBFS's runs its backwards in micro-batch order, so
+ * Every stage but LoopedBFS's runs its backwards (Ws) in micro-batch order, so
  * gradients add in the same order as the micro-batches of one process do:
  * the schedule changes no bit of the gradients, only memory and idle time.
  * LoopedBFS, as torch's, runs them in reverse order: the same gradients up

@@ -228,6 +228,7 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
         case TITAN_JOB_PP_GPIPE: sh->sched = TITAN_PP_GPIPE; break;
         case TITAN_JOB_PP_INTERLEAVED_1F1B: sh->sched = TITAN_PP_INTERLEAVED_1F1B; break;
         case TITAN_JOB_PP_LOOPED_BFS: sh->sched = TITAN_PP_LOOPED_BFS; break;
+        case TITAN_JOB_PP_INTERLEAVED_ZB: sh->sched = TITAN_PP_INTERLEAVED_ZB; break;
         }
         sh->mb = cfg->parallelism_pipeline_parallel_microbatch_size;
         t->micro = B / sh->mb; /* titan_config_validate: mb divides B */
@@ -252,7 +253,8 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
                               .pp_size = pp, .pp_stage = t->mesh.pp_rank,
                               .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
                               .pp_last_less = lay->pp_last_less,
-                              .slots = titan_pipeline_slots(sh->sched, pp, t->mesh.pp_rank, v, t->micro)};
+                              .slots = titan_pipeline_slots(sh->sched, pp, t->mesh.pp_rank, v, t->micro),
+                              .split_backward = pp > 1 && titan_pp_schedule_split(sh->sched)};
     /* titan_setup_model_config has checked the tp and pp splits */
     TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, sh->mb, T, ac, sh->compute, &mo));
     return TITAN_OK;
