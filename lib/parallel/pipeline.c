@@ -84,7 +84,7 @@ static titan_status verify_all(const titan_pipeline *p) {
         lists[r] = all + (size_t)r * cap;
         n[r] = titan_pp_schedule_actions(p->sched, p->pp, r, p->v, p->micro, lists[r]);
     }
-    if (st == TITAN_OK) st = titan_pp_schedule_verify(p->pp, p->v, p->micro, lists, n);
+    if (st == TITAN_OK) st = titan_pp_schedule_verify(p->pp, p->v, p->micro, lists, n, NULL);
     if (st == TITAN_ERR_USAGE)
         titan_error_context("parallelism.pipeline_parallel_schedule = \"%s\"", titan_pp_schedule_name(p->sched));
     titan_free(all);

@@ -15,6 +15,7 @@ const char *titan_pp_schedule_name(titan_pp_schedule s) {
     case TITAN_PP_INTERLEAVED_1F1B: return "Interleaved1F1B";
     case TITAN_PP_LOOPED_BFS: return "LoopedBFS";
     case TITAN_PP_INTERLEAVED_ZB: return "InterleavedZeroBubble";
+    case TITAN_PP_CSV: return "CSV";
     }
     return "?";
 }
@@ -23,14 +24,24 @@ int titan_pp_schedule_multi(titan_pp_schedule s) {
     return s == TITAN_PP_INTERLEAVED_1F1B || s == TITAN_PP_LOOPED_BFS || s == TITAN_PP_INTERLEAVED_ZB;
 }
 
-int titan_pp_schedule_split(titan_pp_schedule s) { return s == TITAN_PP_INTERLEAVED_ZB; }
+static const titan_pp_custom *custom_schedule;
+
+void titan_pp_schedule_set_custom(const titan_pp_custom *c) { custom_schedule = c; }
+
+int titan_pp_schedule_split(titan_pp_schedule s) {
+    if (s != TITAN_PP_CSV) return s == TITAN_PP_INTERLEAVED_ZB;
+    TITAN_ASSERT(custom_schedule);
+    return custom_schedule->split;
+}
 
 int titan_pp_schedule_count(titan_pp_schedule s, int v, int micro) {
-    return (titan_pp_schedule_split(s) ? 3 : 2) * v * micro;
+    /* a CSV's: at most an F, an I and a W per (stage, micro-batch) once verified */
+    return (titan_pp_schedule_split(s) || s == TITAN_PP_CSV ? 3 : 2) * v * micro;
 }
 
 titan_status titan_pp_schedule_check(titan_pp_schedule s, int pp, int v, int micro) {
     const char *name = titan_pp_schedule_name(s);
+    if (s == TITAN_PP_CSV) return TITAN_OK; /* the stages a rank are the name's (titan_pipeline_split) */
     if (!titan_pp_schedule_multi(s) && v != 1)
         return titan_error(TITAN_ERR_USAGE, "parallelism.pipeline_parallel_schedule = \"%s\" runs one stage a rank, "
                            "pipeline_parallel_layers_per_stage gives %d", name, v);
@@ -109,6 +120,12 @@ int titan_pp_schedule_actions(titan_pp_schedule s, int pp, int r, int v, int M, 
     switch (s) {
     case TITAN_PP_INTERLEAVED_1F1B: return interleaved(pp, r, v, M, out);
     case TITAN_PP_INTERLEAVED_ZB: return zero_bubble(pp, r, v, M, out);
+    case TITAN_PP_CSV: {
+        const titan_pp_custom *c = custom_schedule;
+        TITAN_ASSERT(c && c->pp == pp && c->v == v && c->micro == M && r >= 0 && r < pp);
+        memcpy(out, c->acts[r], (size_t)c->n[r] * sizeof *out);
+        return c->n[r];
+    }
     case TITAN_PP_LOOPED_BFS:
         for (int k = 0; k < v; k++)
             for (int mb = 0; mb < M; mb++) out[n++] = (titan_pp_action){k, mb, TITAN_PP_F};
@@ -172,32 +189,42 @@ static void act_name(char *buf, size_t len, int g, const titan_pp_action *a) {
 typedef struct {
     int S, M;
     unsigned char *cnt; /* [S][M][4] */
+    const int *const *col; /* a CSV's columns of the actions, NULL: indices */
 } tally;
+
+/* Where rank r's action i is: "rank R, action I", or a CSV's "row R,
+ * column C" (1-based, as a spreadsheet shows them). */
+static const char *where(const tally *t, int r, int i, char *buf, size_t len) {
+    if (t->col) snprintf(buf, len, "row %d (rank %d), column %d", r + 1, r, t->col[r][i] + 1);
+    else snprintf(buf, len, "rank %d, action %d", r, i);
+    return buf;
+}
 
 static unsigned char *cnt_at(tally *t, int g, int mb, int op) { return &t->cnt[((size_t)g * t->M + mb) * 4 + op]; }
 
 /* One list's actions in range and in order on their own rank. */
 static titan_status check_list(tally *t, int pp, int v, int r, const titan_pp_action *a, int n) {
-    char nm[48];
+    char nm[48], at[64];
     for (int i = 0; i < n; i++) {
         if (a[i].stage < 0 || a[i].stage >= v || a[i].mb < 0 || a[i].mb >= t->M || a[i].op < 0 || a[i].op > 3)
-            return titan_error(TITAN_ERR_USAGE, "pipeline schedule: rank %d, action %d: local stage %d, micro-batch "
-                               "%d out of range (%d stages a rank, %d micro-batches)", r, i, a[i].stage, a[i].mb, v,
-                               t->M);
+            return titan_error(TITAN_ERR_USAGE, "pipeline schedule: %s: local stage %d, micro-batch %d out of "
+                               "range (%d stages a rank, %d micro-batches)", where(t, r, i, at, sizeof at), a[i].stage,
+                               a[i].mb, v, t->M);
         int g = r + a[i].stage * pp, op = a[i].op;
         act_name(nm, sizeof nm, g, &a[i]);
+        where(t, r, i, at, sizeof at);
         unsigned char *c = cnt_at(t, g, a[i].mb, 0);
         if (c[op])
-            return titan_error(TITAN_ERR_USAGE, "pipeline schedule: rank %d, action %d (%s): micro-batch %d's %c on "
-                               "stage %d a second time", r, i, nm, a[i].mb, op_letter[op], g);
+            return titan_error(TITAN_ERR_USAGE, "pipeline schedule: %s (%s): micro-batch %d's %c on "
+                               "stage %d a second time", at, nm, a[i].mb, op_letter[op], g);
         if (op != TITAN_PP_F && !c[TITAN_PP_F])
-            return titan_error(TITAN_ERR_USAGE, "pipeline schedule: rank %d, action %d (%s): before the forward of "
-                               "its micro-batch", r, i, nm);
+            return titan_error(TITAN_ERR_USAGE, "pipeline schedule: %s (%s): before the forward of "
+                               "its micro-batch", at, nm);
         if (op == TITAN_PP_W && !c[TITAN_PP_I])
-            return titan_error(TITAN_ERR_USAGE, "pipeline schedule: rank %d, action %d (%s): W before its I", r, i, nm);
+            return titan_error(TITAN_ERR_USAGE, "pipeline schedule: %s (%s): W before its I", at, nm);
         if ((op == TITAN_PP_B && c[TITAN_PP_I]) || (op == TITAN_PP_I && c[TITAN_PP_B]))
-            return titan_error(TITAN_ERR_USAGE, "pipeline schedule: rank %d, action %d (%s): micro-batch %d of stage "
-                               "%d has both B and I", r, i, nm, a[i].mb, g);
+            return titan_error(TITAN_ERR_USAGE, "pipeline schedule: %s (%s): micro-batch %d of stage "
+                               "%d has both B and I", at, nm, a[i].mb, g);
         c[op] = 1;
     }
     return TITAN_OK;
@@ -211,6 +238,9 @@ static titan_status check_complete(tally *t, int pp) {
             const char *miss = !c[TITAN_PP_F] ? "forward (F)"
                              : !c[TITAN_PP_B] && !c[TITAN_PP_I] ? "backward (B or I)"
                              : c[TITAN_PP_I] && !c[TITAN_PP_W] ? "weight backward (W)" : NULL;
+            if (miss && t->col)
+                return titan_error(TITAN_ERR_USAGE, "pipeline schedule: row %d (rank %d): micro-batch %d of stage %d "
+                                   "left undone: no %s", g % pp + 1, g % pp, mb, g, miss);
             if (miss)
                 return titan_error(TITAN_ERR_USAGE, "pipeline schedule: rank %d: micro-batch %d of stage %d left "
                                    "undone: no %s", g % pp, mb, g, miss);
@@ -229,23 +259,23 @@ static int ready(tally *t, int pp, int r, const titan_pp_action *a) {
 }
 
 static titan_status deadlock(tally *t, int pp, titan_pp_action *const *acts, const int *n, const int *pos) {
-    char why[512], nm[48];
+    char why[768], nm[48], at[64];
     size_t k = 0;
     for (int r = 0; r < pp && k + 96 < sizeof why; r++) {
         if (pos[r] >= n[r]) continue;
         const titan_pp_action *a = &acts[r][pos[r]];
         int g = r + a->stage * pp;
         act_name(nm, sizeof nm, g, a);
-        k += (size_t)snprintf(why + k, sizeof why - k, "%srank %d at action %d (%s) waits for stage %d's %s", k ? "; " : "",
-                              r, pos[r], nm, a->op == TITAN_PP_F ? g - 1 : g + 1,
+        k += (size_t)snprintf(why + k, sizeof why - k, "%s%s (%s) waits for stage %d's %s", k ? "; " : "",
+                              where(t, r, pos[r], at, sizeof at), nm, a->op == TITAN_PP_F ? g - 1 : g + 1,
                               a->op == TITAN_PP_F ? "forward" : "backward");
     }
-    (void)t;
     return titan_error(TITAN_ERR_USAGE, "pipeline schedule: deadlock: %s", why);
 }
 
-titan_status titan_pp_schedule_verify(int pp, int v, int micro, titan_pp_action *const *acts, const int *n) {
-    tally t = {pp * v, micro, calloc((size_t)pp * v * micro * 4, 1)};
+titan_status titan_pp_schedule_verify(int pp, int v, int micro, titan_pp_action *const *acts, const int *n,
+                                      const int *const *col) {
+    tally t = {pp * v, micro, calloc((size_t)pp * v * micro * 4, 1), col};
     int *pos = calloc((size_t)pp, sizeof *pos);
     if (!t.cnt || !pos) {
         free(t.cnt);

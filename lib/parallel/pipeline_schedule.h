@@ -52,6 +52,7 @@ typedef enum {
     TITAN_PP_INTERLEAVED_1F1B = 2,
     TITAN_PP_LOOPED_BFS = 3,
     TITAN_PP_INTERLEAVED_ZB = 4,
+    TITAN_PP_CSV = 5, /* the process's custom schedule (titan_pp_schedule_set_custom) */
 } titan_pp_schedule;
 
 /* What an action runs (torch's _ComputationType): F forward, B the whole
@@ -63,6 +64,18 @@ typedef enum { TITAN_PP_F = 0, TITAN_PP_B = 1, TITAN_PP_I = 2, TITAN_PP_W = 3 } 
 typedef struct {
     int stage, mb, op;
 } titan_pp_action;
+
+/* A schedule read from a file (pipeline_csv.h): rank r's n[r] actions
+ * acts[r], each from column col[r][i] of the file's row r; split: some
+ * rank runs I and W. */
+typedef struct {
+    int pp, v, micro, split;
+    titan_pp_action **acts;
+    int *n, **col;
+} titan_pp_custom;
+/* The lists TITAN_PP_CSV stands for in this process (one pipeline a
+ * process; c must outlive its use); NULL drops them. */
+void titan_pp_schedule_set_custom(const titan_pp_custom *c);
 
 /* torch's name of s ("1F1B", "GPipe", "Interleaved1F1B", "LoopedBFS"). */
 const char *titan_pp_schedule_name(titan_pp_schedule s);
@@ -92,7 +105,10 @@ int titan_pp_schedule_slots_total(titan_pp_schedule s, int pp, int r, int v, int
  * micro-batch, a B or I for the next stage's B or I), simulated step by
  * step. TITAN_ERR_USAGE names the rank, the action (0-based index into
  * its list) and the cause: a micro-batch's op missing or twice, out of
- * order, or every rank waiting (deadlock: each waiting rank's action). */
-titan_status titan_pp_schedule_verify(int pp, int v, int micro, titan_pp_action *const *acts, const int *n);
+ * order, or every rank waiting (deadlock: each waiting rank's action).
+ * col: NULL, or a CSV's column of each action (messages then name "row R
+ * (rank R-1), column C" as a spreadsheet numbers them). */
+titan_status titan_pp_schedule_verify(int pp, int v, int micro, titan_pp_action *const *acts, const int *n,
+                                      const int *const *col);
 
 #endif

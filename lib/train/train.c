@@ -411,6 +411,8 @@ static void teardown(trainer *t) {
     /* FSDP drains its queued gathers into the model's memory, the pipeline
      * its queued sends from it: they go first. */
     titan_pipeline_free(t->pipe);
+    titan_pp_schedule_set_custom(NULL);
+    titan_pp_csv_free(t->pp_csv);
     titan_fsdp_free(t->fsdp);
     titan_llama_free(t->model);
     titan_async_saver_free(t->saver);

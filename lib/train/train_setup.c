@@ -203,6 +203,19 @@ static titan_status open_inputs(trainer *t) {
     return TITAN_OK;
 }
 
+/* parallelism.pipeline_parallel_schedule_csv read and checked for this
+ * rank's pipeline (every rank reads it: a schedule that would deadlock
+ * stops each with the same message before the first step). */
+static titan_status load_csv(trainer *t, setup_shape *sh) {
+    int v, first_less, last_less;
+    titan_layout_split(&t->mesh.layout, &v, &first_less, &last_less);
+    TITAN_TRY(titan_pp_csv_load(t->cfg->parallelism_pipeline_parallel_schedule_csv, t->mesh.layout.pp, v, t->micro,
+                                &t->pp_csv));
+    titan_pp_schedule_set_custom(t->pp_csv);
+    sh->sched = TITAN_PP_CSV;
+    return TITAN_OK;
+}
+
 /* Phase 3: this rank's model (its tp shard, pp stage, cp chunks). */
 static titan_status build_model(trainer *t, setup_shape *sh) {
     const titan_job_config *cfg = t->cfg;
@@ -229,12 +242,21 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
         case TITAN_JOB_PP_INTERLEAVED_1F1B: sh->sched = TITAN_PP_INTERLEAVED_1F1B; break;
         case TITAN_JOB_PP_LOOPED_BFS: sh->sched = TITAN_PP_LOOPED_BFS; break;
         case TITAN_JOB_PP_INTERLEAVED_ZB: sh->sched = TITAN_PP_INTERLEAVED_ZB; break;
+        /* a CSV's order; these set the stages a rank */
+        case TITAN_JOB_PP_SINGLE: sh->sched = TITAN_PP_1F1B; break;
+        case TITAN_JOB_PP_MULTI:
+        case TITAN_JOB_PP_RUNTIME: sh->sched = TITAN_PP_LOOPED_BFS; break;
         }
         sh->mb = cfg->parallelism_pipeline_parallel_microbatch_size;
         t->micro = B / sh->mb; /* titan_config_validate: mb divides B */
         /* The exact stage split now that the layer count is known (the
          * mesh made its communicators for the schedule's kind). */
-        TITAN_TRY(titan_pipeline_split(cfg, sh->sched, t->mc.n_layers, t->micro, &t->mesh.layout));
+        /* with a CSV, the name sets the stages a rank and the file the order */
+        int csv = cfg->parallelism_pipeline_parallel_schedule_csv[0] != '\0';
+        titan_pp_schedule split_by = csv ? (titan_pp_schedule_multi(sh->sched) ? TITAN_PP_LOOPED_BFS : TITAN_PP_1F1B)
+                                         : sh->sched;
+        TITAN_TRY(titan_pipeline_split(cfg, split_by, t->mc.n_layers, t->micro, &t->mesh.layout));
+        if (csv) TITAN_TRY(load_csv(t, sh));
         titan_layout_format(&t->mesh.layout, t->mesh.layout_str, sizeof t->mesh.layout_str);
     }
     titan_layout *lay = &t->mesh.layout;
@@ -383,9 +405,10 @@ static void pipeline_line(trainer *t, const setup_shape *sh) {
     size_t k = 0;
     for (int i = 0; i < v && k + 16 < sizeof list; i++)
         k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? ", " : "", t->mesh.pp_rank + i * pp);
-    titan_info("pipeline: stage%s %s of %d (this rank's parameters: %zu), %s schedule, %d micro-batches of %d x %d, "
-               "%d in flight", v == 1 ? "" : "s", list, pp * v, titan_llama_params_count(t->model),
-               t->cfg->parallelism_pipeline_parallel_schedule, t->micro, sh->mb, t->cfg->training_seq_len, titan_llama_slots(t->model));
+    const char *csv = t->cfg->parallelism_pipeline_parallel_schedule_csv;
+    titan_info("pipeline: stage%s %s of %d (this rank's parameters: %zu), %s schedule%s%s, %d micro-batches of %d x "
+               "%d, %d in flight", v == 1 ? "" : "s", list, pp * v, titan_llama_params_count(t->model),
+               t->cfg->parallelism_pipeline_parallel_schedule, csv[0] ? " from " : "", csv, t->micro, sh->mb, t->cfg->training_seq_len, titan_llama_slots(t->model));
 }
 
 /* Phase 6: the step's token buffers, the FLOPs and the peak for MFU, and

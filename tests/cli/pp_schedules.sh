@@ -7,7 +7,11 @@
 # schedule changes no bit against Interleaved1F1B (every stage's weight
 # gradients add in micro-batch order), its checkpoint resumes as one
 # process, and 512 KiB stage messages (larger than a send ring) run
-# without deadlock. TAP output.
+# without deadlock. parallelism.pipeline_parallel_schedule_csv: a schedule
+# of torch's CSV format (I and W, a SEND_F and an idle cell skipped) gives
+# Interleaved1F1B's bits; CSVs that deadlock, leave a micro-batch undone,
+# hold a cell that is not an action, or are missing stop before the first
+# step with the row, the column and the cause (exit 2, 4, 3). TAP output.
 set -u
 . "$(dirname "$0")/lib/tiny.sh"
 
@@ -16,7 +20,7 @@ shard_man_corpus
 PP2="--parallelism.pipeline_parallel_degree=2"
 IL="--parallelism.pipeline_parallel_schedule=Interleaved1F1B"
 ZB="--parallelism.pipeline_parallel_schedule=InterleavedZeroBubble"
-for r in single il zb zbfsdp zbtp zbhalf; do
+for r in single il zb zbfsdp zbtp zbhalf csv; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 
@@ -41,5 +45,33 @@ BIG="--model.dim=128 --model.multiple_of=16 --training.seq_len=512 --training.lo
 "$bin/titan-init" -q "$cfg" "$tmp/bigzb" $TINY $BIG 2>"$tmp/err" || fail "init bigzb"
 expect 0 "" "train pp 2, InterleavedZeroBubble, 512 KiB stage messages (no deadlock)" -- \
     "$bin/titan-train" -q "$tmp/bigzb" --nproc 2 $PP2 $ZB
+
+# --- a schedule from a CSV file (torch.distributed.pipelining's format) -------------
+CSV="--parallelism.pipeline_parallel_schedule=PipelineScheduleMulti --parallelism.pipeline_parallel_schedule_csv"
+# pp 2, 2 stages a rank, 2 micro-batches: all forwards, then I and W
+# deferred, each stage's Ws in micro-batch order
+printf '%s\n' '0F0,0F1,2F0,2F1,2I0,2I1,0I0,,0W0,2W0,0I1,0W1,2W1' \
+    '1F0,1F1,3F0,3I0,3W0,3F1,1SEND_F0,3I1,3W1,1I0,1I1,1W0,1W1' >"$tmp/good.csv"
+expect 0 "PipelineScheduleMulti schedule from $tmp/good.csv" "train pp 2 on a CSV schedule" -- \
+    "$bin/titan-train" "$tmp/csv" --nproc 2 $PP2 $CSV="$tmp/good.csv"
+curve "pp 2 CSV schedule loss curve = one process" "$tmp/single" "$tmp/csv"
+same_bits "pp 2: the CSV schedule = Interleaved1F1B, bit for bit" "$tmp/il" "$tmp/csv"
+# rank 0 runs 0B0 before 0F1; rank 1 waits for 1F1 before 1B0
+printf '%s\n' '0F0,0B0,0F1,0B1,2F0,2F1,2B0,2B1' '1F1,1F0,3F0,3B0,3F1,3B1,1B0,1B1' >"$tmp/dead.csv"
+expect 2 "deadlock: row 1 (rank 0), column 2 (0B0) waits for stage 1's backward; row 2 (rank 1), column 1 (1F1)" \
+    "a CSV that deadlocks is refused, naming the rows and columns" -- \
+    "$bin/titan-train" "$tmp/csv" --nproc 2 $PP2 $CSV="$tmp/dead.csv"
+printf '%s\n' '0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1' '1F0,1F1,3F0,3F1,3B0,3B1,1B0' >"$tmp/undone.csv"
+expect 2 "row 2 (rank 1): micro-batch 1 of stage 1 left undone: no backward (B or I)" \
+    "a CSV that leaves a micro-batch undone is refused" -- \
+    "$bin/titan-train" "$tmp/csv" --nproc 2 $PP2 $CSV="$tmp/undone.csv"
+printf '%s\n' '0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1' '1X0,1F1,3F0,3F1,3B0,3B1,1B0,1B1' >"$tmp/bad.csv"
+expect 4 "row 2, column 1: \"1X0\" is not an action" "a cell that is not an action is malformed input" -- \
+    "$bin/titan-train" "$tmp/csv" --nproc 2 $PP2 $CSV="$tmp/bad.csv"
+expect 3 "pipeline_parallel_schedule_csv = \"$tmp/none.csv\": No such file" "a missing CSV is exit 3" -- \
+    "$bin/titan-train" "$tmp/csv" --nproc 2 $PP2 $CSV="$tmp/none.csv"
+expect 2 "\"PipelineScheduleMulti\" takes its order from parallelism.pipeline_parallel_schedule_csv, which is not set" \
+    "PipelineScheduleMulti without a CSV is a usage error" -- \
+    "$bin/titan-train" "$tmp/csv" --nproc 2 $PP2 --parallelism.pipeline_parallel_schedule=PipelineScheduleMulti
 
 tap_end

@@ -234,7 +234,7 @@ static void check_verify(void) {
                 for (int micro = 1; micro <= 12; micro++) {
                     if (titan_pp_schedule_check(all[s], pp, v, micro) != TITAN_OK) continue;
                     for (int r = 0; r < pp; r++) cnt[r] = titan_pp_schedule_actions(all[s], pp, r, v, micro, acts[r]);
-                    titan_status st = titan_pp_schedule_verify(pp, v, micro, acts, cnt);
+                    titan_status st = titan_pp_schedule_verify(pp, v, micro, acts, cnt, NULL);
                     CHECK(st == TITAN_OK, "%s pp %d v %d M %d", titan_pp_schedule_name(all[s]), pp, v, micro);
                     checked++;
                 }
@@ -247,23 +247,23 @@ static void check_verify(void) {
     titan_pp_action r1[] = {{0, 1, TITAN_PP_F}, {0, 1, TITAN_PP_B}, {0, 0, TITAN_PP_F}, {0, 0, TITAN_PP_B}};
     titan_pp_action *two[] = {r0, r1};
     int n2[] = {4, 4};
-    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2) == TITAN_ERR_USAGE && has("deadlock") &&
-              has("rank 0 at action 1 (0B0) waits for stage 1's backward") && has("rank 1 at action 0 (1F1)"),
+    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("deadlock") &&
+              has("rank 0, action 1 (0B0) waits for stage 1's backward") && has("rank 1, action 0 (1F1)"),
           "deadlock named");
     n2[1] = 3; /* rank 1 leaves micro-batch 1's backward out */
     r1[0] = (titan_pp_action){0, 0, TITAN_PP_F};
     r1[1] = (titan_pp_action){0, 0, TITAN_PP_B};
     r1[2] = (titan_pp_action){0, 1, TITAN_PP_F};
-    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2) == TITAN_ERR_USAGE && has("micro-batch 1 of stage 1 left undone"),
+    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("micro-batch 1 of stage 1 left undone"),
           "missing backward named");
     n2[1] = 4;
     r1[3] = (titan_pp_action){0, 1, TITAN_PP_F}; /* micro-batch 1's forward again */
-    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2) == TITAN_ERR_USAGE && has("rank 1, action 3") &&
+    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("rank 1, action 3") &&
               has("a second time"), "twice named");
     titan_pp_action w0[] = {{0, 0, TITAN_PP_F}, {0, 0, TITAN_PP_W}};
     titan_pp_action *one[] = {w0, w0};
     int n1[] = {2, 2};
-    CHECK(titan_pp_schedule_verify(2, 1, 1, one, n1) == TITAN_ERR_USAGE && has("rank 0, action 1 (0W0): W before its I"),
+    CHECK(titan_pp_schedule_verify(2, 1, 1, one, n1, NULL) == TITAN_ERR_USAGE && has("rank 0, action 1 (0W0): W before its I"),
           "W before I named");
     titan_error_clear();
 }
