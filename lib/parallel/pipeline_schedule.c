@@ -301,3 +301,63 @@ titan_status titan_pp_schedule_verify(int pp, int v, int micro, titan_pp_action 
     free(pos);
     return st;
 }
+
+/* ---- replay on a logical clock ------------------------------------- */
+
+double titan_pp_schedule_replay(int pp, int v, int micro, titan_pp_action *const *acts, const int *n,
+                                const double *const *cost, double *busy) {
+    int S = pp * v;
+    double *end = malloc((size_t)S * micro * 4 * sizeof *end), *clock = calloc((size_t)pp, sizeof *clock);
+    int *pos = calloc((size_t)pp, sizeof *pos);
+    TITAN_ASSERT(end && clock && pos);
+    for (size_t i = 0; i < (size_t)S * micro * 4; i++) end[i] = -1.0;
+#define END(g, mb, op) end[((size_t)(g) * micro + (mb)) * 4 + (op)]
+    double makespan = 0.0;
+    for (int r = 0; r < pp; r++) busy[r] = 0.0;
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (int r = 0; r < pp; r++)
+            while (pos[r] < n[r]) {
+                const titan_pp_action *a = &acts[r][pos[r]];
+                int g = r + a->stage * pp;
+                double ready = 0.0;
+                if (a->op == TITAN_PP_F && g > 0) ready = END(g - 1, a->mb, TITAN_PP_F);
+                if ((a->op == TITAN_PP_B || a->op == TITAN_PP_I) && g < S - 1) {
+                    double b = END(g + 1, a->mb, TITAN_PP_B), in = END(g + 1, a->mb, TITAN_PP_I);
+                    ready = b > in ? b : in;
+                }
+                if (ready < 0.0) break; /* its input comes later */
+                double c = cost ? cost[r][pos[r]] : a->op == TITAN_PP_B ? 2.0 : 1.0;
+                double t0 = clock[r] > ready ? clock[r] : ready;
+                clock[r] = END(g, a->mb, a->op) = t0 + c;
+                busy[r] += c;
+                if (clock[r] > makespan) makespan = clock[r];
+                pos[r]++;
+                moved = 1;
+            }
+    }
+#undef END
+    free(end);
+    free(clock);
+    free(pos);
+    return makespan;
+}
+
+double titan_pp_schedule_bubble(titan_pp_schedule s, int pp, int r, int v, int micro) {
+    int cap = titan_pp_schedule_count(s, v, micro);
+    titan_pp_action *all = malloc((size_t)pp * cap * sizeof *all), **lists = malloc((size_t)pp * sizeof *lists);
+    int *n = malloc((size_t)pp * sizeof *n);
+    double *busy = malloc((size_t)pp * sizeof *busy);
+    TITAN_ASSERT(all && lists && n && busy);
+    for (int q = 0; q < pp; q++) {
+        lists[q] = all + (size_t)q * cap;
+        n[q] = titan_pp_schedule_actions(s, pp, q, v, micro, lists[q]);
+    }
+    double makespan = titan_pp_schedule_replay(pp, v, micro, lists, n, NULL, busy);
+    double bubble = makespan > 0.0 ? 1.0 - busy[r] / makespan : 0.0;
+    free(all);
+    free(lists);
+    free(n);
+    free(busy);
+    return bubble;
+}

@@ -111,4 +111,16 @@ int titan_pp_schedule_slots_total(titan_pp_schedule s, int pp, int r, int v, int
 titan_status titan_pp_schedule_verify(int pp, int v, int micro, titan_pp_action *const *acts, const int *n,
                                       const int *const *col);
 
+/* Every rank's list (passing titan_pp_schedule_verify) on a logical
+ * clock: an action starts when its rank is free and its input is there
+ * (F: the previous stage's F of its micro-batch ended; B and I: the next
+ * stage's B or I; W: its rank runs it after its I) and lasts cost[r][i]
+ * (cost NULL: F 1, I 1, W 1, B 2, the Zero Bubble paper's unit times).
+ * busy[r] gets the sum of rank r's times; returns the makespan, so rank
+ * r's bubble is 1 - busy[r] / makespan. Transfers take no time. */
+double titan_pp_schedule_replay(int pp, int v, int micro, titan_pp_action *const *acts, const int *n,
+                                const double *const *cost, double *busy);
+/* The bubble of s for rank r with the unit times above (pp x v stages, M
+ * micro-batches; built-in schedules and TITAN_PP_CSV). */
+double titan_pp_schedule_bubble(titan_pp_schedule s, int pp, int r, int v, int micro);
 #endif

@@ -268,6 +268,22 @@ static void check_verify(void) {
     titan_error_clear();
 }
 
+/* The logical-clock replay: 1F1B's bubble is (P - 1) / (M + P - 1) on
+ * every rank (F 1, B 2); GPipe's the same; the interleaved and zero-bubble
+ * schedules below it, InterleavedZeroBubble's at most half of 1F1B's on
+ * pp 4 with 8 micro-batches (the issue's bar). */
+static void check_bubbles(void) {
+    for (int r = 0; r < 4; r++) {
+        double one = titan_pp_schedule_bubble(TITAN_PP_1F1B, 4, r, 1, 8);
+        CHECK(fabs(one - 3.0 / 11.0) < 1e-12, "1F1B pp 4 M 8 rank %d: bubble %.4f, want 3/11", r, one);
+        CHECK(fabs(titan_pp_schedule_bubble(TITAN_PP_GPIPE, 4, r, 1, 8) - 3.0 / 11.0) < 1e-12);
+        double il = titan_pp_schedule_bubble(TITAN_PP_INTERLEAVED_1F1B, 4, r, 2, 8);
+        double zb = titan_pp_schedule_bubble(TITAN_PP_INTERLEAVED_ZB, 4, r, 2, 8);
+        CHECK(il < one && zb <= one / 2, "pp 4 M 8 rank %d: 1F1B %.4f, Interleaved1F1B %.4f, ZB1P %.4f", r, one, il,
+              zb);
+    }
+}
+
 static void check_schedules(void) {
     for (int st = 0; st < 4; st++) {
         CHECK(titan_pipeline_slots(TITAN_PP_1F1B, 4, st, 1, 8) == 4 - st, "1F1B slots, stage %d of 4", st);
@@ -293,6 +309,7 @@ static void check_schedules(void) {
     /* ZB1P's stage 0 slots: a micro-batch holds its slot until its W */
     CHECK(titan_pp_schedule_slots(TITAN_PP_INTERLEAVED_ZB, 2, 0, 2, 4, 0) == 4);
     check_verify();
+    check_bubbles();
     /* interleaved, pp 2 rank 0: at most 4 of stage 0's micro-batches in flight */
     CHECK(titan_pp_schedule_slots(TITAN_PP_INTERLEAVED_1F1B, 2, 0, 2, 4, 0) == 4);
     /* 9 micro-batches over pp 4: 2 rounds, 9 not a multiple (torch refuses it too) */
