@@ -35,6 +35,11 @@ struct titan_pipeline {
     titan_comm_req **out_req;    /* per slot: the queued send of its output */
     titan_comm_req **gout_req;   /* per slot: the queued send of its input gradient */
     double wait_s;
+    /* The last step's spans of its actions (titan_pipeline_last_step) and
+     * the sums over the steps so far: wall time, time computing. */
+    titan_pp_span *spans;
+    double step_t0, sum_step_s, sum_busy_s;
+    int steps, calls;
 };
 
 int titan_pipeline_slots(titan_pp_schedule s, int pp, int rank, int v, int micro) {
@@ -97,6 +102,9 @@ static titan_status verify_all(const titan_pipeline *p) {
 static titan_status plan(titan_pipeline *p) {
     p->acts = titan_alloc((size_t)titan_pp_schedule_count(p->sched, p->v, p->micro) * sizeof *p->acts,
                           "pipeline schedule");
+    p->spans = titan_alloc((size_t)titan_pp_schedule_count(p->sched, p->v, p->micro) * sizeof *p->spans,
+                           "pipeline spans");
+    if (!p->spans) return TITAN_ERR_NOMEM;
     p->slot0 = titan_alloc((size_t)2 * p->v * sizeof *p->slot0, "pipeline slots");
     if (!p->acts || !p->slot0) return TITAN_ERR_NOMEM;
     p->nslot = p->slot0 + p->v;
@@ -182,10 +190,28 @@ void titan_pipeline_free(titan_pipeline *p) {
     titan_free(p->out_req);
     if (p->gout) p->be->free(p->gout);
     titan_free(p->acts);
+    titan_free(p->spans);
     titan_free(p->slot0);
     titan_free_pages(p->out_host);
     titan_free_pages(p->in_host);
     titan_free(p);
+}
+
+int titan_pipeline_last_step(const titan_pipeline *p, const titan_pp_action **acts, const titan_pp_span **spans,
+                             double *t0) {
+    *acts = p->acts;
+    *spans = p->spans;
+    *t0 = p->step_t0;
+    return p->steps > 0 ? p->nacts : 0;
+}
+
+double titan_pipeline_bubble(const titan_pipeline *p, int *steps) {
+    *steps = p->steps;
+    return p->sum_step_s > 0.0 ? 1.0 - p->sum_busy_s / p->sum_step_s : 0.0;
+}
+
+void titan_pipeline_shape(const titan_pipeline *p, titan_pp_schedule *s, int *pp, int *rank, int *v, int *micro) {
+    *s = p->sched, *pp = p->pp, *rank = p->rank, *v = p->v, *micro = p->micro;
 }
 
 double titan_pipeline_take_wait_s(titan_pipeline *p) {
@@ -295,8 +321,11 @@ titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, cons
     if (!nb) return TITAN_ERR_NOMEM;
     memset(nb, 0, (size_t)p->v * sizeof *nb);
     titan_status st = TITAN_OK;
+    p->step_t0 = titan_now_s();
+    double busy = 0.0;
     for (int i = 0; i < p->nacts && st == TITAN_OK; i++) {
         const titan_pp_action *a = &p->acts[i];
+        double t0 = titan_now_s(), w0 = p->wait_s;
         int last = a->op != TITAN_PP_I && a->op != TITAN_PP_F && sync && ++nb[a->stage] == p->micro;
         switch ((titan_pp_op)a->op) {
         case TITAN_PP_F: st = forward_mb(p, a->stage, inputs, targets, a->mb, loss_scale, &sum); break;
@@ -308,6 +337,13 @@ titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, cons
             titan_llama_backward_weight(p->model);
             break;
         }
+        p->spans[i] = (titan_pp_span){t0 - p->step_t0, titan_now_s() - p->step_t0, p->wait_s - w0};
+        busy += p->spans[i].t1 - p->spans[i].t0 - p->spans[i].blocked_s;
+    }
+    if (st == TITAN_OK && p->calls++ > 0) { /* the first pays for warm-up */
+        p->sum_step_s += titan_now_s() - p->step_t0;
+        p->sum_busy_s += busy;
+        p->steps++;
     }
     titan_free(nb);
     *loss = sum / p->micro;

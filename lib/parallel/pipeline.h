@@ -68,6 +68,20 @@ titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, cons
 /* Forward only (validation), the same micro-batches; *loss as above. */
 titan_status titan_pipeline_eval(titan_pipeline *p, const uint32_t *inputs, const uint32_t *targets,
                                  double *loss);
+/* An action's times in its step (seconds from the step's start, titan_now_s
+ * clock) and the time it was blocked in transfers. */
+typedef struct {
+    double t0, t1, blocked_s;
+} titan_pp_span;
+/* The last titan_pipeline_step's actions and spans (its start in *t0,
+ * titan_now_s); returns their number, 0 before the first step. */
+int titan_pipeline_last_step(const titan_pipeline *p, const titan_pp_action **acts, const titan_pp_span **spans,
+                             double *t0);
+/* The measured bubble over the steps so far but the first (warm-up): 1 -
+ * (time in actions, less their blocked time) / (time in
+ * titan_pipeline_step); *steps counts them. */
+double titan_pipeline_bubble(const titan_pipeline *p, int *steps);
+void titan_pipeline_shape(const titan_pipeline *p, titan_pp_schedule *s, int *pp, int *rank, int *v, int *micro);
 /* Seconds blocked on transfers since the last call (then reset). */
 double titan_pipeline_take_wait_s(titan_pipeline *p);
 

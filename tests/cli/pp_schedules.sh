@@ -7,7 +7,8 @@
 # schedule changes no bit against Interleaved1F1B (every stage's weight
 # gradients add in micro-batch order), its checkpoint resumes as one
 # process, and 512 KiB stage messages (larger than a send ring) run
-# without deadlock. parallelism.pipeline_parallel_schedule_csv: a schedule
+# without deadlock; each rank's timeline and bubble (RUN/pipeline_traces)
+# in titan-trace summary and chrome. parallelism.pipeline_parallel_schedule_csv: a schedule
 # of torch's CSV format (I and W, a SEND_F and an idle cell skipped) gives
 # Interleaved1F1B's bits; CSVs that deadlock, leave a micro-batch undone,
 # hold a cell that is not an action, or are missing stop before the first
@@ -30,6 +31,21 @@ expect 0 "pipeline: stages 0, 2 of 4 (this rank's parameters: 20608), Interleave
     "train pp 2, InterleavedZeroBubble (2 stages a rank)" -- "$bin/titan-train" "$tmp/zb" --nproc 2 $PP2 $ZB
 curve "pp 2 InterleavedZeroBubble loss curve = one process" "$tmp/single" "$tmp/zb"
 same_bits "pp 2: InterleavedZeroBubble = Interleaved1F1B, bit for bit" "$tmp/il" "$tmp/zb"
+# the ranks' timelines and bubbles (RUN/pipeline_traces)
+expect 0 "" "titan-trace summary on a pipeline run" -- "$bin/titan-trace" summary "$tmp/zb"
+grep -q "^pipeline: InterleavedZeroBubble, pp 2 x 2 stages a rank, 2 micro-batches" "$tmp/out" &&
+    ok "titan-trace summary names the pipeline" || fail "titan-trace summary names the pipeline"
+grep -Eq "^ +1 +1 +[0-9.]+% \( *[0-9]+\) +[0-9.]+% +[0-9.]+%$" "$tmp/out" && ok "rank 1's row: measured (steps), replay, theory" ||
+    fail "rank 1's row: measured (steps), replay, theory"
+expect 0 "" "titan-trace chrome takes the pipeline traces" -- "$bin/titan-trace" chrome "$tmp/zb" -o "$tmp/zb.json"
+/usr/bin/python3 - "$tmp/zb.json" <<'PY' && ok "the Chrome trace has each rank's F, I and W slices" ||
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+names = {(e.get("pid"), e["name"]) for e in ev if e.get("cat") == "pipeline"}
+want = {(0, "F 0/0"), (0, "I 2/1"), (0, "W 0/1"), (1, "F 3/1"), (1, "W 1/0")}
+sys.exit(0 if want <= names else 1)
+PY
+    fail "the Chrome trace has each rank's F, I and W slices"
 expect 0 "" "train pp 2 x FSDP 2, InterleavedZeroBubble (poisoned)" -- env TITAN_FSDP_POISON=1 \
     "$bin/titan-train" -q "$tmp/zbfsdp" --nproc 4 $PP2 $ZB
 curve "pp 2 x FSDP 2 InterleavedZeroBubble loss curve = one process" "$tmp/single" "$tmp/zbfsdp"
