@@ -406,9 +406,15 @@ static void pipeline_line(trainer *t, const setup_shape *sh) {
     for (int i = 0; i < v && k + 16 < sizeof list; i++)
         k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? ", " : "", t->mesh.pp_rank + i * pp);
     const char *csv = t->cfg->parallelism_pipeline_parallel_schedule_csv;
+    /* memory in flight: the slots' activations, and a split backward's stash */
+    char stash[64] = "";
+    size_t sb = titan_llama_stash_bytes(t->model);
+    if (sb) snprintf(stash, sizeof stash, " (+ %.1f MiB of weight-gradient stash)", (double)sb / (1 << 20));
     titan_info("pipeline: stage%s %s of %d (this rank's parameters: %zu), %s schedule%s%s, %d micro-batches of %d x "
-               "%d, %d in flight", v == 1 ? "" : "s", list, pp * v, titan_llama_params_count(t->model),
-               t->cfg->parallelism_pipeline_parallel_schedule, csv[0] ? " from " : "", csv, t->micro, sh->mb, t->cfg->training_seq_len, titan_llama_slots(t->model));
+               "%d, %d in flight, %.1f MiB of activations%s", v == 1 ? "" : "s", list, pp * v,
+               titan_llama_params_count(t->model), t->cfg->parallelism_pipeline_parallel_schedule, csv[0] ? " from " : "",
+               csv, t->micro, sh->mb, t->cfg->training_seq_len, titan_llama_slots(t->model),
+               (double)titan_llama_activation_bytes(t->model) / (1 << 20), stash);
 }
 
 /* Phase 6: the step's token buffers, the FLOPs and the peak for MFU, and

@@ -27,7 +27,7 @@ done
 
 expect 0 "" "train 20 steps, one process" -- "$bin/titan-train" -q "$tmp/single"
 expect 0 "" "train pp 2, Interleaved1F1B" -- "$bin/titan-train" -q "$tmp/il" --nproc 2 $PP2 $IL
-expect 0 "pipeline: stages 0, 2 of 4 (this rank's parameters: 20608), InterleavedZeroBubble schedule" \
+expect 0 "pipeline: stages 0, 2 of 4 (this rank's parameters: 20608), InterleavedZeroBubble schedule, 2 micro-batches of 1 x 32, 4 in flight, [0-9.]* MiB of activations (+ [0-9.]* MiB of weight-gradient stash)" \
     "train pp 2, InterleavedZeroBubble (2 stages a rank)" -- "$bin/titan-train" "$tmp/zb" --nproc 2 $PP2 $ZB
 curve "pp 2 InterleavedZeroBubble loss curve = one process" "$tmp/single" "$tmp/zb"
 same_bits "pp 2: InterleavedZeroBubble = Interleaved1F1B, bit for bit" "$tmp/il" "$tmp/zb"
