@@ -7,7 +7,8 @@
 # schedule changes no bit against Interleaved1F1B (every stage's weight
 # gradients add in micro-batch order), its checkpoint resumes as one
 # process, and 512 KiB stage messages (larger than a send ring) run
-# without deadlock; each rank's timeline and bubble (RUN/pipeline_traces)
+# without deadlock, under full and op activation checkpointing with the
+# same bits, in bf16 to pp_train.sh's bf16 bounds; each rank's timeline and bubble (RUN/pipeline_traces)
 # in titan-trace summary and chrome. parallelism.pipeline_parallel_schedule_csv: a schedule
 # of torch's CSV format (I and W, a SEND_F and an idle cell skipped) gives
 # Interleaved1F1B's bits; CSVs that deadlock, leave a micro-batch undone,
@@ -21,7 +22,7 @@ shard_man_corpus
 PP2="--parallelism.pipeline_parallel_degree=2"
 IL="--parallelism.pipeline_parallel_schedule=Interleaved1F1B"
 ZB="--parallelism.pipeline_parallel_schedule=InterleavedZeroBubble"
-for r in single il zb zbfsdp zbtp zbhalf csv; do
+for r in single il zb zbfsdp zbtp zbhalf csv zbfull zbop bf1 zbbf; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 
@@ -51,6 +52,17 @@ expect 0 "" "train pp 2 x FSDP 2, InterleavedZeroBubble (poisoned)" -- env TITAN
 curve "pp 2 x FSDP 2 InterleavedZeroBubble loss curve = one process" "$tmp/single" "$tmp/zbfsdp"
 expect 0 "" "train pp 2 x tp 2, InterleavedZeroBubble" -- "$bin/titan-train" -q "$tmp/zbtp" --nproc 4 $PP2 $TP2 $ZB
 curve "pp 2 x tp 2 InterleavedZeroBubble loss curve = one process" "$tmp/single" "$tmp/zbtp"
+# recomputation and bf16 compute: the weight part reads the stash's copies
+# of what the input part recomputed
+expect 0 "" "train pp 2 InterleavedZeroBubble, full activation checkpointing" -- "$bin/titan-train" -q "$tmp/zbfull" \
+    --nproc 2 $PP2 $ZB --activation_checkpoint.mode=full
+same_bits "pp 2 InterleavedZeroBubble: full checkpointing = none, bit for bit" "$tmp/zb" "$tmp/zbfull"
+expect 0 "" "train pp 2 InterleavedZeroBubble, selective op checkpointing" -- "$bin/titan-train" -q "$tmp/zbop" \
+    --nproc 2 $PP2 $ZB --activation_checkpoint.mode=selective --activation_checkpoint.selective_ac_option=op
+same_bits "pp 2 InterleavedZeroBubble: op checkpointing = none, bit for bit" "$tmp/zb" "$tmp/zbop"
+expect 0 "" "train bf16 compute, one process" -- "$bin/titan-train" -q "$tmp/bf1" $BF16
+expect 0 "" "train bf16 compute, pp 2 InterleavedZeroBubble" -- "$bin/titan-train" -q "$tmp/zbbf" --nproc 2 $PP2 $ZB $BF16
+curve "bf16: pp 2 InterleavedZeroBubble = one process" "$tmp/bf1" "$tmp/zbbf" 1 1e-4 1e-3
 expect 0 "" "InterleavedZeroBubble pp 2 to step 10" -- "$bin/titan-train" -q "$tmp/zbhalf" --nproc 2 $PP2 $ZB \
     --stop-at 10
 expect 0 "" "resume the InterleavedZeroBubble checkpoint as one process" -- "$bin/titan-train" -q "$tmp/zbhalf"
