@@ -5,15 +5,16 @@
 # pp 2 alone, with FSDP 2 (freed blocks poisoned) and with tp 2, each
 # loss curve the one process's to pp_train.sh's bounds; on pp 2 the
 # schedule changes no bit against Interleaved1F1B (every stage's weight
-# gradients add in micro-batch order), its checkpoint resumes as one
-# process, and 512 KiB stage messages (larger than a send ring) run
-# without deadlock, under full and op activation checkpointing with the
-# same bits, in bf16 to pp_train.sh's bf16 bounds; each rank's timeline and bubble (RUN/pipeline_traces)
-# in titan-trace summary and chrome. parallelism.pipeline_parallel_schedule_csv: a schedule
-# of torch's CSV format (I and W, a SEND_F and an idle cell skipped) gives
-# Interleaved1F1B's bits; CSVs that deadlock, leave a micro-batch undone,
-# hold a cell that is not an action, or are missing stop before the first
-# step with the row, the column and the cause (exit 2, 4, 3). TAP output.
+# gradients add in micro-batch order), nor does full or op activation
+# checkpointing; bf16 to pp_train.sh's bf16 bounds; its checkpoint resumes
+# as one process; 512 KiB stage messages (larger than a send ring) run
+# without deadlock; each rank's timeline and bubble (RUN/pipeline_traces)
+# in titan-trace summary and chrome. parallelism.pipeline_parallel_schedule_csv:
+# a schedule of torch's CSV format (I and W, a SEND_F and an idle cell
+# skipped) gives Interleaved1F1B's bits; CSVs that deadlock, leave a
+# micro-batch undone, hold a cell that is not an action, or are missing
+# stop before the first step with the row, the column and the cause (exit
+# 2, 4, 3). TAP output.
 set -u
 . "$(dirname "$0")/lib/tiny.sh"
 
