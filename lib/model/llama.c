@@ -504,10 +504,7 @@ static void backward_run(titan_llama *m, float loss_scale, int split) {
     void *logits = m->act[A_LOGITS], *dresid = m->act[A_DRESID], *dxf = m->act[A_DN];
     struct vstage *vs = &m->vs[m->vstage];
     int gw = vs->grads_fresh ? 0 : TITAN_ACC_DW, gn = vs->norms_fresh ? 0 : TITAN_ACC_DW;
-    if (!split) {
-        TITAN_ASSERT(gw == gn); /* a stage's backwards are all split or none */
-        vs->grads_fresh = 0;
-    }
+    if (!split) vs->grads_fresh = 0; /* (a stage may mix B and I + W: a CSV schedule) */
     vs->norms_fresh = 0;
     /* FSDP may have re-gathered the parameters since forward: cast again. */
     int recast = m->hooks.regathers;

@@ -91,6 +91,38 @@ static void one_case(titan_ac_mode ac, titan_dtype dt, int tied) {
     free(P);
 }
 
+/* A stage may mix whole backwards and split ones (a CSV schedule): F0 F1
+ * I0 B1 W0 over one local batch of two micro-batches gives the one-part
+ * backward's bits (each gradient the sum of two terms: their order does
+ * not change it). */
+static void mixed_case(void) {
+    titan_llama_config c = tiny_config(NL, 4, 2, VOCAB, 0);
+    float *P = xalloc(titan_llama_num_params(&c) * sizeof(float));
+    titan_llama_init_weights(&c, P, 99);
+    titan_llama *whole = make(&c, P, TITAN_AC_NONE, TITAN_DTYPE_F32, 0), *mix = make(&c, P, TITAN_AC_NONE,
+                                                                                      TITAN_DTYPE_F32, 1);
+    titan_llama_zero_grads(whole);
+    for (int mb = 0; mb < 2; mb++) {
+        forward(whole, 0, mb, 0.5f);
+        titan_llama_backward(whole, 0.5f);
+    }
+    titan_llama_zero_grads(mix);
+    titan_llama_set_slot(mix, 0);
+    forward(mix, 0, 0, 0.5f);
+    titan_llama_set_slot(mix, 1);
+    forward(mix, 0, 1, 0.5f);
+    titan_llama_set_slot(mix, 0);
+    titan_llama_backward_input(mix, 0.5f);
+    titan_llama_set_slot(mix, 1);
+    titan_llama_backward(mix, 0.5f);
+    titan_llama_set_slot(mix, 0);
+    titan_llama_backward_weight(mix);
+    CHECK(same_grads(whole, mix), "I0 B1 W0 differs from B0 B1");
+    titan_llama_free(whole);
+    titan_llama_free(mix);
+    free(P);
+}
+
 /* A second weight part for one input part: the model stops (assertion).
  * In a fresh process (exec: OpenMP's threads do not survive a fork). */
 static int double_weight(void) {
@@ -127,6 +159,7 @@ int main(int argc, char **argv) {
     }
     one_case(TITAN_AC_NONE, TITAN_DTYPE_F32, 1);
     one_case(TITAN_AC_OP, TITAN_DTYPE_BF16, 1);
+    mixed_case();
     double_weight_stops();
     if (failures) {
         fprintf(stderr, "test_model_split: %d failure(s)\n", failures);
