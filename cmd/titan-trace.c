@@ -16,6 +16,7 @@
 #include "trace/flight_read.h"
 #include "trace/hang.h"
 #include "trace/metrics_read.h"
+#include "trace/pipeline_read.h"
 #include "trace/plot.h"
 
 typedef struct {
@@ -134,7 +135,8 @@ static titan_status cmd_summary(const opts *o) {
     printf("%s\n", path);
     titan_metrics_summary(m, stdout);
     titan_metrics_file_free(m);
-    return TITAN_OK;
+    int ranks = 0; /* a pipeline run's per-rank bubbles */
+    return titan_fs_is_dir(o->pos[0]) ? titan_pipeline_summary(o->pos[0], stdout, &ranks) : TITAN_OK;
 }
 
 #define MAX_SERIES 8

@@ -19,7 +19,9 @@
 # Run by `make bench`.
 #
 #   BENCH_DIST_SEQ_LEN (512)  BENCH_DIST_GLOBAL (4)  BENCH_DIST_STEPS (4)
-#   BENCH_DIST_WARMUP (1)
+#   BENCH_DIST_WARMUP (1)  BENCH_DIST_PP_SCHEDULES (1; 0 leaves out the rows of
+#   pipeline schedules: pp 2 and pp 4 x 1F1B, GPipe, Interleaved1F1B,
+#   LoopedBFS, InterleavedZeroBubble, with their measured and theoretical bubbles)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -267,6 +269,30 @@ print("model: debugmodel (dim 256, 6 layers, 16 heads, vocab 258, %.2fM params),
 print("%d cores; threads per rank = max(1, cores / ranks): %s (titan --training.threads, torch "
       "set_num_threads + OMP_NUM_THREADS); 4 ranks oversubscribe when ranks > cores"
       % (cores, ", ".join("%d ranks -> %d" % (n, threads(n)) for n in (2, 4))))
+# Pipeline schedules at the same global batch (G micro-batches of one
+# sequence, dp 1): pp 2 and pp 4, each schedule; tokens/s, the bubble
+# (titan-trace summary: measured, the replay of the last local batch's
+# actions with their measured times, and the schedule's theory), peak RSS.
+def bubbles(run):
+    """titan-trace summary's pipeline table: [(measured, replay, theory)] per rank, percent."""
+    txt = subprocess.run(["bin/titan-trace", "summary", run], capture_output=True, text=True, check=True).stdout
+    rows_b = []
+    for line in txt.splitlines():
+        f = line.replace("%", " ").replace("(", " ").replace(")", " ").split()
+        if len(f) == 6 and f[0].isdigit() and f[1].isdigit():
+            rows_b.append((float(f[2]), None if f[4] == "-" else float(f[4]), float(f[5])))
+    return rows_b
+
+sched_rows = []
+if os.environ.get("BENCH_DIST_PP_SCHEDULES", "1") != "0":
+    for pp in (2, 4):
+        for sched in ("1F1B", "GPipe", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble"):
+            name = "pp%d-%s" % (pp, sched)
+            t = titan(name, pp, ["--parallelism.pipeline_parallel_degree=%d" % pp,
+                                 "--parallelism.data_parallel_shard_degree=1",
+                                 "--parallelism.pipeline_parallel_schedule=" + sched], dp=1)
+            sched_rows.append((pp, sched, t, bubbles(os.path.join(out, name))))
+
 print("load average at the end: %s (the cores are shared with other work)"
       % " ".join(open("/proc/loadavg").read().split()[:3]))
 print()
@@ -305,4 +331,17 @@ print("  communication buffers and allocator slack (torch runs with glibc told t
 print("  freed memory, as in scripts/bench.sh, which adds to its RSS). titan FSDP's state is")
 print("  4P/N (%.1f MB at 2 ranks, %.1f MB at 4) plus up to 5 of its largest unit (%.1f MB)."
       % (4 * P / 2 / MB, 4 * P / 4 / MB, unit / MB))
+if sched_rows:
+    print()
+    print("pipeline schedules, %d micro-batches of one sequence a step (dp 1):" % G)
+    print("%-28s %9s %26s %26s %26s %10s" % ("schedule", "tokens/s", "bubble measured % by rank",
+                                             "replay % by rank", "theory % by rank", "RSS MB max"))
+    for pp, sched, d, b in sched_rows:
+        col = lambda k: " ".join("%5.1f" % x[k] if x[k] is not None else "    -" for x in b)
+        print("%-28s %9.1f %26s %26s %26s %10.1f" % ("pp %d %s" % (pp, sched), d["tps"], col(0), col(1), col(2),
+                                                     max(d["rss"]) / MB))
+    print("bubble: 1 - a rank's time computing / its time in the pipeline (blocked transfers idle);")
+    print("  replay: the last local batch's recorded actions on a logical clock with their measured")
+    print("  times; theory: the same lists with F, I, W 1 and B 2 (titan(7), PIPELINE SCHEDULES).")
+    print("  BENCH_DIST_PP_SCHEDULES=0 leaves these rows out.")
 EOF

@@ -723,6 +723,16 @@ titan_status titan_config_validate(const titan_job_config *c) {
         titan_error_hint("make local_batch_size a multiple of the micro-batch size (torchtitan's rule)");
         return TITAN_ERR_USAGE;
     }
+    /* torch's base classes run a CSV's order only */
+    titan_job_pp_schedule pps = c->parallelism_pp_schedule;
+    if (c->parallelism_pipeline_parallel_degree > 1 && !c->parallelism_pipeline_parallel_schedule_csv[0] &&
+        (pps == TITAN_JOB_PP_SINGLE || pps == TITAN_JOB_PP_MULTI || pps == TITAN_JOB_PP_RUNTIME)) {
+        titan_error(TITAN_ERR_USAGE, "parallelism.pipeline_parallel_schedule = \"%s\" takes its order from "
+                    "parallelism.pipeline_parallel_schedule_csv, which is not set",
+                    c->parallelism_pipeline_parallel_schedule);
+        titan_error_hint("name a CSV schedule file, or a schedule such as 1F1B or Interleaved1F1B");
+        return TITAN_ERR_USAGE;
+    }
     /* With dp_shard = -1 the degree depends on the job's size: checked at start. */
     int dp = c->parallelism_data_parallel_replicate_degree;
     if (c->parallelism_data_parallel_shard_degree > 0) dp *= c->parallelism_data_parallel_shard_degree;

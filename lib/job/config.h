@@ -29,6 +29,12 @@ typedef enum {
     TITAN_JOB_PP_GPIPE,
     TITAN_JOB_PP_INTERLEAVED_1F1B,
     TITAN_JOB_PP_LOOPED_BFS,
+    TITAN_JOB_PP_INTERLEAVED_ZB,
+    /* torch's base classes, which take their order from
+     * pipeline_parallel_schedule_csv: one stage a rank, several */
+    TITAN_JOB_PP_SINGLE,
+    TITAN_JOB_PP_MULTI,
+    TITAN_JOB_PP_RUNTIME,
 } titan_job_pp_schedule;
 typedef enum { TITAN_JOB_RESHARD_DEFAULT, TITAN_JOB_RESHARD_ALWAYS, TITAN_JOB_RESHARD_NEVER } titan_job_reshard;
 typedef enum { TITAN_JOB_ASYNC_DISABLED, TITAN_JOB_ASYNC, TITAN_JOB_ASYNC_PINNED_MEM } titan_job_async;
@@ -91,13 +97,14 @@ typedef struct {
     int parallelism_enable_sequence_parallel; /* with tp: split the residual stream by rows (titan extension) */
     int parallelism_context_parallel_degree;
     int parallelism_pipeline_parallel_degree;
-    char parallelism_pipeline_parallel_schedule[TITAN_STR]; /* 1F1B, GPipe, Interleaved1F1B, LoopedBFS */
+    char parallelism_pipeline_parallel_schedule[TITAN_STR]; /* 1F1B, GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble */
     int parallelism_pipeline_parallel_microbatch_size;      /* sequences per pipeline micro-batch */
     int parallelism_pipeline_parallel_layers_per_stage;     /* -1: 1 stage a rank, 2 for multi-stage schedules */
     int parallelism_pipeline_parallel_first_stage_less_layers; /* the embedding's weight in layers */
     int parallelism_pipeline_parallel_last_stage_less_layers;  /* the output's */
     char parallelism_fsdp_reshard_after_forward[TITAN_STR]; /* default, always, never */
     titan_job_pp_schedule parallelism_pp_schedule;      /* pipeline_parallel_schedule */
+    char parallelism_pipeline_parallel_schedule_csv[TITAN_STR]; /* "": the schedule's own order */
     titan_job_reshard parallelism_reshard_policy;       /* fsdp_reshard_after_forward */
     char parallelism_comm_bucket_plan[TITAN_STR];           /* auto, blocks, whole, size:MB, or unit ids */
 

@@ -119,10 +119,18 @@ const key_def titan_job_keys[] = {
     INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0,
         "pipeline stages (torchtitan's split: the embedding and the head weigh a layer each; untied embeddings)"),
     ENUM("parallelism", "pipeline_parallel_schedule", parallelism_pipeline_parallel_schedule, parallelism_pp_schedule,
-         "1F1B", "1F1B,GPipe,Interleaved1F1B,LoopedBFS",
+         "1F1B",
+         "1F1B,GPipe,Interleaved1F1B,LoopedBFS,InterleavedZeroBubble,PipelineScheduleSingle,PipelineScheduleMulti,"
+         "_PipelineScheduleRuntime",
         "pipeline schedule (torch.distributed.pipelining's): 1F1B (one forward, one backward: at most pp "
         "micro-batches in flight), GPipe (all forwards, then all backwards), Interleaved1F1B (several stages a "
-        "rank, depth first) or LoopedBFS (several stages a rank, breadth first)"),
+        "rank, depth first), LoopedBFS (several stages a rank, breadth first) or InterleavedZeroBubble (ZB1P: "
+        "Interleaved1F1B with the backward split into input and weight gradients, the weight gradients "
+        "deferred into the bubbles); with pipeline_parallel_schedule_csv, any name: it sets the stages a rank "
+        "(PipelineScheduleSingle one, PipelineScheduleMulti and _PipelineScheduleRuntime two, as the names above)"),
+    STR("parallelism", "pipeline_parallel_schedule_csv", parallelism_pipeline_parallel_schedule_csv, "", NULL, 0,
+        "a schedule from a file in torch.distributed.pipelining's CSV format (a row a rank, cells such as 2F0, "
+        "3I1, 3W1, 1B0; SEND/RECV, UNSHARD/RESHARD skipped), checked before the first step"),
     INT("parallelism", "pipeline_parallel_microbatch_size", parallelism_pipeline_parallel_microbatch_size, 1, 1, 0,
         "sequences per pipeline micro-batch; local_batch_size must be a multiple"),
     {"parallelism", "pipeline_parallel_layers_per_stage", T_INT, OFF(parallelism_pipeline_parallel_layers_per_stage),
@@ -319,7 +327,6 @@ const key_ignored titan_job_ignored[] = {
     {"parallelism", "pipeline_parallel_expert_parallel_overlap", NULL},
     {"parallelism", "context_parallel_load_balancer", "\"headtail\""},
     {"parallelism", "expert_parallel_comm_backend", NULL},
-    {"parallelism", "pipeline_parallel_schedule_csv", "\"\""},
     {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},
     {"parallelism", "expert_tensor_parallel_degree", "1"},
     {"checkpoint", "last_save_model_only", NULL},

@@ -402,36 +402,76 @@ titan_status titan_llama_forward_train(titan_llama *m, const uint32_t *tokens,
     return forward_run(m, tokens, targets, loss_scale, loss);
 }
 
+/* The split backward's stash entry id of local layer l in the current
+ * slot (WS_EMBED: the stage's), NULL where the layer keeps that input. */
+static void *ws_at(const titan_llama *m, int l, int id) {
+    char *p = m->wstash + (size_t)m->slot * m->wstash_stride;
+    int j = id == WS_EMBED ? m->LLmax : l - m->l0;
+    for (int jj = 0; jj < j; jj++)
+        for (int i = 0; i < WS_EMBED; i++) p += ws_has(m->ac, i, jj) ? m->ws_bytes[i] : 0;
+    if (id != WS_EMBED && !ws_has(m->ac, id, j)) return NULL;
+    for (int i = 0; i < id && id != WS_EMBED; i++) p += ws_has(m->ac, i, j) ? m->ws_bytes[i] : 0;
+    return p;
+}
+
+/* With a stash (split), a copy of n elements of src into layer l's entry id. */
+static void stash(titan_llama *m, int split, int l, int id, const void *src, size_t n) {
+    void *dst = split ? ws_at(m, l, id) : NULL;
+    if (dst) m->be->convert(dst, m->dt, src, m->dt, n);
+}
+
+/* A layer's matmul inputs for its weight gradients: the kept activations,
+ * or the stash's copies of the recomputed ones. */
+static void *ws_input(const titan_llama *m, int l, int id, void *kept) {
+    void *copy = ws_at(m, l, id);
+    return copy ? copy : kept;
+}
+
 /* Backward of one block. On entry dresid = dL/d(block output); on exit
- * dL/d(block input). Into the block's parameter gradients: gw is
- * TITAN_ACC_DW to add, 0 to write them. Each activation gradient's first
- * writer overwrites it (acc without TITAN_ACC_DX), later ones add. */
-static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
+ * dL/d(block input). Into the block's parameter gradients: gw (the
+ * matmuls') and gn (the norms') are TITAN_ACC_DW to add, 0 to write them.
+ * split: the matmuls' weight gradients are left to layer_weights, what
+ * they read stashed. Each activation gradient's first writer overwrites it
+ * (acc without TITAN_ACC_DX), later ones add. */
+static void layer_backward(titan_llama *m, int l, const void *x, int gw, int gn, int split) {
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
     int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
+    size_t NC = (size_t)N * C;
     void *dresid = m->act[A_DRESID], *dn = m->act[A_DN];
     void *dq = m->act[A_DQ], *dk = m->act[A_DK], *dv = m->act[A_DV];
     void *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
     void *dh1 = m->act[A_DH1], *dh3 = m->act[A_DH3], *dsw = m->act[A_DSW];
     const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
     const int add = TITAN_ACC_DX;
+#define GW(k) (split ? NULL : G_layer(m, l, k))
+    if (split) { /* the inputs the layer recomputed, before the next layer's recompute overwrites them */
+        stash(m, split, l, WS_N1, a.n1, NC);
+        stash(m, split, l, WS_ATT, a.att, (size_t)N * QD);
+        stash(m, split, l, WS_N2, a.n2, NC);
+        stash(m, split, l, WS_SW, a.sw, (size_t)N * H);
+    }
 
     /* out = h + w2(swiglu(w1 n2, w3 n2)), n2 = rmsnorm(h) */
-    linear_backward(m, l, FP8_W2, gw, dsw, G_layer(m, l, P_W2), whole_dresid(m), a.sw, W_layer(m, l, P_W2), H, C);
+    const void *dout = whole_dresid(m);
+    stash(m, split, l, WS_DRES_OUT, dout, NC);
+    linear_backward(m, l, FP8_W2, gw, dsw, GW(P_W2), dout, a.sw, W_layer(m, l, P_W2), H, C);
     be->swiglu_backward(dt, 0, dh1, dh3, dsw, a.h1, a.h3, N, H);
-    linear_backward(m, l, FP8_W1, gw, dn, G_layer(m, l, P_W1), dh1, a.n2, W_layer(m, l, P_W1), C, H);
-    linear_backward(m, l, FP8_W3, add | gw, dn, G_layer(m, l, P_W3), dh3, a.n2, W_layer(m, l, P_W3), C, H);
+    stash(m, split, l, WS_DH1, dh1, (size_t)N * H);
+    stash(m, split, l, WS_DH3, dh3, (size_t)N * H);
+    linear_backward(m, l, FP8_W1, gw, dn, GW(P_W1), dh1, a.n2, W_layer(m, l, P_W1), C, H);
+    linear_backward(m, l, FP8_W3, add | gw, dn, GW(P_W3), dh3, a.n2, W_layer(m, l, P_W3), C, H);
     /* column-parallel w1, w3: partial over the rank's hidden units */
     void *dn_rows = tp_reduce_grad(m, dn);
     /* dresid already holds the residual path's share: the norm adds the rest. */
-    norm_backward(m, add | gw, dresid, G_layer(m, l, P_FFN_NORM), dn_rows, a.h, W_layer(m, l, P_FFN_NORM),
+    norm_backward(m, add | gn, dresid, G_layer(m, l, P_FFN_NORM), dn_rows, a.h, W_layer(m, l, P_FFN_NORM),
                   a.rstd2);
 
     /* h = x + wo(attention(rope(wq n1), rope(wk n1), wv n1)), n1 = rmsnorm(x) */
-    linear_backward(m, l, FP8_WO, gw, datt, G_layer(m, l, P_WO), whole_dresid(m), a.att, W_layer(m, l, P_WO), QD,
-                    C);
+    dout = whole_dresid(m);
+    stash(m, split, l, WS_DRES_MID, dout, NC);
+    linear_backward(m, l, FP8_WO, gw, datt, GW(P_WO), dout, a.att, W_layer(m, l, P_WO), QD, C);
     if (m->cpa)
         keep_error(m, titan_attention_cp_backward(m->cpa, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v));
     else
@@ -440,29 +480,61 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw) {
     /* datt is free again: it takes the un-rotated dq. */
     be->rope_backward(dt, 0, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
     be->rope_backward(dt, 0, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
-    linear_backward(m, l, FP8_WQ, gw, dn, G_layer(m, l, P_WQ), datt, a.n1, W_layer(m, l, P_WQ), C, QD);
-    linear_backward(m, l, FP8_WK, add | gw, dn, G_layer(m, l, P_WK), dkr, a.n1, W_layer(m, l, P_WK), C, KVD);
-    linear_backward(m, l, FP8_WV, add | gw, dn, G_layer(m, l, P_WV), dv, a.n1, W_layer(m, l, P_WV), C, KVD);
+    stash(m, split, l, WS_DQ, datt, (size_t)N * QD);
+    stash(m, split, l, WS_DK, dkr, (size_t)N * KVD);
+    stash(m, split, l, WS_DV, dv, (size_t)N * KVD);
+    linear_backward(m, l, FP8_WQ, gw, dn, GW(P_WQ), datt, a.n1, W_layer(m, l, P_WQ), C, QD);
+    linear_backward(m, l, FP8_WK, add | gw, dn, GW(P_WK), dkr, a.n1, W_layer(m, l, P_WK), C, KVD);
+    linear_backward(m, l, FP8_WV, add | gw, dn, GW(P_WV), dv, a.n1, W_layer(m, l, P_WV), C, KVD);
     dn_rows = tp_reduce_grad(m, dn);
-    norm_backward(m, add | gw, dresid, G_layer(m, l, P_ATTN_NORM), dn_rows, x, W_layer(m, l, P_ATTN_NORM),
+    norm_backward(m, add | gn, dresid, G_layer(m, l, P_ATTN_NORM), dn_rows, x, W_layer(m, l, P_ATTN_NORM),
                   a.rstd1);
+#undef GW
 }
 
-void titan_llama_backward(titan_llama *m, float loss_scale) {
+/* The weight part of layer l's split backward: its matmuls' weight
+ * gradients from the stash (the same ops layer_backward would have run). */
+static void layer_weights(titan_llama *m, int l, int gw) {
+    const titan_backend *be = m->be;
+    titan_dtype dt = m->dt;
+    layer_acts a = acts_of(m, l);
+    int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
+    void *n1 = ws_input(m, l, WS_N1, a.n1), *att = ws_input(m, l, WS_ATT, a.att);
+    void *n2 = ws_input(m, l, WS_N2, a.n2), *sw = ws_input(m, l, WS_SW, a.sw);
+    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_W2), ws_at(m, l, WS_DRES_OUT), sw, W_layer(m, l, P_W2), N,
+                        H, C);
+    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_W1), ws_at(m, l, WS_DH1), n2, W_layer(m, l, P_W1), N, C, H);
+    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_W3), ws_at(m, l, WS_DH3), n2, W_layer(m, l, P_W3), N, C, H);
+    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_WO), ws_at(m, l, WS_DRES_MID), att, W_layer(m, l, P_WO), N,
+                        QD, C);
+    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_WQ), ws_at(m, l, WS_DQ), n1, W_layer(m, l, P_WQ), N, C,
+                        QD);
+    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_WK), ws_at(m, l, WS_DK), n1, W_layer(m, l, P_WK), N, C,
+                        KVD);
+    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_WV), ws_at(m, l, WS_DV), n1, W_layer(m, l, P_WV), N, C,
+                        KVD);
+}
+
+/* The backward (split: its input part) of the current slot. The first
+ * backward after zero_grads writes every parameter gradient (each has one
+ * writer, but for tied embeddings: the head writes, the embedding adds);
+ * later ones add. */
+static void backward_run(titan_llama *m, float loss_scale, int split) {
     int k = m->slot;
     TITAN_ASSERT(m->have_targets[k]); /* backward needs a forward with targets */
+    TITAN_ASSERT(!split || (m->wstash && !m->w_pending[k]));
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     int N = m->N, C = m->C, V = m->V;
     void *logits = m->act[A_LOGITS], *dresid = m->act[A_DRESID], *dxf = m->act[A_DN];
-    /* The first backward after zero_grads writes every parameter gradient
-     * (each has one writer, but for tied embeddings: the head writes,
-     * the embedding adds); later ones add. */
-    int gw = m->vs[m->vstage].grads_fresh ? 0 : TITAN_ACC_DW;
-    m->vs[m->vstage].grads_fresh = 0;
+    struct vstage *vs = &m->vs[m->vstage];
+    int gw = vs->grads_fresh ? 0 : TITAN_ACC_DW, gn = vs->norms_fresh ? 0 : TITAN_ACC_DW;
+    if (!split) vs->grads_fresh = 0; /* (a stage may mix B and I + W: a CSV schedule) */
+    vs->norms_fresh = 0;
     /* FSDP may have re-gathered the parameters since forward: cast again. */
     int recast = m->hooks.regathers;
     m->have_targets[k] = 0; /* the logits are gone */
+    if (split) m->w_pending[k] = 1;
 
     if (m->head) {
         /* dlogits overwrite the logits: d(loss_scale * mean CE), unless the
@@ -477,12 +549,13 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
         /* Backward hooks' failures stay with their owner (see llama.h). */
         (void)HOOK(m, before_backward, m->L + 1);
         if (recast) cast_block(m, m->L + 1);
-        linear_backward(m, m->L, 0, gw, dxf, G_head(m), logits, m->act[A_XF], W_head(m), C, V);
+        /* split: dlogits stay in the slot's logits for the weight part */
+        linear_backward(m, m->L, 0, gw, dxf, split ? NULL : G_head(m), logits, m->act[A_XF], W_head(m), C, V);
         /* column-parallel head: partial over the rank's vocabulary */
         void *dxf_rows = tp_reduce_grad(m, dxf);
-        norm_backward(m, gw, dresid, G_final_norm(m), dxf_rows, resid(m, m->L), W_final_norm(m),
+        norm_backward(m, gn, dresid, G_final_norm(m), dxf_rows, resid(m, m->L), W_final_norm(m),
                       m->act[A_RSTDF]);
-        (void)HOOK(m, after_backward, m->L + 1);
+        if (!split) (void)HOOK(m, after_backward, m->L + 1);
     } /* else dresid holds d(loss)/d(stage output), from the next stage */
 
     for (int l = m->l1 - 1; l >= m->l0; l--) {
@@ -491,12 +564,43 @@ void titan_llama_backward(titan_llama *m, float loss_scale) {
         /* Recompute what the layer did not keep from its saved input; its
          * output slot is no longer needed, so it serves as scratch. */
         if (keep_of_layer(m, l) != KEEP_ALL) layer_forward(m, l, resid(m, l), resid(m, l + 1), 1);
-        layer_backward(m, l, resid(m, l), gw);
-        (void)HOOK(m, after_backward, l + 1);
+        layer_backward(m, l, resid(m, l), gw, gn, split);
+        if (!split) (void)HOOK(m, after_backward, l + 1);
     }
     if (!m->embed) return; /* dresid: d(loss)/d(stage input), for the previous stage */
+    if (split) {
+        stash(m, split, 0, WS_EMBED, whole_dresid(m), (size_t)N * C);
+        return;
+    }
     (void)HOOK(m, before_backward, 0);
     be->embedding_backward(dt, m->cfg.tie_embeddings ? TITAN_ACC_DW : gw, G_tok(m), whole_dresid(m),
                            m->act[A_TOKENS], N, C, V);
+    (void)HOOK(m, after_backward, 0);
+}
+
+void titan_llama_backward(titan_llama *m, float loss_scale) { backward_run(m, loss_scale, 0); }
+void titan_llama_backward_input(titan_llama *m, float loss_scale) { backward_run(m, loss_scale, 1); }
+
+void titan_llama_backward_weight(titan_llama *m) {
+    int k = m->slot;
+    TITAN_ASSERT(m->wstash && m->w_pending[k]); /* the slot's input part first, one weight part each */
+    m->w_pending[k] = 0;
+    const titan_backend *be = m->be;
+    struct vstage *vs = &m->vs[m->vstage];
+    int gw = vs->grads_fresh ? 0 : TITAN_ACC_DW;
+    vs->grads_fresh = 0;
+    if (m->head) {
+        be->matmul_backward(m->dt, gw, NULL, G_head(m), m->act[A_LOGITS], m->act[A_XF], W_head(m), m->N, m->C,
+                            m->V);
+        (void)HOOK(m, after_backward, m->L + 1);
+    }
+    for (int l = m->l1 - 1; l >= m->l0; l--) {
+        layer_weights(m, l, gw);
+        (void)HOOK(m, after_backward, l + 1);
+    }
+    if (!m->embed) return;
+    (void)HOOK(m, before_backward, 0);
+    be->embedding_backward(m->dt, m->cfg.tie_embeddings ? TITAN_ACC_DW : gw, G_tok(m), ws_at(m, 0, WS_EMBED),
+                           m->act[A_TOKENS], m->N, m->C, m->V);
     (void)HOOK(m, after_backward, 0);
 }

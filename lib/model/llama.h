@@ -101,6 +101,11 @@ typedef struct {
      * each keeps one forward's activations until its backward
      * (titan_llama_set_slot); 0 or 1: one. */
     int slots;
+    /* 1: the backward may run in two parts (titan_llama_backward_input and
+     * titan_llama_backward_weight, for zero-bubble pipeline schedules): a
+     * stash per slot keeps what the weight part reads, about one more set
+     * of a slot's per-layer activations (titan_llama_stash_bytes). */
+    int split_backward;
 } titan_llama_options;
 titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *c,
                                    const titan_backend *be, int B, int T, titan_ac_mode ac,
@@ -224,6 +229,24 @@ titan_status titan_llama_forward_train(titan_llama *m, const uint32_t *tokens,
 /* Backward of the last forward: grads += d(loss * loss_scale)/dparams.
  * loss_scale = 1 / gradient-accumulation steps. */
 void titan_llama_backward(titan_llama *m, float loss_scale);
+/* The same backward in two parts on the current stage and slot, for
+ * zero-bubble pipeline schedules (a model made with split_backward):
+ * backward_input computes the gradient of the stage input (of every
+ * activation) and the norms' weight gradients, and keeps in the slot's
+ * stash what the rest needs; backward_weight, later (other slots'
+ * forwards and input parts may come between), computes every matmul's
+ * and the embedding's weight gradient from it. input then weight gives
+ * the bits of titan_llama_backward (the same ops on the same values, each
+ * gradient added once); each slot's weight parts must follow its input
+ * parts in the same order on a stage as their micro-batches (so that the
+ * gradients add in the same order). Hooks: before_backward of a block in
+ * the input part, after_backward in the weight part (the embedding's both
+ * in the weight part), so FSDP reduces the gradients after the last
+ * weight part. */
+void titan_llama_backward_input(titan_llama *m, float loss_scale);
+void titan_llama_backward_weight(titan_llama *m);
+/* Bytes of the split backward's stash (all slots); 0 without. */
+size_t titan_llama_stash_bytes(const titan_llama *m);
 /* The gradients are zero from here: the next backward writes them rather
  * than adding, without a zero fill (the buffer keeps its old values until
  * then, so read the gradients only after a backward). */

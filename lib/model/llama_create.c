@@ -23,7 +23,7 @@ typedef struct {
     const titan_group *tp, *cp; /* NULL: none */
     titan_llama_tp tpp;
     titan_llama_pp pp;
-    int slots, sp;
+    int slots, sp, split;
 } request;
 
 /* The request from opt, checked before anything is allocated. */
@@ -42,6 +42,7 @@ static titan_status check_request(const titan_llama_config *c, int B, int T, tit
     r->slots = opt && opt->slots > 1 ? opt->slots : 1;
     r->cp = opt && opt->cp && opt->cp->size > 1 ? opt->cp : NULL;
     r->sp = r->tp && opt->sequence_parallel;
+    r->split = opt && opt->split_backward;
     TITAN_TRY(titan_llama_config_check(c));
     TITAN_TRY(titan_llama_tp_check(c, r->tpp.size));
     TITAN_TRY(titan_llama_pp_check(c, r->pp.size));
@@ -102,6 +103,7 @@ static titan_status set_shapes(titan_llama *m, const titan_llama_config *c, int 
     m->nv = titan_llama_pp_local_stages(pp);
     m->vs = titan_alloc((size_t)m->nv * sizeof *m->vs, "model stages");
     if (!m->vs) return TITAN_ERR_NOMEM;
+    memset(m->vs, 0, (size_t)m->nv * sizeof *m->vs);
     for (int k = 0; k < m->nv; k++) {
         struct vstage *v = &m->vs[k];
         int g = pp.stage + k * pp.size;
@@ -185,6 +187,34 @@ static size_t plan_activations(titan_llama *m) {
     total += (size_t)m->slots * per_slot;
     m->arena_bytes = total;
     return total;
+}
+
+/* The split backward's stash (llama_impl.h's WS_*): its entries' sizes and
+ * the bytes of a slot's. */
+static size_t plan_stash(titan_llama *m) {
+    size_t N = (size_t)m->N, C = (size_t)m->C, QD = (size_t)m->QD, KVD = (size_t)m->KVD, H = (size_t)m->H;
+    size_t e[WS_COUNT] = {
+        [WS_DRES_OUT] = N * C, [WS_DH1] = N * H, [WS_DH3] = N * H, [WS_DRES_MID] = N * C, [WS_DQ] = N * QD,
+        [WS_DK] = N * KVD,     [WS_DV] = N * KVD, [WS_N1] = N * C, [WS_ATT] = N * QD,      [WS_N2] = N * C,
+        [WS_SW] = N * H,       [WS_EMBED] = m->any_embed ? N * C : 0,
+    };
+    size_t per_slot = 0;
+    for (int i = 0; i < WS_COUNT; i++) m->ws_bytes[i] = round64(e[i] * titan_dtype_size(m->dt));
+    for (int j = 0; j < m->LLmax; j++)
+        for (int i = 0; i < WS_EMBED; i++) per_slot += ws_has(m->ac, i, j) ? m->ws_bytes[i] : 0;
+    return per_slot + m->ws_bytes[WS_EMBED];
+}
+
+static titan_status alloc_stash(titan_llama *m) {
+    m->wstash_stride = plan_stash(m);
+    size_t bytes = (size_t)m->slots * m->wstash_stride;
+    m->wstash = m->be->alloc(bytes ? bytes : 1);
+    m->w_pending = titan_alloc((size_t)m->slots, "model: split backward flags");
+    if (!m->wstash || !m->w_pending)
+        return titan_error(TITAN_ERR_NOMEM, "model: cannot allocate %zu bytes of %s memory for the split "
+                           "backward's stash (%d slots)", bytes, m->be->name, m->slots);
+    memset(m->w_pending, 0, (size_t)m->slots);
+    return TITAN_OK;
 }
 
 /* Parameters, gradients, the compute copy and the arena, carved. */
@@ -286,6 +316,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     if (st == TITAN_OK) st = alloc_buffers(m, r.flags, plan_activations(m));
     if (st == TITAN_OK) st = upload_rope(m, c, T, r.cp);
     if (st == TITAN_OK) st = alloc_extras(m, B, T, &r);
+    if (st == TITAN_OK && r.split) st = alloc_stash(m);
     if (st != TITAN_OK) {
         titan_llama_free(m);
         return st;
@@ -321,6 +352,8 @@ titan_status titan_llama_plan_memory(const titan_llama_config *c, int B, int T, 
 void titan_llama_free(titan_llama *m) {
     if (!m) return;
     if (m->arena) m->be->free(m->arena);
+    if (m->wstash) m->be->free(m->wstash);
+    titan_free(m->w_pending);
     if (m->params_lp) m->be->free(m->params_lp);
     if (m->grads) m->be->free(m->grads);
     if (m->params) m->be->free(m->params);
@@ -452,6 +485,7 @@ void titan_llama_set_hooks(titan_llama *m, const titan_llama_hooks *h) {
 int titan_llama_blocks(const titan_llama *m) { return m->L + 2; }
 
 void titan_llama_zero_grads(titan_llama *m) {
-    for (int k = 0; k < m->nv; k++) m->vs[k].grads_fresh = 1;
+    for (int k = 0; k < m->nv; k++) m->vs[k].grads_fresh = m->vs[k].norms_fresh = 1;
 }
+size_t titan_llama_stash_bytes(const titan_llama *m) { return m->wstash ? (size_t)m->slots * m->wstash_stride : 0; }
 

@@ -45,6 +45,14 @@ typedef enum {
     KEEP_OPS,   /* the outputs of attention and of every other matmul */
 } layer_keep;
 
+/* The split backward's stash of a layer (per slot, per local layer): the
+ * gradients of the matmuls' outputs, and their inputs where the layer does
+ * not keep them (activation checkpointing recomputes those into scratch,
+ * which the next layer's recomputation overwrites); then the gradient of
+ * the stage input for the embedding (the first stage). */
+enum { WS_DRES_OUT, WS_DH1, WS_DH3, WS_DRES_MID, WS_DQ, WS_DK, WS_DV, WS_N1, WS_ATT, WS_N2, WS_SW, WS_EMBED,
+       WS_COUNT };
+
 struct titan_llama {
     titan_llama_config cfg;
     const titan_backend *be;
@@ -69,6 +77,9 @@ struct titan_llama {
          * which then writes its gradients (=) instead of adding: no zero
          * fill, no read. */
         int grads_fresh;
+        /* The same for the norms' weight gradients, which a split
+         * backward computes in its input part (titan_llama_backward_input). */
+        int norms_fresh;
     } *vs;
     /* Micro-batch slots: act[] points into slot `slot`'s copies of the
      * per-slot activations (act_per_slot); act_base[] at slot 0's. */
@@ -124,6 +135,13 @@ struct titan_llama {
     titan_fp8_recipe fp8;
     unsigned char *fp8_linear;
     int64_t fp8_gemms;
+    /* Split backward (titan_llama_options.split_backward): per slot, what
+     * the weight part needs from the input part (ws_* below), wstash_stride
+     * bytes a slot; w_pending[slot]: 1 from a slot's input part to its
+     * weight part. NULL without. */
+    char *wstash;
+    size_t wstash_stride, ws_bytes[WS_COUNT];
+    unsigned char *w_pending;
 };
 
 /* The linears of a layer, in the order of fp8_linear. */
@@ -149,6 +167,22 @@ static inline int layer_keeps(layer_keep k, int id) {
     case KEEP_OPS: return id == A_QPRE || id == A_V || id == A_ATT || id == A_LSE || id == A_H1;
     }
     return 0;
+}
+
+/* The activation a stash input copies (0 for the gradients). */
+static inline int ws_input_act(int id) {
+    switch (id) {
+    case WS_N1: return A_N1;
+    case WS_ATT: return A_ATT;
+    case WS_N2: return A_N2;
+    case WS_SW: return A_SW;
+    }
+    return 0;
+}
+/* Whether local layer j's stash holds entry id (not WS_EMBED). */
+static inline int ws_has(titan_ac_mode ac, int id, int j) {
+    int a = ws_input_act(id);
+    return !a || !layer_keeps(keep_of(ac, j), a);
 }
 
 /* How many of layers 0..n-1 keep per-layer activation id. */

@@ -17,7 +17,9 @@ static titan_status resolve(const titan_job_config *cfg, int world, titan_layout
      * 2 stages a rank for a multi-stage schedule until the model's layer
      * count gives the exact number (titan_pipeline_split). */
     int multi = cfg->parallelism_pp_schedule == TITAN_JOB_PP_INTERLEAVED_1F1B ||
-                cfg->parallelism_pp_schedule == TITAN_JOB_PP_LOOPED_BFS;
+                cfg->parallelism_pp_schedule == TITAN_JOB_PP_LOOPED_BFS ||
+                cfg->parallelism_pp_schedule == TITAN_JOB_PP_INTERLEAVED_ZB ||
+                cfg->parallelism_pp_schedule == TITAN_JOB_PP_MULTI || cfg->parallelism_pp_schedule == TITAN_JOB_PP_RUNTIME;
     int in = cfg->parallelism_pipeline_parallel_first_stage_less_layers;
     int out = cfg->parallelism_pipeline_parallel_last_stage_less_layers;
     if (l->pp > 1 && (multi || in != 1 || out != 1)) { /* else the default split: pp_v 0 */

@@ -17,7 +17,7 @@ struct titan_pipeline {
     titan_pp_schedule sched;
     int rank, pp, v, stages, micro, slots;
     int *slot0, *nslot;          /* per local stage: its first slot, its slots */
-    titan_pp_action *acts;       /* the schedule: 2 x v x micro actions */
+    titan_pp_action *acts;       /* the schedule: titan_pp_schedule_count actions */
     int nacts;
     int B, T;
     titan_dtype dt;
@@ -35,6 +35,11 @@ struct titan_pipeline {
     titan_comm_req **out_req;    /* per slot: the queued send of its output */
     titan_comm_req **gout_req;   /* per slot: the queued send of its input gradient */
     double wait_s;
+    /* The last step's spans of its actions (titan_pipeline_last_step) and
+     * the sums over the steps so far: wall time, time computing. */
+    titan_pp_span *spans;
+    double step_t0, sum_step_s, sum_busy_s;
+    int steps, calls;
 };
 
 int titan_pipeline_slots(titan_pp_schedule s, int pp, int rank, int v, int micro) {
@@ -71,13 +76,40 @@ titan_status titan_pipeline_split(const titan_job_config *cfg, titan_pp_schedule
     return st;
 }
 
+/* Every rank's list checked as a whole before the first step (each rank
+ * computes them all: a few actions each): a micro-batch left undone or a
+ * deadlock is an error here rather than a hang. */
+static titan_status verify_all(const titan_pipeline *p) {
+    int cap = titan_pp_schedule_count(p->sched, p->v, p->micro);
+    titan_pp_action *all = titan_alloc((size_t)p->pp * cap * sizeof *all, "pipeline schedule check");
+    titan_pp_action **lists = titan_alloc((size_t)p->pp * sizeof *lists, "pipeline schedule check");
+    int *n = titan_alloc((size_t)p->pp * sizeof *n, "pipeline schedule check");
+    titan_status st = all && lists && n ? TITAN_OK : TITAN_ERR_NOMEM;
+    for (int r = 0; r < p->pp && st == TITAN_OK; r++) {
+        lists[r] = all + (size_t)r * cap;
+        n[r] = titan_pp_schedule_actions(p->sched, p->pp, r, p->v, p->micro, lists[r]);
+    }
+    if (st == TITAN_OK) st = titan_pp_schedule_verify(p->pp, p->v, p->micro, lists, n, NULL);
+    if (st == TITAN_ERR_USAGE)
+        titan_error_context("parallelism.pipeline_parallel_schedule = \"%s\"", titan_pp_schedule_name(p->sched));
+    titan_free(all);
+    titan_free(lists);
+    titan_free(n);
+    return st;
+}
+
 /* The schedule's actions and each local stage's slots. */
 static titan_status plan(titan_pipeline *p) {
-    p->acts = titan_alloc((size_t)2 * p->v * p->micro * sizeof *p->acts, "pipeline schedule");
+    p->acts = titan_alloc((size_t)titan_pp_schedule_count(p->sched, p->v, p->micro) * sizeof *p->acts,
+                          "pipeline schedule");
+    p->spans = titan_alloc((size_t)titan_pp_schedule_count(p->sched, p->v, p->micro) * sizeof *p->spans,
+                           "pipeline spans");
+    if (!p->spans) return TITAN_ERR_NOMEM;
     p->slot0 = titan_alloc((size_t)2 * p->v * sizeof *p->slot0, "pipeline slots");
     if (!p->acts || !p->slot0) return TITAN_ERR_NOMEM;
     p->nslot = p->slot0 + p->v;
     p->nacts = titan_pp_schedule_actions(p->sched, p->pp, p->rank, p->v, p->micro, p->acts);
+    TITAN_TRY(verify_all(p));
     int sum = 0;
     for (int k = 0; k < p->v; k++) {
         p->slot0[k] = sum;
@@ -133,9 +165,10 @@ titan_status titan_pipeline_create(titan_pipeline **out, titan_mesh *mesh, titan
     } else {
         p->gout = p->be->alloc(per_slot ? per_slot : 1);
     }
-    if (!p->out_req || (mirror ? !p->out_host || !p->in_host : !p->gout) || plan(p) != TITAN_OK) {
+    titan_status st = !p->out_req || (mirror ? !p->out_host || !p->in_host : !p->gout) ? TITAN_ERR_NOMEM : plan(p);
+    if (st != TITAN_OK) {
         titan_pipeline_free(p);
-        return TITAN_ERR_NOMEM;
+        return st;
     }
     *out = p;
     return TITAN_OK;
@@ -157,10 +190,28 @@ void titan_pipeline_free(titan_pipeline *p) {
     titan_free(p->out_req);
     if (p->gout) p->be->free(p->gout);
     titan_free(p->acts);
+    titan_free(p->spans);
     titan_free(p->slot0);
     titan_free_pages(p->out_host);
     titan_free_pages(p->in_host);
     titan_free(p);
+}
+
+int titan_pipeline_last_step(const titan_pipeline *p, const titan_pp_action **acts, const titan_pp_span **spans,
+                             double *t0) {
+    *acts = p->acts;
+    *spans = p->spans;
+    *t0 = p->step_t0;
+    return p->steps > 0 ? p->nacts : 0;
+}
+
+double titan_pipeline_bubble(const titan_pipeline *p, int *steps) {
+    *steps = p->steps;
+    return p->sum_step_s > 0.0 ? 1.0 - p->sum_busy_s / p->sum_step_s : 0.0;
+}
+
+void titan_pipeline_shape(const titan_pipeline *p, titan_pp_schedule *s, int *pp, int *rank, int *v, int *micro) {
+    *s = p->sched, *pp = p->pp, *rank = p->rank, *v = p->v, *micro = p->micro;
 }
 
 double titan_pipeline_take_wait_s(titan_pipeline *p) {
@@ -228,11 +279,13 @@ static titan_status forward_mb(titan_pipeline *p, int k, const uint32_t *inputs,
     return TITAN_OK;
 }
 
-/* Micro-batch mb's backward on local stage k: the gradient of its output
- * from the next stage, the gradient of its input to the previous one.
- * last: the stage's last backward of the step's last batch (fsdp starts
- * the reductions of its blocks). */
-static titan_status backward_mb(titan_pipeline *p, int k, int mb, float loss_scale, int last, titan_fsdp *fsdp) {
+/* Micro-batch mb's backward (B) or its input part (I) on local stage k:
+ * the gradient of its output from the next stage, the gradient of its
+ * input to the previous one. last: the stage's last backward of the
+ * step's last batch (fsdp starts the reductions of its blocks; for I,
+ * the W does). */
+static titan_status backward_mb(titan_pipeline *p, int k, int mb, float loss_scale, int op, int last,
+                                titan_fsdp *fsdp) {
     int g = p->rank + k * p->pp, slot = enter(p, k, mb);
     void *grad = titan_llama_stage_grad(p->model);
     titan_status st = TITAN_OK;
@@ -240,8 +293,9 @@ static titan_status backward_mb(titan_pipeline *p, int k, int mb, float loss_sca
         st = recv_into(p, p->bwd_in, grad, p->gin_host, p->next);
         if (st != TITAN_OK) return failed(p, st, "receive of the gradient of", mb, g, g + 1);
     }
-    if (fsdp) titan_fsdp_set_sync(fsdp, last);
-    titan_llama_backward(p->model, loss_scale);
+    if (fsdp) titan_fsdp_set_sync(fsdp, op == TITAN_PP_B && last);
+    if (op == TITAN_PP_B) titan_llama_backward(p->model, loss_scale);
+    else titan_llama_backward_input(p->model, loss_scale);
     TITAN_TRY(titan_llama_take_error(p->model)); /* a tensor-parallel collective's failure */
     if (g > 0) {
         /* the slot's staging may still be on its way from an earlier micro-batch */
@@ -262,18 +316,34 @@ static titan_status backward_mb(titan_pipeline *p, int k, int mb, float loss_sca
 titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, const uint32_t *targets,
                                  float loss_scale, int sync, titan_fsdp *fsdp, double *loss) {
     double sum = 0.0;
-    int *nb = titan_alloc((size_t)p->v * sizeof *nb, "pipeline step"); /* backwards done, per stage */
+    /* per stage: backwards (B or W) done, which tells the last */
+    int *nb = titan_alloc((size_t)p->v * sizeof *nb, "pipeline step");
     if (!nb) return TITAN_ERR_NOMEM;
     memset(nb, 0, (size_t)p->v * sizeof *nb);
     titan_status st = TITAN_OK;
+    p->step_t0 = titan_now_s();
+    double busy = 0.0;
     for (int i = 0; i < p->nacts && st == TITAN_OK; i++) {
         const titan_pp_action *a = &p->acts[i];
-        if (!a->backward) {
-            st = forward_mb(p, a->stage, inputs, targets, a->mb, loss_scale, &sum);
-        } else {
-            int last = sync && ++nb[a->stage] == p->micro;
-            st = backward_mb(p, a->stage, a->mb, loss_scale, last, fsdp);
+        double t0 = titan_now_s(), w0 = p->wait_s;
+        int last = a->op != TITAN_PP_I && a->op != TITAN_PP_F && sync && ++nb[a->stage] == p->micro;
+        switch ((titan_pp_op)a->op) {
+        case TITAN_PP_F: st = forward_mb(p, a->stage, inputs, targets, a->mb, loss_scale, &sum); break;
+        case TITAN_PP_B:
+        case TITAN_PP_I: st = backward_mb(p, a->stage, a->mb, loss_scale, a->op, last, fsdp); break;
+        case TITAN_PP_W:
+            enter(p, a->stage, a->mb);
+            if (fsdp) titan_fsdp_set_sync(fsdp, last);
+            titan_llama_backward_weight(p->model);
+            break;
         }
+        p->spans[i] = (titan_pp_span){t0 - p->step_t0, titan_now_s() - p->step_t0, p->wait_s - w0};
+        busy += p->spans[i].t1 - p->spans[i].t0 - p->spans[i].blocked_s;
+    }
+    if (st == TITAN_OK && p->calls++ > 0) { /* the first pays for warm-up */
+        p->sum_step_s += titan_now_s() - p->step_t0;
+        p->sum_busy_s += busy;
+        p->steps++;
     }
     titan_free(nb);
     *loss = sum / p->micro;
@@ -286,7 +356,7 @@ titan_status titan_pipeline_eval(titan_pipeline *p, const uint32_t *inputs, cons
     /* The schedule's forwards in its order; each waits for its slot's last
      * send first, as in training. */
     for (int i = 0; i < p->nacts; i++)
-        if (!p->acts[i].backward)
+        if (p->acts[i].op == TITAN_PP_F)
             TITAN_TRY(forward_mb(p, p->acts[i].stage, inputs, targets, p->acts[i].mb, 0.0f, &sum));
     *loss = sum / p->micro;
     return TITAN_OK;

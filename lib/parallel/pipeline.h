@@ -1,9 +1,12 @@
 /* pipeline.h - pipeline parallelism: a local batch cut into micro-batches
  * and run through the stages (llama.h's pipeline stages: pp x v of them,
  * v a rank of the mesh's pp group) in a schedule's order
- * (pipeline_schedule.h: 1F1B, GPipe, Interleaved1F1B, LoopedBFS).
+ * (pipeline_schedule.h: 1F1B, GPipe, Interleaved1F1B, LoopedBFS,
+ * InterleavedZeroBubble, whose backwards run as I then, later, W: the
+ * model's titan_llama_backward_input and _weight). Every rank's list is
+ * checked before the first step (titan_pp_schedule_verify).
  *
- * Every stage but LoopedBFS's runs its backwards in micro-batch order, so
+ * Every stage but LoopedBFS's runs its backwards (Ws) in micro-batch order, so
  * gradients add in the same order as the micro-batches of one process do:
  * the schedule changes no bit of the gradients, only memory and idle time.
  * LoopedBFS, as torch's, runs them in reverse order: the same gradients up
@@ -65,6 +68,20 @@ titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, cons
 /* Forward only (validation), the same micro-batches; *loss as above. */
 titan_status titan_pipeline_eval(titan_pipeline *p, const uint32_t *inputs, const uint32_t *targets,
                                  double *loss);
+/* An action's times in its step (seconds from the step's start, titan_now_s
+ * clock) and the time it was blocked in transfers. */
+typedef struct {
+    double t0, t1, blocked_s;
+} titan_pp_span;
+/* The last titan_pipeline_step's actions and spans (its start in *t0,
+ * titan_now_s); returns their number, 0 before the first step. */
+int titan_pipeline_last_step(const titan_pipeline *p, const titan_pp_action **acts, const titan_pp_span **spans,
+                             double *t0);
+/* The measured bubble over the steps so far but the first (warm-up): 1 -
+ * (time in actions, less their blocked time) / (time in
+ * titan_pipeline_step); *steps counts them. */
+double titan_pipeline_bubble(const titan_pipeline *p, int *steps);
+void titan_pipeline_shape(const titan_pipeline *p, titan_pp_schedule *s, int *pp, int *rank, int *v, int *micro);
 /* Seconds blocked on transfers since the last call (then reset). */
 double titan_pipeline_take_wait_s(titan_pipeline *p);
 

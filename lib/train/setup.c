@@ -104,10 +104,18 @@ titan_status titan_setup_shape_of(const titan_job_config *cfg, int n_layers, tit
     case TITAN_JOB_PP_GPIPE: sh->sched = TITAN_PP_GPIPE; break;
     case TITAN_JOB_PP_INTERLEAVED_1F1B: sh->sched = TITAN_PP_INTERLEAVED_1F1B; break;
     case TITAN_JOB_PP_LOOPED_BFS: sh->sched = TITAN_PP_LOOPED_BFS; break;
+    case TITAN_JOB_PP_INTERLEAVED_ZB: sh->sched = TITAN_PP_INTERLEAVED_ZB; break;
+    /* a CSV's order (the trainer loads it); these set the stages a rank */
+    case TITAN_JOB_PP_SINGLE: sh->sched = TITAN_PP_1F1B; break;
+    case TITAN_JOB_PP_MULTI:
+    case TITAN_JOB_PP_RUNTIME: sh->sched = TITAN_PP_LOOPED_BFS; break;
     }
     sh->mb = cfg->parallelism_pipeline_parallel_microbatch_size;
     sh->micro = B / sh->mb; /* titan_config_validate: mb divides B */
-    /* The exact stage split now that the layer count is known. */
+    /* The exact stage split now that the layer count is known; with a CSV,
+     * the name sets the stages a rank and the file the order. */
+    if (cfg->parallelism_pipeline_parallel_schedule_csv[0])
+        sh->sched = titan_pp_schedule_multi(sh->sched) ? TITAN_PP_LOOPED_BFS : TITAN_PP_1F1B;
     return titan_pipeline_split(cfg, sh->sched, n_layers, sh->micro, lay);
 }
 
@@ -121,7 +129,8 @@ titan_llama_options titan_setup_model_options(const titan_job_config *cfg, const
                                  .pp_size = lay->pp, .pp_stage = pp_rank,
                                  .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
                                  .pp_last_less = lay->pp_last_less,
-                                 .slots = titan_pipeline_slots(sh->sched, lay->pp, pp_rank, v, sh->micro)};
+                                 .slots = titan_pipeline_slots(sh->sched, lay->pp, pp_rank, v, sh->micro),
+                                 .split_backward = lay->pp > 1 && titan_pp_schedule_split(sh->sched)};
 }
 
 titan_status titan_setup_fsdp_options(const titan_job_config *cfg, const titan_setup_shape *sh, const titan_layout *lay,

@@ -32,6 +32,7 @@
 #include "train/async_save.h"
 #include "train/device.h"
 #include "parallel/pipeline.h"
+#include "train/pipeline_trace.h"
 #include "train/sample.h"
 #include "train/state.h"
 #include "train/state_dist.h"
@@ -414,6 +415,8 @@ static void teardown(trainer *t) {
     /* FSDP drains its queued gathers into the model's memory, the pipeline
      * its queued sends from it: they go first. */
     titan_pipeline_free(t->pipe);
+    titan_pp_schedule_set_custom(NULL);
+    titan_pp_csv_free(t->pp_csv);
     titan_fsdp_free(t->fsdp);
     titan_llama_free(t->model);
     titan_async_saver_free(t->saver);
@@ -471,6 +474,7 @@ titan_status titan_train(const titan_job_config *cfg, const titan_train_opts *op
         titan_info("sampling from step %" PRId64 " (nothing left to train)", t.pr.step);
     if (st == TITAN_OK) st = loop(&t);
     if (st == TITAN_OK && cfg->memory_estimation_enable && t.mem_peak > 0) memory_report(&t);
+    if (st == TITAN_OK && t.pipe) st = titan_pipeline_trace_write(t.pipe, opts->run_dir, t.mesh.rank);
     /* rank 0 samples; under tp its group gathers the whole model with it
      * (the other ranks of its cp group hold the same parameters) */
     if (st == TITAN_OK && opts->sample_tokens > 0 && t.mesh.dp_rank == 0 && t.mesh.cp_rank == 0)

@@ -232,6 +232,19 @@ static titan_status setup_float8(trainer *t, int sharded) {
     return TITAN_OK;
 }
 
+/* parallelism.pipeline_parallel_schedule_csv read and checked for this
+ * rank's pipeline (every rank reads it: a schedule that would deadlock
+ * stops each with the same message before the first step). */
+static titan_status load_csv(trainer *t, setup_shape *sh) {
+    int v, first_less, last_less;
+    titan_layout_split(&t->mesh.layout, &v, &first_less, &last_less);
+    TITAN_TRY(titan_pp_csv_load(t->cfg->parallelism_pipeline_parallel_schedule_csv, t->mesh.layout.pp, v, t->micro,
+                                &t->pp_csv));
+    titan_pp_schedule_set_custom(t->pp_csv);
+    sh->sched = TITAN_PP_CSV;
+    return TITAN_OK;
+}
+
 /* Phase 3: this rank's model (its tp shard, pp stage, cp chunks). */
 static titan_status build_model(trainer *t, setup_shape *sh) {
     const titan_job_config *cfg = t->cfg;
@@ -245,6 +258,7 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
     /* the exact stage split (the mesh made its communicators for the schedule's kind) */
     TITAN_TRY(titan_setup_shape_of(cfg, t->mc.n_layers, &t->mesh.layout, sh));
     t->micro = sh->micro;
+    if (pp > 1 && cfg->parallelism_pipeline_parallel_schedule_csv[0]) TITAN_TRY(load_csv(t, sh));
     if (pp > 1) titan_layout_format(&t->mesh.layout, t->mesh.layout_str, sizeof t->mesh.layout_str);
     /* the tp and cp collectives the model runs, on its backend's buffers */
     TITAN_TRY(titan_mesh_groups(&t->mesh, t->be));
@@ -252,6 +266,12 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
     mo.tp = t->mesh.tp_group;
     mo.cp = t->mesh.cp_group;
     /* titan_setup_model_config has checked the tp and pp splits */
+    if (mo.split_backward && titan_config_float8(cfg)) {
+        titan_error(TITAN_ERR_USAGE, "float8 training with the zero-bubble schedule %s: not supported yet (its "
+                    "weight-gradient part runs apart from the float8 backward)", cfg->parallelism_pipeline_parallel_schedule);
+        titan_error_hint("use Interleaved1F1B, 1F1B or GPipe with float8, or train without float8");
+        return TITAN_ERR_USAGE;
+    }
     TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, sh->mb, T, sh->ac, sh->compute, &mo));
     return setup_float8(t, sh->sharded);
 }
@@ -388,9 +408,16 @@ static void pipeline_line(trainer *t, const setup_shape *sh) {
     size_t k = 0;
     for (int i = 0; i < v && k + 16 < sizeof list; i++)
         k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? ", " : "", t->mesh.pp_rank + i * pp);
-    titan_info("pipeline: stage%s %s of %d (this rank's parameters: %zu), %s schedule, %d micro-batches of %d x %d, "
-               "%d in flight", v == 1 ? "" : "s", list, pp * v, titan_llama_params_count(t->model),
-               t->cfg->parallelism_pipeline_parallel_schedule, t->micro, sh->mb, t->cfg->training_seq_len, titan_llama_slots(t->model));
+    const char *csv = t->cfg->parallelism_pipeline_parallel_schedule_csv;
+    /* memory in flight: the slots' activations, and a split backward's stash */
+    char stash[64] = "";
+    size_t sb = titan_llama_stash_bytes(t->model);
+    if (sb) snprintf(stash, sizeof stash, " (+ %.1f MiB of weight-gradient stash)", (double)sb / (1 << 20));
+    titan_info("pipeline: stage%s %s of %d (this rank's parameters: %zu), %s schedule%s%s, %d micro-batches of %d x "
+               "%d, %d in flight, %.1f MiB of activations%s", v == 1 ? "" : "s", list, pp * v,
+               titan_llama_params_count(t->model), t->cfg->parallelism_pipeline_parallel_schedule, csv[0] ? " from " : "",
+               csv, t->micro, sh->mb, t->cfg->training_seq_len, titan_llama_slots(t->model),
+               (double)titan_llama_activation_bytes(t->model) / (1 << 20), stash);
 }
 
 /* Phase 6: the step's token buffers, the FLOPs and the peak for MFU, and

@@ -12,6 +12,7 @@
 #include "data/tokenizer.h"
 #include "optim/optim.h"
 #include "parallel/pipeline.h"
+#include "parallel/pipeline_csv.h"
 #include "trace/metrics.h"
 #include "train/async_save.h"
 #include "train/device.h"
@@ -38,6 +39,7 @@ typedef struct {
     titan_mesh mesh;
     titan_fsdp *fsdp;
     titan_pipeline *pipe;      /* pipeline parallelism; NULL without */
+    titan_pp_custom *pp_csv;   /* parallelism.pipeline_parallel_schedule_csv's schedule; NULL without */
     int micro;                 /* pipeline micro-batches per local batch (1 without) */
     titan_train_progress pr;
     int accum;

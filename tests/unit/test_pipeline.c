@@ -135,7 +135,8 @@ static void run_variant(titan_mesh *m, const ref *r, const variant *v) {
     const float *want = v->sched == TITAN_PP_LOOPED_BFS ? r->avg_rev : r->avg;
     titan_llama_options mo = {.flags = sharded ? TITAN_LLAMA_RELEASABLE : 0, .pp_size = l->pp, .pp_stage = stage,
                               .pp_v = l->pp_v, .pp_first_less = 1, .pp_last_less = 1,
-                              .slots = titan_pipeline_slots(v->sched, l->pp, stage, l->pp_v, M)};
+                              .slots = titan_pipeline_slots(v->sched, l->pp, stage, l->pp_v, M),
+                              .split_backward = titan_pp_schedule_split(v->sched)};
     titan_llama *mdl = NULL;
     if (titan_llama_create_ex(&mdl, &r->c, titan_backend_cpu(), B, T, TITAN_AC_NONE, TITAN_DTYPE_F32, &mo) != TITAN_OK) {
         CHECK(0, "stage %d of %d", stage, l->pp);
@@ -205,15 +206,82 @@ static void run_variant(titan_mesh *m, const ref *r, const variant *v) {
  * schedules.py's formulas (global stage s = rank + k x pp, "sFm" a forward
  * of micro-batch m, "sBm" a backward). */
 static void check_order(titan_pp_schedule sc, int pp, int r, int v, int micro, const char *want) {
-    titan_pp_action a[64];
+    titan_pp_action a[96];
     int n = titan_pp_schedule_actions(sc, pp, r, v, micro, a);
     char got[512] = "";
     size_t k = 0;
     for (int i = 0; i < n && k < sizeof got; i++)
         k += (size_t)snprintf(got + k, sizeof got - k, "%s%d%c%d", i ? " " : "", r + a[i].stage * pp,
-                              a[i].backward ? 'B' : 'F', a[i].mb);
-    CHECK(n == 2 * v * micro && !strcmp(got, want), "%s pp %d rank %d v %d M %d:\n  got  %s\n  want %s",
+                              "FBIW"[a[i].op], a[i].mb);
+    CHECK(n == titan_pp_schedule_count(sc, v, micro) && !strcmp(got, want), "%s pp %d rank %d v %d M %d:\n  got  %s\n  want %s",
           titan_pp_schedule_name(sc), pp, r, v, micro, got, want);
+}
+
+/* titan_pp_schedule_verify: every built-in schedule passes on pp 2..6, v
+ * 2..3 (1 for the single-stage ones), M 1..12; hand-broken lists fail
+ * with the row and the cause. */
+static void check_verify(void) {
+    static const titan_pp_schedule all[] = {TITAN_PP_1F1B, TITAN_PP_GPIPE, TITAN_PP_INTERLEAVED_1F1B,
+                                            TITAN_PP_LOOPED_BFS, TITAN_PP_INTERLEAVED_ZB};
+    enum { PPMAX = 6, CAP = 3 * 3 * 12 };
+    static titan_pp_action buf[PPMAX][CAP];
+    titan_pp_action *acts[PPMAX];
+    int cnt[PPMAX], checked = 0;
+    for (int r = 0; r < PPMAX; r++) acts[r] = buf[r];
+    for (size_t s = 0; s < sizeof all / sizeof all[0]; s++)
+        for (int pp = 2; pp <= PPMAX; pp++)
+            for (int v = 1; v <= 3; v++)
+                for (int micro = 1; micro <= 12; micro++) {
+                    if (titan_pp_schedule_check(all[s], pp, v, micro) != TITAN_OK) continue;
+                    for (int r = 0; r < pp; r++) cnt[r] = titan_pp_schedule_actions(all[s], pp, r, v, micro, acts[r]);
+                    titan_status st = titan_pp_schedule_verify(pp, v, micro, acts, cnt, NULL);
+                    CHECK(st == TITAN_OK, "%s pp %d v %d M %d", titan_pp_schedule_name(all[s]), pp, v, micro);
+                    checked++;
+                }
+    titan_error_clear();
+    CHECK(checked > 200, "%d schedules verified", checked);
+    /* pp 2, M 2: rank 0 "0F0 0B0 0F1 0B1", rank 1 "1F1 1B1 1F0 1B0": rank
+     * 0's B0 waits for rank 1's, which comes after 1F1, which waits for 0F1,
+     * which comes after 0B0 */
+    titan_pp_action r0[] = {{0, 0, TITAN_PP_F}, {0, 0, TITAN_PP_B}, {0, 1, TITAN_PP_F}, {0, 1, TITAN_PP_B}};
+    titan_pp_action r1[] = {{0, 1, TITAN_PP_F}, {0, 1, TITAN_PP_B}, {0, 0, TITAN_PP_F}, {0, 0, TITAN_PP_B}};
+    titan_pp_action *two[] = {r0, r1};
+    int n2[] = {4, 4};
+    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("deadlock") &&
+              has("rank 0, action 1 (0B0) waits for stage 1's backward") && has("rank 1, action 0 (1F1)"),
+          "deadlock named");
+    n2[1] = 3; /* rank 1 leaves micro-batch 1's backward out */
+    r1[0] = (titan_pp_action){0, 0, TITAN_PP_F};
+    r1[1] = (titan_pp_action){0, 0, TITAN_PP_B};
+    r1[2] = (titan_pp_action){0, 1, TITAN_PP_F};
+    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("micro-batch 1 of stage 1 left undone"),
+          "missing backward named");
+    n2[1] = 4;
+    r1[3] = (titan_pp_action){0, 1, TITAN_PP_F}; /* micro-batch 1's forward again */
+    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("rank 1, action 3") &&
+              has("a second time"), "twice named");
+    titan_pp_action w0[] = {{0, 0, TITAN_PP_F}, {0, 0, TITAN_PP_W}};
+    titan_pp_action *one[] = {w0, w0};
+    int n1[] = {2, 2};
+    CHECK(titan_pp_schedule_verify(2, 1, 1, one, n1, NULL) == TITAN_ERR_USAGE && has("rank 0, action 1 (0W0): W before its I"),
+          "W before I named");
+    titan_error_clear();
+}
+
+/* The logical-clock replay: 1F1B's bubble is (P - 1) / (M + P - 1) on
+ * every rank (F 1, B 2); GPipe's the same; the interleaved and zero-bubble
+ * schedules below it, InterleavedZeroBubble's at most half of 1F1B's on
+ * pp 4 with 8 micro-batches (the issue's bar). */
+static void check_bubbles(void) {
+    for (int r = 0; r < 4; r++) {
+        double one = titan_pp_schedule_bubble(TITAN_PP_1F1B, 4, r, 1, 8);
+        CHECK(fabs(one - 3.0 / 11.0) < 1e-12, "1F1B pp 4 M 8 rank %d: bubble %.4f, want 3/11", r, one);
+        CHECK(fabs(titan_pp_schedule_bubble(TITAN_PP_GPIPE, 4, r, 1, 8) - 3.0 / 11.0) < 1e-12);
+        double il = titan_pp_schedule_bubble(TITAN_PP_INTERLEAVED_1F1B, 4, r, 2, 8);
+        double zb = titan_pp_schedule_bubble(TITAN_PP_INTERLEAVED_ZB, 4, r, 2, 8);
+        CHECK(il < one && zb <= one / 2, "pp 4 M 8 rank %d: 1F1B %.4f, Interleaved1F1B %.4f, ZB1P %.4f", r, one, il,
+              zb);
+    }
 }
 
 static void check_schedules(void) {
@@ -229,6 +297,19 @@ static void check_schedules(void) {
     check_order(TITAN_PP_INTERLEAVED_1F1B, 2, 1, 2, 4,
                 "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3");
     check_order(TITAN_PP_LOOPED_BFS, 2, 1, 2, 2, "1F0 1F1 3F0 3F1 3B1 3B0 1B1 1B0");
+    /* ZB1P: what PyTorch 2.11's ScheduleInterleavedZeroBubble.
+     * _calculate_single_rank_operations gives (its None steps left out) */
+    check_order(TITAN_PP_INTERLEAVED_ZB, 2, 0, 2, 4,
+                "0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 0I1 0W1 2F3 2I2 2W2 2I3 2W3 0I2 0W2 0I3 0W3");
+    check_order(TITAN_PP_INTERLEAVED_ZB, 2, 1, 2, 4,
+                "1F0 1F1 3F0 3I0 3F1 3I1 3W0 1F2 1I0 3W1 1F3 1I1 1W0 3F2 3I2 1W1 3F3 3I3 3W2 1I2 3W3 1I3 1W2 1W3");
+    check_order(TITAN_PP_INTERLEAVED_ZB, 4, 1, 2, 8,
+                "1F0 1F1 1F2 1F3 5F0 5F1 5F2 5I0 5F3 5I1 5W0 1F4 5I2 5W1 1F5 5I3 5W2 1F6 1I0 5W3 1F7 1I1 1W0 5F4 "
+                "1I2 1W1 5F5 1I3 1W2 5F6 5I4 1W3 5F7 5I5 5W4 5I6 5W5 5I7 5W6 1I4 5W7 1I5 1W4 1I6 1W5 1I7 1W6 1W7");
+    /* ZB1P's stage 0 slots: a micro-batch holds its slot until its W */
+    CHECK(titan_pp_schedule_slots(TITAN_PP_INTERLEAVED_ZB, 2, 0, 2, 4, 0) == 4);
+    check_verify();
+    check_bubbles();
     /* interleaved, pp 2 rank 0: at most 4 of stage 0's micro-batches in flight */
     CHECK(titan_pp_schedule_slots(TITAN_PP_INTERLEAVED_1F1B, 2, 0, 2, 4, 0) == 4);
     /* 9 micro-batches over pp 4: 2 rounds, 9 not a multiple (torch refuses it too) */
@@ -243,8 +324,9 @@ static int run(const titan_layout *l) {
     ref r;
     ref_make(&r, l);
     static const variant vs[] = {{TITAN_PP_1F1B, 0},       {TITAN_PP_GPIPE, 0},          {TITAN_PP_INTERLEAVED_1F1B, 0},
-                                 {TITAN_PP_LOOPED_BFS, 0}, {TITAN_PP_INTERLEAVED_1F1B, 1}, {TITAN_PP_1F1B, 1}};
-    int nv = m.shard_comm ? 6 : 4;
+                                 {TITAN_PP_LOOPED_BFS, 0}, {TITAN_PP_INTERLEAVED_ZB, 0},
+                                 {TITAN_PP_INTERLEAVED_1F1B, 1}, {TITAN_PP_1F1B, 1}, {TITAN_PP_INTERLEAVED_ZB, 1}};
+    int nv = m.shard_comm ? 8 : 5;
     for (int i = 0; i < nv; i++) run_variant(&m, &r, &vs[i]);
     ref_free(&r);
     titan_mesh_free(&m);

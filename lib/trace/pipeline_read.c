@@ -1,0 +1,128 @@
+/* pipeline_read.c - pipeline traces read back (see pipeline_read.h). */
+#include "trace/pipeline_read.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fsutil.h"
+#include "parallel/pipeline_schedule.h"
+
+enum { MAX_RANKS = 4096 };
+
+typedef struct {
+    int world, pp_rank, steps, n;
+    double measured, theory;
+    titan_pp_action *acts;
+    double *cost; /* each action's time less its blocked time, seconds */
+} rank_trace;
+
+typedef struct {
+    char schedule[64];
+    int pp, v, micro;
+} shape;
+
+static int op_of(const char *s) {
+    const char *p = s ? strchr("FBIW", s[0]) : NULL;
+    return p && s[0] ? (int)(p - "FBIW") : -1;
+}
+
+/* One rank's file into *t (TITAN_ERR_FORMAT naming it when it is not one). */
+static titan_status read_rank(const char *path, int world, rank_trace *t, shape *sh) {
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) return titan_error(TITAN_ERR_FORMAT, "%s: line %d: %s", path, jerr.line, jerr.text);
+    json_t *pl = json_object_get(json_object_get(root, "otherData"), "pipeline");
+    json_t *evs = json_object_get(root, "traceEvents");
+    titan_status st = TITAN_OK;
+    if (!json_is_object(pl) || !json_is_array(evs)) {
+        json_decref(root);
+        return titan_error(TITAN_ERR_FORMAT, "%s: not a pipeline trace (no otherData.pipeline)", path);
+    }
+    snprintf(sh->schedule, sizeof sh->schedule, "%s", json_string_value(json_object_get(pl, "schedule")) ?: "?");
+    sh->pp = (int)json_integer_value(json_object_get(pl, "pp"));
+    sh->v = (int)json_integer_value(json_object_get(pl, "stages_per_rank"));
+    sh->micro = (int)json_integer_value(json_object_get(pl, "micro_batches"));
+    *t = (rank_trace){.world = world, .pp_rank = (int)json_integer_value(json_object_get(pl, "pp_rank")),
+                      .steps = (int)json_integer_value(json_object_get(pl, "steps")),
+                      .measured = json_number_value(json_object_get(pl, "bubble_measured")),
+                      .theory = json_number_value(json_object_get(pl, "bubble_theory"))};
+    size_t cap = json_array_size(evs), i;
+    t->acts = calloc(cap ? cap : 1, sizeof *t->acts);
+    t->cost = calloc(cap ? cap : 1, sizeof *t->cost);
+    if (!t->acts || !t->cost) st = titan_error(TITAN_ERR_NOMEM, "%s: out of memory", path);
+    json_t *ev;
+    json_array_foreach(evs, i, ev) {
+        json_t *args = json_object_get(ev, "args");
+        int op = op_of(json_string_value(json_object_get(args, "op")));
+        if (st != TITAN_OK || op < 0) continue;
+        int g = (int)json_integer_value(json_object_get(args, "stage"));
+        t->acts[t->n] = (titan_pp_action){sh->pp > 0 ? g / sh->pp : 0,
+                                          (int)json_integer_value(json_object_get(args, "micro_batch")), op};
+        double c = json_number_value(json_object_get(ev, "dur")) * 1e-6 -
+                   json_number_value(json_object_get(args, "blocked_ms")) * 1e-3;
+        t->cost[t->n++] = c > 0.0 ? c : 0.0;
+    }
+    json_decref(root);
+    return st;
+}
+
+/* The replay's bubble per pp rank (out[pp]); 0 when some stage has no trace. */
+static int replay(rank_trace *t, int nt, const shape *sh, double *out) {
+    titan_pp_action **lists = calloc((size_t)sh->pp, sizeof *lists);
+    const double **cost = calloc((size_t)sh->pp, sizeof *cost);
+    int *n = calloc((size_t)sh->pp, sizeof *n), ok = lists && cost && n;
+    double *busy = calloc((size_t)sh->pp, sizeof *busy);
+    for (int i = nt - 1; ok && i >= 0; i--) /* the lowest world rank of each pp rank */
+        if (t[i].pp_rank >= 0 && t[i].pp_rank < sh->pp) {
+            lists[t[i].pp_rank] = t[i].acts;
+            cost[t[i].pp_rank] = t[i].cost;
+            n[t[i].pp_rank] = t[i].n;
+        }
+    for (int r = 0; ok && r < sh->pp; r++) ok = lists[r] != NULL;
+    ok = ok && busy && titan_pp_schedule_verify(sh->pp, sh->v, sh->micro, lists, n, NULL) == TITAN_OK;
+    if (ok) {
+        double makespan = titan_pp_schedule_replay(sh->pp, sh->v, sh->micro, lists, n, cost, busy);
+        for (int r = 0; r < sh->pp; r++) out[r] = makespan > 0 ? 1.0 - busy[r] / makespan : 0.0;
+    }
+    titan_error_clear();
+    free(lists);
+    free(cost);
+    free(n);
+    free(busy);
+    return ok;
+}
+
+titan_status titan_pipeline_summary(const char *run_dir, FILE *out, int *found) {
+    *found = 0;
+    rank_trace *t = calloc(MAX_RANKS, sizeof *t);
+    if (!t) return titan_error(TITAN_ERR_NOMEM, "pipeline traces: out of memory");
+    shape sh = {"", 0, 0, 0};
+    titan_status st = TITAN_OK;
+    int nt = 0;
+    for (int w = 0; w < MAX_RANKS && st == TITAN_OK; w++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/pipeline_traces/rank%d_trace.json", run_dir, w);
+        if (!titan_fs_exists(path)) break;
+        st = read_rank(path, w, &t[nt], &sh);
+        if (st == TITAN_OK) nt++;
+    }
+    double *rep = st == TITAN_OK && nt && sh.pp > 0 ? calloc((size_t)sh.pp, sizeof *rep) : NULL;
+    int have_replay = rep && replay(t, nt, &sh, rep);
+    if (st == TITAN_OK && nt) {
+        fprintf(out, "pipeline: %s, pp %d x %d stage%s a rank, %d micro-batches (%s/pipeline_traces)\n", sh.schedule,
+                sh.pp, sh.v, sh.v == 1 ? "" : "s", sh.micro, run_dir);
+        fprintf(out, "  rank  pp rank  bubble: measured (steps)  replay of the last step  theory (F=I=W=1, B=2)\n");
+        for (int i = 0; i < nt; i++) {
+            char replayed[32] = "-";
+            if (have_replay) snprintf(replayed, sizeof replayed, "%.1f%%", 100.0 * rep[t[i].pp_rank]);
+            fprintf(out, "  %4d  %7d  %13.1f%% (%5d)  %23s  %21.1f%%\n", t[i].world, t[i].pp_rank,
+                    100.0 * t[i].measured, t[i].steps, replayed, 100.0 * t[i].theory);
+        }
+        *found = nt;
+    }
+    for (int i = 0; i < nt; i++) free(t[i].acts), free(t[i].cost);
+    free(t);
+    free(rep);
+    return st;
+}
