@@ -155,6 +155,7 @@ static void describe(const key_def *k, char *out, size_t cap) {
     case T_STR: snprintf(out, cap, "%s", (k->flags & F_NONEMPTY) ? "a non-empty string" : "a string"); return;
     case T_BOOL: snprintf(out, cap, "true or false"); return;
     case T_TRI: snprintf(out, cap, "true, false or -1"); return;
+    case T_LIST: snprintf(out, cap, "a list of %s", k->choices); return;
     case T_INT64: snprintf(out, cap, "an integer"); return;
     default: break;
     }
@@ -247,6 +248,48 @@ static titan_status check_choice(const key_def *k, const char *place, const char
     return TITAN_ERR_USAGE;
 }
 
+/* Appends item (one of k's choices, not there yet) to the "a,b" list. */
+static titan_status list_add(const key_def *k, char *list, const char *item, size_t len, const char *place) {
+    char one[64];
+    if (len == 0 || len >= sizeof one) return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: empty or overlong item",
+                                                          place, k->section, k->key);
+    memcpy(one, item, len);
+    one[len] = '\0';
+    TITAN_TRY(check_choice(k, place, one));
+    for (const char *c = list; *c;) {
+        size_t cl = strcspn(c, ",");
+        if (cl == len && !strncmp(c, one, len))
+            return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: '%s' is listed twice", place, k->section, k->key, one);
+        c += cl + (c[cl] == ',');
+    }
+    size_t used = strlen(list);
+    snprintf(list + used, TITAN_STR - used, "%s%s", used ? "," : "", one);
+    return TITAN_OK;
+}
+
+/* A T_LIST key: an array of strings, or one string "a,b" (torchtitan's CLI). */
+static titan_status set_list(const key_def *k, void *field, const titan_toml_value *v, const char *place) {
+    char list[TITAN_STR] = "";
+    if (v->type == TITAN_TOML_STRING) {
+        for (const char *c = v->u.str.ptr; *c;) {
+            size_t cl = strcspn(c, ",");
+            TITAN_TRY(list_add(k, list, c, cl, place));
+            c += cl + (c[cl] == ',');
+        }
+    } else if (v->type == TITAN_TOML_ARRAY) {
+        for (int i = 0; i < v->u.arr->n; i++) {
+            const titan_toml_value *e = &v->u.arr->items[i];
+            if (e->type != TITAN_TOML_STRING) return bad_value(k, place, v);
+            TITAN_TRY(list_add(k, list, e->u.str.ptr, e->u.str.len, place));
+        }
+    } else {
+        return bad_value(k, place, v);
+    }
+    memset(field, 0, TITAN_STR);
+    memcpy(field, list, strlen(list));
+    return TITAN_OK;
+}
+
 static titan_status set_key(titan_job_config *cfg, const key_def *k, const titan_toml_value *v, const char *place) {
     void *field = (char *)cfg + k->off;
     switch (k->type) {
@@ -292,6 +335,7 @@ static titan_status set_key(titan_job_config *cfg, const key_def *k, const titan
         else if (v->type == TITAN_TOML_INT && v->u.i == -1) *(int *)field = -1;
         else return bad_value(k, place, v);
         return TITAN_OK;
+    case T_LIST: return set_list(k, field, v, place);
     }
     return TITAN_OK;
 }
@@ -397,7 +441,7 @@ void titan_config_defaults(titan_job_config *cfg) {
         const key_def *k = &KEYS[i];
         void *field = (char *)cfg + k->off;
         switch (k->type) {
-        case T_STR: snprintf(field, TITAN_STR, "%s", k->sdef), set_enum(cfg, k, k->sdef); break;
+        case T_STR: case T_LIST: snprintf(field, TITAN_STR, "%s", k->sdef), set_enum(cfg, k, k->sdef); break;
         case T_INT: case T_BOOL: case T_TRI: *(int *)field = (int)k->ndef; break;
         case T_INT64: *(int64_t *)field = (int64_t)k->ndef; break;
         case T_DOUBLE: *(double *)field = k->ndef; break;
@@ -537,7 +581,30 @@ titan_status titan_config_override(titan_job_config *cfg, const char *arg) {
     return st;
 }
 
+/* The checkpoint keys of torchtitan's last schema that combine. */
+static titan_status validate_checkpoint(const titan_job_config *c) {
+    if (c->checkpoint_create_seed_checkpoint) {
+        titan_error(TITAN_ERR_USAGE, "checkpoint.create_seed_checkpoint = true: titan-train does not write seed "
+                    "checkpoints");
+        titan_error_hint("titan-init CONFIG RUN writes RUN/%s/step-00000000, the seed every run starts from; "
+                         "remove the key", c->checkpoint_folder);
+        return TITAN_ERR_USAGE;
+    }
+    if (c->checkpoint_last_save_in_hf && !c->checkpoint_last_save_model_only) {
+        titan_error(TITAN_ERR_USAGE, "checkpoint.last_save_in_hf = true needs checkpoint.last_save_model_only = true "
+                    "(safetensors hold no training state; torchtitan's rule)");
+        titan_error_hint("set checkpoint.last_save_model_only = true, or export any step later with "
+                         "titan-ckpt convert --to hf");
+        return TITAN_ERR_USAGE;
+    }
+    if (c->checkpoint_export_dtype_kind != 0 && !c->checkpoint_last_save_model_only)
+        titan_warn("checkpoint.export_dtype = \"%s\": used only with checkpoint.last_save_model_only = true "
+                   "(a full checkpoint stays float32)", c->checkpoint_export_dtype);
+    return TITAN_OK;
+}
+
 titan_status titan_config_validate(const titan_job_config *c) {
+    TITAN_TRY(validate_checkpoint(c));
     if (!c->checkpoint_initial_load_model_only) {
         titan_error(TITAN_ERR_USAGE, "checkpoint.initial_load_model_only = false: starting from another run's "
                     "whole training state (AdamW moments, step, data position) is not supported");
@@ -613,6 +680,16 @@ static void format_value(const key_def *k, const titan_job_config *cfg, char *bu
     case T_TRI: {
         int t = *(const int *)field;
         snprintf(buf, cap, "%s", t < 0 ? "-1" : t ? "true" : "false");
+        break;
+    }
+    case T_LIST: { /* ["a", "b"]: items are choices, no quoting needed */
+        size_t used = (size_t)snprintf(buf, cap, "[");
+        for (const char *c = field; *c && used < cap;) {
+            size_t cl = strcspn(c, ",");
+            used += (size_t)snprintf(buf + used, cap - used, "%s\"%.*s\"", used > 1 ? ", " : "", (int)cl, c);
+            c += cl + (c[cl] == ',');
+        }
+        if (used < cap) snprintf(buf + used, cap - used, "]");
         break;
     }
     }

@@ -8,7 +8,9 @@
 
 #include "job/config.h"
 
-typedef enum { T_STR, T_INT, T_INT64, T_DOUBLE, T_BOOL, T_TRI } key_type;
+/* T_LIST: a TOML array of strings, each one of choices, kept as "a,b" in a
+ * string field (a comma-separated string is taken too, torchtitan's CLI form). */
+typedef enum { T_STR, T_INT, T_INT64, T_DOUBLE, T_BOOL, T_TRI, T_LIST } key_type;
 
 enum {
     F_LO = 1,        /* lo is a bound */

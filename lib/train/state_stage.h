@@ -10,13 +10,15 @@
 #include "train/async_save.h"
 #include "parallel/fsdp.h"
 #include "train/state.h"
+#include "train/state_dist.h"
 
 /* titan_state_load_shards into backend memory: the checkpoint is read into
  * host buffers (parameters and both moments: 3 x titan_adamw_numel(adam)
  * floats, freed before returning), then copied to shard and adam's moments. */
 titan_status titan_state_load_staged(const titan_backend *be, const char *path, const titan_llama_config *mc,
                                      const titan_shard_piece *pieces, float *shard, titan_adamw *adam,
-                                     titan_train_progress *progress, char *ckpt_path_out, size_t cap);
+                                     titan_train_progress *progress, char *ckpt_path_out, size_t cap,
+                                     const titan_load_opts *o);
 
 /* Host copies of n floats of parameters and of each AdamW moment, made by
  * every save of a device job (reserved here, resident from the first). */
