@@ -316,13 +316,16 @@ static void steps_present(const char *root, char *out, size_t cap) {
 }
 
 /* What a resume reads: ROOT (its latest), or with checkpoint.load_step that
- * step, which must be there. */
-static titan_status resume_path(trainer *t, char *path, size_t cap) {
+ * step, which must be there; *step: which step that is (-1: unknown). */
+static titan_status resume_path(trainer *t, char *path, size_t cap, int64_t *step) {
     int64_t want = t->cfg->checkpoint_load_step;
-    if (want < 0) {
+    *step = -1;
+    if (want < 0) { /* the latest; unresolved, the load says why */
         snprintf(path, cap, "%s", t->ckpt_root);
+        if (titan_ckpt_latest_step(t->ckpt_root, step) != TITAN_OK) titan_error_clear(), *step = -1;
         return TITAN_OK;
     }
+    *step = want;
     char name[64], have[512];
     titan_ckpt_step_name(name, sizeof name, want);
     snprintf(path, cap, "%s/%s", t->ckpt_root, name);
@@ -347,24 +350,32 @@ static titan_status apply_exclusions(trainer *t, unsigned ex, const char *loaded
     if (ex & TITAN_PART_TRAIN_STATE) pr->step = 0, pr->tokens_seen = 0;
     if (ex & TITAN_PART_LR_SCHEDULER) pos = 0;
     pr->lr_origin = pr->step - pos;
-    if (ex && t->mesh.rank == 0)
-        titan_info("resume: not restored (checkpoint.exclude_from_loading): %s%s%s%s%s; resuming at step %" PRId64
-                   ", LR schedule at its step %" PRId64, ex & TITAN_PART_MODEL ? "model (fresh weights from training.seed) " : "",
-                   ex & TITAN_PART_OPTIMIZER ? "optimizer (fresh AdamW moments) " : "",
-                   ex & TITAN_PART_LR_SCHEDULER ? "lr_scheduler " : "", ex & TITAN_PART_DATALOADER ? "dataloader (data from the start) " : "",
-                   ex & TITAN_PART_TRAIN_STATE ? "train_state " : "", pr->step, pos);
+    if (ex && t->mesh.rank == 0) {
+        static const char *const what[] = {"model (weights drawn from training.seed)", "optimizer (fresh AdamW moments)",
+                                           "lr_scheduler", "dataloader (data from the start)", "train_state"};
+        char list[256] = "";
+        size_t used = 0;
+        for (int i = 0; i < 5; i++)
+            if (ex & (1u << i)) used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", what[i]);
+        titan_info("resume: step %" PRId64 " without (checkpoint.exclude_from_loading) %s: resuming at step %" PRId64
+                   ", the LR schedule at its step %" PRId64, saved, list, pr->step, pos);
+    }
     if ((ex & TITAN_PART_TRAIN_STATE) && saved > 0 && t->mesh.rank == 0)
         titan_warn("resume: training starts over at step 0 in %s, beside the steps up to %" PRId64 " saved there: "
                    "saves replace steps of the same number and keep_latest_k prunes the lowest numbers",
                    t->ckpt_root, saved);
     if (!pr->model_only) return TITAN_OK;
-    pr->model_only = 0; /* the next saves are full ones */
     unsigned lacks = (TITAN_PART_OPTIMIZER | TITAN_PART_LR_SCHEDULER | TITAN_PART_DATALOADER | TITAN_PART_TRAIN_STATE) & ~ex;
     if (!lacks || pr->step >= titan_trainer_stop(t)) return TITAN_OK; /* nothing left to train: the weights do */
-    char have[512];
+    static const char *const part[] = {"model", "optimizer", "lr_scheduler", "dataloader", "train_state"};
+    char have[512], list[128] = "";
+    size_t used = 0;
+    for (int i = 1; i < 5; i++)
+        if (lacks & (1u << i)) used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", part[i]);
     steps_present(t->ckpt_root, have, sizeof have);
-    titan_error(TITAN_ERR_USAGE, "%s holds the model only (checkpoint.last_save_model_only): no optimizer, "
-                "lr_scheduler, dataloader or train_state to go on from to step %" PRId64, loaded, titan_trainer_stop(t));
+    titan_error(TITAN_ERR_USAGE, "%s holds the model only (checkpoint.last_save_model_only): it has no %s to train "
+                "on from to step %" PRId64 " (and they are not in checkpoint.exclude_from_loading)", loaded, list,
+                titan_trainer_stop(t));
     titan_error_hint("train on from these weights as a new run from step 0 with checkpoint.exclude_from_loading = "
                      "[\"optimizer\", \"lr_scheduler\", \"dataloader\", \"train_state\"], or resume a full "
                      "checkpoint with checkpoint.load_step (steps present: %s)", have);
@@ -380,8 +391,10 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     /* Resume from the latest checkpoint (the seed one for a new run). */
     snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/%s", opts->run_dir, cfg->checkpoint_folder);
     char loaded[4096], path[4200];
-    TITAN_TRY(resume_path(t, path, sizeof path));
-    titan_load_opts lo = {.exclude = titan_state_parts_parse(cfg->checkpoint_exclude_from_loading),
+    int64_t step;
+    TITAN_TRY(resume_path(t, path, sizeof path, &step));
+    /* The seed checkpoint (step 0) is loaded whole, as torchtitan loads step 0 (its model) */
+    titan_load_opts lo = {.exclude = step > 0 ? titan_state_parts_parse(cfg->checkpoint_exclude_from_loading) : 0,
                           .seed = (uint64_t)cfg->training_seed};
     /* Each rank reads its own boxes, whatever layout saved them. */
     TITAN_TRY(titan_state_load_staged(t->be, path, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
@@ -407,6 +420,7 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
     TITAN_TRY(titan_trainer_resume_shape(t, loaded)); /* the global batch and validation kept, or refused */
+    t->pr.model_only = 0; /* the next saves are full ones */
     if (t->mesh.rank == 0) lr_resume_warn(t);
     t->pr.lr = t->lr; /* what the next saves record */
 
