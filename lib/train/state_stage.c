@@ -60,7 +60,8 @@ void titan_state_stage_free(titan_state_stage *s) {
 void titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, titan_state_view *host) {
     size_t bytes = s->n * sizeof(float);
     titan_state_view dev = *v; /* host may be v */
-    *host = (titan_state_view){.params = s->params, .adam_step = dev.adam_step};
+    *host = (titan_state_view){.params = s->params, .adam_step = dev.adam_step, .model_only = dev.model_only,
+                               .dtype = dev.dtype};
     s->be->to_host(s->params, dev.params, bytes);
     if (dev.exp_avg) {
         s->be->to_host(s->exp_avg, dev.exp_avg, bytes);

@@ -27,7 +27,8 @@ titan_status titan_state_stage_create(titan_state_stage **out, const titan_backe
 void titan_state_stage_free(titan_state_stage *s);
 
 /* Copies the state that v points to (backend memory) into s's host copies
- * and points *host at them (adam_step too); exp_avg NULL in v stays NULL.
+ * and points *host at them (adam_step, model_only and dtype too); exp_avg
+ * NULL in v stays NULL.
  * The caller then saves *host as it would a CPU job's state. */
 void titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, titan_state_view *host);
 

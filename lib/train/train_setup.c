@@ -317,8 +317,8 @@ static void steps_present(const char *root, char *out, size_t cap) {
 
 /* What a resume reads: ROOT (its latest), or with checkpoint.load_step that
  * step, which must be there; *step: which step that is (-1: unknown). */
-static titan_status resume_path(trainer *t, char *path, size_t cap, int64_t *step) {
-    int64_t want = t->cfg->checkpoint_load_step;
+static titan_status resume_path(trainer *t, char *path, size_t cap, int64_t *step, int restart_saved) {
+    int64_t want = restart_saved ? -1 : t->cfg->checkpoint_load_step;
     *step = -1;
     if (want < 0) { /* the latest; unresolved, the load says why */
         snprintf(path, cap, "%s", t->ckpt_root);
@@ -392,9 +392,15 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/%s", opts->run_dir, cfg->checkpoint_folder);
     char loaded[4096], path[4200];
     int64_t step;
-    TITAN_TRY(resume_path(t, path, sizeof path, &step));
+    /* A restart of a job that saved since it started goes on from its own
+     * latest: load_step and the exclusions chose where it started. */
+    int again = opts->restart > 0 && opts->restart_saved;
+    if (again && t->mesh.rank == 0 && (cfg->checkpoint_load_step >= 0 || cfg->checkpoint_exclude_from_loading[0]))
+        titan_info("restart: the job saved since it started: resuming from its latest checkpoint "
+                   "(checkpoint.load_step and exclude_from_loading applied at its first start only)");
+    TITAN_TRY(resume_path(t, path, sizeof path, &step, again));
     /* The seed checkpoint (step 0) is loaded whole, as torchtitan loads step 0 (its model) */
-    titan_load_opts lo = {.exclude = step > 0 ? titan_state_parts_parse(cfg->checkpoint_exclude_from_loading) : 0,
+    titan_load_opts lo = {.exclude = step > 0 && !again ? titan_state_parts_parse(cfg->checkpoint_exclude_from_loading) : 0,
                           .seed = (uint64_t)cfg->training_seed};
     /* Each rank reads its own boxes, whatever layout saved them. */
     TITAN_TRY(titan_state_load_staged(t->be, path, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),

@@ -92,6 +92,18 @@ expect 0 "" "it resumes: 2 more steps from its own step 4" -- "$bin/titan-train"
 [ "$(col "$tmp/T" lr 5 6 | tr '\n' ' ')" = "0.0 0.0 " ] && [ "$(col "$tmp/T" lr 1 4)" = "$(cat "$tmp/r36.lr")" ] \
     && ok "the LR's origin is kept in its checkpoints (steps 5, 6: past the schedule's end)" \
     || fail "the LR's origin is kept in its checkpoints (steps 5, 6: past the schedule's end)"
+# An elastic restart after the job saved goes on from its own latest step:
+# load_step and the exclusions are not applied again (killed before step 4,
+# it resumes from its new step 2, and ends as T did).
+cp -r "$tmp/r" "$tmp/E"
+expect 0 "load_step and exclude_from_loading applied at its first start only" \
+    "a restarted job resumes its own latest step" -- env TITAN_TEST_KILL=0:4 "$bin/titan-train" "$tmp/E" --nproc 1 \
+    --max-restarts 1 --checkpoint.load_step=2 --checkpoint.exclude_from_loading=train_state --training.steps=4 \
+    --lr_scheduler.total_steps=6
+col "$tmp/E" loss > "$tmp/E.loss"
+same "... its 4 steps' losses are the reference's 3..6" "$tmp/r36.loss" "$tmp/E.loss"
+same "... and its step 4 is the reference's step 6" "$tmp/r/checkpoint/step-00000006/rank-00000.bin" \
+    "$tmp/E/checkpoint/step-00000004/rank-00000.bin"
 # train_state and lr_scheduler: the schedule starts over too. Step 1's loss is taken
 # before any update: the reference's step 3; its LR the reference's step 1.
 expect 0 "" "exclude train_state and lr_scheduler" -- "$bin/titan-train" -q "$tmp/TL" \
@@ -187,8 +199,8 @@ expect 0 "" "train on from the model-only weights as a new run" -- "$bin/titan-t
 # --- a sharded model-only save (FSDP 2): the same bytes as converting its full twin ------------
 for d in F2 G2; do "$bin/titan-init" -q "$cfg" "$tmp/$d" $TINY --training.steps=2 || fail "init $d"; done
 expect 0 "" "FSDP 2: full last save" -- "$bin/titan-train" -q "$tmp/F2" --nproc 2
-expect 0 "" "FSDP 2: model-only float16 last save" -- "$bin/titan-train" -q "$tmp/G2" --nproc 2 \
-    --checkpoint.last_save_model_only=true --checkpoint.export_dtype=float16
+expect 0 "" "FSDP 2: model-only float16 last save, in the background" -- "$bin/titan-train" -q "$tmp/G2" --nproc 2 \
+    --checkpoint.last_save_model_only=true --checkpoint.export_dtype=float16 --checkpoint.async_mode=async
 expect 0 "" "convert the full one to HF f16" -- "$ck" convert -q --to hf "$tmp/F2/checkpoint" "$tmp/f2hf" --dtype f16
 expect 0 "" "convert the model-only one to HF f16" -- "$ck" convert -q --to hf "$tmp/G2/checkpoint" "$tmp/g2hf" --dtype f16
 same "FSDP 2 model-only f16 = the full save in f16, byte for byte" "$tmp/f2hf/model.safetensors" "$tmp/g2hf/model.safetensors"
@@ -196,9 +208,12 @@ grep -q '"rank-00001.bin"' "$tmp/G2/checkpoint/step-00000002/metadata.json" && o
     || fail "each rank wrote its part"
 
 # --- async_with_pinned_mem: the same bytes as async -----------------------------------------
-expect 0 "" "train async" -- "$bin/titan-train" -q "$tmp/P" --checkpoint.async_mode=async
+expect 0 "" "train async (a model-only bf16 last step)" -- "$bin/titan-train" -q "$tmp/P" --checkpoint.async_mode=async \
+    --checkpoint.last_save_model_only=true --checkpoint.export_dtype=bfloat16
 expect 0 "" "train async_with_pinned_mem (the CPU: no pinning)" -- "$bin/titan-train" -q "$tmp/Q" \
-    --checkpoint.async_mode=async_with_pinned_mem
+    --checkpoint.async_mode=async_with_pinned_mem --checkpoint.last_save_model_only=true --checkpoint.export_dtype=bfloat16
+expect 0 "" "convert async's model-only step 6 to HF bf16" -- "$ck" convert -q --to hf "$tmp/P/checkpoint" "$tmp/phf" --dtype bf16
+same "async's model-only bf16 step 6 = the reference's step 6 in bf16" "$tmp/rhf/model.safetensors" "$tmp/phf/model.safetensors"
 for s in 2 4 6; do
     same "step $s: async_with_pinned_mem wrote async's bytes" "$tmp/P/checkpoint/step-0000000$s/rank-00000.bin" \
         "$tmp/Q/checkpoint/step-0000000$s/rank-00000.bin"
@@ -213,6 +228,14 @@ if [ -f "$EMU" ]; then
         --checkpoint.async_mode=async_with_pinned_mem
     same "emulated cuda: pinned and pageable snapshots save the same bytes" \
         "$tmp/EP/checkpoint/step-00000002/rank-00000.bin" "$tmp/EQ/checkpoint/step-00000002/rank-00000.bin"
+    # A synchronous save of device memory goes through host copies (state_stage.h)
+    "$bin/titan-init" -q "$cfg" "$tmp/EM" $TINY --training.steps=2 || fail "init EM"
+    expect 0 "" "emulated cuda: a model-only bf16 last save, synchronous" -- env TITAN_CUDA_LIB="$EMU" \
+        "$bin/titan-train" -q "$tmp/EM" --training.device=cuda --checkpoint.last_save_model_only=true \
+        --checkpoint.export_dtype=bfloat16
+    "$ck" convert -q --to hf "$tmp/EP/checkpoint" "$tmp/ephf" --dtype bf16 2>"$tmp/err" || fail "convert EP"
+    "$ck" convert -q --to hf "$tmp/EM/checkpoint" "$tmp/emhf" --dtype bf16 2>"$tmp/err" || fail "convert EM"
+    same "emulated cuda: its parameters = the full save's in bf16" "$tmp/ephf/model.safetensors" "$tmp/emhf/model.safetensors"
 else
     skip "emulated cuda: async_with_pinned_mem" "no CUDA emulator library (built where nvcc is)"
 fi
