@@ -162,8 +162,8 @@ const key_def titan_job_keys[] = {
          "float32,bfloat16,float16",
          "dtype of the final step's parameters with last_save_model_only (and of its last_save_in_hf copy)"),
     BOOL("checkpoint", "last_save_in_hf", checkpoint_last_save_in_hf, 0,
-         "also write the final step as a Hugging Face Llama directory, STEP/hf/ (config.json, safetensors, "
-         "tokenizer files), as titan-ckpt convert --to hf does; needs last_save_model_only"),
+         "also write the final step as a Hugging Face Llama directory, FOLDER/step-N-hf/ (config.json, "
+         "safetensors, tokenizer files), as titan-ckpt convert --to hf does; needs last_save_model_only"),
     {"checkpoint", "exclude_from_loading", T_LIST, OFF(checkpoint_exclude_from_loading), "", 0,
      "model,optimizer,lr_scheduler,dataloader,train_state", 0, 0, 0,
      "parts of the checkpoint a resume does not restore: model (weights from training.seed's init), optimizer "
