@@ -70,7 +70,8 @@ static titan_status check_launch_options(long long nproc, long long max_restarts
 }
 
 /* TITAN_RESTART and TITAN_RESTART_CAUSE: set by the launcher (elastic.h)
- * or a Slurm loop for a restarted job's ranks; metrics.jsonl records them. */
+ * or a Slurm loop for a restarted job's ranks; metrics.jsonl records them.
+ * TITAN_RESTART_SAVED=1: the job saved a checkpoint since its first start. */
 static titan_status restart_env(titan_train_opts *opts) {
     const char *v = getenv("TITAN_RESTART");
     if (!v || !*v) return TITAN_OK;
@@ -81,6 +82,8 @@ static titan_status restart_env(titan_train_opts *opts) {
     opts->restart = (int)k;
     opts->restart_cause = getenv("TITAN_RESTART_CAUSE");
     if (!opts->restart_cause) opts->restart_cause = "";
+    const char *saved = getenv("TITAN_RESTART_SAVED");
+    opts->restart_saved = saved && !strcmp(saved, "1");
     return TITAN_OK;
 }
 

@@ -270,6 +270,21 @@ static void cuda_to_host(void *host_dst, const void *src, size_t nbytes) {
     if (nbytes) CUDA_CHECK(cudaMemcpy(host_dst, src, nbytes, cudaMemcpyDeviceToHost));
 }
 
+/* Page-locked host memory (checkpoint.async_mode = "async_with_pinned_mem"):
+ * NULL when the driver has none to give (the caller falls back to pageable). */
+static void *cuda_host_alloc(size_t nbytes) {
+    void *p = NULL;
+    if (cudaHostAlloc(&p, nbytes ? nbytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: clear it */
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_host_free(void *p) {
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
+
 /* ------------------------------------------------------------------- table */
 
 /* the default stream, which every op uses, and the pool's frees on it */
@@ -304,6 +319,8 @@ static titan_backend cuda_backend = {
     .zero = cuda_zero,
     .to_device = cuda_to_device,
     .to_host = cuda_to_host,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .memory = cuda_memory,
     .sync = cuda_sync,
     .alloc_releasable = cuda_alloc_releasable,

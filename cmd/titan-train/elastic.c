@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
@@ -114,12 +115,16 @@ static const char *not_restartable(const start_result *r, int ranks, char *why, 
  * its steps were trained with (0: not recorded, as in a seed checkpoint). */
 typedef struct {
     int64_t step, global_batch;
+    struct timespec latest_mtime; /* of ROOT/latest (0: none): a save since changes it */
 } latest_ckpt;
 
 static latest_ckpt latest_checkpoint(const titan_train_launch *l) {
-    latest_ckpt out = {-1, 0};
-    char root[PATH_MAX];
+    latest_ckpt out = {-1, 0, {0, 0}};
+    char root[PATH_MAX], latest[PATH_MAX + 8];
+    struct stat sb;
     snprintf(root, sizeof root, "%s/%s", l->run, l->cfg->checkpoint_folder);
+    snprintf(latest, sizeof latest, "%s/latest", root);
+    if (stat(latest, &sb) == 0) out.latest_mtime = sb.st_mtim;
     titan_ckpt *ck = NULL;
     if (titan_ckpt_open(&ck, root) != TITAN_OK) {
         titan_error_clear(); /* the ranks will say what is wrong with it */
@@ -232,7 +237,7 @@ static int next_ranks(const titan_train_launch *l, int ranks, int progressed, in
 
 int titan_train_launch_local(int argc, char **argv, const titan_train_launch *l) {
     int ranks = l->nproc;
-    latest_ckpt at = latest_checkpoint(l);
+    latest_ckpt at = latest_checkpoint(l), first = at;
     int64_t g = kept_global_batch(l, &at);
     for (int restart = 0;; restart++) {
         char keys[2][64], *extra[2], why[512], cause[512], num[16];
@@ -265,6 +270,11 @@ int titan_train_launch_local(int argc, char **argv, const titan_train_launch *l)
         snprintf(num, sizeof num, "%d", restart + 1);
         setenv("TITAN_RESTART", num, 1);
         setenv("TITAN_RESTART_CAUSE", cause, 1);
+        /* Whether the job saved since its first start: then checkpoint.load_step and
+         * exclude_from_loading, which chose where it started, are not applied again. */
+        int saved = now.step != first.step || now.latest_mtime.tv_sec != first.latest_mtime.tv_sec ||
+                    now.latest_mtime.tv_nsec != first.latest_mtime.tv_nsec;
+        setenv("TITAN_RESTART_SAVED", saved ? "1" : "0", 1);
         at = now;
         ranks = next;
     }

@@ -96,6 +96,12 @@ typedef struct titan_backend {
     void (*zero)(void *p, size_t nbytes);
     void (*to_device)(void *dst, const void *host_src, size_t nbytes);
     void (*to_host)(void *host_dst, const void *src, size_t nbytes);
+    /* Page-locked host memory for to_host's and to_device's host side
+     * (faster, asynchronous-capable copies on a GPU); NULL on backends
+     * where host memory needs nothing special, and when none is left. May
+     * be NULL. host_free frees it. */
+    void *(*host_alloc)(size_t nbytes);
+    void (*host_free)(void *p);
     /* Bytes held through alloc now (*in_use) and the most held at once since
      * the last reset (*peak); reset != 0 then starts a new peak window at
      * the current bytes. *device_used: the device's whole used memory

@@ -277,14 +277,22 @@ static titan_status check_choice(const key_def *k, const char *place, const char
 }
 
 /* One element of a list key: a non-empty string without commas (the list
- * is kept comma-joined), one of the choices when the key has them. */
-static titan_status list_item(const key_def *k, const titan_toml_value *e, const char *place) {
+ * is kept comma-joined), one of the choices when the key has them, not in
+ * the comma-joined list so far. */
+static titan_status list_item(const key_def *k, const titan_toml_value *e, const char *so_far, const char *place) {
     if (e->type != TITAN_TOML_STRING || e->u.str.len == 0 || strlen(e->u.str.ptr) != e->u.str.len ||
         strchr(e->u.str.ptr, ',')) {
         char got[96];
         value_text(e, got, sizeof got);
         return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: expected a list of non-empty strings without commas, "
                            "got element %s", place, k->section, k->key, got);
+    }
+    for (const char *c = so_far; *c;) {
+        size_t cl = strcspn(c, ",");
+        if (cl == e->u.str.len && !strncmp(c, e->u.str.ptr, cl))
+            return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: '%s' is listed twice", place, k->section, k->key,
+                               e->u.str.ptr);
+        c += cl + (c[cl] == ',');
     }
     return check_choice(k, place, e->u.str.ptr);
 }
@@ -302,14 +310,13 @@ static titan_status set_list(const key_def *k, char *field, const titan_toml_val
         for (char *e = strtok_r(tmp, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
             titan_toml_value ev = {.type = TITAN_TOML_STRING};
             ev.u.str.ptr = e, ev.u.str.len = strlen(e);
-            TITAN_TRY(list_item(k, &ev, place));
+            TITAN_TRY(list_item(k, &ev, buf, place));
+            used += (size_t)snprintf(buf + used, TITAN_STR - used, "%s%s", used ? "," : "", e);
         }
-        used = v->u.str.len;
-        memcpy(buf, v->u.str.ptr, used + 1);
     } else if (v->type == TITAN_TOML_ARRAY) {
         for (int i = 0; i < v->u.arr->n; i++) {
             const titan_toml_value *e = &v->u.arr->items[i];
-            TITAN_TRY(list_item(k, e, place));
+            TITAN_TRY(list_item(k, e, buf, place));
             if (used + e->u.str.len + 2 > TITAN_STR)
                 return titan_error(TITAN_ERR_USAGE, "%s: %s.%s: list longer than the %d bytes allowed", place,
                                    k->section, k->key, TITAN_STR - 1);
@@ -692,8 +699,31 @@ static titan_status validate_float8(const titan_job_config *c) {
     return TITAN_OK;
 }
 
+/* The checkpoint keys of torchtitan's last schema that combine. */
+static titan_status validate_checkpoint(const titan_job_config *c) {
+    if (c->checkpoint_create_seed_checkpoint) {
+        titan_error(TITAN_ERR_USAGE, "checkpoint.create_seed_checkpoint = true: titan-train does not write seed "
+                    "checkpoints");
+        titan_error_hint("titan-init CONFIG RUN writes RUN/%s/step-00000000, the seed every run starts from; "
+                         "remove the key", c->checkpoint_folder);
+        return TITAN_ERR_USAGE;
+    }
+    if (c->checkpoint_last_save_in_hf && !c->checkpoint_last_save_model_only) {
+        titan_error(TITAN_ERR_USAGE, "checkpoint.last_save_in_hf = true needs checkpoint.last_save_model_only = true "
+                    "(safetensors hold no training state; torchtitan's rule)");
+        titan_error_hint("set checkpoint.last_save_model_only = true, or export any step later with "
+                         "titan-ckpt convert --to hf");
+        return TITAN_ERR_USAGE;
+    }
+    if (c->checkpoint_export_dtype_kind != 0 && !c->checkpoint_last_save_model_only)
+        titan_warn("checkpoint.export_dtype = \"%s\": used only with checkpoint.last_save_model_only = true "
+                   "(a full checkpoint stays float32)", c->checkpoint_export_dtype);
+    return TITAN_OK;
+}
+
 titan_status titan_config_validate(const titan_job_config *c) {
     TITAN_TRY(validate_float8(c));
+    TITAN_TRY(validate_checkpoint(c));
     if (!c->checkpoint_initial_load_model_only) {
         titan_error(TITAN_ERR_USAGE, "checkpoint.initial_load_model_only = false: starting from another run's "
                     "whole training state (AdamW moments, step, data position) is not supported");

@@ -120,6 +120,15 @@ typedef struct {
     char checkpoint_initial_load_path[TITAN_STR]; /* titan-init's seed weights; "" = a fresh init */
     int checkpoint_initial_load_in_hf;   /* initial_load_path is a Hugging Face Llama directory */
     int checkpoint_initial_load_model_only; /* 1: weights only (0 is refused) */
+    int checkpoint_last_save_model_only; /* the final step's checkpoint: parameters only */
+    char checkpoint_export_dtype[TITAN_STR]; /* float32, bfloat16, float16: that checkpoint's dtype */
+    int checkpoint_export_dtype_kind;        /* export_dtype: 0 float32, 1 bfloat16, 2 float16 */
+    int checkpoint_last_save_in_hf;      /* the final step also as a Hugging Face directory */
+    char checkpoint_exclude_from_loading[TITAN_STR]; /* "a,b": parts a resume does not restore */
+    int checkpoint_load_step;            /* resume from this step; -1 = the latest */
+    int checkpoint_enable_first_step_checkpoint; /* also save after step 1 */
+    int checkpoint_load_only;            /* resume, but save nothing */
+    int checkpoint_create_seed_checkpoint; /* true is refused (titan-init writes the seed) */
 
     /* [validation] */
     int validation_enable;

@@ -158,8 +158,9 @@ const key_def titan_job_keys[] = {
     INT("checkpoint", "keep_latest_k", checkpoint_keep_latest_k, 10, 0, 0, "checkpoints kept; 0 = keep all"),
     ENUM("checkpoint", "async_mode", checkpoint_async_mode, checkpoint_async, "disabled",
          "disabled,async,async_with_pinned_mem",
-        "disabled: training waits for each save; async (and async_with_pinned_mem, the same on the CPU): a "
-        "background thread writes a host copy while training goes on"),
+        "disabled: training waits for each save; async: a background thread writes a host copy while "
+        "training goes on; async_with_pinned_mem: the same, the host copy in page-locked memory on CUDA "
+        "(faster device-to-host copies; the same as async on the CPU)"),
     STR("checkpoint", "compression", checkpoint_compression, "none", "none,zstd", 0,
         "how chunks are stored: none (raw), or zstd (each chunk its own frame; see titan-checkpoint(5))"),
     {"checkpoint", "compression_level", T_INT, OFF(checkpoint_compression_level), NULL, 3, NULL, 1, 19,
@@ -173,6 +174,28 @@ const key_def titan_job_keys[] = {
     BOOL("checkpoint", "initial_load_model_only", checkpoint_initial_load_model_only, 1,
          "take only the weights from initial_load_path (the only choice: training starts at step 0 with fresh "
          "AdamW moments)"),
+    BOOL("checkpoint", "last_save_model_only", checkpoint_last_save_model_only, 0,
+         "the final step's checkpoint (step = training.steps) holds the parameters only, in export_dtype: no "
+         "AdamW moments, data position or LR state, so the run cannot go on from it (titan-train(1)); "
+         "false by default (torchtitan: true), so that a run can be continued to more steps"),
+    ENUM("checkpoint", "export_dtype", checkpoint_export_dtype, checkpoint_export_dtype_kind, "float32",
+         "float32,bfloat16,float16",
+         "dtype of the final step's parameters with last_save_model_only (and of its last_save_in_hf copy)"),
+    BOOL("checkpoint", "last_save_in_hf", checkpoint_last_save_in_hf, 0,
+         "also write the final step as a Hugging Face Llama directory, FOLDER/step-N-hf/ (config.json, "
+         "safetensors, tokenizer files), as titan-ckpt convert --to hf does; needs last_save_model_only"),
+    {"checkpoint", "exclude_from_loading", T_LIST, OFF(checkpoint_exclude_from_loading), "", 0,
+     "model,optimizer,lr_scheduler,dataloader,train_state", 0, 0, 0,
+     "parts of the checkpoint a resume does not restore: model (weights from training.seed's init), optimizer "
+     "(fresh AdamW moments, step 0), lr_scheduler (the schedule starts over), dataloader (data from the "
+     "start), train_state (step and tokens seen back to 0)", 0},
+    {"checkpoint", "load_step", T_INT, OFF(checkpoint_load_step), NULL, -1, NULL, 0, 0, F_LO | F_MINUS1,
+     "resume from this step's checkpoint instead of the latest; -1 = the latest", 0},
+    BOOL("checkpoint", "enable_first_step_checkpoint", checkpoint_enable_first_step_checkpoint, 0,
+         "also save after step 1 (to see saves work before interval steps have passed)"),
+    BOOL("checkpoint", "load_only", checkpoint_load_only, 0, "resume as usual but save no checkpoint"),
+    BOOL("checkpoint", "create_seed_checkpoint", checkpoint_create_seed_checkpoint, 0,
+         "true is refused: titan-init writes the seed checkpoint (step 0) of every run"),
 
     BOOL("validation", "enable", validation_enable, 0, "compute the loss on held-out shards during training"),
     STR("validation", "dataset_path", validation_dataset_path, "", NULL, 0,
@@ -264,6 +287,7 @@ const int titan_job_nsections = (int)(sizeof titan_job_sections / sizeof titan_j
 /* Other spellings that mean a supported key. */
 const key_alias titan_job_aliases[] = {
     {"checkpoint", "enable_checkpoint", "checkpoint", "enable"},
+    {"checkpoint", "model_weights_only", "checkpoint", "last_save_model_only"},
     {"debug", "seed", "training", "seed"},
     {"debug", "deterministic", "training", "deterministic"},
 };
@@ -329,14 +353,8 @@ const key_ignored titan_job_ignored[] = {
     {"parallelism", "expert_parallel_comm_backend", NULL},
     {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},
     {"parallelism", "expert_tensor_parallel_degree", "1"},
-    {"checkpoint", "last_save_model_only", NULL},
-    {"checkpoint", "last_save_in_hf", "false"},
-    {"checkpoint", "model_weights_only", "false"},
-    {"checkpoint", "enable_ft_dataloader_checkpoints", NULL},
     {"checkpoint", "initial_load_in_hf_quantized", "false"},
-    {"checkpoint", "export_dtype", "\"float32\""}, {"checkpoint", "load_step", "-1"},
-    {"checkpoint", "exclude_from_loading", "[]"}, {"checkpoint", "enable_first_step_checkpoint", "false"},
-    {"checkpoint", "create_seed_checkpoint", "false"}, {"checkpoint", "load_only", "false"},
+    {"checkpoint", "enable_ft_dataloader_checkpoints", NULL},
     {"activation_checkpoint", "memory_budget", NULL}, {"activation_checkpoint", "visualize_memory_budget_pareto", NULL},
     {"activation_checkpoint", "per_op_sac_force_recompute_mm_shapes_by_fqns", "[\"moe.router.gate\"]|[]"},
     {"activation_checkpoint", "early_stop", NULL},

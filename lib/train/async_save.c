@@ -18,6 +18,7 @@ struct titan_async_saver {
     const titan_backend *be; /* whose memory start's view points to */
     size_t n;
     float *params, *exp_avg, *exp_avg_sq; /* the snapshot */
+    int pinned;            /* the snapshot is be->host_alloc's (titan_async_saver_pin) */
     /* the save in flight */
     pthread_t thread;
     int running;           /* a thread was started and not joined */
@@ -118,14 +119,38 @@ titan_status titan_async_save_poll(titan_async_saver *s) {
     return join(s);
 }
 
+static void free_snapshot(titan_async_saver *s) {
+    float *arrays[3] = {s->params, s->exp_avg, s->exp_avg_sq};
+    for (int i = 0; i < 3; i++) {
+        if (s->pinned) s->be->host_free(arrays[i]);
+        else titan_free(arrays[i]);
+    }
+    s->params = s->exp_avg = s->exp_avg_sq = NULL;
+}
+
 void titan_async_saver_free(titan_async_saver *s) {
     if (!s) return;
     if (s->running) pthread_join(s->thread, NULL);
     titan_shard_save_abort(s->shard);
-    titan_free(s->params);
-    titan_free(s->exp_avg);
-    titan_free(s->exp_avg_sq);
+    free_snapshot(s);
     titan_free(s);
+}
+
+int titan_async_saver_pin(titan_async_saver *s) {
+    if (s->pinned || s->running || s->shard) return s->pinned;
+    if (!s->be->host_alloc || !s->be->host_free || s->n == 0) return 0;
+    size_t bytes = s->n * sizeof(float);
+    float *p = s->be->host_alloc(bytes), *m = p ? s->be->host_alloc(bytes) : NULL;
+    float *v = m ? s->be->host_alloc(bytes) : NULL;
+    if (!v) { /* all or none */
+        if (m) s->be->host_free(m);
+        if (p) s->be->host_free(p);
+        return 0;
+    }
+    free_snapshot(s);
+    s->params = p, s->exp_avg = m, s->exp_avg_sq = v;
+    s->pinned = 1;
+    return 1;
 }
 
 titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mesh *mesh, const titan_backend *be,
@@ -141,11 +166,11 @@ titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mes
 
 /* Sharded: a collective start, then this rank's thread writes its part. */
 static titan_status start_shard(titan_async_saver *s, const titan_state_view *v, const titan_train_progress *pr) {
-    if (!v->exp_avg)
+    if (!v->exp_avg && !v->model_only)
         return titan_error(TITAN_ERR_USAGE, "checkpoint step %" PRId64 ": a sharded save needs the AdamW moments",
                            pr->step);
     TITAN_TRY(titan_shard_save_begin(&s->shard, s->mesh, s->pieces, s->root, &s->mc, pr, s->tokenizer,
-                                     v->adam_step));
+                                     &s->view));
     s->started = titan_now_s();
     if (s->n == 0) { /* nothing of ours to write: no thread */
         writer_main(s);
@@ -177,7 +202,9 @@ titan_status titan_async_save_start(titan_async_saver *s, const char *root, cons
     s->view.exp_avg = NULL;
     s->view.exp_avg_sq = NULL;
     s->view.adam_step = v->adam_step;
-    if (v->exp_avg) {
+    s->view.model_only = v->model_only;
+    s->view.dtype = v->dtype;
+    if (v->exp_avg && !v->model_only) {
         s->be->to_host(s->exp_avg, v->exp_avg, bytes);
         s->be->to_host(s->exp_avg_sq, v->exp_avg_sq, bytes);
         s->view.exp_avg = s->exp_avg;

@@ -42,11 +42,18 @@ titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mes
  * ignores titan_async_save_wait before this. A sharded save not yet
  * committed is dropped (rank 0 removes its staging dir). Not collective. */
 void titan_async_saver_free(titan_async_saver *s);
+/* checkpoint.async_mode = "async_with_pinned_mem": the snapshot moves to
+ * the backend's page-locked host memory (be->host_alloc), so the copies
+ * out of a GPU run at the link's full speed. 1 when it is pinned; 0 when
+ * the backend has none (the CPU: its memory is the host's already) or
+ * gave none, the snapshot staying pageable. Before the first save. */
+int titan_async_saver_pin(titan_async_saver *s);
 
 /* Waits for the previous save (returning its error, if it failed, without
  * starting a new one), snapshots v and progress, and starts writing them to
  * root. *stall_s gets the seconds the caller was held (wait + copy, and for
- * a sharded save the collective start). */
+ * a sharded save the collective start). v->model_only: the parameters only
+ * (as v->dtype), the moments neither copied nor written. */
 titan_status titan_async_save_start(titan_async_saver *s, const char *root, const titan_llama_config *mc,
                                     const titan_state_view *v, const titan_train_progress *progress,
                                     const titan_tokenizer *tokenizer, int keep_latest_k, double *stall_s);

@@ -149,7 +149,7 @@ titan_status titan_trainer_resume_shape(trainer *t, const char *ckpt) {
         batch_text(&saved, was_b, sizeof was_b);
         batch_text(&now, now_b, sizeof now_b);
         titan_info("resume: saved %s / %s at step %" PRId64 "%s; resuming as %s / %s", was_lay, was_b, t->pr.step,
-                   saved.set ? "" : " (a checkpoint older than these records)", now_lay, now_b);
+                   saved.set ? "" : t->pr.model_only ? " (a model-only checkpoint)" : " (a checkpoint older than these records)", now_lay, now_b);
     }
     keep_validation(t, t->pr.step > 0 ? &saved : &(titan_batch_shape){0});
     t->pr.batch = current_shape(t); /* what the next saves record */

@@ -12,13 +12,38 @@
 #include "core/log.h"
 
 
+unsigned titan_state_parts_parse(const char *list) {
+    static const char *const names[] = {"model", "optimizer", "lr_scheduler", "dataloader", "train_state"};
+    unsigned parts = 0;
+    for (const char *c = list; *c;) {
+        size_t len = strcspn(c, ",");
+        for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strlen(names[i]) == len && !strncmp(c, names[i], len)) parts |= 1u << i;
+        c += len + (c[len] == ',');
+    }
+    return parts;
+}
+
+const void *titan_state_cast(const float *src, size_t n, titan_dtype dtype, void **tmp) {
+    *tmp = NULL;
+    if (dtype == TITAN_DTYPE_F32) return src;
+    *tmp = malloc(n ? n * titan_dtype_size(dtype) : 1);
+    if (!*tmp) return NULL;
+    titan_dtype_convert(*tmp, dtype, src, TITAN_DTYPE_F32, n);
+    return *tmp;
+}
+
 static titan_status save_tensors(titan_ckpt_writer *w, const titan_param *ps, int np,
-                                 const float *base, const char *suffix) {
+                                 const float *base, const char *suffix, titan_dtype dtype) {
     for (int i = 0; i < np; i++) {
         char name[128];
+        void *tmp;
         snprintf(name, sizeof name, "%s%s", ps[i].name, suffix);
-        TITAN_TRY(titan_ckpt_add(w, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, NULL,
-                                 base + ps[i].offset));
+        const void *data = titan_state_cast(base + ps[i].offset, (size_t)ps[i].numel, dtype, &tmp);
+        titan_status st = data ? titan_ckpt_add(w, name, dtype, ps[i].ndim, ps[i].shape, NULL, data)
+                               : titan_error(TITAN_ERR_NOMEM, "%s as %s: out of memory", name, titan_dtype_name(dtype));
+        free(tmp);
+        TITAN_TRY(st);
     }
     return TITAN_OK;
 }
@@ -119,7 +144,24 @@ titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_conf
     if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "loader.position", (int64_t)pr->loader.position);
     if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "layout", layout);
     if (st == TITAN_OK && pr->lr.set) st = write_lr(w, &pr->lr);
+    if (st == TITAN_OK && pr->lr_origin) st = titan_ckpt_meta_i64(w, "train.lr_origin", pr->lr_origin);
     if (st == TITAN_OK && pr->batch.set) st = write_batch(w, &pr->batch);
+    return st;
+}
+
+titan_status titan_state_write_meta_model_only(titan_ckpt_writer *w, const titan_llama_config *mc,
+                                               const titan_train_progress *pr, const titan_tokenizer *tokenizer,
+                                               const char *layout, titan_dtype dtype) {
+    titan_status st = TITAN_OK;
+    TITAN_LLAMA_INT_FIELDS(PUT_I)
+    TITAN_LLAMA_FLT_FIELDS(PUT_F)
+    if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "model.name", "llama3");
+    if (st == TITAN_OK) st = titan_ckpt_put_tokenizer(w, tokenizer);
+    if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.step", pr->step);
+    if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "train.tokens_seen", (int64_t)pr->tokens_seen);
+    if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "layout", layout);
+    if (st == TITAN_OK) st = titan_ckpt_meta_i64(w, "checkpoint.model_only", 1);
+    if (st == TITAN_OK) st = titan_ckpt_meta_str(w, "checkpoint.dtype", titan_dtype_name(dtype));
     return st;
 }
 
@@ -135,12 +177,14 @@ titan_status titan_state_save_view(const char *root, const titan_llama_config *m
         free(ps);
         return st;
     }
-    st = titan_state_write_meta(w, mc, pr, tokenizer, "single");
-    if (st == TITAN_OK) st = save_tensors(w, ps, np, v->params, "");
-    if (st == TITAN_OK && v->exp_avg) {
+    titan_dtype dt = v->model_only ? v->dtype : TITAN_DTYPE_F32;
+    st = v->model_only ? titan_state_write_meta_model_only(w, mc, pr, tokenizer, "single", dt)
+                       : titan_state_write_meta(w, mc, pr, tokenizer, "single");
+    if (st == TITAN_OK) st = save_tensors(w, ps, np, v->params, "", dt);
+    if (st == TITAN_OK && v->exp_avg && !v->model_only) {
         st = titan_ckpt_meta_i64(w, "optim.adamw.step", v->adam_step);
-        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg, ":exp_avg");
-        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg_sq, ":exp_avg_sq");
+        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg, ":exp_avg", dt);
+        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg_sq, ":exp_avg_sq", dt);
     }
     free(ps);
     if (st == TITAN_OK) return titan_ckpt_commit(w, keep_latest_k);
@@ -197,9 +241,20 @@ titan_status titan_state_read_meta(titan_ckpt *ck, const titan_llama_config *mc,
     pr->step = v;
     TITAN_TRY(titan_ckpt_meta_get_i64(ck, "train.tokens_seen", &v));
     pr->tokens_seen = (uint64_t)v;
+    if (titan_ckpt_meta_has(ck, "checkpoint.model_only")) { /* the parameters alone */
+        TITAN_TRY(titan_ckpt_meta_get_i64(ck, "checkpoint.model_only", &v));
+        pr->model_only = v != 0;
+    }
+    if (pr->model_only) {
+        const char *s;
+        if (titan_ckpt_meta_get_str(ck, "layout", &s) == TITAN_OK) snprintf(pr->layout, sizeof pr->layout, "%s", s);
+        titan_error_clear();
+        return TITAN_OK;
+    }
     TITAN_TRY(titan_ckpt_meta_get_i64(ck, "loader.position", &v));
     if (v < 0) return titan_error(TITAN_ERR_FORMAT, "%s: loader.position %" PRId64 " is negative", titan_ckpt_path(ck), v);
     pr->loader.position = (uint64_t)v;
+    if (titan_ckpt_meta_has(ck, "train.lr_origin")) TITAN_TRY(titan_ckpt_meta_get_i64(ck, "train.lr_origin", &pr->lr_origin));
     TITAN_TRY(read_batch(ck, &pr->batch, pr->layout, sizeof pr->layout));
     return read_lr(ck, &pr->lr);
 }
@@ -210,7 +265,7 @@ titan_status titan_state_read_adam_step(titan_ckpt *ck, const char *first_param,
     snprintf(first, sizeof first, "%s:exp_avg", first_param);
     *has = titan_ckpt_has_tensor(ck, first);
     if (!*has) {
-        if (pr->step != 0)
+        if (pr->step != 0 && !pr->model_only) /* a model-only one: the caller decides */
             return titan_error(TITAN_ERR_FORMAT, "%s: step %" PRId64 " has no optimizer state (%s)",
                                titan_ckpt_path(ck), pr->step, first);
         titan_adamw_set_step(adam, 0); /* seed checkpoint: fresh moments */

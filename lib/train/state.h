@@ -25,12 +25,32 @@ typedef struct {
     int64_t val_steps;         /* validation.steps that chose them (-1: the whole set) */
 } titan_batch_shape;
 
+/* The parts of a training checkpoint, as checkpoint.exclude_from_loading
+ * names them (torchtitan's state keys). */
+enum {
+    TITAN_PART_MODEL = 1,        /* the parameters */
+    TITAN_PART_OPTIMIZER = 2,    /* AdamW moments and step */
+    TITAN_PART_LR_SCHEDULER = 4, /* where the LR schedule is (progress.lr_origin) */
+    TITAN_PART_DATALOADER = 8,   /* the loader's position */
+    TITAN_PART_TRAIN_STATE = 16, /* step and tokens seen */
+};
+/* "model,optimizer,..." (the config's list) -> TITAN_PART_* bits; unknown names are skipped
+ * (the config checked them). */
+unsigned titan_state_parts_parse(const char *list);
+
 typedef struct {
     int64_t step;          /* optimizer steps completed */
     uint64_t tokens_seen;  /* training tokens consumed (all ranks) */
     titan_loader_state loader;
     titan_lr_inputs lr;    /* the LR schedule the steps were trained with (lr.set 0: unknown) */
     titan_batch_shape batch; /* the steps' shape (batch.set 0: unknown) */
+    /* The step the LR schedule counts from: optimizer step s takes the
+     * schedule's factor of s - 1 - lr_origin. 0 but after a resume that
+     * left out the lr_scheduler or the train_state (exclude_from_loading). */
+    int64_t lr_origin;
+    /* Read only: the checkpoint holds the parameters only (last_save_model_only):
+     * no AdamW moments, loader position, LR or batch state. */
+    int model_only;
     /* Read only: the layout that saved the checkpoint ("" when it does not
      * say); writers take theirs as an argument. */
     char layout[TITAN_LAYOUT_STR_MAX];
@@ -49,7 +69,15 @@ titan_status titan_state_save(const char *root, const titan_llama_config *mc, co
 typedef struct {
     const float *params, *exp_avg, *exp_avg_sq;
     int64_t adam_step;
+    /* 1: a model-only checkpoint (checkpoint.last_save_model_only): the
+     * parameters alone, stored as dtype (f32, bf16 or f16), moments ignored */
+    int model_only;
+    titan_dtype dtype;
 } titan_state_view;
+
+/* src (n floats) as dtype: src itself for f32, else a converted copy in
+ * *tmp (malloc'd, the caller frees it; NULL when out of memory). */
+const void *titan_state_cast(const float *src, size_t n, titan_dtype dtype, void **tmp);
 titan_status titan_state_save_view(const char *root, const titan_llama_config *mc, const titan_state_view *v,
                                    const titan_train_progress *progress, const titan_tokenizer *tokenizer, int keep_latest_k);
 
@@ -67,6 +95,13 @@ titan_status titan_state_load(const char *path, const titan_llama_config *mc, fl
 titan_status titan_state_write_meta(titan_ckpt_writer *w, const titan_llama_config *mc,
                                     const titan_train_progress *progress, const titan_tokenizer *tokenizer,
                                     const char *layout);
+/* The metadata of a model-only checkpoint (view.model_only): the model, the
+ * tokenizer, the step, tokens seen and layout, "checkpoint.model_only" = 1
+ * and "checkpoint.dtype"; no loader, LR or batch state. */
+titan_status titan_state_write_meta_model_only(titan_ckpt_writer *w, const titan_llama_config *mc,
+                                               const titan_train_progress *progress,
+                                               const titan_tokenizer *tokenizer, const char *layout,
+                                               titan_dtype dtype);
 /* Checks the checkpoint's model (its metadata, and its catalog against the
  * metadata: titan_llama_ckpt_check) against mc and reads the progress. */
 titan_status titan_state_read_meta(titan_ckpt *ck, const titan_llama_config *mc, titan_train_progress *progress);

@@ -15,6 +15,8 @@ struct titan_shard_save {
     char root[4096];
     const titan_shard_piece *pieces;
     titan_llama_config mc;
+    int model_only;       /* the parameters alone, as dtype (titan_state_view) */
+    titan_dtype dtype;
     titan_ckpt_writer *w; /* rank 0 */
     titan_status status;  /* this rank's write */
     char *payload;        /* its index, or its error message when it failed */
@@ -49,7 +51,7 @@ void titan_shard_save_abort(titan_shard_save *s) {
 
 titan_status titan_shard_save_begin(titan_shard_save **out, titan_mesh *mesh, const titan_shard_piece *pieces,
                                     const char *root, const titan_llama_config *mc, const titan_train_progress *pr,
-                                    const titan_tokenizer *tokenizer, int64_t adam_step) {
+                                    const titan_tokenizer *tokenizer, const titan_state_view *v) {
     *out = NULL;
     titan_shard_save *s = calloc(1, sizeof *s);
     titan_status st = s ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "checkpoint step %" PRId64 ": out of memory", pr->step);
@@ -60,12 +62,16 @@ titan_status titan_shard_save_begin(titan_shard_save **out, titan_mesh *mesh, co
         s->step = pr->step;
         s->pieces = pieces;
         s->mc = *mc;
+        s->model_only = v->model_only;
+        s->dtype = v->model_only ? v->dtype : TITAN_DTYPE_F32;
         snprintf(s->root, sizeof s->root, "%s", root);
     }
     if (st == TITAN_OK && mesh->rank == 0) {
         st = titan_ckpt_begin(&s->w, root, pr->step);
-        if (st == TITAN_OK) st = titan_state_write_meta(s->w, mc, pr, tokenizer, mesh->layout_str);
-        if (st == TITAN_OK) st = titan_ckpt_meta_i64(s->w, "optim.adamw.step", adam_step);
+        if (st == TITAN_OK && v->model_only)
+            st = titan_state_write_meta_model_only(s->w, mc, pr, tokenizer, mesh->layout_str, v->dtype);
+        else if (st == TITAN_OK) st = titan_state_write_meta(s->w, mc, pr, tokenizer, mesh->layout_str);
+        if (st == TITAN_OK && !v->model_only) st = titan_ckpt_meta_i64(s->w, "optim.adamw.step", v->adam_step);
         if (st != TITAN_OK) titan_error_context("checkpoint step %" PRId64 " not saved: rank 0", pr->step);
     }
     /* A rank without memory for s still takes part here; it fails the
@@ -88,14 +94,17 @@ static titan_status add_boxes(titan_shard_save *s, titan_ckpt_part *p, const flo
     if (!ps) return TITAN_ERR_NOMEM;
     const titan_shard_piece *pc = s->pieces;
     titan_status st = TITAN_OK;
-    for (int a = 0; a < 3 && st == TITAN_OK; a++) {
+    for (int a = 0; a < (s->model_only ? 1 : 3) && st == TITAN_OK; a++) {
         for (int i = 0; i < np && st == TITAN_OK; i++) {
             if (!pc[i].len || !pc[i].writes) continue;
             char name[128];
+            void *tmp;
             snprintf(name, sizeof name, "%s%s", ps[i].name, suffix[a]);
-            const float *src = arrays[a] + pc[i].shard_off;
-            st = p ? titan_ckpt_part_add(p, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, &pc[i].box, src)
-                   : titan_ckpt_add(s->w, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, &pc[i].box, src);
+            const void *src = titan_state_cast(arrays[a] + pc[i].shard_off, pc[i].len, s->dtype, &tmp);
+            if (!src) st = titan_error(TITAN_ERR_NOMEM, "%s as %s: out of memory", name, titan_dtype_name(s->dtype));
+            else if (p) st = titan_ckpt_part_add(p, name, s->dtype, ps[i].ndim, ps[i].shape, &pc[i].box, src);
+            else st = titan_ckpt_add(s->w, name, s->dtype, ps[i].ndim, ps[i].shape, &pc[i].box, src);
+            free(tmp);
         }
     }
     free(ps);
@@ -226,7 +235,7 @@ titan_status titan_state_save_shards(titan_mesh *mesh, const titan_shard_piece *
                                      const char *root, const titan_llama_config *mc, const titan_train_progress *pr,
                                      const titan_tokenizer *tokenizer, int keep_latest_k) {
     titan_shard_save *s = NULL;
-    TITAN_TRY(titan_shard_save_begin(&s, mesh, pieces, root, mc, pr, tokenizer, v->adam_step));
+    TITAN_TRY(titan_shard_save_begin(&s, mesh, pieces, root, mc, pr, tokenizer, v));
     /* Its failure is passed on by finish, on every rank. */
     titan_shard_save_write(s, v->params, v->exp_avg, v->exp_avg_sq);
     return titan_shard_save_finish(s, keep_latest_k);
@@ -243,14 +252,38 @@ static titan_status load_boxes(titan_ckpt *ck, const titan_param *ps, int np, co
     return TITAN_OK;
 }
 
+/* exclude_from_loading "model": this rank's boxes of the weights
+ * titan-init draws from seed (the whole model is drawn on the host). */
+static titan_status init_boxes(const titan_llama_config *mc, const titan_param *ps, int np,
+                               const titan_shard_piece *pc, float *shard, uint64_t seed) {
+    size_t n = titan_llama_num_params(mc);
+    float *full = malloc(n ? n * sizeof *full : 1);
+    if (!full) return titan_error(TITAN_ERR_NOMEM, "fresh weights (exclude_from_loading model): %zu floats: out of "
+                                  "memory", n);
+    titan_status st = titan_llama_init_weights(mc, full, seed);
+    for (int i = 0; st == TITAN_OK && i < np; i++) {
+        if (!pc[i].len) continue;
+        titan_box whole = {.ndim = ps[i].ndim};
+        for (int d = 0; d < ps[i].ndim; d++) whole.size[d] = ps[i].shape[d];
+        titan_box_copy(shard + pc[i].shard_off, &pc[i].box, full + ps[i].offset, &whole, &pc[i].box, sizeof(float));
+    }
+    free(full);
+    return st;
+}
+
 static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, const titan_shard_piece *pc,
-                             float *shard, titan_adamw *adam, titan_train_progress *pr) {
+                             float *shard, titan_adamw *adam, titan_train_progress *pr, const titan_load_opts *o) {
     TITAN_TRY(titan_state_read_meta(ck, mc, pr));
+    unsigned skip = o ? o->exclude : 0;
     int np, has = 0;
     titan_param *ps = titan_llama_params_new(mc, &np);
     if (!ps) return TITAN_ERR_NOMEM;
-    titan_status st = load_boxes(ck, ps, np, pc, shard, "");
-    if (st == TITAN_OK) st = titan_state_read_adam_step(ck, ps[0].name, pr, adam, &has);
+    titan_status st = skip & TITAN_PART_MODEL ? init_boxes(mc, ps, np, pc, shard, o->seed)
+                                              : load_boxes(ck, ps, np, pc, shard, "");
+    if (st == TITAN_OK && !(skip & TITAN_PART_OPTIMIZER))
+        st = titan_state_read_adam_step(ck, ps[0].name, pr, adam, &has);
+    else if (st == TITAN_OK)
+        titan_adamw_set_step(adam, 0); /* fresh moments: the caller's optimizer is new */
     if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_m(adam), ":exp_avg");
     if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_v(adam), ":exp_avg_sq");
     free(ps);
@@ -259,11 +292,12 @@ static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, const
 
 titan_status titan_state_load_shards(const char *path, const titan_llama_config *mc,
                                      const titan_shard_piece *pieces, float *shard, titan_adamw *adam,
-                                     titan_train_progress *pr, char *ckpt_path_out, size_t cap) {
+                                     titan_train_progress *pr, char *ckpt_path_out, size_t cap,
+                                     const titan_load_opts *o) {
     titan_ckpt *ck = NULL;
     TITAN_TRY(titan_ckpt_open(&ck, path));
     if (ckpt_path_out) snprintf(ckpt_path_out, cap, "%s", titan_ckpt_path(ck));
-    titan_status st = load_all(ck, mc, pieces, shard, adam, pr);
+    titan_status st = load_all(ck, mc, pieces, shard, adam, pr, o);
     titan_ckpt_close(ck);
     return st;
 }

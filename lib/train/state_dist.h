@@ -29,11 +29,12 @@ typedef struct titan_shard_save titan_shard_save;
  * progress->step; a stale one is removed) with its own data file and the
  * catalog's metadata, then every rank learns whether that worked (rank 0's
  * error message becomes theirs). pieces: this rank's (titan_fsdp_pieces),
- * kept by reference until finish. */
+ * kept by reference until finish. v: its adam_step, and whether the save
+ * is model-only (its arrays are given to write). */
 titan_status titan_shard_save_begin(titan_shard_save **out, titan_mesh *mesh, const titan_shard_piece *pieces,
                                     const char *root, const titan_llama_config *mc,
                                     const titan_train_progress *progress, const titan_tokenizer *tokenizer,
-                                    int64_t adam_step);
+                                    const titan_state_view *v);
 /* Not collective, any thread: writes this rank's boxes of the packed shard
  * arrays (parameters, exp_avg, exp_avg_sq) into its data file and fsyncs it.
  * The outcome (and error message) is kept for finish; returned too. */
@@ -48,12 +49,20 @@ titan_status titan_shard_save_finish(titan_shard_save *s, int keep_latest_k);
  * the way out); rank 0 removes the staging dir. NULL is fine. */
 void titan_shard_save_abort(titan_shard_save *s);
 
+/* What a resume leaves out (checkpoint.exclude_from_loading). */
+typedef struct {
+    unsigned exclude; /* TITAN_PART_*: MODEL and OPTIMIZER are honoured here, the rest by the caller */
+    uint64_t seed;    /* MODEL: the weights drawn as titan-init draws them from this seed */
+} titan_load_opts;
+
 /* Loads this rank's boxes (pieces, from titan_shard_plan) of the parameters
- * into shard and of the AdamW moments into adam (a seed checkpoint has none:
- * fresh moments), from path (a step dir, or a root: its latest), whatever
- * layout saved it. */
+ * into shard and of the AdamW moments into adam (a seed checkpoint, or a
+ * model-only one, has none: fresh moments), from path (a step dir, or a
+ * root: its latest), whatever layout saved it. o (NULL: everything): the
+ * parts left out. */
 titan_status titan_state_load_shards(const char *path, const titan_llama_config *mc,
                                      const titan_shard_piece *pieces, float *shard, titan_adamw *adam,
-                                     titan_train_progress *progress, char *ckpt_path_out, size_t cap);
+                                     titan_train_progress *progress, char *ckpt_path_out, size_t cap,
+                                     const titan_load_opts *o);
 
 #endif

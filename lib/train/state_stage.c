@@ -12,9 +12,10 @@ struct titan_state_stage {
 
 titan_status titan_state_load_staged(const titan_backend *be, const char *path, const titan_llama_config *mc,
                                      const titan_shard_piece *pieces, float *shard, titan_adamw *adam,
-                                     titan_train_progress *pr, char *ckpt_path_out, size_t cap) {
+                                     titan_train_progress *pr, char *ckpt_path_out, size_t cap,
+                                     const titan_load_opts *o) {
     if (be->host)
-        return titan_state_load_shards(path, mc, pieces, shard, adam, pr, ckpt_path_out, cap);
+        return titan_state_load_shards(path, mc, pieces, shard, adam, pr, ckpt_path_out, cap, o);
     size_t n = titan_adamw_numel(adam), bytes = n * sizeof(float);
     /* A CPU optimizer of the same shape takes the moments (a seed checkpoint
      * leaves them zero, like the device's). */
@@ -22,7 +23,7 @@ titan_status titan_state_load_staged(const titan_backend *be, const char *path, 
     float *host = titan_alloc_pages(bytes ? bytes : 1, "host copy of the parameters (checkpoint load)");
     titan_status st = host ? TITAN_OK : TITAN_ERR_NOMEM;
     if (st == TITAN_OK) st = titan_adamw_create(&host_adam, titan_backend_cpu(), n, titan_adamw_get_config(adam));
-    if (st == TITAN_OK) st = titan_state_load_shards(path, mc, pieces, host, host_adam, pr, ckpt_path_out, cap);
+    if (st == TITAN_OK) st = titan_state_load_shards(path, mc, pieces, host, host_adam, pr, ckpt_path_out, cap, o);
     if (st == TITAN_OK) {
         be->to_device(shard, host, bytes);
         be->to_device(titan_adamw_m(adam), titan_adamw_m(host_adam), bytes);
@@ -59,7 +60,8 @@ void titan_state_stage_free(titan_state_stage *s) {
 void titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, titan_state_view *host) {
     size_t bytes = s->n * sizeof(float);
     titan_state_view dev = *v; /* host may be v */
-    *host = (titan_state_view){.params = s->params, .adam_step = dev.adam_step};
+    *host = (titan_state_view){.params = s->params, .adam_step = dev.adam_step, .model_only = dev.model_only,
+                               .dtype = dev.dtype};
     s->be->to_host(s->params, dev.params, bytes);
     if (dev.exp_avg) {
         s->be->to_host(s->exp_avg, dev.exp_avg, bytes);

@@ -10,13 +10,15 @@
 #include "train/async_save.h"
 #include "parallel/fsdp.h"
 #include "train/state.h"
+#include "train/state_dist.h"
 
 /* titan_state_load_shards into backend memory: the checkpoint is read into
  * host buffers (parameters and both moments: 3 x titan_adamw_numel(adam)
  * floats, freed before returning), then copied to shard and adam's moments. */
 titan_status titan_state_load_staged(const titan_backend *be, const char *path, const titan_llama_config *mc,
                                      const titan_shard_piece *pieces, float *shard, titan_adamw *adam,
-                                     titan_train_progress *progress, char *ckpt_path_out, size_t cap);
+                                     titan_train_progress *progress, char *ckpt_path_out, size_t cap,
+                                     const titan_load_opts *o);
 
 /* Host copies of n floats of parameters and of each AdamW moment, made by
  * every save of a device job (reserved here, resident from the first). */
@@ -25,7 +27,8 @@ titan_status titan_state_stage_create(titan_state_stage **out, const titan_backe
 void titan_state_stage_free(titan_state_stage *s);
 
 /* Copies the state that v points to (backend memory) into s's host copies
- * and points *host at them (adam_step too); exp_avg NULL in v stays NULL.
+ * and points *host at them (adam_step, model_only and dtype too); exp_avg
+ * NULL in v stays NULL.
  * The caller then saves *host as it would a CPU job's state. */
 void titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, titan_state_view *host);
 

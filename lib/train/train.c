@@ -26,6 +26,7 @@
 #include "data/loader.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "interchange/hf_convert.h"
 #include "optim/optim.h"
 #include "tensor/layout.h"
 #include "trace/metrics.h"
@@ -130,7 +131,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
         return TITAN_ERR_NUMERIC;
     }
     /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
-    double lr = titan_lr_at(&t->sched, &t->lr, step - 1);
+    double lr = titan_lr_at(&t->sched, &t->lr, step - 1 - t->pr.lr_origin);
     /* Unsharded, the optimizer updates the model's own parameters: it also
      * writes their bf16 compute copy in the same pass, and the forwards
      * skip their casts. */
@@ -157,14 +158,64 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     return TITAN_OK;
 }
 
+/* Whether the step just taken is saved: every interval steps, at the stop,
+ * after step 1 with enable_first_step_checkpoint; never with load_only. */
+static int save_due(const trainer *t, int64_t stop) {
+    const titan_job_config *cfg = t->cfg;
+    if (!cfg->checkpoint_enable || cfg->checkpoint_load_only) return 0;
+    int64_t s = t->pr.step;
+    return s % cfg->checkpoint_interval == 0 || s == stop || (s == 1 && cfg->checkpoint_enable_first_step_checkpoint);
+}
+
+/* The final step (training.steps, not an earlier --stop-at) saved as a
+ * model-only checkpoint (checkpoint.last_save_model_only). */
+static int final_model_only(const trainer *t) {
+    return t->cfg->checkpoint_last_save_model_only && t->pr.step == t->cfg->training_steps;
+}
+
+/* checkpoint.last_save_in_hf: rank 0 converts the final step's checkpoint,
+ * once it is published, with titan-ckpt convert --to hf's code into
+ * ROOT/step-N-hf (written as step-N-hf.tmp, then renamed); every rank
+ * learns the outcome. */
+static titan_status save_hf(trainer *t) {
+    titan_status st = TITAN_OK;
+    char name[64], step_dir[4096 + 80], out[4096 + 96];
+    titan_ckpt_step_name(name, sizeof name, t->pr.step);
+    snprintf(step_dir, sizeof step_dir, "%s/%s", t->ckpt_root, name);
+    snprintf(out, sizeof out, "%s-hf", step_dir);
+    if (t->mesh.rank == 0) {
+        titan_hf_export_opts o = {.dtype = (titan_dtype)t->cfg->checkpoint_export_dtype_kind, .force = 1};
+        double t0 = titan_now_s();
+        st = titan_hf_export(step_dir, out, &o);
+        if (st == TITAN_OK)
+            titan_info("checkpoint: step %" PRId64 " also written as a Hugging Face directory, %s (%s, %.2f s)",
+                       t->pr.step, out, t->cfg->checkpoint_export_dtype, titan_now_s() - t0);
+        else
+            titan_error_context("checkpoint.last_save_in_hf: step %" PRId64, t->pr.step);
+    }
+    if (t->mesh.world == 1) return st;
+    uint32_t code = (uint32_t)st;
+    TITAN_TRY(titan_comm_broadcast(t->mesh.world_comm, &code, 1, TITAN_DTYPE_U32, 0, NULL));
+    if (t->mesh.rank != 0 && code != TITAN_OK)
+        return titan_error((titan_status)code, "checkpoint.last_save_in_hf: step %" PRId64 ": %s not written "
+                           "(rank 0 says why)", t->pr.step, out);
+    return st;
+}
+
 /* Saves the state after the current step; *stall_s = seconds training waited. */
 static titan_status save(trainer *t, double *stall_s) {
+    int model_only = final_model_only(t);
     titan_state_view v = { /* several ranks: the packed shard (async_save.h) */
         .params = t->mesh.world > 1 ? titan_fsdp_params(t->fsdp) : titan_llama_params_data(t->model),
-        .exp_avg = titan_adamw_m(t->adam),
-        .exp_avg_sq = titan_adamw_v(t->adam),
+        .exp_avg = model_only ? NULL : titan_adamw_m(t->adam),
+        .exp_avg_sq = model_only ? NULL : titan_adamw_v(t->adam),
         .adam_step = titan_adamw_get_step(t->adam),
+        .model_only = model_only,
+        .dtype = (titan_dtype)t->cfg->checkpoint_export_dtype_kind,
     };
+    if (model_only && t->mesh.rank == 0)
+        titan_info("checkpoint: step %" PRId64 " is the last: saving the model only, in %s "
+                   "(checkpoint.last_save_model_only)", t->pr.step, t->cfg->checkpoint_export_dtype);
     const titan_tokenizer *tok = t->tok;
     int keep = t->cfg->checkpoint_keep_latest_k;
     if (t->saver) /* snapshots v (from the device too), then writes in the background */
@@ -176,6 +227,15 @@ static titan_status save(trainer *t, double *stall_s) {
     *stall_s = titan_now_s() - t0;
     if (st == TITAN_OK) titan_info("checkpoint: step %" PRId64 " saved in %.2f s", t->pr.step, *stall_s);
     return st;
+}
+
+/* The step's save, and after the final one its Hugging Face copy (which
+ * needs the save published: an async one is waited for). */
+static titan_status save_step(trainer *t, double *stall_s) {
+    TITAN_TRY(save(t, stall_s));
+    if (!t->cfg->checkpoint_last_save_in_hf || !final_model_only(t)) return TITAN_OK;
+    if (t->saver) TITAN_TRY(titan_async_save_wait(t->saver));
+    return save_hf(t);
 }
 
 /* This rank's held-out sequences in validation batch i (rows 0..k-1; the
@@ -382,9 +442,9 @@ static titan_status loop(trainer *t) {
             TITAN_TRY(validate(t, &sm));
         }
         titan_status saved = TITAN_OK;
-        if (cfg->checkpoint_enable && (t->pr.step % cfg->checkpoint_interval == 0 || t->pr.step == stop)) {
+        if (save_due(t, stop)) {
             titan_flight_phase("checkpoint");
-            saved = save(t, &sm.ckpt_stall_s);
+            saved = save_step(t, &sm.ckpt_stall_s);
             sm.has_ckpt = 1;
         }
         sm.peak_rss_bytes = titan_peak_rss();

@@ -40,6 +40,8 @@ typedef struct {
                               * Unlike lowering training.steps, the LR schedule is unchanged. */
     int restart;             /* > 0: the job's restart number after a failure (TITAN_RESTART) */
     const char *restart_cause; /* what failed (TITAN_RESTART_CAUSE), for metrics.jsonl */
+    int restart_saved;       /* a restart after the job saved (TITAN_RESTART_SAVED): resume from the
+                              * latest, checkpoint.load_step and exclude_from_loading not applied again */
 } titan_train_opts;
 
 /* Trains from the latest checkpoint of the run up to training.steps. */

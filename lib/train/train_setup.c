@@ -126,7 +126,8 @@ static titan_status lr_schedule(trainer *t) {
 static void lr_resume_warn(const trainer *t) {
     const titan_lr_inputs *was = &t->pr.lr;
     char diff[512];
-    if (!was->set || t->pr.step == 0 || !titan_lr_inputs_diff(was, &t->lr, diff, sizeof diff)) return;
+    if (!was->set || t->pr.step == 0 || t->pr.lr_origin != 0 || !titan_lr_inputs_diff(was, &t->lr, diff, sizeof diff))
+        return;
     titan_lr_schedule old;
     if (titan_lr_schedule_from(&old, was) != TITAN_OK) {
         titan_error_clear();
@@ -350,6 +351,90 @@ static titan_status plan_device_memory(trainer *t, const setup_shape *sh) {
     return TITAN_OK;
 }
 
+/* "0, 5, 10" of the complete steps in root (at most the last 16). */
+static void steps_present(const char *root, char *out, size_t cap) {
+    int64_t steps[256];
+    int count = 0;
+    out[0] = '\0';
+    if (titan_ckpt_list_steps(root, steps, 256, &count) != TITAN_OK) {
+        titan_error_clear();
+        snprintf(out, cap, "none");
+        return;
+    }
+    int have = count < 256 ? count : 256;
+    size_t used = 0;
+    for (int i = have > 16 ? have - 16 : 0; i < have && used < cap; i++)
+        used += (size_t)snprintf(out + used, cap - used, "%s%" PRId64, used ? ", " : "", steps[i]);
+    if (!count) snprintf(out, cap, "none");
+}
+
+/* What a resume reads: ROOT (its latest), or with checkpoint.load_step that
+ * step, which must be there; *step: which step that is (-1: unknown). */
+static titan_status resume_path(trainer *t, char *path, size_t cap, int64_t *step, int restart_saved) {
+    int64_t want = restart_saved ? -1 : t->cfg->checkpoint_load_step;
+    *step = -1;
+    if (want < 0) { /* the latest; unresolved, the load says why */
+        snprintf(path, cap, "%s", t->ckpt_root);
+        if (titan_ckpt_latest_step(t->ckpt_root, step) != TITAN_OK) titan_error_clear(), *step = -1;
+        return TITAN_OK;
+    }
+    *step = want;
+    char name[64], have[512];
+    titan_ckpt_step_name(name, sizeof name, want);
+    snprintf(path, cap, "%s/%s", t->ckpt_root, name);
+    char meta[4300];
+    snprintf(meta, sizeof meta, "%s/metadata.json", path);
+    if (titan_fs_exists(meta)) return TITAN_OK;
+    steps_present(t->ckpt_root, have, sizeof have);
+    titan_error(TITAN_ERR_IO, "checkpoint.load_step = %" PRId64 ": %s has no checkpoint of step %" PRId64
+                " (steps present: %s)", want, t->ckpt_root, want, have);
+    titan_error_hint("set checkpoint.load_step to one of the steps present, or -1 for the latest");
+    return TITAN_ERR_IO;
+}
+
+/* The parts of the loaded state left out (checkpoint.exclude_from_loading;
+ * the model and the optimizer were left out by the load itself), and a
+ * model-only checkpoint (last_save_model_only) refused where training
+ * would need what it lacks. */
+static titan_status apply_exclusions(trainer *t, unsigned ex, const char *loaded) {
+    titan_train_progress *pr = &t->pr;
+    int64_t saved = pr->step, pos = pr->step - pr->lr_origin; /* the schedule's place */
+    if (ex & TITAN_PART_DATALOADER) memset(&pr->loader, 0, sizeof pr->loader);
+    if (ex & TITAN_PART_TRAIN_STATE) pr->step = 0, pr->tokens_seen = 0;
+    if (ex & TITAN_PART_LR_SCHEDULER) pos = 0;
+    pr->lr_origin = pr->step - pos;
+    if (ex && t->mesh.rank == 0) {
+        static const char *const what[] = {"model (weights drawn from training.seed)", "optimizer (fresh AdamW moments)",
+                                           "lr_scheduler", "dataloader (data from the start)", "train_state"};
+        char list[256] = "";
+        size_t used = 0;
+        for (int i = 0; i < 5; i++)
+            if (ex & (1u << i)) used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", what[i]);
+        titan_info("resume: step %" PRId64 " without (checkpoint.exclude_from_loading) %s: resuming at step %" PRId64
+                   ", the LR schedule at its step %" PRId64, saved, list, pr->step, pos);
+    }
+    if ((ex & TITAN_PART_TRAIN_STATE) && saved > 0 && t->mesh.rank == 0)
+        titan_warn("resume: training starts over at step 0 in %s, beside the steps up to %" PRId64 " saved there: "
+                   "saves replace steps of the same number and keep_latest_k prunes the lowest numbers",
+                   t->ckpt_root, saved);
+    if (!pr->model_only) return TITAN_OK;
+    unsigned lacks = (TITAN_PART_OPTIMIZER | TITAN_PART_LR_SCHEDULER | TITAN_PART_DATALOADER | TITAN_PART_TRAIN_STATE) & ~ex;
+    if (!lacks || pr->step >= titan_trainer_stop(t)) return TITAN_OK; /* nothing left to train: the weights do */
+    static const char *const part[] = {"model", "optimizer", "lr_scheduler", "dataloader", "train_state"};
+    char have[512], list[128] = "";
+    size_t used = 0;
+    for (int i = 1; i < 5; i++)
+        if (lacks & (1u << i)) used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", part[i]);
+    steps_present(t->ckpt_root, have, sizeof have);
+    titan_error(TITAN_ERR_USAGE, "%s holds the model only (checkpoint.last_save_model_only): it has no %s to train "
+                "on from to step %" PRId64 " (and they are not in checkpoint.exclude_from_loading)", loaded, list,
+                titan_trainer_stop(t));
+    titan_error_hint("train on from these weights as a new run from step 0 with checkpoint.exclude_from_loading = "
+                     "[\"optimizer\", \"lr_scheduler\", \"dataloader\", \"train_state\"], or resume a full "
+                     "checkpoint with checkpoint.load_step (steps present: %s)", have);
+    return TITAN_ERR_USAGE;
+}
+
 /* Phase 5: the LR schedule, the latest checkpoint loaded (the seed's for a
  * new run), the async saver, the metrics file. */
 static titan_status resume(trainer *t, const titan_train_opts *opts) {
@@ -358,10 +443,22 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
 
     /* Resume from the latest checkpoint (the seed one for a new run). */
     snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/%s", opts->run_dir, cfg->checkpoint_folder);
-    char loaded[4096];
+    char loaded[4096], path[4200];
+    int64_t step;
+    /* A restart of a job that saved since it started goes on from its own
+     * latest: load_step and the exclusions chose where it started. */
+    int again = opts->restart > 0 && opts->restart_saved;
+    if (again && t->mesh.rank == 0 && (cfg->checkpoint_load_step >= 0 || cfg->checkpoint_exclude_from_loading[0]))
+        titan_info("restart: the job saved since it started: resuming from its latest checkpoint "
+                   "(checkpoint.load_step and exclude_from_loading applied at its first start only)");
+    TITAN_TRY(resume_path(t, path, sizeof path, &step, again));
+    /* The seed checkpoint (step 0) is loaded whole, as torchtitan loads step 0 (its model) */
+    titan_load_opts lo = {.exclude = step > 0 && !again ? titan_state_parts_parse(cfg->checkpoint_exclude_from_loading) : 0,
+                          .seed = (uint64_t)cfg->training_seed};
     /* Each rank reads its own boxes, whatever layout saved them. */
-    TITAN_TRY(titan_state_load_staged(t->be, t->ckpt_root, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
-                                      t->adam, &t->pr, loaded, sizeof loaded));
+    TITAN_TRY(titan_state_load_staged(t->be, path, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
+                                      t->adam, &t->pr, loaded, sizeof loaded, &lo));
+    TITAN_TRY(apply_exclusions(t, lo.exclude, loaded));
     /* Units are gathered block by block from the first forward on. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
     titan_loader_set_state(t->loader, &t->pr.loader);
@@ -372,10 +469,17 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
                                                        titan_fsdp_numel(t->fsdp)));
         else
             TITAN_TRY(titan_async_saver_create(&t->saver, t->be, titan_llama_params_count(t->model)));
+        if (cfg->checkpoint_async == TITAN_JOB_ASYNC_PINNED_MEM && !t->dev.host && t->mesh.rank == 0)
+            titan_info("checkpoint: async_with_pinned_mem: %s", titan_async_saver_pin(t->saver)
+                           ? "the snapshot is in page-locked host memory"
+                           : "no page-locked memory from the backend: the snapshot stays pageable");
+        else if (cfg->checkpoint_async == TITAN_JOB_ASYNC_PINNED_MEM && !t->dev.host)
+            titan_async_saver_pin(t->saver);
     }
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
     TITAN_TRY(titan_trainer_resume_shape(t, loaded)); /* the global batch and validation kept, or refused */
+    t->pr.model_only = 0; /* the next saves are full ones */
     if (t->mesh.rank == 0) lr_resume_warn(t);
     t->pr.lr = t->lr; /* what the next saves record */
 

@@ -353,6 +353,17 @@ cudaError_t cudaMemset2D(void *p, size_t pitch, int value, size_t width, size_t 
     return cudaSuccess;
 }
 
+/* Page-locked host memory: plain host memory here (it is not device
+ * memory, so copies check their direction against it as against any). */
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int) {
+    *p = calloc(1, bytes ? bytes : 1);
+    return *p ? cudaSuccess : record(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
     if (n == 0) return cudaSuccess;
     const bool ddev = emu::is_device(dst, n), sdev = emu::is_device(src, n);
