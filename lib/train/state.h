@@ -49,7 +49,18 @@ titan_status titan_state_save(const char *root, const titan_llama_config *mc, co
 typedef struct {
     const float *params, *exp_avg, *exp_avg_sq;
     int64_t adam_step;
+    /* The optimizer's layout (optim.h): flat_mask[i] 0 when parameter i's
+     * moments are not in exp_avg/exp_avg_sq (NULL: all are); aux[n_aux]
+     * further tensors, saved whole by rank 0, their floats in aux_data. */
+    const unsigned char *flat_mask;
+    const titan_optim_tensor *aux;
+    int n_aux;
+    const float *aux_data;
 } titan_state_view;
+/* The view's optimizer fields from o (host memory). */
+void titan_state_view_optim(titan_state_view *v, titan_optim *o);
+/* Reads the aux tensors of o (GaLore's) from ck whole. */
+titan_status titan_state_load_aux(titan_ckpt *ck, titan_optim *o);
 titan_status titan_state_save_view(const char *root, const titan_llama_config *mc, const titan_state_view *v,
                                    const titan_train_progress *progress, const titan_tokenizer *tokenizer, int keep_latest_k);
 

@@ -137,7 +137,8 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
                      ? titan_llama_compute_copy(t->model)
                      : NULL;
     titan_flight_phase("optimizer");
-    titan_adamw_step_cast(t->adam, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr);
+    if (!titan_optim_writes_copy(t->opt)) copy = NULL; /* the forwards cast */
+    TITAN_TRY(titan_optim_step(t->opt, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr));
     titan_llama_set_copy_current(t->model, 0, titan_llama_params_count(t->model), copy != NULL);
     t->be->sync(); /* a device queues its work: step_time_s is this step's */
     /* The next forward gathers block by block. */
@@ -162,6 +163,7 @@ static titan_status save(trainer *t, double *stall_s) {
         .exp_avg_sq = titan_adamw_v(t->adam),
         .adam_step = titan_adamw_get_step(t->adam),
     };
+    titan_state_view_optim(&v, t->opt);
     const titan_tokenizer *tok = t->tok;
     int keep = t->cfg->checkpoint_keep_latest_k;
     if (t->saver) /* snapshots v (from the device too), then writes in the background */
@@ -407,7 +409,7 @@ static void teardown(trainer *t) {
     titan_free(t->cp_inputs);
     titan_free(t->cp_targets);
     titan_metrics_close(t->metrics);
-    titan_adamw_free(t->adam);
+    titan_optim_free(t->opt);
     /* FSDP drains its queued gathers into the model's memory, the pipeline
      * its queued sends from it: they go first. */
     titan_pipeline_free(t->pipe);

@@ -232,6 +232,62 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
     return TITAN_OK;
 }
 
+/* The optimizer over the rank's shard (optimizer.name): GaLore projects
+ * the 2-D weights of attention and MLP; the embedding, norms and output
+ * stay on AdamW. GaLore needs each matrix whole on the rank (sharded
+ * projection is not implemented): one process or DDP. */
+static titan_status create_optimizer(trainer *t, const titan_adamw_config *hp) {
+    const titan_job_config *cfg = t->cfg;
+    titan_optim_config oc = {.adam = *hp};
+    TITAN_TRY(titan_optim_kind_parse(cfg->optimizer_name, &oc.kind));
+    const titan_layout *l = &t->mesh.layout;
+    if (oc.kind == TITAN_OPTIM_GALORE) {
+        if (l->dp_shard * l->cp > 1 || l->tp > 1 || l->pp > 1) {
+            titan_error(TITAN_ERR_USAGE, "optimizer GaLore: layout %s splits the weight matrices (dp_shard %d, cp %d, "
+                        "tp %d, pp %d); GaLore projects whole matrices only", t->mesh.layout_str, l->dp_shard, l->cp,
+                        l->tp, l->pp);
+            titan_error_hint("train with one process or data_parallel_replicate_degree alone (DDP)");
+            return TITAN_ERR_USAGE;
+        }
+        TITAN_TRY(titan_galore_proj_parse(cfg->optimizer_proj_type, &oc.galore.proj_type));
+        oc.galore.rank = cfg->optimizer_rank;
+        oc.galore.update_proj_gap = cfg->optimizer_update_proj_gap;
+        oc.galore.scale = (float)cfg->optimizer_scale;
+        oc.galore.randomized = !strcmp(cfg->optimizer_galore_svd, "randomized");
+        oc.galore.oversampling = cfg->optimizer_oversampling;
+        oc.galore.power_iters = cfg->optimizer_power_iters;
+        oc.galore.seed = (uint64_t)cfg->training_seed;
+    }
+    int np = 0;
+    titan_param *ps = titan_llama_params_new(&t->mc, &np);
+    titan_optim_param *op = ps ? titan_alloc((size_t)(np ? np : 1) * sizeof *op, "optimizer parameters") : NULL;
+    if (!op) {
+        free(ps);
+        return TITAN_ERR_NOMEM;
+    }
+    const titan_shard_piece *pc = titan_fsdp_pieces(t->fsdp);
+    for (int i = 0; i < np; i++) {
+        titan_param_role r = ps[i].role;
+        op[i] = (titan_optim_param){.name = ps[i].name, .off = pc[i].shard_off,
+                                    .rows = ps[i].ndim == 2 ? ps[i].shape[0] : 1,
+                                    .cols = ps[i].ndim == 2 ? ps[i].shape[1] : ps[i].shape[0],
+                                    .project = ps[i].ndim == 2 && r != TITAN_PARAM_TOK_EMBEDDINGS &&
+                                               r != TITAN_PARAM_OUTPUT && r != TITAN_PARAM_ATTENTION_NORM &&
+                                               r != TITAN_PARAM_FFN_NORM && r != TITAN_PARAM_NORM};
+    }
+    titan_status st = titan_optim_create(&t->opt, t->be, titan_fsdp_numel(t->fsdp), op, np, &oc);
+    titan_free(op);
+    free(ps);
+    if (st != TITAN_OK) return st;
+    t->adam = titan_optim_adamw(t->opt);
+    if (t->mesh.rank == 0 && oc.kind != TITAN_OPTIM_ADAMW) {
+        double proj = 0, all = titan_optim_state_bytes(t->opt, &proj);
+        titan_info("optimizer: %s; state %.2f MiB a rank (%.2f MiB of it low-rank GaLore state)",
+                   cfg->optimizer_name, all / 1048576.0, proj / 1048576.0);
+    }
+    return TITAN_OK;
+}
+
 /* Phase 4: the parallel plan around the model (FSDP's units, the pipeline
  * schedule) and the optimizer over the rank's shard. */
 static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
@@ -264,8 +320,7 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     if (t->mesh.layout.pp > 1)
         TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sh->sched, t->micro, sh->mb,
                                         cfg->training_seq_len / t->mesh.layout.cp));
-    TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
-    return TITAN_OK;
+    return create_optimizer(t, &hp);
 }
 
 /* On a device: the staging of synchronous saves, and the memory plan
@@ -280,7 +335,7 @@ static titan_status plan_device_memory(trainer *t, const setup_shape *sh) {
          * beside what the backend holds (each step's peak is reported too). */
         double mib = 1.0 / (1024.0 * 1024.0), pg = 2.0 * sizeof(float) * (double)titan_llama_params_count(t->model);
         double lp = (double)titan_llama_compute_copy_bytes(t->model), act = (double)titan_llama_activation_bytes(t->model);
-        double opt = 2.0 * sizeof(float) * (double)titan_adamw_numel(t->adam);
+        double opt = titan_optim_state_bytes(t->opt, NULL);
         /* FSDP: the rank's shard of parameters and gradients (staging buffers
          * come on top) */
         double shard = sh->sharded ? 2.0 * sizeof(float) * (double)titan_fsdp_numel(t->fsdp) : 0.0;
@@ -307,8 +362,12 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/%s", opts->run_dir, cfg->checkpoint_folder);
     char loaded[4096];
     /* Each rank reads its own boxes, whatever layout saved them. */
-    TITAN_TRY(titan_state_load_staged(t->be, t->ckpt_root, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
-                                      t->adam, &t->pr, loaded, sizeof loaded));
+    if (titan_optim_aux_numel(t->opt) || titan_optim_flat_mask(t->opt)) /* GaLore: host memory */
+        TITAN_TRY(titan_state_load_shards_optim(t->ckpt_root, &t->mc, titan_fsdp_pieces(t->fsdp),
+                                                titan_fsdp_params(t->fsdp), t->opt, &t->pr, loaded, sizeof loaded));
+    else
+        TITAN_TRY(titan_state_load_staged(t->be, t->ckpt_root, &t->mc, titan_fsdp_pieces(t->fsdp),
+                                          titan_fsdp_params(t->fsdp), t->adam, &t->pr, loaded, sizeof loaded));
     /* Units are gathered block by block from the first forward on. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
     titan_loader_set_state(t->loader, &t->pr.loader);
