@@ -154,8 +154,8 @@ titan_status titan_metrics_open_tensorboard(titan_metrics *m, const char *dir, i
 /* A step's metrics as TensorBoard scalars, under torchtitan's tags where it
  * has one for the same quantity (titan/... where not). */
 static titan_status log_tensorboard(titan_metrics *m, const titan_step_metrics *s) {
-    const char *tags[16];
-    double v[16];
+    const char *tags[20];
+    double v[20];
     int n = 0;
 #define SCALAR(tag, value) (tags[n] = (tag), v[n++] = (value))
     double tps = s->tokens_per_s / m->world;
@@ -169,6 +169,7 @@ static titan_status log_tensorboard(titan_metrics *m, const titan_step_metrics *
     SCALAR("time_metrics/end_to_end(s)", s->step_time_s);
     SCALAR("memory/peak_rss(GiB)", (double)s->peak_rss_bytes / (1u << 30));
     if (s->has_dev_mem) SCALAR("memory/max_active(GiB)", (double)s->dev_peak_bytes / (1u << 30));
+    if (s->has_optim) SCALAR("memory/optimizer_state(GiB)", (double)s->optim_state_bytes / (1u << 30));
     if (s->has_val) SCALAR("validation_metrics/loss", s->val_loss);
     if (s->has_ckpt) SCALAR("titan/ckpt_stall(s)", s->ckpt_stall_s);
     if (s->has_comm) SCALAR("titan/comm_exposed(s)", s->comm_exposed_s);
@@ -193,6 +194,9 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
     if (n >= 0 && s->has_ckpt) n = fprintf(m->f, ",\"ckpt_stall_s\":%.6g", s->ckpt_stall_s);
     if (n >= 0 && s->has_comm)
         n = fprintf(m->f, ",\"comm_total_s\":%.6g,\"comm_exposed_s\":%.6g", s->comm_total_s, s->comm_exposed_s);
+    if (n >= 0 && s->has_optim)
+        n = fprintf(m->f, ",\"optim_state_bytes\":%" PRIu64 ",\"optim_projected_bytes\":%" PRIu64, s->optim_state_bytes,
+                    s->optim_projected_bytes);
     if (n >= 0 && s->has_dev_mem)
         n = fprintf(m->f, ",\"dev_peak_bytes\":%" PRIu64 ",\"dev_used_bytes\":%" PRIu64, s->dev_peak_bytes,
                     s->dev_used_bytes);

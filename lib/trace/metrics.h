@@ -31,6 +31,9 @@ typedef struct {
     int has_dev_mem;           /* a device backend (not host memory): */
     uint64_t dev_peak_bytes;   /*   most bytes held in its buffers during the step */
     uint64_t dev_used_bytes;   /*   the device's used memory after the step (context, workspaces, others) */
+    int has_optim;             /* the optimizer's state on this rank (rank 0's in the file): */
+    uint64_t optim_state_bytes;     /*   all of it (moments, GaLore's projectors) */
+    uint64_t optim_projected_bytes; /*   the part serving GaLore's projected matrices */
     int64_t total_steps;   /* training.steps, for "step N/TOTAL" (0: not shown) */
     double eta_s;          /* seconds until this run stops, from its steps so far (0: none) */
     int64_t eta_step;      /*   the step it stops at (--stop-at when before total_steps) */

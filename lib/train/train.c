@@ -386,6 +386,10 @@ static titan_status loop(trainer *t) {
             sm.has_ckpt = 1;
         }
         sm.peak_rss_bytes = titan_peak_rss();
+        double projected = 0.0;
+        sm.has_optim = 1;
+        sm.optim_state_bytes = (uint64_t)titan_optim_state_bytes(t->opt, &projected);
+        sm.optim_projected_bytes = (uint64_t)projected;
         sm.total_steps = cfg->training_steps;
         sm.eta_step = stop;
         double now = titan_now_s();
