@@ -86,23 +86,46 @@ const char *titan_optim_kind_name(titan_optim_kind k);
 titan_status titan_galore_proj_parse(const char *name, titan_galore_proj *out);
 const char *titan_galore_proj_name(titan_galore_proj p);
 
-/* A parameter as the optimizer sees it: its catalog name, where it starts
- * in the flat arrays, its shape as a matrix (rows x cols; 1-D: 1 x n) and
- * whether GaLore projects it. */
+/* A parameter as the optimizer sees it: its catalog name, where this
+ * rank's part starts in the flat arrays, that part's shape as a matrix
+ * (rows x cols; 1-D: 1 x n), whether GaLore projects it, and, for a matrix
+ * sharded by rows (FSDP's dim-0 chunks), the first row this rank holds and
+ * the whole matrix's rows (0: not sharded, rows are all of it). */
 typedef struct {
     const char *name;
     size_t off;
     int64_t rows, cols;
     int project;
+    int64_t row0, full_rows;
 } titan_optim_param;
 
-/* A state tensor beyond the flat moments: catalog name, 2-D shape, and
- * where it lies in titan_optim_aux() (floats). */
+/* A state tensor beyond the flat moments: catalog name, whole 2-D shape,
+ * where this rank's part lies in titan_optim_aux() (floats), its parameter
+ * (index into the titan_optim_param list), and which rows this rank holds:
+ * sharded tensors [row0, row0 + rows) of shape[0] (saved by the ranks that
+ * save their parameter's box), the others whole (the same on every rank). */
 typedef struct {
     char name[128];
     int64_t shape[2];
     size_t off;
+    int param;
+    int sharded;
+    int64_t row0, rows;
 } titan_optim_tensor;
+
+/* The collectives GaLore needs over the group that shards its matrices by
+ * rows (FSDP's shard group), in that group's rank order; ctx is the
+ * caller's. all_gather_v: counts[size] floats from each rank, end to end
+ * into recv; all_reduce_sum: x summed over the ranks, in place. Each call
+ * adds its seconds to *seconds. */
+typedef struct {
+    void *ctx;
+    int rank, size;
+    titan_status (*all_gather_v)(void *ctx, const float *send, float *recv, const size_t *counts);
+    titan_status (*all_reduce_sum)(void *ctx, float *x, size_t n);
+    double seconds;
+    uint64_t bytes; /* bytes this rank sent, all calls */
+} titan_optim_comm;
 
 typedef struct titan_optim titan_optim;
 
@@ -112,6 +135,9 @@ typedef struct titan_optim titan_optim;
 titan_status titan_optim_create(titan_optim **out, const titan_backend *be, size_t n, const titan_optim_param *ps,
                                 int np, const titan_optim_config *cfg);
 void titan_optim_free(titan_optim *o);
+/* GaLore over row-sharded matrices (some ps[i].full_rows > rows) needs c
+ * (kept by reference) before its first step. */
+void titan_optim_set_comm(titan_optim *o, titan_optim_comm *c);
 titan_optim_kind titan_optim_get_kind(const titan_optim *o);
 /* One step (the step count incremented first), with the gradient grads[i] *
  * gscale (clipping). params_bf16: the compute copy to write in the same

@@ -10,7 +10,8 @@
  * and where its projector and low-rank moments lie in the arena. */
 typedef struct {
     size_t off;
-    int64_t m, n;
+    int64_t m, n;      /* this rank's rows (m) of the whole m_full */
+    int64_t m_full, row0;
     int r, right;
     uint64_t stream;   /* randomized SVD's rng stream (from the name) */
     size_t proj, exp_avg, exp_avg_sq; /* arena offsets */
@@ -30,6 +31,10 @@ struct titan_optim {
     titan_optim_tensor *tensors; /* 3 a matrix */
     float *arena;
     size_t arena_numel;
+    titan_optim_comm *comm;     /* row-sharded matrices: their group */
+    int sharded;                /* some matrix is */
+    float *gathered;            /* a refresh's whole gradient (sharded) */
+    size_t gathered_numel;
     float *scratch;             /* host: the scaled gradient, the low-rank update, the full update */
     size_t scratch_full, scratch_low;
 };

@@ -58,6 +58,7 @@ void titan_optim_free(titan_optim *o) {
     titan_free(o->tensors);
     titan_free_pages(o->arena);
     titan_free_pages(o->scratch);
+    titan_free_pages(o->gathered);
     titan_free(o);
 }
 
@@ -150,12 +151,16 @@ titan_status titan_optim_step(titan_optim *o, float *params, void *params_bf16, 
         o->be->adamw_step(params + off, NULL, grads + off, gscale, m + off, v + off, o->flat_len[k], lr, c->beta1,
                           c->beta2, c->eps, c->weight_decay, t);
     }
+    if (o->sharded && !o->comm)
+        return titan_error(TITAN_ERR_USAGE, "GaLore: row-sharded matrices need the shard group (titan_optim_set_comm)");
     return titan_galore_step(o, params, grads, gscale, lr, t);
 }
 
 int titan_optim_writes_copy(const titan_optim *o) {
     return o->cfg.kind == TITAN_OPTIM_ADAMW || (o->cfg.kind == TITAN_OPTIM_ADAM && o->cfg.adam.weight_decay == 0.0f);
 }
+
+void titan_optim_set_comm(titan_optim *o, titan_optim_comm *c) { o->comm = c; }
 
 titan_optim_kind titan_optim_get_kind(const titan_optim *o) { return o->cfg.kind; }
 titan_adamw *titan_optim_adamw(titan_optim *o) { return o->adam; }

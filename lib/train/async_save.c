@@ -152,7 +152,7 @@ static titan_status snapshot_aux(titan_async_saver *s, const titan_state_view *v
     s->view.aux_data = NULL;
     size_t numel = 0;
     for (int a = 0; a < v->n_aux; a++) {
-        size_t end = v->aux[a].off + (size_t)(v->aux[a].shape[0] * v->aux[a].shape[1]);
+        size_t end = v->aux[a].off + (size_t)(v->aux[a].rows * v->aux[a].shape[1]);
         if (end > numel) numel = end;
     }
     if (!numel) return TITAN_OK;

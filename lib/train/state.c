@@ -276,7 +276,10 @@ titan_status titan_state_load_aux(titan_ckpt *ck, titan_optim *o) {
                         (long long)t[a].shape[0], (long long)t[a].shape[1]);
             return TITAN_ERR_USAGE;
         }
-        TITAN_TRY(titan_ckpt_read(ck, t[a].name, TITAN_DTYPE_F32, NULL, titan_optim_aux(o) + t[a].off));
+        titan_box rows = {.ndim = 2, .offset = {t[a].row0, 0}, .size = {t[a].rows, t[a].shape[1]}};
+        if (t[a].sharded && !t[a].rows) continue;
+        TITAN_TRY(titan_ckpt_read(ck, t[a].name, TITAN_DTYPE_F32, t[a].sharded ? &rows : NULL,
+                                  titan_optim_aux(o) + t[a].off));
     }
     return TITAN_OK;
 }

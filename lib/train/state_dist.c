@@ -100,11 +100,21 @@ static titan_status add_boxes(titan_shard_save *s, titan_ckpt_part *p, const flo
                    : titan_ckpt_add(s->w, name, TITAN_DTYPE_F32, ps[i].ndim, ps[i].shape, &pc[i].box, src);
         }
     }
-    /* GaLore's low-rank state is whole on every rank (its matrices are not
-     * sharded): rank 0 saves it */
+    /* GaLore's low-rank state: tensors sharded by rows go with their
+     * parameter's box; whole ones (the same on every rank) rank 0 saves */
     const titan_state_view *o = &s->optim;
-    for (int a = 0; !p && a < o->n_aux && st == TITAN_OK; a++)
-        st = titan_ckpt_add(s->w, o->aux[a].name, TITAN_DTYPE_F32, 2, o->aux[a].shape, NULL, o->aux_data + o->aux[a].off);
+    for (int a = 0; a < o->n_aux && st == TITAN_OK; a++) {
+        const titan_optim_tensor *x = &o->aux[a];
+        const float *src = o->aux_data + x->off;
+        if (!x->sharded) {
+            if (!p) st = titan_ckpt_add(s->w, x->name, TITAN_DTYPE_F32, 2, x->shape, NULL, src);
+            continue;
+        }
+        if (!x->rows || !pc[x->param].writes) continue;
+        titan_box b = {.ndim = 2, .offset = {x->row0, 0}, .size = {x->rows, x->shape[1]}};
+        st = p ? titan_ckpt_part_add(p, x->name, TITAN_DTYPE_F32, 2, x->shape, &b, src)
+               : titan_ckpt_add(s->w, x->name, TITAN_DTYPE_F32, 2, x->shape, &b, src);
+    }
     free(ps);
     return st;
 }

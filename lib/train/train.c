@@ -137,8 +137,15 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
                      ? titan_llama_compute_copy(t->model)
                      : NULL;
     titan_flight_phase("optimizer");
+    double oc_s = t->opt_comm ? t->opt_comm->seconds : 0.0;
+    uint64_t oc_bytes = t->opt_comm ? t->opt_comm->bytes : 0;
     if (!titan_optim_writes_copy(t->opt)) copy = NULL; /* the forwards cast */
     TITAN_TRY(titan_optim_step(t->opt, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr));
+    if (t->opt_comm && titan_optim_get_kind(t->opt) == TITAN_OPTIM_GALORE) {
+        sm->has_optim_comm = 1;
+        sm->optim_comm_s = t->opt_comm->seconds - oc_s;
+        sm->optim_comm_bytes = t->opt_comm->bytes - oc_bytes;
+    }
     titan_llama_set_copy_current(t->model, 0, titan_llama_params_count(t->model), copy != NULL);
     t->be->sync(); /* a device queues its work: step_time_s is this step's */
     /* The next forward gathers block by block. */
@@ -414,6 +421,7 @@ static void teardown(trainer *t) {
     titan_free(t->cp_targets);
     titan_metrics_close(t->metrics);
     titan_optim_free(t->opt);
+    titan_free(t->opt_comm);
     /* FSDP drains its queued gathers into the model's memory, the pipeline
      * its queued sends from it: they go first. */
     titan_pipeline_free(t->pipe);

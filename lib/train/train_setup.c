@@ -232,21 +232,39 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
     return TITAN_OK;
 }
 
+/* GaLore's collectives over the shard group (optim.h's titan_optim_comm). */
+static titan_status galore_gather(void *ctx, const float *send, float *recv, const size_t *counts) {
+    titan_optim_comm *oc = ((trainer *)ctx)->opt_comm;
+    double t0 = titan_now_s();
+    titan_status st = titan_comm_all_gather_v(((trainer *)ctx)->mesh.shard_comm, send, recv, counts, TITAN_DTYPE_F32, NULL);
+    oc->seconds += titan_now_s() - t0;
+    oc->bytes += counts[oc->rank] * sizeof(float);
+    return st;
+}
+
+static titan_status galore_sum(void *ctx, float *x, size_t n) {
+    titan_optim_comm *oc = ((trainer *)ctx)->opt_comm;
+    double t0 = titan_now_s();
+    titan_status st = titan_comm_all_reduce(((trainer *)ctx)->mesh.shard_comm, x, x, n, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
+    oc->seconds += titan_now_s() - t0;
+    oc->bytes += n * sizeof(float);
+    return st;
+}
+
 /* The optimizer over the rank's shard (optimizer.name): GaLore projects
  * the 2-D weights of attention and MLP; the embedding, norms and output
- * stay on AdamW. GaLore needs each matrix whole on the rank (sharded
- * projection is not implemented): one process or DDP. */
+ * stay on AdamW. Under FSDP it projects each rank's rows of a matrix
+ * (galore.c); tensor, pipeline and context parallelism are refused. */
 static titan_status create_optimizer(trainer *t, const titan_adamw_config *hp) {
     const titan_job_config *cfg = t->cfg;
     titan_optim_config oc = {.adam = *hp};
     TITAN_TRY(titan_optim_kind_parse(cfg->optimizer_name, &oc.kind));
     const titan_layout *l = &t->mesh.layout;
     if (oc.kind == TITAN_OPTIM_GALORE) {
-        if (l->dp_shard * l->cp > 1 || l->tp > 1 || l->pp > 1) {
-            titan_error(TITAN_ERR_USAGE, "optimizer GaLore: layout %s splits the weight matrices (dp_shard %d, cp %d, "
-                        "tp %d, pp %d); GaLore projects whole matrices only", t->mesh.layout_str, l->dp_shard, l->cp,
-                        l->tp, l->pp);
-            titan_error_hint("train with one process or data_parallel_replicate_degree alone (DDP)");
+        if (l->cp > 1 || l->tp > 1 || l->pp > 1) {
+            titan_error(TITAN_ERR_USAGE, "optimizer GaLore: layout %s has cp %d, tp %d, pp %d; GaLore trains under "
+                        "data parallelism only (DDP, FSDP, HSDP)", t->mesh.layout_str, l->cp, l->tp, l->pp);
+            titan_error_hint("set context, tensor and pipeline parallel degrees to 1");
             return TITAN_ERR_USAGE;
         }
         TITAN_TRY(titan_galore_proj_parse(cfg->optimizer_proj_type, &oc.galore.proj_type));
@@ -268,9 +286,12 @@ static titan_status create_optimizer(trainer *t, const titan_adamw_config *hp) {
     const titan_shard_piece *pc = titan_fsdp_pieces(t->fsdp);
     for (int i = 0; i < np; i++) {
         titan_param_role r = ps[i].role;
-        op[i] = (titan_optim_param){.name = ps[i].name, .off = pc[i].shard_off,
-                                    .rows = ps[i].ndim == 2 ? ps[i].shape[0] : 1,
-                                    .cols = ps[i].ndim == 2 ? ps[i].shape[1] : ps[i].shape[0],
+        /* this rank's rows (FSDP: a dim-0 chunk; none when len is 0) */
+        int64_t cols = ps[i].ndim == 2 ? ps[i].shape[1] : (int64_t)pc[i].len;
+        int64_t rows = ps[i].ndim == 2 ? (int64_t)pc[i].len / ps[i].shape[1] : 1;
+        op[i] = (titan_optim_param){.name = ps[i].name, .off = pc[i].shard_off, .rows = rows, .cols = cols,
+                                    .row0 = pc[i].len ? pc[i].box.offset[0] : 0,
+                                    .full_rows = ps[i].ndim == 2 ? ps[i].shape[0] : 0,
                                     .project = ps[i].ndim == 2 && r != TITAN_PARAM_TOK_EMBEDDINGS &&
                                                r != TITAN_PARAM_OUTPUT && r != TITAN_PARAM_ATTENTION_NORM &&
                                                r != TITAN_PARAM_FFN_NORM && r != TITAN_PARAM_NORM};
@@ -280,6 +301,14 @@ static titan_status create_optimizer(trainer *t, const titan_adamw_config *hp) {
     free(ps);
     if (st != TITAN_OK) return st;
     t->adam = titan_optim_adamw(t->opt);
+    if (t->mesh.shard_comm) {
+        t->opt_comm = titan_alloc(sizeof *t->opt_comm, "optimizer communication");
+        if (!t->opt_comm) return TITAN_ERR_NOMEM;
+        *t->opt_comm = (titan_optim_comm){.ctx = t, .rank = titan_comm_rank(t->mesh.shard_comm),
+                                          .size = titan_comm_size(t->mesh.shard_comm),
+                                          .all_gather_v = galore_gather, .all_reduce_sum = galore_sum};
+        titan_optim_set_comm(t->opt, t->opt_comm);
+    }
     if (t->mesh.rank == 0 && oc.kind != TITAN_OPTIM_ADAMW) {
         double proj = 0, all = titan_optim_state_bytes(t->opt, &proj);
         titan_info("optimizer: %s; state %.2f MiB a rank (%.2f MiB of it low-rank GaLore state)",

@@ -4,17 +4,22 @@
 # checkpoint catalog (NAME:galore_proj, :galore_exp_avg, :galore_exp_avg_sq;
 # no flat moments for the projected matrices); a resume repeats the run
 # bit for bit; titan-reshard moves that state and a resharded checkpoint
-# resumes to the same bytes; DDP 2 follows the one-process curve (every
-# rank refreshes the same projector from the same averaged gradient);
-# layouts that split the matrices and non-CPU devices are refused by name;
-# Adam without weight decay is AdamW without it, bit for bit. TAP output.
+# resumes to the same bytes; DDP 2, FSDP 2, FSDP 4 and HSDP 2x2 follow the
+# one-process curve to 1e-6 (loss and gradient norm; seen: 4e-8): FSDP
+# projects each rank's rows, a refresh all-gathers the matrix's gradient,
+# left projections all-reduce P^T G (metrics optim_comm_bytes says which);
+# an FSDP 2 checkpoint resumes under FSDP 4 and as one process on the
+# curve; tensor parallelism and non-CPU devices are refused by name; Adam
+# without weight decay is AdamW without it, bit for bit. TAP output.
 set -u
+# local batch 2, global 8: accumulation 4 alone, 2 under dp 2, 1 under dp 4.
+TINY_GLOBAL_BATCH=8
 . "$(dirname "$0")/lib/tiny.sh"
 
 shard_man_corpus
 
 GALORE="--optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=5 --optimizer.galore_svd=exact"
-for r in single half ddp2 rsvd adam adamw; do
+for r in single half ddp2 fsdp2 fsdp4 hsdp fhalf rsvd adam adamw; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 expect 0 "" "GaLore (exact SVD) 20 steps, one process" -- "$bin/titan-train" "$tmp/single" $GALORE
@@ -41,14 +46,35 @@ expect 0 "" "reshard step 10 to dp_shard=2" -- "$bin/titan-reshard" "$tmp/single
 expect 0 "resumed from" "resume the resharded checkpoint as one process" -- "$bin/titan-train" "$tmp/rs" $GALORE
 same_ckpt "resharded resume: the same checkpoint at step 20" "$tmp/single" "$tmp/rs" layout
 
-# --- DDP 2: the one-process curve ----------------------------------------
+# --- DDP, FSDP, HSDP: the one-process curve ------------------------------
 expect 0 "" "GaLore under DDP 2" -- "$bin/titan-train" -q "$tmp/ddp2" $GALORE --nproc 2 $DDP
-curve "GaLore DDP 2 follows the one-process curve" "$tmp/single" "$tmp/ddp2"
+curve "GaLore DDP 2 follows the one-process curve" "$tmp/single" "$tmp/ddp2" 1 1e-6 1e-6
+expect 0 "" "GaLore under FSDP 2" -- "$bin/titan-train" -q "$tmp/fsdp2" $GALORE --nproc 2
+curve "GaLore FSDP 2 follows the one-process curve" "$tmp/single" "$tmp/fsdp2" 1 1e-6 1e-6
+expect 0 "" "GaLore under FSDP 4" -- "$bin/titan-train" -q "$tmp/fsdp4" $GALORE --nproc 4
+curve "GaLore FSDP 4 follows the one-process curve" "$tmp/single" "$tmp/fsdp4" 1 1e-6 1e-6
+expect 0 "" "GaLore under HSDP 2x2" -- "$bin/titan-train" -q "$tmp/hsdp" $GALORE --nproc 4 \
+    --parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=2
+curve "GaLore HSDP 2x2 follows the one-process curve" "$tmp/single" "$tmp/hsdp" 1 1e-6 1e-6
+expect 0 "" "titan-ckpt verify (FSDP 4: each tensor covered once)" -- "$bin/titan-ckpt" verify "$tmp/fsdp4/checkpoint"
+/usr/bin/python3 - "$tmp/fsdp4/metrics.jsonl" <<'PY' && ok "FSDP 4: refresh steps (1, 6, 11, 16) all-gather, the others only all-reduce" \
+    || fail "FSDP 4: refresh steps (1, 6, 11, 16) all-gather, the others only all-reduce"
+import json, sys
+b = {d["step"]: d["optim_comm_bytes"] for d in map(json.loads, open(sys.argv[1]))}
+refresh = {1, 6, 11, 16}
+sys.exit(0 if min(b[s] for s in refresh) > max(b[s] for s in b if s not in refresh) > 0 else 1)
+PY
+expect 0 "" "GaLore FSDP 2 to step 10" -- "$bin/titan-train" -q "$tmp/fhalf" $GALORE --nproc 2 --stop-at 10
+cp -r "$tmp/fhalf" "$tmp/fhalf1"
+expect 0 "" "resume it under FSDP 4" -- "$bin/titan-train" -q "$tmp/fhalf" $GALORE --nproc 4
+curve "FSDP 2 -> FSDP 4 resume continues the curve" "$tmp/single" "$tmp/fhalf" 11 1e-6 1e-6
+expect 0 "" "resume it as one process" -- "$bin/titan-train" -q "$tmp/fhalf1" $GALORE
+curve "FSDP 2 -> one process resume continues the curve" "$tmp/single" "$tmp/fhalf1" 11 1e-6 1e-6
 
 # --- randomized SVD trains; refusals --------------------------------------
 expect 0 "" "GaLore, randomized SVD (oversampling 4, 2 power iterations)" -- "$bin/titan-train" -q "$tmp/rsvd" \
     --optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=5 --optimizer.oversampling=4 --optimizer.power_iters=2
-expect 2 "GaLore projects whole matrices only" "FSDP 2 refused by name" -- "$bin/titan-train" -q "$tmp/rsvd" $GALORE --nproc 2
+expect 2 "GaLore trains under data parallelism only" "tensor parallelism refused by name" -- "$bin/titan-train" -q "$tmp/rsvd" $GALORE --nproc 2 $TP2
 expect 2 "CPU backend only" "cpu-guard refused" -- "$bin/titan-train" -q "$tmp/rsvd" $GALORE $GUARD
 expect 2 "reverse_std" "a bad proj_type lists the valid ones" -- "$bin/titan-train" -q "$tmp/rsvd" $GALORE --optimizer.proj_type=up
 expect 2 "rank" "rank 0 refused" -- "$bin/titan-train" -q "$tmp/rsvd" $GALORE --optimizer.rank=0
