@@ -9,10 +9,28 @@
 #include <lapack.h>
 #include <math.h>
 #include <stdlib.h>
+#include <omp.h>
 #include <string.h>
 
 #include "core/mem.h"
 #include "core/rng.h"
+
+/* LAPACK runs on one thread: its many small BLAS calls each fork and join
+ * the thread team, which costs more than it saves (a 256 x 256 SVD took 13x
+ * longer on 2 threads than on 1 on a busy 2-core machine), and one thread
+ * gives the same bits whatever training.threads is. The products around it
+ * (cblas_sgemm) keep the caller's threads. */
+static int lapack_threads_begin(void) {
+    int saved = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    omp_set_num_threads(1);
+    return saved;
+}
+
+static void lapack_threads_end(int saved) {
+    openblas_set_num_threads(saved);
+    omp_set_num_threads(saved);
+}
 
 /* Thin SVD of the column-major rows x cols matrix a (overwritten): u
  * (rows x p, ld rows), s (p), vt (p x cols, ld p), p = min(rows, cols). */
@@ -21,10 +39,12 @@ static titan_status dgesdd_thin(double *a, int rows, int cols, double *s, double
     double query = 0.0;
     int *iwork = malloc(8 * (size_t)p * sizeof *iwork);
     if (!iwork) return titan_error(TITAN_ERR_NOMEM, "svd: %d x %d: out of memory", rows, cols);
+    int threads = lapack_threads_begin();
     LAPACK_dgesdd("S", &rows, &cols, a, &rows, s, u, &rows, vt, &p, &query, &lwork, iwork, &info);
     lwork = (int)query;
     double *work = info == 0 ? malloc((size_t)(lwork > 1 ? lwork : 1) * sizeof *work) : NULL;
     if (work) LAPACK_dgesdd("S", &rows, &cols, a, &rows, s, u, &rows, vt, &p, work, &lwork, iwork, &info);
+    lapack_threads_end(threads);
     free(work);
     free(iwork);
     if (!work && info == 0) return titan_error(TITAN_ERR_NOMEM, "svd: %d x %d: out of memory", rows, cols);
@@ -86,8 +106,10 @@ static titan_status orthonormalize(float *y, int rows, int cols, float *tau) {
     lwork = (int)query;
     float *work = info == 0 ? malloc((size_t)(lwork > 1 ? lwork : 1) * sizeof *work) : NULL;
     if (!work) return titan_error(TITAN_ERR_NOMEM, "randomized svd: QR workspace: out of memory");
+    int threads = lapack_threads_begin();
     LAPACK_sgeqrf(&rows, &cols, y, &rows, tau, work, &lwork, &info);
     if (info == 0) LAPACK_sorgqr(&rows, &cols, &cols, y, &rows, tau, work, &lwork, &info);
+    lapack_threads_end(threads);
     free(work);
     return info == 0 ? TITAN_OK : titan_error(TITAN_ERR_NUMERIC, "randomized svd: LAPACK QR of %d x %d failed (info %d)", rows, cols, info);
 }
@@ -133,6 +155,8 @@ titan_status titan_rsvd_topk(const float *a, int64_t rows, int64_t cols, int k, 
         free(dbuf);
         return titan_error(TITAN_ERR_NOMEM, "randomized svd: %d x %d, sketch %d: out of memory", m, n, l);
     }
+    /* a small matrix's products too run best on one thread (same bits) */
+    int threads = (int64_t)m * n < (1 << 20) ? lapack_threads_begin() : 0;
     float *y = fbuf, *z = y + (size_t)m * l, *tau = z + (size_t)n * l, *ucol = tau + l;
     double *bt = dbuf, *ub = bt + (size_t)n * l, *vtb = ub + (size_t)n * l, *s = vtb + (size_t)l * l;
     titan_status st = sketch(a, m, n, l, power_iters, seed, stream, y, z, tau);
@@ -158,6 +182,7 @@ titan_status titan_rsvd_topk(const float *a, int64_t rows, int64_t cols, int k, 
         canonical_signs(ur, vt, m, n, k);
         if (u) memcpy(u, ur, (size_t)m * k * sizeof *u);
     }
+    if (threads) lapack_threads_end(threads);
     free(fbuf);
     free(dbuf);
     return st;

@@ -3,7 +3,7 @@
 # tiny model of lib/tiny.sh, 20 steps: GaLore's low-rank state is in the
 # checkpoint catalog (NAME:galore_proj, :galore_exp_avg, :galore_exp_avg_sq;
 # no flat moments for the projected matrices); a resume repeats the run
-# bit for bit; titan-reshard moves that state and a resharded checkpoint
+# bit for bit, as does a run on 2 threads; titan-reshard moves that state and a resharded checkpoint
 # resumes to the same bytes; DDP 2, FSDP 2, FSDP 4 and HSDP 2x2 follow the
 # one-process curve to 1e-6 (loss and gradient norm; seen: 4e-8): FSDP
 # projects each rank's rows, a refresh all-gathers the matrix's gradient,
@@ -19,7 +19,7 @@ TINY_GLOBAL_BATCH=8
 shard_man_corpus
 
 GALORE="--optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=5 --optimizer.galore_svd=exact"
-for r in single half ddp2 fsdp2 fsdp4 hsdp fhalf rsvd adam adamw; do
+for r in single half thr2 ddp2 fsdp2 fsdp4 hsdp fhalf rsvd adam adamw; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 expect 0 "" "GaLore (exact SVD) 20 steps, one process" -- "$bin/titan-train" "$tmp/single" $GALORE
@@ -39,6 +39,9 @@ expect 0 "" "GaLore to step 12" -- "$bin/titan-train" -q "$tmp/half" $GALORE --s
 expect 0 "" "resume to step 20" -- "$bin/titan-train" -q "$tmp/half" $GALORE
 same_bits "GaLore resume: the same losses and gradient norms" "$tmp/single" "$tmp/half"
 same_ckpt "GaLore resume: the same checkpoint at step 20" "$tmp/single" "$tmp/half"
+
+expect 0 "" "GaLore on 2 threads" -- "$bin/titan-train" -q "$tmp/thr2" $GALORE --training.threads=2
+same_bits "GaLore: 1 thread and 2 threads give the same bits" "$tmp/single" "$tmp/thr2"
 
 # --- titan-reshard moves the GaLore state: FSDP-2 files, resumed as one ----
 "$bin/titan-init" -q "$cfg" "$tmp/rs" $TINY 2>"$tmp/err" && rm -rf "$tmp/rs/checkpoint"

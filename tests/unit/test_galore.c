@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
+#include "core/clock.h"
 #include "core/rng.h"
 #include "optim/galore.h"
 #include "optim/svd.h"
@@ -227,7 +229,51 @@ static void test_adam_kinds(void) {
     titan_adamw_free(ref3);
 }
 
-int main(void) {
+/* --bench-svd N R [P Q]: seconds of the exact and the randomized top-R SVD
+ * of an N x N matrix (scripts/galore_bench.sh), best of 3, and their
+ * subspaces' angle; not a test. */
+static int bench_svd(int argc, char **argv) {
+    int64_t n = argc > 2 ? atoll(argv[2]) : 2048;
+    int r = argc > 3 ? atoi(argv[3]) : (int)(n / 4), p = argc > 4 ? atoi(argv[4]) : 8, q = argc > 5 ? atoi(argv[5]) : 1;
+    float *a = malloc((size_t)(n * n) * sizeof *a), *ue = malloc((size_t)(n * r) * sizeof *ue);
+    float *ur = malloc((size_t)(n * r) * sizeof *ur);
+    /* a gradient-like matrix: low rank plus noise */
+    float *x = malloc((size_t)(n * 16) * sizeof *x), *y = malloc((size_t)(n * 16) * sizeof *y);
+    gauss(a, (size_t)(n * n), 5);
+    gauss(x, (size_t)(n * 16), 6);
+    gauss(y, (size_t)(n * 16), 7);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0;
+            for (int k = 0; k < 16; k++) sum += (double)x[i * 16 + k] * y[j * 16 + k];
+            a[i * n + j] = (float)(sum + 0.1 * a[i * n + j]);
+        }
+    /* wall seconds and process CPU seconds (all threads: fair on a shared machine) */
+    double best_e = 1e30, best_r = 1e30, cpu_e = 1e30, cpu_r = 1e30;
+    for (int rep = 0; rep < (n >= 1024 ? 1 : 3); rep++) {
+        double t0 = titan_now_s(), c0 = (double)clock() / CLOCKS_PER_SEC;
+        if (titan_svd_topk(a, n, n, r, ue, NULL) != TITAN_OK) return 1;
+        double t1 = titan_now_s(), c1 = (double)clock() / CLOCKS_PER_SEC;
+        if (titan_rsvd_topk(a, n, n, r, p, q, 1, 2, ur, NULL) != TITAN_OK) return 1;
+        double t2 = titan_now_s(), c2 = (double)clock() / CLOCKS_PER_SEC;
+        best_e = fmin(best_e, t1 - t0);
+        best_r = fmin(best_r, t2 - t1);
+        cpu_e = fmin(cpu_e, c1 - c0);
+        cpu_r = fmin(cpu_r, c2 - c1);
+    }
+    printf("svd %lldx%lld rank %d: CPU seconds exact %.2f, randomized %.2f: %.1fx\n", (long long)n, (long long)n, r,
+           cpu_e, cpu_r, cpu_e / cpu_r);
+    /* the angle of the leading 16 (the signal; the rest is noise) */
+    float *ue16 = first_cols(ue, n, r, 16), *ur16 = first_cols(ur, n, r, 16);
+    printf("svd %lldx%lld rank %d: exact %.3f s, randomized (oversampling %d, power iterations %d) %.3f s: %.1fx; "
+           "leading-16 subspace angle %.3f deg\n", (long long)n, (long long)n, r, best_e, p, q, best_r, best_e / best_r,
+           titan_subspace_angle(ue16, ur16, n, 16) * 180.0 / M_PI);
+    free(a), free(ue), free(ur), free(x), free(y), free(ue16), free(ur16);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--bench-svd")) return bench_svd(argc, argv);
     test_projection();
     test_svd(96, 64, 8, 0.7, 8, 1, 0.1);   /* fast decay: one power iteration */
     test_svd(64, 128, 8, 0.9, 8, 2, 1.0); /* slow decay: two */
