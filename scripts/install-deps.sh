@@ -9,10 +9,12 @@
 # one-node Slurm (scripts/slurm-local.sh); its pmix plugin loads libpmix-dev's libpmix.so.
 # libopenmpi-dev: mpicc and mpi.h, which build libtitan-mpi.so (the mpi
 # communicator: jobs across hosts; tests/cli/dist_2node.sh).
+# liblapacke-dev: LAPACK's headers (lapack.h; the routines come from OpenBLAS)
+# for GaLore's SVD (lib/optim/svd.c).
 set -eu
 PKGS="build-essential pkg-config libopenblas-dev libopenblas-openmp-dev libzstd-dev
 libarchive-dev libjansson-dev libxxhash-dev libpcre2-dev libpmix-dev zstd python3 python3-venv
-groff-base openmpi-bin libopenmpi-dev slurm-wlm munge"
+groff-base openmpi-bin libopenmpi-dev slurm-wlm munge liblapacke-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

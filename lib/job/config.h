@@ -61,8 +61,12 @@ typedef struct {
     int model_tie_embeddings;          /* -1 = flavor's, 0/1 */
 
     /* [optimizer] */
-    char optimizer_name[TITAN_STR];    /* "AdamW" */
+    char optimizer_name[TITAN_STR];    /* "AdamW", "Adam", "GaLore" */
     double optimizer_lr, optimizer_beta1, optimizer_beta2, optimizer_eps, optimizer_weight_decay;
+    /* GaLore (optimizer.name "GaLore") */
+    int optimizer_rank, optimizer_update_proj_gap, optimizer_oversampling, optimizer_power_iters;
+    double optimizer_scale;
+    char optimizer_proj_type[TITAN_STR], optimizer_galore_svd[TITAN_STR];
 
     /* [lr_scheduler] */
     int lr_scheduler_total_steps;      /* the schedule's length; 0 = training.steps */

@@ -53,12 +53,19 @@ const key_def titan_job_keys[] = {
          "model converters: \"quantize.linear.float8\" (or its alias \"float8\") trains the linears in "
          "float8 as torchao's Float8Linear, configured by [quantize.linear.float8]; [] = none"),
 
-    STR("optimizer", "name", optimizer_name, "AdamW", "AdamW", 0, "optimizer"),
+    STR("optimizer", "name", optimizer_name, "AdamW", "AdamW,Adam,GaLore", 0, "optimizer"),
     NUM("optimizer", "lr", optimizer_lr, 8e-4, 0, 0, F_LO | F_LO_OPEN, "peak learning rate"),
     NUM("optimizer", "beta1", optimizer_beta1, 0.9, 0, 1, F_LO | F_HI | F_HI_OPEN, "AdamW first-moment decay"),
     NUM("optimizer", "beta2", optimizer_beta2, 0.95, 0, 1, F_LO | F_HI | F_HI_OPEN, "AdamW second-moment decay"),
     NUM("optimizer", "eps", optimizer_eps, 1e-8, 0, 0, F_LO | F_LO_OPEN, "AdamW epsilon"),
     NUM("optimizer", "weight_decay", optimizer_weight_decay, 0.1, 0, 0, F_LO, "decoupled weight decay"),
+    INT("optimizer", "rank", optimizer_rank, 128, 1, 0, "GaLore: rank of the gradient projection"),
+    INT("optimizer", "update_proj_gap", optimizer_update_proj_gap, 200, 1, 0, "GaLore: steps between projector refreshes"),
+    NUM("optimizer", "scale", optimizer_scale, 0.25, 0, 0, F_LO | F_LO_OPEN, "GaLore: scale of the back-projected update"),
+    STR("optimizer", "proj_type", optimizer_proj_type, "std", "std,reverse_std,left,right", 0, "GaLore: projection side"),
+    STR("optimizer", "galore_svd", optimizer_galore_svd, "randomized", "randomized,exact", 0, "GaLore: refresh SVD"),
+    INT("optimizer", "oversampling", optimizer_oversampling, 8, 0, 0, "GaLore: randomized SVD oversampling"),
+    INT("optimizer", "power_iters", optimizer_power_iters, 1, 0, 0, "GaLore: randomized SVD power iterations"),
 
     INT("lr_scheduler", "total_steps", lr_scheduler_total_steps, 0, 0, 0,
         "steps the schedule spans (warmup, stable, decay), whatever training.steps is: a run stopped "

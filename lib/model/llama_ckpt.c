@@ -59,7 +59,11 @@ titan_status titan_llama_ckpt_check(const titan_ckpt *ck, const titan_llama_conf
             base[n] = 0;
             k = titan_llama_param_index(mc, base);
         }
-        if (k < 0 || (*suffix && strcmp(suffix, ":exp_avg") && strcmp(suffix, ":exp_avg_sq"))) {
+        /* GaLore's low-rank state of a matrix: 2-D, of its own shape */
+        int galore = k >= 0 && (!strcmp(suffix, ":galore_proj") || !strcmp(suffix, ":galore_exp_avg") ||
+                                !strcmp(suffix, ":galore_exp_avg_sq"));
+        if (galore && t.ndim == 2 && ps[k].ndim == 2 && titan_dtype_is_float(t.dtype)) continue;
+        if (k < 0 || (*suffix && !galore && strcmp(suffix, ":exp_avg") && strcmp(suffix, ":exp_avg_sq"))) {
             st = titan_error(TITAN_ERR_FORMAT, "%s: tensor %s is not part of the model its metadata names "
                              "(model.n_layers %d, model.tie_embeddings %d)", path, t.name, mc->n_layers,
                              mc->tie_embeddings);

@@ -38,6 +38,128 @@ int64_t titan_adamw_get_step(const titan_adamw *o);
 void titan_adamw_set_step(titan_adamw *o, int64_t step);
 const titan_adamw_config *titan_adamw_get_config(const titan_adamw *o);
 
+/* ---- the optimizer interface: AdamW, Adam and GaLore-AdamW ----
+ *
+ * Every optimizer keeps one step count and flat moments exp_avg and
+ * exp_avg_sq over the rank's packed parameters (titan_adamw: the AdamW
+ * kernel and its checkpoint names NAME:exp_avg, NAME:exp_avg_sq). GaLore
+ * keeps the moments of the matrices it projects in their low-rank subspace
+ * instead: those parameters' flat moments are never touched (page-backed
+ * backend memory: never committed either) nor saved, and its low-rank
+ * state is a list of further tensors (titan_optim_tensor) in one host
+ * arena, saved as NAME:galore_proj, NAME:galore_exp_avg and
+ * NAME:galore_exp_avg_sq. */
+
+typedef enum { TITAN_OPTIM_ADAMW = 0, TITAN_OPTIM_ADAM = 1, TITAN_OPTIM_GALORE = 2 } titan_optim_kind;
+
+/* Which side a matrix G (m x n) is projected on: std, right (G Q^T, Q:
+ * r x n) when m >= n, else left (P^T G, P: m x r); reverse_std the other
+ * way round; left and right always so (galore-torch's proj_type). */
+typedef enum {
+    TITAN_GALORE_STD = 0,
+    TITAN_GALORE_REVERSE_STD = 1,
+    TITAN_GALORE_LEFT = 2,
+    TITAN_GALORE_RIGHT = 3,
+} titan_galore_proj;
+
+typedef struct {
+    int rank;                /* r: columns of the projector (capped at min(m, n)) */
+    int64_t update_proj_gap; /* T: the projector is refreshed when step % T == 0 (0-based) */
+    float scale;             /* alpha: the back-projected update is multiplied by it */
+    titan_galore_proj proj_type;
+    int randomized;          /* 1: randomized SVD for the refresh; 0: exact (LAPACK dgesdd) */
+    int oversampling;        /* randomized SVD: sketch columns beyond r */
+    int power_iters;         /* randomized SVD: power iterations */
+    uint64_t seed;           /* randomized SVD's test matrices (with the step and parameter) */
+} titan_galore_config;
+
+typedef struct {
+    titan_optim_kind kind;
+    titan_adamw_config adam;     /* betas, eps, weight_decay (Adam: L2 penalty, torch.optim.Adam) */
+    titan_galore_config galore;  /* kind GALORE */
+} titan_optim_config;
+
+/* "AdamW", "Adam", "GaLore" (case as torchtitan's optimizer.name); TITAN_ERR_USAGE otherwise. */
+titan_status titan_optim_kind_parse(const char *name, titan_optim_kind *out);
+const char *titan_optim_kind_name(titan_optim_kind k);
+/* "std", "reverse_std", "left", "right". */
+titan_status titan_galore_proj_parse(const char *name, titan_galore_proj *out);
+const char *titan_galore_proj_name(titan_galore_proj p);
+
+/* A parameter as the optimizer sees it: its catalog name, where this
+ * rank's part starts in the flat arrays, that part's shape as a matrix
+ * (rows x cols; 1-D: 1 x n), whether GaLore projects it, and, for a matrix
+ * sharded by rows (FSDP's dim-0 chunks), the first row this rank holds and
+ * the whole matrix's rows (0: not sharded, rows are all of it). */
+typedef struct {
+    const char *name;
+    size_t off;
+    int64_t rows, cols;
+    int project;
+    int64_t row0, full_rows;
+} titan_optim_param;
+
+/* A state tensor beyond the flat moments: catalog name, whole 2-D shape,
+ * where this rank's part lies in titan_optim_aux() (floats), its parameter
+ * (index into the titan_optim_param list), and which rows this rank holds:
+ * sharded tensors [row0, row0 + rows) of shape[0] (saved by the ranks that
+ * save their parameter's box), the others whole (the same on every rank). */
+typedef struct {
+    char name[128];
+    int64_t shape[2];
+    size_t off;
+    int param;
+    int sharded;
+    int64_t row0, rows;
+} titan_optim_tensor;
+
+/* The collectives GaLore needs over the group that shards its matrices by
+ * rows (FSDP's shard group), in that group's rank order; ctx is the
+ * caller's. all_gather_v: counts[size] floats from each rank, end to end
+ * into recv; all_reduce_sum: x summed over the ranks, in place. Each call
+ * adds its seconds to *seconds. */
+typedef struct {
+    void *ctx;
+    int rank, size;
+    titan_status (*all_gather_v)(void *ctx, const float *send, float *recv, const size_t *counts);
+    titan_status (*all_reduce_sum)(void *ctx, float *x, size_t n);
+    double seconds;
+    uint64_t bytes; /* bytes this rank sent, all calls */
+} titan_optim_comm;
+
+typedef struct titan_optim titan_optim;
+
+/* An optimizer over n packed fp32 parameters on backend be. ps[np] is
+ * needed by GaLore (it projects those with .project), which runs on host
+ * memory only (be->host); Adam with weight_decay > 0 likewise. */
+titan_status titan_optim_create(titan_optim **out, const titan_backend *be, size_t n, const titan_optim_param *ps,
+                                int np, const titan_optim_config *cfg);
+void titan_optim_free(titan_optim *o);
+/* GaLore over row-sharded matrices (some ps[i].full_rows > rows) needs c
+ * (kept by reference) before its first step. */
+void titan_optim_set_comm(titan_optim *o, titan_optim_comm *c);
+titan_optim_kind titan_optim_get_kind(const titan_optim *o);
+/* One step (the step count incremented first), with the gradient grads[i] *
+ * gscale (clipping). params_bf16: the compute copy to write in the same
+ * pass, only where titan_optim_writes_copy says it can (else pass NULL). */
+titan_status titan_optim_step(titan_optim *o, float *params, void *params_bf16, const float *grads, float gscale,
+                              float lr);
+int titan_optim_writes_copy(const titan_optim *o);
+/* The flat moments and the step count. */
+titan_adamw *titan_optim_adamw(titan_optim *o);
+/* Per parameter (catalog order): 1 when its moments are in the flat arrays
+ * (saved as NAME:exp_avg/exp_avg_sq); NULL: every parameter's are. */
+const unsigned char *titan_optim_flat_mask(const titan_optim *o);
+/* The further state tensors (*count of them) and their arena (host memory,
+ * titan_optim_aux_numel floats); none for AdamW and Adam. */
+const titan_optim_tensor *titan_optim_aux_tensors(const titan_optim *o, int *count);
+float *titan_optim_aux(titan_optim *o);
+size_t titan_optim_aux_numel(const titan_optim *o);
+/* Bytes of optimizer state this rank holds: the flat moments of the
+ * parameters they serve, the low-rank moments and the projectors.
+ * *projected (may be NULL): the part serving projected matrices. */
+double titan_optim_state_bytes(const titan_optim *o, double *projected);
+
 /* ---- learning-rate schedule: torchtitan's linear warmup, stable, decay ---- */
 
 typedef enum {

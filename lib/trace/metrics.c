@@ -171,6 +171,7 @@ static titan_status log_tensorboard(titan_metrics *m, const titan_step_metrics *
     SCALAR(TITAN_TB_STEP_TIME, s->step_time_s);
     SCALAR(TITAN_TB_PEAK_RSS, (double)s->peak_rss_bytes);
     if (s->has_dev_mem) SCALAR(TITAN_TB_DEV_PEAK, (double)s->dev_peak_bytes);
+    if (s->has_optim) SCALAR(TITAN_TB_OPTIM_STATE, (double)s->optim_state_bytes);
     if (s->has_val) SCALAR(TITAN_TB_VAL_LOSS, s->val_loss);
     if (s->has_ckpt) SCALAR(TITAN_TB_CKPT_STALL, s->ckpt_stall_s);
     if (s->has_comm) SCALAR(TITAN_TB_COMM_EXPOSED, s->comm_exposed_s);
@@ -197,6 +198,11 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
     if (n >= 0 && s->has_comm)
         n = fprintf(m->f, ",\"comm_total_s\":%.6g,\"comm_exposed_s\":%.6g", s->comm_total_s, s->comm_exposed_s);
     if (n >= 0 && s->has_fp8) n = fprintf(m->f, ",\"fp8_gemms\":%" PRId64, s->fp8_gemms);
+    if (n >= 0 && s->has_optim)
+        n = fprintf(m->f, ",\"optim_state_bytes\":%" PRIu64 ",\"optim_projected_bytes\":%" PRIu64, s->optim_state_bytes,
+                    s->optim_projected_bytes);
+    if (n >= 0 && s->has_optim_comm)
+        n = fprintf(m->f, ",\"optim_comm_s\":%.6g,\"optim_comm_bytes\":%" PRIu64, s->optim_comm_s, s->optim_comm_bytes);
     if (n >= 0 && s->has_dev_mem)
         n = fprintf(m->f, ",\"dev_peak_bytes\":%" PRIu64 ",\"dev_used_bytes\":%" PRIu64, s->dev_peak_bytes,
                     s->dev_used_bytes);

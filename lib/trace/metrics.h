@@ -33,6 +33,12 @@ typedef struct {
     uint64_t dev_used_bytes;   /*   the device's used memory after the step (context, workspaces, others) */
     int has_fp8;           /* float8 training (model.converters): */
     int64_t fp8_gemms;     /*   GEMMs this rank ran from float8 operands in the step */
+    int has_optim;             /* the optimizer's state on this rank (rank 0's in the file): */
+    uint64_t optim_state_bytes;     /*   all of it (moments, GaLore's projectors) */
+    uint64_t optim_projected_bytes; /*   the part serving GaLore's projected matrices */
+    int has_optim_comm;             /* GaLore under FSDP: the step's own collectives */
+    double optim_comm_s;            /*   their time (refresh: all-gathers; left projections: all-reduces) */
+    uint64_t optim_comm_bytes;      /*   bytes this rank sent in them */
     int64_t total_steps;   /* training.steps, for "step N/TOTAL" (0: not shown) */
     double eta_s;          /* seconds until this run stops, from its steps so far (0: none) */
     int64_t eta_step;      /*   the step it stops at (--stop-at when before total_steps) */

@@ -14,6 +14,7 @@ const titan_tb_tag_info titan_tb_tags[TITAN_TB_NTAGS] = {
     [TITAN_TB_STEP_TIME] = {"time_metrics/end_to_end(s)", "step_time_s", 1},
     [TITAN_TB_PEAK_RSS] = {"memory/peak_rss(GiB)", "peak_rss_bytes", 1073741824.0},
     [TITAN_TB_DEV_PEAK] = {"memory/max_active(GiB)", "dev_peak_bytes", 1073741824.0},
+    [TITAN_TB_OPTIM_STATE] = {"memory/optimizer_state(GiB)", "optim_state_bytes", 1073741824.0},
     [TITAN_TB_VAL_LOSS] = {"validation_metrics/loss", "val_loss", 1},
     [TITAN_TB_CKPT_STALL] = {"titan/ckpt_stall(s)", "ckpt_stall_s", 1},
     [TITAN_TB_COMM_EXPOSED] = {"titan/comm_exposed(s)", "comm_exposed_s", 1},

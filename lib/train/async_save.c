@@ -19,6 +19,8 @@ struct titan_async_saver {
     size_t n;
     float *params, *exp_avg, *exp_avg_sq; /* the snapshot */
     int pinned;            /* the snapshot is be->host_alloc's (titan_async_saver_pin) */
+    float *aux;            /* of the optimizer's aux tensors (GaLore's) */
+    size_t aux_cap;
     /* the save in flight */
     pthread_t thread;
     int running;           /* a thread was started and not joined */
@@ -59,6 +61,7 @@ titan_status titan_async_saver_create(titan_async_saver **out, const titan_backe
 static void *writer_main(void *arg) {
     titan_async_saver *s = arg;
     if (s->shard) { /* finish (collective) reports the outcome */
+        titan_shard_save_set_optim(s->shard, &s->view);
         titan_shard_save_write(s->shard, s->view.params, s->view.exp_avg, s->view.exp_avg_sq);
         atomic_store(&s->done, 1);
         return NULL;
@@ -133,6 +136,7 @@ void titan_async_saver_free(titan_async_saver *s) {
     if (s->running) pthread_join(s->thread, NULL);
     titan_shard_save_abort(s->shard);
     free_snapshot(s);
+    titan_free(s->aux);
     titan_free(s);
 }
 
@@ -161,6 +165,31 @@ titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mes
     TITAN_TRY(titan_async_saver_create(out, be, writes ? n : 0));
     (*out)->mesh = mesh;
     (*out)->pieces = pieces;
+    return TITAN_OK;
+}
+
+/* The optimizer's mask and aux tensors (host memory: GaLore runs on the
+ * CPU) into the snapshot. */
+static titan_status snapshot_aux(titan_async_saver *s, const titan_state_view *v) {
+    s->view.flat_mask = v->flat_mask;
+    s->view.aux = v->aux;
+    s->view.n_aux = v->n_aux;
+    s->view.aux_data = NULL;
+    size_t numel = 0;
+    for (int a = 0; a < v->n_aux; a++) {
+        size_t end = v->aux[a].off + (size_t)(v->aux[a].rows * v->aux[a].shape[1]);
+        if (end > numel) numel = end;
+    }
+    if (!numel) return TITAN_OK;
+    if (numel > s->aux_cap) {
+        titan_free(s->aux);
+        s->aux_cap = 0;
+        if (!(s->aux = titan_alloc(numel * sizeof(float), "async checkpoint snapshot (GaLore state)")))
+            return TITAN_ERR_NOMEM;
+        s->aux_cap = numel;
+    }
+    memcpy(s->aux, v->aux_data, numel * sizeof(float));
+    s->view.aux_data = s->aux;
     return TITAN_OK;
 }
 
@@ -210,6 +239,7 @@ titan_status titan_async_save_start(titan_async_saver *s, const char *root, cons
         s->view.exp_avg = s->exp_avg;
         s->view.exp_avg_sq = s->exp_avg_sq;
     }
+    TITAN_TRY(snapshot_aux(s, v));
     snprintf(s->root, sizeof s->root, "%s", root);
     s->tokenizer = tokenizer;
     s->mc = *mc;

@@ -34,8 +34,10 @@ const void *titan_state_cast(const float *src, size_t n, titan_dtype dtype, void
 }
 
 static titan_status save_tensors(titan_ckpt_writer *w, const titan_param *ps, int np,
-                                 const float *base, const char *suffix, titan_dtype dtype) {
+                                 const float *base, const char *suffix, titan_dtype dtype,
+                                 const unsigned char *mask) {
     for (int i = 0; i < np; i++) {
+        if (mask && !mask[i]) continue;
         char name[128];
         void *tmp;
         snprintf(name, sizeof name, "%s%s", ps[i].name, suffix);
@@ -180,11 +182,13 @@ titan_status titan_state_save_view(const char *root, const titan_llama_config *m
     titan_dtype dt = v->model_only ? v->dtype : TITAN_DTYPE_F32;
     st = v->model_only ? titan_state_write_meta_model_only(w, mc, pr, tokenizer, "single", dt)
                        : titan_state_write_meta(w, mc, pr, tokenizer, "single");
-    if (st == TITAN_OK) st = save_tensors(w, ps, np, v->params, "", dt);
+    if (st == TITAN_OK) st = save_tensors(w, ps, np, v->params, "", dt, NULL);
     if (st == TITAN_OK && v->exp_avg && !v->model_only) {
         st = titan_ckpt_meta_i64(w, "optim.adamw.step", v->adam_step);
-        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg, ":exp_avg", dt);
-        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg_sq, ":exp_avg_sq", dt);
+        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg, ":exp_avg", dt, v->flat_mask);
+        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg_sq, ":exp_avg_sq", dt, v->flat_mask);
+        for (int a = 0; a < v->n_aux && st == TITAN_OK; a++)
+            st = titan_ckpt_add(w, v->aux[a].name, TITAN_DTYPE_F32, 2, v->aux[a].shape, NULL, v->aux_data + v->aux[a].off);
     }
     free(ps);
     if (st == TITAN_OK) return titan_ckpt_commit(w, keep_latest_k);
@@ -299,4 +303,39 @@ titan_status titan_state_load(const char *path, const titan_llama_config *mc, fl
     titan_status st = load_all(ck, mc, params, adam, pr);
     titan_ckpt_close(ck);
     return st;
+}
+
+void titan_state_view_optim(titan_state_view *v, titan_optim *o) {
+    v->flat_mask = titan_optim_flat_mask(o);
+    v->aux = titan_optim_aux_tensors(o, &v->n_aux);
+    v->aux_data = titan_optim_aux(o);
+}
+
+titan_status titan_state_load_aux(titan_ckpt *ck, titan_optim *o) {
+    int n;
+    const titan_optim_tensor *t = titan_optim_aux_tensors(o, &n);
+    for (int a = 0; a < n; a++) {
+        titan_ckpt_tensor info = {0};
+        int found = 0, nt = titan_ckpt_num_tensors(ck);
+        for (int i = 0; i < nt && !found; i++)
+            found = titan_ckpt_tensor_info(ck, i, &info) == TITAN_OK && !strcmp(info.name, t[a].name);
+        if (!found) {
+            titan_error(TITAN_ERR_USAGE, "%s: tensor %s (GaLore state) is not in the checkpoint", titan_ckpt_path(ck),
+                        t[a].name);
+            titan_error_hint("GaLore resumes from GaLore checkpoints of the same optimizer.rank and proj_type");
+            return TITAN_ERR_USAGE;
+        }
+        if (info.ndim != 2 || info.shape[0] != t[a].shape[0] || info.shape[1] != t[a].shape[1]) {
+            titan_error(TITAN_ERR_USAGE, "%s: tensor %s is [%lld x %lld] in the checkpoint, but this optimizer "
+                        "(optimizer.rank, proj_type) keeps it as [%lld x %lld]", titan_ckpt_path(ck), t[a].name,
+                        (long long)info.shape[0], (long long)(info.ndim > 1 ? info.shape[1] : 0),
+                        (long long)t[a].shape[0], (long long)t[a].shape[1]);
+            return TITAN_ERR_USAGE;
+        }
+        titan_box rows = {.ndim = 2, .offset = {t[a].row0, 0}, .size = {t[a].rows, t[a].shape[1]}};
+        if (t[a].sharded && !t[a].rows) continue;
+        TITAN_TRY(titan_ckpt_read(ck, t[a].name, TITAN_DTYPE_F32, t[a].sharded ? &rows : NULL,
+                                  titan_optim_aux(o) + t[a].off));
+    }
+    return TITAN_OK;
 }

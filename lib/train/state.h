@@ -73,7 +73,18 @@ typedef struct {
      * parameters alone, stored as dtype (f32, bf16 or f16), moments ignored */
     int model_only;
     titan_dtype dtype;
+    /* The optimizer's layout (optim.h): flat_mask[i] 0 when parameter i's
+     * moments are not in exp_avg/exp_avg_sq (NULL: all are); aux[n_aux]
+     * further tensors, saved whole by rank 0, their floats in aux_data. */
+    const unsigned char *flat_mask;
+    const titan_optim_tensor *aux;
+    int n_aux;
+    const float *aux_data;
 } titan_state_view;
+/* The view's optimizer fields from o (host memory). */
+void titan_state_view_optim(titan_state_view *v, titan_optim *o);
+/* Reads the aux tensors of o (GaLore's) from ck whole. */
+titan_status titan_state_load_aux(titan_ckpt *ck, titan_optim *o);
 
 /* src (n floats) as dtype: src itself for f32, else a converted copy in
  * *tmp (malloc'd, the caller frees it; NULL when out of memory). */

@@ -21,6 +21,7 @@ struct titan_shard_save {
     titan_status status;  /* this rank's write */
     char *payload;        /* its index, or its error message when it failed */
     size_t payload_len;
+    titan_state_view optim; /* its mask and aux tensors (titan_shard_save_set_optim) */
 };
 
 /* Longest error message passed between ranks (error.c keeps 2048 bytes). */
@@ -94,9 +95,10 @@ static titan_status add_boxes(titan_shard_save *s, titan_ckpt_part *p, const flo
     if (!ps) return TITAN_ERR_NOMEM;
     const titan_shard_piece *pc = s->pieces;
     titan_status st = TITAN_OK;
+    const unsigned char *mask = s->optim.flat_mask;
     for (int a = 0; a < (s->model_only ? 1 : 3) && st == TITAN_OK; a++) {
         for (int i = 0; i < np && st == TITAN_OK; i++) {
-            if (!pc[i].len || !pc[i].writes) continue;
+            if (!pc[i].len || !pc[i].writes || (a > 0 && mask && !mask[i])) continue;
             char name[128];
             void *tmp;
             snprintf(name, sizeof name, "%s%s", ps[i].name, suffix[a]);
@@ -106,6 +108,21 @@ static titan_status add_boxes(titan_shard_save *s, titan_ckpt_part *p, const flo
             else st = titan_ckpt_add(s->w, name, s->dtype, ps[i].ndim, ps[i].shape, &pc[i].box, src);
             free(tmp);
         }
+    }
+    /* GaLore's low-rank state: tensors sharded by rows go with their
+     * parameter's box; whole ones (the same on every rank) rank 0 saves */
+    const titan_state_view *o = &s->optim;
+    for (int a = 0; a < o->n_aux && st == TITAN_OK; a++) {
+        const titan_optim_tensor *x = &o->aux[a];
+        const float *src = o->aux_data + x->off;
+        if (!x->sharded) {
+            if (!p) st = titan_ckpt_add(s->w, x->name, TITAN_DTYPE_F32, 2, x->shape, NULL, src);
+            continue;
+        }
+        if (!x->rows || !pc[x->param].writes) continue;
+        titan_box b = {.ndim = 2, .offset = {x->row0, 0}, .size = {x->rows, x->shape[1]}};
+        st = p ? titan_ckpt_part_add(p, x->name, TITAN_DTYPE_F32, 2, x->shape, &b, src)
+               : titan_ckpt_add(s->w, x->name, TITAN_DTYPE_F32, 2, x->shape, &b, src);
     }
     free(ps);
     return st;
@@ -124,6 +141,13 @@ static titan_status set_payload(titan_shard_save *s, const char *text, size_t le
     memcpy(s->payload, text, len);
     s->payload_len = len;
     return TITAN_OK;
+}
+
+void titan_shard_save_set_optim(titan_shard_save *s, const titan_state_view *v) {
+    s->optim.flat_mask = v->flat_mask;
+    s->optim.aux = v->aux;
+    s->optim.n_aux = v->n_aux;
+    s->optim.aux_data = v->aux_data;
 }
 
 titan_status titan_shard_save_write(titan_shard_save *s, const float *params, const float *exp_avg,
@@ -237,14 +261,15 @@ titan_status titan_state_save_shards(titan_mesh *mesh, const titan_shard_piece *
     titan_shard_save *s = NULL;
     TITAN_TRY(titan_shard_save_begin(&s, mesh, pieces, root, mc, pr, tokenizer, v));
     /* Its failure is passed on by finish, on every rank. */
+    titan_shard_save_set_optim(s, v);
     titan_shard_save_write(s, v->params, v->exp_avg, v->exp_avg_sq);
     return titan_shard_save_finish(s, keep_latest_k);
 }
 
 static titan_status load_boxes(titan_ckpt *ck, const titan_param *ps, int np, const titan_shard_piece *pc,
-                               float *dst, const char *suffix) {
+                               float *dst, const char *suffix, const unsigned char *mask) {
     for (int i = 0; i < np; i++) {
-        if (!pc[i].len) continue;
+        if (!pc[i].len || (mask && !mask[i])) continue;
         char name[128];
         snprintf(name, sizeof name, "%s%s", ps[i].name, suffix);
         TITAN_TRY(titan_ckpt_read(ck, name, TITAN_DTYPE_F32, &pc[i].box, dst + pc[i].shard_off));
@@ -272,20 +297,23 @@ static titan_status init_boxes(const titan_llama_config *mc, const titan_param *
 }
 
 static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, const titan_shard_piece *pc,
-                             float *shard, titan_adamw *adam, titan_train_progress *pr, const titan_load_opts *o) {
+                             float *shard, titan_adamw *adam, titan_optim *opt, titan_train_progress *pr,
+                             const titan_load_opts *o) {
+    const unsigned char *mask = opt ? titan_optim_flat_mask(opt) : NULL;
     TITAN_TRY(titan_state_read_meta(ck, mc, pr));
     unsigned skip = o ? o->exclude : 0;
     int np, has = 0;
     titan_param *ps = titan_llama_params_new(mc, &np);
     if (!ps) return TITAN_ERR_NOMEM;
     titan_status st = skip & TITAN_PART_MODEL ? init_boxes(mc, ps, np, pc, shard, o->seed)
-                                              : load_boxes(ck, ps, np, pc, shard, "");
+                                              : load_boxes(ck, ps, np, pc, shard, "", NULL);
     if (st == TITAN_OK && !(skip & TITAN_PART_OPTIMIZER))
         st = titan_state_read_adam_step(ck, ps[0].name, pr, adam, &has);
     else if (st == TITAN_OK)
         titan_adamw_set_step(adam, 0); /* fresh moments: the caller's optimizer is new */
-    if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_m(adam), ":exp_avg");
-    if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_v(adam), ":exp_avg_sq");
+    if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_m(adam), ":exp_avg", mask);
+    if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_v(adam), ":exp_avg_sq", mask);
+    if (st == TITAN_OK && has && opt) st = titan_state_load_aux(ck, opt);
     free(ps);
     return st;
 }
@@ -297,7 +325,19 @@ titan_status titan_state_load_shards(const char *path, const titan_llama_config 
     titan_ckpt *ck = NULL;
     TITAN_TRY(titan_ckpt_open(&ck, path));
     if (ckpt_path_out) snprintf(ckpt_path_out, cap, "%s", titan_ckpt_path(ck));
-    titan_status st = load_all(ck, mc, pieces, shard, adam, pr, o);
+    titan_status st = load_all(ck, mc, pieces, shard, adam, NULL, pr, o);
+    titan_ckpt_close(ck);
+    return st;
+}
+
+titan_status titan_state_load_shards_optim(const char *path, const titan_llama_config *mc,
+                                           const titan_shard_piece *pieces, float *shard, titan_optim *opt,
+                                           titan_train_progress *pr, char *ckpt_path_out, size_t cap,
+                                           const titan_load_opts *o) {
+    titan_ckpt *ck = NULL;
+    TITAN_TRY(titan_ckpt_open(&ck, path));
+    if (ckpt_path_out) snprintf(ckpt_path_out, cap, "%s", titan_ckpt_path(ck));
+    titan_status st = load_all(ck, mc, pieces, shard, titan_optim_adamw(opt), opt, pr, o);
     titan_ckpt_close(ck);
     return st;
 }

@@ -40,6 +40,9 @@ titan_status titan_shard_save_begin(titan_shard_save **out, titan_mesh *mesh, co
  * The outcome (and error message) is kept for finish; returned too. */
 titan_status titan_shard_save_write(titan_shard_save *s, const float *params, const float *exp_avg,
                                     const float *exp_avg_sq);
+/* Before write: the optimizer's mask and aux tensors of v (state.h), kept
+ * by reference; without it every parameter's moments are saved and no aux. */
+void titan_shard_save_set_optim(titan_shard_save *s, const titan_state_view *v);
 /* Collective, after write on every rank: rank 0 learns every rank's outcome
  * and the index of every data file, then publishes the step (or, when any
  * rank failed, removes the staging dir); every rank returns the outcome:
@@ -64,5 +67,11 @@ titan_status titan_state_load_shards(const char *path, const titan_llama_config 
                                      const titan_shard_piece *pieces, float *shard, titan_adamw *adam,
                                      titan_train_progress *progress, char *ckpt_path_out, size_t cap,
                                      const titan_load_opts *o);
+/* The same for optimizer opt: only the flat moments it keeps, and its aux
+ * tensors (GaLore's low-rank state) whole. */
+titan_status titan_state_load_shards_optim(const char *path, const titan_llama_config *mc,
+                                           const titan_shard_piece *pieces, float *shard, titan_optim *opt,
+                                           titan_train_progress *pr, char *ckpt_path_out, size_t cap,
+                                           const titan_load_opts *o);
 
 #endif

@@ -141,7 +141,15 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
                      ? titan_llama_compute_copy(t->model)
                      : NULL;
     titan_flight_phase("optimizer");
-    titan_adamw_step_cast(t->adam, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr);
+    double oc_s = t->opt_comm ? t->opt_comm->seconds : 0.0;
+    uint64_t oc_bytes = t->opt_comm ? t->opt_comm->bytes : 0;
+    if (!titan_optim_writes_copy(t->opt)) copy = NULL; /* the forwards cast */
+    TITAN_TRY(titan_optim_step(t->opt, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr));
+    if (t->opt_comm && titan_optim_get_kind(t->opt) == TITAN_OPTIM_GALORE) {
+        sm->has_optim_comm = 1;
+        sm->optim_comm_s = t->opt_comm->seconds - oc_s;
+        sm->optim_comm_bytes = t->opt_comm->bytes - oc_bytes;
+    }
     titan_llama_set_copy_current(t->model, 0, titan_llama_params_count(t->model), copy != NULL);
     t->be->sync(); /* a device queues its work: step_time_s is this step's */
     /* The next forward gathers block by block. */
@@ -216,6 +224,7 @@ static titan_status save(trainer *t, double *stall_s) {
     if (model_only && t->mesh.rank == 0)
         titan_info("checkpoint: step %" PRId64 " is the last: saving the model only, in %s "
                    "(checkpoint.last_save_model_only)", t->pr.step, t->cfg->checkpoint_export_dtype);
+    titan_state_view_optim(&v, t->opt);
     const titan_tokenizer *tok = t->tok;
     int keep = t->cfg->checkpoint_keep_latest_k;
     if (t->saver) /* snapshots v (from the device too), then writes in the background */
@@ -448,6 +457,10 @@ static titan_status loop(trainer *t) {
             sm.has_ckpt = 1;
         }
         sm.peak_rss_bytes = titan_peak_rss();
+        double projected = 0.0;
+        sm.has_optim = 1;
+        sm.optim_state_bytes = (uint64_t)titan_optim_state_bytes(t->opt, &projected);
+        sm.optim_projected_bytes = (uint64_t)projected;
         sm.total_steps = cfg->training_steps;
         sm.eta_step = stop;
         double now = titan_now_s();
@@ -471,7 +484,8 @@ static void teardown(trainer *t) {
     titan_free(t->cp_inputs);
     titan_free(t->cp_targets);
     titan_metrics_close(t->metrics);
-    titan_adamw_free(t->adam);
+    titan_optim_free(t->opt);
+    titan_free(t->opt_comm);
     /* FSDP drains its queued gathers into the model's memory, the pipeline
      * its queued sends from it: they go first. */
     titan_pipeline_free(t->pipe);

@@ -277,6 +277,91 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
     return setup_float8(t, sh->sharded);
 }
 
+/* GaLore's collectives over the shard group (optim.h's titan_optim_comm). */
+static titan_status galore_gather(void *ctx, const float *send, float *recv, const size_t *counts) {
+    titan_optim_comm *oc = ((trainer *)ctx)->opt_comm;
+    double t0 = titan_now_s();
+    titan_status st = titan_comm_all_gather_v(((trainer *)ctx)->mesh.shard_comm, send, recv, counts, TITAN_DTYPE_F32, NULL);
+    oc->seconds += titan_now_s() - t0;
+    oc->bytes += counts[oc->rank] * sizeof(float);
+    return st;
+}
+
+static titan_status galore_sum(void *ctx, float *x, size_t n) {
+    titan_optim_comm *oc = ((trainer *)ctx)->opt_comm;
+    double t0 = titan_now_s();
+    titan_status st = titan_comm_all_reduce(((trainer *)ctx)->mesh.shard_comm, x, x, n, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
+    oc->seconds += titan_now_s() - t0;
+    oc->bytes += n * sizeof(float);
+    return st;
+}
+
+/* The optimizer over the rank's shard (optimizer.name): GaLore projects
+ * the 2-D weights of attention and MLP; the embedding, norms and output
+ * stay on AdamW. Under FSDP it projects each rank's rows of a matrix
+ * (galore.c); tensor, pipeline and context parallelism are refused. */
+static titan_status create_optimizer(trainer *t, const titan_adamw_config *hp) {
+    const titan_job_config *cfg = t->cfg;
+    titan_optim_config oc = {.adam = *hp};
+    TITAN_TRY(titan_optim_kind_parse(cfg->optimizer_name, &oc.kind));
+    const titan_layout *l = &t->mesh.layout;
+    if (oc.kind == TITAN_OPTIM_GALORE) {
+        if (l->cp > 1 || l->tp > 1 || l->pp > 1) {
+            titan_error(TITAN_ERR_USAGE, "optimizer GaLore: layout %s has cp %d, tp %d, pp %d; GaLore trains under "
+                        "data parallelism only (DDP, FSDP, HSDP)", t->mesh.layout_str, l->cp, l->tp, l->pp);
+            titan_error_hint("set context, tensor and pipeline parallel degrees to 1");
+            return TITAN_ERR_USAGE;
+        }
+        TITAN_TRY(titan_galore_proj_parse(cfg->optimizer_proj_type, &oc.galore.proj_type));
+        oc.galore.rank = cfg->optimizer_rank;
+        oc.galore.update_proj_gap = cfg->optimizer_update_proj_gap;
+        oc.galore.scale = (float)cfg->optimizer_scale;
+        oc.galore.randomized = !strcmp(cfg->optimizer_galore_svd, "randomized");
+        oc.galore.oversampling = cfg->optimizer_oversampling;
+        oc.galore.power_iters = cfg->optimizer_power_iters;
+        oc.galore.seed = (uint64_t)cfg->training_seed;
+    }
+    int np = 0;
+    titan_param *ps = titan_llama_params_new(&t->mc, &np);
+    titan_optim_param *op = ps ? titan_alloc((size_t)(np ? np : 1) * sizeof *op, "optimizer parameters") : NULL;
+    if (!op) {
+        free(ps);
+        return TITAN_ERR_NOMEM;
+    }
+    const titan_shard_piece *pc = titan_fsdp_pieces(t->fsdp);
+    for (int i = 0; i < np; i++) {
+        titan_param_role r = ps[i].role;
+        /* this rank's rows (FSDP: a dim-0 chunk; none when len is 0) */
+        int64_t cols = ps[i].ndim == 2 ? ps[i].shape[1] : (int64_t)pc[i].len;
+        int64_t rows = ps[i].ndim == 2 ? (int64_t)pc[i].len / ps[i].shape[1] : 1;
+        op[i] = (titan_optim_param){.name = ps[i].name, .off = pc[i].shard_off, .rows = rows, .cols = cols,
+                                    .row0 = pc[i].len ? pc[i].box.offset[0] : 0,
+                                    .full_rows = ps[i].ndim == 2 ? ps[i].shape[0] : 0,
+                                    .project = ps[i].ndim == 2 && r != TITAN_PARAM_TOK_EMBEDDINGS &&
+                                               r != TITAN_PARAM_OUTPUT && r != TITAN_PARAM_ATTENTION_NORM &&
+                                               r != TITAN_PARAM_FFN_NORM && r != TITAN_PARAM_NORM};
+    }
+    titan_status st = titan_optim_create(&t->opt, t->be, titan_fsdp_numel(t->fsdp), op, np, &oc);
+    titan_free(op);
+    free(ps);
+    if (st != TITAN_OK) return st;
+    t->adam = titan_optim_adamw(t->opt);
+    if (t->mesh.shard_comm) {
+        t->opt_comm = titan_alloc(sizeof *t->opt_comm, "optimizer communication");
+        if (!t->opt_comm) return TITAN_ERR_NOMEM;
+        *t->opt_comm = (titan_optim_comm){.ctx = t, .rank = titan_comm_rank(t->mesh.shard_comm),
+                                          .size = titan_comm_size(t->mesh.shard_comm),
+                                          .all_gather_v = galore_gather, .all_reduce_sum = galore_sum};
+        titan_optim_set_comm(t->opt, t->opt_comm);
+    }
+    if (t->mesh.rank == 0 && oc.kind != TITAN_OPTIM_ADAMW) {
+        double proj = 0, all = titan_optim_state_bytes(t->opt, &proj);
+        titan_info("optimizer: %s; state %.2f MiB a rank (%.2f MiB of it low-rank GaLore state)",
+                   cfg->optimizer_name, all / 1048576.0, proj / 1048576.0);
+    }
+    return TITAN_OK;
+}
+
 /* Phase 4: the parallel plan around the model (FSDP's units, the pipeline
  * schedule) and the optimizer over the rank's shard. */
 static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
@@ -295,8 +380,7 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     if (t->mesh.layout.pp > 1)
         TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sh->sched, t->micro, sh->mb,
                                         cfg->training_seq_len / t->mesh.layout.cp));
-    TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
-    return TITAN_OK;
+    return create_optimizer(t, &hp);
 }
 
 /* This rank's memory estimate (the dry run's, memory_estimate.h), on the
@@ -456,8 +540,12 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     titan_load_opts lo = {.exclude = step > 0 && !again ? titan_state_parts_parse(cfg->checkpoint_exclude_from_loading) : 0,
                           .seed = (uint64_t)cfg->training_seed};
     /* Each rank reads its own boxes, whatever layout saved them. */
-    TITAN_TRY(titan_state_load_staged(t->be, path, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
-                                      t->adam, &t->pr, loaded, sizeof loaded, &lo));
+    if (titan_optim_aux_numel(t->opt) || titan_optim_flat_mask(t->opt)) /* GaLore: host memory */
+        TITAN_TRY(titan_state_load_shards_optim(path, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
+                                                t->opt, &t->pr, loaded, sizeof loaded, &lo));
+    else
+        TITAN_TRY(titan_state_load_staged(t->be, path, &t->mc, titan_fsdp_pieces(t->fsdp),
+                                          titan_fsdp_params(t->fsdp), t->adam, &t->pr, loaded, sizeof loaded, &lo));
     TITAN_TRY(apply_exclusions(t, lo.exclude, loaded));
     /* Units are gathered block by block from the first forward on. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));

@@ -32,7 +32,9 @@ typedef struct {
     titan_async_saver *saver;  /* NULL: saves block */
     titan_llama_config mc;
     titan_llama *model;
-    titan_adamw *adam;
+    titan_optim *opt;          /* optimizer.name's */
+    titan_adamw *adam;         /* opt's flat moments and step count */
+    titan_optim_comm *opt_comm; /* GaLore's collectives under FSDP; NULL without */
     titan_lr_schedule sched;
     titan_lr_inputs lr;        /* sched's inputs, recorded in every save */
     titan_metrics *metrics;    /* rank 0 only */

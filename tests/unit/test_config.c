@@ -217,7 +217,7 @@ static void test_file_errors(void) {
     want_error(load(&c, "[model]\nname = \"llama2\"\n"), TITAN_ERR_USAGE,
                "t.toml:2: model.name: 'llama2' is not one of llama3", "did you mean 'llama3'?");
     want_error(load(&c, "[optimizer]\nname = \"adamw\"\n"), TITAN_ERR_USAGE,
-               "t.toml:2: optimizer.name: 'adamw' is not one of AdamW", "did you mean 'AdamW'?");
+               "t.toml:2: optimizer.name: 'adamw' is not one of AdamW, Adam, GaLore", "did you mean 'AdamW'?");
     want_error(load(&c, "[training]\ndevice = \"tpu\"\n"), TITAN_ERR_USAGE,
                "t.toml:2: training.device: 'tpu' is not one of cpu, cuda, cuda:N, auto, cpu-guard", NULL);
     /* "cuda:N" stands for a GPU number */

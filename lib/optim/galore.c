@@ -1,0 +1,227 @@
+/* galore.c - GaLore-AdamW's projected matrices (see galore.h, optim.h).
+ *
+ * The rule is galore-torch 1.0's (the reference implementation, whose
+ * AdamW is transformers' old one), so a step can be checked against it:
+ *   at a refresh (0-based step % update_proj_gap == 0) the projector is
+ *   the r leading singular vectors of this step's gradient; the moments
+ *   are kept as they are (neither reset nor rotated into the new basis);
+ *   R = project(G); m = b1 m + (1-b1) R; v = b2 v + (1-b2) R^2;
+ *   N = m / (sqrt(v) + eps);
+ *   p -= lr sqrt(1-b2^t)/(1-b1^t) x scale x project_back(N);
+ *   p -= lr wd p   (decoupled weight decay, after the update)
+ * GaLore 2 keeps that step and changes how the projector is found
+ * (randomized SVD) and where the work runs (FSDP); its randomized refresh
+ * is optimizer.galore_svd = "randomized" here. */
+#include "optim/galore.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "core/rng.h"
+#include "optim/optim_impl.h"
+#include "optim/svd.h"
+
+int titan_galore_is_right(titan_galore_proj t, int64_t m, int64_t n) {
+    switch (t) {
+    case TITAN_GALORE_STD: return m >= n;
+    case TITAN_GALORE_REVERSE_STD: return m < n;
+    case TITAN_GALORE_LEFT: return 0;
+    case TITAN_GALORE_RIGHT: return 1;
+    }
+    return 1;
+}
+
+void titan_galore_project(const float *g, int64_t m, int64_t n, const float *proj, int r, int right, float *low) {
+    if (right)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, r, (int)n, 1.0f, g, (int)n, proj, (int)n, 0.0f, low, r);
+    else
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r, (int)n, (int)m, 1.0f, proj, r, g, (int)n, 0.0f, low, (int)n);
+}
+
+void titan_galore_project_back(const float *low, int64_t m, int64_t n, const float *proj, int r, int right,
+                               float scale, float *full) {
+    if (right)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, r, 1.0f, low, r, proj, (int)n, 0.0f, full, (int)n);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, r, 1.0f, proj, r, low, (int)n, 0.0f, full, (int)n);
+    /* galore-torch multiplies the product (not an alpha inside it) */
+    if (scale != 1.0f)
+        for (int64_t i = 0; i < m * n; i++) full[i] *= scale;
+}
+
+/* Tensor i: NAME:galore_WHAT of shape d0 x d1 at arena offset *at; sharded
+ * ones hold this rank's rows of the matrix (mt's) only. Advances *at. */
+static void add_tensor(titan_optim *o, int i, int param, const char *name, const char *what, int64_t d0, int64_t d1,
+                       int sharded, const titan_galore_mat *mt, size_t *at) {
+    titan_optim_tensor *t = &o->tensors[i];
+    snprintf(t->name, sizeof t->name, "%s:galore_%s", name, what);
+    t->shape[0] = d0;
+    t->shape[1] = d1;
+    t->off = *at;
+    t->param = param;
+    t->sharded = sharded && mt->m < mt->m_full;
+    t->row0 = t->sharded ? mt->row0 : 0;
+    t->rows = t->sharded ? mt->m : d0;
+    *at += (size_t)(t->rows * d1);
+}
+
+titan_status titan_galore_plan(titan_optim *o, const titan_optim_param *ps, int np) {
+    const titan_galore_config *c = &o->cfg.galore;
+    int nmat = 0;
+    for (int i = 0; i < np; i++) nmat += ps[i].project && ps[i].rows > 1 && ps[i].cols > 1;
+    o->mats = titan_alloc((size_t)(nmat ? nmat : 1) * sizeof *o->mats, "GaLore matrices");
+    o->tensors = titan_alloc((size_t)(nmat ? nmat : 1) * 3 * sizeof *o->tensors, "GaLore state tensors");
+    if (!o->mats || !o->tensors) return TITAN_ERR_NOMEM;
+    size_t at = 0;
+    for (int i = 0; i < np; i++) {
+        if (!(ps[i].project && ps[i].rows > 1 && ps[i].cols > 1)) continue;
+        titan_galore_mat *mt = &o->mats[o->nmat];
+        int64_t m = ps[i].rows, n = ps[i].cols;
+        int64_t mf = ps[i].full_rows > 0 ? ps[i].full_rows : m, p = mf < n ? mf : n;
+        mt->off = ps[i].off;
+        mt->m = m;
+        mt->n = n;
+        mt->m_full = mf;
+        mt->row0 = ps[i].full_rows > 0 ? ps[i].row0 : 0;
+        mt->r = (int)(c->rank < p ? c->rank : p);
+        /* the side follows the whole matrix, as one process would choose */
+        mt->right = titan_galore_is_right(c->proj_type, mf, n);
+        mt->stream = titan_rng_hash_name(ps[i].name);
+        /* right: the projector (r x n) is whole on every rank, the moments
+         * follow the rows; left: the projector's rows follow the matrix's,
+         * the moments (r x n) are whole */
+        int64_t lo0 = mt->right ? mf : mt->r, lo1 = mt->right ? mt->r : n;
+        mt->low_numel = (size_t)((mt->right ? m : mt->r) * lo1);
+        mt->proj = at;
+        add_tensor(o, 3 * o->nmat, i, ps[i].name, "proj", mt->right ? mt->r : mf, mt->right ? n : mt->r, !mt->right,
+                   mt, &at);
+        mt->exp_avg = at;
+        add_tensor(o, 3 * o->nmat + 1, i, ps[i].name, "exp_avg", lo0, lo1, mt->right, mt, &at);
+        mt->exp_avg_sq = at;
+        add_tensor(o, 3 * o->nmat + 2, i, ps[i].name, "exp_avg_sq", lo0, lo1, mt->right, mt, &at);
+        if ((size_t)(m * n) > o->scratch_full) o->scratch_full = (size_t)(m * n);
+        if (mt->low_numel > o->scratch_low) o->scratch_low = mt->low_numel;
+        if (mf > m) {
+            o->sharded = 1;
+            size_t need = (size_t)(mf * n + mf * mt->r);
+            if (need > o->gathered_numel) o->gathered_numel = need;
+        }
+        o->flat[i] = 0;
+        o->nmat++;
+    }
+    o->arena_numel = at;
+    if (o->gathered_numel &&
+        !(o->gathered = titan_alloc_pages(o->gathered_numel * sizeof(float), "GaLore gathered gradient")))
+        return TITAN_ERR_NOMEM;
+    o->arena = titan_alloc_pages((at ? at : 1) * sizeof(float), "GaLore low-rank state");
+    /* the scaled gradient and the full update; the low-rank update */
+    o->scratch = titan_alloc_pages((2 * o->scratch_full + o->scratch_low + 1) * sizeof(float), "GaLore step buffers");
+    return o->arena && o->scratch ? TITAN_OK : TITAN_ERR_NOMEM;
+}
+
+/* The double a user wrote: the shortest decimal that round-trips to f
+ * (0.9f -> 0.9), as Python passes the hyperparameters. */
+static double user_decimal(float f) {
+    char buf[32];
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        double d = strtod(buf, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
+}
+
+/* A sharded matrix's whole gradient into o->gathered: each rank's rows,
+ * torch.chunk's split (ceil(m/size) rows, trailing ranks fewer or none). */
+static titan_status gather_rows(titan_optim *o, const titan_galore_mat *mt, const float *g) {
+    titan_optim_comm *c = o->comm;
+    if (!c) return titan_error(TITAN_ERR_USAGE, "GaLore: row-sharded matrices need the shard group (titan_optim_set_comm)");
+    size_t *counts = titan_alloc((size_t)c->size * sizeof *counts, "GaLore gather counts");
+    if (!counts) return TITAN_ERR_NOMEM;
+    int64_t chunk = (mt->m_full + c->size - 1) / c->size;
+    for (int j = 0; j < c->size; j++) {
+        int64_t lo = (int64_t)j * chunk, rows = mt->m_full - lo < chunk ? mt->m_full - lo : chunk;
+        counts[j] = (size_t)(rows > 0 ? rows : 0) * (size_t)mt->n;
+    }
+    titan_status st = TITAN_OK;
+    if (counts[c->rank] != (size_t)(mt->m * mt->n) || (mt->m > 0 && mt->row0 != (int64_t)c->rank * chunk))
+        st = titan_error(TITAN_ERR_USAGE, "GaLore: rank %d of %d holds rows %lld..%lld of a %lld-row matrix, not "
+                         "torch.chunk's", c->rank, c->size, (long long)mt->row0, (long long)(mt->row0 + mt->m),
+                         (long long)mt->m_full);
+    if (st == TITAN_OK) st = c->all_gather_v(c->ctx, g, o->gathered, counts);
+    titan_free(counts);
+    return st;
+}
+
+static titan_status refresh(titan_optim *o, const titan_galore_mat *mt, const float *g, int64_t step0) {
+    const titan_galore_config *c = &o->cfg.galore;
+    float *proj = o->arena + mt->proj;
+    const float *whole = g;
+    float *u = mt->right ? NULL : proj, *vt = mt->right ? proj : NULL;
+    if (mt->m < mt->m_full) { /* every rank finds the same vectors from the whole gradient */
+        TITAN_TRY(gather_rows(o, mt, g));
+        whole = o->gathered;
+        if (u) u = o->gathered + mt->m_full * mt->n;
+    }
+    titan_status st;
+    if (!c->randomized) {
+        st = titan_svd_topk(whole, mt->m_full, mt->n, mt->r, u, vt);
+    } else { /* a fresh test matrix each refresh, the same on every rank and resume */
+        uint64_t seed = c->seed ^ ((uint64_t)step0 * 0x9E3779B97F4A7C15ull);
+        st = titan_rsvd_topk(whole, mt->m_full, mt->n, mt->r, c->oversampling, c->power_iters, seed, mt->stream, u, vt);
+    }
+    if (st == TITAN_OK && u && u != proj) /* this rank's rows of the left vectors */
+        memcpy(proj, u + mt->row0 * mt->r, (size_t)(mt->m * mt->r) * sizeof *proj);
+    return st;
+}
+
+static titan_status mat_step(titan_optim *o, const titan_galore_mat *mt, float *p, const float *grad, float gscale,
+                             float lr, int64_t t) {
+    const titan_galore_config *c = &o->cfg.galore;
+    const titan_adamw_config *a = &o->cfg.adam;
+    size_t full = (size_t)(mt->m * mt->n);
+    float *gs = o->scratch, *upd = gs + o->scratch_full, *low = upd + o->scratch_full;
+    const float *g = grad;
+    if (gscale != 1.0f) {
+        for (size_t i = 0; i < full; i++) gs[i] = grad[i] * gscale;
+        g = gs;
+    }
+    int64_t step0 = t - 1;
+    if (step0 % c->update_proj_gap == 0) TITAN_TRY(refresh(o, mt, g, step0));
+    const float *proj = o->arena + mt->proj;
+    if (mt->m > 0) titan_galore_project(g, mt->m, mt->n, proj, mt->r, mt->right, low);
+    else memset(low, 0, mt->low_numel * sizeof *low);
+    /* left of a sharded matrix: P^T G adds every rank's rows' part */
+    if (!mt->right && mt->m < mt->m_full) TITAN_TRY(o->comm->all_reduce_sum(o->comm->ctx, low, mt->low_numel));
+    double b1 = user_decimal(a->beta1), b2 = user_decimal(a->beta2);
+    float fb1 = (float)b1, fb2 = (float)b2, w1 = (float)(1.0 - b1), w2 = (float)(1.0 - b2), eps = a->eps;
+    float *m = o->arena + mt->exp_avg, *v = o->arena + mt->exp_avg_sq;
+    for (size_t i = 0; i < mt->low_numel; i++) {
+        float x = low[i];
+        m[i] = m[i] * fb1 + w1 * x;
+        v[i] = v[i] * fb2 + w2 * x * x;
+        low[i] = m[i] / (sqrtf(v[i]) + eps);
+    }
+    if (mt->m == 0) return TITAN_OK;
+    titan_galore_project_back(low, mt->m, mt->n, proj, mt->r, mt->right, c->scale, upd);
+    double lrd = user_decimal(lr);
+    float step_size = (float)(lrd * sqrt(1.0 - pow(b2, (double)t)) / (1.0 - pow(b1, (double)t)));
+    float decay = (float)(lrd * user_decimal(a->weight_decay));
+    for (size_t i = 0; i < full; i++) {
+        float q = p[i] + (-step_size) * upd[i];
+        p[i] = decay > 0.0f ? q + (-decay) * q : q;
+    }
+    return TITAN_OK;
+}
+
+titan_status titan_galore_step(titan_optim *o, float *params, const float *grads, float gscale, float lr, int64_t t) {
+    for (int k = 0; k < o->nmat; k++) {
+        const titan_galore_mat *mt = &o->mats[k];
+        TITAN_TRY(mat_step(o, mt, params + mt->off, grads + mt->off, gscale, lr, t));
+    }
+    return TITAN_OK;
+}

@@ -1,0 +1,48 @@
+/* optim_impl.h - the optimizer interface's state, shared by optimizer.c
+ * (AdamW, Adam, dispatch) and galore.c (the projected matrices). Private
+ * to lib/optim. */
+#ifndef TITAN_OPTIM_IMPL_H
+#define TITAN_OPTIM_IMPL_H
+
+#include "optim/optim.h"
+
+/* One projected matrix: its place in the flat arrays, shape, side and rank,
+ * and where its projector and low-rank moments lie in the arena. */
+typedef struct {
+    size_t off;
+    int64_t m, n;      /* this rank's rows (m) of the whole m_full */
+    int64_t m_full, row0;
+    int r, right;
+    uint64_t stream;   /* randomized SVD's rng stream (from the name) */
+    size_t proj, exp_avg, exp_avg_sq; /* arena offsets */
+    size_t low_numel;  /* right: m x r; left: r x n */
+} titan_galore_mat;
+
+struct titan_optim {
+    titan_optim_config cfg;
+    const titan_backend *be;
+    titan_adamw *adam;          /* flat moments and the step count */
+    int np;
+    unsigned char *flat;        /* GaLore: per parameter, 1 when on AdamW */
+    size_t *flat_off, *flat_len; /* their ranges */
+    /* GaLore */
+    int nmat;
+    titan_galore_mat *mats;
+    titan_optim_tensor *tensors; /* 3 a matrix */
+    float *arena;
+    size_t arena_numel;
+    titan_optim_comm *comm;     /* row-sharded matrices: their group */
+    int sharded;                /* some matrix is */
+    float *gathered;            /* a refresh's whole gradient (sharded) */
+    size_t gathered_numel;
+    float *scratch;             /* host: the scaled gradient, the low-rank update, the full update */
+    size_t scratch_full, scratch_low;
+};
+
+/* galore.c: the matrices' layout (mats, tensors, arena sizes) from ps. */
+titan_status titan_galore_plan(titan_optim *o, const titan_optim_param *ps, int np);
+/* One GaLore step of every projected matrix; t is the step count after
+ * the increment (1 on the first step). */
+titan_status titan_galore_step(titan_optim *o, float *params, const float *grads, float gscale, float lr, int64_t t);
+
+#endif

@@ -1,0 +1,31 @@
+/* svd.h - the leading singular vectors of a matrix, exactly (LAPACK's
+ * dgesdd, the check) or by randomized SVD (Halko, Martinsson, Tropp 2011:
+ * a Gaussian sketch, power iterations, QR, and an exact SVD of the small
+ * projected matrix), on the CPU. LAPACK comes from OpenBLAS (the OpenMP
+ * build titan links for BLAS), declared by Debian's lapack.h.
+ *
+ * Matrices are row-major fp32. u: rows x k, row-major; vt: k x cols,
+ * row-major; either may be NULL. Signs are canonical so that every
+ * implementation agrees: each left vector's entry of largest magnitude
+ * (the first such) is positive, the right vector flipped with it. */
+#ifndef TITAN_OPTIM_SVD_H
+#define TITAN_OPTIM_SVD_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+
+/* k <= min(rows, cols). */
+titan_status titan_svd_topk(const float *a, int64_t rows, int64_t cols, int k, float *u, float *vt);
+
+/* The same by randomized SVD: k + oversampling columns of sketch (capped at
+ * min(rows, cols)), power_iters rounds of A A^T with re-orthonormalisation,
+ * the Gaussian test matrix value i of rng stream (seed, stream). */
+titan_status titan_rsvd_topk(const float *a, int64_t rows, int64_t cols, int k, int oversampling, int power_iters,
+                             uint64_t seed, uint64_t stream, float *u, float *vt);
+
+/* The largest principal angle, in radians, between the column spans of
+ * a and b (rows x k each, row-major, orthonormal columns). */
+double titan_subspace_angle(const float *a, const float *b, int64_t rows, int k);
+
+#endif

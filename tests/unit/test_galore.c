@@ -1,0 +1,283 @@
+/* test_galore.c - GaLore's pieces against references:
+ *   - projection and back-projection against a double-precision product;
+ *   - the exact SVD (LAPACK) recovers the singular vectors of matrices
+ *     built with a known spectrum; the randomized SVD's subspace lies
+ *     within a stated angle of the exact one on such matrices;
+ *   - the optimizer's steps replay galore-torch's (goldens written by
+ *     tests/python/galore_reference.py, path in TITAN_GALORE_GOLDEN; that
+ *     part is skipped without it) to 1e-5 for 10 steps;
+ *   - AdamW through the interface equals titan_adamw bit for bit; Adam
+ *     with weight decay adds the L2 penalty to the gradient. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "core/clock.h"
+#include "core/rng.h"
+#include "optim/galore.h"
+#include "optim/svd.h"
+
+static void gauss(float *x, size_t n, uint64_t stream) {
+    titan_rng_trunc_normal(x, (int64_t)n, 42, stream, 0.0, 1.0, -6.0, 6.0);
+}
+
+/* q (rows x k, row-major) with orthonormal columns: Gram-Schmidt in double. */
+static void orthonormal(float *q, int64_t rows, int k, uint64_t stream) {
+    double *d = malloc((size_t)(rows * k) * sizeof *d);
+    float *g = malloc((size_t)(rows * k) * sizeof *g);
+    gauss(g, (size_t)(rows * k), stream);
+    for (int64_t i = 0; i < rows * k; i++) d[i] = g[i];
+    for (int c = 0; c < k; c++) {
+        for (int pass = 0; pass < 2; pass++)
+            for (int b = 0; b < c; b++) {
+                double dot = 0;
+                for (int64_t i = 0; i < rows; i++) dot += d[i * k + c] * d[i * k + b];
+                for (int64_t i = 0; i < rows; i++) d[i * k + c] -= dot * d[i * k + b];
+            }
+        double nrm = 0;
+        for (int64_t i = 0; i < rows; i++) nrm += d[i * k + c] * d[i * k + c];
+        for (int64_t i = 0; i < rows; i++) d[i * k + c] /= sqrt(nrm);
+    }
+    for (int64_t i = 0; i < rows * k; i++) q[i] = (float)d[i];
+    free(d);
+    free(g);
+}
+
+/* a = U diag(s) V^T with U (m x p), V (n x p) orthonormal, p = min(m, n). */
+static void known_spectrum(float *a, float *u, float *v, const double *s, int64_t m, int64_t n, uint64_t stream) {
+    int p = (int)(m < n ? m : n);
+    orthonormal(u, m, p, stream);
+    orthonormal(v, n, p, stream + 1);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0;
+            for (int c = 0; c < p; c++) sum += (double)u[i * p + c] * s[c] * (double)v[j * p + c];
+            a[i * n + j] = (float)sum;
+        }
+}
+
+/* The first k columns of x (rows x p) as rows x k. */
+static float *first_cols(const float *x, int64_t rows, int p, int k) {
+    float *y = malloc((size_t)(rows * k) * sizeof *y);
+    for (int64_t i = 0; i < rows; i++) memcpy(y + i * k, x + i * p, (size_t)k * sizeof *y);
+    return y;
+}
+
+static float *transpose(const float *x, int64_t rows, int64_t cols) {
+    float *y = malloc((size_t)(rows * cols) * sizeof *y);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) y[j * rows + i] = x[i * cols + j];
+    return y;
+}
+
+static void test_projection(void) {
+    const int64_t shapes[2][2] = {{40, 24}, {24, 40}};
+    for (int s = 0; s < 2; s++)
+        for (int right = 0; right < 2; right++) {
+            int64_t m = shapes[s][0], n = shapes[s][1];
+            int r = 6;
+            float *g = malloc((size_t)(m * n) * sizeof *g), *full = malloc((size_t)(m * n) * sizeof *full);
+            float *proj = malloc((size_t)(right ? r * n : m * r) * sizeof *proj);
+            float *low = malloc((size_t)(right ? m * r : r * n) * sizeof *low);
+            gauss(g, (size_t)(m * n), 10 + s);
+            gauss(proj, (size_t)(right ? r * n : m * r), 20 + s);
+            titan_galore_project(g, m, n, proj, r, right, low);
+            double err = 0, worst = 0;
+            int64_t lr = right ? m : r, lc = right ? r : n;
+            for (int64_t i = 0; i < lr; i++)
+                for (int64_t j = 0; j < lc; j++) {
+                    double want = 0;
+                    if (right) for (int64_t k = 0; k < n; k++) want += (double)g[i * n + k] * proj[j * n + k];
+                    else for (int64_t k = 0; k < m; k++) want += (double)proj[k * r + i] * g[k * n + j];
+                    double e = fabs(want - low[i * lc + j]) / (1.0 + fabs(want));
+                    if (e > err) err = e;
+                }
+            titan_galore_project_back(low, m, n, proj, r, right, 0.5f, full);
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double want = 0;
+                    if (right) for (int k = 0; k < r; k++) want += (double)low[i * r + k] * proj[k * n + j];
+                    else for (int k = 0; k < r; k++) want += (double)proj[i * r + k] * low[k * n + j];
+                    want *= 0.5;
+                    double e = fabs(want - full[i * n + j]) / (1.0 + fabs(want));
+                    if (e > worst) worst = e;
+                }
+            CHECK(err < 1e-5 && worst < 1e-5, "%lldx%lld %s: project %.2e, back %.2e (relative, vs double)",
+                  (long long)m, (long long)n, right ? "right" : "left", err, worst);
+            free(g), free(full), free(proj), free(low);
+        }
+}
+
+/* Exact SVD recovers known vectors; randomized within max_deg of them. */
+static void test_svd(int64_t m, int64_t n, int k, double decay, int over, int iters, double max_deg) {
+    int p = (int)(m < n ? m : n);
+    double *s = malloc((size_t)p * sizeof *s);
+    for (int c = 0; c < p; c++) s[c] = pow(decay, c);
+    float *a = malloc((size_t)(m * n) * sizeof *a), *u0 = malloc((size_t)(m * p) * sizeof *u0);
+    float *v0 = malloc((size_t)(n * p) * sizeof *v0);
+    known_spectrum(a, u0, v0, s, m, n, 100 + (uint64_t)m);
+    float *uk = first_cols(u0, m, p, k), *vk = first_cols(v0, n, p, k);
+    float *ue = malloc((size_t)(m * k) * sizeof *ue), *vte = malloc((size_t)(k * n) * sizeof *vte);
+    float *ur = malloc((size_t)(m * k) * sizeof *ur), *vtr = malloc((size_t)(k * n) * sizeof *vtr);
+    CHECK(titan_svd_topk(a, m, n, k, ue, vte) == TITAN_OK);
+    CHECK(titan_rsvd_topk(a, m, n, k, over, iters, 7, 3, ur, vtr) == TITAN_OK);
+    float *ve = transpose(vte, k, n), *vr = transpose(vtr, k, n);
+    double deg = 180.0 / M_PI;
+    double ex_u = titan_subspace_angle(ue, uk, m, k) * deg, ex_v = titan_subspace_angle(ve, vk, n, k) * deg;
+    double r_u = titan_subspace_angle(ur, ue, m, k) * deg, r_v = titan_subspace_angle(vr, ve, n, k) * deg;
+    CHECK(ex_u < 1e-3 && ex_v < 1e-3, "%lldx%lld rank %d decay %g: exact SVD %.4f / %.4f degrees from the known vectors",
+          (long long)m, (long long)n, k, decay, ex_u, ex_v);
+    CHECK(r_u < max_deg && r_v < max_deg, "%lldx%lld rank %d decay %g (p %d, q %d): randomized %.4f / %.4f degrees "
+          "from exact, bound %g", (long long)m, (long long)n, k, decay, over, iters, r_u, r_v, max_deg);
+    printf("svd %lldx%lld rank %d spectrum %g^i: exact %.2e deg, randomized (p %d, q %d) %.3f deg (left) %.3f deg (right)\n",
+           (long long)m, (long long)n, k, decay, ex_u > ex_v ? ex_u : ex_v, over, iters, r_u, r_v);
+    /* the same canonical signs: the leading vectors agree entry by entry */
+    double diff = 0;
+    for (int64_t i = 0; i < m; i++) diff = fmax(diff, fabs(ue[i * k] - ur[i * k]));
+    CHECK(diff < 1e-3, "leading left vector: exact vs randomized differ by %g", diff);
+    free(s), free(a), free(u0), free(v0), free(uk), free(vk), free(ue), free(vte), free(ur), free(vtr), free(ve), free(vr);
+}
+
+static int read_all(FILE *f, void *p, size_t bytes) { return fread(p, 1, bytes, f) == bytes; }
+
+static void replay_case(FILE *f, int c) {
+    int32_t h[6];
+    float hf[6];
+    if (!read_all(f, h, sizeof h) || !read_all(f, hf, sizeof hf)) {
+        CHECK(0, "golden case %d: short file", c);
+        return;
+    }
+    int64_t m = h[0], n = h[1], mn = m * n;
+    float *p = malloc((size_t)mn * sizeof *p), *g = malloc((size_t)mn * sizeof *g), *want = malloc((size_t)mn * sizeof *want);
+    CHECK(read_all(f, p, (size_t)mn * sizeof *p));
+    titan_optim_config cfg = {.kind = TITAN_OPTIM_GALORE,
+                              .adam = {.beta1 = hf[2], .beta2 = hf[3], .eps = hf[4], .weight_decay = hf[5]},
+                              .galore = {.rank = h[2], .update_proj_gap = h[3], .scale = hf[0],
+                                         .proj_type = (titan_galore_proj)h[4]}};
+    titan_optim_param par = {.name = "w", .off = 0, .rows = m, .cols = n, .project = 1};
+    titan_optim *o = NULL;
+    CHECK(titan_optim_create(&o, titan_backend_cpu(), (size_t)mn, &par, 1, &cfg) == TITAN_OK);
+    double worst = 0;
+    for (int s = 0; s < h[5] && o; s++) {
+        CHECK(read_all(f, g, (size_t)mn * sizeof *g) && read_all(f, want, (size_t)mn * sizeof *want));
+        CHECK(titan_optim_step(o, p, NULL, g, 1.0f, hf[1]) == TITAN_OK);
+        for (int64_t i = 0; i < mn; i++) worst = fmax(worst, fabs((double)p[i] - want[i]));
+    }
+    CHECK(worst <= 1e-5, "golden case %d (%lldx%lld, rank %d, gap %d, %s): max |p - galore-torch| %.3g after %d steps",
+          c, (long long)m, (long long)n, h[2], h[3], titan_galore_proj_name((titan_galore_proj)h[4]), worst, h[5]);
+    printf("galore-torch case %d: %lldx%lld %s rank %d gap %d: max |diff| %.2e over %d steps\n", c, (long long)m,
+           (long long)n, titan_galore_proj_name((titan_galore_proj)h[4]), h[2], h[3], worst, h[5]);
+    titan_optim_free(o);
+    free(p), free(g), free(want);
+}
+
+static void test_golden(void) {
+    const char *path = getenv("TITAN_GALORE_GOLDEN");
+    if (!path || !*path) {
+        printf("galore-torch goldens: skipped (TITAN_GALORE_GOLDEN unset; tests/cli/galore.sh sets it)\n");
+        return;
+    }
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "cannot open %s", path);
+    if (!f) return;
+    int32_t cases = 0;
+    CHECK(read_all(f, &cases, sizeof cases) && cases > 0);
+    for (int c = 0; c < cases; c++) replay_case(f, c);
+    fclose(f);
+}
+
+/* AdamW through the interface is titan_adamw; Adam's L2 penalty is the
+ * gradient g + wd p fed to AdamW without decay. */
+static void test_adam_kinds(void) {
+    enum { N = 5000 };
+    static float p1[N], p2[N], g[N], p3[N], g3[N];
+    gauss(p1, N, 1);
+    gauss(g, N, 2);
+    memcpy(p2, p1, sizeof p1);
+    memcpy(p3, p1, sizeof p1);
+    titan_optim_config cfg = {.kind = TITAN_OPTIM_ADAMW, .adam = {0.9f, 0.95f, 1e-8f, 0.1f}};
+    titan_optim *o = NULL, *adam = NULL;
+    titan_adamw *ref = NULL, *ref3 = NULL;
+    CHECK(titan_optim_create(&o, titan_backend_cpu(), N, NULL, 0, &cfg) == TITAN_OK);
+    CHECK(titan_adamw_create(&ref, titan_backend_cpu(), N, &cfg.adam) == TITAN_OK);
+    cfg.kind = TITAN_OPTIM_ADAM;
+    CHECK(titan_optim_create(&adam, titan_backend_cpu(), N, NULL, 0, &cfg) == TITAN_OK);
+    titan_adamw_config nodecay = cfg.adam;
+    nodecay.weight_decay = 0.0f;
+    CHECK(titan_adamw_create(&ref3, titan_backend_cpu(), N, &nodecay) == TITAN_OK);
+    float *pa = malloc(sizeof p1);
+    memcpy(pa, p1, sizeof p1);
+    for (int s = 0; s < 3; s++) {
+        CHECK(titan_optim_step(o, p1, NULL, g, 0.5f, 1e-3f) == TITAN_OK);
+        titan_adamw_step_cast(ref, p2, NULL, g, 0.5f, 1e-3f);
+        CHECK(titan_optim_step(adam, pa, NULL, g, 0.5f, 1e-3f) == TITAN_OK);
+        for (int i = 0; i < N; i++) g3[i] = g[i] * 0.5f + 0.1f * p3[i];
+        titan_adamw_step(ref3, p3, g3, 1e-3f);
+    }
+    CHECK(!memcmp(p1, p2, sizeof p1), "AdamW through titan_optim differs from titan_adamw");
+    CHECK(!memcmp(pa, p3, sizeof p1), "Adam (L2) differs from AdamW on g + wd p");
+    double st = titan_optim_state_bytes(o, NULL);
+    CHECK(st == 8.0 * N, "AdamW state %g bytes, want %d", st, 8 * N);
+    free(pa);
+    titan_optim_free(o);
+    titan_optim_free(adam);
+    titan_adamw_free(ref);
+    titan_adamw_free(ref3);
+}
+
+/* --bench-svd N R [P Q]: seconds of the exact and the randomized top-R SVD
+ * of an N x N matrix (scripts/galore_bench.sh), best of 3, and their
+ * subspaces' angle; not a test. */
+static int bench_svd(int argc, char **argv) {
+    int64_t n = argc > 2 ? atoll(argv[2]) : 2048;
+    int r = argc > 3 ? atoi(argv[3]) : (int)(n / 4), p = argc > 4 ? atoi(argv[4]) : 8, q = argc > 5 ? atoi(argv[5]) : 1;
+    float *a = malloc((size_t)(n * n) * sizeof *a), *ue = malloc((size_t)(n * r) * sizeof *ue);
+    float *ur = malloc((size_t)(n * r) * sizeof *ur);
+    /* a gradient-like matrix: low rank plus noise */
+    float *x = malloc((size_t)(n * 16) * sizeof *x), *y = malloc((size_t)(n * 16) * sizeof *y);
+    gauss(a, (size_t)(n * n), 5);
+    gauss(x, (size_t)(n * 16), 6);
+    gauss(y, (size_t)(n * 16), 7);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0;
+            for (int k = 0; k < 16; k++) sum += (double)x[i * 16 + k] * y[j * 16 + k];
+            a[i * n + j] = (float)(sum + 0.1 * a[i * n + j]);
+        }
+    /* wall seconds and process CPU seconds (all threads: fair on a shared machine) */
+    double best_e = 1e30, best_r = 1e30, cpu_e = 1e30, cpu_r = 1e30;
+    for (int rep = 0; rep < (n >= 1024 ? 1 : 3); rep++) {
+        double t0 = titan_now_s(), c0 = (double)clock() / CLOCKS_PER_SEC;
+        if (titan_svd_topk(a, n, n, r, ue, NULL) != TITAN_OK) return 1;
+        double t1 = titan_now_s(), c1 = (double)clock() / CLOCKS_PER_SEC;
+        if (titan_rsvd_topk(a, n, n, r, p, q, 1, 2, ur, NULL) != TITAN_OK) return 1;
+        double t2 = titan_now_s(), c2 = (double)clock() / CLOCKS_PER_SEC;
+        best_e = fmin(best_e, t1 - t0);
+        best_r = fmin(best_r, t2 - t1);
+        cpu_e = fmin(cpu_e, c1 - c0);
+        cpu_r = fmin(cpu_r, c2 - c1);
+    }
+    printf("svd %lldx%lld rank %d: CPU seconds exact %.2f, randomized %.2f: %.1fx\n", (long long)n, (long long)n, r,
+           cpu_e, cpu_r, cpu_e / cpu_r);
+    /* the angle of the leading 16 (the signal; the rest is noise) */
+    float *ue16 = first_cols(ue, n, r, 16), *ur16 = first_cols(ur, n, r, 16);
+    printf("svd %lldx%lld rank %d: exact %.3f s, randomized (oversampling %d, power iterations %d) %.3f s: %.1fx; "
+           "leading-16 subspace angle %.3f deg\n", (long long)n, (long long)n, r, best_e, p, q, best_r, best_e / best_r,
+           titan_subspace_angle(ue16, ur16, n, 16) * 180.0 / M_PI);
+    free(a), free(ue), free(ur), free(x), free(y), free(ue16), free(ur16);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--bench-svd")) return bench_svd(argc, argv);
+    test_projection();
+    test_svd(96, 64, 8, 0.7, 8, 1, 0.1);   /* fast decay: one power iteration */
+    test_svd(64, 128, 8, 0.9, 8, 2, 1.0); /* slow decay: two */
+    test_golden();
+    test_adam_kinds();
+    return failures != 0;
+}
