@@ -30,8 +30,14 @@ static const key_def *find_key(const char *section, const char *key) {
 
 static const key_def *find_alias(const char *section, const char *key) {
     for (int i = 0; i < titan_job_naliases; i++)
-        if (strcmp(titan_job_aliases[i].section, section) == 0 && strcmp(titan_job_aliases[i].key, key) == 0)
-            return find_key(section, titan_job_aliases[i].target);
+        if (strcmp(titan_job_aliases[i].section, section) == 0 && strcmp(titan_job_aliases[i].key, key) == 0) {
+            /* "section.key": a key of another section (torchtitan moved some) */
+            const char *t = titan_job_aliases[i].target, *dot = strchr(t, '.');
+            if (!dot) return find_key(section, t);
+            char home[64];
+            snprintf(home, sizeof home, "%.*s", (int)(dot - t), t);
+            return find_key(home, dot + 1);
+        }
     return NULL;
 }
 

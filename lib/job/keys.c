@@ -103,6 +103,11 @@ const key_def titan_job_keys[] = {
          "with tensor parallelism, split the residual stream and the norms by rows (Megatron's sequence "
          "parallelism, which torchtitan always uses with tp): the same numbers, 1/tp of the residual stream's "
          "memory; local_batch_size x seq_len must split over the tp ranks (titan extension)"),
+    BOOL("parallelism", "enable_async_tensor_parallel", parallelism_enable_async_tensor_parallel, 0,
+         "with tensor and sequence parallelism, run the all-gather before each column-parallel matmul and the "
+         "reduce-scatter after each row-parallel one as collective matmuls (block by block, over the shm "
+         "communicator's shared windows), forward and backward, so that compute runs while peers' blocks arrive; "
+         "the same numbers (compile.enable_async_tensor_parallel is the same key)"),
     INT("parallelism", "context_parallel_degree", parallelism_context_parallel_degree, 1, 1, 0, "context parallel ranks"),
     INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0,
         "pipeline stages (torchtitan's split: the embedding and the head weigh a layer each; untied embeddings)"),
@@ -218,6 +223,7 @@ const int titan_job_nsections = (int)(sizeof titan_job_sections / sizeof titan_j
 /* Old spellings that mean a supported key. */
 const key_alias titan_job_aliases[] = {
     {"checkpoint", "enable_checkpoint", "enable"},
+    {"compile", "enable_async_tensor_parallel", "parallelism.enable_async_tensor_parallel"},
 };
 const int titan_job_naliases = (int)(sizeof titan_job_aliases / sizeof titan_job_aliases[0]);
 
@@ -248,7 +254,7 @@ const key_ignored titan_job_ignored[] = {
     {"training", "dataset", NULL}, {"training", "enable_cpu_offload", NULL}, {"training", "compile", NULL},
     {"training", "gc_freq", NULL}, {"training", "gc_debug", NULL},
     {"parallelism", "enable_compiled_autograd", NULL},
-    {"parallelism", "disable_loss_parallel", NULL}, {"parallelism", "enable_async_tensor_parallel", NULL},
+    {"parallelism", "disable_loss_parallel", NULL},
     {"parallelism", "pipeline_parallel_split_points", "[]"}, {"parallelism", "module_fqns_per_model_part", NULL},
     {"parallelism", "pipeline_parallel_schedule_csv", "\"\""},
     {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},

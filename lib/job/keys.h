@@ -39,6 +39,7 @@ extern const char *const titan_job_sections[];
 extern const int titan_job_nsections;
 
 /* Old spellings that mean a supported key. */
+/* target: a key of the same section, or "section.key" of another */
 typedef struct { const char *section, *key, *target; } key_alias;
 extern const key_alias titan_job_aliases[];
 extern const int titan_job_naliases;

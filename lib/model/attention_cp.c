@@ -87,6 +87,7 @@ void titan_attention_cp_free(titan_attention_cp *a) {
 size_t titan_attention_cp_bytes(const titan_attention_cp *a) { return a->bytes; }
 
 double titan_attention_cp_take_comm_s(titan_attention_cp *a) { return a->grp->take_comm_s(a->grp->ctx); }
+double titan_attention_cp_take_exposed_s(titan_attention_cp *a) { return a->grp->take_exposed_s(a->grp->ctx); }
 
 /* Moves L-row blocks between the rank-order buffer and a position-order
  * one: to_seq 1 from stage into seq, 0 the other way. */

@@ -41,5 +41,7 @@ titan_status titan_attention_cp_backward(titan_attention_cp *a, void *dq, void *
                                          const void *v);
 /* Seconds in the group's collectives since the last call (then reset). */
 double titan_attention_cp_take_comm_s(titan_attention_cp *a);
+/* Of those, the seconds blocked waiting on peers (then 0). */
+double titan_attention_cp_take_exposed_s(titan_attention_cp *a);
 
 #endif

@@ -11,16 +11,7 @@
 
 #include "core/clock.h"
 #include "core/mem.h"
-
-typedef struct {
-    titan_group ops; /* first: ops.ctx is this */
-    titan_comm *comm;
-    const titan_backend *be;
-    int staged;   /* through the mirror */
-    char *mirror; /* host pages, mirror_bytes */
-    size_t mirror_bytes;
-    double comm_s;
-} group;
+#include "parallel/group_impl.h"
 
 static titan_status reserve(void *ctx, size_t bytes) {
     group *g = ctx;
@@ -40,9 +31,12 @@ static char *mirror_for(group *g, size_t bytes) {
     return NULL;
 }
 
-/* Counts t0's collective into comm_s; returns st. */
+/* Counts t0's collective into comm_s and exposed_s (a blocking collective
+ * is all exposed); returns st. */
 static titan_status timed(group *g, double t0, titan_status st) {
-    g->comm_s += titan_now_s() - t0;
+    double dt = titan_now_s() - t0;
+    g->comm_s += dt;
+    g->exposed_s += dt;
     return st;
 }
 
@@ -116,6 +110,13 @@ static double take_comm_s(void *ctx) {
     return s;
 }
 
+static double take_exposed_s(void *ctx) {
+    group *g = ctx;
+    double s = g->exposed_s;
+    g->exposed_s = 0.0;
+    return s;
+}
+
 titan_status titan_parallel_group_create(titan_group **out, titan_comm *comm, const titan_backend *be) {
     *out = NULL;
     if (!comm || titan_comm_size(comm) < 2) return TITAN_OK;
@@ -136,7 +137,11 @@ titan_status titan_parallel_group_create(titan_group **out, titan_comm *comm, co
         .all_gather_host = all_gather_host,
         .all_gather_v_host = all_gather_v_host,
         .take_comm_s = take_comm_s,
+        .take_exposed_s = take_exposed_s,
     };
+    /* Host buffers and a communicator whose peers' memory is addressable:
+     * the collective matmuls (group_overlap.c) can run. */
+    if (be->host && titan_comm_has_windows(comm)) group_overlap_enable(g);
     *out = &g->ops;
     return TITAN_OK;
 }
@@ -144,6 +149,7 @@ titan_status titan_parallel_group_create(titan_group **out, titan_comm *comm, co
 void titan_parallel_group_free(titan_group *ops) {
     if (!ops) return;
     group *g = ops->ctx;
+    titan_comm_window_free(g->win);
     titan_free_pages(g->mirror);
     titan_free(g);
 }

@@ -223,6 +223,7 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
                               .tp = t->mesh.tp_group,
                               .cp = t->mesh.cp_group,
                               .sequence_parallel = cfg->parallelism_enable_sequence_parallel,
+                              .async_tensor_parallel = cfg->parallelism_enable_async_tensor_parallel,
                               .pp_size = pp, .pp_stage = t->mesh.pp_rank,
                               .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
                               .pp_last_less = lay->pp_last_less,
