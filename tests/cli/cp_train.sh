@@ -44,7 +44,7 @@ curve "cp 2 x DDP 2 loss curve = one process" "$tmp/single" "$tmp/cp2ddp"
 expect 0 "" "train cp 2 x tp 2 (sequence parallel)" -- "$bin/titan-train" -q "$tmp/cp2tp2" --nproc 4 $CP2 $TP2
 curve "cp 2 x tp 2 loss curve = one process" "$tmp/single" "$tmp/cp2tp2"
 expect 0 "" "train cp 2 x tp 2 without sequence parallelism" -- "$bin/titan-train" -q "$tmp/cp2nosp" --nproc 4 \
-    $CP2 $TP2 --parallelism.enable_sequence_parallel=false
+    $CP2 $TP2 --parallelism.enable_sequence_parallel=false $NOATP
 curve "cp 2 x tp 2 without sequence parallelism = one process" "$tmp/single" "$tmp/cp2nosp"
 expect 0 "" "train cp 2 x pp 2" -- "$bin/titan-train" -q "$tmp/cp2pp2" --nproc 4 $CP2 $PP2
 curve "cp 2 x pp 2 loss curve = one process" "$tmp/single" "$tmp/cp2pp2"
