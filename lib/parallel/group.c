@@ -32,7 +32,9 @@ static char *mirror_for(group *g, size_t bytes) {
 }
 
 /* Counts t0's collective into comm_s and exposed_s (a blocking collective
- * is all exposed); returns st. */
+ * is all exposed); returns st. t0 is read before the collective's call, in
+ * a statement of its own: as an argument beside the call, C leaves the
+ * order open (gcc read the clock after the collective: nothing counted). */
 static titan_status timed(group *g, double t0, titan_status st) {
     double dt = titan_now_s() - t0;
     g->comm_s += dt;
@@ -50,7 +52,8 @@ static titan_status all_reduce(void *ctx, void *x, size_t n, titan_dtype dt) {
     } else {
         g->be->sync();
     }
-    titan_status st = timed(g, titan_now_s(), titan_comm_all_reduce(g->comm, buf, buf, n, dt, TITAN_COMM_SUM, NULL));
+    double t0 = titan_now_s();
+    titan_status st = timed(g, t0, titan_comm_all_reduce(g->comm, buf, buf, n, dt, TITAN_COMM_SUM, NULL));
     if (st == TITAN_OK && g->staged) g->be->to_device(x, buf, bytes);
     return st;
 }
@@ -66,7 +69,8 @@ static titan_status all_gather(void *ctx, const void *mine, void *full, size_t n
     } else {
         g->be->sync();
     }
-    titan_status st = timed(g, titan_now_s(), titan_comm_all_gather(g->comm, mine, buf, n, dt, NULL));
+    double t0 = titan_now_s();
+    titan_status st = timed(g, t0, titan_comm_all_gather(g->comm, mine, buf, n, dt, NULL));
     if (st == TITAN_OK && g->staged) g->be->to_device(full, buf, whole);
     return st;
 }
@@ -82,25 +86,29 @@ static titan_status reduce_scatter(void *ctx, void *full, void *own, size_t n, t
         g->be->sync();
     }
     char *mine = buf + (size_t)g->ops.rank * bytes;
+    double t0 = titan_now_s();
     titan_status st =
-        timed(g, titan_now_s(), titan_comm_reduce_scatter(g->comm, buf, g->staged ? mine : own, n, dt, TITAN_COMM_SUM, NULL));
+        timed(g, t0, titan_comm_reduce_scatter(g->comm, buf, g->staged ? mine : own, n, dt, TITAN_COMM_SUM, NULL));
     if (st == TITAN_OK && g->staged) g->be->to_device(own, mine, bytes);
     return st;
 }
 
 static titan_status sum_double(void *ctx, double *x) {
     group *g = ctx;
-    return timed(g, titan_now_s(), titan_comm_sum_double(g->comm, *x, x));
+    double t0 = titan_now_s();
+    return timed(g, t0, titan_comm_sum_double(g->comm, *x, x));
 }
 
 static titan_status all_gather_host(void *ctx, const float *mine, float *all, size_t n) {
     group *g = ctx;
-    return timed(g, titan_now_s(), titan_comm_all_gather(g->comm, mine, all, n, TITAN_DTYPE_F32, NULL));
+    double t0 = titan_now_s();
+    return timed(g, t0, titan_comm_all_gather(g->comm, mine, all, n, TITAN_DTYPE_F32, NULL));
 }
 
 static titan_status all_gather_v_host(void *ctx, const float *mine, float *all, const size_t *counts) {
     group *g = ctx;
-    return timed(g, titan_now_s(), titan_comm_all_gather_v(g->comm, mine, all, counts, TITAN_DTYPE_F32, NULL));
+    double t0 = titan_now_s();
+    return timed(g, t0, titan_comm_all_gather_v(g->comm, mine, all, counts, TITAN_DTYPE_F32, NULL));
 }
 
 static double take_comm_s(void *ctx) {
