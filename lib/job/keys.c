@@ -109,6 +109,10 @@ const key_def titan_job_keys[] = {
          "communicator's shared windows), forward and backward, so that compute runs while peers' blocks arrive; "
          "the same numbers (compile.enable_async_tensor_parallel is the same key)"),
     INT("parallelism", "context_parallel_degree", parallelism_context_parallel_degree, 1, 1, 0, "context parallel ranks"),
+    ENUM("parallelism", "context_parallel_rotate_method", parallelism_context_parallel_rotate_method,
+         parallelism_cp_ring, "allgather", "allgather,alltoall",
+         "how context parallelism exchanges keys and values: allgather (the whole sequence's, then attention) or "
+         "alltoall (a ring: each rank's block attended as it arrives, merged by online softmax; shm and cpu)"),
     INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0,
         "pipeline stages (torchtitan's split: the embedding and the head weigh a layer each; untied embeddings)"),
     ENUM("parallelism", "pipeline_parallel_schedule", parallelism_pipeline_parallel_schedule, parallelism_pp_schedule,
@@ -257,7 +261,7 @@ const key_ignored titan_job_ignored[] = {
     {"parallelism", "disable_loss_parallel", NULL},
     {"parallelism", "pipeline_parallel_split_points", "[]"}, {"parallelism", "module_fqns_per_model_part", NULL},
     {"parallelism", "pipeline_parallel_schedule_csv", "\"\""},
-    {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},
+    {"parallelism", "expert_parallel_degree", "1"},
     {"parallelism", "expert_tensor_parallel_degree", "1"},
     {"checkpoint", "last_save_model_only", NULL},
     {"checkpoint", "last_save_in_hf", "false"}, {"checkpoint", "model_weights_only", NULL},

@@ -81,6 +81,9 @@ typedef struct {
      * it a regrouped sum. Refused (TITAN_ERR_USAGE) without
      * sequence parallelism or where the tp group has no collective matmuls. */
     int async_tensor_parallel;
+    /* With cp: the ring instead of the all-gather of keys and values
+     * (titan_attention_cp_use_ring; torchtitan's rotate method "alltoall"). */
+    int cp_ring;
     /* Pipeline parallelism: the model is stage pp_stage of pp_size
      * (llama_config.h, titan_llama_pp; 0 or 1: the whole model). A stage
      * runs its own blocks: the first embeds tokens, the others start from

@@ -23,7 +23,7 @@ typedef struct {
     const titan_group *tp, *cp; /* NULL: none */
     titan_llama_tp tpp;
     titan_llama_pp pp;
-    int slots, sp, overlap;
+    int slots, sp, overlap, cp_ring;
 } request;
 
 /* The request from opt, checked before anything is allocated. */
@@ -43,6 +43,7 @@ static titan_status check_request(const titan_llama_config *c, int B, int T, tit
     r->cp = opt && opt->cp && opt->cp->size > 1 ? opt->cp : NULL;
     r->sp = r->tp && opt->sequence_parallel;
     r->overlap = r->tp && opt->async_tensor_parallel;
+    r->cp_ring = r->cp && opt->cp_ring;
     if (r->overlap && !r->sp)
         return titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism runs the sequence-parallel collectives as "
                            "collective matmuls: it needs sequence parallelism (parallelism.enable_sequence_parallel = "
@@ -266,6 +267,7 @@ static titan_status alloc_extras(titan_llama *m, int B, int T, const request *r)
     if (r->cp) {
         titan_status st = titan_attention_cp_create(&m->cpa, r->cp, be, m->dt, B, T, m->NH, m->NKV, m->HD);
         if (st != TITAN_OK) return st;
+        if (r->cp_ring) TITAN_TRY(titan_attention_cp_use_ring(m->cpa));
     }
     if (r->tp) {
         m->ids_host = titan_alloc(2 * (size_t)N * sizeof(uint32_t), "model: tensor parallel token ids");

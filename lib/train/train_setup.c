@@ -224,6 +224,7 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
                               .cp = t->mesh.cp_group,
                               .sequence_parallel = cfg->parallelism_enable_sequence_parallel,
                               .async_tensor_parallel = cfg->parallelism_enable_async_tensor_parallel,
+                              .cp_ring = cfg->parallelism_cp_ring,
                               .pp_size = pp, .pp_stage = t->mesh.pp_rank,
                               .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
                               .pp_last_less = lay->pp_last_less,
