@@ -19,9 +19,11 @@
 # Run by `make bench`.
 #
 # Tensor parallel 2 runs twice, blocking and async (collective matmuls:
-# parallelism.enable_async_tensor_parallel), one after the other; with
-# BENCH_DIST_REPEAT=k each pair runs k times, alternating, a row each, so
-# that the noise of shared cores shows beside the difference.
+# parallelism.enable_async_tensor_parallel), one after the other, and
+# context parallel 2 with the all-gather and with the ring
+# (context_parallel_rotate_method = "alltoall"); with BENCH_DIST_REPEAT=k
+# each pair runs k times, alternating, a row each, so that the noise of
+# shared cores shows beside the difference.
 # BENCH_DIST_ONLY=overlap runs the tp and cp rows only (no PyTorch).
 #
 #   BENCH_DIST_SEQ_LEN (512)  BENCH_DIST_GLOBAL (4)  BENCH_DIST_STEPS (4)
@@ -282,8 +284,15 @@ if t:
 # of 4 on rank 0, 1 and 2 on rank 1); FSDP shards over the cp group, as in the
 # FSDP 2 row. Each rank holds half the tokens' activations and the whole
 # sequences' keys and values for one layer at a time.
-t = titan("cp2", 2, ["--parallelism.context_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"], dp=1)
-rows.append(("titan CP 2", 2, t, 4 * P / 2 + 5 * unit, act_titan(G, cp=2)))
+# All-gather, then the ring (rotate method "alltoall"), alternating when repeated.
+cp2 = ["--parallelism.context_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"]
+for k in range(repeat):
+    tag = " #%d" % (k + 1) if repeat > 1 else ""
+    for method in ("allgather", "alltoall"):
+        ring = method == "alltoall"
+        t = titan("cp2" + ("ring" if ring else "") + str(k), 2,
+                  cp2 + ["--parallelism.context_parallel_rotate_method=" + method], dp=1)
+        rows.append(("titan CP 2" + (" ring" if ring else "") + tag, 2, t, 4 * P / 2 + 5 * unit, act_titan(G, cp=2)))
 
 print("model: debugmodel (dim 256, 6 layers, 16 heads, vocab 258, %.2fM params), seq_len %d, "
       "global batch %d sequences split over the ranks, %d steps, first %d not timed"
@@ -324,6 +333,7 @@ print("  A blocking collective counts whole as exposed. TP 2 async (collective m
 print("  = the time blocked waiting on a peer's flag in the shared window; total adds the copies")
 print("  and in-place sums the rank's own thread does between its products (not overlapped,")
 print("  but no wait), plus the blocking collectives left (loss sums, norm-weight gradients).")
+print("  CP 2 ring: the same, for the keys' and values' blocks; both CP rows add FSDP's share.")
 print("  torch: DDP comm hook: buckets in flight = total; after the last bucket is issued")
 print("  (no backward compute left) = exposed; ZeRO-1's parameter broadcasts count whole.")
 print("analytic = params + grads + AdamW m, v as each layout holds them + activations")
