@@ -45,6 +45,7 @@ static titan_status timed(group *g, double t0, titan_status st) {
 static titan_status all_reduce(void *ctx, void *x, size_t n, titan_dtype dt) {
     group *g = ctx;
     size_t bytes = n * titan_dtype_size(dt);
+    if (g->win && bytes <= g->block_bytes) return group_overlap_all_reduce(g, x, n, dt);
     void *buf = x;
     if (g->staged) {
         if (!(buf = mirror_for(g, bytes))) return TITAN_ERR_FAIL;

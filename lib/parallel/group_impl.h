@@ -23,5 +23,8 @@ typedef struct {
 
 /* Fills in g's collective matmuls (model/group.h). */
 void group_overlap_enable(group *g);
+/* x[n] = its sum over the group through the window (made, and n values
+ * fit one block): the blocking all_reduce's bits. */
+titan_status group_overlap_all_reduce(group *g, void *x, size_t n, titan_dtype dt);
 
 #endif

@@ -18,7 +18,10 @@
  * written straight into the window by the product that makes them and
  * summed where they lie. Waits are the exposed time (take_exposed_s); the
  * copies and the sum are communication too (take_comm_s), done by the
- * rank's own thread between its products. */
+ * rank's own thread between its products. With the window made, the
+ * group's small all-reduces (the sequence-parallel norms' weight
+ * gradients) take it too: one wait per peer instead of the shm
+ * collective's phases, the same rank-order sum. */
 #include <string.h>
 
 #include "core/clock.h"
@@ -119,6 +122,27 @@ static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dt
     }
     double t0 = titan_now_s();
     titan_comm_sum_ranks(src, size, n, dt, own); /* read where they lie, in rank order */
+    g->comm_s += titan_now_s() - t0;
+    titan_comm_window_post(g->win, flag(g, k, done_step(g)));
+    return TITAN_OK;
+}
+
+titan_status group_overlap_all_reduce(group *g, void *x, size_t n, titan_dtype dt) {
+    int me = g->ops.rank, size = g->ops.size, half;
+    size_t bytes = n * titan_dtype_size(dt);
+    TITAN_TRY(begin(g, bytes, "all-reduce", &half));
+    unsigned long long k = g->calls;
+    double t0 = titan_now_s();
+    memcpy(titan_comm_window_buf(g->win, me, half), x, bytes);
+    titan_comm_window_post(g->win, flag(g, k, 1));
+    g->comm_s += titan_now_s() - t0;
+    const void *src[MAX_RANKS];
+    for (int r = 0; r < size; r++) {
+        if (r != me) TITAN_TRY(wait_peer(g, r, flag(g, k, 1), "all-reduce"));
+        src[r] = titan_comm_window_buf(g->win, r, half);
+    }
+    t0 = titan_now_s();
+    titan_comm_sum_ranks(src, size, n, dt, x);
     g->comm_s += titan_now_s() - t0;
     titan_comm_window_post(g->win, flag(g, k, done_step(g)));
     return TITAN_OK;

@@ -12,7 +12,9 @@
  * order (own first), hand fn each block's values and leave full as
  * all_gather does, bit for bit; reduce_scatter_each must ask for the
  * peers' blocks first and its own last and give reduce_scatter's bits;
- * the waits count as exposed time, within the total. Also: a group over
+ * the group's all_reduce, through the window once it exists, gives the
+ * shm all_reduce's bits; the waits count as exposed time, within the
+ * total. Also: a group over
  * a host backend offers them, cpu-guard's (device buffers) does not. */
 #include <unistd.h>
 
@@ -87,6 +89,11 @@ static int run(const titan_layout *l) {
         CHECK(titan_comm_reduce_scatter(m.tp_comm, ref, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
         CHECK(memcmp(own, own_ref, bytes) == 0, "call %d: reduce_scatter_each = reduce_scatter, bit for bit", call);
         for (int s = 1; s <= n; s++) CHECK(w.order[s - 1] == (me + s) % n, "call %d: peers' blocks first", call);
+        /* the group's all-reduce now takes the window: the shm all_reduce's bits */
+        fill(own, dt, cnt, me, call, 7);
+        CHECK(titan_comm_all_reduce(m.tp_comm, own, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
+        CHECK(g->all_reduce(g->ctx, own, cnt, dt) == TITAN_OK, "all_reduce: %s", titan_error_message());
+        CHECK(memcmp(own, own_ref, bytes) == 0, "call %d: all_reduce over the window = all_reduce, bit for bit", call);
     }
     double exposed = g->take_exposed_s(g->ctx), total = g->take_comm_s(g->ctx);
     CHECK(exposed >= 0 && exposed <= total, "exposed %.6f s within total %.6f s", exposed, total);
