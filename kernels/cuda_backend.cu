@@ -349,6 +349,9 @@ static titan_backend cuda_backend = {
     .adamw_step = titan_cuda_adamw_step,
     .sumsq = titan_cuda_sumsq,
     .scale = titan_cuda_scale,
+    /* no block attention yet: context parallelism's ring is refused on cuda */
+    .attention_forward_at = NULL,
+    .attention_backward_at = NULL,
 };
 
 /* "name: cause" of a failed CUDA call, into msg */

@@ -18,8 +18,17 @@
 # them, + activations). Threads per rank = max(1, cores / ranks) on both sides.
 # Run by `make bench`.
 #
+# Tensor parallel 2 runs twice, blocking and async (collective matmuls:
+# parallelism.enable_async_tensor_parallel), one after the other, and
+# context parallel 2 with the all-gather and with the ring
+# (context_parallel_rotate_method = "alltoall"); with BENCH_DIST_REPEAT=k
+# each pair runs k times, alternating, a row each, so that the noise of
+# shared cores shows beside the difference.
+# BENCH_DIST_ONLY=overlap runs the tp and cp rows only (no PyTorch).
+#
 #   BENCH_DIST_SEQ_LEN (512)  BENCH_DIST_GLOBAL (4)  BENCH_DIST_STEPS (4)
-#   BENCH_DIST_WARMUP (1)  BENCH_DIST_PP_SCHEDULES (1; 0 leaves out the rows of
+#   BENCH_DIST_WARMUP (1)  BENCH_DIST_REPEAT (1)  BENCH_DIST_ONLY (all)
+#   BENCH_DIST_PP_SCHEDULES (1; 0 leaves out the rows of
 #   pipeline schedules: pp 2 and pp 4 x 1F1B, GPipe, Interleaved1F1B,
 #   LoopedBFS, InterleavedZeroBubble, with their measured and theoretical bubbles)
 set -eu
@@ -51,12 +60,13 @@ tail -c +65 "$out/data/shard-00000.bin" >"$out/tokens.u32"
 
 echo "bench_dist: load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-exec $PY - "$out" "$SEQ" "$GLOBAL" "$STEPS" "$WARMUP" <<'EOF'
+exec $PY - "$out" "$SEQ" "$GLOBAL" "$STEPS" "$WARMUP" "${BENCH_DIST_REPEAT:-1}" "${BENCH_DIST_ONLY:-all}" <<'EOF'
 import json, os, subprocess, sys, time
 sys.path.insert(0, "scripts")
-from torch_llama import LlamaConfig, hidden_dim
+from torch_llama import LlamaConfig, catalog, hidden_dim
 
-out, T, G, steps, warmup = sys.argv[1], *map(int, sys.argv[2:])
+out, T, G, steps, warmup, repeat = sys.argv[1], *map(int, sys.argv[2:7])
+only_overlap = sys.argv[7] == "overlap"
 cores = os.cpu_count() or 1
 c = LlamaConfig(dim=256, n_layers=6, n_heads=16, vocab_size=258, multiple_of=256,
                 rope_scaling_factor=8.0)
@@ -184,7 +194,7 @@ rows = []
 fsdp = lambda n: ["--parallelism.data_parallel_replicate_degree=1",
                   "--parallelism.data_parallel_shard_degree=%d" % n]
 ddp = ["--parallelism.data_parallel_replicate_degree=2", "--parallelism.data_parallel_shard_degree=1"]
-for n, kind in ((2, "fsdp"), (4, "fsdp"), (2, "ddp")):
+for n, kind in () if only_overlap else ((2, "fsdp"), (4, "fsdp"), (2, "ddp")):
     t = titan("%s%d" % (kind, n), n, fsdp(n) if kind == "fsdp" else ddp)
     r = torch_run("torch_%s%d" % (kind, n), n, "zero" if kind == "fsdp" else "ddp")
     P = 4 * r["params"]
@@ -234,34 +244,58 @@ def titan_two_hosts(name, layout):
                 rss=[max(s["peak_rss_bytes"] for s in m)], loss=m[-1]["loss"])
 
 
-t2 = titan_two_hosts("fsdp4_2hosts", fsdp(4))
+if only_overlap:  # the parameter count PyTorch's rows would have given
+    P, hd = 0, hidden_dim(c)
+    for _, shape in catalog(c):
+        k = 1
+        for d in shape:
+            k *= d
+        P += 4 * k
+    unit = 4 * max(4 * c.dim * c.dim + 3 * c.dim * hd + 2 * c.dim, c.vocab_size * c.dim + c.dim)
+t2 = None if only_overlap else titan_two_hosts("fsdp4_2hosts", fsdp(4))
 if t2:
     rows.append(("titan FSDP 4, 2 hosts", 4, t2, 4 * P / 4 + 5 * unit, act_titan(G // 4)))
 
 # Tensor parallel 2: each rank holds half of every matrix and the whole
 # batch; the same 2 cores as the 2-rank rows above.
-t = titan("tp2", 2, ["--parallelism.tensor_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"], dp=1)
+# Blocking, then async (the collective matmuls), alternating when repeated.
 hd = hidden_dim(c)
 replicated = 4 * (2 * c.n_layers + 1) * c.dim  # the norms, whole on every rank
-rows.append(("titan TP 2", 2, t, 4 * (P - replicated) / 2 + 4 * replicated, act_titan(G, 2)))
+tp2 = ["--parallelism.tensor_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"]
+for k in range(repeat):
+    tag = " #%d" % (k + 1) if repeat > 1 else ""
+    for mode in ("false", "true"):
+        t = titan("tp2" + ("async" if mode == "true" else "") + str(k), 2,
+                  tp2 + ["--parallelism.enable_async_tensor_parallel=" + mode], dp=1)
+        rows.append(("titan TP 2" + (" async" if mode == "true" else "") + tag, 2, t,
+                     4 * (P - replicated) / 2 + 4 * replicated, act_titan(G, 2)))
 
 # Pipeline parallel 2 (1F1B): the global batch as G micro-batches of one
 # sequence; stage 0 holds the embedding and layers 0-2 with two micro-batches
 # in flight, stage 1 layers 3-5 and the head with one (torchtitan's split of
 # 6 layers + 2). The larger of the two, in state and activations.
-t = titan("pp2", 2, ["--parallelism.pipeline_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"], dp=1)
+t = None if only_overlap else titan("pp2", 2, ["--parallelism.pipeline_parallel_degree=2",
+                                                 "--parallelism.data_parallel_shard_degree=1"], dp=1)
 layer_p = 4 * c.dim * c.dim + 3 * c.dim * hd + 2 * c.dim  # wq, wk, wv, wo (GQA as MHA here), FFN, norms
 emb_p = c.vocab_size * c.dim
 st0, st1 = emb_p + 3 * layer_p, 3 * layer_p + c.dim + emb_p
 a0, a1 = act_titan(1, layers=3, slots=2, with_head=False), act_titan(1, layers=3, slots=1)
-rows.append(("titan PP 2 (1F1B)", 2, t, 4 * 4 * max(st0, st1), max(a0, a1)))
+if t:
+    rows.append(("titan PP 2 (1F1B)", 2, t, 4 * 4 * max(st0, st1), max(a0, a1)))
 
 # Context parallel 2: every sequence split over the two ranks (chunks 0 and 3
 # of 4 on rank 0, 1 and 2 on rank 1); FSDP shards over the cp group, as in the
 # FSDP 2 row. Each rank holds half the tokens' activations and the whole
 # sequences' keys and values for one layer at a time.
-t = titan("cp2", 2, ["--parallelism.context_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"], dp=1)
-rows.append(("titan CP 2", 2, t, 4 * P / 2 + 5 * unit, act_titan(G, cp=2)))
+# All-gather, then the ring (rotate method "alltoall"), alternating when repeated.
+cp2 = ["--parallelism.context_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"]
+for k in range(repeat):
+    tag = " #%d" % (k + 1) if repeat > 1 else ""
+    for method in ("allgather", "alltoall"):
+        ring = method == "alltoall"
+        t = titan("cp2" + ("ring" if ring else "") + str(k), 2,
+                  cp2 + ["--parallelism.context_parallel_rotate_method=" + method], dp=1)
+        rows.append(("titan CP 2" + (" ring" if ring else "") + tag, 2, t, 4 * P / 2 + 5 * unit, act_titan(G, cp=2)))
 
 print("model: debugmodel (dim 256, 6 layers, 16 heads, vocab 258, %.2fM params), seq_len %d, "
       "global batch %d sequences split over the ranks, %d steps, first %d not timed"
@@ -322,6 +356,11 @@ print("  by mpirun across them: mpi communicators, TCP over veth loopback (the s
 print("  one-host shm row); its RSS is rank 0's from metrics.jsonl.")
 print("exposed: communication time per step not hidden behind compute, over its total.")
 print("  titan: comm_exposed_s / comm_total_s from metrics.jsonl (rank 0), n/a when absent.")
+print("  A blocking collective counts whole as exposed. TP 2 async (collective matmuls): exposed")
+print("  = the time blocked waiting on a peer's flag in the shared window; total adds the copies")
+print("  and in-place sums the rank's own thread does between its products (not overlapped,")
+print("  but no wait), plus the blocking collectives left (loss sums, norm-weight gradients).")
+print("  CP 2 ring: the same, for the keys' and values' blocks; both CP rows add FSDP's share.")
 print("  torch: DDP comm hook: buckets in flight = total; after the last bucket is issued")
 print("  (no backward compute left) = exposed; ZeRO-1's parameter broadcasts count whole.")
 print("analytic = params + grads + AdamW m, v as each layout holds them + activations")

@@ -259,6 +259,17 @@ typedef struct titan_backend {
     double (*sumsq)(const float *x, size_t n);
     /* x[i] *= s */
     void (*scale)(float *x, size_t n, float s);
+
+    /* attention_forward and _backward with query 0 at key position off
+     * (theirs is Tk - Tq): query i sees keys 0 .. off + i; off >= Tk - 1
+     * sees every key, unmasked (a block of keys wholly before the queries:
+     * context parallelism's ring). NULL where a backend has none (the ring
+     * is then refused). */
+    void (*attention_forward_at)(titan_dtype dt, void *out, float *lse, const void *q, const void *k, const void *v,
+                                 int B, int Tq, int Tk, int off, int NH, int NKV, int HD);
+    void (*attention_backward_at)(titan_dtype dt, int acc, void *dq, void *dk, void *dv, const void *dout,
+                                  const void *out, const float *lse, const void *q, const void *k, const void *v,
+                                  int B, int Tq, int Tk, int off, int NH, int NKV, int HD);
 } titan_backend;
 
 /* The CPU reference backend (OpenBLAS + OpenMP). */

@@ -613,6 +613,55 @@ titan_status titan_comm_split(titan_comm *c, int color, int key, const char *nam
     return *out ? comm_flight_register(out) : TITAN_OK;
 }
 
+/* ---- shared windows ---------------------------------------------------------------- */
+
+struct titan_comm_window {
+    titan_comm *w; /* the split whose backend state holds the buffers and flags */
+};
+
+int titan_comm_has_windows(const titan_comm *c) { return c->be->window_buf != NULL; }
+
+titan_status titan_comm_window_create(titan_comm *c, size_t bytes, titan_comm_window **out) {
+    *out = NULL;
+    if (!titan_comm_has_windows(c))
+        return titan_error(TITAN_ERR_USAGE, "comm %s: the %s backend has no shared windows (symmetric memory)",
+                           c->name, c->be->name);
+    if (bytes == 0) return titan_error(TITAN_ERR_USAGE, "comm %s: a shared window of 0 bytes", c->name);
+    titan_comm_window *win = calloc(1, sizeof *win);
+    if (!win) return titan_error(TITAN_ERR_NOMEM, "comm %s: out of memory for a shared window", c->name);
+    char name[64];
+    snprintf(name, sizeof name, "%.40s.window", c->name);
+    /* Not titan_comm_split: the flight recorder's registration would run a
+     * collective on it, and its flags are the window's own. */
+    comm_op o = {.kind = COMM_SPLIT, .dtype = TITAN_DTYPE_F32, .color = 0, .key = c->rank, .name = name,
+                 .out = &win->w, .count = bytes};
+    titan_status st = submit(c, &o, NULL);
+    if (st != TITAN_OK) {
+        free(win);
+        return st;
+    }
+    *out = win;
+    return TITAN_OK;
+}
+
+void *titan_comm_window_buf(titan_comm_window *win, int rank, int half) {
+    return win->w->be->window_buf(win->w, rank, half);
+}
+
+void titan_comm_window_post(titan_comm_window *win, unsigned long long value) {
+    win->w->be->window_post(win->w, value);
+}
+
+titan_status titan_comm_window_wait(titan_comm_window *win, int rank, unsigned long long value, const char *what) {
+    return win->w->be->window_wait(win->w, rank, value, what);
+}
+
+void titan_comm_window_free(titan_comm_window *win) {
+    if (!win) return;
+    titan_comm_free(win->w);
+    free(win);
+}
+
 titan_status titan_comm_sum_double(titan_comm *c, double x, double *out) {
     if (!c) {
         *out = x;

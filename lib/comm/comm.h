@@ -222,6 +222,36 @@ titan_status titan_comm_wait_timed(titan_comm_req *req, double *start, double *e
 
 const char *titan_comm_redop_name(titan_comm_redop op); /* "sum", "avg" */
 
+/* Shared windows (symmetric memory): every rank of a window owns a buffer
+ * of two halves of `bytes` each, which every rank of the group can read and
+ * write directly (a peer's buffer is addressed, not copied), and a 64-bit
+ * flag per rank that only grows. The owner publishes with post (release:
+ * what it wrote before is visible to whoever then sees the value); a
+ * reader waits on a flag (acquire) with the communicator's timeout and
+ * failure detection. What the halves and the values mean is the caller's
+ * protocol (lib/parallel/group_overlap.c). Backends: shm (the buffers live
+ * in one shared segment); mpi and nccl have none yet (TITAN_ERR_USAGE:
+ * check titan_comm_has_windows first). The CUDA counterpart would export
+ * VMM allocations between processes (cuMemExportToShareableHandle) or use
+ * NCCL's registered windows, behind the same calls. */
+typedef struct titan_comm_window titan_comm_window;
+/* 1 when titan_comm_window_create works on c. */
+int titan_comm_has_windows(const titan_comm *c);
+/* Collective over c (a split: the same call on every rank, in order). */
+titan_status titan_comm_window_create(titan_comm *c, size_t bytes, titan_comm_window **out);
+/* Rank r's half h (0 or 1): bytes of memory this process may read and write. */
+void *titan_comm_window_buf(titan_comm_window *w, int rank, int half);
+/* This rank's flag = value (>= its previous value). */
+void titan_comm_window_post(titan_comm_window *w, unsigned long long value);
+/* Until rank r's flag >= value; TITAN_ERR_COMM (named) on the timeout, a
+ * dead peer or a stopped communicator. `what` names the step for messages. */
+titan_status titan_comm_window_wait(titan_comm_window *w, int rank, unsigned long long value, const char *what);
+void titan_comm_window_free(titan_comm_window *w);
+/* out[m] = src[0] + ... + src[n-1] element by element, added as the
+ * reductions add (rank order, f32, bf16 rounded once): the same bits as a
+ * reduce_scatter of the same parts. out may be one of the sources. */
+void titan_comm_sum_ranks(const void *const *src, int n, size_t m, titan_dtype dt, void *out);
+
 /* Sum of one double per rank of c, added in rank order in double (the same
  * on every rank: loss sums, norms); c NULL: x. Collective (an all-gather). */
 titan_status titan_comm_sum_double(titan_comm *c, double x, double *out);

@@ -40,7 +40,7 @@ typedef struct {
     const size_t *counts;  /* reduce_scatter, all_gather: one per rank */
     int peer;              /* broadcast root; send dst; recv src; send_recv dst */
     int peer2;             /* send_recv src */
-    int color, key;        /* split */
+    int color, key;        /* split (count: the halves' bytes, 0 the parent's) */
     const char *name;      /* split */
     titan_comm **out;      /* split */
 } comm_op;
@@ -50,6 +50,11 @@ typedef struct {
     titan_status (*run)(titan_comm *c, const comm_op *op);
     void (*free)(titan_comm *c);
     int device_buffers; /* takes GPU memory (titan_comm_device_buffers) */
+    /* Shared windows (comm.h), on the communicator a COMM_SPLIT with
+     * count = the half's bytes made; NULL where the backend has none. */
+    void *(*window_buf)(titan_comm *w, int rank, int half);
+    void (*window_post)(titan_comm *w, uint64_t value);
+    titan_status (*window_wait)(titan_comm *w, int rank, uint64_t value, const char *what);
 } comm_backend;
 
 struct titan_comm {

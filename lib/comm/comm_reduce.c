@@ -63,3 +63,7 @@ void comm_reduce_ranks(const unsigned char *const *src, int n, size_t m, titan_d
     }
 }
 
+
+void titan_comm_sum_ranks(const void *const *src, int n, size_t m, titan_dtype dt, void *out) {
+    comm_reduce_ranks((const unsigned char *const *)src, n, m, dt, 0, out, NULL);
+}

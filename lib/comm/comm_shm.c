@@ -421,7 +421,7 @@ static titan_status shm_split(titan_comm *c, const comm_op *op) {
         snprintf(base, sizeof base, "%.95s", ps->seg);
         snprintf(seg, sizeof seg, "%s.%u.%d", base, split_no, members[0]);
         if (st == TITAN_OK && newrank == 0)
-            st = seg_create(s, seg, m, ps->hdr->half_bytes, 0);
+            st = seg_create(s, seg, m, op->count ? ALIGN_UP(op->count, 4096) : ps->hdr->half_bytes, 0);
     }
     /* creation, then mapping, each followed by an agreement over the parent */
     for (int round = 0; round < 2; round++) {
@@ -473,4 +473,40 @@ static titan_status shm_run(titan_comm *c, const comm_op *op) {
 
 static void shm_free(titan_comm *c) { state_free(c->impl); }
 
-static const comm_backend shm_backend = {"shm", shm_run, shm_free, 0};
+/* ---- shared windows: a split's slots are the buffers, its progress words the flags ---- */
+
+static void *shm_window_buf(titan_comm *w, int rank, int half) { return shm_slot(w->impl, rank, half); }
+
+static void shm_window_post(titan_comm *w, uint64_t value) {
+    shm_state *s = w->impl;
+    atomic_store_explicit(&s->ranks[s->me].progress, value, memory_order_release);
+    shm_ring_bell(s);
+}
+
+typedef struct {
+    int rank;
+    uint64_t value;
+} window_want;
+
+static uint64_t window_missing(shm_ctx *x, void *arg) {
+    const window_want *w = arg;
+    uint64_t v = atomic_load_explicit(&x->s->ranks[w->rank].progress, memory_order_acquire);
+    return v >= w->value ? 0 : (uint64_t)1 << w->rank;
+}
+
+static void window_describe(shm_ctx *x, int r, char *buf, size_t cap) {
+    snprintf(buf, cap, "rank %d posted %llu", r,
+             (unsigned long long)atomic_load(&x->s->ranks[r].progress));
+}
+
+static titan_status shm_window_wait(titan_comm *w, int rank, uint64_t value, const char *what) {
+    shm_state *s = w->impl;
+    window_want want = {rank, value};
+    if (window_missing(&(shm_ctx){.s = s}, &want) == 0) return TITAN_OK; /* the common case: no clock read */
+    shm_ctx x = {.c = w, .s = s};
+    snprintf(x.what, sizeof x.what, "%s (window value %llu of rank %d)", what, (unsigned long long)value, rank);
+    return shm_wait(&x, window_missing, &want, window_describe);
+}
+
+static const comm_backend shm_backend = {"shm", shm_run, shm_free, 0, shm_window_buf, shm_window_post,
+                                         shm_window_wait};

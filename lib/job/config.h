@@ -99,6 +99,9 @@ typedef struct {
     int parallelism_data_parallel_shard_degree; /* -1 = the rest */
     int parallelism_tensor_parallel_degree;
     int parallelism_enable_sequence_parallel; /* with tp: split the residual stream by rows (titan extension) */
+    int parallelism_enable_async_tensor_parallel; /* with tp and sp: collective matmuls */
+    char parallelism_context_parallel_rotate_method[TITAN_STR]; /* allgather, alltoall */
+    int parallelism_cp_ring; /* context_parallel_rotate_method: 0 allgather, 1 alltoall */
     int parallelism_context_parallel_degree;
     int parallelism_pipeline_parallel_degree;
     char parallelism_pipeline_parallel_schedule[TITAN_STR]; /* 1F1B, GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble */

@@ -122,7 +122,16 @@ const key_def titan_job_keys[] = {
          "with tensor parallelism, split the residual stream and the norms by rows (Megatron's sequence "
          "parallelism, which torchtitan always uses with tp): the same numbers, 1/tp of the residual stream's "
          "memory; local_batch_size x seq_len must split over the tp ranks (titan extension)"),
+    BOOL("parallelism", "enable_async_tensor_parallel", parallelism_enable_async_tensor_parallel, 0,
+         "with tensor and sequence parallelism, run the all-gather before each column-parallel matmul and the "
+         "reduce-scatter after each row-parallel one as collective matmuls (block by block, over the shm "
+         "communicator's shared windows), forward and backward, so that compute runs while peers' blocks arrive; "
+         "the same numbers (compile.enable_async_tensor_parallel is the same key)"),
     INT("parallelism", "context_parallel_degree", parallelism_context_parallel_degree, 1, 1, 0, "context parallel ranks"),
+    ENUM("parallelism", "context_parallel_rotate_method", parallelism_context_parallel_rotate_method,
+         parallelism_cp_ring, "allgather", "allgather,alltoall",
+         "how context parallelism exchanges keys and values: allgather (the whole sequence's, then attention) or "
+         "alltoall (a ring: each rank's block attended as it arrives, merged by online softmax; shm and cpu)"),
     INT("parallelism", "pipeline_parallel_degree", parallelism_pipeline_parallel_degree, 1, 1, 0,
         "pipeline stages (torchtitan's split: the embedding and the head weigh a layer each; untied embeddings)"),
     ENUM("parallelism", "pipeline_parallel_schedule", parallelism_pipeline_parallel_schedule, parallelism_pp_schedule,
@@ -297,6 +306,7 @@ const key_alias titan_job_aliases[] = {
     {"checkpoint", "model_weights_only", "checkpoint", "last_save_model_only"},
     {"debug", "seed", "training", "seed"},
     {"debug", "deterministic", "training", "deterministic"},
+    {"compile", "enable_async_tensor_parallel", "parallelism", "enable_async_tensor_parallel"},
 };
 const int titan_job_naliases = (int)(sizeof titan_job_aliases / sizeof titan_job_aliases[0]);
 
@@ -352,13 +362,12 @@ const key_ignored titan_job_ignored[] = {
     {"training.dataloader", "prefetch_factor", NULL},
     {"parallelism", "enable_compiled_autograd", NULL},
     {"parallelism", "disable_loss_parallel", "false"},
-    {"parallelism", "enable_async_tensor_parallel", NULL},
     {"parallelism", "pipeline_parallel_split_points", "[]"},
     {"parallelism", "module_fqns_per_model_part", KEY_REFUSED},
     {"parallelism", "pipeline_parallel_expert_parallel_overlap", NULL},
     {"parallelism", "context_parallel_load_balancer", "\"headtail\""},
     {"parallelism", "expert_parallel_comm_backend", NULL},
-    {"parallelism", "context_parallel_rotate_method", NULL}, {"parallelism", "expert_parallel_degree", "1"},
+    {"parallelism", "expert_parallel_degree", "1"},
     {"parallelism", "expert_tensor_parallel_degree", "1"},
     {"checkpoint", "initial_load_in_hf_quantized", "false"},
     {"checkpoint", "enable_ft_dataloader_checkpoints", NULL},

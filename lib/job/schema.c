@@ -113,8 +113,7 @@ const key_schema titan_job_schema[] = {
     LAST("parallelism", "disable_loss_parallel", NULL,
          "titan's tensor-parallel loss is always vocabulary-parallel; gathering the whole logits is not "
          "implemented"),
-    LAST("parallelism", "enable_async_tensor_parallel", NULL,
-         "overlapping tensor-parallel collectives with the matmuls changes speed only; not implemented"),
+    LAST("parallelism", "enable_async_tensor_parallel", "false", NULL),
     LAST("parallelism", "pipeline_parallel_degree", "1", NULL),
     LAST("parallelism", "module_fqns_per_model_part", NULL,
          "stages are cut by layer counts (pipeline_parallel_layers_per_stage and the first/last stage's); "
@@ -131,8 +130,7 @@ const key_schema titan_job_schema[] = {
     LAST("parallelism", "context_parallel_load_balancer", NULL,
          "titan's context parallelism always balances head to tail (rank r holds chunks r and 2cp-1-r); "
          "other balancers are not implemented"),
-    LAST("parallelism", "context_parallel_rotate_method", NULL,
-         "how key/value chunks travel between context-parallel ranks (speed only); titan's ring is fixed"),
+    LAST("parallelism", "context_parallel_rotate_method", "\"allgather\"", NULL),
     LAST("parallelism", "expert_parallel_degree", NULL, "Llama 3 has no experts: only 1 is meant"),
     LAST("parallelism", "expert_tensor_parallel_degree", NULL, "Llama 3 has no experts: only 1 is meant"),
     LAST("parallelism", "expert_parallel_comm_backend", NULL, "Llama 3 has no experts"),
@@ -246,6 +244,8 @@ const key_schema titan_job_schema[] = {
     OLDER("training", "seed", "the seed of weight init and data order (torchtitan's debug.seed)"),
     OLDER("training", "deterministic", "repeatable kernels (torchtitan's debug.deterministic)"),
     OLDER("training", "compile", compile_why),
+    OLDER("compile", "enable_async_tensor_parallel",
+          "torchtitan's later spelling of parallelism.enable_async_tensor_parallel"),
     OLDER("parallelism", "enable_compiled_autograd", compile_why),
     OLDER("parallelism", "pipeline_parallel_split_points", "the older module_fqns_per_model_part: only [] is meant"),
     OLDER("checkpoint", "enable_checkpoint", "the older checkpoint.enable"),

@@ -8,6 +8,7 @@
  * so this costs little next to the attention itself. */
 #include "model/attention_cp.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "core/mem.h"
@@ -24,6 +25,14 @@ struct titan_attention_cp {
     void *k, *v, *dk, *dv;
     void *stage; /* [cp][B][2][L][NKV, HD]: the collectives' rank-order buffer */
     size_t bytes;
+    /* the ring (titan_attention_cp_use_ring): every rank's packed [k | v]
+     * in backward (backend memory), and host scratch for the online-softmax
+     * merge: the rank's out [B, 2, L, QD] and lse [B, 2, NH, L] so far in
+     * fp32, one block's out (compute type and fp32) and lse */
+    int ring;
+    void *ring_kv;
+    float *acc, *lacc, *part_f, *part_lse;
+    void *part;
 };
 
 /* Where the rank's chunk j of sequence b starts among its local rows. */
@@ -79,6 +88,9 @@ titan_status titan_attention_cp_create(titan_attention_cp **out, const titan_gro
 
 void titan_attention_cp_free(titan_attention_cp *a) {
     if (!a) return;
+    if (a->ring_kv) a->be->free(a->ring_kv);
+    titan_free(a->acc);
+    titan_free(a->part);
     void *bufs[5] = {a->k, a->v, a->dk, a->dv, a->stage};
     for (int i = 0; i < 5; i++)
         if (bufs[i]) a->be->free(bufs[i]);
@@ -96,6 +108,7 @@ size_t titan_attention_cp_plan_bytes(titan_dtype dt, int B, int T, int NKV, int 
 }
 
 double titan_attention_cp_take_comm_s(titan_attention_cp *a) { return a->grp->take_comm_s(a->grp->ctx); }
+double titan_attention_cp_take_exposed_s(titan_attention_cp *a) { return a->grp->take_exposed_s(a->grp->ctx); }
 
 /* Moves L-row blocks between the rank-order buffer and a position-order
  * one: to_seq 1 from stage into seq, 0 the other way. */
@@ -143,8 +156,158 @@ static titan_status reduce_scatter(titan_attention_cp *a, const void *seq, void 
 /* Byte offset of local row r of a [rows, width] tensor of the compute type. */
 static size_t at(const titan_attention_cp *a, size_t r, int width) { return r * (size_t)width * a->esz; }
 
+/* ---- the ring (rotate method "alltoall") ----------------------------------------------
+ * Each rank's keys and values, packed [k | v] ([B, 2, L, NKV, HD] each),
+ * go through the cp group's collective all-gather: the rank attends its
+ * queries to its own block first, then to each peer's in ring order
+ * (rank + 1, rank + 2, ...) as soon as that peer has published it, reading
+ * it where it lies, and merges the blocks' outputs by their log-sum-exps
+ * (online softmax). Query chunk at position pq and key chunk at pk: pk <
+ * pq every key (attention_forward_at with off = L), pk = pq causal, pk >
+ * pq nothing: the head-tail balance stays. Backward gathers the blocks
+ * again (kept) and makes each rank's partial dK and dV, block by block,
+ * straight into the group's window for the collective reduce-scatter:
+ * peers' blocks first, its own last. */
+
+static size_t local_count(const titan_attention_cp *a) { return (size_t)a->B * 2 * a->L * a->NKV * a->HD; }
+
+titan_status titan_attention_cp_use_ring(titan_attention_cp *a) {
+    const titan_group *g = a->grp;
+    if (!a->be->host || !a->be->attention_forward_at || !a->be->attention_backward_at || !g->all_gather_each)
+        return titan_error(TITAN_ERR_USAGE, "model: context parallelism: parallelism.context_parallel_rotate_method = "
+                           "\"alltoall\" (the ring) needs host buffers, the shm communicator's shared windows and a "
+                           "backend with block attention (cpu); this run has %s%s", a->be->name,
+                           g->all_gather_each ? "" : " without shared windows");
+    size_t n = local_count(a), QD = (size_t)a->NH * a->HD, rows = (size_t)a->B * 2 * a->L, L = (size_t)a->L;
+    TITAN_TRY(g->overlap_reserve(g->ctx, 2 * n * a->esz));
+    a->ring_kv = a->be->alloc(2 * n * a->esz * (size_t)a->size);
+    a->acc = titan_alloc((rows * QD + rows * (size_t)a->NH + L * QD + L * (size_t)a->NH) * sizeof(float),
+                         "context parallel ring: the merge's scratch");
+    a->part = titan_alloc(L * QD * a->esz, "context parallel ring: a block's output");
+    if (!a->ring_kv || !a->acc || !a->part)
+        return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: no memory for the ring's buffers");
+    a->lacc = a->acc + rows * QD;
+    a->part_f = a->lacc + rows * (size_t)a->NH;
+    a->part_lse = a->part_f + L * QD;
+    a->bytes += 2 * n * a->esz * (size_t)a->size;
+    a->ring = 1;
+    return TITAN_OK;
+}
+
+/* Merges a block's out (a->part) and lse (a->part_lse) into query chunk r's so far. */
+static void merge(titan_attention_cp *a, size_t r) {
+    int L = a->L, NH = a->NH, HD = a->HD, QD = NH * HD;
+    a->be->convert(a->part_f, TITAN_DTYPE_F32, a->part, a->dt, (size_t)L * QD);
+    float *acc = a->acc + r * QD, *lacc = a->lacc + r * NH;
+    for (int h = 0; h < NH; h++)
+        for (int t = 0; t < L; t++) {
+            float l1 = lacc[h * L + t], l2 = a->part_lse[h * L + t], m = l1 > l2 ? l1 : l2;
+            float w1 = l1 == -INFINITY ? 0.0f : expf(l1 - m), w2 = expf(l2 - m), sum = w1 + w2;
+            float *o = acc + (size_t)t * QD + (size_t)h * HD;
+            const float *p = a->part_f + (size_t)t * QD + (size_t)h * HD;
+            for (int d = 0; d < HD; d++) o[d] = (w1 * o[d] + w2 * p[d]) / sum;
+            lacc[h * L + t] = m + logf(sum);
+        }
+}
+
+typedef struct {
+    titan_attention_cp *a;
+    const void *q, *dout, *out;
+    const float *lse;
+    void *dq;
+} ring_call;
+
+/* off for query chunk j against key chunk pk: -1 none, 0 causal, L all. */
+static int ring_off(const titan_attention_cp *a, int j, int pk) {
+    return pk > a->chunk[j] ? -1 : pk == a->chunk[j] ? 0 : a->L;
+}
+
+static void ring_forward_block(void *arg, int r, void *kv) {
+    ring_call *c = arg;
+    titan_attention_cp *a = c->a;
+    int QD = a->NH * a->HD, KVD = a->NKV * a->HD, rchunk[2];
+    titan_layout_cp_chunks(a->T, a->size, r, rchunk);
+    const char *k = kv, *v = (const char *)kv + local_count(a) * a->esz;
+    for (int b = 0; b < a->B; b++)
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < 2; i++) {
+                int off = ring_off(a, j, rchunk[i]);
+                if (off < 0) continue;
+                size_t qr = local_row(a, b, j), kr = at(a, local_row(a, b, i), KVD);
+                a->be->attention_forward_at(a->dt, a->part, a->part_lse, (const char *)c->q + at(a, qr, QD), k + kr,
+                                            v + kr, 1, a->L, a->L, off, a->NH, a->NKV, a->HD);
+                merge(a, qr);
+            }
+}
+
+/* This rank's partial [dk | dv] of rank d's block into dst. */
+static void ring_backward_block(void *arg, int d, void *dst) {
+    ring_call *c = arg;
+    titan_attention_cp *a = c->a;
+    int QD = a->NH * a->HD, KVD = a->NKV * a->HD, dchunk[2];
+    titan_layout_cp_chunks(a->T, a->size, d, dchunk);
+    size_t n = local_count(a);
+    const char *k = (const char *)a->ring_kv + (size_t)d * 2 * n * a->esz, *v = k + n * a->esz;
+    char *dk = dst, *dv = dk + n * a->esz;
+    a->be->zero(dst, 2 * n * a->esz);
+    for (int b = 0; b < a->B; b++)
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < 2; i++) {
+                int off = ring_off(a, j, dchunk[i]);
+                if (off < 0) continue;
+                size_t qr = local_row(a, b, j), qo = at(a, qr, QD), kr = at(a, local_row(a, b, i), KVD);
+                a->be->attention_backward_at(a->dt, TITAN_ACC_DX, (char *)c->dq + qo, dk + kr, dv + kr,
+                                             (const char *)c->dout + qo, (const char *)c->out + qo,
+                                             c->lse + qr * a->NH, (const char *)c->q + qo, k + kr, v + kr, 1, a->L,
+                                             a->L, off, a->NH, a->NKV, a->HD);
+            }
+}
+
+/* [k | v] of the rank's rows into a->k (whole-sequence sized: room for both). */
+static void *pack_kv(titan_attention_cp *a, const void *k, const void *v) {
+    size_t n = local_count(a);
+    a->be->convert(a->k, a->dt, k, a->dt, n);
+    a->be->convert((char *)a->k + n * a->esz, a->dt, v, a->dt, n);
+    return a->k;
+}
+
+static titan_status ring_failed(titan_status st, const char *what) {
+    if (st != TITAN_OK) titan_error_context("model: context parallel ring %s", what);
+    return st;
+}
+
+static titan_status ring_forward(titan_attention_cp *a, void *out, float *lse, const void *q, const void *k,
+                                 const void *v) {
+    size_t rows = (size_t)a->B * 2 * a->L, QD = (size_t)a->NH * a->HD;
+    memset(a->acc, 0, rows * QD * sizeof(float));
+    for (size_t i = 0; i < rows * (size_t)a->NH; i++) a->lacc[i] = -INFINITY;
+    ring_call c = {.a = a, .q = q};
+    const titan_group *g = a->grp;
+    TITAN_TRY(ring_failed(g->all_gather_each(g->ctx, pack_kv(a, k, v), NULL, 2 * local_count(a), a->dt,
+                                             ring_forward_block, &c), "forward"));
+    a->be->convert(out, a->dt, a->acc, TITAN_DTYPE_F32, rows * QD);
+    memcpy(lse, a->lacc, rows * (size_t)a->NH * sizeof(float));
+    return TITAN_OK;
+}
+
+static titan_status ring_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
+                                  const void *out, const float *lse, const void *q, const void *k, const void *v) {
+    size_t n = local_count(a);
+    const titan_group *g = a->grp;
+    a->be->zero(dq, (size_t)a->B * 2 * a->L * a->NH * a->HD * a->esz);
+    TITAN_TRY(ring_failed(g->all_gather_each(g->ctx, pack_kv(a, k, v), a->ring_kv, 2 * n, a->dt, NULL, NULL),
+                          "backward gather"));
+    ring_call c = {.a = a, .q = q, .dout = dout, .out = out, .lse = lse, .dq = dq};
+    TITAN_TRY(ring_failed(g->reduce_scatter_each(g->ctx, a->dk, 2 * n, a->dt, ring_backward_block, &c),
+                          "backward reduce-scatter"));
+    a->be->convert(dk, a->dt, a->dk, a->dt, n);
+    a->be->convert(dv, a->dt, (char *)a->dk + n * a->esz, a->dt, n);
+    return TITAN_OK;
+}
+
 titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float *lse, const void *q,
                                         const void *k, const void *v) {
+    if (a->ring) return ring_forward(a, out, lse, q, k, v);
     TITAN_TRY(gather(a, k, a->k));
     TITAN_TRY(gather(a, v, a->v));
     int QD = a->NH * a->HD, KVD = a->NKV * a->HD;
@@ -162,6 +325,7 @@ titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float 
 titan_status titan_attention_cp_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
                                          const void *out, const float *lse, const void *q, const void *k,
                                          const void *v) {
+    if (a->ring) return ring_backward(a, dq, dk, dv, dout, out, lse, q, k, v);
     TITAN_TRY(gather(a, k, a->k));
     TITAN_TRY(gather(a, v, a->v));
     int QD = a->NH * a->HD, KVD = a->NKV * a->HD;

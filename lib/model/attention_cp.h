@@ -28,6 +28,14 @@ typedef struct titan_attention_cp titan_attention_cp;
 titan_status titan_attention_cp_create(titan_attention_cp **out, const titan_group *cp, const titan_backend *be,
                                        titan_dtype dt, int B, int T, int NH, int NKV, int HD);
 void titan_attention_cp_free(titan_attention_cp *a);
+/* Collective over the group: the ring instead of the all-gather
+ * (torchtitan's context_parallel_rotate_method = "alltoall"): keys and
+ * values taken block by block, rank by rank, while attention runs on the
+ * block in hand, merged by online softmax; backward likewise, the dK and
+ * dV partials reduce-scattered block by block. Host buffers only, and a
+ * group with collective matmuls (model/group.h) and a backend with
+ * attention_forward_at: else TITAN_ERR_USAGE. */
+titan_status titan_attention_cp_use_ring(titan_attention_cp *a);
 
 /* Backend memory held (whole-sequence keys, values, their gradients and a
  * rank-order staging buffer). */
@@ -45,5 +53,7 @@ titan_status titan_attention_cp_backward(titan_attention_cp *a, void *dq, void *
                                          const void *v);
 /* Seconds in the group's collectives since the last call (then reset). */
 double titan_attention_cp_take_comm_s(titan_attention_cp *a);
+/* Of those, the seconds blocked waiting on peers (then 0). */
+double titan_attention_cp_take_exposed_s(titan_attention_cp *a);
 
 #endif

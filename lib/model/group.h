@@ -18,6 +18,11 @@
 #include "core/error.h"
 #include "tensor/dtype.h"
 
+/* A collective matmul's per-block work: block r's data (n values of the
+ * call's type) for all_gather_each, the rank's partial for block r to
+ * write for reduce_scatter_each. */
+typedef void (*titan_group_block_fn)(void *arg, int r, void *data);
+
 typedef struct titan_group {
     int rank, size;
     void *ctx;
@@ -42,6 +47,30 @@ typedef struct titan_group {
     titan_status (*all_gather_v_host)(void *ctx, const float *mine, float *all, const size_t *counts);
     /* Seconds in the group's collectives since the last call (then 0). */
     double (*take_comm_s)(void *ctx);
+    /* Of those, the seconds blocked waiting on peers (then 0): all of a
+     * blocking collective's; only the waits of the collective matmuls. */
+    double (*take_exposed_s)(void *ctx);
+
+    /* Collective matmuls (async tensor parallelism): NULL where the group
+     * cannot run them (its communicator has no shared windows, or the
+     * backend's buffers are not host memory). overlap_reserve, collective:
+     * blocks of up to `bytes` will be passed (makes the shared window). */
+    titan_status (*overlap_reserve)(void *ctx, size_t bytes);
+    /* all_gather as a ring of blocks: fn(arg, r, block r) runs for every
+     * rank r, this rank's first, then rank + 1, rank + 2, ...; a peer's
+     * block is read where it lies (its window) while the blocks after it
+     * are still being published, so compute runs on the block in hand
+     * instead of waiting for all. full (NULL: not kept) then holds every
+     * block, as all_gather leaves it. fn may be NULL. */
+    titan_status (*all_gather_each)(void *ctx, const void *mine, void *full, size_t n, titan_dtype dt,
+                                    titan_group_block_fn fn, void *arg);
+    /* reduce_scatter of partials made block by block: fn(arg, r, dst)
+     * writes this rank's partial of block r (n values) into dst, for r =
+     * rank + 1, rank + 2, ..., rank (its own last, so that the peers'
+     * partials of it are made meanwhile); own[n] = the sum over the group
+     * of block `rank`, added in rank order (reduce_scatter's bits). */
+    titan_status (*reduce_scatter_each)(void *ctx, void *own, size_t n, titan_dtype dt, titan_group_block_fn fn,
+                                        void *arg);
 } titan_group;
 
 #endif

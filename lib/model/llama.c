@@ -112,6 +112,132 @@ static void norm_forward(titan_llama *m, void *out, float *rstd, const void *x, 
     sp_gather(m, out);
 }
 
+/* ---- async tensor parallelism: the sp collectives as collective matmuls ----
+ * The same products as the blocking path, cut by rows into the tp group's
+ * blocks (NR rows each: a row's result reads no other row, though a BLAS
+ * may round a shorter product differently), run as each block arrives
+ * (all-gather) or before its partial is summed (reduce-scatter); a
+ * weight's gradient, which sums over all rows, stays one product over the
+ * gathered rows as before, so its summation order does not change. */
+
+static size_t rows_at(const titan_llama *m, int block, int width) {
+    return (size_t)block * m->NR * (size_t)width * titan_dtype_size(m->dt);
+}
+
+static void overlap_failed(titan_llama *m, titan_status st, const char *what) {
+    if (st == TITAN_OK) return;
+    titan_error_context("model: async tensor parallel %s", what);
+    keep_error(m, st);
+}
+
+/* Up to three column-parallel products of one gathered input x[N, C]:
+ * forward y_i[N, OC_i] = x @ w_i^T; backward dx (+)= sum_i dy_i[N, OC_i] @ w_i. */
+typedef struct {
+    titan_llama *m;
+    int np;
+    void *y[3];
+    const void *dy[3], *w[3];
+    int OC[3];
+    void *dx;
+} col_products;
+
+static void col_add(col_products *p, void *y, const void *dy, const void *w, int OC) {
+    p->y[p->np] = y, p->dy[p->np] = dy, p->w[p->np] = w, p->OC[p->np] = OC;
+    p->np++;
+}
+
+/* forward, rows of block r (x its rows) */
+static void col_forward_block(void *arg, int r, void *x) {
+    col_products *p = arg;
+    titan_llama *m = p->m;
+    for (int i = 0; i < p->np; i++)
+        m->be->matmul_forward(m->dt, (char *)p->y[i] + rows_at(m, r, p->OC[i]), x, p->w[i], m->NR, m->C, p->OC[i]);
+}
+
+/* backward: this rank's partial of dx's block d into dst */
+static void col_backward_block(void *arg, int d, void *dst) {
+    col_products *p = arg;
+    titan_llama *m = p->m;
+    for (int i = 0; i < p->np; i++)
+        m->be->matmul_backward(m->dt, i ? TITAN_ACC_DX : 0, dst, NULL, (const char *)p->dy[i] + rows_at(m, d, p->OC[i]),
+                               NULL, p->w[i], m->NR, m->C, p->OC[i]);
+}
+
+/* The products of a gathered input x, when it was not just gathered. */
+static void products_of(titan_llama *m, const void *x, col_products *p) {
+    for (int i = 0; i < p->np; i++) m->be->matmul_forward(m->dt, p->y[i], x, p->w[i], m->N, m->C, p->OC[i]);
+}
+
+/* The norm's output (own rows, then whole) and the column-parallel
+ * products that read it: under async tp each block is multiplied as it
+ * arrives; else gathered whole, then multiplied. */
+static void norm_products(titan_llama *m, void *out, float *rstd, const void *x, const void *w, col_products *p) {
+    if (!m->overlap) {
+        norm_forward(m, out, rstd, x, w);
+        products_of(m, out, p);
+        return;
+    }
+    m->be->rmsnorm_forward(m->dt, own_rows(m, out), rstd, x, w, m->NR, m->C, m->cfg.norm_eps);
+    if (m->err != TITAN_OK) return;
+    overlap_failed(m, m->tp->all_gather_each(m->tp->ctx, own_rows(m, out), out, (size_t)m->NR * m->C, m->dt,
+                                             p->np ? col_forward_block : NULL, p), "all-gather matmul");
+}
+
+
+/* Backward of column-parallel products of x[N, C] (dy_i given, dw_i their
+ * weights' gradients, acc gw): dx = sum_i dy_i @ w_i summed over the tp
+ * group; returns the rows the norm backward reads (tp_reduce_grad's). */
+static void *col_backward(titan_llama *m, int gw, col_products *p, float *const *dw, const void *x) {
+    const titan_backend *be = m->be;
+    if (!m->overlap) {
+        for (int i = 0; i < p->np; i++)
+            be->matmul_backward(m->dt, (i ? TITAN_ACC_DX : 0) | gw, p->dx, dw[i], p->dy[i], x, p->w[i], m->N, m->C,
+                                p->OC[i]);
+        return tp_reduce_grad(m, p->dx);
+    }
+    for (int i = 0; i < p->np; i++) be->matmul_backward(m->dt, gw, NULL, dw[i], p->dy[i], x, p->w[i], m->N, m->C, p->OC[i]);
+    if (m->err == TITAN_OK)
+        overlap_failed(m, m->tp->reduce_scatter_each(m->tp->ctx, own_rows(m, p->dx), (size_t)m->NR * m->C, m->dt,
+                                                     col_backward_block, p), "matmul reduce-scatter");
+    return own_rows(m, p->dx);
+}
+
+/* A row-parallel product inp[N, IC] @ w^T (w [C, IC]), partial over the rank's columns. */
+typedef struct {
+    titan_llama *m;
+    const void *inp, *w;
+    void *dinp;
+    int IC;
+} row_product;
+
+static void row_forward_block(void *arg, int d, void *dst) {
+    row_product *p = arg;
+    titan_llama *m = p->m;
+    m->be->matmul_forward(m->dt, dst, (const char *)p->inp + rows_at(m, d, p->IC), p->w, m->NR, p->IC, m->C);
+}
+
+static void row_backward_block(void *arg, int r, void *dout) {
+    row_product *p = arg;
+    titan_llama *m = p->m;
+    m->be->matmul_backward(m->dt, 0, (char *)p->dinp + rows_at(m, r, p->IC), NULL, dout, NULL, p->w, m->NR, p->IC,
+                           m->C);
+}
+
+static void embed_block(void *arg, int d, void *dst) {
+    titan_llama *m = arg;
+    m->be->embedding_forward(m->dt, dst, (const uint32_t *)m->act[A_TOKENS] + (size_t)d * m->NR, W(m, 0), m->NR, m->C,
+                             m->V);
+}
+
+/* The residual gradient's blocks gathered whole into A_FULL, fn run on each. */
+static void *gather_dresid(titan_llama *m, titan_group_block_fn fn, void *arg) {
+    void *full = m->act[A_FULL];
+    if (m->err == TITAN_OK)
+        overlap_failed(m, m->tp->all_gather_each(m->tp->ctx, m->act[A_DRESID], full, (size_t)m->NR * m->C, m->dt, fn,
+                                                 arg), "all-gather matmul");
+    return full;
+}
+
 /* RMSNorm backward on the rank's residual rows. Under sequence parallelism
  * the weight's gradient covers the rank's rows only: it goes to a scratch,
  * is summed over the group (fp32) and then written or added (acc) to dw. */
@@ -136,6 +262,7 @@ static void norm_backward(titan_llama *m, int acc, void *dinp, float *dw, const 
 static const void *whole_dresid(titan_llama *m) {
     void *dresid = m->act[A_DRESID];
     if (!m->sp) return dresid;
+    if (m->overlap) return gather_dresid(m, NULL, NULL);
     void *full = m->act[A_FULL];
     m->be->convert(own_rows(m, full), m->dt, dresid, m->dt, (size_t)m->NR * m->C);
     sp_gather(m, full);
@@ -216,8 +343,15 @@ static void residual_out(titan_llama *m, int l, int k, void *dst, const void *in
         linear_forward(m, l, k, dst, inp, w, resid, IC, m->C);
         return;
     }
-    linear_forward(m, l, k, part_of(m, scratch), inp, w, NULL, IC, m->C);
-    tp_reduce(m, part_of(m, scratch), scratch);
+    if (m->overlap) {
+        row_product p = {m, inp, w, NULL, IC};
+        if (m->err == TITAN_OK)
+            overlap_failed(m, m->tp->reduce_scatter_each(m->tp->ctx, scratch, (size_t)m->NR * m->C, m->dt,
+                                                         row_forward_block, &p), "matmul reduce-scatter");
+    } else {
+        linear_forward(m, l, k, part_of(m, scratch), inp, w, NULL, IC, m->C);
+        tp_reduce(m, part_of(m, scratch), scratch);
+    }
     be->add(m->dt, dst, resid, scratch, (size_t)m->NR * m->C);
 }
 
@@ -226,7 +360,48 @@ static void residual_out(titan_llama *m, int l, int k, void *dst, const void *in
  * backward, before the layer's backward) only what the layer did not keep
  * is computed, and out, the layer's output slot, which nothing reads any
  * more, serves as scratch only: the output itself is not needed. */
+/* layer_forward under async tensor parallelism: the column-parallel
+ * products as collective matmuls over the rows' blocks (no float8, no
+ * split backward: both are refused with it). */
+static void layer_forward_overlap(titan_llama *m, int l, const void *x, void *out, int rerun) {
+    const titan_backend *be = m->be;
+    titan_dtype dt = m->dt;
+    layer_acts a = acts_of(m, l);
+    layer_keep keep = keep_of_layer(m, l);
+    int N = m->N, QD = m->QD, KVD = m->KVD, H = m->H;
+    const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
+#define NEED(id) (!rerun || !layer_keeps(keep, id))
+
+    col_products p = {.m = m};
+    if (NEED(A_QPRE) && NEED(A_Q)) col_add(&p, a.q_pre, NULL, W_layer(m, l, P_WQ), QD);
+    if (NEED(A_K)) col_add(&p, a.k, NULL, W_layer(m, l, P_WK), KVD);
+    if (NEED(A_V)) col_add(&p, a.v, NULL, W_layer(m, l, P_WV), KVD);
+    if (NEED(A_N1)) norm_products(m, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM), &p);
+    else products_of(m, a.n1, &p);
+    /* [N, NH*HD] is [B, T, NH, HD]: rotate (in place but for KEEP_OPS), no transposes. */
+    if (NEED(A_Q)) be->rope_forward(dt, a.q, a.q_pre, cs, sn, m->B, m->T, m->NH, m->HD);
+    if (NEED(A_K)) be->rope_forward(dt, a.k, a.k, cs, sn, m->B, m->T, m->NKV, m->HD);
+    if (NEED(A_ATT) && m->cpa)
+        keep_error(m, titan_attention_cp_forward(m->cpa, a.att, a.lse, a.q, a.k, a.v));
+    else if (NEED(A_ATT))
+        be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->T, m->NH, m->NKV, m->HD);
+    if (NEED(A_H)) residual_out(m, l, FP8_WO, a.h, a.att, W_layer(m, l, P_WO), x, QD, out);
+
+    p = (col_products){.m = m};
+    if (NEED(A_H1)) col_add(&p, a.h1, NULL, W_layer(m, l, P_W1), H);
+    if (NEED(A_H3)) col_add(&p, a.h3, NULL, W_layer(m, l, P_W3), H);
+    if (NEED(A_N2)) norm_products(m, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM), &p);
+    else products_of(m, a.n2, &p);
+    if (NEED(A_SW)) be->swiglu_forward(dt, a.sw, a.h1, a.h3, N, H);
+    if (!rerun) residual_out(m, l, FP8_W2, out, a.sw, W_layer(m, l, P_W2), a.h, H, out);
+#undef NEED
+}
+
 static void layer_forward(titan_llama *m, int l, const void *x, void *out, int rerun) {
+    if (m->overlap) {
+        layer_forward_overlap(m, l, x, out, rerun);
+        return;
+    }
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
@@ -335,8 +510,13 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     if (m->embed) {
         TITAN_TRY(HOOK(m, before_forward, 0));
         cast_block(m, 0);
-        be->embedding_forward(dt, part_of(m, resid(m, 0)), tok, W_tok(m), N, C, V);
-        tp_reduce(m, part_of(m, resid(m, 0)), resid(m, 0)); /* each row from the rank holding its id */
+        if (m->overlap) {
+            overlap_failed(m, m->tp->reduce_scatter_each(m->tp->ctx, resid(m, 0), (size_t)m->NR * C, dt, embed_block, m),
+                           "embedding reduce-scatter");
+        } else {
+            be->embedding_forward(dt, part_of(m, resid(m, 0)), tok, W_tok(m), N, C, V);
+            tp_reduce(m, part_of(m, resid(m, 0)), resid(m, 0)); /* each row from the rank holding its id */
+        }
         TITAN_TRY(titan_llama_take_error(m));
         TITAN_TRY(HOOK(m, after_forward, 0));
     }
@@ -354,9 +534,15 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     }
     TITAN_TRY(HOOK(m, before_forward, last));
     cast_block(m, last);
-    norm_forward(m, m->act[A_XF], m->act[A_RSTDF], resid(m, m->L), W_final_norm(m));
+    if (m->overlap) {
+        col_products head = {.m = m};
+        col_add(&head, m->act[A_LOGITS], NULL, W_head(m), V);
+        norm_products(m, m->act[A_XF], m->act[A_RSTDF], resid(m, m->L), W_final_norm(m), &head);
+    } else {
+        norm_forward(m, m->act[A_XF], m->act[A_RSTDF], resid(m, m->L), W_final_norm(m));
+        linear_forward(m, m->L, 0, m->act[A_LOGITS], m->act[A_XF], W_head(m), NULL, C, V);
+    }
     TITAN_TRY(titan_llama_take_error(m));
-    linear_forward(m, m->L, 0, m->act[A_LOGITS], m->act[A_XF], W_head(m), NULL, C, V);
     TITAN_TRY(HOOK(m, after_forward, last));
 
     if (!targets) return TITAN_OK;
@@ -427,13 +613,76 @@ static void *ws_input(const titan_llama *m, int l, int id, void *kept) {
     return copy ? copy : kept;
 }
 
+/* dinp[N, IC] = dout @ w and dw (+)= dout^T inp of a row-parallel product
+ * (w [C, IC]), dout the whole residual gradient: gathered whole, then
+ * multiplied; under async tp dinp block by block as dout's blocks arrive. */
+static void row_parallel_backward(titan_llama *m, int gw, void *dinp, float *dw, const void *inp, const void *w,
+                                  int IC) {
+    if (!m->overlap) {
+        m->be->matmul_backward(m->dt, gw, dinp, dw, whole_dresid(m), inp, w, m->N, IC, m->C);
+        return;
+    }
+    row_product p = {m, inp, w, dinp, IC};
+    const void *full = gather_dresid(m, row_backward_block, &p);
+    m->be->matmul_backward(m->dt, gw, NULL, dw, full, inp, w, m->N, IC, m->C);
+}
+
 /* Backward of one block. On entry dresid = dL/d(block output); on exit
  * dL/d(block input). Into the block's parameter gradients: gw (the
  * matmuls') and gn (the norms') are TITAN_ACC_DW to add, 0 to write them.
  * split: the matmuls' weight gradients are left to layer_weights, what
  * they read stashed. Each activation gradient's first writer overwrites it
  * (acc without TITAN_ACC_DX), later ones add. */
+/* layer_backward under async tensor parallelism (whole, never split). */
+static void layer_backward_overlap(titan_llama *m, int l, const void *x, int gw) {
+    const titan_backend *be = m->be;
+    titan_dtype dt = m->dt;
+    layer_acts a = acts_of(m, l);
+    int N = m->N, QD = m->QD, KVD = m->KVD, H = m->H;
+    void *dresid = m->act[A_DRESID], *dn = m->act[A_DN];
+    void *dq = m->act[A_DQ], *dk = m->act[A_DK], *dv = m->act[A_DV];
+    void *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
+    void *dh1 = m->act[A_DH1], *dh3 = m->act[A_DH3], *dsw = m->act[A_DSW];
+    const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
+    const int add = TITAN_ACC_DX;
+
+    /* out = h + w2(swiglu(w1 n2, w3 n2)), n2 = rmsnorm(h) */
+    row_parallel_backward(m, gw, dsw, G_layer(m, l, P_W2), a.sw, W_layer(m, l, P_W2), H);
+    be->swiglu_backward(dt, 0, dh1, dh3, dsw, a.h1, a.h3, N, H);
+    /* column-parallel w1, w3: partial over the rank's hidden units */
+    col_products p = {.m = m, .dx = dn};
+    col_add(&p, NULL, dh1, W_layer(m, l, P_W1), H);
+    col_add(&p, NULL, dh3, W_layer(m, l, P_W3), H);
+    void *dn_rows = col_backward(m, gw, &p, (float *const[]){G_layer(m, l, P_W1), G_layer(m, l, P_W3)}, a.n2);
+    /* dresid already holds the residual path's share: the norm adds the rest. */
+    norm_backward(m, add | gw, dresid, G_layer(m, l, P_FFN_NORM), dn_rows, a.h, W_layer(m, l, P_FFN_NORM),
+                  a.rstd2);
+
+    /* h = x + wo(attention(rope(wq n1), rope(wk n1), wv n1)), n1 = rmsnorm(x) */
+    row_parallel_backward(m, gw, datt, G_layer(m, l, P_WO), a.att, W_layer(m, l, P_WO), QD);
+    if (m->cpa)
+        keep_error(m, titan_attention_cp_backward(m->cpa, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v));
+    else
+        be->attention_backward(dt, 0, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->T, m->NH,
+                               m->NKV, m->HD);
+    /* datt is free again: it takes the un-rotated dq. */
+    be->rope_backward(dt, 0, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
+    be->rope_backward(dt, 0, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
+    p = (col_products){.m = m, .dx = dn};
+    col_add(&p, NULL, datt, W_layer(m, l, P_WQ), QD);
+    col_add(&p, NULL, dkr, W_layer(m, l, P_WK), KVD);
+    col_add(&p, NULL, dv, W_layer(m, l, P_WV), KVD);
+    dn_rows = col_backward(m, gw, &p, (float *const[]){G_layer(m, l, P_WQ), G_layer(m, l, P_WK), G_layer(m, l, P_WV)},
+                           a.n1);
+    norm_backward(m, add | gw, dresid, G_layer(m, l, P_ATTN_NORM), dn_rows, x, W_layer(m, l, P_ATTN_NORM),
+                  a.rstd1);
+}
+
 static void layer_backward(titan_llama *m, int l, const void *x, int gw, int gn, int split) {
+    if (m->overlap) { /* never split (llama_create refuses the pair): gn is gw */
+        layer_backward_overlap(m, l, x, gw);
+        return;
+    }
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
@@ -549,10 +798,17 @@ static void backward_run(titan_llama *m, float loss_scale, int split) {
         /* Backward hooks' failures stay with their owner (see llama.h). */
         (void)HOOK(m, before_backward, m->L + 1);
         if (recast) cast_block(m, m->L + 1);
-        /* split: dlogits stay in the slot's logits for the weight part */
-        linear_backward(m, m->L, 0, gw, dxf, split ? NULL : G_head(m), logits, m->act[A_XF], W_head(m), C, V);
         /* column-parallel head: partial over the rank's vocabulary */
-        void *dxf_rows = tp_reduce_grad(m, dxf);
+        void *dxf_rows;
+        if (m->overlap) {
+            col_products p = {.m = m, .dx = dxf};
+            col_add(&p, NULL, logits, W_head(m), V);
+            dxf_rows = col_backward(m, gw, &p, (float *const[]){G_head(m)}, m->act[A_XF]);
+        } else {
+            /* split: dlogits stay in the slot's logits for the weight part */
+            linear_backward(m, m->L, 0, gw, dxf, split ? NULL : G_head(m), logits, m->act[A_XF], W_head(m), C, V);
+            dxf_rows = tp_reduce_grad(m, dxf);
+        }
         norm_backward(m, gn, dresid, G_final_norm(m), dxf_rows, resid(m, m->L), W_final_norm(m),
                       m->act[A_RSTDF]);
         if (!split) (void)HOOK(m, after_backward, m->L + 1);

@@ -69,6 +69,21 @@ typedef struct {
      * are summed over tp. The same numbers up to summation order, 1/tp of
      * the residual stream's memory. */
     int sequence_parallel;
+    /* With tp and sequence parallelism: async tensor parallelism (torchtitan's
+     * enable_async_tensor_parallel): the all-gather before a column-parallel
+     * matmul and the reduce-scatter after a row-parallel one run as
+     * collective matmuls (model/group.h's all_gather_each and
+     * reduce_scatter_each), block by block, so that compute runs on the
+     * blocks in hand while the others arrive; forward and backward. The same
+     * sums in the same order as the blocking collectives; the products are
+     * cut by rows, which OpenBLAS may round differently (it picks kernels by
+     * shape): fp32 losses seen within 4e-8 of the blocking run's, none of
+     * it a regrouped sum. Refused (TITAN_ERR_USAGE) without
+     * sequence parallelism or where the tp group has no collective matmuls. */
+    int async_tensor_parallel;
+    /* With cp: the ring instead of the all-gather of keys and values
+     * (titan_attention_cp_use_ring; torchtitan's rotate method "alltoall"). */
+    int cp_ring;
     /* Pipeline parallelism: the model is stage pp_stage of pp_size
      * (llama_config.h, titan_llama_pp; 0 or 1: the whole model). A stage
      * runs its own blocks: the first embeds tokens, the others start from
@@ -183,6 +198,8 @@ titan_status titan_llama_gather_whole(titan_llama *m, float *dst);
 /* Seconds spent in tensor- and context-parallel collectives since the last
  * call (then reset; they block, so all of it is exposed); 0 without. */
 double titan_llama_take_comm_s(titan_llama *m);
+/* Of those, the seconds blocked waiting on peers (then 0). */
+double titan_llama_take_exposed_s(titan_llama *m);
 const titan_backend *titan_llama_backend(const titan_llama *m); /* whose memory the buffers are */
 float *titan_llama_params_data(titan_llama *m); /* flat, catalog order, backend memory */
 float *titan_llama_grads_data(titan_llama *m);  /* same layout */

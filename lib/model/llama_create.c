@@ -23,7 +23,7 @@ typedef struct {
     const titan_group *tp, *cp; /* NULL: none */
     titan_llama_tp tpp;
     titan_llama_pp pp;
-    int slots, sp, split;
+    int slots, sp, split, overlap, cp_ring;
 } request;
 
 /* The request from opt, checked before anything is allocated. */
@@ -43,6 +43,19 @@ static titan_status check_request(const titan_llama_config *c, int B, int T, tit
     r->cp = opt && opt->cp && opt->cp->size > 1 ? opt->cp : NULL;
     r->sp = r->tp && opt->sequence_parallel;
     r->split = opt && opt->split_backward;
+    r->overlap = r->tp && opt->async_tensor_parallel;
+    r->cp_ring = r->cp && opt->cp_ring;
+    if (r->overlap && r->split)
+        return titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism with a zero-bubble pipeline schedule "
+                           "(its backward split in two): not supported yet");
+    if (r->overlap && !r->sp)
+        return titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism runs the sequence-parallel collectives as "
+                           "collective matmuls: it needs sequence parallelism (parallelism.enable_sequence_parallel = "
+                           "true)");
+    if (r->overlap && !r->tp->all_gather_each)
+        return titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism needs a tp group whose ranks address "
+                           "each other's host memory (the shm communicator and a host backend such as cpu); this "
+                           "one's communicator or backend has no shared windows");
     TITAN_TRY(titan_llama_config_check(c));
     TITAN_TRY(titan_llama_tp_check(c, r->tpp.size));
     TITAN_TRY(titan_llama_pp_check(c, r->pp.size));
@@ -80,6 +93,7 @@ static titan_status set_shapes(titan_llama *m, const titan_llama_config *c, int 
     m->T = T / cpn;
     m->N = B * m->T;
     m->sp = r->sp;
+    m->overlap = r->overlap;
     m->NR = m->sp ? m->N / tp.size : m->N;
     if (m->sp && m->N % tp.size != 0) {
         return titan_error(TITAN_ERR_USAGE, "model: sequence parallelism: %d x %d tokens do not split over %d ranks",
@@ -291,6 +305,7 @@ static titan_status alloc_extras(titan_llama *m, int B, int T, const request *r)
     if (r->cp) {
         titan_status st = titan_attention_cp_create(&m->cpa, r->cp, be, m->dt, B, T, m->NH, m->NKV, m->HD);
         if (st != TITAN_OK) return st;
+        if (r->cp_ring) TITAN_TRY(titan_attention_cp_use_ring(m->cpa));
     }
     if (r->tp) {
         m->ids_host = titan_alloc(2 * (size_t)N * sizeof(uint32_t), "model: tensor parallel token ids");
@@ -299,6 +314,8 @@ static titan_status alloc_extras(titan_llama *m, int B, int T, const request *r)
         titan_status st = !m->ids_host || !m->lse_host ? TITAN_ERR_NOMEM
                                                        : r->tp->reserve(r->tp->ctx, tp_reserve_bytes(m));
         if (st != TITAN_OK) return st;
+        /* every collective matmul's block is NR rows of the residual stream (collective) */
+        if (r->overlap) TITAN_TRY(r->tp->overlap_reserve(r->tp->ctx, (size_t)m->NR * (size_t)m->C * titan_dtype_size(m->dt)));
     }
     return TITAN_OK;
 }
@@ -402,6 +419,10 @@ const titan_param *titan_llama_catalog(const titan_llama *m, int *n) {
 }
 double titan_llama_take_comm_s(titan_llama *m) {
     return (m->tp ? m->tp->take_comm_s(m->tp->ctx) : 0.0) + (m->cpa ? titan_attention_cp_take_comm_s(m->cpa) : 0.0);
+}
+double titan_llama_take_exposed_s(titan_llama *m) {
+    return (m->tp ? m->tp->take_exposed_s(m->tp->ctx) : 0.0) +
+           (m->cpa ? titan_attention_cp_take_exposed_s(m->cpa) : 0.0);
 }
 titan_status titan_llama_take_error(titan_llama *m) {
     titan_status st = m->err;

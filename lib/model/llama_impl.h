@@ -92,6 +92,9 @@ struct titan_llama {
     /* Rows of the residual stream a rank holds: N, or N / tp under
      * sequence parallelism (sp), rows [rank, rank + 1) x NR of the whole. */
     int NR, sp;
+    /* async tensor parallelism: the sp collectives run as collective
+     * matmuls (model/group.h's all_gather_each, reduce_scatter_each) */
+    int overlap;
     size_t nparams;
     float *params, *grads;
     void *params_lp; /* the compute copy when dt is not fp32, else NULL */

@@ -11,16 +11,7 @@
 
 #include "core/clock.h"
 #include "core/mem.h"
-
-typedef struct {
-    titan_group ops; /* first: ops.ctx is this */
-    titan_comm *comm;
-    const titan_backend *be;
-    int staged;   /* through the mirror */
-    char *mirror; /* host pages, mirror_bytes */
-    size_t mirror_bytes;
-    double comm_s;
-} group;
+#include "parallel/group_impl.h"
 
 static titan_status reserve(void *ctx, size_t bytes) {
     group *g = ctx;
@@ -40,15 +31,21 @@ static char *mirror_for(group *g, size_t bytes) {
     return NULL;
 }
 
-/* Counts t0's collective into comm_s; returns st. */
+/* Counts t0's collective into comm_s and exposed_s (a blocking collective
+ * is all exposed); returns st. t0 is read before the collective's call, in
+ * a statement of its own: as an argument beside the call, C leaves the
+ * order open (gcc read the clock after the collective: nothing counted). */
 static titan_status timed(group *g, double t0, titan_status st) {
-    g->comm_s += titan_now_s() - t0;
+    double dt = titan_now_s() - t0;
+    g->comm_s += dt;
+    g->exposed_s += dt;
     return st;
 }
 
 static titan_status all_reduce(void *ctx, void *x, size_t n, titan_dtype dt) {
     group *g = ctx;
     size_t bytes = n * titan_dtype_size(dt);
+    if (g->win && bytes <= g->block_bytes) return group_overlap_all_reduce(g, x, n, dt);
     void *buf = x;
     if (g->staged) {
         if (!(buf = mirror_for(g, bytes))) return TITAN_ERR_FAIL;
@@ -56,7 +53,8 @@ static titan_status all_reduce(void *ctx, void *x, size_t n, titan_dtype dt) {
     } else {
         g->be->sync();
     }
-    titan_status st = timed(g, titan_now_s(), titan_comm_all_reduce(g->comm, buf, buf, n, dt, TITAN_COMM_SUM, NULL));
+    double t0 = titan_now_s();
+    titan_status st = timed(g, t0, titan_comm_all_reduce(g->comm, buf, buf, n, dt, TITAN_COMM_SUM, NULL));
     if (st == TITAN_OK && g->staged) g->be->to_device(x, buf, bytes);
     return st;
 }
@@ -72,7 +70,8 @@ static titan_status all_gather(void *ctx, const void *mine, void *full, size_t n
     } else {
         g->be->sync();
     }
-    titan_status st = timed(g, titan_now_s(), titan_comm_all_gather(g->comm, mine, buf, n, dt, NULL));
+    double t0 = titan_now_s();
+    titan_status st = timed(g, t0, titan_comm_all_gather(g->comm, mine, buf, n, dt, NULL));
     if (st == TITAN_OK && g->staged) g->be->to_device(full, buf, whole);
     return st;
 }
@@ -88,31 +87,42 @@ static titan_status reduce_scatter(void *ctx, void *full, void *own, size_t n, t
         g->be->sync();
     }
     char *mine = buf + (size_t)g->ops.rank * bytes;
+    double t0 = titan_now_s();
     titan_status st =
-        timed(g, titan_now_s(), titan_comm_reduce_scatter(g->comm, buf, g->staged ? mine : own, n, dt, TITAN_COMM_SUM, NULL));
+        timed(g, t0, titan_comm_reduce_scatter(g->comm, buf, g->staged ? mine : own, n, dt, TITAN_COMM_SUM, NULL));
     if (st == TITAN_OK && g->staged) g->be->to_device(own, mine, bytes);
     return st;
 }
 
 static titan_status sum_double(void *ctx, double *x) {
     group *g = ctx;
-    return timed(g, titan_now_s(), titan_comm_sum_double(g->comm, *x, x));
+    double t0 = titan_now_s();
+    return timed(g, t0, titan_comm_sum_double(g->comm, *x, x));
 }
 
 static titan_status all_gather_host(void *ctx, const float *mine, float *all, size_t n) {
     group *g = ctx;
-    return timed(g, titan_now_s(), titan_comm_all_gather(g->comm, mine, all, n, TITAN_DTYPE_F32, NULL));
+    double t0 = titan_now_s();
+    return timed(g, t0, titan_comm_all_gather(g->comm, mine, all, n, TITAN_DTYPE_F32, NULL));
 }
 
 static titan_status all_gather_v_host(void *ctx, const float *mine, float *all, const size_t *counts) {
     group *g = ctx;
-    return timed(g, titan_now_s(), titan_comm_all_gather_v(g->comm, mine, all, counts, TITAN_DTYPE_F32, NULL));
+    double t0 = titan_now_s();
+    return timed(g, t0, titan_comm_all_gather_v(g->comm, mine, all, counts, TITAN_DTYPE_F32, NULL));
 }
 
 static double take_comm_s(void *ctx) {
     group *g = ctx;
     double s = g->comm_s;
     g->comm_s = 0.0;
+    return s;
+}
+
+static double take_exposed_s(void *ctx) {
+    group *g = ctx;
+    double s = g->exposed_s;
+    g->exposed_s = 0.0;
     return s;
 }
 
@@ -136,7 +146,11 @@ titan_status titan_parallel_group_create(titan_group **out, titan_comm *comm, co
         .all_gather_host = all_gather_host,
         .all_gather_v_host = all_gather_v_host,
         .take_comm_s = take_comm_s,
+        .take_exposed_s = take_exposed_s,
     };
+    /* Host buffers and a communicator whose peers' memory is addressable:
+     * the collective matmuls (group_overlap.c) can run. */
+    if (be->host && titan_comm_has_windows(comm)) group_overlap_enable(g);
     *out = &g->ops;
     return TITAN_OK;
 }
@@ -144,6 +158,7 @@ titan_status titan_parallel_group_create(titan_group **out, titan_comm *comm, co
 void titan_parallel_group_free(titan_group *ops) {
     if (!ops) return;
     group *g = ops->ctx;
+    titan_comm_window_free(g->win);
     titan_free_pages(g->mirror);
     titan_free(g);
 }

@@ -130,7 +130,9 @@ titan_llama_options titan_setup_model_options(const titan_job_config *cfg, const
                                  .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
                                  .pp_last_less = lay->pp_last_less,
                                  .slots = titan_pipeline_slots(sh->sched, lay->pp, pp_rank, v, sh->micro),
-                                 .split_backward = lay->pp > 1 && titan_pp_schedule_split(sh->sched)};
+                                 .split_backward = lay->pp > 1 && titan_pp_schedule_split(sh->sched),
+                                 .async_tensor_parallel = cfg->parallelism_enable_async_tensor_parallel,
+                                 .cp_ring = cfg->parallelism_cp_ring};
 }
 
 titan_status titan_setup_fsdp_options(const titan_job_config *cfg, const titan_setup_shape *sh, const titan_layout *lay,

@@ -110,10 +110,11 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     float clip = 1.0f; /* applied by the optimizer step as it reads the gradients */
     TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm, &clip));
     titan_fsdp_comm_times(t->fsdp, &sm->comm_exposed_s, &sm->comm_total_s);
-    /* blocking: all exposed (the pipeline's bubble included) */
-    double tp_s = titan_llama_take_comm_s(t->model) + (t->pipe ? titan_pipeline_take_wait_s(t->pipe) : 0.0);
-    sm->comm_exposed_s += tp_s;
-    sm->comm_total_s += tp_s;
+    /* blocking collectives: all exposed (the pipeline's bubble included);
+     * the collective matmuls: their waits on peers */
+    double pipe_s = t->pipe ? titan_pipeline_take_wait_s(t->pipe) : 0.0;
+    sm->comm_exposed_s += titan_llama_take_exposed_s(t->model) + pipe_s;
+    sm->comm_total_s += titan_llama_take_comm_s(t->model) + pipe_s;
     sm->has_comm = t->mesh.world > 1;
     sm->has_fp8 = titan_config_float8(cfg);
     sm->fp8_gemms = titan_llama_take_fp8_gemms(t->model);
@@ -315,6 +316,7 @@ static titan_status validate(trainer *t, titan_step_metrics *sm) {
     double unused;
     titan_fsdp_comm_times(t->fsdp, &unused, &unused);
     (void)titan_llama_take_comm_s(t->model);
+    (void)titan_llama_take_exposed_s(t->model);
     if (t->pipe) (void)titan_pipeline_take_wait_s(t->pipe);
     sm->has_val = 1;
     /* every rank of a tp or cp group added its group's sequences (of a

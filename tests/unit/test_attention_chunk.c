@@ -16,6 +16,9 @@
  *     zeros: exp(-inf) = 0 and the online softmax's rescale exp(0) = 1
  *     exactly in titan_cpu_exp (checked first). dk, dv sum over other
  *     groupings of the queries, so only to rounding;
+ *   - attention_forward_at / _backward_at with off = Tk (every key, the
+ *     ring's blocks): each query's out, lse and dq the bits of that query
+ *     alone seeing all Tk keys through the causal op, dk and dv their sum;
  *   - the bits do not depend on the thread count.
  * One line per check; exit 1 on any failure. */
 #include <math.h>
@@ -161,6 +164,46 @@ static void test_chunks(int B, int T, int NH, int NKV, int HD, const int *cut, i
     free(dv), free(cout), free(clse), free(cdq), free(sdk), free(sdv);
 }
 
+/* attention_forward_at / _backward_at with off = Tk: every query sees every
+ * key (a ring block wholly before the queries). Each query row must be the
+ * bits of that query alone at position Tk - 1 of the causal op (Tq = 1:
+ * it sees all Tk keys), dq too; dk, dv the sum of the lone queries' to
+ * rounding (4e-6, as above). */
+static void test_unmasked(int B, int Tq, int Tk, int NH, int NKV, int HD) {
+    char name[112], sh[48];
+    snprintf(sh, sizeof sh, "B%d Tq%d Tk%d NH%d NKV%d HD%d", B, Tq, Tk, NH, NKV, HD);
+    size_t qrow = (size_t)NH * HD, krow = (size_t)NKV * HD;
+    size_t nq = (size_t)B * Tq * qrow, nk = (size_t)B * Tk * krow, nl = (size_t)B * NH * Tq;
+    float *q = randf(nq, -1.5, 1.5), *k = randf(nk, -1.5, 1.5), *v = randf(nk, -1, 1), *dy = randf(nq, -1, 1);
+    float *out = zerosf(nq), *lse = zerosf(nl), *dq = zerosf(nq), *dk = zerosf(nk), *dv = zerosf(nk);
+    be->attention_forward_at(F32, out, lse, q, k, v, B, Tq, Tk, Tk, NH, NKV, HD);
+    be->attention_backward_at(F32, 0, dq, dk, dv, dy, out, lse, q, k, v, B, Tq, Tk, Tk, NH, NKV, HD);
+    float *rout = zerosf(nq), *rlse = zerosf(nl), *rdq = zerosf(nq), *xdk = zerosf(krow * Tk), *xdv = zerosf(krow * Tk);
+    float *xl = zerosf(NH);
+    double *sdk = zerosd(nk), *sdv = zerosd(nk);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq; i++) {
+            size_t qo = ((size_t)b * Tq + i) * qrow, ko = (size_t)b * Tk * krow;
+            be->attention_forward(F32, rout + qo, xl, q + qo, k + ko, v + ko, 1, 1, Tk, NH, NKV, HD);
+            for (int h = 0; h < NH; h++) rlse[((size_t)b * NH + h) * Tq + i] = xl[h];
+            be->attention_backward(F32, 0, rdq + qo, xdk, xdv, dy + qo, rout + qo, xl, q + qo, k + ko, v + ko, 1, 1,
+                                   Tk, NH, NKV, HD);
+            for (size_t e = 0; e < (size_t)Tk * krow; e++) sdk[ko + e] += xdk[e], sdv[ko + e] += xdv[e];
+        }
+    snprintf(name, sizeof name, "unmasked: out = lone queries' %s", sh);
+    check_bits(name, out, rout, nq * 4);
+    snprintf(name, sizeof name, "unmasked: lse = lone queries' %s", sh);
+    check_bits(name, lse, rlse, nl * 4);
+    snprintf(name, sizeof name, "unmasked: dq = lone queries' %s", sh);
+    check_bits(name, dq, rdq, nq * 4);
+    snprintf(name, sizeof name, "unmasked: dk = lone queries' sum %s", sh);
+    check(name, dk, sdk, nk, 4e-6);
+    snprintf(name, sizeof name, "unmasked: dv = lone queries' sum %s", sh);
+    check(name, dv, sdv, nk, 4e-6);
+    free(q), free(k), free(v), free(dy), free(out), free(lse), free(dq), free(dk), free(dv);
+    free(rout), free(rlse), free(rdq), free(xdk), free(xdv), free(xl), free(sdk), free(sdv);
+}
+
 int main(void) {
     be = titan_backend_cpu();
     titan_backend_cpu_set_threads(0);
@@ -182,6 +225,10 @@ int main(void) {
     test_chunks(1, 256, 4, 1, 64, (int[]){0, 64, 128, 192, 256}, 5);
     test_chunks(1, 150, 8, 2, 100, (int[]){0, 1, 2, 149, 150}, 5);
     test_chunks(1, 190, 2, 2, 32, (int[]){0, 95, 190}, 3);
+    /* every key (context parallelism's ring): tile-aligned, ragged, more queries than keys */
+    test_unmasked(1, 64, 64, 4, 2, 16);
+    test_unmasked(2, 37, 100, 4, 2, 32);
+    test_unmasked(1, 130, 70, 2, 1, 64);
     if (failures) {
         printf("test_attention_chunk: %d check(s) FAILED\n", failures);
         return 1;

@@ -163,6 +163,13 @@ static const float *kv_tile(const shape *g, const float *pack, int b, int kh, in
 
 static int rows_from(int n, int r0) { return n - r0 < TB ? n - r0 : TB; }
 
+/* The last key tile a query at position pos sees (off may put the
+ * queries after every key: then the last tile there is). */
+static int last_tile(const shape *g, int pos) {
+    int t = pos / TB;
+    return t < g->nkt - 1 ? t : g->nkt - 1;
+}
+
 /* Per-thread scratch, 64-byte aligned. */
 typedef struct {
     float *st, *dp;         /* [TB*TB] scores / probabilities, dP / dS */
@@ -209,7 +216,7 @@ ALWAYS void fwd_item(const shape *g, scratch *w, float *out, float *lse, const f
     memset(w->acc, 0, (size_t)TB * HD * sizeof(float));
     for (int i = 0; i < NV; i++) m[i] = (v16f){0} - INFINITY, l[i] = (v16f){0};
     /* key tile 0 is never fully masked, so every row's m is finite after it */
-    for (int kj = 0, last = (p0 + nq - 1) / TB; kj <= last; kj++) {
+    for (int kj = 0, last = last_tile(g, p0 + nq - 1); kj <= last; kj++) {
         int nk = rows_from(g->Tk, kj * TB), dpos = kj * TB - p0;
         rowdot(w->st, kv_tile(g, g->kp, b, kh, kj), HD, w->qt, nk, HD);
         if (dpos + nk - 1 > 0) mask_tile(w->st, nk, nq, dpos);
@@ -326,7 +333,7 @@ ALWAYS void bwd_q_item(const shape *g, scratch *w, float *dq, int b, int h, int 
     const v16f *D = (const v16f *)(g->delta + ti * TB);
     float *dQ = w->acc; /* [HD][TB] */
     memset(dQ, 0, (size_t)TB * HD * sizeof(float));
-    for (int kj = 0, last = (p0 + nq - 1) / TB; kj <= last; kj++) {
+    for (int kj = 0, last = last_tile(g, p0 + nq - 1); kj <= last; kj++) {
         int nk = rows_from(g->Tk, kj * TB);
         const float *kr = kv_tile(g, g->kp, b, kh, kj);
         rowdot(w->st, kr, HD, qt, nk, HD);
@@ -390,10 +397,10 @@ static kernels pick(int HD) {
 
 /* ------------------------------------------------------------- entry points */
 
-static shape make_shape(int B, int Tq, int Tk, int NH, int NKV, int HD) {
-    TITAN_ASSERT(NKV > 0 && NH % NKV == 0 && HD > 0 && Tq <= Tk);
+static shape make_shape(int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
+    TITAN_ASSERT(NKV > 0 && NH % NKV == 0 && HD > 0 && off >= 0);
     shape g = {0};
-    g.B = B, g.Tq = Tq, g.Tk = Tk, g.off = Tk - Tq, g.NH = NH, g.NKV = NKV, g.HD = HD;
+    g.B = B, g.Tq = Tq, g.Tk = Tk, g.off = off, g.NH = NH, g.NKV = NKV, g.HD = HD;
     g.nqt = (Tq + TB - 1) / TB, g.nkt = (Tk + TB - 1) / TB;
     g.scale = 1.0f / sqrtf((float)HD);
     size_t kvsize = (size_t)B * NKV * g.nkt * TB * HD;
@@ -404,8 +411,14 @@ static shape make_shape(int B, int Tq, int Tk, int NH, int NKV, int HD) {
 
 void titan_cpu_attention_forward(float *out, float *lse, const float *q, const float *k,
                                  const float *v, int B, int Tq, int Tk, int NH, int NKV, int HD) {
+    TITAN_ASSERT(Tq <= Tk);
+    titan_cpu_attention_forward_at(out, lse, q, k, v, B, Tq, Tk, Tk - Tq, NH, NKV, HD);
+}
+
+void titan_cpu_attention_forward_at(float *out, float *lse, const float *q, const float *k, const float *v, int B,
+                                    int Tq, int Tk, int off, int NH, int NKV, int HD) {
     if (B <= 0 || Tq <= 0 || NH <= 0) return;
-    shape g = make_shape(B, Tq, Tk, NH, NKV, HD);
+    shape g = make_shape(B, Tq, Tk, off, NH, NKV, HD);
     kernels kn = pick(HD);
     int nqt = g.nqt, nkt = g.nkt;
     long items = (long)nqt * B * NH, kv_items = (long)nkt * B * NKV;
@@ -432,6 +445,13 @@ void titan_cpu_attention_backward(int acc, float *dq, float *dk, float *dv, cons
                                   const float *out, const float *lse, const float *q,
                                   const float *k, const float *v, int B, int Tq, int Tk, int NH,
                                   int NKV, int HD) {
+    TITAN_ASSERT(Tq <= Tk);
+    titan_cpu_attention_backward_at(acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, Tk - Tq, NH, NKV, HD);
+}
+
+void titan_cpu_attention_backward_at(int acc, float *dq, float *dk, float *dv, const float *dout, const float *out,
+                                     const float *lse, const float *q, const float *k, const float *v, int B, int Tq,
+                                     int Tk, int off, int NH, int NKV, int HD) {
     if (B <= 0 || NH <= 0 || Tk <= 0) return;
     if (Tq <= 0) { /* no queries: the keys get no gradient */
         if (!(acc & TITAN_ACC_DX)) {
@@ -440,7 +460,7 @@ void titan_cpu_attention_backward(int acc, float *dq, float *dk, float *dv, cons
         }
         return;
     }
-    shape g = make_shape(B, Tq, Tk, NH, NKV, HD);
+    shape g = make_shape(B, Tq, Tk, off, NH, NKV, HD);
     g.acc = acc & TITAN_ACC_DX;
     kernels kn = pick(HD);
     int nqt = g.nqt, nkt = g.nkt;

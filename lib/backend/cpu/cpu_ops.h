@@ -76,6 +76,13 @@ void titan_cpu_attention_backward(int acc, float *dq, float *dk, float *dv, cons
                                   const float *out, const float *lse, const float *q,
                                   const float *k, const float *v, int B, int Tq, int Tk, int NH,
                                   int NKV, int HD);
+/* The same with query 0 at key position off (the above: off = Tk - Tq);
+ * off >= Tk sees every key, unmasked. */
+void titan_cpu_attention_forward_at(float *out, float *lse, const float *q, const float *k, const float *v, int B,
+                                    int Tq, int Tk, int off, int NH, int NKV, int HD);
+void titan_cpu_attention_backward_at(int acc, float *dq, float *dk, float *dv, const float *dout, const float *out,
+                                     const float *lse, const float *q, const float *k, const float *v, int B, int Tq,
+                                     int Tk, int off, int NH, int NKV, int HD);
 
 /* swiglu.c */
 void titan_cpu_swiglu_forward(float *out, const float *h1, const float *h3, int N, int H);
@@ -125,6 +132,11 @@ void titan_cpu_dt_attention_backward(titan_dtype dt, int acc, void *dq, void *dk
                                      const void *dout, const void *out, const float *lse,
                                      const void *q, const void *k, const void *v, int B, int Tq,
                                      int Tk, int NH, int NKV, int HD);
+void titan_cpu_dt_attention_forward_at(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
+                                       const void *v, int B, int Tq, int Tk, int off, int NH, int NKV, int HD);
+void titan_cpu_dt_attention_backward_at(titan_dtype dt, int acc, void *dq, void *dk, void *dv, const void *dout,
+                                        const void *out, const float *lse, const void *q, const void *k,
+                                        const void *v, int B, int Tq, int Tk, int off, int NH, int NKV, int HD);
 void titan_cpu_dt_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
                                  int H);
 void titan_cpu_dt_swiglu_backward(titan_dtype dt, int acc, void *dh1, void *dh3, const void *dout,

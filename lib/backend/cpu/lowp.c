@@ -387,8 +387,14 @@ void titan_cpu_dt_rope_backward(titan_dtype dt, int acc, void *dinp, const void 
 void titan_cpu_dt_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
                                     const void *k, const void *v, int B, int Tq, int Tk, int NH,
                                     int NKV, int HD) {
+    TITAN_ASSERT(Tq <= Tk);
+    titan_cpu_dt_attention_forward_at(dt, out, lse, q, k, v, B, Tq, Tk, Tk - Tq, NH, NKV, HD);
+}
+
+void titan_cpu_dt_attention_forward_at(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
+                                       const void *v, int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
     if (is_f32(dt, "attention_forward")) {
-        titan_cpu_attention_forward(out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
+        titan_cpu_attention_forward_at(out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
         return;
     }
     if (B <= 0 || Tq <= 0 || NH <= 0) return;
@@ -398,7 +404,7 @@ void titan_cpu_dt_attention_forward(titan_dtype dt, void *out, float *lse, const
     widen_all(qf, q, nq);
     widen_all(kf, k, nk);
     widen_all(vf, v, nk);
-    titan_cpu_attention_forward(o, lse, qf, kf, vf, B, Tq, Tk, NH, NKV, HD);
+    titan_cpu_attention_forward_at(o, lse, qf, kf, vf, B, Tq, Tk, off, NH, NKV, HD);
     narrow_all(out, o, nq);
     free(mem);
 }
@@ -407,9 +413,15 @@ void titan_cpu_dt_attention_backward(titan_dtype dt, int acc, void *dq, void *dk
                                      const void *dout, const void *out, const float *lse,
                                      const void *q, const void *k, const void *v, int B, int Tq,
                                      int Tk, int NH, int NKV, int HD) {
+    TITAN_ASSERT(Tq <= Tk);
+    titan_cpu_dt_attention_backward_at(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, Tk - Tq, NH, NKV, HD);
+}
+
+void titan_cpu_dt_attention_backward_at(titan_dtype dt, int acc, void *dq, void *dk, void *dv, const void *dout,
+                                        const void *out, const float *lse, const void *q, const void *k,
+                                        const void *v, int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
     if (is_f32(dt, "attention_backward")) {
-        titan_cpu_attention_backward(acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV,
-                                     HD);
+        titan_cpu_attention_backward_at(acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
         return;
     }
     if (B <= 0 || Tk <= 0 || NH <= 0) return;
@@ -427,8 +439,7 @@ void titan_cpu_dt_attention_backward(titan_dtype dt, int acc, void *dq, void *dk
     widen_all(qf, q, nq);
     widen_all(kf, k, nk);
     widen_all(vf, v, nk);
-    titan_cpu_attention_backward(acc, dqf, dkf, dvf, g, o, lse, qf, kf, vf, B, Tq, Tk, NH, NKV,
-                                 HD);
+    titan_cpu_attention_backward_at(acc, dqf, dkf, dvf, g, o, lse, qf, kf, vf, B, Tq, Tk, off, NH, NKV, HD);
     narrow_all(dq, dqf, nq);
     narrow_all(dk, dkf, nk);
     narrow_all(dv, dvf, nk);

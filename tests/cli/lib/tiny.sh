@@ -17,7 +17,18 @@ TINY="--model.dim=32 --model.n_layers=2 --model.n_heads=4 --model.n_kv_heads=2 -
  --checkpoint.interval=10 --checkpoint.keep_latest_k=0 --lr_scheduler.warmup_steps=2
  --training.dataset_path=$tmp/data --metrics.peak_flops=1e11 --training.threads=1"
 cfg=$top/configs/debugmodel.toml
-TP2="--parallelism.tensor_parallel_degree=2"
+# TITAN_TEST_ASYNC_TP=1: every tp run that can (sequence parallel, shm,
+# cpu) with async tensor parallelism (collective matmuls); NOATP turns it
+# off where it cannot apply (it is refused there: tp_async.sh).
+ATP=""
+[ "${TITAN_TEST_ASYNC_TP:-0}" = 1 ] && ATP="--parallelism.enable_async_tensor_parallel=true"
+NOATP="--parallelism.enable_async_tensor_parallel=false"
+# TITAN_TEST_CP_RING=1: every cp run that can (shm, cpu) with the ring
+# (context_parallel_rotate_method = "alltoall"); NORING where it cannot.
+CPR=""
+[ "${TITAN_TEST_CP_RING:-0}" = 1 ] && CPR="--parallelism.context_parallel_rotate_method=alltoall"
+NORING="--parallelism.context_parallel_rotate_method=allgather"
+TP2="--parallelism.tensor_parallel_degree=2${ATP:+ $ATP}"
 DDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=1"
 BF16="--training.mixed_precision_param=bfloat16"
 GUARD="--training.device=cpu-guard"
@@ -52,7 +63,7 @@ under_mpirun() {
     if command -v mpirun >/dev/null 2>&1; then
         "$bin/titan-init" -q "$cfg" "$tmp/mpi" $TINY 2>"$tmp/err" || fail "init mpi"
         expect 0 "" "train $1 under mpirun (PMIx)" -- mpirun --allow-run-as-root --oversubscribe -n 2 \
-            "$bin/titan-train" -q "$tmp/mpi" $2
+            "$bin/titan-train" -q "$tmp/mpi" $2 $NOATP $NORING
         curve "mpirun $1 loss curve = one process" "$tmp/single" "$tmp/mpi"
     else
         skip "train $1 under mpirun" "mpirun not found"

@@ -1,0 +1,117 @@
+/* test_group_overlap.c - the collective matmuls of lib/parallel/group_overlap.c
+ * (model/group.h: all_gather_each, reduce_scatter_each) over the shm
+ * communicator's shared windows, against the blocking collectives.
+ *
+ *   test_group_overlap                      jobs of 2, 3 and 4 ranks of itself
+ *   test_group_overlap --suite overlap L    one rank of a job (parallel_test.h)
+ *
+ * Every rank of the tp group: blocks of rank-and-call-dependent values,
+ * f32 and bf16, many calls in a row (both halves of the window reused, a
+ * rank now and then late by a few ms, so a half that were rewritten too
+ * early would show); all_gather_each must visit the blocks in the ring
+ * order (own first), hand fn each block's values and leave full as
+ * all_gather does, bit for bit; reduce_scatter_each must ask for the
+ * peers' blocks first and its own last and give reduce_scatter's bits;
+ * the group's all_reduce, through the window once it exists, gives the
+ * shm all_reduce's bits; the waits count as exposed time, within the
+ * total. Also: a group over
+ * a host backend offers them, cpu-guard's (device buffers) does not. */
+#include <unistd.h>
+
+#include "parallel/group.h"
+#include "parallel_test.h"
+#include "tensor/dtype.h"
+
+enum { CALLS = 40, MAXR = 8 };
+
+typedef struct {
+    int order[MAXR], seen;
+    size_t n;
+    titan_dtype dt;
+    int call, bad;
+} visit;
+
+static float value(int rank, int call, size_t i, int block) {
+    return (float)((rank + 1) * 0.5 + call * 0.25 + (double)i * 1e-3 - block * 0.125);
+}
+
+static void fill(void *dst, titan_dtype dt, size_t n, int rank, int call, int block) {
+    for (size_t i = 0; i < n; i++) {
+        float v = value(rank, call, i, block);
+        if (dt == TITAN_DTYPE_F32) ((float *)dst)[i] = v;
+        else ((uint16_t *)dst)[i] = titan_f32_to_bf16(v);
+    }
+}
+
+static void on_block(void *arg, int r, void *data) {
+    visit *v = arg;
+    v->order[v->seen++] = r;
+    char want[4096];
+    fill(want, v->dt, v->n, r, v->call, -1);
+    if (memcmp(want, data, v->n * titan_dtype_size(v->dt)) != 0) v->bad++;
+}
+
+static void partial(void *arg, int d, void *dst) {
+    visit *v = arg;
+    v->order[v->seen++] = d;
+    fill(dst, v->dt, v->n, -1, v->call, d); /* rank-independent values are fine; sums differ by rank below */
+}
+
+static int run(const titan_layout *l) {
+    titan_mesh m;
+    if (!mesh_join(l, &m)) return 1;
+    CHECK(titan_mesh_groups(&m, titan_backend_cpu()) == TITAN_OK, "tp group: %s", titan_error_message());
+    titan_group *g = m.tp_group;
+    int me = g->rank, n = g->size;
+    CHECK(g->all_gather_each && g->reduce_scatter_each && g->overlap_reserve, "a cpu tp group offers collective matmuls");
+    size_t cnt = 300; /* not a multiple of 64 bytes in bf16 */
+    CHECK(g->overlap_reserve(g->ctx, cnt * 4) == TITAN_OK, "overlap_reserve: %s", titan_error_message());
+    char mine[4096], full[MAXR * 1200], ref[MAXR * 1200], own[1200], own_ref[1200];
+    int f0 = failures;
+    for (int call = 0; call < CALLS; call++) {
+        titan_dtype dt = call % 3 ? TITAN_DTYPE_F32 : TITAN_DTYPE_BF16;
+        size_t e = titan_dtype_size(dt), bytes = cnt * e;
+        if ((call + me) % 7 == 0) usleep(3000); /* a late rank */
+        visit v = {.n = cnt, .dt = dt, .call = call};
+        fill(mine, dt, cnt, me, call, -1);
+        memset(full, 0xff, (size_t)n * bytes);
+        CHECK(g->all_gather_each(g->ctx, mine, full, cnt, dt, on_block, &v) == TITAN_OK, "all_gather_each: %s",
+              titan_error_message());
+        CHECK(titan_comm_all_gather(m.tp_comm, mine, ref, cnt, dt, NULL) == TITAN_OK);
+        CHECK(memcmp(full, ref, (size_t)n * bytes) == 0, "call %d: all_gather_each's full = all_gather's", call);
+        CHECK(v.bad == 0 && v.seen == n, "call %d: fn saw every block's values (%d bad of %d)", call, v.bad, v.seen);
+        for (int s = 0; s < n; s++) CHECK(v.order[s] == (me + s) % n, "call %d: ring order, step %d", call, s);
+
+        visit w = {.n = cnt, .dt = dt, .call = call + me}; /* each rank's partials differ */
+        CHECK(g->reduce_scatter_each(g->ctx, own, cnt, dt, partial, &w) == TITAN_OK, "reduce_scatter_each: %s",
+              titan_error_message());
+        for (int d = 0; d < n; d++) fill(ref + (size_t)d * bytes, dt, cnt, -1, call + me, d);
+        CHECK(titan_comm_reduce_scatter(m.tp_comm, ref, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
+        CHECK(memcmp(own, own_ref, bytes) == 0, "call %d: reduce_scatter_each = reduce_scatter, bit for bit", call);
+        for (int s = 1; s <= n; s++) CHECK(w.order[s - 1] == (me + s) % n, "call %d: peers' blocks first", call);
+        /* the group's all-reduce now takes the window: the shm all_reduce's bits */
+        fill(own, dt, cnt, me, call, 7);
+        CHECK(titan_comm_all_reduce(m.tp_comm, own, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
+        CHECK(g->all_reduce(g->ctx, own, cnt, dt) == TITAN_OK, "all_reduce: %s", titan_error_message());
+        CHECK(memcmp(own, own_ref, bytes) == 0, "call %d: all_reduce over the window = all_reduce, bit for bit", call);
+    }
+    double exposed = g->take_exposed_s(g->ctx), total = g->take_comm_s(g->ctx);
+    CHECK(exposed >= 0 && exposed <= total, "exposed %.6f s within total %.6f s", exposed, total);
+    /* a block larger than reserved is refused, not overrun */
+    CHECK(g->all_gather_each(g->ctx, mine, full, cnt * 4, TITAN_DTYPE_F32, NULL, NULL) == TITAN_ERR_FAIL,
+          "an oversized block is refused");
+    titan_group *guard = NULL;
+    CHECK(titan_parallel_group_create(&guard, m.tp_comm, titan_backend_cpu_guard()) == TITAN_OK);
+    CHECK(guard && !guard->all_gather_each, "a group over device buffers (cpu-guard) offers no collective matmuls");
+    titan_parallel_group_free(guard);
+    if (me == 0)
+        printf("  %d ranks: %d calls of all_gather_each and reduce_scatter_each (f32, bf16) = the blocking "
+               "collectives: %s\n", n, CALLS, failures == f0 ? "yes" : "NO");
+    titan_mesh_free(&m);
+    return failures == f0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    static const parallel_job jobs[] = {{2, "tp=2"}, {3, "tp=3"}, {4, "tp=4"}};
+    return parallel_main(argc, argv, "test_group_overlap", "overlap", run, jobs, (int)(sizeof jobs / sizeof *jobs));
+}
