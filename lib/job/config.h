@@ -56,6 +56,7 @@ typedef struct {
     /* [optimizer] */
     char optimizer_name[TITAN_STR];    /* "AdamW" */
     double optimizer_lr, optimizer_beta1, optimizer_beta2, optimizer_eps, optimizer_weight_decay;
+    int optimizer_overlap_with_forward; /* side-stream AdamW beside the next forward (titan extension) */
 
     /* [lr_scheduler] */
     int lr_scheduler_total_steps;      /* the schedule's length; 0 = training.steps */

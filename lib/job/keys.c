@@ -51,6 +51,9 @@ const key_def titan_job_keys[] = {
     NUM("optimizer", "beta2", optimizer_beta2, 0.95, 0, 1, F_LO | F_HI | F_HI_OPEN, "AdamW second-moment decay"),
     NUM("optimizer", "eps", optimizer_eps, 1e-8, 0, 0, F_LO | F_LO_OPEN, "AdamW epsilon"),
     NUM("optimizer", "weight_decay", optimizer_weight_decay, 0.1, 0, 0, F_LO, "decoupled weight decay"),
+    BOOL("optimizer", "overlap_with_forward", optimizer_overlap_with_forward, 1,
+         "one process on a GPU: each block's AdamW update runs on a side stream while the next forward runs, "
+         "a block's forward waiting for its own update (same bits; titan extension)"),
 
     INT("lr_scheduler", "total_steps", lr_scheduler_total_steps, 0, 0, 0,
         "steps the schedule spans (warmup, stable, decay), whatever training.steps is: a run stopped "

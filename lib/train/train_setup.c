@@ -265,6 +265,12 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
         TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sh->sched, t->micro, sh->mb,
                                         cfg->training_seq_len / t->mesh.layout.cp));
     TITAN_TRY(titan_adamw_create(&t->adam, t->be, titan_fsdp_numel(t->fsdp), &hp));
+    if (t->mesh.world == 1) { /* one process: the model has no FSDP hooks (overlap.h) */
+        TITAN_TRY(titan_overlap_create(&t->overlap, t->model, cfg->optimizer_overlap_with_forward));
+        if (titan_overlap_deferred(t->overlap))
+            titan_info("optimizer: AdamW block by block on a side stream, beside the next forward "
+                       "(optimizer.overlap_with_forward)");
+    }
     return TITAN_OK;
 }
 

@@ -15,6 +15,7 @@
 #include "trace/metrics.h"
 #include "train/async_save.h"
 #include "train/device.h"
+#include "train/overlap.h"
 #include "train/state.h"
 #include "train/state_stage.h"
 #include "train/train.h"
@@ -38,6 +39,7 @@ typedef struct {
     titan_mesh mesh;
     titan_fsdp *fsdp;
     titan_pipeline *pipe;      /* pipeline parallelism; NULL without */
+    titan_overlap *overlap;    /* one process: partial norms, side-stream AdamW (overlap.h); NULL with several */
     int micro;                 /* pipeline micro-batches per local batch (1 without) */
     titan_train_progress pr;
     int accum;
