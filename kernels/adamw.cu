@@ -113,14 +113,15 @@ void titan_cuda_adamw_step(float *p, void *p_bf16, const float *g, float gscale,
     int aligned = (((uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v) & 15) == 0 &&
                   ((uintptr_t)copy & 7) == 0;
     size_t n4 = aligned ? n / 4 : 0;
+    cudaStream_t stream = titan_cuda_optimizer_stream(); /* the side stream while it is on */
     if (n4) {
-        adamw_kernel4<<<titan_cuda_blocks(n4, 256), 256>>>((float4 *)p, (const float4 *)g,
+        adamw_kernel4<<<titan_cuda_blocks(n4, 256), 256, 0, stream>>>((float4 *)p, (const float4 *)g,
                                                           (float4 *)m, (float4 *)v, (uint2 *)copy,
                                                           n4, s);
         CUDA_CHECK_LAUNCH();
     }
     if (4 * n4 < n) {
-        adamw_kernel<<<titan_cuda_blocks(n - 4 * n4, 256), 256>>>(p, g, m, v, copy, 4 * n4, n, s);
+        adamw_kernel<<<titan_cuda_blocks(n - 4 * n4, 256), 256, 0, stream>>>(p, g, m, v, copy, 4 * n4, n, s);
         CUDA_CHECK_LAUNCH();
     }
 }

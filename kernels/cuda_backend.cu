@@ -287,8 +287,46 @@ static void cuda_host_free(void *p) {
 
 /* ------------------------------------------------------------------- table */
 
-/* the default stream, which every op uses, and the pool's frees on it */
+/* the default stream, which every op but a side-stream adamw_step uses,
+ * the pool's frees on it, and the optimizer's side stream */
 static void cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+/* The optimizer's side stream (backend.h). Non-blocking: the legacy
+ * default stream, which every other op uses, does not wait for it by
+ * itself, only at event_wait (and cudaDeviceSynchronize). Made on first use. */
+static cudaStream_t g_side;
+static int g_side_on;
+static cudaEvent_t g_main_mark; /* the main stream's point the side stream starts after */
+
+cudaStream_t titan_cuda_optimizer_stream(void) { return g_side_on ? g_side : (cudaStream_t)0; }
+
+static void *cuda_event_create(void) {
+    cudaEvent_t e = NULL;
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return (void *)e;
+}
+
+static void cuda_event_free(void *ev) {
+    if (ev) CUDA_CHECK(cudaEventDestroy((cudaEvent_t)ev));
+}
+
+static void cuda_side_stream(int on) {
+    if (on && !g_side) {
+        CUDA_CHECK(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&g_main_mark, cudaEventDisableTiming));
+    }
+    if (on) { /* after everything the main stream has queued (the gradients, the norm) */
+        CUDA_CHECK(cudaEventRecord(g_main_mark, 0));
+        CUDA_CHECK(cudaStreamWaitEvent(g_side, g_main_mark, 0));
+    }
+    g_side_on = on;
+}
+
+static void cuda_event_record(void *ev) {
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)ev, titan_cuda_optimizer_stream()));
+}
+
+static void cuda_event_wait(void *ev) { CUDA_CHECK(cudaStreamWaitEvent(0, (cudaEvent_t)ev, 0)); }
 
 /* backend.h's TITAN_OPT_* keys this backend takes */
 static int cuda_set_option(const char *key, int value) {
@@ -352,6 +390,12 @@ static titan_backend cuda_backend = {
     /* no block attention yet: context parallelism's ring is refused on cuda */
     .attention_forward_at = NULL,
     .attention_backward_at = NULL,
+    .sumsq_into = titan_cuda_sumsq_into,
+    .event_create = cuda_event_create,
+    .event_free = cuda_event_free,
+    .side_stream = cuda_side_stream,
+    .event_record = cuda_event_record,
+    .event_wait = cuda_event_wait,
 };
 
 /* "name: cause" of a failed CUDA call, into msg */

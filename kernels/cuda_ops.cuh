@@ -224,6 +224,7 @@ void titan_cuda_convert(void *dst, titan_dtype dst_type, const void *src, titan_
 
 /* reductions.cu */
 double titan_cuda_sumsq(const float *x, size_t n);
+void titan_cuda_sumsq_into(double *out, const float *x, size_t n);
 
 /* matmul.cu (cuBLASLt, which owns the handle, workspace and descriptor cache).
  * open: once, on the current device; 0, or -1 with the cause in msg. */
@@ -318,6 +319,10 @@ void titan_cuda_logsumexp(titan_dtype dt, float *lse, const void *logits, int N,
 void titan_cuda_adamw_step(float *p, void *p_bf16, const float *g, float gscale, float *m,
                            float *v, size_t n, float lr, float beta1, float beta2, float eps,
                            float weight_decay, int64_t t);
+
+/* cuda_backend.cu: the stream adamw_step queues on (backend.h's
+ * side_stream: the side stream while it is on, else the default one) */
+cudaStream_t titan_cuda_optimizer_stream(void);
 
 /* cuda_backend.cu: the backend's GPU; the accounting behind memory() of
  * committed releasable memory (bytes mapped, whole granules) */

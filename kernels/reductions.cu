@@ -53,23 +53,38 @@ __global__ void sumsq_partial_kernel(const float *x, size_t n) {
     if (threadIdx.x == 0) sumsq_partial[blockIdx.x] = s;
 }
 
-__global__ void sumsq_final_kernel(void) {
+/* out: where the sum goes (sumsq_into), or NULL for sumsq_result */
+__global__ void sumsq_final_kernel(double *out) {
     __shared__ double tmp[32];
     double s = block_sum_double(sumsq_partial[threadIdx.x], tmp);
-    if (threadIdx.x == 0) sumsq_result = s;
+    if (threadIdx.x == 0) *(out ? out : &sumsq_result) = s;
 }
 
-/* sum of x[i]^2 in double; waits for the result */
-double titan_cuda_sumsq(const float *x, size_t n) {
-    if (n == 0) return 0.0;
+/* The two passes, the sum left in out (NULL: sumsq_result). */
+static void sumsq_launch(double *out, const float *x, size_t n) {
     if (titan_cuda_aligned16(x))
         sumsq_partial_kernel<true><<<SUMSQ_BLOCKS, SUMSQ_THREADS>>>(x, n);
     else
         sumsq_partial_kernel<false><<<SUMSQ_BLOCKS, SUMSQ_THREADS>>>(x, n);
     CUDA_CHECK_LAUNCH();
-    sumsq_final_kernel<<<1, SUMSQ_BLOCKS>>>();
+    sumsq_final_kernel<<<1, SUMSQ_BLOCKS>>>(out);
     CUDA_CHECK_LAUNCH();
+}
+
+/* sum of x[i]^2 in double; waits for the result */
+double titan_cuda_sumsq(const float *x, size_t n) {
+    if (n == 0) return 0.0;
+    sumsq_launch(NULL, x, n);
     double s = 0.0;
     CUDA_CHECK(cudaMemcpyFromSymbol(&s, sumsq_result, sizeof s));
     return s;
+}
+
+/* the same sum into out (device memory), queued: nothing waits for it */
+void titan_cuda_sumsq_into(double *out, const float *x, size_t n) {
+    if (n == 0) {
+        CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof *out, 0));
+        return;
+    }
+    sumsq_launch(out, x, n);
 }

@@ -22,11 +22,15 @@
 #   scripts/bench_gpu.sh [--peak-flops F]
 #   BENCH_PEAK_FLOPS (989e12: H100 SXM bf16 dense; H200 has the same compute)
 #   BENCH_8B_LAYERS (4)  BENCH_SEQS ("2048 8192")  BENCH_SHAPES ("1B 8B")
-#   BENCH_IMPLS ("eager compile titan titan-det": titan as titan-train runs
-#   by default, attention through cuDNN's fused flash attention where
-#   libcudnn.so.9 opens (TITAN_CUDNN_LIB names it, else the first found
-#   beside PyTorch's); titan-det with training.deterministic, titan's own
-#   attention kernels, bitwise repeatable)
+#   BENCH_IMPLS ("eager compile titan titan-serial titan-det": titan as
+#   titan-train runs by default, attention through cuDNN's fused flash
+#   attention where libcudnn.so.9 opens (TITAN_CUDNN_LIB names it, else the
+#   first found beside PyTorch's); titan-serial the same with
+#   optimizer.overlap_with_forward = false, AdamW in order at the step's
+#   end: the "optimizer overlap" table below the main one sets the two side
+#   by side (step time, AdamW's time, its exposed part, MFU); titan-det
+#   with training.deterministic, titan's own attention kernels, bitwise
+#   repeatable)
 #   BENCH_TITAN_DTYPE (bfloat16)
 #   BENCH_BATCH (1)  BENCH_STEPS (8)
 #   BENCH_WARMUP (3)  BENCH_RUN_TIMEOUT (150 s a run)
@@ -81,7 +85,7 @@ fi
 L8=${BENCH_8B_LAYERS:-4}
 SEQS=${BENCH_SEQS:-2048 8192}
 SHAPES=${BENCH_SHAPES:-1B 8B}
-IMPLS=${BENCH_IMPLS:-eager compile titan titan-det}
+IMPLS=${BENCH_IMPLS:-eager compile titan titan-serial titan-det}
 TDTYPE=${BENCH_TITAN_DTYPE:-bfloat16}
 case $TDTYPE in bfloat16) TMODE=bf16 ;; float32) TMODE=fp32 ;;
 *) echo "bench_gpu: error: BENCH_TITAN_DTYPE: '$TDTYPE' is not bfloat16 or float32" >&2; exit 2 ;; esac
@@ -113,8 +117,8 @@ for v in "BENCH_8B_LAYERS=$L8" "BENCH_BATCH=$BATCH" "BENCH_STEPS=$STEPS" "BENCH_
 done
 [ "$STEPS" -gt "$WARMUP" ] || { echo "bench_gpu: error: BENCH_STEPS ($STEPS) must exceed BENCH_WARMUP ($WARMUP)" >&2; exit 2; }
 for m in $IMPLS; do
-    case $m in eager|compile|titan|titan-det) ;;
-    *) echo "bench_gpu: error: BENCH_IMPLS: unknown '$m' (eager, compile, titan, titan-det)" >&2; exit 2 ;; esac
+    case $m in eager|compile|titan|titan-serial|titan-det) ;;
+    *) echo "bench_gpu: error: BENCH_IMPLS: unknown '$m' (eager, compile, titan, titan-serial, titan-det)" >&2; exit 2 ;; esac
 done
 for sh in $SHAPES; do
     case $sh in 1B|8B) ;;
@@ -326,7 +330,9 @@ run() {
         # [profiling]): where the step's time goes, beside the table.
         rm -rf "$work/run-$sh/metrics.jsonl" "$work/run-$sh/profile_traces"
         det=false; case $mode in *-det) det=true ;; esac
+        ovl=true; case $mode in *-serial) ovl=false ;; esac
         timeout -k 10 "$limit" bin/titan-train "$work/run-$sh" --training.seq_len="$seq" --training.deterministic=$det \
+            --optimizer.overlap_with_forward=$ovl \
             --training.local_batch_size="$BATCH" --training.steps=$((STEPS + 1)) \
             --training.device="$DEVICE" --metrics.peak_flops="$PEAK" \
             --training.mixed_precision_param="$TDTYPE" --profiling.enable_profiling=true \
@@ -351,7 +357,8 @@ for seq in $SEQS; do
             eager|compile) run torch "$m" "$sh" "$seq" ;;
             titan) run titan "$TMODE" "$sh" "$seq" ;;
             titan-det) run titan "$TMODE-det" "$sh" "$seq" ;;
-            *) echo "bench_gpu: error: unknown implementation '$m' (eager, compile, titan, titan-det)" >&2; exit 2 ;;
+            titan-serial) run titan "$TMODE-serial" "$sh" "$seq" ;;
+            *) echo "bench_gpu: error: unknown implementation '$m' (eager, compile, titan, titan-serial, titan-det)" >&2; exit 2 ;;
             esac
         done
     done
@@ -361,6 +368,41 @@ cleanup
 # --- the table ---------------------------------------------------------------------
 echo
 "$PY" scripts/torch_gpu_bench.py --report "$out" --peak-flops "$PEAK" || exit 1
+# AdamW beside the next forward (titan) against in order (titan-serial), from
+# the timed steps' metrics: exposed = overlapped step - (serial step - AdamW)
+"$PY" - "$out" "$WARMUP" "$STEPS" "$BATCH" >>"$out/bench_gpu.md" <<'PY' && sed -n '/^## Optimizer overlap/,$p' "$out/bench_gpu.md"
+import glob, json, os, sys
+d, warm, steps, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+def timed(name):
+    try:
+        rows = [json.loads(l) for l in open(os.path.join(d, name + ".metrics.jsonl"))]
+    except OSError:
+        return None
+    rows = [r for r in rows if warm < r["step"] <= steps]  # the last, profiled step is not timed
+    if not rows:
+        return None
+    mean = lambda k: sum(r.get(k, 0.0) for r in rows) / len(rows)
+    return dict(step=mean("step_time_s"), opt=mean("optimizer_s"), mfu=mean("mfu"),
+                has_opt=all("optimizer_s" in r for r in rows))
+runs = {}
+for p in sorted(glob.glob(os.path.join(d, "*.meta.json"))):
+    m = json.load(open(p))
+    if m["impl"] == "titan" and not m["mode"].endswith("-det"):
+        runs.setdefault((m["shape"], m["seq"]), {})["serial" if m["mode"].endswith("-serial") else "overlap"] = m["name"]
+out = ["", "## Optimizer overlap (titan, AdamW beside the next forward vs in order)", "",
+       "| shape | seq x batch | step ms in order | AdamW ms | step ms overlapped | AdamW exposed ms | MFU in order | MFU overlapped |",
+       "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+for (shape, seq), r in sorted(runs.items()):
+    s = timed(r["serial"]) if "serial" in r else None
+    o = timed(r["overlap"]) if "overlap" in r else None
+    if not s or not o or not s["has_opt"]:
+        out.append("| %s | %d x %d | - | - | - | - | - | - |" % (shape, seq, batch))
+        continue
+    exposed = o["step"] - (s["step"] - s["opt"])
+    out.append("| %s | %d x %d | %.1f | %.1f | %.1f | %.1f | %.2f%% | %.2f%% |" % (
+        shape, seq, batch, 1e3 * s["step"], 1e3 * s["opt"], 1e3 * o["step"], 1e3 * exposed, 100 * s["mfu"], 100 * o["mfu"]))
+print("\n".join(out))
+PY
 if [ -n "${OUT:-}" ]; then
     mkdir -p "$OUT" && cp "$out/bench_gpu.md" "$out/bench_gpu.json" "$OUT/" &&
         tar -czf "$OUT/bench_gpu-logs.tar.gz" -C "$top/build" --exclude=bench_gpu/work bench_gpu

@@ -15,7 +15,10 @@
 #   bench    scripts/bench_gpu.sh: titan beside PyTorch eager and
 #            torch.compile (BENCH_SHAPES, 1B here; its runs at most
 #            BENCH_RUN_TIMEOUT, 100), with the time left; skipped when less
-#            than BENCH_MIN_S (90) is left.
+#            than BENCH_MIN_S (90) is left. Its "Optimizer overlap" table
+#            sets titan's AdamW beside the next forward against in order
+#            (titan-serial) in the same call: step time, AdamW's time and its
+#            exposed part, MFU.
 # Usage: scripts/gpu-session.sh [PART...]
 #   no PART: the parts tests/gpu/records.tsv has no line for at the current
 #   code (then all of them, in the order above); --code prints the current

@@ -270,6 +270,26 @@ typedef struct titan_backend {
     void (*attention_backward_at)(titan_dtype dt, int acc, void *dq, void *dk, void *dv, const void *dout,
                                   const void *out, const float *lse, const void *q, const void *k, const void *v,
                                   int B, int Tq, int Tk, int off, int NH, int NKV, int HD);
+    /* *out = sumsq(x, n), the same bits, into out (one double of backend
+     * memory) without waiting for it: partial sums taken as gradients
+     * finish, read back together with one to_host. */
+    void (*sumsq_into)(double *out, const float *x, size_t n);
+
+    /* The optimizer's side stream: NULL on backends whose ops run in order
+     * on the host (cpu, cpu-guard), set together on a device (cuda).
+     * side_stream(1): the side stream first waits for every op queued so
+     * far on the main stream, then adamw_step calls (only they) queue on it
+     * and run beside the main stream's later ops; side_stream(0): adamw_step
+     * is back on the main stream. event_record(ev) marks the point the
+     * stream adamw_step uses has reached; event_wait(ev) makes the main
+     * stream's later ops, and to_host, wait for that point. sync waits for
+     * both streams. An event is recorded again each step (event_create
+     * once; event_free). */
+    void *(*event_create)(void);
+    void (*event_free)(void *ev);
+    void (*side_stream)(int on);
+    void (*event_record)(void *ev);
+    void (*event_wait)(void *ev);
 } titan_backend;
 
 /* The CPU reference backend (OpenBLAS + OpenMP). */

@@ -519,6 +519,14 @@ static double g_sumsq(const float *x, size_t n) {
     return s;
 }
 
+static void g_sumsq_into(double *out, const float *x, size_t n) {
+    enter();
+    DEV("sumsq_into", out, sizeof *out);
+    DEV("sumsq_into", x, n * F);
+    cpu()->sumsq_into(out, x, n);
+    leave();
+}
+
 static void g_scale(float *x, size_t n, float s) {
     enter();
     DEV("scale", x, n * F);
@@ -568,6 +576,7 @@ static const titan_backend guard_backend = {
     .adamw_step = g_adamw_step,
     .sumsq = g_sumsq,
     .scale = g_scale,
+    .sumsq_into = g_sumsq_into,
 };
 
 const titan_backend *titan_backend_cpu_guard(void) { return &guard_backend; }

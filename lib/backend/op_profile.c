@@ -222,6 +222,9 @@ static void p_adamw_step(float *p, void *p_bf16, const float *g, float gscale, f
 static void p_scale(float *x, size_t n, float s) {
     TIMED("scale", 0, IN->scale(x, n, s), "n=%zu", n);
 }
+static void p_sumsq_into(double *out, const float *x, size_t n) {
+    TIMED("sumsq", 0, IN->sumsq_into(out, x, n), "n=%zu", n);
+}
 static double p_sumsq(const float *x, size_t n) {
     if (!g_prof->on) return IN->sumsq(x, n);
     double t0 = op_begin();
@@ -252,6 +255,7 @@ titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profil
     t->swiglu_forward = p_swiglu_forward, t->swiglu_backward = p_swiglu_backward;
     t->cross_entropy = p_cross_entropy, t->logsumexp = p_logsumexp;
     t->adamw_step = p_adamw_step, t->sumsq = p_sumsq, t->scale = p_scale;
+    t->sumsq_into = p_sumsq_into; /* the side stream's calls are inner's own */
     g_prof = p;
     *out = p;
     *table = &p->table;

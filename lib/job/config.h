@@ -67,6 +67,7 @@ typedef struct {
     int optimizer_rank, optimizer_update_proj_gap, optimizer_oversampling, optimizer_power_iters;
     double optimizer_scale;
     char optimizer_proj_type[TITAN_STR], optimizer_galore_svd[TITAN_STR];
+    int optimizer_overlap_with_forward; /* side-stream AdamW beside the next forward (titan extension) */
 
     /* [lr_scheduler] */
     int lr_scheduler_total_steps;      /* the schedule's length; 0 = training.steps */

@@ -66,6 +66,9 @@ const key_def titan_job_keys[] = {
     STR("optimizer", "galore_svd", optimizer_galore_svd, "randomized", "randomized,exact", 0, "GaLore: refresh SVD"),
     INT("optimizer", "oversampling", optimizer_oversampling, 8, 0, 0, "GaLore: randomized SVD oversampling"),
     INT("optimizer", "power_iters", optimizer_power_iters, 1, 0, 0, "GaLore: randomized SVD power iterations"),
+    BOOL("optimizer", "overlap_with_forward", optimizer_overlap_with_forward, 1,
+         "one process on a GPU: each block's AdamW update runs on a side stream while the next forward runs, "
+         "a block's forward waiting for its own update (same bits; titan extension)"),
 
     INT("lr_scheduler", "total_steps", lr_scheduler_total_steps, 0, 0, 0,
         "steps the schedule spans (warmup, stable, decay), whatever training.steps is: a run stopped "

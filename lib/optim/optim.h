@@ -30,6 +30,15 @@ void titan_adamw_step(titan_adamw *o, float *params, const float *grads, float l
 void titan_adamw_step_cast(titan_adamw *o, float *params, void *params_bf16, const float *grads,
                            float gscale, float lr);
 
+/* One step in ranges (block by block): begin_step increments the step
+ * count, then each step_range updates elements [off, off + n) of params,
+ * grads, the moments and params_bf16 (the whole buffers' bases; NULL: no
+ * copy) with it. Ranges covering every element once give the bits of one
+ * titan_adamw_step_cast (the update is elementwise). */
+void titan_adamw_begin_step(titan_adamw *o);
+void titan_adamw_step_range(titan_adamw *o, size_t off, size_t n, float *params, void *params_bf16,
+                            const float *grads, float gscale, float lr);
+
 /* State for checkpoints. m and v are backend memory of titan_adamw_numel() floats. */
 float *titan_adamw_m(titan_adamw *o);
 float *titan_adamw_v(titan_adamw *o);

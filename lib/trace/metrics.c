@@ -203,6 +203,7 @@ titan_status titan_metrics_log(titan_metrics *m, const titan_step_metrics *s, in
                     s->optim_projected_bytes);
     if (n >= 0 && s->has_optim_comm)
         n = fprintf(m->f, ",\"optim_comm_s\":%.6g,\"optim_comm_bytes\":%" PRIu64, s->optim_comm_s, s->optim_comm_bytes);
+    if (n >= 0 && s->has_optimizer) n = fprintf(m->f, ",\"optimizer_s\":%.6g", s->optimizer_s);
     if (n >= 0 && s->has_dev_mem)
         n = fprintf(m->f, ",\"dev_peak_bytes\":%" PRIu64 ",\"dev_used_bytes\":%" PRIu64, s->dev_peak_bytes,
                     s->dev_used_bytes);

@@ -28,6 +28,8 @@ typedef struct {
     int has_comm;          /* more than one rank: */
     double comm_total_s;   /*   running time of the step's parameter and gradient collectives */
     double comm_exposed_s; /*   of which training waited (not hidden behind compute) */
+    int has_optimizer;     /* the optimizer ran in order, at the step's end (not on a side stream): */
+    double optimizer_s;    /*   its time, the device's work waited for (the AdamW update) */
     int has_dev_mem;           /* a device backend (not host memory): */
     uint64_t dev_peak_bytes;   /*   most bytes held in its buffers during the step */
     uint64_t dev_used_bytes;   /*   the device's used memory after the step (context, workspaces, others) */

@@ -92,8 +92,10 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
             /* a hook's comm failure too */
             titan_flight_phase("forward");
             TITAN_TRY(titan_llama_forward_train(t->model, in, tg, scale, &loss));
-            /* The last micro-batch's backward starts the gradient reductions. */
+            /* The last micro-batch's backward starts the gradient reductions
+             * (one process: takes the clipping norm's partial sums). */
             titan_fsdp_set_sync(t->fsdp, a == t->accum - 1);
+            if (t->overlap) titan_overlap_set_last(t->overlap, a == t->accum - 1);
             titan_flight_phase("backward");
             titan_llama_backward(t->model, scale);
             TITAN_TRY(titan_llama_take_error(t->model)); /* a tensor-parallel collective's failure */
@@ -108,7 +110,12 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
     double norm = 0.0;
     float clip = 1.0f; /* applied by the optimizer step as it reads the gradients */
-    TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm, &clip));
+    if (t->overlap) { /* the partial sums the backward took, added in block order */
+        norm = titan_overlap_norm(t->overlap);
+        clip = titan_clip_coef(norm, cfg->training_max_norm);
+    } else {
+        TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm, &clip));
+    }
     titan_fsdp_comm_times(t->fsdp, &sm->comm_exposed_s, &sm->comm_total_s);
     /* blocking collectives: all exposed (the pipeline's bubble included);
      * the collective matmuls: their waits on peers */
@@ -144,15 +151,27 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     titan_flight_phase("optimizer");
     double oc_s = t->opt_comm ? t->opt_comm->seconds : 0.0;
     uint64_t oc_bytes = t->opt_comm ? t->opt_comm->bytes : 0;
-    if (!titan_optim_writes_copy(t->opt)) copy = NULL; /* the forwards cast */
-    TITAN_TRY(titan_optim_step(t->opt, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr));
+    double opt_t0 = titan_now_s();
+    if (t->overlap) /* block by block; deferred: on the side stream, each block's forward waits for its own */
+        titan_overlap_update(t->overlap, t->adam, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr);
+    else {
+        if (!titan_optim_writes_copy(t->opt)) copy = NULL; /* the forwards cast */
+        TITAN_TRY(titan_optim_step(t->opt, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr));
+    }
     if (t->opt_comm && titan_optim_get_kind(t->opt) == TITAN_OPTIM_GALORE) {
         sm->has_optim_comm = 1;
         sm->optim_comm_s = t->opt_comm->seconds - oc_s;
         sm->optim_comm_bytes = t->opt_comm->bytes - oc_bytes;
     }
     titan_llama_set_copy_current(t->model, 0, titan_llama_params_count(t->model), copy != NULL);
-    t->be->sync(); /* a device queues its work: step_time_s is this step's */
+    /* A device queues its work: step_time_s is this step's. A deferred
+     * update is the next step's, hidden behind its forward where it can
+     * be (the main stream was idle since the norm was read back). */
+    if (!t->overlap || !titan_overlap_deferred(t->overlap)) {
+        t->be->sync();
+        sm->has_optimizer = 1;
+        sm->optimizer_s = titan_now_s() - opt_t0;
+    }
     /* The next forward gathers block by block. */
     TITAN_TRY(titan_fsdp_params_updated(t->fsdp));
 
@@ -213,6 +232,7 @@ static titan_status save_hf(trainer *t) {
 
 /* Saves the state after the current step; *stall_s = seconds training waited. */
 static titan_status save(trainer *t, double *stall_s) {
+    if (t->overlap) titan_overlap_join(t->overlap); /* the step's updates before any copy of them */
     int model_only = final_model_only(t);
     titan_state_view v = { /* several ranks: the packed shard (async_save.h) */
         .params = t->mesh.world > 1 ? titan_fsdp_params(t->fsdp) : titan_llama_params_data(t->model),
@@ -474,6 +494,7 @@ static titan_status loop(trainer *t) {
                      sm.has_val);
         TITAN_TRY(log_step(t, &sm, print, saved));
     }
+    if (t->overlap) titan_overlap_join(t->overlap); /* the last step's updates, before sampling reads them */
     /* Full parameters for sampling, which follows on one rank (or its tp
      * group); otherwise each rank ends holding only its shard. */
     if (t->sample) TITAN_TRY(titan_fsdp_gather_params(t->fsdp));
@@ -481,6 +502,7 @@ static titan_status loop(trainer *t) {
 }
 
 static void teardown(trainer *t) {
+    titan_overlap_free(t->overlap); /* waits for its updates; before what they write is freed */
     titan_free(t->inputs);
     titan_free(t->targets);
     titan_free(t->cp_inputs);

@@ -380,7 +380,15 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     if (t->mesh.layout.pp > 1)
         TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sh->sched, t->micro, sh->mb,
                                         cfg->training_seq_len / t->mesh.layout.cp));
-    return create_optimizer(t, &hp);
+    TITAN_TRY(create_optimizer(t, &hp));
+    /* one process, AdamW: the model has no FSDP hooks (overlap.h) */
+    if (t->mesh.world == 1 && titan_optim_get_kind(t->opt) == TITAN_OPTIM_ADAMW) {
+        TITAN_TRY(titan_overlap_create(&t->overlap, t->model, cfg->optimizer_overlap_with_forward));
+        if (titan_overlap_deferred(t->overlap))
+            titan_info("optimizer: AdamW block by block on a side stream, beside the next forward "
+                       "(optimizer.overlap_with_forward)");
+    }
+    return TITAN_OK;
 }
 
 /* This rank's memory estimate (the dry run's, memory_estimate.h), on the

@@ -17,7 +17,7 @@ mkdir -p "$out"
 # short sequences, a narrow model and 4 steps: a check of the plumbing, not of the numbers
 export GPU_CHECK_BUILD=0 JOBS=2 STEPS=4 INIT_ARGS="--training.seq_len=64 --model.dim=64 --training.threads=1" MEMCHECK_S=0
 
-OUT=$out GPU_DEVICE=cpu-guard BENCH_GPU_SMOKE=1 BENCH_SEQS=64 BENCH_SHAPES=1B BENCH_IMPLS="eager titan" \
+OUT=$out GPU_DEVICE=cpu-guard BENCH_GPU_SMOKE=1 BENCH_SEQS=64 BENCH_SHAPES=1B BENCH_IMPLS="eager titan titan-serial" \
     SESSION_S=800 CHECK_S=400 LAYOUTS_S=250 sh scripts/gpu-session.sh check layouts bench >"$tmp/session.log" 2>&1
 rc=$?
 for p in check layouts; do [ ! -f "$out/$p.txt" ] || sed 's/^/#   /' "$out/$p.txt"; done
@@ -59,6 +59,9 @@ grep -E '^\| titan \| bf16 \(fp32 master\) \|.*\| 64 x 1 \| [0-9]+ \|' "$out/ben
     ok "bench.txt: titan's row has tokens/s" || fail "bench.txt: titan's row has tokens/s"
 grep -E '^\| PyTorch [^|]* \| eager bf16 \|.*\| 64 x 1 \| [0-9]+ \|' "$out/bench.txt" >/dev/null &&
     ok "bench.txt: PyTorch's row has tokens/s" || fail "bench.txt: PyTorch's row has tokens/s"
+# AdamW beside the forward against in order: step times, AdamW's, exposed, MFU
+grep -E '^\| 1B \| 64 x 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| -?[0-9.]+ \| [0-9.]+% \| [0-9.]+% \|' "$out/bench.txt" >/dev/null &&
+    ok "bench.txt: the optimizer overlap row" || fail "bench.txt: the optimizer overlap row"
 # one record line per part, at the current code
 code=$(sh scripts/gpu-session.sh --code)
 [ "$(grep -c "	$code	.*	pass\$" "$out/records.tsv")" -eq 3 ] && ok "records.tsv: 3 parts passed at code $code" ||

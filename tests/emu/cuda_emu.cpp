@@ -20,8 +20,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <random>
+#include <set>
+#include <thread>
 
 #include "cuda_emu.h"
 
@@ -305,8 +311,6 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
     }
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
 cudaError_t cudaMalloc(void **p, size_t bytes) { return dev_alloc(p, bytes); }
 cudaError_t cudaFree(void *p) { return dev_free(p); }
@@ -426,26 +430,187 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *p)
     return cudaSuccess;
 }
 
-/* every stream is the default one: synchronous, so events are always done */
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
-    *s = (cudaStream_t)new char;
+/* Streams. The default (legacy) stream runs in the calling thread, at
+ * once. A created stream is a queue with a worker thread of its own:
+ * kernels launched on it, event records and event waits queue there and
+ * run in order, beside the caller, each kernel after a random pause drawn
+ * from TITAN_EMU_SEED's generator (so each seed is another interleaving of
+ * the streams' kernels); kernels still run one at a time (the emulator's
+ * lock). As cudaStreamNonBlocking streams on a GPU, nothing orders them
+ * against the default stream but events and synchronisation; copies and
+ * memsets given a created stream run at once, in the caller. */
+namespace {
+struct EmuEvent {
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t recorded = 0, done = 0; /* records issued, and reached */
+};
+struct EmuStream {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> queue;
+    bool busy = false, stop = false;
+    std::thread worker;
+};
+std::mutex g_streams_lock;
+std::set<EmuStream *> g_streams;
+
+void event_reach(EmuEvent *e, uint64_t gen) {
+    std::lock_guard<std::mutex> hold(e->mu);
+    if (gen > e->done) e->done = gen;
+    e->cv.notify_all();
+}
+void event_block(EmuEvent *e, uint64_t gen) {
+    std::unique_lock<std::mutex> hold(e->mu);
+    e->cv.wait(hold, [&] { return e->done >= gen; });
+}
+void stream_run(EmuStream *s, int device) {
+    g_device = device;
+    std::unique_lock<std::mutex> hold(s->mu);
+    for (;;) {
+        s->cv.wait(hold, [&] { return s->stop || !s->queue.empty(); });
+        if (s->queue.empty()) return; /* stopped and drained */
+        std::function<void()> item = std::move(s->queue.front());
+        s->queue.pop_front();
+        s->busy = true;
+        hold.unlock();
+        item();
+        hold.lock();
+        s->busy = false;
+        s->cv.notify_all();
+    }
+}
+void stream_drain(EmuStream *s) {
+    std::unique_lock<std::mutex> hold(s->mu);
+    s->cv.wait(hold, [&] { return s->queue.empty() && !s->busy; });
+}
+EmuStream *created(cudaStream_t st) {
+    std::lock_guard<std::mutex> hold(g_streams_lock);
+    auto it = g_streams.find((EmuStream *)st);
+    return it == g_streams.end() ? nullptr : *it;
+}
+/* the pause before a kernel on a created stream: 0 to 2 ms, per seed */
+unsigned pause_us() {
+    static std::mutex mu;
+    static std::mt19937 gen;
+    static bool seeded;
+    std::lock_guard<std::mutex> hold(mu);
+    if (!seeded) {
+        const char *seed = getenv("TITAN_EMU_SEED");
+        gen.seed(seed && *seed ? (unsigned)strtoull(seed, nullptr, 10) : 1u);
+        seeded = true;
+    }
+    return (unsigned)(gen() % 2000u);
+}
+} /* namespace */
+
+bool emu::enqueue_kernel(cudaStream_t st, std::function<void()> run) {
+    EmuStream *s = created(st);
+    if (!s) return false;
+    std::lock_guard<std::mutex> hold(s->mu);
+    s->queue.push_back([run = std::move(run)] {
+        usleep(pause_us());
+        run();
+    });
+    s->cv.notify_all();
+    return true;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned) {
+    EmuStream *s = new EmuStream;
+    s->worker = std::thread(stream_run, s, g_device);
+    std::lock_guard<std::mutex> hold(g_streams_lock);
+    g_streams.insert(s);
+    *st = (cudaStream_t)s;
     return cudaSuccess;
 }
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    delete (char *)s;
+cudaError_t cudaStreamDestroy(cudaStream_t st) {
+    EmuStream *s = created(st);
+    if (!s) return record(cudaErrorInvalidResourceHandle);
+    {
+        std::lock_guard<std::mutex> hold(g_streams_lock);
+        g_streams.erase(s);
+    }
+    {
+        std::lock_guard<std::mutex> hold(s->mu);
+        s->stop = true;
+        s->cv.notify_all();
+    }
+    s->worker.join();
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+    if (EmuStream *s = created(st)) stream_drain(s);
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) {
+    std::vector<EmuStream *> all;
+    {
+        std::lock_guard<std::mutex> hold(g_streams_lock);
+        all.assign(g_streams.begin(), g_streams.end());
+    }
+    for (EmuStream *s : all) stream_drain(s);
     return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
-    *e = (cudaEvent_t)new char;
+    *e = (cudaEvent_t) new EmuEvent;
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    delete (char *)e;
+    delete (EmuEvent *)e;
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
+    EmuEvent *e = (EmuEvent *)ev;
+    uint64_t gen;
+    {
+        std::lock_guard<std::mutex> hold(e->mu);
+        gen = ++e->recorded;
+    }
+    EmuStream *s = created(st);
+    if (!s) {
+        event_reach(e, gen); /* the default stream has run everything queued */
+        return cudaSuccess;
+    }
+    std::lock_guard<std::mutex> hold(s->mu);
+    s->queue.push_back([e, gen] { event_reach(e, gen); });
+    s->cv.notify_all();
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t ev) {
+    EmuEvent *e = (EmuEvent *)ev;
+    std::lock_guard<std::mutex> hold(e->mu);
+    return e->done >= e->recorded ? cudaSuccess : cudaErrorNotReady;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+    EmuEvent *e = (EmuEvent *)ev;
+    uint64_t gen;
+    {
+        std::lock_guard<std::mutex> hold(e->mu);
+        gen = e->recorded;
+    }
+    event_block(e, gen);
+    return cudaSuccess;
+}
+/* waits for the event's last record as issued now */
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned) {
+    EmuEvent *e = (EmuEvent *)ev;
+    uint64_t gen;
+    {
+        std::lock_guard<std::mutex> hold(e->mu);
+        gen = e->recorded;
+    }
+    EmuStream *s = created(st);
+    if (!s) { /* the default stream: its next op runs when this returns */
+        event_block(e, gen);
+        return cudaSuccess;
+    }
+    std::lock_guard<std::mutex> hold(s->mu);
+    s->queue.push_back([e, gen] { event_block(e, gen); });
+    s->cv.notify_all();
+    return cudaSuccess;
+}
 
 /* the pool keeps nothing here: memory goes back at cudaFreeAsync */
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device) {

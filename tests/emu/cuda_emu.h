@@ -9,8 +9,11 @@
  * Underneath, with the real CUDA headers' declarations (so the compiler
  * checks every call against the real API) and host definitions:
  *   - cuda_emu.cpp: the CUDA runtime calls the backend makes. One device,
- *     an sm_90 "emulated" GPU; every stream is the default one and runs
- *     synchronously. Device memory is an arena of pages that are
+ *     an sm_90 "emulated" GPU; the default stream runs synchronously, a
+ *     created stream on a worker thread of its own (kernels, event records
+ *     and waits in order, each kernel after a pause drawn per
+ *     TITAN_EMU_SEED), ordered against the default stream only by events
+ *     and synchronisation. Device memory is an arena of pages that are
  *     inaccessible except while a kernel or a device-side runtime call
  *     (memcpy, memset, cuBLASLt, CUB) runs: host code that touches a device
  *     pointer faults where, on a GPU, it would read garbage. Each allocation
@@ -33,14 +36,16 @@
  *   - emu_core.h: the kernels' execution (fibers, barriers, shuffles).
  * Not emulated: the driver's virtual memory management (vmm.cu finds no
  * driver entry points and takes its fallback; tests/mock/test_vmm_mock
- * checks the VMM path), concurrency between streams (all synchronous), and
- * memory shared between the GPUs of one process. Limits: emu_core.h's header;
+ * checks the VMM path), concurrency of kernels (one runs at a time, so
+ * streams interleave kernel by kernel), copies on created streams (done at
+ * once by the caller), and memory shared between the GPUs of one process. Limits: emu_core.h's header;
  * host libm stands in for device math (ulp-level differences), so the
  * numbers match the GPU's to the test tolerances, not bit for bit. */
 #ifndef TITAN_TESTS_EMU_CUDA_EMU_H
 #define TITAN_TESTS_EMU_CUDA_EMU_H
 
 #include <algorithm>
+#include <functional>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -102,26 +107,35 @@ inline void check_arg(int i, const A &a) {
     }
 }
 
+/* Queues run on stream st, when st is a created stream (cuda_emu.cpp's
+ * workers); false for the default stream: the caller runs it now. */
+bool enqueue_kernel(cudaStream_t st, std::function<void()> run);
+
 struct Launch {
     dim3 grid, block;
     size_t smem;
+    cudaStream_t stream;
     /* runs kernel k on every block of the grid, unless the configuration is
-     * one the GPU refuses */
+     * one the GPU refuses: now, or in its turn on a created stream */
     template <typename... P, typename... A>
     void run(void (*k)(P...), A... a) {
         if (check_launch((const void *)k, grid, block, smem) != cudaSuccess) return;
         int i = 0;
         (check_arg(i++, a), ...);
-        DeviceScope scope;
-        emu_launch(grid, block, smem, [&] { k(a...); });
+        dim3 g = grid, b = block;
+        size_t sm = smem;
+        auto body = [g, b, sm, k, a...] {
+            DeviceScope scope;
+            emu_launch(g, b, sm, [&] { k(a...); });
+        };
+        if (!enqueue_kernel(stream, body)) body();
     }
 };
 } /* namespace emu */
 
 inline emu::Launch emu_kernel_launch(dim3 grid, dim3 block, size_t smem = 0,
                                      cudaStream_t stream = 0) {
-    (void)stream; /* every stream runs synchronously */
-    return emu::Launch{grid, block, smem};
+    return emu::Launch{grid, block, smem, stream};
 }
 
 /* --------------------------------------------------------- host CUB */

@@ -320,6 +320,15 @@ static void test_scale_sumsq(void) {
     double ss = cpu->sumsq(x, 1003), sgs = gpu->sumsq(dx, 1003);
     rel = fabs(sgs - ss) / ss;
     report("sumsq (n = 1003: a tail of 3)", rel <= TOL_SUMSQ, rel, TOL_SUMSQ);
+    /* sumsq_into: sumsq's bits, left in device memory (the partial clip norms) */
+    double *d_out = gpu->alloc(3 * sizeof(double)), into[3];
+    gpu->sumsq_into(d_out, dx, m);
+    gpu->sumsq_into(d_out + 1, dx + 1, m - 1);
+    gpu->sumsq_into(d_out + 2, dx, 0);
+    gpu->to_host(into, d_out, sizeof into);
+    double want[3] = {sg, sgo, 0.0};
+    check_bits("sumsq_into equals sumsq bitwise (aligned, off alignment, empty)", into, want, sizeof want);
+    gpu->free(d_out);
     gpu->free(da), gpu->free(dx);
     free(a), free(x);
 }
@@ -361,6 +370,29 @@ static void test_adamw(void) {
     gpu->to_host(hcopy, d_copy, n * 2);
     check_bits("adamw_step unaligned: p equals the CPU's bits", hp, p, n * sizeof(float));
     check_bits("adamw_step unaligned: bf16 copy equals the CPU's", hcopy, copy, n * 2);
+    /* on the side stream in two ranges, each followed by an event the main
+     * stream waits for: the bits of one step on the main stream */
+    if (gpu->side_stream) {
+        void *ev[2] = {gpu->event_create(), gpu->event_create()};
+        size_t half = n / 2;
+        cpu->adamw_step(p, copy, g, 0.5f, m, v, n, 2e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 5);
+        gpu->side_stream(1);
+        gpu->adamw_step(d_p, d_copy, d_g, 0.5f, d_m, d_v, half, 2e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 5);
+        gpu->event_record(ev[0]);
+        gpu->adamw_step(d_p + half, (uint16_t *)d_copy + half, d_g + half, 0.5f, d_m + half,
+                        d_v + half, n - half, 2e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 5);
+        gpu->event_record(ev[1]);
+        gpu->side_stream(0);
+        gpu->event_wait(ev[0]);
+        gpu->event_wait(ev[1]);
+        free(hp);
+        hp = down(d_p, n);
+        gpu->to_host(hcopy, d_copy, n * 2);
+        check_bits("adamw_step on the side stream, two ranges: p equals the CPU's bits", hp, p,
+                   n * sizeof(float));
+        check_bits("adamw_step on the side stream: bf16 copy equals the CPU's", hcopy, copy, n * 2);
+        gpu->event_free(ev[0]), gpu->event_free(ev[1]);
+    }
     gpu->free(d_g), gpu->free(d_copy);
     free(g), free(copy), free(hcopy);
     free(hp);

@@ -132,6 +132,8 @@ double titan_cpu_sumsq(const float *x, size_t n) {
     return s;
 }
 
+static void cpu_sumsq_into(double *out, const float *x, size_t n) { *out = titan_cpu_sumsq(x, n); }
+
 static void cpu_sync(void) {} /* every op has finished when it returns */
 
 static int cpu_set_option(const char *key, int value) {
@@ -178,6 +180,7 @@ static const titan_backend cpu_backend = {
     .adamw_step = titan_cpu_adamw_step,
     .sumsq = titan_cpu_sumsq,
     .scale = titan_cpu_scale,
+    .sumsq_into = cpu_sumsq_into,
 };
 
 const titan_backend *titan_backend_cpu(void) { return &cpu_backend; }
