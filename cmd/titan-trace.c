@@ -16,7 +16,7 @@
 #include "trace/flight_read.h"
 #include "trace/hang.h"
 #include "trace/metrics_read.h"
-#include "trace/pipeline_read.h"
+#include "titan-trace/pipeline_read.h"
 #include "trace/plot.h"
 
 typedef struct {

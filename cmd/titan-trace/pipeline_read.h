@@ -5,8 +5,8 @@
  * a logical clock with each action's measured time
  * (titan_pp_schedule_replay; one rank per pipeline stage, the lowest world
  * rank of each), and the schedule's theoretical one. */
-#ifndef TITAN_TRACE_PIPELINE_READ_H
-#define TITAN_TRACE_PIPELINE_READ_H
+#ifndef TITAN_CMD_TRACE_PIPELINE_READ_H
+#define TITAN_CMD_TRACE_PIPELINE_READ_H
 
 #include <stdio.h>
 

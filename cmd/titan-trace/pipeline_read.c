@@ -1,5 +1,5 @@
 /* pipeline_read.c - pipeline traces read back (see pipeline_read.h). */
-#include "trace/pipeline_read.h"
+#include "pipeline_read.h"
 
 #include <jansson.h>
 #include <stdlib.h>
