@@ -633,6 +633,24 @@ static void row_parallel_backward(titan_llama *m, int gw, void *dinp, float *dw,
  * split: the matmuls' weight gradients are left to layer_weights, what
  * they read stashed. Each activation gradient's first writer overwrites it
  * (acc without TITAN_ACC_DX), later ones add. */
+/* From datt (the attention output's gradient) to the rotated projections'
+ * gradients: dq into datt (free again: it takes the un-rotated dq), dk
+ * into dkr, dv. */
+static void attention_rope_backward(titan_llama *m, const layer_acts *a) {
+    const titan_backend *be = m->be;
+    titan_dtype dt = m->dt;
+    void *dq = m->act[A_DQ], *dk = m->act[A_DK], *dv = m->act[A_DV];
+    void *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
+    const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
+    if (m->cpa)
+        keep_error(m, titan_attention_cp_backward(m->cpa, dq, dk, dv, datt, a->att, a->lse, a->q, a->k, a->v));
+    else
+        be->attention_backward(dt, 0, dq, dk, dv, datt, a->att, a->lse, a->q, a->k, a->v, m->B, m->T, m->T, m->NH,
+                               m->NKV, m->HD);
+    be->rope_backward(dt, 0, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
+    be->rope_backward(dt, 0, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
+}
+
 /* layer_backward under async tensor parallelism (whole, never split). */
 static void layer_backward_overlap(titan_llama *m, int l, const void *x, int gw) {
     const titan_backend *be = m->be;
@@ -640,10 +658,8 @@ static void layer_backward_overlap(titan_llama *m, int l, const void *x, int gw)
     layer_acts a = acts_of(m, l);
     int N = m->N, QD = m->QD, KVD = m->KVD, H = m->H;
     void *dresid = m->act[A_DRESID], *dn = m->act[A_DN];
-    void *dq = m->act[A_DQ], *dk = m->act[A_DK], *dv = m->act[A_DV];
-    void *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
+    void *dv = m->act[A_DV], *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
     void *dh1 = m->act[A_DH1], *dh3 = m->act[A_DH3], *dsw = m->act[A_DSW];
-    const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
     const int add = TITAN_ACC_DX;
 
     /* out = h + w2(swiglu(w1 n2, w3 n2)), n2 = rmsnorm(h) */
@@ -660,14 +676,7 @@ static void layer_backward_overlap(titan_llama *m, int l, const void *x, int gw)
 
     /* h = x + wo(attention(rope(wq n1), rope(wk n1), wv n1)), n1 = rmsnorm(x) */
     row_parallel_backward(m, gw, datt, G_layer(m, l, P_WO), a.att, W_layer(m, l, P_WO), QD);
-    if (m->cpa)
-        keep_error(m, titan_attention_cp_backward(m->cpa, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v));
-    else
-        be->attention_backward(dt, 0, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->T, m->NH,
-                               m->NKV, m->HD);
-    /* datt is free again: it takes the un-rotated dq. */
-    be->rope_backward(dt, 0, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
-    be->rope_backward(dt, 0, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
+    attention_rope_backward(m, &a);
     p = (col_products){.m = m, .dx = dn};
     col_add(&p, NULL, datt, W_layer(m, l, P_WQ), QD);
     col_add(&p, NULL, dkr, W_layer(m, l, P_WK), KVD);
@@ -689,10 +698,8 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw, int gn,
     int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
     size_t NC = (size_t)N * C;
     void *dresid = m->act[A_DRESID], *dn = m->act[A_DN];
-    void *dq = m->act[A_DQ], *dk = m->act[A_DK], *dv = m->act[A_DV];
-    void *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
+    void *dv = m->act[A_DV], *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
     void *dh1 = m->act[A_DH1], *dh3 = m->act[A_DH3], *dsw = m->act[A_DSW];
-    const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
     const int add = TITAN_ACC_DX;
 #define GW(k) (split ? NULL : G_layer(m, l, k))
     if (split) { /* the inputs the layer recomputed, before the next layer's recompute overwrites them */
@@ -721,14 +728,7 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw, int gn,
     dout = whole_dresid(m);
     stash(m, split, l, WS_DRES_MID, dout, NC);
     linear_backward(m, l, FP8_WO, gw, datt, GW(P_WO), dout, a.att, W_layer(m, l, P_WO), QD, C);
-    if (m->cpa)
-        keep_error(m, titan_attention_cp_backward(m->cpa, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v));
-    else
-        be->attention_backward(dt, 0, dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->T, m->NH,
-                               m->NKV, m->HD);
-    /* datt is free again: it takes the un-rotated dq. */
-    be->rope_backward(dt, 0, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
-    be->rope_backward(dt, 0, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
+    attention_rope_backward(m, &a);
     stash(m, split, l, WS_DQ, datt, (size_t)N * QD);
     stash(m, split, l, WS_DK, dkr, (size_t)N * KVD);
     stash(m, split, l, WS_DV, dv, (size_t)N * KVD);
