@@ -502,6 +502,7 @@ static titan_status forward_run(titan_llama *m, const uint32_t *tokens, const ui
     if (tokens) be->to_device(tok, tokens, (size_t)N * sizeof(uint32_t));
     if (targets) be->to_device(tgt, targets, (size_t)N * sizeof(uint32_t));
     int k = m->slot;
+    TITAN_ASSERT(!m->wstash || !m->w_pending[k]); /* a slot's weight part runs before its next forward */
     m->have_targets[k] = 0;
     m->dlogits_scale[k] = 0.0f;
     if (loss) *loss = 0.0f;

@@ -52,10 +52,6 @@ static titan_status check_request(const titan_llama_config *c, int B, int T, tit
         return titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism runs the sequence-parallel collectives as "
                            "collective matmuls: it needs sequence parallelism (parallelism.enable_sequence_parallel = "
                            "true)");
-    if (r->overlap && !r->tp->all_gather_each)
-        return titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism needs a tp group whose ranks address "
-                           "each other's host memory (the shm communicator and a host backend such as cpu); this "
-                           "one's communicator or backend has no shared windows");
     TITAN_TRY(titan_llama_config_check(c));
     TITAN_TRY(titan_llama_tp_check(c, r->tpp.size));
     TITAN_TRY(titan_llama_pp_check(c, r->pp.size));
@@ -326,6 +322,11 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     *out = NULL;
     request r;
     TITAN_TRY(check_request(c, B, T, ac, dt, opt, &r));
+    /* (a memory plan needs the groups' places only: this is checked here) */
+    if (r.overlap && !r.tp->all_gather_each)
+        return titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism needs a tp group whose ranks address "
+                           "each other's host memory (the shm communicator and a host backend such as cpu); this "
+                           "one's communicator or backend has no shared windows");
     titan_llama *m = titan_alloc(sizeof *m, "model");
     if (!m) return TITAN_ERR_NOMEM;
     m->be = be;
@@ -352,6 +353,8 @@ titan_status titan_llama_plan_memory(const titan_llama_config *c, int B, int T, 
     titan_status st = set_shapes(m, c, B, T, ac, dt, &r); /* host tables only: no backend */
     if (st == TITAN_OK) {
         out->arena_bytes = plan_activations(m);
+        /* the split backward's stash counts with the activations (alloc_stash) */
+        if (r.split) out->arena_bytes += (size_t)m->slots * plan_stash(m);
         out->nparams = m->nparams;
         out->params_bytes = m->nparams * sizeof(float);
         out->compute_copy_bytes = dt == TITAN_DTYPE_F32 ? 0 : m->nparams * titan_dtype_size(dt);

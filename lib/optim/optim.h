@@ -164,10 +164,13 @@ const unsigned char *titan_optim_flat_mask(const titan_optim *o);
 const titan_optim_tensor *titan_optim_aux_tensors(const titan_optim *o, int *count);
 float *titan_optim_aux(titan_optim *o);
 size_t titan_optim_aux_numel(const titan_optim *o);
-/* Bytes of optimizer state this rank holds: the flat moments of the
- * parameters they serve, the low-rank moments and the projectors.
- * *projected (may be NULL): the part serving projected matrices. */
+/* Bytes of optimizer state this rank holds: the flat moments (still
+ * allocated whole under GaLore), the low-rank moments and the projectors.
+ * *projected (may be NULL): the low-rank part. */
 double titan_optim_state_bytes(const titan_optim *o, double *projected);
+/* The bytes the state needs: the flat moments of the parameters they serve
+ * only (what GaLore's design holds once the moments are packed). */
+double titan_optim_state_needed_bytes(const titan_optim *o);
 
 /* ---- learning-rate schedule: torchtitan's linear warmup, stable, decay ---- */
 

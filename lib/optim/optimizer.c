@@ -174,12 +174,20 @@ const titan_optim_tensor *titan_optim_aux_tensors(const titan_optim *o, int *cou
 float *titan_optim_aux(titan_optim *o) { return o->arena; }
 size_t titan_optim_aux_numel(const titan_optim *o) { return o->arena_numel; }
 
+/* What is allocated: the flat moments are still made whole under GaLore
+ * (the projected matrices' ranges go unused), so GaLore adds its low-rank
+ * state to AdamW's rather than replacing it until they are packed. */
 double titan_optim_state_bytes(const titan_optim *o, double *projected) {
-    size_t n = titan_adamw_numel(o->adam), flat = n;
+    size_t n = titan_adamw_numel(o->adam);
+    if (projected) *projected = (double)o->arena_numel * sizeof(float);
+    return 2.0 * sizeof(float) * (double)n + (double)o->arena_numel * sizeof(float);
+}
+
+double titan_optim_state_needed_bytes(const titan_optim *o) {
+    size_t flat = titan_adamw_numel(o->adam);
     if (o->flat) {
         flat = 0;
         for (int k = 0; k < o->np && o->flat_len[k]; k++) flat += o->flat_len[k];
     }
-    if (projected) *projected = (double)o->arena_numel * sizeof(float);
     return 2.0 * sizeof(float) * (double)flat + (double)o->arena_numel * sizeof(float);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "core/log.h"
 #include "core/mem.h"
 #include "data/tokenizer.h"
 #include "model/llama.h"
@@ -274,12 +275,17 @@ titan_status titan_memory_dry_run(const titan_job_config *cfg, const titan_llama
 
 titan_status titan_memory_dry_run_job(const titan_job_config *cfg, int world, FILE *f) {
     titan_tokenizer *tok;
-    TITAN_TRY(titan_tokenizer_open(&tok, cfg->model_tokenizer));
+    char spec[TITAN_STR + 32];
+    titan_config_tokenizer_spec(cfg, spec, sizeof spec); /* hf_assets_path's tokenizer.json too */
+    TITAN_TRY(titan_tokenizer_open(&tok, spec));
     titan_llama_config mc;
     titan_status st = titan_setup_model_config(cfg, titan_tokenizer_vocab_size(tok), &mc);
     titan_tokenizer_free(tok);
     TITAN_TRY(st);
     TITAN_TRY(titan_mesh_check(cfg, world));
+    if (cfg->parallelism_pipeline_parallel_schedule_csv[0])
+        titan_warn("parallelism.pipeline_parallel_schedule_csv: the estimate keeps %s's micro-batches in flight "
+                   "(the CSV's own order is not replayed here)", cfg->parallelism_pipeline_parallel_schedule);
     titan_memory_device dev = titan_memory_device_of(cfg);
     return titan_memory_dry_run(cfg, &mc, world, &dev, f);
 }

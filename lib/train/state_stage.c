@@ -61,7 +61,10 @@ void titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, tit
     size_t bytes = s->n * sizeof(float);
     titan_state_view dev = *v; /* host may be v */
     *host = (titan_state_view){.params = s->params, .adam_step = dev.adam_step, .model_only = dev.model_only,
-                               .dtype = dev.dtype};
+                               .dtype = dev.dtype,
+                               /* the optimizer's layout: host memory already (optim.h) */
+                               .flat_mask = dev.flat_mask, .aux = dev.aux, .n_aux = dev.n_aux,
+                               .aux_data = dev.aux_data};
     s->be->to_host(s->params, dev.params, bytes);
     if (dev.exp_avg) {
         s->be->to_host(s->exp_avg, dev.exp_avg, bytes);

@@ -223,7 +223,13 @@ static titan_status save_hf(trainer *t) {
     }
     if (t->mesh.world == 1) return st;
     uint32_t code = (uint32_t)st;
-    TITAN_TRY(titan_comm_broadcast(t->mesh.world_comm, &code, 1, TITAN_DTYPE_U32, 0, NULL));
+    /* the others wait for rank 0's export, which may take longer than any
+     * collective: a day's timeout for this one wait */
+    double timeout = titan_comm_timeout(t->mesh.world_comm);
+    titan_comm_set_timeout(t->mesh.world_comm, timeout > 86400 ? timeout : 86400);
+    titan_status bst = titan_comm_broadcast(t->mesh.world_comm, &code, 1, TITAN_DTYPE_U32, 0, NULL);
+    titan_comm_set_timeout(t->mesh.world_comm, timeout);
+    TITAN_TRY(bst);
     if (t->mesh.rank != 0 && code != TITAN_OK)
         return titan_error((titan_status)code, "checkpoint.last_save_in_hf: step %" PRId64 ": %s not written "
                            "(rank 0 says why)", t->pr.step, out);
@@ -245,7 +251,7 @@ static titan_status save(trainer *t, double *stall_s) {
     if (model_only && t->mesh.rank == 0)
         titan_info("checkpoint: step %" PRId64 " is the last: saving the model only, in %s "
                    "(checkpoint.last_save_model_only)", t->pr.step, t->cfg->checkpoint_export_dtype);
-    titan_state_view_optim(&v, t->opt);
+    if (!model_only) titan_state_view_optim(&v, t->opt); /* the model alone: no optimizer state */
     const titan_tokenizer *tok = t->tok;
     int keep = t->cfg->checkpoint_keep_latest_k;
     if (t->saver) /* snapshots v (from the device too), then writes in the background */

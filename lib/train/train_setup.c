@@ -355,9 +355,10 @@ static titan_status create_optimizer(trainer *t, const titan_adamw_config *hp) {
         titan_optim_set_comm(t->opt, t->opt_comm);
     }
     if (t->mesh.rank == 0 && oc.kind != TITAN_OPTIM_ADAMW) {
-        double proj = 0, all = titan_optim_state_bytes(t->opt, &proj);
-        titan_info("optimizer: %s; state %.2f MiB a rank (%.2f MiB of it low-rank GaLore state)",
-                   cfg->optimizer_name, all / 1048576.0, proj / 1048576.0);
+        double proj = 0, all = titan_optim_state_bytes(t->opt, &proj), need = titan_optim_state_needed_bytes(t->opt);
+        titan_info("optimizer: %s; state %.2f MiB a rank (%.2f MiB of it low-rank GaLore state; the moments are "
+                   "not packed yet: %.2f MiB would do)", cfg->optimizer_name, all / 1048576.0, proj / 1048576.0,
+                   need / 1048576.0);
     }
     return TITAN_OK;
 }
