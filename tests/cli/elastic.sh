@@ -43,7 +43,7 @@ import json, sys
 SKIP = {"tokens_per_s", "mfu", "peak_rss_bytes", "step_time_s", "start_unix_s", "ckpt_stall_s", "comm_total_s",
         "comm_exposed_s", "dev_peak_bytes", "dev_used_bytes", "resumed_from", "global_batch", "layout", "restart",
         "restart_cause", "steps_redone", "optim_state_bytes", "optim_projected_bytes",
-        "optim_comm_s", "optim_comm_bytes"}
+        "optim_comm_s", "optim_comm_bytes", "optimizer_s"}
 a, b = ([{k: v for k, v in json.loads(l).items() if k not in SKIP} for l in open(p)] for p in sys.argv[1:3])
 diff = [x["step"] for x, y in zip(a, b) if x != y]
 print("%d and %d lines, %d differ %s" % (len(a), len(b), len(diff), diff[:5]), file=sys.stderr)
