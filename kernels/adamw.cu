@@ -24,7 +24,8 @@ typedef struct {
 } adamw_scalars;
 
 /* The double a user wrote: the shortest decimal that round-trips to f
- * (0.9f -> 0.9), so 1-b1 and b2^t match Python's double arithmetic. */
+ * (0.9f -> 0.9), so 1-b1 and b2^t match Python's double arithmetic. A copy
+ * of lib/tensor's titan_f32_user_decimal: this library links no libtitan.a. */
 static double user_decimal(float f) {
     char buf[32];
     for (int prec = 1; prec <= 9; prec++) {

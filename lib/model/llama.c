@@ -360,6 +360,21 @@ static void residual_out(titan_llama *m, int l, int k, void *dst, const void *in
  * backward, before the layer's backward) only what the layer did not keep
  * is computed, and out, the layer's output slot, which nothing reads any
  * more, serves as scratch only: the output itself is not needed. */
+/* From the projections to the attention output: q and k rotated ([N,
+ * NH*HD] is [B, T, NH, HD]: in place but for KEEP_OPS, no transposes), then
+ * attention; each only where the caller needs it (a rerun keeps some). */
+static void rope_attention_forward(titan_llama *m, const layer_acts *a, int need_q, int need_k, int need_att) {
+    const titan_backend *be = m->be;
+    titan_dtype dt = m->dt;
+    const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
+    if (need_q) be->rope_forward(dt, a->q, a->q_pre, cs, sn, m->B, m->T, m->NH, m->HD);
+    if (need_k) be->rope_forward(dt, a->k, a->k, cs, sn, m->B, m->T, m->NKV, m->HD);
+    if (need_att && m->cpa)
+        keep_error(m, titan_attention_cp_forward(m->cpa, a->att, a->lse, a->q, a->k, a->v));
+    else if (need_att)
+        be->attention_forward(dt, a->att, a->lse, a->q, a->k, a->v, m->B, m->T, m->T, m->NH, m->NKV, m->HD);
+}
+
 /* layer_forward under async tensor parallelism: the column-parallel
  * products as collective matmuls over the rows' blocks (no float8, no
  * split backward: both are refused with it). */
@@ -369,7 +384,6 @@ static void layer_forward_overlap(titan_llama *m, int l, const void *x, void *ou
     layer_acts a = acts_of(m, l);
     layer_keep keep = keep_of_layer(m, l);
     int N = m->N, QD = m->QD, KVD = m->KVD, H = m->H;
-    const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
 #define NEED(id) (!rerun || !layer_keeps(keep, id))
 
     col_products p = {.m = m};
@@ -378,13 +392,7 @@ static void layer_forward_overlap(titan_llama *m, int l, const void *x, void *ou
     if (NEED(A_V)) col_add(&p, a.v, NULL, W_layer(m, l, P_WV), KVD);
     if (NEED(A_N1)) norm_products(m, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM), &p);
     else products_of(m, a.n1, &p);
-    /* [N, NH*HD] is [B, T, NH, HD]: rotate (in place but for KEEP_OPS), no transposes. */
-    if (NEED(A_Q)) be->rope_forward(dt, a.q, a.q_pre, cs, sn, m->B, m->T, m->NH, m->HD);
-    if (NEED(A_K)) be->rope_forward(dt, a.k, a.k, cs, sn, m->B, m->T, m->NKV, m->HD);
-    if (NEED(A_ATT) && m->cpa)
-        keep_error(m, titan_attention_cp_forward(m->cpa, a.att, a.lse, a.q, a.k, a.v));
-    else if (NEED(A_ATT))
-        be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->T, m->NH, m->NKV, m->HD);
+    rope_attention_forward(m, &a, NEED(A_Q), NEED(A_K), NEED(A_ATT));
     if (NEED(A_H)) residual_out(m, l, FP8_WO, a.h, a.att, W_layer(m, l, P_WO), x, QD, out);
 
     p = (col_products){.m = m};
@@ -407,20 +415,13 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
     layer_acts a = acts_of(m, l);
     layer_keep keep = keep_of_layer(m, l);
     int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
-    const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
 #define NEED(id) (!rerun || !layer_keeps(keep, id))
 
     if (NEED(A_N1)) norm_forward(m, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM));
     if (NEED(A_QPRE) && NEED(A_Q)) linear_forward(m, l, FP8_WQ, a.q_pre, a.n1, W_layer(m, l, P_WQ), NULL, C, QD);
     if (NEED(A_K)) linear_forward(m, l, FP8_WK, a.k, a.n1, W_layer(m, l, P_WK), NULL, C, KVD);
     if (NEED(A_V)) linear_forward(m, l, FP8_WV, a.v, a.n1, W_layer(m, l, P_WV), NULL, C, KVD);
-    /* [N, NH*HD] is [B, T, NH, HD]: rotate (in place but for KEEP_OPS), no transposes. */
-    if (NEED(A_Q)) be->rope_forward(dt, a.q, a.q_pre, cs, sn, m->B, m->T, m->NH, m->HD);
-    if (NEED(A_K)) be->rope_forward(dt, a.k, a.k, cs, sn, m->B, m->T, m->NKV, m->HD);
-    if (NEED(A_ATT) && m->cpa)
-        keep_error(m, titan_attention_cp_forward(m->cpa, a.att, a.lse, a.q, a.k, a.v));
-    else if (NEED(A_ATT))
-        be->attention_forward(dt, a.att, a.lse, a.q, a.k, a.v, m->B, m->T, m->T, m->NH, m->NKV, m->HD);
+    rope_attention_forward(m, &a, NEED(A_Q), NEED(A_K), NEED(A_ATT));
     if (NEED(A_H)) residual_out(m, l, FP8_WO, a.h, a.att, W_layer(m, l, P_WO), x, QD, out);
 
     if (NEED(A_N2)) norm_forward(m, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM));

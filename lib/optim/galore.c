@@ -22,6 +22,7 @@
 
 #include "core/mem.h"
 #include "core/rng.h"
+#include "tensor/dtype.h"
 #include "optim/optim_impl.h"
 #include "optim/svd.h"
 
@@ -123,18 +124,6 @@ titan_status titan_galore_plan(titan_optim *o, const titan_optim_param *ps, int 
     return o->arena && o->scratch ? TITAN_OK : TITAN_ERR_NOMEM;
 }
 
-/* The double a user wrote: the shortest decimal that round-trips to f
- * (0.9f -> 0.9), as Python passes the hyperparameters. */
-static double user_decimal(float f) {
-    char buf[32];
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-        double d = strtod(buf, NULL);
-        if ((float)d == f) return d;
-    }
-    return (double)f;
-}
-
 /* A sharded matrix's whole gradient into o->gathered: each rank's rows,
  * torch.chunk's split (ceil(m/size) rows, trailing ranks fewer or none). */
 static titan_status gather_rows(titan_optim *o, const titan_galore_mat *mt, const float *g) {
@@ -197,7 +186,7 @@ static titan_status mat_step(titan_optim *o, const titan_galore_mat *mt, float *
     else memset(low, 0, mt->low_numel * sizeof *low);
     /* left of a sharded matrix: P^T G adds every rank's rows' part */
     if (!mt->right && mt->m < mt->m_full) TITAN_TRY(o->comm->all_reduce_sum(o->comm->ctx, low, mt->low_numel));
-    double b1 = user_decimal(a->beta1), b2 = user_decimal(a->beta2);
+    double b1 = titan_f32_user_decimal(a->beta1), b2 = titan_f32_user_decimal(a->beta2);
     float fb1 = (float)b1, fb2 = (float)b2, w1 = (float)(1.0 - b1), w2 = (float)(1.0 - b2), eps = a->eps;
     float *m = o->arena + mt->exp_avg, *v = o->arena + mt->exp_avg_sq;
     for (size_t i = 0; i < mt->low_numel; i++) {
@@ -208,9 +197,9 @@ static titan_status mat_step(titan_optim *o, const titan_galore_mat *mt, float *
     }
     if (mt->m == 0) return TITAN_OK;
     titan_galore_project_back(low, mt->m, mt->n, proj, mt->r, mt->right, c->scale, upd);
-    double lrd = user_decimal(lr);
+    double lrd = titan_f32_user_decimal(lr);
     float step_size = (float)(lrd * sqrt(1.0 - pow(b2, (double)t)) / (1.0 - pow(b1, (double)t)));
-    float decay = (float)(lrd * user_decimal(a->weight_decay));
+    float decay = (float)(lrd * titan_f32_user_decimal(a->weight_decay));
     for (size_t i = 0; i < full; i++) {
         float q = p[i] + (-step_size) * upd[i];
         p[i] = decay > 0.0f ? q + (-decay) * q : q;

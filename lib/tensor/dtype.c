@@ -2,6 +2,8 @@
 #include "dtype.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 static uint32_t f32_bits(float f) {
     uint32_t u;
@@ -127,4 +129,14 @@ int titan_dtype_convert(void *dst, titan_dtype dt, const void *src, titan_dtype 
         else ((uint16_t *)dst)[i] = titan_f32_to_f16(v);
     }
     return 0;
+}
+
+double titan_f32_user_decimal(float f) {
+    char buf[32];
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        double d = strtod(buf, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
 }

@@ -22,6 +22,9 @@ uint16_t titan_f32_to_bf16(float f);
 float titan_bf16_to_f32(uint16_t h);
 uint16_t titan_f32_to_f16(float f);
 float titan_f16_to_f32(uint16_t h);
+/* The double a user wrote for f: the shortest decimal that round-trips to
+ * f (0.9f -> 0.9), as Python passes hyperparameters (AdamW, GaLore). */
+double titan_f32_user_decimal(float f);
 
 /* 1 for the floating-point types (f32, bf16, f16). */
 int titan_dtype_is_float(titan_dtype t);

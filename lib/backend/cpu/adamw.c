@@ -15,18 +15,6 @@
 #include "backend/cpu/cpu_ops.h"
 #include "tensor/dtype.h"
 
-/* The double a user wrote: the shortest decimal that round-trips to f
- * (0.9f -> 0.9), so 1-b1 and b2^t match Python's double arithmetic. */
-static double user_decimal(float f) {
-    char buf[32];
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-        double d = strtod(buf, NULL);
-        if ((float)d == f) return d;
-    }
-    return (double)f;
-}
-
 typedef struct {
     float decay, w1, b2, w2, neg_step, bc2_sqrt, eps;
 } adamw_scalars;
@@ -67,8 +55,8 @@ __attribute__((optimize("fp-contract=off")))
 void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float gscale, float *m,
                           float *v, size_t n, float lr, float beta1, float beta2, float eps,
                           float weight_decay, int64_t t) {
-    double dlr = user_decimal(lr), db1 = user_decimal(beta1), db2 = user_decimal(beta2);
-    double dwd = user_decimal(weight_decay), deps = user_decimal(eps);
+    double dlr = titan_f32_user_decimal(lr), db1 = titan_f32_user_decimal(beta1), db2 = titan_f32_user_decimal(beta2);
+    double dwd = titan_f32_user_decimal(weight_decay), deps = titan_f32_user_decimal(eps);
     adamw_scalars s;
     s.decay = (float)(1.0 - dlr * dwd);
     s.w1 = (float)(1.0 - db1);
