@@ -17,7 +17,12 @@
  * torchao's. */
 #include "cuda_ops.cuh"
 
-enum { AMAX_THREADS = 256, TILE = 32, TILE_ROWS = 8, COL_CHUNK = 256, MAX_PARTS = 1024 };
+enum { AMAX_THREADS = 256, TILE = 32, TILE_ROWS = 8, COL_CHUNK = 256, MAX_PARTS = 1024, CAST_THREADS = 256 };
+
+/* inv starts this many floats after scale: cuBLASLt refuses a scale pointer
+ * that is not 16-byte aligned ("not supported", an H100, cuBLAS 13.0); 64
+ * keeps it 256-byte aligned as the pool's own blocks are */
+static size_t inv_offset(int ns) { return ((size_t)ns + 63) / 64 * 64; }
 
 /* ------------------------------------------------------------- codec */
 
@@ -161,14 +166,16 @@ static __device__ __forceinline__ float scale_at(const float *s, int axis, int r
     return s[axis == TITAN_FP8_ROWS ? r : axis == TITAN_FP8_COLS ? c : 0];
 }
 
-/* q[r][c] = encode(x[r][c] * scale), grid-stride over rows * cols */
+/* q[r][c] = encode(x[r][c] * scale): rows along blockIdx.y, columns
+ * along the threads (no division per element) */
 template <typename S>
 __global__ void cast_kernel(uint8_t *q, const S *x, const float *scale, int rows, int cols, int axis, int f) {
     fp8_fmt fi = fmt_of(f);
-    size_t n = (size_t)rows * cols;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        int r = (int)(i / (size_t)cols), c = (int)(i % (size_t)cols);
-        q[i] = fp8_encode(load_f32(x + i) * scale_at(scale, axis, r, c), fi);
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const S *xr = x + (size_t)r * cols;
+        uint8_t *qr = q + (size_t)r * cols;
+        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x)
+            qr[c] = fp8_encode(load_f32(xr + c) * scale_at(scale, axis, r, c), fi);
     }
 }
 
@@ -244,8 +251,9 @@ static void cast_launch(uint8_t *q, const S *x, const float *scale, int rows, in
         dim3 grid((unsigned)((cols + TILE - 1) / TILE), gy), block(TILE, TILE_ROWS);
         cast_transposed_kernel<S><<<grid, block>>>(q, x, scale, rows, cols, (int)axis, (int)f);
     } else {
-        unsigned blocks = titan_cuda_blocks((size_t)rows * cols, 256);
-        cast_kernel<S><<<blocks, 256>>>(q, x, scale, rows, cols, (int)axis, (int)f);
+        unsigned gx = (unsigned)((cols + CAST_THREADS - 1) / CAST_THREADS);
+        dim3 grid(gx < 64 ? gx : 64, (unsigned)(rows < 65535 ? rows : 65535));
+        cast_kernel<S><<<grid, CAST_THREADS>>>(q, x, scale, rows, cols, (int)axis, (int)f);
     }
     CUDA_CHECK_LAUNCH();
 }
@@ -265,8 +273,8 @@ void titan_cuda_fp8_cast(titan_cuda_fp8_operand *o, titan_dtype dt, const void *
     o->rowwise = axis != TITAN_FP8_TENSOR;
     o->format = f;
     o->q = (uint8_t *)titan_cuda_scratch((size_t)rows * cols, "float8 cast");
-    o->scale = (float *)titan_cuda_scratch(2 * (size_t)ns * sizeof(float), "float8 scales");
-    o->inv = o->scale + ns;
+    o->scale = (float *)titan_cuda_scratch((inv_offset(ns) + ns) * sizeof(float), "float8 scales");
+    o->inv = o->scale + inv_offset(ns);
     cast_into(o->q, o->scale, o->inv, dt, x, rows, cols, axis, f, pow2, transpose);
 }
 
@@ -283,19 +291,19 @@ void titan_cuda_fp8_dequantize(float *out, const titan_cuda_fp8_operand *o) {
     CUDA_CHECK_LAUNCH();
 }
 
-__global__ void broadcast_kernel(float *scale, float *inv, const float *s0, int n) {
+__global__ void broadcast_kernel(float *scale, float *inv, const float *s0, const float *inv0, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        scale[i] = s0[0], inv[i] = s0[1];
+        scale[i] = s0[0], inv[i] = inv0[0];
 }
 
 void titan_cuda_fp8_rowwise(titan_cuda_fp8_operand *o) {
     if (o->rowwise || o->rows <= 0) return;
-    float *s = (float *)titan_cuda_scratch(2 * (size_t)o->rows * sizeof(float), "float8 scales");
+    float *s = (float *)titan_cuda_scratch((inv_offset(o->rows) + o->rows) * sizeof(float), "float8 scales");
     unsigned blocks = titan_cuda_blocks((size_t)o->rows, 256);
-    broadcast_kernel<<<blocks, 256>>>(s, s + o->rows, o->scale, o->rows);
+    broadcast_kernel<<<blocks, 256>>>(s, s + inv_offset(o->rows), o->scale, o->inv, o->rows);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaFreeAsync(o->scale, 0));
-    o->scale = s, o->inv = s + o->rows, o->rowwise = 1;
+    o->scale = s, o->inv = s + inv_offset(o->rows), o->rowwise = 1;
 }
 
 /* backend.h's fp8_quantize: q [rows, cols] and scale[ns] on the device */

@@ -14,7 +14,8 @@
  * device pointers (NULL: 1) read as one scalar each or, with
  * OUTER_VEC_32F, a vector of m (A) and n (B) floats; lda, ldb and ldc must
  * be multiples of 16 bytes, else the heuristic finds no algorithm (as the
- * real one needs them for its tensor-core tiles). D = alpha sa sb sum + beta C;
+ * real one needs them for its tensor-core tiles); a scale pointer not
+ * 16-byte aligned is NOT_SUPPORTED at the matmul (as an H100 answered). D = alpha sa sb sum + beta C;
  * FAST_ACCUM is taken and changes nothing here.
  * Each element of D is a float sum over k in increasing order, then
  * alpha * sum + beta * C in float, rounded once to D's type (bf16: nearest
@@ -395,6 +396,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
         if (m[i].bytes) emu::check_device(m[i].ptr, m[i].bytes, m[i].what);
     const bool outer = p.d.a_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     const float *sa = (const float *)(uintptr_t)p.d.a_scale, *sb = (const float *)(uintptr_t)p.d.b_scale;
+    /* an H100 with cuBLAS 13.0 answered NOT_SUPPORTED at the matmul for a
+     * scale pointer 4 bytes past a 256-byte boundary (2026-11-27) */
+    if (((uintptr_t)sa | (uintptr_t)sb) % 16) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (sa) emu::check_device(sa, (outer ? p.m : 1) * sizeof(float), "cublasLtMatmul A scale");
     if (sb) emu::check_device(sb, (outer ? p.n : 1) * sizeof(float), "cublasLtMatmul B scale");
     if (workspace_bytes) emu::check_device(workspace, workspace_bytes, "cublasLtMatmul workspace");

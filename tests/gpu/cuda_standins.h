@@ -24,4 +24,8 @@ void *titan_cuda_scratch(size_t nbytes, const char *op) {
     return p;
 }
 
+/* cuda_backend.cu's optimizer side stream (kernels/adamw.cu asks for it):
+ * none here, the default stream */
+cudaStream_t titan_cuda_optimizer_stream(void) { return 0; }
+
 #endif
