@@ -403,7 +403,7 @@ static void test_many_ranks(const char *tmp) {
         titan_ckpt_close(ck);
     }
     load_sharded(root, &l, 1, ts, 2, "many ranks");
-    load_sharded(root, &(titan_layout){1, 1, 1, 1, 1, 0, 0, 0}, 1, ts, 2, "many ranks -> single");
+    load_sharded(root, &(titan_layout){1, 1, 1, 1, 1, 0, 0, 0, 0}, 1, ts, 2, "many ranks -> single");
     free(t.data);
     free(u.data);
 }
