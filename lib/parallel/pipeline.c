@@ -1,6 +1,7 @@
 /* pipeline.c - pipeline schedules over the stages of a mesh's pp group. */
 #include "parallel/pipeline.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -136,20 +137,27 @@ static void link_stages(titan_pipeline *p, const titan_mesh *mesh) {
     }
 }
 
+int titan_pipeline_hand_over(titan_pp_schedule s, int pp, int rank, int v, int micro) {
+    if (!titan_pp_schedule_vshape(s) || rank != pp - 1) return 0;
+    titan_pp_action *a = malloc((size_t)titan_pp_schedule_count(s, v, micro) * sizeof *a);
+    TITAN_ASSERT(a);
+    int n = titan_pp_schedule_actions(s, pp, rank, v, micro, a), most = 0, now = 0;
+    for (int i = 0; i < n; i++) { /* stage pp's backwards (local 1) in, stage pp - 1's (local 0) out */
+        if (a[i].op != TITAN_PP_B && a[i].op != TITAN_PP_I) continue;
+        now += a[i].stage == 1 ? 1 : -1;
+        if (now > most) most = now;
+    }
+    free(a);
+    return most;
+}
+
 /* The hand-over's buffers (the V's rank pp - 1): as many as micro-batches
  * ever wait between stage pp's backward (B or I) and stage pp - 1's; both
  * run in micro-batch order, so mb mod that many is free. */
 static titan_status plan_hand_over(titan_pipeline *p) {
-    int most = 0, now = 0;
-    for (int k = 0; k < p->v; k++)
-        if (p->link[k].prev == p->rank)
-            for (int i = 0; i < p->nacts; i++) {
-                const titan_pp_action *a = &p->acts[i];
-                if (a->op != TITAN_PP_B && a->op != TITAN_PP_I) continue;
-                now += a->stage == k ? 1 : a->stage == k - 1 ? -1 : 0;
-                if (now > most) most = now;
-            }
+    int most = titan_pipeline_hand_over(p->sched, p->pp, p->rank, p->v, p->micro);
     if (most == 0) return TITAN_OK;
+    TITAN_ASSERT(p->link[1].prev == p->rank && p->link[0].next == p->rank);
     p->nhand = most;
     p->hand = p->be->alloc((size_t)most * p->bytes);
     return p->hand ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "pipeline: %d hand-over gradients of %zu bytes", most,
