@@ -108,7 +108,8 @@ int titan_pp_global_stage(int vshape, int pp, int r, int k);
 int titan_pp_stage_rank(int vshape, int pp, int g);
 /* Whether s splits backwards into I and W (the model needs split_backward). */
 int titan_pp_schedule_split(titan_pp_schedule s);
-/* The actions of a rank's list: 2 v M, or 3 v M for a split schedule. */
+/* The actions of a rank's list: 2 v M, or 3 v M for a split schedule (at
+ * most: DualPipeV's whole backwards count one). */
 int titan_pp_schedule_count(titan_pp_schedule s, int v, int micro);
 /* TITAN_ERR_USAGE, naming the keys, when s cannot run v stages a rank over
  * pp ranks with M micro-batches. */

@@ -9,7 +9,8 @@
 # without deadlock on pp 2 and pp 4; checkpoints: a ZBV run stopped and
 # resumed gives the straight run's bits and checkpoint, resumes as one
 # process and from an Interleaved1F1B checkpoint, and titan-reshard takes
-# it to the looped placement and back byte for byte; titan-trace's
+# it to the looped placement and back byte for byte; validation (the loss
+# on rank 0) as one process's; titan-trace's
 # timelines and bubbles with the V's stage numbers; the refusals (too few
 # micro-batches for DualPipeV, 3 stages a rank, pp_vshape without pp_v=2).
 # TAP output.
@@ -97,6 +98,9 @@ done
 expect 0 "" "reshard the ZBV checkpoint to one rank" -- "$bin/titan-reshard" -q "$tmp/zbv" --to single "$tmp/one"
 EXPECT_OUTPUT=1 expect 0 "63 identical, 0 differ" "the one-rank checkpoint holds the same tensors" -- \
     "$bin/titan-ckpt" diff "$tmp/zbv/checkpoint/step-00000020" "$tmp/one/step-00000020"
+
+# validation: forward-only micro-batches, the loss on rank 0
+same_validation "pp 2 ZBVZeroBubble" "$PP2 $ZBV"
 
 # --- timelines -----------------------------------------------------------------------
 expect 0 "" "titan-trace summary on a ZBV run" -- "$bin/titan-trace" summary "$tmp/zbv"
