@@ -3,7 +3,8 @@
 # two stages a rank, rank r holding stages r and 2 pp - 1 - r, so rank 0
 # holds the embedding and the loss) on the tiny model of pp_train.sh:
 # ZBVZeroBubble on pp 2, pp 4 (6 layers: a block a stage), pp 2 x FSDP 2
-# (freed blocks poisoned) and pp 2 x tp 2, DualPipeV on pp 2 and pp 4 (it
+# (freed blocks poisoned) and pp 2 x tp 2 (and on cpu-guard: the CPU's
+# bits), DualPipeV on pp 2 and pp 4 (it
 # needs 2 pp micro-batches), each loss curve the one process's to
 # pp_train.sh's bounds; 512 KiB stage messages (larger than a send ring)
 # without deadlock on pp 2 and pp 4; checkpoints: a ZBV run stopped and
@@ -28,7 +29,7 @@ L6="--model.n_layers=6"
 # 4 and 8 micro-batches a local batch: DualPipeV's 2 pp
 B4="--training.local_batch_size=4 --training.global_batch_size=8"
 B8="--training.local_batch_size=8 --training.global_batch_size=16"
-for r in single zbv zfsdp ztp zhalf zhalf1 ilhalf; do
+for r in single zbv zfsdp ztp zhalf zhalf1 ilhalf zguard; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 for r in s6 zbv4; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $L6 2>"$tmp/err" || fail "init $r"; done
@@ -48,6 +49,10 @@ expect 0 "" "train pp 2 x FSDP 2, ZBVZeroBubble (poisoned)" -- env TITAN_FSDP_PO
 curve "pp 2 x FSDP 2 ZBVZeroBubble loss curve = one process" "$tmp/single" "$tmp/zfsdp"
 expect 0 "" "train pp 2 x tp 2, ZBVZeroBubble" -- "$bin/titan-train" -q "$tmp/ztp" --nproc 4 $PP2 $TP2 $ZBV
 curve "pp 2 x tp 2 ZBVZeroBubble loss curve = one process" "$tmp/single" "$tmp/ztp"
+# the device path (cpu-guard: backend memory the host cannot read; the
+# hand-over copies and the transfers go through the backend)
+expect 0 "" "train pp 2 ZBVZeroBubble on cpu-guard" -- "$bin/titan-train" -q "$tmp/zguard" --nproc 2 $PP2 $ZBV $GUARD
+same_bits "pp 2 ZBVZeroBubble: cpu-guard = cpu, bit for bit" "$tmp/zbv" "$tmp/zguard"
 expect 0 "" "train 6 layers, one process" -- "$bin/titan-train" -q "$tmp/s6"
 expect 0 "" "train pp 4 ZBVZeroBubble over 6 layers (a block a stage)" -- \
     "$bin/titan-train" -q "$tmp/zbv4" --nproc 4 $PP4 $ZBV
