@@ -3,18 +3,17 @@
 # two stages a rank, rank r holding stages r and 2 pp - 1 - r, so rank 0
 # holds the embedding and the loss) on the tiny model of pp_train.sh:
 # ZBVZeroBubble on pp 2, pp 4 (6 layers: a block a stage), pp 2 x FSDP 2
-# (freed blocks poisoned) and pp 2 x tp 2 (and on cpu-guard: the CPU's
-# bits), DualPipeV on pp 2 and pp 4 (it
-# needs 2 pp micro-batches), each loss curve the one process's to
-# pp_train.sh's bounds; 512 KiB stage messages (larger than a send ring)
-# without deadlock on pp 2 and pp 4; checkpoints: a ZBV run stopped and
-# resumed gives the straight run's bits and checkpoint, resumes as one
-# process and from an Interleaved1F1B checkpoint, and titan-reshard takes
-# it to the looped placement and back byte for byte; validation (the loss
-# on rank 0) as one process's; titan-trace's
-# timelines and bubbles with the V's stage numbers; the refusals (too few
-# micro-batches for DualPipeV, 3 stages a rank, pp_vshape without pp_v=2).
-# TAP output.
+# (freed blocks poisoned), pp 2 x tp 2, x cp 2 and x DDP 2 (and on
+# cpu-guard: the CPU's bits), DualPipeV on pp 2 and pp 4 (it needs 2 pp
+# micro-batches), each loss curve the one process's to pp_train.sh's
+# bounds; 512 KiB stage messages (larger than a send ring) without
+# deadlock on pp 2 and pp 4; checkpoints: a ZBV run stopped and resumed
+# gives the straight run's bits and checkpoint, resumes as one process and
+# from an Interleaved1F1B checkpoint, and titan-reshard takes it to the
+# looped placement and back byte for byte; validation (the loss on rank 0)
+# as one process's; titan-trace's timelines and bubbles with the V's stage
+# numbers; the refusals (too few micro-batches for DualPipeV, 3 stages a
+# rank, pp_vshape without pp_v=2). TAP output.
 set -u
 . "$(dirname "$0")/lib/tiny.sh"
 
@@ -29,7 +28,7 @@ L6="--model.n_layers=6"
 # 4 and 8 micro-batches a local batch: DualPipeV's 2 pp
 B4="--training.local_batch_size=4 --training.global_batch_size=8"
 B8="--training.local_batch_size=8 --training.global_batch_size=16"
-for r in single zbv zfsdp ztp zhalf zhalf1 ilhalf zguard; do
+for r in single zbv zfsdp ztp zcp zddp zhalf zhalf1 ilhalf zguard; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 for r in s6 zbv4; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $L6 2>"$tmp/err" || fail "init $r"; done
@@ -49,6 +48,11 @@ expect 0 "" "train pp 2 x FSDP 2, ZBVZeroBubble (poisoned)" -- env TITAN_FSDP_PO
 curve "pp 2 x FSDP 2 ZBVZeroBubble loss curve = one process" "$tmp/single" "$tmp/zfsdp"
 expect 0 "" "train pp 2 x tp 2, ZBVZeroBubble" -- "$bin/titan-train" -q "$tmp/ztp" --nproc 4 $PP2 $TP2 $ZBV
 curve "pp 2 x tp 2 ZBVZeroBubble loss curve = one process" "$tmp/single" "$tmp/ztp"
+expect 0 "" "train pp 2 x cp 2, ZBVZeroBubble" -- "$bin/titan-train" -q "$tmp/zcp" --nproc 4 $PP2 $ZBV \
+    --parallelism.context_parallel_degree=2 $CPR
+curve "pp 2 x cp 2 ZBVZeroBubble loss curve = one process" "$tmp/single" "$tmp/zcp"
+expect 0 "" "train pp 2 x DDP 2, ZBVZeroBubble" -- "$bin/titan-train" -q "$tmp/zddp" --nproc 4 $PP2 $ZBV $DDP
+curve "pp 2 x DDP 2 ZBVZeroBubble loss curve = one process" "$tmp/single" "$tmp/zddp"
 # the device path (cpu-guard: backend memory the host cannot read; the
 # hand-over copies and the transfers go through the backend)
 expect 0 "" "train pp 2 ZBVZeroBubble on cpu-guard" -- "$bin/titan-train" -q "$tmp/zguard" --nproc 2 $PP2 $ZBV $GUARD
