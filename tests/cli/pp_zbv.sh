@@ -6,7 +6,7 @@
 # (freed blocks poisoned), pp 2 x tp 2, x cp 2 and x DDP 2 (and on
 # cpu-guard: the CPU's bits), DualPipeV on pp 2 and pp 4 (it needs 2 pp
 # micro-batches), each loss curve the one process's to pp_train.sh's
-# bounds; 512 KiB stage messages (larger than a send ring) without
+# bounds and Interleaved1F1B's bit for bit; 512 KiB stage messages (larger than a send ring) without
 # deadlock on pp 2 and pp 4; checkpoints: a ZBV run stopped and resumed
 # gives the straight run's bits and checkpoint, resumes as one process and
 # from an Interleaved1F1B checkpoint, and titan-reshard takes it to the
@@ -28,11 +28,11 @@ L6="--model.n_layers=6"
 # 4 and 8 micro-batches a local batch: DualPipeV's 2 pp
 B4="--training.local_batch_size=4 --training.global_batch_size=8"
 B8="--training.local_batch_size=8 --training.global_batch_size=16"
-for r in single zbv zfsdp ztp zcp zddp zhalf zhalf1 ilhalf zguard; do
+for r in single zbv il zfsdp ztp zcp zddp zhalf zhalf1 ilhalf zguard; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
-for r in s6 zbv4; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $L6 2>"$tmp/err" || fail "init $r"; done
-for r in b4single dpv; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $B4 2>"$tmp/err" || fail "init $r"; done
+for r in s6 zbv4 il4; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $L6 2>"$tmp/err" || fail "init $r"; done
+for r in b4single dpv b4il; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $B4 2>"$tmp/err" || fail "init $r"; done
 for r in s6b8 dpv4; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $L6 $B8 2>"$tmp/err" || fail "init $r"; done
 
 # --- loss curves against one process ------------------------------------------------
@@ -79,6 +79,15 @@ expect 0 "" "pp 2 DualPipeV, 512 KiB stage messages (no deadlock)" -- "$bin/tita
 rm -rf "$tmp/bigz4"
 "$bin/titan-init" -q "$cfg" "$tmp/bigz4" $TINY $BIG $L6 2>"$tmp/err" || fail "init bigz4"
 expect 0 "" "pp 4 ZBVZeroBubble, 512 KiB stage messages (no deadlock)" -- "$bin/titan-train" -q "$tmp/bigz4" --nproc 4 $PP4 $ZBV
+
+# Each stage's weight gradients add in micro-batch order and the clipping
+# norm adds per block: the V changes no bit against the looped placement.
+expect 0 "" "train pp 2, Interleaved1F1B" -- "$bin/titan-train" -q "$tmp/il" --nproc 2 $PP2 $IL
+same_bits "pp 2: ZBVZeroBubble = Interleaved1F1B, bit for bit" "$tmp/il" "$tmp/zbv"
+expect 0 "" "train pp 4, Interleaved1F1B, 6 layers" -- "$bin/titan-train" -q "$tmp/il4" --nproc 4 $PP4 $IL
+same_bits "pp 4: ZBVZeroBubble = Interleaved1F1B, bit for bit" "$tmp/il4" "$tmp/zbv4"
+expect 0 "" "train pp 2, Interleaved1F1B, 4 micro-batches" -- "$bin/titan-train" -q "$tmp/b4il" --nproc 2 $PP2 $IL
+same_bits "pp 2: DualPipeV = Interleaved1F1B, bit for bit" "$tmp/b4il" "$tmp/dpv"
 
 # --- checkpoints ---------------------------------------------------------------------
 grep -q '"dp_replicate=1,dp_shard=1,cp=1,tp=1,pp=2,pp_v=2,pp_first_less=1,pp_last_less=1,pp_vshape=1"' \
