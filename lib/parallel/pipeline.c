@@ -24,7 +24,7 @@ struct titan_pipeline {
     int rank, pp, v, vshape, stages, micro, slots;
     /* The V placement's hand-over on rank pp - 1 (stage pp - 1 to stage pp,
      * both its own): the gradients of stage pp's input waiting for stage
-     * pp - 1's backward, micro-batch mb in hand_slot mb mod nhand. */
+     * pp - 1's backward, micro-batch mb's in buffer mb mod nhand. */
     void *hand;
     int nhand;
     int *slot0, *nslot;          /* per local stage: its first slot, its slots */
@@ -360,6 +360,7 @@ static titan_status forward_mb(titan_pipeline *p, int k, const uint32_t *inputs,
 static titan_status grad_in(titan_pipeline *p, int k, int mb, int g, void *grad) {
     const stage_link *l = &p->link[k];
     if (l->next == p->rank) {
+        TITAN_ASSERT(p->nhand > 0);
         const char *src = (const char *)p->hand + (size_t)(mb % p->nhand) * p->bytes;
         p->be->convert(grad, p->dt, src, p->dt, p->count);
         return TITAN_OK;
@@ -373,6 +374,7 @@ static titan_status grad_in(titan_pipeline *p, int k, int mb, int g, void *grad)
 static titan_status grad_out(titan_pipeline *p, int k, int mb, int g, int slot, const void *grad) {
     const stage_link *l = &p->link[k];
     if (l->prev == p->rank) {
+        TITAN_ASSERT(p->nhand > 0);
         p->be->convert((char *)p->hand + (size_t)(mb % p->nhand) * p->bytes, p->dt, grad, p->dt, p->count);
         return TITAN_OK;
     }
