@@ -369,8 +369,9 @@ static titan_backend cuda_backend = {
     .matmul_backward = titan_cuda_matmul_backward,
     .matmul_add_forward = titan_cuda_matmul_add_forward,
     /* no float8 GEMMs yet (cuBLASLt FP8): float8 training is refused on cuda */
-    .fp8_matmul_forward = nullptr,
-    .fp8_matmul_backward = nullptr,
+    .fp8_matmul_forward = titan_cuda_fp8_matmul_forward,
+    .fp8_matmul_backward = titan_cuda_fp8_matmul_backward,
+    .fp8_quantize = titan_cuda_fp8_quantize,
     .add = titan_cuda_add,
     .embedding_forward = titan_cuda_embedding_forward,
     .embedding_backward = titan_cuda_embedding_backward,
@@ -465,5 +466,6 @@ titan_backend_cuda_create(size_t table_size, int ordinal, char *msg, size_t msg_
     snprintf(msg, msg_len, "GPU %d: %s, sm_%d%d, %.1f %s", g_cuda.ordinal, prop.name, prop.major,
              prop.minor, mib >= 1024.0 ? mib / 1024.0 : mib, mib >= 1024.0 ? "GiB" : "MiB");
     if (titan_cuda_nccl_api) cuda_backend.caps |= TITAN_CAP_NCCL;
+    if (prop.major * 10 + prop.minor >= 89) cuda_backend.caps |= TITAN_CAP_FP8_GEMM; /* Ada, Hopper and later */
     return &cuda_backend;
 }

@@ -215,6 +215,36 @@ static __device__ __forceinline__ float block_max(float v, float *tmp) {
 
 /* ------------------------------------------------------------ the ops */
 
+/* fp8.cu: torchao's dynamic float8 cast of an operand (tensor/fp8.h) into
+ * scratch from the pool. q is [rows, cols] as the GEMM reads it (the
+ * source transposed when asked); scale[ns] is torchao's scale, inv[ns] its
+ * reciprocal (the dequant scale cuBLASLt takes); rowwise: one per row of q,
+ * else one. Release gives the scratch back. */
+typedef struct {
+    uint8_t *q;
+    float *scale, *inv;
+    int rows, cols, rowwise;
+    titan_fp8_format format;
+} titan_cuda_fp8_operand;
+static inline int titan_cuda_fp8_nscales(titan_fp8_axis axis, int rows, int cols) {
+    return axis == TITAN_FP8_ROWS ? rows : axis == TITAN_FP8_COLS ? cols : 1;
+}
+void titan_cuda_fp8_cast(titan_cuda_fp8_operand *o, titan_dtype dt, const void *x, int rows, int cols,
+                         titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose);
+void titan_cuda_fp8_release(titan_cuda_fp8_operand *o);
+/* a tensorwise operand's scale repeated on each row (the same numbers:
+ * float8 cuBLASLt scales A and B alike, both scalars or both vectors) */
+void titan_cuda_fp8_rowwise(titan_cuda_fp8_operand *o);
+/* out[rows, cols] = fp32(decode(q) / scale) (torchao's emulated operand) */
+void titan_cuda_fp8_dequantize(float *out, const titan_cuda_fp8_operand *o);
+void titan_cuda_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
+                             titan_fp8_axis axis, titan_fp8_format f, int pow2);
+/* fp8_matmul.cu: backend.h's float8 linears */
+int titan_cuda_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
+                                  const void *w, const void *resid, int N, int IC, int OC);
+int titan_cuda_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
+                                   const void *dout, const void *inp, const void *w, int N, int IC, int OC);
+
 /* elementwise.cu */
 void titan_cuda_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n);
 void titan_cuda_scale(float *x, size_t n, float s);
@@ -236,6 +266,13 @@ void titan_cuda_matmul_add_forward(titan_dtype dt, void *out, const void *inp, c
 void titan_cuda_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw,
                                 const void *dout, const void *inp, const void *w, int N, int IC,
                                 int OC);
+/* Row-major out[M,Nn] = beta C + P[M,K] Q[Nn,K]^T from float8 operands
+ * (M = P's rows, Nn = Q's, K their cols) with their dequant scales, fp32
+ * accumulation, out and C of type cdt (f32 or bf16; C NULL is out, beta 0
+ * reads nothing); fast_accum: cuBLASLt's float8 fast accumulation. Returns
+ * 1, or 0 (nothing run) when cuBLASLt has no algorithm for it. */
+int titan_cuda_gemm_fp8(titan_dtype cdt, void *out, const void *C, float beta, const titan_cuda_fp8_operand *P,
+                        const titan_cuda_fp8_operand *Q, int fast_accum);
 
 /* embedding.cu */
 void titan_cuda_embedding_forward(titan_dtype dt, void *out, const uint32_t *tokens,

@@ -51,6 +51,9 @@ typedef struct {
     int32_t ta, tb, m, n, k, lda, ldb, ldc;
     int32_t ab_type, cd_type;           /* cudaDataType_t */
     uint32_t align_a, align_b, align_c; /* bytes; of C and D both (one layout) */
+    /* float8 products (gemm_fp8): B's type (ab_type is A's), the scale
+     * modes of A and B, fast accumulation; all 0 otherwise */
+    int32_t fp8, b_type, a_scale_mode, b_scale_mode, fast_accum;
 } gemm_key;
 
 typedef struct {
@@ -101,7 +104,9 @@ static uint32_t alignment(const void *p, uint32_t elem) {
     return a;
 }
 
-static const char *type_name(int32_t t) { return t == CUDA_R_16BF ? "bf16" : "f32"; }
+static const char *type_name(int32_t t) {
+    return t == CUDA_R_16BF ? "bf16" : t == CUDA_R_8F_E4M3 ? "e4m3" : t == CUDA_R_8F_E5M2 ? "e5m2" : "f32";
+}
 
 static void plan_destroy(gemm_plan *p) {
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lc));
@@ -145,6 +150,22 @@ static int plan_algo(gemm_plan *p, uint32_t reduction_mask) {
     return found;
 }
 
+/* A float8 product's descriptor attributes: fast accumulation and how A's
+ * and B's scale pointers (set per call) are read. */
+static void fp8_attributes(cublasLtMatmulDesc_t op, const gemm_key *key) {
+    int8_t fast = (int8_t)key->fast_accum;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &key->a_scale_mode,
+                                                sizeof key->a_scale_mode));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &key->b_scale_mode,
+                                                sizeof key->b_scale_mode));
+}
+
+static void fp8_scale_pointers(cublasLtMatmulDesc_t op, const float *a_scale, const float *b_scale) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
+}
+
 /* Fills a free slot with the descriptors, layouts and algorithm of key. */
 static void plan_create(gemm_plan *p, const gemm_key *key) {
     p->key = *key;
@@ -158,7 +179,13 @@ static void plan_create(gemm_plan *p, const gemm_key *key) {
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, ta == CUBLAS_OP_N ? key->m : key->k,
                                             ta == CUBLAS_OP_N ? key->k : key->m, key->lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, tb == CUBLAS_OP_N ? key->k : key->n,
+    if (key->fp8) {
+        fp8_attributes(p->op, key);
+        /* the heuristic sees scale pointers set; each call sets its own */
+        fp8_scale_pointers(p->op, (const float *)g_mm.workspace, (const float *)g_mm.workspace);
+    }
+    cudaDataType_t bt = key->fp8 ? (cudaDataType_t)key->b_type : ab;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, bt, tb == CUBLAS_OP_N ? key->k : key->n,
                                             tb == CUBLAS_OP_N ? key->n : key->k, key->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, cd, key->m, key->n, key->ldc));
     p->used = 1;
@@ -175,10 +202,12 @@ static void plan_create(gemm_plan *p, const gemm_key *key) {
     p->fallback = 1;
     fprintf(stderr,
             "titan: cuda: note: cuBLASLt has no algorithm for m=%d n=%d k=%d op=%c%c "
-            "ld=%d,%d,%d A/B %s C/D %s alignment %u,%u,%u bytes; using the fallback kernel\n",
+            "ld=%d,%d,%d A %s B %s C/D %s%s alignment %u,%u,%u bytes; using %s\n",
             key->m, key->n, key->k, ta == CUBLAS_OP_N ? 'N' : 'T', tb == CUBLAS_OP_N ? 'N' : 'T',
-            key->lda, key->ldb, key->ldc, type_name(key->ab_type), type_name(key->cd_type),
-            key->align_a, key->align_b, key->align_c);
+            key->lda, key->ldb, key->ldc, type_name(key->ab_type),
+            type_name(key->fp8 ? key->b_type : key->ab_type), type_name(key->cd_type),
+            key->fp8 && key->a_scale_mode ? " rowwise scales" : "", key->align_a, key->align_b, key->align_c,
+            key->fp8 ? "the emulated float8 product (dequantized operands, an fp32 GEMM)" : "the fallback kernel");
 }
 
 /* The plan of key: a hit, or a new one in a free slot or the next victim's.
@@ -343,4 +372,55 @@ void titan_cuda_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw,
     if (dw)
         gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, t, inp, IC, dout, OC, CUDA_R_32F, beta_w, NULL,
              dw, IC);
+}
+
+/* ------------------------------------------------------- float8 products */
+
+static cudaDataType_t fp8_type(titan_fp8_format f) {
+    return f == TITAN_FP8_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
+}
+
+/* Row-major out[M,Nn] = beta C + P Q^T  <=>  column-major out^T[Nn,M] =
+ * op_T(Q^T[K,Nn]) P^T[K,M]: A = Q transposed, B = P as it is, both with K
+ * contiguous (the only layout float8 cuBLASLt takes on Hopper). A's scales
+ * run along m (Q's rows), B's along n (P's rows): outer-vector scaling for
+ * the rowwise recipes, one scalar each for tensorwise. */
+int titan_cuda_gemm_fp8(titan_dtype cdt, void *out, const void *C, float beta, const titan_cuda_fp8_operand *P,
+                        const titan_cuda_fp8_operand *Q, int fast_accum) {
+    int M = P->rows, Nn = Q->rows, K = P->cols;
+    if (Q->cols != K)
+        titan_cuda_panic(__FILE__, __LINE__, "gemm_fp8", "operands with different contraction lengths");
+    if (M <= 0 || Nn <= 0 || K <= 0) return 0; /* the caller's plain path handles empty products */
+    if (!g_mm.ready)
+        titan_cuda_panic(__FILE__, __LINE__, "gemm_fp8", "cuBLASLt is not open (no backend created)");
+    cudaDataType_t cd = lt_type(cdt, "gemm_fp8");
+    size_t es = type_size(cd);
+    if (!C) C = out;
+    gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.ta = (int32_t)CUBLAS_OP_T, key.tb = (int32_t)CUBLAS_OP_N;
+    key.m = Nn, key.n = M, key.k = K, key.lda = K, key.ldb = K, key.ldc = Nn;
+    key.ab_type = (int32_t)fp8_type(Q->format), key.cd_type = (int32_t)cd;
+    key.fp8 = 1, key.b_type = (int32_t)fp8_type(P->format), key.fast_accum = fast_accum != 0;
+    int32_t outer = (int32_t)CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, scalar = (int32_t)CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    key.a_scale_mode = Q->rowwise ? outer : scalar;
+    key.b_scale_mode = P->rowwise ? outer : scalar;
+    key.align_a = alignment(Q->q, 1);
+    key.align_b = alignment(P->q, 1);
+    key.align_c = alignment(C, (uint32_t)es);
+    uint32_t align_d = alignment(out, (uint32_t)es);
+    if (align_d < key.align_c) key.align_c = align_d;
+    float alpha = 1.0f;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    pthread_mutex_lock(&g_mm_mutex);
+    gemm_plan *p = plan_get(&key);
+    int ran = !p->fallback;
+    if (ran) {
+        fp8_scale_pointers(p->op, Q->inv, P->inv);
+        st = cublasLtMatmul(g_mm.lt, p->op, &alpha, Q->q, p->la, P->q, p->lb, &beta, C, p->lc, out, p->lc, &p->algo,
+                            g_mm.workspace, WORKSPACE_BYTES, 0);
+    }
+    pthread_mutex_unlock(&g_mm_mutex);
+    CUBLAS_CHECK(st);
+    return ran;
 }

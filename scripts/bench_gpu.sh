@@ -30,7 +30,10 @@
 #   end: the "optimizer overlap" table below the main one sets the two side
 #   by side (step time, AdamW's time, its exposed part, MFU); titan-det
 #   with training.deterministic, titan's own attention kernels, bitwise
-#   repeatable)
+#   repeatable; titan-fp8 and titan-fp8r: float8 training on the tensor
+#   cores, torchao's tensorwise and rowwise recipes, every linear but the
+#   output, as torchtitan's jobs; compile-fp8: compile with torchao's
+#   Float8Linear, tensorwise (torchtitan's float8 row), where torchao imports)
 #   BENCH_TITAN_DTYPE (bfloat16)
 #   BENCH_BATCH (1)  BENCH_STEPS (8)
 #   BENCH_WARMUP (3)  BENCH_RUN_TIMEOUT (150 s a run)
@@ -117,8 +120,8 @@ for v in "BENCH_8B_LAYERS=$L8" "BENCH_BATCH=$BATCH" "BENCH_STEPS=$STEPS" "BENCH_
 done
 [ "$STEPS" -gt "$WARMUP" ] || { echo "bench_gpu: error: BENCH_STEPS ($STEPS) must exceed BENCH_WARMUP ($WARMUP)" >&2; exit 2; }
 for m in $IMPLS; do
-    case $m in eager|compile|titan|titan-serial|titan-det) ;;
-    *) echo "bench_gpu: error: BENCH_IMPLS: unknown '$m' (eager, compile, titan, titan-serial, titan-det)" >&2; exit 2 ;; esac
+    case $m in eager|compile|compile-fp8|titan|titan-serial|titan-det|titan-fp8|titan-fp8r) ;;
+    *) echo "bench_gpu: error: BENCH_IMPLS: unknown '$m' (eager, compile, compile-fp8, titan, titan-serial, titan-det, titan-fp8, titan-fp8r)" >&2; exit 2 ;; esac
 done
 for sh in $SHAPES; do
     case $sh in 1B|8B) ;;
@@ -331,12 +334,17 @@ run() {
         rm -rf "$work/run-$sh/metrics.jsonl" "$work/run-$sh/profile_traces"
         det=false; case $mode in *-det) det=true ;; esac
         ovl=true; case $mode in *-serial) ovl=false ;; esac
+        # float8 on the tensor cores (torchtitan's jobs: every linear but the output)
+        f8=""; case $mode in *-fp8) f8=tensorwise ;; *-fp8r) f8=rowwise ;; esac
+        set --
+        [ -z "$f8" ] || set -- --model.converters=float8 --quantize.linear.float8.emulate=false \
+            --quantize.linear.float8.recipe_name=$f8 --quantize.linear.float8.filter_fqns=output
         timeout -k 10 "$limit" bin/titan-train "$work/run-$sh" --training.seq_len="$seq" --training.deterministic=$det \
             --optimizer.overlap_with_forward=$ovl \
             --training.local_batch_size="$BATCH" --training.steps=$((STEPS + 1)) \
             --training.device="$DEVICE" --metrics.peak_flops="$PEAK" \
             --training.mixed_precision_param="$TDTYPE" --profiling.enable_profiling=true \
-            --profiling.profile_freq=$((STEPS + 1)) >"$out/$name.log" 2>&1
+            --profiling.profile_freq=$((STEPS + 1)) "$@" >"$out/$name.log" 2>&1
         rc=$?
         cp "$work/run-$sh/metrics.jsonl" "$out/$name.metrics.jsonl" 2>/dev/null
         p="$work/run-$sh/profile_traces/iteration_$((STEPS + 1))"
@@ -354,11 +362,13 @@ for seq in $SEQS; do
     for sh in $SHAPES; do
         for m in $IMPLS; do
             case $m in
-            eager|compile) run torch "$m" "$sh" "$seq" ;;
+            eager|compile|compile-fp8) run torch "$m" "$sh" "$seq" ;;
+            titan-fp8) run titan "$TMODE-fp8" "$sh" "$seq" ;;
+            titan-fp8r) run titan "$TMODE-fp8r" "$sh" "$seq" ;;
             titan) run titan "$TMODE" "$sh" "$seq" ;;
             titan-det) run titan "$TMODE-det" "$sh" "$seq" ;;
             titan-serial) run titan "$TMODE-serial" "$sh" "$seq" ;;
-            *) echo "bench_gpu: error: unknown implementation '$m' (eager, compile, titan, titan-serial, titan-det)" >&2; exit 2 ;;
+            *) echo "bench_gpu: error: unknown implementation '$m'" >&2; exit 2 ;;
             esac
         done
     done
@@ -387,7 +397,7 @@ def timed(name):
 runs = {}
 for p in sorted(glob.glob(os.path.join(d, "*.meta.json"))):
     m = json.load(open(p))
-    if m["impl"] == "titan" and not m["mode"].endswith("-det"):
+    if m["impl"] == "titan" and not m["mode"].endswith(("-det", "-fp8", "-fp8r")):
         runs.setdefault((m["shape"], m["seq"]), {})["serial" if m["mode"].endswith("-serial") else "overlap"] = m["name"]
 out = ["", "## Optimizer overlap (titan, AdamW beside the next forward vs in order)", "",
        "| shape | seq x batch | step ms in order | AdamW ms | step ms overlapped | AdamW exposed ms | MFU in order | MFU overlapped |",

@@ -332,6 +332,27 @@ else
     failed "$DEV bf16 deterministic with selective op activation checkpointing differs (see train_cuda_bf16_ac_op.log)"
 fi
 
+# --- float8: torchao's tensorwise recipe on the float8 tensor cores ---------------------
+# bf16 with every linear but the output in float8 (kernels/fp8.cu's casts,
+# cuBLASLt's float8 products; emulated where the device has none, as under
+# cpu-guard): near the cpu's fp32 curve as bf16 is, a float8 GEMM count on
+# every step, and no product left to the emulated fallback.
+f8emu=true; [ "$DEV" = cuda ] && f8emu=false
+F8="--model.converters=float8 --quantize.linear.float8.filter_fqns=output --quantize.linear.float8.emulate=$f8emu"
+cp -r "$work/seed" "$work/f8"
+if train f8 train_cuda_fp8 --training.device="$DEV" $BF16 $DET $F8; then
+    pass "train $STEPS steps on $DEV in bf16 with float8 tensorwise (emulate=$f8emu, ${secs}s)"
+else failed "train on $DEV in bf16 with float8 (exit $rc): $(tail -n 2 "$out/train_cuda_fp8.log" | tr '\n' ' ')"; fi
+if grep -q "no algorithm" "$out/train_cuda_fp8.log"; then
+    failed "float8: a product fell back to the emulated path: $(grep -m 1 'no algorithm' "$out/train_cuda_fp8.log")"
+fi
+f8g=$(field fp8_gemms "$work/f8/metrics.jsonl" | sort -u | tr '\n' ' ')
+case $f8g in ''|'0 ') failed "float8: no float8 GEMMs counted ('$f8g')" ;;
+*' '?*) failed "float8: the float8 GEMM count changes between steps ($f8g)" ;;
+*) pass "float8: ${f8g% } float8 GEMMs every step" ;; esac
+bf16_curve f8 "bf16 float8 tensorwise"
+paste "$work/loss.cpu" "$work/loss.f8" >"$out/loss_cpu_fp8.txt"
+
 # --- several ranks (two GPUs or more): FSDP 2 over NCCL, and over shared memory -------
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$DEV" = cpu-guard ] || [ "${ngpu:-0}" -ge 2 ]; then
@@ -378,6 +399,7 @@ say "speed cpu:  $(speed "$work/cpu/metrics.jsonl"); $(grep -o 'peak [^;]*' "$ou
 say "speed $DEV: $(speed "$work/cuda/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda.log" | head -n 1)"
 say "speed $DEV bf16: $(speed "$work/bf16/metrics.jsonl"); $(grep -o 'peak [^;]*' "$out/train_cuda_bf16.log" | head -n 1)"
 say "speed $DEV bf16 deterministic: $(speed "$work/bf16d/metrics.jsonl")"
+say "speed $DEV bf16 float8 tensorwise, deterministic: $(speed "$work/f8/metrics.jsonl")"
 say "      $(grep 'device memory:' "$out/train_cuda_bf16.log" | head -n 1)"
 
 # --- last, as it is slow: every op under compute-sanitizer memcheck -------------------

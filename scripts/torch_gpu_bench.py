@@ -208,7 +208,7 @@ def bench(a) -> dict:
     if dev == "cuda" and not torch.cuda.is_available():
         raise SystemExit("torch_gpu_bench: error: torch.cuda.is_available() is False (torch %s)"
                          % torch.__version__)
-    if a.mode == "compile" and not hasattr(torch, "compile"):
+    if a.mode.startswith("compile") and not hasattr(torch, "compile"):
         print("skipped: torch %s has no torch.compile" % torch.__version__, file=sys.stderr)
         sys.exit(77)
     t_start = time.perf_counter()
@@ -216,7 +216,16 @@ def bench(a) -> dict:
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
     model, c, freqs, attn, ffn, hd = build_model(torch, a, dev)
-    if a.mode == "compile":
+    fp8 = a.mode.endswith("-fp8")
+    if fp8:  # torchtitan's float8 converter: torchao's Float8Linear on every linear but the output
+        try:
+            from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        except ImportError as e:
+            print("skipped: no torchao (%s)" % e, file=sys.stderr)
+            sys.exit(77)
+        convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(a.fp8_recipe),
+                                   module_filter_fn=lambda mod, fqn: fqn != "output")
+    if a.mode.startswith("compile"):
         dyn = getattr(torch, "_dynamo", None)
         for key in ("recompile_limit", "cache_size_limit"):  # the newer name first
             if dyn is not None and hasattr(dyn.config, key):
@@ -279,7 +288,9 @@ def bench(a) -> dict:
         device_name=torch.cuda.get_device_name(0) if dev == "cuda" else "cpu (smoke test)",
         precision="fp32 params, grads and AdamW state; bf16 torch.autocast forward",
         attention=attn, optimizer=opt_name,
-        compile="torch.compile of each block" if a.mode == "compile" else "none",
+        compile="torch.compile of each block" if a.mode.startswith("compile") else "none",
+        float8=("torchao %s Float8Linear, recipe %s, every linear but the output"
+                % (getattr(sys.modules.get("torchao"), "__version__", "?"), a.fp8_recipe)) if fp8 else "none",
         dim=a.dim, layers=a.layers, heads=a.heads, kv_heads=a.kv_heads, head_dim=hd, ffn=ffn,
         vocab=a.vocab, tie=a.tie, seq_len=a.seq_len, batch=a.batch, params=n_params,
         flops_per_token=fpt, warmup=a.warmup, steps_run=len(times), step_time_s=times,
@@ -444,8 +455,11 @@ def report(d: str, peak: float) -> int:
             r["shape"], r["dim"], r["layers"], r["heads"], r["kv_heads"], r["ffn"],
             ", tied" if r["tie"] else "")
         impl = "PyTorch %s" % env.get("torch", "").split(" ")[0] if r["impl"] == "torch" else "titan"
-        mode = {"eager": "eager bf16", "compile": "compile bf16", "fp32": "fp32", "bf16": "bf16 (fp32 master)",
-                "bf16-det": "bf16 (fp32 master), deterministic"}.get(r["mode"], r["mode"])
+        mode = {"eager": "eager bf16", "compile": "compile bf16", "compile-fp8": "compile bf16, torchao float8 tensorwise",
+                "fp32": "fp32", "bf16": "bf16 (fp32 master)", "bf16-det": "bf16 (fp32 master), deterministic",
+                "bf16-serial": "bf16 (fp32 master), AdamW in order",
+                "bf16-fp8": "bf16 (fp32 master), float8 tensorwise",
+                "bf16-fp8r": "bf16 (fp32 master), float8 rowwise"}.get(r["mode"], r["mode"])
         md.append("| %s | %s | %s | %d x %d | %s | %s | %s | %s | %s |" % (
             impl, mode, shape, r["seq"], r["batch"], f(r["tokens_per_s"], "%.0f"),
             f(r["mfu"] and 100 * r["mfu"], "%.2f%%"), f(r["peak_gib"], "%.1f"),
@@ -476,7 +490,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=3, help="steps left out of tokens/s")
     ap.add_argument("--time-limit", type=float, default=0.0,
                     help="seconds: take no more steps after warmup once this would pass (0: none)")
-    ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
+    ap.add_argument("--mode", choices=("eager", "compile", "compile-fp8"), default="eager")
+    ap.add_argument("--fp8-recipe", default="tensorwise", help="torchao's recipe for compile-fp8")
     ap.add_argument("--gqa", choices=("repeat", "enable"), default="repeat",
                     help="repeat: repeat_interleave k, v (torchtitan); enable: SDPA's enable_gqa")
     ap.add_argument("--lr", type=float, default=8e-4)

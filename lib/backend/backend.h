@@ -60,6 +60,10 @@ enum {
      * cuDNN is missing, from the build or at run time, its own kernels run:
      * kernels/README.md) */
     TITAN_CAP_ATTENTION_CUDNN = 8,
+    /* float8 GEMMs in hardware (cuda on compute capability 8.9 and up):
+     * fp8_matmul_* with a recipe whose emulate is 0 run on float8 tensor
+     * cores; without it they always emulate (dequantized operands) */
+    TITAN_CAP_FP8_GEMM = 16,
 };
 
 /* set_option's keys; value meanings as listed. */
@@ -172,6 +176,12 @@ typedef struct titan_backend {
                               const void *w, const void *resid, int N, int IC, int OC);
     int (*fp8_matmul_backward)(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
                                const void *dout, const void *inp, const void *w, int N, int IC, int OC);
+    /* torchao's dynamic cast of x [rows, cols] (dt): scale (nscales of
+     * axis, tensor/fp8.h) from the amax, q[rows, cols] = encode(x * scale);
+     * q and scale on the device. The bytes and scales are the CPU's
+     * (titan_fp8_quantize) bit for bit. NULL where fp8_matmul_* are. */
+    void (*fp8_quantize)(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
+                         titan_fp8_axis axis, titan_fp8_format f, int pow2);
 
     /* out[i] = a[i] + b[i]; out may alias a or b */
     void (*add)(titan_dtype dt, void *out, const void *a, const void *b, size_t n);

@@ -334,6 +334,16 @@ static int g_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int 
     return gemms;
 }
 
+static void g_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
+                           titan_fp8_axis axis, titan_fp8_format f, int pow2) {
+    enter();
+    DEV("fp8_quantize", q, (size_t)rows * cols);
+    DEV("fp8_quantize", scale, (size_t)titan_fp8_nscales(axis, rows, cols) * F);
+    DEV("fp8_quantize", x, (size_t)rows * cols * elem(dt));
+    cpu()->fp8_quantize(dt, q, scale, x, rows, cols, axis, f, pow2);
+    leave();
+}
+
 static void g_add(titan_dtype dt, void *out, const void *a, const void *b, size_t n) {
     enter();
     DEV("add", out, n * elem(dt));
@@ -560,6 +570,7 @@ static const titan_backend guard_backend = {
     .matmul_add_forward = g_matmul_add_forward,
     .fp8_matmul_forward = g_fp8_matmul_forward,
     .fp8_matmul_backward = g_fp8_matmul_backward,
+    .fp8_quantize = g_fp8_quantize,
     .add = g_add,
     .embedding_forward = g_embedding_forward,
     .embedding_backward = g_embedding_backward,

@@ -121,6 +121,11 @@ static int p_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void 
     op_end("fp8_matmul_forward", t0, 2.0 * N * IC * OC, "N=%d IC=%d OC=%d%s", N, IC, OC, resid ? " +resid" : "");
     return gemms;
 }
+static void p_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
+                           titan_fp8_axis axis, titan_fp8_format f, int pow2) {
+    TIMED("fp8_quantize", 0.0, IN->fp8_quantize(dt, q, scale, x, rows, cols, axis, f, pow2), "%dx%d %s", rows, cols,
+          titan_fp8_format_name(f));
+}
 static int p_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
                                  const void *dout, const void *inp, const void *w, int N, int IC, int OC) {
     if (!g_prof->on) return IN->fp8_matmul_backward(dt, r, acc, dinp, dw, dout, inp, w, N, IC, OC);
@@ -247,6 +252,7 @@ titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profil
     t->matmul_add_forward = p_matmul_add_forward;
     if (inner->fp8_matmul_forward) t->fp8_matmul_forward = p_fp8_matmul_forward;
     if (inner->fp8_matmul_backward) t->fp8_matmul_backward = p_fp8_matmul_backward;
+    if (inner->fp8_quantize) t->fp8_quantize = p_fp8_quantize;
     t->add = p_add;
     t->embedding_forward = p_embedding_forward, t->embedding_backward = p_embedding_backward;
     t->rmsnorm_forward = p_rmsnorm_forward, t->rmsnorm_backward = p_rmsnorm_backward;

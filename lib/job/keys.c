@@ -296,8 +296,8 @@ const key_def titan_job_keys[] = {
          "with the float8 all-gather, compute every weight's scale once per step after the optimizer (the same "
          "numbers)"),
     BOOL("quantize.linear.float8", "emulate", float8_emulate, 0,
-         "emulate the float8 GEMMs (float8 operands dequantized, fp32 products: torchao's emulate); titan's "
-         "backends have no float8 GEMM hardware path yet, so float8 training needs emulate = true"),
+         "emulate the float8 GEMMs (float8 operands dequantized, fp32 products: torchao's emulate); false runs "
+         "them on float8 tensor cores (cuda, compute capability 8.9 and up); the cpu backend only emulates"),
 };
 const int titan_job_nkeys = (int)(sizeof titan_job_keys / sizeof titan_job_keys[0]);
 

@@ -156,13 +156,6 @@ int titan_fp8_recipe_from_name(const char *name, titan_fp8_recipe *out) {
     return -1;
 }
 
-titan_fp8_axis titan_fp8_recipe_axis(const titan_fp8_recipe *r, int c) {
-    if (!r->rowwise[c]) return TITAN_FP8_TENSOR;
-    /* the inner dimension: IC for out's operands, OC for grad_in's dy and
-     * N for grad_w's; w's OC (its rows) for grad_in */
-    return c == TITAN_FP8_X_OUT || c == TITAN_FP8_W_OUT || c == TITAN_FP8_GO_GI ? TITAN_FP8_ROWS : TITAN_FP8_COLS;
-}
-
 int titan_fp8_recipe_gemms(const titan_fp8_recipe *r) {
     return 2 + (r->format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE && r->format[TITAN_FP8_X_GW] != TITAN_FP8_NONE);
 }

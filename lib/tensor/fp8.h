@@ -93,14 +93,22 @@ typedef struct {
     unsigned char format[TITAN_FP8_NCASTS];  /* titan_fp8_format */
     unsigned char rowwise[TITAN_FP8_NCASTS]; /* 1: along the inner dimension; 0: one scale */
     unsigned char pow2;                      /* round_scales_to_power_of_2 */
+    unsigned char emulate;                   /* torchao's emulate: dequantized operands, fp32 products
+                                                (a backend without float8 GEMMs always emulates) */
 } titan_fp8_recipe;
 
 /* torchao's Float8LinearConfig.from_recipe_name: "tensorwise", "rowwise",
  * "rowwise_with_gw_hp". Returns 0, or -1 for another name. */
 int titan_fp8_recipe_from_name(const char *name, titan_fp8_recipe *out);
 /* The granularity of cast c of a recipe, in the orientation of its operand
- * (x [N, IC], w [OC, IC], dy [N, OC]). */
-titan_fp8_axis titan_fp8_recipe_axis(const titan_fp8_recipe *r, int c);
+ * (x [N, IC], w [OC, IC], dy [N, OC]). Inline: the CUDA library, which
+ * links no libtitan, uses it too. */
+static inline titan_fp8_axis titan_fp8_recipe_axis(const titan_fp8_recipe *r, int c) {
+    if (!r->rowwise[c]) return TITAN_FP8_TENSOR;
+    /* the inner dimension: IC for out's operands, OC for grad_in's dy and
+     * N for grad_w's; w's OC (its rows) for grad_in */
+    return c == TITAN_FP8_X_OUT || c == TITAN_FP8_W_OUT || c == TITAN_FP8_GO_GI ? TITAN_FP8_ROWS : TITAN_FP8_COLS;
+}
 /* How many of the three GEMMs run in float8 with a recipe: out always,
  * grad_in always, grad_w unless its casts are NONE. */
 int titan_fp8_recipe_gemms(const titan_fp8_recipe *r);

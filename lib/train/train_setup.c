@@ -205,11 +205,12 @@ static titan_status open_inputs(trainer *t) {
 static titan_status setup_float8(trainer *t, int sharded) {
     const titan_job_config *cfg = t->cfg;
     if (!titan_config_float8(cfg)) return TITAN_OK;
-    if (!cfg->float8_emulate) {
+    if (!cfg->float8_emulate && !(t->be->caps & TITAN_CAP_FP8_GEMM)) {
         titan_error(TITAN_ERR_USAGE, "model.converters = float8 with quantize.linear.float8.emulate = false: "
-                    "titan has no float8 GEMM hardware path yet (torchtitan needs SM89+ for it)");
+                    "the %s backend has no float8 GEMMs (they need a GPU of compute capability 8.9 or later, as "
+                    "torchtitan's float8 does)", t->be->name);
         titan_error_hint("set quantize.linear.float8.emulate = true: float8 casts, products of the dequantized "
-                         "operands (torchao's emulate)");
+                         "operands (torchao's emulate), or train with training.device = cuda on an H100");
         return TITAN_ERR_USAGE;
     }
     if (t->mesh.layout.tp > 1) {
@@ -222,13 +223,15 @@ static titan_status setup_float8(trainer *t, int sharded) {
     titan_fp8_recipe r;
     if (titan_fp8_recipe_from_name(name, &r) != 0) /* titan_config_validate checked it */
         return titan_error(TITAN_ERR_USAGE, "quantize.linear.float8.recipe_name \"%s\": unknown", name);
+    r.emulate = (unsigned char)(cfg->float8_emulate != 0);
     int conv = 0, total = 0;
     TITAN_TRY(titan_llama_set_float8(t->model, &r, cfg->float8_filter_fqns, &conv, &total));
     if (cfg->float8_enable_fsdp_float8_all_gather && sharded)
         titan_warn("quantize.linear.float8.enable_fsdp_float8_all_gather: FSDP gathers the parameters in the "
                    "compute dtype (a float8 gather is not implemented; the numbers are the same)");
-    titan_info("float8: recipe %s (emulated: float8 operands, fp32 products), %d of %d linears; GEMMs in float8: "
-               "forward and grad_input%s", name, conv, total,
+    titan_info("float8: recipe %s (%s), %d of %d linears; GEMMs in float8: forward and grad_input%s", name,
+               r.emulate ? "emulated: float8 operands, fp32 products" : "float8 tensor cores through cuBLASLt", conv,
+               total,
                titan_fp8_recipe_gemms(&r) == 3 ? " and grad_weight" : ", grad_weight in high precision");
     return TITAN_OK;
 }

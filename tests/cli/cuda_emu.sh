@@ -47,7 +47,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 o2 m1 m2 h2 b2 c4 g4; do cp -r "$tmp/c" "$tmp/$r"; done
+for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 o2 m1 m2 h2 b2 c4 g4 fc fg fr fe; do cp -r "$tmp/c" "$tmp/$r"; done
 
 # --- fp32: the cpu's loss curve ---------------------------------------------------
 expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
@@ -116,6 +116,30 @@ if nm -D "$EMU" 2>/dev/null | grep -q ' T cudnnBackendExecute$'; then
 else
     skip "train bf16 on cuda (cuDNN attention graphs)" "the emulator has no cuDNN (no cudnn.h)"
 fi
+
+# --- float8 (torchao's recipes): kernels/fp8.cu's casts, cuBLASLt's float8 products --
+# SMALL's linears are multiples of 16 and its 128 tokens a step too, so every
+# product has a float8 algorithm (the emulated cuBLASLt's, tests/emu); 2
+# layers x 7 linears: 42 float8 GEMMs a step (rowwise_with_gw_hp: 28).
+F8="--model.converters=float8 --quantize.linear.float8.filter_fqns=output"
+gemms() { sed -n 's/.*"fp8_gemms":\([0-9]*\).*/\1/p' "$1/metrics.jsonl" | sort -u | tr '\n' ' '; }
+expect 0 "" "train float8 tensorwise bf16 on the cpu (emulated)" -- "$bin/titan-train" "$tmp/fc" $BF16 $F8 \
+    --quantize.linear.float8.emulate=true
+expect 0 "float8 tensor cores through cuBLASLt" "train float8 tensorwise bf16 on cuda (float8 products)" -- \
+    emu "$bin/titan-train" "$tmp/fg" $CUDA $BF16 $DET $F8
+! grep -q "no algorithm" "$tmp/err" && ok "float8 on cuda: cuBLASLt had a float8 algorithm for every product" ||
+    fail "float8 on cuda: cuBLASLt had a float8 algorithm for every product"
+[ "$(gemms "$tmp/fg")" = "42 " ] && ok "float8 on cuda: 42 float8 GEMMs every step" || fail "float8 on cuda: $(gemms "$tmp/fg")"
+d=$(close "$tmp/fc" "$tmp/fg" 5e-3) && ok "float8 bf16 on cuda tracks the cpu's emulation ($d)" ||
+    fail "float8 bf16 on cuda tracks the cpu's emulation ($d)"
+R8="$F8 --quantize.linear.float8.recipe_name=rowwise_with_gw_hp"
+expect 0 "" "train float8 rowwise_with_gw_hp fp32 on the cpu" -- "$bin/titan-train" "$tmp/fr" $R8 \
+    --quantize.linear.float8.emulate=true
+expect 0 "emulated: float8 operands" "train it on cuda, emulated (dequantized operands)" -- \
+    emu "$bin/titan-train" "$tmp/fe" $CUDA $R8 --quantize.linear.float8.emulate=true
+[ "$(gemms "$tmp/fe")" = "28 " ] && ok "rowwise_with_gw_hp on cuda: 28 float8 GEMMs a step" || fail "rowwise_with_gw_hp on cuda: $(gemms "$tmp/fe")"
+d=$(close "$tmp/fr" "$tmp/fe" 1e-5) && ok "float8 emulated on cuda tracks the cpu's ($d)" ||
+    fail "float8 emulated on cuda tracks the cpu's ($d)"
 
 expect 2 "TITAN_CUDA_ATTENTION=bogus: expected cudnn, titan or simple" "TITAN_CUDA_ATTENTION: an unknown value refused" -- \
     emu TITAN_CUDA_ATTENTION=bogus "$bin/titan-train" "$tmp/hb" $CUDA $BF16

@@ -8,7 +8,14 @@
  * Modelled: compute type CUBLAS_COMPUTE_32F with scale type CUDA_R_32F,
  * host pointer mode, TRANSA/TRANSB N or T, column-major layouts (rows and
  * cols of the stored matrix, before the op; ld >= max(1, rows)), and the
- * type combinations A/B -> C/D fp32 -> fp32, bf16 -> bf16, bf16 -> fp32.
+ * type combinations A/B -> C/D fp32 -> fp32, bf16 -> bf16, bf16 -> fp32,
+ * and float8 as Hopper has it: A and B e4m3 or e5m2 (not both e5m2), TRANSA
+ * T and TRANSB N only, C/D bf16 or fp32, A's and B's dequant scales from
+ * device pointers (NULL: 1) read as one scalar each or, with
+ * OUTER_VEC_32F, a vector of m (A) and n (B) floats; lda, ldb and ldc must
+ * be multiples of 16 bytes, else the heuristic finds no algorithm (as the
+ * real one needs them for its tensor-core tiles). D = alpha sa sb sum + beta C;
+ * FAST_ACCUM is taken and changes nothing here.
  * Each element of D is a float sum over k in increasing order, then
  * alpha * sum + beta * C in float, rounded once to D's type (bf16: nearest
  * even). beta == 0 reads nothing of C (a NaN there does not propagate). In
@@ -21,9 +28,9 @@
  * written (A, B, C when read, D, the workspace) must lie in one live device
  * allocation (emu::check_device aborts otherwise); the product runs under an
  * emu::DeviceScope, synchronously (the stream is ignored).
- * Limits: other descriptor attributes (epilogues, bias, scale pointers) are
- * refused with NOT_SUPPORTED at SetAttribute, where the real library would
- * accept them; layouts stay column-major and unbatched (no
+ * Limits: other descriptor attributes (epilogues, bias, C/D scales, amax)
+ * are refused with NOT_SUPPORTED at SetAttribute, where the real library
+ * would accept them; layouts stay column-major and unbatched (no
  * cublasLtMatrixLayoutSetAttribute: a new call fails to link); the
  * preference's reduction mask, impl mask and wave count are stored or
  * ignored (the one algorithm never splits K). The sum is exact in order only
@@ -51,9 +58,14 @@ enum : uint32_t {
 /* Our state inside the semi-opaque structs' data arrays (memcpy in and out:
  * the header gives only uint64_t data[N]); align[]: A, B, C, D in bytes. */
 struct Layout { uint32_t magic; int32_t type; uint64_t rows, cols; int64_t ld; };
-struct Desc { uint32_t magic; int32_t compute, scale, pointer_mode, ta, tb; };
+struct Desc {
+    uint32_t magic;
+    int32_t compute, scale, pointer_mode, ta, tb;
+    int32_t fast_accum, a_scale_mode, b_scale_mode;
+    uint64_t a_scale, b_scale; /* device pointers */
+};
 struct Pref { uint32_t magic, reduction_mask; uint64_t max_workspace; uint32_t align[4]; };
-struct Algo { uint32_t magic; int32_t ab, cd; uint32_t align[4]; };
+struct Algo { uint32_t magic; int32_t ab, cd; uint32_t align[4]; int32_t b; };
 
 template <typename S, typename O>
 bool load(const O *o, uint32_t magic, S *s) {
@@ -93,7 +105,20 @@ bool attr(const void *buf, size_t size, T *v) {
 }
 
 bool handle_ok(cublasLtHandle_t h) { return h && h->magic == HANDLE_MAGIC; }
-size_t type_size(int32_t t) { return t == CUDA_R_16BF ? 2 : 4; }
+bool is_fp8(int32_t t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
+size_t type_size(int32_t t) { return is_fp8(t) ? 1 : t == CUDA_R_16BF ? 2 : 4; }
+
+/* the value of a float8 code (OCP e4m3fn / e5m2) */
+float fp8_value(uint8_t code, bool e5m2) {
+    const int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, mask = (1 << mbits) - 1;
+    const int e = (code & 0x7f) >> mbits, m = code & mask, emax = 0x7f >> mbits;
+    float v;
+    if (!e5m2 && e == emax && m == mask) v = NAN;
+    else if (e5m2 && e == emax) v = m ? NAN : INFINITY;
+    else if (e == 0) v = ldexpf((float)m, 1 - bias - mbits);
+    else v = ldexpf((float)(m | (1 << mbits)), e - bias - mbits);
+    return code & 0x80 ? -v : v;
+}
 
 /* A checked problem: D[m,n] = op(A)[m,k] op(B)[k,n] + C[m,n]. */
 struct Problem {
@@ -117,10 +142,23 @@ cublasStatus_t problem(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
         (d.tb != CUBLAS_OP_N && d.tb != CUBLAS_OP_T))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     const int32_t ab = p->a.type, cd = p->dd.type;
-    if (p->b.type != ab || p->c.type != cd) return CUBLAS_STATUS_NOT_SUPPORTED;
-    if (!((ab == CUDA_R_32F && cd == CUDA_R_32F) || (ab == CUDA_R_16BF && cd == CUDA_R_16BF) ||
-          (ab == CUDA_R_16BF && cd == CUDA_R_32F)))
-        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (p->c.type != cd) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (is_fp8(ab) || is_fp8(p->b.type)) {
+        if (!is_fp8(ab) || !is_fp8(p->b.type) || (ab == CUDA_R_8F_E5M2 && p->b.type == CUDA_R_8F_E5M2))
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        if (d.ta != CUBLAS_OP_T || d.tb != CUBLAS_OP_N || (cd != CUDA_R_16BF && cd != CUDA_R_32F))
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        const int32_t scalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        if (d.a_scale_mode != d.b_scale_mode || (d.a_scale_mode != scalar && d.a_scale_mode != outer))
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+    } else {
+        if (p->b.type != ab) return CUBLAS_STATUS_NOT_SUPPORTED;
+        if (!((ab == CUDA_R_32F && cd == CUDA_R_32F) || (ab == CUDA_R_16BF && cd == CUDA_R_16BF) ||
+              (ab == CUDA_R_16BF && cd == CUDA_R_32F)))
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        if (d.a_scale || d.b_scale || d.a_scale_mode || d.b_scale_mode || d.fast_accum)
+            return CUBLAS_STATUS_INVALID_VALUE; /* scaling is for float8 here */
+    }
     for (const Layout *l : {&p->a, &p->b, &p->c, &p->dd}) {
         if (l->rows > INT32_MAX || l->cols > INT32_MAX) return CUBLAS_STATUS_NOT_SUPPORTED;
         if (l->ld < 1 || (uint64_t)l->ld < l->rows) return CUBLAS_STATUS_INVALID_VALUE;
@@ -141,6 +179,7 @@ size_t extent(const Layout &l) {
 }
 
 float get(const void *p, int32_t t, size_t i) {
+    if (is_fp8(t)) return fp8_value(((const uint8_t *)p)[i], t == CUDA_R_8F_E5M2);
     return t == CUDA_R_16BF ? __bfloat162float(((const __nv_bfloat16 *)p)[i])
                             : ((const float *)p)[i];
 }
@@ -192,8 +231,8 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *op, cublasComputeType_t compute,
                                         cudaDataType_t scale) {
-    return create(op, Desc{DESC_MAGIC, (int32_t)compute, (int32_t)scale,
-                           CUBLASLT_POINTER_MODE_HOST, CUBLAS_OP_N, CUBLAS_OP_N});
+    return create(op, Desc{DESC_MAGIC, (int32_t)compute, (int32_t)scale, CUBLASLT_POINTER_MODE_HOST, CUBLAS_OP_N,
+                           CUBLAS_OP_N, 0, 0, 0, 0, 0});
 }
 
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t op) {
@@ -206,11 +245,27 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t op,
     Desc d;
     int32_t v;
     if (!load(op, DESC_MAGIC, &d)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (a == CUBLASLT_MATMUL_DESC_A_SCALE_POINTER || a == CUBLASLT_MATMUL_DESC_B_SCALE_POINTER) {
+        const void *ptr;
+        if (!attr(buf, size, &ptr)) return CUBLAS_STATUS_INVALID_VALUE;
+        (a == CUBLASLT_MATMUL_DESC_A_SCALE_POINTER ? d.a_scale : d.b_scale) = (uint64_t)(uintptr_t)ptr;
+        store(op, d);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    if (a == CUBLASLT_MATMUL_DESC_FAST_ACCUM) {
+        int8_t f;
+        if (!attr(buf, size, &f)) return CUBLAS_STATUS_INVALID_VALUE;
+        d.fast_accum = f;
+        store(op, d);
+        return CUBLAS_STATUS_SUCCESS;
+    }
     int32_t *field = a == CUBLASLT_MATMUL_DESC_COMPUTE_TYPE   ? &d.compute
                      : a == CUBLASLT_MATMUL_DESC_SCALE_TYPE   ? &d.scale
                      : a == CUBLASLT_MATMUL_DESC_POINTER_MODE ? &d.pointer_mode
                      : a == CUBLASLT_MATMUL_DESC_TRANSA       ? &d.ta
                      : a == CUBLASLT_MATMUL_DESC_TRANSB       ? &d.tb
+                     : a == CUBLASLT_MATMUL_DESC_A_SCALE_MODE ? &d.a_scale_mode
+                     : a == CUBLASLT_MATMUL_DESC_B_SCALE_MODE ? &d.b_scale_mode
                                                               : nullptr;
     /* TRANSC and EPILOGUE only at their defaults; the rest is not modelled */
     bool dflt = a == CUBLASLT_MATMUL_DESC_TRANSC || a == CUBLASLT_MATMUL_DESC_EPILOGUE;
@@ -282,7 +337,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     cublasStatus_t st = problem(op, la, lb, lc, ld, &p);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
     memset(&results[0], 0, sizeof results[0]);
-    Algo al{ALGO_MAGIC, p.a.type, p.dd.type, {pr.align[0], pr.align[1], pr.align[2], pr.align[3]}};
+    if (is_fp8(p.a.type) && ((p.a.ld * type_size(p.a.type)) % 16 || (p.b.ld * type_size(p.b.type)) % 16 ||
+                             (p.dd.ld * type_size(p.dd.type)) % 16)) {
+        *returned = 0; /* float8 tensor-core tiles need 16-byte leading dimensions */
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    Algo al{ALGO_MAGIC, p.a.type, p.dd.type, {pr.align[0], pr.align[1], pr.align[2], pr.align[3]}, p.b.type};
     store(&results[0].algo, al);
     results[0].workspaceSize = 0; /* never more than the preference's maximum */
     results[0].state = CUBLAS_STATUS_SUCCESS;
@@ -301,20 +361,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     Problem p;
     cublasStatus_t st = problem(op, la, lb, lc, ld, &p);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
-    Algo al{ALGO_MAGIC, p.a.type, p.dd.type, {1, 1, 1, 1}}; /* null: an implicit query */
-    if (algo && (!load(algo, ALGO_MAGIC, &al) || al.ab != p.a.type || al.cd != p.dd.type))
+    Algo al{ALGO_MAGIC, p.a.type, p.dd.type, {1, 1, 1, 1}, p.b.type}; /* null: an implicit query */
+    if (algo && (!load(algo, ALGO_MAGIC, &al) || al.ab != p.a.type || al.cd != p.dd.type || al.b != p.b.type))
         return CUBLAS_STATUS_INVALID_VALUE;
     if (!alpha || !beta || (workspace_bytes && !workspace)) return CUBLAS_STATUS_INVALID_VALUE;
     const float fa = *(const float *)alpha, fb = *(const float *)beta;
     /* in place: one layout for both (out of place, ld may differ) */
     if (C == D && p.c.ld != p.dd.ld) return CUBLAS_STATUS_INVALID_VALUE;
-    const size_t esa = type_size(p.a.type), esc = type_size(p.dd.type);
+    const size_t esa = type_size(p.a.type), esb = type_size(p.b.type), esc = type_size(p.dd.type);
     const struct {
         const void *ptr;
         size_t bytes, elem;
         const char *what;
     } m[4] = {{A, extent(p.a) * esa, esa, "cublasLtMatmul A"},
-              {B, extent(p.b) * esa, esa, "cublasLtMatmul B"},
+              {B, extent(p.b) * esb, esb, "cublasLtMatmul B"},
               {C, fb != 0.0f ? extent(p.c) * esc : 0, esc, "cublasLtMatmul C"},
               {D, extent(p.dd) * esc, esc, "cublasLtMatmul D"}};
     for (int i = 0; i < 4; i++) {
@@ -333,22 +393,28 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     }
     for (int i = 0; i < 4; i++)
         if (m[i].bytes) emu::check_device(m[i].ptr, m[i].bytes, m[i].what);
+    const bool outer = p.d.a_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    const float *sa = (const float *)(uintptr_t)p.d.a_scale, *sb = (const float *)(uintptr_t)p.d.b_scale;
+    if (sa) emu::check_device(sa, (outer ? p.m : 1) * sizeof(float), "cublasLtMatmul A scale");
+    if (sb) emu::check_device(sb, (outer ? p.n : 1) * sizeof(float), "cublasLtMatmul B scale");
     if (workspace_bytes) emu::check_device(workspace, workspace_bytes, "cublasLtMatmul workspace");
     if (!M || !N) return CUBLAS_STATUS_SUCCESS;
 
     emu::DeviceScope scope;
     const size_t lda = (size_t)p.a.ld, ldb = (size_t)p.b.ld;
     const size_t ldc = (size_t)p.c.ld, ldd = (size_t)p.dd.ld;
-    const int32_t ab = p.a.type, cd = p.dd.type;
+    const int32_t ab = p.a.type, bt = p.b.type, cd = p.dd.type;
     const bool na = p.d.ta == CUBLAS_OP_N, nb = p.d.tb == CUBLAS_OP_N;
     for (size_t i = 0; i < M; i++)
         for (size_t l = 0; l < K; l++) at[i * K + l] = get(A, ab, na ? l * lda + i : i * lda + l);
     for (size_t j = 0; j < N; j++) {
-        for (size_t l = 0; l < K; l++) bcol[l] = get(B, ab, nb ? j * ldb + l : l * ldb + j);
+        for (size_t l = 0; l < K; l++) bcol[l] = get(B, bt, nb ? j * ldb + l : l * ldb + j);
         for (size_t i = 0; i < M; i++) {
             const float *ar = &at[i * K];
             float acc = 0.0f;
             for (size_t l = 0; l < K; l++) acc += ar[l] * bcol[l];
+            if (sa || sb) /* the dequant scales, in the epilogue */
+                acc *= (sa ? sa[outer ? i : 0] : 1.0f) * (sb ? sb[outer ? j : 0] : 1.0f);
             float v = fa * acc;
             if (fb != 0.0f) v += fb * get(C, cd, j * ldc + i); /* before D(i, j) is written */
             if (cd == CUDA_R_16BF)

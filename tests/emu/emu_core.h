@@ -364,6 +364,11 @@ inline void emu_poison_static(void *p, size_t n) {
 /* ----------------------------------------------------- device intrinsics */
 
 inline void __syncthreads() { emu::block_barrier(); }
+
+/* bit casts */
+inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4); return u; }
+inline float __uint_as_float(unsigned u) { float x; memcpy(&x, &u, 4); return x; }
+inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x; }
 inline void __syncwarp(unsigned mask = emu::FULL) {
     if (mask != emu::FULL) emu::fail("__syncwarp with a partial mask");
     const int w = emu::cur / emu::WARP_SIZE, l = emu::cur % emu::WARP_SIZE;

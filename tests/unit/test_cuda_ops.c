@@ -945,6 +945,108 @@ static void test_cross_entropy_shard(int N, int V, int v0, int Vs) {
 }
 
 /* every op that takes a dt, with cur_dt */
+/* ------------------------------------------------------------ float8 */
+
+/* The casts: bytes and scales equal to the CPU's bit for bit, each axis,
+ * both formats, with and without power-of-two scales. Values over several
+ * decades, zeros, and some that saturate or fall to subnormals. */
+static void test_fp8_quantize(int rows, int cols) {
+    titan_dtype dt = cur_dt;
+    size_t n = (size_t)rows * cols;
+    float *v = randf(n, -1, 1);
+    for (size_t i = 0; i < n; i++) v[i] = ldexpf(v[i], (int)(i % 23) - 12); /* 2^-12 .. 2^10 */
+    if (n > 8) v[0] = 0.0f, v[3] = -0.0f, v[5] = 3e5f, v[7] = -1e-30f;
+    void *x = xmalloc(n * esize(dt));
+    cpu->convert(x, dt, v, TITAN_DTYPE_F32, n);
+    void *d_x = upd(x, n);
+    uint8_t *q = xmalloc(n), *d_q = gpu->alloc(n);
+    for (int axis = 0; axis < 3; axis++)
+        for (int f = TITAN_FP8_E4M3; f <= TITAN_FP8_E5M2; f++)
+            for (int pow2 = 0; pow2 < 2; pow2++) {
+                int ns = titan_fp8_nscales((titan_fp8_axis)axis, rows, cols);
+                float *scale = xmalloc((size_t)ns * sizeof(float)), *d_scale = gpu->alloc((size_t)ns * sizeof(float));
+                cpu->fp8_quantize(dt, q, scale, x, rows, cols, (titan_fp8_axis)axis, (titan_fp8_format)f, pow2);
+                gpu->fp8_quantize(dt, d_q, d_scale, d_x, rows, cols, (titan_fp8_axis)axis, (titan_fp8_format)f, pow2);
+                uint8_t *hq = xmalloc(n);
+                gpu->to_host(hq, d_q, n);
+                float *hs = down(d_scale, (size_t)ns);
+                char name[96];
+                snprintf(name, sizeof name, "fp8_quantize %dx%d %s %s%s: bytes", rows, cols,
+                         axis == 0 ? "tensor" : axis == 1 ? "rows" : "cols", titan_fp8_format_name((titan_fp8_format)f),
+                         pow2 ? " pow2" : "");
+                check_bits(name, hq, q, n);
+                snprintf(name, sizeof name, "fp8_quantize %dx%d: scales", rows, cols);
+                check_bits(name, hs, scale, (size_t)ns * sizeof(float));
+                free(hq), free(hs), free(scale);
+                gpu->free(d_scale);
+            }
+    gpu->free(d_x), gpu->free(d_q);
+    free(v), free(x), free(q);
+}
+
+/* The float8 linear's three GEMMs against the CPU's emulation: emulated on
+ * the GPU too (the same dequantized operands, fp32 products: the matmul
+ * tolerance), and on float8 tensor cores (dequant scales in the epilogue,
+ * sums in another order: TOL_FP8), each recipe, with a residual, under
+ * every acc mask. The count of float8 GEMMs is the CPU's. */
+static void test_fp8_matmul(int N, int IC, int OC) {
+    static const double TOL_FP8_F32 = 2e-3, TOL_FP8_BF16 = 2e-2;
+    static const char *const RECIPES[] = {"tensorwise", "rowwise", "rowwise_with_gw_hp"};
+    titan_dtype dt = cur_dt;
+    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    void *inp = randd(ni, -1, 1), *w = randd(nw, -0.5, 0.5), *dout = randd(no, -1e-3, 1e-3),
+         *resid = randd(no, -1, 1);
+    void *out = hostd(no);
+    void *d_inp = upd(inp, ni), *d_w = upd(w, nw), *d_dout = upd(dout, no), *d_resid = upd(resid, no),
+         *d_out = allocd(no);
+    for (int rc = 0; rc < 3; rc++)
+        for (int emulate = 1; emulate >= 0; emulate--) {
+            titan_fp8_recipe r;
+            titan_fp8_recipe_from_name(RECIPES[rc], &r);
+            r.emulate = (unsigned char)emulate;
+            double tl = emulate ? tol(MATMUL) : dt == TITAN_DTYPE_BF16 ? TOL_FP8_BF16 : TOL_FP8_F32;
+            char name[128], what[64];
+            snprintf(what, sizeof what, "%s%s N=%d IC=%d OC=%d", RECIPES[rc], emulate ? " emulated" : "", N, IC, OC);
+            int want = cpu->fp8_matmul_forward(dt, &r, out, inp, w, NULL, N, IC, OC);
+            int got = gpu->fp8_matmul_forward(dt, &r, d_out, d_inp, d_w, NULL, N, IC, OC);
+            snprintf(name, sizeof name, "fp8 forward %s", what);
+            check_devd(name, d_out, out, no, tl);
+            cpu->fp8_matmul_forward(dt, &r, out, inp, w, resid, N, IC, OC);
+            gpu->fp8_matmul_forward(dt, &r, d_out, d_inp, d_w, d_resid, N, IC, OC);
+            snprintf(name, sizeof name, "fp8 forward + resid %s", what);
+            check_devd(name, d_out, out, no, tl);
+            for (size_t m = 0; m < sizeof MASKS / sizeof MASKS[0]; m++) {
+                int acc = MASKS[m];
+                void *dinp, *dw;
+                void *d_dinp = grad_start(dt, ni, acc & TITAN_ACC_DX, &dinp);
+                float *d_dw = grad_start(TITAN_DTYPE_F32, nw, acc & TITAN_ACC_DW, &dw);
+                want += cpu->fp8_matmul_backward(dt, &r, ACC_ALL, dinp, dw, dout, inp, w, N, IC, OC);
+                got += gpu->fp8_matmul_backward(dt, &r, acc, d_dinp, d_dw, d_dout, d_inp, d_w, N, IC, OC);
+                snprintf(name, sizeof name, "fp8 backward dinp (%s) %s", mode(acc, TITAN_ACC_DX), what);
+                check_devd(name, d_dinp, dinp, ni, tl);
+                snprintf(name, sizeof name, "fp8 backward dw (%s) %s", mode(acc, TITAN_ACC_DW), what);
+                check_dev(name, d_dw, dw, nw, tl);
+                gpu->free(d_dinp), gpu->free(d_dw);
+                free(dinp), free(dw);
+            }
+            char detail[64];
+            snprintf(detail, sizeof detail, "%d float8 GEMMs, the CPU %d", got, want);
+            snprintf(name, sizeof name, "fp8 GEMM count %s", what);
+            check_true(name, got == want, detail);
+        }
+    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_resid), gpu->free(d_out);
+    free(inp), free(w), free(dout), free(resid), free(out);
+}
+
+static void test_fp8(titan_dtype dt) {
+    cur_dt = dt;
+    printf("--- float8, dt = %s\n", dname());
+    test_fp8_quantize(67, 129);
+    test_fp8_quantize(300, 64); /* column maxima over two chunks of rows */
+    test_fp8_matmul(64, 128, 96); /* dimensions of 16: the tensor-core path */
+    test_fp8_matmul(40, 72, 24);  /* K = 72 of grad_in, 40 of grad_w: no float8 algorithm, emulated */
+}
+
 static void test_dtype_ops(titan_dtype dt) {
     cur_dt = dt;
     printf("--- dt = %s\n", dname());
@@ -1012,6 +1114,8 @@ int main(void) {
     test_adamw();
     test_dtype_ops(TITAN_DTYPE_F32);
     test_dtype_ops(TITAN_DTYPE_BF16);
+    test_fp8(TITAN_DTYPE_F32);
+    test_fp8(TITAN_DTYPE_BF16);
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

@@ -48,6 +48,9 @@ int titan_cpu_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int
  * titan_fp8_nscales) and deq = fp32(decode(q) / scale), all written. */
 void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x, titan_dtype dt, int rows,
                             int cols, titan_fp8_axis axis, titan_fp8_format f, int pow2);
+/* backend.h's fp8_quantize */
+void titan_cpu_fp8_quantize_op(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
+                               titan_fp8_axis axis, titan_fp8_format f, int pow2);
 
 /* embedding.c */
 void titan_cpu_embedding_forward(float *out, const uint32_t *tokens, const float *wte, int N,

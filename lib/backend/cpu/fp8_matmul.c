@@ -56,6 +56,14 @@ void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x,
     }
 }
 
+/* backend.h's fp8_quantize: the cast without the dequantized copy */
+void titan_cpu_fp8_quantize_op(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
+                               titan_fp8_axis axis, titan_fp8_format f, int pow2) {
+    float *deq = xalloc((size_t)rows * cols * sizeof(float));
+    titan_cpu_fp8_quantize(q, scale, deq, x, dt, rows, cols, axis, f, pow2);
+    free(deq);
+}
+
 /* One cast of recipe r: deq gets the dequantized operand (fp32 [rows, cols]). */
 static void cast_operand(const titan_fp8_recipe *r, int c, float *deq, const void *x, titan_dtype dt, int rows,
                          int cols) {

@@ -1,0 +1,308 @@
+/* fp8.cu - torchao's dynamic float8 casts on the GPU: amax, scale and the
+ * saturating cast of an operand (tensor/fp8.h says the rules), each step
+ * the CPU's arithmetic so the bytes and scales are the CPU backend's:
+ *   amax   max |x| over the tensor, a row or a column, as the bits of |x|
+ *          compared as unsigned integers (exact, in any order, and a NaN's
+ *          bits sort above infinity's, so a NaN propagates as torch's amax);
+ *          no atomics: blocks write partial maxima, a second pass folds them;
+ *   scale  fp32(fmax / max(amax, 1e-12)) in double, rounded down to a power
+ *          of two for the rowwise recipes, and its reciprocal (the dequant
+ *          scale cuBLASLt multiplies by, as torch's _scaled_mm takes it);
+ *   cast   encode(fp32(x * scale)), round to nearest even, saturating;
+ *          optionally transposed, so that each GEMM operand is stored with
+ *          its contraction dimension contiguous (the "TN" layout that float8
+ *          cuBLASLt needs): the tile goes through shared memory so both the
+ *          read and the write are coalesced.
+ * dequantize (the emulated path): fp32(decode(q) / scale), a division as
+ * torchao's. */
+#include "cuda_ops.cuh"
+
+enum { AMAX_THREADS = 256, TILE = 32, TILE_ROWS = 8, COL_CHUNK = 256, MAX_PARTS = 1024 };
+
+/* ------------------------------------------------------------- codec */
+
+struct fp8_fmt {
+    int mbits, bias;
+    unsigned max_code;
+    float max;
+};
+
+static __host__ __device__ __forceinline__ fp8_fmt fmt_of(int f) {
+    return f == TITAN_FP8_E5M2 ? fp8_fmt{2, 15, 0x7b, TITAN_FP8_E5M2_MAX}
+                               : fp8_fmt{3, 7, 0x7e, TITAN_FP8_E4M3_MAX};
+}
+
+/* titan_fp8_encode (lib/tensor/fp8.c), the same steps */
+static __device__ __forceinline__ uint8_t fp8_encode(float x, fp8_fmt fi) {
+    uint32_t bits = __float_as_uint(x);
+    uint8_t sign = (uint8_t)((bits >> 31) << 7);
+    if (isnan(x)) return sign | 0x7f;
+    float a = fabsf(x);
+    if (a >= fi.max) return sign | (uint8_t)fi.max_code;
+    if (a < ldexpf(1.0f, 1 - fi.bias)) return sign | (uint8_t)rintf(ldexpf(a, fi.bias - 1 + fi.mbits));
+    uint32_t ab = bits & 0x7fffffffu;
+    int shift = 23 - fi.mbits;
+    uint32_t r = (ab + ((1u << (shift - 1)) - 1) + ((ab >> shift) & 1)) >> shift;
+    int e = (int)(r >> fi.mbits) - 127 + fi.bias;
+    return sign | (uint8_t)((e << fi.mbits) | (r & ((1u << fi.mbits) - 1)));
+}
+
+/* titan_fp8_decode */
+static __device__ __forceinline__ float fp8_decode(uint8_t code, int f) {
+    fp8_fmt fi = fmt_of(f);
+    int sign = code >> 7, mask = (1 << fi.mbits) - 1;
+    int e = (code & 0x7f) >> fi.mbits, m = code & mask;
+    int emax = 0x7f >> fi.mbits;
+    float v;
+    if (f == TITAN_FP8_E4M3 && e == emax && m == mask) v = __int_as_float(0x7fc00000);
+    else if (f == TITAN_FP8_E5M2 && e == emax) v = m ? __int_as_float(0x7fc00000) : __int_as_float(0x7f800000);
+    else if (e == 0) v = ldexpf((float)m, 1 - fi.bias - fi.mbits);
+    else v = ldexpf((float)(m | (1 << fi.mbits)), e - fi.bias - fi.mbits);
+    return sign ? -v : v;
+}
+
+/* |x| as bits that order as unsigned integers (NaN above infinity) */
+static __device__ __forceinline__ unsigned abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
+
+static __device__ __forceinline__ unsigned warp_umax(unsigned v) {
+    for (int o = WARP / 2; o > 0; o /= 2) {
+        unsigned w = __shfl_xor_sync(FULL_MASK, v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+
+/* max over the block (blockDim.x a multiple of 32); every thread gets it */
+static __device__ __forceinline__ unsigned block_umax(unsigned v, unsigned *tmp) {
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    v = warp_umax(v);
+    __syncthreads();
+    if (lane == 0) tmp[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        unsigned w = lane < nw ? tmp[lane] : 0u;
+        w = warp_umax(w);
+        if (lane == 0) tmp[0] = w;
+    }
+    __syncthreads();
+    return tmp[0];
+}
+
+/* ------------------------------------------------------------- amax */
+
+/* part[b] = max |x| over block b's grid-stride share of all n elements */
+template <typename S>
+__global__ void amax_tensor_kernel(unsigned *part, const S *x, size_t n) {
+    __shared__ unsigned tmp[WARP];
+    unsigned m = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned b = abs_bits(load_f32(x + i));
+        m = b > m ? b : m;
+    }
+    m = block_umax(m, tmp);
+    if (threadIdx.x == 0) part[blockIdx.x] = m;
+}
+
+/* part[r] = max |x[r, :]|, a block per row (grid-stride over rows) */
+template <typename S>
+__global__ void amax_rows_kernel(unsigned *part, const S *x, int rows, int cols) {
+    __shared__ unsigned tmp[WARP];
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const S *row = x + (size_t)r * cols;
+        unsigned m = 0;
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            unsigned b = abs_bits(load_f32(row + c));
+            m = b > m ? b : m;
+        }
+        m = block_umax(m, tmp);
+        if (threadIdx.x == 0) part[r] = m;
+    }
+}
+
+/* part[chunk][c] = max |x[r, c]| over the chunk's COL_CHUNK rows: a thread
+ * per column (consecutive threads, consecutive columns: coalesced) */
+template <typename S>
+__global__ void amax_cols_kernel(unsigned *part, const S *x, int rows, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+    if (c >= cols) return;
+    int r0 = chunk * COL_CHUNK, r1 = r0 + COL_CHUNK < rows ? r0 + COL_CHUNK : rows;
+    unsigned m = 0;
+    for (int r = r0; r < r1; r++) {
+        unsigned b = abs_bits(load_f32(x + (size_t)r * cols + c));
+        m = b > m ? b : m;
+    }
+    part[(size_t)chunk * cols + c] = m;
+}
+
+/* scale[i], inv[i] for i < ns from parts partial maxima each (part[p * ns + i]) */
+__global__ void scale_kernel(float *scale, float *inv, const unsigned *part, int parts, int ns, int f, int pow2) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < ns; i += gridDim.x * blockDim.x) {
+        unsigned m = 0;
+        for (int p = 0; p < parts; p++) {
+            unsigned b = part[(size_t)p * ns + i];
+            m = b > m ? b : m;
+        }
+        float amax = __uint_as_float(m), s;
+        if (isnan(amax)) {
+            s = amax;
+        } else { /* titan_fp8_scale */
+            double a = (double)amax > TITAN_FP8_SCALE_EPS ? (double)amax : TITAN_FP8_SCALE_EPS;
+            s = (float)((double)fmt_of(f).max / a);
+            if (pow2) s = exp2f(floorf(log2f(s)));
+        }
+        scale[i] = s;
+        inv[i] = 1.0f / s;
+    }
+}
+
+/* ------------------------------------------------------------- cast */
+
+static __device__ __forceinline__ float scale_at(const float *s, int axis, int r, int c) {
+    return s[axis == TITAN_FP8_ROWS ? r : axis == TITAN_FP8_COLS ? c : 0];
+}
+
+/* q[r][c] = encode(x[r][c] * scale), grid-stride over rows * cols */
+template <typename S>
+__global__ void cast_kernel(uint8_t *q, const S *x, const float *scale, int rows, int cols, int axis, int f) {
+    fp8_fmt fi = fmt_of(f);
+    size_t n = (size_t)rows * cols;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int r = (int)(i / (size_t)cols), c = (int)(i % (size_t)cols);
+        q[i] = fp8_encode(load_f32(x + i) * scale_at(scale, axis, r, c), fi);
+    }
+}
+
+/* qt[c][r] = encode(x[r][c] * scale): TILE x TILE tiles, TILE x TILE_ROWS threads */
+template <typename S>
+__global__ void cast_transposed_kernel(uint8_t *qt, const S *x, const float *scale, int rows, int cols, int axis,
+                                       int f) {
+    __shared__ uint8_t tile[TILE][TILE + 4];
+    fp8_fmt fi = fmt_of(f);
+    int c0 = blockIdx.x * TILE, r0 = blockIdx.y * TILE;
+    for (int dy = threadIdx.y; dy < TILE; dy += TILE_ROWS) {
+        int r = r0 + dy, c = c0 + threadIdx.x;
+        uint8_t v = 0;
+        if (r < rows && c < cols) v = fp8_encode(load_f32(x + (size_t)r * cols + c) * scale_at(scale, axis, r, c), fi);
+        tile[dy][threadIdx.x] = v;
+    }
+    __syncthreads();
+    for (int dy = threadIdx.y; dy < TILE; dy += TILE_ROWS) {
+        int c = c0 + dy, r = r0 + threadIdx.x;
+        if (c < cols && r < rows) qt[(size_t)c * rows + r] = tile[threadIdx.x][dy];
+    }
+}
+
+/* out[i][k] = decode(q[i][k]) / scale[rowwise ? i : 0] */
+__global__ void dequantize_kernel(float *out, const uint8_t *q, const float *scale, int rows, int cols, int rowwise,
+                                  int f) {
+    size_t n = (size_t)rows * cols;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = fp8_decode(q[i], f) / scale[rowwise ? (int)(i / (size_t)cols) : 0];
+}
+
+/* ------------------------------------------------------------- host */
+
+/* scale[ns] and inv[ns] of x [rows, cols] under axis: amax partials, then
+ * the scales from them */
+template <typename S>
+static void scales_launch(float *scale, float *inv, const S *x, int rows, int cols, titan_fp8_axis axis,
+                          titan_fp8_format f, int pow2) {
+    int ns = titan_cuda_fp8_nscales(axis, rows, cols), parts;
+    size_t n = (size_t)rows * cols;
+    if (axis == TITAN_FP8_TENSOR) {
+        size_t b = (n + AMAX_THREADS * 8 - 1) / (AMAX_THREADS * 8);
+        parts = (int)(b < (size_t)MAX_PARTS ? (b ? b : 1) : (size_t)MAX_PARTS);
+    } else {
+        parts = axis == TITAN_FP8_COLS ? (rows + COL_CHUNK - 1) / COL_CHUNK : 1;
+        if (parts < 1) parts = 1;
+    }
+    unsigned *part = (unsigned *)titan_cuda_scratch((size_t)parts * ns * sizeof(unsigned), "float8 amax");
+    if (n == 0) {
+        CUDA_CHECK(cudaMemsetAsync(part, 0, (size_t)parts * ns * sizeof(unsigned), 0));
+    } else if (axis == TITAN_FP8_TENSOR) {
+        amax_tensor_kernel<S><<<parts, AMAX_THREADS>>>(part, x, n);
+    } else if (axis == TITAN_FP8_ROWS) {
+        amax_rows_kernel<S><<<titan_cuda_blocks((size_t)rows, 1), AMAX_THREADS>>>(part, x, rows, cols);
+    } else {
+        dim3 grid((unsigned)((cols + AMAX_THREADS - 1) / AMAX_THREADS), (unsigned)parts);
+        amax_cols_kernel<S><<<grid, AMAX_THREADS>>>(part, x, rows, cols);
+    }
+    CUDA_CHECK_LAUNCH();
+    unsigned blocks = titan_cuda_blocks((size_t)ns, 256);
+    scale_kernel<<<blocks, 256>>>(scale, inv, part, parts, ns, (int)f, pow2);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaFreeAsync(part, 0));
+}
+
+template <typename S>
+static void cast_launch(uint8_t *q, const S *x, const float *scale, int rows, int cols, titan_fp8_axis axis,
+                        titan_fp8_format f, int transpose) {
+    if (!rows || !cols) return;
+    if (transpose) {
+        unsigned gy = (unsigned)((rows + TILE - 1) / TILE);
+        if (gy > 65535) titan_cuda_panic(__FILE__, __LINE__, "cast_transposed_kernel", "rows above 65535 * 32");
+        dim3 grid((unsigned)((cols + TILE - 1) / TILE), gy), block(TILE, TILE_ROWS);
+        cast_transposed_kernel<S><<<grid, block>>>(q, x, scale, rows, cols, (int)axis, (int)f);
+    } else {
+        unsigned blocks = titan_cuda_blocks((size_t)rows * cols, 256);
+        cast_kernel<S><<<blocks, 256>>>(q, x, scale, rows, cols, (int)axis, (int)f);
+    }
+    CUDA_CHECK_LAUNCH();
+}
+
+/* q, scale[ns] and inv[ns] of x [rows, cols] (q transposed: [cols, rows]) */
+static void cast_into(uint8_t *q, float *scale, float *inv, titan_dtype dt, const void *x, int rows, int cols,
+                      titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose) {
+    TITAN_CUDA_DISPATCH(dt, "float8 cast", scales_launch<S>(scale, inv, (const S *)x, rows, cols, axis, f, pow2);
+                        cast_launch<S>(q, (const S *)x, scale, rows, cols, axis, f, transpose));
+}
+
+void titan_cuda_fp8_cast(titan_cuda_fp8_operand *o, titan_dtype dt, const void *x, int rows, int cols,
+                         titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose) {
+    int ns = titan_cuda_fp8_nscales(axis, rows, cols);
+    o->rows = transpose ? cols : rows;
+    o->cols = transpose ? rows : cols;
+    o->rowwise = axis != TITAN_FP8_TENSOR;
+    o->format = f;
+    o->q = (uint8_t *)titan_cuda_scratch((size_t)rows * cols, "float8 cast");
+    o->scale = (float *)titan_cuda_scratch(2 * (size_t)ns * sizeof(float), "float8 scales");
+    o->inv = o->scale + ns;
+    cast_into(o->q, o->scale, o->inv, dt, x, rows, cols, axis, f, pow2, transpose);
+}
+
+void titan_cuda_fp8_release(titan_cuda_fp8_operand *o) {
+    CUDA_CHECK(cudaFreeAsync(o->q, 0));
+    CUDA_CHECK(cudaFreeAsync(o->scale, 0));
+    o->q = NULL, o->scale = o->inv = NULL;
+}
+
+void titan_cuda_fp8_dequantize(float *out, const titan_cuda_fp8_operand *o) {
+    if (!o->rows || !o->cols) return;
+    unsigned blocks = titan_cuda_blocks((size_t)o->rows * o->cols, 256);
+    dequantize_kernel<<<blocks, 256>>>(out, o->q, o->scale, o->rows, o->cols, o->rowwise, (int)o->format);
+    CUDA_CHECK_LAUNCH();
+}
+
+__global__ void broadcast_kernel(float *scale, float *inv, const float *s0, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        scale[i] = s0[0], inv[i] = s0[1];
+}
+
+void titan_cuda_fp8_rowwise(titan_cuda_fp8_operand *o) {
+    if (o->rowwise || o->rows <= 0) return;
+    float *s = (float *)titan_cuda_scratch(2 * (size_t)o->rows * sizeof(float), "float8 scales");
+    unsigned blocks = titan_cuda_blocks((size_t)o->rows, 256);
+    broadcast_kernel<<<blocks, 256>>>(s, s + o->rows, o->scale, o->rows);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaFreeAsync(o->scale, 0));
+    o->scale = s, o->inv = s + o->rows, o->rowwise = 1;
+}
+
+/* backend.h's fp8_quantize: q [rows, cols] and scale[ns] on the device */
+void titan_cuda_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
+                             titan_fp8_axis axis, titan_fp8_format f, int pow2) {
+    int ns = titan_cuda_fp8_nscales(axis, rows, cols);
+    float *inv = (float *)titan_cuda_scratch((size_t)ns * sizeof(float), "float8 quantize");
+    cast_into(q, scale, inv, dt, x, rows, cols, axis, f, pow2, 0);
+    CUDA_CHECK(cudaFreeAsync(inv, 0));
+}

@@ -1,0 +1,108 @@
+/* fp8_matmul.cu - float8 linears on the GPU, torchao's Float8Linear
+ * (backend.h, tensor/fp8.h). Each GEMM the recipe casts gets its two
+ * operands cast to float8 (fp8.cu) with the contraction dimension
+ * contiguous:
+ *   out     [N,OC] = x [N,IC]    . w [OC,IC]^T   (x, w as they are)
+ *   grad_in [N,IC] = dy [N,OC]   . (w^T) [IC,OC]^T  (w cast transposed)
+ *   grad_w  [OC,IC] = (dy^T) [OC,N] . (x^T) [IC,N]^T (both transposed)
+ * and runs on cuBLASLt's float8 tensor cores (matmul.cu's gemm_fp8) with
+ * fp32 accumulation, the dequant scales applied in its epilogue and one
+ * rounding to the output type; fast accumulation for out only, as
+ * torchao's Float8MMConfig (grad_in and grad_w accumulate with periodic
+ * promotion to fp32).
+ *
+ * The emulated product (recipe emulate, torchao's emulate=True, or no
+ * cuBLASLt algorithm for the shape or alignment): the same float8 operands
+ * dequantized to fp32 as decode(q) / scale, an fp32 GEMM, then one rounding
+ * to the output type: the CPU backend's arithmetic. A GEMM the recipe
+ * leaves in high precision (rowwise_with_gw_hp's grad_w) is matmul.cu's. */
+#include "cuda_ops.cuh"
+
+/* out (type dt) = beta out + P Q^T, emulated: fp32 operands and product */
+static void emulated_product(titan_dtype dt, void *out, const void *C, float beta, const titan_cuda_fp8_operand *P,
+                             const titan_cuda_fp8_operand *Q) {
+    int M = P->rows, Nn = Q->rows, K = P->cols;
+    size_t no = (size_t)M * Nn;
+    float *p = (float *)titan_cuda_scratch((size_t)M * K * sizeof(float), "float8 product (emulated)");
+    float *q = (float *)titan_cuda_scratch((size_t)Nn * K * sizeof(float), "float8 product (emulated)");
+    titan_cuda_fp8_dequantize(p, P);
+    titan_cuda_fp8_dequantize(q, Q);
+    float *y = dt == TITAN_DTYPE_F32 ? (float *)out : (float *)titan_cuda_scratch(no * sizeof(float), "float8 product");
+    if (beta != 0.0f) {
+        if (C && C != out) titan_cuda_convert(y, TITAN_DTYPE_F32, C, dt, no);
+        else if (y != out) titan_cuda_convert(y, TITAN_DTYPE_F32, out, dt, no);
+        titan_cuda_matmul_add_forward(TITAN_DTYPE_F32, y, p, q, y, M, K, Nn);
+    } else {
+        titan_cuda_matmul_forward(TITAN_DTYPE_F32, y, p, q, M, K, Nn);
+    }
+    if (y != out) {
+        titan_cuda_convert(out, dt, y, TITAN_DTYPE_F32, no);
+        CUDA_CHECK(cudaFreeAsync(y, 0));
+    }
+    CUDA_CHECK(cudaFreeAsync(p, 0));
+    CUDA_CHECK(cudaFreeAsync(q, 0));
+}
+
+/* out (dt) = beta C + P Q^T on the tensor cores, else emulated */
+static void product(titan_dtype dt, int emulate, void *out, const void *C, float beta, titan_cuda_fp8_operand *P,
+                    titan_cuda_fp8_operand *Q, int fast_accum) {
+    if (!emulate && P->rowwise != Q->rowwise) { /* rowwise_with_gw_hp's grad_in: dy rowwise, w tensorwise */
+        titan_cuda_fp8_rowwise(P);
+        titan_cuda_fp8_rowwise(Q);
+    }
+    if (!emulate && titan_cuda_gemm_fp8(dt, out, C, beta, P, Q, fast_accum)) return;
+    emulated_product(dt, out, C, beta, P, Q);
+}
+
+static void cast(titan_cuda_fp8_operand *o, const titan_fp8_recipe *r, int c, titan_dtype dt, const void *x,
+                 int rows, int cols, int transpose) {
+    titan_cuda_fp8_cast(o, dt, x, rows, cols, titan_fp8_recipe_axis(r, c), (titan_fp8_format)r->format[c], r->pow2,
+                        transpose);
+}
+
+int titan_cuda_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
+                                  const void *w, const void *resid, int N, int IC, int OC) {
+    if (N <= 0 || OC <= 0 || IC <= 0) { /* empty: the plain path's zero fill or residual copy */
+        if (resid) titan_cuda_matmul_add_forward(dt, out, inp, w, resid, N, IC, OC);
+        else titan_cuda_matmul_forward(dt, out, inp, w, N, IC, OC);
+        return 1;
+    }
+    titan_cuda_fp8_operand x, wq;
+    cast(&x, r, TITAN_FP8_X_OUT, dt, inp, N, IC, 0);
+    cast(&wq, r, TITAN_FP8_W_OUT, dt, w, OC, IC, 0);
+    product(dt, r->emulate, out, resid, resid ? 1.0f : 0.0f, &x, &wq, 1);
+    titan_cuda_fp8_release(&x);
+    titan_cuda_fp8_release(&wq);
+    return 1;
+}
+
+int titan_cuda_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
+                                   const void *dout, const void *inp, const void *w, int N, int IC, int OC) {
+    int gemms = 0;
+    int empty = N <= 0 || OC <= 0 || IC <= 0;
+    if (dinp && empty) {
+        titan_cuda_matmul_backward(dt, acc & TITAN_ACC_DX, dinp, NULL, dout, inp, w, N, IC, OC);
+        gemms++;
+    } else if (dinp) {
+        titan_cuda_fp8_operand g, wt;
+        cast(&g, r, TITAN_FP8_GO_GI, dt, dout, N, OC, 0);
+        cast(&wt, r, TITAN_FP8_W_GI, dt, w, OC, IC, 1);
+        product(dt, r->emulate, dinp, NULL, acc & TITAN_ACC_DX ? 1.0f : 0.0f, &g, &wt, 0);
+        titan_cuda_fp8_release(&g);
+        titan_cuda_fp8_release(&wt);
+        gemms++;
+    }
+    if (!dw) return gemms;
+    int hp = r->format[TITAN_FP8_GO_GW] == TITAN_FP8_NONE || r->format[TITAN_FP8_X_GW] == TITAN_FP8_NONE;
+    if (hp || empty) { /* high precision (not counted), or nothing to cast */
+        titan_cuda_matmul_backward(dt, acc & TITAN_ACC_DW, NULL, dw, dout, inp, w, N, IC, OC);
+        return gemms + !hp;
+    }
+    titan_cuda_fp8_operand gt, xt;
+    cast(&gt, r, TITAN_FP8_GO_GW, dt, dout, N, OC, 1);
+    cast(&xt, r, TITAN_FP8_X_GW, dt, inp, N, IC, 1);
+    product(TITAN_DTYPE_F32, r->emulate, dw, NULL, acc & TITAN_ACC_DW ? 1.0f : 0.0f, &gt, &xt, 0);
+    titan_cuda_fp8_release(&gt);
+    titan_cuda_fp8_release(&xt);
+    return gemms + 1;
+}
