@@ -30,7 +30,8 @@
 #   BENCH_DIST_WARMUP (1)  BENCH_DIST_REPEAT (1)  BENCH_DIST_ONLY (all)
 #   BENCH_DIST_PP_SCHEDULES (1; 0 leaves out the rows of
 #   pipeline schedules: pp 2 and pp 4 x 1F1B, GPipe, Interleaved1F1B,
-#   LoopedBFS, InterleavedZeroBubble, with their measured and theoretical bubbles)
+#   LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, DualPipeV, with their
+#   measured and theoretical bubbles)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -320,7 +321,10 @@ def bubbles(run):
 sched_rows = []
 if os.environ.get("BENCH_DIST_PP_SCHEDULES", "1") != "0":
     for pp in (2, 4):
-        for sched in ("1F1B", "GPipe", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble"):
+        for sched in ("1F1B", "GPipe", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble",
+                      "DualPipeV"):
+            if sched == "DualPipeV" and G < 2 * pp:
+                continue  # it needs 2 pp micro-batches
             name = "pp%d-%s" % (pp, sched)
             t = titan(name, pp, ["--parallelism.pipeline_parallel_degree=%d" % pp,
                                  "--parallelism.data_parallel_shard_degree=1",

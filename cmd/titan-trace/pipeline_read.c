@@ -19,7 +19,7 @@ typedef struct {
 
 typedef struct {
     char schedule[64];
-    int pp, v, micro;
+    int pp, v, vshape, micro;
 } shape;
 
 static int op_of(const char *s) {
@@ -43,6 +43,8 @@ static titan_status read_rank(const char *path, int world, rank_trace *t, shape 
     sh->pp = (int)json_integer_value(json_object_get(pl, "pp"));
     sh->v = (int)json_integer_value(json_object_get(pl, "stages_per_rank"));
     sh->micro = (int)json_integer_value(json_object_get(pl, "micro_batches"));
+    const char *place = json_string_value(json_object_get(pl, "placement")); /* absent before the V */
+    sh->vshape = place && !strcmp(place, "v");
     *t = (rank_trace){.world = world, .pp_rank = (int)json_integer_value(json_object_get(pl, "pp_rank")),
                       .steps = (int)json_integer_value(json_object_get(pl, "steps")),
                       .measured = json_number_value(json_object_get(pl, "bubble_measured")),
@@ -57,7 +59,8 @@ static titan_status read_rank(const char *path, int world, rank_trace *t, shape 
         int op = op_of(json_string_value(json_object_get(args, "op")));
         if (st != TITAN_OK || op < 0) continue;
         int g = (int)json_integer_value(json_object_get(args, "stage"));
-        t->acts[t->n] = (titan_pp_action){sh->pp > 0 ? g / sh->pp : 0,
+        int k = sh->vshape ? g != t->pp_rank : sh->pp > 0 ? g / sh->pp : 0; /* the local stage */
+        t->acts[t->n] = (titan_pp_action){k,
                                           (int)json_integer_value(json_object_get(args, "micro_batch")), op};
         double c = json_number_value(json_object_get(ev, "dur")) * 1e-6 -
                    json_number_value(json_object_get(args, "blocked_ms")) * 1e-3;
@@ -80,9 +83,9 @@ static int replay(rank_trace *t, int nt, const shape *sh, double *out) {
             n[t[i].pp_rank] = t[i].n;
         }
     for (int r = 0; ok && r < sh->pp; r++) ok = lists[r] != NULL;
-    ok = ok && busy && titan_pp_schedule_verify(sh->pp, sh->v, sh->micro, lists, n, NULL) == TITAN_OK;
+    ok = ok && busy && titan_pp_schedule_verify(sh->pp, sh->v, sh->vshape, sh->micro, lists, n, NULL) == TITAN_OK;
     if (ok) {
-        double makespan = titan_pp_schedule_replay(sh->pp, sh->v, sh->micro, lists, n, cost, busy);
+        double makespan = titan_pp_schedule_replay(sh->pp, sh->v, sh->vshape, sh->micro, lists, n, cost, busy);
         for (int r = 0; r < sh->pp; r++) out[r] = makespan > 0 ? 1.0 - busy[r] / makespan : 0.0;
     }
     titan_error_clear();
@@ -97,7 +100,7 @@ titan_status titan_pipeline_summary(const char *run_dir, FILE *out, int *found) 
     *found = 0;
     rank_trace *t = calloc(MAX_RANKS, sizeof *t);
     if (!t) return titan_error(TITAN_ERR_NOMEM, "pipeline traces: out of memory");
-    shape sh = {"", 0, 0, 0};
+    shape sh = {"", 0, 0, 0, 0};
     titan_status st = TITAN_OK;
     int nt = 0;
     for (int w = 0; w < MAX_RANKS && st == TITAN_OK; w++) {

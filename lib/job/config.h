@@ -35,6 +35,9 @@ typedef enum {
     TITAN_JOB_PP_SINGLE,
     TITAN_JOB_PP_MULTI,
     TITAN_JOB_PP_RUNTIME,
+    /* two stages a rank in a V (tensor/layout.h's pp_vshape) */
+    TITAN_JOB_PP_ZBV,
+    TITAN_JOB_PP_DUALPIPEV,
 } titan_job_pp_schedule;
 typedef enum { TITAN_JOB_RESHARD_DEFAULT, TITAN_JOB_RESHARD_ALWAYS, TITAN_JOB_RESHARD_NEVER } titan_job_reshard;
 typedef enum { TITAN_JOB_ASYNC_DISABLED, TITAN_JOB_ASYNC, TITAN_JOB_ASYNC_PINNED_MEM } titan_job_async;
@@ -105,7 +108,7 @@ typedef struct {
     int parallelism_cp_ring; /* context_parallel_rotate_method: 0 allgather, 1 alltoall */
     int parallelism_context_parallel_degree;
     int parallelism_pipeline_parallel_degree;
-    char parallelism_pipeline_parallel_schedule[TITAN_STR]; /* 1F1B, GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble */
+    char parallelism_pipeline_parallel_schedule[TITAN_STR]; /* 1F1B, GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, DualPipeV, ... */
     int parallelism_pipeline_parallel_microbatch_size;      /* sequences per pipeline micro-batch */
     int parallelism_pipeline_parallel_layers_per_stage;     /* -1: 1 stage a rank, 2 for multi-stage schedules */
     int parallelism_pipeline_parallel_first_stage_less_layers; /* the embedding's weight in layers */

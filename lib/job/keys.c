@@ -140,13 +140,17 @@ const key_def titan_job_keys[] = {
     ENUM("parallelism", "pipeline_parallel_schedule", parallelism_pipeline_parallel_schedule, parallelism_pp_schedule,
          "1F1B",
          "1F1B,GPipe,Interleaved1F1B,LoopedBFS,InterleavedZeroBubble,PipelineScheduleSingle,PipelineScheduleMulti,"
-         "_PipelineScheduleRuntime",
+         "_PipelineScheduleRuntime,"
+         "ZBVZeroBubble,DualPipeV",
         "pipeline schedule (torch.distributed.pipelining's): 1F1B (one forward, one backward: at most pp "
         "micro-batches in flight), GPipe (all forwards, then all backwards), Interleaved1F1B (several stages a "
         "rank, depth first), LoopedBFS (several stages a rank, breadth first) or InterleavedZeroBubble (ZB1P: "
         "Interleaved1F1B with the backward split into input and weight gradients, the weight gradients "
-        "deferred into the bubbles); with pipeline_parallel_schedule_csv, any name: it sets the stages a rank "
-        "(PipelineScheduleSingle one, PipelineScheduleMulti and _PipelineScheduleRuntime two, as the names above)"),
+        "deferred into the bubbles), ZBVZeroBubble (ZB-V: two stages a rank in a V, rank r holding stages r and "
+        "2 pp - 1 - r, so rank 0 holds the first stage and the last; split backwards) or DualPipeV (DeepSeek-V3's "
+        "DualPipe in the same V; at least 2 pp micro-batches); with pipeline_parallel_schedule_csv, any name: it "
+        "sets the stages a rank (PipelineScheduleSingle one, PipelineScheduleMulti and _PipelineScheduleRuntime "
+        "two, as the names above; the CSV's placement is the looped one)"),
     STR("parallelism", "pipeline_parallel_schedule_csv", parallelism_pipeline_parallel_schedule_csv, "", NULL, 0,
         "a schedule from a file in torch.distributed.pipelining's CSV format (a row a rank, cells such as 2F0, "
         "3I1, 3W1, 1B0; SEND/RECV, UNSHARD/RESHARD skipped), checked before the first step"),

@@ -96,9 +96,10 @@ typedef struct {
      * pp_v; the split's weights pp_first_less, pp_last_less: titan_layout's
      * fields), one catalog and one set of buffers for all of them; forwards
      * and backwards run the stage titan_llama_set_stage chose. pp_v 0: one
-     * stage, the default split. */
+     * stage, the default split. pp_vshape 1 (pp_v 2): the V placement,
+     * stages pp_stage and 2 pp_size - 1 - pp_stage (titan_layout's). */
     int pp_size, pp_stage;
-    int pp_v, pp_first_less, pp_last_less;
+    int pp_v, pp_first_less, pp_last_less, pp_vshape;
     /* Context parallelism over cp, a group of more than one rank
      * (NULL or one rank: none): T is the whole sequence (a multiple of 2 x
      * cp's size); the model holds the rank's two chunks of each sequence
@@ -157,7 +158,7 @@ titan_llama_pp titan_llama_get_pp(const titan_llama *m);
 int titan_llama_slots(const titan_llama *m);
 /* The rank's stages (1, or pp_v) and the one the following forwards and
  * backwards run (0 at first): k is local, global stage pp_stage + k x
- * pp_size. Slots are shared by the stages: the caller gives each (stage,
+ * pp_size (titan_llama_pp_global_stage: the V placement's otherwise). Slots are shared by the stages: the caller gives each (stage,
  * micro-batch) in flight a slot of its own; stage_input, stage_output and
  * stage_grad below are the current stage's. */
 int titan_llama_stages(const titan_llama *m);

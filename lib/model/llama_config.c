@@ -208,15 +208,21 @@ titan_layout titan_llama_pp_layout(titan_llama_pp pp) {
         l.pp_v = pp.v;
         l.pp_first_less = pp.first_less;
         l.pp_last_less = pp.last_less;
+        l.pp_vshape = pp.vshape;
     }
     return l;
+}
+
+int titan_llama_pp_global_stage(titan_llama_pp pp, int k) {
+    titan_layout l = titan_llama_pp_layout(pp);
+    return titan_layout_rank_stage(&l, pp.stage, k);
 }
 
 int titan_llama_pp_local_stages(titan_llama_pp pp) { return pp.v > 1 ? pp.v : 1; }
 
 void titan_llama_pp_stage_layers(const titan_llama_config *c, titan_llama_pp pp, int k, int *first, int *end) {
     titan_layout l = titan_llama_pp_layout(pp);
-    titan_layout_stage_layers(&l, c->n_layers, pp.stage + k * pp.size, first, end);
+    titan_layout_stage_layers(&l, c->n_layers, titan_layout_rank_stage(&l, pp.stage, k), first, end);
 }
 
 void titan_llama_pp_layers(const titan_llama_config *c, titan_llama_pp pp, int *first, int *end) {

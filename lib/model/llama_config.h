@@ -112,10 +112,11 @@ int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_
  * pp_first_less and pp_last_less; with v 0 the default, 1 and 1). Each
  * stage holds transformer layers [first, end), the token embedding when it
  * is the first stage and the final norm and output head when it is the
- * last. {1, 0}: the whole model. */
+ * last. vshape 1 (v 2): the V placement, stages stage and 2 size - 1 -
+ * stage (titan_layout's pp_vshape). {1, 0}: the whole model. */
 typedef struct {
     int size, stage;
-    int v, first_less, last_less;
+    int v, first_less, last_less, vshape;
 } titan_llama_pp;
 /* TITAN_ERR_USAGE unless 1 <= size <= n_layers + 2 and the embeddings are
  * untied or size is 1 (a tied head would live on two stages). */
@@ -124,7 +125,8 @@ titan_status titan_llama_pp_check(const titan_llama_config *c, int size);
 titan_layout titan_llama_pp_layout(titan_llama_pp pp);
 int titan_llama_pp_local_stages(titan_llama_pp pp);
 /* Layers [first, end) of the rank's local stage k (global stage
- * pp.stage + k x pp.size); titan_llama_pp_layers: of its first. */
+ * titan_llama_pp_global_stage); titan_llama_pp_layers: of its first. */
+int titan_llama_pp_global_stage(titan_llama_pp pp, int k);
 void titan_llama_pp_stage_layers(const titan_llama_config *c, titan_llama_pp pp, int k, int *first, int *end);
 void titan_llama_pp_layers(const titan_llama_config *c, titan_llama_pp pp, int *first, int *end);
 /* Whether block b (llama.h numbering: 0 embedding, 1..n_layers, n_layers + 1

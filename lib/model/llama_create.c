@@ -33,11 +33,12 @@ static titan_status check_request(const titan_llama_config *c, int B, int T, tit
     r->tp = opt && opt->tp && opt->tp->size > 1 ? opt->tp : NULL;
     r->tpp = (titan_llama_tp){r->tp ? r->tp->size : 1, r->tp ? r->tp->rank : 0};
     r->pp = (titan_llama_pp){opt && opt->pp_size > 1 ? opt->pp_size : 1, opt && opt->pp_size > 1 ? opt->pp_stage : 0,
-                             0, 0, 0};
+                             0, 0, 0, 0};
     if (opt && opt->pp_size > 1 && opt->pp_v > 0) {
         r->pp.v = opt->pp_v;
         r->pp.first_less = opt->pp_first_less;
         r->pp.last_less = opt->pp_last_less;
+        r->pp.vshape = opt->pp_vshape;
     }
     r->slots = opt && opt->slots > 1 ? opt->slots : 1;
     r->cp = opt && opt->cp && opt->cp->size > 1 ? opt->cp : NULL;
@@ -116,7 +117,7 @@ static titan_status set_shapes(titan_llama *m, const titan_llama_config *c, int 
     memset(m->vs, 0, (size_t)m->nv * sizeof *m->vs);
     for (int k = 0; k < m->nv; k++) {
         struct vstage *v = &m->vs[k];
-        int g = pp.stage + k * pp.size;
+        int g = titan_llama_pp_global_stage(pp, k);
         titan_llama_pp_stage_layers(c, pp, k, &v->l0, &v->l1);
         v->embed = g == 0;
         v->head = g == pp.size * m->nv - 1;

@@ -18,7 +18,8 @@ titan_status titan_shard_plan(const titan_layout *l, const titan_llama_config *m
     titan_param *ps = titan_llama_params_new(mc, &np);
     /* what the rank's model holds */
     titan_llama_pp pp = {.size = l->pp, .stage = c.pp, .v = l->pp_v, .first_less = l->pp_first_less,
-                         .last_less = l->pp_last_less};
+                         .last_less = l->pp_last_less,
+                         .vshape = l->pp_vshape};
     titan_param *loc = ps ? titan_llama_params_local_new(mc, (titan_llama_tp){l->tp, c.tp}, pp, &np) : NULL;
     if (!loc) {
         free(ps);
@@ -125,7 +126,8 @@ titan_status titan_fsdp_plan_memory(const titan_layout *l, const titan_llama_con
     titan_layout_coord c;
     titan_layout_coord_of(l, rank, &c);
     titan_llama_pp pp = {.size = l->pp, .stage = c.pp, .v = l->pp_v, .first_less = l->pp_first_less,
-                         .last_less = l->pp_last_less};
+                         .last_less = l->pp_last_less,
+                         .vshape = l->pp_vshape};
     titan_shard_piece *pieces = titan_alloc((size_t)np * sizeof *pieces, "shard plan");
     int *unit_of = titan_alloc((size_t)nb * sizeof *unit_of, "unit plan");
     size_t *len = titan_alloc((size_t)nb * sizeof *len, "unit plan");

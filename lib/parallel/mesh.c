@@ -20,12 +20,18 @@ static titan_status resolve(const titan_job_config *cfg, int world, titan_layout
                 cfg->parallelism_pp_schedule == TITAN_JOB_PP_LOOPED_BFS ||
                 cfg->parallelism_pp_schedule == TITAN_JOB_PP_INTERLEAVED_ZB ||
                 cfg->parallelism_pp_schedule == TITAN_JOB_PP_MULTI || cfg->parallelism_pp_schedule == TITAN_JOB_PP_RUNTIME;
+    /* the V's two stages a rank (with a CSV, the file's looped placement) */
+    int vshape = (cfg->parallelism_pp_schedule == TITAN_JOB_PP_ZBV ||
+                  cfg->parallelism_pp_schedule == TITAN_JOB_PP_DUALPIPEV) &&
+                 !cfg->parallelism_pipeline_parallel_schedule_csv[0];
+    multi |= cfg->parallelism_pp_schedule == TITAN_JOB_PP_ZBV || cfg->parallelism_pp_schedule == TITAN_JOB_PP_DUALPIPEV;
     int in = cfg->parallelism_pipeline_parallel_first_stage_less_layers;
     int out = cfg->parallelism_pipeline_parallel_last_stage_less_layers;
     if (l->pp > 1 && (multi || in != 1 || out != 1)) { /* else the default split: pp_v 0 */
         l->pp_v = multi ? 2 : 1;
         l->pp_first_less = in;
         l->pp_last_less = out;
+        l->pp_vshape = vshape;
     }
     int rest = l->dp_replicate * l->tp * l->cp * l->pp;
     int s = cfg->parallelism_data_parallel_shard_degree;

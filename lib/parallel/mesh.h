@@ -54,6 +54,8 @@ typedef struct {
      * their own: then with pp 2 each communicator carries one direction
      * between one pair, and a queued send never holds up a receive queued
      * behind it (comm.h: a communicator runs its operations in order).
+     * In the V placement (layout.pp_vshape) they carry the second stage's
+     * stream instead, from rank r + 1 to r (and its gradients back).
      * NULL otherwise. */
     titan_comm *pp_wrap_comm, *pp_grad_wrap_comm;
     /* The model's collectives over tp_comm and cp_comm (titan_mesh_groups),

@@ -1,21 +1,32 @@
 /* pipeline.c - pipeline schedules over the stages of a mesh's pp group. */
 #include "parallel/pipeline.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/mem.h"
 
+/* Where a local stage's input comes from and its output goes, and its
+ * gradients the other way: pp ranks (prev, next; -1: none, the first or
+ * the last stage; the rank itself: a hand-over between its own stages)
+ * and their communicators, one a direction and a stream of stages. */
+typedef struct {
+    titan_comm *fwd_in, *fwd_out, *bwd_in, *bwd_out;
+    int prev, next;
+} stage_link;
+
 struct titan_pipeline {
     titan_llama *model;
     const titan_backend *be;
-    /* Where local stage k's input comes from and its output goes (and its
-     * gradients the other way): the next rank's communicator, or the wrap
-     * one between the last rank and the first. */
-    titan_comm *fwd_in, *fwd_out, *bwd_in, *bwd_out;
-    int prev, next;              /* pp ranks */
+    stage_link *link;            /* per local stage */
     titan_pp_schedule sched;
-    int rank, pp, v, stages, micro, slots;
+    int rank, pp, v, vshape, stages, micro, slots;
+    /* The V placement's hand-over on rank pp - 1 (stage pp - 1 to stage pp,
+     * both its own): the gradients of stage pp's input waiting for stage
+     * pp - 1's backward, micro-batch mb's in buffer mb mod nhand. */
+    void *hand;
+    int nhand;
     int *slot0, *nslot;          /* per local stage: its first slot, its slots */
     titan_pp_action *acts;       /* the schedule: titan_pp_schedule_count actions */
     int nacts;
@@ -67,6 +78,7 @@ titan_status titan_pipeline_split(const titan_job_config *cfg, titan_pp_schedule
         l->pp_v = v;
         l->pp_first_less = in;
         l->pp_last_less = out;
+        l->pp_vshape = titan_pp_schedule_vshape(s);
     }
     titan_status st = titan_layout_check(l, n_layers);
     if (st != TITAN_OK)
@@ -89,13 +101,67 @@ static titan_status verify_all(const titan_pipeline *p) {
         lists[r] = all + (size_t)r * cap;
         n[r] = titan_pp_schedule_actions(p->sched, p->pp, r, p->v, p->micro, lists[r]);
     }
-    if (st == TITAN_OK) st = titan_pp_schedule_verify(p->pp, p->v, p->micro, lists, n, NULL);
+    if (st == TITAN_OK) st = titan_pp_schedule_verify(p->pp, p->v, p->vshape, p->micro, lists, n, NULL);
     if (st == TITAN_ERR_USAGE)
         titan_error_context("parallelism.pipeline_parallel_schedule = \"%s\"", titan_pp_schedule_name(p->sched));
     titan_free(all);
     titan_free(lists);
     titan_free(n);
     return st;
+}
+
+/* Local stage k's neighbours and communicators. Looped: every stage's
+ * input from rank r - 1 and output to r + 1 on pp (gradients back on
+ * pp_grad), the wrap communicators between the last rank and the first.
+ * V: stage r's as the looped first loop's (its output to itself on rank
+ * pp - 1); stage 2 pp - 1 - r's the other way, input from rank r + 1 (or
+ * itself) and output to r - 1, on the wrap communicators: each
+ * communicator carries one stream of stages one way. */
+static void link_stages(titan_pipeline *p, const titan_mesh *mesh) {
+    int r = p->rank, pp = p->pp;
+    for (int k = 0; k < p->v; k++) {
+        stage_link *l = &p->link[k];
+        int g = titan_pp_global_stage(p->vshape, pp, r, k);
+        l->prev = g == 0 ? -1 : titan_pp_stage_rank(p->vshape, pp, g - 1);
+        l->next = g == p->stages - 1 ? -1 : titan_pp_stage_rank(p->vshape, pp, g + 1);
+        if (p->vshape) {
+            int up = k == 1; /* activations toward rank 0 */
+            l->fwd_in = l->fwd_out = up ? mesh->pp_wrap_comm : mesh->pp_comm;
+            l->bwd_in = l->bwd_out = up ? mesh->pp_grad_wrap_comm : mesh->pp_grad_comm;
+            continue;
+        }
+        l->fwd_in = r == 0 ? mesh->pp_wrap_comm : mesh->pp_comm;
+        l->fwd_out = r == pp - 1 ? mesh->pp_wrap_comm : mesh->pp_comm;
+        l->bwd_in = r == pp - 1 ? mesh->pp_grad_wrap_comm : mesh->pp_grad_comm;
+        l->bwd_out = r == 0 ? mesh->pp_grad_wrap_comm : mesh->pp_grad_comm;
+    }
+}
+
+int titan_pipeline_hand_over(titan_pp_schedule s, int pp, int rank, int v, int micro) {
+    if (!titan_pp_schedule_vshape(s) || rank != pp - 1) return 0;
+    titan_pp_action *a = malloc((size_t)titan_pp_schedule_count(s, v, micro) * sizeof *a);
+    TITAN_ASSERT(a);
+    int n = titan_pp_schedule_actions(s, pp, rank, v, micro, a), most = 0, now = 0;
+    for (int i = 0; i < n; i++) { /* stage pp's backwards (local 1) in, stage pp - 1's (local 0) out */
+        if (a[i].op != TITAN_PP_B && a[i].op != TITAN_PP_I) continue;
+        now += a[i].stage == 1 ? 1 : -1;
+        if (now > most) most = now;
+    }
+    free(a);
+    return most;
+}
+
+/* The hand-over's buffers (the V's rank pp - 1): as many as micro-batches
+ * ever wait between stage pp's backward (B or I) and stage pp - 1's; both
+ * run in micro-batch order, so mb mod that many is free. */
+static titan_status plan_hand_over(titan_pipeline *p) {
+    int most = titan_pipeline_hand_over(p->sched, p->pp, p->rank, p->v, p->micro);
+    if (most == 0) return TITAN_OK;
+    TITAN_ASSERT(p->link[1].prev == p->rank && p->link[0].next == p->rank);
+    p->nhand = most;
+    p->hand = p->be->alloc((size_t)most * p->bytes);
+    return p->hand ? TITAN_OK : titan_error(TITAN_ERR_NOMEM, "pipeline: %d hand-over gradients of %zu bytes", most,
+                                            p->bytes);
 }
 
 /* The schedule's actions and each local stage's slots. */
@@ -117,7 +183,7 @@ static titan_status plan(titan_pipeline *p) {
         sum += p->nslot[k];
     }
     TITAN_ASSERT(p->slots >= sum);
-    return TITAN_OK;
+    return plan_hand_over(p);
 }
 
 titan_status titan_pipeline_create(titan_pipeline **out, titan_mesh *mesh, titan_llama *model,
@@ -136,13 +202,11 @@ titan_status titan_pipeline_create(titan_pipeline **out, titan_mesh *mesh, titan
     p->rank = pp.stage;
     p->pp = pp.size;
     p->v = v;
+    p->vshape = pp.vshape;
+    TITAN_ASSERT(p->vshape == titan_pp_schedule_vshape(sched) && (!p->vshape || v == 2));
     p->stages = pp.size * v;
-    p->prev = (p->rank + p->pp - 1) % p->pp;
-    p->next = (p->rank + 1) % p->pp;
-    p->fwd_in = p->rank == 0 ? mesh->pp_wrap_comm : mesh->pp_comm;
-    p->fwd_out = p->rank == p->pp - 1 ? mesh->pp_wrap_comm : mesh->pp_comm;
-    p->bwd_in = p->rank == p->pp - 1 ? mesh->pp_grad_wrap_comm : mesh->pp_grad_comm;
-    p->bwd_out = p->rank == 0 ? mesh->pp_grad_wrap_comm : mesh->pp_grad_comm;
+    p->link = titan_alloc((size_t)v * sizeof *p->link, "pipeline stage links");
+    if (p->link) link_stages(p, mesh);
     p->micro = micro;
     p->slots = titan_llama_slots(model);
     p->B = B;
@@ -165,7 +229,7 @@ titan_status titan_pipeline_create(titan_pipeline **out, titan_mesh *mesh, titan
     } else {
         p->gout = p->be->alloc(per_slot ? per_slot : 1);
     }
-    titan_status st = !p->out_req || (mirror ? !p->out_host || !p->in_host : !p->gout) ? TITAN_ERR_NOMEM : plan(p);
+    titan_status st = !p->link || !p->out_req || (mirror ? !p->out_host || !p->in_host : !p->gout) ? TITAN_ERR_NOMEM : plan(p);
     if (st != TITAN_OK) {
         titan_pipeline_free(p);
         return st;
@@ -189,6 +253,8 @@ void titan_pipeline_free(titan_pipeline *p) {
     for (int k = 0; p->out_req && k < 2 * p->slots; k++) (void)wait_req(p, &p->out_req[k]);
     titan_free(p->out_req);
     if (p->gout) p->be->free(p->gout);
+    if (p->hand) p->be->free(p->hand);
+    titan_free(p->link);
     titan_free(p->acts);
     titan_free(p->spans);
     titan_free(p->slot0);
@@ -255,28 +321,75 @@ static char *out_host(const titan_pipeline *p, int k) { return p->out_host ? p->
  * stage (or its tokens), its output to the next (or its loss). */
 static titan_status forward_mb(titan_pipeline *p, int k, const uint32_t *inputs, const uint32_t *targets, int mb,
                                float loss_scale, double *loss) {
-    int slot = enter(p, k, mb), g = p->rank + k * p->pp;
+    const stage_link *l = &p->link[k];
+    int g = titan_pp_global_stage(p->vshape, p->pp, p->rank, k), slot;
+    titan_status st = TITAN_OK;
+    if (l->prev == p->rank) { /* the V's hand-over: stage k - 1's output, kept in its slot until its backward */
+        enter(p, k - 1, mb);
+        const void *src = titan_llama_stage_output(p->model);
+        slot = enter(p, k, mb);
+        p->be->convert(titan_llama_stage_input(p->model), p->dt, src, p->dt, p->count);
+    } else {
+        slot = enter(p, k, mb);
+    }
     /* The slot's output may still be on its way from an earlier micro-batch. */
-    titan_status st = wait_req(p, &p->out_req[slot]);
+    st = wait_req(p, &p->out_req[slot]);
     if (st != TITAN_OK) return failed(p, st, "send of", mb - p->nslot[k], g, g + 1);
-    if (g > 0) {
-        st = recv_into(p, p->fwd_in, titan_llama_stage_input(p->model), p->in_host, p->prev);
+    if (l->prev >= 0 && l->prev != p->rank) {
+        st = recv_into(p, l->fwd_in, titan_llama_stage_input(p->model), p->in_host, l->prev);
         if (st != TITAN_OK) return failed(p, st, "receive of", mb, g, g - 1);
     }
     size_t off = (size_t)mb * (size_t)p->B * (size_t)p->T;
-    float l = 0.0f;
+    float loss_mb = 0.0f;
     if (loss_scale > 0.0f)
-        st = titan_llama_forward_train(p->model, inputs + off, targets + off, loss_scale, &l);
+        st = titan_llama_forward_train(p->model, inputs + off, targets + off, loss_scale, &loss_mb);
     else
-        st = titan_llama_forward(p->model, inputs + off, targets + off, &l);
+        st = titan_llama_forward(p->model, inputs + off, targets + off, &loss_mb);
     if (st != TITAN_OK) return st;
-    *loss += l;
-    if (g + 1 < p->stages) {
-        st = send_from(p, p->fwd_out, titan_llama_stage_output(p->model), out_host(p, slot), p->next,
+    *loss += loss_mb;
+    if (l->next >= 0 && l->next != p->rank) {
+        st = send_from(p, l->fwd_out, titan_llama_stage_output(p->model), out_host(p, slot), l->next,
                        &p->out_req[slot]);
         if (st != TITAN_OK) return failed(p, st, "send of", mb, g, g + 1);
     }
     return TITAN_OK;
+}
+
+/* The gradient of local stage k's output for micro-batch mb into grad:
+ * from the next stage's rank, or the V's hand-over. */
+static titan_status grad_in(titan_pipeline *p, int k, int mb, int g, void *grad) {
+    const stage_link *l = &p->link[k];
+    if (l->next == p->rank) {
+        TITAN_ASSERT(p->nhand > 0);
+        const char *src = (const char *)p->hand + (size_t)(mb % p->nhand) * p->bytes;
+        p->be->convert(grad, p->dt, src, p->dt, p->count);
+        return TITAN_OK;
+    }
+    titan_status st = recv_into(p, l->bwd_in, grad, p->gin_host, l->next);
+    return st == TITAN_OK ? st : failed(p, st, "receive of the gradient of", mb, g, g + 1);
+}
+
+/* The gradient of local stage k's input (grad, after its backward) to the
+ * previous stage: queued from the slot's staging, or the V's hand-over. */
+static titan_status grad_out(titan_pipeline *p, int k, int mb, int g, int slot, const void *grad) {
+    const stage_link *l = &p->link[k];
+    if (l->prev == p->rank) {
+        TITAN_ASSERT(p->nhand > 0);
+        p->be->convert((char *)p->hand + (size_t)(mb % p->nhand) * p->bytes, p->dt, grad, p->dt, p->count);
+        return TITAN_OK;
+    }
+    /* the slot's staging may still be on its way from an earlier micro-batch */
+    titan_status st = wait_req(p, &p->gout_req[slot]);
+    if (st != TITAN_OK) return failed(p, st, "send of the gradient of", mb - p->nslot[k], g, g - 1);
+    char *host = p->gout_host ? p->gout_host + (size_t)slot * p->bytes : NULL;
+    const void *src = grad;
+    if (!host) {
+        void *staging = (char *)p->gout + (size_t)slot * p->bytes;
+        p->be->convert(staging, p->dt, grad, p->dt, p->count);
+        src = staging;
+    }
+    st = send_from(p, l->bwd_out, src, host, l->prev, &p->gout_req[slot]);
+    return st == TITAN_OK ? st : failed(p, st, "send of the gradient of", mb, g, g - 1);
 }
 
 /* Micro-batch mb's backward (B) or its input part (I) on local stage k:
@@ -286,30 +399,14 @@ static titan_status forward_mb(titan_pipeline *p, int k, const uint32_t *inputs,
  * the W does). */
 static titan_status backward_mb(titan_pipeline *p, int k, int mb, float loss_scale, int op, int last,
                                 titan_fsdp *fsdp) {
-    int g = p->rank + k * p->pp, slot = enter(p, k, mb);
+    int g = titan_pp_global_stage(p->vshape, p->pp, p->rank, k), slot = enter(p, k, mb);
     void *grad = titan_llama_stage_grad(p->model);
-    titan_status st = TITAN_OK;
-    if (g + 1 < p->stages) {
-        st = recv_into(p, p->bwd_in, grad, p->gin_host, p->next);
-        if (st != TITAN_OK) return failed(p, st, "receive of the gradient of", mb, g, g + 1);
-    }
+    if (p->link[k].next >= 0) TITAN_TRY(grad_in(p, k, mb, g, grad));
     if (fsdp) titan_fsdp_set_sync(fsdp, op == TITAN_PP_B && last);
     if (op == TITAN_PP_B) titan_llama_backward(p->model, loss_scale);
     else titan_llama_backward_input(p->model, loss_scale);
     TITAN_TRY(titan_llama_take_error(p->model)); /* a tensor-parallel collective's failure */
-    if (g > 0) {
-        /* the slot's staging may still be on its way from an earlier micro-batch */
-        st = wait_req(p, &p->gout_req[slot]);
-        if (st != TITAN_OK) return failed(p, st, "send of the gradient of", mb - p->nslot[k], g, g - 1);
-        char *host = p->gout_host ? p->gout_host + (size_t)slot * p->bytes : NULL;
-        void *src = grad;
-        if (!host) {
-            src = (char *)p->gout + (size_t)slot * p->bytes;
-            p->be->convert(src, p->dt, grad, p->dt, p->count);
-        }
-        st = send_from(p, p->bwd_out, src, host, p->prev, &p->gout_req[slot]);
-        if (st != TITAN_OK) return failed(p, st, "send of the gradient of", mb, g, g - 1);
-    }
+    if (p->link[k].prev >= 0) TITAN_TRY(grad_out(p, k, mb, g, slot, grad));
     return TITAN_OK;
 }
 

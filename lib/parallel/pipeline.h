@@ -42,6 +42,11 @@ typedef struct titan_pipeline titan_pipeline;
  * rank, needs for `micro` micro-batches a step (titan_llama_options.slots). */
 int titan_pipeline_slots(titan_pp_schedule s, int pp, int rank, int v, int micro);
 
+/* The V placement's hand-over buffers on its rank pp - 1 (stage pp's input
+ * gradients waiting for stage pp - 1's backward: as many as micro-batches
+ * ever wait there, each a stage message), 0 elsewhere. */
+int titan_pipeline_hand_over(titan_pp_schedule s, int pp, int rank, int v, int micro);
+
 /* The stage split of a job into *l (pp_v, pp_first_less, pp_last_less),
  * from parallelism.pipeline_parallel_layers_per_stage and the stage-less
  * layers keys, as torchtitan makes it (pipeline_parallel.py: stages =

@@ -161,7 +161,7 @@ titan_status titan_pp_csv_load(const char *path, int pp, int v, int micro, titan
     titan_status st = c ? parse(c, path, text) : titan_error(TITAN_ERR_NOMEM, "pipeline schedule csv: no memory");
     free(text);
     if (st == TITAN_OK) {
-        st = titan_pp_schedule_verify(pp, v, micro, c->acts, c->n, (const int *const *)c->col);
+        st = titan_pp_schedule_verify(pp, v, 0, micro, c->acts, c->n, (const int *const *)c->col);
         if (st != TITAN_OK)
             titan_error_context("parallelism.pipeline_parallel_schedule_csv = \"%s\" (%d ranks x %d stages, %d "
                                 "micro-batches)", path, pp, v, micro);

@@ -37,7 +37,22 @@
  *                   (the oldest I's), the W left at the end (torch's
  *                   _get_1f1b_rank_ops with enable_zero_bubble; its
  *                   _add_bubbles_to_actions only aligns a timeline).
+ *   ZBVZeroBubble   (v = 2, V placement: rank r holds stages r and 2 pp -
+ *                   1 - r, so stage pp - 1 hands its output to stage pp on
+ *                   the same rank and rank 0 holds the loss) the ZB-V
+ *                   schedule of Qi et al. section 6: torch's
+ *                   ScheduleZBVZeroBubble (zbv() in the .c spells out its
+ *                   phases); every W right after its I but in the
+ *                   cool-down.
+ *   DualPipeV       (v = 2, V placement, M >= 2 pp) DeepSeek-V3's DualPipe
+ *                   (arXiv 2412.19437) folded into a V, torch's
+ *                   ScheduleDualPipeV: its overlapped forward-backward
+ *                   pairs run one after the other (as torch's runtime
+ *                   runs them); full backwards (B) in the middle, the last
+ *                   ones split into I and a W from a queue of pending Ws.
  * Matched against torch/distributed/pipelining/schedules.py (PyTorch 2.11:
+ * ScheduleZBVZeroBubble._calculate_single_rank_operations,
+ * ScheduleDualPipeV._calculate_single_rank_operations,
  * ScheduleInterleaved1F1B._calculate_single_rank_operations,
  * _get_warmup_ops, _get_1f1b_rank_ops, ScheduleLoopedBFS,
  * ScheduleInterleavedZeroBubble._calculate_single_rank_operations). */
@@ -53,6 +68,8 @@ typedef enum {
     TITAN_PP_LOOPED_BFS = 3,
     TITAN_PP_INTERLEAVED_ZB = 4,
     TITAN_PP_CSV = 5, /* the process's custom schedule (titan_pp_schedule_set_custom) */
+    TITAN_PP_ZBV = 6,
+    TITAN_PP_DUALPIPEV = 7,
 } titan_pp_schedule;
 
 /* What an action runs (torch's _ComputationType): F forward, B the whole
@@ -81,9 +98,18 @@ void titan_pp_schedule_set_custom(const titan_pp_custom *c);
 const char *titan_pp_schedule_name(titan_pp_schedule s);
 /* Whether s runs several stages a rank (torch's PipelineScheduleMulti). */
 int titan_pp_schedule_multi(titan_pp_schedule s);
+/* Whether s places its two stages a rank in a V (ZBVZeroBubble,
+ * DualPipeV: tensor/layout.h's pp_vshape) rather than looped. */
+int titan_pp_schedule_vshape(titan_pp_schedule s);
+/* The global stage of rank r's local stage k (of pp ranks) in the looped
+ * placement (vshape 0: r + k pp) or the V (r, then 2 pp - 1 - r); and the
+ * rank of global stage g. */
+int titan_pp_global_stage(int vshape, int pp, int r, int k);
+int titan_pp_stage_rank(int vshape, int pp, int g);
 /* Whether s splits backwards into I and W (the model needs split_backward). */
 int titan_pp_schedule_split(titan_pp_schedule s);
-/* The actions of a rank's list: 2 v M, or 3 v M for a split schedule. */
+/* The actions of a rank's list: 2 v M, or 3 v M for a split schedule (at
+ * most: DualPipeV's whole backwards count one). */
 int titan_pp_schedule_count(titan_pp_schedule s, int v, int micro);
 /* TITAN_ERR_USAGE, naming the keys, when s cannot run v stages a rank over
  * pp ranks with M micro-batches. */
@@ -97,8 +123,8 @@ int titan_pp_schedule_actions(titan_pp_schedule s, int pp, int r, int v, int mic
 int titan_pp_schedule_slots(titan_pp_schedule s, int pp, int r, int v, int micro, int k);
 int titan_pp_schedule_slots_total(titan_pp_schedule s, int pp, int r, int v, int micro);
 
-/* Checks every rank's list (acts[r], n[r] actions: looped placement, local
- * stage k of rank r is stage r + k pp) before a step runs: each (stage,
+/* Checks every rank's list (acts[r], n[r] actions: local stage k of rank
+ * r is titan_pp_global_stage(vshape, pp, r, k)) before a step runs: each (stage,
  * micro-batch) has one F and either one B or one I then one W, after its
  * F; and the lists run to the end when sends are queued and receives
  * block (a forward waits for the previous stage's forward of its
@@ -108,8 +134,8 @@ int titan_pp_schedule_slots_total(titan_pp_schedule s, int pp, int r, int v, int
  * order, or every rank waiting (deadlock: each waiting rank's action).
  * col: NULL, or a CSV's column of each action (messages then name "row R
  * (rank R-1), column C" as a spreadsheet numbers them). */
-titan_status titan_pp_schedule_verify(int pp, int v, int micro, titan_pp_action *const *acts, const int *n,
-                                      const int *const *col);
+titan_status titan_pp_schedule_verify(int pp, int v, int vshape, int micro, titan_pp_action *const *acts,
+                                      const int *n, const int *const *col);
 
 /* Every rank's list (passing titan_pp_schedule_verify) on a logical
  * clock: an action starts when its rank is free and its input is there
@@ -118,7 +144,7 @@ titan_status titan_pp_schedule_verify(int pp, int v, int micro, titan_pp_action 
  * (cost NULL: F 1, I 1, W 1, B 2, the Zero Bubble paper's unit times).
  * busy[r] gets the sum of rank r's times; returns the makespan, so rank
  * r's bubble is 1 - busy[r] / makespan. Transfers take no time. */
-double titan_pp_schedule_replay(int pp, int v, int micro, titan_pp_action *const *acts, const int *n,
+double titan_pp_schedule_replay(int pp, int v, int vshape, int micro, titan_pp_action *const *acts, const int *n,
                                 const double *const *cost, double *busy);
 /* The bubble of s for rank r with the unit times above (pp x v stages, M
  * micro-batches; built-in schedules and TITAN_PP_CSV). */

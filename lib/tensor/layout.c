@@ -22,6 +22,7 @@ static const struct {
     {"pp_v", offsetof(titan_layout, pp_v), 1},
     {"pp_first_less", offsetof(titan_layout, pp_first_less), 0},
     {"pp_last_less", offsetof(titan_layout, pp_last_less), 0},
+    {"pp_vshape", offsetof(titan_layout, pp_vshape), 0},
 };
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
 #define NDEGREES 5
@@ -29,7 +30,7 @@ static const struct {
 static int *degree(titan_layout *l, int k) { return (int *)((char *)l + keys[k].off); }
 static int degree_of(const titan_layout *l, int k) { return *(const int *)((const char *)l + keys[k].off); }
 
-titan_layout titan_layout_single(void) { return (titan_layout){1, 1, 1, 1, 1, 0, 0, 0}; }
+titan_layout titan_layout_single(void) { return (titan_layout){1, 1, 1, 1, 1, 0, 0, 0, 0}; }
 
 void titan_layout_split(const titan_layout *l, int *v, int *first_less, int *last_less) {
     int set = l->pp_v > 0;
@@ -48,7 +49,7 @@ int titan_layout_stages(const titan_layout *l) {
 static int default_split(const titan_layout *l) {
     int v, a, b;
     titan_layout_split(l, &v, &a, &b);
-    return v == 1 && a == 1 && b == 1;
+    return v == 1 && a == 1 && b == 1 && !l->pp_vshape;
 }
 
 int titan_layout_world(const titan_layout *l) {
@@ -99,6 +100,9 @@ titan_status titan_layout_parse(const char *s, titan_layout *out) {
         if (!*p) break;
         p++; /* the comma */
     }
+    if (l.pp_vshape > 1) return bad_item(s, "pp_vshape", 9, "the placement is 0 (looped) or 1 (V)");
+    if (l.pp_vshape && (!seen[5] || l.pp_v != 2))
+        return bad_item(s, "pp_vshape", 9, "the V placement holds two stages a rank (pp_v=2)");
     /* Any of the split's keys given: the others default to 1. */
     if ((seen[5] || seen[6] || seen[7]) && !seen[5]) l.pp_v = 1;
     if (seen[5] && !seen[6]) l.pp_first_less = 1;
@@ -125,7 +129,7 @@ void titan_layout_format(const titan_layout *l, char *out, size_t cap) {
     }
     size_t k = 0;
     out[0] = '\0';
-    int n = default_split(l) ? NDEGREES : NKEYS;
+    int n = default_split(l) ? NDEGREES : l->pp_vshape ? NKEYS : NKEYS - 1; /* pp_vshape only when set */
     titan_layout full = *l;
     titan_layout_split(l, &full.pp_v, &full.pp_first_less, &full.pp_last_less);
     l = &full;
@@ -164,6 +168,8 @@ titan_status titan_layout_check(const titan_layout *l, int n_layers) {
     if (n_layers < 0) return titan_error(TITAN_ERR_USAGE, "layout: %d layers", n_layers);
     int v, in, out, S = titan_layout_stages(l);
     titan_layout_split(l, &v, &in, &out);
+    if (l->pp_vshape && v != 2)
+        return titan_error(TITAN_ERR_USAGE, "layout: the V placement (pp_vshape=1) holds 2 stages a rank, not %d", v);
     if (S == 1) return TITAN_OK;
     int eff = n_layers + in + out, per = eff / S;
     if (S > eff) {
@@ -210,16 +216,26 @@ void titan_layout_stage_layers(const titan_layout *l, int n_layers, int stage, i
     *end = n_layers;
 }
 
+int titan_layout_stage_rank(const titan_layout *l, int s) {
+    if (l->pp_vshape) return s < l->pp ? s : 2 * l->pp - 1 - s;
+    return s % l->pp;
+}
+
+int titan_layout_rank_stage(const titan_layout *l, int r, int k) {
+    if (l->pp_vshape) return k == 0 ? r : 2 * l->pp - 1 - r;
+    return r + k * l->pp;
+}
+
 int titan_layout_stage(const titan_layout *l, int n_layers, int block) {
     int S = titan_layout_stages(l);
     if (S == 1 || block <= 0) return 0;
-    if (block > n_layers) return (S - 1) % l->pp;
+    if (block > n_layers) return titan_layout_stage_rank(l, S - 1);
     for (int s = 0; s < S; s++) {
         int a, b;
         titan_layout_stage_layers(l, n_layers, s, &a, &b);
-        if (block - 1 < b) return s % l->pp;
+        if (block - 1 < b) return titan_layout_stage_rank(l, s);
     }
-    return (S - 1) % l->pp;
+    return titan_layout_stage_rank(l, S - 1);
 }
 
 int titan_layout_box(const titan_layout *l, int n_layers, titan_layout_place place, int ndim,

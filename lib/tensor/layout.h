@@ -48,8 +48,11 @@ typedef struct {
      * weighs pp_first_less layers, norm + output pp_last_less
      * (pipeline_parallel_first/last_stage_less_layers). pp_v 0: the
      * default split, one stage a rank and weights 1 and 1 (what a layout
-     * made without these fields gets). */
-    int pp_v, pp_first_less, pp_last_less;
+     * made without these fields gets). pp_vshape 1: the V placement of
+     * torch's ZBVZeroBubble and DualPipeV (generate_stage_to_rank_mapping,
+     * style "v"; pp_v 2): rank r holds stages r and 2 pp - 1 - r, so the
+     * first and the last stage are both rank 0's. */
+    int pp_v, pp_first_less, pp_last_less, pp_vshape;
 } titan_layout;
 
 /* A rank's place in the mesh. */
@@ -63,12 +66,13 @@ titan_layout titan_layout_single(void);
 /* Parses "dp_shard=4,tp=2,pp=1": comma-separated key=value with keys
  * dp_replicate, dp_shard, cp, tp, pp (each at most once; missing keys are 1),
  * and pp_v, pp_first_less, pp_last_less (the stage split: missing, the
- * default; any of them given, the others default to 1), or "single". Spaces around items are allowed. TITAN_ERR_USAGE names the bad
+ * default; any of them given, the others default to 1), pp_vshape (0 or 1,
+ * the placement; 1 needs pp_v=2), or "single". Spaces around items are allowed. TITAN_ERR_USAGE names the bad
  * item; degrees must be >= 1 and the world at most TITAN_LAYOUT_MAX_WORLD. */
 titan_status titan_layout_parse(const char *s, titan_layout *out);
 /* "dp_replicate=1,dp_shard=4,cp=1,tp=2,pp=1" (all five, this order), then
  * ",pp_v=2,pp_first_less=1,pp_last_less=1" where the split is not the
- * default one, or "single" for the one-rank layout; parse reads it back. */
+ * default one (",pp_vshape=1" after it for the V placement), or "single" for the one-rank layout; parse reads it back. */
 void titan_layout_format(const titan_layout *l, char *out, size_t cap);
 int titan_layout_world(const titan_layout *l);
 
@@ -101,8 +105,14 @@ int titan_layout_stages(const titan_layout *l);
  * stages, no weight above the layers a stage gets; TITAN_ERR_USAGE
  * otherwise). */
 titan_status titan_layout_check(const titan_layout *l, int n_layers);
+/* The pp rank that holds pipeline stage s (of titan_layout_stages): s %
+ * pp, or in the V placement s for s < pp and 2 pp - 1 - s after. */
+int titan_layout_stage_rank(const titan_layout *l, int s);
+/* The global stage of pp rank r's local stage k (k < pp_v): r + k pp, or
+ * in the V placement r and then 2 pp - 1 - r. */
+int titan_layout_rank_stage(const titan_layout *l, int r, int k);
 /* Transformer layers [*first, *end) of pipeline stage `stage` (of
- * titan_layout_stages: stage s lives on pp rank s % pp). */
+ * titan_layout_stages; titan_layout_stage_rank says where it lives). */
 void titan_layout_stage_layers(const titan_layout *l, int n_layers, int stage, int *first, int *end);
 /* The pp rank that holds block `block` (titan_layout_place's numbering):
  * the embedding the first stage's, the head the last stage's, a layer its

@@ -13,6 +13,7 @@
 #include "model/llama.h"
 #include "parallel/fsdp.h"
 #include "parallel/mesh.h"
+#include "parallel/pipeline.h"
 #include "train/setup.h"
 
 /* A GPU's mapping granule for releasable memory (cuMemGetAllocationGranularity's
@@ -136,6 +137,10 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
         double per_slot = (double)mm->slots * (double)mm->stage_io_bytes;
         if (mirror) r->host_mirrors += 2.0 * per_slot + 2.0 * (double)mm->stage_io_bytes;
         else r->pipeline = per_slot > 0 ? per_slot : 1;
+        int v, a, b; /* the V's hand-over (backend memory either way) */
+        titan_layout_split(&p.lay, &v, &a, &b);
+        r->pipeline += (double)titan_pipeline_hand_over(p.sh.sched, p.lay.pp, r->c.pp, v, p.sh.micro) *
+                       (double)mm->stage_io_bytes;
     }
     if (mirror) r->host_mirrors += (double)mm->tp_reserve_bytes + (double)mm->cp_reserve_bytes;
     fsdp_step(mc, &p, dev, r);

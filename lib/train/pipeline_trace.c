@@ -28,13 +28,15 @@ titan_status titan_pipeline_trace_write(const titan_pipeline *p, const char *run
     if (!f) return titan_error(TITAN_ERR_NOMEM, "pipeline trace %s: out of memory", path);
     double start_unix = titan_wall_s() - (titan_now_s() - t0);
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"rank\": %d, \"start_unix_s\": %.6f, \"pipeline\": "
-               "{\"schedule\": \"%s\", \"pp\": %d, \"pp_rank\": %d, \"stages_per_rank\": %d, \"micro_batches\": %d, "
+               "{\"schedule\": \"%s\", \"placement\": \"%s\", \"pp\": %d, \"pp_rank\": %d, \"stages_per_rank\": %d, "
+               "\"micro_batches\": %d, "
                "\"steps\": %d, \"bubble_measured\": %.6f, \"bubble_theory\": %.6f}},\n \"traceEvents\": [\n",
-            world_rank, start_unix, titan_pp_schedule_name(s), pp, r, v, micro, steps, measured, theory);
+            world_rank, start_unix, titan_pp_schedule_name(s), titan_pp_schedule_vshape(s) ? "v" : "loop", pp, r, v,
+            micro, steps, measured, theory);
     fprintf(f, "  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 100, \"args\": {\"name\": "
                "\"pipeline (pp rank %d)\"}}", world_rank, r);
     for (int i = 0; i < n; i++) {
-        int g = r + acts[i].stage * pp;
+        int g = titan_pp_global_stage(titan_pp_schedule_vshape(s), pp, r, acts[i].stage);
         fprintf(f, ",\n  {\"name\": \"%c %d/%d\", \"cat\": \"pipeline\", \"ph\": \"X\", \"pid\": %d, \"tid\": 100, "
                    "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"op\": \"%c\", \"stage\": %d, \"micro_batch\": %d, "
                    "\"blocked_ms\": %.3f}}",

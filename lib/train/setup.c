@@ -105,6 +105,8 @@ titan_status titan_setup_shape_of(const titan_job_config *cfg, int n_layers, tit
     case TITAN_JOB_PP_INTERLEAVED_1F1B: sh->sched = TITAN_PP_INTERLEAVED_1F1B; break;
     case TITAN_JOB_PP_LOOPED_BFS: sh->sched = TITAN_PP_LOOPED_BFS; break;
     case TITAN_JOB_PP_INTERLEAVED_ZB: sh->sched = TITAN_PP_INTERLEAVED_ZB; break;
+    case TITAN_JOB_PP_ZBV: sh->sched = TITAN_PP_ZBV; break;
+    case TITAN_JOB_PP_DUALPIPEV: sh->sched = TITAN_PP_DUALPIPEV; break;
     /* a CSV's order (the trainer loads it); these set the stages a rank */
     case TITAN_JOB_PP_SINGLE: sh->sched = TITAN_PP_1F1B; break;
     case TITAN_JOB_PP_MULTI:
@@ -128,7 +130,7 @@ titan_llama_options titan_setup_model_options(const titan_job_config *cfg, const
                                  .sequence_parallel = cfg->parallelism_enable_sequence_parallel,
                                  .pp_size = lay->pp, .pp_stage = pp_rank,
                                  .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
-                                 .pp_last_less = lay->pp_last_less,
+                                 .pp_last_less = lay->pp_last_less, .pp_vshape = lay->pp_vshape,
                                  .slots = titan_pipeline_slots(sh->sched, lay->pp, pp_rank, v, sh->micro),
                                  .split_backward = lay->pp > 1 && titan_pp_schedule_split(sh->sched),
                                  .async_tensor_parallel = cfg->parallelism_enable_async_tensor_parallel,

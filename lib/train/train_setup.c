@@ -611,7 +611,7 @@ static void pipeline_line(trainer *t, const setup_shape *sh) {
     char list[128] = "";
     size_t k = 0;
     for (int i = 0; i < v && k + 16 < sizeof list; i++)
-        k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? ", " : "", t->mesh.pp_rank + i * pp);
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? ", " : "", titan_layout_rank_stage(&t->mesh.layout, t->mesh.pp_rank, i));
     const char *csv = t->cfg->parallelism_pipeline_parallel_schedule_csv;
     /* memory in flight: the slots' activations, and a split backward's stash */
     char stash[64] = "";

@@ -9,7 +9,7 @@
 # checkpointing) and cp 2 on cpu-guard (the CPU under a GPU's memory rules:
 # FSDP's full buffers counted as committed pages), tp 2, pp 2 (1F1B, and
 # GPipe with full checkpointing: the micro-batches in flight differ by
-# stage), pp 2 x FSDP 2 and DDP 2 with bf16 reductions; and on the CUDA
+# stage; ZBVZeroBubble: two stages a rank in a V, its stash and hand-over), pp 2 x FSDP 2 and DDP 2 with bf16 reductions; and on the CUDA
 # emulator's allocator (one process, fp32 and bf16 with op checkpointing;
 # skipped where the emulator is not built). The dry run prints, for any
 # world size, the figures each rank's run prints at start (the same code);
@@ -70,6 +70,7 @@ layout fsdp2-bf16-ac2 2 $GUARD $BF16 --activation_checkpoint.mode=selective
 layout tp2 2 --parallelism.tensor_parallel_degree=2
 layout pp2 2 $PP2
 layout pp2-gpipe-full 2 $PP2 --parallelism.pipeline_parallel_schedule=GPipe --activation_checkpoint.mode=full
+layout pp2-zbv 2 $PP2 --parallelism.pipeline_parallel_schedule=ZBVZeroBubble
 layout cp2 2 $GUARD --parallelism.context_parallel_degree=2 --parallelism.data_parallel_shard_degree=1
 layout pp2-fsdp2 4 $GUARD --parallelism.pipeline_parallel_degree=2 --parallelism.pipeline_parallel_microbatch_size=2
 layout ddp2-bf16-reduce 2 $GUARD --parallelism.data_parallel_replicate_degree=2 \

@@ -178,8 +178,8 @@ expect 2 "parallelism.pipeline_parallel_degree = 5: pipeline parallelism: 5 stag
 expect 2 "pipeline_parallel_microbatch_size = 3 does not divide training.local_batch_size = 2" \
     "a micro-batch size that does not divide the local batch is a usage error" -- \
     "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 --parallelism.pipeline_parallel_microbatch_size=3
-expect 2 "'ZBVZeroBubble' is not one of 1F1B, GPipe, Interleaved1F1B, LoopedBFS" "an unknown schedule is a usage error" -- \
-    "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 --parallelism.pipeline_parallel_schedule=ZBVZeroBubble
+expect 2 "'ZeroBubbleH2' is not one of 1F1B, GPipe, Interleaved1F1B, LoopedBFS" "an unknown schedule is a usage error" -- \
+    "$bin/titan-train" "$tmp/single" --nproc 2 $PP2 --parallelism.pipeline_parallel_schedule=ZeroBubbleH2
 expect 2 "pipeline_parallel_layers_per_stage = 1: 2 layers + 0 + 1 (pipeline_parallel_first/last_stage_less_layers) make 3 stages, not a multiple of pipeline_parallel_degree 2" \
     "stages that do not divide over the pp ranks are a usage error" -- "$bin/titan-train" "$tmp/single" --nproc 2 \
     $PP2 $IL --parallelism.pipeline_parallel_layers_per_stage=1 --parallelism.pipeline_parallel_first_stage_less_layers=0

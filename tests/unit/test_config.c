@@ -460,8 +460,12 @@ static void test_validate(void) {
     titan_config_override(&c, "--parallelism.pipeline_parallel_microbatch_size=2");
     CHECK(titan_config_validate(&c) == TITAN_OK, "micro-batch 2 of 4: %s", titan_error_message());
     CHECK(titan_config_override(&c, "--parallelism.pipeline_parallel_schedule=GPipe") == TITAN_OK, "GPipe");
-    CHECK(titan_config_override(&c, "--parallelism.pipeline_parallel_schedule=ZBVZeroBubble") == TITAN_ERR_USAGE,
-          "ZBVZeroBubble refused");
+    CHECK(titan_config_override(&c, "--parallelism.pipeline_parallel_schedule=ZBVZeroBubble") == TITAN_OK, "ZBV");
+    CHECK(c.parallelism_pp_schedule == TITAN_JOB_PP_ZBV, "ZBVZeroBubble's enum");
+    CHECK(titan_config_override(&c, "--parallelism.pipeline_parallel_schedule=DualPipeV") == TITAN_OK &&
+              c.parallelism_pp_schedule == TITAN_JOB_PP_DUALPIPEV, "DualPipeV");
+    CHECK(titan_config_override(&c, "--parallelism.pipeline_parallel_schedule=ZeroBubbleH2") == TITAN_ERR_USAGE,
+          "an unknown schedule refused");
     titan_config_defaults(&c);
     /* bf16 parameters on the CPU need FSDP: titan-train checks at start
      * (tests/cli/dist_train.sh), where the shard degree is known. */

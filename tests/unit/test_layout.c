@@ -132,6 +132,30 @@ static void test_plan(void) {
     CHECK(titan_layout_check(&l, 2) == TITAN_ERR_USAGE);
     titan_error_clear();
 
+    /* The V placement (ZBVZeroBubble, DualPipeV): rank r holds stages r and
+     * 2 pp - 1 - r; 6 layers + 2 over 8 stages, one each: the embedding
+     * (stage 0) and the head (stage 7) both rank 0's, layer 2 (stage 3)
+     * rank 3's, layer 3 (stage 4) rank 3's, layer 5 (stage 6) rank 1's. */
+    l = L("pp=4,pp_v=2,pp_vshape=1");
+    char fmt[TITAN_LAYOUT_STR_MAX];
+    titan_layout_format(&l, fmt, sizeof fmt);
+    CHECK(!strcmp(fmt, "dp_replicate=1,dp_shard=1,cp=1,tp=1,pp=4,pp_v=2,pp_first_less=1,pp_last_less=1,pp_vshape=1"),
+          "%s", fmt);
+    OK(titan_layout_check(&l, 6));
+    CHECK(titan_layout_stage(&l, 6, 0) == 0 && titan_layout_stage(&l, 6, 7) == 0, "embedding and head on rank 0");
+    CHECK(titan_layout_stage(&l, 6, 3) == 3 && titan_layout_stage(&l, 6, 4) == 3 && titan_layout_stage(&l, 6, 6) == 1);
+    for (int r = 0; r < 4; r++)
+        for (int k = 0; k < 2; k++)
+            CHECK(titan_layout_stage_rank(&l, titan_layout_rank_stage(&l, r, k)) == r, "rank %d stage %d", r, k);
+    CHECK(titan_layout_rank_stage(&l, 1, 1) == 6 && titan_layout_rank_stage(&l, 3, 1) == 4);
+    l = L("pp=4,pp_v=2");
+    CHECK(titan_layout_stage(&l, 6, 7) == 3 && titan_layout_rank_stage(&l, 1, 1) == 5, "looped placement");
+    titan_layout bad;
+    CHECK(titan_layout_parse("pp=2,pp_vshape=1", &bad) == TITAN_ERR_USAGE, "pp_vshape without pp_v=2");
+    CHECK(titan_layout_parse("pp=2,pp_v=3,pp_vshape=1", &bad) == TITAN_ERR_USAGE, "pp_vshape with pp_v=3");
+    CHECK(titan_layout_parse("pp=2,pp_v=2,pp_vshape=2", &bad) == TITAN_ERR_USAGE, "pp_vshape=2");
+    titan_error_clear();
+
     /* Rank order: tp fastest, then cp, dp_shard, dp_replicate, pp. */
     l = L("pp=2,dp_replicate=2,dp_shard=3,cp=2,tp=2");
     titan_layout_coord c;
@@ -403,7 +427,7 @@ static void test_many_ranks(const char *tmp) {
         titan_ckpt_close(ck);
     }
     load_sharded(root, &l, 1, ts, 2, "many ranks");
-    load_sharded(root, &(titan_layout){1, 1, 1, 1, 1, 0, 0, 0}, 1, ts, 2, "many ranks -> single");
+    load_sharded(root, &(titan_layout){1, 1, 1, 1, 1, 0, 0, 0, 0}, 1, ts, 2, "many ranks -> single");
     free(t.data);
     free(u.data);
 }

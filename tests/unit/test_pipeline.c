@@ -130,11 +130,13 @@ static void run_variant(titan_mesh *m, const ref *r, const variant *v) {
      * multi-stage schedules */
     l->pp_v = titan_pp_schedule_multi(v->sched) ? 2 : 1;
     l->pp_first_less = l->pp_last_less = 1;
+    l->pp_vshape = titan_pp_schedule_vshape(v->sched); /* the V's last stage is rank 0's */
     titan_layout_format(l, m->layout_str, sizeof m->layout_str);
-    int sharded = m->shard_comm != NULL, stage = m->pp_rank, last = stage == l->pp - 1;
+    int sharded = m->shard_comm != NULL, stage = m->pp_rank;
+    int last = stage == titan_layout_stage_rank(l, titan_layout_stages(l) - 1);
     const float *want = v->sched == TITAN_PP_LOOPED_BFS ? r->avg_rev : r->avg;
     titan_llama_options mo = {.flags = sharded ? TITAN_LLAMA_RELEASABLE : 0, .pp_size = l->pp, .pp_stage = stage,
-                              .pp_v = l->pp_v, .pp_first_less = 1, .pp_last_less = 1,
+                              .pp_v = l->pp_v, .pp_first_less = 1, .pp_last_less = 1, .pp_vshape = l->pp_vshape,
                               .slots = titan_pipeline_slots(v->sched, l->pp, stage, l->pp_v, M),
                               .split_backward = titan_pp_schedule_split(v->sched)};
     titan_llama *mdl = NULL;
@@ -203,17 +205,19 @@ static void run_variant(titan_mesh *m, const ref *r, const variant *v) {
 }
 
 /* The action lists against torch's, written out by hand from
- * schedules.py's formulas (global stage s = rank + k x pp, "sFm" a forward
- * of micro-batch m, "sBm" a backward). */
+ * schedules.py's formulas (global stage s = rank + k x pp, or the V's, "sFm"
+ * a forward of micro-batch m, "sBm" a backward). */
 static void check_order(titan_pp_schedule sc, int pp, int r, int v, int micro, const char *want) {
     titan_pp_action a[96];
     int n = titan_pp_schedule_actions(sc, pp, r, v, micro, a);
-    char got[512] = "";
+    char got[1024] = "";
     size_t k = 0;
     for (int i = 0; i < n && k < sizeof got; i++)
-        k += (size_t)snprintf(got + k, sizeof got - k, "%s%d%c%d", i ? " " : "", r + a[i].stage * pp,
+        k += (size_t)snprintf(got + k, sizeof got - k, "%s%d%c%d", i ? " " : "",
+                              titan_pp_global_stage(titan_pp_schedule_vshape(sc), pp, r, a[i].stage),
                               "FBIW"[a[i].op], a[i].mb);
-    CHECK(n == titan_pp_schedule_count(sc, v, micro) && !strcmp(got, want), "%s pp %d rank %d v %d M %d:\n  got  %s\n  want %s",
+    int full = n == titan_pp_schedule_count(sc, v, micro) || sc == TITAN_PP_DUALPIPEV; /* its Bs count one */
+    CHECK(full && !strcmp(got, want), "%s pp %d rank %d v %d M %d:\n  got  %s\n  want %s",
           titan_pp_schedule_name(sc), pp, r, v, micro, got, want);
 }
 
@@ -222,7 +226,8 @@ static void check_order(titan_pp_schedule sc, int pp, int r, int v, int micro, c
  * with the row and the cause. */
 static void check_verify(void) {
     static const titan_pp_schedule all[] = {TITAN_PP_1F1B, TITAN_PP_GPIPE, TITAN_PP_INTERLEAVED_1F1B,
-                                            TITAN_PP_LOOPED_BFS, TITAN_PP_INTERLEAVED_ZB};
+                                            TITAN_PP_LOOPED_BFS, TITAN_PP_INTERLEAVED_ZB, TITAN_PP_ZBV,
+                                            TITAN_PP_DUALPIPEV};
     enum { PPMAX = 6, CAP = 3 * 3 * 12 };
     static titan_pp_action buf[PPMAX][CAP];
     titan_pp_action *acts[PPMAX];
@@ -234,7 +239,8 @@ static void check_verify(void) {
                 for (int micro = 1; micro <= 12; micro++) {
                     if (titan_pp_schedule_check(all[s], pp, v, micro) != TITAN_OK) continue;
                     for (int r = 0; r < pp; r++) cnt[r] = titan_pp_schedule_actions(all[s], pp, r, v, micro, acts[r]);
-                    titan_status st = titan_pp_schedule_verify(pp, v, micro, acts, cnt, NULL);
+                    titan_status st = titan_pp_schedule_verify(pp, v, titan_pp_schedule_vshape(all[s]), micro, acts,
+                                                               cnt, NULL);
                     CHECK(st == TITAN_OK, "%s pp %d v %d M %d", titan_pp_schedule_name(all[s]), pp, v, micro);
                     checked++;
                 }
@@ -247,23 +253,23 @@ static void check_verify(void) {
     titan_pp_action r1[] = {{0, 1, TITAN_PP_F}, {0, 1, TITAN_PP_B}, {0, 0, TITAN_PP_F}, {0, 0, TITAN_PP_B}};
     titan_pp_action *two[] = {r0, r1};
     int n2[] = {4, 4};
-    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("deadlock") &&
+    CHECK(titan_pp_schedule_verify(2, 1, 0, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("deadlock") &&
               has("rank 0, action 1 (0B0) waits for stage 1's backward") && has("rank 1, action 0 (1F1)"),
           "deadlock named");
     n2[1] = 3; /* rank 1 leaves micro-batch 1's backward out */
     r1[0] = (titan_pp_action){0, 0, TITAN_PP_F};
     r1[1] = (titan_pp_action){0, 0, TITAN_PP_B};
     r1[2] = (titan_pp_action){0, 1, TITAN_PP_F};
-    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("micro-batch 1 of stage 1 left undone"),
+    CHECK(titan_pp_schedule_verify(2, 1, 0, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("micro-batch 1 of stage 1 left undone"),
           "missing backward named");
     n2[1] = 4;
     r1[3] = (titan_pp_action){0, 1, TITAN_PP_F}; /* micro-batch 1's forward again */
-    CHECK(titan_pp_schedule_verify(2, 1, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("rank 1, action 3") &&
+    CHECK(titan_pp_schedule_verify(2, 1, 0, 2, two, n2, NULL) == TITAN_ERR_USAGE && has("rank 1, action 3") &&
               has("a second time"), "twice named");
     titan_pp_action w0[] = {{0, 0, TITAN_PP_F}, {0, 0, TITAN_PP_W}};
     titan_pp_action *one[] = {w0, w0};
     int n1[] = {2, 2};
-    CHECK(titan_pp_schedule_verify(2, 1, 1, one, n1, NULL) == TITAN_ERR_USAGE && has("rank 0, action 1 (0W0): W before its I"),
+    CHECK(titan_pp_schedule_verify(2, 1, 0, 1, one, n1, NULL) == TITAN_ERR_USAGE && has("rank 0, action 1 (0W0): W before its I"),
           "W before I named");
     titan_error_clear();
 }
@@ -281,6 +287,9 @@ static void check_bubbles(void) {
         double zb = titan_pp_schedule_bubble(TITAN_PP_INTERLEAVED_ZB, 4, r, 2, 8);
         CHECK(il < one && zb <= one / 2, "pp 4 M 8 rank %d: 1F1B %.4f, Interleaved1F1B %.4f, ZB1P %.4f", r, one, il,
               zb);
+        double zbv = titan_pp_schedule_bubble(TITAN_PP_ZBV, 4, r, 2, 8);
+        double dpv = titan_pp_schedule_bubble(TITAN_PP_DUALPIPEV, 4, r, 2, 8);
+        CHECK(zbv <= one / 2 && dpv < one, "pp 4 M 8 rank %d: 1F1B %.4f, ZBV %.4f, DualPipeV %.4f", r, one, zbv, dpv);
     }
 }
 
@@ -306,6 +315,30 @@ static void check_schedules(void) {
     check_order(TITAN_PP_INTERLEAVED_ZB, 4, 1, 2, 8,
                 "1F0 1F1 1F2 1F3 5F0 5F1 5F2 5I0 5F3 5I1 5W0 1F4 5I2 5W1 1F5 5I3 5W2 1F6 1I0 5W3 1F7 1I1 1W0 5F4 "
                 "1I2 1W1 5F5 1I3 1W2 5F6 5I4 1W3 5F7 5I5 5W4 5I6 5W5 5I7 5W6 1I4 5W7 1I5 1W4 1I6 1W5 1I7 1W6 1W7");
+    /* ZB-V and DualPipeV (V placement: rank r holds stages r and 2 pp - 1 -
+     * r): what PyTorch 2.11's ScheduleZBVZeroBubble and ScheduleDualPipeV
+     * ._calculate_single_rank_operations give (None steps left out,
+     * DualPipeV's OVERLAP_F_B as its forward then its backward) */
+    check_order(TITAN_PP_ZBV, 2, 0, 2, 4,
+                "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 3I3 3W3 0I2 0W2 0I3 0W3");
+    check_order(TITAN_PP_ZBV, 2, 1, 2, 4,
+                "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 1I2 2I3 1I3 1W2 2W3 1W3");
+    check_order(TITAN_PP_ZBV, 4, 1, 2, 8,
+                "1F0 1F1 1F2 1F3 1F4 6F0 1F5 6F1 6I0 6W0 6F2 6I1 6W1 6F3 6I2 6W2 1F6 1I0 1W0 6F4 6I3 6W3 1F7 1I1 1W1 "
+                "6F5 6I4 6W4 1I2 1W2 6F6 6I5 6W5 1I3 1W3 6F7 6I6 6W6 1I4 6I7 1I5 1W4 1I6 1W5 1I7 1W6 6W7 1W7");
+    check_order(TITAN_PP_ZBV, 4, 3, 2, 3, "3F0 4F0 3F1 4F1 3F2 4F2 4I0 4W0 3I0 3W0 4I1 4W1 3I1 3W1 4I2 4W2 3I2 3W2");
+    check_order(TITAN_PP_DUALPIPEV, 2, 0, 2, 4,
+                "0F0 0F1 0F2 3F0 3I0 3W0 3F1 0F3 3B1 3F2 0B0 3B2 3F3 0B1 3B3 0I2 0W2 0I3 0W3");
+    check_order(TITAN_PP_DUALPIPEV, 2, 1, 2, 4, "1F0 2F0 1F1 2F1 1F2 2B0 2F2 1B0 1F3 2B1 2F3 1B1 2B2 1B2 2I3 1I3 2W3 1W3");
+    check_order(TITAN_PP_DUALPIPEV, 4, 2, 2, 8,
+                "2F0 2F1 2F2 5F0 2F3 5F1 2F4 5F2 5I0 5W0 5F3 2F5 5B1 5F4 2B0 2F6 5B2 5F5 2B1 2F7 5B3 5F6 2B2 5B4 5F7 "
+                "2B3 5B5 2B4 5B6 2I5 5I7 2I6 2W5 2I7 5W7 2W6 2W7");
+    check_order(TITAN_PP_DUALPIPEV, 4, 1, 2, 9,
+                "1F0 1F1 1F2 1F3 1F4 6F0 1F5 6F1 6I0 6W0 6F2 6I1 6W1 6F3 1F6 6B2 6F4 1B0 1F7 6B3 6F5 1B1 1F8 6B4 6F6 "
+                "1B2 6B5 6F7 1B3 6B6 6F8 1B4 6B7 1B5 6I8 1I6 6W8 1I7 1W6 1I8 1W7 1W8");
+    CHECK(titan_pp_schedule_check(TITAN_PP_DUALPIPEV, 4, 2, 7) == TITAN_ERR_USAGE, "DualPipeV: M < 2 pp refused");
+    CHECK(titan_pp_schedule_check(TITAN_PP_ZBV, 2, 3, 4) == TITAN_ERR_USAGE, "ZBV: 3 stages a rank refused");
+    titan_error_clear();
     /* ZB1P's stage 0 slots: a micro-batch holds its slot until its W */
     CHECK(titan_pp_schedule_slots(TITAN_PP_INTERLEAVED_ZB, 2, 0, 2, 4, 0) == 4);
     check_verify();
@@ -325,9 +358,14 @@ static int run(const titan_layout *l) {
     ref_make(&r, l);
     static const variant vs[] = {{TITAN_PP_1F1B, 0},       {TITAN_PP_GPIPE, 0},          {TITAN_PP_INTERLEAVED_1F1B, 0},
                                  {TITAN_PP_LOOPED_BFS, 0}, {TITAN_PP_INTERLEAVED_ZB, 0},
-                                 {TITAN_PP_INTERLEAVED_1F1B, 1}, {TITAN_PP_1F1B, 1}, {TITAN_PP_INTERLEAVED_ZB, 1}};
-    int nv = m.shard_comm ? 8 : 5;
-    for (int i = 0; i < nv; i++) run_variant(&m, &r, &vs[i]);
+                                 {TITAN_PP_ZBV, 0},        {TITAN_PP_DUALPIPEV, 0},
+                                 {TITAN_PP_INTERLEAVED_1F1B, 1}, {TITAN_PP_1F1B, 1}, {TITAN_PP_INTERLEAVED_ZB, 1},
+                                 {TITAN_PP_ZBV, 1}};
+    int nv = m.shard_comm ? 11 : 7;
+    for (int i = 0; i < nv; i++)
+        if (titan_pp_schedule_check(vs[i].sched, l->pp, 2, M) == TITAN_OK || !titan_pp_schedule_multi(vs[i].sched))
+            run_variant(&m, &r, &vs[i]);
+    titan_error_clear();
     ref_free(&r);
     titan_mesh_free(&m);
     return 0;
