@@ -6,7 +6,8 @@
  * Tq < Tk). Backward gathers them again (nothing of the whole sequence is
  * kept between forward and backward), computes the whole sequence's dK and
  * dV partial over the rank's queries, and reduce-scatters them (sum) back to
- * the ranks that hold those positions.
+ * the ranks that hold those positions. The ring (titan_attention_cp_use_ring)
+ * passes the blocks instead, read in place while attention runs.
  *
  * Layouts (backend memory, the compute type): q, out [B, 2, L, NH, HD],
  * k, v [B, 2, L, NKV, HD], one sequence's two chunks after each other
@@ -47,6 +48,12 @@ size_t titan_attention_cp_plan_bytes(titan_dtype dt, int B, int T, int NKV, int 
 
 titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float *lse, const void *q,
                                         const void *k, const void *v);
+/* With the ring, at the start of the layer's backward (after any
+ * recompute; k and v as the backward will pass them): this rank's keys and
+ * values go out to the peers now, so that the attention's backward finds
+ * theirs there instead of waiting for them. Optional (the backward
+ * publishes them itself when not called); nothing with the all-gather. */
+titan_status titan_attention_cp_backward_prepare(titan_attention_cp *a, const void *k, const void *v);
 /* dq, dk, dv are written (not added). */
 titan_status titan_attention_cp_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
                                          const void *out, const float *lse, const void *q, const void *k,

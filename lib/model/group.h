@@ -71,6 +71,18 @@ typedef struct titan_group {
      * of block `rank`, added in rank order (reduce_scatter's bits). */
     titan_status (*reduce_scatter_each)(void *ctx, void *own, size_t n, titan_dtype dt, titan_group_block_fn fn,
                                         void *arg);
+    /* An all-gather in two parts, for blocks needed later than they are
+     * ready (the cp ring's keys and values in backward, published at the
+     * start of the layer's backward and read at its attention): publish
+     * puts this rank's n values (up to overlap_reserve's bytes) where the
+     * peers read them; published gives rank r's block of the last publish
+     * (this rank's too), read where it lies, waiting until r has published
+     * it. The blocks stay readable until the call after the next: through
+     * a reduce_scatter_each that follows, provided its fn reads block r
+     * only while it makes block r's partial (rank r cannot rewrite its
+     * window before it has this rank's partial of its block). */
+    titan_status (*publish)(void *ctx, const void *mine, size_t n, titan_dtype dt);
+    titan_status (*published)(void *ctx, int r, const void **block);
 } titan_group;
 
 #endif

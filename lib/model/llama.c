@@ -822,6 +822,8 @@ static void backward_run(titan_llama *m, float loss_scale, int split) {
         /* Recompute what the layer did not keep from its saved input; its
          * output slot is no longer needed, so it serves as scratch. */
         if (keep_of_layer(m, l) != KEEP_ALL) layer_forward(m, l, resid(m, l), resid(m, l + 1), 1);
+        /* the cp ring's keys and values out to the peers now, read at the attention's backward */
+        if (m->cpa) keep_error(m, titan_attention_cp_backward_prepare(m->cpa, acts_of(m, l).k, acts_of(m, l).v));
         layer_backward(m, l, resid(m, l), gw, gn, split);
         if (!split) (void)HOOK(m, after_backward, l + 1);
     }

@@ -19,6 +19,7 @@ typedef struct {
     titan_comm_window *win;
     size_t block_bytes;
     unsigned long long calls;
+    unsigned long long published; /* the call of the last publish, while readable; 0 none */
 } group;
 
 /* Fills in g's collective matmuls (model/group.h). */

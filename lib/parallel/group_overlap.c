@@ -18,8 +18,10 @@
  * written straight into the window by the product that makes them and
  * summed where they lie. Waits are the exposed time (take_exposed_s); the
  * copies and the sum are communication too (take_comm_s), done by the
- * rank's own thread between its products. With the window made, the
- * group's small all-reduces (the sequence-parallel norms' weight
+ * rank's own thread between its products. A publish (the cp ring's
+ * backward keys and values) is an all-gather's first half, its blocks
+ * read in place later by the reduce_scatter_each that follows it. With
+ * the window made, the group's small all-reduces (the sequence-parallel norms' weight
  * gradients) take it too: one wait per peer instead of the shm
  * collective's phases, the same rank-order sum. */
 #include <string.h>
@@ -51,6 +53,7 @@ static titan_status begin(group *g, size_t bytes, const char *what, int *half) {
                            bytes, g->win ? g->block_bytes : 0);
     unsigned long long k = ++g->calls;
     *half = (int)(k % 2);
+    if (g->published && k > g->published + 1) g->published = 0; /* its half is ours to rewrite now */
     for (int r = 0; k > 2 && r < g->ops.size; r++)
         if (r != g->ops.rank) TITAN_TRY(wait_peer(g, r, flag(g, k - 2, done_step(g)), what));
     return TITAN_OK;
@@ -127,6 +130,34 @@ static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dt
     return TITAN_OK;
 }
 
+/* The all-gather's first part: this rank's block in its window, posted
+ * (step 1); no "done" step of its own: the reduce_scatter_each that reads
+ * the blocks posts its steps only after the reads they depend on (model/
+ * group.h), and a later flag implies the earlier ones. */
+static titan_status publish(void *ctx, const void *mine, size_t n, titan_dtype dt) {
+    group *g = ctx;
+    int half;
+    size_t bytes = n * titan_dtype_size(dt);
+    TITAN_TRY(begin(g, bytes, "published all-gather", &half));
+    double t0 = titan_now_s();
+    memcpy(titan_comm_window_buf(g->win, g->ops.rank, half), mine, bytes);
+    titan_comm_window_post(g->win, flag(g, g->calls, 1));
+    g->comm_s += titan_now_s() - t0;
+    g->published = g->calls;
+    return TITAN_OK;
+}
+
+static titan_status published(void *ctx, int r, const void **block) {
+    group *g = ctx;
+    *block = NULL;
+    if (!g->published || r < 0 || r >= g->ops.size)
+        return titan_error(TITAN_ERR_FAIL, "parallel: rank %d's published block read %s", r,
+                           g->published ? "out of the group" : "with none published, or after its window was reused");
+    if (r != g->ops.rank) TITAN_TRY(wait_peer(g, r, flag(g, g->published, 1), "published all-gather"));
+    *block = titan_comm_window_buf(g->win, r, (int)(g->published % 2));
+    return TITAN_OK;
+}
+
 titan_status group_overlap_all_reduce(group *g, void *x, size_t n, titan_dtype dt) {
     int me = g->ops.rank, size = g->ops.size, half;
     size_t bytes = n * titan_dtype_size(dt);
@@ -153,4 +184,6 @@ void group_overlap_enable(group *g) {
     g->ops.overlap_reserve = overlap_reserve;
     g->ops.all_gather_each = all_gather_each;
     g->ops.reduce_scatter_each = reduce_scatter_each;
+    g->ops.publish = publish;
+    g->ops.published = published;
 }
