@@ -364,8 +364,8 @@ print("  A blocking collective counts whole as exposed. TP 2 async (collective m
 print("  = the time blocked waiting on a peer's flag in the shared window; total adds the copies")
 print("  and in-place sums the rank's own thread does between its products (not overlapped,")
 print("  but no wait), plus the blocking collectives left (loss sums, norm-weight gradients).")
-print("  CP ring: the same, for the keys' and values' blocks (the backward's published at the
-  start of each layer's backward, read at its attention); every CP row adds FSDP's share.")
+print("  CP ring: the same, for the keys' and values' blocks (the backward's published at the")
+print("  start of each layer's backward, read at its attention); every CP row adds FSDP's share.")
 print("  torch: DDP comm hook: buckets in flight = total; after the last bucket is issued")
 print("  (no backward compute left) = exposed; ZeRO-1's parameter broadcasts count whole.")
 print("analytic = params + grads + AdamW m, v as each layout holds them + activations")

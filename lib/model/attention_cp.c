@@ -30,6 +30,7 @@ struct titan_attention_cp {
      * L] so far in fp32, one block's out (compute type and fp32) and lse;
      * published: the backward's keys and values are out to the peers */
     int ring, published;
+    void *pending_dk, *pending_dv; /* a ring backward started, its dk and dv not yet summed */
     float *acc, *lacc, *part_f, *part_lse;
     void *part;
 };
@@ -178,7 +179,7 @@ static size_t local_count(const titan_attention_cp *a) { return (size_t)a->B * 2
 titan_status titan_attention_cp_use_ring(titan_attention_cp *a) {
     const titan_group *g = a->grp;
     if (!a->be->host || !a->be->attention_forward_at || !a->be->attention_backward_at || !g->all_gather_each ||
-        !g->publish)
+        !g->publish || !g->reduce_scatter_start)
         return titan_error(TITAN_ERR_USAGE, "model: context parallelism: parallelism.context_parallel_rotate_method = "
                            "\"alltoall\" (the ring) needs host buffers, the shm communicator's shared windows and a "
                            "backend with block attention (cpu); this run has %s%s", a->be->name,
@@ -305,17 +306,28 @@ titan_status titan_attention_cp_backward_prepare(titan_attention_cp *a, const vo
     return TITAN_OK;
 }
 
-static titan_status ring_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
-                                  const void *out, const float *lse, const void *q, const void *k, const void *v) {
-    size_t n = local_count(a);
+/* dq, and the partials of dk and dv out to their ranks; ring_backward_finish sums them. */
+static titan_status ring_backward_start(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
+                                        const void *out, const float *lse, const void *q, const void *k,
+                                        const void *v) {
     const titan_group *g = a->grp;
     TITAN_TRY(titan_attention_cp_backward_prepare(a, k, v)); /* now, if the model did not earlier */
     a->published = 0;
     a->be->zero(dq, (size_t)a->B * 2 * a->L * a->NH * a->HD * a->esz);
     ring_call c = {.a = a, .q = q, .dout = dout, .out = out, .lse = lse, .dq = dq, .st = TITAN_OK};
-    TITAN_TRY(ring_failed(g->reduce_scatter_each(g->ctx, a->dk, 2 * n, a->dt, ring_backward_block, &c),
+    TITAN_TRY(ring_failed(g->reduce_scatter_start(g->ctx, 2 * local_count(a), a->dt, ring_backward_block, &c),
                           "backward reduce-scatter"));
-    TITAN_TRY(ring_failed(c.st, "backward: a rank's published keys and values"));
+    a->pending_dk = dk, a->pending_dv = dv;
+    return ring_failed(c.st, "backward: a rank's published keys and values");
+}
+
+static titan_status ring_backward_finish(titan_attention_cp *a) {
+    size_t n = local_count(a);
+    const titan_group *g = a->grp;
+    void *dk = a->pending_dk, *dv = a->pending_dv;
+    if (!dk) return TITAN_OK; /* the start failed: its error is out already */
+    a->pending_dk = a->pending_dv = NULL;
+    TITAN_TRY(ring_failed(g->reduce_scatter_finish(g->ctx, a->dk), "backward reduce-scatter"));
     a->be->convert(dk, a->dt, a->dk, a->dt, n);
     a->be->convert(dv, a->dt, (char *)a->dk + n * a->esz, a->dt, n);
     return TITAN_OK;
@@ -341,7 +353,18 @@ titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float 
 titan_status titan_attention_cp_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
                                          const void *out, const float *lse, const void *q, const void *k,
                                          const void *v) {
-    if (a->ring) return ring_backward(a, dq, dk, dv, dout, out, lse, q, k, v);
+    TITAN_TRY(titan_attention_cp_backward_start(a, dq, dk, dv, dout, out, lse, q, k, v));
+    return titan_attention_cp_backward_finish(a);
+}
+
+titan_status titan_attention_cp_backward_finish(titan_attention_cp *a) {
+    return a->ring ? ring_backward_finish(a) : TITAN_OK;
+}
+
+titan_status titan_attention_cp_backward_start(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
+                                               const void *out, const float *lse, const void *q, const void *k,
+                                               const void *v) {
+    if (a->ring) return ring_backward_start(a, dq, dk, dv, dout, out, lse, q, k, v);
     TITAN_TRY(gather(a, k, a->k));
     TITAN_TRY(gather(a, v, a->v));
     int QD = a->NH * a->HD, KVD = a->NKV * a->HD;

@@ -58,6 +58,14 @@ titan_status titan_attention_cp_backward_prepare(titan_attention_cp *a, const vo
 titan_status titan_attention_cp_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
                                          const void *out, const float *lse, const void *q, const void *k,
                                          const void *v);
+/* The same in two parts: dq is written when _start returns, dk and dv
+ * when _finish does (the ring sums the peers' partials of this rank's
+ * keys and values there: compute put between the two hides their wait).
+ * Nothing else of the cp group runs between the two. */
+titan_status titan_attention_cp_backward_start(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
+                                               const void *out, const float *lse, const void *q, const void *k,
+                                               const void *v);
+titan_status titan_attention_cp_backward_finish(titan_attention_cp *a);
 /* Seconds in the group's collectives since the last call (then reset). */
 double titan_attention_cp_take_comm_s(titan_attention_cp *a);
 /* Of those, the seconds blocked waiting on peers (then 0). */

@@ -82,6 +82,14 @@ typedef struct titan_group {
      * only while it makes block r's partial (rank r cannot rewrite its
      * window before it has this rank's partial of its block). */
     titan_status (*publish)(void *ctx, const void *mine, size_t n, titan_dtype dt);
+    /* reduce_scatter_each in two parts, so that the caller computes while
+     * the peers finish their partials of this rank's block (the cp ring's
+     * query-gradient product before its key and value gradients are
+     * summed): _start makes and posts the partials as reduce_scatter_each
+     * does; _finish, the group's next call, waits for the peers' and sums
+     * them into own (reduce_scatter_each's bits). */
+    titan_status (*reduce_scatter_start)(void *ctx, size_t n, titan_dtype dt, titan_group_block_fn fn, void *arg);
+    titan_status (*reduce_scatter_finish)(void *ctx, void *own);
     titan_status (*published)(void *ctx, int r, const void **block);
 } titan_group;
 

@@ -51,6 +51,9 @@ static titan_status begin(group *g, size_t bytes, const char *what, int *half) {
     if (!g->win || bytes > g->block_bytes)
         return titan_error(TITAN_ERR_FAIL, "parallel: %s of a %zu-byte block over a window of %zu-byte blocks", what,
                            bytes, g->win ? g->block_bytes : 0);
+    if (g->rs_call) /* reduce_scatter_finish must come first */
+        return titan_error(TITAN_ERR_FAIL, "parallel: %s before the collective reduce-scatter started at call %llu "
+                           "finished", what, g->rs_call);
     unsigned long long k = ++g->calls;
     *half = (int)(k % 2);
     if (g->published && k > g->published + 1) g->published = 0; /* its half is ours to rewrite now */
@@ -104,8 +107,7 @@ static titan_status all_gather_each(void *ctx, const void *mine, void *full, siz
     return TITAN_OK;
 }
 
-static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dtype dt, titan_group_block_fn fn,
-                                        void *arg) {
+static titan_status reduce_scatter_start(void *ctx, size_t n, titan_dtype dt, titan_group_block_fn fn, void *arg) {
     group *g = ctx;
     int me = g->ops.rank, size = g->ops.size, half;
     size_t bytes = n * titan_dtype_size(dt);
@@ -117,6 +119,19 @@ static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dt
         fn(arg, d, mine + (size_t)d * bytes);
         titan_comm_window_post(g->win, flag(g, k, s));
     }
+    g->rs_call = k, g->rs_half = half, g->rs_n = n, g->rs_dt = dt;
+    return TITAN_OK;
+}
+
+/* Waits for the peers' partials of this rank's block, sums them where they lie. */
+static titan_status reduce_scatter_finish(void *ctx, void *own) {
+    group *g = ctx;
+    int me = g->ops.rank, size = g->ops.size, half = g->rs_half;
+    unsigned long long k = g->rs_call;
+    titan_dtype dt = g->rs_dt;
+    size_t n = g->rs_n, bytes = n * titan_dtype_size(dt);
+    if (!k) return titan_error(TITAN_ERR_FAIL, "parallel: a collective reduce-scatter finished without its start");
+    g->rs_call = 0;
     const void *src[MAX_RANKS];
     for (int r = 0; r < size; r++) {
         int s = ((me - r) % size + size) % size; /* the step at which rank r wrote block me */
@@ -128,6 +143,12 @@ static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dt
     g->comm_s += titan_now_s() - t0;
     titan_comm_window_post(g->win, flag(g, k, done_step(g)));
     return TITAN_OK;
+}
+
+static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dtype dt, titan_group_block_fn fn,
+                                        void *arg) {
+    TITAN_TRY(reduce_scatter_start(ctx, n, dt, fn, arg));
+    return reduce_scatter_finish(ctx, own);
 }
 
 /* The all-gather's first part: this rank's block in its window, posted
@@ -185,5 +206,7 @@ void group_overlap_enable(group *g) {
     g->ops.all_gather_each = all_gather_each;
     g->ops.reduce_scatter_each = reduce_scatter_each;
     g->ops.publish = publish;
+    g->ops.reduce_scatter_start = reduce_scatter_start;
+    g->ops.reduce_scatter_finish = reduce_scatter_finish;
     g->ops.published = published;
 }

@@ -15,8 +15,10 @@
  * the group's all_reduce, through the window once it exists, gives the
  * shm all_reduce's bits; publish, then a reduce_scatter_each whose
  * partials are made from the published blocks read in place (the cp
- * ring's backward), gives every rank's block as published, even with a
- * rank late while it reads them, and reduce_scatter's bits; the waits
+ * ring's backward, in two parts: reduce_scatter_start, then _finish),
+ * gives every rank's block as published, even with a rank late while it
+ * reads them, and reduce_scatter's bits (a call between start and finish
+ * refused); the waits
  * count as exposed time, within the total. Also: a group over
  * a host backend offers them, cpu-guard's (device buffers) does not. */
 #include <unistd.h>
@@ -123,8 +125,12 @@ static int run(const titan_layout *l) {
         from_published p = {.g = g, .me = me, .v = {.n = cnt, .dt = dt, .call = call + 1000}};
         fill(mine, dt, cnt, me, call + 1000, -1);
         CHECK(g->publish(g->ctx, mine, cnt, dt) == TITAN_OK, "publish: %s", titan_error_message());
-        CHECK(g->reduce_scatter_each(g->ctx, own, cnt, dt, partial_of_published, &p) == TITAN_OK,
-              "reduce_scatter_each of published blocks: %s", titan_error_message());
+        CHECK(g->reduce_scatter_start(g->ctx, cnt, dt, partial_of_published, &p) == TITAN_OK,
+              "reduce_scatter_start of published blocks: %s", titan_error_message());
+        if (call == 0) /* the finish must come next: another call meanwhile is refused, nothing posted */
+            CHECK(g->all_reduce(g->ctx, own, cnt, dt) == TITAN_ERR_FAIL, "a call between start and finish is refused");
+        if ((call + me) % 3 == 0) usleep(1000); /* the caller's compute between the two */
+        CHECK(g->reduce_scatter_finish(g->ctx, own) == TITAN_OK, "reduce_scatter_finish: %s", titan_error_message());
         CHECK(p.v.bad == 0 && p.v.seen == n, "call %d: every published block read as published (%d bad)", call,
               p.v.bad);
         for (int d = 0; d < n; d++) fill(ref + (size_t)d * bytes, dt, cnt, d, call + 1000, -1);
