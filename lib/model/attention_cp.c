@@ -168,11 +168,12 @@ static size_t at(const titan_attention_cp *a, size_t r, int width) { return r * 
  * the collective reduce-scatter, peers' blocks first, its own last, each
  * from that rank's keys and values read where they lie. Those were
  * published (the group's publish) at the start of the layer's backward
- * (titan_attention_cp_backward_prepare), so the peers' are there by the
- * time the attention needs them: a gather at the attention itself would
- * wait on whichever rank is late, with nothing to compute meanwhile
- * (measured: most of the ring's exposed time). Nothing of the whole
- * sequence is copied or kept. */
+ * (titan_attention_cp_prepare), so the peers' are there by the time the
+ * attention needs them: a gather at the attention itself would wait on
+ * whichever rank is late, with nothing to compute meanwhile (measured:
+ * most of the ring's exposed time). Likewise the forward's, published
+ * before the queries' projection. Nothing of the whole sequence is
+ * copied or kept. */
 
 static size_t local_count(const titan_attention_cp *a) { return (size_t)a->B * 2 * a->L * a->NKV * a->HD; }
 
@@ -291,17 +292,19 @@ static titan_status ring_forward(titan_attention_cp *a, void *out, float *lse, c
     for (size_t i = 0; i < rows * (size_t)a->NH; i++) a->lacc[i] = -INFINITY;
     ring_call c = {.a = a, .q = q};
     const titan_group *g = a->grp;
-    TITAN_TRY(ring_failed(g->all_gather_each(g->ctx, pack_kv(a, k, v), NULL, 2 * local_count(a), a->dt,
-                                             ring_forward_block, &c), "forward"));
+    const void *mine = a->published ? NULL : pack_kv(a, k, v); /* NULL: titan_attention_cp_prepare's */
+    a->published = 0;
+    TITAN_TRY(ring_failed(g->all_gather_each(g->ctx, mine, NULL, 2 * local_count(a), a->dt, ring_forward_block, &c),
+                          "forward"));
     a->be->convert(out, a->dt, a->acc, TITAN_DTYPE_F32, rows * QD);
     memcpy(lse, a->lacc, rows * (size_t)a->NH * sizeof(float));
     return TITAN_OK;
 }
 
-titan_status titan_attention_cp_backward_prepare(titan_attention_cp *a, const void *k, const void *v) {
+titan_status titan_attention_cp_prepare(titan_attention_cp *a, const void *k, const void *v) {
     if (!a->ring || a->published) return TITAN_OK;
     const titan_group *g = a->grp;
-    TITAN_TRY(ring_failed(g->publish(g->ctx, pack_kv(a, k, v), 2 * local_count(a), a->dt), "backward publish"));
+    TITAN_TRY(ring_failed(g->publish(g->ctx, pack_kv(a, k, v), 2 * local_count(a), a->dt), "publish"));
     a->published = 1;
     return TITAN_OK;
 }
@@ -311,7 +314,7 @@ static titan_status ring_backward_start(titan_attention_cp *a, void *dq, void *d
                                         const void *out, const float *lse, const void *q, const void *k,
                                         const void *v) {
     const titan_group *g = a->grp;
-    TITAN_TRY(titan_attention_cp_backward_prepare(a, k, v)); /* now, if the model did not earlier */
+    TITAN_TRY(titan_attention_cp_prepare(a, k, v)); /* now, if the model did not earlier */
     a->published = 0;
     a->be->zero(dq, (size_t)a->B * 2 * a->L * a->NH * a->HD * a->esz);
     ring_call c = {.a = a, .q = q, .dout = dout, .out = out, .lse = lse, .dq = dq, .st = TITAN_OK};

@@ -48,12 +48,14 @@ size_t titan_attention_cp_plan_bytes(titan_dtype dt, int B, int T, int NKV, int 
 
 titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float *lse, const void *q,
                                         const void *k, const void *v);
-/* With the ring, at the start of the layer's backward (after any
- * recompute; k and v as the backward will pass them): this rank's keys and
- * values go out to the peers now, so that the attention's backward finds
- * theirs there instead of waiting for them. Optional (the backward
- * publishes them itself when not called); nothing with the all-gather. */
-titan_status titan_attention_cp_backward_prepare(titan_attention_cp *a, const void *k, const void *v);
+/* With the ring, before the next forward or backward (k and v as it will
+ * pass them; no other call of the cp group between): this rank's keys and
+ * values go out to the peers now, so that the attention finds theirs
+ * there instead of waiting for them: the model calls it before the
+ * queries' projection, and at the start of the layer's backward (after
+ * any recompute). Optional (forward and backward publish them themselves
+ * when not called); nothing with the all-gather. */
+titan_status titan_attention_cp_prepare(titan_attention_cp *a, const void *k, const void *v);
 /* dq, dk, dv are written (not added). */
 titan_status titan_attention_cp_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
                                          const void *out, const float *lse, const void *q, const void *k,

@@ -61,7 +61,8 @@ typedef struct titan_group {
      * block is read where it lies (its window) while the blocks after it
      * are still being published, so compute runs on the block in hand
      * instead of waiting for all. full (NULL: not kept) then holds every
-     * block, as all_gather leaves it. fn may be NULL. */
+     * block, as all_gather leaves it. fn may be NULL. mine NULL: the
+     * blocks of the publish (below) made just before, no call between. */
     titan_status (*all_gather_each)(void *ctx, const void *mine, void *full, size_t n, titan_dtype dt,
                                     titan_group_block_fn fn, void *arg);
     /* reduce_scatter of partials made block by block: fn(arg, r, dst)

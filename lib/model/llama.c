@@ -418,10 +418,13 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
 #define NEED(id) (!rerun || !layer_keeps(keep, id))
 
     if (NEED(A_N1)) norm_forward(m, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM));
-    if (NEED(A_QPRE) && NEED(A_Q)) linear_forward(m, l, FP8_WQ, a.q_pre, a.n1, W_layer(m, l, P_WQ), NULL, C, QD);
     if (NEED(A_K)) linear_forward(m, l, FP8_WK, a.k, a.n1, W_layer(m, l, P_WK), NULL, C, KVD);
     if (NEED(A_V)) linear_forward(m, l, FP8_WV, a.v, a.n1, W_layer(m, l, P_WV), NULL, C, KVD);
-    rope_attention_forward(m, &a, NEED(A_Q), NEED(A_K), NEED(A_ATT));
+    int k_early = m->cpa && NEED(A_ATT); /* the cp ring sends k, v while q is projected */
+    if (k_early && NEED(A_K)) be->rope_forward(dt, a.k, a.k, m->act[A_COS], m->act[A_SIN], m->B, m->T, m->NKV, m->HD);
+    if (k_early) keep_error(m, titan_attention_cp_prepare(m->cpa, a.k, a.v));
+    if (NEED(A_QPRE) && NEED(A_Q)) linear_forward(m, l, FP8_WQ, a.q_pre, a.n1, W_layer(m, l, P_WQ), NULL, C, QD);
+    rope_attention_forward(m, &a, NEED(A_Q), NEED(A_K) && !k_early, NEED(A_ATT));
     if (NEED(A_H)) residual_out(m, l, FP8_WO, a.h, a.att, W_layer(m, l, P_WO), x, QD, out);
 
     if (NEED(A_N2)) norm_forward(m, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM));
@@ -832,7 +835,7 @@ static void backward_run(titan_llama *m, float loss_scale, int split) {
          * output slot is no longer needed, so it serves as scratch. */
         if (keep_of_layer(m, l) != KEEP_ALL) layer_forward(m, l, resid(m, l), resid(m, l + 1), 1);
         /* the cp ring's keys and values out to the peers now, read at the attention's backward */
-        if (m->cpa) keep_error(m, titan_attention_cp_backward_prepare(m->cpa, acts_of(m, l).k, acts_of(m, l).v));
+        if (m->cpa) keep_error(m, titan_attention_cp_prepare(m->cpa, acts_of(m, l).k, acts_of(m, l).v));
         layer_backward(m, l, resid(m, l), gw, gn, split);
         if (!split) (void)HOOK(m, after_backward, l + 1);
     }

@@ -76,16 +76,51 @@ static titan_status overlap_reserve(void *ctx, size_t bytes) {
     return TITAN_OK;
 }
 
+/* The all-gather's first part: this rank's block in its window, posted
+ * (step 1). No "done" step of its own: an all_gather_each that reads the
+ * blocks posts it; a reduce_scatter that reads them posts its steps only
+ * after the reads they depend on (model/group.h), and a later flag
+ * implies the earlier ones. */
+static titan_status publish_as(group *g, const void *mine, size_t bytes, const char *what) {
+    int half;
+    TITAN_TRY(begin(g, bytes, what, &half));
+    double t0 = titan_now_s();
+    memcpy(titan_comm_window_buf(g->win, g->ops.rank, half), mine, bytes);
+    titan_comm_window_post(g->win, flag(g, g->calls, 1));
+    g->comm_s += titan_now_s() - t0;
+    g->published = g->calls;
+    return TITAN_OK;
+}
+
+static titan_status publish(void *ctx, const void *mine, size_t n, titan_dtype dt) {
+    return publish_as(ctx, mine, n * titan_dtype_size(dt), "published all-gather");
+}
+
+static titan_status published(void *ctx, int r, const void **block) {
+    group *g = ctx;
+    *block = NULL;
+    if (!g->published || r < 0 || r >= g->ops.size)
+        return titan_error(TITAN_ERR_FAIL, "parallel: rank %d's published block read %s", r,
+                           g->published ? "out of the group" : "with none published, or after its window was reused");
+    if (r != g->ops.rank) TITAN_TRY(wait_peer(g, r, flag(g, g->published, 1), "published all-gather"));
+    *block = titan_comm_window_buf(g->win, r, (int)(g->published % 2));
+    return TITAN_OK;
+}
+
 static titan_status all_gather_each(void *ctx, const void *mine, void *full, size_t n, titan_dtype dt,
                                     titan_group_block_fn fn, void *arg) {
     group *g = ctx;
-    int me = g->ops.rank, size = g->ops.size, half;
+    int me = g->ops.rank, size = g->ops.size;
     size_t bytes = n * titan_dtype_size(dt);
-    TITAN_TRY(begin(g, bytes, "collective all-gather", &half));
+    if (mine)
+        TITAN_TRY(publish_as(g, mine, bytes, "collective all-gather"));
+    else if (!g->published || g->published != g->calls || bytes > g->block_bytes)
+        return titan_error(TITAN_ERR_FAIL, "parallel: a collective all-gather of the published blocks without a "
+                           "publish of %zu bytes just before", bytes);
     unsigned long long k = g->calls;
+    int half = (int)(k % 2);
+    if (!mine) mine = titan_comm_window_buf(g->win, me, half);
     double t0 = titan_now_s();
-    memcpy(titan_comm_window_buf(g->win, me, half), mine, bytes);
-    titan_comm_window_post(g->win, flag(g, k, 1));
     char *own = full ? (char *)full + (size_t)me * bytes : NULL;
     if (own && own != (const char *)mine) memcpy(own, mine, bytes);
     g->comm_s += titan_now_s() - t0;
@@ -149,34 +184,6 @@ static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dt
                                         void *arg) {
     TITAN_TRY(reduce_scatter_start(ctx, n, dt, fn, arg));
     return reduce_scatter_finish(ctx, own);
-}
-
-/* The all-gather's first part: this rank's block in its window, posted
- * (step 1); no "done" step of its own: the reduce_scatter_each that reads
- * the blocks posts its steps only after the reads they depend on (model/
- * group.h), and a later flag implies the earlier ones. */
-static titan_status publish(void *ctx, const void *mine, size_t n, titan_dtype dt) {
-    group *g = ctx;
-    int half;
-    size_t bytes = n * titan_dtype_size(dt);
-    TITAN_TRY(begin(g, bytes, "published all-gather", &half));
-    double t0 = titan_now_s();
-    memcpy(titan_comm_window_buf(g->win, g->ops.rank, half), mine, bytes);
-    titan_comm_window_post(g->win, flag(g, g->calls, 1));
-    g->comm_s += titan_now_s() - t0;
-    g->published = g->calls;
-    return TITAN_OK;
-}
-
-static titan_status published(void *ctx, int r, const void **block) {
-    group *g = ctx;
-    *block = NULL;
-    if (!g->published || r < 0 || r >= g->ops.size)
-        return titan_error(TITAN_ERR_FAIL, "parallel: rank %d's published block read %s", r,
-                           g->published ? "out of the group" : "with none published, or after its window was reused");
-    if (r != g->ops.rank) TITAN_TRY(wait_peer(g, r, flag(g, g->published, 1), "published all-gather"));
-    *block = titan_comm_window_buf(g->win, r, (int)(g->published % 2));
-    return TITAN_OK;
 }
 
 titan_status group_overlap_all_reduce(group *g, void *x, size_t n, titan_dtype dt) {
