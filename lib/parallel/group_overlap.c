@@ -139,6 +139,7 @@ static titan_status all_gather_each(void *ctx, const void *mine, void *full, siz
         if (fn) fn(arg, r, block);
     }
     titan_comm_window_post(g->win, flag(g, k, done_step(g)));
+    g->published = 0; /* "done" posted: the peers may rewrite their blocks */
     return TITAN_OK;
 }
 

@@ -18,7 +18,8 @@
  * ring's backward, in two parts: reduce_scatter_start, then _finish),
  * gives every rank's block as published, even with a rank late while it
  * reads them, and reduce_scatter's bits (a call between start and finish
- * refused); the waits
+ * refused); publish, then all_gather_each of the published blocks (mine
+ * NULL: the cp ring's forward), all_gather's; the waits
  * count as exposed time, within the total. Also: a group over
  * a host backend offers them, cpu-guard's (device buffers) does not. */
 #include <unistd.h>
@@ -136,6 +137,17 @@ static int run(const titan_layout *l) {
         for (int d = 0; d < n; d++) fill(ref + (size_t)d * bytes, dt, cnt, d, call + 1000, -1);
         CHECK(titan_comm_reduce_scatter(m.tp_comm, ref, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
         CHECK(memcmp(own, own_ref, bytes) == 0, "call %d: the published blocks' reduce-scatter, bit for bit", call);
+        /* publish, then all_gather_each of the published blocks (mine NULL: the cp ring's forward) */
+        visit pv = {.n = cnt, .dt = dt, .call = call + 2000};
+        fill(mine, dt, cnt, me, call + 2000, -1);
+        CHECK(g->publish(g->ctx, mine, cnt, dt) == TITAN_OK, "publish: %s", titan_error_message());
+        if ((call + me) % 4 == 0) usleep(1000); /* the caller's compute between the two */
+        memset(full, 0xff, (size_t)n * bytes);
+        CHECK(g->all_gather_each(g->ctx, NULL, full, cnt, dt, on_block, &pv) == TITAN_OK,
+              "all_gather_each of the published blocks: %s", titan_error_message());
+        CHECK(titan_comm_all_gather(m.tp_comm, mine, ref, cnt, dt, NULL) == TITAN_OK);
+        CHECK(memcmp(full, ref, (size_t)n * bytes) == 0 && pv.bad == 0 && pv.seen == n,
+              "call %d: all_gather_each of the published blocks = all_gather", call);
         /* the group's all-reduce now takes the window: the shm all_reduce's bits */
         fill(own, dt, cnt, me, call, 7);
         CHECK(titan_comm_all_reduce(m.tp_comm, own, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
@@ -151,6 +163,8 @@ static int run(const titan_layout *l) {
     CHECK(titan_parallel_group_create(&guard, m.tp_comm, titan_backend_cpu_guard()) == TITAN_OK);
     const void *none = NULL;
     CHECK(g->published(g->ctx, 0, &none) == TITAN_ERR_FAIL && !none, "no published block once its window is reused");
+    CHECK(g->all_gather_each(g->ctx, NULL, full, cnt, TITAN_DTYPE_F32, NULL, NULL) == TITAN_ERR_FAIL,
+          "all_gather_each of published blocks without a publish just before is refused");
     CHECK(guard && !guard->all_gather_each && !guard->publish, "a group over device buffers (cpu-guard) offers no collective matmuls");
     titan_parallel_group_free(guard);
     if (me == 0)
