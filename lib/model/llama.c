@@ -632,12 +632,6 @@ static void row_parallel_backward(titan_llama *m, int gw, void *dinp, float *dw,
     m->be->matmul_backward(m->dt, gw, NULL, dw, full, inp, w, m->N, IC, m->C);
 }
 
-/* Backward of one block. On entry dresid = dL/d(block output); on exit
- * dL/d(block input). Into the block's parameter gradients: gw (the
- * matmuls') and gn (the norms') are TITAN_ACC_DW to add, 0 to write them.
- * split: the matmuls' weight gradients are left to layer_weights, what
- * they read stashed. Each activation gradient's first writer overwrites it
- * (acc without TITAN_ACC_DX), later ones add. */
 /* dk into dkr, dv: under context parallelism, once the cp group has summed them. */
 static void attention_kv_backward_finish(titan_llama *m) {
     if (m->cpa) keep_error(m, titan_attention_cp_backward_finish(m->cpa));
@@ -645,6 +639,12 @@ static void attention_kv_backward_finish(titan_llama *m) {
                          m->HD);
 }
 
+/* Backward of one block. On entry dresid = dL/d(block output); on exit
+ * dL/d(block input). Into the block's parameter gradients: gw (the
+ * matmuls') and gn (the norms') are TITAN_ACC_DW to add, 0 to write them.
+ * split: the matmuls' weight gradients are left to layer_weights, what
+ * they read stashed. Each activation gradient's first writer overwrites it
+ * (acc without TITAN_ACC_DX), later ones add. */
 /* From datt (the attention output's gradient) to the rotated projections'
  * gradients: dq into datt (free again: it takes the un-rotated dq), dk
  * into dkr, dv. defer: dkr and dv only at attention_kv_backward_finish
