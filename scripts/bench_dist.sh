@@ -4,7 +4,7 @@
 # global batch (BENCH_DIST_GLOBAL sequences of BENCH_DIST_SEQ_LEN tokens split
 # over the ranks), same steps. Layouts: FSDP 2, FSDP 4 (on one host, and on
 # two namespaced hosts over mpi: a titan row only), DDP 2, and titan's
-# tensor parallel 2, pipeline parallel 2 and context parallel 2 (no PyTorch
+# tensor parallel 2, pipeline parallel 2 and context parallel 2 and 4 (no PyTorch
 # rows; their references are the other 2-rank rows of the same run). PyTorch
 # is build/venv's (scripts/bench_env.sh; BENCH_PYTHON for another). Its FSDP
 # stand-in is DDP + ZeroRedundancyOptimizer (ZeRO-1; chosen when torch 1.13's
@@ -20,7 +20,7 @@
 #
 # Tensor parallel 2 runs twice, blocking and async (collective matmuls:
 # parallelism.enable_async_tensor_parallel), one after the other, and
-# context parallel 2 with the all-gather and with the ring
+# context parallel 2 and 4 with the all-gather and with the ring
 # (context_parallel_rotate_method = "alltoall"); with BENCH_DIST_REPEAT=k
 # each pair runs k times, alternating, a row each, so that the noise of
 # shared cores shows beside the difference.
@@ -289,14 +289,18 @@ if t:
 # FSDP 2 row. Each rank holds half the tokens' activations and the whole
 # sequences' keys and values for one layer at a time.
 # All-gather, then the ring (rotate method "alltoall"), alternating when repeated.
-cp2 = ["--parallelism.context_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1"]
-for k in range(repeat):
-    tag = " #%d" % (k + 1) if repeat > 1 else ""
-    for method in ("allgather", "alltoall"):
-        ring = method == "alltoall"
-        t = titan("cp2" + ("ring" if ring else "") + str(k), 2,
-                  cp2 + ["--parallelism.context_parallel_rotate_method=" + method], dp=1)
-        rows.append(("titan CP 2" + (" ring" if ring else "") + tag, 2, t, 4 * P / 2 + 5 * unit, act_titan(G, cp=2)))
+# Context parallel 4 likewise (4 ranks on the same cores: oversubscribed
+# where there are fewer than 4), each rank a quarter of every sequence.
+for cpn in (2, 4):
+    cpl = ["--parallelism.context_parallel_degree=%d" % cpn, "--parallelism.data_parallel_shard_degree=1"]
+    for k in range(repeat):
+        tag = " #%d" % (k + 1) if repeat > 1 else ""
+        for method in ("allgather", "alltoall"):
+            ring = method == "alltoall"
+            t = titan("cp%d" % cpn + ("ring" if ring else "") + str(k), cpn,
+                      cpl + ["--parallelism.context_parallel_rotate_method=" + method], dp=1)
+            rows.append(("titan CP %d" % cpn + (" ring" if ring else "") + tag, cpn, t,
+                         4 * P / cpn + 5 * unit, act_titan(G, cp=cpn)))
 
 print("model: debugmodel (dim 256, 6 layers, 16 heads, vocab 258, %.2fM params), seq_len %d, "
       "global batch %d sequences split over the ranks, %d steps, first %d not timed"
@@ -364,7 +368,8 @@ print("  A blocking collective counts whole as exposed. TP 2 async (collective m
 print("  = the time blocked waiting on a peer's flag in the shared window; total adds the copies")
 print("  and in-place sums the rank's own thread does between its products (not overlapped,")
 print("  but no wait), plus the blocking collectives left (loss sums, norm-weight gradients).")
-print("  CP 2 ring: the same, for the keys' and values' blocks; both CP rows add FSDP's share.")
+print("  CP ring: the same, for the keys' and values' blocks (the backward's published at the")
+print("  start of each layer's backward, read at its attention); every CP row adds FSDP's share.")
 print("  torch: DDP comm hook: buckets in flight = total; after the last bucket is issued")
 print("  (no backward compute left) = exposed; ZeRO-1's parameter broadcasts count whole.")
 print("analytic = params + grads + AdamW m, v as each layout holds them + activations")

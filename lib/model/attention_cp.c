@@ -25,12 +25,12 @@ struct titan_attention_cp {
     void *k, *v, *dk, *dv;
     void *stage; /* [cp][B][2][L][NKV, HD]: the collectives' rank-order buffer */
     size_t bytes;
-    /* the ring (titan_attention_cp_use_ring): every rank's packed [k | v]
-     * in backward (backend memory), and host scratch for the online-softmax
-     * merge: the rank's out [B, 2, L, QD] and lse [B, 2, NH, L] so far in
-     * fp32, one block's out (compute type and fp32) and lse */
-    int ring;
-    void *ring_kv;
+    /* the ring (titan_attention_cp_use_ring): host scratch for the
+     * online-softmax merge: the rank's out [B, 2, L, QD] and lse [B, 2, NH,
+     * L] so far in fp32, one block's out (compute type and fp32) and lse;
+     * published: the backward's keys and values are out to the peers */
+    int ring, published;
+    void *pending_dk, *pending_dv; /* a ring backward started, its dk and dv not yet summed */
     float *acc, *lacc, *part_f, *part_lse;
     void *part;
 };
@@ -88,7 +88,6 @@ titan_status titan_attention_cp_create(titan_attention_cp **out, const titan_gro
 
 void titan_attention_cp_free(titan_attention_cp *a) {
     if (!a) return;
-    if (a->ring_kv) a->be->free(a->ring_kv);
     titan_free(a->acc);
     titan_free(a->part);
     void *bufs[5] = {a->k, a->v, a->dk, a->dv, a->stage};
@@ -164,32 +163,38 @@ static size_t at(const titan_attention_cp *a, size_t r, int width) { return r * 
  * it where it lies, and merges the blocks' outputs by their log-sum-exps
  * (online softmax). Query chunk at position pq and key chunk at pk: pk <
  * pq every key (attention_forward_at with off = L), pk = pq causal, pk >
- * pq nothing: the head-tail balance stays. Backward gathers the blocks
- * again (kept) and makes each rank's partial dK and dV, block by block,
- * straight into the group's window for the collective reduce-scatter:
- * peers' blocks first, its own last. */
+ * pq nothing: the head-tail balance stays. Backward makes each rank's
+ * partial dK and dV, block by block, straight into the group's window for
+ * the collective reduce-scatter, peers' blocks first, its own last, each
+ * from that rank's keys and values read where they lie. Those were
+ * published (the group's publish) at the start of the layer's backward
+ * (titan_attention_cp_prepare), so the peers' are there by the time the
+ * attention needs them: a gather at the attention itself would wait on
+ * whichever rank is late, with nothing to compute meanwhile (measured:
+ * most of the ring's exposed time). Likewise the forward's, published
+ * before the queries' projection. Nothing of the whole sequence is
+ * copied or kept. */
 
 static size_t local_count(const titan_attention_cp *a) { return (size_t)a->B * 2 * a->L * a->NKV * a->HD; }
 
 titan_status titan_attention_cp_use_ring(titan_attention_cp *a) {
     const titan_group *g = a->grp;
-    if (!a->be->host || !a->be->attention_forward_at || !a->be->attention_backward_at || !g->all_gather_each)
+    if (!a->be->host || !a->be->attention_forward_at || !a->be->attention_backward_at || !g->all_gather_each ||
+        !g->publish || !g->reduce_scatter_start)
         return titan_error(TITAN_ERR_USAGE, "model: context parallelism: parallelism.context_parallel_rotate_method = "
                            "\"alltoall\" (the ring) needs host buffers, the shm communicator's shared windows and a "
                            "backend with block attention (cpu); this run has %s%s", a->be->name,
                            g->all_gather_each ? "" : " without shared windows");
     size_t n = local_count(a), QD = (size_t)a->NH * a->HD, rows = (size_t)a->B * 2 * a->L, L = (size_t)a->L;
     TITAN_TRY(g->overlap_reserve(g->ctx, 2 * n * a->esz));
-    a->ring_kv = a->be->alloc(2 * n * a->esz * (size_t)a->size);
     a->acc = titan_alloc((rows * QD + rows * (size_t)a->NH + L * QD + L * (size_t)a->NH) * sizeof(float),
                          "context parallel ring: the merge's scratch");
     a->part = titan_alloc(L * QD * a->esz, "context parallel ring: a block's output");
-    if (!a->ring_kv || !a->acc || !a->part)
+    if (!a->acc || !a->part)
         return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: no memory for the ring's buffers");
     a->lacc = a->acc + rows * QD;
     a->part_f = a->lacc + rows * (size_t)a->NH;
     a->part_lse = a->part_f + L * QD;
-    a->bytes += 2 * n * a->esz * (size_t)a->size;
     a->ring = 1;
     return TITAN_OK;
 }
@@ -215,6 +220,7 @@ typedef struct {
     const void *q, *dout, *out;
     const float *lse;
     void *dq;
+    titan_status st; /* a block's failure (the published keys unreadable) */
 } ring_call;
 
 /* off for query chunk j against key chunk pk: -1 none, 0 causal, L all. */
@@ -247,9 +253,12 @@ static void ring_backward_block(void *arg, int d, void *dst) {
     int QD = a->NH * a->HD, KVD = a->NKV * a->HD, dchunk[2];
     titan_layout_cp_chunks(a->T, a->size, d, dchunk);
     size_t n = local_count(a);
-    const char *k = (const char *)a->ring_kv + (size_t)d * 2 * n * a->esz, *v = k + n * a->esz;
-    char *dk = dst, *dv = dk + n * a->esz;
+    const void *kv = NULL;
     a->be->zero(dst, 2 * n * a->esz);
+    if (c->st == TITAN_OK) c->st = a->grp->published(a->grp->ctx, d, &kv);
+    if (c->st != TITAN_OK) return;
+    const char *k = kv, *v = k + n * a->esz;
+    char *dk = dst, *dv = dk + n * a->esz;
     for (int b = 0; b < a->B; b++)
         for (int j = 0; j < 2; j++)
             for (int i = 0; i < 2; i++) {
@@ -283,23 +292,45 @@ static titan_status ring_forward(titan_attention_cp *a, void *out, float *lse, c
     for (size_t i = 0; i < rows * (size_t)a->NH; i++) a->lacc[i] = -INFINITY;
     ring_call c = {.a = a, .q = q};
     const titan_group *g = a->grp;
-    TITAN_TRY(ring_failed(g->all_gather_each(g->ctx, pack_kv(a, k, v), NULL, 2 * local_count(a), a->dt,
-                                             ring_forward_block, &c), "forward"));
+    const void *mine = a->published ? NULL : pack_kv(a, k, v); /* NULL: titan_attention_cp_prepare's */
+    a->published = 0;
+    TITAN_TRY(ring_failed(g->all_gather_each(g->ctx, mine, NULL, 2 * local_count(a), a->dt, ring_forward_block, &c),
+                          "forward"));
     a->be->convert(out, a->dt, a->acc, TITAN_DTYPE_F32, rows * QD);
     memcpy(lse, a->lacc, rows * (size_t)a->NH * sizeof(float));
     return TITAN_OK;
 }
 
-static titan_status ring_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
-                                  const void *out, const float *lse, const void *q, const void *k, const void *v) {
+titan_status titan_attention_cp_prepare(titan_attention_cp *a, const void *k, const void *v) {
+    if (!a->ring || a->published) return TITAN_OK;
+    const titan_group *g = a->grp;
+    TITAN_TRY(ring_failed(g->publish(g->ctx, pack_kv(a, k, v), 2 * local_count(a), a->dt), "publish"));
+    a->published = 1;
+    return TITAN_OK;
+}
+
+/* dq, and the partials of dk and dv out to their ranks; ring_backward_finish sums them. */
+static titan_status ring_backward_start(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
+                                        const void *out, const float *lse, const void *q, const void *k,
+                                        const void *v) {
+    const titan_group *g = a->grp;
+    TITAN_TRY(titan_attention_cp_prepare(a, k, v)); /* now, if the model did not earlier */
+    a->published = 0;
+    a->be->zero(dq, (size_t)a->B * 2 * a->L * a->NH * a->HD * a->esz);
+    ring_call c = {.a = a, .q = q, .dout = dout, .out = out, .lse = lse, .dq = dq, .st = TITAN_OK};
+    TITAN_TRY(ring_failed(g->reduce_scatter_start(g->ctx, 2 * local_count(a), a->dt, ring_backward_block, &c),
+                          "backward reduce-scatter"));
+    a->pending_dk = dk, a->pending_dv = dv;
+    return ring_failed(c.st, "backward: a rank's published keys and values");
+}
+
+static titan_status ring_backward_finish(titan_attention_cp *a) {
     size_t n = local_count(a);
     const titan_group *g = a->grp;
-    a->be->zero(dq, (size_t)a->B * 2 * a->L * a->NH * a->HD * a->esz);
-    TITAN_TRY(ring_failed(g->all_gather_each(g->ctx, pack_kv(a, k, v), a->ring_kv, 2 * n, a->dt, NULL, NULL),
-                          "backward gather"));
-    ring_call c = {.a = a, .q = q, .dout = dout, .out = out, .lse = lse, .dq = dq};
-    TITAN_TRY(ring_failed(g->reduce_scatter_each(g->ctx, a->dk, 2 * n, a->dt, ring_backward_block, &c),
-                          "backward reduce-scatter"));
+    void *dk = a->pending_dk, *dv = a->pending_dv;
+    if (!dk) return TITAN_OK; /* the start failed: its error is out already */
+    a->pending_dk = a->pending_dv = NULL;
+    TITAN_TRY(ring_failed(g->reduce_scatter_finish(g->ctx, a->dk), "backward reduce-scatter"));
     a->be->convert(dk, a->dt, a->dk, a->dt, n);
     a->be->convert(dv, a->dt, (char *)a->dk + n * a->esz, a->dt, n);
     return TITAN_OK;
@@ -325,7 +356,18 @@ titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float 
 titan_status titan_attention_cp_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
                                          const void *out, const float *lse, const void *q, const void *k,
                                          const void *v) {
-    if (a->ring) return ring_backward(a, dq, dk, dv, dout, out, lse, q, k, v);
+    TITAN_TRY(titan_attention_cp_backward_start(a, dq, dk, dv, dout, out, lse, q, k, v));
+    return titan_attention_cp_backward_finish(a);
+}
+
+titan_status titan_attention_cp_backward_finish(titan_attention_cp *a) {
+    return a->ring ? ring_backward_finish(a) : TITAN_OK;
+}
+
+titan_status titan_attention_cp_backward_start(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
+                                               const void *out, const float *lse, const void *q, const void *k,
+                                               const void *v) {
+    if (a->ring) return ring_backward_start(a, dq, dk, dv, dout, out, lse, q, k, v);
     TITAN_TRY(gather(a, k, a->k));
     TITAN_TRY(gather(a, v, a->v));
     int QD = a->NH * a->HD, KVD = a->NKV * a->HD;

@@ -6,7 +6,8 @@
  * Tq < Tk). Backward gathers them again (nothing of the whole sequence is
  * kept between forward and backward), computes the whole sequence's dK and
  * dV partial over the rank's queries, and reduce-scatters them (sum) back to
- * the ranks that hold those positions.
+ * the ranks that hold those positions. The ring (titan_attention_cp_use_ring)
+ * passes the blocks instead, read in place while attention runs.
  *
  * Layouts (backend memory, the compute type): q, out [B, 2, L, NH, HD],
  * k, v [B, 2, L, NKV, HD], one sequence's two chunks after each other
@@ -47,10 +48,26 @@ size_t titan_attention_cp_plan_bytes(titan_dtype dt, int B, int T, int NKV, int 
 
 titan_status titan_attention_cp_forward(titan_attention_cp *a, void *out, float *lse, const void *q,
                                         const void *k, const void *v);
+/* With the ring, before the next forward or backward (k and v as it will
+ * pass them; no other call of the cp group between): this rank's keys and
+ * values go out to the peers now, so that the attention finds theirs
+ * there instead of waiting for them: the model calls it before the
+ * queries' projection, and at the start of the layer's backward (after
+ * any recompute). Optional (forward and backward publish them themselves
+ * when not called); nothing with the all-gather. */
+titan_status titan_attention_cp_prepare(titan_attention_cp *a, const void *k, const void *v);
 /* dq, dk, dv are written (not added). */
 titan_status titan_attention_cp_backward(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
                                          const void *out, const float *lse, const void *q, const void *k,
                                          const void *v);
+/* The same in two parts: dq is written when _start returns, dk and dv
+ * when _finish does (the ring sums the peers' partials of this rank's
+ * keys and values there: compute put between the two hides their wait).
+ * Nothing else of the cp group runs between the two. */
+titan_status titan_attention_cp_backward_start(titan_attention_cp *a, void *dq, void *dk, void *dv, const void *dout,
+                                               const void *out, const float *lse, const void *q, const void *k,
+                                               const void *v);
+titan_status titan_attention_cp_backward_finish(titan_attention_cp *a);
 /* Seconds in the group's collectives since the last call (then reset). */
 double titan_attention_cp_take_comm_s(titan_attention_cp *a);
 /* Of those, the seconds blocked waiting on peers (then 0). */

@@ -61,7 +61,8 @@ typedef struct titan_group {
      * block is read where it lies (its window) while the blocks after it
      * are still being published, so compute runs on the block in hand
      * instead of waiting for all. full (NULL: not kept) then holds every
-     * block, as all_gather leaves it. fn may be NULL. */
+     * block, as all_gather leaves it. fn may be NULL. mine NULL: the
+     * blocks of the publish (below) made just before, no call between. */
     titan_status (*all_gather_each)(void *ctx, const void *mine, void *full, size_t n, titan_dtype dt,
                                     titan_group_block_fn fn, void *arg);
     /* reduce_scatter of partials made block by block: fn(arg, r, dst)
@@ -71,6 +72,26 @@ typedef struct titan_group {
      * of block `rank`, added in rank order (reduce_scatter's bits). */
     titan_status (*reduce_scatter_each)(void *ctx, void *own, size_t n, titan_dtype dt, titan_group_block_fn fn,
                                         void *arg);
+    /* An all-gather in two parts, for blocks needed later than they are
+     * ready (the cp ring's keys and values in backward, published at the
+     * start of the layer's backward and read at its attention): publish
+     * puts this rank's n values (up to overlap_reserve's bytes) where the
+     * peers read them; published gives rank r's block of the last publish
+     * (this rank's too), read where it lies, waiting until r has published
+     * it. The blocks stay readable until the call after the next: through
+     * a reduce_scatter_each that follows, provided its fn reads block r
+     * only while it makes block r's partial (rank r cannot rewrite its
+     * window before it has this rank's partial of its block). */
+    titan_status (*publish)(void *ctx, const void *mine, size_t n, titan_dtype dt);
+    /* reduce_scatter_each in two parts, so that the caller computes while
+     * the peers finish their partials of this rank's block (the cp ring's
+     * query-gradient product before its key and value gradients are
+     * summed): _start makes and posts the partials as reduce_scatter_each
+     * does; _finish, the group's next call, waits for the peers' and sums
+     * them into own (reduce_scatter_each's bits). */
+    titan_status (*reduce_scatter_start)(void *ctx, size_t n, titan_dtype dt, titan_group_block_fn fn, void *arg);
+    titan_status (*reduce_scatter_finish)(void *ctx, void *own);
+    titan_status (*published)(void *ctx, int r, const void **block);
 } titan_group;
 
 #endif

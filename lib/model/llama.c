@@ -418,10 +418,13 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
 #define NEED(id) (!rerun || !layer_keeps(keep, id))
 
     if (NEED(A_N1)) norm_forward(m, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM));
-    if (NEED(A_QPRE) && NEED(A_Q)) linear_forward(m, l, FP8_WQ, a.q_pre, a.n1, W_layer(m, l, P_WQ), NULL, C, QD);
     if (NEED(A_K)) linear_forward(m, l, FP8_WK, a.k, a.n1, W_layer(m, l, P_WK), NULL, C, KVD);
     if (NEED(A_V)) linear_forward(m, l, FP8_WV, a.v, a.n1, W_layer(m, l, P_WV), NULL, C, KVD);
-    rope_attention_forward(m, &a, NEED(A_Q), NEED(A_K), NEED(A_ATT));
+    int k_early = m->cpa && NEED(A_ATT); /* the cp ring sends k, v while q is projected */
+    if (k_early && NEED(A_K)) be->rope_forward(dt, a.k, a.k, m->act[A_COS], m->act[A_SIN], m->B, m->T, m->NKV, m->HD);
+    if (k_early) keep_error(m, titan_attention_cp_prepare(m->cpa, a.k, a.v));
+    if (NEED(A_QPRE) && NEED(A_Q)) linear_forward(m, l, FP8_WQ, a.q_pre, a.n1, W_layer(m, l, P_WQ), NULL, C, QD);
+    rope_attention_forward(m, &a, NEED(A_Q), NEED(A_K) && !k_early, NEED(A_ATT));
     if (NEED(A_H)) residual_out(m, l, FP8_WO, a.h, a.att, W_layer(m, l, P_WO), x, QD, out);
 
     if (NEED(A_N2)) norm_forward(m, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM));
@@ -629,6 +632,13 @@ static void row_parallel_backward(titan_llama *m, int gw, void *dinp, float *dw,
     m->be->matmul_backward(m->dt, gw, NULL, dw, full, inp, w, m->N, IC, m->C);
 }
 
+/* dk into dkr, dv: under context parallelism, once the cp group has summed them. */
+static void attention_kv_backward_finish(titan_llama *m) {
+    if (m->cpa) keep_error(m, titan_attention_cp_backward_finish(m->cpa));
+    m->be->rope_backward(m->dt, 0, m->act[A_DKR], m->act[A_DK], m->act[A_COS], m->act[A_SIN], m->B, m->T, m->NKV,
+                         m->HD);
+}
+
 /* Backward of one block. On entry dresid = dL/d(block output); on exit
  * dL/d(block input). Into the block's parameter gradients: gw (the
  * matmuls') and gn (the norms') are TITAN_ACC_DW to add, 0 to write them.
@@ -637,20 +647,21 @@ static void row_parallel_backward(titan_llama *m, int gw, void *dinp, float *dw,
  * (acc without TITAN_ACC_DX), later ones add. */
 /* From datt (the attention output's gradient) to the rotated projections'
  * gradients: dq into datt (free again: it takes the un-rotated dq), dk
- * into dkr, dv. */
-static void attention_rope_backward(titan_llama *m, const layer_acts *a) {
+ * into dkr, dv. defer: dkr and dv only at attention_kv_backward_finish
+ * (the cp ring's peers finish their partials of them meanwhile). */
+static void attention_rope_backward(titan_llama *m, const layer_acts *a, int defer) {
     const titan_backend *be = m->be;
     titan_dtype dt = m->dt;
     void *dq = m->act[A_DQ], *dk = m->act[A_DK], *dv = m->act[A_DV];
-    void *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
+    void *datt = m->act[A_DATT];
     const float *cs = m->act[A_COS], *sn = m->act[A_SIN];
     if (m->cpa)
-        keep_error(m, titan_attention_cp_backward(m->cpa, dq, dk, dv, datt, a->att, a->lse, a->q, a->k, a->v));
+        keep_error(m, titan_attention_cp_backward_start(m->cpa, dq, dk, dv, datt, a->att, a->lse, a->q, a->k, a->v));
     else
         be->attention_backward(dt, 0, dq, dk, dv, datt, a->att, a->lse, a->q, a->k, a->v, m->B, m->T, m->T, m->NH,
                                m->NKV, m->HD);
     be->rope_backward(dt, 0, datt, dq, cs, sn, m->B, m->T, m->NH, m->HD);
-    be->rope_backward(dt, 0, dkr, dk, cs, sn, m->B, m->T, m->NKV, m->HD);
+    if (!defer) attention_kv_backward_finish(m);
 }
 
 /* layer_backward under async tensor parallelism (whole, never split). */
@@ -678,7 +689,7 @@ static void layer_backward_overlap(titan_llama *m, int l, const void *x, int gw)
 
     /* h = x + wo(attention(rope(wq n1), rope(wk n1), wv n1)), n1 = rmsnorm(x) */
     row_parallel_backward(m, gw, datt, G_layer(m, l, P_WO), a.att, W_layer(m, l, P_WO), QD);
-    attention_rope_backward(m, &a);
+    attention_rope_backward(m, &a, 0);
     p = (col_products){.m = m, .dx = dn};
     col_add(&p, NULL, datt, W_layer(m, l, P_WQ), QD);
     col_add(&p, NULL, dkr, W_layer(m, l, P_WK), KVD);
@@ -730,11 +741,12 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw, int gn,
     dout = whole_dresid(m);
     stash(m, split, l, WS_DRES_MID, dout, NC);
     linear_backward(m, l, FP8_WO, gw, datt, GW(P_WO), dout, a.att, W_layer(m, l, P_WO), QD, C);
-    attention_rope_backward(m, &a);
+    attention_rope_backward(m, &a, 1);
     stash(m, split, l, WS_DQ, datt, (size_t)N * QD);
+    linear_backward(m, l, FP8_WQ, gw, dn, GW(P_WQ), datt, a.n1, W_layer(m, l, P_WQ), C, QD);
+    attention_kv_backward_finish(m); /* after wq's product: the cp ring's sum of dk, dv waits less */
     stash(m, split, l, WS_DK, dkr, (size_t)N * KVD);
     stash(m, split, l, WS_DV, dv, (size_t)N * KVD);
-    linear_backward(m, l, FP8_WQ, gw, dn, GW(P_WQ), datt, a.n1, W_layer(m, l, P_WQ), C, QD);
     linear_backward(m, l, FP8_WK, add | gw, dn, GW(P_WK), dkr, a.n1, W_layer(m, l, P_WK), C, KVD);
     linear_backward(m, l, FP8_WV, add | gw, dn, GW(P_WV), dv, a.n1, W_layer(m, l, P_WV), C, KVD);
     dn_rows = tp_reduce_grad(m, dn);
@@ -822,6 +834,8 @@ static void backward_run(titan_llama *m, float loss_scale, int split) {
         /* Recompute what the layer did not keep from its saved input; its
          * output slot is no longer needed, so it serves as scratch. */
         if (keep_of_layer(m, l) != KEEP_ALL) layer_forward(m, l, resid(m, l), resid(m, l + 1), 1);
+        /* the cp ring's keys and values out to the peers now, read at the attention's backward */
+        if (m->cpa) keep_error(m, titan_attention_cp_prepare(m->cpa, acts_of(m, l).k, acts_of(m, l).v));
         layer_backward(m, l, resid(m, l), gw, gn, split);
         if (!split) (void)HOOK(m, after_backward, l + 1);
     }

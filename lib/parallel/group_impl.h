@@ -19,6 +19,13 @@ typedef struct {
     titan_comm_window *win;
     size_t block_bytes;
     unsigned long long calls;
+    unsigned long long published; /* the call of the last publish, while readable; 0 none */
+    /* a reduce_scatter_start's call awaiting its finish (0 none), its
+     * half, n and type */
+    unsigned long long rs_call;
+    int rs_half;
+    size_t rs_n;
+    titan_dtype rs_dt;
 } group;
 
 /* Fills in g's collective matmuls (model/group.h). */

@@ -18,8 +18,10 @@
  * written straight into the window by the product that makes them and
  * summed where they lie. Waits are the exposed time (take_exposed_s); the
  * copies and the sum are communication too (take_comm_s), done by the
- * rank's own thread between its products. With the window made, the
- * group's small all-reduces (the sequence-parallel norms' weight
+ * rank's own thread between its products. A publish (the cp ring's
+ * backward keys and values) is an all-gather's first half, its blocks
+ * read in place later by the reduce_scatter_each that follows it. With
+ * the window made, the group's small all-reduces (the sequence-parallel norms' weight
  * gradients) take it too: one wait per peer instead of the shm
  * collective's phases, the same rank-order sum. */
 #include <string.h>
@@ -49,8 +51,12 @@ static titan_status begin(group *g, size_t bytes, const char *what, int *half) {
     if (!g->win || bytes > g->block_bytes)
         return titan_error(TITAN_ERR_FAIL, "parallel: %s of a %zu-byte block over a window of %zu-byte blocks", what,
                            bytes, g->win ? g->block_bytes : 0);
+    if (g->rs_call) /* reduce_scatter_finish must come first */
+        return titan_error(TITAN_ERR_FAIL, "parallel: %s before the collective reduce-scatter started at call %llu "
+                           "finished", what, g->rs_call);
     unsigned long long k = ++g->calls;
     *half = (int)(k % 2);
+    if (g->published && k > g->published + 1) g->published = 0; /* its half is ours to rewrite now */
     for (int r = 0; k > 2 && r < g->ops.size; r++)
         if (r != g->ops.rank) TITAN_TRY(wait_peer(g, r, flag(g, k - 2, done_step(g)), what));
     return TITAN_OK;
@@ -70,16 +76,51 @@ static titan_status overlap_reserve(void *ctx, size_t bytes) {
     return TITAN_OK;
 }
 
+/* The all-gather's first part: this rank's block in its window, posted
+ * (step 1). No "done" step of its own: an all_gather_each that reads the
+ * blocks posts it; a reduce_scatter that reads them posts its steps only
+ * after the reads they depend on (model/group.h), and a later flag
+ * implies the earlier ones. */
+static titan_status publish_as(group *g, const void *mine, size_t bytes, const char *what) {
+    int half;
+    TITAN_TRY(begin(g, bytes, what, &half));
+    double t0 = titan_now_s();
+    memcpy(titan_comm_window_buf(g->win, g->ops.rank, half), mine, bytes);
+    titan_comm_window_post(g->win, flag(g, g->calls, 1));
+    g->comm_s += titan_now_s() - t0;
+    g->published = g->calls;
+    return TITAN_OK;
+}
+
+static titan_status publish(void *ctx, const void *mine, size_t n, titan_dtype dt) {
+    return publish_as(ctx, mine, n * titan_dtype_size(dt), "published all-gather");
+}
+
+static titan_status published(void *ctx, int r, const void **block) {
+    group *g = ctx;
+    *block = NULL;
+    if (!g->published || r < 0 || r >= g->ops.size)
+        return titan_error(TITAN_ERR_FAIL, "parallel: rank %d's published block read %s", r,
+                           g->published ? "out of the group" : "with none published, or after its window was reused");
+    if (r != g->ops.rank) TITAN_TRY(wait_peer(g, r, flag(g, g->published, 1), "published all-gather"));
+    *block = titan_comm_window_buf(g->win, r, (int)(g->published % 2));
+    return TITAN_OK;
+}
+
 static titan_status all_gather_each(void *ctx, const void *mine, void *full, size_t n, titan_dtype dt,
                                     titan_group_block_fn fn, void *arg) {
     group *g = ctx;
-    int me = g->ops.rank, size = g->ops.size, half;
+    int me = g->ops.rank, size = g->ops.size;
     size_t bytes = n * titan_dtype_size(dt);
-    TITAN_TRY(begin(g, bytes, "collective all-gather", &half));
+    if (mine)
+        TITAN_TRY(publish_as(g, mine, bytes, "collective all-gather"));
+    else if (!g->published || g->published != g->calls || bytes > g->block_bytes)
+        return titan_error(TITAN_ERR_FAIL, "parallel: a collective all-gather of the published blocks without a "
+                           "publish of %zu bytes just before", bytes);
     unsigned long long k = g->calls;
+    int half = (int)(k % 2);
+    if (!mine) mine = titan_comm_window_buf(g->win, me, half);
     double t0 = titan_now_s();
-    memcpy(titan_comm_window_buf(g->win, me, half), mine, bytes);
-    titan_comm_window_post(g->win, flag(g, k, 1));
     char *own = full ? (char *)full + (size_t)me * bytes : NULL;
     if (own && own != (const char *)mine) memcpy(own, mine, bytes);
     g->comm_s += titan_now_s() - t0;
@@ -98,11 +139,11 @@ static titan_status all_gather_each(void *ctx, const void *mine, void *full, siz
         if (fn) fn(arg, r, block);
     }
     titan_comm_window_post(g->win, flag(g, k, done_step(g)));
+    g->published = 0; /* "done" posted: the peers may rewrite their blocks */
     return TITAN_OK;
 }
 
-static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dtype dt, titan_group_block_fn fn,
-                                        void *arg) {
+static titan_status reduce_scatter_start(void *ctx, size_t n, titan_dtype dt, titan_group_block_fn fn, void *arg) {
     group *g = ctx;
     int me = g->ops.rank, size = g->ops.size, half;
     size_t bytes = n * titan_dtype_size(dt);
@@ -114,6 +155,19 @@ static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dt
         fn(arg, d, mine + (size_t)d * bytes);
         titan_comm_window_post(g->win, flag(g, k, s));
     }
+    g->rs_call = k, g->rs_half = half, g->rs_n = n, g->rs_dt = dt;
+    return TITAN_OK;
+}
+
+/* Waits for the peers' partials of this rank's block, sums them where they lie. */
+static titan_status reduce_scatter_finish(void *ctx, void *own) {
+    group *g = ctx;
+    int me = g->ops.rank, size = g->ops.size, half = g->rs_half;
+    unsigned long long k = g->rs_call;
+    titan_dtype dt = g->rs_dt;
+    size_t n = g->rs_n, bytes = n * titan_dtype_size(dt);
+    if (!k) return titan_error(TITAN_ERR_FAIL, "parallel: a collective reduce-scatter finished without its start");
+    g->rs_call = 0;
     const void *src[MAX_RANKS];
     for (int r = 0; r < size; r++) {
         int s = ((me - r) % size + size) % size; /* the step at which rank r wrote block me */
@@ -125,6 +179,12 @@ static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dt
     g->comm_s += titan_now_s() - t0;
     titan_comm_window_post(g->win, flag(g, k, done_step(g)));
     return TITAN_OK;
+}
+
+static titan_status reduce_scatter_each(void *ctx, void *own, size_t n, titan_dtype dt, titan_group_block_fn fn,
+                                        void *arg) {
+    TITAN_TRY(reduce_scatter_start(ctx, n, dt, fn, arg));
+    return reduce_scatter_finish(ctx, own);
 }
 
 titan_status group_overlap_all_reduce(group *g, void *x, size_t n, titan_dtype dt) {
@@ -153,4 +213,8 @@ void group_overlap_enable(group *g) {
     g->ops.overlap_reserve = overlap_reserve;
     g->ops.all_gather_each = all_gather_each;
     g->ops.reduce_scatter_each = reduce_scatter_each;
+    g->ops.publish = publish;
+    g->ops.reduce_scatter_start = reduce_scatter_start;
+    g->ops.reduce_scatter_finish = reduce_scatter_finish;
+    g->ops.published = published;
 }

@@ -13,8 +13,14 @@
  * all_gather does, bit for bit; reduce_scatter_each must ask for the
  * peers' blocks first and its own last and give reduce_scatter's bits;
  * the group's all_reduce, through the window once it exists, gives the
- * shm all_reduce's bits; the waits count as exposed time, within the
- * total. Also: a group over
+ * shm all_reduce's bits; publish, then a reduce_scatter_each whose
+ * partials are made from the published blocks read in place (the cp
+ * ring's backward, in two parts: reduce_scatter_start, then _finish),
+ * gives every rank's block as published, even with a rank late while it
+ * reads them, and reduce_scatter's bits (a call between start and finish
+ * refused); publish, then all_gather_each of the published blocks (mine
+ * NULL: the cp ring's forward), all_gather's; the waits
+ * count as exposed time, within the total. Also: a group over
  * a host backend offers them, cpu-guard's (device buffers) does not. */
 #include <unistd.h>
 
@@ -57,13 +63,40 @@ static void partial(void *arg, int d, void *dst) {
     fill(dst, v->dt, v->n, -1, v->call, d); /* rank-independent values are fine; sums differ by rank below */
 }
 
+/* A partial made from the published block d, read in place (the cp
+ * ring's dK and dV from rank d's keys): its values must be d's as
+ * published, whatever the peers do meanwhile. */
+typedef struct {
+    titan_group *g;
+    visit v;
+    int me;
+} from_published;
+
+static void partial_of_published(void *arg, int d, void *dst) {
+    from_published *p = arg;
+    const void *blk = NULL;
+    size_t bytes = p->v.n * titan_dtype_size(p->v.dt);
+    if ((p->v.call + p->me + d) % 5 == 0) usleep(2000); /* a late reader: a peer must not rewrite its block */
+    if (p->g->published(p->g->ctx, d, &blk) != TITAN_OK) {
+        p->v.bad++;
+        memset(dst, 0, bytes);
+        return;
+    }
+    char want[4096];
+    fill(want, p->v.dt, p->v.n, d, p->v.call, -1);
+    if (memcmp(want, blk, bytes) != 0) p->v.bad++;
+    memcpy(dst, blk, bytes);
+    p->v.order[p->v.seen++] = d;
+}
+
 static int run(const titan_layout *l) {
     titan_mesh m;
     if (!mesh_join(l, &m)) return 1;
     CHECK(titan_mesh_groups(&m, titan_backend_cpu()) == TITAN_OK, "tp group: %s", titan_error_message());
     titan_group *g = m.tp_group;
     int me = g->rank, n = g->size;
-    CHECK(g->all_gather_each && g->reduce_scatter_each && g->overlap_reserve, "a cpu tp group offers collective matmuls");
+    CHECK(g->all_gather_each && g->reduce_scatter_each && g->overlap_reserve && g->publish && g->published,
+          "a cpu tp group offers collective matmuls");
     size_t cnt = 300; /* not a multiple of 64 bytes in bf16 */
     CHECK(g->overlap_reserve(g->ctx, cnt * 4) == TITAN_OK, "overlap_reserve: %s", titan_error_message());
     char mine[4096], full[MAXR * 1200], ref[MAXR * 1200], own[1200], own_ref[1200];
@@ -89,6 +122,32 @@ static int run(const titan_layout *l) {
         CHECK(titan_comm_reduce_scatter(m.tp_comm, ref, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
         CHECK(memcmp(own, own_ref, bytes) == 0, "call %d: reduce_scatter_each = reduce_scatter, bit for bit", call);
         for (int s = 1; s <= n; s++) CHECK(w.order[s - 1] == (me + s) % n, "call %d: peers' blocks first", call);
+        /* publish, then the partials from the published blocks (both halves in turn) */
+        from_published p = {.g = g, .me = me, .v = {.n = cnt, .dt = dt, .call = call + 1000}};
+        fill(mine, dt, cnt, me, call + 1000, -1);
+        CHECK(g->publish(g->ctx, mine, cnt, dt) == TITAN_OK, "publish: %s", titan_error_message());
+        CHECK(g->reduce_scatter_start(g->ctx, cnt, dt, partial_of_published, &p) == TITAN_OK,
+              "reduce_scatter_start of published blocks: %s", titan_error_message());
+        if (call == 0) /* the finish must come next: another call meanwhile is refused, nothing posted */
+            CHECK(g->all_reduce(g->ctx, own, cnt, dt) == TITAN_ERR_FAIL, "a call between start and finish is refused");
+        if ((call + me) % 3 == 0) usleep(1000); /* the caller's compute between the two */
+        CHECK(g->reduce_scatter_finish(g->ctx, own) == TITAN_OK, "reduce_scatter_finish: %s", titan_error_message());
+        CHECK(p.v.bad == 0 && p.v.seen == n, "call %d: every published block read as published (%d bad)", call,
+              p.v.bad);
+        for (int d = 0; d < n; d++) fill(ref + (size_t)d * bytes, dt, cnt, d, call + 1000, -1);
+        CHECK(titan_comm_reduce_scatter(m.tp_comm, ref, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
+        CHECK(memcmp(own, own_ref, bytes) == 0, "call %d: the published blocks' reduce-scatter, bit for bit", call);
+        /* publish, then all_gather_each of the published blocks (mine NULL: the cp ring's forward) */
+        visit pv = {.n = cnt, .dt = dt, .call = call + 2000};
+        fill(mine, dt, cnt, me, call + 2000, -1);
+        CHECK(g->publish(g->ctx, mine, cnt, dt) == TITAN_OK, "publish: %s", titan_error_message());
+        if ((call + me) % 4 == 0) usleep(1000); /* the caller's compute between the two */
+        memset(full, 0xff, (size_t)n * bytes);
+        CHECK(g->all_gather_each(g->ctx, NULL, full, cnt, dt, on_block, &pv) == TITAN_OK,
+              "all_gather_each of the published blocks: %s", titan_error_message());
+        CHECK(titan_comm_all_gather(m.tp_comm, mine, ref, cnt, dt, NULL) == TITAN_OK);
+        CHECK(memcmp(full, ref, (size_t)n * bytes) == 0 && pv.bad == 0 && pv.seen == n,
+              "call %d: all_gather_each of the published blocks = all_gather", call);
         /* the group's all-reduce now takes the window: the shm all_reduce's bits */
         fill(own, dt, cnt, me, call, 7);
         CHECK(titan_comm_all_reduce(m.tp_comm, own, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
@@ -102,7 +161,11 @@ static int run(const titan_layout *l) {
           "an oversized block is refused");
     titan_group *guard = NULL;
     CHECK(titan_parallel_group_create(&guard, m.tp_comm, titan_backend_cpu_guard()) == TITAN_OK);
-    CHECK(guard && !guard->all_gather_each, "a group over device buffers (cpu-guard) offers no collective matmuls");
+    const void *none = NULL;
+    CHECK(g->published(g->ctx, 0, &none) == TITAN_ERR_FAIL && !none, "no published block once its window is reused");
+    CHECK(g->all_gather_each(g->ctx, NULL, full, cnt, TITAN_DTYPE_F32, NULL, NULL) == TITAN_ERR_FAIL,
+          "all_gather_each of published blocks without a publish just before is refused");
+    CHECK(guard && !guard->all_gather_each && !guard->publish, "a group over device buffers (cpu-guard) offers no collective matmuls");
     titan_parallel_group_free(guard);
     if (me == 0)
         printf("  %d ranks: %d calls of all_gather_each and reduce_scatter_each (f32, bf16) = the blocking "

@@ -13,8 +13,11 @@
  * targets against the whole model's rows at the rank's positions. Every
  * activation checkpointing mode must give the bits of none under cp. Also
  * on the cpu-guard backend (the device path: keys and values gathered
- * through host mirrors), in bf16, composed with the tied head, and the
- * refusal of a sequence that does not split into 2 x cp chunks. */
+ * through host mirrors), in bf16, composed with the tied head, with the
+ * ring (rotate method "alltoall": every AC mode too, bit for bit; bf16's
+ * logits further from the whole model's, 2.5e-3 against 2e-5, as each
+ * block's output is rounded before the merge), and the refusal of a
+ * sequence that does not split into 2 x cp chunks. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
@@ -46,13 +49,14 @@ enum { B = 2, T = 16, N = B * T, NMB = 2 /* micro-batches, accumulated */, VOCAB
  * rounded to bf16 on each rank before the sum over ranks, and the gradients
  * once per rank before the average, as under tp (test_model_tp.c's bounds). */
 
-static int me, nr; /* rank, ranks */
+static int me, nr;  /* rank, ranks */
+static int cp_ring; /* the cpu models with the ring (rotate method "alltoall") */
 static titan_comm *world;
 
 static titan_llama *create(const titan_backend *be, const titan_llama_config *c, titan_ac_mode ac, titan_dtype dt,
                            titan_comm *cp) {
     titan_llama *m = NULL;
-    titan_llama_options o = {.cp = model_group_of(cp, be)};
+    titan_llama_options o = {.cp = model_group_of(cp, be), .cp_ring = cp_ring && cp};
     titan_status st = titan_llama_create_ex(&m, c, be, B, T, ac, dt, &o);
     if (st != TITAN_OK) {
         fprintf(stderr, "FAIL rank %d: create (cp %d, ac %d, %s): %s\n", me, cp ? nr : 1, ac, titan_dtype_name(dt),
@@ -170,9 +174,10 @@ static void run_case(const titan_backend *be, int tied, titan_dtype dt) {
     worst = max_over_ranks(world, worst);
     logit_err = max_over_ranks(world, logit_err);
     if (me == 0) {
-        printf("  cp %d, %s, %s, %s, 2 micro-batches of %d x %d: loss %.7f rel err %.2g; gradients normalised max "
+        printf("  cp %d%s, %s, %s, %s, 2 micro-batches of %d x %d: loss %.7f rel err %.2g; gradients normalised max "
                "err %.2g (rank 0's worst: %s); logits %.2g%s\n",
-               nr, be->name, tied ? "tied" : "untied", titan_dtype_name(dt), B, T, (double)lw[0], loss_err, worst,
+               nr, cp_ring ? " ring" : "", be->name, tied ? "tied" : "untied", titan_dtype_name(dt), B, T,
+               (double)lw[0], loss_err, worst,
                worst_name, logit_err, nac > 1 ? "; AC full, op, every 2nd bitwise equal" : "");
         fflush(stdout);
     }
@@ -204,6 +209,11 @@ static int run_rank(titan_comm *w, int rank, int ranks) {
     run_case(titan_backend_cpu(), 1, TITAN_DTYPE_F32);
     run_case(titan_backend_cpu(), 0, TITAN_DTYPE_BF16);
     run_case(titan_backend_cpu_guard(), 0, TITAN_DTYPE_F32);
+    cp_ring = 1; /* the ring: keys and values published before q's projection and the layer's backward */
+    run_case(titan_backend_cpu(), 0, TITAN_DTYPE_F32);
+    run_case(titan_backend_cpu(), 1, TITAN_DTYPE_F32);
+    run_case(titan_backend_cpu(), 0, TITAN_DTYPE_BF16);
+    cp_ring = 0;
     if (failures) fprintf(stderr, "rank %d of %d: %d failure(s)\n", me, nr, failures);
     else if (me == 0) printf("  cp %d: ok (%.2f s)\n", nr, titan_now_s() - t0);
     free_groups();
