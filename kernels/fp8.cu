@@ -15,6 +15,8 @@
  *          read and the write are coalesced.
  * dequantize (the emulated path): fp32(decode(q) / scale), a division as
  * torchao's. */
+#include <type_traits>
+
 #include "cuda_ops.cuh"
 
 enum { AMAX_THREADS = 256, TILE = 32, TILE_ROWS = 8, COL_CHUNK = 256, MAX_PARTS = 1024, CAST_THREADS = 256 };
@@ -95,30 +97,45 @@ static __device__ __forceinline__ unsigned block_umax(unsigned v, unsigned *tmp)
 
 /* ------------------------------------------------------------- amax */
 
-/* part[b] = max |x| over block b's grid-stride share of all n elements */
+/* max of m and |x| over n elements from p, 16-byte packs first when
+ * vec (p 16-byte aligned), the rest one by one; thread t of T takes
+ * elements t, t + T, ... */
 template <typename S>
-__global__ void amax_tensor_kernel(unsigned *part, const S *x, size_t n) {
-    __shared__ unsigned tmp[WARP];
-    unsigned m = 0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned b = abs_bits(load_f32(x + i));
+static __device__ __forceinline__ unsigned amax_span(unsigned m, const S *p, size_t n, bool vec, size_t t, size_t T) {
+    constexpr int P = TITAN_PACK(S);
+    size_t nvec = vec ? n / P : 0;
+    for (size_t v = t; v < nvec; v += T) {
+        float e[P];
+        load_f32_vec(p + v * P, e);
+#pragma unroll
+        for (int k = 0; k < P; k++) {
+            unsigned b = abs_bits(e[k]);
+            m = b > m ? b : m;
+        }
+    }
+    for (size_t i = nvec * P + t; i < n; i += T) {
+        unsigned b = abs_bits(load_f32(p + i));
         m = b > m ? b : m;
     }
+    return m;
+}
+
+/* part[b] = max |x| over block b's grid-stride share of all n elements */
+template <typename S>
+__global__ void amax_tensor_kernel(unsigned *part, const S *x, size_t n, bool vec) {
+    __shared__ unsigned tmp[WARP];
+    unsigned m = amax_span(0u, x, n, vec, (size_t)blockIdx.x * blockDim.x + threadIdx.x,
+                           (size_t)gridDim.x * blockDim.x);
     m = block_umax(m, tmp);
     if (threadIdx.x == 0) part[blockIdx.x] = m;
 }
 
 /* part[r] = max |x[r, :]|, a block per row (grid-stride over rows) */
 template <typename S>
-__global__ void amax_rows_kernel(unsigned *part, const S *x, int rows, int cols) {
+__global__ void amax_rows_kernel(unsigned *part, const S *x, int rows, int cols, bool vec) {
     __shared__ unsigned tmp[WARP];
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
-        const S *row = x + (size_t)r * cols;
-        unsigned m = 0;
-        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-            unsigned b = abs_bits(load_f32(row + c));
-            m = b > m ? b : m;
-        }
+        unsigned m = amax_span(0u, x + (size_t)r * cols, (size_t)cols, vec, threadIdx.x, blockDim.x);
         m = block_umax(m, tmp);
         if (threadIdx.x == 0) part[r] = m;
     }
@@ -139,24 +156,39 @@ __global__ void amax_cols_kernel(unsigned *part, const S *x, int rows, int cols)
     part[(size_t)chunk * cols + c] = m;
 }
 
-/* scale[i], inv[i] for i < ns from parts partial maxima each (part[p * ns + i]) */
-__global__ void scale_kernel(float *scale, float *inv, const unsigned *part, int parts, int ns, int f, int pow2) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < ns; i += gridDim.x * blockDim.x) {
+/* scale[i] and inv[i] from amax's bits m (titan_fp8_scale) */
+static __device__ __forceinline__ void store_scale(float *scale, float *inv, int i, unsigned m, int f, int pow2) {
+    float amax = __uint_as_float(m), s;
+    if (isnan(amax)) {
+        s = amax;
+    } else {
+        double a = (double)amax > TITAN_FP8_SCALE_EPS ? (double)amax : TITAN_FP8_SCALE_EPS;
+        s = (float)((double)fmt_of(f).max / a);
+        if (pow2) s = exp2f(floorf(log2f(s)));
+    }
+    scale[i] = s;
+    inv[i] = 1.0f / s;
+}
+
+/* scale[i], inv[i] for i < ns from one partial maximum each: a thread a scale */
+__global__ void scale_kernel(float *scale, float *inv, const unsigned *part, int ns, int f, int pow2) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < ns; i += gridDim.x * blockDim.x)
+        store_scale(scale, inv, i, part[i], f, pow2);
+}
+
+/* the same from parts partial maxima each (part[p * ns + i]): a block a
+ * scale, its threads across the parts (one thread walking a thousand
+ * partials one load after another took most of a tensorwise cast) */
+__global__ void scale_fold_kernel(float *scale, float *inv, const unsigned *part, int parts, int ns, int f, int pow2) {
+    __shared__ unsigned tmp[WARP];
+    for (int i = blockIdx.x; i < ns; i += gridDim.x) {
         unsigned m = 0;
-        for (int p = 0; p < parts; p++) {
+        for (int p = threadIdx.x; p < parts; p += blockDim.x) {
             unsigned b = part[(size_t)p * ns + i];
             m = b > m ? b : m;
         }
-        float amax = __uint_as_float(m), s;
-        if (isnan(amax)) {
-            s = amax;
-        } else { /* titan_fp8_scale */
-            double a = (double)amax > TITAN_FP8_SCALE_EPS ? (double)amax : TITAN_FP8_SCALE_EPS;
-            s = (float)((double)fmt_of(f).max / a);
-            if (pow2) s = exp2f(floorf(log2f(s)));
-        }
-        scale[i] = s;
-        inv[i] = 1.0f / s;
+        m = block_umax(m, tmp);
+        if (threadIdx.x == 0) store_scale(scale, inv, i, m, f, pow2);
     }
 }
 
@@ -176,6 +208,32 @@ __global__ void cast_kernel(uint8_t *q, const S *x, const float *scale, int rows
         uint8_t *qr = q + (size_t)r * cols;
         for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x)
             qr[c] = fp8_encode(load_f32(xr + c) * scale_at(scale, axis, r, c), fi);
+    }
+}
+
+/* The same in packs: P = 16 / sizeof(S) elements a thread, one 16-byte
+ * load, one P-byte store (x 16-byte aligned, cols a multiple of P, q's
+ * rows P-byte aligned: the host checks). The same bytes. */
+template <typename S>
+__global__ void cast_vec_kernel(uint8_t *q, const S *x, const float *scale, int rows, int cols, int axis, int f) {
+    constexpr int P = TITAN_PACK(S);
+    typedef typename std::conditional<P == 8, uint2, uint32_t>::type packed;
+    fp8_fmt fi = fmt_of(f);
+    int nv = cols / P;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const S *xr = x + (size_t)r * cols;
+        uint8_t *qr = q + (size_t)r * cols;
+        for (int v = blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += gridDim.x * blockDim.x) {
+            float e[P];
+            load_f32_vec(xr + (size_t)v * P, e);
+            union {
+                packed u;
+                uint8_t b[P];
+            } o;
+#pragma unroll
+            for (int k = 0; k < P; k++) o.b[k] = fp8_encode(e[k] * scale_at(scale, axis, r, v * P + k), fi);
+            *reinterpret_cast<packed *>(qr + (size_t)v * P) = o.u;
+        }
     }
 }
 
@@ -227,16 +285,22 @@ static void scales_launch(float *scale, float *inv, const S *x, int rows, int co
     if (n == 0) {
         CUDA_CHECK(cudaMemsetAsync(part, 0, (size_t)parts * ns * sizeof(unsigned), 0));
     } else if (axis == TITAN_FP8_TENSOR) {
-        amax_tensor_kernel<S><<<parts, AMAX_THREADS>>>(part, x, n);
+        amax_tensor_kernel<S><<<parts, AMAX_THREADS>>>(part, x, n, titan_cuda_aligned16(x));
     } else if (axis == TITAN_FP8_ROWS) {
-        amax_rows_kernel<S><<<titan_cuda_blocks((size_t)rows, 1), AMAX_THREADS>>>(part, x, rows, cols);
+        bool vec = titan_cuda_aligned16(x) && (size_t)cols * sizeof(S) % 16 == 0;
+        amax_rows_kernel<S><<<titan_cuda_blocks((size_t)rows, 1), AMAX_THREADS>>>(part, x, rows, cols, vec);
     } else {
         dim3 grid((unsigned)((cols + AMAX_THREADS - 1) / AMAX_THREADS), (unsigned)parts);
         amax_cols_kernel<S><<<grid, AMAX_THREADS>>>(part, x, rows, cols);
     }
     CUDA_CHECK_LAUNCH();
-    unsigned blocks = titan_cuda_blocks((size_t)ns, 256);
-    scale_kernel<<<blocks, 256>>>(scale, inv, part, parts, ns, (int)f, pow2);
+    if (parts == 1) {
+        unsigned blocks = titan_cuda_blocks((size_t)ns, 256);
+        scale_kernel<<<blocks, 256>>>(scale, inv, part, ns, (int)f, pow2);
+    } else {
+        unsigned blocks = (unsigned)(ns < 65535 ? ns : 65535);
+        scale_fold_kernel<<<blocks, 256>>>(scale, inv, part, parts, ns, (int)f, pow2);
+    }
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaFreeAsync(part, 0));
 }
@@ -251,9 +315,15 @@ static void cast_launch(uint8_t *q, const S *x, const float *scale, int rows, in
         dim3 grid((unsigned)((cols + TILE - 1) / TILE), gy), block(TILE, TILE_ROWS);
         cast_transposed_kernel<S><<<grid, block>>>(q, x, scale, rows, cols, (int)axis, (int)f);
     } else {
-        unsigned gx = (unsigned)((cols + CAST_THREADS - 1) / CAST_THREADS);
+        constexpr int P = TITAN_PACK(S);
+        bool vec = titan_cuda_aligned16(x) && cols % P == 0 && (uintptr_t)q % P == 0;
+        int per_row = vec ? cols / P : cols;
+        unsigned gx = (unsigned)((per_row + CAST_THREADS - 1) / CAST_THREADS);
         dim3 grid(gx < 64 ? gx : 64, (unsigned)(rows < 65535 ? rows : 65535));
-        cast_kernel<S><<<grid, CAST_THREADS>>>(q, x, scale, rows, cols, (int)axis, (int)f);
+        if (vec)
+            cast_vec_kernel<S><<<grid, CAST_THREADS>>>(q, x, scale, rows, cols, (int)axis, (int)f);
+        else
+            cast_kernel<S><<<grid, CAST_THREADS>>>(q, x, scale, rows, cols, (int)axis, (int)f);
     }
     CUDA_CHECK_LAUNCH();
 }
