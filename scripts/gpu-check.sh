@@ -6,7 +6,9 @@
 #      build/tests/test_comm_nccl (the nccl communicator; skipped without NCCL);
 #      tests/gpu/attention_tc_check.cu and gemm_inplace_check.cu (cuBLASLt's
 #      residual product in place and out of place); adamw_bw_check.cu (the
-#      AdamW kernel's GB/s beside a device-to-device copy's);
+#      AdamW kernel's GB/s beside a device-to-device copy's); fp8_speed_check.cu
+#      (each float8 cast's GB/s, the float8 product's TFLOP/s beside bf16's,
+#      the whole float8 linear beside the bf16 one);
 #   3. tests/cli/train.sh (its device lines then see a GPU);
 #   4. configs/debugmodel.toml trained $STEPS steps on cpu and on cuda from
 #      one seed checkpoint: the loss curves must agree to $TOL relative at
@@ -208,9 +210,16 @@ if [ "$DEV" = cuda ]; then
         pass "tests/gpu/adamw_bw_check.cu: $(tail -n 1 "$out/adamw_bw_check.log")"
     else failed "tests/gpu/adamw_bw_check.cu: $(tail -n 1 "$out/adamw_bw_check.log")"; fi
     grep -E '^(cudaMemcpy|AdamW)' "$out/adamw_bw_check.log" | while IFS= read -r l; do say "      $l"; done
+    if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/fp8_speed_check.cu \
+            kernels/fp8.cu kernels/fp8_matmul.cu kernels/matmul.cu kernels/elementwise.cu -lcublasLt \
+            -o build/fp8_speed_check >"$out/fp8_speed_check.log" 2>&1 &&
+       tmo build/fp8_speed_check >>"$out/fp8_speed_check.log" 2>&1; then
+        pass "tests/gpu/fp8_speed_check.cu: $(tail -n 1 "$out/fp8_speed_check.log")"
+    else failed "tests/gpu/fp8_speed_check.cu: $(tail -n 1 "$out/fp8_speed_check.log")"; fi
+    grep -E '^(cast|gemm_fp8|bf16|float8)' "$out/fp8_speed_check.log" | while IFS= read -r l; do say "      $l"; done
     unit test_comm_nccl
 else
-    say "SKIP  test_cuda_ops (4 ways), attention_tc_check, gemm_inplace_check, adamw_bw_check, test_comm_nccl: GPU_DEVICE=$DEV"
+    say "SKIP  test_cuda_ops (4 ways), attention_tc_check, gemm_inplace_check, adamw_bw_check, fp8_speed_check, test_comm_nccl: GPU_DEVICE=$DEV"
 fi
 if tmo_for $((2 * STEP_S)) sh tests/cli/train.sh >"$out/cli_train.log" 2>&1; then pass "tests/cli/train.sh"
 else failed "tests/cli/train.sh: $(grep '^not ok' "$out/cli_train.log" | head -n 3 | tr '\n' ' ')$(tail -n 1 "$out/cli_train.log")"; fi

@@ -444,6 +444,7 @@ struct EmuEvent {
     std::mutex mu;
     std::condition_variable cv;
     uint64_t recorded = 0, done = 0; /* records issued, and reached */
+    double at = 0;                   /* host seconds when the last record was reached (cudaEventElapsedTime) */
 };
 struct EmuStream {
     std::mutex mu;
@@ -457,6 +458,9 @@ std::set<EmuStream *> g_streams;
 
 void event_reach(EmuEvent *e, uint64_t gen) {
     std::lock_guard<std::mutex> hold(e->mu);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e->at = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     if (gen > e->done) e->done = gen;
     e->cv.notify_all();
 }
@@ -555,6 +559,19 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
     *e = (cudaEvent_t) new EmuEvent;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+/* host time between the two events' last records reached: what the CPU took */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    EmuEvent *ea = (EmuEvent *)a, *eb = (EmuEvent *)b;
+    if (!ms || !ea || !eb) return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> ha(ea->mu);
+    if (ea->done < ea->recorded) return cudaErrorNotReady;
+    double t0 = ea->at;
+    std::lock_guard<std::mutex> hb(eb->mu); /* a and b are distinct events */
+    if (eb->done < eb->recorded) return cudaErrorNotReady;
+    *ms = (float)((eb->at - t0) * 1e3);
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
