@@ -758,24 +758,20 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw, int gn,
 /* The weight part of layer l's split backward: its matmuls' weight
  * gradients from the stash (the same ops layer_backward would have run). */
 static void layer_weights(titan_llama *m, int l, int gw) {
-    const titan_backend *be = m->be;
-    titan_dtype dt = m->dt;
     layer_acts a = acts_of(m, l);
-    int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
+    int C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
     void *n1 = ws_input(m, l, WS_N1, a.n1), *att = ws_input(m, l, WS_ATT, a.att);
     void *n2 = ws_input(m, l, WS_N2, a.n2), *sw = ws_input(m, l, WS_SW, a.sw);
-    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_W2), ws_at(m, l, WS_DRES_OUT), sw, W_layer(m, l, P_W2), N,
-                        H, C);
-    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_W1), ws_at(m, l, WS_DH1), n2, W_layer(m, l, P_W1), N, C, H);
-    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_W3), ws_at(m, l, WS_DH3), n2, W_layer(m, l, P_W3), N, C, H);
-    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_WO), ws_at(m, l, WS_DRES_MID), att, W_layer(m, l, P_WO), N,
-                        QD, C);
-    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_WQ), ws_at(m, l, WS_DQ), n1, W_layer(m, l, P_WQ), N, C,
-                        QD);
-    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_WK), ws_at(m, l, WS_DK), n1, W_layer(m, l, P_WK), N, C,
-                        KVD);
-    be->matmul_backward(dt, gw, NULL, G_layer(m, l, P_WV), ws_at(m, l, WS_DV), n1, W_layer(m, l, P_WV), N, C,
-                        KVD);
+    /* linear_backward: a float8 linear's grad_w in float8 too, as unsplit */
+    linear_backward(m, l, FP8_W2, gw, NULL, G_layer(m, l, P_W2), ws_at(m, l, WS_DRES_OUT), sw, W_layer(m, l, P_W2),
+                    H, C);
+    linear_backward(m, l, FP8_W1, gw, NULL, G_layer(m, l, P_W1), ws_at(m, l, WS_DH1), n2, W_layer(m, l, P_W1), C, H);
+    linear_backward(m, l, FP8_W3, gw, NULL, G_layer(m, l, P_W3), ws_at(m, l, WS_DH3), n2, W_layer(m, l, P_W3), C, H);
+    linear_backward(m, l, FP8_WO, gw, NULL, G_layer(m, l, P_WO), ws_at(m, l, WS_DRES_MID), att, W_layer(m, l, P_WO),
+                    QD, C);
+    linear_backward(m, l, FP8_WQ, gw, NULL, G_layer(m, l, P_WQ), ws_at(m, l, WS_DQ), n1, W_layer(m, l, P_WQ), C, QD);
+    linear_backward(m, l, FP8_WK, gw, NULL, G_layer(m, l, P_WK), ws_at(m, l, WS_DK), n1, W_layer(m, l, P_WK), C, KVD);
+    linear_backward(m, l, FP8_WV, gw, NULL, G_layer(m, l, P_WV), ws_at(m, l, WS_DV), n1, W_layer(m, l, P_WV), C, KVD);
 }
 
 /* The backward (split: its input part) of the current slot. The first
@@ -862,8 +858,7 @@ void titan_llama_backward_weight(titan_llama *m) {
     int gw = vs->grads_fresh ? 0 : TITAN_ACC_DW;
     vs->grads_fresh = 0;
     if (m->head) {
-        be->matmul_backward(m->dt, gw, NULL, G_head(m), m->act[A_LOGITS], m->act[A_XF], W_head(m), m->N, m->C,
-                            m->V);
+        linear_backward(m, m->L, 0, gw, NULL, G_head(m), m->act[A_LOGITS], m->act[A_XF], W_head(m), m->C, m->V);
         (void)HOOK(m, after_backward, m->L + 1);
     }
     for (int l = m->l1 - 1; l >= m->l0; l--) {

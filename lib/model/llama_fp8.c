@@ -52,10 +52,9 @@ titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, c
     if (!r) return TITAN_OK;
     if (!m->be->fp8_matmul_forward || !m->be->fp8_matmul_backward)
         return titan_error(TITAN_ERR_USAGE, "float8 training: the %s backend has no float8 GEMMs", m->be->name);
-    /* their weight part and collective matmuls run plain GEMMs */
-    if (m->wstash || m->overlap)
-        return titan_error(TITAN_ERR_USAGE, "float8 training with %s: not supported yet",
-                           m->wstash ? "a split backward (zero-bubble schedules)" : "async tensor parallelism");
+    /* the collective matmuls run plain GEMMs */
+    if (m->overlap)
+        return titan_error(TITAN_ERR_USAGE, "float8 training with async tensor parallelism: not supported yet");
     const titan_llama_config *c = &m->cfg;
     int L = c->n_layers, C = c->dim, HD = c->dim / c->n_heads;
     int QD = c->n_heads * HD, KVD = c->n_kv_heads * HD, H = titan_llama_hidden_dim(c);

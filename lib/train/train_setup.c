@@ -270,12 +270,6 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
     mo.tp = t->mesh.tp_group;
     mo.cp = t->mesh.cp_group;
     /* titan_setup_model_config has checked the tp and pp splits */
-    if (mo.split_backward && titan_config_float8(cfg)) {
-        titan_error(TITAN_ERR_USAGE, "float8 training with the zero-bubble schedule %s: not supported yet (its "
-                    "weight-gradient part runs apart from the float8 backward)", cfg->parallelism_pipeline_parallel_schedule);
-        titan_error_hint("use Interleaved1F1B, 1F1B or GPipe with float8, or train without float8");
-        return TITAN_ERR_USAGE;
-    }
     TITAN_TRY(titan_llama_create_ex(&t->model, &t->mc, t->be, sh->mb, T, sh->ac, sh->compute, &mo));
     return setup_float8(t, sh->sharded);
 }

@@ -126,6 +126,23 @@ expect 0 "" "init without emulate" -- "$bin/titan-init" -q "$cfg" "$tmp/hw" $TIN
 expect 2 "set quantize.linear.float8.emulate = true" "float8 without emulate is refused (no float8 GEMM hardware path)" -- \
     "$bin/titan-train" "$tmp/hw"
 
+# --- pipeline schedules: the zero-bubble split backward keeps its float8 ------
+# InterleavedZeroBubble runs each linear's grad_w apart from its grad_in
+# (the I and W actions), both in float8: the bits of Interleaved1F1B, the
+# same float8 GEMM count (4 layers: 28 linears x 3 GEMMs, split over pp 2)
+expect 0 "" "init float8 pp run (4 layers)" -- "$bin/titan-init" -q "$cfg" "$tmp/pp8" $TINY $F8 \
+    --model.n_layers=4 --training.steps=3 --training.threads=1
+cp -r "$tmp/pp8" "$tmp/pp8z"
+expect 0 "" "float8 pp 2 Interleaved1F1B" -- "$bin/titan-train" -q --nproc 2 "$tmp/pp8" \
+    --parallelism.pipeline_parallel_degree=2 --parallelism.pipeline_parallel_schedule=Interleaved1F1B
+expect 0 "" "float8 pp 2 InterleavedZeroBubble" -- "$bin/titan-train" -q --nproc 2 "$tmp/pp8z" \
+    --parallelism.pipeline_parallel_degree=2 --parallelism.pipeline_parallel_schedule=InterleavedZeroBubble
+cut -d, -f1-3 "$tmp/pp8/metrics.jsonl" > "$tmp/pp8.l"; cut -d, -f1-3 "$tmp/pp8z/metrics.jsonl" > "$tmp/pp8z.l"
+cmp -s "$tmp/pp8.l" "$tmp/pp8z.l" && [ "$(gemms "$tmp/pp8z")" = "84 " ] && [ "$(gemms "$tmp/pp8")" = "84 " ] &&
+    cmp -s "$tmp/pp8/checkpoint/step-00000003/rank-00000.bin" "$tmp/pp8z/checkpoint/step-00000003/rank-00000.bin" &&
+    ok "float8 InterleavedZeroBubble = Interleaved1F1B bit for bit (losses, norms, checkpoint; 84 float8 GEMMs a step)" ||
+    fail "float8 InterleavedZeroBubble = Interleaved1F1B bit for bit (losses, norms, checkpoint; 84 float8 GEMMs a step)"
+
 # --- checkpoints: master weights stay fp32, so runs change freely -------------
 # float8 to step 3, then plain bf16 to 6; plain fp32 to 3, then float8 to 6
 expect 0 "" "init float8 run to switch" -- "$bin/titan-init" -q "$cfg" "$tmp/sw" $TINY $F8
