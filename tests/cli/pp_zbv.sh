@@ -4,7 +4,7 @@
 # holds the embedding and the loss) on the tiny model of pp_train.sh:
 # ZBVZeroBubble on pp 2, pp 4 (6 layers: a block a stage), pp 2 x FSDP 2
 # (freed blocks poisoned), pp 2 x tp 2, x cp 2 and x DDP 2 (and on
-# cpu-guard: the CPU's bits), DualPipeV on pp 2 and pp 4 (it needs 2 pp
+# cpu-guard: the CPU's bits), DualPipeV on pp 2 (alone, x FSDP 2, x tp 2) and pp 4 (it needs 2 pp
 # micro-batches), each loss curve the one process's to pp_train.sh's
 # bounds and Interleaved1F1B's bit for bit; 512 KiB stage messages (larger than a send ring) without
 # deadlock on pp 2 and pp 4; checkpoints: a ZBV run stopped and resumed
@@ -32,7 +32,7 @@ for r in single zbv il zfsdp ztp zcp zddp zhalf zhalf1 ilhalf zguard; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 for r in s6 zbv4 il4; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $L6 2>"$tmp/err" || fail "init $r"; done
-for r in b4single dpv b4il; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $B4 2>"$tmp/err" || fail "init $r"; done
+for r in b4single dpv b4il dfsdp dtp; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $B4 2>"$tmp/err" || fail "init $r"; done
 for r in s6b8 dpv4; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $L6 $B8 2>"$tmp/err" || fail "init $r"; done
 
 # --- loss curves against one process ------------------------------------------------
@@ -64,6 +64,11 @@ curve "pp 4 ZBVZeroBubble loss curve = one process" "$tmp/s6" "$tmp/zbv4"
 expect 0 "" "train 4 sequences a rank, one process" -- "$bin/titan-train" -q "$tmp/b4single"
 expect 0 "DualPipeV schedule, 4 micro-batches" "train pp 2 DualPipeV" -- "$bin/titan-train" "$tmp/dpv" --nproc 2 $PP2 $DPV
 curve "pp 2 DualPipeV loss curve = one process" "$tmp/b4single" "$tmp/dpv"
+expect 0 "" "train pp 2 x FSDP 2, DualPipeV (poisoned)" -- env TITAN_FSDP_POISON=1 \
+    "$bin/titan-train" -q "$tmp/dfsdp" --nproc 4 $PP2 $DPV
+curve "pp 2 x FSDP 2 DualPipeV loss curve = one process" "$tmp/b4single" "$tmp/dfsdp"
+expect 0 "" "train pp 2 x tp 2, DualPipeV" -- "$bin/titan-train" -q "$tmp/dtp" --nproc 4 $PP2 $TP2 $DPV
+curve "pp 2 x tp 2 DualPipeV loss curve = one process" "$tmp/b4single" "$tmp/dtp"
 expect 0 "" "train 6 layers, 8 sequences a rank, one process" -- "$bin/titan-train" -q "$tmp/s6b8"
 expect 0 "" "train pp 4 DualPipeV, 8 micro-batches" -- "$bin/titan-train" -q "$tmp/dpv4" --nproc 4 $PP4 $DPV
 curve "pp 4 DualPipeV loss curve = one process" "$tmp/s6b8" "$tmp/dpv4"
