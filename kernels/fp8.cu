@@ -160,7 +160,7 @@ __global__ void amax_cols_kernel(unsigned *part, const S *x, int rows, int cols)
 static __device__ __forceinline__ void store_scale(float *scale, float *inv, int i, unsigned m, int f, int pow2) {
     float amax = __uint_as_float(m), s;
     if (isnan(amax)) {
-        s = amax;
+        s = __int_as_float(0x7fc00000); /* the CPU's NAN, whatever the input's payload */
     } else {
         double a = (double)amax > TITAN_FP8_SCALE_EPS ? (double)amax : TITAN_FP8_SCALE_EPS;
         s = (float)((double)fmt_of(f).max / a);
@@ -272,6 +272,7 @@ __global__ void dequantize_kernel(float *out, const uint8_t *q, const float *sca
 template <typename S>
 static void scales_launch(float *scale, float *inv, const S *x, int rows, int cols, titan_fp8_axis axis,
                           titan_fp8_format f, int pow2) {
+    if (titan_cuda_fp8_nscales(axis, rows, cols) == 0) return; /* an empty axis: no scales, nothing to launch */
     int ns = titan_cuda_fp8_nscales(axis, rows, cols), parts;
     size_t n = (size_t)rows * cols;
     if (axis == TITAN_FP8_TENSOR) {

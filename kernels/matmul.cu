@@ -155,10 +155,14 @@ static int plan_algo(gemm_plan *p, uint32_t reduction_mask) {
 static void fp8_attributes(cublasLtMatmulDesc_t op, const gemm_key *key) {
     int8_t fast = (int8_t)key->fast_accum;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &key->a_scale_mode,
-                                                sizeof key->a_scale_mode));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &key->b_scale_mode,
-                                                sizeof key->b_scale_mode));
+    /* scalar is the default: the attribute only for vectors (a cuBLAS
+     * before 12.8 does not know it) */
+    if (key->a_scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &key->a_scale_mode,
+                                                    sizeof key->a_scale_mode));
+    if (key->b_scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &key->b_scale_mode,
+                                                    sizeof key->b_scale_mode));
 }
 
 static void fp8_scale_pointers(cublasLtMatmulDesc_t op, const float *a_scale, const float *b_scale) {
@@ -419,6 +423,14 @@ int titan_cuda_gemm_fp8(titan_dtype cdt, void *out, const void *C, float beta, c
         fp8_scale_pointers(p->op, Q->inv, P->inv);
         st = cublasLtMatmul(g_mm.lt, p->op, &alpha, Q->q, p->la, P->q, p->lb, &beta, C, p->lc, out, p->lc, &p->algo,
                             g_mm.workspace, WORKSPACE_BYTES, 0);
+        /* refused only now, after the heuristic offered the algorithm (an
+         * H100 did so for a misaligned scale pointer): this plan is the
+         * emulated product from now on, with one note, not an abort */
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+            p->fallback = 1, ran = 0, st = CUBLAS_STATUS_SUCCESS;
+            fprintf(stderr, "titan: cuda: note: cuBLASLt refused a float8 product it had an algorithm for (m=%d n=%d "
+                    "k=%d); using the emulated float8 product\n", key.m, key.n, key.k);
+        }
     }
     pthread_mutex_unlock(&g_mm_mutex);
     CUBLAS_CHECK(st);

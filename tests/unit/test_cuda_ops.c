@@ -949,22 +949,25 @@ static void test_cross_entropy_shard(int N, int V, int v0, int Vs) {
 
 /* The casts: bytes and scales equal to the CPU's bit for bit, each axis,
  * both formats, with and without power-of-two scales. Values over several
- * decades, zeros, and some that saturate or fall to subnormals. */
+ * decades, zeros, and some that fall to subnormals or round to zero. Not
+ * NaN: the sign of x * scale's NaN (and so of its code) is the hardware's.
+ * The transposed casts (the GEMMs' grad_in and grad_w operands) are held
+ * to the GEMMs' tolerances below. */
 static void test_fp8_quantize(int rows, int cols) {
     titan_dtype dt = cur_dt;
-    size_t n = (size_t)rows * cols;
+    size_t n = (size_t)rows * cols, na = n ? n : 1; /* buffers of one element at least */
     float *v = randf(n, -1, 1);
     for (size_t i = 0; i < n; i++) v[i] = ldexpf(v[i], (int)(i % 23) - 12); /* 2^-12 .. 2^10 */
     if (n > 8) v[0] = 0.0f, v[3] = -0.0f, v[5] = 3e5f, v[7] = -1e-30f;
-    void *x = xmalloc(n * esize(dt));
+    void *x = calloc(na, esize(dt));
     cpu->convert(x, dt, v, TITAN_DTYPE_F32, n);
-    void *d_x = upd(x, n);
-    uint8_t *q = xmalloc(n), *d_q = gpu->alloc(n);
+    void *d_x = upd(x, na);
+    uint8_t *q = xmalloc(na), *d_q = gpu->alloc(na);
     for (int axis = 0; axis < 3; axis++)
         for (int f = TITAN_FP8_E4M3; f <= TITAN_FP8_E5M2; f++)
             for (int pow2 = 0; pow2 < 2; pow2++) {
                 int ns = titan_fp8_nscales((titan_fp8_axis)axis, rows, cols);
-                float *scale = xmalloc((size_t)ns * sizeof(float)), *d_scale = gpu->alloc((size_t)ns * sizeof(float));
+                float *scale = xmalloc((size_t)ns * sizeof(float)), *d_scale = gpu->alloc((size_t)(ns ? ns : 1) * sizeof(float));
                 cpu->fp8_quantize(dt, q, scale, x, rows, cols, (titan_fp8_axis)axis, (titan_fp8_format)f, pow2);
                 gpu->fp8_quantize(dt, d_q, d_scale, d_x, rows, cols, (titan_fp8_axis)axis, (titan_fp8_format)f, pow2);
                 uint8_t *hq = xmalloc(n);
@@ -1042,9 +1045,11 @@ static void test_fp8(titan_dtype dt) {
     cur_dt = dt;
     printf("--- float8, dt = %s\n", dname());
     test_fp8_quantize(67, 129);
-    test_fp8_quantize(300, 64); /* column maxima over two chunks of rows */
+    test_fp8_quantize(300, 64); /* column maxima over two chunks of rows; 16-byte packs */
+    test_fp8_quantize(20, 30);  /* one partial maximum (no fold), element by element */
+    test_fp8_quantize(0, 8);    /* empty: no scales for rows, nothing launched */
     test_fp8_matmul(64, 128, 96); /* dimensions of 16: the tensor-core path */
-    test_fp8_matmul(40, 72, 24);  /* K = 72 of grad_in, 40 of grad_w: no float8 algorithm, emulated */
+    test_fp8_matmul(40, 72, 24);  /* K = 72 (out), 24 (grad_in), 40 (grad_w): no float8 algorithm, emulated */
 }
 
 static void test_dtype_ops(titan_dtype dt) {
