@@ -13,8 +13,9 @@
  * T and TRANSB N only, C/D bf16 or fp32, A's and B's dequant scales from
  * device pointers (NULL: 1) read as one scalar each or, with
  * OUTER_VEC_32F, a vector of m (A) and n (B) floats; lda, ldb and ldc must
- * be multiples of 16 bytes, else the heuristic finds no algorithm (as the
- * real one needs them for its tensor-core tiles); a scale pointer not
+ * be multiples of 16 bytes, and the preference's minimum alignments of
+ * A, B, C and D 16 bytes or more, else the heuristic finds no algorithm
+ * (cuBLASLt documents both for float8); a scale pointer not
  * 16-byte aligned is NOT_SUPPORTED at the matmul (as an H100 answered). D = alpha sa sb sum + beta C;
  * FAST_ACCUM is taken and changes nothing here.
  * Each element of D is a float sum over k in increasing order, then
@@ -339,8 +340,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if (st != CUBLAS_STATUS_SUCCESS) return st;
     memset(&results[0], 0, sizeof results[0]);
     if (is_fp8(p.a.type) && ((p.a.ld * type_size(p.a.type)) % 16 || (p.b.ld * type_size(p.b.type)) % 16 ||
-                             (p.dd.ld * type_size(p.dd.type)) % 16)) {
-        *returned = 0; /* float8 tensor-core tiles need 16-byte leading dimensions */
+                             (p.dd.ld * type_size(p.dd.type)) % 16 || pr.align[0] < 16 || pr.align[1] < 16 ||
+                             pr.align[2] < 16 || pr.align[3] < 16)) {
+        *returned = 0; /* float8 tensor-core tiles: 16-byte leading dimensions and pointers */
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     Algo al{ALGO_MAGIC, p.a.type, p.dd.type, {pr.align[0], pr.align[1], pr.align[2], pr.align[3]}, p.b.type};
