@@ -19,7 +19,10 @@
 
 #include "cuda_ops.cuh"
 
-enum { AMAX_THREADS = 256, TILE = 32, TILE_ROWS = 8, COL_CHUNK = 256, MAX_PARTS = 1024, CAST_THREADS = 256 };
+/* COL_CHUNK: rows a thread of amax_cols_kernel walks; short, so that many
+ * chunks keep loads in flight (256 rows one after another was a guess at
+ * the slow rowwise casts of the first H100 run) */
+enum { AMAX_THREADS = 256, TILE = 32, TILE_ROWS = 8, COL_CHUNK = 64, MAX_PARTS = 1024, CAST_THREADS = 256 };
 
 /* inv starts this many floats after scale: cuBLASLt refuses a scale pointer
  * that is not 16-byte aligned ("not supported", an H100, cuBLAS 13.0); 64
@@ -149,6 +152,7 @@ __global__ void amax_cols_kernel(unsigned *part, const S *x, int rows, int cols)
     if (c >= cols) return;
     int r0 = chunk * COL_CHUNK, r1 = r0 + COL_CHUNK < rows ? r0 + COL_CHUNK : rows;
     unsigned m = 0;
+#pragma unroll 8
     for (int r = r0; r < r1; r++) {
         unsigned b = abs_bits(load_f32(x + (size_t)r * cols + c));
         m = b > m ? b : m;
