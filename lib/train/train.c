@@ -555,10 +555,11 @@ static void memory_report(const trainer *t) {
     int was = titan_log_verbosity();
     if (was < 1) titan_log_set_verbosity(1);
     titan_info("memory: rank %d: peak %.1f MiB measured (the %s allocator's count, the largest step's), "
-               "%.1f MiB estimated (%+.1f%%)%s", t->mesh.rank, m * mib, t->be->name, t->mem_estimate * mib,
-               100.0 * (t->mem_estimate - m) / m,
+               "%.1f MiB estimated (%+.1f%%)%s; bytes: %zu measured, %.0f estimated", t->mesh.rank, m * mib,
+               t->be->name, t->mem_estimate * mib, 100.0 * (t->mem_estimate - m) / m,
                t->dev.host && t->mesh.layout.dp_shard * t->mesh.layout.cp > 1
-                   ? "; the cpu allocator counts FSDP's full buffers whole, the estimate what is resident" : "");
+                   ? "; the cpu allocator counts FSDP's full buffers whole, the estimate what is resident" : "",
+               t->mem_peak, t->mem_estimate);
     titan_log_set_verbosity(was);
 }
 
