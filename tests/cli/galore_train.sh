@@ -23,7 +23,7 @@ TINY_GLOBAL_BATCH=8
 shard_man_corpus
 
 GALORE="--optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=5 --optimizer.galore_svd=exact"
-for r in single half thr2 ddp2 fsdp2 fsdp4 hsdp fhalf rsvd adam adamw; do
+for r in single half ahalf thr2 ddp2 fsdp2 fasync fsdp4 hsdp fhalf rsvd adam adamw; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 expect 0 "" "GaLore (exact SVD) 20 steps, one process" -- "$bin/titan-train" "$tmp/single" $GALORE
@@ -43,6 +43,12 @@ expect 0 "" "GaLore to step 12" -- "$bin/titan-train" -q "$tmp/half" $GALORE --s
 expect 0 "" "resume to step 20" -- "$bin/titan-train" -q "$tmp/half" $GALORE
 same_bits "GaLore resume: the same losses and gradient norms" "$tmp/single" "$tmp/half"
 same_ckpt "GaLore resume: the same checkpoint at step 20" "$tmp/single" "$tmp/half"
+
+# async saves snapshot the packed moments (one process; FSDP 2 below)
+ASYNC="--checkpoint.async_mode=async"
+expect 0 "" "GaLore, async saves, to step 12" -- "$bin/titan-train" -q "$tmp/ahalf" $GALORE $ASYNC --stop-at 12
+expect 0 "" "resume it, async saves" -- "$bin/titan-train" -q "$tmp/ahalf" $GALORE $ASYNC
+same_ckpt "GaLore async saves: the same checkpoint at step 20" "$tmp/single" "$tmp/ahalf"
 
 expect 0 "" "GaLore on 2 threads" -- "$bin/titan-train" -q "$tmp/thr2" $GALORE --training.threads=2
 same_bits "GaLore: 1 thread and 2 threads give the same bits" "$tmp/single" "$tmp/thr2"
@@ -71,6 +77,9 @@ b = {d["step"]: d["optim_comm_bytes"] for d in map(json.loads, open(sys.argv[1])
 refresh = {1, 6, 11, 16}
 sys.exit(0 if min(b[s] for s in refresh) > max(b[s] for s in b if s not in refresh) > 0 else 1)
 PY
+expect 0 "" "GaLore FSDP 2, async saves, to step 12" -- "$bin/titan-train" -q "$tmp/fasync" $GALORE $ASYNC --nproc 2 --stop-at 12
+expect 0 "" "resume it under FSDP 2, async saves" -- "$bin/titan-train" -q "$tmp/fasync" $GALORE $ASYNC --nproc 2
+same_ckpt "GaLore FSDP 2 async resume: the same checkpoint as FSDP 2 straight" "$tmp/fsdp2" "$tmp/fasync"
 expect 0 "" "GaLore FSDP 2 to step 10" -- "$bin/titan-train" -q "$tmp/fhalf" $GALORE --nproc 2 --stop-at 10
 cp -r "$tmp/fhalf" "$tmp/fhalf1"
 expect 0 "" "resume it under FSDP 4" -- "$bin/titan-train" -q "$tmp/fhalf" $GALORE --nproc 4
