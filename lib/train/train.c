@@ -75,7 +75,10 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
     int64_t step = t->pr.step + 1;
     double loss_sum = 0.0;
+    /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
+    double lr = titan_lr_at(&t->sched, &t->lr, step - 1 - t->pr.lr_origin);
     TITAN_TRY(titan_fsdp_zero_grads(t->fsdp));
+    if (t->early) titan_early_step_begin(t->early, (float)lr); /* each unit updated as it is reduced */
     for (int a = 0; a < t->accum; a++) {
         const uint32_t *in, *tg;
         titan_flight_phase("data");
@@ -113,6 +116,10 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     if (t->overlap) { /* the partial sums the backward took, added in block order */
         norm = titan_overlap_norm(t->overlap);
         clip = titan_clip_coef(norm, cfg->training_max_norm);
+    } else if (t->early) { /* the units' sums, taken before their updates (no clipping) */
+        double ss = titan_early_step_sumsq(t->early);
+        TITAN_TRY(titan_comm_sum_double(t->mesh.shard_comm, ss, &ss));
+        norm = sqrt(ss);
     } else {
         TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm, &clip));
     }
@@ -127,19 +134,18 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     sm->fp8_gemms = titan_llama_take_fp8_gemms(t->model);
     /* Checked on the sum, so every rank refuses the step alike (a pipeline's
      * loss is its last stage's; the other stages hold 0). */
+    const char *taken = t->early ? "parameters already updated in the backward (optimizer.early_step_in_backward)"
+                                 : "step refused, parameters unchanged";
     if (!isfinite(loss_sum)) {
-        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g); step refused, parameters unchanged",
-                    step, loss_sum);
+        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g); %s", step, loss_sum, taken);
         titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
         return TITAN_ERR_NUMERIC;
     }
     if (!isfinite(norm)) {
-        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is not finite (%g); step refused, parameters unchanged", step, norm);
+        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is not finite (%g); %s", step, norm, taken);
         titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
         return TITAN_ERR_NUMERIC;
     }
-    /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
-    double lr = titan_lr_at(&t->sched, &t->lr, step - 1 - t->pr.lr_origin);
     /* Unsharded, the optimizer updates the model's own parameters: it also
      * writes their bf16 compute copy in the same pass, and the forwards
      * skip their casts. */
@@ -152,7 +158,9 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     double oc_s = t->opt_comm ? t->opt_comm->seconds : 0.0;
     uint64_t oc_bytes = t->opt_comm ? t->opt_comm->bytes : 0;
     double opt_t0 = titan_now_s();
-    if (t->overlap) /* block by block; deferred: on the side stream, each block's forward waits for its own */
+    if (t->early) /* done in the backward: its time is the updates' own */
+        opt_t0 -= titan_early_step_seconds(t->early);
+    else if (t->overlap) /* block by block; deferred: on the side stream, each block's forward waits for its own */
         titan_overlap_update(t->overlap, t->adam, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr);
     else {
         if (!titan_optim_writes_copy(t->opt)) copy = NULL; /* the forwards cast */
@@ -509,6 +517,7 @@ static titan_status loop(trainer *t) {
 
 static void teardown(trainer *t) {
     titan_overlap_free(t->overlap); /* waits for its updates; before what they write is freed */
+    titan_early_step_free(t->early);
     titan_free(t->inputs);
     titan_free(t->targets);
     titan_free(t->cp_inputs);

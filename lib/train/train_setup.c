@@ -349,6 +349,13 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
         TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sh->sched, t->micro, sh->mb,
                                         cfg->training_seq_len / t->mesh.layout.cp));
     TITAN_TRY(create_optimizer(t));
+    TITAN_TRY(titan_early_step_check(cfg, &t->mesh.layout, t->accum));
+    if (cfg->optimizer_early_step_in_backward) {
+        TITAN_TRY(titan_early_step_create(&t->early, t->fsdp, t->adam, t->be));
+        if (t->mesh.rank == 0)
+            titan_info("optimizer: AdamW steps each FSDP unit right after its reduce-scatter, in the backward "
+                       "(optimizer.early_step_in_backward)");
+    }
     /* one process, AdamW: the model has no FSDP hooks (overlap.h) */
     if (t->mesh.world == 1 && titan_optim_get_kind(t->opt) == TITAN_OPTIM_ADAMW) {
         TITAN_TRY(titan_overlap_create(&t->overlap, t->model, cfg->optimizer_overlap_with_forward));
@@ -547,6 +554,8 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
     TITAN_TRY(titan_trainer_resume_shape(t, loaded)); /* the global batch and validation kept, or refused */
+    /* a kept global batch may need accumulation, which stepping in the backward cannot take */
+    TITAN_TRY(titan_early_step_check(cfg, &t->mesh.layout, t->accum));
     t->pr.model_only = 0; /* the next saves are full ones */
     if (t->mesh.rank == 0) lr_resume_warn(t);
     t->pr.lr = t->lr; /* what the next saves record */
