@@ -69,7 +69,27 @@ static titan_status next_batch(trainer *t, titan_loader *l, const uint32_t **in,
     return TITAN_OK;
 }
 
-/* One optimizer step. Parameters change only after every check passed. */
+/* The step's global gradient norm and the clipping factor the update
+ * applies (1: none). */
+static titan_status grad_norm(trainer *t, double *norm, float *clip) {
+    double max_norm = t->cfg->training_max_norm;
+    if (t->overlap) { /* the partial sums the backward took, added in block order */
+        *norm = titan_overlap_norm(t->overlap);
+        *clip = titan_clip_coef(*norm, max_norm);
+        return TITAN_OK;
+    }
+    if (t->early) { /* the units' sums, taken before their updates (no clipping) */
+        double ss = titan_early_step_sumsq(t->early);
+        TITAN_TRY(titan_comm_sum_double(t->mesh.shard_comm, ss, &ss));
+        *norm = sqrt(ss);
+        return TITAN_OK;
+    }
+    return titan_fsdp_clip(t->fsdp, max_norm, norm, clip);
+}
+
+/* One optimizer step. Parameters change only after every check passed
+ * (but under optimizer.early_step_in_backward, which updates them in the
+ * backward). */
 static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     const titan_job_config *cfg = t->cfg;
     int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
@@ -113,16 +133,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
     double norm = 0.0;
     float clip = 1.0f; /* applied by the optimizer step as it reads the gradients */
-    if (t->overlap) { /* the partial sums the backward took, added in block order */
-        norm = titan_overlap_norm(t->overlap);
-        clip = titan_clip_coef(norm, cfg->training_max_norm);
-    } else if (t->early) { /* the units' sums, taken before their updates (no clipping) */
-        double ss = titan_early_step_sumsq(t->early);
-        TITAN_TRY(titan_comm_sum_double(t->mesh.shard_comm, ss, &ss));
-        norm = sqrt(ss);
-    } else {
-        TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm, &clip));
-    }
+    TITAN_TRY(grad_norm(t, &norm, &clip));
     titan_fsdp_comm_times(t->fsdp, &sm->comm_exposed_s, &sm->comm_total_s);
     /* blocking collectives: all exposed (the pipeline's bubble included);
      * the collective matmuls: their waits on peers */
