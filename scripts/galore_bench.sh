@@ -5,7 +5,9 @@
 # part of CI. Per model and optimizer: the final validation loss, the
 # optimizer state a rank holds (metrics.jsonl optim_state_bytes) and the
 # part serving the projected matrices (optim_projected_bytes) against what
-# AdamW holds for the same matrices, and the mean step time of refresh
+# AdamW holds for the same matrices (GaLore's flat moments hold only the
+# parameters it leaves on AdamW, so AdamW's state less those is AdamW's
+# for the projected matrices), and the mean step time of refresh
 # steps against the others. Then the refresh's SVD alone at dim 2048
 # (build/tests/test_galore --bench-svd): exact (LAPACK dgesdd) against
 # randomized. Prints a Markdown table.
@@ -14,7 +16,9 @@
 #   demo's shards, tokenizer and validation shards)  GALORE_GAP (200)
 #   GALORE_SCALE (1: the same update size as AdamW at the same lr; the
 #   papers' 0.25 goes with a higher lr)  GALORE_SVD_DIM (2048; 0 skips)
-#   GALORE_THREADS (2)
+#   GALORE_THREADS (2). The memory figures do not depend on the steps:
+#   GALORE_STEPS=2 GALORE_GAP=1 measures them in seconds (the losses then
+#   mean nothing).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -62,8 +66,8 @@ done
 import json, os, sys
 out, models, gap = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
 def load(p): return [json.loads(l) for l in open(os.path.join(out, p, "metrics.jsonl"))]
-print("| model | optimizer | final val loss | vs AdamW | optimizer state (MiB) | projected matrices' state (MiB) | vs AdamW's for them | step s (refresh) | step s (other) |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| model | optimizer | final val loss | vs AdamW | optimizer state (MiB) | vs AdamW's (whole model) | projected matrices' state (MiB) | vs AdamW's for them | step s (refresh) | step s (other) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for m in models:
     a = load(m + "-adamw")
     a_val = [d["val_loss"] for d in a if "val_loss" in d][-1]
@@ -77,8 +81,8 @@ for m in models:
         refresh = [d["step_time_s"] for d in r if (d["step"] - 1) % gap == 0 and d["step"] > 1]
         other = [d["step_time_s"] for d in r if (d["step"] - 1) % gap != 0 and d["step"] > 2]
         mean = lambda x: sum(x) / len(x) if x else float("nan")
-        print("| %s | %s | %.4f | %+.2f%% | %.2f | %s | %s | %.3f | %.3f |" % (
-            m, o, val, 100 * (val / a_val - 1), st / 2**20,
+        print("| %s | %s | %.4f | %+.2f%% | %.2f | %.1f%% | %s | %s | %.3f | %.3f |" % (
+            m, o, val, 100 * (val / a_val - 1), st / 2**20, 100 * st / a_state,
             "%.2f" % (pr / 2**20) if o != "adamw" else "-",
             "%.1f%%" % (100 * pr / adam_for_proj) if o != "adamw" else "-",
             mean(refresh), mean(other)))

@@ -69,6 +69,9 @@ const key_def titan_job_keys[] = {
     BOOL("optimizer", "overlap_with_forward", optimizer_overlap_with_forward, 1,
          "one process on a GPU: each block's AdamW update runs on a side stream while the next forward runs, "
          "a block's forward waiting for its own update (same bits; titan extension)"),
+    BOOL("optimizer", "early_step_in_backward", optimizer_early_step_in_backward, 0,
+         "FSDP: each unit's AdamW update right after its reduce-scatter, its shard gradient then given back "
+         "(no clipping, accumulation, pipeline, tensor parallelism or replicas)"),
 
     INT("lr_scheduler", "total_steps", lr_scheduler_total_steps, 0, 0, 0,
         "steps the schedule spans (warmup, stable, decay), whatever training.steps is: a run stopped "
@@ -357,7 +360,7 @@ const key_ignored titan_job_ignored[] = {
     {"metrics", "enable_wandb", "false"},
     {"model", "tokenizer_path", KEY_REFUSED},
     {"model", "print_after_conversion", NULL}, {"model", "norm_type", "\"rmsnorm\""},
-    {"optimizer", "implementation", NULL}, {"optimizer", "early_step_in_backward", "false"},
+    {"optimizer", "implementation", NULL},
     {"lr_scheduler", "lr_min", "0|0.0"},
     {"training", "enable_cpu_offload", "false"},
     {"training", "dtype", "\"float32\""},

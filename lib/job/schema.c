@@ -71,8 +71,8 @@ const key_schema titan_job_schema[] = {
     LAST("optimizer", "weight_decay", "0.1", NULL),
     LAST("optimizer", "implementation", NULL,
          "PyTorch's three code paths (for-loop, foreach, fused) of one AdamW update: titan has one fused kernel"),
-    LAST("optimizer", "early_step_in_backward", NULL,
-         "stepping each parameter during backward (to free its gradient early) is not implemented"),
+    LAST("optimizer", "early_step_in_backward", "false",
+         "AdamW under FSDP only (see Optimizer step in the backward)"),
 
     LAST("lr_scheduler", "warmup_steps", "200", NULL),
     LAST("lr_scheduler", "total_steps", "0", "torchtitan's None (training.steps) is titan's 0"),

@@ -70,7 +70,7 @@ static void add_tensor(titan_optim *o, int i, int param, const char *name, const
     *at += (size_t)(t->rows * d1);
 }
 
-titan_status titan_galore_plan(titan_optim *o, const titan_optim_param *ps, int np) {
+titan_status titan_galore_layout(titan_optim *o, const titan_optim_param *ps, int np) {
     const titan_galore_config *c = &o->cfg.galore;
     int nmat = 0;
     for (int i = 0; i < np; i++) nmat += ps[i].project && ps[i].rows > 1 && ps[i].cols > 1;
@@ -115,13 +115,26 @@ titan_status titan_galore_plan(titan_optim *o, const titan_optim_param *ps, int 
         o->nmat++;
     }
     o->arena_numel = at;
-    if (o->gathered_numel &&
-        !(o->gathered = titan_alloc_pages(o->gathered_numel * sizeof(float), "GaLore gathered gradient")))
-        return TITAN_ERR_NOMEM;
-    o->arena = titan_alloc_pages((at ? at : 1) * sizeof(float), "GaLore low-rank state");
-    /* the scaled gradient and the full update; the low-rank update */
-    o->scratch = titan_alloc_pages((2 * o->scratch_full + o->scratch_low + 1) * sizeof(float), "GaLore step buffers");
-    return o->arena && o->scratch ? TITAN_OK : TITAN_ERR_NOMEM;
+    return TITAN_OK;
+}
+
+/* the scaled gradient and the full update; the low-rank update */
+static size_t scratch_numel(const titan_optim *o) { return 2 * o->scratch_full + o->scratch_low + 1; }
+
+size_t titan_galore_work_numel(const titan_optim *o) { return scratch_numel(o) + o->gathered_numel; }
+
+titan_status titan_galore_alloc(titan_optim *o) {
+    const titan_backend *be = o->be;
+    size_t arena = (o->arena_numel ? o->arena_numel : 1) * sizeof(float);
+    if (o->gathered_numel && !(o->gathered = be->alloc(o->gathered_numel * sizeof(float))))
+        return titan_error(TITAN_ERR_NOMEM, "GaLore: a refresh's gathered gradient: cannot allocate %zu bytes",
+                           o->gathered_numel * sizeof(float));
+    if (!(o->arena = be->alloc(arena)))
+        return titan_error(TITAN_ERR_NOMEM, "GaLore: low-rank state: cannot allocate %zu bytes", arena);
+    if (!(o->scratch = be->alloc(scratch_numel(o) * sizeof(float))))
+        return titan_error(TITAN_ERR_NOMEM, "GaLore: step buffers: cannot allocate %zu bytes",
+                           scratch_numel(o) * sizeof(float));
+    return TITAN_OK;
 }
 
 /* A sharded matrix's whole gradient into o->gathered: each rank's rows,

@@ -50,14 +50,14 @@ const titan_adamw_config *titan_adamw_get_config(const titan_adamw *o);
 /* ---- the optimizer interface: AdamW, Adam and GaLore-AdamW ----
  *
  * Every optimizer keeps one step count and flat moments exp_avg and
- * exp_avg_sq over the rank's packed parameters (titan_adamw: the AdamW
- * kernel and its checkpoint names NAME:exp_avg, NAME:exp_avg_sq). GaLore
- * keeps the moments of the matrices it projects in their low-rank subspace
- * instead: those parameters' flat moments are never touched (page-backed
- * backend memory: never committed either) nor saved, and its low-rank
- * state is a list of further tensors (titan_optim_tensor) in one host
- * arena, saved as NAME:galore_proj, NAME:galore_exp_avg and
- * NAME:galore_exp_avg_sq. */
+ * exp_avg_sq (titan_adamw: the AdamW kernel and its checkpoint names
+ * NAME:exp_avg, NAME:exp_avg_sq). AdamW and Adam lay them out as the
+ * rank's packed parameters. GaLore keeps the moments of the matrices it
+ * projects in their low-rank subspace instead: the flat moments hold only
+ * the parameters left on AdamW, packed end to end in catalog order
+ * (titan_optim_moment_offsets), and its low-rank state is a list of
+ * further tensors (titan_optim_tensor) in one arena of backend memory,
+ * saved as NAME:galore_proj, NAME:galore_exp_avg and NAME:galore_exp_avg_sq. */
 
 typedef enum { TITAN_OPTIM_ADAMW = 0, TITAN_OPTIM_ADAM = 1, TITAN_OPTIM_GALORE = 2 } titan_optim_kind;
 
@@ -164,13 +164,29 @@ const unsigned char *titan_optim_flat_mask(const titan_optim *o);
 const titan_optim_tensor *titan_optim_aux_tensors(const titan_optim *o, int *count);
 float *titan_optim_aux(titan_optim *o);
 size_t titan_optim_aux_numel(const titan_optim *o);
-/* Bytes of optimizer state this rank holds: the flat moments (still
- * allocated whole under GaLore), the low-rank moments and the projectors.
- * *projected (may be NULL): the low-rank part. */
+/* Where parameter i's flat moments start in titan_adamw_m/v (catalog
+ * order; a projected matrix has none: its entry is meaningless); NULL when
+ * they lie as the parameters do (AdamW, Adam: at the parameter's offset). */
+const size_t *titan_optim_moment_offsets(const titan_optim *o);
+/* Floats in each flat moment array (titan_adamw_numel of titan_optim_adamw). */
+size_t titan_optim_moment_numel(const titan_optim *o);
+
+/* The memory of an optimizer, bytes: state = flat (both flat moments) +
+ * projected (GaLore's projectors and low-rank moments); work: GaLore's step
+ * buffers (the scaled gradient, the full and low-rank updates, a refresh's
+ * gathered gradient under FSDP), held beside the state. All of it is
+ * backend memory. */
+typedef struct {
+    double state, flat, projected, work;
+} titan_optim_bytes;
+/* What o holds. */
+void titan_optim_get_bytes(const titan_optim *o, titan_optim_bytes *out);
+/* What titan_optim_create(n, ps, np, cfg) would hold, without allocating
+ * it (the memory plan): the same layout code. */
+titan_status titan_optim_plan_bytes(size_t n, const titan_optim_param *ps, int np, const titan_optim_config *cfg,
+                                    titan_optim_bytes *out);
+/* titan_optim_get_bytes's state; *projected (may be NULL): its low-rank part. */
 double titan_optim_state_bytes(const titan_optim *o, double *projected);
-/* The bytes the state needs: the flat moments of the parameters they serve
- * only (what GaLore's design holds once the moments are packed). */
-double titan_optim_state_needed_bytes(const titan_optim *o);
 
 /* ---- learning-rate schedule: torchtitan's linear warmup, stable, decay ---- */
 

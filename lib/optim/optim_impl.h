@@ -24,7 +24,13 @@ struct titan_optim {
     titan_adamw *adam;          /* flat moments and the step count */
     int np;
     unsigned char *flat;        /* GaLore: per parameter, 1 when on AdamW */
-    size_t *flat_off, *flat_len; /* their ranges */
+    /* GaLore: the ranges the AdamW kernel serves, each at flat_off in the
+     * parameters and at flat_moff in the packed moments (flat_len 0 ends
+     * the list); moment_off per parameter (catalog order), and the packed
+     * moments' length */
+    size_t *flat_off, *flat_len, *flat_moff;
+    size_t *moment_off;
+    size_t flat_numel;
     /* GaLore */
     int nmat;
     titan_galore_mat *mats;
@@ -39,8 +45,14 @@ struct titan_optim {
     size_t scratch_full, scratch_low;
 };
 
-/* galore.c: the matrices' layout (mats, tensors, arena sizes) from ps. */
-titan_status titan_galore_plan(titan_optim *o, const titan_optim_param *ps, int np);
+/* galore.c: the matrices' layout (mats, tensors, arena and buffer sizes)
+ * from ps, flat[i] cleared for those it projects; allocates no state. */
+titan_status titan_galore_layout(titan_optim *o, const titan_optim_param *ps, int np);
+/* The layout's arena (zeroed) and step buffers, in backend memory. */
+titan_status titan_galore_alloc(titan_optim *o);
+/* Floats of the step buffers (the scaled gradient, the full and the
+ * low-rank update; a refresh's gathered gradient). */
+size_t titan_galore_work_numel(const titan_optim *o);
 /* One GaLore step of every projected matrix; t is the step count after
  * the increment (1 on the first step). */
 titan_status titan_galore_step(titan_optim *o, float *params, const float *grads, float gscale, float lr, int64_t t);

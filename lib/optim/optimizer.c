@@ -54,59 +54,97 @@ void titan_optim_free(titan_optim *o) {
     titan_adamw_free(o->adam);
     titan_free(o->flat);
     titan_free(o->flat_off);
+    titan_free(o->moment_off);
     titan_free(o->mats);
     titan_free(o->tensors);
-    titan_free_pages(o->arena);
-    titan_free_pages(o->scratch);
-    titan_free_pages(o->gathered);
+    if (o->arena) o->be->free(o->arena);
+    if (o->scratch) o->be->free(o->scratch);
+    if (o->gathered) o->be->free(o->gathered);
     titan_free(o);
 }
 
-/* The flat ranges the AdamW kernel serves, adjacent parameters merged. */
+/* GaLore's flat moments, packed: the parameters left on AdamW in catalog
+ * order, end to end (moment_off), and the ranges the AdamW kernel serves,
+ * merged where parameters and moments both run on. */
 static titan_status flat_ranges(titan_optim *o, const titan_optim_param *ps) {
-    o->flat_off = titan_alloc(2 * (size_t)(o->np ? o->np : 1) * sizeof(size_t), "optimizer ranges");
-    if (!o->flat_off) return TITAN_ERR_NOMEM;
-    o->flat_len = o->flat_off + o->np;
+    size_t np = (size_t)(o->np ? o->np : 1);
+    o->flat_off = titan_alloc(3 * np * sizeof(size_t), "optimizer ranges");
+    o->moment_off = titan_alloc(np * sizeof(size_t), "optimizer moment offsets");
+    if (!o->flat_off || !o->moment_off) return TITAN_ERR_NOMEM;
+    o->flat_len = o->flat_off + np;
+    o->flat_moff = o->flat_len + np;
     int k = -1;
+    size_t at = 0;
     for (int i = 0; i < o->np; i++) {
-        if (!o->flat[i]) continue;
         size_t len = (size_t)(ps[i].rows * ps[i].cols);
-        if (k >= 0 && o->flat_off[k] + o->flat_len[k] == ps[i].off) {
+        o->moment_off[i] = at; /* a projected matrix's: where it would be (it has none) */
+        if (!o->flat[i]) continue;
+        if (k >= 0 && o->flat_off[k] + o->flat_len[k] == ps[i].off && o->flat_moff[k] + o->flat_len[k] == at) {
             o->flat_len[k] += len;
-            continue;
+        } else if (len) {
+            k++;
+            o->flat_off[k] = ps[i].off;
+            o->flat_moff[k] = at;
+            o->flat_len[k] = len;
         }
-        k++;
-        o->flat_off[k] = ps[i].off;
-        o->flat_len[k] = len;
+        at += len;
     }
-    if (k + 1 < o->np) o->flat_len[k + 1] = 0;
+    if ((size_t)(k + 1) < np) o->flat_len[k + 1] = 0;
+    o->flat_numel = at;
     return TITAN_OK;
+}
+
+/* A new optimizer's layout, without its state: GaLore's matrices and the
+ * packed flat moments. */
+static titan_status layout(titan_optim **out, const titan_backend *be, size_t n, const titan_optim_param *ps, int np,
+                           const titan_optim_config *cfg) {
+    titan_optim *o = *out = titan_alloc(sizeof *o, "optimizer");
+    if (!o) return TITAN_ERR_NOMEM;
+    memset(o, 0, sizeof *o);
+    o->cfg = *cfg;
+    o->be = be;
+    o->flat_numel = n;
+    if (cfg->kind != TITAN_OPTIM_GALORE) return TITAN_OK;
+    o->np = np;
+    o->flat = titan_alloc((size_t)(np ? np : 1), "optimizer parameter mask");
+    if (!o->flat) return TITAN_ERR_NOMEM;
+    memset(o->flat, 1, (size_t)(np ? np : 1));
+    TITAN_TRY(titan_galore_layout(o, ps, np));
+    return flat_ranges(o, ps);
 }
 
 titan_status titan_optim_create(titan_optim **out, const titan_backend *be, size_t n, const titan_optim_param *ps,
                                 int np, const titan_optim_config *cfg) {
     *out = NULL;
     TITAN_TRY(check_config(be, cfg));
-    titan_optim *o = titan_alloc(sizeof *o, "optimizer");
-    if (!o) return TITAN_ERR_NOMEM;
-    memset(o, 0, sizeof *o);
-    o->cfg = *cfg;
-    o->be = be;
-    titan_status st = titan_adamw_create(&o->adam, be, n, &cfg->adam);
-    if (st == TITAN_OK && cfg->kind == TITAN_OPTIM_GALORE) {
-        o->np = np;
-        o->flat = titan_alloc((size_t)(np ? np : 1), "optimizer parameter mask");
-        if (!o->flat) st = TITAN_ERR_NOMEM;
-        else memset(o->flat, 1, (size_t)(np ? np : 1));
-        if (st == TITAN_OK) st = titan_galore_plan(o, ps, np);
-        if (st == TITAN_OK) st = flat_ranges(o, ps);
-    }
+    titan_optim *o = NULL;
+    titan_status st = layout(&o, be, n, ps, np, cfg);
+    /* the moments of the parameters on AdamW only (all of them but GaLore's) */
+    if (st == TITAN_OK) st = titan_adamw_create(&o->adam, be, o->flat_numel, &cfg->adam);
+    if (st == TITAN_OK && cfg->kind == TITAN_OPTIM_GALORE) st = titan_galore_alloc(o);
     if (st != TITAN_OK) {
         titan_optim_free(o);
         return st;
     }
     *out = o;
     return TITAN_OK;
+}
+
+static void fill_bytes(const titan_optim *o, titan_optim_bytes *b) {
+    double f = sizeof(float);
+    b->flat = 2.0 * f * (double)o->flat_numel;
+    b->projected = f * (double)o->arena_numel;
+    b->state = b->flat + b->projected;
+    b->work = o->cfg.kind == TITAN_OPTIM_GALORE ? f * (double)titan_galore_work_numel(o) : 0.0;
+}
+
+titan_status titan_optim_plan_bytes(size_t n, const titan_optim_param *ps, int np, const titan_optim_config *cfg,
+                                    titan_optim_bytes *out) {
+    titan_optim *o = NULL;
+    titan_status st = layout(&o, titan_backend_cpu(), n, ps, np, cfg);
+    if (st == TITAN_OK) fill_bytes(o, out);
+    titan_optim_free(o);
+    return st;
 }
 
 /* torch.optim.Adam: the L2 penalty joins the gradient (g + wd p), then the
@@ -147,8 +185,8 @@ titan_status titan_optim_step(titan_optim *o, float *params, void *params_bf16, 
     }
     float *m = titan_adamw_m(o->adam), *v = titan_adamw_v(o->adam);
     for (int k = 0; k < o->np && o->flat_len[k]; k++) {
-        size_t off = o->flat_off[k];
-        o->be->adamw_step(params + off, NULL, grads + off, gscale, m + off, v + off, o->flat_len[k], lr, c->beta1,
+        size_t off = o->flat_off[k], mo = o->flat_moff[k];
+        o->be->adamw_step(params + off, NULL, grads + off, gscale, m + mo, v + mo, o->flat_len[k], lr, c->beta1,
                           c->beta2, c->eps, c->weight_decay, t);
     }
     if (o->sharded && !o->comm)
@@ -174,20 +212,14 @@ const titan_optim_tensor *titan_optim_aux_tensors(const titan_optim *o, int *cou
 float *titan_optim_aux(titan_optim *o) { return o->arena; }
 size_t titan_optim_aux_numel(const titan_optim *o) { return o->arena_numel; }
 
-/* What is allocated: the flat moments are still made whole under GaLore
- * (the projected matrices' ranges go unused), so GaLore adds its low-rank
- * state to AdamW's rather than replacing it until they are packed. */
 double titan_optim_state_bytes(const titan_optim *o, double *projected) {
-    size_t n = titan_adamw_numel(o->adam);
-    if (projected) *projected = (double)o->arena_numel * sizeof(float);
-    return 2.0 * sizeof(float) * (double)n + (double)o->arena_numel * sizeof(float);
+    titan_optim_bytes b;
+    fill_bytes(o, &b);
+    if (projected) *projected = b.projected;
+    return b.state;
 }
 
-double titan_optim_state_needed_bytes(const titan_optim *o) {
-    size_t flat = titan_adamw_numel(o->adam);
-    if (o->flat) {
-        flat = 0;
-        for (int k = 0; k < o->np && o->flat_len[k]; k++) flat += o->flat_len[k];
-    }
-    return 2.0 * sizeof(float) * (double)flat + (double)o->arena_numel * sizeof(float);
-}
+void titan_optim_get_bytes(const titan_optim *o, titan_optim_bytes *out) { fill_bytes(o, out); }
+
+const size_t *titan_optim_moment_offsets(const titan_optim *o) { return o->flat ? o->moment_off : NULL; }
+size_t titan_optim_moment_numel(const titan_optim *o) { return o->flat_numel; }

@@ -169,6 +169,7 @@ static void finish(titan_fsdp *f, const pending *p) {
         mirror_in(f, p->stage, off, u->shard_len * esz);
         f->be->convert(f->sg + u->shard_off, TITAN_DTYPE_F32, buf + off, f->rdtype, u->shard_len);
         u->reduced = 2;
+        if (f->unit_done && u->shard_len) f->unit_done(f->unit_done_ctx, u->shard_off, u->shard_len);
     } else {
         mirror_in(f, p->stage, 0, u->shard_len * titan_dtype_size(f->rdtype));
         f->be->convert(f->sg + u->shard_off, TITAN_DTYPE_F32, buf, f->rdtype, u->shard_len);
@@ -547,6 +548,11 @@ titan_status titan_fsdp_params_updated(titan_fsdp *f) {
     titan_status st = f->err;
     f->err = TITAN_OK;
     return st;
+}
+
+void titan_fsdp_set_unit_done(titan_fsdp *f, titan_fsdp_unit_done_fn fn, void *ctx) {
+    f->unit_done = fn;
+    f->unit_done_ctx = ctx;
 }
 
 titan_status titan_fsdp_sync_grads(titan_fsdp *f) {

@@ -129,6 +129,11 @@ titan_status titan_fsdp_plan_memory(const titan_layout *l, const titan_llama_con
  * collective it served): gathers prefetched, reductions in flight. */
 int titan_fsdp_staging_buffers(void);
 
+/* Called as a unit's shard gradient becomes final during the step (its
+ * reduce-scatter completed, in a hook of the backward or in sync_grads):
+ * elements [off, off + len) of titan_fsdp_grads and titan_fsdp_params. */
+typedef void (*titan_fsdp_unit_done_fn)(void *ctx, size_t off, size_t len);
+
 /* Installs its hooks on the model when the job has more than one rank. */
 titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *model,
                                const titan_fsdp_options *opt);
@@ -150,6 +155,11 @@ titan_status titan_fsdp_gather_params(titan_fsdp *f);
 /* Whether the coming backward is the step's last micro-batch, whose
  * after-backward hooks start the gradient reductions (default 1). */
 void titan_fsdp_set_sync(titan_fsdp *f, int sync);
+/* fn (NULL: none) is called for each unit as its shard gradient is final
+ * (optimizer.early_step_in_backward: the unit's update right after its
+ * reduce-scatter). FSDP over one shard group only: the caller refuses
+ * replicas (HSDP, DDP), whose gradients are final after an all-reduce. */
+void titan_fsdp_set_unit_done(titan_fsdp *f, titan_fsdp_unit_done_fn fn, void *ctx);
 /* Collective: averaged gradients of this rank's shard into titan_fsdp_grads
  * (waits for the reductions the backward started; starts any it did not).
  * Also returns any failure a hook kept. */

@@ -73,6 +73,10 @@ struct titan_fsdp {
     stage stages[NSTAGE];
     titan_status err;     /* first failure seen in a hook */
     double exposed_s, total_s;
+    /* optimizer.early_step_in_backward: called as each unit's shard gradient
+     * is final (titan_fsdp_set_unit_done) */
+    titan_fsdp_unit_done_fn unit_done;
+    void *unit_done_ctx;
 };
 
 /* The units of the plan (opt: fsdp.h; NULL: one per block) over the

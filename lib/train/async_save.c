@@ -16,7 +16,7 @@
 
 struct titan_async_saver {
     const titan_backend *be; /* whose memory start's view points to */
-    size_t n;
+    size_t n, nm;          /* floats of the parameters, of each moment */
     float *params, *exp_avg, *exp_avg_sq; /* the snapshot */
     int pinned;            /* the snapshot is be->host_alloc's (titan_async_saver_pin) */
     float *aux;            /* of the optimizer's aux tensors (GaLore's) */
@@ -46,7 +46,7 @@ titan_status titan_async_saver_create(titan_async_saver **out, const titan_backe
     if (!s) return TITAN_ERR_NOMEM;
     memset(s, 0, sizeof *s);
     s->be = be;
-    s->n = n;
+    s->n = s->nm = n;
     s->params = titan_alloc(n * sizeof(float), "async checkpoint snapshot (parameters)");
     s->exp_avg = titan_alloc(n * sizeof(float), "async checkpoint snapshot (exp_avg)");
     s->exp_avg_sq = titan_alloc(n * sizeof(float), "async checkpoint snapshot (exp_avg_sq)");
@@ -140,12 +140,23 @@ void titan_async_saver_free(titan_async_saver *s) {
     titan_free(s);
 }
 
+titan_status titan_async_saver_set_moment_numel(titan_async_saver *s, size_t nm) {
+    if (s->n == 0 || nm == s->nm) return TITAN_OK; /* a rank that saves nothing keeps nothing */
+    TITAN_ASSERT(!s->pinned && !s->running && !s->shard);
+    titan_free(s->exp_avg);
+    titan_free(s->exp_avg_sq);
+    s->nm = nm;
+    s->exp_avg = titan_alloc((nm ? nm : 1) * sizeof(float), "async checkpoint snapshot (exp_avg)");
+    s->exp_avg_sq = titan_alloc((nm ? nm : 1) * sizeof(float), "async checkpoint snapshot (exp_avg_sq)");
+    return s->exp_avg && s->exp_avg_sq ? TITAN_OK : TITAN_ERR_NOMEM;
+}
+
 int titan_async_saver_pin(titan_async_saver *s) {
     if (s->pinned || s->running || s->shard) return s->pinned;
     if (!s->be->host_alloc || !s->be->host_free || s->n == 0) return 0;
-    size_t bytes = s->n * sizeof(float);
-    float *p = s->be->host_alloc(bytes), *m = p ? s->be->host_alloc(bytes) : NULL;
-    float *v = m ? s->be->host_alloc(bytes) : NULL;
+    size_t bytes = s->n * sizeof(float), mbytes = (s->nm ? s->nm : 1) * sizeof(float);
+    float *p = s->be->host_alloc(bytes), *m = p ? s->be->host_alloc(mbytes) : NULL;
+    float *v = m ? s->be->host_alloc(mbytes) : NULL;
     if (!v) { /* all or none */
         if (m) s->be->host_free(m);
         if (p) s->be->host_free(p);
@@ -172,6 +183,8 @@ titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mes
  * CPU) into the snapshot. */
 static titan_status snapshot_aux(titan_async_saver *s, const titan_state_view *v) {
     s->view.flat_mask = v->flat_mask;
+    s->view.moment_off = v->moment_off;
+    s->view.moment_numel = v->moment_numel;
     s->view.aux = v->aux;
     s->view.n_aux = v->n_aux;
     s->view.aux_data = NULL;
@@ -234,8 +247,13 @@ titan_status titan_async_save_start(titan_async_saver *s, const char *root, cons
     s->view.model_only = v->model_only;
     s->view.dtype = v->dtype;
     if (v->exp_avg && !v->model_only) {
-        s->be->to_host(s->exp_avg, v->exp_avg, bytes);
-        s->be->to_host(s->exp_avg_sq, v->exp_avg_sq, bytes);
+        /* a rank that saves no box (n 0) copies nothing */
+        size_t mbytes = s->n ? (v->moment_numel ? v->moment_numel : s->n) * sizeof(float) : 0;
+        if (mbytes > s->nm * sizeof(float))
+            return titan_error(TITAN_ERR_USAGE, "checkpoint step %" PRId64 ": moments of %zu floats, a snapshot of "
+                               "%zu (titan_async_saver_set_moment_numel)", progress->step, mbytes / sizeof(float), s->nm);
+        s->be->to_host(s->exp_avg, v->exp_avg, mbytes);
+        s->be->to_host(s->exp_avg_sq, v->exp_avg_sq, mbytes);
         s->view.exp_avg = s->exp_avg;
         s->view.exp_avg_sq = s->exp_avg_sq;
     }

@@ -38,6 +38,10 @@ titan_status titan_async_saver_create(titan_async_saver **out, const titan_backe
 titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mesh *mesh, const titan_backend *be,
                                               const titan_llama_config *mc, const titan_shard_piece *pieces,
                                               size_t n);
+/* Before the first save: each moment's snapshot holds nm floats (an
+ * optimizer whose moments are packed, GaLore's: titan_optim_moment_numel)
+ * rather than n; start's views then give moment_numel nm. */
+titan_status titan_async_saver_set_moment_numel(titan_async_saver *s, size_t nm);
 /* Waits for (and frees) a running save; its error is lost only if the caller
  * ignores titan_async_save_wait before this. A sharded save not yet
  * committed is dropped (rank 0 removes its staging dir). Not collective. */

@@ -4,6 +4,7 @@
  * wait for their reduce-scatter, how many staging buffers are in flight). */
 #include "train/memory_estimate.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm.h"
@@ -15,6 +16,7 @@
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
 #include "train/setup.h"
+#include "train/setup_optim.h"
 
 /* A GPU's mapping granule for releasable memory (cuMemGetAllocationGranularity's
  * recommended size on current NVIDIA GPUs). */
@@ -115,6 +117,38 @@ static void fsdp_step(const titan_llama_config *mc, const plans *p, const titan_
     if (mirror) r->host_mirrors += r->fsdp_staging;
 }
 
+/* The optimizer's state and buffers over the rank's shard: AdamW's two
+ * moments; GaLore's from the layout the run's optimizer takes
+ * (setup_optim.h, titan_optim_plan_bytes). */
+static titan_status optimizer_bytes(const titan_job_config *cfg, const titan_llama_config *mc, const plans *p,
+                                    int rank, titan_memory_rank *r) {
+    titan_optim_config oc;
+    TITAN_TRY(titan_setup_optim_config(cfg, &p->lay, &oc));
+    if (oc.kind != TITAN_OPTIM_GALORE) {
+        r->optimizer = 2.0 * (double)(p->fm.nshard ? p->fm.nshard : 1) * sizeof(float);
+        return TITAN_OK;
+    }
+    int np = titan_llama_params(mc, NULL);
+    titan_shard_piece *pieces = titan_alloc((size_t)np * sizeof *pieces, "memory estimate (shard plan)");
+    if (!pieces) return TITAN_ERR_NOMEM;
+    size_t nshard = 0;
+    titan_param *ps = NULL;
+    titan_optim_param *op = NULL;
+    titan_optim_bytes b;
+    titan_status st = titan_shard_plan(&p->lay, mc, rank, pieces, &nshard);
+    if (st == TITAN_OK) st = titan_setup_optim_params(mc, pieces, &ps, &op, &np);
+    if (st == TITAN_OK) st = titan_optim_plan_bytes(nshard, op, np, &oc, &b);
+    if (st == TITAN_OK) {
+        r->optimizer = b.state;
+        r->optimizer_projected = b.projected;
+        r->optimizer_work = b.work;
+    }
+    titan_free(op);
+    free(ps);
+    titan_free(pieces);
+    return st;
+}
+
 titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llama_config *mc, int world, int rank,
                                    const titan_memory_device *dev, titan_memory_rank *r) {
     memset(r, 0, sizeof *r);
@@ -132,7 +166,7 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
     r->slots = mm->slots;
     r->cp = (double)mm->cp_bytes;
     if (sharded) r->shard = 2.0 * (double)(p.fm.nshard + 1) * sizeof(float);
-    r->optimizer = 2.0 * (double)(p.fm.nshard ? p.fm.nshard : 1) * sizeof(float);
+    TITAN_TRY(optimizer_bytes(cfg, mc, &p, rank, r));
     if (p.lay.pp > 1) { /* pipeline.c: per slot, an outgoing gradient (or host copies of both messages) */
         double per_slot = (double)mm->slots * (double)mm->stage_io_bytes;
         if (mirror) r->host_mirrors += 2.0 * per_slot + 2.0 * (double)mm->stage_io_bytes;
@@ -148,11 +182,12 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
      * device maps memory on use, wholly where it cannot. */
     double full = r->params + r->grads + r->compute_copy;
     int by_unit = r->by_unit = sharded && dev->granule > 0;
-    r->held = (by_unit ? 0.0 : full) + r->shard + r->optimizer + r->activations + r->cp + r->pipeline;
+    r->held = (by_unit ? 0.0 : full) + r->shard + r->optimizer + r->optimizer_work + r->activations + r->cp +
+              r->pipeline;
     double step = by_unit ? r->fsdp_gathered + r->fsdp_grads + r->granules : 0.0;
     r->peak = r->held + step + r->fsdp_staging;
     /* checkpoints: an async snapshot (host), or the staging of a device's saves */
-    double state = 3.0 * (double)p.fm.nshard * sizeof(float);
+    double state = (double)p.fm.nshard * sizeof(float) + r->optimizer; /* parameters, moments, GaLore's state */
     if (cfg->checkpoint_enable && cfg->checkpoint_async != TITAN_JOB_ASYNC_DISABLED) r->host_ckpt = state;
     else if (!dev->host) r->host_ckpt = state;
     int shm = !dev->device_comm || dev->host;
@@ -199,6 +234,7 @@ static void print_row(FILE *f, const titan_memory_rank *r, const char *ranks) {
 /* Whether two ranks' figures are the same (one line for both). */
 static int same_figures(const titan_memory_rank *a, const titan_memory_rank *b) {
     return a->params == b->params && a->compute_copy == b->compute_copy && a->optimizer == b->optimizer &&
+           a->optimizer_work == b->optimizer_work &&
            a->shard == b->shard && a->activations == b->activations && a->act_slot == b->act_slot &&
            a->slots == b->slots && a->cp == b->cp && a->pipeline == b->pipeline &&
            a->fsdp_gathered == b->fsdp_gathered && a->fsdp_grads == b->fsdp_grads &&
@@ -261,13 +297,19 @@ titan_status titan_memory_dry_run(const titan_job_config *cfg, const titan_llama
         fprintf(f, "  backend memory in MiB (what the %s allocator counts%s); act/mb: activations a micro-batch in "
                    "flight keeps, x: micro-batches in flight\n",
                 dev->name, dev->host ? "; under FSDP what is resident" : "");
-        fprintf(f, "%3s %10s %8s %8s %8s %8s %3s %9s %9s %9s %9s %9s  %s\n", "pp", "param+grad", "bf16copy", "AdamW",
+        fprintf(f, "%3s %10s %8s %8s %8s %8s %3s %9s %9s %9s %9s %9s  %s\n", "pp", "param+grad", "bf16copy", "optim",
                 "shard", "act/mb", "x", "act.arena", "comm.bufs", "fsdp.step", "held", "peak", "ranks");
         for (int g = 0; g < ngroups; g++) {
             char ranks[160];
             rank_list(group, world, g, ranks, sizeof ranks);
             print_row(f, &figs[g], ranks);
         }
+        if (figs[0].optimizer_projected > 0) /* GaLore: the state's parts, rank 0's */
+            fprintf(f, "  optim (%s, rank 0): state %.0f bytes: %.1f MiB of AdamW moments (the parameters GaLore "
+                       "leaves on AdamW), %.1f MiB of low-rank state (projectors and moments); its step buffers "
+                       "add %.1f MiB (in held)\n", cfg->optimizer_name, figs[0].optimizer,
+                    mib(figs[0].optimizer - figs[0].optimizer_projected), mib(figs[0].optimizer_projected),
+                    mib(figs[0].optimizer_work));
         fprintf(f, "  peak of the job's ranks: %.1f MiB of backend memory\n", mib(top));
         fprintf(f, "  host memory a rank adds at most: %.1f MiB of collective mirrors, %.1f MiB of checkpoint "
                    "staging; shared memory: %.1f MiB for the world communicator\n",

@@ -41,7 +41,10 @@ typedef struct {
     double params, grads;    /* fp32; under FSDP committed a unit at a time (fsdp_* below) */
     double compute_copy;     /* the bf16 copy of the parameters (0 in fp32) */
     double shard;            /* FSDP: the rank's fp32 shard of parameters and gradients */
-    double optimizer;        /* AdamW's two fp32 moments over the shard */
+    double optimizer;        /* optimizer state: AdamW's two fp32 moments over the shard; GaLore's
+                              * packed moments of the parameters on AdamW, projectors, low-rank moments */
+    double optimizer_projected; /* of it, GaLore's low-rank state */
+    double optimizer_work;   /* GaLore's step buffers (held from setup on) */
     double activations;      /* the arena: every slot, scratch, RoPE tables */
     double act_slot;         /* what one micro-batch in flight keeps */
     int slots;               /* micro-batches in flight */

@@ -33,15 +33,17 @@ const void *titan_state_cast(const float *src, size_t n, titan_dtype dtype, void
     return *tmp;
 }
 
+/* moff (NULL: the parameters' own offsets): where each tensor starts in base. */
 static titan_status save_tensors(titan_ckpt_writer *w, const titan_param *ps, int np,
                                  const float *base, const char *suffix, titan_dtype dtype,
-                                 const unsigned char *mask) {
+                                 const unsigned char *mask, const size_t *moff) {
     for (int i = 0; i < np; i++) {
         if (mask && !mask[i]) continue;
         char name[128];
         void *tmp;
         snprintf(name, sizeof name, "%s%s", ps[i].name, suffix);
-        const void *data = titan_state_cast(base + ps[i].offset, (size_t)ps[i].numel, dtype, &tmp);
+        const float *src = base + (moff ? moff[i] : ps[i].offset);
+        const void *data = titan_state_cast(src, (size_t)ps[i].numel, dtype, &tmp);
         titan_status st = data ? titan_ckpt_add(w, name, dtype, ps[i].ndim, ps[i].shape, NULL, data)
                                : titan_error(TITAN_ERR_NOMEM, "%s as %s: out of memory", name, titan_dtype_name(dtype));
         free(tmp);
@@ -182,11 +184,11 @@ titan_status titan_state_save_view(const char *root, const titan_llama_config *m
     titan_dtype dt = v->model_only ? v->dtype : TITAN_DTYPE_F32;
     st = v->model_only ? titan_state_write_meta_model_only(w, mc, pr, tokenizer, "single", dt)
                        : titan_state_write_meta(w, mc, pr, tokenizer, "single");
-    if (st == TITAN_OK) st = save_tensors(w, ps, np, v->params, "", dt, NULL);
+    if (st == TITAN_OK) st = save_tensors(w, ps, np, v->params, "", dt, NULL, NULL);
     if (st == TITAN_OK && v->exp_avg && !v->model_only) {
         st = titan_ckpt_meta_i64(w, "optim.adamw.step", v->adam_step);
-        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg, ":exp_avg", dt, v->flat_mask);
-        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg_sq, ":exp_avg_sq", dt, v->flat_mask);
+        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg, ":exp_avg", dt, v->flat_mask, v->moment_off);
+        if (st == TITAN_OK) st = save_tensors(w, ps, np, v->exp_avg_sq, ":exp_avg_sq", dt, v->flat_mask, v->moment_off);
         for (int a = 0; a < v->n_aux && st == TITAN_OK; a++)
             st = titan_ckpt_add(w, v->aux[a].name, TITAN_DTYPE_F32, 2, v->aux[a].shape, NULL, v->aux_data + v->aux[a].off);
     }
@@ -307,6 +309,8 @@ titan_status titan_state_load(const char *path, const titan_llama_config *mc, fl
 
 void titan_state_view_optim(titan_state_view *v, titan_optim *o) {
     v->flat_mask = titan_optim_flat_mask(o);
+    v->moment_off = titan_optim_moment_offsets(o);
+    v->moment_numel = v->moment_off ? titan_optim_moment_numel(o) : 0;
     v->aux = titan_optim_aux_tensors(o, &v->n_aux);
     v->aux_data = titan_optim_aux(o);
 }

@@ -77,6 +77,11 @@ typedef struct {
      * moments are not in exp_avg/exp_avg_sq (NULL: all are); aux[n_aux]
      * further tensors, saved whole by rank 0, their floats in aux_data. */
     const unsigned char *flat_mask;
+    /* moment_off[i]: where parameter i's moments (this rank's piece) start
+     * in exp_avg/exp_avg_sq, moment_numel their length (packed, GaLore);
+     * NULL and 0: at the parameter's own offset, as long as params */
+    const size_t *moment_off;
+    size_t moment_numel;
     const titan_optim_tensor *aux;
     int n_aux;
     const float *aux_data;

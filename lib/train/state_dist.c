@@ -102,7 +102,8 @@ static titan_status add_boxes(titan_shard_save *s, titan_ckpt_part *p, const flo
             char name[128];
             void *tmp;
             snprintf(name, sizeof name, "%s%s", ps[i].name, suffix[a]);
-            const void *src = titan_state_cast(arrays[a] + pc[i].shard_off, pc[i].len, s->dtype, &tmp);
+            size_t at = a > 0 && s->optim.moment_off ? s->optim.moment_off[i] : pc[i].shard_off;
+            const void *src = titan_state_cast(arrays[a] + at, pc[i].len, s->dtype, &tmp);
             if (!src) st = titan_error(TITAN_ERR_NOMEM, "%s as %s: out of memory", name, titan_dtype_name(s->dtype));
             else if (p) st = titan_ckpt_part_add(p, name, s->dtype, ps[i].ndim, ps[i].shape, &pc[i].box, src);
             else st = titan_ckpt_add(s->w, name, s->dtype, ps[i].ndim, ps[i].shape, &pc[i].box, src);
@@ -145,6 +146,8 @@ static titan_status set_payload(titan_shard_save *s, const char *text, size_t le
 
 void titan_shard_save_set_optim(titan_shard_save *s, const titan_state_view *v) {
     s->optim.flat_mask = v->flat_mask;
+    s->optim.moment_off = v->moment_off;
+    s->optim.moment_numel = v->moment_numel;
     s->optim.aux = v->aux;
     s->optim.n_aux = v->n_aux;
     s->optim.aux_data = v->aux_data;
@@ -266,13 +269,14 @@ titan_status titan_state_save_shards(titan_mesh *mesh, const titan_shard_piece *
     return titan_shard_save_finish(s, keep_latest_k);
 }
 
+/* moff (NULL: the pieces' own offsets): where each box lands in dst. */
 static titan_status load_boxes(titan_ckpt *ck, const titan_param *ps, int np, const titan_shard_piece *pc,
-                               float *dst, const char *suffix, const unsigned char *mask) {
+                               float *dst, const char *suffix, const unsigned char *mask, const size_t *moff) {
     for (int i = 0; i < np; i++) {
         if (!pc[i].len || (mask && !mask[i])) continue;
         char name[128];
         snprintf(name, sizeof name, "%s%s", ps[i].name, suffix);
-        TITAN_TRY(titan_ckpt_read(ck, name, TITAN_DTYPE_F32, &pc[i].box, dst + pc[i].shard_off));
+        TITAN_TRY(titan_ckpt_read(ck, name, TITAN_DTYPE_F32, &pc[i].box, dst + (moff ? moff[i] : pc[i].shard_off)));
     }
     return TITAN_OK;
 }
@@ -300,19 +304,20 @@ static titan_status load_all(titan_ckpt *ck, const titan_llama_config *mc, const
                              float *shard, titan_adamw *adam, titan_optim *opt, titan_train_progress *pr,
                              const titan_load_opts *o) {
     const unsigned char *mask = opt ? titan_optim_flat_mask(opt) : NULL;
+    const size_t *moff = opt ? titan_optim_moment_offsets(opt) : NULL;
     TITAN_TRY(titan_state_read_meta(ck, mc, pr));
     unsigned skip = o ? o->exclude : 0;
     int np, has = 0;
     titan_param *ps = titan_llama_params_new(mc, &np);
     if (!ps) return TITAN_ERR_NOMEM;
     titan_status st = skip & TITAN_PART_MODEL ? init_boxes(mc, ps, np, pc, shard, o->seed)
-                                              : load_boxes(ck, ps, np, pc, shard, "", NULL);
+                                              : load_boxes(ck, ps, np, pc, shard, "", NULL, NULL);
     if (st == TITAN_OK && !(skip & TITAN_PART_OPTIMIZER))
         st = titan_state_read_adam_step(ck, ps[0].name, pr, adam, &has);
     else if (st == TITAN_OK)
         titan_adamw_set_step(adam, 0); /* fresh moments: the caller's optimizer is new */
-    if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_m(adam), ":exp_avg", mask);
-    if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_v(adam), ":exp_avg_sq", mask);
+    if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_m(adam), ":exp_avg", mask, moff);
+    if (st == TITAN_OK && has) st = load_boxes(ck, ps, np, pc, titan_adamw_v(adam), ":exp_avg_sq", mask, moff);
     if (st == TITAN_OK && has && opt) st = titan_state_load_aux(ck, opt);
     free(ps);
     return st;

@@ -62,13 +62,16 @@ void titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, tit
     titan_state_view dev = *v; /* host may be v */
     *host = (titan_state_view){.params = s->params, .adam_step = dev.adam_step, .model_only = dev.model_only,
                                .dtype = dev.dtype,
-                               /* the optimizer's layout: host memory already (optim.h) */
-                               .flat_mask = dev.flat_mask, .aux = dev.aux, .n_aux = dev.n_aux,
+                               /* the optimizer's layout (host tables; GaLore's state, on
+                                * host backends only, is host memory) */
+                               .flat_mask = dev.flat_mask, .moment_off = dev.moment_off,
+                               .moment_numel = dev.moment_numel, .aux = dev.aux, .n_aux = dev.n_aux,
                                .aux_data = dev.aux_data};
     s->be->to_host(s->params, dev.params, bytes);
-    if (dev.exp_avg) {
-        s->be->to_host(s->exp_avg, dev.exp_avg, bytes);
-        s->be->to_host(s->exp_avg_sq, dev.exp_avg_sq, bytes);
+    if (dev.exp_avg) { /* packed moments are shorter than the parameters */
+        size_t mbytes = dev.moment_numel && dev.moment_numel < s->n ? dev.moment_numel * sizeof(float) : bytes;
+        s->be->to_host(s->exp_avg, dev.exp_avg, mbytes);
+        s->be->to_host(s->exp_avg_sq, dev.exp_avg_sq, mbytes);
         host->exp_avg = s->exp_avg;
         host->exp_avg_sq = s->exp_avg_sq;
     }

@@ -69,13 +69,36 @@ static titan_status next_batch(trainer *t, titan_loader *l, const uint32_t **in,
     return TITAN_OK;
 }
 
-/* One optimizer step. Parameters change only after every check passed. */
+/* The step's global gradient norm and the clipping factor the update
+ * applies (1: none). */
+static titan_status grad_norm(trainer *t, double *norm, float *clip) {
+    double max_norm = t->cfg->training_max_norm;
+    if (t->overlap) { /* the partial sums the backward took, added in block order */
+        *norm = titan_overlap_norm(t->overlap);
+        *clip = titan_clip_coef(*norm, max_norm);
+        return TITAN_OK;
+    }
+    if (t->early) { /* the units' sums, taken before their updates (no clipping) */
+        double ss = titan_early_step_sumsq(t->early);
+        TITAN_TRY(titan_comm_sum_double(t->mesh.shard_comm, ss, &ss));
+        *norm = sqrt(ss);
+        return TITAN_OK;
+    }
+    return titan_fsdp_clip(t->fsdp, max_norm, norm, clip);
+}
+
+/* One optimizer step. Parameters change only after every check passed
+ * (but under optimizer.early_step_in_backward, which updates them in the
+ * backward). */
 static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     const titan_job_config *cfg = t->cfg;
     int B = cfg->training_local_batch_size, T = cfg->training_seq_len;
     int64_t step = t->pr.step + 1;
     double loss_sum = 0.0;
+    /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
+    double lr = titan_lr_at(&t->sched, &t->lr, step - 1 - t->pr.lr_origin);
     TITAN_TRY(titan_fsdp_zero_grads(t->fsdp));
+    if (t->early) titan_early_step_begin(t->early, (float)lr); /* each unit updated as it is reduced */
     for (int a = 0; a < t->accum; a++) {
         const uint32_t *in, *tg;
         titan_flight_phase("data");
@@ -110,12 +133,7 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
     double norm = 0.0;
     float clip = 1.0f; /* applied by the optimizer step as it reads the gradients */
-    if (t->overlap) { /* the partial sums the backward took, added in block order */
-        norm = titan_overlap_norm(t->overlap);
-        clip = titan_clip_coef(norm, cfg->training_max_norm);
-    } else {
-        TITAN_TRY(titan_fsdp_clip(t->fsdp, cfg->training_max_norm, &norm, &clip));
-    }
+    TITAN_TRY(grad_norm(t, &norm, &clip));
     titan_fsdp_comm_times(t->fsdp, &sm->comm_exposed_s, &sm->comm_total_s);
     /* blocking collectives: all exposed (the pipeline's bubble included);
      * the collective matmuls: their waits on peers */
@@ -127,19 +145,18 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     sm->fp8_gemms = titan_llama_take_fp8_gemms(t->model);
     /* Checked on the sum, so every rank refuses the step alike (a pipeline's
      * loss is its last stage's; the other stages hold 0). */
+    const char *taken = t->early ? "parameters already updated in the backward (optimizer.early_step_in_backward)"
+                                 : "step refused, parameters unchanged";
     if (!isfinite(loss_sum)) {
-        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g); step refused, parameters unchanged",
-                    step, loss_sum);
+        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": loss is not finite (%g); %s", step, loss_sum, taken);
         titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
         return TITAN_ERR_NUMERIC;
     }
     if (!isfinite(norm)) {
-        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is not finite (%g); step refused, parameters unchanged", step, norm);
+        titan_error(TITAN_ERR_NUMERIC, "step %" PRId64 ": gradient norm is not finite (%g); %s", step, norm, taken);
         titan_error_hint("lower optimizer.lr or set training.max_norm; the run resumes from its last checkpoint");
         return TITAN_ERR_NUMERIC;
     }
-    /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
-    double lr = titan_lr_at(&t->sched, &t->lr, step - 1 - t->pr.lr_origin);
     /* Unsharded, the optimizer updates the model's own parameters: it also
      * writes their bf16 compute copy in the same pass, and the forwards
      * skip their casts. */
@@ -152,7 +169,9 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     double oc_s = t->opt_comm ? t->opt_comm->seconds : 0.0;
     uint64_t oc_bytes = t->opt_comm ? t->opt_comm->bytes : 0;
     double opt_t0 = titan_now_s();
-    if (t->overlap) /* block by block; deferred: on the side stream, each block's forward waits for its own */
+    if (t->early) /* done in the backward: its time is the updates' own */
+        opt_t0 -= titan_early_step_seconds(t->early);
+    else if (t->overlap) /* block by block; deferred: on the side stream, each block's forward waits for its own */
         titan_overlap_update(t->overlap, t->adam, params, copy, titan_fsdp_grads(t->fsdp), clip, (float)lr);
     else {
         if (!titan_optim_writes_copy(t->opt)) copy = NULL; /* the forwards cast */
@@ -509,6 +528,7 @@ static titan_status loop(trainer *t) {
 
 static void teardown(trainer *t) {
     titan_overlap_free(t->overlap); /* waits for its updates; before what they write is freed */
+    titan_early_step_free(t->early);
     titan_free(t->inputs);
     titan_free(t->targets);
     titan_free(t->cp_inputs);
@@ -555,10 +575,11 @@ static void memory_report(const trainer *t) {
     int was = titan_log_verbosity();
     if (was < 1) titan_log_set_verbosity(1);
     titan_info("memory: rank %d: peak %.1f MiB measured (the %s allocator's count, the largest step's), "
-               "%.1f MiB estimated (%+.1f%%)%s", t->mesh.rank, m * mib, t->be->name, t->mem_estimate * mib,
-               100.0 * (t->mem_estimate - m) / m,
+               "%.1f MiB estimated (%+.1f%%)%s; bytes: %zu measured, %.0f estimated", t->mesh.rank, m * mib,
+               t->be->name, t->mem_estimate * mib, 100.0 * (t->mem_estimate - m) / m,
                t->dev.host && t->mesh.layout.dp_shard * t->mesh.layout.cp > 1
-                   ? "; the cpu allocator counts FSDP's full buffers whole, the estimate what is resident" : "");
+                   ? "; the cpu allocator counts FSDP's full buffers whole, the estimate what is resident" : "",
+               t->mem_peak, t->mem_estimate);
     titan_log_set_verbosity(was);
 }
 

@@ -21,6 +21,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "optim/optim.h"
+#include "train/setup_optim.h"
 #include "tensor/layout.h"
 #include "trace/metrics.h"
 #include "train/async_save.h"
@@ -293,51 +294,19 @@ static titan_status galore_sum(void *ctx, float *x, size_t n) {
     return st;
 }
 
-/* The optimizer over the rank's shard (optimizer.name): GaLore projects
- * the 2-D weights of attention and MLP; the embedding, norms and output
- * stay on AdamW. Under FSDP it projects each rank's rows of a matrix
- * (galore.c); tensor, pipeline and context parallelism are refused. */
-static titan_status create_optimizer(trainer *t, const titan_adamw_config *hp) {
+/* The optimizer over the rank's shard (optimizer.name, setup_optim.h):
+ * GaLore projects the 2-D weights of attention and MLP; the embedding,
+ * norms and output stay on AdamW. Under FSDP it projects each rank's rows
+ * of a matrix (galore.c); tensor, pipeline and context parallelism are
+ * refused. */
+static titan_status create_optimizer(trainer *t) {
     const titan_job_config *cfg = t->cfg;
-    titan_optim_config oc = {.adam = *hp};
-    TITAN_TRY(titan_optim_kind_parse(cfg->optimizer_name, &oc.kind));
-    const titan_layout *l = &t->mesh.layout;
-    if (oc.kind == TITAN_OPTIM_GALORE) {
-        if (l->cp > 1 || l->tp > 1 || l->pp > 1) {
-            titan_error(TITAN_ERR_USAGE, "optimizer GaLore: layout %s has cp %d, tp %d, pp %d; GaLore trains under "
-                        "data parallelism only (DDP, FSDP, HSDP)", t->mesh.layout_str, l->cp, l->tp, l->pp);
-            titan_error_hint("set context, tensor and pipeline parallel degrees to 1");
-            return TITAN_ERR_USAGE;
-        }
-        TITAN_TRY(titan_galore_proj_parse(cfg->optimizer_proj_type, &oc.galore.proj_type));
-        oc.galore.rank = cfg->optimizer_rank;
-        oc.galore.update_proj_gap = cfg->optimizer_update_proj_gap;
-        oc.galore.scale = (float)cfg->optimizer_scale;
-        oc.galore.randomized = !strcmp(cfg->optimizer_galore_svd, "randomized");
-        oc.galore.oversampling = cfg->optimizer_oversampling;
-        oc.galore.power_iters = cfg->optimizer_power_iters;
-        oc.galore.seed = (uint64_t)cfg->training_seed;
-    }
+    titan_optim_config oc;
+    TITAN_TRY(titan_setup_optim_config(cfg, &t->mesh.layout, &oc));
     int np = 0;
-    titan_param *ps = titan_llama_params_new(&t->mc, &np);
-    titan_optim_param *op = ps ? titan_alloc((size_t)(np ? np : 1) * sizeof *op, "optimizer parameters") : NULL;
-    if (!op) {
-        free(ps);
-        return TITAN_ERR_NOMEM;
-    }
-    const titan_shard_piece *pc = titan_fsdp_pieces(t->fsdp);
-    for (int i = 0; i < np; i++) {
-        titan_param_role r = ps[i].role;
-        /* this rank's rows (FSDP: a dim-0 chunk; none when len is 0) */
-        int64_t cols = ps[i].ndim == 2 ? ps[i].shape[1] : (int64_t)pc[i].len;
-        int64_t rows = ps[i].ndim == 2 ? (int64_t)pc[i].len / ps[i].shape[1] : 1;
-        op[i] = (titan_optim_param){.name = ps[i].name, .off = pc[i].shard_off, .rows = rows, .cols = cols,
-                                    .row0 = pc[i].len ? pc[i].box.offset[0] : 0,
-                                    .full_rows = ps[i].ndim == 2 ? ps[i].shape[0] : 0,
-                                    .project = ps[i].ndim == 2 && r != TITAN_PARAM_TOK_EMBEDDINGS &&
-                                               r != TITAN_PARAM_OUTPUT && r != TITAN_PARAM_ATTENTION_NORM &&
-                                               r != TITAN_PARAM_FFN_NORM && r != TITAN_PARAM_NORM};
-    }
+    titan_param *ps = NULL;
+    titan_optim_param *op = NULL;
+    TITAN_TRY(titan_setup_optim_params(&t->mc, titan_fsdp_pieces(t->fsdp), &ps, &op, &np));
     titan_status st = titan_optim_create(&t->opt, t->be, titan_fsdp_numel(t->fsdp), op, np, &oc);
     titan_free(op);
     free(ps);
@@ -352,10 +321,12 @@ static titan_status create_optimizer(trainer *t, const titan_adamw_config *hp) {
         titan_optim_set_comm(t->opt, t->opt_comm);
     }
     if (t->mesh.rank == 0 && oc.kind != TITAN_OPTIM_ADAMW) {
-        double proj = 0, all = titan_optim_state_bytes(t->opt, &proj), need = titan_optim_state_needed_bytes(t->opt);
-        titan_info("optimizer: %s; state %.2f MiB a rank (%.2f MiB of it low-rank GaLore state; the moments are "
-                   "not packed yet: %.2f MiB would do)", cfg->optimizer_name, all / 1048576.0, proj / 1048576.0,
-                   need / 1048576.0);
+        titan_optim_bytes b;
+        titan_optim_get_bytes(t->opt, &b);
+        double mib = 1.0 / 1048576.0;
+        titan_info("optimizer: %s; state %.2f MiB a rank (%.2f MiB of AdamW moments, %.2f MiB of low-rank GaLore "
+                   "state), step buffers %.2f MiB", cfg->optimizer_name, b.state * mib, b.flat * mib,
+                   b.projected * mib, b.work * mib);
     }
     return TITAN_OK;
 }
@@ -364,10 +335,6 @@ static titan_status create_optimizer(trainer *t, const titan_adamw_config *hp) {
  * schedule) and the optimizer over the rank's shard. */
 static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     const titan_job_config *cfg = t->cfg;
-    titan_adamw_config hp = {
-        .beta1 = (float)cfg->optimizer_beta1, .beta2 = (float)cfg->optimizer_beta2,
-        .eps = (float)cfg->optimizer_eps, .weight_decay = (float)cfg->optimizer_weight_decay,
-    };
     int *units = titan_alloc((size_t)(t->mc.n_layers + 2) * sizeof *units, "communication plan");
     if (!units) return TITAN_ERR_NOMEM;
     titan_fsdp_options fo;
@@ -378,7 +345,14 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     if (t->mesh.layout.pp > 1)
         TITAN_TRY(titan_pipeline_create(&t->pipe, &t->mesh, t->model, sh->sched, t->micro, sh->mb,
                                         cfg->training_seq_len / t->mesh.layout.cp));
-    TITAN_TRY(create_optimizer(t, &hp));
+    TITAN_TRY(create_optimizer(t));
+    TITAN_TRY(titan_early_step_check(cfg, &t->mesh.layout, t->accum));
+    if (cfg->optimizer_early_step_in_backward) {
+        TITAN_TRY(titan_early_step_create(&t->early, t->fsdp, t->adam, t->be));
+        if (t->mesh.rank == 0)
+            titan_info("optimizer: AdamW steps each FSDP unit right after its reduce-scatter, in the backward "
+                       "(optimizer.early_step_in_backward)");
+    }
     /* one process, AdamW: the model has no FSDP hooks (overlap.h) */
     if (t->mesh.world == 1 && titan_optim_get_kind(t->opt) == TITAN_OPTIM_ADAMW) {
         TITAN_TRY(titan_overlap_create(&t->overlap, t->model, cfg->optimizer_overlap_with_forward));
@@ -407,10 +381,11 @@ static void estimate_line(const trainer *t, const titan_memory_rank *r) {
     int was = titan_log_verbosity();
     if (was < 1) titan_log_set_verbosity(1);
     titan_info("memory estimate: rank %d: peak %.1f MiB (held %.1f: parameters and gradients %.1f, compute copy "
-               "%.1f, AdamW %.1f, FSDP shard %.1f, activations %.1f = %d x %.1f a micro-batch + scratch, "
-               "communication %.1f; a step adds %.1f gathered, %.1f gradients, %.1f staging)",
+               "%.1f, optimizer state %.1f + step buffers %.1f, FSDP shard %.1f, activations %.1f = %d x %.1f a "
+               "micro-batch + scratch, communication %.1f; a step adds %.1f gathered, %.1f gradients, %.1f staging)",
                t->mesh.rank, r->peak * mib, r->held * mib, r->by_unit ? 0.0 : (r->params + r->grads) * mib,
-               r->by_unit ? 0.0 : r->compute_copy * mib, r->optimizer * mib, r->shard * mib, r->activations * mib,
+               r->by_unit ? 0.0 : r->compute_copy * mib, r->optimizer * mib, r->optimizer_work * mib, r->shard * mib,
+               r->activations * mib,
                r->slots, r->act_slot * mib, (r->cp + r->pipeline) * mib, r->fsdp_gathered * mib,
                r->fsdp_grads * mib, r->fsdp_staging * mib);
     titan_log_set_verbosity(was);
@@ -433,9 +408,9 @@ static titan_status plan_device_memory(trainer *t, const setup_shape *sh) {
         size_t held = 0;
         t->be->memory(&held, NULL, NULL, 0);
         titan_info("device memory: planned %.1f MiB, %.1f at a step's peak (parameters and gradients %.1f, %s "
-                   "compute copy %.1f, AdamW %.1f, activations %.1f, FSDP shard %.1f, communication %.1f); "
+                   "compute copy %.1f, optimizer %.1f, activations %.1f, FSDP shard %.1f, communication %.1f); "
                    "held %.1f MiB", r.held * mib, r.peak * mib, r.by_unit ? 0.0 : (r.params + r.grads) * mib,
-                   titan_dtype_name(sh->compute), r.by_unit ? 0.0 : r.compute_copy * mib, r.optimizer * mib,
+                   titan_dtype_name(sh->compute), r.by_unit ? 0.0 : r.compute_copy * mib, (r.optimizer + r.optimizer_work) * mib,
                    r.activations * mib, r.shard * mib, (r.cp + r.pipeline) * mib, (double)held * mib);
     }
     return TITAN_OK;
@@ -563,6 +538,9 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
                                                        titan_fsdp_numel(t->fsdp)));
         else
             TITAN_TRY(titan_async_saver_create(&t->saver, t->be, titan_llama_params_count(t->model)));
+        /* packed moments (GaLore): a snapshot of their length */
+        if (titan_optim_moment_offsets(t->opt))
+            TITAN_TRY(titan_async_saver_set_moment_numel(t->saver, titan_optim_moment_numel(t->opt)));
         if (cfg->checkpoint_async == TITAN_JOB_ASYNC_PINNED_MEM && !t->dev.host && t->mesh.rank == 0)
             titan_info("checkpoint: async_with_pinned_mem: %s", titan_async_saver_pin(t->saver)
                            ? "the snapshot is in page-locked host memory"
@@ -573,6 +551,8 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     titan_info("resumed from %s (step %" PRId64 ", %" PRIu64 " tokens seen)", loaded, t->pr.step,
                t->pr.tokens_seen);
     TITAN_TRY(titan_trainer_resume_shape(t, loaded)); /* the global batch and validation kept, or refused */
+    /* a kept global batch may need accumulation, which stepping in the backward cannot take */
+    TITAN_TRY(titan_early_step_check(cfg, &t->mesh.layout, t->accum));
     t->pr.model_only = 0; /* the next saves are full ones */
     if (t->mesh.rank == 0) lr_resume_warn(t);
     t->pr.lr = t->lr; /* what the next saves record */

@@ -16,6 +16,7 @@
 #include "trace/metrics.h"
 #include "train/async_save.h"
 #include "train/device.h"
+#include "train/early_step.h"
 #include "train/overlap.h"
 #include "train/state.h"
 #include "train/state_stage.h"
@@ -44,6 +45,7 @@ typedef struct {
     titan_pipeline *pipe;      /* pipeline parallelism; NULL without */
     titan_pp_custom *pp_csv;   /* parallelism.pipeline_parallel_schedule_csv's schedule; NULL without */
     titan_overlap *overlap;    /* one process: partial norms, side-stream AdamW (overlap.h); NULL with several */
+    titan_early_step *early;   /* optimizer.early_step_in_backward (early_step.h); NULL without */
     int micro;                 /* pipeline micro-batches per local batch (1 without) */
     titan_train_progress pr;
     int accum;

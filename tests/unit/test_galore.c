@@ -7,7 +7,10 @@
  *     tests/python/galore_reference.py, path in TITAN_GALORE_GOLDEN; that
  *     part is skipped without it) to 1e-5 for 10 steps;
  *   - AdamW through the interface equals titan_adamw bit for bit; Adam
- *     with weight decay adds the L2 penalty to the gradient. */
+ *     with weight decay adds the L2 penalty to the gradient;
+ *   - GaLore's flat moments are packed (the parameters left on AdamW
+ *     only), its state bytes are what it allocated and what the plan
+ *     says, and packing changes no bit of a step. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -229,6 +232,75 @@ static void test_adam_kinds(void) {
     titan_adamw_free(ref3);
 }
 
+/* GaLore over a norm, two projected matrices and an embedding-like one left
+ * on AdamW: the flat moments hold the 1-D and unprojected parameters only,
+ * end to end; the parameters on AdamW step as titan_adamw over them alone,
+ * each projected matrix as a GaLore optimizer over it alone (bit for bit). */
+static void test_packed_moments(void) {
+    enum { NORM = 5, A_R = 16, A_C = 12, E_R = 10, E_C = 12, B_R = 12, B_C = 16 };
+    enum { OA = NORM, OE = OA + A_R * A_C, OB = OE + E_R * E_C, N = OB + B_R * B_C, FLAT = NORM + E_R * E_C };
+    static float p[N], g[N], pf[FLAT], gf[FLAT], pa[A_R * A_C], pb[B_R * B_C];
+    titan_optim_param ps[4] = {
+        {.name = "norm", .off = 0, .rows = 1, .cols = NORM},
+        {.name = "a", .off = OA, .rows = A_R, .cols = A_C, .project = 1},
+        {.name = "emb", .off = OE, .rows = E_R, .cols = E_C},
+        {.name = "b", .off = OB, .rows = B_R, .cols = B_C, .project = 1},
+    };
+    titan_optim_config cfg = {.kind = TITAN_OPTIM_GALORE, .adam = {0.9f, 0.95f, 1e-8f, 0.1f},
+                              .galore = {.rank = 4, .update_proj_gap = 2, .scale = 0.25f,
+                                         .proj_type = TITAN_GALORE_STD}};
+    const titan_backend *be = titan_backend_cpu();
+    titan_optim *o = NULL, *oa = NULL, *ob = NULL;
+    titan_adamw *ref = NULL;
+    CHECK(titan_optim_create(&o, be, N, ps, 4, &cfg) == TITAN_OK);
+    titan_optim_param one_a = ps[1], one_b = ps[3];
+    one_a.off = one_b.off = 0;
+    CHECK(titan_optim_create(&oa, be, A_R * A_C, &one_a, 1, &cfg) == TITAN_OK);
+    CHECK(titan_optim_create(&ob, be, B_R * B_C, &one_b, 1, &cfg) == TITAN_OK);
+    CHECK(titan_adamw_create(&ref, be, FLAT, &cfg.adam) == TITAN_OK);
+    if (!o || !oa || !ob || !ref) return;
+    CHECK(titan_adamw_numel(titan_optim_adamw(o)) == FLAT, "flat moments of %zu floats, want %d (packed)",
+          titan_adamw_numel(titan_optim_adamw(o)), FLAT);
+    const size_t *mo = titan_optim_moment_offsets(o);
+    CHECK(mo && mo[0] == 0 && mo[2] == NORM, "moment offsets %zu, %zu; want 0, %d", mo ? mo[0] : 99, mo ? mo[2] : 99,
+          NORM);
+    titan_optim_bytes have, plan;
+    titan_optim_get_bytes(o, &have);
+    CHECK(titan_optim_plan_bytes(N, ps, 4, &cfg, &plan) == TITAN_OK);
+    /* std: a (16 x 12) on the right: proj 4 x 12, moments 16 x 4; b (12 x 16) on the left: proj 12 x 4, moments 4 x 16 */
+    double low = 4.0 * (4 * A_C + 2 * A_R * 4 + B_R * 4 + 2 * 4 * B_C);
+    CHECK(have.flat == 8.0 * FLAT && have.projected == low && have.state == have.flat + have.projected,
+          "state %g = flat %g + low-rank %g; want %g + %g", have.state, have.flat, have.projected, 8.0 * FLAT, low);
+    CHECK(plan.state == have.state && plan.projected == have.projected && plan.work == have.work && have.work > 0,
+          "the plan's bytes (%g, work %g) differ from the optimizer's (%g, work %g)", plan.state, plan.work,
+          have.state, have.work);
+    CHECK(titan_optim_state_bytes(o, NULL) == have.state);
+    gauss(p, N, 11);
+    memcpy(pf, p, NORM * sizeof *p);
+    memcpy(pf + NORM, p + OE, E_R * E_C * sizeof *p);
+    memcpy(pa, p + OA, sizeof pa);
+    memcpy(pb, p + OB, sizeof pb);
+    for (int s = 0; s < 5; s++) {
+        gauss(g, N, 20 + (uint64_t)s);
+        memcpy(gf, g, NORM * sizeof *g);
+        memcpy(gf + NORM, g + OE, E_R * E_C * sizeof *g);
+        CHECK(titan_optim_step(o, p, NULL, g, 0.5f, 1e-2f) == TITAN_OK);
+        titan_adamw_step_cast(ref, pf, NULL, gf, 0.5f, 1e-2f);
+        CHECK(titan_optim_step(oa, pa, NULL, g + OA, 0.5f, 1e-2f) == TITAN_OK);
+        CHECK(titan_optim_step(ob, pb, NULL, g + OB, 0.5f, 1e-2f) == TITAN_OK);
+    }
+    CHECK(!memcmp(p, pf, NORM * sizeof *p) && !memcmp(p + OE, pf + NORM, E_R * E_C * sizeof *p),
+          "parameters on AdamW differ from titan_adamw over them alone");
+    CHECK(!memcmp(p + OA, pa, sizeof pa) && !memcmp(p + OB, pb, sizeof pb),
+          "projected matrices differ from GaLore over each alone");
+    CHECK(!memcmp(titan_adamw_m(titan_optim_adamw(o)), titan_adamw_m(ref), FLAT * sizeof(float)),
+          "packed exp_avg differs from titan_adamw's");
+    titan_optim_free(o);
+    titan_optim_free(oa);
+    titan_optim_free(ob);
+    titan_adamw_free(ref);
+}
+
 /* --bench-svd N R [P Q]: seconds of the exact and the randomized top-R SVD
  * of an N x N matrix (scripts/galore_bench.sh), best of 3, and their
  * subspaces' angle; not a test. */
@@ -279,5 +351,6 @@ int main(int argc, char **argv) {
     test_svd(64, 128, 8, 0.9, 8, 2, 1.0); /* slow decay: two */
     test_golden();
     test_adam_kinds();
+    test_packed_moments();
     return failures != 0;
 }

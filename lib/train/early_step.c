@@ -1,0 +1,80 @@
+/* early_step.c - the optimizer step inside the backward (see early_step.h). */
+#include "train/early_step.h"
+
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/mem.h"
+
+struct titan_early_step {
+    titan_fsdp *fsdp;
+    titan_adamw *adam;
+    const titan_backend *be;
+    float lr;
+    double sumsq, seconds;
+};
+
+/* Refused with the job's key named, and what to change. */
+static titan_status refuse(const char *why, const char *hint) {
+    titan_error(TITAN_ERR_USAGE, "optimizer.early_step_in_backward: %s", why);
+    titan_error_hint("%s", hint);
+    return TITAN_ERR_USAGE;
+}
+
+titan_status titan_early_step_check(const titan_job_config *cfg, const titan_layout *l, int accum) {
+    if (!cfg->optimizer_early_step_in_backward) return TITAN_OK;
+    if (strcmp(cfg->optimizer_name, "AdamW"))
+        return refuse("AdamW only (optimizer.name is not AdamW)", "set optimizer.name = \"AdamW\"");
+    if (l->pp > 1) return refuse("not with pipeline parallelism", "set parallelism.pipeline_parallel_degree = 1");
+    if (l->tp > 1) return refuse("not with tensor parallelism (not yet)", "set parallelism.tensor_parallel_degree = 1");
+    if (l->dp_replicate > 1)
+        return refuse("not with replicas (HSDP, DDP: the gradients are final after an all-reduce; not yet)",
+                      "set parallelism.data_parallel_replicate_degree = 1");
+    if (l->dp_shard * l->cp < 2)
+        return refuse("needs FSDP (a shard group of 2 or more ranks): each unit's update follows its reduce-scatter",
+                      "run with --nproc N and parallelism.data_parallel_shard_degree = N (or -1)");
+    if (cfg->training_max_norm > 0)
+        return refuse("global-norm clipping needs every gradient before any update (training.max_norm > 0)",
+                      "set training.max_norm = 0");
+    if (accum > 1)
+        return refuse("gradient accumulation: the gradients are final after the last micro-batch only",
+                      "make training.global_batch_size = local_batch_size x the data-parallel degree");
+    return TITAN_OK;
+}
+
+/* A unit's shard gradient is final: its sum of squares, its update, and
+ * (host memory) its pages given back. */
+static void unit_done(void *ctx, size_t off, size_t len) {
+    titan_early_step *e = ctx;
+    double t0 = titan_now_s();
+    float *g = titan_fsdp_grads(e->fsdp);
+    e->sumsq += e->be->sumsq(g + off, len);
+    titan_adamw_step_range(e->adam, off, len, titan_fsdp_params(e->fsdp), NULL, g, 1.0f, e->lr);
+    if (e->be->host && e->be->release) e->be->release(g + off, len * sizeof(float));
+    e->seconds += titan_now_s() - t0;
+}
+
+titan_status titan_early_step_create(titan_early_step **out, titan_fsdp *f, titan_adamw *adam,
+                                     const titan_backend *be) {
+    titan_early_step *e = *out = titan_alloc(sizeof *e, "early step");
+    if (!e) return TITAN_ERR_NOMEM;
+    *e = (titan_early_step){.fsdp = f, .adam = adam, .be = be};
+    titan_fsdp_set_unit_done(f, unit_done, e);
+    return TITAN_OK;
+}
+
+void titan_early_step_free(titan_early_step *e) {
+    if (!e) return;
+    titan_fsdp_set_unit_done(e->fsdp, NULL, NULL);
+    titan_free(e);
+}
+
+void titan_early_step_begin(titan_early_step *e, float lr) {
+    titan_adamw_begin_step(e->adam);
+    e->lr = lr;
+    e->sumsq = 0.0;
+    e->seconds = 0.0;
+}
+
+double titan_early_step_sumsq(const titan_early_step *e) { return e->sumsq; }
+double titan_early_step_seconds(const titan_early_step *e) { return e->seconds; }

@@ -1,0 +1,39 @@
+/* early_step.h - optimizer.early_step_in_backward (torchtitan's key): under
+ * FSDP each unit's AdamW update runs as soon as its reduce-scatter completed
+ * (fsdp.h's unit-done callback, inside the backward), and on a host backend
+ * the unit's shard gradient is then given back (its pages read as zeros):
+ * the shard gradients are never all resident at once, as the full ones
+ * never are under FSDP. The update is elementwise, so the steps are the
+ * ordinary step's bits; the logged gradient norm adds the units' sums of
+ * squares, taken before their updates. */
+#ifndef TITAN_TRAIN_EARLY_STEP_H
+#define TITAN_TRAIN_EARLY_STEP_H
+
+#include "job/config.h"
+#include "optim/optim.h"
+#include "parallel/fsdp.h"
+#include "tensor/layout.h"
+
+/* Whether the job can step in the backward; the refusals name why:
+ * global-norm clipping (training.max_norm > 0: the norm needs every
+ * gradient before any update), gradient accumulation (accum > 1: the
+ * gradients are final after the last micro-batch only), pipeline and
+ * tensor parallelism, replicas (HSDP, DDP: final after an all-reduce),
+ * one shard (no FSDP), an optimizer other than AdamW. */
+titan_status titan_early_step_check(const titan_job_config *cfg, const titan_layout *l, int accum);
+
+typedef struct titan_early_step titan_early_step;
+/* Installs the unit-done callback on f: updates of adam's moments over f's
+ * shard (be: its memory's backend). */
+titan_status titan_early_step_create(titan_early_step **out, titan_fsdp *f, titan_adamw *adam,
+                                     const titan_backend *be);
+void titan_early_step_free(titan_early_step *e);
+/* Before the step's backward: the step count is incremented (AdamW's
+ * begin_step) and every unit updated with lr as it is reduced. */
+void titan_early_step_begin(titan_early_step *e, float lr);
+/* After sync_grads: this rank's sum of squares of its shard gradient, and
+ * the seconds the updates took (both since begin). */
+double titan_early_step_sumsq(const titan_early_step *e);
+double titan_early_step_seconds(const titan_early_step *e);
+
+#endif
