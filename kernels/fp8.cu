@@ -31,45 +31,8 @@ static size_t inv_offset(int ns) { return ((size_t)ns + 63) / 64 * 64; }
 
 /* ------------------------------------------------------------- codec */
 
-struct fp8_fmt {
-    int mbits, bias;
-    unsigned max_code;
-    float max;
-};
-
-static __host__ __device__ __forceinline__ fp8_fmt fmt_of(int f) {
-    return f == TITAN_FP8_E5M2 ? fp8_fmt{2, 15, 0x7b, TITAN_FP8_E5M2_MAX}
-                               : fp8_fmt{3, 7, 0x7e, TITAN_FP8_E4M3_MAX};
-}
-
-/* titan_fp8_encode (lib/tensor/fp8.c), the same steps */
-static __device__ __forceinline__ uint8_t fp8_encode(float x, fp8_fmt fi) {
-    uint32_t bits = __float_as_uint(x);
-    uint8_t sign = (uint8_t)((bits >> 31) << 7);
-    if (isnan(x)) return sign | 0x7f;
-    float a = fabsf(x);
-    if (a >= fi.max) return sign | (uint8_t)fi.max_code;
-    if (a < ldexpf(1.0f, 1 - fi.bias)) return sign | (uint8_t)rintf(ldexpf(a, fi.bias - 1 + fi.mbits));
-    uint32_t ab = bits & 0x7fffffffu;
-    int shift = 23 - fi.mbits;
-    uint32_t r = (ab + ((1u << (shift - 1)) - 1) + ((ab >> shift) & 1)) >> shift;
-    int e = (int)(r >> fi.mbits) - 127 + fi.bias;
-    return sign | (uint8_t)((e << fi.mbits) | (r & ((1u << fi.mbits) - 1)));
-}
-
-/* titan_fp8_decode */
-static __device__ __forceinline__ float fp8_decode(uint8_t code, int f) {
-    fp8_fmt fi = fmt_of(f);
-    int sign = code >> 7, mask = (1 << fi.mbits) - 1;
-    int e = (code & 0x7f) >> fi.mbits, m = code & mask;
-    int emax = 0x7f >> fi.mbits;
-    float v;
-    if (f == TITAN_FP8_E4M3 && e == emax && m == mask) v = __int_as_float(0x7fc00000);
-    else if (f == TITAN_FP8_E5M2 && e == emax) v = m ? __int_as_float(0x7fc00000) : __int_as_float(0x7f800000);
-    else if (e == 0) v = ldexpf((float)m, 1 - fi.bias - fi.mbits);
-    else v = ldexpf((float)(m | (1 << fi.mbits)), e - fi.bias - fi.mbits);
-    return sign ? -v : v;
-}
+/* the codec is tensor/fp8.h's titan_fp8_encode_with / titan_fp8_decode_with,
+ * the CPU's own lines compiled for the device */
 
 /* |x| as bits that order as unsigned integers (NaN above infinity) */
 static __device__ __forceinline__ unsigned abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
@@ -167,7 +130,7 @@ static __device__ __forceinline__ void store_scale(float *scale, float *inv, int
         s = __int_as_float(0x7fc00000); /* the CPU's NAN, whatever the input's payload */
     } else {
         double a = (double)amax > TITAN_FP8_SCALE_EPS ? (double)amax : TITAN_FP8_SCALE_EPS;
-        s = (float)((double)fmt_of(f).max / a);
+        s = (float)((double)titan_fp8_info_of((titan_fp8_format)f).max / a);
         if (pow2) s = exp2f(floorf(log2f(s)));
     }
     scale[i] = s;
@@ -206,12 +169,12 @@ static __device__ __forceinline__ float scale_at(const float *s, int axis, int r
  * along the threads (no division per element) */
 template <typename S>
 __global__ void cast_kernel(uint8_t *q, const S *x, const float *scale, int rows, int cols, int axis, int f) {
-    fp8_fmt fi = fmt_of(f);
+    titan_fp8_info fi = titan_fp8_info_of((titan_fp8_format)f);
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
         const S *xr = x + (size_t)r * cols;
         uint8_t *qr = q + (size_t)r * cols;
         for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x)
-            qr[c] = fp8_encode(load_f32(xr + c) * scale_at(scale, axis, r, c), fi);
+            qr[c] = titan_fp8_encode_with(load_f32(xr + c) * scale_at(scale, axis, r, c), fi);
     }
 }
 
@@ -222,7 +185,7 @@ template <typename S>
 __global__ void cast_vec_kernel(uint8_t *q, const S *x, const float *scale, int rows, int cols, int axis, int f) {
     constexpr int P = TITAN_PACK(S);
     typedef typename std::conditional<P == 8, uint2, uint32_t>::type packed;
-    fp8_fmt fi = fmt_of(f);
+    titan_fp8_info fi = titan_fp8_info_of((titan_fp8_format)f);
     int nv = cols / P;
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
         const S *xr = x + (size_t)r * cols;
@@ -235,7 +198,7 @@ __global__ void cast_vec_kernel(uint8_t *q, const S *x, const float *scale, int 
                 uint8_t b[P];
             } o;
 #pragma unroll
-            for (int k = 0; k < P; k++) o.b[k] = fp8_encode(e[k] * scale_at(scale, axis, r, v * P + k), fi);
+            for (int k = 0; k < P; k++) o.b[k] = titan_fp8_encode_with(e[k] * scale_at(scale, axis, r, v * P + k), fi);
             *reinterpret_cast<packed *>(qr + (size_t)v * P) = o.u;
         }
     }
@@ -246,12 +209,12 @@ template <typename S>
 __global__ void cast_transposed_kernel(uint8_t *qt, const S *x, const float *scale, int rows, int cols, int axis,
                                        int f) {
     __shared__ uint8_t tile[TILE][TILE + 4];
-    fp8_fmt fi = fmt_of(f);
+    titan_fp8_info fi = titan_fp8_info_of((titan_fp8_format)f);
     int c0 = blockIdx.x * TILE, r0 = blockIdx.y * TILE;
     for (int dy = threadIdx.y; dy < TILE; dy += TILE_ROWS) {
         int r = r0 + dy, c = c0 + threadIdx.x;
         uint8_t v = 0;
-        if (r < rows && c < cols) v = fp8_encode(load_f32(x + (size_t)r * cols + c) * scale_at(scale, axis, r, c), fi);
+        if (r < rows && c < cols) v = titan_fp8_encode_with(load_f32(x + (size_t)r * cols + c) * scale_at(scale, axis, r, c), fi);
         tile[dy][threadIdx.x] = v;
     }
     __syncthreads();
@@ -266,7 +229,7 @@ __global__ void dequantize_kernel(float *out, const uint8_t *q, const float *sca
                                   int f) {
     size_t n = (size_t)rows * cols;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = fp8_decode(q[i], f) / scale[rowwise ? (int)(i / (size_t)cols) : 0];
+        out[i] = titan_fp8_decode_with(q[i], (titan_fp8_format)f) / scale[rowwise ? (int)(i / (size_t)cols) : 0];
 }
 
 /* ------------------------------------------------------------- host */

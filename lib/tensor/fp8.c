@@ -4,63 +4,20 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct {
-    int mbits, bias;
-    uint8_t max_code; /* the largest finite magnitude's code */
-    float max;
-} fmt_info;
-
-static const fmt_info E4M3 = {3, 7, 0x7e, TITAN_FP8_E4M3_MAX};
-static const fmt_info E5M2 = {2, 15, 0x7b, TITAN_FP8_E5M2_MAX};
-
-static const fmt_info *info(titan_fp8_format f) { return f == TITAN_FP8_E5M2 ? &E5M2 : &E4M3; }
-
 const char *titan_fp8_format_name(titan_fp8_format f) {
     return f == TITAN_FP8_E4M3 ? "e4m3fn" : f == TITAN_FP8_E5M2 ? "e5m2" : "none";
 }
 
-float titan_fp8_max(titan_fp8_format f) { return info(f)->max; }
+float titan_fp8_max(titan_fp8_format f) { return titan_fp8_info_of(f).max; }
 
-float titan_fp8_decode(uint8_t code, titan_fp8_format f) {
-    const fmt_info *fi = info(f);
-    int sign = code >> 7, mask = (1 << fi->mbits) - 1;
-    int e = (code & 0x7f) >> fi->mbits, m = code & mask;
-    int emax = 0x7f >> fi->mbits; /* all exponent bits set */
-    float v;
-    if (f == TITAN_FP8_E4M3 && e == emax && m == mask) v = NAN;
-    else if (f == TITAN_FP8_E5M2 && e == emax) v = m ? NAN : INFINITY;
-    else if (e == 0) v = ldexpf((float)m, 1 - fi->bias - fi->mbits); /* subnormal */
-    else v = ldexpf((float)(m | (1 << fi->mbits)), e - fi->bias - fi->mbits);
-    return sign ? -v : v;
-}
+float titan_fp8_decode(uint8_t code, titan_fp8_format f) { return titan_fp8_decode_with(code, f); }
 
-uint8_t titan_fp8_encode(float x, titan_fp8_format f) {
-    const fmt_info *fi = info(f);
-    uint32_t bits;
-    memcpy(&bits, &x, sizeof bits);
-    uint8_t sign = (uint8_t)((bits >> 31) << 7);
-    if (isnan(x)) return sign | 0x7f;
-    float a = fabsf(x);
-    if (a >= fi->max) return sign | fi->max_code; /* saturate (infinity too) */
-    if (a < ldexpf(1.0f, 1 - fi->bias)) {
-        /* subnormal range: multiples of 2^(1-bias-mbits); the scaling by a
-         * power of two is exact and rintf rounds ties to even. A result of
-         * 2^mbits is the smallest normal, whose code is that same number. */
-        return sign | (uint8_t)rintf(ldexpf(a, fi->bias - 1 + fi->mbits));
-    }
-    /* normal: drop 23 - mbits mantissa bits of the fp32 pattern, ties to
-     * even; a carry moves into the exponent, as it should */
-    uint32_t ab = bits & 0x7fffffffu;
-    int shift = 23 - fi->mbits;
-    uint32_t r = (ab + ((1u << (shift - 1)) - 1) + ((ab >> shift) & 1)) >> shift;
-    int e = (int)(r >> fi->mbits) - 127 + fi->bias;
-    return sign | (uint8_t)((e << fi->mbits) | (r & ((1u << fi->mbits) - 1)));
-}
+uint8_t titan_fp8_encode(float x, titan_fp8_format f) { return titan_fp8_encode_with(x, titan_fp8_info_of(f)); }
 
 float titan_fp8_scale(float amax, titan_fp8_format f, int pow2) {
     if (isnan(amax)) return NAN;
     double a = (double)amax > TITAN_FP8_SCALE_EPS ? (double)amax : TITAN_FP8_SCALE_EPS;
-    float s = (float)((double)info(f)->max / a);
+    float s = (float)((double)titan_fp8_max(f) / a);
     if (pow2) s = exp2f(floorf(log2f(s)));
     return s;
 }

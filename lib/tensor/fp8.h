@@ -20,7 +20,9 @@
 #ifndef TITAN_TENSOR_FP8_H
 #define TITAN_TENSOR_FP8_H
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tensor/dtype.h"
 
@@ -33,6 +35,63 @@ typedef enum {
 #define TITAN_FP8_E4M3_MAX 448.0f
 #define TITAN_FP8_E5M2_MAX 57344.0f
 #define TITAN_FP8_SCALE_EPS 1e-12 /* torchao's EPS: amax below it scales as it */
+
+/* The codec's steps, inline so that the GPU's casts (kernels/fp8.cu) run
+ * these very lines (__host__ __device__ under nvcc): one definition of the
+ * bytes for both backends. titan_fp8_encode / titan_fp8_decode below are
+ * them by format. */
+#ifdef __CUDACC__
+#define TITAN_FP8_INLINE static __host__ __device__ __forceinline__
+#else
+#define TITAN_FP8_INLINE static inline
+#endif
+
+typedef struct {
+    int mbits, bias;
+    unsigned max_code; /* the largest finite magnitude's code */
+    float max;
+} titan_fp8_info;
+
+TITAN_FP8_INLINE titan_fp8_info titan_fp8_info_of(titan_fp8_format f) {
+    titan_fp8_info e4m3 = {3, 7, 0x7e, TITAN_FP8_E4M3_MAX}, e5m2 = {2, 15, 0x7b, TITAN_FP8_E5M2_MAX};
+    return f == TITAN_FP8_E5M2 ? e5m2 : e4m3;
+}
+
+/* titan_fp8_encode with the format's info at hand (a cast's inner loop) */
+TITAN_FP8_INLINE uint8_t titan_fp8_encode_with(float x, titan_fp8_info fi) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    uint8_t sign = (uint8_t)((bits >> 31) << 7);
+    if (isnan(x)) return sign | 0x7f;
+    float a = fabsf(x);
+    if (a >= fi.max) return sign | (uint8_t)fi.max_code; /* saturate (infinity too) */
+    if (a < ldexpf(1.0f, 1 - fi.bias)) {
+        /* subnormal range: multiples of 2^(1-bias-mbits); the scaling by a
+         * power of two is exact and rintf rounds ties to even. A result of
+         * 2^mbits is the smallest normal, whose code is that same number. */
+        return sign | (uint8_t)rintf(ldexpf(a, fi.bias - 1 + fi.mbits));
+    }
+    /* normal: drop 23 - mbits mantissa bits of the fp32 pattern, ties to
+     * even; a carry moves into the exponent, as it should */
+    uint32_t ab = bits & 0x7fffffffu;
+    int shift = 23 - fi.mbits;
+    uint32_t r = (ab + ((1u << (shift - 1)) - 1) + ((ab >> shift) & 1)) >> shift;
+    int e = (int)(r >> fi.mbits) - 127 + fi.bias;
+    return sign | (uint8_t)((e << fi.mbits) | (r & ((1u << fi.mbits) - 1)));
+}
+
+TITAN_FP8_INLINE float titan_fp8_decode_with(uint8_t code, titan_fp8_format f) {
+    titan_fp8_info fi = titan_fp8_info_of(f);
+    int sign = code >> 7, mask = (1 << fi.mbits) - 1;
+    int e = (code & 0x7f) >> fi.mbits, m = code & mask;
+    int emax = 0x7f >> fi.mbits; /* all exponent bits set */
+    float v;
+    if (f == TITAN_FP8_E4M3 && e == emax && m == mask) v = NAN;
+    else if (f == TITAN_FP8_E5M2 && e == emax) v = m ? NAN : INFINITY;
+    else if (e == 0) v = ldexpf((float)m, 1 - fi.bias - fi.mbits); /* subnormal */
+    else v = ldexpf((float)(m | (1 << fi.mbits)), e - fi.bias - fi.mbits);
+    return sign ? -v : v;
+}
 
 /* "e4m3fn", "e5m2", "none" */
 const char *titan_fp8_format_name(titan_fp8_format f);

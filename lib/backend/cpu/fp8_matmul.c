@@ -52,16 +52,14 @@ void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x,
     for (int b = 0; b < nb; b++) {
         int r0 = b * ROWS_PER_BLOCK, r1 = r0 + ROWS_PER_BLOCK < rows ? r0 + ROWS_PER_BLOCK : rows;
         titan_fp8_cast(q, x, dt, scale, r0, r1, cols, axis, f);
-        titan_fp8_dequantize(deq, q, scale, r0, r1, cols, axis, f);
+        if (deq) titan_fp8_dequantize(deq, q, scale, r0, r1, cols, axis, f);
     }
 }
 
 /* backend.h's fp8_quantize: the cast without the dequantized copy */
 void titan_cpu_fp8_quantize_op(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
                                titan_fp8_axis axis, titan_fp8_format f, int pow2) {
-    float *deq = xalloc((size_t)rows * cols * sizeof(float));
-    titan_cpu_fp8_quantize(q, scale, deq, x, dt, rows, cols, axis, f, pow2);
-    free(deq);
+    titan_cpu_fp8_quantize(q, scale, NULL, x, dt, rows, cols, axis, f, pow2);
 }
 
 /* One cast of recipe r: deq gets the dequantized operand (fp32 [rows, cols]). */
