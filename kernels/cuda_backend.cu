@@ -372,6 +372,7 @@ static titan_backend cuda_backend = {
     .fp8_matmul_forward = titan_cuda_fp8_matmul_forward,
     .fp8_matmul_backward = titan_cuda_fp8_matmul_backward,
     .fp8_quantize = titan_cuda_fp8_quantize,
+    .fp8_amax = titan_cuda_fp8_amax,
     .add = titan_cuda_add,
     .embedding_forward = titan_cuda_embedding_forward,
     .embedding_backward = titan_cuda_embedding_backward,

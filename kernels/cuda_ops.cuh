@@ -229,8 +229,10 @@ typedef struct {
 static inline int titan_cuda_fp8_nscales(titan_fp8_axis axis, int rows, int cols) {
     return axis == TITAN_FP8_ROWS ? rows : axis == TITAN_FP8_COLS ? cols : 1;
 }
+/* amax: the caller's (tensor parallelism's, reduced over the group), or
+ * NULL: x's own */
 void titan_cuda_fp8_cast(titan_cuda_fp8_operand *o, titan_dtype dt, const void *x, int rows, int cols,
-                         titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose);
+                         titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose, const float *amax);
 void titan_cuda_fp8_release(titan_cuda_fp8_operand *o);
 /* a tensorwise operand's scale repeated on each row (the same numbers:
  * float8 cuBLASLt scales A and B alike, both scalars or both vectors) */
@@ -239,6 +241,7 @@ void titan_cuda_fp8_rowwise(titan_cuda_fp8_operand *o);
 void titan_cuda_fp8_dequantize(float *out, const titan_cuda_fp8_operand *o);
 void titan_cuda_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
                              titan_fp8_axis axis, titan_fp8_format f, int pow2);
+void titan_cuda_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis);
 /* fp8_matmul.cu: backend.h's float8 linears */
 int titan_cuda_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
                                   const void *w, const void *resid, int N, int IC, int OC);

@@ -159,6 +159,27 @@ __global__ void scale_fold_kernel(float *scale, float *inv, const unsigned *part
     }
 }
 
+/* scale[i], inv[i] from a given amax (tensor parallelism's, reduced over
+ * the group): its bits are the order amax's partials fold in */
+__global__ void scale_given_kernel(float *scale, float *inv, const float *amax, int ns, int f, int pow2) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < ns; i += gridDim.x * blockDim.x)
+        store_scale(scale, inv, i, __float_as_uint(amax[i]), f, pow2);
+}
+
+/* amax[i] from parts partial maxima each (backend.h's fp8_amax) */
+__global__ void amax_fold_kernel(float *amax, const unsigned *part, int parts, int ns) {
+    __shared__ unsigned tmp[WARP];
+    for (int i = blockIdx.x; i < ns; i += gridDim.x) {
+        unsigned m = 0;
+        for (int p = threadIdx.x; p < parts; p += blockDim.x) {
+            unsigned b = part[(size_t)p * ns + i];
+            m = b > m ? b : m;
+        }
+        m = block_umax(m, tmp);
+        if (threadIdx.x == 0) amax[i] = __uint_as_float(m);
+    }
+}
+
 /* ------------------------------------------------------------- cast */
 
 static __device__ __forceinline__ float scale_at(const float *s, int axis, int r, int c) {
@@ -234,12 +255,10 @@ __global__ void dequantize_kernel(float *out, const uint8_t *q, const float *sca
 
 /* ------------------------------------------------------------- host */
 
-/* scale[ns] and inv[ns] of x [rows, cols] under axis: amax partials, then
- * the scales from them */
+/* The partial maxima of x [rows, cols] under axis (ns > 0 of them a
+ * part): *parts parts, in scratch the caller frees. */
 template <typename S>
-static void scales_launch(float *scale, float *inv, const S *x, int rows, int cols, titan_fp8_axis axis,
-                          titan_fp8_format f, int pow2) {
-    if (titan_cuda_fp8_nscales(axis, rows, cols) == 0) return; /* an empty axis: no scales, nothing to launch */
+static unsigned *amax_partials(int *parts_out, const S *x, int rows, int cols, titan_fp8_axis axis) {
     int ns = titan_cuda_fp8_nscales(axis, rows, cols), parts;
     size_t n = (size_t)rows * cols;
     if (axis == TITAN_FP8_TENSOR) {
@@ -262,6 +281,23 @@ static void scales_launch(float *scale, float *inv, const S *x, int rows, int co
         amax_cols_kernel<S><<<grid, AMAX_THREADS>>>(part, x, rows, cols);
     }
     CUDA_CHECK_LAUNCH();
+    *parts_out = parts;
+    return part;
+}
+
+/* scale[ns] and inv[ns] of x [rows, cols] under axis: amax partials, then
+ * the scales from them; or from a given amax (the caller's, ns values) */
+template <typename S>
+static void scales_launch(float *scale, float *inv, const S *x, int rows, int cols, titan_fp8_axis axis,
+                          titan_fp8_format f, int pow2, const float *amax) {
+    int ns = titan_cuda_fp8_nscales(axis, rows, cols), parts;
+    if (ns == 0) return; /* an empty axis: no scales, nothing to launch */
+    if (amax) {
+        scale_given_kernel<<<titan_cuda_blocks((size_t)ns, 256), 256>>>(scale, inv, amax, ns, (int)f, pow2);
+        CUDA_CHECK_LAUNCH();
+        return;
+    }
+    unsigned *part = amax_partials<S>(&parts, x, rows, cols, axis);
     if (parts == 1) {
         unsigned blocks = titan_cuda_blocks((size_t)ns, 256);
         scale_kernel<<<blocks, 256>>>(scale, inv, part, ns, (int)f, pow2);
@@ -298,13 +334,13 @@ static void cast_launch(uint8_t *q, const S *x, const float *scale, int rows, in
 
 /* q, scale[ns] and inv[ns] of x [rows, cols] (q transposed: [cols, rows]) */
 static void cast_into(uint8_t *q, float *scale, float *inv, titan_dtype dt, const void *x, int rows, int cols,
-                      titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose) {
-    TITAN_CUDA_DISPATCH(dt, "float8 cast", scales_launch<S>(scale, inv, (const S *)x, rows, cols, axis, f, pow2);
+                      titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose, const float *amax) {
+    TITAN_CUDA_DISPATCH(dt, "float8 cast", scales_launch<S>(scale, inv, (const S *)x, rows, cols, axis, f, pow2, amax);
                         cast_launch<S>(q, (const S *)x, scale, rows, cols, axis, f, transpose));
 }
 
 void titan_cuda_fp8_cast(titan_cuda_fp8_operand *o, titan_dtype dt, const void *x, int rows, int cols,
-                         titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose) {
+                         titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose, const float *amax) {
     int ns = titan_cuda_fp8_nscales(axis, rows, cols);
     o->rows = transpose ? cols : rows;
     o->cols = transpose ? rows : cols;
@@ -313,7 +349,7 @@ void titan_cuda_fp8_cast(titan_cuda_fp8_operand *o, titan_dtype dt, const void *
     o->q = (uint8_t *)titan_cuda_scratch((size_t)rows * cols, "float8 cast");
     o->scale = (float *)titan_cuda_scratch((inv_offset(ns) + ns) * sizeof(float), "float8 scales");
     o->inv = o->scale + inv_offset(ns);
-    cast_into(o->q, o->scale, o->inv, dt, x, rows, cols, axis, f, pow2, transpose);
+    cast_into(o->q, o->scale, o->inv, dt, x, rows, cols, axis, f, pow2, transpose, amax);
 }
 
 void titan_cuda_fp8_release(titan_cuda_fp8_operand *o) {
@@ -349,6 +385,21 @@ void titan_cuda_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const voi
                              titan_fp8_axis axis, titan_fp8_format f, int pow2) {
     int ns = titan_cuda_fp8_nscales(axis, rows, cols);
     float *inv = (float *)titan_cuda_scratch((size_t)ns * sizeof(float), "float8 quantize");
-    cast_into(q, scale, inv, dt, x, rows, cols, axis, f, pow2, 0);
+    cast_into(q, scale, inv, dt, x, rows, cols, axis, f, pow2, 0, NULL);
     CUDA_CHECK(cudaFreeAsync(inv, 0));
+}
+
+template <typename S>
+static void amax_launch(float *amax, const S *x, int rows, int cols, titan_fp8_axis axis) {
+    int ns = titan_cuda_fp8_nscales(axis, rows, cols), parts;
+    if (ns == 0) return;
+    unsigned *part = amax_partials<S>(&parts, x, rows, cols, axis);
+    amax_fold_kernel<<<(unsigned)(ns < 65535 ? ns : 65535), 256>>>(amax, part, parts, ns);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaFreeAsync(part, 0));
+}
+
+/* backend.h's fp8_amax: amax[ns] on the device, the bits the casts scale from */
+void titan_cuda_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis) {
+    TITAN_CUDA_DISPATCH(dt, "float8 amax", amax_launch<S>(amax, (const S *)x, rows, cols, axis));
 }

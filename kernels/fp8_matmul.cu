@@ -57,7 +57,7 @@ static void product(titan_dtype dt, int emulate, void *out, const void *C, float
 static void cast(titan_cuda_fp8_operand *o, const titan_fp8_recipe *r, int c, titan_dtype dt, const void *x,
                  int rows, int cols, int transpose) {
     titan_cuda_fp8_cast(o, dt, x, rows, cols, titan_fp8_recipe_axis(r, c), (titan_fp8_format)r->format[c], r->pow2,
-                        transpose);
+                        transpose, r->amax[c]);
 }
 
 int titan_cuda_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,

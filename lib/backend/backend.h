@@ -182,6 +182,11 @@ typedef struct titan_backend {
      * (titan_fp8_quantize) bit for bit. NULL where fp8_matmul_* are. */
     void (*fp8_quantize)(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
                          titan_fp8_axis axis, titan_fp8_format f, int pow2);
+    /* amax[nscales] = max |x| of x [rows, cols] (dt) along axis, as the
+     * casts above compute it (a NaN propagates); amax on the device. A
+     * caller reduces it over a group and gives it back through the
+     * recipe's amax (tensor parallelism). NULL where fp8_matmul_* are. */
+    void (*fp8_amax)(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis);
 
     /* out[i] = a[i] + b[i]; out may alias a or b */
     void (*add)(titan_dtype dt, void *out, const void *a, const void *b, size_t n);

@@ -306,6 +306,13 @@ static void g_matmul_add_forward(titan_dtype dt, void *out, const void *inp, con
     leave();
 }
 
+/* The amax a recipe gives for casts [c0, c1) (operands [rows, cols] each):
+ * device memory of the cast's nscales values. */
+static void given_amax(const char *op, const titan_fp8_recipe *r, int c0, int c1, const int *rows, const int *cols) {
+    for (int c = c0; c < c1; c++)
+        DEV_OPT(op, r->amax[c], (size_t)titan_fp8_nscales(titan_fp8_recipe_axis(r, c), rows[c - c0], cols[c - c0]) * F);
+}
+
 static int g_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
                                 const void *w, const void *resid, int N, int IC, int OC) {
     enter();
@@ -313,6 +320,7 @@ static int g_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void 
     DEV("fp8_matmul_forward", inp, (size_t)N * IC * elem(dt));
     DEV("fp8_matmul_forward", w, (size_t)OC * IC * elem(dt));
     DEV_OPT("fp8_matmul_forward", resid, (size_t)N * OC * elem(dt));
+    given_amax("fp8_matmul_forward", r, TITAN_FP8_X_OUT, TITAN_FP8_GO_GI, (const int[]){N, OC}, (const int[]){IC, IC});
     poison(out != resid ? out : NULL, (size_t)N * OC * elem(dt), 0, TITAN_ACC_DX);
     int gemms = cpu()->fp8_matmul_forward(dt, r, out, inp, w, resid, N, IC, OC);
     leave();
@@ -327,11 +335,21 @@ static int g_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int 
     DEV("fp8_matmul_backward", dout, (size_t)N * OC * elem(dt));
     DEV("fp8_matmul_backward", inp, (size_t)N * IC * elem(dt));
     DEV("fp8_matmul_backward", w, (size_t)OC * IC * elem(dt));
+    given_amax("fp8_matmul_backward", r, TITAN_FP8_GO_GI, TITAN_FP8_NCASTS, (const int[]){N, OC, N, N},
+               (const int[]){OC, IC, OC, IC});
     poison(dinp, (size_t)N * IC * elem(dt), acc, TITAN_ACC_DX);
     poison(dw, (size_t)OC * IC * F, acc, TITAN_ACC_DW);
     int gemms = cpu()->fp8_matmul_backward(dt, r, acc, dinp, dw, dout, inp, w, N, IC, OC);
     leave();
     return gemms;
+}
+
+static void g_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis) {
+    enter();
+    DEV("fp8_amax", amax, (size_t)titan_fp8_nscales(axis, rows, cols) * F);
+    DEV("fp8_amax", x, (size_t)rows * cols * elem(dt));
+    cpu()->fp8_amax(dt, amax, x, rows, cols, axis);
+    leave();
 }
 
 static void g_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
@@ -571,6 +589,7 @@ static const titan_backend guard_backend = {
     .fp8_matmul_forward = g_fp8_matmul_forward,
     .fp8_matmul_backward = g_fp8_matmul_backward,
     .fp8_quantize = g_fp8_quantize,
+    .fp8_amax = g_fp8_amax,
     .add = g_add,
     .embedding_forward = g_embedding_forward,
     .embedding_backward = g_embedding_backward,

@@ -126,6 +126,9 @@ static void p_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void 
     TIMED("fp8_quantize", 0.0, IN->fp8_quantize(dt, q, scale, x, rows, cols, axis, f, pow2), "%dx%d %s", rows, cols,
           titan_fp8_format_name(f));
 }
+static void p_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis) {
+    TIMED("fp8_amax", 0.0, IN->fp8_amax(dt, amax, x, rows, cols, axis), "%dx%d", rows, cols);
+}
 static int p_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
                                  const void *dout, const void *inp, const void *w, int N, int IC, int OC) {
     if (!g_prof->on) return IN->fp8_matmul_backward(dt, r, acc, dinp, dw, dout, inp, w, N, IC, OC);
@@ -253,6 +256,7 @@ titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profil
     if (inner->fp8_matmul_forward) t->fp8_matmul_forward = p_fp8_matmul_forward;
     if (inner->fp8_matmul_backward) t->fp8_matmul_backward = p_fp8_matmul_backward;
     if (inner->fp8_quantize) t->fp8_quantize = p_fp8_quantize;
+    if (inner->fp8_amax) t->fp8_amax = p_fp8_amax;
     t->add = p_add;
     t->embedding_forward = p_embedding_forward, t->embedding_backward = p_embedding_backward;
     t->rmsnorm_forward = p_rmsnorm_forward, t->rmsnorm_backward = p_rmsnorm_backward;

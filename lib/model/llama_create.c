@@ -381,7 +381,7 @@ void titan_llama_free(titan_llama *m) {
     titan_free(m->catalog);
     titan_free(m->vs);
     titan_free(m->copy_current);
-    titan_free(m->fp8_linear);
+    titan_llama_fp8_free(m);
     titan_free(m->have_targets);
     titan_free(m->dlogits_scale);
     titan_free(m->loss_host);

@@ -1,5 +1,6 @@
 /* llama_fp8.c - which linears train in float8 (torchtitan's float8
  * converter and torchao's filters, llama.h: titan_llama_set_float8). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +44,34 @@ static int has_filter(const char *filters, const char *name) {
     return 0;
 }
 
+void titan_llama_fp8_free(titan_llama *m) {
+    titan_free(m->fp8_linear);
+    if (m->fp8_amax_dev) m->be->free(m->fp8_amax_dev);
+    titan_free(m->fp8_amax_host);
+    m->fp8_linear = NULL;
+    m->fp8_amax_dev = m->fp8_amax_host = NULL;
+    m->fp8_amax_cap = 0;
+}
+
+/* The amax buffers of titan_llama_fp8_tp: a cast's scales are at most
+ * max(N, the largest local dimension) */
+static titan_status alloc_tp_amax(titan_llama *m) {
+    size_t cap = (size_t)m->N;
+    const int dims[] = {m->C, m->H, m->QD, m->KVD, m->V};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if ((size_t)dims[i] > cap) cap = (size_t)dims[i];
+    m->fp8_amax_cap = cap;
+    m->fp8_amax_dev = m->be->alloc(TITAN_FP8_NCASTS * cap * sizeof(float));
+    m->fp8_amax_host = titan_alloc((size_t)m->tpp.size * cap * sizeof(float), "float8 tensor parallel amax");
+    if (!m->fp8_amax_dev || !m->fp8_amax_host)
+        return titan_error(TITAN_ERR_NOMEM, "float8 with tensor parallelism: amax buffers of %zu floats: out of memory",
+                           cap * (TITAN_FP8_NCASTS + (size_t)m->tpp.size));
+    return TITAN_OK;
+}
+
 titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, const char *filter_fqns,
                                     int *converted, int *total) {
-    titan_free(m->fp8_linear);
-    m->fp8_linear = NULL;
+    titan_llama_fp8_free(m);
     if (converted) *converted = 0;
     if (total) *total = 0;
     if (!r) return TITAN_OK;
@@ -82,7 +107,79 @@ titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, c
     }
     if (converted) *converted = count;
     if (total) *total = (int)n;
+    if (m->tp && m->tpp.size > 1 && count) return alloc_tp_amax(m);
     return TITAN_OK;
+}
+
+/* ---- tensor parallelism ----
+ *
+ * torchao casts a DTensor with the amax of the whole tensor (an all-reduce
+ * of the shards' maxima), so a shard's float8 bytes are those of the same
+ * rows and columns in one process. The column-parallel linears (wq, wk,
+ * wv, w1, w3, the output) shard w's rows and dy's columns; the
+ * row-parallel ones (wo, w2) shard w's and x's columns; x of a
+ * column-parallel linear and dy of a row-parallel one are whole on every
+ * rank. A cast reduces across the shard when its amax runs over a sharded
+ * dimension: all of it (tensorwise), a row's columns (rowwise along the
+ * columns) or a column's rows. */
+
+enum { OPERAND_X, OPERAND_W, OPERAND_DY };
+
+static int operand_of(int c) {
+    return c == TITAN_FP8_X_OUT || c == TITAN_FP8_X_GW ? OPERAND_X
+           : c == TITAN_FP8_W_OUT || c == TITAN_FP8_W_GI ? OPERAND_W : OPERAND_DY;
+}
+
+static int crosses_shard(const titan_fp8_recipe *r, int c, int colwise) {
+    int o = operand_of(c);
+    int rows_sharded = o == OPERAND_W && colwise;
+    int cols_sharded = o == OPERAND_DY ? colwise : !colwise;
+    titan_fp8_axis axis = titan_fp8_recipe_axis(r, c);
+    return axis == TITAN_FP8_TENSOR ? rows_sharded || cols_sharded
+           : axis == TITAN_FP8_ROWS ? cols_sharded : rows_sharded;
+}
+
+/* max that keeps a NaN, as the casts' amax */
+static float nanmax(float a, float b) { return isnan(a) || a >= b ? a : b; }
+
+/* dev[ns] = its max over the tp group (in rank order) */
+static titan_status group_amax(titan_llama *m, float *dev, size_t ns) {
+    const titan_group *g = m->tp;
+    float *all = m->fp8_amax_host, *mine = all + (size_t)g->rank * ns;
+    m->be->to_host(mine, dev, ns * sizeof(float));
+    titan_status st = g->all_gather_host(g->ctx, mine, all, ns);
+    if (st != TITAN_OK) return titan_error_context("model: float8 amax of %zu values over the tp group", ns), st;
+    for (int q = 1; q < g->size; q++)
+        for (size_t i = 0; i < ns; i++) all[i] = nanmax(all[i], all[(size_t)q * ns + i]);
+    m->be->to_device(dev, all, ns * sizeof(float));
+    return TITAN_OK;
+}
+
+const titan_fp8_recipe *titan_llama_fp8_tp(titan_llama *m, const titan_fp8_recipe *r, titan_fp8_recipe *buf, int l,
+                                           int k, int c0, int c1, const void *x, const void *w, const void *dy,
+                                           int IC, int OC) {
+    if (!m->fp8_amax_dev || m->err != TITAN_OK) return r;
+    int colwise = l >= m->L || !(k == FP8_WO || k == FP8_W2);
+    const titan_fp8_recipe *use = r;
+    for (int c = c0; c < c1; c++) {
+        if (r->format[c] == TITAN_FP8_NONE || !crosses_shard(r, c, colwise)) continue;
+        int o = operand_of(c);
+        int rows = o == OPERAND_W ? OC : m->N, cols = o == OPERAND_X ? IC : o == OPERAND_W ? IC : OC;
+        const void *op = o == OPERAND_X ? x : o == OPERAND_W ? w : dy;
+        titan_fp8_axis axis = titan_fp8_recipe_axis(r, c);
+        size_t ns = (size_t)titan_fp8_nscales(axis, rows, cols);
+        float *dev = m->fp8_amax_dev + (size_t)c * m->fp8_amax_cap;
+        TITAN_ASSERT(ns <= m->fp8_amax_cap);
+        m->be->fp8_amax(m->dt, dev, op, rows, cols, axis);
+        titan_status st = group_amax(m, dev, ns);
+        if (st != TITAN_OK) {
+            m->err = st;
+            return r;
+        }
+        if (use == r) *buf = *r, use = buf;
+        buf->amax[c] = dev;
+    }
+    return use;
 }
 
 int titan_llama_float8_linear(const titan_llama *m, int l, int k) {

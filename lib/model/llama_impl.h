@@ -138,6 +138,11 @@ struct titan_llama {
     titan_fp8_recipe fp8;
     unsigned char *fp8_linear;
     int64_t fp8_gemms;
+    /* Under tensor parallelism: per cast, fp8_amax_cap amaxes (backend
+     * memory), and the group's on the host (tp x fp8_amax_cap), for the
+     * casts that scale from the whole tensor (titan_llama_fp8_tp). */
+    float *fp8_amax_dev, *fp8_amax_host;
+    size_t fp8_amax_cap;
     /* Split backward (titan_llama_options.split_backward): per slot, what
      * the weight part needs from the input part (ws_* below), wstash_stride
      * bytes a slot; w_pending[slot]: 1 from a slot's input part to its
@@ -149,6 +154,17 @@ struct titan_llama {
 
 /* The linears of a layer, in the order of fp8_linear. */
 enum { FP8_WQ, FP8_WK, FP8_WV, FP8_WO, FP8_W1, FP8_W2, FP8_W3, FP8_PER_LAYER };
+
+/* llama_fp8.c: the recipe linear (l, k) (l = L: the output) runs with
+ * under tensor parallelism: *r, with each cast of casts [c0, c1) whose
+ * amax reduces across the sharded dimension given the whole tensor's,
+ * reduced over the tp group (written into *buf; returns buf, or r when no
+ * cast needs it). ops: the operands x [N, IC], w [OC, IC], dy [N, OC]
+ * (dy NULL in the forward). A group failure is kept in m->err. */
+const titan_fp8_recipe *titan_llama_fp8_tp(titan_llama *m, const titan_fp8_recipe *r, titan_fp8_recipe *buf, int l,
+                                           int k, int c0, int c1, const void *x, const void *w, const void *dy,
+                                           int IC, int OC);
+void titan_llama_fp8_free(titan_llama *m);
 
 #define HOOK(m, which, b) ((m)->hooks.which ? (m)->hooks.which((m)->hooks.ctx, (b)) : TITAN_OK)
 

@@ -154,6 +154,12 @@ typedef struct {
     unsigned char pow2;                      /* round_scales_to_power_of_2 */
     unsigned char emulate;                   /* torchao's emulate: dequantized operands, fp32 products
                                                 (a backend without float8 GEMMs always emulates) */
+    /* Per cast, the amax to scale from, given by the caller (backend
+     * memory, the cast's nscales values), or NULL: the operand's own.
+     * Tensor parallelism gives a shard the whole tensor's amax, reduced
+     * over the group, as torchao's float8 does for a DTensor. Per call:
+     * the recipes above leave them NULL. */
+    const float *amax[TITAN_FP8_NCASTS];
 } titan_fp8_recipe;
 
 /* torchao's Float8LinearConfig.from_recipe_name: "tensorwise", "rowwise",

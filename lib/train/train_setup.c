@@ -214,12 +214,6 @@ static titan_status setup_float8(trainer *t, int sharded) {
                          "operands (torchao's emulate), or train with training.device = cuda on an H100");
         return TITAN_ERR_USAGE;
     }
-    if (t->mesh.layout.tp > 1) {
-        titan_error(TITAN_ERR_USAGE, "float8 training with tensor_parallel_degree %d: not supported yet",
-                    t->mesh.layout.tp);
-        titan_error_hint("train float8 with FSDP, DDP, context or pipeline parallelism, or without float8");
-        return TITAN_ERR_USAGE;
-    }
     const char *name = cfg->float8_recipe_name[0] ? cfg->float8_recipe_name : "tensorwise";
     titan_fp8_recipe r;
     if (titan_fp8_recipe_from_name(name, &r) != 0) /* titan_config_validate checked it */

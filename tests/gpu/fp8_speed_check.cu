@@ -65,7 +65,7 @@ static void cast_line(const char *what, const bf16 *x, int rows, int cols, titan
                       double copy_gbs) {
     titan_cuda_fp8_operand o;
     float ms = TIME(titan_cuda_fp8_cast(&o, TITAN_DTYPE_BF16, x, rows, cols, axis, TITAN_FP8_E4M3,
-                                        axis != TITAN_FP8_TENSOR, transpose);
+                                        axis != TITAN_FP8_TENSOR, transpose, NULL);
                     titan_cuda_fp8_release(&o));
     /* amax reads x, the cast reads it again and writes a byte an element */
     double bytes = (double)rows * cols * (2 * sizeof(bf16) + 1);
@@ -108,8 +108,8 @@ int main(int argc, char **argv) {
     for (int rowwise = 0; rowwise <= 1; rowwise++) {
         titan_cuda_fp8_operand P, Q;
         titan_fp8_axis ax = rowwise ? TITAN_FP8_ROWS : TITAN_FP8_TENSOR;
-        titan_cuda_fp8_cast(&P, TITAN_DTYPE_BF16, x, N, IC, ax, TITAN_FP8_E4M3, rowwise, 0);
-        titan_cuda_fp8_cast(&Q, TITAN_DTYPE_BF16, w, OC, IC, ax, TITAN_FP8_E4M3, rowwise, 0);
+        titan_cuda_fp8_cast(&P, TITAN_DTYPE_BF16, x, N, IC, ax, TITAN_FP8_E4M3, rowwise, 0, NULL);
+        titan_cuda_fp8_cast(&Q, TITAN_DTYPE_BF16, w, OC, IC, ax, TITAN_FP8_E4M3, rowwise, 0, NULL);
         for (int fast = 1; fast >= 0; fast--) {
             int ran = 0;
             float ms = TIME(ran = titan_cuda_gemm_fp8(TITAN_DTYPE_BF16, y, NULL, 0.0f, &P, &Q, fast));

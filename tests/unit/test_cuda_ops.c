@@ -983,6 +983,19 @@ static void test_fp8_quantize(int rows, int cols) {
                 free(hq), free(hs), free(scale);
                 gpu->free(d_scale);
             }
+    for (int axis = 0; axis < 3; axis++) { /* fp8_amax: the bits the casts scale from */
+        int ns = titan_fp8_nscales((titan_fp8_axis)axis, rows, cols);
+        float *amax = xmalloc((size_t)(ns ? ns : 1) * sizeof(float));
+        float *d_amax = gpu->alloc((size_t)(ns ? ns : 1) * sizeof(float));
+        cpu->fp8_amax(dt, amax, x, rows, cols, (titan_fp8_axis)axis);
+        gpu->fp8_amax(dt, d_amax, d_x, rows, cols, (titan_fp8_axis)axis);
+        float *h = down(d_amax, (size_t)ns);
+        char name[96];
+        snprintf(name, sizeof name, "fp8_amax %dx%d %s", rows, cols, axis == 0 ? "tensor" : axis == 1 ? "rows" : "cols");
+        check_bits(name, h, amax, (size_t)ns * sizeof(float));
+        free(h), free(amax);
+        gpu->free(d_amax);
+    }
     gpu->free(d_x), gpu->free(d_q);
     free(v), free(x), free(q);
 }
@@ -1041,6 +1054,55 @@ static void test_fp8_matmul(int N, int IC, int OC) {
     free(inp), free(w), free(dout), free(resid), free(out);
 }
 
+/* The casts scaled from a given amax (tensor parallelism gives a shard the
+ * whole tensor's): every cast of each recipe given twice its operand's own
+ * amax on both backends; the three GEMMs within the tolerances above. */
+static void test_fp8_given_amax(int N, int IC, int OC) {
+    static const char *const RECIPES[] = {"tensorwise", "rowwise"};
+    titan_dtype dt = cur_dt;
+    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    void *inp = randd(ni, -1, 1), *w = randd(nw, -0.5, 0.5), *dout = randd(no, -1e-3, 1e-3);
+    void *out = hostd(no), *dinp = hostd(ni);
+    float *dw = xmalloc(nw * sizeof(float));
+    void *d_inp = upd(inp, ni), *d_w = upd(w, nw), *d_dout = upd(dout, no), *d_out = allocd(no), *d_dinp = allocd(ni);
+    float *d_dw = gpu->alloc(nw * sizeof(float));
+    const void *ops[TITAN_FP8_NCASTS] = {inp, w, dout, w, dout, inp};
+    const int rows[TITAN_FP8_NCASTS] = {N, OC, N, OC, N, N}, cols[TITAN_FP8_NCASTS] = {IC, IC, OC, IC, OC, IC};
+    for (int rc = 0; rc < 2; rc++)
+        for (int emulate = 1; emulate >= 0; emulate--) {
+            titan_fp8_recipe rh, rd;
+            titan_fp8_recipe_from_name(RECIPES[rc], &rh);
+            rh.emulate = (unsigned char)emulate;
+            rd = rh;
+            float *ha[TITAN_FP8_NCASTS], *da[TITAN_FP8_NCASTS];
+            for (int c = 0; c < TITAN_FP8_NCASTS; c++) {
+                titan_fp8_axis ax = titan_fp8_recipe_axis(&rh, c);
+                int ns = titan_fp8_nscales(ax, rows[c], cols[c]);
+                ha[c] = xmalloc((size_t)ns * sizeof(float));
+                cpu->fp8_amax(dt, ha[c], ops[c], rows[c], cols[c], ax);
+                for (int i = 0; i < ns; i++) ha[c][i] *= 2.0f;
+                da[c] = gpu->alloc((size_t)ns * sizeof(float));
+                gpu->to_device(da[c], ha[c], (size_t)ns * sizeof(float));
+                rh.amax[c] = ha[c], rd.amax[c] = da[c];
+            }
+            double tl = emulate ? tol(MATMUL) : dt == TITAN_DTYPE_BF16 ? 2e-2 : 2e-3;
+            char name[128];
+            cpu->fp8_matmul_forward(dt, &rh, out, inp, w, NULL, N, IC, OC);
+            gpu->fp8_matmul_forward(dt, &rd, d_out, d_inp, d_w, NULL, N, IC, OC);
+            snprintf(name, sizeof name, "fp8 forward, given amax, %s%s", RECIPES[rc], emulate ? " emulated" : "");
+            check_devd(name, d_out, out, no, tl);
+            cpu->fp8_matmul_backward(dt, &rh, 0, dinp, dw, dout, inp, w, N, IC, OC);
+            gpu->fp8_matmul_backward(dt, &rd, 0, d_dinp, d_dw, d_dout, d_inp, d_w, N, IC, OC);
+            snprintf(name, sizeof name, "fp8 backward dinp, given amax, %s%s", RECIPES[rc], emulate ? " emulated" : "");
+            check_devd(name, d_dinp, dinp, ni, tl);
+            snprintf(name, sizeof name, "fp8 backward dw, given amax, %s%s", RECIPES[rc], emulate ? " emulated" : "");
+            check_dev(name, d_dw, dw, nw, tl);
+            for (int c = 0; c < TITAN_FP8_NCASTS; c++) free(ha[c]), gpu->free(da[c]);
+        }
+    gpu->free(d_inp), gpu->free(d_w), gpu->free(d_dout), gpu->free(d_out), gpu->free(d_dinp), gpu->free(d_dw);
+    free(inp), free(w), free(dout), free(out), free(dinp), free(dw);
+}
+
 static void test_fp8(titan_dtype dt) {
     cur_dt = dt;
     printf("--- float8, dt = %s\n", dname());
@@ -1050,6 +1112,7 @@ static void test_fp8(titan_dtype dt) {
     test_fp8_quantize(0, 8);    /* empty: no scales for rows, nothing launched */
     test_fp8_matmul(64, 128, 96); /* dimensions of 16: the tensor-core path */
     test_fp8_matmul(40, 72, 24);  /* K = 72 (out), 24 (grad_in), 40 (grad_w): no float8 algorithm, emulated */
+    test_fp8_given_amax(64, 128, 96);
 }
 
 static void test_dtype_ops(titan_dtype dt) {

@@ -45,9 +45,12 @@ int titan_cpu_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void
 int titan_cpu_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
                                   const void *dout, const void *inp, const void *w, int N, int IC, int OC);
 /* One float8 operand [rows, cols] of type dt: q (bytes), scale (its
- * titan_fp8_nscales) and deq = fp32(decode(q) / scale) (NULL: not made). */
+ * titan_fp8_nscales) and deq = fp32(decode(q) / scale) (NULL: not made);
+ * scaled from amax where given, else from x's own. */
 void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x, titan_dtype dt, int rows,
-                            int cols, titan_fp8_axis axis, titan_fp8_format f, int pow2);
+                            int cols, titan_fp8_axis axis, titan_fp8_format f, int pow2, const float *amax);
+/* backend.h's fp8_amax */
+void titan_cpu_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis);
 /* backend.h's fp8_quantize */
 void titan_cpu_fp8_quantize_op(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
                                titan_fp8_axis axis, titan_fp8_format f, int pow2);

@@ -27,26 +27,35 @@ static void *xalloc(size_t n) {
     return p;
 }
 
-void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x, titan_dtype dt, int rows,
-                            int cols, titan_fp8_axis axis, titan_fp8_format f, int pow2) {
+/* backend.h's fp8_amax: row blocks fold their partial maxima in block
+ * order (max is exact in any order, NaN kept) */
+void titan_cpu_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis) {
     int nb = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     int ns = titan_fp8_nscales(axis, rows, cols);
     /* per block partial amax for one scale or one per column; rows own theirs */
     int part = axis == TITAN_FP8_ROWS ? 0 : ns;
     float *partial = part ? calloc((size_t)nb * part, sizeof(float)) : NULL;
     if (part && !partial) titan_panic(__FILE__, __LINE__, "cpu backend: float8 amax: no memory");
-    if (!part) memset(scale, 0, (size_t)ns * sizeof(float));
+    if (!part) memset(amax, 0, (size_t)ns * sizeof(float));
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < nb; b++) {
         int r0 = b * ROWS_PER_BLOCK, r1 = r0 + ROWS_PER_BLOCK < rows ? r0 + ROWS_PER_BLOCK : rows;
-        titan_fp8_amax(part ? partial + (size_t)b * part : scale, x, dt, r0, r1, cols, axis);
+        titan_fp8_amax(part ? partial + (size_t)b * part : amax, x, dt, r0, r1, cols, axis);
     }
     if (part) {
-        for (int i = 0; i < ns; i++) scale[i] = 0.0f;
-        for (int b = 0; b < nb; b++) titan_fp8_amax(scale, partial + (size_t)b * part, TITAN_DTYPE_F32, 0, 1,
+        for (int i = 0; i < ns; i++) amax[i] = 0.0f;
+        for (int b = 0; b < nb; b++) titan_fp8_amax(amax, partial + (size_t)b * part, TITAN_DTYPE_F32, 0, 1,
                                                      part, axis == TITAN_FP8_TENSOR ? TITAN_FP8_TENSOR : TITAN_FP8_COLS);
         free(partial);
     }
+}
+
+void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x, titan_dtype dt, int rows,
+                            int cols, titan_fp8_axis axis, titan_fp8_format f, int pow2, const float *amax) {
+    int nb = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    int ns = titan_fp8_nscales(axis, rows, cols);
+    if (amax) memcpy(scale, amax, (size_t)ns * sizeof(float));
+    else titan_cpu_fp8_amax(dt, scale, x, rows, cols, axis);
     for (int i = 0; i < ns; i++) scale[i] = titan_fp8_scale(scale[i], f, pow2);
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < nb; b++) {
@@ -59,7 +68,7 @@ void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x,
 /* backend.h's fp8_quantize: the cast without the dequantized copy */
 void titan_cpu_fp8_quantize_op(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
                                titan_fp8_axis axis, titan_fp8_format f, int pow2) {
-    titan_cpu_fp8_quantize(q, scale, NULL, x, dt, rows, cols, axis, f, pow2);
+    titan_cpu_fp8_quantize(q, scale, NULL, x, dt, rows, cols, axis, f, pow2, NULL);
 }
 
 /* One cast of recipe r: deq gets the dequantized operand (fp32 [rows, cols]). */
@@ -70,7 +79,7 @@ static void cast_operand(const titan_fp8_recipe *r, int c, float *deq, const voi
     int ns = titan_fp8_nscales(titan_fp8_recipe_axis(r, c), rows, cols);
     float *scale = xalloc((size_t)ns * sizeof(float));
     titan_cpu_fp8_quantize(q, scale, deq, x, dt, rows, cols, titan_fp8_recipe_axis(r, c),
-                           (titan_fp8_format)r->format[c], r->pow2);
+                           (titan_fp8_format)r->format[c], r->pow2, r->amax[c]);
     free(scale);
     free(q);
 }
