@@ -288,12 +288,15 @@ static ncclDataType_t nccl_type(titan_dtype t) {
     case TITAN_DTYPE_BF16: return ncclBfloat16;
     case TITAN_DTYPE_F16: return ncclFloat16;
     case TITAN_DTYPE_U32: return ncclUint32;
+    case TITAN_DTYPE_U8: return ncclUint8;
     case TITAN_DTYPE_F32: break;
     }
     return ncclFloat32;
 }
 
-static size_t type_size(titan_dtype t) { return t == TITAN_DTYPE_BF16 || t == TITAN_DTYPE_F16 ? 2 : 4; }
+static size_t type_size(titan_dtype t) {
+    return t == TITAN_DTYPE_U8 ? 1 : t == TITAN_DTYPE_BF16 || t == TITAN_DTYPE_F16 ? 2 : 4;
+}
 
 static int all_equal(const size_t *counts, int n) {
     for (int r = 1; r < n; r++)

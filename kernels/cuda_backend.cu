@@ -368,10 +368,11 @@ static titan_backend cuda_backend = {
     .matmul_forward = titan_cuda_matmul_forward,
     .matmul_backward = titan_cuda_matmul_backward,
     .matmul_add_forward = titan_cuda_matmul_add_forward,
-    /* no float8 GEMMs yet (cuBLASLt FP8): float8 training is refused on cuda */
+    /* float8 linears: cuBLASLt float8 GEMMs (fp8_matmul.cu), casts in fp8.cu */
     .fp8_matmul_forward = titan_cuda_fp8_matmul_forward,
     .fp8_matmul_backward = titan_cuda_fp8_matmul_backward,
     .fp8_quantize = titan_cuda_fp8_quantize,
+    .fp8_dequantize = titan_cuda_fp8_dequantize_to,
     .fp8_amax = titan_cuda_fp8_amax,
     .add = titan_cuda_add,
     .embedding_forward = titan_cuda_embedding_forward,

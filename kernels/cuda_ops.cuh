@@ -240,7 +240,9 @@ void titan_cuda_fp8_rowwise(titan_cuda_fp8_operand *o);
 /* out[rows, cols] = fp32(decode(q) / scale) (torchao's emulated operand) */
 void titan_cuda_fp8_dequantize(float *out, const titan_cuda_fp8_operand *o);
 void titan_cuda_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
-                             titan_fp8_axis axis, titan_fp8_format f, int pow2);
+                             titan_fp8_axis axis, titan_fp8_format f, int pow2, const float *amax);
+void titan_cuda_fp8_dequantize_to(titan_dtype dt, void *out, const uint8_t *q, const float *scale, size_t n,
+                                  titan_fp8_format f);
 void titan_cuda_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis);
 /* fp8_matmul.cu: backend.h's float8 linears */
 int titan_cuda_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,

@@ -382,10 +382,10 @@ void titan_cuda_fp8_rowwise(titan_cuda_fp8_operand *o) {
 
 /* backend.h's fp8_quantize: q [rows, cols] and scale[ns] on the device */
 void titan_cuda_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
-                             titan_fp8_axis axis, titan_fp8_format f, int pow2) {
+                             titan_fp8_axis axis, titan_fp8_format f, int pow2, const float *amax) {
     int ns = titan_cuda_fp8_nscales(axis, rows, cols);
     float *inv = (float *)titan_cuda_scratch((size_t)ns * sizeof(float), "float8 quantize");
-    cast_into(q, scale, inv, dt, x, rows, cols, axis, f, pow2, 0, NULL);
+    cast_into(q, scale, inv, dt, x, rows, cols, axis, f, pow2, 0, amax);
     CUDA_CHECK(cudaFreeAsync(inv, 0));
 }
 
@@ -402,4 +402,24 @@ static void amax_launch(float *amax, const S *x, int rows, int cols, titan_fp8_a
 /* backend.h's fp8_amax: amax[ns] on the device, the bits the casts scale from */
 void titan_cuda_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis) {
     TITAN_CUDA_DISPATCH(dt, "float8 amax", amax_launch<S>(amax, (const S *)x, rows, cols, axis));
+}
+
+/* out[i] = decode(q[i]) / scale[0], rounded once to S */
+template <typename S>
+__global__ void dequantize_to_kernel(S *out, const uint8_t *q, const float *scale, size_t n, int f) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        store_f32(out + i, titan_fp8_decode_with(q[i], (titan_fp8_format)f) / scale[0]);
+}
+
+template <typename S>
+static void dequantize_to_launch(S *out, const uint8_t *q, const float *scale, size_t n, titan_fp8_format f) {
+    if (!n) return;
+    dequantize_to_kernel<S><<<titan_cuda_blocks(n, 256), 256>>>(out, q, scale, n, (int)f);
+    CUDA_CHECK_LAUNCH();
+}
+
+/* backend.h's fp8_dequantize */
+void titan_cuda_fp8_dequantize_to(titan_dtype dt, void *out, const uint8_t *q, const float *scale, size_t n,
+                                  titan_fp8_format f) {
+    TITAN_CUDA_DISPATCH(dt, "float8 dequantize", dequantize_to_launch<S>((S *)out, q, scale, n, f));
 }

@@ -177,11 +177,17 @@ typedef struct titan_backend {
     int (*fp8_matmul_backward)(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
                                const void *dout, const void *inp, const void *w, int N, int IC, int OC);
     /* torchao's dynamic cast of x [rows, cols] (dt): scale (nscales of
-     * axis, tensor/fp8.h) from the amax, q[rows, cols] = encode(x * scale);
-     * q and scale on the device. The bytes and scales are the CPU's
-     * (titan_fp8_quantize) bit for bit. NULL where fp8_matmul_* are. */
+     * axis, tensor/fp8.h) from the amax (x's own, or amax[nscales] given
+     * on the device), q[rows, cols] = encode(x * scale); q and scale on
+     * the device. The bytes and scales are the CPU's (titan_fp8_quantize)
+     * bit for bit. NULL where fp8_matmul_* are. */
     void (*fp8_quantize)(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
-                         titan_fp8_axis axis, titan_fp8_format f, int pow2);
+                         titan_fp8_axis axis, titan_fp8_format f, int pow2, const float *amax);
+    /* out[n] (dt) = decode(q[i]) / scale[0], rounded once to dt: a
+     * tensorwise float8 tensor back in high precision (FSDP's float8
+     * all-gather). NULL where fp8_matmul_* are. */
+    void (*fp8_dequantize)(titan_dtype dt, void *out, const uint8_t *q, const float *scale, size_t n,
+                           titan_fp8_format f);
     /* amax[nscales] = max |x| of x [rows, cols] (dt) along axis, as the
      * casts above compute it (a NaN propagates); amax on the device. A
      * caller reduces it over a group and gives it back through the

@@ -352,13 +352,24 @@ static void g_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int
     leave();
 }
 
+static void g_fp8_dequantize(titan_dtype dt, void *out, const uint8_t *q, const float *scale, size_t n,
+                             titan_fp8_format f) {
+    enter();
+    DEV("fp8_dequantize", out, n * elem(dt));
+    DEV("fp8_dequantize", q, n);
+    DEV("fp8_dequantize", scale, F);
+    cpu()->fp8_dequantize(dt, out, q, scale, n, f);
+    leave();
+}
+
 static void g_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
-                           titan_fp8_axis axis, titan_fp8_format f, int pow2) {
+                           titan_fp8_axis axis, titan_fp8_format f, int pow2, const float *amax) {
     enter();
     DEV("fp8_quantize", q, (size_t)rows * cols);
     DEV("fp8_quantize", scale, (size_t)titan_fp8_nscales(axis, rows, cols) * F);
     DEV("fp8_quantize", x, (size_t)rows * cols * elem(dt));
-    cpu()->fp8_quantize(dt, q, scale, x, rows, cols, axis, f, pow2);
+    DEV_OPT("fp8_quantize", amax, (size_t)titan_fp8_nscales(axis, rows, cols) * F);
+    cpu()->fp8_quantize(dt, q, scale, x, rows, cols, axis, f, pow2, amax);
     leave();
 }
 
@@ -590,6 +601,7 @@ static const titan_backend guard_backend = {
     .fp8_matmul_backward = g_fp8_matmul_backward,
     .fp8_quantize = g_fp8_quantize,
     .fp8_amax = g_fp8_amax,
+    .fp8_dequantize = g_fp8_dequantize,
     .add = g_add,
     .embedding_forward = g_embedding_forward,
     .embedding_backward = g_embedding_backward,

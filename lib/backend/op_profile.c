@@ -122,9 +122,13 @@ static int p_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void 
     return gemms;
 }
 static void p_fp8_quantize(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
-                           titan_fp8_axis axis, titan_fp8_format f, int pow2) {
-    TIMED("fp8_quantize", 0.0, IN->fp8_quantize(dt, q, scale, x, rows, cols, axis, f, pow2), "%dx%d %s", rows, cols,
-          titan_fp8_format_name(f));
+                           titan_fp8_axis axis, titan_fp8_format f, int pow2, const float *amax) {
+    TIMED("fp8_quantize", 0.0, IN->fp8_quantize(dt, q, scale, x, rows, cols, axis, f, pow2, amax), "%dx%d %s", rows,
+          cols, titan_fp8_format_name(f));
+}
+static void p_fp8_dequantize(titan_dtype dt, void *out, const uint8_t *q, const float *scale, size_t n,
+                             titan_fp8_format f) {
+    TIMED("fp8_dequantize", 0.0, IN->fp8_dequantize(dt, out, q, scale, n, f), "n=%zu %s", n, titan_fp8_format_name(f));
 }
 static void p_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis) {
     TIMED("fp8_amax", 0.0, IN->fp8_amax(dt, amax, x, rows, cols, axis), "%dx%d", rows, cols);
@@ -257,6 +261,7 @@ titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profil
     if (inner->fp8_matmul_backward) t->fp8_matmul_backward = p_fp8_matmul_backward;
     if (inner->fp8_quantize) t->fp8_quantize = p_fp8_quantize;
     if (inner->fp8_amax) t->fp8_amax = p_fp8_amax;
+    if (inner->fp8_dequantize) t->fp8_dequantize = p_fp8_dequantize;
     t->add = p_add;
     t->embedding_forward = p_embedding_forward, t->embedding_backward = p_embedding_backward;
     t->rmsnorm_forward = p_rmsnorm_forward, t->rmsnorm_backward = p_rmsnorm_backward;

@@ -439,7 +439,7 @@ __attribute__((format(printf, 3, 4))) static titan_status bad(const titan_comm *
 
 static titan_status check_dtype(const titan_comm *c, comm_kind k, titan_dtype dt, int reduce,
                                 titan_comm_redop op) {
-    if (titan_dtype_size(dt) == 0 || (unsigned)dt > TITAN_DTYPE_U32)
+    if (titan_dtype_size(dt) == 0 || (unsigned)dt > TITAN_DTYPE_U8)
         return bad(c, k, "unknown dtype %d", (int)dt);
     if (reduce && dt != TITAN_DTYPE_F32 && dt != TITAN_DTYPE_BF16)
         return bad(c, k, "dtype %s: reductions take f32 or bf16", titan_dtype_name(dt));

@@ -306,20 +306,14 @@ static void cast_block(titan_llama *m, int b) {
     }
 }
 
-/* The float8 recipe of layer l's linear k (l = L: the output), or NULL
- * when it runs in the compute dtype. */
-static const titan_fp8_recipe *fp8_of(const titan_llama *m, int l, int k) {
-    return titan_llama_float8_linear(m, l, k) ? &m->fp8 : NULL;
-}
-
 /* out[N, OC] (= resid +) inp @ w^T for layer l's linear k: in float8 when
  * it is converted (counting the float8 GEMMs the backend ran), else as
  * matmul_forward / matmul_add_forward. */
 static void linear_forward(titan_llama *m, int l, int k, void *out, const void *inp, const void *w,
                            const void *resid, int IC, int OC) {
-    const titan_fp8_recipe *r = fp8_of(m, l, k);
-    titan_fp8_recipe tp_r;
-    if (r) r = titan_llama_fp8_tp(m, r, &tp_r, l, k, TITAN_FP8_X_OUT, TITAN_FP8_GO_GI, inp, w, NULL, IC, OC);
+    titan_fp8_recipe buf;
+    const titan_fp8_recipe *r = titan_llama_fp8_recipe(m, &buf, l, k, TITAN_FP8_X_OUT, TITAN_FP8_GO_GI, inp, w, NULL,
+                                                       IC, OC);
     if (r) m->fp8_gemms += m->be->fp8_matmul_forward(m->dt, r, out, inp, w, resid, m->N, IC, OC);
     else if (resid) m->be->matmul_add_forward(m->dt, out, inp, w, resid, m->N, IC, OC);
     else m->be->matmul_forward(m->dt, out, inp, w, m->N, IC, OC);
@@ -328,11 +322,10 @@ static void linear_forward(titan_llama *m, int l, int k, void *out, const void *
 /* The backward of linear_forward: dinp (+)= dout w, dw (+)= dout^T inp. */
 static void linear_backward(titan_llama *m, int l, int k, int acc, void *dinp, float *dw, const void *dout,
                             const void *inp, const void *w, int IC, int OC) {
-    const titan_fp8_recipe *r = fp8_of(m, l, k);
-    titan_fp8_recipe tp_r;
+    titan_fp8_recipe buf;
     /* the casts of the GEMMs that run: grad_in's with dinp, grad_w's with dw */
-    if (r) r = titan_llama_fp8_tp(m, r, &tp_r, l, k, dinp ? TITAN_FP8_GO_GI : TITAN_FP8_GO_GW,
-                                  dw ? TITAN_FP8_NCASTS : TITAN_FP8_GO_GW, inp, w, dout, IC, OC);
+    const titan_fp8_recipe *r = titan_llama_fp8_recipe(m, &buf, l, k, dinp ? TITAN_FP8_GO_GI : TITAN_FP8_GO_GW,
+                                                       dw ? TITAN_FP8_NCASTS : TITAN_FP8_GO_GW, inp, w, dout, IC, OC);
     if (r) m->fp8_gemms += m->be->fp8_matmul_backward(m->dt, r, acc, dinp, dw, dout, inp, w, m->N, IC, OC);
     else m->be->matmul_backward(m->dt, acc, dinp, dw, dout, inp, w, m->N, IC, OC);
 }

@@ -289,6 +289,13 @@ titan_status titan_llama_logits_host(const titan_llama *m, float *dst);
  * 2048; weight [N, K]). r NULL turns float8 off. *converted gets the
  * number of linears that run in float8 (of *total). TITAN_ERR_USAGE when
  * the backend has no float8 ops. */
+/* The plan of titan_llama_set_float8 without a model: on[L x 7 + 1] (as
+ * titan_llama_fp8_param_linear indexes the linears) 1 for a linear that
+ * trains in float8; returns how many. titan_llama_float8_shape: linear
+ * lin's whole weight [out, in]. */
+int titan_llama_float8_plan(const titan_llama_config *c, const titan_fp8_recipe *r, const char *filter_fqns,
+                            unsigned char *on);
+void titan_llama_float8_shape(const titan_llama_config *c, int lin, int *out, int *in);
 titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, const char *filter_fqns,
                                     int *converted, int *total);
 /* Whether layer l's linear k (0..6: wq, wk, wv, wo, w1, w2, w3; l =
@@ -297,6 +304,16 @@ int titan_llama_float8_linear(const titan_llama *m, int l, int k);
 /* GEMMs run from float8 operands (as the backend's fp8 ops reported) since
  * the last call, then reset. */
 int64_t titan_llama_take_fp8_gemms(titan_llama *m);
+/* FSDP's float8 all-gather (tensorwise): the float8 linear (its index, l x
+ * 7 + k, the output L x 7) whose weight is parameter tensor i of the
+ * catalog, or -1 (not a float8 linear's weight; the embedding, also when
+ * tied, is read in high precision). */
+int titan_llama_fp8_param_linear(const titan_llama *m, int i);
+/* The whole weights' amax per float8 linear (host, indexed as above), which
+ * their casts then scale from instead of the weights' own: the all-gather
+ * casts the shards with them, so the gathered bytes are the cast's.
+ * NULL: back to the weights' own. */
+titan_status titan_llama_set_fp8_weight_amax(titan_llama *m, const float *amax);
 
 /* Per-block hooks, for parallelism that moves parameters and gradients while
  * the model computes (FSDP gathers, gradient reductions). Blocks: 0 = token

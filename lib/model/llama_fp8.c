@@ -47,9 +47,11 @@ static int has_filter(const char *filters, const char *name) {
 void titan_llama_fp8_free(titan_llama *m) {
     titan_free(m->fp8_linear);
     if (m->fp8_amax_dev) m->be->free(m->fp8_amax_dev);
+    if (m->fp8_wamax) m->be->free(m->fp8_wamax);
     titan_free(m->fp8_amax_host);
     m->fp8_linear = NULL;
-    m->fp8_amax_dev = m->fp8_amax_host = NULL;
+    m->fp8_amax_dev = m->fp8_amax_host = m->fp8_wamax = NULL;
+    m->fp8_wamax_on = 0;
     m->fp8_amax_cap = 0;
 }
 
@@ -69,6 +71,33 @@ static titan_status alloc_tp_amax(titan_llama *m) {
     return TITAN_OK;
 }
 
+void titan_llama_float8_shape(const titan_llama_config *c, int lin, int *out, int *in) {
+    int C = c->dim, HD = c->dim / c->n_heads;
+    int QD = c->n_heads * HD, KVD = c->n_kv_heads * HD, H = titan_llama_hidden_dim(c);
+    const int shape[FP8_PER_LAYER][2] = {{QD, C}, {KVD, C}, {KVD, C}, {C, QD}, {H, C}, {C, H}, {H, C}};
+    if (lin >= c->n_layers * FP8_PER_LAYER) *out = c->vocab_size, *in = C;
+    else *out = shape[lin % FP8_PER_LAYER][0], *in = shape[lin % FP8_PER_LAYER][1];
+}
+
+int titan_llama_float8_plan(const titan_llama_config *c, const titan_fp8_recipe *r, const char *filter_fqns,
+                            unsigned char *on) {
+    int L = c->n_layers, n = L * FP8_PER_LAYER + 1;
+    int autof = has_filter(filter_fqns, "auto_filter_small_kn"), count = 0;
+    for (int i = 0; i < n; i++) {
+        int l = i / FP8_PER_LAYER, k = i % FP8_PER_LAYER;
+        char fqn[96];
+        int N, K;
+        /* the whole weights' [out, in], as torchtitan converts before sharding */
+        titan_llama_float8_shape(c, i, &N, &K);
+        if (l == L) snprintf(fqn, sizeof fqn, "output");
+        else snprintf(fqn, sizeof fqn, "layers.%d.%s", l, LINEAR_NAMES[k]);
+        on[i] = (unsigned char)(N % 16 == 0 && K % 16 == 0 && !filtered(fqn, filter_fqns) &&
+                                !(autof && too_small(r, N, K)));
+        count += on[i];
+    }
+    return count;
+}
+
 titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, const char *filter_fqns,
                                     int *converted, int *total) {
     titan_llama_fp8_free(m);
@@ -80,31 +109,11 @@ titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, c
     /* the collective matmuls run plain GEMMs */
     if (m->overlap)
         return titan_error(TITAN_ERR_USAGE, "float8 training with async tensor parallelism: not supported yet");
-    const titan_llama_config *c = &m->cfg;
-    int L = c->n_layers, C = c->dim, HD = c->dim / c->n_heads;
-    int QD = c->n_heads * HD, KVD = c->n_kv_heads * HD, H = titan_llama_hidden_dim(c);
-    /* the whole weights' [out, in], as torchtitan converts before sharding */
-    const int shape[FP8_PER_LAYER][2] = {{QD, C}, {KVD, C}, {KVD, C}, {C, QD}, {H, C}, {C, H}, {H, C}};
-    size_t n = (size_t)L * FP8_PER_LAYER + 1;
+    size_t n = (size_t)m->cfg.n_layers * FP8_PER_LAYER + 1;
     m->fp8_linear = titan_alloc(n, "float8 linear flags");
     if (!m->fp8_linear) return TITAN_ERR_NOMEM;
     m->fp8 = *r;
-    int autof = has_filter(filter_fqns, "auto_filter_small_kn"), count = 0;
-    for (size_t i = 0; i < n; i++) {
-        int l = (int)(i / FP8_PER_LAYER), k = (int)(i % FP8_PER_LAYER);
-        char fqn[96];
-        int N, K;
-        if (l == L) {
-            snprintf(fqn, sizeof fqn, "output");
-            N = c->vocab_size, K = C;
-        } else {
-            snprintf(fqn, sizeof fqn, "layers.%d.%s", l, LINEAR_NAMES[k]);
-            N = shape[k][0], K = shape[k][1];
-        }
-        int on = N % 16 == 0 && K % 16 == 0 && !filtered(fqn, filter_fqns) && !(autof && too_small(r, N, K));
-        m->fp8_linear[i] = (unsigned char)on;
-        count += on;
-    }
+    int count = titan_llama_float8_plan(&m->cfg, r, filter_fqns, m->fp8_linear);
     if (converted) *converted = count;
     if (total) *total = (int)n;
     if (m->tp && m->tpp.size > 1 && count) return alloc_tp_amax(m);
@@ -155,31 +164,74 @@ static titan_status group_amax(titan_llama *m, float *dev, size_t ns) {
     return TITAN_OK;
 }
 
-const titan_fp8_recipe *titan_llama_fp8_tp(titan_llama *m, const titan_fp8_recipe *r, titan_fp8_recipe *buf, int l,
-                                           int k, int c0, int c1, const void *x, const void *w, const void *dy,
-                                           int IC, int OC) {
-    if (!m->fp8_amax_dev || m->err != TITAN_OK) return r;
+/* The cast's amax given by the caller, or by the tp group: see
+ * titan_llama_fp8_recipe. */
+static titan_status tp_amax(titan_llama *m, const titan_fp8_recipe *r, int c, int colwise, const void *x,
+                            const void *w, const void *dy, int IC, int OC, const float **amax) {
+    *amax = NULL;
+    if (!m->fp8_amax_dev || !crosses_shard(r, c, colwise)) return TITAN_OK;
+    int o = operand_of(c);
+    int rows = o == OPERAND_W ? OC : m->N, cols = o == OPERAND_DY ? OC : IC;
+    const void *op = o == OPERAND_X ? x : o == OPERAND_W ? w : dy;
+    titan_fp8_axis axis = titan_fp8_recipe_axis(r, c);
+    size_t ns = (size_t)titan_fp8_nscales(axis, rows, cols);
+    float *dev = m->fp8_amax_dev + (size_t)c * m->fp8_amax_cap;
+    TITAN_ASSERT(ns <= m->fp8_amax_cap);
+    m->be->fp8_amax(m->dt, dev, op, rows, cols, axis);
+    TITAN_TRY(group_amax(m, dev, ns));
+    *amax = dev;
+    return TITAN_OK;
+}
+
+const titan_fp8_recipe *titan_llama_fp8_recipe(titan_llama *m, titan_fp8_recipe *buf, int l, int k, int c0, int c1,
+                                               const void *x, const void *w, const void *dy, int IC, int OC) {
+    if (!titan_llama_float8_linear(m, l, k)) return NULL;
+    const titan_fp8_recipe *r = &m->fp8;
+    if (!m->fp8_wamax_on && !m->fp8_amax_dev) return r;
+    *buf = *r;
+    size_t lin = l >= m->L ? (size_t)m->L * FP8_PER_LAYER : (size_t)l * FP8_PER_LAYER + (size_t)k;
     int colwise = l >= m->L || !(k == FP8_WO || k == FP8_W2);
-    const titan_fp8_recipe *use = r;
     for (int c = c0; c < c1; c++) {
-        if (r->format[c] == TITAN_FP8_NONE || !crosses_shard(r, c, colwise)) continue;
-        int o = operand_of(c);
-        int rows = o == OPERAND_W ? OC : m->N, cols = o == OPERAND_X ? IC : o == OPERAND_W ? IC : OC;
-        const void *op = o == OPERAND_X ? x : o == OPERAND_W ? w : dy;
-        titan_fp8_axis axis = titan_fp8_recipe_axis(r, c);
-        size_t ns = (size_t)titan_fp8_nscales(axis, rows, cols);
-        float *dev = m->fp8_amax_dev + (size_t)c * m->fp8_amax_cap;
-        TITAN_ASSERT(ns <= m->fp8_amax_cap);
-        m->be->fp8_amax(m->dt, dev, op, rows, cols, axis);
-        titan_status st = group_amax(m, dev, ns);
-        if (st != TITAN_OK) {
-            m->err = st;
-            return r;
+        if (r->format[c] == TITAN_FP8_NONE) continue;
+        if (m->fp8_wamax_on && operand_of(c) == OPERAND_W) {
+            buf->amax[c] = m->fp8_wamax + lin; /* tensorwise: the all-gather's scale */
+            continue;
         }
-        if (use == r) *buf = *r, use = buf;
-        buf->amax[c] = dev;
+        if (m->err != TITAN_OK) continue;
+        titan_status st = tp_amax(m, r, c, colwise, x, w, dy, IC, OC, &buf->amax[c]);
+        if (st != TITAN_OK) m->err = st;
     }
-    return use;
+    return buf;
+}
+
+int titan_llama_fp8_param_linear(const titan_llama *m, int i) {
+    /* the catalog's tensors of a layer (P_*) as linears (FP8_*) */
+    static const int LINEAR_OF[P_PER_LAYER] = {-1, FP8_WQ, FP8_WK, FP8_WV, FP8_WO, -1, FP8_W1, FP8_W2, FP8_W3};
+    if (!m->fp8_linear || i <= 0) return -1; /* the embedding is read in high precision, even tied */
+    int lin = -1;
+    if (i < final_norm_index(m)) {
+        int k = LINEAR_OF[(i - 1) % P_PER_LAYER];
+        if (k >= 0) lin = (i - 1) / P_PER_LAYER * FP8_PER_LAYER + k;
+    } else if (i == head_index(m) && !m->cfg.tie_embeddings) {
+        lin = m->L * FP8_PER_LAYER;
+    }
+    return lin >= 0 && m->fp8_linear[lin] ? lin : -1;
+}
+
+titan_status titan_llama_set_fp8_weight_amax(titan_llama *m, const float *amax) {
+    if (!amax) {
+        m->fp8_wamax_on = 0;
+        return TITAN_OK;
+    }
+    TITAN_ASSERT(m->fp8_linear && !m->fp8.rowwise[TITAN_FP8_W_OUT] && !m->fp8.rowwise[TITAN_FP8_W_GI]);
+    size_t n = (size_t)m->L * FP8_PER_LAYER + 1;
+    if (!m->fp8_wamax) {
+        m->fp8_wamax = m->be->alloc(n * sizeof(float));
+        if (!m->fp8_wamax) return titan_error(TITAN_ERR_NOMEM, "float8 weight amax (%zu floats): out of memory", n);
+    }
+    m->be->to_device(m->fp8_wamax, amax, n * sizeof(float));
+    m->fp8_wamax_on = 1;
+    return TITAN_OK;
 }
 
 int titan_llama_float8_linear(const titan_llama *m, int l, int k) {

@@ -143,6 +143,10 @@ struct titan_llama {
      * casts that scale from the whole tensor (titan_llama_fp8_tp). */
     float *fp8_amax_dev, *fp8_amax_host;
     size_t fp8_amax_cap;
+    /* FSDP's float8 all-gather: per linear, the whole weight's amax
+     * (backend memory) while fp8_wamax_on (titan_llama_set_fp8_weight_amax) */
+    float *fp8_wamax;
+    int fp8_wamax_on;
     /* Split backward (titan_llama_options.split_backward): per slot, what
      * the weight part needs from the input part (ws_* below), wstash_stride
      * bytes a slot; w_pending[slot]: 1 from a slot's input part to its
@@ -155,15 +159,17 @@ struct titan_llama {
 /* The linears of a layer, in the order of fp8_linear. */
 enum { FP8_WQ, FP8_WK, FP8_WV, FP8_WO, FP8_W1, FP8_W2, FP8_W3, FP8_PER_LAYER };
 
-/* llama_fp8.c: the recipe linear (l, k) (l = L: the output) runs with
- * under tensor parallelism: *r, with each cast of casts [c0, c1) whose
- * amax reduces across the sharded dimension given the whole tensor's,
- * reduced over the tp group (written into *buf; returns buf, or r when no
- * cast needs it). ops: the operands x [N, IC], w [OC, IC], dy [N, OC]
- * (dy NULL in the forward). A group failure is kept in m->err. */
-const titan_fp8_recipe *titan_llama_fp8_tp(titan_llama *m, const titan_fp8_recipe *r, titan_fp8_recipe *buf, int l,
-                                           int k, int c0, int c1, const void *x, const void *w, const void *dy,
-                                           int IC, int OC);
+/* llama_fp8.c: the recipe linear (l, k) (l = L: the output) runs with,
+ * NULL when it runs in the compute dtype. Casts [c0, c1) are those of the
+ * GEMMs about to run, on the operands x [N, IC], w [OC, IC], dy [N, OC]
+ * (dy NULL in the forward). The weight's casts scale from the amax FSDP's
+ * float8 all-gather gave (titan_llama_set_fp8_weight_amax); under tensor
+ * parallelism each other cast whose amax reduces across the sharded
+ * dimension gets the whole tensor's, reduced over the tp group. Where a
+ * cast is given an amax the recipe is a copy in *buf. A group failure is
+ * kept in m->err. */
+const titan_fp8_recipe *titan_llama_fp8_recipe(titan_llama *m, titan_fp8_recipe *buf, int l, int k, int c0, int c1,
+                                               const void *x, const void *w, const void *dy, int IC, int OC);
 void titan_llama_fp8_free(titan_llama *m);
 
 #define HOOK(m, which, b) ((m)->hooks.which ? (m)->hooks.which((m)->hooks.ctx, (b)) : TITAN_OK)

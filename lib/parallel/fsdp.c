@@ -150,7 +150,17 @@ static void finish(titan_fsdp *f, const pending *p) {
     if (p->fin == FIN_NONE) return;
     unit *u = &f->units[p->unit];
     char *buf = f->stages[p->stage].buf;
-    if (p->fin == FIN_GATHER) {
+    if (p->fin == FIN_GATHER && f->fp8_gather) {
+        mirror_in(f, p->stage, 0, u->fp8_bytes);
+        void *flat = f->direct ? titan_llama_compute_copy(f->model) : titan_llama_params_data(f->model);
+        keep(f, f->direct ? titan_llama_commit_copy(f->model, u->full_off, u->full_len)
+                          : titan_llama_commit_params(f->model, u->full_off, u->full_len));
+        if (f->err == TITAN_OK) {
+            titan_fsdp_fp8_unpack(f, u, buf, flat, f->direct ? f->pdtype : TITAN_DTYPE_F32);
+            if (f->direct) titan_llama_set_copy_current(f->model, u->full_off, u->full_len, 1);
+        }
+        u->state = READY;
+    } else if (p->fin == FIN_GATHER) {
         mirror_in(f, p->stage, 0, u->full_len * titan_dtype_size(f->pdtype));
         if (f->direct) {
             keep(f, titan_llama_commit_copy(f->model, u->full_off, u->full_len));
@@ -236,9 +246,34 @@ static unsigned long long q_push(titan_fsdp *f, int qi, int fin, int ui, int sta
 
 /* One all-gather for the unit: our shard part into its place in a staging
  * buffer (cast to the parameter dtype), gathered in place. */
+static void issue_gather_fp8(titan_fsdp *f, int ui) {
+    unit *u = &f->units[ui];
+    keep(f, titan_fsdp_fp8_refresh(f));
+    if (f->err != TITAN_OK) return;
+    size_t off = u->fp8_rank_off[f->me];
+    int k = stage_get(f, u->fp8_bytes);
+    if (k < 0) return;
+    titan_fsdp_fp8_pack(f, u, (char *)f->stages[k].buf + off);
+    mirror_out(f, k, off, u->fp8_counts[f->me]);
+    pending *p = q_slot(f, Q_SHARD);
+    titan_status st = titan_comm_all_gather_v(f->mesh->shard_comm, comm_buf(f, k, off), comm_buf(f, k, 0),
+                                              u->fp8_counts, TITAN_DTYPE_U8, &p->req);
+    if (st != TITAN_OK) {
+        f->stages[k].busy = 0;
+        keep(f, st);
+        return;
+    }
+    u->ag_seq = q_push(f, Q_SHARD, FIN_GATHER, ui, k);
+    u->state = INFLIGHT;
+}
+
 static void issue_gather(titan_fsdp *f, int ui) {
     unit *u = &f->units[ui];
     if (u->state != STALE) return;
+    if (f->fp8_gather) { /* float8 weights as bytes (fsdp_fp8.c) */
+        issue_gather_fp8(f, ui);
+        return;
+    }
     size_t esz = titan_dtype_size(f->pdtype), off = u->rank_off[f->me] * esz;
     int k = stage_get(f, u->full_len * esz);
     if (k < 0) return;
@@ -484,6 +519,7 @@ void titan_fsdp_free(titan_fsdp *f) {
     if (!f) return;
     q_drain(f); /* no operation may outlive its buffers */
     if (f->model) titan_llama_set_hooks(f->model, NULL);
+    titan_fsdp_fp8_free(f);
     if (f->nshards > 1) {
         if (f->sp) f->be->free(f->sp);
         if (f->sg) f->be->free(f->sg);
@@ -543,6 +579,7 @@ titan_status titan_fsdp_params_updated(titan_fsdp *f) {
         reshard(f, u); /* gathered parameters are now out of date */
         f->units[u].state = f->units[u].p1 > f->units[u].p0 ? STALE : READY;
     }
+    f->fp8_stale = 1; /* and so are the weights' amaxes */
     /* The next step's first gather runs while the loop logs and loads. */
     prefetch_block(f, 0);
     titan_status st = f->err;

@@ -134,6 +134,12 @@ int titan_fsdp_staging_buffers(void);
  * elements [off, off + len) of titan_fsdp_grads and titan_fsdp_params. */
 typedef void (*titan_fsdp_unit_done_fn)(void *ctx, size_t off, size_t len);
 
+/* FSDP's float8 all-gather (quantize.linear.float8.
+ * enable_fsdp_float8_all_gather; tensorwise float8 linears set on the
+ * model): the float8 linears' weights gather as float8 bytes, their scales
+ * from the whole tensors' amax reduced once a step (fsdp_fp8.c). No-op
+ * without sharding. *saved: bytes a gather of every unit saves. */
+titan_status titan_fsdp_set_float8_gather(titan_fsdp *f, size_t *saved);
 /* Installs its hooks on the model when the job has more than one rank. */
 titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *model,
                                const titan_fsdp_options *opt);

@@ -49,6 +49,9 @@ typedef struct {
     int state;                   /* STALE, INFLIGHT, READY (gathered parameters) */
     unsigned long long ag_seq;   /* shard queue: the unit's last gather */
     int reduced;                 /* 0: not started, 1: reduce-scatter queued, 2: shard gradient final, 3: all-reduce queued */
+    /* The float8 all-gather's buffer (fsdp_fp8.c): bytes each rank holds,
+     * where each rank's start, all of them; NULL without. */
+    size_t *fp8_counts, *fp8_rank_off, fp8_bytes;
 } unit;
 
 struct titan_fsdp {
@@ -77,7 +80,24 @@ struct titan_fsdp {
      * is final (titan_fsdp_set_unit_done) */
     titan_fsdp_unit_done_fn unit_done;
     void *unit_done_ctx;
+    /* The float8 all-gather (fsdp_fp8.c; titan_fsdp_set_float8_gather):
+     * on when some tensor gathers as float8; per tensor its float8 linear
+     * or -1; amaxes stale after the optimizer step; host scratch (np +
+     * fp8_nlin floats; the group's np each); backend memory: amax and
+     * scale per tensor and one scratch scale, the group's amaxes. */
+    int fp8_gather, fp8_stale, fp8_nlin;
+    int *fp8_lin;
+    float *fp8_host, *fp8_all, *fp8_dev, *fp8_dev_all;
 };
+
+/* fsdp_fp8.c: the weights' amax and scales over the shard and tp groups
+ * (collective, once after each optimizer step: a no-op while current);
+ * rank's part of unit u in its gather layout into dst; the gathered
+ * buffer into the flat model of type fdt. */
+titan_status titan_fsdp_fp8_refresh(titan_fsdp *f);
+void titan_fsdp_fp8_pack(titan_fsdp *f, const unit *u, void *dst);
+void titan_fsdp_fp8_unpack(titan_fsdp *f, const unit *u, const void *buf, void *flat, titan_dtype fdt);
+void titan_fsdp_fp8_free(titan_fsdp *f);
 
 /* The units of the plan (opt: fsdp.h; NULL: one per block) over the
  * model's catalog and f->pieces, f->counts: blocks, tensor runs, this

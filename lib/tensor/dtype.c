@@ -23,6 +23,7 @@ size_t titan_dtype_size(titan_dtype t) {
     case TITAN_DTYPE_BF16: return 2;
     case TITAN_DTYPE_F16: return 2;
     case TITAN_DTYPE_U32: return 4;
+    case TITAN_DTYPE_U8: return 1;
     }
     return 0;
 }
@@ -33,6 +34,7 @@ const char *titan_dtype_name(titan_dtype t) {
     case TITAN_DTYPE_BF16: return "bf16";
     case TITAN_DTYPE_F16: return "f16";
     case TITAN_DTYPE_U32: return "u32";
+    case TITAN_DTYPE_U8: return "u8";
     }
     return "?";
 }
@@ -41,7 +43,8 @@ int titan_dtype_parse(const char *s, titan_dtype *out) {
     static const struct { const char *name; titan_dtype t; } names[] = {
         {"f32", TITAN_DTYPE_F32},   {"float32", TITAN_DTYPE_F32},  {"bf16", TITAN_DTYPE_BF16},
         {"bfloat16", TITAN_DTYPE_BF16}, {"f16", TITAN_DTYPE_F16},  {"float16", TITAN_DTYPE_F16},
-        {"u32", TITAN_DTYPE_U32},   {"uint32", TITAN_DTYPE_U32},
+        {"u32", TITAN_DTYPE_U32},   {"uint32", TITAN_DTYPE_U32},  {"u8", TITAN_DTYPE_U8},
+        {"uint8", TITAN_DTYPE_U8},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) {

@@ -11,10 +11,11 @@ typedef enum {
     TITAN_DTYPE_BF16 = 1,
     TITAN_DTYPE_F16 = 2,
     TITAN_DTYPE_U32 = 3,
+    TITAN_DTYPE_U8 = 4, /* bytes: float8 codes moved as they are */
 } titan_dtype;
 
 size_t titan_dtype_size(titan_dtype t);
-const char *titan_dtype_name(titan_dtype t);       /* "f32", "bf16", "f16", "u32" */
+const char *titan_dtype_name(titan_dtype t);       /* "f32", "bf16", "f16", "u32", "u8" */
 int titan_dtype_parse(const char *s, titan_dtype *out); /* 0 ok, -1 unknown */
 
 /* Round-to-nearest-even; NaN stays NaN. */

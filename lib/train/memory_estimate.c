@@ -117,6 +117,50 @@ static void fsdp_step(const titan_llama_config *mc, const plans *p, const titan_
     if (mirror) r->host_mirrors += r->fsdp_staging;
 }
 
+/* Float8 linears (model.converters): the scratch one call holds at most,
+ * over the linears that train in float8 at this rank's tp shard: each
+ * GEMM's two float8 operands (a byte an element) with their scales (a
+ * float per row at most, 256-byte aligned); emulated, their fp32
+ * dequantized copies too, and an fp32 product where the compute type is
+ * not. Under tp the amax buffers (fp8_amax per cast, the group's on the
+ * host) are held from setup on. */
+static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_config *mc, const plans *p,
+                                 const titan_memory_device *dev, titan_memory_rank *r) {
+    if (!titan_config_float8(cfg)) return TITAN_OK;
+    titan_fp8_recipe rc;
+    const char *name = cfg->float8_recipe_name[0] ? cfg->float8_recipe_name : "tensorwise";
+    if (titan_fp8_recipe_from_name(name, &rc) != 0) return TITAN_OK; /* the run refuses it */
+    int n = mc->n_layers * 7 + 1, tp = p->lay.tp;
+    unsigned char *on = titan_alloc((size_t)n, "memory estimate (float8 plan)");
+    if (!on) return TITAN_ERR_NOMEM;
+    titan_llama_float8_plan(mc, &rc, cfg->float8_filter_fqns, on);
+    double N = (double)p->sh.mb * (double)(cfg->training_seq_len / p->lay.cp), most = 0, dims = N;
+    int emulated = cfg->float8_emulate || dev->host;
+    double cdt = (double)titan_dtype_size(p->sh.compute);
+    for (int i = 0; i < n; i++) {
+        if (!on[i]) continue;
+        int oc, ic, k = i % 7;
+        titan_llama_float8_shape(mc, i, &oc, &ic);
+        /* column-parallel: the output rows; wo, w2: the input columns */
+        if (i < mc->n_layers * 7 && (k == 3 || k == 5)) ic = (ic + tp - 1) / tp;
+        else oc = (oc + tp - 1) / tp;
+        /* each GEMM's operand pair [rows, K] and [cols, K], its product [rows, cols] */
+        const double g[3][3] = {{N, oc, ic}, {N, ic, oc}, {oc, ic, N}};
+        for (int j = 0; j < 3; j++) {
+            double a = g[j][0] * g[j][2], b = g[j][1] * g[j][2], out = g[j][0] * g[j][1];
+            double bytes = a + b + 2.0 * (g[j][0] + g[j][1] + 64.0) * sizeof(float);
+            if (emulated) bytes += (a + b) * sizeof(float) + (cdt != 4.0 || j == 2 ? out * sizeof(float) : 0.0);
+            if (bytes > most) most = bytes;
+        }
+        if (oc > dims) dims = oc;
+        if (ic > dims) dims = ic;
+    }
+    titan_free(on);
+    r->fp8_scratch = most;
+    if (tp > 1) r->fsdp_staging += 6.0 * dims * sizeof(float); /* fp8_amax_dev (the host part: tp x dims) */
+    return TITAN_OK;
+}
+
 /* The optimizer's state and buffers over the rank's shard: AdamW's two
  * moments; GaLore's from the layout the run's optimizer takes
  * (setup_optim.h, titan_optim_plan_bytes). */
@@ -178,6 +222,7 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
     }
     if (mirror) r->host_mirrors += (double)mm->tp_reserve_bytes + (double)mm->cp_reserve_bytes;
     fsdp_step(mc, &p, dev, r);
+    TITAN_TRY(float8_bytes(cfg, mc, &p, dev, r));
     /* FSDP's full buffers are releasable: held a unit at a time where the
      * device maps memory on use, wholly where it cannot. */
     double full = r->params + r->grads + r->compute_copy;
@@ -185,7 +230,7 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
     r->held = (by_unit ? 0.0 : full) + r->shard + r->optimizer + r->optimizer_work + r->activations + r->cp +
               r->pipeline;
     double step = by_unit ? r->fsdp_gathered + r->fsdp_grads + r->granules : 0.0;
-    r->peak = r->held + step + r->fsdp_staging;
+    r->peak = r->held + step + r->fsdp_staging + r->fp8_scratch;
     /* checkpoints: an async snapshot (host), or the staging of a device's saves */
     double state = (double)p.fm.nshard * sizeof(float) + r->optimizer; /* parameters, moments, GaLore's state */
     if (cfg->checkpoint_enable && cfg->checkpoint_async != TITAN_JOB_ASYNC_DISABLED) r->host_ckpt = state;
@@ -238,7 +283,7 @@ static int same_figures(const titan_memory_rank *a, const titan_memory_rank *b) 
            a->shard == b->shard && a->activations == b->activations && a->act_slot == b->act_slot &&
            a->slots == b->slots && a->cp == b->cp && a->pipeline == b->pipeline &&
            a->fsdp_gathered == b->fsdp_gathered && a->fsdp_grads == b->fsdp_grads &&
-           a->fsdp_staging == b->fsdp_staging && a->held == b->held && a->peak == b->peak && a->c.pp == b->c.pp;
+           a->fsdp_staging == b->fsdp_staging && a->fp8_scratch == b->fp8_scratch && a->held == b->held && a->peak == b->peak && a->c.pp == b->c.pp;
 }
 
 static const char *ac_name(titan_ac_mode ac, char *buf, size_t cap) {
@@ -310,6 +355,9 @@ titan_status titan_memory_dry_run(const titan_job_config *cfg, const titan_llama
                        "add %.1f MiB (in held)\n", cfg->optimizer_name, figs[0].optimizer,
                     mib(figs[0].optimizer - figs[0].optimizer_projected), mib(figs[0].optimizer_projected),
                     mib(figs[0].optimizer_work));
+        if (figs[0].fp8_scratch > 0)
+            fprintf(f, "  float8 (rank 0): casts of the largest float8 linear, %.1f MiB a call%s (in peak)\n",
+                    mib(figs[0].fp8_scratch), cfg->float8_emulate || dev->host ? " with the emulated fp32 operands" : "");
         fprintf(f, "  peak of the job's ranks: %.1f MiB of backend memory\n", mib(top));
         fprintf(f, "  host memory a rank adds at most: %.1f MiB of collective mirrors, %.1f MiB of checkpoint "
                    "staging; shared memory: %.1f MiB for the world communicator\n",

@@ -54,6 +54,8 @@ typedef struct {
     double fsdp_gathered;    /* gathered parameters held at once */
     double fsdp_grads;       /* full gradients held before their reduce-scatter */
     double fsdp_staging;     /* staging buffers of the collectives */
+    double fp8_scratch;      /* float8: the largest linear's casts (and emulated operands) a call,
+                              * with tp's amax buffers (in comm.bufs) */
     double granules;         /* partial granules left mapped at the units' ends */
     int by_unit;             /* FSDP: the full buffers are held a unit at a time (fsdp_* below) */
     double held;             /* after setup */

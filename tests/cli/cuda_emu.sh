@@ -47,7 +47,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 o2 m1 m2 h2 b2 c4 g4 fc fg fr fe; do cp -r "$tmp/c" "$tmp/$r"; done
+for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 o2 m1 m2 h2 b2 c4 g4 fc fg fr fe a8c a8g; do cp -r "$tmp/c" "$tmp/$r"; done
 
 # --- fp32: the cpu's loss curve ---------------------------------------------------
 expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
@@ -166,6 +166,19 @@ expect 0 "" "train HSDP 2x2 on the cpu" -- "$bin/titan-train" --nproc 4 "$tmp/c4
 expect 0 "layout dp_replicate=2,dp_shard=2" "train HSDP 2x2 on cuda" -- emu TITAN_EMU_DEVICES=4 "$bin/titan-train" \
     --nproc 4 "$tmp/g4" $CUDA $HSDP
 d=$(close "$tmp/c4" "$tmp/g4" 1e-5) && ok "HSDP on cuda tracks the cpu's ($d)" || fail "HSDP on cuda tracks the cpu's ($d)"
+# FSDP's float8 all-gather on cuda: float8 weights gathered as bytes
+# (NCCL's uint8), their amaxes reduced through device memory, the codes
+# dequantized on the device; in fp32 (emulated products) the run is the
+# fp32 gather's bit for bit, as on the cpu (float8_train.sh)
+E8="$F8 --quantize.linear.float8.emulate=true"
+AG="--quantize.linear.float8.enable_fsdp_float8_all_gather=true"
+expect 0 "" "train float8, 2 ranks on cuda, gathers in fp32" -- \
+    emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/a8c" $CUDA $E8 --training.steps=3
+expect 0 "gathers the float8 linears' weights in float8" "the same with the float8 all-gather" -- \
+    emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/a8g" $CUDA $E8 $AG --training.steps=3
+cmp -s "$tmp/a8c/checkpoint/step-00000003/rank-00001.bin" "$tmp/a8g/checkpoint/step-00000003/rank-00001.bin" &&
+    ok "float8 all-gather on cuda: the fp32 gather's checkpoint bit for bit" ||
+    fail "float8 all-gather on cuda: the fp32 gather's checkpoint bit for bit"
 # Fewer GPUs than ranks: round-robin, shared-memory communicators, each
 # rank held to its share of the GPU's memory (each emulating process has
 # its own TITAN_EMU_MEMORY_MIB, so the cap alone refuses: batch 16 fits one

@@ -111,14 +111,49 @@ expect 0 "" "train with full activation checkpointing" -- "$bin/titan-train" -q 
 cut -d, -f1-3 "$tmp/ac/metrics.jsonl" > "$tmp/ac.l"; head -2 "$tmp/tensorwise-float32/metrics.jsonl" | cut -d, -f1-3 > "$tmp/tw.l"
 cmp -s "$tmp/ac.l" "$tmp/tw.l" && ok "full AC: the same losses and norms bit for bit" || fail "full AC: the same losses and norms bit for bit"
 
-# FSDP on 2 ranks: the float8 all-gather is accepted, said to gather in the
-# compute dtype; each rank's step runs its own 42 float8 GEMMs
-expect 0 "" "init float8 FSDP run" -- "$bin/titan-init" -q "$cfg" "$tmp/fsdp" $TINY $F8 --training.steps=2 \
-    --quantize.linear.float8.enable_fsdp_float8_all_gather=true \
-    --quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp=true --training.threads=1
-expect 0 "gathers the parameters in the compute dtype" "float8 with FSDP on 2 ranks (the all-gather warned about)" -- \
-    "$bin/titan-train" --nproc 2 "$tmp/fsdp"
+# FSDP on 2 ranks with the float8 all-gather: the float8 linears' weights
+# cast on their shards with the whole tensor's amax and gathered as bytes.
+# In fp32 the run is the fp32-gather run bit for bit (the model's casts of
+# the dequantized weights give back the gathered bytes), poisoned or not;
+# in bf16 it casts from the fp32 shards, as torchao does, where the plain
+# gather casts the bf16 copy: not the same bits, the same curve.
+AG="--quantize.linear.float8.enable_fsdp_float8_all_gather=true
+ --quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp=true"
+for r in fsdp fsdp8 fsdpb fsdpb8; do
+    "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $F8 --training.threads=1 2>"$tmp/err" || fail "init $r"
+done
+expect 0 "" "float8 FSDP 2, gathers in fp32" -- "$bin/titan-train" -q --nproc 2 "$tmp/fsdp"
 [ "$(gemms "$tmp/fsdp")" = "42 " ] && ok "FSDP: 42 float8 GEMMs a step" || fail "FSDP: $(gemms "$tmp/fsdp")"
+expect 0 "gathers the float8 linears' weights in float8" "float8 FSDP 2 with the float8 all-gather (poisoned)" -- \
+    env TITAN_FSDP_POISON=1 "$bin/titan-train" --nproc 2 "$tmp/fsdp8" $AG
+cut -d, -f1-3 "$tmp/fsdp/metrics.jsonl" > "$tmp/a.l"
+cut -d, -f1-3 "$tmp/fsdp8/metrics.jsonl" > "$tmp/b.l"
+cmp -s "$tmp/a.l" "$tmp/b.l" && cmp -s "$tmp/fsdp/checkpoint/step-00000006/rank-00001.bin" \
+    "$tmp/fsdp8/checkpoint/step-00000006/rank-00001.bin" &&
+    ok "fp32: the float8 all-gather gives the fp32 gather's bits (losses, norms, checkpoint)" ||
+    fail "fp32: the float8 all-gather gives the fp32 gather's bits (losses, norms, checkpoint)"
+# HSDP 2 x 2 and pp 2 x FSDP 2 (4 layers), each beside its fp32 gather
+HSDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=2"
+PP2="--parallelism.pipeline_parallel_degree=2 --model.n_layers=4"
+for lay in aghsdp agpp; do
+    case $lay in aghsdp) L=$HSDP ;; agpp) L=$PP2 ;; esac
+    for r in "$lay" "${lay}8"; do
+        "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $F8 $L --training.global_batch_size=8 --training.threads=1 \
+            2>"$tmp/err" || fail "init $r"
+    done
+    expect 0 "" "float8 $lay, gathers in fp32" -- "$bin/titan-train" -q --nproc 4 "$tmp/$lay"
+    expect 0 "" "float8 $lay with the float8 all-gather" -- "$bin/titan-train" -q --nproc 4 "$tmp/${lay}8" $AG
+    cmp -s "$tmp/$lay/checkpoint/step-00000006/rank-00000.bin" "$tmp/${lay}8/checkpoint/step-00000006/rank-00000.bin" &&
+        cmp -s "$tmp/$lay/checkpoint/step-00000006/rank-00001.bin" "$tmp/${lay}8/checkpoint/step-00000006/rank-00001.bin" &&
+        ok "$lay: the float8 all-gather gives the fp32 gather's checkpoint" ||
+        fail "$lay: the float8 all-gather gives the fp32 gather's checkpoint"
+done
+expect 0 "" "float8 FSDP 2 bf16" -- "$bin/titan-train" -q --nproc 2 "$tmp/fsdpb" --training.mixed_precision_param=bfloat16
+expect 0 "" "float8 FSDP 2 bf16 with the float8 all-gather" -- "$bin/titan-train" -q --nproc 2 "$tmp/fsdpb8" $AG \
+    --training.mixed_precision_param=bfloat16
+awk -v a="$(loss6 "$tmp/fsdpb")" -v b="$(loss6 "$tmp/fsdpb8")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d / a < 1e-3 && d > 0) }' &&
+    ok "bf16: the float8 all-gather casts the fp32 shards: loss $(loss6 "$tmp/fsdpb8") within 1e-3 of $(loss6 "$tmp/fsdpb"), not equal" ||
+    fail "bf16: the float8 all-gather casts the fp32 shards: loss $(loss6 "$tmp/fsdpb8") within 1e-3 of $(loss6 "$tmp/fsdpb"), not equal"
 
 # --- tensor parallelism: a shard casts with the whole tensor's amax -------------
 # torchao casts a DTensor with the amax reduced over the group, so tp 2's
@@ -155,9 +190,32 @@ expect 0 "" "float8 FSDP 2" -- "$bin/titan-train" -q "$tmp/fsdp2" --nproc 2
 expect 0 "" "float8 tp 2 x FSDP 2 without sequence parallelism" -- "$bin/titan-train" -q "$tmp/tpfsdp" --nproc 4 \
     --parallelism.tensor_parallel_degree=2 --parallelism.enable_sequence_parallel=false
 curve "float8 tensorwise: tp 2 x FSDP 2 = FSDP 2" "$tmp/fsdp2" "$tmp/tpfsdp" 1 1e-5 2e-5
+# the float8 all-gather under tp: the amax over the shard group, then the tp group
+"$bin/titan-init" -q "$cfg" "$tmp/tpfsdp8" $TINY $F8 $TP12 --quantize.linear.float8.filter_fqns=output 2>"$tmp/err" ||
+    fail "init tpfsdp8"
+expect 0 "" "float8 tp 2 x FSDP 2 with the float8 all-gather" -- "$bin/titan-train" -q "$tmp/tpfsdp8" --nproc 4 \
+    --parallelism.tensor_parallel_degree=2 --parallelism.enable_sequence_parallel=false $AG
+cmp -s "$tmp/tpfsdp/checkpoint/step-00000012/rank-00003.bin" "$tmp/tpfsdp8/checkpoint/step-00000012/rank-00003.bin" &&
+    ok "tp 2 x FSDP 2: the float8 all-gather gives the fp32 gather's checkpoint" ||
+    fail "tp 2 x FSDP 2: the float8 all-gather gives the fp32 gather's checkpoint"
 expect 2 "float8 training with async tensor parallelism: not supported yet" "float8 with async tp is refused" -- \
     "$bin/titan-train" --nproc 2 "$tmp/tpfsdp" --parallelism.tensor_parallel_degree=2 \
     --parallelism.enable_async_tensor_parallel=true --training.steps=13
+
+# the memory dry run counts the float8 casts of the largest linear in the peak
+DRY="--model.dim=1024 --model.n_heads=8 --model.n_kv_heads=8 --training.seq_len=512 --training.local_batch_size=4"
+expect 0 "" "dry run with float8" -- "$bin/titan-train" --dry-run "$tmp/nof" $DRY
+cp "$tmp/out" "$tmp/dry8"
+expect 0 "" "dry run without float8" -- "$bin/titan-train" --dry-run "$tmp/nof" $DRY --model.converters=[]
+/usr/bin/python3 - "$tmp/dry8" "$tmp/out" 2>"$tmp/err" <<'PY' && ok "dry run: float8 adds its casts to the peak ($(cat "$tmp/err"))" ||
+import re, sys
+def peak(p): return float(re.search(r"peak of the job's ranks: ([0-9.]+) MiB", open(p).read()).group(1))
+m = re.search(r"float8 \(rank 0\): casts of the largest float8 linear, ([0-9.]+) MiB", open(sys.argv[1]).read())
+d = peak(sys.argv[1]) - peak(sys.argv[2])
+print("%.1f MiB of casts, peak +%.1f MiB" % (float(m.group(1)) if m else -1, d), file=sys.stderr)
+sys.exit(0 if m and float(m.group(1)) > 10 and abs(d - float(m.group(1))) <= 0.2 else 1)
+PY
+    fail "dry run: float8 adds its casts to the peak ($(cat "$tmp/err"))"
 
 # refusals at start
 expect 0 "" "init without emulate" -- "$bin/titan-init" -q "$cfg" "$tmp/hw" $TINY --model.converters=float8

@@ -49,6 +49,7 @@ static uint32_t bits(titan_dtype dt, int r, size_t i, unsigned seed) {
     case TITAN_DTYPE_BF16: return titan_f32_to_bf16(v);
     case TITAN_DTYPE_F16: return titan_f32_to_f16(v);
     case TITAN_DTYPE_U32: return (uint32_t)r * 1000003u + (uint32_t)i * 7u + seed;
+    case TITAN_DTYPE_U8: return ((uint32_t)r * 31u + (uint32_t)i * 7u + seed) & 0xffu;
     case TITAN_DTYPE_F32: break;
     }
     memcpy(&u, &v, 4);

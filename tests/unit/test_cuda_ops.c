@@ -968,8 +968,9 @@ static void test_fp8_quantize(int rows, int cols) {
             for (int pow2 = 0; pow2 < 2; pow2++) {
                 int ns = titan_fp8_nscales((titan_fp8_axis)axis, rows, cols);
                 float *scale = xmalloc((size_t)ns * sizeof(float)), *d_scale = gpu->alloc((size_t)(ns ? ns : 1) * sizeof(float));
-                cpu->fp8_quantize(dt, q, scale, x, rows, cols, (titan_fp8_axis)axis, (titan_fp8_format)f, pow2);
-                gpu->fp8_quantize(dt, d_q, d_scale, d_x, rows, cols, (titan_fp8_axis)axis, (titan_fp8_format)f, pow2);
+                cpu->fp8_quantize(dt, q, scale, x, rows, cols, (titan_fp8_axis)axis, (titan_fp8_format)f, pow2, NULL);
+                gpu->fp8_quantize(dt, d_q, d_scale, d_x, rows, cols, (titan_fp8_axis)axis, (titan_fp8_format)f, pow2,
+                                  NULL);
                 uint8_t *hq = xmalloc(n);
                 gpu->to_host(hq, d_q, n);
                 float *hs = down(d_scale, (size_t)ns);
@@ -993,8 +994,30 @@ static void test_fp8_quantize(int rows, int cols) {
         char name[96];
         snprintf(name, sizeof name, "fp8_amax %dx%d %s", rows, cols, axis == 0 ? "tensor" : axis == 1 ? "rows" : "cols");
         check_bits(name, h, amax, (size_t)ns * sizeof(float));
-        free(h), free(amax);
-        gpu->free(d_amax);
+        /* the cast from a given amax (three times x's own), and a
+         * tensorwise one back (fp8_dequantize): bitwise the CPU's */
+        for (int i = 0; i < ns; i++) amax[i] *= 3.0f;
+        gpu->to_device(d_amax, amax, (size_t)ns * sizeof(float));
+        float *scale = xmalloc((size_t)(ns ? ns : 1) * sizeof(float)), *d_scale = gpu->alloc((size_t)(ns ? ns : 1) * sizeof(float));
+        cpu->fp8_quantize(dt, q, scale, x, rows, cols, (titan_fp8_axis)axis, TITAN_FP8_E4M3, 0, amax);
+        gpu->fp8_quantize(dt, d_q, d_scale, d_x, rows, cols, (titan_fp8_axis)axis, TITAN_FP8_E4M3, 0, d_amax);
+        uint8_t *hq = xmalloc(na);
+        gpu->to_host(hq, d_q, n);
+        snprintf(name, sizeof name, "fp8_quantize %dx%d %s, given amax: bytes", rows, cols,
+                 axis == 0 ? "tensor" : axis == 1 ? "rows" : "cols");
+        check_bits(name, hq, q, n);
+        if (axis == 0 && n) {
+            void *deq = hostd(n), *d_deq = allocd(n), *hd = hostd(n);
+            cpu->fp8_dequantize(dt, deq, q, scale, n, TITAN_FP8_E4M3);
+            gpu->fp8_dequantize(dt, d_deq, d_q, d_scale, n, TITAN_FP8_E4M3);
+            gpu->to_host(hd, d_deq, n * esize(dt));
+            snprintf(name, sizeof name, "fp8_dequantize %zu", n);
+            check_bits(name, hd, deq, n * esize(dt));
+            free(deq), free(hd);
+            gpu->free(d_deq);
+        }
+        free(h), free(amax), free(scale), free(hq);
+        gpu->free(d_amax), gpu->free(d_scale);
     }
     gpu->free(d_x), gpu->free(d_q);
     free(v), free(x), free(q);

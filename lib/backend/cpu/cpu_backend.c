@@ -164,6 +164,7 @@ static const titan_backend cpu_backend = {
     .fp8_matmul_backward = titan_cpu_fp8_matmul_backward,
     .fp8_quantize = titan_cpu_fp8_quantize_op,
     .fp8_amax = titan_cpu_fp8_amax,
+    .fp8_dequantize = titan_cpu_fp8_dequantize,
     .add = titan_cpu_dt_add,
     .embedding_forward = titan_cpu_dt_embedding_forward,
     .embedding_backward = titan_cpu_dt_embedding_backward,

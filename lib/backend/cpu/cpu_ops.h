@@ -51,9 +51,11 @@ void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x,
                             int cols, titan_fp8_axis axis, titan_fp8_format f, int pow2, const float *amax);
 /* backend.h's fp8_amax */
 void titan_cpu_fp8_amax(titan_dtype dt, float *amax, const void *x, int rows, int cols, titan_fp8_axis axis);
-/* backend.h's fp8_quantize */
+/* backend.h's fp8_quantize, fp8_dequantize */
 void titan_cpu_fp8_quantize_op(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
-                               titan_fp8_axis axis, titan_fp8_format f, int pow2);
+                               titan_fp8_axis axis, titan_fp8_format f, int pow2, const float *amax);
+void titan_cpu_fp8_dequantize(titan_dtype dt, void *out, const uint8_t *q, const float *scale, size_t n,
+                              titan_fp8_format f);
 
 /* embedding.c */
 void titan_cpu_embedding_forward(float *out, const uint32_t *tokens, const float *wte, int N,

@@ -67,8 +67,21 @@ void titan_cpu_fp8_quantize(uint8_t *q, float *scale, float *deq, const void *x,
 
 /* backend.h's fp8_quantize: the cast without the dequantized copy */
 void titan_cpu_fp8_quantize_op(titan_dtype dt, uint8_t *q, float *scale, const void *x, int rows, int cols,
-                               titan_fp8_axis axis, titan_fp8_format f, int pow2) {
-    titan_cpu_fp8_quantize(q, scale, NULL, x, dt, rows, cols, axis, f, pow2, NULL);
+                               titan_fp8_axis axis, titan_fp8_format f, int pow2, const float *amax) {
+    titan_cpu_fp8_quantize(q, scale, NULL, x, dt, rows, cols, axis, f, pow2, amax);
+}
+
+/* backend.h's fp8_dequantize, in chunks through an fp32 buffer */
+void titan_cpu_fp8_dequantize(titan_dtype dt, void *out, const uint8_t *q, const float *scale, size_t n,
+                              titan_fp8_format f) {
+    enum { CHUNK = 4096 };
+    float buf[CHUNK];
+    size_t esz = titan_dtype_size(dt);
+    for (size_t i = 0; i < n; i += CHUNK) {
+        int len = (int)(n - i < CHUNK ? n - i : CHUNK);
+        titan_fp8_dequantize(buf, q + i, scale, 0, 1, len, TITAN_FP8_TENSOR, f);
+        titan_cpu_convert((char *)out + i * esz, dt, buf, TITAN_DTYPE_F32, (size_t)len);
+    }
 }
 
 /* One cast of recipe r: deq gets the dequantized operand (fp32 [rows, cols]). */
