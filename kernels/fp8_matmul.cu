@@ -76,10 +76,25 @@ int titan_cuda_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, voi
     return 1;
 }
 
-int titan_cuda_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
+int titan_cuda_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r0, int acc, void *dinp, float *dw,
                                    const void *dout, const void *inp, const void *w, int N, int IC, int OC) {
     int gemms = 0;
     int empty = N <= 0 || OC <= 0 || IC <= 0;
+    /* Both products cast dy tensorwise (the tensorwise recipe): one amax
+     * pass for the two (a max: the same bits), not one each. */
+    titan_fp8_recipe shared = *r0;
+    const titan_fp8_recipe *r = r0;
+    float *dy_amax = NULL;
+    if (dinp && dw && !empty && r0->format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE &&
+        r0->format[TITAN_FP8_X_GW] != TITAN_FP8_NONE &&
+        titan_fp8_recipe_axis(r0, TITAN_FP8_GO_GI) == TITAN_FP8_TENSOR &&
+        titan_fp8_recipe_axis(r0, TITAN_FP8_GO_GW) == TITAN_FP8_TENSOR && !r0->amax[TITAN_FP8_GO_GI] &&
+        !r0->amax[TITAN_FP8_GO_GW]) {
+        dy_amax = (float *)titan_cuda_scratch(sizeof(float), "float8 amax of dy");
+        titan_cuda_fp8_amax(dt, dy_amax, dout, N, OC, TITAN_FP8_TENSOR);
+        shared.amax[TITAN_FP8_GO_GI] = shared.amax[TITAN_FP8_GO_GW] = dy_amax;
+        r = &shared;
+    }
     if (dinp && empty) {
         titan_cuda_matmul_backward(dt, acc & TITAN_ACC_DX, dinp, NULL, dout, inp, w, N, IC, OC);
         gemms++;
@@ -104,5 +119,6 @@ int titan_cuda_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, in
     product(TITAN_DTYPE_F32, r->emulate, dw, NULL, acc & TITAN_ACC_DW ? 1.0f : 0.0f, &gt, &xt, 0);
     titan_cuda_fp8_release(&gt);
     titan_cuda_fp8_release(&xt);
+    if (dy_amax) CUDA_CHECK(cudaFreeAsync(dy_amax, 0));
     return gemms + 1;
 }

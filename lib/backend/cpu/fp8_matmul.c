@@ -156,9 +156,22 @@ static void grad_weight(titan_dtype dt, const titan_fp8_recipe *r, int add, floa
     free(x);
 }
 
-int titan_cpu_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
+int titan_cpu_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r0, int acc, void *dinp, float *dw,
                                   const void *dout, const void *inp, const void *w, int N, int IC, int OC) {
     int gemms = 0;
+    /* Both products cast dy tensorwise (the tensorwise recipe): one amax
+     * pass for the two, as the cuda backend does (a max: the same bits). */
+    titan_fp8_recipe shared = *r0;
+    const titan_fp8_recipe *r = r0;
+    float dy_amax;
+    if (dinp && dw && r0->format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE && r0->format[TITAN_FP8_X_GW] != TITAN_FP8_NONE &&
+        titan_fp8_recipe_axis(r0, TITAN_FP8_GO_GI) == TITAN_FP8_TENSOR &&
+        titan_fp8_recipe_axis(r0, TITAN_FP8_GO_GW) == TITAN_FP8_TENSOR && !r0->amax[TITAN_FP8_GO_GI] &&
+        !r0->amax[TITAN_FP8_GO_GW]) {
+        titan_cpu_fp8_amax(dt, &dy_amax, dout, N, OC, TITAN_FP8_TENSOR);
+        shared.amax[TITAN_FP8_GO_GI] = shared.amax[TITAN_FP8_GO_GW] = &dy_amax;
+        r = &shared;
+    }
     if (dinp) {
         grad_input(dt, r, acc & TITAN_ACC_DX, dinp, dout, w, N, IC, OC);
         gemms++;
