@@ -292,8 +292,8 @@ const key_def titan_job_keys[] = {
          "a dimension not a multiple of 16 always do; \"auto_filter_small_kn\" also skips the shapes torchao "
          "finds too small to gain (tensorwise and rowwise)"),
     BOOL("quantize.linear.float8", "enable_fsdp_float8_all_gather", float8_enable_fsdp_float8_all_gather, 0,
-         "FSDP gathers the parameters as float8 (tensorwise only; titan: accepted, the gather stays in the "
-         "compute dtype, the same numbers)"),
+         "FSDP gathers the float8 linears' weights as float8 bytes, scaled by the whole tensor's amax "
+         "(tensorwise only)"),
     BOOL("quantize.linear.float8", "precompute_float8_dynamic_scale_for_fsdp",
          float8_precompute_float8_dynamic_scale_for_fsdp, 0,
          "with the float8 all-gather, compute every weight's scale once per step after the optimizer (the same "

@@ -276,6 +276,13 @@ const float *titan_llama_logits(const titan_llama *m);
 /* The same as fp32 in host memory dst[B*T*V], whatever the compute type. */
 titan_status titan_llama_logits_host(const titan_llama *m, float *dst);
 
+/* The plan of titan_llama_set_float8 without a model: on[L x 7 + 1] (as
+ * titan_llama_fp8_param_linear indexes the linears) 1 for a linear that
+ * trains in float8; returns how many. titan_llama_float8_shape: linear
+ * lin's whole weight [out, in]. */
+int titan_llama_float8_plan(const titan_llama_config *c, const titan_fp8_recipe *r, const char *filter_fqns,
+                            unsigned char *on);
+void titan_llama_float8_shape(const titan_llama_config *c, int lin, int *out, int *in);
 /* Float8 training: the linears run as torchao's Float8Linear with recipe
  * r (tensor/fp8.h; the backend's fp8_matmul_* ops), those torchtitan's
  * float8 converter would convert (components/quantization/utils.py,
@@ -289,13 +296,6 @@ titan_status titan_llama_logits_host(const titan_llama *m, float *dst);
  * 2048; weight [N, K]). r NULL turns float8 off. *converted gets the
  * number of linears that run in float8 (of *total). TITAN_ERR_USAGE when
  * the backend has no float8 ops. */
-/* The plan of titan_llama_set_float8 without a model: on[L x 7 + 1] (as
- * titan_llama_fp8_param_linear indexes the linears) 1 for a linear that
- * trains in float8; returns how many. titan_llama_float8_shape: linear
- * lin's whole weight [out, in]. */
-int titan_llama_float8_plan(const titan_llama_config *c, const titan_fp8_recipe *r, const char *filter_fqns,
-                            unsigned char *on);
-void titan_llama_float8_shape(const titan_llama_config *c, int lin, int *out, int *in);
 titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, const char *filter_fqns,
                                     int *converted, int *total);
 /* Whether layer l's linear k (0..6: wq, wk, wv, wo, w1, w2, w3; l =

@@ -148,9 +148,6 @@ static int crosses_shard(const titan_fp8_recipe *r, int c, int colwise) {
            : axis == TITAN_FP8_ROWS ? cols_sharded : rows_sharded;
 }
 
-/* max that keeps a NaN, as the casts' amax */
-static float nanmax(float a, float b) { return isnan(a) || a >= b ? a : b; }
-
 /* dev[ns] = its max over the tp group (in rank order) */
 static titan_status group_amax(titan_llama *m, float *dev, size_t ns) {
     const titan_group *g = m->tp;
@@ -159,7 +156,7 @@ static titan_status group_amax(titan_llama *m, float *dev, size_t ns) {
     titan_status st = g->all_gather_host(g->ctx, mine, all, ns);
     if (st != TITAN_OK) return titan_error_context("model: float8 amax of %zu values over the tp group", ns), st;
     for (int q = 1; q < g->size; q++)
-        for (size_t i = 0; i < ns; i++) all[i] = nanmax(all[i], all[(size_t)q * ns + i]);
+        for (size_t i = 0; i < ns; i++) all[i] = titan_fp8_amax_max(all[i], all[(size_t)q * ns + i]);
     m->be->to_device(dev, all, ns * sizeof(float));
     return TITAN_OK;
 }
@@ -191,10 +188,18 @@ const titan_fp8_recipe *titan_llama_fp8_recipe(titan_llama *m, titan_fp8_recipe 
     *buf = *r;
     size_t lin = l >= m->L ? (size_t)m->L * FP8_PER_LAYER : (size_t)l * FP8_PER_LAYER + (size_t)k;
     int colwise = l >= m->L || !(k == FP8_WO || k == FP8_W2);
+    /* a tied output's weight is the embedding, gathered in high precision */
+    int gathered8 = m->fp8_wamax_on && !(l >= m->L && m->cfg.tie_embeddings);
     for (int c = c0; c < c1; c++) {
         if (r->format[c] == TITAN_FP8_NONE) continue;
-        if (m->fp8_wamax_on && operand_of(c) == OPERAND_W) {
+        if (gathered8 && operand_of(c) == OPERAND_W) {
             buf->amax[c] = m->fp8_wamax + lin; /* tensorwise: the all-gather's scale */
+            continue;
+        }
+        /* tensorwise: grad_w's dy is grad_in's, reduced once */
+        if (c == TITAN_FP8_GO_GW && buf->amax[TITAN_FP8_GO_GI] && !r->rowwise[TITAN_FP8_GO_GI] &&
+            !r->rowwise[TITAN_FP8_GO_GW]) {
+            buf->amax[c] = buf->amax[TITAN_FP8_GO_GI];
             continue;
         }
         if (m->err != TITAN_OK) continue;

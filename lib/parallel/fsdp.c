@@ -244,8 +244,8 @@ static unsigned long long q_push(titan_fsdp *f, int qi, int fin, int ui, int sta
 
 /* ---- gathers ------------------------------------------------------------- */
 
-/* One all-gather for the unit: our shard part into its place in a staging
- * buffer (cast to the parameter dtype), gathered in place. */
+/* issue_gather with the float8 all-gather (fsdp_fp8.c): the weights'
+ * amaxes first when stale, then the unit in its byte layout. */
 static void issue_gather_fp8(titan_fsdp *f, int ui) {
     unit *u = &f->units[ui];
     keep(f, titan_fsdp_fp8_refresh(f));
@@ -267,6 +267,8 @@ static void issue_gather_fp8(titan_fsdp *f, int ui) {
     u->state = INFLIGHT;
 }
 
+/* One all-gather for the unit: our shard part into its place in a staging
+ * buffer (cast to the parameter dtype), gathered in place. */
 static void issue_gather(titan_fsdp *f, int ui) {
     unit *u = &f->units[ui];
     if (u->state != STALE) return;

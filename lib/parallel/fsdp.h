@@ -156,7 +156,9 @@ titan_status titan_fsdp_zero_grads(titan_fsdp *f);
 /* Collective: full fp32 parameters into the model from every rank's shard
  * (each stale unit, at once), e.g. for sampling after training. Training
  * gathers in bf16 write only the model's bf16 compute copy; from this call
- * on, gathers write the fp32 parameters again. */
+ * on, gathers write the fp32 parameters again. With the float8 all-gather
+ * the float8 linears' weights are the dequantized float8 codes (their
+ * casts give back those codes: sampling is the run's own forward). */
 titan_status titan_fsdp_gather_params(titan_fsdp *f);
 /* Whether the coming backward is the step's last micro-batch, whose
  * after-backward hooks start the gradient reductions (default 1). */

@@ -15,20 +15,18 @@
  * fp32 the step is bit for bit the one that gathers in fp32. */
 #include <limits.h>
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/mem.h"
 #include "parallel/fsdp_impl.h"
 
-/* max that keeps a NaN, as the casts' amax */
-static float nanmax(float a, float b) { return isnan(a) || a >= b ? a : b; }
-
-/* Element size of tensor i in the gather: 1 (float8 codes) or the
- * parameter dtype's. */
-static size_t gather_esize(const titan_fsdp *f, int i) {
-    return f->fp8_lin[i] >= 0 ? 1 : titan_dtype_size(f->pdtype);
+/* Bytes tensor i's n elements take in the gather: 1 each (float8 codes)
+ * or the parameter dtype's, each piece rounded up to 16 bytes so that the
+ * next starts aligned for the device's convert and cast kernels. */
+static size_t piece_bytes(const titan_fsdp *f, int i, size_t n) {
+    size_t b = n * (f->fp8_lin[i] >= 0 ? 1 : titan_dtype_size(f->pdtype));
+    return (b + 15) & ~(size_t)15;
 }
 
 /* v[n] = its max over communicator c (every rank's in rank order), through
@@ -49,7 +47,7 @@ static titan_status max_over(titan_fsdp *f, titan_comm *c, float *v, size_t n) {
     if (st != TITAN_OK) return st;
     for (size_t i = 0; i < n; i++) {
         float m = all[i];
-        for (int r = 1; r < size; r++) m = nanmax(m, all[(size_t)r * n + i]);
+        for (int r = 1; r < size; r++) m = titan_fp8_amax_max(m, all[(size_t)r * n + i]);
         v[i] = m;
     }
     return TITAN_OK;
@@ -57,6 +55,9 @@ static titan_status max_over(titan_fsdp *f, titan_comm *c, float *v, size_t n) {
 
 titan_status titan_fsdp_fp8_refresh(titan_fsdp *f) {
     if (!f->fp8_stale) return TITAN_OK;
+    /* not again on a failure here: the ranks must not disagree on the
+     * collectives below (the error stops the run) */
+    f->fp8_stale = 0;
     size_t np = (size_t)f->np;
     float *amax = f->fp8_host, *per_linear = f->fp8_host + np;
     /* the shards' maxima (a tensor this rank holds nothing of: 0) */
@@ -83,7 +84,6 @@ titan_status titan_fsdp_fp8_refresh(titan_fsdp *f) {
     f->be->to_device(f->fp8_dev, amax, np * sizeof(float));
     for (int i = 0; i < f->np; i++) amax[i] = titan_fp8_scale(amax[i], TITAN_FP8_E4M3, 0);
     f->be->to_device(f->fp8_dev + np, amax, np * sizeof(float));
-    f->fp8_stale = 0;
     return TITAN_OK;
 }
 
@@ -97,7 +97,7 @@ void titan_fsdp_fp8_pack(titan_fsdp *f, const unit *u, void *dst) {
                                 TITAN_FP8_TENSOR, TITAN_FP8_E4M3, 0, f->fp8_dev + i);
         else
             f->be->convert(d, f->pdtype, src, TITAN_DTYPE_F32, len);
-        d += len * gather_esize(f, i);
+        d += piece_bytes(f, i, len);
     }
 }
 
@@ -115,7 +115,7 @@ void titan_fsdp_fp8_unpack(titan_fsdp *f, const unit *u, const void *buf, void *
                 f->be->fp8_dequantize(fdt, x, (const uint8_t *)b, f->fp8_dev + f->np + i, c[r], TITAN_FP8_E4M3);
             else
                 f->be->convert(x, fdt, b, f->pdtype, c[r]);
-            b += c[r] * gather_esize(f, i);
+            b += piece_bytes(f, i, c[r]);
         }
     }
 }
@@ -144,6 +144,8 @@ titan_status titan_fsdp_set_float8_gather(titan_fsdp *f, size_t *saved) {
     f->fp8_dev_all = f->be->alloc((size_t)most * (size_t)f->np * sizeof(float));
     if (!f->fp8_dev || !f->fp8_dev_all)
         return titan_error(TITAN_ERR_NOMEM, "fsdp float8 all-gather: amax buffers (%s): out of memory", f->be->name);
+    memset(f->fp8_host, 0, (size_t)f->np * sizeof(float));
+    f->be->to_device(f->fp8_dev, f->fp8_host, (size_t)f->np * sizeof(float)); /* the other tensors' slots */
     /* each unit's bytes rank by rank */
     size_t esz = titan_dtype_size(f->pdtype);
     for (int k = 0; k < f->nunits; k++) {
@@ -154,12 +156,12 @@ titan_status titan_fsdp_set_float8_gather(titan_fsdp *f, size_t *saved) {
         size_t off = 0;
         for (int r = 0; r < S; r++) {
             u->fp8_counts[r] = 0;
-            for (int i = u->p0; i < u->p1; i++) u->fp8_counts[r] += f->counts[(size_t)i * S + r] * gather_esize(f, i);
+            for (int i = u->p0; i < u->p1; i++) u->fp8_counts[r] += piece_bytes(f, i, f->counts[(size_t)i * S + r]);
             u->fp8_rank_off[r] = off;
             off += u->fp8_counts[r];
         }
         u->fp8_bytes = off;
-        *saved += u->full_len * esz - off;
+        if (u->full_len * esz > off) *saved += u->full_len * esz - off;
     }
     f->fp8_stale = 1;
     f->fp8_gather = any;

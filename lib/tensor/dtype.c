@@ -43,8 +43,7 @@ int titan_dtype_parse(const char *s, titan_dtype *out) {
     static const struct { const char *name; titan_dtype t; } names[] = {
         {"f32", TITAN_DTYPE_F32},   {"float32", TITAN_DTYPE_F32},  {"bf16", TITAN_DTYPE_BF16},
         {"bfloat16", TITAN_DTYPE_BF16}, {"f16", TITAN_DTYPE_F16},  {"float16", TITAN_DTYPE_F16},
-        {"u32", TITAN_DTYPE_U32},   {"uint32", TITAN_DTYPE_U32},  {"u8", TITAN_DTYPE_U8},
-        {"uint8", TITAN_DTYPE_U8},
+        {"u32", TITAN_DTYPE_U32},   {"uint32", TITAN_DTYPE_U32},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) {

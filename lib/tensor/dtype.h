@@ -16,7 +16,9 @@ typedef enum {
 
 size_t titan_dtype_size(titan_dtype t);
 const char *titan_dtype_name(titan_dtype t);       /* "f32", "bf16", "f16", "u32", "u8" */
-int titan_dtype_parse(const char *s, titan_dtype *out); /* 0 ok, -1 unknown */
+/* 0 ok, -1 unknown; u8 is not parsed: communicators move it, no file or
+ * option holds it */
+int titan_dtype_parse(const char *s, titan_dtype *out);
 
 /* Round-to-nearest-even; NaN stays NaN. */
 uint16_t titan_f32_to_bf16(float f);

@@ -31,17 +31,14 @@ static float load(const void *x, titan_dtype dt, size_t i) {
     return ((const float *)x)[i];
 }
 
-/* max that keeps a NaN (torch's amax propagates it) */
-static float nanmax(float a, float b) { return isnan(a) || a >= b ? a : b; }
-
 void titan_fp8_amax(float *amax, const void *x, titan_dtype dt, int r0, int r1, int cols,
                     titan_fp8_axis axis) {
     for (int r = r0; r < r1; r++) {
         float rm = axis == TITAN_FP8_ROWS ? amax[r] : axis == TITAN_FP8_TENSOR ? amax[0] : 0.0f;
         for (int c = 0; c < cols; c++) {
             float v = fabsf(load(x, dt, (size_t)r * cols + c));
-            if (axis == TITAN_FP8_COLS) amax[c] = nanmax(amax[c], v);
-            else rm = nanmax(rm, v);
+            if (axis == TITAN_FP8_COLS) amax[c] = titan_fp8_amax_max(amax[c], v);
+            else rm = titan_fp8_amax_max(rm, v);
         }
         if (axis == TITAN_FP8_ROWS) amax[r] = rm;
         else if (axis == TITAN_FP8_TENSOR) amax[0] = rm;

@@ -93,6 +93,9 @@ TITAN_FP8_INLINE float titan_fp8_decode_with(uint8_t code, titan_fp8_format f) {
     return sign ? -v : v;
 }
 
+/* max of two amaxes that keeps a NaN (torch's amax propagates it): how
+ * partial maxima fold, over row blocks or over the ranks of a group */
+static inline float titan_fp8_amax_max(float a, float b) { return isnan(a) || a >= b ? a : b; }
 /* "e4m3fn", "e5m2", "none" */
 const char *titan_fp8_format_name(titan_fp8_format f);
 float titan_fp8_max(titan_fp8_format f);

@@ -134,7 +134,7 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
     unsigned char *on = titan_alloc((size_t)n, "memory estimate (float8 plan)");
     if (!on) return TITAN_ERR_NOMEM;
     titan_llama_float8_plan(mc, &rc, cfg->float8_filter_fqns, on);
-    double N = (double)p->sh.mb * (double)(cfg->training_seq_len / p->lay.cp), most = 0, dims = N;
+    double N = (double)p->sh.mb * (double)(cfg->training_seq_len / p->lay.cp), most = 0;
     int emulated = cfg->float8_emulate || dev->host;
     double cdt = (double)titan_dtype_size(p->sh.compute);
     for (int i = 0; i < n; i++) {
@@ -149,15 +149,24 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
         for (int j = 0; j < 3; j++) {
             double a = g[j][0] * g[j][2], b = g[j][1] * g[j][2], out = g[j][0] * g[j][1];
             double bytes = a + b + 2.0 * (g[j][0] + g[j][1] + 64.0) * sizeof(float);
-            if (emulated) bytes += (a + b) * sizeof(float) + (cdt != 4.0 || j == 2 ? out * sizeof(float) : 0.0);
+            /* emulated: fp32 operands; out and grad_in in fp32 first where the
+             * compute type is not (the cpu widens a residual too); grad_w
+             * writes the fp32 gradient itself */
+            if (emulated && j < 2 && cdt != 4.0) bytes += out * sizeof(float) * (dev->host && j == 0 ? 2.0 : 1.0);
+            if (emulated) bytes += (a + b) * sizeof(float);
             if (bytes > most) most = bytes;
         }
-        if (oc > dims) dims = oc;
-        if (ic > dims) dims = ic;
     }
     titan_free(on);
     r->fp8_scratch = most;
-    if (tp > 1) r->fsdp_staging += 6.0 * dims * sizeof(float); /* fp8_amax_dev (the host part: tp x dims) */
+    if (tp > 1 && most > 0) { /* llama_fp8.c's amax buffers: 6 casts x max(N, the local dimensions) */
+        int hd = mc->dim / mc->n_heads;
+        double dims[] = {N, mc->dim, titan_llama_hidden_dim(mc) / tp, (double)mc->n_heads * hd / tp,
+                         (double)mc->n_kv_heads * hd / tp, (mc->vocab_size + tp - 1) / tp}, cap = 0;
+        for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+            if (dims[i] > cap) cap = dims[i];
+        r->fsdp_staging += 6.0 * cap * sizeof(float);
+    }
     return TITAN_OK;
 }
 

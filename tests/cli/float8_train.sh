@@ -148,6 +148,24 @@ for lay in aghsdp agpp; do
         ok "$lay: the float8 all-gather gives the fp32 gather's checkpoint" ||
         fail "$lay: the float8 all-gather gives the fp32 gather's checkpoint"
 done
+# tied embeddings with a float8 output (a 512-token BPE: the output's rows
+# a multiple of 16): the output's weight is the embedding, gathered in
+# high precision, and cast with its own amax
+mkdir -p "$tmp/bpe"
+cp "$top"/man/*.1 "$tmp/bpe/"
+"$bin/titan-shard" -q --train-tokenizer 512 "$tmp/bpe" -o "$tmp/bpe.tiktoken" 2>"$tmp/err" &&
+    "$bin/titan-shard" -q --tokenizer "tiktoken:$tmp/bpe.tiktoken" "$tmp/bpe" -o "$tmp/bpedata" 2>"$tmp/err" ||
+    fail "a 512-token BPE corpus"
+for r in tied tied8; do
+    "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $F8 --model.tie_embeddings=true --training.threads=1 \
+        --model.tokenizer="tiktoken:$tmp/bpe.tiktoken" --training.dataset_path="$tmp/bpedata" 2>"$tmp/err" ||
+        fail "init $r"
+done
+expect 0 "15 of 15 linears" "tied float8 output, FSDP 2" -- "$bin/titan-train" --nproc 2 "$tmp/tied"
+expect 0 "" "the same with the float8 all-gather" -- "$bin/titan-train" -q --nproc 2 "$tmp/tied8" $AG
+cmp -s "$tmp/tied/checkpoint/step-00000006/rank-00000.bin" "$tmp/tied8/checkpoint/step-00000006/rank-00000.bin" &&
+    ok "tied float8 output: the float8 all-gather gives the fp32 gather's checkpoint" ||
+    fail "tied float8 output: the float8 all-gather gives the fp32 gather's checkpoint"
 expect 0 "" "float8 FSDP 2 bf16" -- "$bin/titan-train" -q --nproc 2 "$tmp/fsdpb" --training.mixed_precision_param=bfloat16
 expect 0 "" "float8 FSDP 2 bf16 with the float8 all-gather" -- "$bin/titan-train" -q --nproc 2 "$tmp/fsdpb8" $AG \
     --training.mixed_precision_param=bfloat16
