@@ -55,6 +55,14 @@ int titan_pipeline_hand_over(titan_pp_schedule s, int pp, int rank, int v, int m
  * against the schedule and the model; TITAN_ERR_USAGE names the keys. */
 titan_status titan_pipeline_split(const titan_job_config *cfg, titan_pp_schedule s, int n_layers, int micro,
                                   titan_layout *l);
+/* parallelism.module_fqns_per_model_part (the job config's spelling: a
+ * part's FQNs joined by ',', the parts by ';') as layer counts a stage:
+ * whole blocks only (tok_embeddings, layers.N, norm, output), every block
+ * in exactly one part, the layers in order and a contiguous run a part,
+ * the embedding in the first part, norm and output in the last;
+ * TITAN_ERR_USAGE names the part and the FQN. titan_pipeline_split uses it
+ * when the key is set: stages a rank = parts / pp. */
+titan_status titan_pipeline_fqn_split(const char *parts, int n_layers, titan_stage_layers *out);
 
 /* For the model of this rank's stages (made with the slots above, for
  * micro-batches of B x T). */
