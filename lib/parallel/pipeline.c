@@ -45,7 +45,7 @@ struct titan_pipeline {
     void *gout;
     titan_comm_req **out_req;    /* per slot: the queued send of its output */
     titan_comm_req **gout_req;   /* per slot: the queued send of its input gradient */
-    double wait_s;
+    double wait_s, wait_cpu_s; /* wall and CPU time in transfers' waits */
     /* The last step's spans of its actions (titan_pipeline_last_step) and
      * the sums over the steps so far: wall time, time computing. */
     titan_pp_span *spans;
@@ -276,10 +276,11 @@ titan_status titan_pipeline_create(titan_pipeline **out, titan_mesh *mesh, titan
 /* Waits for a queued send (if any), its time blocked counted. */
 static titan_status wait_req(titan_pipeline *p, titan_comm_req **req) {
     if (!*req) return TITAN_OK;
-    double t0 = titan_now_s();
+    double t0 = titan_now_s(), c0 = titan_cpu_s();
     titan_status st = titan_comm_wait(*req);
     *req = NULL;
     p->wait_s += titan_now_s() - t0;
+    p->wait_cpu_s += titan_cpu_s() - c0;
     return st;
 }
 
@@ -329,9 +330,10 @@ static titan_status failed(titan_pipeline *p, titan_status st, const char *what,
 
 /* Blocking receive of count elements into dst (backend memory) from peer. */
 static titan_status recv_into(titan_pipeline *p, titan_comm *c, void *dst, char *host, int peer) {
-    double t0 = titan_now_s();
+    double t0 = titan_now_s(), c0 = titan_cpu_s();
     titan_status st = titan_comm_recv(c, host ? host : dst, p->count, p->dt, peer, NULL);
     p->wait_s += titan_now_s() - t0;
+    p->wait_cpu_s += titan_cpu_s() - c0;
     if (st == TITAN_OK && host) p->be->to_device(dst, host, p->bytes);
     return st;
 }
@@ -457,7 +459,7 @@ titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, cons
     double busy = 0.0;
     for (int i = 0; i < p->nacts && st == TITAN_OK; i++) {
         const titan_pp_action *a = &p->acts[i];
-        double t0 = titan_now_s(), w0 = p->wait_s;
+        double t0 = titan_now_s(), w0 = p->wait_s, c0 = titan_cpu_s(), wc0 = p->wait_cpu_s;
         int last = a->op != TITAN_PP_I && a->op != TITAN_PP_F && sync && ++nb[a->stage] == p->micro;
         switch ((titan_pp_op)a->op) {
         case TITAN_PP_F: st = forward_mb(p, a->stage, inputs, targets, a->mb, loss_scale, &sum); break;
@@ -469,7 +471,8 @@ titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, cons
             titan_llama_backward_weight(p->model);
             break;
         }
-        p->spans[i] = (titan_pp_span){t0 - p->step_t0, titan_now_s() - p->step_t0, p->wait_s - w0};
+        p->spans[i] = (titan_pp_span){t0 - p->step_t0, titan_now_s() - p->step_t0, p->wait_s - w0,
+                                      titan_cpu_s() - c0 - (p->wait_cpu_s - wc0)};
         busy += p->spans[i].t1 - p->spans[i].t0 - p->spans[i].blocked_s;
     }
     if (st == TITAN_OK && p->calls++ > 0) { /* the first pays for warm-up */

@@ -82,9 +82,11 @@ titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, cons
 titan_status titan_pipeline_eval(titan_pipeline *p, const uint32_t *inputs, const uint32_t *targets,
                                  double *loss);
 /* An action's times in its step (seconds from the step's start, titan_now_s
- * clock) and the time it was blocked in transfers. */
+ * clock), the time it was blocked in transfers, and the process's CPU
+ * time in it outside those (titan_cpu_s: its compute, which a core shared
+ * with other ranks does not stretch). */
 typedef struct {
-    double t0, t1, blocked_s;
+    double t0, t1, blocked_s, cpu_s;
 } titan_pp_span;
 /* The last titan_pipeline_step's actions and spans (its start in *t0,
  * titan_now_s); returns their number, 0 before the first step. */
