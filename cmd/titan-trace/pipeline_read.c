@@ -17,6 +17,7 @@ typedef struct {
     titan_pp_action *acts;
     double *cost; /* each action's time less its blocked time, seconds */
     double *cpu;  /* its process CPU time outside the blocked time (-1: not recorded) */
+    double *mean; /* its op's mean time over the pipeline's actions (equal stages) */
 } rank_trace;
 
 typedef struct {
@@ -55,7 +56,8 @@ static titan_status read_rank(const char *path, int world, rank_trace *t, shape 
     t->acts = calloc(cap ? cap : 1, sizeof *t->acts);
     t->cost = calloc(cap ? cap : 1, sizeof *t->cost);
     t->cpu = calloc(cap ? cap : 1, sizeof *t->cpu);
-    if (!t->acts || !t->cost || !t->cpu) st = titan_error(TITAN_ERR_NOMEM, "%s: out of memory", path);
+    t->mean = calloc(cap ? cap : 1, sizeof *t->mean);
+    if (!t->acts || !t->cost || !t->cpu || !t->mean) st = titan_error(TITAN_ERR_NOMEM, "%s: out of memory", path);
     json_t *ev;
     json_array_foreach(evs, i, ev) {
         json_t *args = json_object_get(ev, "args");
@@ -75,10 +77,12 @@ static titan_status read_rank(const char *path, int world, rank_trace *t, shape 
     return st;
 }
 
-/* The replay's bubble per pp rank (out[pp]) with each action's wall time
- * (cpu 0) or CPU time (cpu 1); 0 when some stage has no trace, or (cpu)
- * an action no CPU time. */
-static int replay(rank_trace *t, int nt, const shape *sh, int cpu, double *out) {
+enum { WALL, CPU, EQUAL };
+
+/* The replay's bubble per pp rank (out[pp]) with each action's wall time,
+ * CPU time, or (EQUAL) its op's mean; 0 when some stage has no trace, or
+ * (CPU) an action no CPU time. */
+static int replay(rank_trace *t, int nt, const shape *sh, int which, double *out) {
     titan_pp_action **lists = calloc((size_t)sh->pp, sizeof *lists);
     const double **cost = calloc((size_t)sh->pp, sizeof *cost);
     int *n = calloc((size_t)sh->pp, sizeof *n), ok = lists && cost && n;
@@ -86,9 +90,9 @@ static int replay(rank_trace *t, int nt, const shape *sh, int cpu, double *out) 
     for (int i = nt - 1; ok && i >= 0; i--) /* the lowest world rank of each pp rank */
         if (t[i].pp_rank >= 0 && t[i].pp_rank < sh->pp) {
             lists[t[i].pp_rank] = t[i].acts;
-            cost[t[i].pp_rank] = cpu ? t[i].cpu : t[i].cost;
+            cost[t[i].pp_rank] = which == CPU ? t[i].cpu : which == EQUAL ? t[i].mean : t[i].cost;
             n[t[i].pp_rank] = t[i].n;
-            for (int a = 0; cpu && a < t[i].n; a++) ok = ok && t[i].cpu[a] >= 0.0;
+            for (int a = 0; which == CPU && a < t[i].n; a++) ok = ok && t[i].cpu[a] >= 0.0;
         }
     for (int r = 0; ok && r < sh->pp; r++) ok = lists[r] != NULL;
     ok = ok && busy && titan_pp_schedule_verify(sh->pp, sh->v, sh->vshape, sh->micro, lists, n, NULL) == TITAN_OK;
@@ -102,6 +106,20 @@ static int replay(rank_trace *t, int nt, const shape *sh, int cpu, double *out) 
     free(n);
     free(busy);
     return ok;
+}
+
+/* Every action's mean (the mean of its op's CPU times over the pipeline's
+ * ranks, wall times where one has none) into t[].mean: the replay of equal
+ * stages with the measured ratios of F, I, W and B. */
+static void op_means(rank_trace *t, int nt) {
+    double sum[4] = {0}, n[4] = {0};
+    int cpu = 1;
+    for (int i = 0; i < nt; i++)
+        for (int a = 0; a < t[i].n; a++) cpu = cpu && t[i].cpu[a] >= 0.0;
+    for (int i = 0; i < nt; i++)
+        for (int a = 0; a < t[i].n; a++) sum[t[i].acts[a].op] += cpu ? t[i].cpu[a] : t[i].cost[a], n[t[i].acts[a].op]++;
+    for (int i = 0; i < nt; i++)
+        for (int a = 0; a < t[i].n; a++) t[i].mean[a] = sum[t[i].acts[a].op] / n[t[i].acts[a].op];
 }
 
 static int by_value(const void *a, const void *b) {
@@ -172,7 +190,7 @@ titan_status titan_pipeline_summary(const char *run_dir, FILE *out, int *found) 
         if (st == TITAN_OK) nt++;
     }
     double *rep = st == TITAN_OK && nt && sh.pp > 0 ? calloc((size_t)2 * sh.pp, sizeof *rep) : NULL;
-    int have_replay = rep && replay(t, nt, &sh, 0, rep), have_cpu = rep && replay(t, nt, &sh, 1, rep + sh.pp);
+    int have_replay = rep && replay(t, nt, &sh, WALL, rep), have_cpu = rep && replay(t, nt, &sh, CPU, rep + sh.pp);
     if (st == TITAN_OK && nt) {
         fprintf(out, "pipeline: %s, pp %d x %d stage%s a rank, %d micro-batches (%s/pipeline_traces)\n", sh.schedule,
                 sh.pp, sh.v, sh.v == 1 ? "" : "s", sh.micro, run_dir);
@@ -186,9 +204,18 @@ titan_status titan_pipeline_summary(const char *run_dir, FILE *out, int *found) 
                     100.0 * t[i].measured, t[i].steps, replayed, on_cpu, 100.0 * t[i].theory);
         }
         if (sh.pp > 0 && sh.v > 0) stage_table(t, nt, &sh, out);
+        double *eq = have_replay ? calloc((size_t)sh.pp, sizeof *eq) : NULL;
+        op_means(t, nt);
+        if (eq && replay(t, nt, &sh, EQUAL, eq)) {
+            fprintf(out, "  replay with each op's mean %s time on every stage (equal stages), by pp rank:",
+                     have_cpu ? "CPU" : "wall");
+            for (int r = 0; r < sh.pp; r++) fprintf(out, " %.1f%%", 100.0 * eq[r]);
+            fputc('\n', out);
+        }
+        free(eq);
         *found = nt;
     }
-    for (int i = 0; i < nt; i++) free(t[i].acts), free(t[i].cost), free(t[i].cpu);
+    for (int i = 0; i < nt; i++) free(t[i].acts), free(t[i].cost), free(t[i].cpu), free(t[i].mean);
     free(t);
     free(rep);
     return st;

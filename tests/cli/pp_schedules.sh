@@ -43,6 +43,8 @@ grep -Eq "^ +1 +1 +[0-9.]+% \( *[0-9]+\) +[0-9.]+% +[0-9.]+% +[0-9.]+%$" "$tmp/o
 # each stage's median F, I, W times (wall, then CPU), and the ranks' sums
 grep -Eq "^ +3 +1( +[0-9.]+ \([0-9.]+\)){3} +-$" "$tmp/out" && grep -Eq "^  pp rank 1: [0-9.]+ ms computing in the last step \([0-9.]+ ms CPU\)$" "$tmp/out" &&
     ok "stage 3's median F, I, W times (rank 1), each rank's sum" || fail "stage 3's median F, I, W times (rank 1), each rank's sum"
+grep -Eq "^  replay with each op's mean CPU time on every stage \(equal stages\), by pp rank: [0-9.]+% [0-9.]+%$" "$tmp/out" &&
+    ok "the replay of equal stages, by pp rank" || fail "the replay of equal stages, by pp rank"
 expect 0 "" "titan-trace chrome takes the pipeline traces" -- "$bin/titan-trace" chrome "$tmp/zb" -o "$tmp/zb.json"
 /usr/bin/python3 - "$tmp/zb.json" <<'PY' && ok "the Chrome trace has each rank's F, I and W slices" ||
 import json, sys
