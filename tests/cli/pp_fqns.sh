@@ -5,7 +5,9 @@
 # bits; uneven parts (pp 2, 1F1B: 1 layer then 5; pp 2 Interleaved1F1B and
 # ZBVZeroBubble: 4 parts of 1, 2, 1 and 2 layers) follow the one-process
 # curve to pp_train.sh's bounds and name the split in the layout
-# (pp_layers); a ZBV run's checkpoint resumes as one process; --print-config
+# (pp_layers); titan-reshard takes the uneven checkpoint to the default
+# split and back byte for byte; a ZBV run's checkpoint resumes as one
+# process; --print-config
 # writes the key back; and the refusals, each naming the part and the
 # FQN: the embedding, norm or output in the wrong part, a layer twice, out
 # of order or missing, part of a block, an unknown name, parts not a
@@ -39,6 +41,14 @@ expect 0 "" "pp 2, 1 layer then 5" -- \
     "$bin/titan-train" "$tmp/uneven" --nproc 2 $PP2 "$KEY=$UNEVEN"
 check "the uneven split is in the checkpoint's layout" saved uneven "dp_replicate=1,dp_shard=1,cp=1,tp=1,pp=2,pp_v=1,pp_first_less=1,pp_last_less=1,pp_layers=1:5"
 curve "pp 2, 1 layer then 5: loss curve = one process" "$tmp/single" "$tmp/uneven"
+expect 0 "" "reshard the uneven split's checkpoint to the default split" -- \
+    "$bin/titan-reshard" -q "$tmp/uneven" --to "pp=2" "$tmp/even"
+expect 0 "" "and back to 1 layer then 5 (pp_layers)" -- "$bin/titan-reshard" -q "$tmp/even" --to "pp=2,pp_layers=1:5" \
+    "$tmp/back"
+for f in rank-00000.bin rank-00001.bin; do
+    cmp -s "$tmp/uneven/checkpoint/step-00000020/$f" "$tmp/back/step-00000020/$f" &&
+        ok "uneven -> default -> uneven: $f byte for byte" || fail "uneven -> default -> uneven: $f byte for byte"
+done
 expect 0 "" "pp 2 Interleaved1F1B, 4 parts of 1, 2, 1, 2 layers" -- "$bin/titan-train" -q "$tmp/il" --nproc 2 $PP2 \
     --parallelism.pipeline_parallel_schedule=Interleaved1F1B "$KEY=$FOUR"
 curve "pp 2 Interleaved1F1B by name: loss curve = one process" "$tmp/single" "$tmp/il"
