@@ -51,8 +51,10 @@ int titan_pipeline_hand_over(titan_pp_schedule s, int pp, int rank, int v, int m
  * from parallelism.pipeline_parallel_layers_per_stage and the stage-less
  * layers keys, as torchtitan makes it (pipeline_parallel.py: stages =
  * ceil((n_layers + first_less + last_less) / layers_per_stage), a multiple
- * of pp; unset, 1 stage a rank, 2 for multi-stage schedules), checked
- * against the schedule and the model; TITAN_ERR_USAGE names the keys. */
+ * of pp; unset, 1 stage a rank, 2 for multi-stage schedules), or from
+ * parallelism.module_fqns_per_model_part when set (titan_pipeline_fqn_split:
+ * pp_layers), checked against the schedule and the model; TITAN_ERR_USAGE
+ * names the keys. */
 titan_status titan_pipeline_split(const titan_job_config *cfg, titan_pp_schedule s, int n_layers, int micro,
                                   titan_layout *l);
 /* parallelism.module_fqns_per_model_part (the job config's spelling: a
