@@ -313,13 +313,15 @@ print("%d cores; threads per rank = max(1, cores / ranks): %s (titan --training.
 # (titan-trace summary: measured, the replay of the last local batch's
 # actions with their measured times, and the schedule's theory), peak RSS.
 def bubbles(run):
-    """titan-trace summary's pipeline table: [(measured, replay, theory)] per rank, percent."""
+    """titan-trace summary's pipeline table: [(measured, replay on wall times, replay on CPU
+    times, theory)] per rank, percent."""
     txt = subprocess.run(["bin/titan-trace", "summary", run], capture_output=True, text=True, check=True).stdout
     rows_b = []
+    num = lambda x: None if x == "-" else float(x)
     for line in txt.splitlines():
         f = line.replace("%", " ").replace("(", " ").replace(")", " ").split()
-        if len(f) == 6 and f[0].isdigit() and f[1].isdigit():
-            rows_b.append((float(f[2]), None if f[4] == "-" else float(f[4]), float(f[5])))
+        if "%" in line and len(f) == 7 and f[0].isdigit() and f[1].isdigit():
+            rows_b.append((float(f[2]), num(f[4]), num(f[5]), float(f[6])))
     return rows_b
 
 sched_rows = []
@@ -382,14 +384,17 @@ print("  4P/N (%.1f MB at 2 ranks, %.1f MB at 4) plus up to 5 of its largest uni
 if sched_rows:
     print()
     print("pipeline schedules, %d micro-batches of one sequence a step (dp 1):" % G)
-    print("%-28s %9s %26s %26s %26s %10s" % ("schedule", "tokens/s", "bubble measured % by rank",
-                                             "replay % by rank", "theory % by rank", "RSS MB max"))
+    print("%-28s %9s %26s %26s %26s %26s %10s" % ("schedule", "tokens/s", "bubble measured % by rank",
+                                                  "replay % by rank", "replay on CPU % by rank",
+                                                  "theory % by rank", "RSS MB max"))
     for pp, sched, d, b in sched_rows:
         col = lambda k: " ".join("%5.1f" % x[k] if x[k] is not None else "    -" for x in b)
-        print("%-28s %9.1f %26s %26s %26s %10.1f" % ("pp %d %s" % (pp, sched), d["tps"], col(0), col(1), col(2),
-                                                     max(d["rss"]) / MB))
+        print("%-28s %9.1f %26s %26s %26s %26s %10.1f" % ("pp %d %s" % (pp, sched), d["tps"], col(0), col(1),
+                                                          col(2), col(3), max(d["rss"]) / MB))
     print("bubble: 1 - a rank's time computing / its time in the pipeline (blocked transfers idle);")
     print("  replay: the last local batch's recorded actions on a logical clock with their measured")
-    print("  times; theory: the same lists with F, I, W 1 and B 2 (titan(7), PIPELINE SCHEDULES).")
+    print("  times (wall less blocked; on CPU: the rank's CPU time in each, which a core shared with")
+    print("  other ranks does not stretch); theory: the same lists with F, I, W 1 and B 2 (titan(7),")
+    print("  PIPELINE SCHEDULES).")
     print("  BENCH_DIST_PP_SCHEDULES=0 leaves these rows out.")
 EOF

@@ -4,7 +4,8 @@
  * the run's steps), the bubble of a replay of its pipeline's last step on
  * a logical clock with each action's measured time
  * (titan_pp_schedule_replay; one rank per pipeline stage, the lowest world
- * rank of each), and the schedule's theoretical one. */
+ * rank of each), wall less blocked and CPU, and the schedule's theoretical
+ * one; then each stage's median action times and each rank's sums. */
 #ifndef TITAN_CMD_TRACE_PIPELINE_READ_H
 #define TITAN_CMD_TRACE_PIPELINE_READ_H
 

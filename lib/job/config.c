@@ -184,6 +184,7 @@ static void describe(const key_def *k, char *out, size_t cap) {
     case T_BOOL: snprintf(out, cap, "true or false"); return;
     case T_TRI: snprintf(out, cap, "true, false or -1"); return;
     case T_LIST: snprintf(out, cap, "a list of strings"); return;
+    case T_LISTS: snprintf(out, cap, "a list of lists of strings"); return;
     case T_INT64: snprintf(out, cap, "an integer"); return;
     default: break;
     }
@@ -330,6 +331,45 @@ static titan_status set_list(const key_def *k, char *field, const titan_toml_val
     return TITAN_OK;
 }
 
+/* A T_LISTS key from a TOML array of arrays of strings: each inner list
+ * non-empty, its strings non-empty, without ',' or ';' (the separators). */
+static titan_status set_lists(const key_def *k, char *field, const titan_toml_value *v, const char *place) {
+    if (v->type != TITAN_TOML_ARRAY) return bad_value(k, place, v);
+    char *buf = calloc(1, TITAN_LONG_STR);
+    if (!buf) return titan_error(TITAN_ERR_NOMEM, "out of memory");
+    size_t used = 0;
+    titan_status st = TITAN_OK;
+    for (int i = 0; i < v->u.arr->n && st == TITAN_OK; i++) {
+        const titan_toml_value *part = &v->u.arr->items[i];
+        if (part->type != TITAN_TOML_ARRAY || part->u.arr->n == 0) {
+            char got[96];
+            value_text(part, got, sizeof got);
+            st = titan_error(TITAN_ERR_USAGE, "%s: %s.%s: part %d: expected a non-empty list of strings, got %s", place,
+                             k->section, k->key, i, got);
+            break;
+        }
+        for (int j = 0; j < part->u.arr->n && st == TITAN_OK; j++) {
+            const titan_toml_value *e = &part->u.arr->items[j];
+            if (e->type != TITAN_TOML_STRING || e->u.str.len == 0 || strlen(e->u.str.ptr) != e->u.str.len ||
+                strpbrk(e->u.str.ptr, ",;")) {
+                char got[96];
+                value_text(e, got, sizeof got);
+                st = titan_error(TITAN_ERR_USAGE, "%s: %s.%s: part %d: expected module names (non-empty, without "
+                                 "',' or ';'), got %s", place, k->section, k->key, i, got);
+            } else if (used + e->u.str.len + 2 > TITAN_LONG_STR) {
+                st = titan_error(TITAN_ERR_USAGE, "%s: %s.%s: longer than the %d bytes allowed", place, k->section,
+                                 k->key, TITAN_LONG_STR - 1);
+            } else {
+                used += (size_t)snprintf(buf + used, TITAN_LONG_STR - used, "%s%s", j ? "," : i ? ";" : "",
+                                         e->u.str.ptr);
+            }
+        }
+    }
+    if (st == TITAN_OK) memcpy(field, buf, TITAN_LONG_STR); /* whole buffer, so configs compare with memcmp */
+    free(buf);
+    return st;
+}
+
 titan_status titan_job_set_value(titan_job_config *cfg, const key_def *k, const titan_toml_value *v,
                                  const char *place) {
     void *field = (char *)cfg + k->off;
@@ -372,6 +412,7 @@ titan_status titan_job_set_value(titan_job_config *cfg, const key_def *k, const 
         *(int *)field = v->u.b;
         return TITAN_OK;
     case T_LIST: return set_list(k, field, v, place);
+    case T_LISTS: return set_lists(k, field, v, place);
     case T_TRI:
         if (v->type == TITAN_TOML_BOOL) *(int *)field = v->u.b;
         else if (v->type == TITAN_TOML_INT && v->u.i == -1) *(int *)field = -1;
@@ -509,6 +550,7 @@ void titan_config_defaults(titan_job_config *cfg) {
         switch (k->type) {
         case T_STR: snprintf(field, TITAN_STR, "%s", k->sdef), set_enum(cfg, k, k->sdef); break;
         case T_LIST: snprintf(field, TITAN_STR, "%s", k->sdef); break;
+        case T_LISTS: snprintf(field, TITAN_LONG_STR, "%s", k->sdef); break;
         case T_INT: case T_BOOL: case T_TRI: *(int *)field = (int)k->ndef; break;
         case T_INT64: *(int64_t *)field = (int64_t)k->ndef; break;
         case T_DOUBLE: *(double *)field = k->ndef; break;
@@ -812,12 +854,31 @@ static void format_list(const char *list, char *buf, size_t cap) {
     if (used < cap) snprintf(buf + used, cap - used, "]");
 }
 
+/* Lists joined by ';' as a TOML array of arrays of strings. */
+static void format_lists(const char *lists, char *buf, size_t cap) {
+    size_t used = (size_t)snprintf(buf, cap, "[");
+    for (const char *p = lists; *p && used < cap;) {
+        size_t len = strcspn(p, ";");
+        char part[TITAN_LONG_STR];
+        snprintf(part, sizeof part, "%.*s", (int)len, p);
+        if (used > 1) used += (size_t)snprintf(buf + used, cap - used, ", ");
+        if (used < cap) {
+            format_list(part, buf + used, cap - used);
+            used += strlen(buf + used);
+        }
+        p += len;
+        if (*p == ';') p++;
+    }
+    if (used < cap) snprintf(buf + used, cap - used, "]");
+}
+
 /* One key's value as TOML writes it. */
 void titan_job_format_value(const key_def *k, const titan_job_config *cfg, char *buf, size_t cap) {
     const void *field = (const char *)cfg + k->off;
     switch (k->type) {
     case T_STR: titan_toml_format_string(buf, cap, field, strnlen(field, TITAN_STR)); break;
     case T_LIST: format_list(field, buf, cap); break;
+    case T_LISTS: format_lists(field, buf, cap); break;
     case T_INT: snprintf(buf, cap, "%d", *(const int *)field); break;
     case T_INT64: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)field); break;
     case T_DOUBLE: titan_toml_format_double(buf, cap, *(const double *)field); break;
@@ -847,7 +908,7 @@ int titan_config_write(const titan_job_config *cfg, FILE *f) {
             }
             fputc(')', f);
         }
-        char buf[6 * TITAN_STR + 16]; /* worst case: every byte a \uXXXX escape */
+        char buf[TITAN_VALUE_TEXT];
         titan_job_format_value(k, cfg, buf, sizeof buf);
         fprintf(f, "\n%s = %s\n", k->key, buf);
     }
@@ -860,7 +921,7 @@ int titan_config_diff(const titan_job_config *a, const titan_job_config *b, char
     if (cap) out[0] = '\0';
     for (int i = 0; i < NKEYS; i++) {
         const key_def *k = &KEYS[i];
-        char va[6 * TITAN_STR + 16], vb[6 * TITAN_STR + 16];
+        char va[TITAN_VALUE_TEXT], vb[TITAN_VALUE_TEXT];
         titan_job_format_value(k, a, va, sizeof va);
         titan_job_format_value(k, b, vb, sizeof vb);
         if (!strcmp(va, vb)) continue;

@@ -12,6 +12,8 @@
 #include "core/error.h"
 
 #define TITAN_STR 256
+/* Keys of nested lists (parallelism.module_fqns_per_model_part). */
+#define TITAN_LONG_STR 2048
 
 /* Keys with a fixed list of choices keep the string as written (config.toml,
  * messages) and its value, resolved when the key is set from the key table's
@@ -114,6 +116,9 @@ typedef struct {
     int parallelism_pipeline_parallel_layers_per_stage;     /* -1: 1 stage a rank, 2 for multi-stage schedules */
     int parallelism_pipeline_parallel_first_stage_less_layers; /* the embedding's weight in layers */
     int parallelism_pipeline_parallel_last_stage_less_layers;  /* the output's */
+    /* module_fqns_per_model_part: the parts' FQNs, a part's joined by ',',
+     * the parts by ';' ("": none, the split above) */
+    char parallelism_module_fqns_per_model_part[TITAN_LONG_STR];
     char parallelism_fsdp_reshard_after_forward[TITAN_STR]; /* default, always, never */
     titan_job_pp_schedule parallelism_pp_schedule;      /* pipeline_parallel_schedule */
     char parallelism_pipeline_parallel_schedule_csv[TITAN_STR]; /* "": the schedule's own order */

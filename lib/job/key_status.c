@@ -80,7 +80,7 @@ static void default_note(const key_schema *s, char *out, size_t cap) {
     out[0] = '\0';
     const key_def *k = titan_job_find_key(s->section, s->key);
     if (!k || !s->tt_default) return;
-    char mine[6 * TITAN_STR + 16];
+    char mine[TITAN_VALUE_TEXT];
     titan_default(k, mine, sizeof mine);
     if (!same_value(mine, s->tt_default))
         snprintf(out, cap, "default %.400s (torchtitan: %.400s)", mine, s->tt_default);
@@ -198,7 +198,7 @@ int titan_config_default_differences(const char *path, const titan_job_config *c
         const key_def *k = titan_job_find_key(s->section, s->key);
         if (s->older || !s->tt_default || !k || doc_sets(doc, k)) continue;
         if (!strcmp(k->section, "validation") && !cfg->validation_enable) continue; /* cannot matter */
-        char mine[6 * TITAN_STR + 16], now[6 * TITAN_STR + 16];
+        char mine[TITAN_VALUE_TEXT], now[TITAN_VALUE_TEXT];
         titan_default(k, mine, sizeof mine);
         titan_job_format_value(k, cfg, now, sizeof now);
         /* a key the command line set is no default */

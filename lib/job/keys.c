@@ -168,6 +168,12 @@ const key_def titan_job_keys[] = {
         "layers the first pipeline stage holds fewer than the others: the embedding's weight"),
     INT("parallelism", "pipeline_parallel_last_stage_less_layers", parallelism_pipeline_parallel_last_stage_less_layers,
         1, 0, 0, "layers the last pipeline stage holds fewer than the others: the output's weight"),
+    {"parallelism", "module_fqns_per_model_part", T_LISTS, OFF(parallelism_module_fqns_per_model_part), "", 0, NULL,
+     0, 0, 0,
+     "the pipeline stages by module name, a list of FQNs a stage, e.g. [[\"tok_embeddings\", \"layers.0\"], "
+     "[\"layers.1\", \"norm\", \"output\"]]: whole blocks, the layers in order, the embedding in the first, norm "
+     "and output in the last; stages a rank = parts / pipeline_parallel_degree; [] = the split by the counts above",
+     0},
     ENUM("parallelism", "fsdp_reshard_after_forward", parallelism_fsdp_reshard_after_forward,
          parallelism_reshard_policy, "default", "default,always,never",
         "FSDP: free each block's gathered parameters after its forward and gather them again for its backward "
@@ -373,7 +379,6 @@ const key_ignored titan_job_ignored[] = {
     {"parallelism", "enable_compiled_autograd", NULL},
     {"parallelism", "disable_loss_parallel", "false"},
     {"parallelism", "pipeline_parallel_split_points", "[]"},
-    {"parallelism", "module_fqns_per_model_part", KEY_REFUSED},
     {"parallelism", "pipeline_parallel_expert_parallel_overlap", NULL},
     {"parallelism", "context_parallel_load_balancer", "\"headtail\""},
     {"parallelism", "expert_parallel_comm_backend", NULL},

@@ -10,8 +10,12 @@
 #include "job/config.h"
 
 /* T_LIST: a TOML array of strings, kept comma-joined in a char[TITAN_STR]
- * (on the command line also "a,b"); its choices, if any, bound each element. */
-typedef enum { T_STR, T_INT, T_INT64, T_DOUBLE, T_BOOL, T_TRI, T_LIST } key_type;
+ * (on the command line also "a,b"); its choices, if any, bound each element.
+ * T_LISTS: a TOML array of non-empty arrays of strings, kept in a
+ * char[TITAN_LONG_STR], the inner lists comma-joined, joined by ';'. */
+typedef enum { T_STR, T_INT, T_INT64, T_DOUBLE, T_BOOL, T_TRI, T_LIST, T_LISTS } key_type;
+/* Room for any key's value as TOML text (every byte a \uXXXX escape). */
+#define TITAN_VALUE_TEXT (6 * TITAN_LONG_STR + 16)
 
 enum {
     F_LO = 1,        /* lo is a bound */

@@ -115,9 +115,8 @@ const key_schema titan_job_schema[] = {
          "implemented"),
     LAST("parallelism", "enable_async_tensor_parallel", "false", NULL),
     LAST("parallelism", "pipeline_parallel_degree", "1", NULL),
-    LAST("parallelism", "module_fqns_per_model_part", NULL,
-         "stages are cut by layer counts (pipeline_parallel_layers_per_stage and the first/last stage's); "
-         "cuts by module name are not implemented"),
+    LAST("parallelism", "module_fqns_per_model_part", "[]",
+         "torchtitan's None is titan's []; whole blocks only (tok_embeddings, layers.N, norm, output)"),
     LAST("parallelism", "pipeline_parallel_first_stage_less_layers", "1", NULL),
     LAST("parallelism", "pipeline_parallel_last_stage_less_layers", "1", NULL),
     LAST("parallelism", "pipeline_parallel_layers_per_stage", "-1", "torchtitan's None is titan's -1"),

@@ -100,6 +100,7 @@ typedef struct {
      * stages pp_stage and 2 pp_size - 1 - pp_stage (titan_layout's). */
     int pp_size, pp_stage;
     int pp_v, pp_first_less, pp_last_less, pp_vshape;
+    titan_stage_layers pp_layers; /* with pp_v > 0: titan_layout's explicit split */
     /* Context parallelism over cp, a group of more than one rank
      * (NULL or one rank: none): T is the whole sequence (a multiple of 2 x
      * cp's size); the model holds the rank's two chunks of each sequence

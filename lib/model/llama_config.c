@@ -209,6 +209,7 @@ titan_layout titan_llama_pp_layout(titan_llama_pp pp) {
         l.pp_first_less = pp.first_less;
         l.pp_last_less = pp.last_less;
         l.pp_vshape = pp.vshape;
+        l.pp_layers = pp.layers;
     }
     return l;
 }

@@ -117,6 +117,7 @@ int titan_llama_params_tp(const titan_llama_config *c, titan_llama_tp tp, titan_
 typedef struct {
     int size, stage;
     int v, first_less, last_less, vshape;
+    titan_stage_layers layers; /* an explicit split (titan_layout's pp_layers; n 0: none) */
 } titan_llama_pp;
 /* TITAN_ERR_USAGE unless 1 <= size <= n_layers + 2 and the embeddings are
  * untied or size is 1 (a tied head would live on two stages). */

@@ -33,12 +33,13 @@ static titan_status check_request(const titan_llama_config *c, int B, int T, tit
     r->tp = opt && opt->tp && opt->tp->size > 1 ? opt->tp : NULL;
     r->tpp = (titan_llama_tp){r->tp ? r->tp->size : 1, r->tp ? r->tp->rank : 0};
     r->pp = (titan_llama_pp){opt && opt->pp_size > 1 ? opt->pp_size : 1, opt && opt->pp_size > 1 ? opt->pp_stage : 0,
-                             0, 0, 0, 0};
+                             0, 0, 0, 0, {0}};
     if (opt && opt->pp_size > 1 && opt->pp_v > 0) {
         r->pp.v = opt->pp_v;
         r->pp.first_less = opt->pp_first_less;
         r->pp.last_less = opt->pp_last_less;
         r->pp.vshape = opt->pp_vshape;
+        r->pp.layers = opt->pp_layers;
     }
     r->slots = opt && opt->slots > 1 ? opt->slots : 1;
     r->cp = opt && opt->cp && opt->cp->size > 1 ? opt->cp : NULL;

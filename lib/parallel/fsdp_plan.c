@@ -19,7 +19,7 @@ titan_status titan_shard_plan(const titan_layout *l, const titan_llama_config *m
     /* what the rank's model holds */
     titan_llama_pp pp = {.size = l->pp, .stage = c.pp, .v = l->pp_v, .first_less = l->pp_first_less,
                          .last_less = l->pp_last_less,
-                         .vshape = l->pp_vshape};
+                         .vshape = l->pp_vshape, .layers = l->pp_layers};
     titan_param *loc = ps ? titan_llama_params_local_new(mc, (titan_llama_tp){l->tp, c.tp}, pp, &np) : NULL;
     if (!loc) {
         free(ps);
@@ -127,7 +127,7 @@ titan_status titan_fsdp_plan_memory(const titan_layout *l, const titan_llama_con
     titan_layout_coord_of(l, rank, &c);
     titan_llama_pp pp = {.size = l->pp, .stage = c.pp, .v = l->pp_v, .first_less = l->pp_first_less,
                          .last_less = l->pp_last_less,
-                         .vshape = l->pp_vshape};
+                         .vshape = l->pp_vshape, .layers = l->pp_layers};
     titan_shard_piece *pieces = titan_alloc((size_t)np * sizeof *pieces, "shard plan");
     int *unit_of = titan_alloc((size_t)nb * sizeof *unit_of, "unit plan");
     size_t *len = titan_alloc((size_t)nb * sizeof *len, "unit plan");

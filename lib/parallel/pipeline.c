@@ -45,7 +45,7 @@ struct titan_pipeline {
     void *gout;
     titan_comm_req **out_req;    /* per slot: the queued send of its output */
     titan_comm_req **gout_req;   /* per slot: the queued send of its input gradient */
-    double wait_s;
+    double wait_s, wait_cpu_s; /* wall and CPU time in transfers' waits */
     /* The last step's spans of its actions (titan_pipeline_last_step) and
      * the sums over the steps so far: wall time, time computing. */
     titan_pp_span *spans;
@@ -57,11 +57,45 @@ int titan_pipeline_slots(titan_pp_schedule s, int pp, int rank, int v, int micro
     return titan_pp_schedule_slots_total(s, pp, rank, v, micro);
 }
 
+/* The parts of module_fqns_per_model_part against pp and
+ * pipeline_parallel_layers_per_stage (per > 0: the stages it makes,
+ * ceil(eff / per), must be the parts'). */
+static titan_status fqn_stages(const titan_stage_layers *sl, int pp, int per, int eff) {
+    if (sl->n % pp != 0) {
+        titan_error(TITAN_ERR_USAGE, "parallelism.module_fqns_per_model_part: %d parts for pipeline_parallel_degree %d: "
+                    "a rank holds parts / pipeline_parallel_degree stages", sl->n, pp);
+        titan_error_hint("give a multiple of %d parts", pp);
+        return TITAN_ERR_USAGE;
+    }
+    if (per > 0 && (eff + per - 1) / per != sl->n) {
+        titan_error(TITAN_ERR_USAGE, "parallelism.module_fqns_per_model_part has %d parts, "
+                    "pipeline_parallel_layers_per_stage = %d makes %d stages", sl->n, per, (eff + per - 1) / per);
+        titan_error_hint("leave pipeline_parallel_layers_per_stage at -1 (the parts make the stages)");
+        return TITAN_ERR_USAGE;
+    }
+    return TITAN_OK;
+}
+
+/* A schedule's refusal of the parts' stages a rank, said in their terms. */
+static titan_status fqn_context(const titan_stage_layers *sl, int pp) {
+    titan_error_context("parallelism.module_fqns_per_model_part: %d parts over pipeline_parallel_degree %d make %d "
+                        "stages a rank", sl->n, pp, sl->n / pp);
+    return TITAN_ERR_USAGE;
+}
+
 titan_status titan_pipeline_split(const titan_job_config *cfg, titan_pp_schedule s, int n_layers, int micro,
                                   titan_layout *l) {
     int pp = l->pp, in = cfg->parallelism_pipeline_parallel_first_stage_less_layers;
     int out = cfg->parallelism_pipeline_parallel_last_stage_less_layers;
     int per = cfg->parallelism_pipeline_parallel_layers_per_stage, v = titan_pp_schedule_multi(s) ? 2 : 1;
+    titan_stage_layers by_name = {0};
+    if (cfg->parallelism_module_fqns_per_model_part[0]) {
+        TITAN_TRY(titan_pipeline_fqn_split(cfg->parallelism_module_fqns_per_model_part, n_layers, &by_name));
+        TITAN_TRY(fqn_stages(&by_name, pp, per, n_layers + in + out));
+        v = by_name.n / pp;
+        per = 0; /* the parts make the stages */
+        TITAN_TRY(titan_pp_schedule_check(s, pp, v, micro) == TITAN_OK ? TITAN_OK : fqn_context(&by_name, pp));
+    }
     if (per > 0) {
         int stages = (n_layers + in + out + per - 1) / per;
         if (stages % pp != 0) {
@@ -74,11 +108,12 @@ titan_status titan_pipeline_split(const titan_job_config *cfg, titan_pp_schedule
         v = stages / pp;
     }
     TITAN_TRY(titan_pp_schedule_check(s, pp, v, micro));
-    if (v != 1 || in != 1 || out != 1) { /* else the default split (pp_v 0) */
+    if (v != 1 || in != 1 || out != 1 || by_name.n) { /* else the default split (pp_v 0) */
         l->pp_v = v;
         l->pp_first_less = in;
         l->pp_last_less = out;
         l->pp_vshape = titan_pp_schedule_vshape(s);
+        l->pp_layers = by_name;
     }
     titan_status st = titan_layout_check(l, n_layers);
     if (st != TITAN_OK)
@@ -241,10 +276,11 @@ titan_status titan_pipeline_create(titan_pipeline **out, titan_mesh *mesh, titan
 /* Waits for a queued send (if any), its time blocked counted. */
 static titan_status wait_req(titan_pipeline *p, titan_comm_req **req) {
     if (!*req) return TITAN_OK;
-    double t0 = titan_now_s();
+    double t0 = titan_now_s(), c0 = titan_cpu_s();
     titan_status st = titan_comm_wait(*req);
     *req = NULL;
     p->wait_s += titan_now_s() - t0;
+    p->wait_cpu_s += titan_cpu_s() - c0;
     return st;
 }
 
@@ -294,9 +330,10 @@ static titan_status failed(titan_pipeline *p, titan_status st, const char *what,
 
 /* Blocking receive of count elements into dst (backend memory) from peer. */
 static titan_status recv_into(titan_pipeline *p, titan_comm *c, void *dst, char *host, int peer) {
-    double t0 = titan_now_s();
+    double t0 = titan_now_s(), c0 = titan_cpu_s();
     titan_status st = titan_comm_recv(c, host ? host : dst, p->count, p->dt, peer, NULL);
     p->wait_s += titan_now_s() - t0;
+    p->wait_cpu_s += titan_cpu_s() - c0;
     if (st == TITAN_OK && host) p->be->to_device(dst, host, p->bytes);
     return st;
 }
@@ -422,7 +459,7 @@ titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, cons
     double busy = 0.0;
     for (int i = 0; i < p->nacts && st == TITAN_OK; i++) {
         const titan_pp_action *a = &p->acts[i];
-        double t0 = titan_now_s(), w0 = p->wait_s;
+        double t0 = titan_now_s(), w0 = p->wait_s, c0 = titan_cpu_s(), wc0 = p->wait_cpu_s;
         int last = a->op != TITAN_PP_I && a->op != TITAN_PP_F && sync && ++nb[a->stage] == p->micro;
         switch ((titan_pp_op)a->op) {
         case TITAN_PP_F: st = forward_mb(p, a->stage, inputs, targets, a->mb, loss_scale, &sum); break;
@@ -434,7 +471,8 @@ titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, cons
             titan_llama_backward_weight(p->model);
             break;
         }
-        p->spans[i] = (titan_pp_span){t0 - p->step_t0, titan_now_s() - p->step_t0, p->wait_s - w0};
+        p->spans[i] = (titan_pp_span){t0 - p->step_t0, titan_now_s() - p->step_t0, p->wait_s - w0,
+                                      titan_cpu_s() - c0 - (p->wait_cpu_s - wc0)};
         busy += p->spans[i].t1 - p->spans[i].t0 - p->spans[i].blocked_s;
     }
     if (st == TITAN_OK && p->calls++ > 0) { /* the first pays for warm-up */

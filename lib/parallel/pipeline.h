@@ -51,10 +51,20 @@ int titan_pipeline_hand_over(titan_pp_schedule s, int pp, int rank, int v, int m
  * from parallelism.pipeline_parallel_layers_per_stage and the stage-less
  * layers keys, as torchtitan makes it (pipeline_parallel.py: stages =
  * ceil((n_layers + first_less + last_less) / layers_per_stage), a multiple
- * of pp; unset, 1 stage a rank, 2 for multi-stage schedules), checked
- * against the schedule and the model; TITAN_ERR_USAGE names the keys. */
+ * of pp; unset, 1 stage a rank, 2 for multi-stage schedules), or from
+ * parallelism.module_fqns_per_model_part when set (titan_pipeline_fqn_split:
+ * pp_layers), checked against the schedule and the model; TITAN_ERR_USAGE
+ * names the keys. */
 titan_status titan_pipeline_split(const titan_job_config *cfg, titan_pp_schedule s, int n_layers, int micro,
                                   titan_layout *l);
+/* parallelism.module_fqns_per_model_part (the job config's spelling: a
+ * part's FQNs joined by ',', the parts by ';') as layer counts a stage:
+ * whole blocks only (tok_embeddings, layers.N, norm, output), every block
+ * in exactly one part, the layers in order and a contiguous run a part,
+ * the embedding in the first part, norm and output in the last;
+ * TITAN_ERR_USAGE names the part and the FQN. titan_pipeline_split uses it
+ * when the key is set: stages a rank = parts / pp. */
+titan_status titan_pipeline_fqn_split(const char *parts, int n_layers, titan_stage_layers *out);
 
 /* For the model of this rank's stages (made with the slots above, for
  * micro-batches of B x T). */
@@ -74,9 +84,11 @@ titan_status titan_pipeline_step(titan_pipeline *p, const uint32_t *inputs, cons
 titan_status titan_pipeline_eval(titan_pipeline *p, const uint32_t *inputs, const uint32_t *targets,
                                  double *loss);
 /* An action's times in its step (seconds from the step's start, titan_now_s
- * clock) and the time it was blocked in transfers. */
+ * clock), the time it was blocked in transfers, and the process's CPU
+ * time in it outside those (titan_cpu_s: its compute, which a core shared
+ * with other ranks does not stretch). */
 typedef struct {
-    double t0, t1, blocked_s;
+    double t0, t1, blocked_s, cpu_s;
 } titan_pp_span;
 /* The last titan_pipeline_step's actions and spans (its start in *t0,
  * titan_now_s); returns their number, 0 before the first step. */

@@ -30,7 +30,7 @@ static const struct {
 static int *degree(titan_layout *l, int k) { return (int *)((char *)l + keys[k].off); }
 static int degree_of(const titan_layout *l, int k) { return *(const int *)((const char *)l + keys[k].off); }
 
-titan_layout titan_layout_single(void) { return (titan_layout){1, 1, 1, 1, 1, 0, 0, 0, 0}; }
+titan_layout titan_layout_single(void) { return (titan_layout){1, 1, 1, 1, 1, 0, 0, 0, 0, {0}}; }
 
 void titan_layout_split(const titan_layout *l, int *v, int *first_less, int *last_less) {
     int set = l->pp_v > 0;
@@ -49,7 +49,7 @@ int titan_layout_stages(const titan_layout *l) {
 static int default_split(const titan_layout *l) {
     int v, a, b;
     titan_layout_split(l, &v, &a, &b);
-    return v == 1 && a == 1 && b == 1 && !l->pp_vshape;
+    return v == 1 && a == 1 && b == 1 && !l->pp_vshape && !l->pp_layers.n;
 }
 
 int titan_layout_world(const titan_layout *l) {
@@ -57,6 +57,22 @@ int titan_layout_world(const titan_layout *l) {
 }
 
 static int is_single(const titan_layout *l) { return titan_layout_world(l) == 1; }
+
+/* "1:3:2:2" into *sl (a count each, >= 0, at most TITAN_LAYOUT_MAX_STAGES). */
+static int parse_stage_layers(const char *v, size_t len, titan_stage_layers *sl) {
+    sl->n = 0;
+    for (size_t i = 0; i < len;) {
+        char *end;
+        errno = 0;
+        long x = strtol(v + i, &end, 10);
+        if (end == v + i || errno || x < 0 || x > 32767 || sl->n == TITAN_LAYOUT_MAX_STAGES) return 0;
+        sl->count[sl->n++] = (short)x;
+        i = (size_t)(end - v);
+        if (i < len && v[i] != ':') return 0;
+        if (i < len && ++i == len) return 0; /* a trailing ':' */
+    }
+    return sl->n > 0;
+}
 
 static titan_status bad_item(const char *s, const char *item, size_t n, const char *why) {
     titan_error(TITAN_ERR_USAGE, "layout '%s': '%.*s': %s", s, (int)n, item, why);
@@ -84,6 +100,17 @@ titan_status titan_layout_parse(const char *s, titan_layout *out) {
         if (!eq) return bad_item(s, p, m, "expected key=value");
         size_t kl = (size_t)(eq - p);
         while (kl > 0 && p[kl - 1] == ' ') kl--;
+        if (kl == 9 && !strncmp(p, "pp_layers", 9)) { /* an explicit split: counts joined by ':' */
+            const char *v = eq + 1;
+            while (*v == ' ') v++;
+            if (l.pp_layers.n) return bad_item(s, p, m, "key given twice");
+            if (!parse_stage_layers(v, (size_t)(p + m - v), &l.pp_layers))
+                return bad_item(s, p, m, "expected layer counts >= 0 joined by ':', e.g. 1:3:2:2");
+            p += n;
+            if (!*p) break;
+            p++;
+            continue;
+        }
         int k = 0;
         while (k < NKEYS && !(strlen(keys[k].key) == kl && !strncmp(keys[k].key, p, kl))) k++;
         if (k == NKEYS) return bad_item(s, p, m, "unknown key");
@@ -111,6 +138,13 @@ titan_status titan_layout_parse(const char *s, titan_layout *out) {
         if (!seen[6]) l.pp_first_less = 1;
         if (!seen[7]) l.pp_last_less = 1;
     }
+    if (l.pp_layers.n) { /* stages a rank from the counts when pp_v is not given */
+        if (!seen[5] && l.pp_layers.n % l.pp == 0) l.pp_v = l.pp_layers.n / l.pp;
+        if (!seen[6]) l.pp_first_less = 1;
+        if (!seen[7]) l.pp_last_less = 1;
+        if (l.pp_layers.n != l.pp * (l.pp_v ? l.pp_v : 1))
+            return bad_item(s, "pp_layers", 9, "there must be a layer count per stage (pp x pp_v of them)");
+    }
     int64_t world = 1;
     for (int k = 0; k < NDEGREES; k++) {
         world *= degree_of(&l, k);
@@ -135,6 +169,11 @@ void titan_layout_format(const titan_layout *l, char *out, size_t cap) {
     l = &full;
     for (int i = 0; i < n && k < cap; i++) {
         int w = snprintf(out + k, cap - k, "%s%s=%d", i ? "," : "", keys[i].key, degree_of(l, i));
+        if (w < 0) break;
+        k += (size_t)w;
+    }
+    for (int s = 0; s < l->pp_layers.n && k < cap; s++) {
+        int w = snprintf(out + k, cap - k, "%s%d", s ? ":" : ",pp_layers=", l->pp_layers.count[s]);
         if (w < 0) break;
         k += (size_t)w;
     }
@@ -164,12 +203,32 @@ void titan_layout_chunk(int64_t n, int k, int i, int64_t *off, int64_t *len) {
     *len = n - o < c ? n - o : c;
 }
 
+/* An explicit split: a count a stage, adding up to the layers, no stage
+ * but the first (the embedding) and the last (the head) without one. */
+static titan_status check_stage_layers(const titan_layout *l, int n_layers) {
+    const titan_stage_layers *sl = &l->pp_layers;
+    int S = titan_layout_stages(l), sum = 0;
+    if (sl->n != S)
+        return titan_error(TITAN_ERR_USAGE, "layout: pp_layers gives %d stages, pp=%d x %d a rank make %d", sl->n, l->pp,
+                           S / l->pp, S);
+    for (int s = 0; s < S; s++) {
+        if (sl->count[s] == 0 && s > 0 && s < S - 1)
+            return titan_error(TITAN_ERR_USAGE, "layout: pp_layers: stage %d holds no layer (only the first stage, "
+                               "with the embedding, and the last, with the output, may)", s);
+        sum += sl->count[s];
+    }
+    if (sum != n_layers)
+        return titan_error(TITAN_ERR_USAGE, "layout: pp_layers splits %d layers, the model has %d", sum, n_layers);
+    return TITAN_OK;
+}
+
 titan_status titan_layout_check(const titan_layout *l, int n_layers) {
     if (n_layers < 0) return titan_error(TITAN_ERR_USAGE, "layout: %d layers", n_layers);
     int v, in, out, S = titan_layout_stages(l);
     titan_layout_split(l, &v, &in, &out);
     if (l->pp_vshape && v != 2)
         return titan_error(TITAN_ERR_USAGE, "layout: the V placement (pp_vshape=1) holds 2 stages a rank, not %d", v);
+    if (l->pp_layers.n) return check_stage_layers(l, n_layers);
     if (S == 1) return TITAN_OK;
     int eff = n_layers + in + out, per = eff / S;
     if (S > eff) {
@@ -199,6 +258,14 @@ void titan_layout_cp_chunks(int T, int cp, int c, int chunk[2]) {
  * output's. Requires a layout titan_layout_check accepts. */
 void titan_layout_stage_layers(const titan_layout *l, int n_layers, int stage, int *first, int *end) {
     int v, in, out, S = titan_layout_stages(l);
+    if (l->pp_layers.n) { /* an explicit split: the counts before it */
+        int lo = 0;
+        for (int s = 0; s < stage && s < l->pp_layers.n; s++) lo += l->pp_layers.count[s];
+        int e = stage == S - 1 ? n_layers : lo + l->pp_layers.count[stage];
+        *first = lo < n_layers ? lo : n_layers;
+        *end = e < n_layers ? e : n_layers; /* clamped only for splits check refuses */
+        return;
+    }
     titan_layout_split(l, &v, &in, &out);
     int eff = n_layers + in + out, per = eff / S, extra = eff % S;
     int cur = 0, lo = 0;

@@ -38,7 +38,18 @@
 
 #define TITAN_LAYOUT_MAX_WORLD (1 << 20)
 /* Enough for any formatted layout. */
-#define TITAN_LAYOUT_STR_MAX 128
+#define TITAN_LAYOUT_STR_MAX 512
+/* Stages an explicit split (titan_stage_layers) may name. */
+#define TITAN_LAYOUT_MAX_STAGES 64
+
+/* An explicit stage split (parallelism.module_fqns_per_model_part): stage s
+ * holds count[s] transformer layers, the ones after stage s - 1's, the
+ * first stage the embedding too and the last the norm and the output; n
+ * stages, 0: none (the split of the weights below). */
+typedef struct {
+    int n;
+    short count[TITAN_LAYOUT_MAX_STAGES];
+} titan_stage_layers;
 
 typedef struct {
     int dp_replicate, dp_shard, cp, tp, pp;
@@ -51,8 +62,10 @@ typedef struct {
      * made without these fields gets). pp_vshape 1: the V placement of
      * torch's ZBVZeroBubble and DualPipeV (generate_stage_to_rank_mapping,
      * style "v"; pp_v 2): rank r holds stages r and 2 pp - 1 - r, so the
-     * first and the last stage are both rank 0's. */
+     * first and the last stage are both rank 0's. pp_layers.n > 0 (= pp x
+     * pp_v): the stages' layers as pp_layers says, the weights unused. */
     int pp_v, pp_first_less, pp_last_less, pp_vshape;
+    titan_stage_layers pp_layers;
 } titan_layout;
 
 /* A rank's place in the mesh. */
@@ -67,12 +80,14 @@ titan_layout titan_layout_single(void);
  * dp_replicate, dp_shard, cp, tp, pp (each at most once; missing keys are 1),
  * and pp_v, pp_first_less, pp_last_less (the stage split: missing, the
  * default; any of them given, the others default to 1), pp_vshape (0 or 1,
- * the placement; 1 needs pp_v=2), or "single". Spaces around items are allowed. TITAN_ERR_USAGE names the bad
+ * the placement; 1 needs pp_v=2), pp_layers (an explicit split: the
+ * stages' layer counts joined by ':', pp x pp_v of them), or "single". Spaces around items are allowed. TITAN_ERR_USAGE names the bad
  * item; degrees must be >= 1 and the world at most TITAN_LAYOUT_MAX_WORLD. */
 titan_status titan_layout_parse(const char *s, titan_layout *out);
 /* "dp_replicate=1,dp_shard=4,cp=1,tp=2,pp=1" (all five, this order), then
  * ",pp_v=2,pp_first_less=1,pp_last_less=1" where the split is not the
- * default one (",pp_vshape=1" after it for the V placement), or "single" for the one-rank layout; parse reads it back. */
+ * default one (",pp_vshape=1" after it for the V placement, then
+ * ",pp_layers=1:3:2:2" for an explicit split), or "single" for the one-rank layout; parse reads it back. */
 void titan_layout_format(const titan_layout *l, char *out, size_t cap);
 int titan_layout_world(const titan_layout *l);
 
@@ -102,8 +117,9 @@ int titan_layout_stages(const titan_layout *l);
 /* Checks the layout against a model of n_layers transformer layers: the
  * stages split the layers and the weights as torchtitan's
  * generate_llm_fqn_per_model_part allows (at most n_layers + weights
- * stages, no weight above the layers a stage gets; TITAN_ERR_USAGE
- * otherwise). */
+ * stages, no weight above the layers a stage gets; an explicit split: its
+ * counts add up to n_layers and no stage but the first and the last is
+ * empty; TITAN_ERR_USAGE otherwise). */
 titan_status titan_layout_check(const titan_layout *l, int n_layers);
 /* The pp rank that holds pipeline stage s (of titan_layout_stages): s %
  * pp, or in the V placement s for s < pp and 2 pp - 1 - s after. */

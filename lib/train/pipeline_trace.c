@@ -39,9 +39,9 @@ titan_status titan_pipeline_trace_write(const titan_pipeline *p, const char *run
         int g = titan_pp_global_stage(titan_pp_schedule_vshape(s), pp, r, acts[i].stage);
         fprintf(f, ",\n  {\"name\": \"%c %d/%d\", \"cat\": \"pipeline\", \"ph\": \"X\", \"pid\": %d, \"tid\": 100, "
                    "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"op\": \"%c\", \"stage\": %d, \"micro_batch\": %d, "
-                   "\"blocked_ms\": %.3f}}",
+                   "\"blocked_ms\": %.3f, \"cpu_ms\": %.3f}}",
                 "FBIW"[acts[i].op], g, acts[i].mb, world_rank, sp[i].t0 * 1e6, (sp[i].t1 - sp[i].t0) * 1e6,
-                "FBIW"[acts[i].op], g, acts[i].mb, sp[i].blocked_s * 1e3);
+                "FBIW"[acts[i].op], g, acts[i].mb, sp[i].blocked_s * 1e3, sp[i].cpu_s * 1e3);
     }
     fputs("\n]}\n", f);
     if (fclose(f) != 0) {

@@ -2,7 +2,8 @@
  * bubble, as RUN/pipeline_traces/rankR_trace.json: a Chrome trace (the op
  * profiler's format, so titan-trace chrome lines it up with the others)
  * with a slice per action (F, B, I, W: "F 2/0" is stage 2's forward of
- * micro-batch 0) and, in otherData.pipeline, the schedule, the measured
+ * micro-batch 0; args: its time blocked in transfers and its CPU time
+ * outside them, blocked_ms and cpu_ms) and, in otherData.pipeline, the schedule, the measured
  * bubble (mean over the steps) and the schedule's theoretical one
  * (titan_pp_schedule_bubble), which titan-trace summary prints. */
 #ifndef TITAN_TRAIN_PIPELINE_TRACE_H

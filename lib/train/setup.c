@@ -131,6 +131,7 @@ titan_llama_options titan_setup_model_options(const titan_job_config *cfg, const
                                  .pp_size = lay->pp, .pp_stage = pp_rank,
                                  .pp_v = lay->pp_v, .pp_first_less = lay->pp_first_less,
                                  .pp_last_less = lay->pp_last_less, .pp_vshape = lay->pp_vshape,
+                                 .pp_layers = lay->pp_layers,
                                  .slots = titan_pipeline_slots(sh->sched, lay->pp, pp_rank, v, sh->micro),
                                  .split_backward = lay->pp > 1 && titan_pp_schedule_split(sh->sched),
                                  .async_tensor_parallel = cfg->parallelism_enable_async_tensor_parallel,

@@ -37,8 +37,14 @@ same_bits "pp 2: InterleavedZeroBubble = Interleaved1F1B, bit for bit" "$tmp/il"
 expect 0 "" "titan-trace summary on a pipeline run" -- "$bin/titan-trace" summary "$tmp/zb"
 grep -q "^pipeline: InterleavedZeroBubble, pp 2 x 2 stages a rank, 2 micro-batches" "$tmp/out" &&
     ok "titan-trace summary names the pipeline" || fail "titan-trace summary names the pipeline"
-grep -Eq "^ +1 +1 +[0-9.]+% \( *[0-9]+\) +[0-9.]+% +[0-9.]+%$" "$tmp/out" && ok "rank 1's row: measured (steps), replay, theory" ||
-    fail "rank 1's row: measured (steps), replay, theory"
+grep -Eq "^ +1 +1 +[0-9.]+% \( *[0-9]+\) +[0-9.]+% +[0-9.]+% +[0-9.]+%$" "$tmp/out" &&
+    ok "rank 1's row: measured (steps), replay on wall and on CPU times, theory" ||
+    fail "rank 1's row: measured (steps), replay on wall and on CPU times, theory"
+# each stage's median F, I, W times (wall, then CPU), and the ranks' sums
+grep -Eq "^ +3 +1( +[0-9.]+ \([0-9.]+\)){3} +-$" "$tmp/out" && grep -Eq "^  pp rank 1: [0-9.]+ ms computing in the last step \([0-9.]+ ms CPU\)$" "$tmp/out" &&
+    ok "stage 3's median F, I, W times (rank 1), each rank's sum" || fail "stage 3's median F, I, W times (rank 1), each rank's sum"
+grep -Eq "^  replay with each op's mean CPU time on every stage \(equal stages\), by pp rank: [0-9.]+% [0-9.]+%$" "$tmp/out" &&
+    ok "the replay of equal stages, by pp rank" || fail "the replay of equal stages, by pp rank"
 expect 0 "" "titan-trace chrome takes the pipeline traces" -- "$bin/titan-trace" chrome "$tmp/zb" -o "$tmp/zb.json"
 /usr/bin/python3 - "$tmp/zb.json" <<'PY' && ok "the Chrome trace has each rank's F, I and W slices" ||
 import json, sys

@@ -129,9 +129,9 @@ same_validation "pp 2 ZBVZeroBubble" "$PP2 $ZBV"
 expect 0 "" "titan-trace summary on a ZBV run" -- "$bin/titan-trace" summary "$tmp/zbv"
 grep -q "^pipeline: ZBVZeroBubble, pp 2 x 2 stages a rank, 2 micro-batches" "$tmp/out" &&
     ok "titan-trace summary names the pipeline" || fail "titan-trace summary names the pipeline"
-grep -Eq "^ +1 +1 +[0-9.]+% \( *[0-9]+\) +[0-9.]+% +14\.3%$" "$tmp/out" &&
-    ok "rank 1's row: measured, replay, theory 14.3% (pp 2, 2 micro-batches)" ||
-    fail "rank 1's row: measured, replay, theory 14.3% (pp 2, 2 micro-batches)"
+grep -Eq "^ +1 +1 +[0-9.]+% \( *[0-9]+\) +[0-9.]+% +[0-9.]+% +14\.3%$" "$tmp/out" &&
+    ok "rank 1's row: measured, replays (wall, CPU), theory 14.3% (pp 2, 2 micro-batches)" ||
+    fail "rank 1's row: measured, replays (wall, CPU), theory 14.3% (pp 2, 2 micro-batches)"
 expect 0 "" "titan-trace chrome takes the V's traces" -- "$bin/titan-trace" chrome "$tmp/zbv" -o "$tmp/zbv.json"
 /usr/bin/python3 - "$tmp/zbv.json" <<'PY' && ok "the Chrome trace has the V's stages: 0 and 3 on rank 0, 1 and 2 on rank 1" ||
 import json, sys

@@ -127,7 +127,7 @@ static void test_statuses(void) {
         {"compile", "enable", TITAN_KEY_MEANINGLESS},
         {"training.dataloader", "num_workers", TITAN_KEY_MEANINGLESS},
         {"fault_tolerance", "replica_id", TITAN_KEY_MEANINGLESS},
-        {"parallelism", "module_fqns_per_model_part", TITAN_KEY_REFUSED},
+        {"parallelism", "module_fqns_per_model_part", TITAN_KEY_IMPLEMENTED},
     };
     for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
         char detail[300];

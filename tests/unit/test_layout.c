@@ -156,6 +156,33 @@ static void test_plan(void) {
     CHECK(titan_layout_parse("pp=2,pp_v=2,pp_vshape=2", &bad) == TITAN_ERR_USAGE, "pp_vshape=2");
     titan_error_clear();
 
+    /* An explicit split (module_fqns_per_model_part): 6 layers as 1, 2, 1
+     * and 2 in a V; the layout string reads back the same; the counts must
+     * add up to the layers and leave no middle stage empty. */
+    l = L("pp=2,pp_v=2,pp_vshape=1,pp_layers=1:2:1:2");
+    titan_layout_format(&l, fmt, sizeof fmt);
+    CHECK(!strcmp(fmt, "dp_replicate=1,dp_shard=1,cp=1,tp=1,pp=2,pp_v=2,pp_first_less=1,pp_last_less=1,pp_vshape=1,"
+                       "pp_layers=1:2:1:2"), "%s", fmt);
+    titan_layout back = L(fmt);
+    CHECK(back.pp_layers.n == 4 && back.pp_layers.count[3] == 2 && back.pp_v == 2 && back.pp_vshape == 1);
+    OK(titan_layout_check(&l, 6));
+    int first, end;
+    titan_layout_stage_layers(&l, 6, 2, &first, &end);
+    CHECK(first == 3 && end == 4, "stage 2: layers [%d, %d)", first, end);
+    CHECK(titan_layout_stage(&l, 6, 1) == 0 && titan_layout_stage(&l, 6, 2) == 1 && titan_layout_stage(&l, 6, 4) == 1,
+          "layer 0 on rank 0 (stage 0), layers 1, 3 on rank 1 (stages 1, 2)");
+    CHECK(titan_layout_stage(&l, 6, 5) == 0 && titan_layout_stage(&l, 6, 7) == 0, "stage 3 (layers 4, 5, head): rank 0");
+    l = L("pp=2,pp_layers=0:6"); /* pp_v from the counts */
+    CHECK(l.pp_v == 1);
+    OK(titan_layout_check(&l, 6));
+    CHECK(titan_layout_check(&l, 7) == TITAN_ERR_USAGE, "6 layers split, the model has 7");
+    l = L("pp=3,pp_layers=3:0:3");
+    CHECK(titan_layout_check(&l, 6) == TITAN_ERR_USAGE, "a middle stage without layers");
+    CHECK(titan_layout_parse("pp=2,pp_layers=1:2:3", &bad) == TITAN_ERR_USAGE, "3 counts for pp 2");
+    CHECK(titan_layout_parse("pp=2,pp_layers=1:", &bad) == TITAN_ERR_USAGE, "a trailing ':'");
+    CHECK(titan_layout_parse("pp=2,pp_layers=1:-2", &bad) == TITAN_ERR_USAGE, "a negative count");
+    titan_error_clear();
+
     /* Rank order: tp fastest, then cp, dp_shard, dp_replicate, pp. */
     l = L("pp=2,dp_replicate=2,dp_shard=3,cp=2,tp=2");
     titan_layout_coord c;
@@ -427,7 +454,7 @@ static void test_many_ranks(const char *tmp) {
         titan_ckpt_close(ck);
     }
     load_sharded(root, &l, 1, ts, 2, "many ranks");
-    load_sharded(root, &(titan_layout){1, 1, 1, 1, 1, 0, 0, 0, 0}, 1, ts, 2, "many ranks -> single");
+    load_sharded(root, &(titan_layout){1, 1, 1, 1, 1, 0, 0, 0, 0, {0}}, 1, ts, 2, "many ranks -> single");
     free(t.data);
     free(u.data);
 }
