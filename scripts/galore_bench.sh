@@ -14,9 +14,18 @@
 #
 #   GALORE_STEPS (500)  GALORE_MODELS ("debug d512")  GALORE_DATA (data: the
 #   demo's shards, tokenizer and validation shards)  GALORE_GAP (200)
-#   GALORE_SCALE (1: the same update size as AdamW at the same lr; the
-#   papers' 0.25 goes with a higher lr)  GALORE_SVD_DIM (2048; 0 skips)
-#   GALORE_THREADS (2). The memory figures do not depend on the steps:
+#   GALORE_LR (the GaLore runs' optimizer.lr, which the embedding, norms and
+#   output on AdamW take too; default configs/demo.toml's 3e-3, AdamW's)
+#   GALORE_SCALE (2: the projected matrices step at lr x scale; at rank
+#   dim/4 a back-projected update has about half the Frobenius norm of
+#   AdamW's, sqrt(r/n), so 2 steps them about as far as AdamW at the same lr;
+#   the GaLore paper's 0.25 goes with lr 0.01 against AdamW's 1e-3)
+#   GALORE_SVD_DIM (2048; 0 skips)  GALORE_THREADS (2)
+#   GALORE_OPTIMIZERS ("galore galore_exact": the GaLore runs beside AdamW,
+#   randomized and exact SVD; AdamW always runs).
+#   AdamW runs at configs/demo.toml's settings, never changed here; the
+#   lr and scale each optimizer ran at are printed above the table.
+#   The memory figures do not depend on the steps:
 #   GALORE_STEPS=2 GALORE_GAP=1 measures them in seconds (the losses then
 #   mean nothing).
 set -eu
@@ -26,7 +35,9 @@ STEPS=${GALORE_STEPS:-500}
 MODELS=${GALORE_MODELS:-debug d512}
 DATA=${GALORE_DATA:-$top/data}
 GAP=${GALORE_GAP:-200}
-SCALE=${GALORE_SCALE:-1}
+SCALE=${GALORE_SCALE:-2}
+LR=${GALORE_LR:-}
+OPTS="adamw $(echo "${GALORE_OPTIMIZERS:-galore galore_exact}" | sed 's/adamw//')"
 SVD_DIM=${GALORE_SVD_DIM:-2048}
 THREADS=${GALORE_THREADS:-2}
 out=${GALORE_OUT:-$top/build/galore_bench}
@@ -46,12 +57,13 @@ for m in $MODELS; do
     *) echo "galore_bench: model $m: debug or d512" >&2; exit 2 ;;
     esac
     rank=$((dim / 4))
-    G="--optimizer.name=GaLore --optimizer.rank=$rank --optimizer.update_proj_gap=$GAP --optimizer.scale=$SCALE"
-    for o in adamw galore galore_exact; do
+    G="--optimizer.name=GaLore --optimizer.rank=$rank --optimizer.update_proj_gap=$GAP --optimizer.scale=$SCALE${LR:+ --optimizer.lr=$LR}"
+    for o in $OPTS; do
         case $o in
         adamw) flags="" ;;
         galore) flags="$G" ;;
         galore_exact) flags="$G --optimizer.galore_svd=exact" ;;
+        *) echo "galore_bench: optimizer $o: adamw, galore or galore_exact" >&2; exit 2 ;;
         esac
         run=$out/$m-$o
         # shellcheck disable=SC2086
@@ -62,9 +74,12 @@ for m in $MODELS; do
     done
 done
 
-/usr/bin/python3 - "$out" "$MODELS" "$GAP" <<'PY'
+alr=$(sed -n 's/^lr = //p' configs/demo.toml)
+echo "AdamW: lr $alr (configs/demo.toml). GaLore: lr ${LR:-$alr} (embedding, norms, output on AdamW at it too), scale $SCALE (projected matrices at lr x $SCALE), rank dim/4, update_proj_gap $GAP, proj_type std. $STEPS steps, validation at the last."
+echo
+/usr/bin/python3 - "$out" "$MODELS" "$GAP" "$OPTS" <<'PY'
 import json, os, sys
-out, models, gap = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
+out, models, gap, opts = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4].split()
 def load(p): return [json.loads(l) for l in open(os.path.join(out, p, "metrics.jsonl"))]
 print("| model | optimizer | final val loss | vs AdamW | optimizer state (MiB) | vs AdamW's (whole model) | projected matrices' state (MiB) | vs AdamW's for them | step s (refresh) | step s (other) |")
 print("|---|---|---|---|---|---|---|---|---|---|")
@@ -72,7 +87,7 @@ for m in models:
     a = load(m + "-adamw")
     a_val = [d["val_loss"] for d in a if "val_loss" in d][-1]
     a_state = a[-1]["optim_state_bytes"]
-    for o in ("adamw", "galore", "galore_exact"):
+    for o in opts:
         r = load(m + "-" + o)
         val = [d["val_loss"] for d in r if "val_loss" in d][-1]
         st, pr = r[-1]["optim_state_bytes"], r[-1]["optim_projected_bytes"]

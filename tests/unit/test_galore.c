@@ -5,7 +5,7 @@
  *     within a stated angle of the exact one on such matrices;
  *   - the optimizer's steps replay galore-torch's (goldens written by
  *     tests/python/galore_reference.py, path in TITAN_GALORE_GOLDEN; that
- *     part is skipped without it) to 1e-5 for 10 steps;
+ *     part is skipped without it) to 1e-5 for 40 steps;
  *   - AdamW through the interface equals titan_adamw bit for bit; Adam
  *     with weight decay adds the L2 penalty to the gradient;
  *   - GaLore's flat moments are packed (the parameters left on AdamW
