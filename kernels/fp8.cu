@@ -143,18 +143,24 @@ __global__ void scale_kernel(float *scale, float *inv, const unsigned *part, int
         store_scale(scale, inv, i, part[i], f, pow2);
 }
 
-/* the same from parts partial maxima each (part[p * ns + i]): a block a
- * scale, its threads across the parts (one thread walking a thousand
- * partials one load after another took most of a tensorwise cast) */
+/* Scale i's maximum over parts partial maxima (part[p * ns + i]), the
+ * block's threads across the parts (one thread walking a thousand partials
+ * one load after another took most of a tensorwise cast); thread 0's
+ * result is the block's. */
+static __device__ __forceinline__ unsigned fold_parts(const unsigned *part, int parts, int ns, int i, unsigned *tmp) {
+    unsigned m = 0;
+    for (int p = threadIdx.x; p < parts; p += blockDim.x) {
+        unsigned b = part[(size_t)p * ns + i];
+        m = b > m ? b : m;
+    }
+    return block_umax(m, tmp);
+}
+
+/* the same from parts partial maxima each: a block a scale */
 __global__ void scale_fold_kernel(float *scale, float *inv, const unsigned *part, int parts, int ns, int f, int pow2) {
     __shared__ unsigned tmp[WARP];
     for (int i = blockIdx.x; i < ns; i += gridDim.x) {
-        unsigned m = 0;
-        for (int p = threadIdx.x; p < parts; p += blockDim.x) {
-            unsigned b = part[(size_t)p * ns + i];
-            m = b > m ? b : m;
-        }
-        m = block_umax(m, tmp);
+        unsigned m = fold_parts(part, parts, ns, i, tmp);
         if (threadIdx.x == 0) store_scale(scale, inv, i, m, f, pow2);
     }
 }
@@ -170,12 +176,7 @@ __global__ void scale_given_kernel(float *scale, float *inv, const float *amax, 
 __global__ void amax_fold_kernel(float *amax, const unsigned *part, int parts, int ns) {
     __shared__ unsigned tmp[WARP];
     for (int i = blockIdx.x; i < ns; i += gridDim.x) {
-        unsigned m = 0;
-        for (int p = threadIdx.x; p < parts; p += blockDim.x) {
-            unsigned b = part[(size_t)p * ns + i];
-            m = b > m ? b : m;
-        }
-        m = block_umax(m, tmp);
+        unsigned m = fold_parts(part, parts, ns, i, tmp);
         if (threadIdx.x == 0) amax[i] = __uint_as_float(m);
     }
 }

@@ -284,6 +284,10 @@ titan_status titan_llama_logits_host(const titan_llama *m, float *dst);
 int titan_llama_float8_plan(const titan_llama_config *c, const titan_fp8_recipe *r, const char *filter_fqns,
                             unsigned char *on);
 void titan_llama_float8_shape(const titan_llama_config *c, int lin, int *out, int *in);
+/* Under tensor parallelism (tp > 1) the model holds, for its float8 casts'
+ * group amaxes, TITAN_FP8_NCASTS x this many floats of backend memory (and
+ * tp x this many on the host); N: tokens a micro-batch. */
+size_t titan_llama_fp8_tp_amax_floats(const titan_llama_config *c, int tp, int N);
 /* Float8 training: the linears run as torchao's Float8Linear with recipe
  * r (tensor/fp8.h; the backend's fp8_matmul_* ops), those torchtitan's
  * float8 converter would convert (components/quantization/utils.py,

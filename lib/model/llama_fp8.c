@@ -55,13 +55,23 @@ void titan_llama_fp8_free(titan_llama *m) {
     m->fp8_amax_cap = 0;
 }
 
-/* The amax buffers of titan_llama_fp8_tp: a cast's scales are at most
- * max(N, the largest local dimension) */
-static titan_status alloc_tp_amax(titan_llama *m) {
-    size_t cap = (size_t)m->N;
-    const int dims[] = {m->C, m->H, m->QD, m->KVD, m->V};
+size_t titan_llama_fp8_tp_amax_floats(const titan_llama_config *c, int tp, int N) {
+    titan_llama_tp place = {tp, 0}; /* rank 0 holds the most vocabulary rows */
+    int64_t v0, nv;
+    titan_llama_tp_vocab(c, place, &v0, &nv);
+    int hd = c->dim / c->n_heads;
+    const size_t dims[] = {(size_t)c->dim, (size_t)(titan_llama_hidden_dim(c) / tp), (size_t)(c->n_heads / tp * hd),
+                           (size_t)(c->n_kv_heads / tp * hd), (size_t)nv};
+    size_t cap = (size_t)N;
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if ((size_t)dims[i] > cap) cap = (size_t)dims[i];
+        if (dims[i] > cap) cap = dims[i];
+    return cap;
+}
+
+/* The amax buffers of titan_llama_fp8_recipe under tp */
+static titan_status alloc_tp_amax(titan_llama *m) {
+    size_t cap = titan_llama_fp8_tp_amax_floats(&m->cfg, m->tpp.size, m->N);
+    TITAN_ASSERT(cap >= (size_t)m->V && cap >= (size_t)m->H && cap >= (size_t)m->QD);
     m->fp8_amax_cap = cap;
     m->fp8_amax_dev = m->be->alloc(TITAN_FP8_NCASTS * cap * sizeof(float));
     m->fp8_amax_host = titan_alloc((size_t)m->tpp.size * cap * sizeof(float), "float8 tensor parallel amax");
@@ -155,8 +165,7 @@ static titan_status group_amax(titan_llama *m, float *dev, size_t ns) {
     m->be->to_host(mine, dev, ns * sizeof(float));
     titan_status st = g->all_gather_host(g->ctx, mine, all, ns);
     if (st != TITAN_OK) return titan_error_context("model: float8 amax of %zu values over the tp group", ns), st;
-    for (int q = 1; q < g->size; q++)
-        for (size_t i = 0; i < ns; i++) all[i] = titan_fp8_amax_max(all[i], all[(size_t)q * ns + i]);
+    titan_fp8_amax_fold_ranks(all, g->size, ns);
     m->be->to_device(dev, all, ns * sizeof(float));
     return TITAN_OK;
 }

@@ -150,28 +150,17 @@ static void finish(titan_fsdp *f, const pending *p) {
     if (p->fin == FIN_NONE) return;
     unit *u = &f->units[p->unit];
     char *buf = f->stages[p->stage].buf;
-    if (p->fin == FIN_GATHER && f->fp8_gather) {
-        mirror_in(f, p->stage, 0, u->fp8_bytes);
+    if (p->fin == FIN_GATHER) {
+        /* into the compute copy (direct) or the fp32 parameters */
+        mirror_in(f, p->stage, 0, f->fp8_gather ? u->fp8_bytes : u->full_len * titan_dtype_size(f->pdtype));
         void *flat = f->direct ? titan_llama_compute_copy(f->model) : titan_llama_params_data(f->model);
+        titan_dtype fdt = f->direct ? f->pdtype : TITAN_DTYPE_F32;
         keep(f, f->direct ? titan_llama_commit_copy(f->model, u->full_off, u->full_len)
                           : titan_llama_commit_params(f->model, u->full_off, u->full_len));
         if (f->err == TITAN_OK) {
-            titan_fsdp_fp8_unpack(f, u, buf, flat, f->direct ? f->pdtype : TITAN_DTYPE_F32);
+            if (f->fp8_gather) titan_fsdp_fp8_unpack(f, u, buf, flat, fdt);
+            else permute(f, u, flat, fdt, buf, f->pdtype, 0);
             if (f->direct) titan_llama_set_copy_current(f->model, u->full_off, u->full_len, 1);
-        }
-        u->state = READY;
-    } else if (p->fin == FIN_GATHER) {
-        mirror_in(f, p->stage, 0, u->full_len * titan_dtype_size(f->pdtype));
-        if (f->direct) {
-            keep(f, titan_llama_commit_copy(f->model, u->full_off, u->full_len));
-            if (f->err == TITAN_OK) {
-                permute(f, u, titan_llama_compute_copy(f->model), f->pdtype, buf, f->pdtype, 0);
-                titan_llama_set_copy_current(f->model, u->full_off, u->full_len, 1);
-            }
-        } else {
-            keep(f, titan_llama_commit_params(f->model, u->full_off, u->full_len));
-            if (f->err == TITAN_OK)
-                permute(f, u, titan_llama_params_data(f->model), TITAN_DTYPE_F32, buf, f->pdtype, 0);
         }
         u->state = READY;
     } else if (p->fin == FIN_REDUCE_SCATTER) {
@@ -244,46 +233,28 @@ static unsigned long long q_push(titan_fsdp *f, int qi, int fin, int ui, int sta
 
 /* ---- gathers ------------------------------------------------------------- */
 
-/* issue_gather with the float8 all-gather (fsdp_fp8.c): the weights'
- * amaxes first when stale, then the unit in its byte layout. */
-static void issue_gather_fp8(titan_fsdp *f, int ui) {
-    unit *u = &f->units[ui];
-    keep(f, titan_fsdp_fp8_refresh(f));
-    if (f->err != TITAN_OK) return;
-    size_t off = u->fp8_rank_off[f->me];
-    int k = stage_get(f, u->fp8_bytes);
-    if (k < 0) return;
-    titan_fsdp_fp8_pack(f, u, (char *)f->stages[k].buf + off);
-    mirror_out(f, k, off, u->fp8_counts[f->me]);
-    pending *p = q_slot(f, Q_SHARD);
-    titan_status st = titan_comm_all_gather_v(f->mesh->shard_comm, comm_buf(f, k, off), comm_buf(f, k, 0),
-                                              u->fp8_counts, TITAN_DTYPE_U8, &p->req);
-    if (st != TITAN_OK) {
-        f->stages[k].busy = 0;
-        keep(f, st);
-        return;
-    }
-    u->ag_seq = q_push(f, Q_SHARD, FIN_GATHER, ui, k);
-    u->state = INFLIGHT;
-}
-
 /* One all-gather for the unit: our shard part into its place in a staging
- * buffer (cast to the parameter dtype), gathered in place. */
+ * buffer, gathered in place. The part is cast to the parameter dtype, or
+ * with the float8 all-gather (fsdp_fp8.c) laid out in bytes, the float8
+ * weights as codes (their amaxes reduced first when stale). */
 static void issue_gather(titan_fsdp *f, int ui) {
     unit *u = &f->units[ui];
     if (u->state != STALE) return;
-    if (f->fp8_gather) { /* float8 weights as bytes (fsdp_fp8.c) */
-        issue_gather_fp8(f, ui);
-        return;
-    }
-    size_t esz = titan_dtype_size(f->pdtype), off = u->rank_off[f->me] * esz;
-    int k = stage_get(f, u->full_len * esz);
+    if (f->fp8_gather) keep(f, titan_fsdp_fp8_refresh(f));
+    if (f->err != TITAN_OK) return;
+    size_t esz = titan_dtype_size(f->pdtype);
+    size_t off = f->fp8_gather ? u->fp8_rank_off[f->me] : u->rank_off[f->me] * esz;
+    size_t mine = f->fp8_gather ? u->fp8_counts[f->me] : u->shard_len * esz;
+    int k = stage_get(f, f->fp8_gather ? u->fp8_bytes : u->full_len * esz);
     if (k < 0) return;
-    f->be->convert((char *)f->stages[k].buf + off, f->pdtype, f->sp + u->shard_off, TITAN_DTYPE_F32, u->shard_len);
-    mirror_out(f, k, off, u->shard_len * esz);
+    char *dst = (char *)f->stages[k].buf + off;
+    if (f->fp8_gather) titan_fsdp_fp8_pack(f, u, dst);
+    else f->be->convert(dst, f->pdtype, f->sp + u->shard_off, TITAN_DTYPE_F32, u->shard_len);
+    mirror_out(f, k, off, mine);
     pending *p = q_slot(f, Q_SHARD);
-    titan_status st = titan_comm_all_gather_v(f->mesh->shard_comm, comm_buf(f, k, off), comm_buf(f, k, 0), u->counts,
-                                              f->pdtype, &p->req);
+    titan_status st = titan_comm_all_gather_v(f->mesh->shard_comm, comm_buf(f, k, off), comm_buf(f, k, 0),
+                                              f->fp8_gather ? u->fp8_counts : u->counts,
+                                              f->fp8_gather ? TITAN_DTYPE_U8 : f->pdtype, &p->req);
     if (st != TITAN_OK) {
         f->stages[k].busy = 0;
         keep(f, st);

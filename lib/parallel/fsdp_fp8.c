@@ -45,11 +45,8 @@ static titan_status max_over(titan_fsdp *f, titan_comm *c, float *v, size_t n) {
         st = titan_comm_all_gather(c, all + (size_t)me * n, all, n, TITAN_DTYPE_F32, NULL);
     }
     if (st != TITAN_OK) return st;
-    for (size_t i = 0; i < n; i++) {
-        float m = all[i];
-        for (int r = 1; r < size; r++) m = titan_fp8_amax_max(m, all[(size_t)r * n + i]);
-        v[i] = m;
-    }
+    titan_fp8_amax_fold_ranks(all, size, n);
+    memcpy(v, all, n * sizeof(float));
     return TITAN_OK;
 }
 

@@ -96,6 +96,12 @@ TITAN_FP8_INLINE float titan_fp8_decode_with(uint8_t code, titan_fp8_format f) {
 /* max of two amaxes that keeps a NaN (torch's amax propagates it): how
  * partial maxima fold, over row blocks or over the ranks of a group */
 static inline float titan_fp8_amax_max(float a, float b) { return isnan(a) || a >= b ? a : b; }
+/* all[0..n) = the max over ranks of all[ranks x n] (rank by rank, as a
+ * group's all-gather leaves them): a shard's amax made the whole tensor's */
+static inline void titan_fp8_amax_fold_ranks(float *all, int ranks, size_t n) {
+    for (int r = 1; r < ranks; r++)
+        for (size_t i = 0; i < n; i++) all[i] = titan_fp8_amax_max(all[i], all[(size_t)r * n + i]);
+}
 /* "e4m3fn", "e5m2", "none" */
 const char *titan_fp8_format_name(titan_fp8_format f);
 float titan_fp8_max(titan_fp8_format f);

@@ -159,14 +159,9 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
     }
     titan_free(on);
     r->fp8_scratch = most;
-    if (tp > 1 && most > 0) { /* llama_fp8.c's amax buffers: 6 casts x max(N, the local dimensions) */
-        int hd = mc->dim / mc->n_heads;
-        double dims[] = {N, mc->dim, titan_llama_hidden_dim(mc) / tp, (double)mc->n_heads * hd / tp,
-                         (double)mc->n_kv_heads * hd / tp, (mc->vocab_size + tp - 1) / tp}, cap = 0;
-        for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-            if (dims[i] > cap) cap = dims[i];
-        r->fsdp_staging += 6.0 * cap * sizeof(float);
-    }
+    if (tp > 1 && most > 0) /* the model's amax buffers */
+        r->fsdp_staging += (double)TITAN_FP8_NCASTS * sizeof(float) *
+                           (double)titan_llama_fp8_tp_amax_floats(mc, tp, (int)N);
     return TITAN_OK;
 }
 
