@@ -56,12 +56,17 @@ void titan_adamw_step_cast(titan_adamw *o, float *params, void *params_bf16, con
 
 void titan_adamw_begin_step(titan_adamw *o) { o->step++; }
 
-void titan_adamw_step_range(titan_adamw *o, size_t off, size_t n, float *params, void *params_bf16,
-                            const float *grads, float gscale, float lr) {
+void titan_adamw_step_span(titan_adamw *o, size_t off, size_t n, float *params, void *params_bf16,
+                           const float *span, float gscale, float lr) {
     if (n == 0) return;
     void *copy = params_bf16 ? (void *)((uint16_t *)params_bf16 + off) : NULL;
-    o->be->adamw_step(params + off, copy, grads + off, gscale, o->m + off, o->v + off, n, lr,
-                      o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay, o->step);
+    o->be->adamw_step(params + off, copy, span, gscale, o->m + off, o->v + off, n, lr, o->cfg.beta1,
+                      o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay, o->step);
+}
+
+void titan_adamw_step_range(titan_adamw *o, size_t off, size_t n, float *params, void *params_bf16,
+                            const float *grads, float gscale, float lr) {
+    titan_adamw_step_span(o, off, n, params, params_bf16, grads + off, gscale, lr);
 }
 
 void titan_adamw_step(titan_adamw *o, float *params, const float *grads, float lr) {

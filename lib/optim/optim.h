@@ -38,6 +38,10 @@ void titan_adamw_step_cast(titan_adamw *o, float *params, void *params_bf16, con
 void titan_adamw_begin_step(titan_adamw *o);
 void titan_adamw_step_range(titan_adamw *o, size_t off, size_t n, float *params, void *params_bf16,
                             const float *grads, float gscale, float lr);
+/* The same with the range's own gradients: span[0 .. n) are elements
+ * [off, off + n) (a gradient held a range at a time). */
+void titan_adamw_step_span(titan_adamw *o, size_t off, size_t n, float *params, void *params_bf16,
+                           const float *span, float gscale, float lr);
 
 /* State for checkpoints. m and v are backend memory of titan_adamw_numel() floats. */
 float *titan_adamw_m(titan_adamw *o);

@@ -166,9 +166,10 @@ static void finish(titan_fsdp *f, const pending *p) {
     } else if (p->fin == FIN_REDUCE_SCATTER) {
         size_t esz = titan_dtype_size(f->rdtype), off = u->rank_off[f->me] * esz;
         mirror_in(f, p->stage, off, u->shard_len * esz);
-        f->be->convert(f->sg + u->shard_off, TITAN_DTYPE_F32, buf + off, f->rdtype, u->shard_len);
+        float *g = f->unit_grad ? f->unit_grad : f->sg + u->shard_off; /* transient: one unit's at a time */
+        f->be->convert(g, TITAN_DTYPE_F32, buf + off, f->rdtype, u->shard_len);
         u->reduced = 2;
-        if (f->unit_done && u->shard_len) f->unit_done(f->unit_done_ctx, u->shard_off, u->shard_len);
+        if (f->unit_done && u->shard_len) f->unit_done(f->unit_done_ctx, u->shard_off, u->shard_len, g);
     } else {
         mirror_in(f, p->stage, 0, u->shard_len * titan_dtype_size(f->rdtype));
         f->be->convert(f->sg + u->shard_off, TITAN_DTYPE_F32, buf, f->rdtype, u->shard_len);
@@ -496,6 +497,7 @@ void titan_fsdp_free(titan_fsdp *f) {
     if (f->nshards > 1) {
         if (f->sp) f->be->free(f->sp);
         if (f->sg) f->be->free(f->sg);
+        if (f->unit_grad) f->be->free(f->unit_grad);
     }
     for (int qi = 0; qi < NQ; qi++) titan_free(f->q[qi].ops);
     for (int k = 0; k < NSTAGE; k++) stage_free(f, &f->stages[k]);
@@ -560,9 +562,29 @@ titan_status titan_fsdp_params_updated(titan_fsdp *f) {
     return st;
 }
 
-void titan_fsdp_set_unit_done(titan_fsdp *f, titan_fsdp_unit_done_fn fn, void *ctx) {
+/* A callback's shard gradients: one buffer of the largest unit's shard,
+ * reused unit after unit, in place of the whole shard's. */
+static titan_status transient_grads(titan_fsdp *f) {
+    if (f->nshards == 1 || f->unit_grad) return TITAN_OK;
+    size_t n = 1;
+    for (int u = 0; u < f->nunits; u++)
+        if (f->units[u].shard_len + 1 > n) n = f->units[u].shard_len + 1;
+    if (!(f->unit_grad = f->be->alloc(n * sizeof(float))))
+        return titan_error(TITAN_ERR_NOMEM, "fsdp: a unit's shard gradient, %zu bytes (%s): out of memory",
+                           n * sizeof(float), f->be->name);
+    f->be->free(f->sg);
+    f->sg = NULL;
+    return TITAN_OK;
+}
+
+titan_status titan_fsdp_set_unit_done(titan_fsdp *f, titan_fsdp_unit_done_fn fn, void *ctx) {
+    if (fn && f->mesh->replicate_comm)
+        return titan_error(TITAN_ERR_USAGE, "fsdp: a unit-done callback with replicas (HSDP, DDP): their shard "
+                           "gradients are final after an all-reduce");
+    if (fn) TITAN_TRY(transient_grads(f));
     f->unit_done = fn;
     f->unit_done_ctx = ctx;
+    return TITAN_OK;
 }
 
 titan_status titan_fsdp_sync_grads(titan_fsdp *f) {
@@ -601,6 +623,9 @@ static double shard_sumsq(titan_fsdp *f) {
 }
 
 titan_status titan_fsdp_clip(titan_fsdp *f, double max_norm, double *norm, float *coef) {
+    if (f->unit_grad) /* each unit's gradient went to the callback, then its memory to the next */
+        return titan_error(TITAN_ERR_USAGE, "fsdp: the global norm of transient shard gradients (a unit-done "
+                           "callback is set)");
     double ss = shard_sumsq(f);
     double t0 = titan_now_s();
     TITAN_TRY(titan_comm_sum_double(f->mesh->shard_comm, ss, &ss));

@@ -121,6 +121,7 @@ typedef struct {
     size_t nshard;          /* the rank's shard: AdamW's size too */
     int nunits, nonempty;   /* units; those with parameters on this rank (its pipeline stages') */
     size_t unit_max;        /* the largest unit */
+    size_t unit_shard_max;  /* the rank's largest shard of a unit */
     size_t first_unit, last_unit;
 } titan_fsdp_memory;
 titan_status titan_fsdp_plan_memory(const titan_layout *l, const titan_llama_config *mc, int rank,
@@ -131,8 +132,11 @@ int titan_fsdp_staging_buffers(void);
 
 /* Called as a unit's shard gradient becomes final during the step (its
  * reduce-scatter completed, in a hook of the backward or in sync_grads):
- * elements [off, off + len) of titan_fsdp_grads and titan_fsdp_params. */
-typedef void (*titan_fsdp_unit_done_fn)(void *ctx, size_t off, size_t len);
+ * grad holds it, len elements, those of [off, off + len) of
+ * titan_fsdp_params; valid until the call returns (the next unit's
+ * gradient reuses the memory: kernels queued on it by the callback run
+ * first, in stream order). */
+typedef void (*titan_fsdp_unit_done_fn)(void *ctx, size_t off, size_t len, const float *grad);
 
 /* FSDP's float8 all-gather (quantize.linear.float8.
  * enable_fsdp_float8_all_gather; tensorwise float8 linears set on the
@@ -147,7 +151,7 @@ void titan_fsdp_free(titan_fsdp *f);
 
 size_t titan_fsdp_numel(const titan_fsdp *f);   /* shard elements */
 float *titan_fsdp_params(titan_fsdp *f);        /* packed shard parameters */
-float *titan_fsdp_grads(titan_fsdp *f);         /* packed shard gradients */
+float *titan_fsdp_grads(titan_fsdp *f);         /* packed shard gradients; NULL once a unit-done callback was set */
 const titan_shard_piece *titan_fsdp_pieces(const titan_fsdp *f);
 
 /* Zeroes the model's gradients before a step (sharded: gives their pages
@@ -165,9 +169,12 @@ titan_status titan_fsdp_gather_params(titan_fsdp *f);
 void titan_fsdp_set_sync(titan_fsdp *f, int sync);
 /* fn (NULL: none) is called for each unit as its shard gradient is final
  * (optimizer.early_step_in_backward: the unit's update right after its
- * reduce-scatter). FSDP over one shard group only: the caller refuses
- * replicas (HSDP, DDP), whose gradients are final after an all-reduce. */
-void titan_fsdp_set_unit_done(titan_fsdp *f, titan_fsdp_unit_done_fn fn, void *ctx);
+ * reduce-scatter). From the first fn on the shard gradients are transient:
+ * one buffer of the largest unit's shard serves every unit in turn, in
+ * place of the whole shard's, which is never held (titan_fsdp_grads is
+ * NULL). fn NULL stops the calls (before the callback's state is freed). FSDP over one shard group only: the caller refuses replicas
+ * (HSDP, DDP), whose gradients are final after an all-reduce. */
+titan_status titan_fsdp_set_unit_done(titan_fsdp *f, titan_fsdp_unit_done_fn fn, void *ctx);
 /* Collective: averaged gradients of this rank's shard into titan_fsdp_grads
  * (waits for the reductions the backward started; starts any it did not).
  * Also returns any failure a hook kept. */

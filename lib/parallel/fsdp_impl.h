@@ -80,6 +80,7 @@ struct titan_fsdp {
      * is final (titan_fsdp_set_unit_done) */
     titan_fsdp_unit_done_fn unit_done;
     void *unit_done_ctx;
+    float *unit_grad; /* with unit_done: the transient shard gradient (sg is NULL) */
     /* The float8 all-gather (fsdp_fp8.c; titan_fsdp_set_float8_gather):
      * on when some tensor gathers as float8; per tensor its float8 linear
      * or -1; amaxes stale after the optimizer step; host scratch (np +

@@ -145,6 +145,11 @@ titan_status titan_fsdp_plan_memory(const titan_layout *l, const titan_llama_con
             if (len[u] > out->unit_max) out->unit_max = len[u];
             out->nonempty += len[u] > 0;
         }
+        /* a unit's shard: its tensors' pieces, packed in catalog order */
+        memset(len, 0, (size_t)nb * sizeof *len);
+        for (int i = 0; i < nl && i < np; i++) len[unit_of[loc[i].place.block]] += pieces[i].len;
+        for (int u = 0; u < out->nunits; u++)
+            if (len[u] > out->unit_shard_max) out->unit_shard_max = len[u];
         out->first_unit = len[0];
         out->last_unit = len[out->nunits - 1];
     }

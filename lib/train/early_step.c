@@ -42,15 +42,13 @@ titan_status titan_early_step_check(const titan_job_config *cfg, const titan_lay
     return TITAN_OK;
 }
 
-/* A unit's shard gradient is final: its sum of squares, its update, and
- * (host memory) its pages given back. */
-static void unit_done(void *ctx, size_t off, size_t len) {
+/* A unit's shard gradient is final: its sum of squares and its update
+ * (FSDP then reuses its memory for the next unit's). */
+static void unit_done(void *ctx, size_t off, size_t len, const float *grad) {
     titan_early_step *e = ctx;
     double t0 = titan_now_s();
-    float *g = titan_fsdp_grads(e->fsdp);
-    e->sumsq += e->be->sumsq(g + off, len);
-    titan_adamw_step_range(e->adam, off, len, titan_fsdp_params(e->fsdp), NULL, g, 1.0f, e->lr);
-    if (e->be->host && e->be->release) e->be->release(g + off, len * sizeof(float));
+    e->sumsq += e->be->sumsq(grad, len);
+    titan_adamw_step_span(e->adam, off, len, titan_fsdp_params(e->fsdp), NULL, grad, 1.0f, e->lr);
     e->seconds += titan_now_s() - t0;
 }
 
@@ -59,13 +57,12 @@ titan_status titan_early_step_create(titan_early_step **out, titan_fsdp *f, tita
     titan_early_step *e = *out = titan_alloc(sizeof *e, "early step");
     if (!e) return TITAN_ERR_NOMEM;
     *e = (titan_early_step){.fsdp = f, .adam = adam, .be = be};
-    titan_fsdp_set_unit_done(f, unit_done, e);
-    return TITAN_OK;
+    return titan_fsdp_set_unit_done(f, unit_done, e);
 }
 
 void titan_early_step_free(titan_early_step *e) {
     if (!e) return;
-    titan_fsdp_set_unit_done(e->fsdp, NULL, NULL);
+    (void)titan_fsdp_set_unit_done(e->fsdp, NULL, NULL); /* cannot fail: no calls after this */
     titan_free(e);
 }
 

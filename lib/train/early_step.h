@@ -1,9 +1,9 @@
 /* early_step.h - optimizer.early_step_in_backward (torchtitan's key): under
  * FSDP each unit's AdamW update runs as soon as its reduce-scatter completed
- * (fsdp.h's unit-done callback, inside the backward), and on a host backend
- * the unit's shard gradient is then given back (its pages read as zeros):
- * the shard gradients are never all resident at once, as the full ones
- * never are under FSDP. The update is elementwise, so the steps are the
+ * (fsdp.h's unit-done callback, inside the backward), and FSDP reuses the
+ * unit's shard gradient memory for the next unit's: the shard gradients
+ * take the largest unit's shard instead of the whole shard, on every
+ * backend, as the full gradients do under FSDP. The update is elementwise, so the steps are the
  * ordinary step's bits; the logged gradient norm adds the units' sums of
  * squares, taken before their updates. */
 #ifndef TITAN_TRAIN_EARLY_STEP_H

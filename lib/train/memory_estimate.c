@@ -213,7 +213,12 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
     r->act_slot = (double)mm->slot_bytes;
     r->slots = mm->slots;
     r->cp = (double)mm->cp_bytes;
-    if (sharded) r->shard = 2.0 * (double)(p.fm.nshard + 1) * sizeof(float);
+    /* shard parameters and gradients; stepping in the backward, the
+     * gradients a unit's shard at a time (fsdp.h's unit-done callback) */
+    if (sharded)
+        r->shard = ((double)(p.fm.nshard + 1) +
+                    (double)((cfg->optimizer_early_step_in_backward ? p.fm.unit_shard_max : p.fm.nshard) + 1)) *
+                   sizeof(float);
     TITAN_TRY(optimizer_bytes(cfg, mc, &p, rank, r));
     if (p.lay.pp > 1) { /* pipeline.c: per slot, an outgoing gradient (or host copies of both messages) */
         double per_slot = (double)mm->slots * (double)mm->stage_io_bytes;
