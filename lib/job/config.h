@@ -73,7 +73,7 @@ typedef struct {
     double optimizer_scale;
     char optimizer_proj_type[TITAN_STR], optimizer_galore_svd[TITAN_STR];
     int optimizer_overlap_with_forward; /* side-stream AdamW beside the next forward (titan extension) */
-    int optimizer_early_step_in_backward; /* FSDP: each unit's AdamW update right after its reduce-scatter */
+    int optimizer_early_step_in_backward; /* FSDP: each unit's AdamW or GaLore update right after its reduce-scatter */
 
     /* [lr_scheduler] */
     int lr_scheduler_total_steps;      /* the schedule's length; 0 = training.steps */

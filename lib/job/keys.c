@@ -70,8 +70,8 @@ const key_def titan_job_keys[] = {
          "one process on a GPU: each block's AdamW update runs on a side stream while the next forward runs, "
          "a block's forward waiting for its own update (same bits; titan extension)"),
     BOOL("optimizer", "early_step_in_backward", optimizer_early_step_in_backward, 0,
-         "FSDP: each unit's AdamW update right after its reduce-scatter, its shard gradient then given back "
-         "(no clipping, accumulation, pipeline, tensor parallelism or replicas)"),
+         "FSDP: each unit's AdamW or GaLore update right after its reduce-scatter, its shard gradient memory "
+         "reused by the next unit (no clipping, accumulation, pipeline, tensor parallelism or replicas)"),
 
     INT("lr_scheduler", "total_steps", lr_scheduler_total_steps, 0, 0, 0,
         "steps the schedule spans (warmup, stable, decay), whatever training.steps is: a run stopped "

@@ -227,3 +227,19 @@ titan_status titan_galore_step(titan_optim *o, float *params, const float *grads
     }
     return TITAN_OK;
 }
+
+titan_status titan_galore_step_params(titan_optim *o, int p0, int p1, size_t off, size_t len, float *params,
+                                      const float *span, float lr, int64_t t) {
+    for (int k = 0; k < o->nmat; k++) {
+        const titan_galore_mat *mt = &o->mats[k];
+        int p = o->tensors[3 * k].param;
+        if (p < p0 || p >= p1) continue;
+        size_t numel = (size_t)(mt->m * mt->n);
+        if (numel && (mt->off < off || mt->off + numel > off + len))
+            return titan_error(TITAN_ERR_FAIL, "GaLore: %s: elements %zu..%zu outside its group's %zu..%zu",
+                               o->tensors[3 * k].name, mt->off, mt->off + numel, off, off + len);
+        /* a rank without rows still takes part in the matrix's collectives */
+        TITAN_TRY(mat_step(o, mt, params + mt->off, numel ? span + (mt->off - off) : span, 1.0f, lr, t));
+    }
+    return TITAN_OK;
+}

@@ -158,6 +158,19 @@ titan_optim_kind titan_optim_get_kind(const titan_optim *o);
 titan_status titan_optim_step(titan_optim *o, float *params, void *params_bf16, const float *grads, float gscale,
                               float lr);
 int titan_optim_writes_copy(const titan_optim *o);
+/* The same step a group of parameters at a time, as each group's gradient
+ * becomes final (step_groups.c; optimizer.early_step_in_backward): begin
+ * increments the step count, then step_params updates the parameters
+ * [p0, p1) of the titan_optim_param list, whose elements are
+ * [off, off + len) of params, with their gradients span[0 .. len) (no
+ * clipping). Groups covering each parameter once give one
+ * titan_optim_step's bits. GaLore's collectives (a row-sharded matrix's
+ * refresh and left projection) run inside: every rank makes the same calls
+ * in the same order, len 0 where it holds none of a group. Adam with
+ * weight_decay > 0 has no step by groups. */
+void titan_optim_begin_step(titan_optim *o);
+titan_status titan_optim_step_params(titan_optim *o, int p0, int p1, size_t off, size_t len, float *params,
+                                     const float *span, float lr);
 /* The flat moments and the step count. */
 titan_adamw *titan_optim_adamw(titan_optim *o);
 /* Per parameter (catalog order): 1 when its moments are in the flat arrays

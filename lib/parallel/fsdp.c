@@ -169,7 +169,8 @@ static void finish(titan_fsdp *f, const pending *p) {
         float *g = f->unit_grad ? f->unit_grad : f->sg + u->shard_off; /* transient: one unit's at a time */
         f->be->convert(g, TITAN_DTYPE_F32, buf + off, f->rdtype, u->shard_len);
         u->reduced = 2;
-        if (f->unit_done && u->shard_len) f->unit_done(f->unit_done_ctx, u->shard_off, u->shard_len, g);
+        titan_fsdp_unit_grad ug = {u->p0, u->p1, u->shard_off, u->shard_len, g};
+        if (f->unit_done) f->unit_done(f->unit_done_ctx, &ug);
     } else {
         mirror_in(f, p->stage, 0, u->shard_len * titan_dtype_size(f->rdtype));
         f->be->convert(f->sg + u->shard_off, TITAN_DTYPE_F32, buf, f->rdtype, u->shard_len);

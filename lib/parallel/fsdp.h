@@ -130,13 +130,20 @@ titan_status titan_fsdp_plan_memory(const titan_layout *l, const titan_llama_con
  * collective it served): gathers prefetched, reductions in flight. */
 int titan_fsdp_staging_buffers(void);
 
-/* Called as a unit's shard gradient becomes final during the step (its
+/* A unit whose shard gradient became final during the step (its
  * reduce-scatter completed, in a hook of the backward or in sync_grads):
- * grad holds it, len elements, those of [off, off + len) of
- * titan_fsdp_params; valid until the call returns (the next unit's
- * gradient reuses the memory: kernels queued on it by the callback run
- * first, in stream order). */
-typedef void (*titan_fsdp_unit_done_fn)(void *ctx, size_t off, size_t len, const float *grad);
+ * catalog parameters [p0, p1), elements [off, off + len) of
+ * titan_fsdp_params (len 0 where this rank holds none of them), their
+ * gradient in grad[0 .. len). grad is valid until the call returns (the
+ * next unit's gradient reuses the memory: kernels queued on it by the
+ * callback run first, in stream order). Every rank of the shard group is
+ * called for the same units in the same order. */
+typedef struct {
+    int p0, p1;
+    size_t off, len;
+    const float *grad;
+} titan_fsdp_unit_grad;
+typedef void (*titan_fsdp_unit_done_fn)(void *ctx, const titan_fsdp_unit_grad *g);
 
 /* FSDP's float8 all-gather (quantize.linear.float8.
  * enable_fsdp_float8_all_gather; tensorwise float8 linears set on the

@@ -8,10 +8,11 @@
 
 struct titan_early_step {
     titan_fsdp *fsdp;
-    titan_adamw *adam;
+    titan_optim *opt;
     const titan_backend *be;
     float lr;
     double sumsq, seconds;
+    titan_status err; /* the step's first failed update */
 };
 
 /* Refused with the job's key named, and what to change. */
@@ -23,8 +24,9 @@ static titan_status refuse(const char *why, const char *hint) {
 
 titan_status titan_early_step_check(const titan_job_config *cfg, const titan_layout *l, int accum) {
     if (!cfg->optimizer_early_step_in_backward) return TITAN_OK;
-    if (strcmp(cfg->optimizer_name, "AdamW"))
-        return refuse("AdamW only (optimizer.name is not AdamW)", "set optimizer.name = \"AdamW\"");
+    if (strcmp(cfg->optimizer_name, "AdamW") && strcmp(cfg->optimizer_name, "GaLore"))
+        return refuse("AdamW and GaLore only (optimizer.name is neither)",
+                      "set optimizer.name = \"AdamW\" or \"GaLore\"");
     if (l->pp > 1) return refuse("not with pipeline parallelism", "set parallelism.pipeline_parallel_degree = 1");
     if (l->tp > 1) return refuse("not with tensor parallelism (not yet)", "set parallelism.tensor_parallel_degree = 1");
     if (l->dp_replicate > 1)
@@ -43,20 +45,22 @@ titan_status titan_early_step_check(const titan_job_config *cfg, const titan_lay
 }
 
 /* A unit's shard gradient is final: its sum of squares and its update
- * (FSDP then reuses its memory for the next unit's). */
-static void unit_done(void *ctx, size_t off, size_t len, const float *grad) {
+ * (FSDP then reuses its memory for the next unit's). After a failure the
+ * step's later units are left alone; the error surfaces after the backward. */
+static void unit_done(void *ctx, const titan_fsdp_unit_grad *g) {
     titan_early_step *e = ctx;
+    if (e->err != TITAN_OK) return;
     double t0 = titan_now_s();
-    e->sumsq += e->be->sumsq(grad, len);
-    titan_adamw_step_span(e->adam, off, len, titan_fsdp_params(e->fsdp), NULL, grad, 1.0f, e->lr);
+    if (g->len) e->sumsq += e->be->sumsq(g->grad, g->len);
+    e->err = titan_optim_step_params(e->opt, g->p0, g->p1, g->off, g->len, titan_fsdp_params(e->fsdp), g->grad, e->lr);
     e->seconds += titan_now_s() - t0;
 }
 
-titan_status titan_early_step_create(titan_early_step **out, titan_fsdp *f, titan_adamw *adam,
+titan_status titan_early_step_create(titan_early_step **out, titan_fsdp *f, titan_optim *opt,
                                      const titan_backend *be) {
     titan_early_step *e = *out = titan_alloc(sizeof *e, "early step");
     if (!e) return TITAN_ERR_NOMEM;
-    *e = (titan_early_step){.fsdp = f, .adam = adam, .be = be};
+    *e = (titan_early_step){.fsdp = f, .opt = opt, .be = be};
     return titan_fsdp_set_unit_done(f, unit_done, e);
 }
 
@@ -67,11 +71,13 @@ void titan_early_step_free(titan_early_step *e) {
 }
 
 void titan_early_step_begin(titan_early_step *e, float lr) {
-    titan_adamw_begin_step(e->adam);
+    titan_optim_begin_step(e->opt);
     e->lr = lr;
+    e->err = TITAN_OK;
     e->sumsq = 0.0;
     e->seconds = 0.0;
 }
 
 double titan_early_step_sumsq(const titan_early_step *e) { return e->sumsq; }
+titan_status titan_early_step_error(const titan_early_step *e) { return e->err; }
 double titan_early_step_seconds(const titan_early_step *e) { return e->seconds; }

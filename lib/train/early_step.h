@@ -1,5 +1,6 @@
 /* early_step.h - optimizer.early_step_in_backward (torchtitan's key): under
- * FSDP each unit's AdamW update runs as soon as its reduce-scatter completed
+ * FSDP each unit's update (AdamW's, or GaLore's: its refreshes and
+ * projections too) runs as soon as its reduce-scatter completed
  * (fsdp.h's unit-done callback, inside the backward), and FSDP reuses the
  * unit's shard gradient memory for the next unit's: the shard gradients
  * take the largest unit's shard instead of the whole shard, on every
@@ -19,13 +20,15 @@
  * gradient before any update), gradient accumulation (accum > 1: the
  * gradients are final after the last micro-batch only), pipeline and
  * tensor parallelism, replicas (HSDP, DDP: final after an all-reduce),
- * one shard (no FSDP), an optimizer other than AdamW. */
+ * one shard (no FSDP), an optimizer other than AdamW and GaLore. */
 titan_status titan_early_step_check(const titan_job_config *cfg, const titan_layout *l, int accum);
 
 typedef struct titan_early_step titan_early_step;
-/* Installs the unit-done callback on f: updates of adam's moments over f's
- * shard (be: its memory's backend). */
-titan_status titan_early_step_create(titan_early_step **out, titan_fsdp *f, titan_adamw *adam,
+/* Installs the unit-done callback on f: opt's updates over f's shard (be:
+ * its memory's backend). GaLore's collectives then run inside FSDP's
+ * completions, whose timing differs from rank to rank: opt's communicator
+ * must be a group of its own, not FSDP's shard group (titan_optim_set_comm). */
+titan_status titan_early_step_create(titan_early_step **out, titan_fsdp *f, titan_optim *opt,
                                      const titan_backend *be);
 void titan_early_step_free(titan_early_step *e);
 /* Before the step's backward: the step count is incremented (AdamW's
@@ -35,5 +38,7 @@ void titan_early_step_begin(titan_early_step *e, float lr);
  * the seconds the updates took (both since begin). */
 double titan_early_step_sumsq(const titan_early_step *e);
 double titan_early_step_seconds(const titan_early_step *e);
+/* The step's first failed update (TITAN_OK: none), after sync_grads. */
+titan_status titan_early_step_error(const titan_early_step *e);
 
 #endif

@@ -79,6 +79,7 @@ static titan_status grad_norm(trainer *t, double *norm, float *clip) {
         return TITAN_OK;
     }
     if (t->early) { /* the units' sums, taken before their updates (no clipping) */
+        TITAN_TRY(titan_early_step_error(t->early));
         double ss = titan_early_step_sumsq(t->early);
         TITAN_TRY(titan_comm_sum_double(t->mesh.shard_comm, ss, &ss));
         *norm = sqrt(ss);
@@ -98,6 +99,9 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     /* LambdaLR semantics: the factor of step s-1 drives optimizer step s. */
     double lr = titan_lr_at(&t->sched, &t->lr, step - 1 - t->pr.lr_origin);
     TITAN_TRY(titan_fsdp_zero_grads(t->fsdp));
+    /* GaLore's own collectives, this step's (in the backward when it steps there) */
+    double oc_s = t->opt_comm ? t->opt_comm->seconds : 0.0;
+    uint64_t oc_bytes = t->opt_comm ? t->opt_comm->bytes : 0;
     if (t->early) titan_early_step_begin(t->early, (float)lr); /* each unit updated as it is reduced */
     for (int a = 0; a < t->accum; a++) {
         const uint32_t *in, *tg;
@@ -128,9 +132,12 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
     /* The loss reported is the mean over every rank's micro-batches (the
      * last stage's: the others add 0). */
     titan_flight_phase("gradients");
+    /* Every reduction first: stepping in the backward, a rank may be inside
+     * a unit's update, in GaLore's collectives, until its peers finish
+     * theirs, so no collective of another group may come between. */
+    TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
     TITAN_TRY(titan_comm_sum_double(t->mesh.world_comm, loss_sum, &loss_sum));
     loss_sum /= t->mesh.world / t->mesh.layout.pp;
-    TITAN_TRY(titan_fsdp_sync_grads(t->fsdp));
     double norm = 0.0;
     float clip = 1.0f; /* applied by the optimizer step as it reads the gradients */
     TITAN_TRY(grad_norm(t, &norm, &clip));
@@ -166,8 +173,6 @@ static titan_status train_step(trainer *t, titan_step_metrics *sm) {
                      ? titan_llama_compute_copy(t->model)
                      : NULL;
     titan_flight_phase("optimizer");
-    double oc_s = t->opt_comm ? t->opt_comm->seconds : 0.0;
-    uint64_t oc_bytes = t->opt_comm ? t->opt_comm->bytes : 0;
     double opt_t0 = titan_now_s();
     if (t->early) /* done in the backward: its time is the updates' own */
         opt_t0 -= titan_early_step_seconds(t->early);
@@ -536,6 +541,7 @@ static void teardown(trainer *t) {
     titan_metrics_close(t->metrics);
     titan_optim_free(t->opt);
     titan_free(t->opt_comm);
+    if (t->optim_group != t->mesh.shard_comm) titan_comm_free(t->optim_group);
     /* FSDP drains its queued gathers into the model's memory, the pipeline
      * its queued sends from it: they go first. */
     titan_pipeline_free(t->pipe);

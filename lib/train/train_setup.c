@@ -272,7 +272,7 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
 static titan_status galore_gather(void *ctx, const float *send, float *recv, const size_t *counts) {
     titan_optim_comm *oc = ((trainer *)ctx)->opt_comm;
     double t0 = titan_now_s();
-    titan_status st = titan_comm_all_gather_v(((trainer *)ctx)->mesh.shard_comm, send, recv, counts, TITAN_DTYPE_F32, NULL);
+    titan_status st = titan_comm_all_gather_v(((trainer *)ctx)->optim_group, send, recv, counts, TITAN_DTYPE_F32, NULL);
     oc->seconds += titan_now_s() - t0;
     oc->bytes += counts[oc->rank] * sizeof(float);
     return st;
@@ -281,7 +281,7 @@ static titan_status galore_gather(void *ctx, const float *send, float *recv, con
 static titan_status galore_sum(void *ctx, float *x, size_t n) {
     titan_optim_comm *oc = ((trainer *)ctx)->opt_comm;
     double t0 = titan_now_s();
-    titan_status st = titan_comm_all_reduce(((trainer *)ctx)->mesh.shard_comm, x, x, n, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
+    titan_status st = titan_comm_all_reduce(((trainer *)ctx)->optim_group, x, x, n, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
     oc->seconds += titan_now_s() - t0;
     oc->bytes += n * sizeof(float);
     return st;
@@ -306,6 +306,14 @@ static titan_status create_optimizer(trainer *t) {
     if (st != TITAN_OK) return st;
     t->adam = titan_optim_adamw(t->opt);
     if (t->mesh.shard_comm) {
+        /* Stepping in the backward, GaLore's collectives run inside FSDP's
+         * completions, at times that differ from rank to rank: on the shard
+         * group they would interleave with FSDP's own differently on each
+         * rank, so they take a group of their own. */
+        t->optim_group = t->mesh.shard_comm;
+        if (cfg->optimizer_early_step_in_backward && oc.kind == TITAN_OPTIM_GALORE)
+            TITAN_TRY(titan_comm_split(t->mesh.shard_comm, 0, titan_comm_rank(t->mesh.shard_comm), "optimizer",
+                                       &t->optim_group));
         t->opt_comm = titan_alloc(sizeof *t->opt_comm, "optimizer communication");
         if (!t->opt_comm) return TITAN_ERR_NOMEM;
         *t->opt_comm = (titan_optim_comm){.ctx = t, .rank = titan_comm_rank(t->mesh.shard_comm),
@@ -348,10 +356,10 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
     TITAN_TRY(create_optimizer(t));
     TITAN_TRY(titan_early_step_check(cfg, &t->mesh.layout, t->accum));
     if (cfg->optimizer_early_step_in_backward) {
-        TITAN_TRY(titan_early_step_create(&t->early, t->fsdp, t->adam, t->be));
+        TITAN_TRY(titan_early_step_create(&t->early, t->fsdp, t->opt, t->be));
         if (t->mesh.rank == 0)
-            titan_info("optimizer: AdamW steps each FSDP unit right after its reduce-scatter, in the backward "
-                       "(optimizer.early_step_in_backward)");
+            titan_info("optimizer: %s steps each FSDP unit right after its reduce-scatter, in the backward "
+                       "(optimizer.early_step_in_backward)", cfg->optimizer_name);
     }
     /* one process, AdamW: the model has no FSDP hooks (overlap.h) */
     if (t->mesh.world == 1 && titan_optim_get_kind(t->opt) == TITAN_OPTIM_ADAMW) {

@@ -37,6 +37,7 @@ typedef struct {
     titan_optim *opt;          /* optimizer.name's */
     titan_adamw *adam;         /* opt's flat moments and step count */
     titan_optim_comm *opt_comm; /* GaLore's collectives under FSDP; NULL without */
+    titan_comm *optim_group;    /* their group: the shard group, or a split of it (early step) */
     titan_lr_schedule sched;
     titan_lr_inputs lr;        /* sched's inputs, recorded in every save */
     titan_metrics *metrics;    /* rank 0 only */

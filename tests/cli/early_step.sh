@@ -9,7 +9,9 @@
 # gradient; its largest unit, the output, holds the rest).
 # Refused by name where it cannot hold, as torchtitan refuses: global-norm
 # clipping, gradient accumulation, pipeline parallelism; and here also
-# tensor parallelism, replicas (HSDP, DDP), one process, GaLore. TAP output.
+# tensor parallelism, replicas (HSDP, DDP), one process, Adam. GaLore steps
+# in the backward too, refreshes and all, to its ordinary step's bits and
+# checkpoints. TAP output.
 set -u
 . "$(dirname "$0")/lib/tiny.sh"
 
@@ -28,6 +30,22 @@ same_bits "FSDP 4: the step in the backward trains the ordinary step's bits" "$t
 expect 0 "" "FSDP 2 in the backward to step 12" -- "$bin/titan-train" -q "$tmp/half" --nproc 2 $EARLY --stop-at 12
 expect 0 "" "resume it" -- "$bin/titan-train" -q "$tmp/half" --nproc 2 $EARLY
 same_ckpt "resume: the same checkpoint at step 20" "$tmp/o2" "$tmp/half"
+
+# --- GaLore: refreshes and row-sharded projections inside FSDP's completions --
+# randomized SVD (the default), a refresh every 5 steps; its collectives on a
+# group of their own (train_setup.c), so they cannot interleave with FSDP's.
+GALORE="--optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=5"
+for r in g2 ge2 g4 ge4 ghalf; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $NOCLIP $GALORE 2>"$tmp/err" || fail "init $r"; done
+expect 0 "" "GaLore FSDP 2, ordinary step" -- "$bin/titan-train" -q "$tmp/g2" --nproc 2
+expect 0 "GaLore steps each FSDP unit" "GaLore FSDP 2, step in the backward" -- "$bin/titan-train" "$tmp/ge2" --nproc 2 $EARLY
+same_bits "GaLore FSDP 2: the step in the backward trains the ordinary step's bits" "$tmp/g2" "$tmp/ge2"
+same_ckpt "GaLore FSDP 2: the same checkpoint at step 20 (low-rank state included)" "$tmp/g2" "$tmp/ge2"
+expect 0 "" "GaLore FSDP 4, ordinary step" -- "$bin/titan-train" -q "$tmp/g4" --nproc 4 $ONE
+expect 0 "" "GaLore FSDP 4, step in the backward" -- "$bin/titan-train" -q "$tmp/ge4" --nproc 4 $EARLY $ONE
+same_bits "GaLore FSDP 4: the step in the backward trains the ordinary step's bits" "$tmp/g4" "$tmp/ge4"
+expect 0 "" "GaLore FSDP 2 in the backward to step 12" -- "$bin/titan-train" -q "$tmp/ghalf" --nproc 2 $EARLY --stop-at 12
+expect 0 "" "resume it" -- "$bin/titan-train" -q "$tmp/ghalf" --nproc 2 $EARLY
+same_ckpt "GaLore resume: the same checkpoint at step 20" "$tmp/g2" "$tmp/ghalf"
 
 # --- memory: rank 0's peak, 3 steps of a dim-512 model -----------------------
 # The cpu allocator's count (memory_estimation.enable) beside the dry run's
@@ -61,5 +79,5 @@ expect 2 "pipeline parallelism" "pipeline parallelism refused" -- "$bin/titan-tr
 expect 2 "replicas" "HSDP refused" -- "$bin/titan-train" -q "$tmp/o2" --nproc 4 $EARLY $ONE \
     --parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=2
 expect 2 "needs FSDP" "one process refused" -- "$bin/titan-train" -q "$tmp/o2" $EARLY
-expect 2 "AdamW only" "GaLore refused" -- "$bin/titan-train" -q "$tmp/o2" --nproc 2 $EARLY --optimizer.name=GaLore
+expect 2 "AdamW and GaLore only" "Adam refused" -- "$bin/titan-train" -q "$tmp/o2" --nproc 2 $EARLY --optimizer.name=Adam
 tap_end
