@@ -139,6 +139,11 @@ typedef struct {
     const void *dy[3], *w[3];
     int OC[3];
     void *dx;
+    /* backward under async tp: ready(m) makes dy[ready_at..] (the cp
+     * ring's key and value gradients), called after the products of
+     * the dy before it */
+    void (*ready)(titan_llama *m);
+    int ready_at;
 } col_products;
 
 static void col_add(col_products *p, void *y, const void *dy, const void *w, int OC) {
@@ -195,7 +200,10 @@ static void *col_backward(titan_llama *m, int gw, col_products *p, float *const 
                                 p->OC[i]);
         return tp_reduce_grad(m, p->dx);
     }
-    for (int i = 0; i < p->np; i++) be->matmul_backward(m->dt, gw, NULL, dw[i], p->dy[i], x, p->w[i], m->N, m->C, p->OC[i]);
+    for (int i = 0; i < p->np; i++) {
+        if (p->ready && i == p->ready_at) p->ready(m);
+        be->matmul_backward(m->dt, gw, NULL, dw[i], p->dy[i], x, p->w[i], m->N, m->C, p->OC[i]);
+    }
     if (m->err == TITAN_OK)
         overlap_failed(m, m->tp->reduce_scatter_each(m->tp->ctx, own_rows(m, p->dx), (size_t)m->NR * m->C, m->dt,
                                                      col_backward_block, p), "matmul reduce-scatter");
@@ -688,8 +696,10 @@ static void layer_backward_overlap(titan_llama *m, int l, const void *x, int gw)
 
     /* h = x + wo(attention(rope(wq n1), rope(wk n1), wv n1)), n1 = rmsnorm(x) */
     row_parallel_backward(m, gw, datt, G_layer(m, l, P_WO), a.att, W_layer(m, l, P_WO), QD);
-    attention_rope_backward(m, &a, 0);
-    p = (col_products){.m = m, .dx = dn};
+    /* dk and dv once wq's weight gradient is made: the cp ring's peers
+     * finish their partials of them meanwhile */
+    attention_rope_backward(m, &a, 1);
+    p = (col_products){.m = m, .dx = dn, .ready = attention_kv_backward_finish, .ready_at = 1};
     col_add(&p, NULL, datt, W_layer(m, l, P_WQ), QD);
     col_add(&p, NULL, dkr, W_layer(m, l, P_WK), KVD);
     col_add(&p, NULL, dv, W_layer(m, l, P_WV), KVD);
