@@ -18,34 +18,31 @@ set -u
 shard_man_corpus
 EARLY="--optimizer.early_step_in_backward=true"
 NOCLIP="--training.max_norm=0"
-for r in o2 e2 o4 e4 half; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $NOCLIP 2>"$tmp/err" || fail "init $r"; done
-expect 0 "" "FSDP 2, ordinary step" -- "$bin/titan-train" -q "$tmp/o2" --nproc 2
-expect 0 "right after its reduce-scatter" "FSDP 2, step in the backward" -- "$bin/titan-train" "$tmp/e2" --nproc 2 $EARLY
-same_bits "FSDP 2: the step in the backward trains the ordinary step's bits" "$tmp/o2" "$tmp/e2"
-same_ckpt "FSDP 2: the same checkpoint at step 20" "$tmp/o2" "$tmp/e2"
 ONE="--training.local_batch_size=1" # 4 sequences a step over 4 ranks: no accumulation
-expect 0 "" "FSDP 4, ordinary step" -- "$bin/titan-train" -q "$tmp/o4" --nproc 4 $ONE
-expect 0 "" "FSDP 4, step in the backward" -- "$bin/titan-train" -q "$tmp/e4" --nproc 4 $EARLY $ONE
-same_bits "FSDP 4: the step in the backward trains the ordinary step's bits" "$tmp/o4" "$tmp/e4"
-expect 0 "" "FSDP 2 in the backward to step 12" -- "$bin/titan-train" -q "$tmp/half" --nproc 2 $EARLY --stop-at 12
-expect 0 "" "resume it" -- "$bin/titan-train" -q "$tmp/half" --nproc 2 $EARLY
-same_ckpt "resume: the same checkpoint at step 20" "$tmp/o2" "$tmp/half"
-
-# --- GaLore: refreshes and row-sharded projections inside FSDP's completions --
-# randomized SVD (the default), a refresh every 5 steps; its collectives on a
-# group of their own (train_setup.c), so they cannot interleave with FSDP's.
-GALORE="--optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=5"
-for r in g2 ge2 g4 ge4 ghalf; do "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY $NOCLIP $GALORE 2>"$tmp/err" || fail "init $r"; done
-expect 0 "" "GaLore FSDP 2, ordinary step" -- "$bin/titan-train" -q "$tmp/g2" --nproc 2
-expect 0 "GaLore steps each FSDP unit" "GaLore FSDP 2, step in the backward" -- "$bin/titan-train" "$tmp/ge2" --nproc 2 $EARLY
-same_bits "GaLore FSDP 2: the step in the backward trains the ordinary step's bits" "$tmp/g2" "$tmp/ge2"
-same_ckpt "GaLore FSDP 2: the same checkpoint at step 20 (low-rank state included)" "$tmp/g2" "$tmp/ge2"
-expect 0 "" "GaLore FSDP 4, ordinary step" -- "$bin/titan-train" -q "$tmp/g4" --nproc 4 $ONE
-expect 0 "" "GaLore FSDP 4, step in the backward" -- "$bin/titan-train" -q "$tmp/ge4" --nproc 4 $EARLY $ONE
-same_bits "GaLore FSDP 4: the step in the backward trains the ordinary step's bits" "$tmp/g4" "$tmp/ge4"
-expect 0 "" "GaLore FSDP 2 in the backward to step 12" -- "$bin/titan-train" -q "$tmp/ghalf" --nproc 2 $EARLY --stop-at 12
-expect 0 "" "resume it" -- "$bin/titan-train" -q "$tmp/ghalf" --nproc 2 $EARLY
-same_ckpt "GaLore resume: the same checkpoint at step 20" "$tmp/g2" "$tmp/ghalf"
+# in the backward against the ordinary step: FSDP 2 and 4, and a resume.
+# $1: a name for the runs; $2: what the backward run says; $3: optimizer flags
+against_ordinary() {
+    for r in o2 e2 o4 e4 half; do
+        "$bin/titan-init" -q "$cfg" "$tmp/$1$r" $TINY $NOCLIP $3 2>"$tmp/err" || fail "init $1$r"
+    done
+    expect 0 "" "$1FSDP 2, ordinary step" -- "$bin/titan-train" -q "$tmp/$1o2" --nproc 2
+    expect 0 "$2" "$1FSDP 2, step in the backward" -- "$bin/titan-train" "$tmp/$1e2" --nproc 2 $EARLY
+    same_bits "$1FSDP 2: the step in the backward trains the ordinary step's bits" "$tmp/$1o2" "$tmp/$1e2"
+    same_ckpt "$1FSDP 2: the same checkpoint at step 20" "$tmp/$1o2" "$tmp/$1e2"
+    expect 0 "" "$1FSDP 4, ordinary step" -- "$bin/titan-train" -q "$tmp/$1o4" --nproc 4 $ONE
+    expect 0 "" "$1FSDP 4, step in the backward" -- "$bin/titan-train" -q "$tmp/$1e4" --nproc 4 $EARLY $ONE
+    same_bits "$1FSDP 4: the step in the backward trains the ordinary step's bits" "$tmp/$1o4" "$tmp/$1e4"
+    expect 0 "" "$1FSDP 2 in the backward to step 12" -- "$bin/titan-train" -q "$tmp/$1half" --nproc 2 $EARLY --stop-at 12
+    expect 0 "" "$1resume it" -- "$bin/titan-train" -q "$tmp/$1half" --nproc 2 $EARLY
+    same_ckpt "$1resume: the same checkpoint at step 20" "$tmp/$1o2" "$tmp/$1half"
+}
+against_ordinary "" "AdamW steps each FSDP unit right after its reduce-scatter" ""
+# GaLore: randomized SVD (the default), a refresh every 5 steps; the
+# refreshes and row-sharded projections run inside FSDP's completions, their
+# collectives on a group of their own (train_setup.c). The checkpoints hold
+# the low-rank state too.
+against_ordinary "GaLore " "GaLore steps each FSDP unit" \
+    "--optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=5"
 
 # --- memory: rank 0's peak, 3 steps of a dim-512 model -----------------------
 # The cpu allocator's count (memory_estimation.enable) beside the dry run's
