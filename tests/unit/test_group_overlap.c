@@ -28,7 +28,8 @@
  * the same over device memory the peers map (CUDA IPC): the window calls
  * themselves (every rank's blocks read where they lie, both halves), then
  * the group's collective matmuls on device buffers against the host
- * collectives' bits. Without it that part is skipped, said so. */
+ * collectives' bits; a window one rank cannot allocate fails on every
+ * rank, naming it. Without cuda that part is skipped, said so. */
 #include <unistd.h>
 
 #include "parallel/group.h"
@@ -145,6 +146,22 @@ static void device_window(titan_comm *c, const titan_backend *be) {
     }
     CHECK(bad == 0, "every peer's device block read where it lies, as written (%d wrong)", bad);
     titan_comm_window_free(w);
+    /* The last rank out of device memory (its share of the GPU cut to
+     * nothing): the window fails on every rank, naming that rank, and
+     * nothing waits for it; the communicator goes on. */
+    int last = n - 1;
+    if (me == last) {
+        printf("  rank %d: its GPU share cut to nothing (the refusal below is the test's)\n", me);
+        be->set_option(TITAN_OPT_DEVICE_SHARE, 1 << 30);
+    }
+    titan_comm_window *none = NULL;
+    titan_status st = titan_comm_window_create(c, WCNT * 4, be, &none);
+    char named[32];
+    snprintf(named, sizeof named, "rank %d:", last);
+    CHECK(st == TITAN_ERR_FAIL && !none && strstr(titan_error_message(), named),
+          "a window one rank cannot allocate fails on all, naming it: %s", titan_error_message());
+    if (me == last) be->set_option(TITAN_OPT_DEVICE_SHARE, 0);
+    titan_error_clear();
 }
 
 /* The group's collective matmuls on device buffers: the host collectives' bits. */
