@@ -399,6 +399,13 @@ static titan_backend cuda_backend = {
     .side_stream = cuda_side_stream,
     .event_record = cuda_event_record,
     .event_wait = cuda_event_wait,
+    /* shared windows over device memory (ipc.cu) */
+    .ipc_export = titan_cuda_ipc_export,
+    .ipc_open = titan_cuda_ipc_open,
+    .ipc_close = titan_cuda_ipc_close,
+    .copy = titan_cuda_copy,
+    .sum_ranks = titan_cuda_sum_ranks,
+    .host_call = titan_cuda_host_call,
 };
 
 /* "name: cause" of a failed CUDA call, into msg */

@@ -393,6 +393,15 @@ int titan_cuda_vmm_commit(void *p, size_t nbytes);
 void titan_cuda_vmm_release(void *p, size_t nbytes);
 int titan_cuda_vmm_free(void *p);
 
+/* ipc.cu: backend.h's ipc_export, ipc_open, ipc_close, copy, sum_ranks
+ * and host_call (the shared windows of async tensor parallelism) */
+int titan_cuda_ipc_export(void *p, void *handle);
+void *titan_cuda_ipc_open(const void *handle);
+void titan_cuda_ipc_close(void *p);
+void titan_cuda_copy(void *dst, const void *src, size_t nbytes);
+void titan_cuda_sum_ranks(titan_dtype dt, void *out, const void *const *src, int n, size_t m);
+void titan_cuda_host_call(void (*fn)(void *arg), void *arg);
+
 /* elementwise.cu: launches an empty kernel and waits, so "no kernel image
  * for this GPU" shows up when the backend is opened, not in the first op */
 cudaError_t titan_cuda_probe(void);

@@ -78,6 +78,10 @@ if [ $asan -eq 0 ] && [ -f build/emu/libtitan-cuda-emu.so ] && [ -x build/tests/
     run test_cuda_ops_emu env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so build/tests/test_cuda_ops
     run test_comm_nccl_emu env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so TITAN_EMU_DEVICES=2 \
         build/tests/test_comm_nccl
+    # async tp's shared windows on device memory between processes (CUDA
+    # IPC), ranks on one emulated GPU and across two
+    run test_group_overlap_emu env TITAN_CUDA_LIB=build/emu/libtitan-cuda-emu.so TITAN_EMU_DEVICES=2 \
+        build/tests/test_group_overlap
     # bf16 attention through cuDNN's graphs, run by the emulator's interpreter
     # (cudnn_emu.cpp); cuDNN must have run, as a call it does not take falls
     # back to titan's kernels without a word

@@ -311,7 +311,39 @@ typedef struct titan_backend {
     void (*side_stream)(int on);
     void (*event_record)(void *ev);
     void (*event_wait)(void *ev);
+
+    /* Device memory that the other processes of this host address
+     * directly: comm.h's shared windows over device memory (async tensor
+     * parallelism with ranks on one host). NULL, all of them together, on
+     * backends without it (cpu, cpu-guard: host windows need none of it).
+     * ipc_export(p, handle) fills handle (TITAN_IPC_HANDLE_BYTES, to be
+     * sent to the peers through host memory) for p, a pointer from alloc
+     * (its start); ipc_open(handle) maps a peer's exported buffer and
+     * returns its address here (not in the exporting process: a process
+     * uses its own pointer); ipc_close unmaps it (before the exporter frees
+     * it). Both return -1 / NULL with the error set (titan_error). */
+    int (*ipc_export)(void *p, void *handle);
+    void *(*ipc_open)(const void *handle);
+    void (*ipc_close)(void *p);
+    /* dst = src, nbytes, device to device, queued like the ops; either may
+     * be memory from ipc_open. Must not overlap. */
+    void (*copy)(void *dst, const void *src, size_t nbytes);
+    /* out[i] = src[0][i] + ... + src[n-1][i] over m elements of dt (f32 or
+     * bf16), added in that order in f32 and rounded once: comm.h's
+     * titan_comm_sum_ranks, bit for bit, on device memory (sources may be
+     * from ipc_open; out may be one of them). 1 <= n <= TITAN_SUM_RANKS_MAX. */
+    void (*sum_ranks)(titan_dtype dt, void *out, const void *const *src, int n, size_t m);
+    /* fn(arg) runs on a host thread once every op queued so far has
+     * finished, without the caller waiting: a shared window's flag is
+     * posted when the device work that wrote the block is done. fn must not
+     * call the backend. */
+    void (*host_call)(void (*fn)(void *arg), void *arg);
 } titan_backend;
+
+/* The bytes of ipc_export's handle (cudaIpcMemHandle_t's size). */
+#define TITAN_IPC_HANDLE_BYTES 64
+/* sum_ranks' most sources (the shm communicator's most ranks). */
+#define TITAN_SUM_RANKS_MAX 64
 
 /* The CPU reference backend (OpenBLAS + OpenMP). */
 const titan_backend *titan_backend_cpu(void);

@@ -237,6 +237,13 @@ static void p_scale(float *x, size_t n, float s) {
 static void p_sumsq_into(double *out, const float *x, size_t n) {
     TIMED("sumsq", 0, IN->sumsq_into(out, x, n), "n=%zu", n);
 }
+/* a shared window's copies and sums (async tensor parallelism on a device) */
+static void p_copy(void *dst, const void *src, size_t nbytes) {
+    TIMED("copy", 0, IN->copy(dst, src, nbytes), "bytes=%zu", nbytes);
+}
+static void p_sum_ranks(titan_dtype dt, void *out, const void *const *src, int n, size_t m) {
+    TIMED("sum_ranks", 0, IN->sum_ranks(dt, out, src, n, m), "ranks=%d m=%zu", n, m);
+}
 static double p_sumsq(const float *x, size_t n) {
     if (!g_prof->on) return IN->sumsq(x, n);
     double t0 = op_begin();
@@ -271,6 +278,8 @@ titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profil
     t->cross_entropy = p_cross_entropy, t->logsumexp = p_logsumexp;
     t->adamw_step = p_adamw_step, t->sumsq = p_sumsq, t->scale = p_scale;
     t->sumsq_into = p_sumsq_into; /* the side stream's calls are inner's own */
+    if (inner->copy) t->copy = p_copy; /* ipc_* and host_call: inner's own */
+    if (inner->sum_ranks) t->sum_ranks = p_sum_ranks;
     g_prof = p;
     *out = p;
     *table = &p->table;

@@ -229,23 +229,46 @@ const char *titan_comm_redop_name(titan_comm_redop op); /* "sum", "avg" */
  * what it wrote before is visible to whoever then sees the value); a
  * reader waits on a flag (acquire) with the communicator's timeout and
  * failure detection. What the halves and the values mean is the caller's
- * protocol (lib/parallel/group_overlap.c). Backends: shm (the buffers live
- * in one shared segment); mpi and nccl have none yet (TITAN_ERR_USAGE:
- * check titan_comm_has_windows first). The CUDA counterpart would export
- * VMM allocations between processes (cuMemExportToShareableHandle) or use
- * NCCL's registered windows, behind the same calls. */
+ * protocol (lib/parallel/group_overlap.c). Backends: shm (the flags live in
+ * one shared segment); mpi and nccl have none yet (TITAN_ERR_USAGE: check
+ * titan_comm_has_windows first).
+ *
+ * The buffers are host memory in the shm segment when create is given no
+ * backend or a host one (cpu), and device memory of a backend with
+ * ipc_export (cuda) otherwise: each rank allocates its buffer there and
+ * exports it, the handles go round over the communicator, and each rank
+ * maps its peers' (CUDA IPC: ranks on one GPU, or on GPUs that reach each
+ * other, NVLink or PCIe peer access). The flags stay in host shared memory.
+ * On a device window, post publishes once every op queued on the backend
+ * before it has finished (backend.h's host_call: the caller does not
+ * wait), and a wait is the host's: work that reads a peer's block is
+ * queued after the wait returns. Device buffers are read and written with
+ * the backend's ops only (copy, sum_ranks, kernels), never by the host.
+ * NCCL's registered windows would be another way, behind the same calls. */
 typedef struct titan_comm_window titan_comm_window;
+struct titan_backend;
 /* 1 when titan_comm_window_create works on c. */
 int titan_comm_has_windows(const titan_comm *c);
-/* Collective over c (a split: the same call on every rank, in order). */
-titan_status titan_comm_window_create(titan_comm *c, size_t bytes, titan_comm_window **out);
-/* Rank r's half h (0 or 1): bytes of memory this process may read and write. */
+/* Collective over c (a split: the same call on every rank, in order). be:
+ * whose memory the buffers are (above); NULL: host memory. A device
+ * window's failure on any rank (no memory, export or mapping refused)
+ * fails it on every rank, naming the rank and the cause. */
+titan_status titan_comm_window_create(titan_comm *c, size_t bytes, const struct titan_backend *be,
+                                      titan_comm_window **out);
+/* 1 when w's buffers are device memory. */
+int titan_comm_window_device(const titan_comm_window *w);
+/* Rank r's half h (0 or 1): bytes of memory this process may read and
+ * write (a device window's: with the backend's ops). */
 void *titan_comm_window_buf(titan_comm_window *w, int rank, int half);
-/* This rank's flag = value (>= its previous value). */
+/* This rank's flag = value (>= its previous value); on a device window
+ * once the backend's queued work is done. */
 void titan_comm_window_post(titan_comm_window *w, unsigned long long value);
 /* Until rank r's flag >= value; TITAN_ERR_COMM (named) on the timeout, a
  * dead peer or a stopped communicator. `what` names the step for messages. */
 titan_status titan_comm_window_wait(titan_comm_window *w, int rank, unsigned long long value, const char *what);
+/* Not collective for a host window. A device window's free waits for the
+ * queued work, unmaps the peers' buffers and frees this rank's once every
+ * live peer has unmapped it (their last flag), so all ranks free it. */
 void titan_comm_window_free(titan_comm_window *w);
 /* out[m] = src[0] + ... + src[n-1] element by element, added as the
  * reductions add (rank order, f32, bf16 rounded once): the same bits as a

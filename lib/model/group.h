@@ -53,7 +53,9 @@ typedef struct titan_group {
 
     /* Collective matmuls (async tensor parallelism): NULL where the group
      * cannot run them (its communicator has no shared windows, or the
-     * backend's buffers are not host memory). overlap_reserve, collective:
+     * backend's buffers are neither host memory nor device memory that the
+     * peers map: cpu-guard). Block pointers handed to fn (and published's)
+     * are the backend's memory. overlap_reserve, collective:
      * blocks of up to `bytes` will be passed (makes the shared window). */
     titan_status (*overlap_reserve)(void *ctx, size_t bytes);
     /* all_gather as a ring of blocks: fn(arg, r, block r) runs for every

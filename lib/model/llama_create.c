@@ -325,10 +325,15 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     request r;
     TITAN_TRY(check_request(c, B, T, ac, dt, opt, &r));
     /* (a memory plan needs the groups' places only: this is checked here) */
-    if (r.overlap && !r.tp->all_gather_each)
-        return titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism needs a tp group whose ranks address "
-                           "each other's host memory (the shm communicator and a host backend such as cpu); this "
-                           "one's communicator or backend has no shared windows");
+    if (r.overlap && !r.tp->all_gather_each) {
+        titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism needs a tp group whose ranks address each "
+                    "other's buffers: the shm communicator with host buffers (cpu) or with device buffers the "
+                    "peers map (cuda); this one's communicator (nccl, mpi) or backend (cpu-guard) has no shared "
+                    "windows");
+        titan_error_hint("with the cuda backend and ranks on one host, TITAN_COMM=shm gives the tp group shared "
+                         "windows over CUDA IPC");
+        return TITAN_ERR_USAGE;
+    }
     titan_llama *m = titan_alloc(sizeof *m, "model");
     if (!m) return TITAN_ERR_NOMEM;
     m->be = be;

@@ -148,9 +148,10 @@ titan_status titan_parallel_group_create(titan_group **out, titan_comm *comm, co
         .take_comm_s = take_comm_s,
         .take_exposed_s = take_exposed_s,
     };
-    /* Host buffers and a communicator whose peers' memory is addressable:
-     * the collective matmuls (group_overlap.c) can run. */
-    if (be->host && titan_comm_has_windows(comm)) group_overlap_enable(g);
+    /* A communicator whose peers' memory is addressable, on host buffers
+     * or a backend whose device memory the peers map (cuda): the collective
+     * matmuls (group_overlap.c) can run. */
+    if ((be->host || be->ipc_export) && titan_comm_has_windows(comm)) group_overlap_enable(g);
     *out = &g->ops;
     return TITAN_OK;
 }

@@ -23,7 +23,16 @@
  * read in place later by the reduce_scatter_each that follows it. With
  * the window made, the group's small all-reduces (the sequence-parallel norms' weight
  * gradients) take it too: one wait per peer instead of the shm
- * collective's phases, the same rank-order sum. */
+ * collective's phases, the same rank-order sum.
+ *
+ * On a device backend (cuda) the window is device memory the peers map
+ * (comm.h): the copies and the sums are the backend's ops (copy,
+ * sum_ranks: the host's bits), queued on its stream like the products; a
+ * post goes out once the device work queued before it is done (so a flag
+ * promises the block is written, and "done" that the reads of the peers'
+ * blocks are over), and a wait holds back the queueing of the work that
+ * reads a peer's block, never work that does not need it. The comm_s
+ * there counts the host's side (queueing, waits), not the device's. */
 #include <string.h>
 
 #include "core/clock.h"
@@ -35,6 +44,18 @@ static unsigned long long flag(const group *g, unsigned long long call, int step
     return call * (unsigned long long)(g->ops.size + 2) + (unsigned long long)step;
 }
 static int done_step(const group *g) { return g->ops.size + 1; }
+
+/* dst = src (bytes): host memory, or the backend's device buffers. */
+static void block_copy(const group *g, void *dst, const void *src, size_t bytes) {
+    if (g->be->host) memcpy(dst, src, bytes);
+    else g->be->copy(dst, src, bytes);
+}
+
+/* out = the sum of src[0 .. n - 1] in rank order (titan_comm_sum_ranks' bits). */
+static void block_sum(const group *g, const void *const *src, int n, size_t m, titan_dtype dt, void *out) {
+    if (g->be->host) titan_comm_sum_ranks(src, n, m, dt, out);
+    else g->be->sum_ranks(dt, out, src, n, m);
+}
 
 /* Until rank r's flag reaches value; the time counts as exposed. */
 static titan_status wait_peer(group *g, int r, unsigned long long value, const char *what) {
@@ -71,7 +92,7 @@ static titan_status overlap_reserve(void *ctx, size_t bytes) {
     g->win = NULL;
     g->calls = 0;
     bytes = (bytes + 63) / 64 * 64;
-    TITAN_TRY(titan_comm_window_create(g->comm, bytes * (size_t)g->ops.size, &g->win));
+    TITAN_TRY(titan_comm_window_create(g->comm, bytes * (size_t)g->ops.size, g->be->host ? NULL : g->be, &g->win));
     g->block_bytes = bytes;
     return TITAN_OK;
 }
@@ -85,7 +106,7 @@ static titan_status publish_as(group *g, const void *mine, size_t bytes, const c
     int half;
     TITAN_TRY(begin(g, bytes, what, &half));
     double t0 = titan_now_s();
-    memcpy(titan_comm_window_buf(g->win, g->ops.rank, half), mine, bytes);
+    block_copy(g, titan_comm_window_buf(g->win, g->ops.rank, half), mine, bytes);
     titan_comm_window_post(g->win, flag(g, g->calls, 1));
     g->comm_s += titan_now_s() - t0;
     g->published = g->calls;
@@ -122,7 +143,7 @@ static titan_status all_gather_each(void *ctx, const void *mine, void *full, siz
     if (!mine) mine = titan_comm_window_buf(g->win, me, half);
     double t0 = titan_now_s();
     char *own = full ? (char *)full + (size_t)me * bytes : NULL;
-    if (own && own != (const char *)mine) memcpy(own, mine, bytes);
+    if (own && own != (const char *)mine) block_copy(g, own, mine, bytes);
     g->comm_s += titan_now_s() - t0;
     /* the rank's own block first: the peers publish theirs meanwhile */
     if (fn) fn(arg, me, (void *)mine);
@@ -132,7 +153,7 @@ static titan_status all_gather_each(void *ctx, const void *mine, void *full, siz
         char *block = titan_comm_window_buf(g->win, r, half);
         if (full) {
             t0 = titan_now_s();
-            memcpy((char *)full + (size_t)r * bytes, block, bytes);
+            block_copy(g, (char *)full + (size_t)r * bytes, block, bytes);
             g->comm_s += titan_now_s() - t0;
             block = (char *)full + (size_t)r * bytes;
         }
@@ -175,7 +196,7 @@ static titan_status reduce_scatter_finish(void *ctx, void *own) {
         src[r] = (const char *)titan_comm_window_buf(g->win, r, half) + (size_t)me * bytes;
     }
     double t0 = titan_now_s();
-    titan_comm_sum_ranks(src, size, n, dt, own); /* read where they lie, in rank order */
+    block_sum(g, src, size, n, dt, own); /* read where they lie, in rank order */
     g->comm_s += titan_now_s() - t0;
     titan_comm_window_post(g->win, flag(g, k, done_step(g)));
     return TITAN_OK;
@@ -193,7 +214,7 @@ titan_status group_overlap_all_reduce(group *g, void *x, size_t n, titan_dtype d
     TITAN_TRY(begin(g, bytes, "all-reduce", &half));
     unsigned long long k = g->calls;
     double t0 = titan_now_s();
-    memcpy(titan_comm_window_buf(g->win, me, half), x, bytes);
+    block_copy(g, titan_comm_window_buf(g->win, me, half), x, bytes);
     titan_comm_window_post(g->win, flag(g, k, 1));
     g->comm_s += titan_now_s() - t0;
     const void *src[MAX_RANKS];
@@ -202,7 +223,7 @@ titan_status group_overlap_all_reduce(group *g, void *x, size_t n, titan_dtype d
         src[r] = titan_comm_window_buf(g->win, r, half);
     }
     t0 = titan_now_s();
-    titan_comm_sum_ranks(src, size, n, dt, x);
+    block_sum(g, src, size, n, dt, x);
     g->comm_s += titan_now_s() - t0;
     titan_comm_window_post(g->win, flag(g, k, done_step(g)));
     return TITAN_OK;

@@ -16,8 +16,10 @@
  * a DeviceScope another thread's host read of device memory goes unseen;
  * a fault on a thread that blocks SIGSEGV (titan's communicator thread)
  * dies without the line. Errors and the current device are per thread. */
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -50,6 +52,10 @@ struct Alloc {
     unsigned char *pages; /* the first of its pages */
     size_t page_bytes;    /* whole pages, without the guard pages */
     int device;           /* the GPU current at cudaMalloc */
+    int ipc_fd = -1;      /* exported (cudaIpcGetMemHandle): its pages are this memfd's */
+    bool opened = false;  /* another process's export mapped here (cudaIpcOpenMemHandle) */
+    int refs = 0;         /* opened: the opens not yet closed */
+    int owner_pid = 0, owner_fd = -1; /* opened: the exporter's pid and memfd */
 };
 constexpr size_t GUARD_PAGES = 16; /* inaccessible after each allocation */
 
@@ -123,6 +129,14 @@ const Alloc *find(const void *p) {
     return a < (uintptr_t)(it->second.pages + it->second.page_bytes) ? &it->second : nullptr;
 }
 
+/* [at, at + len) of the arena reserved again, nothing mapped (as never used) */
+void unmap_to_arena(unsigned char *at, size_t len) {
+    if (mmap(at, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED) {
+        perror("emu: mmap");
+        abort();
+    }
+}
+
 cudaError_t dev_alloc(void **out, size_t bytes) {
     std::lock_guard<std::recursive_mutex> hold(g_lock);
     if (!out) return record(cudaErrorInvalidValue);
@@ -151,7 +165,7 @@ cudaError_t dev_free(void *p) {
     std::lock_guard<std::recursive_mutex> hold(g_lock);
     if (!p) return cudaSuccess;
     auto it = g_live.find((uintptr_t)p);
-    if (it == g_live.end()) return record(cudaErrorInvalidValue);
+    if (it == g_live.end() || it->second.opened) return record(cudaErrorInvalidValue); /* opened: cudaIpcCloseMemHandle */
     /* the bytes of its pages around it (up to 255 after, the page's start
      * before) are still 0xff, or something wrote outside the allocation */
     const Alloc &a = it->second;
@@ -165,6 +179,10 @@ cudaError_t dev_free(void *p) {
                     p, a.bytes, q < user ? "before" : "past", q - user);
             abort();
         }
+    if (a.ipc_fd >= 0) { /* exported: the pages go back to the arena; peers keep their mappings */
+        unmap_to_arena(a.pages, a.page_bytes);
+        close(a.ipc_fd);
+    }
     mprotect(it->second.pages, it->second.page_bytes, PROT_NONE);
     madvise(it->second.pages, it->second.page_bytes, MADV_DONTNEED);
     g_live_bytes -= it->second.bytes;
@@ -229,6 +247,9 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorDeviceUninitialized: return "cudaErrorDeviceUninitialized";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorOperatingSystem: return "cudaErrorOperatingSystem";
     default: return "cudaErrorUnknown";
     }
 }
@@ -242,6 +263,9 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorDeviceUninitialized: return "invalid device context";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorOperatingSystem: return "OS call failed or operation not supported on this OS";
     default: return "unknown error";
     }
 }
@@ -626,6 +650,131 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned) {
     std::lock_guard<std::mutex> hold(s->mu);
     s->queue.push_back([e, gen] { event_block(e, gen); });
     s->cv.notify_all();
+    return cudaSuccess;
+}
+
+/* Host functions: run in their turn on a created stream, at once on the
+ * default one (which has run everything queued before). */
+cudaError_t cudaLaunchHostFunc(cudaStream_t st, cudaHostFn_t fn, void *arg) {
+    if (!fn) return record(cudaErrorInvalidValue);
+    EmuStream *s = created(st);
+    if (!s) {
+        fn(arg);
+        return cudaSuccess;
+    }
+    std::lock_guard<std::mutex> hold(s->mu);
+    s->queue.push_back([fn, arg] { fn(arg); });
+    s->cv.notify_all();
+    return cudaSuccess;
+}
+
+/* Interprocess memory, between the processes of this host as CUDA IPC
+ * maps it. cudaIpcGetMemHandle turns the allocation's pages into a memfd
+ * in place (its bytes copied into the memfd, which is then mapped shared
+ * over the same addresses, so the exporter's pointer stays valid) and the
+ * handle carries the exporter's pid and the memfd's number; another process's
+ * cudaIpcOpenMemHandle opens /proc/PID/fd/FD and maps it into its own arena
+ * (guard pages after it, protected like its own device memory), where
+ * kernels, copies and memsets take it as device memory; cudaIpcCloseMemHandle
+ * unmaps it. As CUDA: opening a handle in the process that exported it is
+ * an error (cudaErrorDeviceUninitialized, what the runtime returns there),
+ * a second open of the same handle returns the same pointer (counted), the
+ * flags must be cudaIpcMemLazyEnablePeerAccess, cudaFree does not take an
+ * opened pointer. Stricter than CUDA: only an allocation's start pointer is
+ * exported (CUDA takes any pointer into it and maps the whole allocation). */
+namespace {
+constexpr uint32_t IPC_MAGIC = 0x54495043u; /* "TIPC" */
+struct IpcHandle {
+    uint32_t magic;
+    int32_t pid, fd, device;
+    uint64_t bytes, page_bytes, offset; /* the pointer's offset in its pages */
+};
+static_assert(sizeof(IpcHandle) <= sizeof(cudaIpcMemHandle_t), "a handle fits CUDA's");
+
+/* fd's first len bytes mapped shared over [at, at + len), protected as device memory is now */
+bool map_shared(unsigned char *at, size_t len, int fd) {
+    const int prot = g_scope_depth ? PROT_READ | PROT_WRITE : PROT_NONE;
+    return mmap(at, len, prot, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
+}
+
+/* Allocation a's pages as a memfd mapped in place; the memfd, or -1. */
+int export_pages(Alloc &a) {
+    int fd = memfd_create("titan-emu-ipc", MFD_CLOEXEC);
+    if (fd < 0) return -1;
+    bool ok = ftruncate(fd, (off_t)a.page_bytes) == 0 && mprotect(a.pages, a.page_bytes, PROT_READ) == 0;
+    for (size_t done = 0; ok && done < a.page_bytes;) {
+        ssize_t w = pwrite(fd, a.pages + done, a.page_bytes - done, (off_t)done);
+        ok = w > 0;
+        done += ok ? (size_t)w : 0;
+    }
+    if (!ok) {
+        mprotect(a.pages, a.page_bytes, g_scope_depth ? PROT_READ | PROT_WRITE : PROT_NONE);
+        close(fd);
+        return -1;
+    }
+    if (!map_shared(a.pages, a.page_bytes, fd)) { /* the old pages may be gone: nothing sane to go on with */
+        perror("emu: cudaIpcGetMemHandle: mmap");
+        abort();
+    }
+    return fd;
+}
+} /* namespace */
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *p) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    auto it = g_live.find((uintptr_t)p);
+    if (!handle || it == g_live.end() || it->second.opened) return record(cudaErrorInvalidValue);
+    Alloc &a = it->second;
+    if (a.ipc_fd < 0 && (a.ipc_fd = export_pages(a)) < 0) return record(cudaErrorOperatingSystem);
+    IpcHandle h = {IPC_MAGIC, (int32_t)getpid(), a.ipc_fd, a.device, a.bytes, a.page_bytes,
+                   (uint64_t)((unsigned char *)p - a.pages)};
+    memset(handle, 0, sizeof *handle);
+    memcpy(handle, &h, sizeof h);
+    return cudaSuccess;
+}
+
+cudaError_t cudaIpcOpenMemHandle(void **out, cudaIpcMemHandle_t handle, unsigned int flags) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    if (!out || flags != cudaIpcMemLazyEnablePeerAccess) return record(cudaErrorInvalidValue);
+    *out = nullptr;
+    IpcHandle h;
+    memcpy(&h, &handle, sizeof h);
+    if (h.magic != IPC_MAGIC || h.offset >= h.page_bytes) return record(cudaErrorInvalidResourceHandle);
+    if (h.pid == (int32_t)getpid()) return record(cudaErrorDeviceUninitialized);
+    for (auto &kv : g_live) /* opened before: the same pointer */
+        if (kv.second.opened && kv.second.owner_pid == h.pid && kv.second.owner_fd == h.fd) {
+            kv.second.refs++;
+            *out = (void *)kv.first;
+            return cudaSuccess;
+        }
+    if (!arena_init()) return record(cudaErrorMemoryAllocation);
+    const size_t guard = GUARD_PAGES * g_page;
+    if (h.page_bytes % g_page || g_arena_used + h.page_bytes + guard > ARENA_BYTES)
+        return record(cudaErrorMemoryAllocation);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return record(cudaErrorInvalidResourceHandle); /* the exporter is gone, or freed it */
+    struct stat st;
+    unsigned char *at = g_arena + g_arena_used;
+    bool ok = fstat(fd, &st) == 0 && (uint64_t)st.st_size >= h.page_bytes && map_shared(at, h.page_bytes, fd);
+    close(fd); /* the mapping keeps the memory */
+    if (!ok) return record(cudaErrorInvalidResourceHandle);
+    g_arena_used += h.page_bytes + guard;
+    Alloc a{h.bytes, at, h.page_bytes, h.device};
+    a.opened = true, a.refs = 1, a.owner_pid = h.pid, a.owner_fd = h.fd;
+    g_live[(uintptr_t)(at + h.offset)] = a; /* not this process's memory: not in g_live_bytes */
+    *out = at + h.offset;
+    return cudaSuccess;
+}
+
+cudaError_t cudaIpcCloseMemHandle(void *p) {
+    std::lock_guard<std::recursive_mutex> hold(g_lock);
+    auto it = g_live.find((uintptr_t)p);
+    if (it == g_live.end() || !it->second.opened) return record(cudaErrorInvalidValue);
+    if (--it->second.refs > 0) return cudaSuccess;
+    unmap_to_arena(it->second.pages, it->second.page_bytes);
+    g_live.erase(it);
     return cudaSuccess;
 }
 

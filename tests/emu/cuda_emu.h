@@ -25,6 +25,11 @@
  *     checked as the GPU does (block and grid limits, dynamic shared memory
  *     over 48 KiB without cudaFuncSetAttribute) and set cudaGetLastError;
  *     kernel arguments that are pointers must be null or device memory.
+ *     CUDA IPC between the processes of the host (cudaIpcGetMemHandle,
+ *     cudaIpcOpenMemHandle, cudaIpcCloseMemHandle): an exported allocation's
+ *     pages become a memfd mapped in place, which the peers map from
+ *     /proc/PID/fd (cuda_emu.cpp says how, and which errors CUDA's
+ *     it returns); cudaLaunchHostFunc runs the function in stream order.
  *     The GPU has 80 GiB, or TITAN_EMU_MEMORY_MIB.
  *   - cublaslt_emu.cpp: the cuBLASLt calls of kernels/matmul.cu, as plain
  *     column-major GEMMs (fp32 accumulation, one rounding to the output

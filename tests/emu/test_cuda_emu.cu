@@ -10,6 +10,8 @@
  * all pass. */
 #include "emu_test.h"
 
+static std::string said_ipc;
+
 /* ------------------------------------------------------------ kernels */
 
 __global__ void write_kernel(float *p, size_t at, float v) { p[at] = v; }
@@ -48,6 +50,69 @@ static bool all_bytes(const void *p, size_t n, unsigned char b) {
     for (size_t i = 0; i < n; i++)
         if (((const unsigned char *)p)[i] != b) return false;
     return true;
+}
+
+/* CUDA IPC between processes: a child maps the parent's export, reads what
+ * the parent wrote and writes back where the parent sees it; the errors
+ * CUDA gives (its own handle in the exporting process, other flags, a
+ * freed export). */
+static int ipc_child(cudaIpcMemHandle_t hd) {
+    float *p = nullptr, h[1000];
+    if (cudaIpcOpenMemHandle((void **)&p, hd, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) return 2;
+    float *again = nullptr; /* a second open: the same pointer, counted */
+    if (cudaIpcOpenMemHandle((void **)&again, hd, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess || again != p) return 3;
+    if (cudaIpcCloseMemHandle(again) != cudaSuccess) return 4;
+    cudaMemcpy(h, p, sizeof h, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < 1000; i++)
+        if (h[i] != 5.0f) return 5;
+    fill_kernel<<<4, 256>>>(p, 1000, 6.0f); /* an opened pointer is a kernel argument like the process's own */
+    if (cudaGetLastError() != cudaSuccess || cudaFree(p) != cudaErrorInvalidValue) return 6;
+    return cudaIpcCloseMemHandle(p) == cudaSuccess && cudaIpcCloseMemHandle(p) == cudaErrorInvalidValue ? 0 : 7;
+}
+
+static int in_child(int (*fn)(cudaIpcMemHandle_t), cudaIpcMemHandle_t hd) {
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) _exit(fn(hd));
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+static int ipc_open_fails(cudaIpcMemHandle_t hd) {
+    void *p = nullptr;
+    return cudaIpcOpenMemHandle(&p, hd, cudaIpcMemLazyEnablePeerAccess) == cudaErrorInvalidResourceHandle ? 0 : 1;
+}
+
+static void ipc_cases(void) {
+    float *d = nullptr, h[1000];
+    cudaMalloc((void **)&d, 1000 * sizeof(float));
+    fill_kernel<<<4, 256>>>(d, 1000, 5.0f);
+    cudaIpcMemHandle_t hd;
+    cudaError_t e = cudaIpcGetMemHandle(&hd, d);
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    report(e == cudaSuccess && h[0] == 5.0f && h[999] == 5.0f, "cudaIpcGetMemHandle keeps the allocation's bytes",
+           cudaGetErrorName(e));
+    cudaIpcMemHandle_t inner;
+    report(cudaIpcGetMemHandle(&inner, d + 1) == cudaErrorInvalidValue, "only an allocation's start is exported");
+    void *p = nullptr;
+    e = cudaIpcOpenMemHandle(&p, hd, cudaIpcMemLazyEnablePeerAccess);
+    report(e == cudaErrorDeviceUninitialized && !p, "the exporting process cannot open its own handle",
+           cudaGetErrorName(e));
+    e = cudaIpcOpenMemHandle(&p, hd, 0);
+    report(e == cudaErrorInvalidValue, "flags other than cudaIpcMemLazyEnablePeerAccess are refused",
+           cudaGetErrorName(e));
+    cudaGetLastError();
+    int rc = in_child(ipc_child, hd);
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    report(rc == 0 && h[0] == 6.0f && h[999] == 6.0f,
+           "another process maps the export, reads it and writes where the exporter sees it",
+           "child step " + std::to_string(rc));
+    report(dies_saying([&] { printf("%f\n", d[1]); }, "host code touched device memory", &said_ipc),
+           "host read of an exported pointer still faults", said_ipc);
+    report(cudaFree(d) == cudaSuccess, "cudaFree of an exported allocation");
+    report(in_child(ipc_open_fails, hd) == 0, "a freed export no longer opens (cudaErrorInvalidResourceHandle)");
+    cudaGetLastError();
 }
 
 int main(void) {
@@ -120,6 +185,7 @@ int main(void) {
     cudaGetLastError();
 
     report(cudaFree(d) == cudaSuccess, "cudaFree");
+    ipc_cases();
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

@@ -21,7 +21,15 @@
  * refused); publish, then all_gather_each of the published blocks (mine
  * NULL: the cp ring's forward), all_gather's; the waits
  * count as exposed time, within the total. Also: a group over
- * a host backend offers them, cpu-guard's (device buffers) does not. */
+ * a host backend offers them, cpu-guard's (device buffers) does not.
+ *
+ * Where the cuda backend opens (TITAN_CUDA_LIB: the emulator in the suite,
+ * its processes on one emulated GPU, or one each with TITAN_EMU_DEVICES),
+ * the same over device memory the peers map (CUDA IPC): the window calls
+ * themselves (every rank's blocks read where they lie, both halves), then
+ * the group's collective matmuls on device buffers against the host
+ * collectives' bits; a window one rank cannot allocate fails on every
+ * rank, naming it. Without cuda that part is skipped, said so. */
 #include <unistd.h>
 
 #include "parallel/group.h"
@@ -87,6 +95,132 @@ static void partial_of_published(void *arg, int d, void *dst) {
     if (memcmp(want, blk, bytes) != 0) p->v.bad++;
     memcpy(dst, blk, bytes);
     p->v.order[p->v.seen++] = d;
+}
+
+/* The device side: fn's blocks are device memory, read and written through the backend. */
+typedef struct {
+    visit v;
+    const titan_backend *be;
+} dev_visit;
+
+static void dev_on_block(void *arg, int r, void *data) {
+    dev_visit *d = arg;
+    char host[4096];
+    d->be->to_host(host, data, d->v.n * titan_dtype_size(d->v.dt));
+    on_block(&d->v, r, host);
+}
+
+static void dev_partial(void *arg, int b, void *dst) {
+    dev_visit *d = arg;
+    char host[4096];
+    partial(&d->v, b, host);
+    d->be->to_device(dst, host, d->v.n * titan_dtype_size(d->v.dt));
+}
+
+/* comm.h's window calls over device memory: each rank's block written
+ * with to_device, posted, read by every peer where it lies. */
+static void device_window(titan_comm *c, const titan_backend *be) {
+    int me = titan_comm_rank(c), n = titan_comm_size(c);
+    enum { WCNT = 1000 };
+    titan_comm_window *w = NULL;
+    CHECK(titan_comm_window_create(c, WCNT * 4, be, &w) == TITAN_OK, "device window: %s", titan_error_message());
+    if (!w) return;
+    CHECK(titan_comm_window_device(w), "a window on cuda's buffers is device memory");
+    float mine[WCNT], got[WCNT], want[WCNT];
+    int bad = 0;
+    for (unsigned long long k = 1; k <= 6; k++) {
+        int half = (int)(k % 2);
+        fill(mine, TITAN_DTYPE_F32, WCNT, me, (int)k, half);
+        be->to_device(titan_comm_window_buf(w, me, half), mine, sizeof mine);
+        titan_comm_window_post(w, 2 * k); /* written */
+        for (int r = 0; r < n; r++) {
+            if (r == me) continue;
+            CHECK(titan_comm_window_wait(w, r, 2 * k, "test block") == TITAN_OK, "wait: %s", titan_error_message());
+            be->to_host(got, titan_comm_window_buf(w, r, half), sizeof got);
+            fill(want, TITAN_DTYPE_F32, WCNT, r, (int)k, half);
+            bad += memcmp(got, want, sizeof got) != 0;
+        }
+        titan_comm_window_post(w, 2 * k + 1); /* read: the half may be rewritten two calls on */
+        for (int r = 0; r < n; r++)
+            if (r != me) CHECK(titan_comm_window_wait(w, r, 2 * k + 1, "test read") == TITAN_OK);
+    }
+    CHECK(bad == 0, "every peer's device block read where it lies, as written (%d wrong)", bad);
+    titan_comm_window_free(w);
+    /* The last rank out of device memory (its share of the GPU cut to
+     * nothing): the window fails on every rank, naming that rank, and
+     * nothing waits for it; the communicator goes on. */
+    int last = n - 1;
+    if (me == last) {
+        printf("  rank %d: its GPU share cut to nothing (the refusal below is the test's)\n", me);
+        be->set_option(TITAN_OPT_DEVICE_SHARE, 1 << 30);
+    }
+    titan_comm_window *none = NULL;
+    titan_status st = titan_comm_window_create(c, WCNT * 4, be, &none);
+    char named[32];
+    snprintf(named, sizeof named, "rank %d:", last);
+    CHECK(st == TITAN_ERR_FAIL && !none && strstr(titan_error_message(), named),
+          "a window one rank cannot allocate fails on all, naming it: %s", titan_error_message());
+    if (me == last) be->set_option(TITAN_OPT_DEVICE_SHARE, 0);
+    titan_error_clear();
+}
+
+/* The group's collective matmuls on device buffers: the host collectives' bits. */
+static void device_group(titan_comm *c, const titan_backend *be) {
+    titan_group *g = NULL;
+    CHECK(titan_parallel_group_create(&g, c, be) == TITAN_OK && g, "a group on %s: %s", be->name,
+          titan_error_message());
+    if (!g) return;
+    CHECK(g->all_gather_each && g->reduce_scatter_each, "a group on %s's buffers offers collective matmuls", be->name);
+    int me = g->rank, n = g->size;
+    size_t cnt = 300;
+    CHECK(g->reserve(g->ctx, cnt * 4 * (size_t)n) == TITAN_OK && g->overlap_reserve(g->ctx, cnt * 4) == TITAN_OK,
+          "reserve on %s: %s", be->name, titan_error_message());
+    char mine[1200], full[MAXR * 1200], ref[MAXR * 1200], own[1200], own_ref[1200];
+    void *d_mine = be->alloc(sizeof mine), *d_full = be->alloc(sizeof full), *d_own = be->alloc(sizeof own);
+    for (int call = 0; call < 12 && d_mine && d_full && d_own; call++) {
+        titan_dtype dt = call % 3 ? TITAN_DTYPE_F32 : TITAN_DTYPE_BF16;
+        size_t bytes = cnt * titan_dtype_size(dt);
+        if ((call + me) % 5 == 0) usleep(2000); /* a late rank */
+        dev_visit v = {.v = {.n = cnt, .dt = dt, .call = call}, .be = be};
+        fill(mine, dt, cnt, me, call, -1);
+        be->to_device(d_mine, mine, bytes);
+        CHECK(g->all_gather_each(g->ctx, d_mine, d_full, cnt, dt, dev_on_block, &v) == TITAN_OK,
+              "device all_gather_each: %s", titan_error_message());
+        be->to_host(full, d_full, (size_t)n * bytes);
+        CHECK(titan_comm_all_gather(c, mine, ref, cnt, dt, NULL) == TITAN_OK);
+        CHECK(memcmp(full, ref, (size_t)n * bytes) == 0 && v.v.bad == 0 && v.v.seen == n,
+              "call %d: device all_gather_each = all_gather, every block seen as published", call);
+        dev_visit w = {.v = {.n = cnt, .dt = dt, .call = call + me}, .be = be};
+        CHECK(g->reduce_scatter_each(g->ctx, d_own, cnt, dt, dev_partial, &w) == TITAN_OK,
+              "device reduce_scatter_each: %s", titan_error_message());
+        be->to_host(own, d_own, bytes);
+        for (int d = 0; d < n; d++) fill(ref + (size_t)d * bytes, dt, cnt, -1, call + me, d);
+        CHECK(titan_comm_reduce_scatter(c, ref, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
+        CHECK(memcmp(own, own_ref, bytes) == 0, "call %d: device reduce_scatter_each = reduce_scatter, bit for bit",
+              call);
+        fill(own, dt, cnt, me, call, 7);
+        be->to_device(d_own, own, bytes);
+        CHECK(titan_comm_all_reduce(c, own, own_ref, cnt, dt, TITAN_COMM_SUM, NULL) == TITAN_OK);
+        CHECK(g->all_reduce(g->ctx, d_own, cnt, dt) == TITAN_OK, "device all_reduce: %s", titan_error_message());
+        be->to_host(own, d_own, bytes);
+        CHECK(memcmp(own, own_ref, bytes) == 0, "call %d: device all_reduce over the window, bit for bit", call);
+    }
+    CHECK(d_mine && d_full && d_own, "device buffers");
+    be->free(d_mine), be->free(d_full), be->free(d_own);
+    titan_parallel_group_free(g);
+}
+
+/* cuda:N where the backend opens (N: the rank over the GPUs), else NULL. */
+static const titan_backend *open_cuda(int rank) {
+    int count = 0;
+    const titan_backend *be = NULL;
+    char dev[32], desc[256];
+    if (titan_backend_cuda_device_count(&count) == TITAN_OK && count > 0) {
+        snprintf(dev, sizeof dev, "cuda:%d", rank % count);
+        if (titan_backend_open_desc(dev, &be, desc, sizeof desc) != TITAN_OK) be = NULL;
+    }
+    titan_error_clear();
+    return be;
 }
 
 static int run(const titan_layout *l) {
@@ -170,6 +304,19 @@ static int run(const titan_layout *l) {
     if (me == 0)
         printf("  %d ranks: %d calls of all_gather_each and reduce_scatter_each (f32, bf16) = the blocking "
                "collectives: %s\n", n, CALLS, failures == f0 ? "yes" : "NO");
+    const titan_backend *cuda = open_cuda(me);
+    /* every rank must agree on taking the device part (it is collective) */
+    float has = cuda ? 1.f : 0.f, all = 0;
+    CHECK(titan_comm_all_reduce(m.tp_comm, &has, &all, 1, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL) == TITAN_OK);
+    if (all == (float)n) {
+        int f1 = failures;
+        device_window(m.tp_comm, cuda);
+        device_group(m.tp_comm, cuda);
+        if (me == 0) printf("  %d ranks on cuda: device windows and collective matmuls: %s\n", n,
+                            failures == f1 ? "yes" : "NO");
+    } else if (me == 0) {
+        printf("  %d ranks on cuda: skipped (no cuda backend opens here)\n", n);
+    }
     titan_mesh_free(&m);
     return failures == f0 ? 0 : 1;
 }
