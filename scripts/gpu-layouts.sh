@@ -17,6 +17,10 @@
 #         alike, FSDP 2 (which changes only the order of the gradient sums)
 #         by up to 6.9e-5, tp 2 by 1.1e-4 at one step of 20, while the fp32
 #         curves agree to 7e-8 (H100, 2026-11-27: tests/gpu/);
+#   async tp: tp 2 with sequence parallelism and
+#         parallelism.enable_async_tensor_parallel over the shm
+#         communicator (its windows in device memory, CUDA IPC), fp32,
+#         against one GPU's curve to TOL;
 #   resume across layouts: FSDP 2 stopped at step STEPS/2, resumed as tp 2
 #         and as one process; each continues one GPU's curve to TOL.
 # Each run has STEP_TIMEOUT_S (120) seconds; with CHECK_BUDGET_S (seconds
@@ -148,6 +152,22 @@ for prec in fp32 bf16; do
         fi
     done
 done
+# --- async tp: collective matmuls over device windows (CUDA IPC between the
+# ranks' processes; the shm communicator, since NCCL has no windows here) ---
+ATP="--parallelism.tensor_parallel_degree=2 --parallelism.enable_sequence_parallel=true
+ --parallelism.enable_async_tensor_parallel=true"
+TITAN_COMM=shm
+export TITAN_COMM
+# shellcheck disable=SC2086
+if [ "$DEV" != cuda ]; then
+    say "      tp2a: skipped on $DEV (async tp's windows are host memory or device memory, not cpu-guard's)"
+elif run tp2a_fp32 --nproc 2 $ATP; then
+    say "      tp2a fp32: 2 ranks, $(grep -o 'layout [^ ]*' "$out/tp2a_fp32.log" | head -n 1), ${secs}s"
+    curve "tp 2 async fp32 = one $DEV" one_fp32 tp2a_fp32 "$TOL" "$GN_TOL"
+else
+    failed "tp 2 async fp32 (exit $rc): $(grep -m 1 'error' "$out/tp2a_fp32.log")"
+fi
+unset TITAN_COMM
 # --- resume across layouts: FSDP 2's half-way checkpoint as tp 2 and as one GPU ---
 if run half --nproc 2 --stop-at "$half"; then
     cp -r "$work/half" "$work/half1"
