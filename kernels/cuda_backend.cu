@@ -399,6 +399,12 @@ static titan_backend cuda_backend = {
     .side_stream = cuda_side_stream,
     .event_record = cuda_event_record,
     .event_wait = cuda_event_wait,
+    /* GaLore: its steps in galore.cu, the refresh's QR and SVD through cuSOLVER (linalg.cu) */
+    .galore_adam = titan_cuda_galore_adam,
+    .galore_update = titan_cuda_galore_update,
+    .qr_orthonormal = titan_cuda_qr_orthonormal,
+    .svd_thin = titan_cuda_svd_thin,
+    .svd_signs = titan_cuda_svd_signs,
 };
 
 /* "name: cause" of a failed CUDA call, into msg */
