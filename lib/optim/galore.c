@@ -116,6 +116,8 @@ titan_status titan_galore_layout(titan_optim *o, const titan_optim_param *ps, in
         add_tensor(o, 3 * o->nmat + 2, i, ps[i].name, "exp_avg_sq", lo0, lo1, mt->right, mt, &at);
         if ((size_t)(m * n) > o->scratch_full) o->scratch_full = (size_t)(m * n);
         if (mt->low_numel > o->scratch_low) o->scratch_low = mt->low_numel;
+        size_t svd = titan_svd_work_numel(mf, n, mt->r, c->oversampling, c->randomized);
+        if (svd > o->scratch_svd) o->scratch_svd = svd;
         if (mf > m) {
             o->sharded = 1;
             size_t need = (size_t)(mf * n + mf * mt->r);
@@ -128,8 +130,10 @@ titan_status titan_galore_layout(titan_optim *o, const titan_optim_param *ps, in
     return TITAN_OK;
 }
 
-/* the scaled gradient and the full update; the low-rank update */
-static size_t scratch_numel(const titan_optim *o) { return 2 * o->scratch_full + o->scratch_low + 1; }
+/* the scaled gradient and the full update; the low-rank update; the SVD's
+ * workspace at the next 256-byte boundary */
+static size_t svd_at(const titan_optim *o) { return (2 * o->scratch_full + o->scratch_low + 1 + 63) & ~(size_t)63; }
+static size_t scratch_numel(const titan_optim *o) { return svd_at(o) + o->scratch_svd; }
 
 size_t titan_galore_work_numel(const titan_optim *o) { return scratch_numel(o) + o->gathered_numel; }
 
@@ -181,11 +185,11 @@ static titan_status refresh(titan_optim *o, const titan_galore_mat *mt, const fl
     }
     titan_status st;
     if (!c->randomized) {
-        st = titan_svd_topk_on(o->be, whole, mt->m_full, mt->n, mt->r, u, vt);
+        st = titan_svd_topk_on(o->be, whole, mt->m_full, mt->n, mt->r, u, vt, o->scratch + svd_at(o));
     } else { /* a fresh test matrix each refresh, the same on every rank and resume */
         uint64_t seed = c->seed ^ ((uint64_t)step0 * 0x9E3779B97F4A7C15ull);
         st = titan_rsvd_topk_on(o->be, whole, mt->m_full, mt->n, mt->r, c->oversampling, c->power_iters, seed,
-                                mt->stream, u, vt);
+                                mt->stream, u, vt, o->scratch + svd_at(o));
     }
     if (st == TITAN_OK && u && u != proj && mt->m > 0) /* this rank's rows of the left vectors */
         o->be->convert(proj, TITAN_DTYPE_F32, u + mt->row0 * mt->r, TITAN_DTYPE_F32, (size_t)(mt->m * mt->r));

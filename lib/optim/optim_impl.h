@@ -41,8 +41,10 @@ struct titan_optim {
     int sharded;                /* some matrix is */
     float *gathered;            /* a refresh's whole gradient (sharded) */
     size_t gathered_numel;
-    float *scratch;             /* host: the scaled gradient, the low-rank update, the full update */
-    size_t scratch_full, scratch_low;
+    /* the scaled gradient, the full update, the low-rank update, a
+     * refresh's SVD workspace (svd.h), backend memory */
+    float *scratch;
+    size_t scratch_full, scratch_low, scratch_svd;
 };
 
 /* galore.c: the matrices' layout (mats, tensors, arena and buffer sizes)

@@ -28,46 +28,47 @@ static int has_ops(const titan_backend *be) {
     return be->qr_orthonormal && be->svd_thin && be->svd_signs;
 }
 
-/* Backend buffers, freed together. */
-typedef struct {
-    const titan_backend *be;
-    float *p[4];
-    int n;
-} bufs;
-
-static float *buf(bufs *b, size_t numel) {
-    float *p = b->be->alloc((numel ? numel : 1) * sizeof(float));
-    if (p) b->p[b->n++] = p;
-    return p;
+static int sketch_cols(int64_t rows, int64_t cols, int k, int oversampling) {
+    int64_t p = rows < cols ? rows : cols;
+    return (int)(k + oversampling < p ? k + oversampling : p);
 }
 
-static void bufs_free(bufs *b) {
-    for (int i = 0; i < b->n; i++) b->be->free(b->p[i]);
-    b->n = 0;
+/* workspace parts start at 256-byte boundaries (of an aligned workspace) */
+static size_t up64(size_t numel) { return (numel + 63) & ~(size_t)63; }
+
+size_t titan_svd_work_numel(int64_t rows, int64_t cols, int k, int oversampling, int randomized) {
+    size_t l = randomized ? (size_t)sketch_cols(rows, cols, k, oversampling) : 0;
+    return up64((size_t)rows * l) + up64((size_t)cols * l) + up64((size_t)k * l) + up64((size_t)rows * k);
+}
+
+/* The caller's workspace, or one of backend memory made here (*owned). */
+static float *workspace(const titan_backend *be, float *work, size_t numel, float **owned) {
+    *owned = NULL;
+    if (work) return work;
+    return *owned = be->alloc((numel ? numel : 1) * sizeof(float));
 }
 
 titan_status titan_svd_topk_on(const titan_backend *be, const float *a, int64_t rows, int64_t cols, int k, float *u,
-                               float *vt) {
+                               float *vt, float *work) {
     if (too_big(rows, cols, k)) return titan_error(TITAN_ERR_USAGE, "svd: rank %d of a %lld x %lld matrix", k, (long long)rows, (long long)cols);
     if (!has_ops(be)) return titan_error(TITAN_ERR_USAGE, "svd: backend %s has no SVD", be->name);
-    bufs b = {.be = be};
-    /* signs need the left vectors even when the caller does not */
-    float *uf = u ? u : buf(&b, (size_t)(rows * k));
-    if (!uf) return titan_error(TITAN_ERR_NOMEM, "svd: %lld x %lld: out of memory", (long long)rows, (long long)cols);
+    float *owned, *ws = workspace(be, work, titan_svd_work_numel(rows, cols, k, 0, 0), &owned);
+    if (!ws) return titan_error(TITAN_ERR_NOMEM, "svd: %lld x %lld: out of memory", (long long)rows, (long long)cols);
+    float *uf = u ? u : ws; /* signs need the left vectors even when the caller does not */
     /* the buffer as column-major cols x rows: A^T = U' S V'^T, so A's right
      * vectors are U' (vt: its first k columns, column-major cols x k = k x
      * cols row-major) and its left vectors V' (V'^T's first k rows,
      * column-major k x rows = rows x k row-major) */
     int info = be->svd_thin(a, (int)cols, (int)rows, k, vt, uf);
     if (info == 0) be->svd_signs(uf, vt, (int)rows, (int)cols, k);
-    bufs_free(&b);
+    if (owned) be->free(owned);
     if (info != 0) return titan_error(TITAN_ERR_NUMERIC, "svd: %s's thin SVD of %lld x %lld failed (info %d)", be->name,
                                       (long long)cols, (long long)rows, info);
     return TITAN_OK;
 }
 
 titan_status titan_svd_topk(const float *a, int64_t rows, int64_t cols, int k, float *u, float *vt) {
-    return titan_svd_topk_on(titan_backend_cpu(), a, rows, cols, k, u, vt);
+    return titan_svd_topk_on(titan_backend_cpu(), a, rows, cols, k, u, vt, NULL);
 }
 
 /* Standard normal values (Box-Muller on the counter-based generator). */
@@ -104,22 +105,20 @@ static titan_status sketch(const titan_backend *be, const float *a, int rows, in
 
 titan_status titan_rsvd_topk_on(const titan_backend *be, const float *a, int64_t rows, int64_t cols, int k,
                                 int oversampling, int power_iters, uint64_t seed, uint64_t stream, float *u,
-                                float *vt) {
+                                float *vt, float *work) {
     if (too_big(rows, cols, k) || oversampling < 0 || power_iters < 0)
         return titan_error(TITAN_ERR_USAGE, "randomized svd: rank %d (oversampling %d, power iterations %d) of a %lld x %lld matrix",
                            k, oversampling, power_iters, (long long)rows, (long long)cols);
     if (!has_ops(be)) return titan_error(TITAN_ERR_USAGE, "randomized svd: backend %s has no SVD", be->name);
-    int m = (int)rows, n = (int)cols, p = m < n ? m : n;
-    int l = k + oversampling < p ? k + oversampling : p;
-    bufs b = {.be = be};
-    float *y = buf(&b, (size_t)m * l), *z = buf(&b, (size_t)n * l), *w = buf(&b, (size_t)k * l);
-    float *uf = u ? u : buf(&b, (size_t)m * k);
+    int m = (int)rows, n = (int)cols, l = sketch_cols(rows, cols, k, oversampling);
+    float *owned, *ws = workspace(be, work, titan_svd_work_numel(rows, cols, k, oversampling, 1), &owned);
     float *host = malloc((size_t)n * l * sizeof *host);
-    if (!y || !z || !w || !uf || !host) {
+    if (!ws || !host) {
         free(host);
-        bufs_free(&b);
+        if (owned) be->free(owned);
         return titan_error(TITAN_ERR_NOMEM, "randomized svd: %d x %d, sketch %d: out of memory", m, n, l);
     }
+    float *y = ws, *z = y + up64((size_t)m * l), *w = z + up64((size_t)n * l), *uf = u ? u : w + up64((size_t)k * l);
     gaussian(host, (size_t)n * l, seed, stream);
     be->to_device(z, host, (size_t)n * l * sizeof *host);
     free(host);
@@ -140,13 +139,14 @@ titan_status titan_rsvd_topk_on(const titan_backend *be, const float *a, int64_t
         be->matmul_backward(TITAN_DTYPE_F32, 0, NULL, uf, y, w, NULL, l, k, m);
         be->svd_signs(uf, vt, m, n, k);
     }
-    bufs_free(&b);
+    if (owned) be->free(owned);
     return st;
 }
 
 titan_status titan_rsvd_topk(const float *a, int64_t rows, int64_t cols, int k, int oversampling, int power_iters,
                              uint64_t seed, uint64_t stream, float *u, float *vt) {
-    return titan_rsvd_topk_on(titan_backend_cpu(), a, rows, cols, k, oversampling, power_iters, seed, stream, u, vt);
+    return titan_rsvd_topk_on(titan_backend_cpu(), a, rows, cols, k, oversampling, power_iters, seed, stream, u, vt,
+                              NULL);
 }
 
 double titan_subspace_angle(const float *a, const float *b, int64_t rows, int k) {

@@ -18,18 +18,23 @@
 
 /* k <= min(rows, cols). Host memory, on the CPU backend. */
 titan_status titan_svd_topk(const float *a, int64_t rows, int64_t cols, int k, float *u, float *vt);
-/* The same on backend be, a, u and vt its memory. */
+/* The same on backend be, a, u, vt and work its memory: work holds
+ * titan_svd_work_numel(rows, cols, k, 0, 0) floats (NULL: allocated and
+ * freed here). */
 titan_status titan_svd_topk_on(const titan_backend *be, const float *a, int64_t rows, int64_t cols, int k, float *u,
-                               float *vt);
+                               float *vt, float *work);
 
 /* The same by randomized SVD: k + oversampling columns of sketch (capped at
  * min(rows, cols)), power_iters rounds of A A^T with re-orthonormalisation,
  * the Gaussian test matrix value i of rng stream (seed, stream). */
 titan_status titan_rsvd_topk(const float *a, int64_t rows, int64_t cols, int k, int oversampling, int power_iters,
                              uint64_t seed, uint64_t stream, float *u, float *vt);
+/* work: titan_svd_work_numel(rows, cols, k, oversampling, 1) floats, or NULL. */
 titan_status titan_rsvd_topk_on(const titan_backend *be, const float *a, int64_t rows, int64_t cols, int k,
                                 int oversampling, int power_iters, uint64_t seed, uint64_t stream, float *u,
-                                float *vt);
+                                float *vt, float *work);
+/* Floats of the _on functions' workspace (randomized 0: the exact SVD). */
+size_t titan_svd_work_numel(int64_t rows, int64_t cols, int k, int oversampling, int randomized);
 
 /* The largest principal angle, in radians, between the column spans of
  * a and b (rows x k each, row-major, orthonormal columns). */

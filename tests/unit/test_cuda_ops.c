@@ -1307,10 +1307,13 @@ static void test_refresh_svd(int m, int n, int k) {
     size_t nu = (size_t)m * k, nv = (size_t)k * n;
     float *ue = xmalloc(nu * 4), *ve = xmalloc(nv * 4), *ur = xmalloc(nu * 4), *vr = xmalloc(nv * 4);
     float *d_ue = allocd(nu), *d_ve = allocd(nv), *d_ur = allocd(nu), *d_vr = allocd(nv);
+    /* the exact SVD allocates its workspace, the randomized one is given it */
+    float *d_work = allocd(titan_svd_work_numel(m, n, k, 8, 1));
     int ok = titan_svd_topk(a, m, n, k, ue, ve) == TITAN_OK &&
              titan_rsvd_topk(a, m, n, k, 8, 1, 11, 5, ur, vr) == TITAN_OK &&
-             titan_svd_topk_on(gpu, d_a, m, n, k, d_ue, d_ve) == TITAN_OK &&
-             titan_rsvd_topk_on(gpu, d_a, m, n, k, 8, 1, 11, 5, d_ur, d_vr) == TITAN_OK;
+             titan_svd_topk_on(gpu, d_a, m, n, k, d_ue, d_ve, NULL) == TITAN_OK &&
+             titan_rsvd_topk_on(gpu, d_a, m, n, k, 8, 1, 11, 5, d_ur, d_vr, d_work) == TITAN_OK;
+    gpu->free(d_work);
     float *gue = down(d_ue, nu), *gve = down(d_ve, nv), *gur = down(d_ur, nu), *gvr = down(d_vr, nv);
     float *tve = transposed(ve, k, n), *tgve = transposed(gve, k, n), *tvr = transposed(vr, k, n);
     float *tgvr = transposed(gvr, k, n);
