@@ -184,8 +184,8 @@ size_t titan_optim_moment_numel(const titan_optim *o);
 /* The memory of an optimizer, bytes: state = flat (both flat moments) +
  * projected (GaLore's projectors and low-rank moments); work: GaLore's step
  * buffers (the scaled gradient, the full and low-rank updates, a refresh's
- * gathered gradient under FSDP), held beside the state. All of it is
- * backend memory. */
+ * SVD workspace and, under FSDP, its gathered gradient), held beside the
+ * state. All of it is backend memory. */
 typedef struct {
     double state, flat, projected, work;
 } titan_optim_bytes;

@@ -82,8 +82,15 @@ cmp -s "$tmp/g/checkpoint/step-00000006/rank-00000.bin" "$tmp/p/checkpoint/step-
 GALORE="--optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=2 --optimizer.oversampling=4
  --optimizer.power_iters=1"
 expect 0 "" "GaLore (randomized SVD) on the cpu" -- "$bin/titan-train" -q "$tmp/gc" $GALORE
-expect 0 "optimizer: GaLore" "GaLore (randomized SVD) on cuda (emulated)" -- emu "$bin/titan-train" "$tmp/gg" $CUDA $GALORE
+expect 0 "optimizer: GaLore" "GaLore (randomized SVD) on cuda (emulated)" -- emu "$bin/titan-train" "$tmp/gg" $CUDA $GALORE \
+    --memory_estimation.enable=true
 d=$(close "$tmp/gc" "$tmp/gg" 1e-5) && ok "GaLore on cuda tracks the cpu's ($d)" || fail "GaLore on cuda tracks the cpu's ($d)"
+# its state and step buffers (the SVD workspace too) are what the plan counts
+m=$(sed -n 's/.*memory: rank 0: .*; bytes: \([0-9]*\) measured, \([0-9]*\) estimated.*/\1 \2/p' "$tmp/err")
+set -- $m
+[ $# = 2 ] && [ $(( $1 > $2 ? $1 - $2 : $2 - $1 )) -le 1024 ] \
+    && ok "GaLore on cuda: the estimate is the allocator's measured peak ($1 measured, $2 estimated bytes)" \
+    || fail "GaLore on cuda: the estimate is the allocator's measured peak (measured, estimated: '$m')"
 expect 0 "" "GaLore on cuda to step 3" -- emu "$bin/titan-train" -q "$tmp/gr" $CUDA $GALORE --stop-at 3
 expect 0 "" "GaLore resumed on cuda to step 6" -- emu TITAN_EMU_SEED=7 "$bin/titan-train" -q "$tmp/gr" $CUDA $GALORE
 cmp -s "$tmp/gg/checkpoint/step-00000006/rank-00000.bin" "$tmp/gr/checkpoint/step-00000006/rank-00000.bin" \
