@@ -37,11 +37,16 @@ static titan_status check_config(const titan_backend *be, const titan_optim_conf
     int galore_ops = be->galore_adam && be->galore_update && be->qr_orthonormal && be->svd_thin && be->svd_signs;
     int host_math = (c->kind == TITAN_OPTIM_GALORE && !galore_ops) ||
                     (c->kind == TITAN_OPTIM_ADAM && c->adam.weight_decay > 0.0f && !be->host);
+    if (host_math && c->kind == TITAN_OPTIM_GALORE) {
+        titan_error(TITAN_ERR_USAGE, "optimizer GaLore needs the backend's GaLore and linear-algebra ops, which %s "
+                    "has not", be->name);
+        titan_error_hint("set training.device = \"cpu\" or \"cuda\", or optimizer.name = \"AdamW\"");
+        return TITAN_ERR_USAGE;
+    }
     if (host_math) {
-        titan_error(TITAN_ERR_USAGE, "optimizer %s%s runs on the CPU backend only, not on %s", name,
-                    c->kind == TITAN_OPTIM_ADAM ? " with weight_decay > 0" : "", be->name);
-        titan_error_hint(c->kind == TITAN_OPTIM_ADAM ? "set training.device = \"cpu\", or optimizer.name = \"AdamW\""
-                                                     : "set training.device = \"cpu\" or \"cuda\", or optimizer.name = \"AdamW\"");
+        titan_error(TITAN_ERR_USAGE, "optimizer %s with weight_decay > 0 runs on the CPU backend only, not on %s", name,
+                    be->name);
+        titan_error_hint("set training.device = \"cpu\", or optimizer.name = \"AdamW\"");
         return TITAN_ERR_USAGE;
     }
     if (c->kind != TITAN_OPTIM_GALORE) return TITAN_OK;
