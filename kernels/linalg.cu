@@ -1,7 +1,7 @@
 /* linalg.cu - GaLore's refresh linear algebra (backend.h's qr_orthonormal,
  * svd_thin, svd_signs) through cuSOLVER's dense API: Sgeqrf + Sorgqr for the
  * range finder's QR, Dgesvd (double, as the CPU's dgesdd) for the thin SVD.
- * One handle on the default stream, made at the first call. Each call asks
+ * One handle on the default stream, deterministic mode, made at the first call. Each call asks
  * the library for its workspace size, takes it from the stream-ordered pool
  * and reads devInfo back (a synchronisation: a refresh is rare). */
 #include <cusolverDn.h>
@@ -28,6 +28,8 @@ static cusolverDnHandle_t solver(void) {
     if (!g_solver) {
         CUSOLVER_CHECK(cusolverDnCreate(&g_solver));
         CUSOLVER_CHECK(cusolverDnSetStream(g_solver, 0));
+        /* the same bits every run (a resume repeats the refresh), whatever the library's default */
+        CUSOLVER_CHECK(cusolverDnSetDeterministicMode(g_solver, CUSOLVER_DETERMINISTIC_RESULTS));
     }
     return g_solver;
 }

@@ -1,6 +1,7 @@
 /* cusolver_emu.cpp - host definitions of the cuSOLVER dense calls
  * kernels/linalg.cu makes, for the CUDA emulator (cuda_emu.h), on LAPACK
- * (the OpenBLAS the tools link): cusolverDnCreate / Destroy / SetStream,
+ * (the OpenBLAS the tools link): cusolverDnCreate / Destroy / SetStream /
+ * SetDeterministicMode,
  * Sgeqrf and Sorgqr (with their bufferSize queries), Dgesvd (with its).
  * <cusolverDn.h> declares every function (C linkage), so the compiler
  * checks each definition against the real API.
@@ -92,6 +93,14 @@ cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t handle) {
 cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t handle, cudaStream_t streamId) {
     if (!ok(handle)) return CUSOLVER_STATUS_NOT_INITIALIZED;
     handle->stream = streamId;
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+/* LAPACK is deterministic: either mode is taken and changes nothing */
+cusolverStatus_t cusolverDnSetDeterministicMode(cusolverDnHandle_t handle, cusolverDeterministicMode_t mode) {
+    if (!ok(handle)) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (mode != CUSOLVER_DETERMINISTIC_RESULTS && mode != CUSOLVER_ALLOW_NON_DETERMINISTIC_RESULTS)
+        return CUSOLVER_STATUS_INVALID_VALUE;
     return CUSOLVER_STATUS_SUCCESS;
 }
 
