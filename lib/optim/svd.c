@@ -71,8 +71,12 @@ titan_status titan_svd_topk(const float *a, int64_t rows, int64_t cols, int k, f
     return titan_svd_topk_on(titan_backend_cpu(), a, rows, cols, k, u, vt, NULL);
 }
 
-/* Standard normal values (Box-Muller on the counter-based generator). */
+/* Standard normal values (Box-Muller on the counter-based generator):
+ * value i depends on i alone, so the host's threads share the work (a
+ * large matrix's sketch is millions of values a refresh) without
+ * changing a bit. */
 static void gaussian(float *x, size_t n, uint64_t seed, uint64_t stream) {
+#pragma omp parallel for schedule(static) if (n > (1u << 16))
     for (size_t i = 0; i < n; i++) {
         double u1 = titan_rng_uniform(seed, stream, 2 * i), u2 = titan_rng_uniform(seed, stream, 2 * i + 1);
         x[i] = (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2));
