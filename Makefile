@@ -96,7 +96,7 @@ CUDNN_H  := $(firstword $(wildcard $(shell python3 -c 'import nvidia.cudnn as m;
 CUDNN_INC := $(if $(CUDNN_H),-isystem $(patsubst %/,%,$(dir $(CUDNN_H))))
 endif
 EMU_CU_OBJ := $(EMU_CU_SRC:kernels/%.cu=build/emu/cuda/%.o) build/emu/cuda/cuda_emu.o \
-              build/emu/cuda/cublaslt_emu.o $(if $(NCCL_H),build/emu/cuda/nccl_emu.o) \
+              build/emu/cuda/cublaslt_emu.o build/emu/cuda/cusolver_emu.o $(if $(NCCL_H),build/emu/cuda/nccl_emu.o) \
               $(if $(CUDNN_H),build/emu/cuda/cudnn_emu.o)
 EMU_SO_FLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fno-strict-aliasing \
                $(WARN) -Wno-unknown-pragmas $(filter -Werror,$(CFLAGS)) -Ilib -Ikernels -Itests/emu \
@@ -173,7 +173,7 @@ build/obj/kernels/%.o: kernels/%.cu build/FLAGS.cu
 $(CUDA_SO): $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	$(NVCC) -shared -cudart shared -o $@ $(CU_OBJ) -L$(CUDA_LIBDIR) \
-	    -Xlinker -rpath,$(CUDA_LIBDIR) -lcublasLt $(NCCL_LIBS)
+	    -Xlinker -rpath,$(CUDA_LIBDIR) -lcublasLt -lcusolver $(NCCL_LIBS)
 
 bin/libtitan-cuda.so: $(CUDA_SO)
 	@mkdir -p bin
@@ -204,7 +204,7 @@ build/emu/cuda/%.o: tests/emu/%.cpp build/FLAGS.emu
 
 
 $(EMU_SO): $(EMU_CU_OBJ)
-	$(CXX) -shared -o $@ $(EMU_CU_OBJ) -Wl,--no-undefined -lpthread
+	$(CXX) -shared -o $@ $(EMU_CU_OBJ) -Wl,--no-undefined $(BLAS_LIBS) -lpthread
 
 $(EMU_SELF_TEST): build/emu/cuda/test_cuda_emu.cpp build/emu/cuda/cuda_emu.o tests/emu/emu_test.h
 	@mkdir -p build/tests

@@ -406,6 +406,12 @@ static titan_backend cuda_backend = {
     .copy = titan_cuda_copy,
     .sum_ranks = titan_cuda_sum_ranks,
     .host_call = titan_cuda_host_call,
+    /* GaLore: its steps in galore.cu, the refresh's QR and SVD through cuSOLVER (linalg.cu) */
+    .galore_adam = titan_cuda_galore_adam,
+    .galore_update = titan_cuda_galore_update,
+    .qr_orthonormal = titan_cuda_qr_orthonormal,
+    .svd_thin = titan_cuda_svd_thin,
+    .svd_signs = titan_cuda_svd_signs,
 };
 
 /* "name: cause" of a failed CUDA call, into msg */

@@ -362,6 +362,16 @@ void titan_cuda_adamw_step(float *p, void *p_bf16, const float *g, float gscale,
                            float *v, size_t n, float lr, float beta1, float beta2, float eps,
                            float weight_decay, int64_t t);
 
+/* galore.cu: GaLore's low-rank Adam and update (backend.h) */
+void titan_cuda_galore_adam(float *m, float *v, float *low, size_t n, float b1, float w1, float b2, float w2,
+                            float eps);
+void titan_cuda_galore_update(float *p, const float *upd, size_t n, float scale, float step, float decay);
+
+/* linalg.cu: cuSOLVER (backend.h's qr_orthonormal, svd_thin, svd_signs) */
+int titan_cuda_qr_orthonormal(float *a, int rows, int cols);
+int titan_cuda_svd_thin(const float *a, int rows, int cols, int k, float *u, float *vt);
+void titan_cuda_svd_signs(float *u, float *vt, int rows, int cols, int k);
+
 /* cuda_backend.cu: the stream adamw_step queues on (backend.h's
  * side_stream: the side stream while it is on, else the default one) */
 cudaStream_t titan_cuda_optimizer_stream(void);

@@ -25,6 +25,8 @@
 #      training.deterministic (titan's attention kernels): each loss curve
 #      within $BF16_TOL of the cpu's fp32 one; the deterministic run again,
 #      and with selective activation checkpointing (op), in the same bits;
+#   6b. GaLore (randomized and exact refresh) on cuda against the cpu, to
+#      $TOL, with the refresh steps' optimizer time printed beside the others';
 #   7. with two GPUs or more: FSDP 2 (--nproc 2, a GPU per rank) over NCCL and
 #      over shared memory (TITAN_COMM=shm) against FSDP 2 on the cpu, to $TOL;
 #   8. last (slow): test_cuda_ops under compute-sanitizer memcheck, at most
@@ -361,6 +363,45 @@ case $f8g in ''|'0 ') failed "float8: no float8 GEMMs counted ('$f8g')" ;;
 *) pass "float8: ${f8g% } float8 GEMMs every step" ;; esac
 bf16_curve f8 "bf16 float8 tensorwise"
 paste "$work/loss.cpu" "$work/loss.f8" >"$out/loss_cpu_fp8.txt"
+
+# --- GaLore: its step and refresh on the device (kernels/galore.cu, linalg.cu) ----------
+# optimizer.name = GaLore (rank 32, a refresh every 10 steps: 1, 11, ...) with
+# the randomized SVD (the default) and the exact one, each loss curve within
+# $TOL of the same run on the cpu; then the refresh steps' optimizer_s beside
+# the other steps' (the randomized and the exact refresh's cost on this
+# device: printed, not a criterion).
+GALORE="--optimizer.name=GaLore --optimizer.rank=32 --optimizer.update_proj_gap=10"
+# curve_to A B LABEL: B's loss curve within TOL of A's
+curve_to() {
+    field loss "$work/$1/metrics.jsonl" >"$work/l.a"; field loss "$work/$2/metrics.jsonl" >"$work/l.b"
+    m=$(paste "$work/l.a" "$work/l.b" | awk '{ n++; d = $2 - $1; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > m) m = r }
+        END { printf "%s", n == '"$STEPS"' ? sprintf("%.3g", m) : "inf" }')
+    if awk -v m="$m" -v t="$TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
+        pass "$3 = the same on cpu: max relative difference $m <= $TOL"
+    else
+        failed "$3: max relative difference $m from the cpu's, tolerance $TOL"
+    fi
+}
+# refresh_cost RUN: mean optimizer_s of the refresh steps and of the others
+refresh_cost() {
+    awk -F'[{},:]' '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1); s = v["\"step\""] + 0; o = v["\"optimizer_s\""] + 0 }
+        s > 1 && (s - 1) % 10 == 0 { nr++; r += o; next } s > 1 { n++; t += o }
+        END { printf "refresh steps %.4f s (%d), other steps %.4f s (%d)", nr ? r / nr : 0, nr, n ? t / n : 0, n }' \
+        "$work/$1/metrics.jsonl"
+}
+for r in gl_cpu gl_rand gl_cpu_exact gl_exact; do cp -r "$work/seed" "$work/$r"; done
+for svd in randomized exact; do
+    c=gl_cpu; d=gl_rand; [ $svd = exact ] && c=gl_cpu_exact d=gl_exact
+    # shellcheck disable=SC2086
+    if train $c train_galore_${svd}_cpu --training.device=cpu $GALORE --optimizer.galore_svd=$svd &&
+       train $d train_galore_${svd}_cuda --training.device="$DEV" $GALORE --optimizer.galore_svd=$svd; then
+        pass "GaLore ($svd SVD) $STEPS steps on cpu and on $DEV (${secs}s)"
+        curve_to $c $d "GaLore ($svd SVD) on $DEV"
+        say "      GaLore $svd on $DEV: optimizer_s $(refresh_cost $d)"
+    else
+        failed "GaLore ($svd SVD) on cpu or $DEV (exit $rc; see train_galore_${svd}_*.log)"
+    fi
+done
 
 # --- several ranks (two GPUs or more): FSDP 2 over NCCL, and over shared memory -------
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')

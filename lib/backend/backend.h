@@ -338,6 +338,35 @@ typedef struct titan_backend {
      * posted when the device work that wrote the block is done. fn must not
      * call the backend. */
     void (*host_call)(void (*fn)(void *arg), void *arg);
+    /* GaLore's ops (lib/optim/galore.c, svd.c): fp32 backend memory, on the
+     * main stream. NULL where a backend has none (GaLore is refused there). */
+    /* The low-rank Adam moments and the normalised update, elementwise:
+     * m = m b1 + w1 x; v = v b2 + (w2 x) x; x = m / (sqrt(v) + eps), x =
+     * low on entry (the projected gradient) and on exit; w1 = 1 - b1 and
+     * w2 = 1 - b2 formed by the caller. Each operation rounded once (no
+     * contraction): every backend gives the CPU's bits. */
+    void (*galore_adam)(float *m, float *v, float *low, size_t n, float b1, float w1, float b2, float w2,
+                        float eps);
+    /* p = q + (-decay) q (decay > 0; else p = q) with q = p + (-step) (upd
+     * scale): the back-projected update and decoupled weight decay, each
+     * operation rounded once. */
+    void (*galore_update)(float *p, const float *upd, size_t n, float scale, float step, float decay);
+    /* Q of the QR factorisation of the column-major rows x cols a (rows >=
+     * cols >= 1), in place: LAPACK's sgeqrf + sorgqr (cpu), cuSOLVER's
+     * (cuda). Returns 0, or the library's nonzero info. */
+    int (*qr_orthonormal)(float *a, int rows, int cols);
+    /* The thin SVD a = U S V^T of the column-major rows x cols a (fp32, not
+     * changed; 1 <= k <= min(rows, cols)), computed in double: u (NULL:
+     * none) gets U's first k columns, column-major rows x k; vt (NULL:
+     * none) V^T's first k rows, column-major k x cols (ld k). LAPACK's
+     * dgesdd (cpu), cuSOLVER's dgesvd (cuda): the same vectors to double
+     * rounding where the singular values are apart (signs aside). Returns
+     * 0, or the library's nonzero info (no convergence). */
+    int (*svd_thin)(const float *a, int rows, int cols, int k, float *u, float *vt);
+    /* Canonical signs: for each column c < k of u (row-major rows x k) whose
+     * first entry of the largest magnitude is negative, column c of u and
+     * row c of vt (row-major k x cols; NULL: none) are negated. */
+    void (*svd_signs)(float *u, float *vt, int rows, int cols, int k);
 } titan_backend;
 
 /* The bytes of ipc_export's handle (cudaIpcMemHandle_t's size). */

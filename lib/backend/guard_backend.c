@@ -285,8 +285,8 @@ static void g_matmul_backward(titan_dtype dt, int acc, void *dinp, float *dw, co
     DEV_OPT("matmul_backward", dinp, (size_t)N * IC * elem(dt));
     DEV_OPT("matmul_backward", dw, (size_t)OC * IC * F);
     DEV("matmul_backward", dout, (size_t)N * OC * elem(dt));
-    DEV("matmul_backward", inp, (size_t)N * IC * elem(dt));
-    DEV("matmul_backward", w, (size_t)OC * IC * elem(dt));
+    if (dw) DEV("matmul_backward", inp, (size_t)N * IC * elem(dt));  /* read for dw only */
+    if (dinp) DEV("matmul_backward", w, (size_t)OC * IC * elem(dt)); /* for dinp only */
     poison(dinp, (size_t)N * IC * elem(dt), acc, TITAN_ACC_DX);
     poison(dw, (size_t)OC * IC * F, acc, TITAN_ACC_DW);
     cpu()->matmul_backward(dt, acc, dinp, dw, dout, inp, w, N, IC, OC);
@@ -573,6 +573,50 @@ static void g_scale(float *x, size_t n, float s) {
     leave();
 }
 
+static void g_galore_adam(float *m, float *v, float *low, size_t n, float b1, float w1, float b2, float w2,
+                          float eps) {
+    enter();
+    DEV("galore_adam", m, n * F);
+    DEV("galore_adam", v, n * F);
+    DEV("galore_adam", low, n * F);
+    cpu()->galore_adam(m, v, low, n, b1, w1, b2, w2, eps);
+    leave();
+}
+
+static void g_galore_update(float *p, const float *upd, size_t n, float scale, float step, float decay) {
+    enter();
+    DEV("galore_update", p, n * F);
+    DEV("galore_update", upd, n * F);
+    cpu()->galore_update(p, upd, n, scale, step, decay);
+    leave();
+}
+
+static int g_qr_orthonormal(float *a, int rows, int cols) {
+    enter();
+    DEV("qr_orthonormal", a, (size_t)rows * cols * F);
+    int info = cpu()->qr_orthonormal(a, rows, cols);
+    leave();
+    return info;
+}
+
+static int g_svd_thin(const float *a, int rows, int cols, int k, float *u, float *vt) {
+    enter();
+    DEV("svd_thin", a, (size_t)rows * cols * F);
+    DEV_OPT("svd_thin", u, (size_t)rows * k * F);
+    DEV_OPT("svd_thin", vt, (size_t)k * cols * F);
+    int info = cpu()->svd_thin(a, rows, cols, k, u, vt);
+    leave();
+    return info;
+}
+
+static void g_svd_signs(float *u, float *vt, int rows, int cols, int k) {
+    enter();
+    DEV("svd_signs", u, (size_t)rows * k * F);
+    DEV_OPT("svd_signs", vt, (size_t)k * cols * F);
+    cpu()->svd_signs(u, vt, rows, cols, k);
+    leave();
+}
+
 static void g_sync(void) {}
 
 /* the CPU backend's options (none): its ops run them */
@@ -619,6 +663,11 @@ static const titan_backend guard_backend = {
     .sumsq = g_sumsq,
     .scale = g_scale,
     .sumsq_into = g_sumsq_into,
+    .galore_adam = g_galore_adam,
+    .galore_update = g_galore_update,
+    .qr_orthonormal = g_qr_orthonormal,
+    .svd_thin = g_svd_thin,
+    .svd_signs = g_svd_signs,
 };
 
 const titan_backend *titan_backend_cpu_guard(void) { return &guard_backend; }

@@ -14,7 +14,6 @@
  * is optimizer.galore_svd = "randomized" here. */
 #include "optim/galore.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,22 +35,33 @@ int titan_galore_is_right(titan_galore_proj t, int64_t m, int64_t n) {
     return 1;
 }
 
+/* The products as the backend's fp32 GEMMs (backend.h's row-major forms:
+ * forward A B^T, backward's dinp A B and dw A^T B). */
+static void project_on(const titan_backend *be, const float *g, int64_t m, int64_t n, const float *proj, int r,
+                       int right, float *low) {
+    if (right) /* G (m x n) Q^T, Q r x n */
+        be->matmul_forward(TITAN_DTYPE_F32, low, g, proj, (int)m, (int)n, r);
+    else /* P^T G, P m x r */
+        be->matmul_backward(TITAN_DTYPE_F32, 0, NULL, low, proj, g, NULL, (int)m, (int)n, r);
+}
+
+static void project_back_on(const titan_backend *be, const float *low, int64_t m, int64_t n, const float *proj, int r,
+                            int right, float *full) {
+    if (right) /* low (m x r) Q (r x n) */
+        be->matmul_backward(TITAN_DTYPE_F32, 0, full, NULL, low, NULL, proj, (int)m, (int)n, r);
+    else /* P (m x r) low (r x n) */
+        be->matmul_backward(TITAN_DTYPE_F32, 0, full, NULL, proj, NULL, low, (int)m, (int)n, r);
+}
+
 void titan_galore_project(const float *g, int64_t m, int64_t n, const float *proj, int r, int right, float *low) {
-    if (right)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, r, (int)n, 1.0f, g, (int)n, proj, (int)n, 0.0f, low, r);
-    else
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r, (int)n, (int)m, 1.0f, proj, r, g, (int)n, 0.0f, low, (int)n);
+    project_on(titan_backend_cpu(), g, m, n, proj, r, right, low);
 }
 
 void titan_galore_project_back(const float *low, int64_t m, int64_t n, const float *proj, int r, int right,
                                float scale, float *full) {
-    if (right)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, r, 1.0f, low, r, proj, (int)n, 0.0f, full, (int)n);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, r, 1.0f, proj, r, low, (int)n, 0.0f, full, (int)n);
+    project_back_on(titan_backend_cpu(), low, m, n, proj, r, right, full);
     /* galore-torch multiplies the product (not an alpha inside it) */
-    if (scale != 1.0f)
-        for (int64_t i = 0; i < m * n; i++) full[i] *= scale;
+    if (scale != 1.0f) titan_backend_cpu()->scale(full, (size_t)(m * n), scale);
 }
 
 /* Tensor i: NAME:galore_WHAT of shape d0 x d1 at arena offset *at; sharded
@@ -106,6 +116,8 @@ titan_status titan_galore_layout(titan_optim *o, const titan_optim_param *ps, in
         add_tensor(o, 3 * o->nmat + 2, i, ps[i].name, "exp_avg_sq", lo0, lo1, mt->right, mt, &at);
         if ((size_t)(m * n) > o->scratch_full) o->scratch_full = (size_t)(m * n);
         if (mt->low_numel > o->scratch_low) o->scratch_low = mt->low_numel;
+        size_t svd = titan_svd_work_numel(mf, n, mt->r, c->oversampling, c->randomized);
+        if (svd > o->scratch_svd) o->scratch_svd = svd;
         if (mf > m) {
             o->sharded = 1;
             size_t need = (size_t)(mf * n + mf * mt->r);
@@ -118,8 +130,10 @@ titan_status titan_galore_layout(titan_optim *o, const titan_optim_param *ps, in
     return TITAN_OK;
 }
 
-/* the scaled gradient and the full update; the low-rank update */
-static size_t scratch_numel(const titan_optim *o) { return 2 * o->scratch_full + o->scratch_low + 1; }
+/* the scaled gradient and the full update; the low-rank update; the SVD's
+ * workspace at the next 256-byte boundary */
+static size_t svd_at(const titan_optim *o) { return (2 * o->scratch_full + o->scratch_low + 1 + 63) & ~(size_t)63; }
+static size_t scratch_numel(const titan_optim *o) { return svd_at(o) + o->scratch_svd; }
 
 size_t titan_galore_work_numel(const titan_optim *o) { return scratch_numel(o) + o->gathered_numel; }
 
@@ -171,52 +185,47 @@ static titan_status refresh(titan_optim *o, const titan_galore_mat *mt, const fl
     }
     titan_status st;
     if (!c->randomized) {
-        st = titan_svd_topk(whole, mt->m_full, mt->n, mt->r, u, vt);
+        st = titan_svd_topk_on(o->be, whole, mt->m_full, mt->n, mt->r, u, vt, o->scratch + svd_at(o));
     } else { /* a fresh test matrix each refresh, the same on every rank and resume */
         uint64_t seed = c->seed ^ ((uint64_t)step0 * 0x9E3779B97F4A7C15ull);
-        st = titan_rsvd_topk(whole, mt->m_full, mt->n, mt->r, c->oversampling, c->power_iters, seed, mt->stream, u, vt);
+        st = titan_rsvd_topk_on(o->be, whole, mt->m_full, mt->n, mt->r, c->oversampling, c->power_iters, seed,
+                                mt->stream, u, vt, o->scratch + svd_at(o));
     }
-    if (st == TITAN_OK && u && u != proj) /* this rank's rows of the left vectors */
-        memcpy(proj, u + mt->row0 * mt->r, (size_t)(mt->m * mt->r) * sizeof *proj);
+    if (st == TITAN_OK && u && u != proj && mt->m > 0) /* this rank's rows of the left vectors */
+        o->be->convert(proj, TITAN_DTYPE_F32, u + mt->row0 * mt->r, TITAN_DTYPE_F32, (size_t)(mt->m * mt->r));
     return st;
 }
 
+/* One matrix's step, all of it backend ops on backend memory. */
 static titan_status mat_step(titan_optim *o, const titan_galore_mat *mt, float *p, const float *grad, float gscale,
                              float lr, int64_t t) {
+    const titan_backend *be = o->be;
     const titan_galore_config *c = &o->cfg.galore;
     const titan_adamw_config *a = &o->cfg.adam;
     size_t full = (size_t)(mt->m * mt->n);
     float *gs = o->scratch, *upd = gs + o->scratch_full, *low = upd + o->scratch_full;
     const float *g = grad;
-    if (gscale != 1.0f) {
-        for (size_t i = 0; i < full; i++) gs[i] = grad[i] * gscale;
+    if (gscale != 1.0f && full) { /* the clipped gradient, rounded once */
+        be->convert(gs, TITAN_DTYPE_F32, grad, TITAN_DTYPE_F32, full);
+        be->scale(gs, full, gscale);
         g = gs;
     }
     int64_t step0 = t - 1;
     if (step0 % c->update_proj_gap == 0) TITAN_TRY(refresh(o, mt, g, step0));
     const float *proj = o->arena + mt->proj;
-    if (mt->m > 0) titan_galore_project(g, mt->m, mt->n, proj, mt->r, mt->right, low);
-    else memset(low, 0, mt->low_numel * sizeof *low);
+    if (mt->m > 0) project_on(be, g, mt->m, mt->n, proj, mt->r, mt->right, low);
+    else be->zero(low, mt->low_numel * sizeof *low);
     /* left of a sharded matrix: P^T G adds every rank's rows' part */
     if (!mt->right && mt->m < mt->m_full) TITAN_TRY(o->comm->all_reduce_sum(o->comm->ctx, low, mt->low_numel));
     double b1 = titan_f32_user_decimal(a->beta1), b2 = titan_f32_user_decimal(a->beta2);
-    float fb1 = (float)b1, fb2 = (float)b2, w1 = (float)(1.0 - b1), w2 = (float)(1.0 - b2), eps = a->eps;
-    float *m = o->arena + mt->exp_avg, *v = o->arena + mt->exp_avg_sq;
-    for (size_t i = 0; i < mt->low_numel; i++) {
-        float x = low[i];
-        m[i] = m[i] * fb1 + w1 * x;
-        v[i] = v[i] * fb2 + w2 * x * x;
-        low[i] = m[i] / (sqrtf(v[i]) + eps);
-    }
+    be->galore_adam(o->arena + mt->exp_avg, o->arena + mt->exp_avg_sq, low, mt->low_numel, (float)b1,
+                    (float)(1.0 - b1), (float)b2, (float)(1.0 - b2), a->eps);
     if (mt->m == 0) return TITAN_OK;
-    titan_galore_project_back(low, mt->m, mt->n, proj, mt->r, mt->right, c->scale, upd);
+    project_back_on(be, low, mt->m, mt->n, proj, mt->r, mt->right, upd);
     double lrd = titan_f32_user_decimal(lr);
     float step_size = (float)(lrd * sqrt(1.0 - pow(b2, (double)t)) / (1.0 - pow(b1, (double)t)));
     float decay = (float)(lrd * titan_f32_user_decimal(a->weight_decay));
-    for (size_t i = 0; i < full; i++) {
-        float q = p[i] + (-step_size) * upd[i];
-        p[i] = decay > 0.0f ? q + (-decay) * q : q;
-    }
+    be->galore_update(p, upd, full, c->scale, step_size, decay);
     return TITAN_OK;
 }
 

@@ -15,7 +15,8 @@
  * r x n, the leading right vectors; else low = P^T G with P m x r). */
 int titan_galore_is_right(titan_galore_proj t, int64_t m, int64_t n);
 /* low (right: m x r; left: r x n) from g (m x n, row-major) and the
- * projector proj (right: r x n; left: m x r). */
+ * projector proj (right: r x n; left: m x r): host memory, through the CPU
+ * backend's GEMMs (a step runs the same products on its own backend). */
 void titan_galore_project(const float *g, int64_t m, int64_t n, const float *proj, int r, int right, float *low);
 /* full (m x n) = scale x the back-projection of low. */
 void titan_galore_project_back(const float *low, int64_t m, int64_t n, const float *proj, int r, int right,

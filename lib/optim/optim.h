@@ -143,8 +143,10 @@ typedef struct {
 typedef struct titan_optim titan_optim;
 
 /* An optimizer over n packed fp32 parameters on backend be. ps[np] is
- * needed by GaLore (it projects those with .project), which runs on host
- * memory only (be->host); Adam with weight_decay > 0 likewise. */
+ * needed by GaLore (it projects those with .project), which runs on
+ * backends with its ops (backend.h's galore_adam ... svd_signs: cpu,
+ * cpu-guard, cuda); Adam with weight_decay > 0 on host memory only
+ * (be->host). */
 titan_status titan_optim_create(titan_optim **out, const titan_backend *be, size_t n, const titan_optim_param *ps,
                                 int np, const titan_optim_config *cfg);
 void titan_optim_free(titan_optim *o);
@@ -176,11 +178,19 @@ titan_adamw *titan_optim_adamw(titan_optim *o);
 /* Per parameter (catalog order): 1 when its moments are in the flat arrays
  * (saved as NAME:exp_avg/exp_avg_sq); NULL: every parameter's are. */
 const unsigned char *titan_optim_flat_mask(const titan_optim *o);
-/* The further state tensors (*count of them) and their arena (host memory,
- * titan_optim_aux_numel floats); none for AdamW and Adam. */
+/* The further state tensors (*count of them) and their arena (backend
+ * memory, titan_optim_aux_numel floats); none for AdamW and Adam. */
 const titan_optim_tensor *titan_optim_aux_tensors(const titan_optim *o, int *count);
 float *titan_optim_aux(titan_optim *o);
 size_t titan_optim_aux_numel(const titan_optim *o);
+/* An optimizer of o's layout (kind, moments, GaLore's tensors) whose state
+ * is host memory on the CPU backend, zeroed, step 0: a checkpoint of a
+ * device job is read into it (titan_optim_copy_state then moves it). It
+ * takes no step (no step buffers). */
+titan_status titan_optim_host_twin(const titan_optim *o, titan_optim **twin);
+/* dst's step count, flat moments and GaLore state = src's, one of them on
+ * the host (a twin's), through to_device / to_host. */
+titan_status titan_optim_copy_state(titan_optim *dst, const titan_optim *src);
 /* Where parameter i's flat moments start in titan_adamw_m/v (catalog
  * order; a projected matrix has none: its entry is meaningless); NULL when
  * they lie as the parameters do (AdamW, Adam: at the parameter's offset). */
@@ -191,8 +201,8 @@ size_t titan_optim_moment_numel(const titan_optim *o);
 /* The memory of an optimizer, bytes: state = flat (both flat moments) +
  * projected (GaLore's projectors and low-rank moments); work: GaLore's step
  * buffers (the scaled gradient, the full and low-rank updates, a refresh's
- * gathered gradient under FSDP), held beside the state. All of it is
- * backend memory. */
+ * SVD workspace and, under FSDP, its gathered gradient), held beside the
+ * state. All of it is backend memory. */
 typedef struct {
     double state, flat, projected, work;
 } titan_optim_bytes;

@@ -41,8 +41,10 @@ struct titan_optim {
     int sharded;                /* some matrix is */
     float *gathered;            /* a refresh's whole gradient (sharded) */
     size_t gathered_numel;
-    float *scratch;             /* host: the scaled gradient, the low-rank update, the full update */
-    size_t scratch_full, scratch_low;
+    /* the scaled gradient, the full update, the low-rank update, a
+     * refresh's SVD workspace (svd.h), backend memory */
+    float *scratch;
+    size_t scratch_full, scratch_low, scratch_svd;
 };
 
 /* galore.c: the matrices' layout (mats, tensors, arena and buffer sizes)
@@ -51,7 +53,7 @@ titan_status titan_galore_layout(titan_optim *o, const titan_optim_param *ps, in
 /* The layout's arena (zeroed) and step buffers, in backend memory. */
 titan_status titan_galore_alloc(titan_optim *o);
 /* Floats of the step buffers (the scaled gradient, the full and the
- * low-rank update; a refresh's gathered gradient). */
+ * low-rank update, a refresh's SVD workspace; its gathered gradient). */
 size_t titan_galore_work_numel(const titan_optim *o);
 /* One GaLore step of every projected matrix; t is the step count after
  * the increment (1 on the first step). */

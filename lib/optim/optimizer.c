@@ -33,10 +33,19 @@ const char *titan_galore_proj_name(titan_galore_proj p) { return p >= 0 && p <= 
 
 static titan_status check_config(const titan_backend *be, const titan_optim_config *c) {
     const char *name = titan_optim_kind_name(c->kind);
-    int host_math = c->kind == TITAN_OPTIM_GALORE || (c->kind == TITAN_OPTIM_ADAM && c->adam.weight_decay > 0.0f);
-    if (host_math && !be->host) {
-        titan_error(TITAN_ERR_USAGE, "optimizer %s%s runs on the CPU backend only, not on %s", name,
-                    c->kind == TITAN_OPTIM_ADAM ? " with weight_decay > 0" : "", be->name);
+    /* GaLore runs on the backend's ops (galore.c, svd.c); Adam's L2 penalty on host loops */
+    int galore_ops = be->galore_adam && be->galore_update && be->qr_orthonormal && be->svd_thin && be->svd_signs;
+    int host_math = (c->kind == TITAN_OPTIM_GALORE && !galore_ops) ||
+                    (c->kind == TITAN_OPTIM_ADAM && c->adam.weight_decay > 0.0f && !be->host);
+    if (host_math && c->kind == TITAN_OPTIM_GALORE) {
+        titan_error(TITAN_ERR_USAGE, "optimizer GaLore needs the backend's GaLore and linear-algebra ops, which %s "
+                    "has not", be->name);
+        titan_error_hint("set training.device = \"cpu\" or \"cuda\", or optimizer.name = \"AdamW\"");
+        return TITAN_ERR_USAGE;
+    }
+    if (host_math) {
+        titan_error(TITAN_ERR_USAGE, "optimizer %s with weight_decay > 0 runs on the CPU backend only, not on %s", name,
+                    be->name);
         titan_error_hint("set training.device = \"cpu\", or optimizer.name = \"AdamW\"");
         return TITAN_ERR_USAGE;
     }
@@ -223,3 +232,65 @@ void titan_optim_get_bytes(const titan_optim *o, titan_optim_bytes *out) { fill_
 
 const size_t *titan_optim_moment_offsets(const titan_optim *o) { return o->flat ? o->moment_off : NULL; }
 size_t titan_optim_moment_numel(const titan_optim *o) { return o->flat_numel; }
+
+/* A copy of n elements of size sz of a table (NULL stays NULL); *st
+ * TITAN_ERR_NOMEM when out of memory. */
+static void *dup_table(const void *src, size_t n, size_t sz, const char *what, titan_status *st) {
+    if (!src || *st != TITAN_OK) return NULL;
+    void *d = titan_alloc((n ? n : 1) * sz, what);
+    if (d) memcpy(d, src, n * sz);
+    else *st = TITAN_ERR_NOMEM;
+    return d;
+}
+
+titan_status titan_optim_host_twin(const titan_optim *o, titan_optim **out) {
+    titan_optim *t = *out = titan_alloc(sizeof *t, "optimizer (host twin)");
+    if (!t) return TITAN_ERR_NOMEM;
+    memset(t, 0, sizeof *t);
+    t->cfg = o->cfg;
+    t->be = titan_backend_cpu();
+    t->np = o->np;
+    t->flat_numel = o->flat_numel;
+    t->nmat = o->nmat;
+    t->arena_numel = o->arena_numel;
+    size_t np = (size_t)(o->np ? o->np : 1);
+    titan_status st = TITAN_OK;
+    t->flat = dup_table(o->flat, np, 1, "optimizer parameter mask (host twin)", &st);
+    t->flat_off = dup_table(o->flat_off, 3 * np, sizeof(size_t), "optimizer ranges (host twin)", &st);
+    if (t->flat_off) t->flat_len = t->flat_off + np, t->flat_moff = t->flat_len + np;
+    t->moment_off = dup_table(o->moment_off, np, sizeof(size_t), "optimizer moment offsets (host twin)", &st);
+    t->mats = dup_table(o->mats, (size_t)o->nmat, sizeof *o->mats, "GaLore matrices (host twin)", &st);
+    t->tensors = dup_table(o->tensors, 3 * (size_t)o->nmat, sizeof *o->tensors, "GaLore state tensors (host twin)", &st);
+    if (st == TITAN_OK) st = titan_adamw_create(&t->adam, t->be, t->flat_numel, &t->cfg.adam);
+    if (st == TITAN_OK && o->arena && !(t->arena = t->be->alloc((o->arena_numel ? o->arena_numel : 1) * sizeof(float))))
+        st = titan_error(TITAN_ERR_NOMEM, "GaLore: host copy of the low-rank state: cannot allocate %zu bytes",
+                         o->arena_numel * sizeof(float));
+    if (st != TITAN_OK) {
+        titan_optim_free(t);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* nbytes from src (backend sb's memory) to dst (db's): one of them the host */
+static titan_status move_bytes(const titan_backend *db, void *dst, const titan_backend *sb, const void *src,
+                               size_t nbytes) {
+    if (!nbytes) return TITAN_OK;
+    if (db->host && sb->host) memcpy(dst, src, nbytes);
+    else if (sb->host) db->to_device(dst, src, nbytes);
+    else if (db->host) sb->to_host(dst, src, nbytes);
+    else return titan_error(TITAN_ERR_USAGE, "optimizer state: no copy from %s to %s memory", sb->name, db->name);
+    return TITAN_OK;
+}
+
+titan_status titan_optim_copy_state(titan_optim *dst, const titan_optim *src) {
+    if (dst->flat_numel != src->flat_numel || dst->arena_numel != src->arena_numel || dst->cfg.kind != src->cfg.kind)
+        return titan_error(TITAN_ERR_USAGE, "optimizer state: copy between different layouts");
+    size_t mb = src->flat_numel * sizeof(float);
+    TITAN_TRY(move_bytes(dst->be, titan_adamw_m(dst->adam), src->be, titan_adamw_m(src->adam), mb));
+    TITAN_TRY(move_bytes(dst->be, titan_adamw_v(dst->adam), src->be, titan_adamw_v(src->adam), mb));
+    titan_adamw_set_step(dst->adam, titan_adamw_get_step(src->adam));
+    if (src->arena && dst->arena)
+        TITAN_TRY(move_bytes(dst->be, dst->arena, src->be, src->arena, src->arena_numel * sizeof(float)));
+    return TITAN_OK;
+}

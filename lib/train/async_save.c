@@ -179,8 +179,7 @@ titan_status titan_async_saver_create_sharded(titan_async_saver **out, titan_mes
     return TITAN_OK;
 }
 
-/* The optimizer's mask and aux tensors (host memory: GaLore runs on the
- * CPU) into the snapshot. */
+/* The optimizer's mask and aux tensors (GaLore's, backend memory) into the snapshot. */
 static titan_status snapshot_aux(titan_async_saver *s, const titan_state_view *v) {
     s->view.flat_mask = v->flat_mask;
     s->view.moment_off = v->moment_off;
@@ -201,7 +200,8 @@ static titan_status snapshot_aux(titan_async_saver *s, const titan_state_view *v
             return TITAN_ERR_NOMEM;
         s->aux_cap = numel;
     }
-    memcpy(s->aux, v->aux_data, numel * sizeof(float));
+    if (s->be->host) memcpy(s->aux, v->aux_data, numel * sizeof(float));
+    else s->be->to_host(s->aux, v->aux_data, numel * sizeof(float));
     s->view.aux_data = s->aux;
     return TITAN_OK;
 }

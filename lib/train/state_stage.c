@@ -8,6 +8,8 @@ struct titan_state_stage {
     const titan_backend *be;
     size_t n;
     float *params, *exp_avg, *exp_avg_sq; /* host, page-backed */
+    float *aux;                           /* GaLore's state, host (made at the first save) */
+    size_t aux_cap;
 };
 
 titan_status titan_state_load_staged(const titan_backend *be, const char *path, const titan_llama_config *mc,
@@ -35,6 +37,29 @@ titan_status titan_state_load_staged(const titan_backend *be, const char *path, 
     return st;
 }
 
+titan_status titan_state_load_staged_optim(const titan_backend *be, const char *path, const titan_llama_config *mc,
+                                           const titan_shard_piece *pieces, float *shard, size_t n, titan_optim *opt,
+                                           titan_train_progress *pr, char *ckpt_path_out, size_t cap,
+                                           const titan_load_opts *o) {
+    if (be->host)
+        return titan_state_load_shards_optim(path, mc, pieces, shard, opt, pr, ckpt_path_out, cap, o);
+    /* a host optimizer of the same layout takes the moments and GaLore's
+     * state (a seed checkpoint leaves them zero, like the device's) */
+    titan_optim *twin = NULL;
+    size_t bytes = n * sizeof(float);
+    float *host = titan_alloc_pages(bytes ? bytes : 1, "host copy of the parameters (checkpoint load)");
+    titan_status st = host ? TITAN_OK : TITAN_ERR_NOMEM;
+    if (st == TITAN_OK) st = titan_optim_host_twin(opt, &twin);
+    if (st == TITAN_OK) st = titan_state_load_shards_optim(path, mc, pieces, host, twin, pr, ckpt_path_out, cap, o);
+    if (st == TITAN_OK) {
+        be->to_device(shard, host, bytes);
+        st = titan_optim_copy_state(opt, twin);
+    }
+    titan_optim_free(twin);
+    titan_free_pages(host);
+    return st;
+}
+
 titan_status titan_state_stage_create(titan_state_stage **out, const titan_backend *be, size_t n) {
     titan_state_stage *s = *out = titan_alloc(sizeof **out, "checkpoint staging");
     if (!s) return TITAN_ERR_NOMEM;
@@ -54,19 +79,40 @@ void titan_state_stage_free(titan_state_stage *s) {
     titan_free_pages(s->params);
     titan_free_pages(s->exp_avg);
     titan_free_pages(s->exp_avg_sq);
+    titan_free(s->aux);
     titan_free(s);
 }
 
-void titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, titan_state_view *host) {
+/* GaLore's state (backend memory) into s->aux, host->aux_data at it */
+static titan_status copy_aux(titan_state_stage *s, const titan_state_view *dev, titan_state_view *host) {
+    size_t numel = 0;
+    for (int a = 0; a < dev->n_aux; a++) {
+        size_t end = dev->aux[a].off + (size_t)(dev->aux[a].rows * dev->aux[a].shape[1]);
+        if (end > numel) numel = end;
+    }
+    host->aux_data = NULL;
+    if (!numel) return TITAN_OK;
+    if (numel > s->aux_cap) {
+        titan_free(s->aux);
+        s->aux_cap = 0;
+        if (!(s->aux = titan_alloc(numel * sizeof(float), "host copy of GaLore's state (checkpoint)")))
+            return TITAN_ERR_NOMEM;
+        s->aux_cap = numel;
+    }
+    s->be->to_host(s->aux, dev->aux_data, numel * sizeof(float));
+    host->aux_data = s->aux;
+    return TITAN_OK;
+}
+
+titan_status titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, titan_state_view *host) {
     size_t bytes = s->n * sizeof(float);
     titan_state_view dev = *v; /* host may be v */
     *host = (titan_state_view){.params = s->params, .adam_step = dev.adam_step, .model_only = dev.model_only,
                                .dtype = dev.dtype,
-                               /* the optimizer's layout (host tables; GaLore's state, on
-                                * host backends only, is host memory) */
+                               /* the optimizer's layout (host tables; GaLore's state
+                                * is copied below) */
                                .flat_mask = dev.flat_mask, .moment_off = dev.moment_off,
-                               .moment_numel = dev.moment_numel, .aux = dev.aux, .n_aux = dev.n_aux,
-                               .aux_data = dev.aux_data};
+                               .moment_numel = dev.moment_numel, .aux = dev.aux, .n_aux = dev.n_aux};
     s->be->to_host(s->params, dev.params, bytes);
     if (dev.exp_avg) { /* packed moments are shorter than the parameters */
         size_t mbytes = dev.moment_numel && dev.moment_numel < s->n ? dev.moment_numel * sizeof(float) : bytes;
@@ -75,4 +121,5 @@ void titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, tit
         host->exp_avg = s->exp_avg;
         host->exp_avg_sq = s->exp_avg_sq;
     }
+    return dev.n_aux ? copy_aux(s, &dev, host) : TITAN_OK;
 }

@@ -282,7 +282,7 @@ static titan_status save(trainer *t, double *stall_s) {
         return titan_async_save_start(t->saver, t->ckpt_root, &t->mc, &v, &t->pr, tok, keep, stall_s);
     double t0 = titan_now_s();
     if (t->stage) /* backend memory: saved from a host copy (part of the stall) */
-        titan_state_stage_copy(t->stage, &v, &v);
+        TITAN_TRY(titan_state_stage_copy(t->stage, &v, &v));
     titan_status st = titan_state_save_shards(&t->mesh, titan_fsdp_pieces(t->fsdp), &v, t->ckpt_root, &t->mc, &t->pr, tok, keep);
     *stall_s = titan_now_s() - t0;
     if (st == TITAN_OK) titan_info("checkpoint: step %" PRId64 " saved in %.2f s", t->pr.step, *stall_s);

@@ -268,20 +268,57 @@ static titan_status build_model(trainer *t, setup_shape *sh) {
     return setup_float8(t, sh->sharded);
 }
 
-/* GaLore's collectives over the shard group (optim.h's titan_optim_comm). */
+/* GaLore's collectives over the shard group (optim.h's titan_optim_comm),
+ * on the optimizer's buffers (backend memory). A communicator that takes
+ * host memory only (shm, mpi) beside a device backend (cuda, cpu-guard)
+ * gets host copies, as FSDP's staging mirrors. */
+static int galore_staged(const trainer *t) {
+    return !t->be->host && !titan_comm_device_buffers(t->optim_group);
+}
+
 static titan_status galore_gather(void *ctx, const float *send, float *recv, const size_t *counts) {
-    titan_optim_comm *oc = ((trainer *)ctx)->opt_comm;
+    trainer *t = ctx;
+    titan_optim_comm *oc = t->opt_comm;
     double t0 = titan_now_s();
-    titan_status st = titan_comm_all_gather_v(((trainer *)ctx)->optim_group, send, recv, counts, TITAN_DTYPE_F32, NULL);
+    titan_status st;
+    if (galore_staged(t)) {
+        size_t total = 0, mine = counts[oc->rank];
+        for (int r = 0; r < oc->size; r++) total += counts[r];
+        float *hs = titan_alloc((mine ? mine : 1) * sizeof(float), "GaLore gather (host copy)");
+        float *hr = titan_alloc((total ? total : 1) * sizeof(float), "GaLore gather (host copy)");
+        st = hs && hr ? TITAN_OK : TITAN_ERR_NOMEM;
+        if (st == TITAN_OK) {
+            t->be->to_host(hs, send, mine * sizeof(float));
+            st = titan_comm_all_gather_v(t->optim_group, hs, hr, counts, TITAN_DTYPE_F32, NULL);
+        }
+        if (st == TITAN_OK) t->be->to_device(recv, hr, total * sizeof(float));
+        titan_free(hs);
+        titan_free(hr);
+    } else {
+        st = titan_comm_all_gather_v(t->optim_group, send, recv, counts, TITAN_DTYPE_F32, NULL);
+    }
     oc->seconds += titan_now_s() - t0;
     oc->bytes += counts[oc->rank] * sizeof(float);
     return st;
 }
 
 static titan_status galore_sum(void *ctx, float *x, size_t n) {
-    titan_optim_comm *oc = ((trainer *)ctx)->opt_comm;
+    trainer *t = ctx;
+    titan_optim_comm *oc = t->opt_comm;
     double t0 = titan_now_s();
-    titan_status st = titan_comm_all_reduce(((trainer *)ctx)->optim_group, x, x, n, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
+    titan_status st;
+    if (galore_staged(t)) {
+        float *h = titan_alloc((n ? n : 1) * sizeof(float), "GaLore all-reduce (host copy)");
+        st = h ? TITAN_OK : TITAN_ERR_NOMEM;
+        if (st == TITAN_OK) {
+            t->be->to_host(h, x, n * sizeof(float));
+            st = titan_comm_all_reduce(t->optim_group, h, h, n, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
+        }
+        if (st == TITAN_OK) t->be->to_device(x, h, n * sizeof(float));
+        titan_free(h);
+    } else {
+        st = titan_comm_all_reduce(t->optim_group, x, x, n, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
+    }
     oc->seconds += titan_now_s() - t0;
     oc->bytes += n * sizeof(float);
     return st;
@@ -529,9 +566,10 @@ static titan_status resume(trainer *t, const titan_train_opts *opts) {
     titan_load_opts lo = {.exclude = step > 0 && !again ? titan_state_parts_parse(cfg->checkpoint_exclude_from_loading) : 0,
                           .seed = (uint64_t)cfg->training_seed};
     /* Each rank reads its own boxes, whatever layout saved them. */
-    if (titan_optim_aux_numel(t->opt) || titan_optim_flat_mask(t->opt)) /* GaLore: host memory */
-        TITAN_TRY(titan_state_load_shards_optim(path, &t->mc, titan_fsdp_pieces(t->fsdp), titan_fsdp_params(t->fsdp),
-                                                t->opt, &t->pr, loaded, sizeof loaded, &lo));
+    if (titan_optim_aux_numel(t->opt) || titan_optim_flat_mask(t->opt)) /* GaLore: packed moments, its state */
+        TITAN_TRY(titan_state_load_staged_optim(t->be, path, &t->mc, titan_fsdp_pieces(t->fsdp),
+                                                titan_fsdp_params(t->fsdp), titan_fsdp_numel(t->fsdp), t->opt, &t->pr,
+                                                loaded, sizeof loaded, &lo));
     else
         TITAN_TRY(titan_state_load_staged(t->be, path, &t->mc, titan_fsdp_pieces(t->fsdp),
                                           titan_fsdp_params(t->fsdp), t->adam, &t->pr, loaded, sizeof loaded, &lo));

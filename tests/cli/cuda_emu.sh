@@ -50,7 +50,9 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 o2 m1 m2 h2 b2 c4 g4 fc fg fr fe a8c a8g; do cp -r "$tmp/c" "$tmp/$r"; done
+for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 o2 m1 m2 h2 b2 c4 g4 fc fg fr fe a8c a8g gc gg gr; do
+    cp -r "$tmp/c" "$tmp/$r"
+done
 
 # --- fp32: the cpu's loss curve ---------------------------------------------------
 expect 0 "" "train 6 steps on the cpu" -- "$bin/titan-train" "$tmp/c"
@@ -73,6 +75,29 @@ cmp -s "$tmp/g/checkpoint/step-00000006/rank-00000.bin" "$tmp/p/checkpoint/step-
     && ok "profiled cuda run trains the same bits" || fail "profiled cuda run trains the same bits"
 [ -f "$tmp/p/profile_traces/iteration_6/rank0_trace.json" ] && ok "cuda profile trace written" \
     || fail "cuda profile trace written"
+
+# --- GaLore: its step and refresh as device ops (kernels/galore.cu, linalg.cu) --------
+# A refresh every 2 steps (1, 3, 5), randomized: the CPU's Gaussian sketch,
+# cuSOLVER's QR and Dgesvd of the small matrix (the CPU's: LAPACK's sgeqrf
+# and dgesdd), within close's fp32 bound of the cpu's curve; a stop and
+# resume across a refresh lands on the same bytes (its state saved and
+# loaded through host copies). The exact SVD on the device: test_cuda_ops.
+GALORE="--optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=2 --optimizer.oversampling=4
+ --optimizer.power_iters=1"
+expect 0 "" "GaLore (randomized SVD) on the cpu" -- "$bin/titan-train" -q "$tmp/gc" $GALORE
+expect 0 "optimizer: GaLore" "GaLore (randomized SVD) on cuda (emulated)" -- emu "$bin/titan-train" "$tmp/gg" $CUDA $GALORE \
+    --memory_estimation.enable=true
+d=$(close "$tmp/gc" "$tmp/gg" 1e-5) && ok "GaLore on cuda tracks the cpu's ($d)" || fail "GaLore on cuda tracks the cpu's ($d)"
+# its state and step buffers (the SVD workspace too) are what the plan counts
+m=$(sed -n 's/.*memory: rank 0: .*; bytes: \([0-9]*\) measured, \([0-9]*\) estimated.*/\1 \2/p' "$tmp/err")
+set -- $m
+[ $# = 2 ] && [ $(( $1 > $2 ? $1 - $2 : $2 - $1 )) -le 1024 ] \
+    && ok "GaLore on cuda: the estimate is the allocator's measured peak ($1 measured, $2 estimated bytes)" \
+    || fail "GaLore on cuda: the estimate is the allocator's measured peak (measured, estimated: '$m')"
+expect 0 "" "GaLore on cuda to step 3" -- emu "$bin/titan-train" -q "$tmp/gr" $CUDA $GALORE --stop-at 3
+expect 0 "" "GaLore resumed on cuda to step 6" -- emu TITAN_EMU_SEED=7 "$bin/titan-train" -q "$tmp/gr" $CUDA $GALORE
+cmp -s "$tmp/gg/checkpoint/step-00000006/rank-00000.bin" "$tmp/gr/checkpoint/step-00000006/rank-00000.bin" \
+    && ok "GaLore cuda resume is bitwise identical" || fail "GaLore cuda resume is bitwise identical"
 
 # out of GPU memory at start: a clear error and exit status 6, no crash
 expect 6 "cannot allocate .* bytes of cuda memory" "a model too big for the GPU is refused" -- \

@@ -9,7 +9,8 @@
 # projects each rank's rows, a refresh all-gathers the matrix's gradient,
 # left projections all-reduce P^T G (metrics optim_comm_bytes says which);
 # an FSDP 2 checkpoint resumes under FSDP 4 and as one process on the
-# curve; tensor parallelism and non-CPU devices are refused by name; Adam
+# curve; tensor parallelism is refused by name (GaLore on device backends:
+# galore_device.sh, cuda_emu.sh), Adam with weight decay off the CPU too; Adam
 # without weight decay is AdamW without it, bit for bit. Memory: GaLore's
 # flat moments hold only the parameters left on AdamW (less state than
 # AdamW's), the dry run's optimizer state equals the run's metrics to the
@@ -91,7 +92,8 @@ curve "FSDP 2 -> one process resume continues the curve" "$tmp/single" "$tmp/fha
 expect 0 "" "GaLore, randomized SVD (oversampling 4, 2 power iterations)" -- "$bin/titan-train" -q "$tmp/rsvd" \
     --optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=5 --optimizer.oversampling=4 --optimizer.power_iters=2
 expect 2 "GaLore trains under data parallelism only" "tensor parallelism refused by name" -- "$bin/titan-train" -q "$tmp/rsvd" $GALORE --nproc 2 $TP2
-expect 2 "CPU backend only" "cpu-guard refused" -- "$bin/titan-train" -q "$tmp/rsvd" $GALORE $GUARD
+expect 2 "CPU backend only" "Adam with weight decay refused on cpu-guard" -- "$bin/titan-train" -q "$tmp/rsvd" \
+    --optimizer.name=Adam --optimizer.weight_decay=0.1 $GUARD
 expect 2 "reverse_std" "a bad proj_type lists the valid ones" -- "$bin/titan-train" -q "$tmp/rsvd" $GALORE --optimizer.proj_type=up
 expect 2 "rank" "rank 0 refused" -- "$bin/titan-train" -q "$tmp/rsvd" $GALORE --optimizer.rank=0
 
@@ -125,7 +127,7 @@ plan_bytes "HSDP 2x2" "$tmp/hsdp" --nproc 4 --parallelism.data_parallel_replicat
 # buffers are backend memory), one process: the same bytes, within 1 KiB (the
 # low-rank state alone is ~80 KiB here; seen: equal). Under FSDP the CPU
 # allocator counts the full buffers whole, the estimate what is resident
-# (memory_estimate.sh uses cpu-guard there, which GaLore refuses).
+# (memory_estimate.sh uses cpu-guard there).
 "$bin/titan-init" -q "$cfg" "$tmp/mem" $TINY --training.steps=2 2>"$tmp/err" || fail "init mem"
 expect 0 "memory estimate: rank 0" "GaLore with memory_estimation.enable, one process" -- \
     "$bin/titan-train" "$tmp/mem" $GALORE --memory_estimation.enable=true

@@ -38,7 +38,9 @@ for want in "SKIP  make: GPU_CHECK_BUILD=0" "SKIP  test_cuda_ops (4 ways)" "PASS
     "PASS  cpu-guard bf16 deterministic: a second run ends in the same bits" \
     "PASS  cpu-guard bf16 deterministic with selective op activation checkpointing: the same bits" \
     "PASS  FSDP 2 on cpu-guard over nccl refused (exit 2): the device runs no NCCL" \
-    "PASS  FSDP 2 on cpu-guard (shm communicators) = FSDP 2 on cpu" "all passed"; do
+    "PASS  FSDP 2 on cpu-guard (shm communicators) = FSDP 2 on cpu" \
+    "PASS  GaLore (randomized SVD) on cpu-guard = the same on cpu" "PASS  GaLore (exact SVD) on cpu-guard = the same on cpu" \
+    "all passed"; do
     grep -qF -- "$want" "$s" && ok "gpu-check: $want" || fail "gpu-check: $want"
 done
 # every layout in both precisions, and the resumes across layouts

@@ -34,6 +34,8 @@
  *   - cublaslt_emu.cpp: the cuBLASLt calls of kernels/matmul.cu, as plain
  *     column-major GEMMs (fp32 accumulation, one rounding to the output
  *     type) by this emulator's reading of the cuBLASLt documentation.
+ *   - cusolver_emu.cpp: the cuSOLVER calls of kernels/linalg.cu on LAPACK
+ *     (OpenBLAS's), with cuSOLVER's workspace and devInfo rules.
  *   - nccl_emu.cpp (where nccl.h is): the NCCL calls of comm_nccl.cu,
  *     between the rank processes through shared memory; TITAN_EMU_DEVICES=N
  *     makes N GPUs so that each rank of a --nproc job has its own.

@@ -33,6 +33,7 @@
 #include "core/rng.h"
 #include "tensor/dtype.h"
 #include "model/rope_freqs.h" /* titan_rope_tables: the cos/sin the rope ops take */
+#include "optim/svd.h"        /* GaLore's refresh written over the backend ops */
 
 /* tolerance table: normalised L2 error by dt and kind of op */
 enum { ELEMENTWISE, MATMUL, ATTENTION, KINDS };
@@ -1183,6 +1184,162 @@ static void test_dtype_ops(titan_dtype dt) {
     test_cross_entropy_shard(5, 70001, 0, 35001); /* the first shard, rows over 64 KiB */
 }
 
+/* GaLore's elementwise ops: the CPU's bits, with and without decay, scale 1 and not. */
+static void test_galore_steps(void) {
+    size_t n = 10007;
+    float *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float)), *p = randf(n, -1, 1);
+    float *d_m = up(m, n), *d_v = up(v, n), *d_p = up(p, n);
+    for (int t = 0; t < 3; t++) {
+        float *low = randf(n, -0.1, 0.1), *d_low = up(low, n);
+        cpu->galore_adam(m, v, low, n, 0.9f, (float)(1.0 - 0.9), 0.999f, (float)(1.0 - 0.999), 1e-8f);
+        gpu->galore_adam(d_m, d_v, d_low, n, 0.9f, (float)(1.0 - 0.9), 0.999f, (float)(1.0 - 0.999), 1e-8f);
+        float *h = down(d_low, n);
+        check_bits("galore_adam: the update equals the CPU's bits", h, low, n * sizeof(float));
+        free(h);
+        float scale = t == 1 ? 1.0f : 0.25f, decay = t == 2 ? 0.0f : 1e-4f;
+        cpu->galore_update(p, low, n, scale, 1e-3f, decay);
+        gpu->galore_update(d_p, d_low, n, scale, 1e-3f, decay);
+        gpu->free(d_low);
+        free(low);
+    }
+    float *hm = down(d_m, n), *hv = down(d_v, n), *hp = down(d_p, n);
+    check_bits("galore_adam m (3 steps) equals the CPU's bits", hm, m, n * sizeof(float));
+    check_bits("galore_adam v equals the CPU's bits", hv, v, n * sizeof(float));
+    check_bits("galore_update p (3 steps: scale, decay, neither) equals the CPU's bits", hp, p, n * sizeof(float));
+    free(hm), free(hv), free(hp);
+    gpu->free(d_m), gpu->free(d_v), gpu->free(d_p);
+    free(m), free(v), free(p);
+}
+
+/* max |a - b| over column-major rows x cols, each column's sign taken
+ * from the pair that agrees best (a factorisation's columns are unique up to sign) */
+static double diff_up_to_sign(const float *a, const float *b, int rows, int cols, int ld_col, int ld_row) {
+    double worst = 0;
+    for (int c = 0; c < cols; c++) {
+        double same = 0, flip = 0;
+        for (int i = 0; i < rows; i++) {
+            double x = a[(size_t)i * ld_row + (size_t)c * ld_col], y = b[(size_t)i * ld_row + (size_t)c * ld_col];
+            same = fmax(same, fabs(x - y));
+            flip = fmax(flip, fabs(x + y));
+        }
+        worst = fmax(worst, fmin(same, flip));
+    }
+    return worst;
+}
+
+/* A row-major rows x cols matrix with singular values decay^i and random vectors (the CPU's QR). */
+static float *known_matrix(int rows, int cols, double decay) {
+    int p = rows < cols ? rows : cols;
+    float *u = randf((size_t)rows * p, -1, 1), *v = randf((size_t)cols * p, -1, 1); /* column-major */
+    cpu->qr_orthonormal(u, rows, p);
+    cpu->qr_orthonormal(v, cols, p);
+    float *a = xmalloc((size_t)rows * cols * sizeof *a);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            double sum = 0;
+            for (int c = 0; c < p; c++) sum += (double)u[i + (size_t)c * rows] * pow(decay, c) * v[j + (size_t)c * cols];
+            a[(size_t)i * cols + j] = (float)sum;
+        }
+    free(u), free(v);
+    return a;
+}
+
+static float *transposed(const float *x, int rows, int cols) {
+    float *y = xmalloc((size_t)rows * cols * sizeof *y);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) y[(size_t)j * rows + i] = x[(size_t)i * cols + j];
+    return y;
+}
+
+/* qr_orthonormal and svd_thin (cuSOLVER) against LAPACK; svd_signs bitwise. */
+static void test_linalg(int rows, int cols) {
+    char name[160];
+    int p = rows < cols ? rows : cols, k = 6;
+    if (rows >= cols) {
+        float *x = randf((size_t)rows * cols, -1, 1), *d_x = up(x, (size_t)rows * cols);
+        int ic = cpu->qr_orthonormal(x, rows, cols), ig = gpu->qr_orthonormal(d_x, rows, cols);
+        float *q = down(d_x, (size_t)rows * cols);
+        double orth = 0;
+        for (int a = 0; a < cols; a++)
+            for (int b = 0; b < cols; b++) {
+                double dot = 0;
+                for (int i = 0; i < rows; i++) dot += (double)q[i + (size_t)a * rows] * q[i + (size_t)b * rows];
+                orth = fmax(orth, fabs(dot - (a == b)));
+            }
+        double d = diff_up_to_sign(q, x, rows, cols, rows, 1);
+        snprintf(name, sizeof name, "qr_orthonormal %dx%d: Q^T Q - I %.1e, Q vs LAPACK's %.1e (info %d %d)", rows,
+                 cols, orth, d, ic, ig);
+        report(name, ic == 0 && ig == 0 && orth < 1e-5 && d < 1e-4, d, 1e-4);
+        free(q), free(x);
+        gpu->free(d_x);
+    }
+    /* a is taken column-major rows x cols: a row-major cols x rows matrix */
+    float *a = known_matrix(cols, rows, 0.7), *d_a = up(a, (size_t)rows * cols);
+    float *u = xmalloc((size_t)rows * k * 4), *vt = xmalloc((size_t)k * cols * 4);
+    float *d_u = allocd((size_t)rows * k), *d_vt = allocd((size_t)k * cols);
+    int ic = cpu->svd_thin(a, rows, cols, k, u, vt), ig = gpu->svd_thin(d_a, rows, cols, k, d_u, d_vt);
+    float *gu = down(d_u, (size_t)rows * k), *gvt = down(d_vt, (size_t)k * cols);
+    double du = diff_up_to_sign(gu, u, rows, k, rows, 1), dv = diff_up_to_sign(gvt, vt, cols, k, 1, k);
+    snprintf(name, sizeof name, "svd_thin %dx%d (p %d) rank %d: U %.1e, V^T %.1e from LAPACK's (info %d %d)", rows,
+             cols, p, k, du, dv, ic, ig);
+    report(name, ic == 0 && ig == 0 && du < 1e-4 && dv < 1e-4, fmax(du, dv), 1e-4);
+    /* signs: u as row-major rows x k, vt as row-major k x cols (their layouts reread) */
+    float *su = randf((size_t)rows * k, -1, 1), *svt = randf((size_t)k * cols, -1, 1);
+    float *d_su = up(su, (size_t)rows * k), *d_svt = up(svt, (size_t)k * cols);
+    cpu->svd_signs(su, svt, rows, cols, k);
+    gpu->svd_signs(d_su, d_svt, rows, cols, k);
+    float *hsu = down(d_su, (size_t)rows * k), *hsvt = down(d_svt, (size_t)k * cols);
+    snprintf(name, sizeof name, "svd_signs %dx%d rank %d equals the CPU's bits (u, vt)", rows, cols, k);
+    check_bits(name, hsu, su, (size_t)rows * k * 4);
+    check_bits(name, hsvt, svt, (size_t)k * cols * 4);
+    free(hsu), free(hsvt), free(su), free(svt);
+    gpu->free(d_su), gpu->free(d_svt);
+    free(gu), free(gvt), free(u), free(vt), free(a);
+    gpu->free(d_u), gpu->free(d_vt), gpu->free(d_a);
+}
+
+/* svd.c's exact and randomized refresh run on the device (cuSOLVER and the
+ * backend's GEMMs) against the same on the CPU, and randomized vs exact,
+ * on a matrix with a known spectrum: subspace angles in degrees. */
+static void test_refresh_svd(int m, int n, int k) {
+    char name[200];
+    float *a = known_matrix(m, n, 0.75), *d_a = up(a, (size_t)m * n);
+    size_t nu = (size_t)m * k, nv = (size_t)k * n;
+    float *ue = xmalloc(nu * 4), *ve = xmalloc(nv * 4), *ur = xmalloc(nu * 4), *vr = xmalloc(nv * 4);
+    float *d_ue = allocd(nu), *d_ve = allocd(nv), *d_ur = allocd(nu), *d_vr = allocd(nv);
+    /* the exact SVD allocates its workspace, the randomized one is given it */
+    float *d_work = allocd(titan_svd_work_numel(m, n, k, 8, 1));
+    int ok = titan_svd_topk(a, m, n, k, ue, ve) == TITAN_OK &&
+             titan_rsvd_topk(a, m, n, k, 8, 1, 11, 5, ur, vr) == TITAN_OK &&
+             titan_svd_topk_on(gpu, d_a, m, n, k, d_ue, d_ve, NULL) == TITAN_OK &&
+             titan_rsvd_topk_on(gpu, d_a, m, n, k, 8, 1, 11, 5, d_ur, d_vr, d_work) == TITAN_OK;
+    gpu->free(d_work);
+    float *gue = down(d_ue, nu), *gve = down(d_ve, nv), *gur = down(d_ur, nu), *gvr = down(d_vr, nv);
+    float *tve = transposed(ve, k, n), *tgve = transposed(gve, k, n), *tvr = transposed(vr, k, n);
+    float *tgvr = transposed(gvr, k, n);
+    double deg = 180.0 / M_PI;
+    double ex = fmax(titan_subspace_angle(gue, ue, m, k), titan_subspace_angle(tgve, tve, n, k)) * deg;
+    double rr = fmax(titan_subspace_angle(gur, ur, m, k), titan_subspace_angle(tgvr, tvr, n, k)) * deg;
+    double re = fmax(titan_subspace_angle(gur, gue, m, k), titan_subspace_angle(tgvr, tgve, n, k)) * deg;
+    double lead = 0; /* canonical signs: the leading left vectors agree entry by entry */
+    for (int i = 0; i < m; i++) lead = fmax(lead, fabs(gue[(size_t)i * k] - ue[(size_t)i * k]));
+    snprintf(name, sizeof name, "refresh svd %dx%d rank %d on the device: exact %.1e deg from the CPU's, randomized "
+             "%.1e deg from the CPU's, %.2e deg from exact; leading vector %.1e", m, n, k, ex, rr, re, lead);
+    report(name, ok && ex < 1e-3 && rr < 1e-3 && re < 0.5 && lead < 1e-4, ex, 1e-3);
+    free(gue), free(gve), free(gur), free(gvr), free(tve), free(tgve), free(tvr), free(tgvr);
+    free(ue), free(ve), free(ur), free(vr), free(a);
+    gpu->free(d_ue), gpu->free(d_ve), gpu->free(d_ur), gpu->free(d_vr), gpu->free(d_a);
+}
+
+static void test_galore_ops(void) {
+    test_galore_steps();
+    test_linalg(300, 24);
+    test_linalg(40, 90); /* wide: cuSOLVER's gesvd on the transpose */
+    test_linalg(64, 64);
+    test_refresh_svd(192, 80, 8);
+    test_refresh_svd(48, 150, 6);
+}
+
 int main(void) {
     titan_status st = titan_backend_open("cuda", &gpu);
     if (st != TITAN_OK) {
@@ -1203,6 +1360,7 @@ int main(void) {
     test_convert();
     test_scale_sumsq();
     test_adamw();
+    test_galore_ops();
     test_dtype_ops(TITAN_DTYPE_F32);
     test_dtype_ops(TITAN_DTYPE_BF16);
     test_fp8(TITAN_DTYPE_F32);

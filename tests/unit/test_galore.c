@@ -344,6 +344,57 @@ static int bench_svd(int argc, char **argv) {
     return 0;
 }
 
+/* GaLore on a device-like backend (cpu-guard: the CPU's ops on memory the
+ * host cannot touch) takes the CPU's steps bit for bit, refreshes included;
+ * its state goes to a host twin and back (checkpoints of device jobs); a
+ * backend without the ops is refused by name. */
+static void test_device_backend(void) {
+    enum { M = 48, NC = 32, NV = 40, N = M * NC + NV };
+    const titan_backend *cpu = titan_backend_cpu(), *dev = titan_backend_cpu_guard();
+    titan_optim_config cfg = {.kind = TITAN_OPTIM_GALORE,
+                              .adam = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f},
+                              .galore = {.rank = 4, .update_proj_gap = 2, .scale = 0.25f, .randomized = 1,
+                                         .oversampling = 4, .power_iters = 1, .seed = 3}};
+    titan_optim_param ps[2] = {{.name = "w", .off = 0, .rows = M, .cols = NC, .project = 1},
+                               {.name = "b", .off = M * NC, .rows = 1, .cols = NV}};
+    static float p[N], g[N], got[N];
+    for (int i = 0; i < N; i++) p[i] = (float)(titan_rng_uniform(9, 1, (uint64_t)i) - 0.5);
+    titan_optim *oc = NULL, *od = NULL, *od2 = NULL, *twin = NULL;
+    CHECK(titan_optim_create(&oc, cpu, N, ps, 2, &cfg) == TITAN_OK);
+    CHECK(titan_optim_create(&od, dev, N, ps, 2, &cfg) == TITAN_OK);
+    float *dp = dev->alloc(sizeof p), *dg = dev->alloc(sizeof g);
+    if (!oc || !od || !dp || !dg) return;
+    dev->to_device(dp, p, sizeof p);
+    for (int t = 0; t < 5; t++) { /* refreshes at steps 1, 3, 5; step 2 clipped */
+        for (int i = 0; i < N; i++) g[i] = (float)(titan_rng_uniform(9, 2 + (uint64_t)t, (uint64_t)i) - 0.5);
+        dev->to_device(dg, g, sizeof g);
+        float clip = t == 1 ? 0.5f : 1.0f;
+        CHECK(titan_optim_step(oc, p, NULL, g, clip, 1e-2f) == TITAN_OK);
+        CHECK(titan_optim_step(od, dp, NULL, dg, clip, 1e-2f) == TITAN_OK);
+        if (t == 2) { /* a "checkpoint" of the device state, restored into a new optimizer */
+            CHECK(titan_optim_host_twin(od, &twin) == TITAN_OK && titan_optim_copy_state(twin, od) == TITAN_OK);
+            CHECK(twin && !memcmp(titan_optim_aux(twin), titan_optim_aux(oc), titan_optim_aux_numel(oc) * 4),
+                  "the host twin holds the CPU's GaLore state bit for bit");
+            CHECK(titan_optim_create(&od2, dev, N, ps, 2, &cfg) == TITAN_OK && titan_optim_copy_state(od2, twin) == TITAN_OK);
+            titan_optim_free(od);
+            od = od2;
+        }
+    }
+    dev->to_host(got, dp, sizeof got);
+    CHECK(!memcmp(got, p, sizeof p), "GaLore on cpu-guard (5 steps, 3 refreshes, a state round trip): the CPU's bits");
+    titan_backend no_svd = *cpu;
+    no_svd.name = "no-svd";
+    no_svd.svd_thin = NULL;
+    titan_optim *bad = NULL;
+    CHECK(titan_optim_create(&bad, &no_svd, N, ps, 2, &cfg) == TITAN_ERR_USAGE && !bad &&
+          strstr(titan_error_message(), "no-svd"), "a backend without the ops is refused by name");
+    titan_optim_free(twin);
+    titan_optim_free(od);
+    titan_optim_free(oc);
+    dev->free(dp), dev->free(dg);
+    printf("GaLore on cpu-guard: the CPU's bits over 5 steps, state round trip through a host twin\n");
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--bench-svd")) return bench_svd(argc, argv);
     test_projection();
@@ -352,5 +403,6 @@ int main(int argc, char **argv) {
     test_golden();
     test_adam_kinds();
     test_packed_moments();
+    test_device_backend();
     return failures != 0;
 }

@@ -184,6 +184,11 @@ static const titan_backend cpu_backend = {
     .sumsq = titan_cpu_sumsq,
     .scale = titan_cpu_scale,
     .sumsq_into = cpu_sumsq_into,
+    .galore_adam = titan_cpu_galore_adam,
+    .galore_update = titan_cpu_galore_update,
+    .qr_orthonormal = titan_cpu_qr_orthonormal,
+    .svd_thin = titan_cpu_svd_thin,
+    .svd_signs = titan_cpu_svd_signs,
 };
 
 const titan_backend *titan_backend_cpu(void) { return &cpu_backend; }

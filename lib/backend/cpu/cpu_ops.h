@@ -108,6 +108,20 @@ void titan_cpu_adamw_step(float *p, void *p_bf16, const float *g, float gscale, 
                           float *v, size_t n, float lr, float beta1, float beta2, float eps,
                           float weight_decay, int64_t t);
 
+/* galore.c: GaLore's low-rank Adam and update (backend.h) */
+void titan_cpu_galore_adam(float *m, float *v, float *low, size_t n, float b1, float w1, float b2, float w2,
+                           float eps);
+void titan_cpu_galore_update(float *p, const float *upd, size_t n, float scale, float step, float decay);
+
+/* linalg.c: LAPACK (backend.h's qr_orthonormal, svd_thin, svd_signs) */
+int titan_cpu_qr_orthonormal(float *a, int rows, int cols);
+int titan_cpu_svd_thin(const float *a, int rows, int cols, int k, float *u, float *vt);
+void titan_cpu_svd_signs(float *u, float *vt, int rows, int cols, int k);
+/* LAPACK dgesdd of the column-major rows x cols a (overwritten): s
+ * (min(rows, cols)); u (rows x p, ld rows) and vt (p x cols, ld p) both
+ * NULL for the values alone. Returns info (-1000: out of memory). */
+int titan_cpu_dgesdd(double *a, int rows, int cols, double *s, double *u, double *vt);
+
 /* lowp.c: the table's convert and typed compute entries (backend.h). F32
  * calls the kernels above; BF16 runs them on widened fp32 copies and
  * rounds each output once. */
