@@ -7,7 +7,8 @@
 # host copies, GaLore's state with it) and async saves land on the same
 # checkpoint bytes; FSDP 2 on cpu-guard follows the CPU's FSDP 2 to 1e-6
 # (the refresh's all-gather and P^T G's all-reduce through host copies of
-# backend buffers, as the shm communicator needs). The CUDA
+# backend buffers, as the shm communicator needs), and its step inside the
+# backward (optimizer.early_step_in_backward) the ordinary step's bits. The CUDA
 # backend itself (cuSOLVER) runs in tests/cli/cuda_emu.sh. TAP output.
 set -u
 . "$(dirname "$0")/lib/tiny.sh"
@@ -16,7 +17,7 @@ shard_man_corpus
 
 GALORE="--optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=5 --optimizer.galore_svd=exact"
 RSVD="--optimizer.name=GaLore --optimizer.rank=8 --optimizer.update_proj_gap=5 --optimizer.oversampling=4 --optimizer.power_iters=1"
-for r in cpu guard ghalf gasync rcpu rguard fcpu fguard; do
+for r in cpu guard ghalf gasync rcpu rguard fcpu fguard fplain fearly; do
     "$bin/titan-init" -q "$cfg" "$tmp/$r" $TINY 2>"$tmp/err" || fail "init $r"
 done
 expect 0 "" "GaLore (exact) 20 steps on cpu" -- "$bin/titan-train" -q "$tmp/cpu" $GALORE
@@ -35,4 +36,11 @@ expect 0 "" "GaLore FSDP 2 on cpu" -- "$bin/titan-train" -q "$tmp/fcpu" $GALORE 
 expect 0 "" "GaLore FSDP 2 on cpu-guard" -- "$bin/titan-train" -q "$tmp/fguard" $GALORE $GUARD --nproc 2 --training.steps=12
 # (AdamW's FSDP 2 on cpu-guard too differs from the CPU's in the last bits)
 curve "GaLore FSDP 2 on cpu-guard follows the CPU's FSDP 2" "$tmp/fcpu" "$tmp/fguard" 1 1e-6 1e-6
+# its step inside the backward (early_step.sh: the CPU's), on the transient
+# unit gradient in backend memory: the ordinary cpu-guard step's bits
+NOCLIP="--nproc 2 --training.max_norm=0"
+expect 0 "" "GaLore FSDP 2 on cpu-guard, no clipping" -- "$bin/titan-train" -q "$tmp/fplain" $GALORE $GUARD $NOCLIP
+expect 0 "" "GaLore FSDP 2 on cpu-guard, step in the backward" -- "$bin/titan-train" -q "$tmp/fearly" $GALORE $GUARD \
+    $NOCLIP --optimizer.early_step_in_backward=true
+same_bits "GaLore FSDP 2 on cpu-guard: the step in the backward trains the ordinary step's bits" "$tmp/fplain" "$tmp/fearly"
 tap_end
