@@ -85,6 +85,9 @@ struct titan_comm {
 titan_comm *comm_new(const char *name, int rank, int size, double timeout_s, size_t chunk_bytes,
                      const comm_backend *be, void *impl);
 const char *comm_kind_name(comm_kind k);
+/* comm.c: runs op to completion in c's call order (a blocking call's
+ * path); comm_window.c's splits, which must not be recorded. */
+titan_status comm_run(titan_comm *c, const comm_op *op);
 
 /* comm_sig.c: a collective's signature, what every rank's call must agree
  * on (the shm backend keeps it in shared memory: a fixed layout). */
