@@ -55,7 +55,15 @@ typedef struct {
     void *(*window_buf)(titan_comm *w, int rank, int half);
     void (*window_post)(titan_comm *w, uint64_t value);
     titan_status (*window_wait)(titan_comm *w, int rank, uint64_t value, const char *what);
+    /* A cleanup's wait, blind to a stopped communicator: up to seconds
+     * for rank's flag to carry COMM_WINDOW_CLOSED, or for its process to
+     * be gone. 1 when either, 0 on the deadline. */
+    int (*window_closed)(titan_comm *w, int rank, double seconds);
 } comm_backend;
+
+/* A window flag's top bit: its rank closed the window (comm_window.c);
+ * callers' values stay below it. */
+#define COMM_WINDOW_CLOSED (1ull << 63)
 
 struct titan_comm {
     char name[64];

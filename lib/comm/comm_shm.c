@@ -508,5 +508,19 @@ static titan_status shm_window_wait(titan_comm *w, int rank, uint64_t value, con
     return shm_wait(&x, window_missing, &want, window_describe);
 }
 
+static int shm_window_closed(titan_comm *w, int rank, double seconds) {
+    shm_state *s = w->impl;
+    double deadline = titan_now_s() + seconds;
+    for (;;) {
+        unsigned seen = atomic_load(&s->hdr->bell);
+        if (atomic_load_explicit(&s->ranks[rank].progress, memory_order_acquire) & COMM_WINDOW_CLOSED) return 1;
+        if (s->pid_check && process_gone(s->ranks[rank].pid)) return 1; /* its mappings went with it */
+        double now = titan_now_s();
+        if (now >= deadline) return 0;
+        double left = deadline - now;
+        bell_sleep(s, seen, left < SLEEP_SLICE_S ? left : SLEEP_SLICE_S);
+    }
+}
+
 static const comm_backend shm_backend = {"shm", shm_run, shm_free, 0, shm_window_buf, shm_window_post,
-                                         shm_window_wait};
+                                         shm_window_wait, shm_window_closed};

@@ -10,9 +10,12 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/clock.h"
 
-/* A device window's "closed" flag: above any flag the callers post. */
-#define WINDOW_CLOSED (1ull << 62)
+/* How long a device window's free waits for its peers to close it: on
+ * the way out of a failure a peer may be stuck elsewhere; its buffer is
+ * then left to process exit rather than freed under its reads. */
+#define WINDOW_CLOSE_WAIT_S 10.0
 
 struct titan_comm_window {
     titan_comm *w; /* the split whose backend state holds the flags (and a host window's buffers) */
@@ -43,20 +46,30 @@ static int first_failed(const uint32_t *all, size_t stride, int n) {
     return -1;
 }
 
-/* Closes the peers' mappings, then frees this rank's buffer once every
- * peer has closed its mapping of it (their "closed" flags; a dead or
- * failed peer is not waited for). */
+/* Closes the peers' mappings, posts "closed", then frees this rank's
+ * buffer once every peer has closed its mapping of it or exited. A peer
+ * that does neither in time (WINDOW_CLOSE_WAIT_S or the communicator's
+ * timeout, whichever is shorter; a stopped communicator does not cut the
+ * wait short: that is the failure path, where peers still map the buffer
+ * and may have kernels reading it) keeps the buffer alive: it is left to
+ * this process's exit, which frees it. */
 static void window_unmap(titan_comm_window *win) {
     const titan_backend *be = win->be;
-    int n = win->w->size, me = win->w->rank;
+    titan_comm *w = win->w;
+    int n = w->size, me = w->rank;
     be->sync(); /* the flag posts queued by host_call, and the reads of the peers' buffers */
     for (int r = 0; r < n; r++)
         if (r != me && win->peer[r]) be->ipc_close(win->peer[r]);
-    win->w->be->window_post(win->w, WINDOW_CLOSED);
-    for (int r = 0; r < n; r++)
-        if (r != me && win->w->be->window_wait(win->w, r, WINDOW_CLOSED, "closing a device window") != TITAN_OK)
-            titan_error_clear();
-    if (win->mine) be->free(win->mine);
+    w->be->window_post(w, COMM_WINDOW_CLOSED);
+    double bound = w->timeout_s < WINDOW_CLOSE_WAIT_S ? w->timeout_s : WINDOW_CLOSE_WAIT_S;
+    double deadline = titan_now_s() + bound;
+    int closed = 1;
+    for (int r = 0; r < n && closed; r++)
+        if (r != me) {
+            double left = deadline - titan_now_s();
+            closed = w->be->window_closed(w, r, left > 0 ? left : 0);
+        }
+    if (win->mine && closed) be->free(win->mine);
 }
 
 /* The device buffers of a window whose split (the flags) is made: every
@@ -98,7 +111,7 @@ static titan_status window_map(titan_comm *c, titan_comm_window *win) {
     free(flags);
     if (st == TITAN_OK && bad < 0) return TITAN_OK;
     if (st != TITAN_OK) snprintf(why, sizeof why, "%s", titan_error_message()); /* the exchange's own failure */
-    window_unmap(win); /* every rank: the peers wait for its "closed" (its waits may set errors) */
+    window_unmap(win); /* every rank: the peers wait for its "closed" */
     win->mine = NULL;
     if (st != TITAN_OK) return titan_error(st, "%s", why);
     return titan_error(TITAN_ERR_FAIL, "comm %s: a shared window of device memory (%s backend): rank %d: %s",
