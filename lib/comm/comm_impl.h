@@ -61,8 +61,9 @@ typedef struct {
     int (*window_closed)(titan_comm *w, int rank, double seconds);
 } comm_backend;
 
-/* A window flag's top bit: its rank closed the window (comm_window.c);
- * callers' values stay below it. */
+/* A window flag's top bit: its rank closed the window (comm_window.c),
+ * the other bits its last value posted; callers' values stay below it.
+ * window_wait for a value above that last one fails, naming the rank. */
 #define COMM_WINDOW_CLOSED (1ull << 63)
 
 struct titan_comm {

@@ -24,6 +24,7 @@ struct titan_comm_window {
      * ipc_open's mapping for a peer) */
     const titan_backend *be;
     size_t bytes;
+    unsigned long long last; /* the last value given to post */
     void *mine;
     void **peer;
 };
@@ -60,7 +61,9 @@ static void window_unmap(titan_comm_window *win) {
     be->sync(); /* the flag posts queued by host_call, and the reads of the peers' buffers */
     for (int r = 0; r < n; r++)
         if (r != me && win->peer[r]) be->ipc_close(win->peer[r]);
-    w->be->window_post(w, COMM_WINDOW_CLOSED);
+    /* "closed" keeps the last value: a peer's wait for what was posted
+     * before still passes, a wait for more fails naming this rank */
+    w->be->window_post(w, COMM_WINDOW_CLOSED | win->last);
     double bound = w->timeout_s < WINDOW_CLOSE_WAIT_S ? w->timeout_s : WINDOW_CLOSE_WAIT_S;
     double deadline = titan_now_s() + bound;
     int closed = 1;
@@ -170,6 +173,7 @@ static void window_post_now(void *arg) {
 }
 
 void titan_comm_window_post(titan_comm_window *win, unsigned long long value) {
+    win->last = value;
     window_post_call *p = win->be ? malloc(sizeof *p) : NULL;
     if (!p) {
         if (win->be) win->be->sync(); /* no memory for the call: post once the device is done, waiting */

@@ -146,10 +146,29 @@ static void device_window(titan_comm *c, const titan_backend *be) {
     }
     CHECK(bad == 0, "every peer's device block read where it lies, as written (%d wrong)", bad);
     titan_comm_window_free(w);
+    /* A rank that closes its window early (a failed rank's way out): a
+     * wait for what it posted before still passes, a wait for more fails
+     * at once naming it, not reading a block that never came. */
+    int last = n - 1;
+    w = NULL;
+    CHECK(titan_comm_window_create(c, WCNT * 4, be, &w) == TITAN_OK, "device window: %s", titan_error_message());
+    if (me == last) {
+        titan_comm_window_post(w, 5);
+        titan_comm_window_free(w);
+    } else if (w) {
+        char closed[64];
+        snprintf(closed, sizeof closed, "rank %d closed its window at value 5", last);
+        CHECK(titan_comm_window_wait(w, last, 5, "test early") == TITAN_OK, "a value posted before closing: %s",
+              titan_error_message());
+        titan_status st = titan_comm_window_wait(w, last, 6, "test early");
+        CHECK(st == TITAN_ERR_COMM && strstr(titan_error_message(), closed),
+              "a wait for more than a closed rank posted fails, naming it: %s", titan_error_message());
+        titan_error_clear();
+        titan_comm_window_free(w);
+    }
     /* The last rank out of device memory (its share of the GPU cut to
      * nothing): the window fails on every rank, naming that rank, and
      * nothing waits for it; the communicator goes on. */
-    int last = n - 1;
     if (me == last) {
         printf("  rank %d: its GPU share cut to nothing (the refusal below is the test's)\n", me);
         be->set_option(TITAN_OPT_DEVICE_SHARE, 1 << 30);
