@@ -16,6 +16,8 @@
  * the way out of a failure a peer may be stuck elsewhere; its buffer is
  * then left to process exit rather than freed under its reads. */
 #define WINDOW_CLOSE_WAIT_S 10.0
+/* The most ranks of a window: the shm communicator's and sum_ranks'. */
+#define WINDOW_MAX_RANKS TITAN_SUM_RANKS_MAX
 
 struct titan_comm_window {
     titan_comm *w; /* the split whose backend state holds the flags (and a host window's buffers) */
@@ -26,7 +28,7 @@ struct titan_comm_window {
     size_t bytes;
     unsigned long long last; /* the last value given to post */
     void *mine;
-    void **peer;
+    void *peer[WINDOW_MAX_RANKS];
 };
 
 int titan_comm_has_windows(const titan_comm *c) { return c->be->window_buf != NULL; }
@@ -77,19 +79,17 @@ static void window_unmap(titan_comm_window *win) {
 
 /* The device buffers of a window whose split (the flags) is made: every
  * rank allocates and exports its buffer, the handles go round over c, and
- * each maps its peers'. Collective; a failure on any rank fails all. */
-static titan_status window_map(titan_comm *c, titan_comm_window *win) {
+ * each maps its peers'. Collective; a failure on any rank fails all, and
+ * every rank enters every exchange whatever failed before it (failed:
+ * this rank's cause so far, or NULL), so no peer waits out its timeout. */
+static titan_status window_map(titan_comm *c, titan_comm_window *win, const char *failed) {
     const titan_backend *be = win->be;
     int n = c->size, me = c->rank;
-    window_handle mine = {0}, *all = calloc((size_t)n, sizeof *all);
-    win->peer = calloc((size_t)n, sizeof *win->peer);
-    if (!all || !win->peer) {
-        free(all);
-        return titan_error(TITAN_ERR_NOMEM, "comm %s: out of memory for a device window's handles", c->name);
-    }
+    window_handle mine = {0}, all[WINDOW_MAX_RANKS];
     char why[512] = "";
-    win->mine = be->alloc(2 * win->bytes);
-    if (!win->mine)
+    if (failed)
+        snprintf(why, sizeof why, "%s", failed);
+    else if (!(win->mine = be->alloc(2 * win->bytes)))
         snprintf(why, sizeof why, "no device memory for its buffer of %zu bytes", 2 * win->bytes);
     else if (be->ipc_export(win->mine, mine.handle) != 0)
         snprintf(why, sizeof why, "%s", titan_error_message());
@@ -97,7 +97,7 @@ static titan_status window_map(titan_comm *c, titan_comm_window *win) {
     /* the handles (and every rank's verdict) as u32 words */
     titan_status st = titan_comm_all_gather(c, &mine, all, sizeof mine / 4, TITAN_DTYPE_U32, NULL);
     int bad = st == TITAN_OK ? first_failed(&all[0].ok, sizeof *all / 4, n) : -1;
-    uint32_t opened = 1, *flags = NULL;
+    uint32_t opened = 1, flags[WINDOW_MAX_RANKS];
     for (int r = 0; st == TITAN_OK && bad < 0 && r < n; r++) {
         win->peer[r] = r == me ? win->mine : be->ipc_open(all[r].handle);
         if (!win->peer[r] && opened) {
@@ -106,12 +106,9 @@ static titan_status window_map(titan_comm *c, titan_comm_window *win) {
         }
     }
     if (st == TITAN_OK && bad < 0) { /* did every rank map every peer? */
-        flags = calloc((size_t)n, sizeof *flags);
-        st = flags ? titan_comm_all_gather(c, &opened, flags, 1, TITAN_DTYPE_U32, NULL) : TITAN_ERR_NOMEM;
+        st = titan_comm_all_gather(c, &opened, flags, 1, TITAN_DTYPE_U32, NULL);
         if (st == TITAN_OK) bad = first_failed(flags, 1, n);
     }
-    free(all);
-    free(flags);
     if (st == TITAN_OK && bad < 0) return TITAN_OK;
     if (st != TITAN_OK) snprintf(why, sizeof why, "%s", titan_error_message()); /* the exchange's own failure */
     window_unmap(win); /* every rank: the peers wait for its "closed" */
@@ -132,8 +129,18 @@ titan_status titan_comm_window_create(titan_comm *c, size_t bytes, const titan_b
     if (device && !be->ipc_export)
         return titan_error(TITAN_ERR_USAGE, "comm %s: the %s backend has no device memory that other processes "
                            "map (backend.h's ipc_export): no shared windows on its buffers", c->name, be->name);
-    titan_comm_window *win = calloc(1, sizeof *win);
-    if (!win) return titan_error(TITAN_ERR_NOMEM, "comm %s: out of memory for a shared window", c->name);
+    if (c->size > WINDOW_MAX_RANKS)
+        return titan_error(TITAN_ERR_USAGE, "comm %s: a shared window of %d ranks: at most %d", c->name, c->size,
+                           WINDOW_MAX_RANKS);
+    /* Out of memory for the window itself: this rank still takes part in
+     * the split and a device window's exchanges (on a stack copy), failing
+     * them, so that no peer waits out its timeout. */
+    titan_comm_window spare, *win = calloc(1, sizeof *win);
+    int lost = !win;
+    if (lost) {
+        memset(&spare, 0, sizeof spare);
+        win = &spare;
+    }
     char name[64];
     snprintf(name, sizeof name, "%.40s.window", c->name);
     /* Not titan_comm_split: the flight recorder's registration would run a
@@ -144,12 +151,14 @@ titan_status titan_comm_window_create(titan_comm *c, size_t bytes, const titan_b
     titan_status st = comm_run(c, &o);
     if (st == TITAN_OK && device) {
         win->be = be, win->bytes = bytes;
-        st = window_map(c, win);
+        st = window_map(c, win, lost ? "out of memory for the window" : NULL);
         if (st != TITAN_OK) titan_comm_free(win->w);
+    } else if (st == TITAN_OK && lost) { /* a host window has no exchange of its own to fail */
+        titan_comm_free(win->w);
+        st = titan_error(TITAN_ERR_NOMEM, "comm %s: out of memory for a shared window", c->name);
     }
     if (st != TITAN_OK) {
-        free(win->peer);
-        free(win);
+        if (!lost) free(win);
         return st;
     }
     *out = win;
@@ -192,6 +201,5 @@ void titan_comm_window_free(titan_comm_window *win) {
     if (!win) return;
     if (win->be) window_unmap(win);
     titan_comm_free(win->w);
-    free(win->peer);
     free(win);
 }
