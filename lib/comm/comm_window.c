@@ -35,10 +35,19 @@ int titan_comm_has_windows(const titan_comm *c) { return c->be->window_buf != NU
 
 int titan_comm_window_device(const titan_comm_window *win) { return win->be != NULL; }
 
-/* What each rank says in a device window's handle exchange. */
+/* Why a rank failed, carried in the exchanges so that every rank names
+ * the cause (bytes, cut). */
+#define WINDOW_WHY_BYTES 128
+
+/* What each rank says in a device window's exchanges: its verdict
+ * (ok; mapped: 0 when a peer's buffer did not map, the peer access
+ * case), why not, and in the first its buffer's handle. */
 typedef struct {
-    uint32_t ok;
-    uint32_t pad;
+    uint32_t ok, mapped;
+    char why[WINDOW_WHY_BYTES];
+} window_verdict;
+typedef struct {
+    window_verdict v;
     unsigned char handle[TITAN_IPC_HANDLE_BYTES];
 } window_handle;
 
@@ -85,7 +94,7 @@ static void window_unmap(titan_comm_window *win) {
 static titan_status window_map(titan_comm *c, titan_comm_window *win, const char *failed) {
     const titan_backend *be = win->be;
     int n = c->size, me = c->rank;
-    window_handle mine = {0}, all[WINDOW_MAX_RANKS];
+    window_handle mine = {.v = {.mapped = 1}}, all[WINDOW_MAX_RANKS];
     char why[512] = "";
     if (failed)
         snprintf(why, sizeof why, "%s", failed);
@@ -93,29 +102,39 @@ static titan_status window_map(titan_comm *c, titan_comm_window *win, const char
         snprintf(why, sizeof why, "no device memory for its buffer of %zu bytes", 2 * win->bytes);
     else if (be->ipc_export(win->mine, mine.handle) != 0)
         snprintf(why, sizeof why, "%s", titan_error_message());
-    mine.ok = why[0] == 0;
+    mine.v.ok = why[0] == 0;
+    snprintf(mine.v.why, sizeof mine.v.why, "%s", why);
     /* the handles (and every rank's verdict) as u32 words */
     titan_status st = titan_comm_all_gather(c, &mine, all, sizeof mine / 4, TITAN_DTYPE_U32, NULL);
-    int bad = st == TITAN_OK ? first_failed(&all[0].ok, sizeof *all / 4, n) : -1;
-    uint32_t opened = 1, flags[WINDOW_MAX_RANKS];
+    int bad = st == TITAN_OK ? first_failed(&all[0].v.ok, sizeof *all / 4, n) : -1;
+    window_verdict opened = {.ok = 1, .mapped = 1}, verdicts[WINDOW_MAX_RANKS];
     for (int r = 0; st == TITAN_OK && bad < 0 && r < n; r++) {
         win->peer[r] = r == me ? win->mine : be->ipc_open(all[r].handle);
-        if (!win->peer[r] && opened) {
+        if (!win->peer[r] && opened.ok) {
             snprintf(why, sizeof why, "mapping rank %d's buffer: %s", r, titan_error_message());
-            opened = 0;
+            snprintf(opened.why, sizeof opened.why, "%s", why);
+            opened.ok = opened.mapped = 0;
         }
     }
+    const window_verdict *said = bad >= 0 ? &all[bad].v : NULL;
     if (st == TITAN_OK && bad < 0) { /* did every rank map every peer? */
-        st = titan_comm_all_gather(c, &opened, flags, 1, TITAN_DTYPE_U32, NULL);
-        if (st == TITAN_OK) bad = first_failed(flags, 1, n);
+        st = titan_comm_all_gather(c, &opened, verdicts, sizeof opened / 4, TITAN_DTYPE_U32, NULL);
+        if (st == TITAN_OK) bad = first_failed(&verdicts[0].ok, sizeof *verdicts / 4, n);
+        said = bad >= 0 ? &verdicts[bad] : NULL;
     }
     if (st == TITAN_OK && bad < 0) return TITAN_OK;
     if (st != TITAN_OK) snprintf(why, sizeof why, "%s", titan_error_message()); /* the exchange's own failure */
     window_unmap(win); /* every rank: the peers wait for its "closed" */
     win->mine = NULL;
     if (st != TITAN_OK) return titan_error(st, "%s", why);
-    return titan_error(TITAN_ERR_FAIL, "comm %s: a shared window of device memory (%s backend): rank %d: %s",
-                       c->name, be->name, bad, bad == me ? why : "failed (its own message says why)");
+    char cause[WINDOW_WHY_BYTES];
+    snprintf(cause, sizeof cause, "%.*s", (int)sizeof cause - 1, said->why); /* terminated whatever came */
+    titan_error(TITAN_ERR_FAIL, "comm %s: a shared window of device memory (%s backend): rank %d: %s", c->name,
+                be->name, bad, bad == me ? why : cause);
+    if (!said->mapped) /* CUDA IPC between GPUs needs peer access (NVLink or PCIe P2P) */
+        titan_error_hint("async tp needs peer access between the ranks' GPUs; "
+                         "set parallelism.enable_async_tensor_parallel = false");
+    return TITAN_ERR_FAIL;
 }
 
 titan_status titan_comm_window_create(titan_comm *c, size_t bytes, const titan_backend *be,

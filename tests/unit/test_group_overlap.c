@@ -28,8 +28,9 @@
  * the same over device memory the peers map (CUDA IPC): the window calls
  * themselves (every rank's blocks read where they lie, both halves), then
  * the group's collective matmuls on device buffers against the host
- * collectives' bits; a window one rank cannot allocate fails on every
- * rank, naming it. Without cuda that part is skipped, said so. */
+ * collectives' bits; a rank that closes its window early fails its
+ * peers' waits for more, naming it; a window one rank cannot allocate
+ * fails on every rank, naming it and the cause. Without cuda that part is skipped, said so. */
 #include <unistd.h>
 
 #include "parallel/group.h"
@@ -177,8 +178,9 @@ static void device_window(titan_comm *c, const titan_backend *be) {
     titan_status st = titan_comm_window_create(c, WCNT * 4, be, &none);
     char named[32];
     snprintf(named, sizeof named, "rank %d:", last);
-    CHECK(st == TITAN_ERR_FAIL && !none && strstr(titan_error_message(), named),
-          "a window one rank cannot allocate fails on all, naming it: %s", titan_error_message());
+    CHECK(st == TITAN_ERR_FAIL && !none && strstr(titan_error_message(), named) &&
+              strstr(titan_error_message(), "no device memory for its buffer"),
+          "a window one rank cannot allocate fails on all, naming it and the cause: %s", titan_error_message());
     if (me == last) be->set_option(TITAN_OPT_DEVICE_SHARE, 0);
     titan_error_clear();
 }
