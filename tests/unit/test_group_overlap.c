@@ -30,7 +30,9 @@
  * the group's collective matmuls on device buffers against the host
  * collectives' bits; a rank that closes its window early fails its
  * peers' waits for more, naming it; a window one rank cannot allocate
- * fails on every rank, naming it and the cause. Without cuda that part is skipped, said so. */
+ * fails on every rank, naming it and the cause; after a stop (a timed
+ * out wait) rank 0 keeps its buffer until the peers, which read it
+ * after the stop, have closed their mappings. Without cuda that part is skipped, said so. */
 #include <unistd.h>
 
 #include "parallel/group.h"
@@ -185,6 +187,38 @@ static void device_window(titan_comm *c, const titan_backend *be) {
     titan_error_clear();
 }
 
+/* The failure path: rank 0's wait times out, which stops the
+ * communicator (and its world: the job's last test), and every rank frees
+ * its window. Rank 0 must not free its buffer while a peer still maps it:
+ * the peers read rank 0's block after the stop, before freeing their own
+ * windows, and must find it as written (the emulator makes a read of a
+ * freed export fault, SIGBUS). */
+static void device_window_stopped(titan_comm *c, const titan_backend *be) {
+    int me = titan_comm_rank(c);
+    enum { WCNT = 1000 };
+    float mine[WCNT], got[WCNT];
+    titan_comm_set_timeout(c, 1.0); /* the window's split inherits it */
+    titan_comm_window *w = NULL;
+    CHECK(titan_comm_window_create(c, WCNT * 4, be, &w) == TITAN_OK, "device window: %s", titan_error_message());
+    if (!w) return;
+    if (me == 0) {
+        fill(mine, TITAN_DTYPE_F32, WCNT, 0, 99, 0);
+        be->to_device(titan_comm_window_buf(w, 0, 0), mine, sizeof mine);
+        titan_comm_window_post(w, 1);
+        CHECK(titan_comm_window_wait(w, 1, 99, "test stop") == TITAN_ERR_COMM, "a wait for a value never posted "
+              "times out");
+    } else {
+        CHECK(titan_comm_window_wait(w, 0, 1, "test stop") == TITAN_OK, "rank 0's block: %s", titan_error_message());
+        CHECK(titan_comm_window_wait(w, 0, 99, "test stop") == TITAN_ERR_COMM, "the stop fails the wait");
+        usleep(200000); /* rank 0 is freeing its window meanwhile */
+        be->to_host(got, titan_comm_window_buf(w, 0, 0), sizeof got);
+        fill(mine, TITAN_DTYPE_F32, WCNT, 0, 99, 0);
+        CHECK(memcmp(got, mine, sizeof got) == 0, "rank 0's block read after the stop, as written");
+    }
+    titan_error_clear();
+    titan_comm_window_free(w);
+}
+
 /* The group's collective matmuls on device buffers: the host collectives' bits. */
 static void device_group(titan_comm *c, const titan_backend *be) {
     titan_group *g = NULL;
@@ -334,6 +368,10 @@ static int run(const titan_layout *l) {
         device_window(m.tp_comm, cuda);
         device_group(m.tp_comm, cuda);
         if (me == 0) printf("  %d ranks on cuda: device windows and collective matmuls: %s\n", n,
+                            failures == f1 ? "yes" : "NO");
+        f1 = failures;
+        device_window_stopped(m.tp_comm, cuda); /* the last: it stops the communicators */
+        if (me == 0) printf("  %d ranks on cuda: a stopped window's buffer outlives its peers' reads: %s\n", n,
                             failures == f1 ? "yes" : "NO");
     } else if (me == 0) {
         printf("  %d ranks on cuda: skipped (no cuda backend opens here)\n", n);
