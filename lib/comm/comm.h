@@ -269,8 +269,11 @@ void titan_comm_window_post(titan_comm_window *w, unsigned long long value);
  * window"). `what` names the step for messages. */
 titan_status titan_comm_window_wait(titan_comm_window *w, int rank, unsigned long long value, const char *what);
 /* Not collective for a host window. A device window's free waits for the
- * queued work, unmaps the peers' buffers and frees this rank's once every
- * live peer has unmapped it (their last flag), so all ranks free it. */
+ * queued work, unmaps the peers' buffers, posts "closed" and frees this
+ * rank's buffer once every peer has closed too or exited, even on a
+ * stopped communicator (its peers may still read it); a peer that does
+ * neither within 10 s (or the timeout, if shorter) leaves the buffer to
+ * process exit. */
 void titan_comm_window_free(titan_comm_window *w);
 /* out[m] = src[0] + ... + src[n-1] element by element, added as the
  * reductions add (rank order, f32, bf16 rounded once): the same bits as a
