@@ -756,6 +756,10 @@ cudaError_t cudaIpcOpenMemHandle(void **out, cudaIpcMemHandle_t handle, unsigned
     memcpy(&h, &handle, sizeof h);
     if (h.magic != IPC_MAGIC || h.offset >= h.page_bytes) return record(cudaErrorInvalidResourceHandle);
     if (h.pid == (int32_t)getpid()) return record(cudaErrorDeviceUninitialized);
+    /* TITAN_EMU_NO_PEER=1 (read at each call): GPUs without peer access
+     * (PCIe without P2P), so another GPU's export does not map */
+    const char *no_peer = getenv("TITAN_EMU_NO_PEER");
+    if (no_peer && strcmp(no_peer, "1") == 0 && h.device != g_device) return record(cudaErrorPeerAccessUnsupported);
     for (auto &kv : g_live) /* opened before: the same pointer */
         if (kv.second.opened && kv.second.owner_pid == h.pid && kv.second.ipc_dev == h.dev &&
             kv.second.ipc_ino == h.ino) {

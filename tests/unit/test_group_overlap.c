@@ -185,6 +185,22 @@ static void device_window(titan_comm *c, const titan_backend *be) {
           "a window one rank cannot allocate fails on all, naming it and the cause: %s", titan_error_message());
     if (me == last) be->set_option(TITAN_OPT_DEVICE_SHARE, 0);
     titan_error_clear();
+    /* On the emulator's GPUs without peer access (TITAN_EMU_NO_PEER, one
+     * GPU a rank): no rank maps another's buffer, every rank fails naming
+     * the cause, with the hint to turn async tp off. */
+    const char *lib = getenv("TITAN_CUDA_LIB"), *devs = getenv("TITAN_EMU_DEVICES");
+    if (lib && strstr(lib, "emu") && devs && atoi(devs) >= n) {
+        setenv("TITAN_EMU_NO_PEER", "1", 1);
+        st = titan_comm_window_create(c, WCNT * 4, be, &none);
+        CHECK(st == TITAN_ERR_FAIL && !none && strstr(titan_error_message(), "mapping rank") &&
+                  strstr(titan_error_hint_text(), "async tp needs peer access"),
+              "GPUs without peer access: the window fails on all, naming the cause, with the hint: %s (hint: %s)",
+              titan_error_message(), titan_error_hint_text());
+        unsetenv("TITAN_EMU_NO_PEER");
+        if (me == 0) printf("  %d ranks on GPUs without peer access: the window refused with the hint: %s\n", n,
+                            st == TITAN_ERR_FAIL ? "yes" : "NO");
+        titan_error_clear();
+    }
 }
 
 /* The failure path: rank 0's wait times out, which stops the
