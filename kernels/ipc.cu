@@ -15,6 +15,7 @@
  * thread, in rank order in fp32, rounded once: the host's
  * titan_comm_sum_ranks bit for bit (fp32 addition is the same IEEE
  * operation on both; nothing is fused or reordered). */
+#include <stdio.h>
 #include <string.h>
 
 #include "cuda_ops.cuh"
@@ -79,7 +80,11 @@ __global__ void sum_ranks_kernel(S *out, sum_sources src, int n, size_t m) {
 }
 
 void titan_cuda_sum_ranks(titan_dtype dt, void *out, const void *const *src, int n, size_t m) {
-    if (n < 1 || n > TITAN_SUM_RANKS_MAX) titan_cuda_panic(__FILE__, __LINE__, "sum_ranks", "1 to 64 sources");
+    if (n < 1 || n > TITAN_SUM_RANKS_MAX) {
+        char why[64];
+        snprintf(why, sizeof why, "%d sources: want 1 to %d", n, TITAN_SUM_RANKS_MAX);
+        titan_cuda_panic(__FILE__, __LINE__, "sum_ranks", why);
+    }
     if (m == 0) return;
     sum_sources s;
     memset(&s, 0, sizeof s);

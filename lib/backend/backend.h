@@ -333,10 +333,13 @@ typedef struct titan_backend {
      * titan_comm_sum_ranks, bit for bit, on device memory (sources may be
      * from ipc_open; out may be one of them). 1 <= n <= TITAN_SUM_RANKS_MAX. */
     void (*sum_ranks)(titan_dtype dt, void *out, const void *const *src, int n, size_t m);
-    /* fn(arg) runs on a host thread once every op queued so far has
-     * finished, without the caller waiting: a shared window's flag is
-     * posted when the device work that wrote the block is done. fn must not
-     * call the backend. */
+    /* fn(arg) runs on a host thread once the main stream's work queued so
+     * far has finished (the side stream's adamw_step is not ordered with
+     * it), without the caller waiting: a shared window's flag is posted
+     * when the device work that wrote the block is done. fn makes no CUDA
+     * call (no backend op), never blocks, and takes no lock the host
+     * thread may hold: it runs on the driver's thread, in the stream's
+     * order, and a stalled fn stalls the stream. */
     void (*host_call)(void (*fn)(void *arg), void *arg);
     /* GaLore's ops (lib/optim/galore.c, svd.c): fp32 backend memory, on the
      * main stream. NULL where a backend has none (GaLore is refused there). */

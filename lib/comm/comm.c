@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/backend.h"
 #include "core/clock.h"
 #include "core/mem.h"
 #include "flight.h"
@@ -359,6 +358,8 @@ static titan_status submit(titan_comm *c, const comm_op *op, titan_comm_req **re
     return TITAN_OK;
 }
 
+titan_status comm_run(titan_comm *c, const comm_op *op) { return submit(c, op, NULL); }
+
 titan_status titan_comm_wait(titan_comm_req *r) { return titan_comm_wait_timed(r, NULL, NULL); }
 
 titan_status titan_comm_wait_timed(titan_comm_req *r, double *start, double *end) {
@@ -612,176 +613,6 @@ titan_status titan_comm_split(titan_comm *c, int color, int key, const char *nam
     c->flight_seq = atomic_load(&c->seq); /* numbered as the backend counts, after the split's own */
     pthread_mutex_unlock(&c->mu);
     return *out ? comm_flight_register(out) : TITAN_OK;
-}
-
-/* ---- shared windows ---------------------------------------------------------------- */
-
-/* A device window's "closed" flag: above any flag the callers post. */
-#define WINDOW_CLOSED (1ull << 62)
-
-struct titan_comm_window {
-    titan_comm *w; /* the split whose backend state holds the flags (and a host window's buffers) */
-    /* a device window: the backend, this rank's buffer (two halves of
-     * bytes), and every rank's buffer as addressed here (mine for itself,
-     * ipc_open's mapping for a peer) */
-    const titan_backend *be;
-    size_t bytes;
-    void *mine;
-    void **peer;
-};
-
-int titan_comm_has_windows(const titan_comm *c) { return c->be->window_buf != NULL; }
-
-int titan_comm_window_device(const titan_comm_window *win) { return win->be != NULL; }
-
-/* What each rank says in a device window's handle exchange. */
-typedef struct {
-    uint32_t ok;
-    uint32_t pad;
-    unsigned char handle[TITAN_IPC_HANDLE_BYTES];
-} window_handle;
-
-/* The first rank whose word in all (n of them) is 0, else -1. */
-static int first_failed(const uint32_t *all, size_t stride, int n) {
-    for (int r = 0; r < n; r++)
-        if (!all[(size_t)r * stride]) return r;
-    return -1;
-}
-
-/* Closes the peers' mappings, then frees this rank's buffer once every
- * peer has closed its mapping of it (their "closed" flags; a dead or
- * failed peer is not waited for). */
-static void window_unmap(titan_comm_window *win) {
-    const titan_backend *be = win->be;
-    int n = win->w->size, me = win->w->rank;
-    be->sync(); /* the flag posts queued by host_call, and the reads of the peers' buffers */
-    for (int r = 0; r < n; r++)
-        if (r != me && win->peer[r]) be->ipc_close(win->peer[r]);
-    win->w->be->window_post(win->w, WINDOW_CLOSED);
-    for (int r = 0; r < n; r++)
-        if (r != me && win->w->be->window_wait(win->w, r, WINDOW_CLOSED, "closing a device window") != TITAN_OK)
-            titan_error_clear();
-    if (win->mine) be->free(win->mine);
-}
-
-/* The device buffers of a window whose split (the flags) is made: every
- * rank allocates and exports its buffer, the handles go round over c, and
- * each maps its peers'. Collective; a failure on any rank fails all. */
-static titan_status window_map(titan_comm *c, titan_comm_window *win) {
-    const titan_backend *be = win->be;
-    int n = c->size, me = c->rank;
-    window_handle mine = {0}, *all = calloc((size_t)n, sizeof *all);
-    win->peer = calloc((size_t)n, sizeof *win->peer);
-    if (!all || !win->peer) {
-        free(all);
-        return titan_error(TITAN_ERR_NOMEM, "comm %s: out of memory for a device window's handles", c->name);
-    }
-    char why[512] = "";
-    win->mine = be->alloc(2 * win->bytes);
-    if (!win->mine)
-        snprintf(why, sizeof why, "no device memory for its buffer of %zu bytes", 2 * win->bytes);
-    else if (be->ipc_export(win->mine, mine.handle) != 0)
-        snprintf(why, sizeof why, "%s", titan_error_message());
-    mine.ok = why[0] == 0;
-    /* the handles (and every rank's verdict) as u32 words */
-    titan_status st = titan_comm_all_gather(c, &mine, all, sizeof mine / 4, TITAN_DTYPE_U32, NULL);
-    int bad = st == TITAN_OK ? first_failed(&all[0].ok, sizeof *all / 4, n) : -1;
-    uint32_t opened = 1, *flags = NULL;
-    for (int r = 0; st == TITAN_OK && bad < 0 && r < n; r++) {
-        win->peer[r] = r == me ? win->mine : be->ipc_open(all[r].handle);
-        if (!win->peer[r] && opened) {
-            snprintf(why, sizeof why, "mapping rank %d's buffer: %s", r, titan_error_message());
-            opened = 0;
-        }
-    }
-    if (st == TITAN_OK && bad < 0) { /* did every rank map every peer? */
-        flags = calloc((size_t)n, sizeof *flags);
-        st = flags ? titan_comm_all_gather(c, &opened, flags, 1, TITAN_DTYPE_U32, NULL) : TITAN_ERR_NOMEM;
-        if (st == TITAN_OK) bad = first_failed(flags, 1, n);
-    }
-    free(all);
-    free(flags);
-    if (st == TITAN_OK && bad < 0) return TITAN_OK;
-    if (st != TITAN_OK) snprintf(why, sizeof why, "%s", titan_error_message()); /* the exchange's own failure */
-    window_unmap(win); /* every rank: the peers wait for its "closed" (its waits may set errors) */
-    win->mine = NULL;
-    if (st != TITAN_OK) return titan_error(st, "%s", why);
-    return titan_error(TITAN_ERR_FAIL, "comm %s: a shared window of device memory (%s backend): rank %d: %s",
-                       c->name, be->name, bad, bad == me ? why : "failed (its own message says why)");
-}
-
-titan_status titan_comm_window_create(titan_comm *c, size_t bytes, const titan_backend *be,
-                                      titan_comm_window **out) {
-    *out = NULL;
-    if (!titan_comm_has_windows(c))
-        return titan_error(TITAN_ERR_USAGE, "comm %s: the %s backend has no shared windows (symmetric memory)",
-                           c->name, c->be->name);
-    if (bytes == 0) return titan_error(TITAN_ERR_USAGE, "comm %s: a shared window of 0 bytes", c->name);
-    int device = be && !be->host;
-    if (device && !be->ipc_export)
-        return titan_error(TITAN_ERR_USAGE, "comm %s: the %s backend has no device memory that other processes "
-                           "map (backend.h's ipc_export): no shared windows on its buffers", c->name, be->name);
-    titan_comm_window *win = calloc(1, sizeof *win);
-    if (!win) return titan_error(TITAN_ERR_NOMEM, "comm %s: out of memory for a shared window", c->name);
-    char name[64];
-    snprintf(name, sizeof name, "%.40s.window", c->name);
-    /* Not titan_comm_split: the flight recorder's registration would run a
-     * collective on it, and its flags are the window's own. A device
-     * window's split holds the flags only. */
-    comm_op o = {.kind = COMM_SPLIT, .dtype = TITAN_DTYPE_F32, .color = 0, .key = c->rank, .name = name,
-                 .out = &win->w, .count = device ? 64 : bytes};
-    titan_status st = submit(c, &o, NULL);
-    if (st == TITAN_OK && device) {
-        win->be = be, win->bytes = bytes;
-        st = window_map(c, win);
-        if (st != TITAN_OK) titan_comm_free(win->w);
-    }
-    if (st != TITAN_OK) {
-        free(win->peer);
-        free(win);
-        return st;
-    }
-    *out = win;
-    return TITAN_OK;
-}
-
-void *titan_comm_window_buf(titan_comm_window *win, int rank, int half) {
-    if (win->be) return (char *)win->peer[rank] + (size_t)half * win->bytes;
-    return win->w->be->window_buf(win->w, rank, half);
-}
-
-typedef struct {
-    titan_comm *w;
-    uint64_t value;
-} window_post_call;
-
-static void window_post_now(void *arg) {
-    window_post_call *p = arg;
-    p->w->be->window_post(p->w, p->value);
-    free(p);
-}
-
-void titan_comm_window_post(titan_comm_window *win, unsigned long long value) {
-    window_post_call *p = win->be ? malloc(sizeof *p) : NULL;
-    if (!p) {
-        if (win->be) win->be->sync(); /* no memory for the call: post once the device is done, waiting */
-        win->w->be->window_post(win->w, value);
-        return;
-    }
-    *p = (window_post_call){win->w, value};
-    win->be->host_call(window_post_now, p); /* once the device work queued before it is done */
-}
-
-titan_status titan_comm_window_wait(titan_comm_window *win, int rank, unsigned long long value, const char *what) {
-    return win->w->be->window_wait(win->w, rank, value, what);
-}
-
-void titan_comm_window_free(titan_comm_window *win) {
-    if (!win) return;
-    if (win->be) window_unmap(win);
-    titan_comm_free(win->w);
-    free(win->peer);
-    free(win);
 }
 
 titan_status titan_comm_sum_double(titan_comm *c, double x, double *out) {

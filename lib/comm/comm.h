@@ -263,12 +263,17 @@ void *titan_comm_window_buf(titan_comm_window *w, int rank, int half);
 /* This rank's flag = value (>= its previous value); on a device window
  * once the backend's queued work is done. */
 void titan_comm_window_post(titan_comm_window *w, unsigned long long value);
-/* Until rank r's flag >= value; TITAN_ERR_COMM (named) on the timeout, a
- * dead peer or a stopped communicator. `what` names the step for messages. */
+/* Until rank r's flag >= value (values below 2^63); TITAN_ERR_COMM
+ * (named) on the timeout, a dead peer, a stopped communicator, or a device
+ * window that rank r freed before posting value ("rank r closed its
+ * window"). `what` names the step for messages. */
 titan_status titan_comm_window_wait(titan_comm_window *w, int rank, unsigned long long value, const char *what);
 /* Not collective for a host window. A device window's free waits for the
- * queued work, unmaps the peers' buffers and frees this rank's once every
- * live peer has unmapped it (their last flag), so all ranks free it. */
+ * queued work, unmaps the peers' buffers, posts "closed" and frees this
+ * rank's buffer once every peer has closed too or exited, even on a
+ * stopped communicator (its peers may still read it); a peer that does
+ * neither within 10 s (or the timeout, if shorter) leaves the buffer to
+ * process exit. */
 void titan_comm_window_free(titan_comm_window *w);
 /* out[m] = src[0] + ... + src[n-1] element by element, added as the
  * reductions add (rank order, f32, bf16 rounded once): the same bits as a

@@ -55,7 +55,16 @@ typedef struct {
     void *(*window_buf)(titan_comm *w, int rank, int half);
     void (*window_post)(titan_comm *w, uint64_t value);
     titan_status (*window_wait)(titan_comm *w, int rank, uint64_t value, const char *what);
+    /* A cleanup's wait, blind to a stopped communicator: up to seconds
+     * for rank's flag to carry COMM_WINDOW_CLOSED, or for its process to
+     * be gone. 1 when either, 0 on the deadline. */
+    int (*window_closed)(titan_comm *w, int rank, double seconds);
 } comm_backend;
+
+/* A window flag's top bit: its rank closed the window (comm_window.c),
+ * the other bits its last value posted; callers' values stay below it.
+ * window_wait for a value above that last one fails, naming the rank. */
+#define COMM_WINDOW_CLOSED (1ull << 63)
 
 struct titan_comm {
     char name[64];
@@ -85,6 +94,9 @@ struct titan_comm {
 titan_comm *comm_new(const char *name, int rank, int size, double timeout_s, size_t chunk_bytes,
                      const comm_backend *be, void *impl);
 const char *comm_kind_name(comm_kind k);
+/* comm.c: runs op to completion in c's call order (a blocking call's
+ * path); comm_window.c's splits, which must not be recorded. */
+titan_status comm_run(titan_comm *c, const comm_op *op);
 
 /* comm_sig.c: a collective's signature, what every rank's call must agree
  * on (the shm backend keeps it in shared memory: a fixed layout). */

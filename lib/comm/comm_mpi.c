@@ -660,7 +660,7 @@ static void mpi_free(titan_comm *c) {
     if (!stopped) state_free(s, s->h);
 }
 
-static const comm_backend mpi_backend = {"mpi", mpi_run, mpi_free, 0, NULL, NULL, NULL}; /* no shared windows */
+static const comm_backend mpi_backend = {"mpi", mpi_run, mpi_free, 0, NULL, NULL, NULL, NULL}; /* no shared windows */
 
 /* ---- the world communicator ------------------------------------------------------------------ */
 

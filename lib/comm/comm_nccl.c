@@ -211,4 +211,4 @@ static void nccl_free(titan_comm *c) {
     free(s);
 }
 
-static const comm_backend nccl_backend = {"nccl", nccl_run, nccl_free, 1, NULL, NULL, NULL}; /* no shared windows yet */
+static const comm_backend nccl_backend = {"nccl", nccl_run, nccl_free, 1, NULL, NULL, NULL, NULL}; /* no shared windows yet */

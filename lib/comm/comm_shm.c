@@ -488,10 +488,11 @@ typedef struct {
     uint64_t value;
 } window_want;
 
+/* Reached, or closed short of it: either ends the wait (the caller tells which). */
 static uint64_t window_missing(shm_ctx *x, void *arg) {
     const window_want *w = arg;
     uint64_t v = atomic_load_explicit(&x->s->ranks[w->rank].progress, memory_order_acquire);
-    return v >= w->value ? 0 : (uint64_t)1 << w->rank;
+    return (v & ~COMM_WINDOW_CLOSED) >= w->value || (v & COMM_WINDOW_CLOSED) ? 0 : (uint64_t)1 << w->rank;
 }
 
 static void window_describe(shm_ctx *x, int r, char *buf, size_t cap) {
@@ -499,14 +500,41 @@ static void window_describe(shm_ctx *x, int r, char *buf, size_t cap) {
              (unsigned long long)atomic_load(&x->s->ranks[r].progress));
 }
 
+/* Its communicator or its world stopped (shm_wait then says why). */
+static int stopped(const shm_state *s) {
+    return atomic_load(&s->hdr->abort_by) || (s->world && atomic_load(&s->world->hdr->abort_by));
+}
+
 static titan_status shm_window_wait(titan_comm *w, int rank, uint64_t value, const char *what) {
     shm_state *s = w->impl;
     window_want want = {rank, value};
-    if (window_missing(&(shm_ctx){.s = s}, &want) == 0) return TITAN_OK; /* the common case: no clock read */
-    shm_ctx x = {.c = w, .s = s};
-    snprintf(x.what, sizeof x.what, "%s (window value %llu of rank %d)", what, (unsigned long long)value, rank);
-    return shm_wait(&x, window_missing, &want, window_describe);
+    uint64_t v = atomic_load_explicit(&s->ranks[rank].progress, memory_order_acquire);
+    if (v < value || stopped(s)) { /* else the common case: reached, nothing stopped (no clock read) */
+        shm_ctx x = {.c = w, .s = s};
+        snprintf(x.what, sizeof x.what, "%s (window value %llu of rank %d)", what, (unsigned long long)value, rank);
+        TITAN_TRY(shm_wait(&x, window_missing, &want, window_describe));
+        v = atomic_load_explicit(&s->ranks[rank].progress, memory_order_acquire);
+    }
+    if ((v & ~COMM_WINDOW_CLOSED) < value) /* a rank that failed and freed its window: its block never came */
+        return titan_error(TITAN_ERR_COMM, "%s (window value %llu of rank %d) on comm %s (rank %d of %d): rank %d "
+                           "closed its window at value %llu", what, (unsigned long long)value, rank, w->name, s->me,
+                           s->n, rank, (unsigned long long)(v & ~COMM_WINDOW_CLOSED));
+    return TITAN_OK;
+}
+
+static int shm_window_closed(titan_comm *w, int rank, double seconds) {
+    shm_state *s = w->impl;
+    double deadline = titan_now_s() + seconds;
+    for (;;) {
+        unsigned seen = atomic_load(&s->hdr->bell);
+        if (atomic_load_explicit(&s->ranks[rank].progress, memory_order_acquire) & COMM_WINDOW_CLOSED) return 1;
+        if (s->pid_check && process_gone(s->ranks[rank].pid)) return 1; /* its mappings went with it */
+        double now = titan_now_s();
+        if (now >= deadline) return 0;
+        double left = deadline - now;
+        bell_sleep(s, seen, left < SLEEP_SLICE_S ? left : SLEEP_SLICE_S);
+    }
 }
 
 static const comm_backend shm_backend = {"shm", shm_run, shm_free, 0, shm_window_buf, shm_window_post,
-                                         shm_window_wait};
+                                         shm_window_wait, shm_window_closed};

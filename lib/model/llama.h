@@ -142,6 +142,7 @@ typedef struct {
     size_t cp_bytes;           /* context parallelism's whole-sequence keys and values */
     size_t tp_reserve_bytes;   /* the largest tensor-parallel collective */
     size_t cp_reserve_bytes;   /* the largest context-parallel collective */
+    size_t tp_window_bytes;    /* async tp on a device backend: the shared window's buffer (backend memory) */
     size_t stage_io_bytes;     /* a pipeline stage's output (or its gradient) */
     size_t loss_host_bytes;    /* host memory: the losses' copy (device backends) */
 } titan_llama_memory;

@@ -371,6 +371,11 @@ titan_status titan_llama_plan_memory(const titan_llama_config *c, int B, int T, 
         out->loss_host_bytes = host_backend ? 0 : (size_t)m->N * sizeof(float);
         if (r.cp) out->cp_bytes = titan_attention_cp_plan_bytes(dt, B, T, m->NKV, m->HD, &out->cp_reserve_bytes);
         if (r.tp) out->tp_reserve_bytes = tp_reserve_bytes(m);
+        /* group_overlap.c's window: two halves of the group's blocks (NR
+         * rows each, rounded to 64 bytes); host memory (the shm segment)
+         * on a host backend */
+        size_t block = ((size_t)m->NR * (size_t)m->C * titan_dtype_size(dt) + 63) / 64 * 64;
+        if (r.overlap && !host_backend) out->tp_window_bytes = 2 * (size_t)r.tpp.size * block;
     }
     titan_llama_free(m);
     return st;

@@ -38,8 +38,6 @@
 #include "core/clock.h"
 #include "parallel/group_impl.h"
 
-#define MAX_RANKS 64 /* the shm communicator's limit */
-
 static unsigned long long flag(const group *g, unsigned long long call, int step) {
     return call * (unsigned long long)(g->ops.size + 2) + (unsigned long long)step;
 }
@@ -189,7 +187,7 @@ static titan_status reduce_scatter_finish(void *ctx, void *own) {
     size_t n = g->rs_n, bytes = n * titan_dtype_size(dt);
     if (!k) return titan_error(TITAN_ERR_FAIL, "parallel: a collective reduce-scatter finished without its start");
     g->rs_call = 0;
-    const void *src[MAX_RANKS];
+    const void *src[TITAN_SUM_RANKS_MAX];
     for (int r = 0; r < size; r++) {
         int s = ((me - r) % size + size) % size; /* the step at which rank r wrote block me */
         if (r != me) TITAN_TRY(wait_peer(g, r, flag(g, k, s ? s : size), "collective reduce-scatter"));
@@ -217,7 +215,7 @@ titan_status group_overlap_all_reduce(group *g, void *x, size_t n, titan_dtype d
     block_copy(g, titan_comm_window_buf(g->win, me, half), x, bytes);
     titan_comm_window_post(g->win, flag(g, k, 1));
     g->comm_s += titan_now_s() - t0;
-    const void *src[MAX_RANKS];
+    const void *src[TITAN_SUM_RANKS_MAX];
     for (int r = 0; r < size; r++) {
         if (r != me) TITAN_TRY(wait_peer(g, r, flag(g, k, 1), "all-reduce"));
         src[r] = titan_comm_window_buf(g->win, r, half);
@@ -230,7 +228,7 @@ titan_status group_overlap_all_reduce(group *g, void *x, size_t n, titan_dtype d
 }
 
 void group_overlap_enable(group *g) {
-    if (g->ops.size > MAX_RANKS) return;
+    if (g->ops.size > TITAN_SUM_RANKS_MAX) return;
     g->ops.overlap_reserve = overlap_reserve;
     g->ops.all_gather_each = all_gather_each;
     g->ops.reduce_scatter_each = reduce_scatter_each;

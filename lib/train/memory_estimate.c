@@ -213,6 +213,7 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
     r->act_slot = (double)mm->slot_bytes;
     r->slots = mm->slots;
     r->cp = (double)mm->cp_bytes;
+    r->tp_window = (double)mm->tp_window_bytes;
     /* shard parameters and gradients; stepping in the backward, the
      * gradients a unit's shard at a time (fsdp.h's unit-done callback) */
     if (sharded)
@@ -237,7 +238,7 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
     double full = r->params + r->grads + r->compute_copy;
     int by_unit = r->by_unit = sharded && dev->granule > 0;
     r->held = (by_unit ? 0.0 : full) + r->shard + r->optimizer + r->optimizer_work + r->activations + r->cp +
-              r->pipeline;
+              r->pipeline + r->tp_window;
     double step = by_unit ? r->fsdp_gathered + r->fsdp_grads + r->granules : 0.0;
     r->peak = r->held + step + r->fsdp_staging + r->fp8_scratch;
     /* checkpoints: an async snapshot (host), or the staging of a device's saves */
@@ -281,7 +282,7 @@ static void print_row(FILE *f, const titan_memory_rank *r, const char *ranks) {
     double full = r->by_unit ? 0.0 : r->params + r->grads, copy = r->by_unit ? 0.0 : r->compute_copy;
     fprintf(f, "%3d %10.1f %8.1f %8.1f %8.1f %8.1f %3d %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n", r->c.pp, mib(full),
             mib(copy), mib(r->optimizer), mib(r->shard), mib(r->act_slot), r->slots, mib(r->activations),
-            mib(r->cp + r->pipeline + r->fsdp_staging), mib(r->fsdp_gathered + r->fsdp_grads + r->granules),
+            mib(r->cp + r->pipeline + r->tp_window + r->fsdp_staging), mib(r->fsdp_gathered + r->fsdp_grads + r->granules),
             mib(r->held), mib(r->peak), ranks);
 }
 
@@ -290,7 +291,7 @@ static int same_figures(const titan_memory_rank *a, const titan_memory_rank *b) 
     return a->params == b->params && a->compute_copy == b->compute_copy && a->optimizer == b->optimizer &&
            a->optimizer_work == b->optimizer_work &&
            a->shard == b->shard && a->activations == b->activations && a->act_slot == b->act_slot &&
-           a->slots == b->slots && a->cp == b->cp && a->pipeline == b->pipeline &&
+           a->slots == b->slots && a->cp == b->cp && a->pipeline == b->pipeline && a->tp_window == b->tp_window &&
            a->fsdp_gathered == b->fsdp_gathered && a->fsdp_grads == b->fsdp_grads &&
            a->fsdp_staging == b->fsdp_staging && a->fp8_scratch == b->fp8_scratch && a->held == b->held && a->peak == b->peak && a->c.pp == b->c.pp;
 }

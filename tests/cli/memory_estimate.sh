@@ -14,7 +14,7 @@
 # skipped where the emulator is not built). The dry run prints, for any
 # world size, the figures each rank's run prints at start (the same code);
 # it allocates nothing (405B over 512 ranks under a 1 GiB address-space
-# limit). TAP output.
+# limit); async tp on a GPU counts its shared window (8B, tp 8). TAP output.
 set -u
 EXPECT_TIMEOUT=120
 . "$(dirname "$0")/lib/tap.sh"
@@ -105,6 +105,22 @@ grep -q "^memory estimate: 512 ranks (dp_replicate=1,dp_shard=8,cp=1,tp=8,pp=8),
     [ "$(awk '$NF ~ /^[0-9,-]+$/ {print $1}' "$tmp/out" | sort -u | tr '\n' ' ')" = "0 1 2 3 4 5 6 7 " ] &&
     grep -q " 64-127$" "$tmp/out" && ok "405B: every pipeline stage's ranks estimated" \
     || fail "405B: every pipeline stage's ranks estimated"
+
+# Async tp on a GPU holds a shared window of device memory: 2 x N x C x
+# bf16 = 128 MiB a rank for 8B at seq_len 8192 (comm.bufs, and held).
+EIGHT="--model.flavor=8B --model.dim=0 --model.n_layers=0 --model.n_heads=0 --model.n_kv_heads=0
+ --model.multiple_of=0 --training.seq_len=8192 --training.local_batch_size=1 $BF16 --training.device=cuda
+ --parallelism.tensor_parallel_degree=8"
+expect 0 "" "dry run of 8B with tp 8" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 8 $EIGHT
+awk '$NF == "0-6" {print $9, $11}' "$tmp/out" >"$tmp/sync8b"
+expect 0 "" "dry run of 8B with async tp 8" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 8 $EIGHT \
+    --parallelism.enable_async_tensor_parallel=true
+awk '$NF == "0-6" {print $9, $11}' "$tmp/out" >"$tmp/async8b"
+read -r bufs0 held0 <"$tmp/sync8b"; read -r bufs1 held1 <"$tmp/async8b"
+[ "$bufs0" = 0.0 ] && [ "$bufs1" = 128.0 ] &&
+    [ "$(awk -v a="$held0" -v b="$held1" 'BEGIN {printf "%.1f", b - a}')" = 128.0 ] &&
+    ok "async tp's device window: 128 MiB more comm.bufs and held ($held0 -> $held1 MiB)" ||
+    fail "async tp's device window: 128 MiB more comm.bufs and held (comm.bufs $bufs0 -> $bufs1, held $held0 -> $held1)"
 
 expect 2 "world-size: only with --dry-run" "--world-size without --dry-run is a usage error" -- \
     "$bin/titan-train" "$tmp/run" --world-size 2

@@ -55,7 +55,8 @@ struct Alloc {
     int ipc_fd = -1;      /* exported (cudaIpcGetMemHandle): its pages are this memfd's */
     bool opened = false;  /* another process's export mapped here (cudaIpcOpenMemHandle) */
     int refs = 0;         /* opened: the opens not yet closed */
-    int owner_pid = 0, owner_fd = -1; /* opened: the exporter's pid and memfd */
+    uint64_t ipc_dev = 0, ipc_ino = 0; /* exported or opened: the memfd's identity (fd numbers are reused) */
+    int owner_pid = 0;                 /* opened: the exporter's pid */
 };
 constexpr size_t GUARD_PAGES = 16; /* inaccessible after each allocation */
 
@@ -179,8 +180,10 @@ cudaError_t dev_free(void *p) {
                     p, a.bytes, q < user ? "before" : "past", q - user);
             abort();
         }
-    if (a.ipc_fd >= 0) { /* exported: the pages go back to the arena; peers keep their mappings */
+    if (a.ipc_fd >= 0) { /* exported: the pages go back to the arena */
         unmap_to_arena(a.pages, a.page_bytes);
+        /* a peer's late access faults (SIGBUS) where CUDA leaves it undefined */
+        if (ftruncate(a.ipc_fd, 0) != 0) perror("emu: cudaFree: ftruncate");
         close(a.ipc_fd);
     }
     mprotect(it->second.pages, it->second.page_bytes, PROT_NONE);
@@ -669,11 +672,14 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t st, cudaHostFn_t fn, void *arg) {
 }
 
 /* Interprocess memory, between the processes of this host as CUDA IPC
- * maps it. cudaIpcGetMemHandle turns the allocation's pages into a memfd
- * in place (its bytes copied into the memfd, which is then mapped shared
- * over the same addresses, so the exporter's pointer stays valid) and the
- * handle carries the exporter's pid and the memfd's number; another process's
- * cudaIpcOpenMemHandle opens /proc/PID/fd/FD and maps it into its own arena
+ * maps it. cudaIpcGetMemHandle waits for the streams' queued work, then
+ * turns the allocation's pages into a memfd in place (its bytes copied
+ * into the memfd, which is then mapped shared over the same addresses, so
+ * the exporter's pointer stays valid) and the handle carries the
+ * exporter's pid, the memfd's number and its identity (st_dev, st_ino: a
+ * number is reused once freed, so a stale handle names another buffer);
+ * another process's cudaIpcOpenMemHandle opens /proc/PID/fd/FD, checks
+ * that it is the same memfd, and maps it into its own arena
  * (guard pages after it, protected like its own device memory), where
  * kernels, copies and memsets take it as device memory; cudaIpcCloseMemHandle
  * unmaps it. As CUDA: opening a handle in the process that exported it is
@@ -688,6 +694,7 @@ struct IpcHandle {
     uint32_t magic;
     int32_t pid, fd, device;
     uint64_t bytes, page_bytes, offset; /* the pointer's offset in its pages */
+    uint64_t dev, ino;                  /* the memfd's st_dev, st_ino */
 };
 static_assert(sizeof(IpcHandle) <= sizeof(cudaIpcMemHandle_t), "a handle fits CUDA's");
 
@@ -721,13 +728,21 @@ int export_pages(Alloc &a) {
 } /* namespace */
 
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *p) {
+    /* the pages are copied as they are: the streams' kernels first (not
+     * under the lock, which their device scopes take) */
+    cudaDeviceSynchronize();
     std::lock_guard<std::recursive_mutex> hold(g_lock);
     auto it = g_live.find((uintptr_t)p);
     if (!handle || it == g_live.end() || it->second.opened) return record(cudaErrorInvalidValue);
     Alloc &a = it->second;
-    if (a.ipc_fd < 0 && (a.ipc_fd = export_pages(a)) < 0) return record(cudaErrorOperatingSystem);
+    if (a.ipc_fd < 0) {
+        struct stat st;
+        if ((a.ipc_fd = export_pages(a)) < 0) return record(cudaErrorOperatingSystem);
+        if (fstat(a.ipc_fd, &st) != 0) abort(); /* a memfd we hold */
+        a.ipc_dev = (uint64_t)st.st_dev, a.ipc_ino = (uint64_t)st.st_ino;
+    }
     IpcHandle h = {IPC_MAGIC, (int32_t)getpid(), a.ipc_fd, a.device, a.bytes, a.page_bytes,
-                   (uint64_t)((unsigned char *)p - a.pages)};
+                   (uint64_t)((unsigned char *)p - a.pages), a.ipc_dev, a.ipc_ino};
     memset(handle, 0, sizeof *handle);
     memcpy(handle, &h, sizeof h);
     return cudaSuccess;
@@ -741,8 +756,13 @@ cudaError_t cudaIpcOpenMemHandle(void **out, cudaIpcMemHandle_t handle, unsigned
     memcpy(&h, &handle, sizeof h);
     if (h.magic != IPC_MAGIC || h.offset >= h.page_bytes) return record(cudaErrorInvalidResourceHandle);
     if (h.pid == (int32_t)getpid()) return record(cudaErrorDeviceUninitialized);
+    /* TITAN_EMU_NO_PEER=1 (read at each call): GPUs without peer access
+     * (PCIe without P2P), so another GPU's export does not map */
+    const char *no_peer = getenv("TITAN_EMU_NO_PEER");
+    if (no_peer && strcmp(no_peer, "1") == 0 && h.device != g_device) return record(cudaErrorPeerAccessUnsupported);
     for (auto &kv : g_live) /* opened before: the same pointer */
-        if (kv.second.opened && kv.second.owner_pid == h.pid && kv.second.owner_fd == h.fd) {
+        if (kv.second.opened && kv.second.owner_pid == h.pid && kv.second.ipc_dev == h.dev &&
+            kv.second.ipc_ino == h.ino) {
             kv.second.refs++;
             *out = (void *)kv.first;
             return cudaSuccess;
@@ -757,12 +777,14 @@ cudaError_t cudaIpcOpenMemHandle(void **out, cudaIpcMemHandle_t handle, unsigned
     if (fd < 0) return record(cudaErrorInvalidResourceHandle); /* the exporter is gone, or freed it */
     struct stat st;
     unsigned char *at = g_arena + g_arena_used;
-    bool ok = fstat(fd, &st) == 0 && (uint64_t)st.st_size >= h.page_bytes && map_shared(at, h.page_bytes, fd);
+    /* the same memfd (not another one that took the freed one's number), not truncated by a free */
+    bool ok = fstat(fd, &st) == 0 && (uint64_t)st.st_dev == h.dev && (uint64_t)st.st_ino == h.ino &&
+              (uint64_t)st.st_size >= h.page_bytes && map_shared(at, h.page_bytes, fd);
     close(fd); /* the mapping keeps the memory */
     if (!ok) return record(cudaErrorInvalidResourceHandle);
     g_arena_used += h.page_bytes + guard;
     Alloc a{h.bytes, at, h.page_bytes, h.device};
-    a.opened = true, a.refs = 1, a.owner_pid = h.pid, a.owner_fd = h.fd;
+    a.opened = true, a.refs = 1, a.owner_pid = h.pid, a.ipc_dev = h.dev, a.ipc_ino = h.ino;
     g_live[(uintptr_t)(at + h.offset)] = a; /* not this process's memory: not in g_live_bytes */
     *out = at + h.offset;
     return cudaSuccess;

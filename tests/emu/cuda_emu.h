@@ -29,7 +29,12 @@
  *     cudaIpcOpenMemHandle, cudaIpcCloseMemHandle): an exported allocation's
  *     pages become a memfd mapped in place, which the peers map from
  *     /proc/PID/fd (cuda_emu.cpp says how, and which errors CUDA's
- *     it returns); cudaLaunchHostFunc runs the function in stream order.
+ *     it returns; a handle names its memfd by identity, so a stale one
+ *     fails, and a peer's access after the exporter's cudaFree faults
+ *     with SIGBUS; TITAN_EMU_NO_PEER=1 makes the GPUs of TITAN_EMU_DEVICES
+ *     unable to reach each other: another GPU's export does not open,
+ *     cudaErrorPeerAccessUnsupported); cudaLaunchHostFunc runs the
+ *     function in stream order.
  *     The GPU has 80 GiB, or TITAN_EMU_MEMORY_MIB.
  *   - cublaslt_emu.cpp: the cuBLASLt calls of kernels/matmul.cu, as plain
  *     column-major GEMMs (fp32 accumulation, one rounding to the output

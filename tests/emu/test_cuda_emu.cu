@@ -84,6 +84,18 @@ static int ipc_open_fails(cudaIpcMemHandle_t hd) {
     return cudaIpcOpenMemHandle(&p, hd, cudaIpcMemLazyEnablePeerAccess) == cudaErrorInvalidResourceHandle ? 0 : 1;
 }
 
+static cudaIpcMemHandle_t g_fresh;
+
+/* opens hd and finds 5.0 throughout */
+static int ipc_open_reads(cudaIpcMemHandle_t hd) {
+    float *p = nullptr, h[1000];
+    if (cudaIpcOpenMemHandle((void **)&p, hd, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) return 1;
+    cudaMemcpy(h, p, sizeof h, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < 1000; i++)
+        if (h[i] != 5.0f) return 2;
+    return cudaIpcCloseMemHandle(p) == cudaSuccess ? 0 : 3;
+}
+
 static void ipc_cases(void) {
     float *d = nullptr, h[1000];
     cudaMalloc((void **)&d, 1000 * sizeof(float));
@@ -112,6 +124,19 @@ static void ipc_cases(void) {
            "host read of an exported pointer still faults", said_ipc);
     report(cudaFree(d) == cudaSuccess, "cudaFree of an exported allocation");
     report(in_child(ipc_open_fails, hd) == 0, "a freed export no longer opens (cudaErrorInvalidResourceHandle)");
+    /* a new export takes the freed one's memfd number: the stale handle
+     * must still fail, not open the new buffer */
+    float *d2 = nullptr;
+    cudaMalloc((void **)&d2, 1000 * sizeof(float));
+    fill_kernel<<<4, 256>>>(d2, 1000, 5.0f);
+    e = cudaIpcGetMemHandle(&g_fresh, d2);
+    int32_t fd_old, fd_new; /* the emulator's handle: magic, pid, then the memfd's number */
+    memcpy(&fd_old, (const char *)&hd + 8, 4), memcpy(&fd_new, (const char *)&g_fresh + 8, 4);
+    report(e == cudaSuccess && fd_old == fd_new, "a new export reuses the freed export's memfd number",
+           std::to_string(fd_old) + " then " + std::to_string(fd_new));
+    report(in_child(ipc_open_fails, hd) == 0, "the stale handle of a freed export does not open the new buffer");
+    report(in_child(ipc_open_reads, g_fresh) == 0, "the new export opens and reads as written");
+    cudaFree(d2);
     cudaGetLastError();
 }
 

@@ -28,8 +28,11 @@
  * the same over device memory the peers map (CUDA IPC): the window calls
  * themselves (every rank's blocks read where they lie, both halves), then
  * the group's collective matmuls on device buffers against the host
- * collectives' bits; a window one rank cannot allocate fails on every
- * rank, naming it. Without cuda that part is skipped, said so. */
+ * collectives' bits; a rank that closes its window early fails its
+ * peers' waits for more, naming it; a window one rank cannot allocate
+ * fails on every rank, naming it and the cause; after a stop (a timed
+ * out wait) rank 0 keeps its buffer until the peers, which read it
+ * after the stop, have closed their mappings. Without cuda that part is skipped, said so. */
 #include <unistd.h>
 
 #include "parallel/group.h"
@@ -146,10 +149,29 @@ static void device_window(titan_comm *c, const titan_backend *be) {
     }
     CHECK(bad == 0, "every peer's device block read where it lies, as written (%d wrong)", bad);
     titan_comm_window_free(w);
+    /* A rank that closes its window early (a failed rank's way out): a
+     * wait for what it posted before still passes, a wait for more fails
+     * at once naming it, not reading a block that never came. */
+    int last = n - 1;
+    w = NULL;
+    CHECK(titan_comm_window_create(c, WCNT * 4, be, &w) == TITAN_OK, "device window: %s", titan_error_message());
+    if (me == last) {
+        titan_comm_window_post(w, 5);
+        titan_comm_window_free(w);
+    } else if (w) {
+        char closed[64];
+        snprintf(closed, sizeof closed, "rank %d closed its window at value 5", last);
+        CHECK(titan_comm_window_wait(w, last, 5, "test early") == TITAN_OK, "a value posted before closing: %s",
+              titan_error_message());
+        titan_status st = titan_comm_window_wait(w, last, 6, "test early");
+        CHECK(st == TITAN_ERR_COMM && strstr(titan_error_message(), closed),
+              "a wait for more than a closed rank posted fails, naming it: %s", titan_error_message());
+        titan_error_clear();
+        titan_comm_window_free(w);
+    }
     /* The last rank out of device memory (its share of the GPU cut to
      * nothing): the window fails on every rank, naming that rank, and
      * nothing waits for it; the communicator goes on. */
-    int last = n - 1;
     if (me == last) {
         printf("  rank %d: its GPU share cut to nothing (the refusal below is the test's)\n", me);
         be->set_option(TITAN_OPT_DEVICE_SHARE, 1 << 30);
@@ -158,10 +180,59 @@ static void device_window(titan_comm *c, const titan_backend *be) {
     titan_status st = titan_comm_window_create(c, WCNT * 4, be, &none);
     char named[32];
     snprintf(named, sizeof named, "rank %d:", last);
-    CHECK(st == TITAN_ERR_FAIL && !none && strstr(titan_error_message(), named),
-          "a window one rank cannot allocate fails on all, naming it: %s", titan_error_message());
+    CHECK(st == TITAN_ERR_FAIL && !none && strstr(titan_error_message(), named) &&
+              strstr(titan_error_message(), "no device memory for its buffer"),
+          "a window one rank cannot allocate fails on all, naming it and the cause: %s", titan_error_message());
     if (me == last) be->set_option(TITAN_OPT_DEVICE_SHARE, 0);
     titan_error_clear();
+    /* On the emulator's GPUs without peer access (TITAN_EMU_NO_PEER, one
+     * GPU a rank): no rank maps another's buffer, every rank fails naming
+     * the cause, with the hint to turn async tp off. */
+    const char *lib = getenv("TITAN_CUDA_LIB"), *devs = getenv("TITAN_EMU_DEVICES");
+    if (lib && strstr(lib, "emu") && devs && atoi(devs) >= n) {
+        setenv("TITAN_EMU_NO_PEER", "1", 1);
+        st = titan_comm_window_create(c, WCNT * 4, be, &none);
+        CHECK(st == TITAN_ERR_FAIL && !none && strstr(titan_error_message(), "mapping rank") &&
+                  strstr(titan_error_hint_text(), "async tp needs peer access"),
+              "GPUs without peer access: the window fails on all, naming the cause, with the hint: %s (hint: %s)",
+              titan_error_message(), titan_error_hint_text());
+        unsetenv("TITAN_EMU_NO_PEER");
+        if (me == 0) printf("  %d ranks on GPUs without peer access: the window refused with the hint: %s\n", n,
+                            st == TITAN_ERR_FAIL ? "yes" : "NO");
+        titan_error_clear();
+    }
+}
+
+/* The failure path: rank 0's wait times out, which stops the
+ * communicator (and its world: the job's last test), and every rank frees
+ * its window. Rank 0 must not free its buffer while a peer still maps it:
+ * the peers read rank 0's block after the stop, before freeing their own
+ * windows, and must find it as written (the emulator makes a read of a
+ * freed export fault, SIGBUS). */
+static void device_window_stopped(titan_comm *c, const titan_backend *be) {
+    int me = titan_comm_rank(c);
+    enum { WCNT = 1000 };
+    float mine[WCNT], got[WCNT];
+    titan_comm_set_timeout(c, 1.0); /* the window's split inherits it */
+    titan_comm_window *w = NULL;
+    CHECK(titan_comm_window_create(c, WCNT * 4, be, &w) == TITAN_OK, "device window: %s", titan_error_message());
+    if (!w) return;
+    if (me == 0) {
+        fill(mine, TITAN_DTYPE_F32, WCNT, 0, 99, 0);
+        be->to_device(titan_comm_window_buf(w, 0, 0), mine, sizeof mine);
+        titan_comm_window_post(w, 1);
+        CHECK(titan_comm_window_wait(w, 1, 99, "test stop") == TITAN_ERR_COMM, "a wait for a value never posted "
+              "times out");
+    } else {
+        CHECK(titan_comm_window_wait(w, 0, 1, "test stop") == TITAN_OK, "rank 0's block: %s", titan_error_message());
+        CHECK(titan_comm_window_wait(w, 0, 99, "test stop") == TITAN_ERR_COMM, "the stop fails the wait");
+        usleep(200000); /* rank 0 is freeing its window meanwhile */
+        be->to_host(got, titan_comm_window_buf(w, 0, 0), sizeof got);
+        fill(mine, TITAN_DTYPE_F32, WCNT, 0, 99, 0);
+        CHECK(memcmp(got, mine, sizeof got) == 0, "rank 0's block read after the stop, as written");
+    }
+    titan_error_clear();
+    titan_comm_window_free(w);
 }
 
 /* The group's collective matmuls on device buffers: the host collectives' bits. */
@@ -313,6 +384,10 @@ static int run(const titan_layout *l) {
         device_window(m.tp_comm, cuda);
         device_group(m.tp_comm, cuda);
         if (me == 0) printf("  %d ranks on cuda: device windows and collective matmuls: %s\n", n,
+                            failures == f1 ? "yes" : "NO");
+        f1 = failures;
+        device_window_stopped(m.tp_comm, cuda); /* the last: it stops the communicators */
+        if (me == 0) printf("  %d ranks on cuda: a stopped window's buffer outlives its peers' reads: %s\n", n,
                             failures == f1 ? "yes" : "NO");
     } else if (me == 0) {
         printf("  %d ranks on cuda: skipped (no cuda backend opens here)\n", n);
