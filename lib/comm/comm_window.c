@@ -103,7 +103,7 @@ static titan_status window_map(titan_comm *c, titan_comm_window *win, const char
     else if (be->ipc_export(win->mine, mine.handle) != 0)
         snprintf(why, sizeof why, "%s", titan_error_message());
     mine.v.ok = why[0] == 0;
-    snprintf(mine.v.why, sizeof mine.v.why, "%s", why);
+    snprintf(mine.v.why, sizeof mine.v.why, "%.*s", (int)sizeof mine.v.why - 1, why); /* cut to the field */
     /* the handles (and every rank's verdict) as u32 words */
     titan_status st = titan_comm_all_gather(c, &mine, all, sizeof mine / 4, TITAN_DTYPE_U32, NULL);
     int bad = st == TITAN_OK ? first_failed(&all[0].v.ok, sizeof *all / 4, n) : -1;
@@ -112,7 +112,7 @@ static titan_status window_map(titan_comm *c, titan_comm_window *win, const char
         win->peer[r] = r == me ? win->mine : be->ipc_open(all[r].handle);
         if (!win->peer[r] && opened.ok) {
             snprintf(why, sizeof why, "mapping rank %d's buffer: %s", r, titan_error_message());
-            snprintf(opened.why, sizeof opened.why, "%s", why);
+            snprintf(opened.why, sizeof opened.why, "%.*s", (int)sizeof opened.why - 1, why);
             opened.ok = opened.mapped = 0;
         }
     }
