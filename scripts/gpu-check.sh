@@ -370,22 +370,24 @@ paste "$work/loss.cpu" "$work/loss.f8" >"$out/loss_cpu_fp8.txt"
 # $TOL of the same run on the cpu; then the refresh steps' optimizer_s beside
 # the other steps' (the randomized and the exact refresh's cost on this
 # device: printed, not a criterion).
-GALORE="--optimizer.name=GaLore --optimizer.rank=32 --optimizer.update_proj_gap=10"
-# curve_to A B LABEL: B's loss curve within TOL of A's
+GAP=10
+GALORE="--optimizer.name=GaLore --optimizer.rank=32 --optimizer.update_proj_gap=$GAP"
+# curve_to A B LABEL [REF]: B's loss curve within TOL of A's (REF names A:
+# "the same on cpu" unless given)
 curve_to() {
     field loss "$work/$1/metrics.jsonl" >"$work/l.a"; field loss "$work/$2/metrics.jsonl" >"$work/l.b"
     m=$(paste "$work/l.a" "$work/l.b" | awk '{ n++; d = $2 - $1; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > m) m = r }
         END { printf "%s", n == '"$STEPS"' ? sprintf("%.3g", m) : "inf" }')
     if awk -v m="$m" -v t="$TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
-        pass "$3 = the same on cpu: max relative difference $m <= $TOL"
+        pass "$3 = ${4:-the same on cpu}: max relative difference $m <= $TOL"
     else
-        failed "$3: max relative difference $m from the cpu's, tolerance $TOL"
+        failed "$3: max relative difference $m from ${4:-the same on cpu}, tolerance $TOL"
     fi
 }
 # refresh_cost RUN: mean optimizer_s of the refresh steps and of the others
 refresh_cost() {
-    awk -F'[{},:]' '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1); s = v["\"step\""] + 0; o = v["\"optimizer_s\""] + 0 }
-        s > 1 && (s - 1) % 10 == 0 { nr++; r += o; next } s > 1 { n++; t += o }
+    awk -v gap=$GAP -F'[{},:]' '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1); s = v["\"step\""] + 0; o = v["\"optimizer_s\""] + 0 }
+        s > 1 && (s - 1) % gap == 0 { nr++; r += o; next } s > 1 { n++; t += o }
         END { printf "refresh steps %.4f s (%d), other steps %.4f s (%d)", nr ? r / nr : 0, nr, n ? t / n : 0, n }' \
         "$work/$1/metrics.jsonl"
 }
@@ -422,14 +424,7 @@ if [ "$DEV" = cpu-guard ] || [ "${ngpu:-0}" -ge 2 ]; then
             continue
         fi
         if [ $rc -eq 0 ]; then
-            field loss "$work/dp_cpu/metrics.jsonl" >"$work/l.a"; field loss "$work/dp_$c/metrics.jsonl" >"$work/l.b"
-            m=$(paste "$work/l.a" "$work/l.b" | awk '{ n++; d = $2 - $1; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > m) m = r }
-                END { printf "%s", n == '"$STEPS"' ? sprintf("%.3g", m) : "inf" }')
-            if awk -v m="$m" -v t="$TOL" 'BEGIN { exit !(m != "inf" && m + 0 <= t + 0) }'; then
-                pass "FSDP 2 on $DEV ($c communicators) = FSDP 2 on cpu: max relative difference $m <= $TOL"
-            else
-                failed "FSDP 2 on $DEV ($c communicators): max relative difference $m, tolerance $TOL"
-            fi
+            curve_to dp_cpu dp_$c "FSDP 2 on $DEV ($c communicators)" "FSDP 2 on cpu"
             say "      $(grep 'device memory:' "$out/train_fsdp2_$c.log" | head -n 1)"
         else
             failed "FSDP 2 on $DEV ($c communicators, exit $rc): $(tail -n 1 "$out/train_fsdp2_$c.log")"

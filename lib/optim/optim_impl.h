@@ -58,6 +58,11 @@ size_t titan_galore_work_numel(const titan_optim *o);
 /* One GaLore step of every projected matrix; t is the step count after
  * the increment (1 on the first step). */
 titan_status titan_galore_step(titan_optim *o, float *params, const float *grads, float gscale, float lr, int64_t t);
+/* GaLore's flat moments: AdamW over the packed ranges' parts inside
+ * [off, off + len) of params (len SIZE_MAX: to the end), their gradients
+ * span (span[0] is element off) times gscale (step_groups.c). */
+void titan_optim_flat_step(titan_optim *o, size_t off, size_t len, float *params, const float *span, float gscale,
+                           float lr, int64_t t);
 /* The same for the matrices among parameters [p0, p1), whose elements
  * lie in [off, off + len) of params, their gradients in span (no
  * clipping; step_groups.c). */

@@ -192,12 +192,7 @@ titan_status titan_optim_step(titan_optim *o, float *params, void *params_bf16, 
         adam_l2_step(o, params, grads, gscale, lr, t);
         return TITAN_OK;
     }
-    float *m = titan_adamw_m(o->adam), *v = titan_adamw_v(o->adam);
-    for (int k = 0; k < o->np && o->flat_len[k]; k++) {
-        size_t off = o->flat_off[k], mo = o->flat_moff[k];
-        o->be->adamw_step(params + off, NULL, grads + off, gscale, m + mo, v + mo, o->flat_len[k], lr, c->beta1,
-                          c->beta2, c->eps, c->weight_decay, t);
-    }
+    titan_optim_flat_step(o, 0, SIZE_MAX, params, grads, gscale, lr, t);
     if (o->sharded && !o->comm)
         return titan_error(TITAN_ERR_USAGE, "GaLore: row-sharded matrices need the shard group (titan_optim_set_comm)");
     return titan_galore_step(o, params, grads, gscale, lr, t);

@@ -6,18 +6,21 @@
  * bits, in any order. */
 #include "optim/optim_impl.h"
 
+#include <stdint.h>
+
 void titan_optim_begin_step(titan_optim *o) { titan_adamw_begin_step(o->adam); }
 
-/* GaLore's flat moments: the packed ranges' parts inside [off, off + len) */
-static void flat_span(titan_optim *o, size_t off, size_t len, float *params, const float *span, float lr, int64_t t) {
+void titan_optim_flat_step(titan_optim *o, size_t off, size_t len, float *params, const float *span, float gscale,
+                           float lr, int64_t t) {
     const titan_adamw_config *c = &o->cfg.adam;
     float *m = titan_adamw_m(o->adam), *v = titan_adamw_v(o->adam);
+    size_t end = len > SIZE_MAX - off ? SIZE_MAX : off + len;
     for (int k = 0; k < o->np && o->flat_len[k]; k++) {
         size_t lo = o->flat_off[k] > off ? o->flat_off[k] : off;
-        size_t hi = o->flat_off[k] + o->flat_len[k] < off + len ? o->flat_off[k] + o->flat_len[k] : off + len;
+        size_t hi = o->flat_off[k] + o->flat_len[k] < end ? o->flat_off[k] + o->flat_len[k] : end;
         if (lo >= hi) continue;
         size_t mo = o->flat_moff[k] + (lo - o->flat_off[k]);
-        o->be->adamw_step(params + lo, NULL, span + (lo - off), 1.0f, m + mo, v + mo, hi - lo, lr, c->beta1,
+        o->be->adamw_step(params + lo, NULL, span + (lo - off), gscale, m + mo, v + mo, hi - lo, lr, c->beta1,
                           c->beta2, c->eps, c->weight_decay, t);
     }
 }
@@ -39,6 +42,6 @@ titan_status titan_optim_step_params(titan_optim *o, int p0, int p1, size_t off,
     if (o->sharded && !o->comm)
         return titan_error(TITAN_ERR_USAGE, "GaLore: row-sharded matrices need the shard group (titan_optim_set_comm)");
     int64_t t = titan_adamw_get_step(o->adam);
-    flat_span(o, off, len, params, span, lr, t);
+    titan_optim_flat_step(o, off, len, params, span, 1.0f, lr, t);
     return titan_galore_step_params(o, p0, p1, off, len, params, span, lr, t);
 }

@@ -511,6 +511,7 @@ void titan_fsdp_free(titan_fsdp *f) {
 }
 
 size_t titan_fsdp_numel(const titan_fsdp *f) { return f->nshard; }
+int titan_fsdp_units(const titan_fsdp *f) { return f->nunits; }
 float *titan_fsdp_params(titan_fsdp *f) { return f->sp; }
 float *titan_fsdp_grads(titan_fsdp *f) { return f->sg; }
 const titan_shard_piece *titan_fsdp_pieces(const titan_fsdp *f) { return f->pieces; }

@@ -157,6 +157,7 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
 void titan_fsdp_free(titan_fsdp *f);
 
 size_t titan_fsdp_numel(const titan_fsdp *f);   /* shard elements */
+int titan_fsdp_units(const titan_fsdp *f);       /* communication units */
 float *titan_fsdp_params(titan_fsdp *f);        /* packed shard parameters */
 float *titan_fsdp_grads(titan_fsdp *f);         /* packed shard gradients; NULL once a unit-done callback was set */
 const titan_shard_piece *titan_fsdp_pieces(const titan_fsdp *f);

@@ -186,24 +186,8 @@ static titan_status snapshot_aux(titan_async_saver *s, const titan_state_view *v
     s->view.moment_numel = v->moment_numel;
     s->view.aux = v->aux;
     s->view.n_aux = v->n_aux;
-    s->view.aux_data = NULL;
-    size_t numel = 0;
-    for (int a = 0; a < v->n_aux; a++) {
-        size_t end = v->aux[a].off + (size_t)(v->aux[a].rows * v->aux[a].shape[1]);
-        if (end > numel) numel = end;
-    }
-    if (!numel) return TITAN_OK;
-    if (numel > s->aux_cap) {
-        titan_free(s->aux);
-        s->aux_cap = 0;
-        if (!(s->aux = titan_alloc(numel * sizeof(float), "async checkpoint snapshot (GaLore state)")))
-            return TITAN_ERR_NOMEM;
-        s->aux_cap = numel;
-    }
-    if (s->be->host) memcpy(s->aux, v->aux_data, numel * sizeof(float));
-    else s->be->to_host(s->aux, v->aux_data, numel * sizeof(float));
-    s->view.aux_data = s->aux;
-    return TITAN_OK;
+    return titan_state_aux_to_host(s->be, v, &s->aux, &s->aux_cap, "async checkpoint snapshot (GaLore state)",
+                                   &s->view.aux_data);
 }
 
 /* Sharded: a collective start, then this rank's thread writes its part. */

@@ -11,7 +11,10 @@ struct titan_early_step {
     titan_optim *opt;
     const titan_backend *be;
     float lr;
-    double sumsq, seconds;
+    /* each unit's sum of squares, in the order they finish (backend
+     * memory: taken without a wait in the backward, read once after) */
+    double *parts, seconds;
+    int nparts, done;
     titan_status err; /* the step's first failed update */
 };
 
@@ -51,7 +54,7 @@ static void unit_done(void *ctx, const titan_fsdp_unit_grad *g) {
     titan_early_step *e = ctx;
     if (e->err != TITAN_OK) return;
     double t0 = titan_now_s();
-    if (g->len) e->sumsq += e->be->sumsq(g->grad, g->len);
+    if (g->len && e->done < e->nparts) e->be->sumsq_into(&e->parts[e->done++], g->grad, g->len);
     e->err = titan_optim_step_params(e->opt, g->p0, g->p1, g->off, g->len, titan_fsdp_params(e->fsdp), g->grad, e->lr);
     e->seconds += titan_now_s() - t0;
 }
@@ -60,13 +63,17 @@ titan_status titan_early_step_create(titan_early_step **out, titan_fsdp *f, tita
                                      const titan_backend *be) {
     titan_early_step *e = *out = titan_alloc(sizeof *e, "early step");
     if (!e) return TITAN_ERR_NOMEM;
-    *e = (titan_early_step){.fsdp = f, .opt = opt, .be = be};
+    *e = (titan_early_step){.fsdp = f, .opt = opt, .be = be, .nparts = titan_fsdp_units(f)};
+    if (!(e->parts = be->alloc((size_t)(e->nparts ? e->nparts : 1) * sizeof(double))))
+        return titan_error(TITAN_ERR_NOMEM, "early step: %d units' sums of squares (%s): out of memory", e->nparts,
+                           be->name);
     return titan_fsdp_set_unit_done(f, unit_done, e);
 }
 
 void titan_early_step_free(titan_early_step *e) {
     if (!e) return;
     (void)titan_fsdp_set_unit_done(e->fsdp, NULL, NULL); /* cannot fail: no calls after this */
+    if (e->parts) e->be->free(e->parts);
     titan_free(e);
 }
 
@@ -74,10 +81,19 @@ void titan_early_step_begin(titan_early_step *e, float lr) {
     titan_optim_begin_step(e->opt);
     e->lr = lr;
     e->err = TITAN_OK;
-    e->sumsq = 0.0;
+    e->done = 0;
     e->seconds = 0.0;
 }
 
-double titan_early_step_sumsq(const titan_early_step *e) { return e->sumsq; }
+double titan_early_step_sumsq(const titan_early_step *e) {
+    enum { MAX_PARTS = 1024 };
+    double host[MAX_PARTS], ss = 0.0;
+    for (int at = 0; at < e->done; at += MAX_PARTS) { /* added in the units' order, as they finished */
+        int n = e->done - at < MAX_PARTS ? e->done - at : MAX_PARTS;
+        e->be->to_host(host, e->parts + at, (size_t)n * sizeof(double));
+        for (int k = 0; k < n; k++) ss += host[k];
+    }
+    return ss;
+}
 titan_status titan_early_step_error(const titan_early_step *e) { return e->err; }
 double titan_early_step_seconds(const titan_early_step *e) { return e->seconds; }

@@ -10,6 +10,7 @@
 #include "interchange/ckpt_tokenizer.h"
 #include "model/llama_ckpt.h"
 #include "core/log.h"
+#include "core/mem.h"
 
 
 unsigned titan_state_parts_parse(const char *list) {
@@ -313,6 +314,26 @@ void titan_state_view_optim(titan_state_view *v, titan_optim *o) {
     v->moment_numel = v->moment_off ? titan_optim_moment_numel(o) : 0;
     v->aux = titan_optim_aux_tensors(o, &v->n_aux);
     v->aux_data = titan_optim_aux(o);
+}
+
+titan_status titan_state_aux_to_host(const titan_backend *be, const titan_state_view *v, float **buf, size_t *cap,
+                                     const char *what, const float **out) {
+    size_t numel = 0;
+    for (int a = 0; a < v->n_aux; a++) {
+        size_t end = v->aux[a].off + (size_t)(v->aux[a].rows * v->aux[a].shape[1]);
+        if (end > numel) numel = end;
+    }
+    *out = NULL;
+    if (!numel) return TITAN_OK;
+    if (numel > *cap) {
+        titan_free(*buf);
+        *cap = 0;
+        if (!(*buf = titan_alloc(numel * sizeof(float), what))) return TITAN_ERR_NOMEM;
+        *cap = numel;
+    }
+    be->to_host(*buf, v->aux_data, numel * sizeof(float));
+    *out = *buf;
+    return TITAN_OK;
 }
 
 titan_status titan_state_load_aux(titan_ckpt *ck, titan_optim *o) {

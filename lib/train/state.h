@@ -88,6 +88,11 @@ typedef struct {
 } titan_state_view;
 /* The view's optimizer fields from o (host memory). */
 void titan_state_view_optim(titan_state_view *v, titan_optim *o);
+/* v's aux tensors' floats (be's memory) copied into the host buffer *buf
+ * of *cap floats, grown to fit (what: the buffer's name in an out-of-memory
+ * error); *out the copy, NULL when there are none. */
+titan_status titan_state_aux_to_host(const titan_backend *be, const titan_state_view *v, float **buf, size_t *cap,
+                                     const char *what, const float **out);
 /* Reads the aux tensors of o (GaLore's) from ck whole. */
 titan_status titan_state_load_aux(titan_ckpt *ck, titan_optim *o);
 

@@ -83,27 +83,6 @@ void titan_state_stage_free(titan_state_stage *s) {
     titan_free(s);
 }
 
-/* GaLore's state (backend memory) into s->aux, host->aux_data at it */
-static titan_status copy_aux(titan_state_stage *s, const titan_state_view *dev, titan_state_view *host) {
-    size_t numel = 0;
-    for (int a = 0; a < dev->n_aux; a++) {
-        size_t end = dev->aux[a].off + (size_t)(dev->aux[a].rows * dev->aux[a].shape[1]);
-        if (end > numel) numel = end;
-    }
-    host->aux_data = NULL;
-    if (!numel) return TITAN_OK;
-    if (numel > s->aux_cap) {
-        titan_free(s->aux);
-        s->aux_cap = 0;
-        if (!(s->aux = titan_alloc(numel * sizeof(float), "host copy of GaLore's state (checkpoint)")))
-            return TITAN_ERR_NOMEM;
-        s->aux_cap = numel;
-    }
-    s->be->to_host(s->aux, dev->aux_data, numel * sizeof(float));
-    host->aux_data = s->aux;
-    return TITAN_OK;
-}
-
 titan_status titan_state_stage_copy(titan_state_stage *s, const titan_state_view *v, titan_state_view *host) {
     size_t bytes = s->n * sizeof(float);
     titan_state_view dev = *v; /* host may be v */
@@ -121,5 +100,6 @@ titan_status titan_state_stage_copy(titan_state_stage *s, const titan_state_view
         host->exp_avg = s->exp_avg;
         host->exp_avg_sq = s->exp_avg_sq;
     }
-    return dev.n_aux ? copy_aux(s, &dev, host) : TITAN_OK;
+    return titan_state_aux_to_host(s->be, &dev, &s->aux, &s->aux_cap, "host copy of GaLore's state (checkpoint)",
+                                   &host->aux_data);
 }

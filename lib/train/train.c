@@ -541,6 +541,7 @@ static void teardown(trainer *t) {
     titan_metrics_close(t->metrics);
     titan_optim_free(t->opt);
     titan_free(t->opt_comm);
+    titan_free(t->opt_host);
     if (t->optim_group != t->mesh.shard_comm) titan_comm_free(t->optim_group);
     /* FSDP drains its queued gathers into the model's memory, the pipeline
      * its queued sends from it: they go first. */

@@ -276,24 +276,31 @@ static int galore_staged(const trainer *t) {
     return !t->be->host && !titan_comm_device_buffers(t->optim_group);
 }
 
+/* The host copy's buffer, kept and grown: n floats. */
+static float *galore_host(trainer *t, size_t n) {
+    if (n <= t->opt_host_cap) return t->opt_host;
+    titan_free(t->opt_host);
+    t->opt_host_cap = 0;
+    if (!(t->opt_host = titan_alloc(n * sizeof(float), "GaLore's collectives (host copy)"))) return NULL;
+    t->opt_host_cap = n;
+    return t->opt_host;
+}
+
 static titan_status galore_gather(void *ctx, const float *send, float *recv, const size_t *counts) {
     trainer *t = ctx;
     titan_optim_comm *oc = t->opt_comm;
     double t0 = titan_now_s();
     titan_status st;
-    if (galore_staged(t)) {
+    if (galore_staged(t)) { /* one buffer: this rank's part, then the whole */
         size_t total = 0, mine = counts[oc->rank];
         for (int r = 0; r < oc->size; r++) total += counts[r];
-        float *hs = titan_alloc((mine ? mine : 1) * sizeof(float), "GaLore gather (host copy)");
-        float *hr = titan_alloc((total ? total : 1) * sizeof(float), "GaLore gather (host copy)");
-        st = hs && hr ? TITAN_OK : TITAN_ERR_NOMEM;
+        float *h = galore_host(t, mine + total + 1);
+        st = h ? TITAN_OK : TITAN_ERR_NOMEM;
         if (st == TITAN_OK) {
-            t->be->to_host(hs, send, mine * sizeof(float));
-            st = titan_comm_all_gather_v(t->optim_group, hs, hr, counts, TITAN_DTYPE_F32, NULL);
+            t->be->to_host(h, send, mine * sizeof(float));
+            st = titan_comm_all_gather_v(t->optim_group, h, h + mine, counts, TITAN_DTYPE_F32, NULL);
         }
-        if (st == TITAN_OK) t->be->to_device(recv, hr, total * sizeof(float));
-        titan_free(hs);
-        titan_free(hr);
+        if (st == TITAN_OK) t->be->to_device(recv, h + mine, total * sizeof(float));
     } else {
         st = titan_comm_all_gather_v(t->optim_group, send, recv, counts, TITAN_DTYPE_F32, NULL);
     }
@@ -308,14 +315,13 @@ static titan_status galore_sum(void *ctx, float *x, size_t n) {
     double t0 = titan_now_s();
     titan_status st;
     if (galore_staged(t)) {
-        float *h = titan_alloc((n ? n : 1) * sizeof(float), "GaLore all-reduce (host copy)");
+        float *h = galore_host(t, n + 1);
         st = h ? TITAN_OK : TITAN_ERR_NOMEM;
         if (st == TITAN_OK) {
             t->be->to_host(h, x, n * sizeof(float));
             st = titan_comm_all_reduce(t->optim_group, h, h, n, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
         }
         if (st == TITAN_OK) t->be->to_device(x, h, n * sizeof(float));
-        titan_free(h);
     } else {
         st = titan_comm_all_reduce(t->optim_group, x, x, n, TITAN_DTYPE_F32, TITAN_COMM_SUM, NULL);
     }

@@ -38,6 +38,8 @@ typedef struct {
     titan_adamw *adam;         /* opt's flat moments and step count */
     titan_optim_comm *opt_comm; /* GaLore's collectives under FSDP; NULL without */
     titan_comm *optim_group;    /* their group: the shard group, or a split of it (early step) */
+    float *opt_host;            /* their host copies beside a device backend (kept, grown) */
+    size_t opt_host_cap;
     titan_lr_schedule sched;
     titan_lr_inputs lr;        /* sched's inputs, recorded in every save */
     titan_metrics *metrics;    /* rank 0 only */
