@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_ops.h"
 #include "core/mem.h"
 #include "core/rng.h"
 
@@ -151,29 +150,4 @@ titan_status titan_rsvd_topk(const float *a, int64_t rows, int64_t cols, int k, 
                              uint64_t seed, uint64_t stream, float *u, float *vt) {
     return titan_rsvd_topk_on(titan_backend_cpu(), a, rows, cols, k, oversampling, power_iters, seed, stream, u, vt,
                               NULL);
-}
-
-double titan_subspace_angle(const float *a, const float *b, int64_t rows, int k) {
-    /* sin of the largest angle = the spectral norm of B - A (A^T B), which
-     * stays accurate for small angles (acos of A^T B's smallest singular
-     * value loses them in rounding) */
-    double *c = calloc((size_t)k * k + (size_t)rows * k + (size_t)k, sizeof *c);
-    if (!c) return NAN;
-    double *res = c + (size_t)k * k, *s = res + (size_t)rows * k;
-    for (int i = 0; i < k; i++)
-        for (int j = 0; j < k; j++) {
-            double sum = 0.0;
-            for (int64_t r = 0; r < rows; r++) sum += (double)a[r * k + i] * (double)b[r * k + j];
-            c[i + (size_t)j * k] = sum;
-        }
-    for (int64_t r = 0; r < rows; r++) /* column-major rows x k */
-        for (int j = 0; j < k; j++) {
-            double x = b[r * k + j];
-            for (int i = 0; i < k; i++) x -= (double)a[r * k + i] * c[i + (size_t)j * k];
-            res[r + (size_t)j * rows] = x;
-        }
-    double angle = NAN;
-    if (titan_cpu_dgesdd(res, (int)rows, k, s, NULL, NULL) == 0) angle = asin(s[0] > 1.0 ? 1.0 : s[0]);
-    free(c);
-    return angle;
 }

@@ -36,8 +36,4 @@ titan_status titan_rsvd_topk_on(const titan_backend *be, const float *a, int64_t
 /* Floats of the _on functions' workspace (randomized 0: the exact SVD). */
 size_t titan_svd_work_numel(int64_t rows, int64_t cols, int k, int oversampling, int randomized);
 
-/* The largest principal angle, in radians, between the column spans of
- * a and b (rows x k each, row-major, orthonormal columns). */
-double titan_subspace_angle(const float *a, const float *b, int64_t rows, int k);
-
 #endif

@@ -34,6 +34,7 @@
 #include "tensor/dtype.h"
 #include "model/rope_freqs.h" /* titan_rope_tables: the cos/sin the rope ops take */
 #include "optim/svd.h"        /* GaLore's refresh written over the backend ops */
+#include "subspace.h"
 
 /* tolerance table: normalised L2 error by dt and kind of op */
 enum { ELEMENTWISE, MATMUL, ATTENTION, KINDS };
@@ -1318,9 +1319,9 @@ static void test_refresh_svd(int m, int n, int k) {
     float *tve = transposed(ve, k, n), *tgve = transposed(gve, k, n), *tvr = transposed(vr, k, n);
     float *tgvr = transposed(gvr, k, n);
     double deg = 180.0 / M_PI;
-    double ex = fmax(titan_subspace_angle(gue, ue, m, k), titan_subspace_angle(tgve, tve, n, k)) * deg;
-    double rr = fmax(titan_subspace_angle(gur, ur, m, k), titan_subspace_angle(tgvr, tvr, n, k)) * deg;
-    double re = fmax(titan_subspace_angle(gur, gue, m, k), titan_subspace_angle(tgvr, tgve, n, k)) * deg;
+    double ex = fmax(subspace_angle(gue, ue, m, k), subspace_angle(tgve, tve, n, k)) * deg;
+    double rr = fmax(subspace_angle(gur, ur, m, k), subspace_angle(tgvr, tvr, n, k)) * deg;
+    double re = fmax(subspace_angle(gur, gue, m, k), subspace_angle(tgvr, tgve, n, k)) * deg;
     double lead = 0; /* canonical signs: the leading left vectors agree entry by entry */
     for (int i = 0; i < m; i++) lead = fmax(lead, fabs(gue[(size_t)i * k] - ue[(size_t)i * k]));
     snprintf(name, sizeof name, "refresh svd %dx%d rank %d on the device: exact %.1e deg from the CPU's, randomized "

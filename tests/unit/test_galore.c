@@ -23,6 +23,7 @@
 #include "core/rng.h"
 #include "optim/galore.h"
 #include "optim/svd.h"
+#include "subspace.h"
 
 static void gauss(float *x, size_t n, uint64_t stream) {
     titan_rng_trunc_normal(x, (int64_t)n, 42, stream, 0.0, 1.0, -6.0, 6.0);
@@ -130,8 +131,8 @@ static void test_svd(int64_t m, int64_t n, int k, double decay, int over, int it
     CHECK(titan_rsvd_topk(a, m, n, k, over, iters, 7, 3, ur, vtr) == TITAN_OK);
     float *ve = transpose(vte, k, n), *vr = transpose(vtr, k, n);
     double deg = 180.0 / M_PI;
-    double ex_u = titan_subspace_angle(ue, uk, m, k) * deg, ex_v = titan_subspace_angle(ve, vk, n, k) * deg;
-    double r_u = titan_subspace_angle(ur, ue, m, k) * deg, r_v = titan_subspace_angle(vr, ve, n, k) * deg;
+    double ex_u = subspace_angle(ue, uk, m, k) * deg, ex_v = subspace_angle(ve, vk, n, k) * deg;
+    double r_u = subspace_angle(ur, ue, m, k) * deg, r_v = subspace_angle(vr, ve, n, k) * deg;
     CHECK(ex_u < 1e-3 && ex_v < 1e-3, "%lldx%lld rank %d decay %g: exact SVD %.4f / %.4f degrees from the known vectors",
           (long long)m, (long long)n, k, decay, ex_u, ex_v);
     CHECK(r_u < max_deg && r_v < max_deg, "%lldx%lld rank %d decay %g (p %d, q %d): randomized %.4f / %.4f degrees "
@@ -339,7 +340,7 @@ static int bench_svd(int argc, char **argv) {
     float *ue16 = first_cols(ue, n, r, 16), *ur16 = first_cols(ur, n, r, 16);
     printf("svd %lldx%lld rank %d: exact %.3f s, randomized (oversampling %d, power iterations %d) %.3f s: %.1fx; "
            "leading-16 subspace angle %.3f deg\n", (long long)n, (long long)n, r, best_e, p, q, best_r, best_e / best_r,
-           titan_subspace_angle(ue16, ur16, n, 16) * 180.0 / M_PI);
+           subspace_angle(ue16, ur16, n, 16) * 180.0 / M_PI);
     free(a), free(ue), free(ur), free(x), free(y), free(ue16), free(ur16);
     return 0;
 }
