@@ -13,9 +13,18 @@
 # randomized. Prints a Markdown table.
 #
 #   GALORE_STEPS (500)  GALORE_MODELS ("debug d512")  GALORE_DATA (data: the
-#   demo's shards, tokenizer and validation shards)  GALORE_GAP (200)
-#   GALORE_LR (the GaLore runs' optimizer.lr, which the embedding, norms and
-#   output on AdamW take too; default configs/demo.toml's 3e-3, AdamW's)
+#   demo's shards, tokenizer and validation shards)  GALORE_GAP (50: a
+#   500-step run refreshes ten times; GaLore's default 200, meant for runs
+#   of thousands of steps, refreshes three times here and trails by more:
+#   see below)
+#   GALORE_LR (4.5e-3: the GaLore runs' optimizer.lr, which the embedding,
+#   norms and output on AdamW take too) and GALORE_ADAMW_LR (4.5e-3,
+#   AdamW's): both at AdamW's best lr of a sweep (debugmodel, 500 steps,
+#   session 42: AdamW 3.9646 at 3e-3, 3.9409 at 4.5e-3, 4.0232 at 6e-3);
+#   GaLore's best is there too (scale 2, gap 200: 4.1052 at 3e-3, 4.0663
+#   at 4.5e-3, 4.0703 at 6e-3; scale 3 at 3e-3: 4.1355; session 43: gap 50
+#   at 4.5e-3, 4.0537, +2.86% from AdamW's best). An empty value takes
+#   configs/demo.toml's lr (3e-3).
 #   GALORE_SCALE (2: the projected matrices step at lr x scale; at rank
 #   dim/4 a back-projected update has about half the Frobenius norm of
 #   AdamW's, sqrt(r/n), so 2 steps them about as far as AdamW at the same lr;
@@ -23,11 +32,6 @@
 #   GALORE_SVD_DIM (2048; 0 skips)  GALORE_THREADS (2)
 #   GALORE_OPTIMIZERS ("galore galore_exact": the GaLore runs beside AdamW,
 #   randomized and exact SVD; AdamW always runs).
-#   GALORE_ADAMW_LR (AdamW's optimizer.lr; default configs/demo.toml's):
-#   set it with GALORE_LR to compare the two at the same lr (session 42,
-#   debugmodel, 500 steps: AdamW 3.9646 at 3e-3 and 3.9409 at 4.5e-3;
-#   GaLore scale 2 4.1052 at 3e-3 and 4.0663 at 4.5e-3, +3.18% from AdamW
-#   at the same lr).
 #   AdamW runs at configs/demo.toml's other settings; the lr and scale each
 #   optimizer ran at are printed above the table.
 #   The memory figures do not depend on the steps:
@@ -39,10 +43,10 @@ cd "$top"
 STEPS=${GALORE_STEPS:-500}
 MODELS=${GALORE_MODELS:-debug d512}
 DATA=${GALORE_DATA:-$top/data}
-GAP=${GALORE_GAP:-200}
+GAP=${GALORE_GAP:-50}
 SCALE=${GALORE_SCALE:-2}
-LR=${GALORE_LR:-}
-ALR=${GALORE_ADAMW_LR:-}
+LR=${GALORE_LR-4.5e-3}
+ALR=${GALORE_ADAMW_LR-4.5e-3}
 OPTS="adamw $(echo "${GALORE_OPTIMIZERS:-galore galore_exact}" | sed 's/adamw//')"
 SVD_DIM=${GALORE_SVD_DIM:-2048}
 THREADS=${GALORE_THREADS:-2}
@@ -82,7 +86,7 @@ done
 
 alr=$(sed -n 's/^lr = //p' configs/demo.toml)
 src="configs/demo.toml"
-[ -z "$ALR" ] || src="GALORE_ADAMW_LR"
+[ -z "$ALR" ] || src="GALORE_ADAMW_LR, default 4.5e-3"
 echo "AdamW: lr ${ALR:-$alr} ($src). GaLore: lr ${LR:-$alr} (embedding, norms, output on AdamW at it too), scale $SCALE (projected matrices at lr x $SCALE), rank dim/4, update_proj_gap $GAP, proj_type std. $STEPS steps, validation at the last."
 echo
 /usr/bin/python3 - "$out" "$MODELS" "$GAP" "$OPTS" <<'PY'
