@@ -294,11 +294,13 @@ cpu_vs_cuda "cp 2" "--parallelism.context_parallel_degree=2" "layout dp_replicat
 # (attention_forward_at: offset 0 on the diagonal block, every key on one
 # before it), the blocks merged on the device (attention_merge); on the
 # GPU both ranks share (to step 3) and on two GPUs over TITAN_COMM=shm (to
-# step 2), against the all-gather on the same backend (RING_TOL) and the
-# cpu's ring (close's fp32 bound); bf16 (the tensor-core kernels at an
-# offset) against the cuda all-gather's bf16; over NCCL (no windows) refused.
+# step 2), against the all-gather on the same backend (RING_TOL: seen
+# 5.5e-9 on the grad norm, the losses the same bits, on one GPU; the same
+# bits on two) and the cpu's ring (close's fp32 bound; seen 4.5e-9); bf16
+# (the tensor-core kernels at an offset) against the cuda all-gather's bf16
+# (seen 6.4e-6 loss, 2.3e-6 grad norm); over NCCL (no windows) refused.
 RING="--parallelism.context_parallel_degree=2 --parallelism.context_parallel_rotate_method=alltoall"
-RING_TOL=1e-6
+RING_TOL=2e-8
 for r in cprc cprs cpr2 cprb; do cp -r "$tmp/t" "$tmp/$r"; done
 expect 0 "" "train cp 2 ring on the cpu" -- "$bin/titan-train" -q --nproc 2 "$tmp/cprc" $RING
 expect 0 "" "train cp 2 ring on one GPU both ranks share (device windows)" -- \
@@ -313,7 +315,7 @@ d=$(close "$tmp/cpg" "$tmp/cpr2" $RING_TOL $RING_TOL 2) && ok "cp 2 ring on two 
     || fail "cp 2 ring on two GPUs = the all-gather ($d)"
 expect 0 "" "train cp 2 ring bf16 on two GPUs, TITAN_COMM=shm" -- \
     emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/cprb" $CUDA $RING $BF16 --stop-at 2
-d=$(close "$tmp/cpbg" "$tmp/cprb" 1e-4 1e-3 2) && ok "cp 2 ring bf16 on cuda = the all-gather's bf16 ($d)" \
+d=$(close "$tmp/cpbg" "$tmp/cprb" 2e-5 1e-5 2) && ok "cp 2 ring bf16 on cuda = the all-gather's bf16 ($d)" \
     || fail "cp 2 ring bf16 on cuda = the all-gather's bf16 ($d)"
 if [ "$COMMS" = nccl ]; then
     cp -r "$tmp/t" "$tmp/cprn"
