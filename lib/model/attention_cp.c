@@ -221,7 +221,8 @@ titan_status titan_attention_cp_use_ring(titan_attention_cp *a) {
 typedef struct {
     titan_attention_cp *a;
     const void *q, *dout, *out;
-    float *lse; /* the forward's: the merged log-sum-exps so far; the backward's: the whole */
+    const float *lse;  /* the backward's: the forward's whole log-sum-exps */
+    float *merged_lse; /* the forward's: the log-sum-exps merged so far (its output) */
     void *dq;
     titan_status st; /* a block's failure (the published keys unreadable) */
 } ring_call;
@@ -250,7 +251,7 @@ static void ring_forward_block(void *arg, int r, void *kv) {
                 be->attention_forward_at(a->dt, a->part, a->part_lse, (const char *)c->q + at(a, qr, QD), k + kr,
                                          v + kr, 1, a->L, a->L, off, a->NH, a->NKV, a->HD);
                 unsigned char *first = &a->merged[b * 2 + j];
-                be->attention_merge(a->dt, a->acc + qr * QD, c->lse + qr * a->NH, a->part, a->part_lse, 1, a->L,
+                be->attention_merge(a->dt, a->acc + qr * QD, c->merged_lse + qr * a->NH, a->part, a->part_lse, 1, a->L,
                                     a->NH, a->HD, !*first);
                 *first = 1;
             }
@@ -301,7 +302,7 @@ static titan_status ring_forward(titan_attention_cp *a, void *out, float *lse, c
                                  const void *v) {
     size_t rows = (size_t)a->B * 2 * a->L, QD = (size_t)a->NH * a->HD;
     memset(a->merged, 0, (size_t)a->B * 2);
-    ring_call c = {.a = a, .q = q, .lse = lse};
+    ring_call c = {.a = a, .q = q, .merged_lse = lse};
     const titan_group *g = a->grp;
     const void *mine = a->published ? NULL : pack_kv(a, k, v); /* NULL: titan_attention_cp_prepare's */
     a->published = 0;
@@ -327,7 +328,7 @@ static titan_status ring_backward_start(titan_attention_cp *a, void *dq, void *d
     TITAN_TRY(titan_attention_cp_prepare(a, k, v)); /* now, if the model did not earlier */
     a->published = 0;
     a->be->zero(dq, (size_t)a->B * 2 * a->L * a->NH * a->HD * a->esz);
-    ring_call c = {.a = a, .q = q, .dout = dout, .out = out, .lse = (float *)lse, .dq = dq, .st = TITAN_OK};
+    ring_call c = {.a = a, .q = q, .dout = dout, .out = out, .lse = lse, .dq = dq, .st = TITAN_OK};
     TITAN_TRY(ring_failed(g->reduce_scatter_start(g->ctx, 2 * local_count(a), a->dt, ring_backward_block, &c),
                           "backward reduce-scatter"));
     a->pending_dk = dk, a->pending_dv = dv;
