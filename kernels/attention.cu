@@ -5,7 +5,9 @@
  * Tq of the Tk positions: query row t sits at position off + t, off =
  * Tk - Tq, and sees keys 0 .. off + t (Tq = Tk: plain causal attention;
  * Tq < Tk: a context-parallel chunk of queries against every key up to it).
- * The kernels below take any offset; so do the tensor-core ones.
+ * The kernels below take any offset off >= 0 (the _at entry points, the
+ * ring's blocks): row t then sees keys 0 .. min(off + t, Tk - 1), so off >=
+ * Tk - 1 is unmasked; so do the tensor-core ones.
  *
  * A straightforward correct version (speed comes later: a tensor-core flash
  * attention on bf16 tiles is the follow-up). Tensors are of storage type S
@@ -77,13 +79,13 @@ static __device__ __forceinline__ float dot_row(const float *a, const float *b, 
 
 template <typename S, int DPL>
 __global__ void attention_forward_kernel(S *out, float *lse, const S *q, const S *k, const S *v,
-                                         int Tq, int Tk, int NH, int NKV, int HD, float scale) {
+                                         int Tq, int Tk, int off, int NH, int NKV, int HD, float scale) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *Qs = Vs + ATT_BK * ld; /* Qs [ATT_WARPS][HD] */
     int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_WARPS;
-    int t = q0 + warp, kh = h / (NH / NKV), pos = Tk - Tq + t; /* row t's position */
+    int t = q0 + warp, kh = h / (NH / NKV), pos = min(off + t, Tk - 1); /* row t's last key */
     bool active = t < Tq;
     float *qs = Qs + warp * HD;
     size_t qoff = (((size_t)b * Tq + t) * NH + h) * HD;
@@ -94,7 +96,7 @@ __global__ void attention_forward_kernel(S *out, float *lse, const S *q, const S
 #pragma unroll
     for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    int last = Tk - Tq + min(q0 + ATT_WARPS, Tq) - 1; /* the block's last row's position */
+    int last = min(off + min(q0 + ATT_WARPS, Tq) - 1, Tk - 1); /* the block's last row's last key */
     for (int k0 = 0; k0 <= last; k0 += ATT_BK) {
         __syncthreads(); /* the previous tile is consumed (and qs written) */
         load_kv_tile(Ks, Vs, k, v, b, kh, k0, Tk, NKV, HD);
@@ -133,15 +135,15 @@ __global__ void attention_forward_kernel(S *out, float *lse, const S *q, const S
 template <typename S, int DPL>
 __global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const S *out,
                                               const float *lse, const S *q, const S *k,
-                                              const S *v, int Tq, int Tk, int NH, int NKV,
-                                              int HD, float scale, int add) {
+                                              const S *v, int Tq, int Tk, int off, int NH,
+                                              int NKV, int HD, float scale, int add) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *dKs = Vs + ATT_BK * ld, *dVs = dKs + ATT_BK * ld;
     float *qs = dVs + ATT_BK * ld, *dos = qs + HD;
     int lane = threadIdx.x;
     int b = blockIdx.z, kh = blockIdx.y, k0 = blockIdx.x * ATT_BK, rep = NH / NKV;
-    int j = lane, key = k0 + j, shift = Tk - Tq; /* query t at position shift + t */
+    int j = lane, key = k0 + j, shift = off; /* query t at position shift + t */
     load_kv_tile(Ks, Vs, k, v, b, kh, k0, Tk, NKV, HD);
     for (int d = 0; d < HD; d++) dKs[j * ld + d] = 0.0f, dVs[j * ld + d] = 0.0f;
     __syncwarp();
@@ -190,13 +192,13 @@ __global__ void attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const
 template <typename S, int DPL>
 __global__ void attention_backward_dq_kernel(S *dq, const S *dout, const S *out, const float *lse,
                                              const S *q, const S *k, const S *v, int Tq, int Tk,
-                                             int NH, int NKV, int HD, float scale, int add) {
+                                             int off, int NH, int NKV, int HD, float scale, int add) {
     extern __shared__ float smem[];
     int ld = HD + 1;
     float *Ks = smem, *Vs = Ks + ATT_BK * ld, *Qs = Vs + ATT_BK * ld, *DOs = Qs + ATT_WARPS * HD;
     int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_WARPS;
-    int t = q0 + warp, kh = h / (NH / NKV), pos = Tk - Tq + t; /* row t's position */
+    int t = q0 + warp, kh = h / (NH / NKV), pos = min(off + t, Tk - 1); /* row t's last key */
     bool active = t < Tq;
     float *qs = Qs + warp * HD, *dos = DOs + warp * HD;
     size_t qoff = (((size_t)b * Tq + t) * NH + h) * HD;
@@ -215,7 +217,7 @@ __global__ void attention_backward_dq_kernel(S *dq, const S *dout, const S *out,
     float acc[DPL];
 #pragma unroll
     for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
-    int last = Tk - Tq + min(q0 + ATT_WARPS, Tq) - 1;
+    int last = min(off + min(q0 + ATT_WARPS, Tq) - 1, Tk - 1);
     for (int k0 = 0; k0 <= last; k0 += ATT_BK) {
         __syncthreads();
         load_kv_tile(Ks, Vs, k, v, b, kh, k0, Tk, NKV, HD);
@@ -266,59 +268,66 @@ static void check_shape(int B, int Tq, int Tk, int NH, int NKV, int HD) {
                          "needs Tq <= Tk (the queries are the last Tq of the Tk positions)");
 }
 
+/* the _at ops: any Tq, off >= 0, at least one key */
+static void check_shape_at(int B, int Tk, int off, int NH, int NKV, int HD) {
+    check_shape(B, 1, 1, NH, NKV, HD);
+    if (off < 0 || Tk < 1)
+        titan_cuda_panic(__FILE__, __LINE__, "attention shape", "needs off >= 0 and Tk >= 1 (the _at ops)");
+}
+
 template <typename S, int DPL>
 static void forward(S *out, float *lse, const S *q, const S *k, const S *v, int B, int Tq, int Tk,
-                    int NH, int NKV, int HD) {
+                    int off, int NH, int NKV, int HD) {
     size_t smem = (size_t)(2 * ATT_BK * (HD + 1) + ATT_WARPS * HD) * sizeof(float);
     allow_smem(attention_forward_kernel<S, DPL>, smem);
     dim3 grid((Tq + ATT_WARPS - 1) / ATT_WARPS, NH, B);
     attention_forward_kernel<S, DPL><<<grid, ATT_WARPS * WARP, smem>>>(
-        out, lse, q, k, v, Tq, Tk, NH, NKV, HD, 1.0f / sqrtf((float)HD));
+        out, lse, q, k, v, Tq, Tk, off, NH, NKV, HD, 1.0f / sqrtf((float)HD));
     CUDA_CHECK_LAUNCH();
 }
 
 template <typename S, int DPL>
 static void backward(int add, S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse,
-                     const S *q, const S *k, const S *v, int B, int Tq, int Tk, int NH, int NKV,
-                     int HD) {
+                     const S *q, const S *k, const S *v, int B, int Tq, int Tk, int off, int NH,
+                     int NKV, int HD) {
     float scale = 1.0f / sqrtf((float)HD);
     size_t smem_kv = (size_t)(4 * ATT_BK * (HD + 1) + 2 * HD) * sizeof(float);
     allow_smem(attention_backward_dkv_kernel<S, DPL>, smem_kv);
     dim3 grid_kv((Tk + ATT_BK - 1) / ATT_BK, NKV, B);
     attention_backward_dkv_kernel<S, DPL><<<grid_kv, WARP, smem_kv>>>(
-        dk, dv, dout, out, lse, q, k, v, Tq, Tk, NH, NKV, HD, scale, add);
+        dk, dv, dout, out, lse, q, k, v, Tq, Tk, off, NH, NKV, HD, scale, add);
     CUDA_CHECK_LAUNCH();
 
     size_t smem_q = (size_t)(2 * ATT_BK * (HD + 1) + 2 * ATT_WARPS * HD) * sizeof(float);
     allow_smem(attention_backward_dq_kernel<S, DPL>, smem_q);
     dim3 grid_q((Tq + ATT_WARPS - 1) / ATT_WARPS, NH, B);
     attention_backward_dq_kernel<S, DPL><<<grid_q, ATT_WARPS * WARP, smem_q>>>(
-        dq, dout, out, lse, q, k, v, Tq, Tk, NH, NKV, HD, scale, add);
+        dq, dout, out, lse, q, k, v, Tq, Tk, off, NH, NKV, HD, scale, add);
     CUDA_CHECK_LAUNCH();
 }
 
 /* picks the kernels' dims per lane (1, 2, 4, 8) from HD */
 template <typename S>
 static void forward_hd(S *out, float *lse, const S *q, const S *k, const S *v, int B, int Tq,
-                       int Tk, int NH, int NKV, int HD) {
-    if (HD <= 32) forward<S, 1>(out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
-    else if (HD <= 64) forward<S, 2>(out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
-    else if (HD <= 128) forward<S, 4>(out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
-    else forward<S, 8>(out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
+                       int Tk, int off, int NH, int NKV, int HD) {
+    if (HD <= 32) forward<S, 1>(out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
+    else if (HD <= 64) forward<S, 2>(out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
+    else if (HD <= 128) forward<S, 4>(out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
+    else forward<S, 8>(out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
 }
 
 /* add: 1 adds into dq, dk, dv, 0 overwrites them */
 template <typename S>
 static void backward_hd(int add, S *dq, S *dk, S *dv, const S *dout, const S *out,
                         const float *lse, const S *q, const S *k, const S *v, int B, int Tq,
-                        int Tk, int NH, int NKV, int HD) {
+                        int Tk, int off, int NH, int NKV, int HD) {
     if (HD <= 32)
-        backward<S, 1>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
+        backward<S, 1>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
     else if (HD <= 64)
-        backward<S, 2>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
+        backward<S, 2>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
     else if (HD <= 128)
-        backward<S, 4>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
-    else backward<S, 8>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD);
+        backward<S, 4>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
+    else backward<S, 8>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
 }
 
 /* Which kernels run an attention call. bf16 goes to cuDNN (attention_cudnn.cu)
@@ -380,24 +389,58 @@ static int use_tc(titan_dtype dt, int HD, const void *a16, const void *b16, cons
            aligned(e4, 4) && aligned(f4, 4) && aligned(g4, 4);
 }
 
-void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
-                                  const void *k, const void *v, int B, int Tq, int Tk, int NH,
-                                  int NKV, int HD) {
-    check_shape(B, Tq, Tk, NH, NKV, HD);
+/* off: query 0's position (the plain ops' Tk - Tq); cuDNN's graphs carry
+ * that one only (its bottom-right causal mask), so another goes to titan's
+ * kernels, which take any. Clamped to Tk - 1 (every key) against overflow. */
+static void forward_at(titan_dtype dt, void *out, float *lse, const void *q, const void *k, const void *v, int B,
+                       int Tq, int Tk, int off, int NH, int NKV, int HD) {
     if (B <= 0 || Tq <= 0) return;
-    if (dt == TITAN_DTYPE_BF16 && cudnn_wanted() &&
+    off = min(off, Tk - 1);
+    if (dt == TITAN_DTYPE_BF16 && off == Tk - Tq && cudnn_wanted() &&
         titan_cuda_attention_cudnn_forward(cudnn_required(), (bf16 *)out, lse, (const bf16 *)q,
                                            (const bf16 *)k, (const bf16 *)v, B, Tq, Tk, NH, NKV,
                                            HD))
         return;
-    if (use_tc(dt, HD, q, k, v, q, out, out, out)) {
-        titan_cuda_attention_tc_forward((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
-                                        (const bf16 *)v, B, Tq, Tk, NH, NKV, HD);
+    if (Tq <= Tk && use_tc(dt, HD, q, k, v, q, out, out, out)) {
+        titan_cuda_attention_tc_forward_at((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                                           (const bf16 *)v, B, Tq, Tk, off, NH, NKV, HD);
         return;
     }
     TITAN_CUDA_DISPATCH(dt, "attention_forward",
                         forward_hd<S>((S *)out, lse, (const S *)q, (const S *)k, (const S *)v, B,
-                                      Tq, Tk, NH, NKV, HD));
+                                      Tq, Tk, off, NH, NKV, HD));
+}
+
+static void backward_at(titan_dtype dt, int acc, void *dq, void *dk, void *dv, const void *dout,
+                        const void *out, const float *lse, const void *q, const void *k, const void *v,
+                        int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
+    if (B <= 0 || Tq <= 0) return;
+    off = min(off, Tk - 1);
+    const int add = (acc & TITAN_ACC_DX) != 0;
+    if (dt == TITAN_DTYPE_BF16 && off == Tk - Tq && cudnn_wanted() &&
+        titan_cuda_attention_cudnn_backward(cudnn_required(), add, (bf16 *)dq, (bf16 *)dk,
+                                            (bf16 *)dv, (const bf16 *)dout, (const bf16 *)out,
+                                            lse, (const bf16 *)q, (const bf16 *)k,
+                                            (const bf16 *)v, B, Tq, Tk, NH, NKV, HD))
+        return;
+    if (Tq <= Tk && use_tc(dt, HD, q, k, v, dout, dq, dk, dv)) {
+        titan_cuda_attention_tc_backward_at(add, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
+                                            (const bf16 *)dout, (const bf16 *)out, lse,
+                                            (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, B, Tq,
+                                            Tk, off, NH, NKV, HD);
+        return;
+    }
+    TITAN_CUDA_DISPATCH(dt, "attention_backward",
+                        backward_hd<S>(add, (S *)dq, (S *)dk, (S *)dv, (const S *)dout,
+                                       (const S *)out, lse, (const S *)q, (const S *)k,
+                                       (const S *)v, B, Tq, Tk, off, NH, NKV, HD));
+}
+
+void titan_cuda_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
+                                  const void *k, const void *v, int B, int Tq, int Tk, int NH,
+                                  int NKV, int HD) {
+    check_shape(B, Tq, Tk, NH, NKV, HD);
+    forward_at(dt, out, lse, q, k, v, B, Tq, Tk, Tk - Tq, NH, NKV, HD);
 }
 
 void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, void *dv,
@@ -405,23 +448,20 @@ void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, 
                                    const void *q, const void *k, const void *v, int B, int Tq,
                                    int Tk, int NH, int NKV, int HD) {
     check_shape(B, Tq, Tk, NH, NKV, HD);
-    if (B <= 0 || Tq <= 0) return;
-    const int add = (acc & TITAN_ACC_DX) != 0;
-    if (dt == TITAN_DTYPE_BF16 && cudnn_wanted() &&
-        titan_cuda_attention_cudnn_backward(cudnn_required(), add, (bf16 *)dq, (bf16 *)dk,
-                                            (bf16 *)dv, (const bf16 *)dout, (const bf16 *)out,
-                                            lse, (const bf16 *)q, (const bf16 *)k,
-                                            (const bf16 *)v, B, Tq, Tk, NH, NKV, HD))
-        return;
-    if (use_tc(dt, HD, q, k, v, dout, dq, dk, dv)) {
-        titan_cuda_attention_tc_backward(add, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
-                                         (const bf16 *)dout, (const bf16 *)out, lse,
-                                         (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, B, Tq,
-                                         Tk, NH, NKV, HD);
-        return;
-    }
-    TITAN_CUDA_DISPATCH(dt, "attention_backward",
-                        backward_hd<S>(add, (S *)dq, (S *)dk, (S *)dv, (const S *)dout,
-                                       (const S *)out, lse, (const S *)q, (const S *)k,
-                                       (const S *)v, B, Tq, Tk, NH, NKV, HD));
+    backward_at(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, Tk - Tq, NH, NKV, HD);
+}
+
+/* Query 0 at key position off >= 0 (backend.h's _at ops): Tq may exceed Tk
+ * where off puts every row's last key inside them. */
+void titan_cuda_attention_forward_at(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
+                                     const void *v, int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
+    check_shape_at(B, Tk, off, NH, NKV, HD);
+    forward_at(dt, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
+}
+
+void titan_cuda_attention_backward_at(titan_dtype dt, int acc, void *dq, void *dk, void *dv, const void *dout,
+                                      const void *out, const float *lse, const void *q, const void *k,
+                                      const void *v, int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
+    check_shape_at(B, Tk, off, NH, NKV, HD);
+    backward_at(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
 }

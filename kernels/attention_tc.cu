@@ -96,7 +96,7 @@
 template <int HD>
 __global__ void __launch_bounds__(TC_THREADS)
     attention_tc_forward_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
-                                const bf16 *v, int Tq, int Tk, int NH, int NKV,
+                                const bf16 *v, int Tq, int Tk, int off, int NH, int NKV,
                                 float scale_log2) {
     constexpr int LD = HD + TC_PAD, NT = TC_BC / 8, KD = HD / 16, DT = HD / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -108,9 +108,11 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int h = blockIdx.y, b = blockIdx.z, kh = h / (NH / NKV), q0 = qi * TC_BR;
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
     const int row_lo = q0 + warp * 16 + g, row_hi = row_lo + 8; /* this lane's two rows */
-    const int p0 = Tk - Tq + q0;                                /* row q0's position */
-    const int pos_lo = p0 + warp * 16 + g, pos_hi = pos_lo + 8;
-    const int nkv = (p0 + min(TC_BR, Tq - q0) - 1) / TC_BC + 1; /* through the last row's keys */
+    /* row q0's position, and this lane's rows' last keys: past Tk - 1 a
+     * row sees every key (off >= Tk - 1: no mask at all) */
+    const int p0 = min(off + q0, Tk - 1);
+    const int pos_lo = min(off + q0 + warp * 16 + g, Tk - 1), pos_hi = min(pos_lo + 8, Tk - 1);
+    const int nkv = min(off + q0 + min(TC_BR, Tq - q0) - 1, Tk - 1) / TC_BC + 1; /* through the last row's keys */
 
     tc_tile_load<HD, TC_BR>(Qs, q, b, q0, Tq, NH, h);
     tc_tile_load<HD, TC_BC>(Ks, k, b, 0, Tk, NKV, kh);
@@ -198,25 +200,33 @@ int titan_cuda_attention_tc_supported(int HD) { return HD == 64 || HD == 128; }
 
 template <int HD>
 static void tc_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
-                       int Tq, int Tk, int NH, int NKV) {
+                       int Tq, int Tk, int off, int NH, int NKV) {
     const size_t smem = tc_forward_smem(HD);
     static const int once = tc_allow_smem((const void *)attention_tc_forward_kernel<HD>, smem);
     (void)once;
     const float scale_log2 = 1.0f / sqrtf((float)HD) * TC_LOG2E;
     attention_tc_forward_kernel<HD><<<tc_query_grid(B, Tq, NH), TC_THREADS, smem>>>(
-        out, lse, q, k, v, Tq, Tk, NH, NKV, scale_log2);
+        out, lse, q, k, v, Tq, Tk, off, NH, NKV, scale_log2);
     CUDA_CHECK_LAUNCH();
 }
 
 void titan_cuda_attention_tc_forward(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                                      const bf16 *v, int B, int Tq, int Tk, int NH, int NKV,
                                      int HD) {
+    titan_cuda_attention_tc_forward_at(out, lse, q, k, v, B, Tq, Tk, Tk - Tq, NH, NKV, HD);
+}
+
+void titan_cuda_attention_tc_forward_at(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                                        const bf16 *v, int B, int Tq, int Tk, int off, int NH,
+                                        int NKV, int HD) {
     tc_check(B, Tq, Tk, NH, NKV, HD);
+    tc_check_off(off);
     if (tc_misaligned(q, 16) || tc_misaligned(k, 16) || tc_misaligned(v, 16) ||
         tc_misaligned(out, 4))
         titan_cuda_panic(__FILE__, __LINE__, "attention_tc_forward",
                          "q, k, v must be 16-byte aligned, out 4-byte aligned");
     if (B <= 0 || Tq <= 0) return;
-    if (HD == 64) tc_forward<64>(out, lse, q, k, v, B, Tq, Tk, NH, NKV);
-    else tc_forward<128>(out, lse, q, k, v, B, Tq, Tk, NH, NKV);
+    off = min(off, Tk - 1); /* every key: no overflow below */
+    if (HD == 64) tc_forward<64>(out, lse, q, k, v, B, Tq, Tk, off, NH, NKV);
+    else tc_forward<128>(out, lse, q, k, v, B, Tq, Tk, off, NH, NKV);
 }

@@ -357,4 +357,9 @@ static inline void tc_check(int B, int Tq, int Tk, int NH, int NKV, int HD) {
                          "needs Tq <= Tk (the queries are the last Tq positions)");
 }
 
+/* the _at entry points: query 0 at any key position off >= 0 */
+static inline void tc_check_off(int off) {
+    if (off < 0) titan_cuda_panic(__FILE__, __LINE__, "attention_tc shape", "needs off >= 0");
+}
+
 #endif

@@ -81,8 +81,8 @@ template <int HD, int BQ>
 __global__ void __launch_bounds__(TC_THREADS)
     attention_tc_dkv_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const float *lse,
                             const float *delta, const bf16 *q, const bf16 *k, const bf16 *v,
-                            int Tq, int Tk, int NH, int NKV, float scale, float scale_log2,
-                            int add) {
+                            int Tq, int Tk, int off, int NH, int NKV, float scale,
+                            float scale_log2, int add) {
     constexpr int LD = HD + TC_PAD, NT = BQ / 8, KD = HD / 16, DT = HD / 8;
     static_assert(TC_BC % BQ == 0, "query tiles start on the key tile's first row");
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     float *Ds = Ls + 2 * BQ;                                 /* [2][BQ] */
     const int kj = blockIdx.x, kh = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
-    const int k0 = kj * TC_BC, rep = NH / NKV, off = Tk - Tq; /* query r at position off + r */
+    const int k0 = kj * TC_BC, rep = NH / NKV; /* query r at position off + r */
     const int j_lo = k0 + warp * 16 + g, j_hi = j_lo + 8; /* this lane's two keys */
     /* query tiles qs.. of each head of the group; earlier ones see none of
      * these keys (the first that does is row k0 - off, at position k0;
@@ -200,8 +200,8 @@ static __device__ __forceinline__ void tc_dq_ds(float (&s)[NT][4], const float (
 template <int HD>
 __global__ void __launch_bounds__(TC_THREADS)
     attention_tc_dq_kernel(bf16 *dq, const bf16 *dout, const float *lse, const float *delta,
-                           const bf16 *q, const bf16 *k, const bf16 *v, int Tq, int Tk, int NH,
-                           int NKV, float scale, float scale_log2, int add) {
+                           const bf16 *q, const bf16 *k, const bf16 *v, int Tq, int Tk, int off,
+                           int NH, int NKV, float scale, float scale_log2, int add) {
     constexpr int LD = HD + TC_PAD, NT = TC_BC / 8, KD = HD / 16, DT = HD / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16 *Qs = reinterpret_cast<bf16 *>(tc_smem); /* [TC_BR][LD] */
@@ -213,9 +213,10 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int h = blockIdx.y, b = blockIdx.z, kh = h / (NH / NKV), q0 = qi * TC_BR;
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
     const int row_lo = q0 + warp * 16 + g, row_hi = row_lo + 8;
-    const int p0 = Tk - Tq + q0; /* as in the forward */
-    const int pos_lo = p0 + warp * 16 + g, pos_hi = pos_lo + 8;
-    const int nkv = (p0 + min(TC_BR, Tq - q0) - 1) / TC_BC + 1;
+    /* as in the forward: positions past Tk - 1 see every key */
+    const int p0 = min(off + q0, Tk - 1);
+    const int pos_lo = min(off + q0 + warp * 16 + g, Tk - 1), pos_hi = min(pos_lo + 8, Tk - 1);
+    const int nkv = min(off + q0 + min(TC_BR, Tq - q0) - 1, Tk - 1) / TC_BC + 1;
 
     tc_tile_load<HD, TC_BR>(Qs, q, b, q0, Tq, NH, h);
     tc_tile_load<HD, TC_BR>(dOs, dout, b, q0, Tq, NH, h);
@@ -280,7 +281,7 @@ __global__ void __launch_bounds__(TC_THREADS)
 template <int HD>
 static void tc_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *out,
                         const float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
-                        int Tq, int Tk, int NH, int NKV) {
+                        int Tq, int Tk, int off, int NH, int NKV) {
     constexpr int BQ = tc_dkv_bq(HD);
     const float scale = 1.0f / sqrtf((float)HD), scale_log2 = scale * TC_LOG2E;
     const size_t rows = (size_t)B * NH * Tq;
@@ -296,14 +297,14 @@ static void tc_backward(int add, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
         tc_allow_smem((const void *)attention_tc_dkv_kernel<HD, BQ>, smem_kv);
     (void)once_kv;
     attention_tc_dkv_kernel<HD, BQ><<<tc_key_grid(B, Tk, NKV), TC_THREADS, smem_kv>>>(
-        dk, dv, dout, lse, delta, q, k, v, Tq, Tk, NH, NKV, scale, scale_log2, add);
+        dk, dv, dout, lse, delta, q, k, v, Tq, Tk, off, NH, NKV, scale, scale_log2, add);
     CUDA_CHECK_LAUNCH();
 
     const size_t smem_q = tc_dq_smem(HD);
     static const int once_q = tc_allow_smem((const void *)attention_tc_dq_kernel<HD>, smem_q);
     (void)once_q;
     attention_tc_dq_kernel<HD><<<tc_query_grid(B, Tq, NH), TC_THREADS, smem_q>>>(
-        dq, dout, lse, delta, q, k, v, Tq, Tk, NH, NKV, scale, scale_log2, add);
+        dq, dout, lse, delta, q, k, v, Tq, Tk, off, NH, NKV, scale, scale_log2, add);
     CUDA_CHECK_LAUNCH();
 
     CUDA_CHECK(cudaFreeAsync(delta, 0));
@@ -313,7 +314,16 @@ void titan_cuda_attention_tc_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, con
                                       const bf16 *out, const float *lse, const bf16 *q,
                                       const bf16 *k, const bf16 *v, int B, int Tq, int Tk, int NH,
                                       int NKV, int HD) {
+    titan_cuda_attention_tc_backward_at(acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, Tk - Tq, NH,
+                                        NKV, HD);
+}
+
+void titan_cuda_attention_tc_backward_at(int acc, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+                                         const bf16 *out, const float *lse, const bf16 *q,
+                                         const bf16 *k, const bf16 *v, int B, int Tq, int Tk, int off,
+                                         int NH, int NKV, int HD) {
     tc_check(B, Tq, Tk, NH, NKV, HD);
+    tc_check_off(off);
     if (tc_misaligned(q, 16) || tc_misaligned(k, 16) || tc_misaligned(v, 16) ||
         tc_misaligned(dout, 16) || tc_misaligned(out, 4) || tc_misaligned(dq, 4) ||
         tc_misaligned(dk, 4) || tc_misaligned(dv, 4))
@@ -321,6 +331,7 @@ void titan_cuda_attention_tc_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, con
                          "q, k, v, dout must be 16-byte aligned, out, dq, dk, dv 4-byte aligned");
     if (B <= 0 || Tq <= 0) return;
     const int add = acc != 0;
-    if (HD == 64) tc_backward<64>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV);
-    else tc_backward<128>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV);
+    off = min(off, Tk - 1); /* every key: no overflow below */
+    if (HD == 64) tc_backward<64>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV);
+    else tc_backward<128>(add, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV);
 }

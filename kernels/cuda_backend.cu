@@ -390,9 +390,9 @@ static titan_backend cuda_backend = {
     .adamw_step = titan_cuda_adamw_step,
     .sumsq = titan_cuda_sumsq,
     .scale = titan_cuda_scale,
-    /* no block attention yet: context parallelism's ring is refused on cuda */
-    .attention_forward_at = NULL,
-    .attention_backward_at = NULL,
+    /* block attention and its merge: context parallelism's ring */
+    .attention_forward_at = titan_cuda_attention_forward_at,
+    .attention_backward_at = titan_cuda_attention_backward_at,
     .sumsq_into = titan_cuda_sumsq_into,
     .event_create = cuda_event_create,
     .event_free = cuda_event_free,
@@ -412,6 +412,7 @@ static titan_backend cuda_backend = {
     .qr_orthonormal = titan_cuda_qr_orthonormal,
     .svd_thin = titan_cuda_svd_thin,
     .svd_signs = titan_cuda_svd_signs,
+    .attention_merge = titan_cuda_attention_merge,
 };
 
 /* "name: cause" of a failed CUDA call, into msg */

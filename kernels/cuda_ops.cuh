@@ -307,6 +307,15 @@ void titan_cuda_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, 
                                    const void *dout, const void *out, const float *lse,
                                    const void *q, const void *k, const void *v, int B, int Tq,
                                    int Tk, int NH, int NKV, int HD);
+/* the same with query 0 at key position off >= 0 (backend.h's _at ops) */
+void titan_cuda_attention_forward_at(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
+                                     const void *v, int B, int Tq, int Tk, int off, int NH, int NKV, int HD);
+void titan_cuda_attention_backward_at(titan_dtype dt, int acc, void *dq, void *dk, void *dv, const void *dout,
+                                      const void *out, const float *lse, const void *q, const void *k,
+                                      const void *v, int B, int Tq, int Tk, int off, int NH, int NKV, int HD);
+/* attention_merge.cu: backend.h's attention_merge */
+void titan_cuda_attention_merge(titan_dtype dt, float *acc, float *acc_lse, const void *out, const float *lse,
+                                int B, int T, int NH, int HD, int first);
 /* Whether bf16 attention may go through cuDNN (1) or keeps to titan's
  * kernels (0, the default): the table's set_option(TITAN_OPT_ATTENTION_CUDNN).
  * Also reads TITAN_CUDA_ATTENTION, which overrides it (a bad value ends
@@ -326,6 +335,14 @@ void titan_cuda_attention_tc_backward(int acc, bf16 *dq, bf16 *dk, bf16 *dv, con
                                       const bf16 *out, const float *lse, const bf16 *q,
                                       const bf16 *k, const bf16 *v, int B, int Tq, int Tk, int NH,
                                       int NKV, int HD);
+/* the same with query 0 at key position off >= 0 (the plain ones: Tk - Tq) */
+void titan_cuda_attention_tc_forward_at(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                                        const bf16 *v, int B, int Tq, int Tk, int off, int NH,
+                                        int NKV, int HD);
+void titan_cuda_attention_tc_backward_at(int acc, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+                                         const bf16 *out, const float *lse, const bf16 *q,
+                                         const bf16 *k, const bf16 *v, int B, int Tq, int Tk, int off,
+                                         int NH, int NKV, int HD);
 
 /* attention_cudnn.cu: bf16 attention through cuDNN's fused flash attention
  * graphs, called by attention.cu when cuDNN is wanted. Same contract as

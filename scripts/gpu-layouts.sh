@@ -21,6 +21,9 @@
 #         parallelism.enable_async_tensor_parallel over the shm
 #         communicator (its windows in device memory, CUDA IPC), fp32,
 #         against one GPU's curve to TOL;
+#   cp ring: cp 2 with parallelism.context_parallel_rotate_method =
+#         "alltoall" over the same windows, fp32, against one GPU's curve
+#         to TOL;
 #   resume across layouts: FSDP 2 stopped at step STEPS/2, resumed as tp 2
 #         and as one process; each continues one GPU's curve to TOL.
 # Each run has STEP_TIMEOUT_S (120) seconds; with CHECK_BUDGET_S (seconds
@@ -166,6 +169,17 @@ elif run tp2a_fp32 --nproc 2 $ATP; then
     curve "tp 2 async fp32 = one $DEV" one_fp32 tp2a_fp32 "$TOL" "$GN_TOL"
 else
     failed "tp 2 async fp32 (exit $rc): $(grep -m 1 'error' "$out/tp2a_fp32.log")"
+fi
+# the cp ring: keys and values read from the peers' device windows
+RING="--parallelism.context_parallel_degree=2 --parallelism.context_parallel_rotate_method=alltoall"
+# shellcheck disable=SC2086
+if [ "$DEV" != cuda ]; then
+    say "      cp2r: skipped on $DEV (the ring's windows are host memory or device memory, not cpu-guard's)"
+elif run cp2r_fp32 --nproc 2 $RING; then
+    say "      cp2r fp32: 2 ranks, $(grep -o 'layout [^ ]*' "$out/cp2r_fp32.log" | head -n 1), ${secs}s"
+    curve "cp 2 ring fp32 = one $DEV" one_fp32 cp2r_fp32 "$TOL" "$GN_TOL"
+else
+    failed "cp 2 ring fp32 (exit $rc): $(grep -m 1 'error' "$out/cp2r_fp32.log")"
 fi
 unset TITAN_COMM
 # --- resume across layouts: FSDP 2's half-way checkpoint as tp 2 and as one GPU ---

@@ -370,6 +370,19 @@ typedef struct titan_backend {
      * first entry of the largest magnitude is negative, column c of u and
      * row c of vt (row-major k x cols; NULL: none) are negated. */
     void (*svd_signs)(float *u, float *vt, int rows, int cols, int k);
+    /* Context parallelism's ring: one block's attention (out [B,T,NH,HD]
+     * of dt and lse [B,NH,T], from attention_forward_at) merged into the
+     * running result of the blocks before it, acc [B,T,NH,HD] and acc_lse
+     * [B,NH,T] (fp32, backend memory), by their log-sum-exps (online
+     * softmax). Per row, l1 = acc_lse, l2 = lse: m = max(l1, l2); w1 =
+     * exp(l1 - m), 0 where l1 = -inf; w2 = exp(l2 - m); s = w1 + w2; acc =
+     * fma(w1, acc, w2 out) / s; acc_lse = m + log(s); each operation
+     * rounded once in fp32 (no other contraction). first != 0: the first
+     * block, acc and acc_lse taken as 0 and -inf without being read. Every
+     * backend gives the CPU's bits but for its exp's and log's last bits.
+     * NULL where a backend has none (the ring is then refused). */
+    void (*attention_merge)(titan_dtype dt, float *acc, float *acc_lse, const void *out, const float *lse, int B,
+                            int T, int NH, int HD, int first);
 } titan_backend;
 
 /* The bytes of ipc_export's handle (cudaIpcMemHandle_t's size). */

@@ -205,6 +205,31 @@ static void p_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, vo
           "B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d%s", B, Tq, Tk, NH, NKV, HD,
           acc & TITAN_ACC_DX ? " +=" : "");
 }
+/* The _at ops' pairs: query i sees min(off + i + 1, Tk) keys. */
+static double attention_at_flops(int B, int Tq, int Tk, int off, int NH, int HD, int products) {
+    double pairs = 0;
+    for (int i = 0; i < Tq; i++) pairs += off + i + 1 < Tk ? off + i + 1 : Tk;
+    return 2.0 * products * B * NH * HD * pairs;
+}
+static void p_attention_forward_at(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
+                                   const void *v, int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
+    TIMED("attention_forward_at", attention_at_flops(B, Tq, Tk, off, NH, HD, 2),
+          IN->attention_forward_at(dt, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD),
+          "B=%d Tq=%d Tk=%d off=%d NH=%d NKV=%d HD=%d", B, Tq, Tk, off, NH, NKV, HD);
+}
+static void p_attention_backward_at(titan_dtype dt, int acc, void *dq, void *dk, void *dv, const void *dout,
+                                    const void *out, const float *lse, const void *q, const void *k, const void *v,
+                                    int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
+    TIMED("attention_backward_at", attention_at_flops(B, Tq, Tk, off, NH, HD, 5),
+          IN->attention_backward_at(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD),
+          "B=%d Tq=%d Tk=%d off=%d NH=%d NKV=%d HD=%d%s", B, Tq, Tk, off, NH, NKV, HD,
+          acc & TITAN_ACC_DX ? " +=" : "");
+}
+static void p_attention_merge(titan_dtype dt, float *acc, float *acc_lse, const void *out, const float *lse, int B,
+                              int T, int NH, int HD, int first) {
+    TIMED("attention_merge", 0, IN->attention_merge(dt, acc, acc_lse, out, lse, B, T, NH, HD, first),
+          "B=%d T=%d NH=%d HD=%d%s", B, T, NH, HD, first ? " first" : "");
+}
 static void p_swiglu_forward(titan_dtype dt, void *out, const void *h1, const void *h3, int N,
                              int H) {
     TIMED("swiglu_forward", 0, IN->swiglu_forward(dt, out, h1, h3, N, H), "N=%d H=%d", N, H);
@@ -280,6 +305,9 @@ titan_status titan_op_profile_create(const titan_backend *inner, titan_op_profil
     t->sumsq_into = p_sumsq_into; /* the side stream's calls are inner's own */
     if (inner->copy) t->copy = p_copy; /* ipc_* and host_call: inner's own */
     if (inner->sum_ranks) t->sum_ranks = p_sum_ranks;
+    if (inner->attention_forward_at) t->attention_forward_at = p_attention_forward_at;
+    if (inner->attention_backward_at) t->attention_backward_at = p_attention_backward_at;
+    if (inner->attention_merge) t->attention_merge = p_attention_merge;
     g_prof = p;
     *out = p;
     *table = &p->table;

@@ -8,7 +8,6 @@
  * so this costs little next to the attention itself. */
 #include "model/attention_cp.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "core/mem.h"
@@ -25,14 +24,17 @@ struct titan_attention_cp {
     void *k, *v, *dk, *dv;
     void *stage; /* [cp][B][2][L][NKV, HD]: the collectives' rank-order buffer */
     size_t bytes;
-    /* the ring (titan_attention_cp_use_ring): host scratch for the
-     * online-softmax merge: the rank's out [B, 2, L, QD] and lse [B, 2, NH,
-     * L] so far in fp32, one block's out (compute type and fp32) and lse;
-     * published: the backward's keys and values are out to the peers */
+    /* the ring (titan_attention_cp_use_ring): backend scratch for the
+     * online-softmax merge (backend.h's attention_merge): the rank's out
+     * [B, 2, L, QD] so far in fp32 (its lse so far is the caller's lse),
+     * one block's out (compute type) and lse; merged[b * 2 + j]: query
+     * chunk j of sequence b has its first block (host flags); published:
+     * the backward's keys and values are out to the peers */
     int ring, published;
     void *pending_dk, *pending_dv; /* a ring backward started, its dk and dv not yet summed */
-    float *acc, *lacc, *part_f, *part_lse;
+    float *acc, *part_lse;
     void *part;
+    unsigned char *merged;
 };
 
 /* Where the rank's chunk j of sequence b starts among its local rows. */
@@ -88,10 +90,9 @@ titan_status titan_attention_cp_create(titan_attention_cp **out, const titan_gro
 
 void titan_attention_cp_free(titan_attention_cp *a) {
     if (!a) return;
-    titan_free(a->acc);
-    titan_free(a->part);
-    void *bufs[5] = {a->k, a->v, a->dk, a->dv, a->stage};
-    for (int i = 0; i < 5; i++)
+    titan_free(a->merged);
+    void *bufs[8] = {a->k, a->v, a->dk, a->dv, a->stage, a->acc, a->part, a->part_lse};
+    for (int i = 0; i < 8; i++)
         if (bufs[i]) a->be->free(bufs[i]);
     titan_free(a);
 }
@@ -177,48 +178,51 @@ static size_t at(const titan_attention_cp *a, size_t r, int width) { return r * 
 
 static size_t local_count(const titan_attention_cp *a) { return (size_t)a->B * 2 * a->L * a->NKV * a->HD; }
 
-titan_status titan_attention_cp_use_ring(titan_attention_cp *a) {
-    const titan_group *g = a->grp;
-    if (!a->be->host || !a->be->attention_forward_at || !a->be->attention_backward_at || !g->all_gather_each ||
-        !g->publish || !g->reduce_scatter_start)
-        return titan_error(TITAN_ERR_USAGE, "model: context parallelism: parallelism.context_parallel_rotate_method = "
-                           "\"alltoall\" (the ring) needs host buffers, the shm communicator's shared windows and a "
-                           "backend with block attention (cpu); this run has %s%s", a->be->name,
-                           g->all_gather_each ? "" : " without shared windows");
-    size_t n = local_count(a), QD = (size_t)a->NH * a->HD, rows = (size_t)a->B * 2 * a->L, L = (size_t)a->L;
-    TITAN_TRY(g->overlap_reserve(g->ctx, 2 * n * a->esz));
-    a->acc = titan_alloc((rows * QD + rows * (size_t)a->NH + L * QD + L * (size_t)a->NH) * sizeof(float),
-                         "context parallel ring: the merge's scratch");
-    a->part = titan_alloc(L * QD * a->esz, "context parallel ring: a block's output");
-    if (!a->acc || !a->part)
-        return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: no memory for the ring's buffers");
-    a->lacc = a->acc + rows * QD;
-    a->part_f = a->lacc + rows * (size_t)a->NH;
-    a->part_lse = a->part_f + L * QD;
-    a->ring = 1;
-    return TITAN_OK;
+/* The ring's backend scratch: the merged out in fp32 [B, 2, L, NH, HD], a
+ * block's out [L, NH, HD] and lse [NH, L]; *block (may be NULL): its block
+ * of the group's window, [k | v] of the rank's rows. */
+size_t titan_attention_cp_ring_plan_bytes(titan_dtype dt, int B, int T, int NH, int NKV, int HD, int size,
+                                          size_t *block) {
+    size_t L = (size_t)T / (2 * (size_t)size), QD = (size_t)NH * HD;
+    if (block) *block = 2 * (size_t)B * 2 * L * NKV * HD * titan_dtype_size(dt);
+    return (size_t)B * 2 * L * QD * sizeof(float) + L * QD * titan_dtype_size(dt) + L * NH * sizeof(float);
 }
 
-/* Merges a block's out (a->part) and lse (a->part_lse) into query chunk r's so far. */
-static void merge(titan_attention_cp *a, size_t r) {
-    int L = a->L, NH = a->NH, HD = a->HD, QD = NH * HD;
-    a->be->convert(a->part_f, TITAN_DTYPE_F32, a->part, a->dt, (size_t)L * QD);
-    float *acc = a->acc + r * QD, *lacc = a->lacc + r * NH;
-    for (int h = 0; h < NH; h++)
-        for (int t = 0; t < L; t++) {
-            float l1 = lacc[h * L + t], l2 = a->part_lse[h * L + t], m = l1 > l2 ? l1 : l2;
-            float w1 = l1 == -INFINITY ? 0.0f : expf(l1 - m), w2 = expf(l2 - m), sum = w1 + w2;
-            float *o = acc + (size_t)t * QD + (size_t)h * HD;
-            const float *p = a->part_f + (size_t)t * QD + (size_t)h * HD;
-            for (int d = 0; d < HD; d++) o[d] = (w1 * o[d] + w2 * p[d]) / sum;
-            lacc[h * L + t] = m + logf(sum);
-        }
+titan_status titan_attention_cp_use_ring(titan_attention_cp *a) {
+    const titan_group *g = a->grp;
+    const titan_backend *be = a->be;
+    if (!be->attention_forward_at || !be->attention_backward_at || !be->attention_merge || !g->all_gather_each ||
+        !g->publish || !g->reduce_scatter_start) {
+        titan_error(TITAN_ERR_USAGE, "model: context parallelism: parallelism.context_parallel_rotate_method = "
+                    "\"alltoall\" (the ring) needs a cp group whose ranks address each other's buffers (the shm "
+                    "communicator's shared windows: host buffers on cpu, device buffers the peers map on cuda) and "
+                    "a backend with block attention; this run has %s%s", be->name,
+                    g->all_gather_each ? "" : " without shared windows (a nccl or mpi communicator, or cpu-guard)");
+        if (!be->host && !g->all_gather_each)
+            titan_error_hint("with the cuda backend and ranks on one host, TITAN_COMM=shm gives the cp group shared "
+                             "windows over CUDA IPC");
+        return TITAN_ERR_USAGE;
+    }
+    size_t block, L = (size_t)a->L, QD = (size_t)a->NH * a->HD;
+    titan_attention_cp_ring_plan_bytes(a->dt, a->B, a->T, a->NH, a->NKV, a->HD, a->size, &block);
+    TITAN_TRY(g->overlap_reserve(g->ctx, block));
+    a->acc = be->alloc((size_t)a->B * 2 * L * QD * sizeof(float));
+    a->part = be->alloc(L * QD * a->esz);
+    a->part_lse = be->alloc(L * (size_t)a->NH * sizeof(float));
+    a->merged = titan_alloc((size_t)a->B * 2, "context parallel ring: the merge's flags");
+    if (!a->acc || !a->part || !a->part_lse || !a->merged)
+        return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: no %s memory for the ring's buffers",
+                           a->merged ? be->name : "host");
+    a->bytes += titan_attention_cp_ring_plan_bytes(a->dt, a->B, a->T, a->NH, a->NKV, a->HD, a->size, NULL);
+    a->ring = 1;
+    return TITAN_OK;
 }
 
 typedef struct {
     titan_attention_cp *a;
     const void *q, *dout, *out;
-    const float *lse;
+    const float *lse;  /* the backward's: the forward's whole log-sum-exps */
+    float *merged_lse; /* the forward's: the log-sum-exps merged so far (its output) */
     void *dq;
     titan_status st; /* a block's failure (the published keys unreadable) */
 } ring_call;
@@ -228,9 +232,13 @@ static int ring_off(const titan_attention_cp *a, int j, int pk) {
     return pk > a->chunk[j] ? -1 : pk == a->chunk[j] ? 0 : a->L;
 }
 
+/* Rank r's block [k | v] (backend memory: the rank's own, or a peer's in
+ * the window, posted) against this rank's query chunks; each result is
+ * merged into the chunk's so far on the backend (no host pass over it). */
 static void ring_forward_block(void *arg, int r, void *kv) {
     ring_call *c = arg;
     titan_attention_cp *a = c->a;
+    const titan_backend *be = a->be;
     int QD = a->NH * a->HD, KVD = a->NKV * a->HD, rchunk[2];
     titan_layout_cp_chunks(a->T, a->size, r, rchunk);
     const char *k = kv, *v = (const char *)kv + local_count(a) * a->esz;
@@ -240,9 +248,12 @@ static void ring_forward_block(void *arg, int r, void *kv) {
                 int off = ring_off(a, j, rchunk[i]);
                 if (off < 0) continue;
                 size_t qr = local_row(a, b, j), kr = at(a, local_row(a, b, i), KVD);
-                a->be->attention_forward_at(a->dt, a->part, a->part_lse, (const char *)c->q + at(a, qr, QD), k + kr,
-                                            v + kr, 1, a->L, a->L, off, a->NH, a->NKV, a->HD);
-                merge(a, qr);
+                be->attention_forward_at(a->dt, a->part, a->part_lse, (const char *)c->q + at(a, qr, QD), k + kr,
+                                         v + kr, 1, a->L, a->L, off, a->NH, a->NKV, a->HD);
+                unsigned char *first = &a->merged[b * 2 + j];
+                be->attention_merge(a->dt, a->acc + qr * QD, c->merged_lse + qr * a->NH, a->part, a->part_lse, 1, a->L,
+                                    a->NH, a->HD, !*first);
+                *first = 1;
             }
 }
 
@@ -285,19 +296,19 @@ static titan_status ring_failed(titan_status st, const char *what) {
     return st;
 }
 
+/* out from the merged fp32 rows; lse is merged in place (the first block
+ * of each chunk writes it without reading it). */
 static titan_status ring_forward(titan_attention_cp *a, void *out, float *lse, const void *q, const void *k,
                                  const void *v) {
     size_t rows = (size_t)a->B * 2 * a->L, QD = (size_t)a->NH * a->HD;
-    memset(a->acc, 0, rows * QD * sizeof(float));
-    for (size_t i = 0; i < rows * (size_t)a->NH; i++) a->lacc[i] = -INFINITY;
-    ring_call c = {.a = a, .q = q};
+    memset(a->merged, 0, (size_t)a->B * 2);
+    ring_call c = {.a = a, .q = q, .merged_lse = lse};
     const titan_group *g = a->grp;
     const void *mine = a->published ? NULL : pack_kv(a, k, v); /* NULL: titan_attention_cp_prepare's */
     a->published = 0;
     TITAN_TRY(ring_failed(g->all_gather_each(g->ctx, mine, NULL, 2 * local_count(a), a->dt, ring_forward_block, &c),
                           "forward"));
     a->be->convert(out, a->dt, a->acc, TITAN_DTYPE_F32, rows * QD);
-    memcpy(lse, a->lacc, rows * (size_t)a->NH * sizeof(float));
     return TITAN_OK;
 }
 

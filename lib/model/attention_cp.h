@@ -33,13 +33,23 @@ void titan_attention_cp_free(titan_attention_cp *a);
  * (torchtitan's context_parallel_rotate_method = "alltoall"): keys and
  * values taken block by block, rank by rank, while attention runs on the
  * block in hand, merged by online softmax; backward likewise, the dK and
- * dV partials reduce-scattered block by block. Host buffers only, and a
- * group with collective matmuls (model/group.h) and a backend with
- * attention_forward_at: else TITAN_ERR_USAGE. */
+ * dV partials reduce-scattered block by block. Needs a group with
+ * collective matmuls (model/group.h: the shm communicator's windows, over
+ * host memory on cpu, over device memory the peers map on cuda) and a
+ * backend with attention_forward_at, _backward_at and attention_merge:
+ * else TITAN_ERR_USAGE. Every byte it touches is backend memory, moved by
+ * backend ops (on a device, in stream order: a peer's block is read only
+ * after its post). Allocates the ring's scratch and the group's window
+ * (titan_attention_cp_ring_plan_bytes). */
 titan_status titan_attention_cp_use_ring(titan_attention_cp *a);
+/* The backend memory use_ring adds for a group of size ranks (the merge's
+ * scratch), and the group's window block it reserves (*block; may be NULL:
+ * the window holds 2 x size of them, on a device backend in its memory). */
+size_t titan_attention_cp_ring_plan_bytes(titan_dtype dt, int B, int T, int NH, int NKV, int HD, int size,
+                                          size_t *block);
 
 /* Backend memory held (whole-sequence keys, values, their gradients and a
- * rank-order staging buffer). */
+ * rank-order staging buffer; with the ring, its scratch too, not the window). */
 size_t titan_attention_cp_bytes(const titan_attention_cp *a);
 /* The backend memory titan_attention_cp_create allocates for micro-batches
  * of B x T (the whole sequence) in dt, and the largest collective it

@@ -143,6 +143,7 @@ typedef struct {
     size_t tp_reserve_bytes;   /* the largest tensor-parallel collective */
     size_t cp_reserve_bytes;   /* the largest context-parallel collective */
     size_t tp_window_bytes;    /* async tp on a device backend: the shared window's buffer (backend memory) */
+    size_t cp_window_bytes;    /* the cp ring on a device backend: the cp group's shared window (backend memory) */
     size_t stage_io_bytes;     /* a pipeline stage's output (or its gradient) */
     size_t loss_host_bytes;    /* host memory: the losses' copy (device backends) */
 } titan_llama_memory;

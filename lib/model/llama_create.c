@@ -370,6 +370,12 @@ titan_status titan_llama_plan_memory(const titan_llama_config *c, int B, int T, 
         out->stage_io_bytes = (size_t)m->NR * (size_t)m->C * titan_dtype_size(dt);
         out->loss_host_bytes = host_backend ? 0 : (size_t)m->N * sizeof(float);
         if (r.cp) out->cp_bytes = titan_attention_cp_plan_bytes(dt, B, T, m->NKV, m->HD, &out->cp_reserve_bytes);
+        if (r.cp_ring) { /* its merge's scratch, and the cp group's window as the tp one below */
+            size_t ring_block;
+            out->cp_bytes += titan_attention_cp_ring_plan_bytes(dt, B, T, m->NH, m->NKV, m->HD, r.cp->size,
+                                                                &ring_block);
+            if (!host_backend) out->cp_window_bytes = 2 * (size_t)r.cp->size * ((ring_block + 63) / 64 * 64);
+        }
         if (r.tp) out->tp_reserve_bytes = tp_reserve_bytes(m);
         /* group_overlap.c's window: two halves of the group's blocks (NR
          * rows each, rounded to 64 bytes); host memory (the shm segment)

@@ -213,7 +213,7 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
     r->act_slot = (double)mm->slot_bytes;
     r->slots = mm->slots;
     r->cp = (double)mm->cp_bytes;
-    r->tp_window = (double)mm->tp_window_bytes;
+    r->tp_window = (double)mm->tp_window_bytes + (double)mm->cp_window_bytes;
     /* shard parameters and gradients; stepping in the backward, the
      * gradients a unit's shard at a time (fsdp.h's unit-done callback) */
     if (sharded)

@@ -50,7 +50,8 @@ typedef struct {
     int slots;               /* micro-batches in flight */
     double cp;               /* context parallelism: the whole sequence's keys and values */
     double pipeline;         /* outgoing stage gradients, a slot's each (device comm) */
-    double tp_window;        /* async tp's shared window over device memory (2 x N x C x dtype) */
+    double tp_window;        /* shared windows over device memory: async tp's (2 x N x C x dtype) and the
+                              * cp ring's (2 x cp x the rank's keys and values) */
     /* backend memory a step adds (FSDP) */
     double fsdp_gathered;    /* gathered parameters held at once */
     double fsdp_grads;       /* full gradients held before their reduce-scatter */

@@ -288,5 +288,39 @@ cpu_vs_cuda "pp 2" "--parallelism.pipeline_parallel_degree=2" "layout dp_replica
 # tensor-core kernel's diagonal off its 64-key tiles); FSDP shards over cp.
 cpu_vs_cuda "cp 2" "--parallelism.context_parallel_degree=2" "layout dp_replicate=1,dp_shard=1,cp=2,tp=1,pp=1" \
     "host mirrors"
+# The cp ring (rotate method "alltoall") on cuda: each rank's keys and
+# values in the cp group's shared window of device memory (CUDA IPC, as
+# async tp's), read in place by the peers' block attention
+# (attention_forward_at: offset 0 on the diagonal block, every key on one
+# before it), the blocks merged on the device (attention_merge); on the
+# GPU both ranks share (to step 3) and on two GPUs over TITAN_COMM=shm (to
+# step 2), against the all-gather on the same backend (RING_TOL: seen
+# 5.5e-9 on the grad norm, the losses the same bits, on one GPU; the same
+# bits on two) and the cpu's ring (close's fp32 bound; seen 4.5e-9); bf16
+# (the tensor-core kernels at an offset) against the cuda all-gather's bf16
+# (seen 6.4e-6 loss, 2.3e-6 grad norm); over NCCL (no windows) refused.
+RING="--parallelism.context_parallel_degree=2 --parallelism.context_parallel_rotate_method=alltoall"
+RING_TOL=2e-8
+for r in cprc cprs cpr2 cprb; do cp -r "$tmp/t" "$tmp/$r"; done
+expect 0 "" "train cp 2 ring on the cpu" -- "$bin/titan-train" -q --nproc 2 "$tmp/cprc" $RING
+expect 0 "" "train cp 2 ring on one GPU both ranks share (device windows)" -- \
+    emu "$bin/titan-train" --nproc 2 "$tmp/cprs" $CUDA $RING --stop-at 3
+d=$(close "$tmp/cps" "$tmp/cprs" $RING_TOL $RING_TOL 3) && ok "cp 2 ring on one GPU = its all-gather ($d)" \
+    || fail "cp 2 ring on one GPU = its all-gather ($d)"
+d=$(close "$tmp/cprc" "$tmp/cprs" 1e-5 1e-5 3) && ok "cp 2 ring on cuda tracks the cpu's ring ($d)" \
+    || fail "cp 2 ring on cuda tracks the cpu's ring ($d)"
+expect 0 "" "train cp 2 ring on two GPUs, TITAN_COMM=shm (device windows across GPUs)" -- \
+    emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/cpr2" $CUDA $RING --stop-at 2
+d=$(close "$tmp/cpg" "$tmp/cpr2" $RING_TOL $RING_TOL 2) && ok "cp 2 ring on two GPUs = the all-gather ($d)" \
+    || fail "cp 2 ring on two GPUs = the all-gather ($d)"
+expect 0 "" "train cp 2 ring bf16 on two GPUs, TITAN_COMM=shm" -- \
+    emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/cprb" $CUDA $RING $BF16 --stop-at 2
+d=$(close "$tmp/cpbg" "$tmp/cprb" 2e-5 1e-5 2) && ok "cp 2 ring bf16 on cuda = the all-gather's bf16 ($d)" \
+    || fail "cp 2 ring bf16 on cuda = the all-gather's bf16 ($d)"
+if [ "$COMMS" = nccl ]; then
+    cp -r "$tmp/t" "$tmp/cprn"
+    expect 2 "without shared windows" "cp 2 ring over NCCL (no windows) is refused" -- \
+        emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/cprn" $CUDA $RING
+fi
 
 tap_end

@@ -122,6 +122,25 @@ read -r bufs0 held0 <"$tmp/sync8b"; read -r bufs1 held1 <"$tmp/async8b"
     ok "async tp's device window: 128 MiB more comm.bufs and held ($held0 -> $held1 MiB)" ||
     fail "async tp's device window: 128 MiB more comm.bufs and held (comm.bufs $bufs0 -> $bufs1, held $held0 -> $held1)"
 
+# The cp ring on a GPU adds its device window, 2 x cp x [k | v] of a
+# rank's rows (64 MiB for 8B at seq_len 8192 in bf16, cp 2), and its
+# merge's scratch, the rank's out in fp32 (64 MiB) with a block's out
+# (16 MiB) and lse (0.25 MiB): 144.25 MiB more comm.bufs and held.
+expect 0 "" "dry run of 8B with cp 2" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 $EIGHT \
+    --parallelism.tensor_parallel_degree=1 --parallelism.context_parallel_degree=2
+awk '$NF == "0-1" {print $9, $11}' "$tmp/out" >"$tmp/cpag"
+expect 0 "" "dry run of 8B with the cp 2 ring" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 $EIGHT \
+    --parallelism.tensor_parallel_degree=1 --parallelism.context_parallel_degree=2 \
+    --parallelism.context_parallel_rotate_method=alltoall
+awk '$NF == "0-1" {print $9, $11}' "$tmp/out" >"$tmp/cpring"
+read -r bufs0 held0 <"$tmp/cpag"; read -r bufs1 held1 <"$tmp/cpring"
+d_bufs=$(awk -v a="$bufs0" -v b="$bufs1" 'BEGIN {printf "%.1f", b - a}')
+d_held=$(awk -v a="$held0" -v b="$held1" 'BEGIN {printf "%.1f", b - a}')
+case "$d_bufs $d_held" in
+"144.2 144.2"|"144.2 144.3"|"144.3 144.2"|"144.3 144.3") ok "the cp ring's device window and scratch: 144.25 MiB more comm.bufs and held" ;;
+*) fail "the cp ring's device window and scratch: 144.25 MiB more (comm.bufs $bufs0 -> $bufs1, held $held0 -> $held1)" ;;
+esac
+
 expect 2 "world-size: only with --dry-run" "--world-size without --dry-run is a usage error" -- \
     "$bin/titan-train" "$tmp/run" --world-size 2
 expect 2 "cannot be split" "a world the degrees do not fit is refused" -- \

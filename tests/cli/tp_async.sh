@@ -88,7 +88,7 @@ expect 0 "" "resume it with the ring" -- "$bin/titan-train" -q "$tmp/chalf" --np
 curve "all-gather -> ring resume continues the all-gather curve" "$tmp/cg2" "$tmp/chalf" 11
 
 # --- refusals ------------------------------------------------------------------------------
-expect 2 "needs host buffers, the shm communicator's shared windows and a backend with block attention" \
+expect 2 "needs a cp group whose ranks address each other's buffers" \
     "the ring on cpu-guard is refused" -- "$bin/titan-train" "$tmp/bad" --nproc 2 $CP2 $RING $GUARD
 expect 2 "context_parallel_rotate_method" "an unknown rotate method is refused" -- \
     "$bin/titan-train" "$tmp/bad" --nproc 2 $CP2 --parallelism.context_parallel_rotate_method=ring

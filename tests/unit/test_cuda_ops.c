@@ -803,6 +803,95 @@ static void test_attention(int B, int Tq, int Tk, int NH, int NKV, int HD) {
     free(q), free(k), free(v), free(dout), free(out), free(lse);
 }
 
+/* attention_forward_at / _backward_at: q [B,T,NH,HD] with query 0 at key
+ * position off of k, v [B,Tk,NKV,HD], as context parallelism's ring calls
+ * them (off 0: the diagonal block, off >= Tk - 1: every key), against the
+ * CPU's _at ops; off = Tk - Tq gives the plain ops' bits. */
+static void test_attention_at(int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
+    titan_dtype dt = cur_dt;
+    char name[128];
+    size_t nq = (size_t)B * Tq * NH * HD, nk = (size_t)B * Tk * NKV * HD, nl = (size_t)B * NH * Tq;
+    size_t es = esize(dt);
+    void *q = randd(nq, -1, 1), *k = randd(nk, -1, 1), *v = randd(nk, -1, 1), *dout = randd(nq, -1, 1);
+    void *out = hostd(nq);
+    float *lse = xmalloc(nl * sizeof(float));
+    void *d_q = upd(q, nq), *d_k = upd(k, nk), *d_v = upd(v, nk), *d_dout = upd(dout, nq), *d_out = allocd(nq);
+    float *d_lse = gpu->alloc(nl * sizeof(float));
+    cpu->attention_forward_at(dt, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
+    gpu->attention_forward_at(dt, d_out, d_lse, d_q, d_k, d_v, B, Tq, Tk, off, NH, NKV, HD);
+    snprintf(name, sizeof name, "attention_forward_at out B=%d Tq=%d Tk=%d off=%d NH=%d NKV=%d HD=%d", B, Tq, Tk,
+             off, NH, NKV, HD);
+    check_devd(name, d_out, out, nq, tol(ATTENTION));
+    check_dev("attention_forward_at lse (f32)", d_lse, lse, nl, tol(ATTENTION));
+    if (off == Tk - Tq && Tq <= Tk && !cudnn_attention()) { /* the plain op's offset: its bits */
+        void *d_out2 = allocd(nq);
+        float *d_lse2 = gpu->alloc(nl * sizeof(float));
+        gpu->attention_forward(dt, d_out2, d_lse2, d_q, d_k, d_v, B, Tq, Tk, NH, NKV, HD);
+        check_dev_bits("attention_forward_at off Tk - Tq = attention_forward", d_out2, d_out, nq * es);
+        check_dev_bits("attention_forward_at lse = attention_forward's", d_lse2, d_lse, nl * sizeof(float));
+        gpu->free(d_out2), gpu->free(d_lse2);
+    }
+    gpu->to_device(d_out, out, nq * es); /* backward from the CPU's out and lse on both sides */
+    gpu->to_device(d_lse, lse, nl * sizeof(float));
+    for (int m = 0; m < 2; m++) { /* ACC_ALL, then 0 */
+        int acc = MASKS[m], add = acc & TITAN_ACC_DX;
+        void *dq, *dk, *dv;
+        void *d_dq = grad_start(dt, nq, add, &dq), *d_dk = grad_start(dt, nk, add, &dk),
+             *d_dv = grad_start(dt, nk, add, &dv);
+        cpu->attention_backward_at(dt, ACC_ALL, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD);
+        gpu->attention_backward_at(dt, acc, d_dq, d_dk, d_dv, d_dout, d_out, d_lse, d_q, d_k, d_v, B, Tq, Tk, off,
+                                   NH, NKV, HD);
+        const char *md = mode(acc, TITAN_ACC_DX);
+        snprintf(name, sizeof name, "attention_backward_at off=%d dq (%s)", off, md);
+        check_devd(name, d_dq, dq, nq, tol(ATTENTION));
+        snprintf(name, sizeof name, "attention_backward_at off=%d dk (%s)", off, md);
+        check_devd(name, d_dk, dk, nk, tol(ATTENTION));
+        snprintf(name, sizeof name, "attention_backward_at off=%d dv (%s)", off, md);
+        check_devd(name, d_dv, dv, nk, tol(ATTENTION));
+        gpu->free(d_dq), gpu->free(d_dk), gpu->free(d_dv);
+        free(dq), free(dk), free(dv);
+    }
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_out), gpu->free(d_lse);
+    free(q), free(k), free(v), free(dout), free(out), free(lse);
+}
+
+static int on_emulator; /* the CUDA emulator: host libm, so exp and log are the CPU's */
+
+/* attention_merge: three blocks merged (the first unread over NaN), the
+ * CPU's bits on the emulator; on a GPU its expf and logf differ in their
+ * last bits, held to the elementwise tolerance. */
+static void test_attention_merge(int B, int T, int NH, int HD) {
+    titan_dtype dt = cur_dt;
+    size_t n = (size_t)B * T * NH * HD, nl = (size_t)B * NH * T;
+    float *acc = xmalloc(n * sizeof(float)), *acc_lse = xmalloc(nl * sizeof(float));
+    float *d_acc = gpu->alloc(n * sizeof(float)), *d_lse = gpu->alloc(nl * sizeof(float));
+    float *poison = nan_t(TITAN_DTYPE_F32, n); /* the first block must not read acc, acc_lse */
+    gpu->to_device(d_acc, poison, n * sizeof(float));
+    gpu->to_device(d_lse, poison, nl * sizeof(float));
+    for (int blk = 0; blk < 3; blk++) {
+        void *out = randd(n, -1, 1);
+        float *lse = randf(nl, -3 + blk, 3 + blk), *d_blse = up(lse, nl);
+        void *d_out = upd(out, n);
+        cpu->attention_merge(dt, acc, acc_lse, out, lse, B, T, NH, HD, blk == 0);
+        gpu->attention_merge(dt, d_acc, d_lse, d_out, d_blse, B, T, NH, HD, blk == 0);
+        gpu->free(d_out), gpu->free(d_blse);
+        free(out), free(lse);
+    }
+    char name[128];
+    float *h_acc = down(d_acc, n), *h_lse = down(d_lse, nl);
+    if (on_emulator) {
+        snprintf(name, sizeof name, "attention_merge B=%d T=%d NH=%d HD=%d: the CPU's out", B, T, NH, HD);
+        check_bits(name, h_acc, acc, n * sizeof(float));
+        check_bits("attention_merge: the CPU's lse", h_lse, acc_lse, nl * sizeof(float));
+    } else {
+        snprintf(name, sizeof name, "attention_merge B=%d T=%d NH=%d HD=%d out (f32)", B, T, NH, HD);
+        check_t(name, TITAN_DTYPE_F32, h_acc, acc, n, TOL_F32[ELEMENTWISE]);
+        check_t("attention_merge lse (f32)", TITAN_DTYPE_F32, h_lse, acc_lse, nl, TOL_F32[ELEMENTWISE]);
+    }
+    free(h_acc), free(h_lse), free(poison), free(acc), free(acc_lse);
+    gpu->free(d_acc), gpu->free(d_lse);
+}
+
 static void test_swiglu(void) {
     titan_dtype dt = cur_dt;
     int N = 33, H = 700;
@@ -1178,6 +1267,18 @@ static void test_dtype_ops(titan_dtype dt) {
     test_attention(2, 70, 200, 4, 1, 64);  /* offset 130, ragged */
     test_attention(1, 50, 146, 4, 2, 128); /* offset 96, ragged */
     test_attention(1, 1, 65, 2, 1, 64);    /* one query, the last position */
+    /* the ring's blocks (Tq = Tk = L): the diagonal (off 0) and a block
+     * wholly before the queries (off L: every key), GQA; bf16 at HD 64
+     * runs the tensor-core kernels, L = 70 their ragged last key tile
+     * (keys past Tk masked without the causal mask); an offset between */
+    test_attention_at(2, 100, 100, 0, 4, 2, 16);
+    test_attention_at(2, 100, 100, 100, 4, 2, 16);
+    test_attention_at(1, 70, 70, 0, 4, 2, 64);
+    test_attention_at(1, 70, 70, 70, 4, 2, 64);
+    test_attention_at(1, 64, 64, 64, 4, 1, 64);
+    test_attention_at(1, 40, 90, 13, 2, 1, 64);
+    test_attention_merge(2, 37, 4, 16);
+    test_attention_merge(1, 20, 2, 64);
     test_swiglu();
     test_cross_entropy(17, 5003);
     test_cross_entropy(9, 4096);
@@ -1342,11 +1443,13 @@ static void test_galore_ops(void) {
 }
 
 int main(void) {
-    titan_status st = titan_backend_open("cuda", &gpu);
+    char desc[256] = "";
+    titan_status st = titan_backend_open_desc("cuda", &gpu, desc, sizeof desc);
     if (st != TITAN_OK) {
         printf("no GPU: %s\n", titan_error_message());
         return 77;
     }
+    on_emulator = strstr(desc, "titan CPU emulator") != NULL;
     cpu = titan_backend_cpu();
     printf("backend %s against %s\n", gpu->name, cpu->name);
     /* what the training loop asks (lib/train/device.c) instead of the name;

@@ -189,6 +189,7 @@ static const titan_backend cpu_backend = {
     .qr_orthonormal = titan_cpu_qr_orthonormal,
     .svd_thin = titan_cpu_svd_thin,
     .svd_signs = titan_cpu_svd_signs,
+    .attention_merge = titan_cpu_attention_merge,
 };
 
 const titan_backend *titan_backend_cpu(void) { return &cpu_backend; }

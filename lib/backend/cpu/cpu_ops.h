@@ -167,5 +167,8 @@ void titan_cpu_dt_cross_entropy(titan_dtype dt, float *losses, void *dlogits, co
                                 const uint32_t *targets, int N, int V, float dscale,
                                 const float *lse);
 void titan_cpu_dt_logsumexp(titan_dtype dt, float *lse, const void *logits, int N, int V);
+/* attention_merge.c: backend.h's attention_merge (dt f32 or bf16) */
+void titan_cpu_attention_merge(titan_dtype dt, float *acc, float *acc_lse, const void *out, const float *lse, int B,
+                               int T, int NH, int HD, int first);
 
 #endif
