@@ -155,32 +155,28 @@ for prec in fp32 bf16; do
         fi
     done
 done
-# --- async tp: collective matmuls over device windows (CUDA IPC between the
-# ranks' processes; the shm communicator, since NCCL has no windows here) ---
-ATP="--parallelism.tensor_parallel_degree=2 --parallelism.enable_sequence_parallel=true
- --parallelism.enable_async_tensor_parallel=true"
+# --- device windows: async tp's collective matmuls and the cp ring's block
+# attention read the peers' buffers in place (CUDA IPC between the ranks'
+# processes; the shm communicator, since NCCL has no windows here) ---
+# window_row TAG WHAT FLAGS...: 2 ranks in fp32 against one GPU's curve
+window_row() {
+    tag=$1 what=$2
+    shift 2
+    if [ "$DEV" != cuda ]; then
+        say "      $tag: skipped on $DEV ($what's windows are host memory or device memory, not cpu-guard's)"
+    elif run "${tag}_fp32" --nproc 2 "$@"; then
+        say "      $tag fp32: 2 ranks, $(grep -o 'layout [^ ]*' "$out/${tag}_fp32.log" | head -n 1), ${secs}s"
+        curve "$what fp32 = one $DEV" one_fp32 "${tag}_fp32" "$TOL" "$GN_TOL"
+    else
+        failed "$what fp32 (exit $rc): $(grep -m 1 'error' "$out/${tag}_fp32.log")"
+    fi
+}
 TITAN_COMM=shm
 export TITAN_COMM
-# shellcheck disable=SC2086
-if [ "$DEV" != cuda ]; then
-    say "      tp2a: skipped on $DEV (async tp's windows are host memory or device memory, not cpu-guard's)"
-elif run tp2a_fp32 --nproc 2 $ATP; then
-    say "      tp2a fp32: 2 ranks, $(grep -o 'layout [^ ]*' "$out/tp2a_fp32.log" | head -n 1), ${secs}s"
-    curve "tp 2 async fp32 = one $DEV" one_fp32 tp2a_fp32 "$TOL" "$GN_TOL"
-else
-    failed "tp 2 async fp32 (exit $rc): $(grep -m 1 'error' "$out/tp2a_fp32.log")"
-fi
-# the cp ring: keys and values read from the peers' device windows
-RING="--parallelism.context_parallel_degree=2 --parallelism.context_parallel_rotate_method=alltoall"
-# shellcheck disable=SC2086
-if [ "$DEV" != cuda ]; then
-    say "      cp2r: skipped on $DEV (the ring's windows are host memory or device memory, not cpu-guard's)"
-elif run cp2r_fp32 --nproc 2 $RING; then
-    say "      cp2r fp32: 2 ranks, $(grep -o 'layout [^ ]*' "$out/cp2r_fp32.log" | head -n 1), ${secs}s"
-    curve "cp 2 ring fp32 = one $DEV" one_fp32 cp2r_fp32 "$TOL" "$GN_TOL"
-else
-    failed "cp 2 ring fp32 (exit $rc): $(grep -m 1 'error' "$out/cp2r_fp32.log")"
-fi
+window_row tp2a "tp 2 async" --parallelism.tensor_parallel_degree=2 --parallelism.enable_sequence_parallel=true \
+    --parallelism.enable_async_tensor_parallel=true
+window_row cp2r "cp 2 ring" --parallelism.context_parallel_degree=2 \
+    --parallelism.context_parallel_rotate_method=alltoall
 unset TITAN_COMM
 # --- resume across layouts: FSDP 2's half-way checkpoint as tp 2 and as one GPU ---
 if run half --nproc 2 --stop-at "$half"; then
