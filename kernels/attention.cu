@@ -414,9 +414,14 @@ static void forward_at(titan_dtype dt, void *out, float *lse, const void *q, con
 static void backward_at(titan_dtype dt, int acc, void *dq, void *dk, void *dv, const void *dout,
                         const void *out, const float *lse, const void *q, const void *k, const void *v,
                         int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
+    const int add = (acc & TITAN_ACC_DX) != 0;
+    if (B > 0 && Tq <= 0 && Tk > 0 && !add) { /* no queries: the keys' gradients are zeros, as on the cpu */
+        size_t bytes = (size_t)B * Tk * NKV * HD * (dt == TITAN_DTYPE_F32 ? sizeof(float) : sizeof(bf16));
+        CUDA_CHECK(cudaMemsetAsync(dk, 0, bytes, 0));
+        CUDA_CHECK(cudaMemsetAsync(dv, 0, bytes, 0));
+    }
     if (B <= 0 || Tq <= 0) return;
     off = min(off, Tk - 1);
-    const int add = (acc & TITAN_ACC_DX) != 0;
     if (dt == TITAN_DTYPE_BF16 && off == Tk - Tq && cudnn_wanted() &&
         titan_cuda_attention_cudnn_backward(cudnn_required(), add, (bf16 *)dq, (bf16 *)dk,
                                             (bf16 *)dv, (const bf16 *)dout, (const bf16 *)out,

@@ -18,10 +18,17 @@ __global__ void attention_merge_kernel(float *acc, float *acc_lse, const S *out,
     const size_t nwarps = (size_t)gridDim.x * blockDim.x / WARP;
     for (size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP; r < rows; r += nwarps) {
         const size_t bh = r / T, b = bh / NH, h = bh % NH, t = r % T;
+        const size_t row = ((b * T + t) * NH + h) * HD;
+        if (lse[r] == -INFINITY) { /* the block's keys all after the row's query: it adds nothing */
+            if (first) {
+                for (int d = lane; d < HD; d += WARP) acc[row + d] = 0.0f;
+                if (lane == 0) acc_lse[r] = -INFINITY;
+            }
+            continue;
+        }
         const float l1 = first ? -INFINITY : acc_lse[r], l2 = lse[r], m = l1 > l2 ? l1 : l2;
         const float w1 = l1 == -INFINITY ? 0.0f : expf(__fsub_rn(l1, m)), w2 = expf(__fsub_rn(l2, m));
         const float sum = __fadd_rn(w1, w2);
-        const size_t row = ((b * T + t) * NH + h) * HD;
         for (int d = lane; d < HD; d += WARP) {
             const float prev = first ? 0.0f : acc[row + d];
             acc[row + d] = __fdiv_rn(fmaf(w1, prev, __fmul_rn(w2, load_f32(out + row + d))), sum);

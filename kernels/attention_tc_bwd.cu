@@ -97,9 +97,10 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int k0 = kj * TC_BC, rep = NH / NKV; /* query r at position off + r */
     const int j_lo = k0 + warp * 16 + g, j_hi = j_lo + 8; /* this lane's two keys */
     /* query tiles qs.. of each head of the group; earlier ones see none of
-     * these keys (the first that does is row k0 - off, at position k0;
-     * k0 < Tk makes it a row before Tq) */
-    const int qs = max(0, k0 - off) / BQ, per_head = (Tq + BQ - 1) / BQ - qs,
+     * these keys (the first that does is row k0 - off, at position k0).
+     * With off below Tk - Tq that row can be past Tq: no query sees these
+     * keys, per_head is 0, and the gradients stored are zeros */
+    const int qs = max(0, k0 - off) / BQ, per_head = max(0, (Tq + BQ - 1) / BQ - qs),
               n_iter = rep * per_head;
 
     tc_tile_load<HD, TC_BC>(Ks, k, b, k0, Tk, NKV, kh);
@@ -155,6 +156,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         tc_gemm_ck(dka, dpt, Qb, LD, lane, live_lo, NT / 2);
         __syncthreads(); /* this buffer is refilled at it + 1 */
     }
+    if (n_iter == 0) tc_cp_async_wait<0>(); /* the loads in flight land before the block exits */
 
     if (j_lo < Tk) {
         const size_t o = (((size_t)b * Tk + j_lo) * NKV + kh) * HD + 2 * t;

@@ -378,7 +378,9 @@ typedef struct titan_backend {
      * exp(l1 - m), 0 where l1 = -inf; w2 = exp(l2 - m); s = w1 + w2; acc =
      * fma(w1, acc, w2 out) / s; acc_lse = m + log(s); each operation
      * rounded once in fp32 (no other contraction). first != 0: the first
-     * block, acc and acc_lse taken as 0 and -inf without being read. Every
+     * block, acc and acc_lse taken as 0 and -inf without being read. A row
+     * whose block lse is -inf (it saw no key) adds nothing: acc and acc_lse
+     * stay (0 and -inf for the first block). dt is f32 or bf16. Every
      * backend gives the CPU's bits but for its exp's and log's last bits.
      * NULL where a backend has none (the ring is then refused). */
     void (*attention_merge)(titan_dtype dt, float *acc, float *acc_lse, const void *out, const float *lse, int B,
