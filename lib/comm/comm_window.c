@@ -132,8 +132,9 @@ static titan_status window_map(titan_comm *c, titan_comm_window *win, const char
     titan_error(TITAN_ERR_FAIL, "comm %s: a shared window of device memory (%s backend): rank %d: %s", c->name,
                 be->name, bad, bad == me ? why : cause);
     if (!said->mapped) /* CUDA IPC between GPUs needs peer access (NVLink or PCIe P2P) */
-        titan_error_hint("async tp needs peer access between the ranks' GPUs; "
-                         "set parallelism.enable_async_tensor_parallel = false");
+        titan_error_hint("async tp and the cp ring read the peers' buffers in place, which needs peer access "
+                         "between the ranks' GPUs; set parallelism.enable_async_tensor_parallel = false (tp) or "
+                         "parallelism.context_parallel_rotate_method = \"allgather\" (cp)");
     return TITAN_ERR_FAIL;
 }
 

@@ -184,36 +184,55 @@ static size_t local_count(const titan_attention_cp *a) { return (size_t)a->B * 2
 size_t titan_attention_cp_ring_plan_bytes(titan_dtype dt, int B, int T, int NH, int NKV, int HD, int size,
                                           size_t *block) {
     size_t L = (size_t)T / (2 * (size_t)size), QD = (size_t)NH * HD;
-    if (block) *block = 2 * (size_t)B * 2 * L * NKV * HD * titan_dtype_size(dt);
-    return (size_t)B * 2 * L * QD * sizeof(float) + L * QD * titan_dtype_size(dt) + L * NH * sizeof(float);
+    size_t pack = 2 * (size_t)B * 2 * L * NKV * HD * titan_dtype_size(dt); /* [k | v] of the rank's rows */
+    if (block) *block = pack;
+    return 2 * pack + (size_t)B * 2 * L * QD * sizeof(float) + L * QD * titan_dtype_size(dt) +
+           L * NH * sizeof(float);
+}
+
+titan_status titan_attention_cp_ring_check(const titan_group *g, const titan_backend *be) {
+    if (be->attention_forward_at && be->attention_backward_at && be->attention_merge && g->all_gather_each &&
+        g->publish && g->reduce_scatter_start)
+        return TITAN_OK;
+    int guard = strcmp(be->name, "cpu-guard") == 0;
+    titan_error(TITAN_ERR_USAGE, "model: context parallelism: parallelism.context_parallel_rotate_method = "
+                "\"alltoall\" (the ring) needs a cp group whose ranks address each other's buffers (the shm "
+                "communicator's shared windows, for at most %d ranks: host buffers on cpu, device buffers the peers "
+                "map on cuda) and a backend with block attention; this run has %s%s", TITAN_SUM_RANKS_MAX, be->name,
+                guard ? ", whose buffers the peers cannot map"
+                : g->all_gather_each ? "" : " without shared windows (a nccl or mpi communicator, or more ranks)");
+    if (!be->host && !guard && !g->all_gather_each)
+        titan_error_hint("with the cuda backend and ranks on one host, TITAN_COMM=shm gives the cp group shared "
+                         "windows over CUDA IPC");
+    else
+        titan_error_hint("parallelism.context_parallel_rotate_method = \"allgather\" runs on any communicator");
+    return TITAN_ERR_USAGE;
 }
 
 titan_status titan_attention_cp_use_ring(titan_attention_cp *a) {
     const titan_group *g = a->grp;
     const titan_backend *be = a->be;
-    if (!be->attention_forward_at || !be->attention_backward_at || !be->attention_merge || !g->all_gather_each ||
-        !g->publish || !g->reduce_scatter_start) {
-        titan_error(TITAN_ERR_USAGE, "model: context parallelism: parallelism.context_parallel_rotate_method = "
-                    "\"alltoall\" (the ring) needs a cp group whose ranks address each other's buffers (the shm "
-                    "communicator's shared windows: host buffers on cpu, device buffers the peers map on cuda) and "
-                    "a backend with block attention; this run has %s%s", be->name,
-                    g->all_gather_each ? "" : " without shared windows (a nccl or mpi communicator, or cpu-guard)");
-        if (!be->host && !g->all_gather_each)
-            titan_error_hint("with the cuda backend and ranks on one host, TITAN_COMM=shm gives the cp group shared "
-                             "windows over CUDA IPC");
-        return TITAN_ERR_USAGE;
-    }
+    TITAN_TRY(titan_attention_cp_ring_check(g, be));
     size_t block, L = (size_t)a->L, QD = (size_t)a->NH * a->HD;
     titan_attention_cp_ring_plan_bytes(a->dt, a->B, a->T, a->NH, a->NKV, a->HD, a->size, &block);
     TITAN_TRY(g->overlap_reserve(g->ctx, block));
+    /* The all-gather's whole-sequence buffers give way to the rank's own
+     * [k | v] pack and the reduce-scatter's [dk | dv] (block bytes each). */
+    void **whole[5] = {&a->k, &a->v, &a->dk, &a->dv, &a->stage};
+    for (int i = 0; i < 5; i++) {
+        be->free(*whole[i]);
+        *whole[i] = NULL;
+    }
+    a->k = be->alloc(block);
+    a->dk = be->alloc(block);
     a->acc = be->alloc((size_t)a->B * 2 * L * QD * sizeof(float));
     a->part = be->alloc(L * QD * a->esz);
     a->part_lse = be->alloc(L * (size_t)a->NH * sizeof(float));
     a->merged = titan_alloc((size_t)a->B * 2, "context parallel ring: the merge's flags");
-    if (!a->acc || !a->part || !a->part_lse || !a->merged)
+    if (!a->k || !a->dk || !a->acc || !a->part || !a->part_lse || !a->merged)
         return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: no %s memory for the ring's buffers",
                            a->merged ? be->name : "host");
-    a->bytes += titan_attention_cp_ring_plan_bytes(a->dt, a->B, a->T, a->NH, a->NKV, a->HD, a->size, NULL);
+    a->bytes = titan_attention_cp_ring_plan_bytes(a->dt, a->B, a->T, a->NH, a->NKV, a->HD, a->size, NULL);
     a->ring = 1;
     return TITAN_OK;
 }
@@ -283,7 +302,7 @@ static void ring_backward_block(void *arg, int d, void *dst) {
             }
 }
 
-/* [k | v] of the rank's rows into a->k (whole-sequence sized: room for both). */
+/* [k | v] of the rank's rows into a->k (the ring's pack). */
 static void *pack_kv(titan_attention_cp *a, const void *k, const void *v) {
     size_t n = local_count(a);
     a->be->convert(a->k, a->dt, k, a->dt, n);

@@ -42,14 +42,20 @@ void titan_attention_cp_free(titan_attention_cp *a);
  * after its post). Allocates the ring's scratch and the group's window
  * (titan_attention_cp_ring_plan_bytes). */
 titan_status titan_attention_cp_use_ring(titan_attention_cp *a);
-/* The backend memory use_ring adds for a group of size ranks (the merge's
- * scratch), and the group's window block it reserves (*block; may be NULL:
- * the window holds 2 x size of them, on a device backend in its memory). */
+/* use_ring's refusal alone, before anything is allocated (and for a memory
+ * plan): TITAN_OK where the group and backend can run the ring. */
+titan_status titan_attention_cp_ring_check(const titan_group *g, const titan_backend *be);
+/* The backend memory the ring holds for a group of size ranks, in place of
+ * create's whole-sequence buffers (the rank's [k | v] pack, the
+ * reduce-scatter's [dk | dv] and the merge's scratch), and the group's
+ * window block it reserves (*block; may be NULL: the window holds 2 x size
+ * of them, on a device backend in its memory). */
 size_t titan_attention_cp_ring_plan_bytes(titan_dtype dt, int B, int T, int NH, int NKV, int HD, int size,
                                           size_t *block);
 
 /* Backend memory held (whole-sequence keys, values, their gradients and a
- * rank-order staging buffer; with the ring, its scratch too, not the window). */
+ * rank-order staging buffer; with the ring, its own buffers instead, not
+ * the window). */
 size_t titan_attention_cp_bytes(const titan_attention_cp *a);
 /* The backend memory titan_attention_cp_create allocates for micro-batches
  * of B x T (the whole sequence) in dt, and the largest collective it

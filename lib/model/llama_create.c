@@ -324,7 +324,8 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     *out = NULL;
     request r;
     TITAN_TRY(check_request(c, B, T, ac, dt, opt, &r));
-    /* (a memory plan needs the groups' places only: this is checked here) */
+    /* (a memory plan needs the groups' places only: these are checked here) */
+    if (r.cp_ring) TITAN_TRY(titan_attention_cp_ring_check(r.cp, be));
     if (r.overlap && !r.tp->all_gather_each) {
         titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism needs a tp group whose ranks address each "
                     "other's buffers: the shm communicator with host buffers (cpu) or with device buffers the "
@@ -370,9 +371,9 @@ titan_status titan_llama_plan_memory(const titan_llama_config *c, int B, int T, 
         out->stage_io_bytes = (size_t)m->NR * (size_t)m->C * titan_dtype_size(dt);
         out->loss_host_bytes = host_backend ? 0 : (size_t)m->N * sizeof(float);
         if (r.cp) out->cp_bytes = titan_attention_cp_plan_bytes(dt, B, T, m->NKV, m->HD, &out->cp_reserve_bytes);
-        if (r.cp_ring) { /* its merge's scratch, and the cp group's window as the tp one below */
+        if (r.cp_ring) { /* its buffers instead, and the cp group's window as the tp one below */
             size_t ring_block;
-            out->cp_bytes += titan_attention_cp_ring_plan_bytes(dt, B, T, m->NH, m->NKV, m->HD, r.cp->size,
+            out->cp_bytes = titan_attention_cp_ring_plan_bytes(dt, B, T, m->NH, m->NKV, m->HD, r.cp->size,
                                                                 &ring_block);
             if (!host_backend) out->cp_window_bytes = 2 * (size_t)r.cp->size * ((ring_block + 63) / 64 * 64);
         }

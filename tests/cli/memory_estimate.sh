@@ -125,7 +125,10 @@ read -r bufs0 held0 <"$tmp/sync8b"; read -r bufs1 held1 <"$tmp/async8b"
 # The cp ring on a GPU adds its device window, 2 x cp x [k | v] of a
 # rank's rows (64 MiB for 8B at seq_len 8192 in bf16, cp 2), and its
 # merge's scratch, the rank's out in fp32 (64 MiB) with a block's out
-# (16 MiB) and lse (0.25 MiB): 144.25 MiB more comm.bufs and held.
+# (16 MiB) and lse (0.25 MiB); it holds the rank's [k | v] pack and the
+# reduce-scatter's [dk | dv] (16 MiB each) in place of the all-gather's
+# five whole-sequence buffers (16 MiB each): 96.25 MiB more comm.bufs
+# and held.
 expect 0 "" "dry run of 8B with cp 2" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 $EIGHT \
     --parallelism.tensor_parallel_degree=1 --parallelism.context_parallel_degree=2
 awk '$NF == "0-1" {print $9, $11}' "$tmp/out" >"$tmp/cpag"
@@ -137,8 +140,8 @@ read -r bufs0 held0 <"$tmp/cpag"; read -r bufs1 held1 <"$tmp/cpring"
 d_bufs=$(awk -v a="$bufs0" -v b="$bufs1" 'BEGIN {printf "%.1f", b - a}')
 d_held=$(awk -v a="$held0" -v b="$held1" 'BEGIN {printf "%.1f", b - a}')
 case "$d_bufs $d_held" in
-"144.2 144.2"|"144.2 144.3"|"144.3 144.2"|"144.3 144.3") ok "the cp ring's device window and scratch: 144.25 MiB more comm.bufs and held" ;;
-*) fail "the cp ring's device window and scratch: 144.25 MiB more (comm.bufs $bufs0 -> $bufs1, held $held0 -> $held1)" ;;
+"96.2 96.2"|"96.2 96.3"|"96.3 96.2"|"96.3 96.3") ok "the cp ring's device window and buffers: 96.25 MiB more comm.bufs and held" ;;
+*) fail "the cp ring's device window and buffers: 96.25 MiB more (comm.bufs $bufs0 -> $bufs1, held $held0 -> $held1)" ;;
 esac
 
 expect 2 "world-size: only with --dry-run" "--world-size without --dry-run is a usage error" -- \

@@ -193,7 +193,7 @@ static void device_window(titan_comm *c, const titan_backend *be) {
         setenv("TITAN_EMU_NO_PEER", "1", 1);
         st = titan_comm_window_create(c, WCNT * 4, be, &none);
         CHECK(st == TITAN_ERR_FAIL && !none && strstr(titan_error_message(), "mapping rank") &&
-                  strstr(titan_error_hint_text(), "async tp needs peer access"),
+                  strstr(titan_error_hint_text(), "needs peer access"),
               "GPUs without peer access: the window fails on all, naming the cause, with the hint: %s (hint: %s)",
               titan_error_message(), titan_error_hint_text());
         unsetenv("TITAN_EMU_NO_PEER");
