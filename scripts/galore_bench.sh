@@ -23,7 +23,9 @@
 #   session 42: AdamW 3.9646 at 3e-3, 3.9409 at 4.5e-3, 4.0232 at 6e-3);
 #   GaLore's best is there too (scale 2, gap 200: 4.1052 at 3e-3, 4.0663
 #   at 4.5e-3, 4.0703 at 6e-3; scale 3 at 3e-3: 4.1355; session 43: gap 50
-#   at 4.5e-3, 4.0537, +2.86% from AdamW's best). An empty value takes
+#   at 4.5e-3, 4.0537, +2.86% from AdamW's best; exact SVD 4.0512, +2.80%;
+#   the dim-512 model at 4.5e-3, gap 50: AdamW 3.9673, GaLore 3.9826,
+#   +0.39%). An empty value takes
 #   configs/demo.toml's lr (3e-3).
 #   GALORE_SCALE (2: the projected matrices step at lr x scale; at rank
 #   dim/4 a back-projected update has about half the Frobenius norm of
