@@ -180,18 +180,21 @@ static void p_rope_backward(titan_dtype dt, int acc, void *dinp, const void *dou
 }
 
 /* Causal attention's products: S = Q K^T and P V over the query-key pairs
- * a query sees (query i at position Tk - Tq + i sees Tk - Tq + i + 1 keys;
- * T (T + 1) / 2 pairs for Tq = Tk = T), 2 flops per multiply-add. The
- * backward does five such products (S again, dP, dV, dK, dQ). */
-static double attention_flops(int B, int Tq, int Tk, int NH, int HD, int products) {
-    double pairs = (double)Tq * (Tk - Tq) + (double)Tq * (Tq + 1) / 2;
+ * a query sees, 2 flops per multiply-add. Query i at key position off + i
+ * sees min(off + i + 1, Tk) keys (the plain ops: off = Tk - Tq, T (T + 1) /
+ * 2 pairs for Tq = Tk = T): the first c = clamp(Tk - off, 0, Tq) rows
+ * (off + 1) .. (off + c) keys, the rest all Tk. The backward does five such
+ * products (S again, dP, dV, dK, dQ). */
+static double attention_flops(int B, int Tq, int Tk, int off, int NH, int HD, int products) {
+    double c = Tk - off < 0 ? 0 : Tk - off > Tq ? Tq : Tk - off;
+    double pairs = c * (off + 1) + c * (c - 1) / 2 + ((double)Tq - c) * Tk;
     return 2.0 * products * B * NH * HD * pairs;
 }
 
 static void p_attention_forward(titan_dtype dt, void *out, float *lse, const void *q,
                                 const void *k, const void *v, int B, int Tq, int Tk, int NH,
                                 int NKV, int HD) {
-    TIMED("attention_forward", attention_flops(B, Tq, Tk, NH, HD, 2),
+    TIMED("attention_forward", attention_flops(B, Tq, Tk, Tk - Tq, NH, HD, 2),
           IN->attention_forward(dt, out, lse, q, k, v, B, Tq, Tk, NH, NKV, HD),
           "B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d", B, Tq, Tk, NH, NKV, HD);
 }
@@ -199,28 +202,22 @@ static void p_attention_backward(titan_dtype dt, int acc, void *dq, void *dk, vo
                                  const void *dout, const void *out, const float *lse,
                                  const void *q, const void *k, const void *v, int B, int Tq,
                                  int Tk, int NH, int NKV, int HD) {
-    TIMED("attention_backward", attention_flops(B, Tq, Tk, NH, HD, 5),
+    TIMED("attention_backward", attention_flops(B, Tq, Tk, Tk - Tq, NH, HD, 5),
           IN->attention_backward(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, NKV,
                                  HD),
           "B=%d Tq=%d Tk=%d NH=%d NKV=%d HD=%d%s", B, Tq, Tk, NH, NKV, HD,
           acc & TITAN_ACC_DX ? " +=" : "");
 }
-/* The _at ops' pairs: query i sees min(off + i + 1, Tk) keys. */
-static double attention_at_flops(int B, int Tq, int Tk, int off, int NH, int HD, int products) {
-    double pairs = 0;
-    for (int i = 0; i < Tq; i++) pairs += off + i + 1 < Tk ? off + i + 1 : Tk;
-    return 2.0 * products * B * NH * HD * pairs;
-}
 static void p_attention_forward_at(titan_dtype dt, void *out, float *lse, const void *q, const void *k,
                                    const void *v, int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
-    TIMED("attention_forward_at", attention_at_flops(B, Tq, Tk, off, NH, HD, 2),
+    TIMED("attention_forward_at", attention_flops(B, Tq, Tk, off, NH, HD, 2),
           IN->attention_forward_at(dt, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD),
           "B=%d Tq=%d Tk=%d off=%d NH=%d NKV=%d HD=%d", B, Tq, Tk, off, NH, NKV, HD);
 }
 static void p_attention_backward_at(titan_dtype dt, int acc, void *dq, void *dk, void *dv, const void *dout,
                                     const void *out, const float *lse, const void *q, const void *k, const void *v,
                                     int B, int Tq, int Tk, int off, int NH, int NKV, int HD) {
-    TIMED("attention_backward_at", attention_at_flops(B, Tq, Tk, off, NH, HD, 5),
+    TIMED("attention_backward_at", attention_flops(B, Tq, Tk, off, NH, HD, 5),
           IN->attention_backward_at(dt, acc, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, off, NH, NKV, HD),
           "B=%d Tq=%d Tk=%d off=%d NH=%d NKV=%d HD=%d%s", B, Tq, Tk, off, NH, NKV, HD,
           acc & TITAN_ACC_DX ? " +=" : "");

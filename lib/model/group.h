@@ -96,4 +96,13 @@ typedef struct titan_group {
     titan_status (*published)(void *ctx, int r, const void **block);
 } titan_group;
 
+/* overlap_reserve's blocks are rounded up to 64 bytes; its shared window,
+ * on a device backend the rank's own memory, holds two halves of the
+ * group's size blocks (lib/parallel/group_overlap.c): the bytes a memory
+ * plan counts for it. */
+static inline size_t titan_group_window_block(size_t bytes) { return (bytes + 63) / 64 * 64; }
+static inline size_t titan_group_window_bytes(int size, size_t bytes) {
+    return 2 * (size_t)size * titan_group_window_block(bytes);
+}
+
 #endif

@@ -375,14 +375,14 @@ titan_status titan_llama_plan_memory(const titan_llama_config *c, int B, int T, 
             size_t ring_block;
             out->cp_bytes = titan_attention_cp_ring_plan_bytes(dt, B, T, m->NH, m->NKV, m->HD, r.cp->size,
                                                                 &ring_block);
-            if (!host_backend) out->cp_window_bytes = 2 * (size_t)r.cp->size * ((ring_block + 63) / 64 * 64);
+            if (!host_backend) out->cp_window_bytes = titan_group_window_bytes(r.cp->size, ring_block);
         }
         if (r.tp) out->tp_reserve_bytes = tp_reserve_bytes(m);
-        /* group_overlap.c's window: two halves of the group's blocks (NR
-         * rows each, rounded to 64 bytes); host memory (the shm segment)
-         * on a host backend */
-        size_t block = ((size_t)m->NR * (size_t)m->C * titan_dtype_size(dt) + 63) / 64 * 64;
-        if (r.overlap && !host_backend) out->tp_window_bytes = 2 * (size_t)r.tpp.size * block;
+        /* async tp's window: blocks of NR rows; host memory (the shm
+         * segment) on a host backend */
+        if (r.overlap && !host_backend)
+            out->tp_window_bytes =
+                titan_group_window_bytes(r.tpp.size, (size_t)m->NR * (size_t)m->C * titan_dtype_size(dt));
     }
     titan_llama_free(m);
     return st;

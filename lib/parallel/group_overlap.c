@@ -89,7 +89,7 @@ static titan_status overlap_reserve(void *ctx, size_t bytes) {
     titan_comm_window_free(g->win);
     g->win = NULL;
     g->calls = 0;
-    bytes = (bytes + 63) / 64 * 64;
+    bytes = titan_group_window_block(bytes);
     TITAN_TRY(titan_comm_window_create(g->comm, bytes * (size_t)g->ops.size, g->be->host ? NULL : g->be, &g->win));
     g->block_bytes = bytes;
     return TITAN_OK;
