@@ -107,6 +107,9 @@ EMU_SO_FLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fn
 # reference (it includes the generated file: its device helpers are static).
 EMU_SELF_TEST = build/tests/test_cuda_emu
 EMU_TEST      = build/tests/test_attention_tc_emu
+# fp8.cu's transposed and two-layout casts against the host's codec, the
+# same way (tests/emu/test_fp8_emu.cpp).
+EMU_FP8_TEST  = build/tests/test_fp8_emu
 # The cuDNN interpreter alone: small graphs against hand loops, and its refusals.
 EMU_CUDNN_TEST = $(if $(CUDNN_H),build/tests/test_cudnn_emu)
 # kernels/vmm.cu's object linked against a host mock of the CUDA runtime and
@@ -131,7 +134,7 @@ MPICC   ?= mpicc
 MPI_SO   = build/lib/titan/libtitan-mpi.so
 MPI_OUT := $(if $(shell command -v $(MPICC) 2>/dev/null),$(MPI_SO) bin/libtitan-mpi.so)
 
-all: $(TOOLS) $(TESTS) $(SYNC_TRACE) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_SO) $(EMU_SELF_TEST) \
+all: $(TOOLS) $(TESTS) $(SYNC_TRACE) $(FUZZ_REPLAY) $(CUDA_OUT) $(EMU_TEST) $(EMU_FP8_TEST) $(EMU_SO) $(EMU_SELF_TEST) \
      $(EMU_CUDNN_TEST) $(VMM_MOCK_TEST) $(MPI_OUT)
 
 $(MPI_SO): lib/comm/mpi/libtitan_mpi.c lib/comm/comm_mpi_api.h build/FLAGS
@@ -220,6 +223,11 @@ endif
 $(EMU_TEST): tests/emu/test_attention_tc_emu.cpp build/emu/cuda/attention_tc.cpp \
              build/emu/cuda/attention_tc_bwd.cpp build/emu/cuda/attention_tc.cuh \
              tests/gpu/bf16_check.h tests/gpu/cuda_standins.h build/emu/cuda/cuda_emu.o
+	@mkdir -p build/tests
+	$(CXX) $(EMU_SO_FLAGS) -Ibuild/emu/cuda -o $@ $< build/emu/cuda/cuda_emu.o -lpthread
+
+$(EMU_FP8_TEST): tests/emu/test_fp8_emu.cpp build/emu/cuda/fp8.cpp tests/gpu/cuda_standins.h \
+                 build/emu/cuda/cuda_emu.o
 	@mkdir -p build/tests
 	$(CXX) $(EMU_SO_FLAGS) -Ibuild/emu/cuda -o $@ $< build/emu/cuda/cuda_emu.o -lpthread
 

@@ -463,6 +463,7 @@ titan_backend_cuda_create(size_t table_size, int ordinal, char *msg, size_t msg_
         /* kernels for this GPU? (the .so holds sm_80, sm_90 code and compute_90 PTX) */
         if ((e = titan_cuda_probe()) != cudaSuccess) return fail(msg, msg_len, "probe kernel", e);
         if (titan_cuda_matmul_open(msg, msg_len) != 0) return NULL;
+        titan_cuda_fp8_check_env();
         /* Ops take their scratch from the stream-ordered pool (cudaMallocAsync)
          * every step; by default the pool hands memory back to the driver at
          * each synchronisation (one per step: the loss copy), so the next step

@@ -233,7 +233,18 @@ static inline int titan_cuda_fp8_nscales(titan_fp8_axis axis, int rows, int cols
  * NULL: x's own */
 void titan_cuda_fp8_cast(titan_cuda_fp8_operand *o, titan_dtype dt, const void *x, int rows, int cols,
                          titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose, const float *amax);
+/* x's tensorwise codes in both layouts, from one read of x where the
+ * shape allows: o [rows, cols] and ot [cols, rows], the same scale (dy's
+ * casts for grad_in and grad_w) */
+void titan_cuda_fp8_cast_both(titan_cuda_fp8_operand *o, titan_cuda_fp8_operand *ot, titan_dtype dt, const void *x,
+                              int rows, int cols, titan_fp8_format f, int pow2, const float *amax);
 void titan_cuda_fp8_release(titan_cuda_fp8_operand *o);
+/* 1: the element-wise transposed casts and a cast a layout (as
+ * TITAN_CUDA_FP8_CAST=simple), 0: the tiled ones; for the checks that
+ * time or compare one against the other */
+void titan_cuda_fp8_set_simple(int on);
+/* TITAN_CUDA_FP8_CAST read now: an unknown value ends the process (exit 2) */
+void titan_cuda_fp8_check_env(void);
 /* a tensorwise operand's scale repeated on each row (the same numbers:
  * float8 cuBLASLt scales A and B alike, both scalars or both vectors) */
 void titan_cuda_fp8_rowwise(titan_cuda_fp8_operand *o);

@@ -12,9 +12,20 @@
  *          optionally transposed, so that each GEMM operand is stored with
  *          its contraction dimension contiguous (the "TN" layout that float8
  *          cuBLASLt needs): the tile goes through shared memory so both the
- *          read and the write are coalesced.
+ *          read and the write are coalesced; 64 x 64 tiles with 16-byte
+ *          loads and stores where the shape allows (cast_tile_kernel),
+ *          which can write the straight codes too, from the same read
+ *          (titan_cuda_fp8_cast_both: dy's two tensorwise casts);
+ *          TITAN_CUDA_FP8_CAST=simple keeps the 32 x 32 element-wise tiles
+ *          and a cast a layout (the same bytes; to time one against the
+ *          other).
  * dequantize (the emulated path): fp32(decode(q) / scale), a division as
  * torchao's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include <type_traits>
 
 #include "cuda_ops.cuh"
@@ -23,6 +34,37 @@
  * chunks keep loads in flight (256 rows one after another was a guess at
  * the slow rowwise casts of the first H100 run) */
 enum { AMAX_THREADS = 256, TILE = 32, TILE_ROWS = 8, COL_CHUNK = 64, MAX_PARTS = 1024, CAST_THREADS = 256 };
+/* cast_tile_kernel: W x W tiles, TILE_THREADS threads; a transposed row's
+ * W bytes leave in 16-byte stores; the shared tile's rows are W + 4 bytes
+ * (17 words: a warp's byte writes down a column meet at most 2-way bank
+ * conflicts) */
+enum { W = 64, W_PAD = W + 4, TILE_THREADS = 256 };
+
+/* TITAN_CUDA_FP8_CAST=simple: the element-wise transposed tiles and one
+ * cast per layout; "tiled", empty or unset: the tiles; -1 until read */
+static int g_simple_casts = -1;
+
+void titan_cuda_fp8_set_simple(int on) { g_simple_casts = on != 0; }
+
+static int simple_casts(void) {
+    if (g_simple_casts < 0) {
+        const char *e = getenv("TITAN_CUDA_FP8_CAST");
+        if (!e || !*e || strcmp(e, "tiled") == 0) {
+            g_simple_casts = 0;
+        } else if (strcmp(e, "simple") == 0) {
+            g_simple_casts = 1;
+        } else {
+            fprintf(stderr, "titan: error: cuda: TITAN_CUDA_FP8_CAST=%s: expected tiled or simple (or unset)\n", e);
+            fflush(NULL);
+            _exit(TITAN_ERR_USAGE);
+        }
+    }
+    return g_simple_casts;
+}
+
+/* reads TITAN_CUDA_FP8_CAST at the backend's start: a bad value ends the
+ * run there, not at its first float8 cast */
+void titan_cuda_fp8_check_env(void) { (void)simple_casts(); }
 
 /* inv starts this many floats after scale: cuBLASLt refuses a scale pointer
  * that is not 16-byte aligned ("not supported", an H100, cuBLAS 13.0); 64
@@ -246,6 +288,51 @@ __global__ void cast_transposed_kernel(uint8_t *qt, const S *x, const float *sca
     }
 }
 
+/* qt[c][r] = encode(x[r][c] * scale), and q[r][c] the same when q is
+ * given: a W x W tile a block. Each thread reads 16-byte packs of a row
+ * (P elements), writes their codes straight to q as one P-byte store and
+ * down a column of the shared tile; then each thread sends 16 bytes of a
+ * transposed row. Needs x 16-byte aligned, cols a multiple of P, rows a
+ * multiple of 16, qt 16-byte and q P-byte aligned (the host checks): a
+ * pack or a 16-byte store is then wholly in the matrix or wholly out.
+ * The same bytes as cast_transposed_kernel and cast_vec_kernel. */
+template <typename S>
+__global__ void cast_tile_kernel(uint8_t *qt, uint8_t *q, const S *x, const float *scale, int rows, int cols,
+                                 int axis, int f) {
+    constexpr int P = TITAN_PACK(S), PACKS = W / P;
+    typedef typename std::conditional<P == 8, uint2, uint32_t>::type packed;
+    __shared__ uint32_t tile[W * W_PAD / 4]; /* tile byte [c][r] at c * W_PAD + r */
+    uint8_t *tb = reinterpret_cast<uint8_t *>(tile);
+    titan_fp8_info fi = titan_fp8_info_of((titan_fp8_format)f);
+    int c0 = blockIdx.x * W, r0 = blockIdx.y * W;
+    for (int i = threadIdx.x; i < W * PACKS; i += blockDim.x) {
+        int dr = i / PACKS, dc = i % PACKS * P, r = r0 + dr, c = c0 + dc;
+        union {
+            packed u;
+            uint8_t b[P];
+        } o;
+        if (r < rows && c < cols) {
+            float e[P];
+            load_f32_vec(x + (size_t)r * cols + c, e);
+#pragma unroll
+            for (int k = 0; k < P; k++) o.b[k] = titan_fp8_encode_with(e[k] * scale_at(scale, axis, r, c + k), fi);
+            if (q) *reinterpret_cast<packed *>(q + (size_t)r * cols + c) = o.u;
+        } else {
+#pragma unroll
+            for (int k = 0; k < P; k++) o.b[k] = 0;
+        }
+#pragma unroll
+        for (int k = 0; k < P; k++) tb[(dc + k) * W_PAD + dr] = o.b[k];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < W * (W / 16); i += blockDim.x) {
+        int dc = i / (W / 16), seg = i % (W / 16), c = c0 + dc, r = r0 + seg * 16;
+        if (c >= cols || r >= rows) continue;
+        const uint32_t *t = tile + (dc * W_PAD + seg * 16) / 4;
+        *reinterpret_cast<uint4 *>(qt + (size_t)c * rows + r) = make_uint4(t[0], t[1], t[2], t[3]);
+    }
+}
+
 /* out[i][k] = decode(q[i][k]) / scale[rowwise ? i : 0] */
 __global__ void dequantize_kernel(float *out, const uint8_t *q, const float *scale, int rows, int cols, int rowwise,
                                   int f) {
@@ -310,11 +397,32 @@ static void scales_launch(float *scale, float *inv, const S *x, int rows, int co
     CUDA_CHECK(cudaFreeAsync(part, 0));
 }
 
+/* cast_tile_kernel's conditions on the shape and the pointers */
+template <typename S>
+static bool tiles_fit(const uint8_t *qt, const uint8_t *q, const S *x, int rows, int cols) {
+    constexpr int P = TITAN_PACK(S);
+    return !simple_casts() && titan_cuda_aligned16(x) && cols % P == 0 && rows % 16 == 0 &&
+           (uintptr_t)qt % 16 == 0 && (!q || (uintptr_t)q % P == 0);
+}
+
+/* qt = x's codes transposed and q = them straight, in one pass over x */
+template <typename S>
+static void cast_tile_launch(uint8_t *qt, uint8_t *q, const S *x, const float *scale, int rows, int cols,
+                             titan_fp8_axis axis, titan_fp8_format f) {
+    unsigned gy = (unsigned)((rows + W - 1) / W);
+    if (gy > 65535) titan_cuda_panic(__FILE__, __LINE__, "cast_tile_kernel", "rows above 65535 * 64");
+    dim3 grid((unsigned)((cols + W - 1) / W), gy);
+    cast_tile_kernel<S><<<grid, TILE_THREADS>>>(qt, q, x, scale, rows, cols, (int)axis, (int)f);
+    CUDA_CHECK_LAUNCH();
+}
+
 template <typename S>
 static void cast_launch(uint8_t *q, const S *x, const float *scale, int rows, int cols, titan_fp8_axis axis,
                         titan_fp8_format f, int transpose) {
     if (!rows || !cols) return;
-    if (transpose) {
+    if (transpose && tiles_fit<S>(q, NULL, x, rows, cols)) {
+        cast_tile_launch<S>(q, NULL, x, scale, rows, cols, axis, f);
+    } else if (transpose) {
         unsigned gy = (unsigned)((rows + TILE - 1) / TILE);
         if (gy > 65535) titan_cuda_panic(__FILE__, __LINE__, "cast_transposed_kernel", "rows above 65535 * 32");
         dim3 grid((unsigned)((cols + TILE - 1) / TILE), gy), block(TILE, TILE_ROWS);
@@ -351,6 +459,38 @@ void titan_cuda_fp8_cast(titan_cuda_fp8_operand *o, titan_dtype dt, const void *
     o->scale = (float *)titan_cuda_scratch((inv_offset(ns) + ns) * sizeof(float), "float8 scales");
     o->inv = o->scale + inv_offset(ns);
     cast_into(o->q, o->scale, o->inv, dt, x, rows, cols, axis, f, pow2, transpose, amax);
+}
+
+/* both layouts from one pass where cast_tile_kernel fits, else a cast each */
+template <typename S>
+static void cast_both_launch(uint8_t *q, uint8_t *qt, const S *x, const float *scale, int rows, int cols,
+                             titan_fp8_axis axis, titan_fp8_format f) {
+    if (!rows || !cols) return;
+    if (tiles_fit<S>(qt, q, x, rows, cols)) {
+        cast_tile_launch<S>(qt, q, x, scale, rows, cols, axis, f);
+        return;
+    }
+    cast_launch<S>(q, x, scale, rows, cols, axis, f, 0);
+    cast_launch<S>(qt, x, scale, rows, cols, axis, f, 1);
+}
+
+void titan_cuda_fp8_cast_both(titan_cuda_fp8_operand *o, titan_cuda_fp8_operand *ot, titan_dtype dt, const void *x,
+                              int rows, int cols, titan_fp8_format f, int pow2, const float *amax) {
+    size_t sbytes = (inv_offset(1) + 1) * sizeof(float);
+    o->rows = ot->cols = rows;
+    o->cols = ot->rows = cols;
+    o->rowwise = ot->rowwise = 0;
+    o->format = ot->format = f;
+    o->q = (uint8_t *)titan_cuda_scratch((size_t)rows * cols, "float8 cast");
+    ot->q = (uint8_t *)titan_cuda_scratch((size_t)rows * cols, "float8 cast");
+    o->scale = (float *)titan_cuda_scratch(sbytes, "float8 scales");
+    ot->scale = (float *)titan_cuda_scratch(sbytes, "float8 scales");
+    o->inv = o->scale + inv_offset(1);
+    ot->inv = ot->scale + inv_offset(1);
+    TITAN_CUDA_DISPATCH(dt, "float8 cast",
+                        scales_launch<S>(o->scale, o->inv, (const S *)x, rows, cols, TITAN_FP8_TENSOR, f, pow2, amax);
+                        cast_both_launch<S>(o->q, ot->q, (const S *)x, o->scale, rows, cols, TITAN_FP8_TENSOR, f));
+    CUDA_CHECK(cudaMemcpyAsync(ot->scale, o->scale, sbytes, cudaMemcpyDeviceToDevice, 0));
 }
 
 void titan_cuda_fp8_release(titan_cuda_fp8_operand *o) {

@@ -76,31 +76,30 @@ int titan_cuda_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, voi
     return 1;
 }
 
-int titan_cuda_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r0, int acc, void *dinp, float *dw,
+int titan_cuda_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
                                    const void *dout, const void *inp, const void *w, int N, int IC, int OC) {
     int gemms = 0;
     int empty = N <= 0 || OC <= 0 || IC <= 0;
-    /* Both products cast dy tensorwise (the tensorwise recipe): one amax
-     * pass for the two (a max: the same bits), not one each. */
-    titan_fp8_recipe shared = *r0;
-    const titan_fp8_recipe *r = r0;
-    float *dy_amax = NULL;
-    if (dinp && dw && !empty && r0->format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE &&
-        r0->format[TITAN_FP8_X_GW] != TITAN_FP8_NONE &&
-        titan_fp8_recipe_axis(r0, TITAN_FP8_GO_GI) == TITAN_FP8_TENSOR &&
-        titan_fp8_recipe_axis(r0, TITAN_FP8_GO_GW) == TITAN_FP8_TENSOR && !r0->amax[TITAN_FP8_GO_GI] &&
-        !r0->amax[TITAN_FP8_GO_GW]) {
-        dy_amax = (float *)titan_cuda_scratch(sizeof(float), "float8 amax of dy");
-        titan_cuda_fp8_amax(dt, dy_amax, dout, N, OC, TITAN_FP8_TENSOR);
-        shared.amax[TITAN_FP8_GO_GI] = shared.amax[TITAN_FP8_GO_GW] = dy_amax;
-        r = &shared;
-    }
+    int hp = r->format[TITAN_FP8_GO_GW] == TITAN_FP8_NONE || r->format[TITAN_FP8_X_GW] == TITAN_FP8_NONE;
+    /* Both products cast dy tensorwise to one format from one amax (the
+     * tensorwise recipe): both layouts from one read of dy, one amax pass
+     * (a max: the same bits as one each). Given amaxes share it only when
+     * they are the same one (the model's, reduced once under tp). */
+    int both = dinp && dw && !empty && !hp && titan_fp8_recipe_axis(r, TITAN_FP8_GO_GI) == TITAN_FP8_TENSOR &&
+               titan_fp8_recipe_axis(r, TITAN_FP8_GO_GW) == TITAN_FP8_TENSOR &&
+               r->format[TITAN_FP8_GO_GI] == r->format[TITAN_FP8_GO_GW] &&
+               r->amax[TITAN_FP8_GO_GI] == r->amax[TITAN_FP8_GO_GW];
+    titan_cuda_fp8_operand gs, gt;
+    if (both)
+        titan_cuda_fp8_cast_both(&gs, &gt, dt, dout, N, OC, (titan_fp8_format)r->format[TITAN_FP8_GO_GI], r->pow2,
+                                 r->amax[TITAN_FP8_GO_GI]);
     if (dinp && empty) {
         titan_cuda_matmul_backward(dt, acc & TITAN_ACC_DX, dinp, NULL, dout, inp, w, N, IC, OC);
         gemms++;
     } else if (dinp) {
         titan_cuda_fp8_operand g, wt;
-        cast(&g, r, TITAN_FP8_GO_GI, dt, dout, N, OC, 0);
+        if (both) g = gs;
+        else cast(&g, r, TITAN_FP8_GO_GI, dt, dout, N, OC, 0);
         cast(&wt, r, TITAN_FP8_W_GI, dt, w, OC, IC, 1);
         product(dt, r->emulate, dinp, NULL, acc & TITAN_ACC_DX ? 1.0f : 0.0f, &g, &wt, 0);
         titan_cuda_fp8_release(&g);
@@ -108,17 +107,15 @@ int titan_cuda_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r0, i
         gemms++;
     }
     if (!dw) return gemms;
-    int hp = r->format[TITAN_FP8_GO_GW] == TITAN_FP8_NONE || r->format[TITAN_FP8_X_GW] == TITAN_FP8_NONE;
     if (hp || empty) { /* high precision (not counted), or nothing to cast */
         titan_cuda_matmul_backward(dt, acc & TITAN_ACC_DW, NULL, dw, dout, inp, w, N, IC, OC);
         return gemms + !hp;
     }
-    titan_cuda_fp8_operand gt, xt;
-    cast(&gt, r, TITAN_FP8_GO_GW, dt, dout, N, OC, 1);
+    titan_cuda_fp8_operand xt;
+    if (!both) cast(&gt, r, TITAN_FP8_GO_GW, dt, dout, N, OC, 1);
     cast(&xt, r, TITAN_FP8_X_GW, dt, inp, N, IC, 1);
     product(TITAN_DTYPE_F32, r->emulate, dw, NULL, acc & TITAN_ACC_DW ? 1.0f : 0.0f, &gt, &xt, 0);
     titan_cuda_fp8_release(&gt);
     titan_cuda_fp8_release(&xt);
-    if (dy_amax) CUDA_CHECK(cudaFreeAsync(dy_amax, 0));
     return gemms + 1;
 }

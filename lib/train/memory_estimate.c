@@ -137,6 +137,11 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
     double N = (double)p->sh.mb * (double)(cfg->training_seq_len / p->lay.cp), most = 0;
     int emulated = cfg->float8_emulate || dev->host;
     double cdt = (double)titan_dtype_size(p->sh.compute);
+    /* the cuda backend casts dy's two tensorwise layouts in one pass
+     * (kernels/fp8_matmul.cu), so grad_w's dy^T is held through grad_in */
+    int dy_both = !dev->host && !rc.rowwise[TITAN_FP8_GO_GI] && !rc.rowwise[TITAN_FP8_GO_GW] &&
+                  rc.format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE && rc.format[TITAN_FP8_X_GW] != TITAN_FP8_NONE &&
+                  rc.format[TITAN_FP8_GO_GI] == rc.format[TITAN_FP8_GO_GW];
     for (int i = 0; i < n; i++) {
         if (!on[i]) continue;
         int oc, ic, k = i % 7;
@@ -149,6 +154,7 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
         for (int j = 0; j < 3; j++) {
             double a = g[j][0] * g[j][2], b = g[j][1] * g[j][2], out = g[j][0] * g[j][1];
             double bytes = a + b + 2.0 * (g[j][0] + g[j][1] + 64.0) * sizeof(float);
+            if (j == 1 && dy_both) bytes += a + (1.0 + 64.0) * sizeof(float);
             /* emulated: fp32 operands; out and grad_in in fp32 first where the
              * compute type is not (the cpu widens a residual too); grad_w
              * writes the fp32 gradient itself */

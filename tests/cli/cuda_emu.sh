@@ -50,7 +50,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 o2 m1 m2 h2 b2 c4 g4 fc fg fr fe a8c a8g gc gg gr; do
+for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 o2 m1 m2 h2 b2 c4 g4 fc fg fs fr fe a8c a8g gc gg gr; do
     cp -r "$tmp/c" "$tmp/$r"
 done
 
@@ -160,6 +160,14 @@ expect 0 "float8 tensor cores through cuBLASLt" "train float8 tensorwise bf16 on
 [ "$(gemms "$tmp/fg")" = "42 " ] && ok "float8 on cuda: 42 float8 GEMMs every step" || fail "float8 on cuda: $(gemms "$tmp/fg")"
 d=$(close "$tmp/fc" "$tmp/fg" 5e-3) && ok "float8 bf16 on cuda tracks the cpu's emulation ($d)" ||
     fail "float8 bf16 on cuda tracks the cpu's emulation ($d)"
+# the element-wise transposed casts, a cast per layout of dy: the same bytes
+expect 0 "" "train it with TITAN_CUDA_FP8_CAST=simple" -- emu TITAN_CUDA_FP8_CAST=simple "$bin/titan-train" "$tmp/fs" \
+    $CUDA $BF16 $DET $F8
+cmp -s "$tmp/fg/checkpoint/step-00000006/rank-00000.bin" "$tmp/fs/checkpoint/step-00000006/rank-00000.bin" &&
+    ok "float8 on cuda: the tiled casts train the simple casts' bits" ||
+    fail "float8 on cuda: the tiled casts train the simple casts' bits"
+expect 2 "TITAN_CUDA_FP8_CAST=bogus: expected tiled or simple" "TITAN_CUDA_FP8_CAST: an unknown value refused" -- \
+    emu TITAN_CUDA_FP8_CAST=bogus "$bin/titan-train" "$tmp/hb" $CUDA $BF16 $F8
 R8="$F8 --quantize.linear.float8.recipe_name=rowwise_with_gw_hp"
 expect 0 "" "train float8 rowwise_with_gw_hp fp32 on the cpu" -- "$bin/titan-train" "$tmp/fr" $R8 \
     --quantize.linear.float8.emulate=true

@@ -4,8 +4,12 @@
  * float8 product alone (matmul.cu's gemm_fp8) in TFLOP/s beside the bf16
  * product of the same shape, and the whole float8 linear (fp8_matmul.cu,
  * forward and backward) beside the bf16 linear, all in the same run. The
- * 1B's shapes by default: 8192 tokens, dim 2048, FFN 8192. Prints one line
- * per measurement, then "all ok".
+ * transposed casts and dy's two-layout cast run twice: with the 64 x 64
+ * tiles (16-byte loads and stores; both of dy's layouts from one read) and
+ * with the element-wise 32 x 32 tiles, one cast a layout
+ * (TITAN_CUDA_FP8_CAST=simple), which must give the same bytes (checked
+ * here on the GPU). The 1B's shapes by default: 8192 tokens, dim 2048, FFN
+ * 8192. Prints one line per measurement, then "all ok".
  *   nvcc -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/fp8_speed_check.cu kernels/fp8.cu \
  *        kernels/fp8_matmul.cu kernels/matmul.cu kernels/elementwise.cu -lcublasLt -o build/fp8_speed_check
  *   build/fp8_speed_check [N IC OC] */
@@ -61,17 +65,65 @@ static bf16 *random_bf16(size_t n, float scale, uint32_t seed) {
         ms_of();                                                     \
     })
 
+static void gbs_line(const char *what, const char *how, int rows, int cols, float ms, double bytes_per_elem,
+                     double copy_gbs) {
+    double gbs = (double)rows * cols * bytes_per_elem / (ms * 1e-3) / 1e9;
+    printf("cast %-28s %5d x %-5d %8.3f ms  %6.0f GB/s  %3.0f%% of the copy's%s\n", what, rows, cols, ms, gbs,
+           100.0 * gbs / copy_gbs, how);
+}
+
 static void cast_line(const char *what, const bf16 *x, int rows, int cols, titan_fp8_axis axis, int transpose,
                       double copy_gbs) {
+    for (int simple = 0; simple <= transpose; simple++) {
+        titan_cuda_fp8_set_simple(simple);
+        titan_cuda_fp8_operand o;
+        float ms = TIME(titan_cuda_fp8_cast(&o, TITAN_DTYPE_BF16, x, rows, cols, axis, TITAN_FP8_E4M3,
+                                            axis != TITAN_FP8_TENSOR, transpose, NULL);
+                        titan_cuda_fp8_release(&o));
+        /* amax reads x, the cast reads it again and writes a byte an element */
+        gbs_line(what, !transpose ? "" : simple ? " (32 x 32, element-wise)" : " (64 x 64 tiles)", rows, cols, ms,
+                 2 * sizeof(bf16) + 1, copy_gbs);
+    }
+    titan_cuda_fp8_set_simple(0);
+}
+
+/* x's codes (its transpose's when transpose) under the tiled or the simple casts */
+static uint8_t *codes(const bf16 *x, int rows, int cols, titan_fp8_axis axis, int transpose, int simple) {
+    titan_cuda_fp8_set_simple(simple);
     titan_cuda_fp8_operand o;
-    float ms = TIME(titan_cuda_fp8_cast(&o, TITAN_DTYPE_BF16, x, rows, cols, axis, TITAN_FP8_E4M3,
-                                        axis != TITAN_FP8_TENSOR, transpose, NULL);
-                    titan_cuda_fp8_release(&o));
-    /* amax reads x, the cast reads it again and writes a byte an element */
-    double bytes = (double)rows * cols * (2 * sizeof(bf16) + 1);
-    double gbs = bytes / (ms * 1e-3) / 1e9;
-    printf("cast %-28s %5d x %-5d %8.3f ms  %6.0f GB/s  %3.0f%% of the copy's\n", what, rows, cols, ms, gbs,
-           100.0 * gbs / copy_gbs);
+    titan_cuda_fp8_cast(&o, TITAN_DTYPE_BF16, x, rows, cols, axis, TITAN_FP8_E4M3, axis != TITAN_FP8_TENSOR,
+                        transpose, NULL);
+    size_t n = (size_t)rows * cols;
+    uint8_t *h = (uint8_t *)malloc(n);
+    CUDA_CHECK(cudaMemcpy(h, o.q, n, cudaMemcpyDeviceToHost));
+    titan_cuda_fp8_release(&o);
+    titan_cuda_fp8_set_simple(0);
+    return h;
+}
+
+/* the tiled transposed cast's bytes are the element-wise one's; 0 if not */
+static int same_bytes(const char *what, const bf16 *x, int rows, int cols, titan_fp8_axis axis) {
+    uint8_t *a = codes(x, rows, cols, axis, 1, 0), *b = codes(x, rows, cols, axis, 1, 1);
+    size_t n = (size_t)rows * cols, bad = 0;
+    for (size_t i = 0; i < n; i++) bad += a[i] != b[i];
+    free(a);
+    free(b);
+    printf("cast %-28s %5d x %-5d tiles = element-wise: %s\n", what, rows, cols, bad ? "NO" : "yes, every byte");
+    return bad == 0;
+}
+
+/* dy's two tensorwise layouts (grad_in's straight, grad_w's transposed) */
+static void both_line(const bf16 *dy, int rows, int cols, double copy_gbs) {
+    for (int simple = 0; simple <= 1; simple++) {
+        titan_cuda_fp8_set_simple(simple);
+        titan_cuda_fp8_operand o, ot;
+        float ms = TIME(titan_cuda_fp8_cast_both(&o, &ot, TITAN_DTYPE_BF16, dy, rows, cols, TITAN_FP8_E5M2, 0, NULL);
+                        titan_cuda_fp8_release(&o); titan_cuda_fp8_release(&ot));
+        /* one pass: amax, one read, two bytes out; a cast each: amax, two reads */
+        gbs_line("dy both layouts (backward)", simple ? " (a cast each)" : " (one pass, 64 x 64 tiles)", rows, cols,
+                 ms, simple ? 3 * sizeof(bf16) + 2 : 2 * sizeof(bf16) + 2, copy_gbs);
+    }
+    titan_cuda_fp8_set_simple(0);
 }
 
 int main(int argc, char **argv) {
@@ -102,6 +154,10 @@ int main(int argc, char **argv) {
     cast_line("x^T rowwise (grad_w)", x, N, IC, TITAN_FP8_COLS, 1, copy_gbs);
     cast_line("w tensorwise", w, OC, IC, TITAN_FP8_TENSOR, 0, copy_gbs);
     cast_line("w^T tensorwise (grad_in)", w, OC, IC, TITAN_FP8_TENSOR, 1, copy_gbs);
+    both_line(dy, N, OC, copy_gbs);
+    int same = same_bytes("x^T tensorwise", x, N, IC, TITAN_FP8_TENSOR) &
+               same_bytes("x^T rowwise", x, N, IC, TITAN_FP8_COLS) &
+               same_bytes("w^T tensorwise", w, OC, IC, TITAN_FP8_TENSOR);
 
     /* the products alone, operands cast once */
     double flop = 2.0 * N * IC * OC;
@@ -140,10 +196,17 @@ int main(int argc, char **argv) {
         r.pow2 = (unsigned char)i;
         float f = TIME(titan_cuda_fp8_matmul_forward(TITAN_DTYPE_BF16, &r, y, x, w, NULL, N, IC, OC));
         float b = TIME(titan_cuda_fp8_matmul_backward(TITAN_DTYPE_BF16, &r, 0, dx, dw, dy, x, w, N, IC, OC));
-        printf("float8 %s linear: forward %.3f ms (%.2fx bf16's), backward %.3f ms (%.2fx)\n", RECIPES[i], f,
-               bf / f, b, bb / b);
+        titan_cuda_fp8_set_simple(1);
+        float bs = TIME(titan_cuda_fp8_matmul_backward(TITAN_DTYPE_BF16, &r, 0, dx, dw, dy, x, w, N, IC, OC));
+        titan_cuda_fp8_set_simple(0);
+        printf("float8 %s linear: forward %.3f ms (%.2fx bf16's), backward %.3f ms (%.2fx; %.3f ms with "
+               "TITAN_CUDA_FP8_CAST=simple)\n", RECIPES[i], f, bf / f, b, bb / b, bs);
     }
     CUDA_CHECK(cudaDeviceSynchronize());
+    if (!same) {
+        printf("the tiled and element-wise casts differ\n");
+        return 1;
+    }
     printf("all ok\n");
     return 0;
 }
