@@ -51,7 +51,7 @@ static double check_tol(const char *what, double err, double tol) {
 }
 
 /* The case's tolerances: TOL and UPDATE_TOL, or the float8 cases' (run_case). */
-static double g_tol = TOL, g_step_tol = TOL, g_update_tol = UPDATE_TOL;
+static double g_tol = TOL, g_grad_tol = TOL, g_step_tol = TOL, g_update_tol = UPDATE_TOL;
 static double check(const char *what, double err) { return check_tol(what, err, g_tol); }
 
 static double rel_err(const float *a, const double *b, size_t n) {
@@ -257,7 +257,7 @@ static int compare_grads(titan_llama *m, const titan_backend *be, const golden_c
         double e = rel_err(host + ps[i].offset, d->grads + ps[i].offset, ps[i].numel);
         if (per_tensor) {
             snprintf(what, sizeof what, "%sgrad %.79s", tag, ps[i].name);
-            check(what, e);
+            check_tol(what, e, g_grad_tol);
         }
         if (!(e <= worst)) { worst = e; worst_i = i; }
     }
@@ -265,7 +265,7 @@ static int compare_grads(titan_llama *m, const titan_backend *be, const golden_c
     if (per_tensor)
         printf("  %-44s rel err %.3e\n", what, worst);
     else
-        check(what, worst);
+        check_tol(what, worst, g_grad_tol);
     return 0;
 }
 
@@ -324,19 +324,35 @@ static int compare_training(titan_llama *m, const titan_backend *be, const golde
 
 /* A float8 case: torchao's Float8Linear in fp32 torch (the output
  * filtered, as the goldens'), titan's float8 linears here, from the same
- * fp32 weights (no float64 float8 reference exists). The first forward and
- * backward agree to fp32 rounding (measured: logits 2e-7, loss 8e-8, every
- * gradient <= 4.4e-7, many bitwise), where plain fp32 misses the same
- * goldens by 3.5e-2 (logits) and 9e-2 (gradients): F8_TOL. Over 10 steps a
- * value lands on the other side of a float8 rounding boundary sooner or
- * later and AdamW's sign-like first steps carry it on (measured: losses
- * and grad norms <= 1.5e-3, updates <= 1.7e-2, from step 3 to 7; plain
- * fp32: 1e-2 and 0.34): F8_STEP_TOL, F8_UPDATE_TOL. */
+ * fp32 weights (no float64 float8 reference exists). Between the two
+ * models the other ops (attention, norms, the BLAS) differ at fp32
+ * rounding, and a value that lies within that of a float8 rounding
+ * boundary takes the other code: one such flip moves whole rows of a
+ * gradient by a float8 step and everything downstream of it. Expected:
+ * the casts of a step see ~1e5 values, each ~1e-7 from a torch twin, and
+ * e4m3's steps are 2^-3 apart, so a flip or so a step.
+ *   The forward agrees to fp32 rounding (measured: logits 2e-7, loss
+ *   8e-8): F8_TOL.
+ *   The first backward: every gradient within 4.4e-7 on an Intel CPU
+ *   (OpenBLAS's SkylakeX kernels); on an AMD EPYC with the same kernels
+ *   rowwise's flips reach 1.7e-2 (layer 0's wk, from a flip in layer 1's
+ *   wo), with the Haswell kernels tensorwise's 8.7e-2. Plain fp32 misses
+ *   the same goldens by 3.5e-2 (logits) and 6.6e-2 to 8.7e-2 (gradients,
+ *   by recipe): F8_GRAD_TOL is a third of that float8 effect, so a linear
+ *   left in high precision or cast the wrong way still fails.
+ *   Over 10 steps, AdamW's sign-like first steps carry flips on
+ *   (measured: losses and grad norms <= 2.7e-3; updates <= 1.7e-2 on
+ *   Intel, 6.4e-2 on AMD; plain fp32: 1e-2 and 0.30 to 0.34):
+ *   F8_STEP_TOL, and F8_UPDATE_TOL a third of the update effect.
+ * The casts and linears themselves are held bitwise to torchao's on equal
+ * inputs (build/tests/test_fp8, tests/cli/float8_ref.sh). */
 #define F8_TOL 1e-5
+#define F8_GRAD_TOL 2.2e-2
 #define F8_STEP_TOL 3e-3
-#define F8_UPDATE_TOL 3e-2
+#define F8_UPDATE_TOL 1e-1
 static int set_float8(titan_llama *m, const golden_config *g) {
     g_tol = g->float8_recipe[0] ? F8_TOL : TOL;
+    g_grad_tol = g->float8_recipe[0] ? F8_GRAD_TOL : TOL;
     g_step_tol = g->float8_recipe[0] ? F8_STEP_TOL : TOL;
     g_update_tol = g->float8_recipe[0] ? F8_UPDATE_TOL : UPDATE_TOL;
     if (!g->float8_recipe[0]) return 0;
@@ -348,8 +364,8 @@ static int set_float8(titan_llama *m, const golden_config *g) {
     }
     titan_status st = titan_llama_set_float8(m, &r, "output", &conv, &total);
     if (st != TITAN_OK) return fail_status("float8", st);
-    printf("  float8 %s: %d of %d linears (tolerance %.0e, steps %.0e, updates %.0e)\n", g->float8_recipe, conv,
-           total, g_tol, g_step_tol, g_update_tol);
+    printf("  float8 %s: %d of %d linears (tolerance %.0e, gradients %.1e, steps %.0e, updates %.0e)\n",
+           g->float8_recipe, conv, total, g_tol, g_grad_tol, g_step_tol, g_update_tol);
     return 0;
 }
 
