@@ -15,7 +15,11 @@
  * cuBLASLt algorithm for the shape or alignment): the same float8 operands
  * dequantized to fp32 as decode(q) / scale, an fp32 GEMM, then one rounding
  * to the output type: the CPU backend's arithmetic. A GEMM the recipe
- * leaves in high precision (rowwise_with_gw_hp's grad_w) is matmul.cu's. */
+ * leaves in high precision (rowwise_with_gw_hp's grad_w) is matmul.cu's.
+ *
+ * x's casts can serve several calls (the recipe's share: the model's wk,
+ * wv and wq read one x): held here between the calls, in the pool's
+ * scratch like any cast. */
 #include "cuda_ops.cuh"
 
 /* out (type dt) = beta out + P Q^T, emulated: fp32 operands and product */
@@ -60,6 +64,54 @@ static void cast(titan_cuda_fp8_operand *o, const titan_fp8_recipe *r, int c, ti
                         transpose, r->amax[c]);
 }
 
+/* The casts held for the next calls (the recipe's share, tensor/fp8.h): one
+ * per kind, with what it was cast from, to hold a USE to it. The model
+ * calls from one thread. */
+static struct {
+    int on;
+    titan_cuda_fp8_operand o;
+    const void *x;
+    int rows, cols, transpose;
+} g_held[TITAN_FP8_NCASTS];
+
+/* the cast of the operand each cast kind multiplies with (the same scaling
+ * mode: product() never rescales a held cast) */
+static int partner_of(int c) {
+    return c == TITAN_FP8_X_OUT ? TITAN_FP8_W_OUT : c == TITAN_FP8_X_GW ? TITAN_FP8_GO_GW : c;
+}
+
+/* o = cast c of x for this call: the held one (share USE, LAST) or a new
+ * one (held after the call when KEEP) */
+static void cast_shared(titan_cuda_fp8_operand *o, const titan_fp8_recipe *r, int c, titan_dtype dt, const void *x,
+                        int rows, int cols, int transpose) {
+    int s = r->share[c];
+    if (s == TITAN_FP8_SHARE_USE || s == TITAN_FP8_SHARE_LAST) {
+        const titan_cuda_fp8_operand *h = &g_held[c].o;
+        if (!g_held[c].on || g_held[c].x != x || g_held[c].rows != rows || g_held[c].cols != cols ||
+            g_held[c].transpose != transpose || h->format != (titan_fp8_format)r->format[c] ||
+            h->rowwise != (titan_fp8_recipe_axis(r, c) != TITAN_FP8_TENSOR))
+            titan_cuda_panic(__FILE__, __LINE__, "float8 shared cast", "no held cast of this operand");
+        *o = *h;
+        return;
+    }
+    if (s == TITAN_FP8_SHARE_KEEP && (g_held[c].on || r->rowwise[c] != r->rowwise[partner_of(c)]))
+        titan_cuda_panic(__FILE__, __LINE__, "float8 shared cast",
+                         g_held[c].on ? "a cast of this kind is held already" : "a cast product() would rescale");
+    cast(o, r, c, dt, x, rows, cols, transpose);
+    if (s == TITAN_FP8_SHARE_KEEP) {
+        g_held[c].on = 1, g_held[c].o = *o, g_held[c].x = x;
+        g_held[c].rows = rows, g_held[c].cols = cols, g_held[c].transpose = transpose;
+    }
+}
+
+/* the call is done with cast c: released unless held for the next calls */
+static void release_shared(titan_cuda_fp8_operand *o, const titan_fp8_recipe *r, int c) {
+    int s = r->share[c];
+    if (s == TITAN_FP8_SHARE_KEEP || s == TITAN_FP8_SHARE_USE) return;
+    if (s == TITAN_FP8_SHARE_LAST) g_held[c].on = 0;
+    titan_cuda_fp8_release(o);
+}
+
 int titan_cuda_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
                                   const void *w, const void *resid, int N, int IC, int OC) {
     if (N <= 0 || OC <= 0 || IC <= 0) { /* empty: the plain path's zero fill or residual copy */
@@ -68,10 +120,10 @@ int titan_cuda_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, voi
         return 1;
     }
     titan_cuda_fp8_operand x, wq;
-    cast(&x, r, TITAN_FP8_X_OUT, dt, inp, N, IC, 0);
+    cast_shared(&x, r, TITAN_FP8_X_OUT, dt, inp, N, IC, 0);
     cast(&wq, r, TITAN_FP8_W_OUT, dt, w, OC, IC, 0);
     product(dt, r->emulate, out, resid, resid ? 1.0f : 0.0f, &x, &wq, 1);
-    titan_cuda_fp8_release(&x);
+    release_shared(&x, r, TITAN_FP8_X_OUT);
     titan_cuda_fp8_release(&wq);
     return 1;
 }
@@ -113,9 +165,9 @@ int titan_cuda_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, in
     }
     titan_cuda_fp8_operand xt;
     if (!both) cast(&gt, r, TITAN_FP8_GO_GW, dt, dout, N, OC, 1);
-    cast(&xt, r, TITAN_FP8_X_GW, dt, inp, N, IC, 1);
+    cast_shared(&xt, r, TITAN_FP8_X_GW, dt, inp, N, IC, 1);
     product(TITAN_DTYPE_F32, r->emulate, dw, NULL, acc & TITAN_ACC_DW ? 1.0f : 0.0f, &gt, &xt, 0);
     titan_cuda_fp8_release(&gt);
-    titan_cuda_fp8_release(&xt);
+    release_shared(&xt, r, TITAN_FP8_X_GW);
     return gemms + 1;
 }

@@ -314,28 +314,73 @@ static void cast_block(titan_llama *m, int b) {
     }
 }
 
+/* The recipe r with cast c's share flag set (tensor/fp8.h), in buf */
+static const titan_fp8_recipe *with_share(const titan_fp8_recipe *r, titan_fp8_recipe *buf, int c, int share) {
+    if (!r || !share) return r;
+    if (r != buf) *buf = *r;
+    buf->share[c] = (unsigned char)share;
+    return buf;
+}
+
+/* Share flags for the linears ks[0..n) of layer l that read one x, in call
+ * order (run[i]: ks[i] runs in this pass): among the float8 ones, the
+ * first keeps x's cast, the middle ones use it, the last uses it and lets
+ * it go; a lone one shares nothing. wk, wv and wq read n1, w1 and w3 n2:
+ * x is cast once for them, forward and backward, not once each. */
+static void fp8_share_flags(const titan_llama *m, int l, const int *ks, const int *run, int n, int *flag) {
+    int at[FP8_PER_LAYER], count = 0;
+    for (int i = 0; i < n; i++) {
+        flag[i] = TITAN_FP8_SHARE_NONE;
+        if (run[i] && titan_llama_float8_linear(m, l, ks[i])) at[count++] = i;
+    }
+    if (count < 2) return;
+    for (int j = 0; j < count; j++)
+        flag[at[j]] = j == 0 ? TITAN_FP8_SHARE_KEEP : j == count - 1 ? TITAN_FP8_SHARE_LAST : TITAN_FP8_SHARE_USE;
+}
+
+/* The backward's share flags: grad_w's cast of n1 for wq, wk, wv (sq, in
+ * that call order) and of n2 for w1, w3 (sf). */
+static void fp8_backward_share(const titan_llama *m, int l, int sq[3], int sf[2]) {
+    const int qkv[3] = {FP8_WQ, FP8_WK, FP8_WV}, ffn[2] = {FP8_W1, FP8_W3}, all[3] = {1, 1, 1};
+    fp8_share_flags(m, l, qkv, all, 3, sq);
+    fp8_share_flags(m, l, ffn, all, 2, sf);
+}
+
 /* out[N, OC] (= resid +) inp @ w^T for layer l's linear k: in float8 when
- * it is converted (counting the float8 GEMMs the backend ran), else as
- * matmul_forward / matmul_add_forward. */
-static void linear_forward(titan_llama *m, int l, int k, void *out, const void *inp, const void *w,
-                           const void *resid, int IC, int OC) {
+ * it is converted (counting the float8 GEMMs the backend ran; x's cast
+ * shared as share says), else as matmul_forward / matmul_add_forward. */
+static void linear_forward_shared(titan_llama *m, int l, int k, int share, void *out, const void *inp, const void *w,
+                                  const void *resid, int IC, int OC) {
     titan_fp8_recipe buf;
     const titan_fp8_recipe *r = titan_llama_fp8_recipe(m, &buf, l, k, TITAN_FP8_X_OUT, TITAN_FP8_GO_GI, inp, w, NULL,
                                                        IC, OC);
+    r = with_share(r, &buf, TITAN_FP8_X_OUT, share);
     if (r) m->fp8_gemms += m->be->fp8_matmul_forward(m->dt, r, out, inp, w, resid, m->N, IC, OC);
     else if (resid) m->be->matmul_add_forward(m->dt, out, inp, w, resid, m->N, IC, OC);
     else m->be->matmul_forward(m->dt, out, inp, w, m->N, IC, OC);
 }
 
-/* The backward of linear_forward: dinp (+)= dout w, dw (+)= dout^T inp. */
-static void linear_backward(titan_llama *m, int l, int k, int acc, void *dinp, float *dw, const void *dout,
-                            const void *inp, const void *w, int IC, int OC) {
+static void linear_forward(titan_llama *m, int l, int k, void *out, const void *inp, const void *w,
+                           const void *resid, int IC, int OC) {
+    linear_forward_shared(m, l, k, TITAN_FP8_SHARE_NONE, out, inp, w, resid, IC, OC);
+}
+
+/* The backward of linear_forward: dinp (+)= dout w, dw (+)= dout^T inp
+ * (grad_w's cast of x shared as share says). */
+static void linear_backward_shared(titan_llama *m, int l, int k, int share, int acc, void *dinp, float *dw,
+                                   const void *dout, const void *inp, const void *w, int IC, int OC) {
     titan_fp8_recipe buf;
     /* the casts of the GEMMs that run: grad_in's with dinp, grad_w's with dw */
     const titan_fp8_recipe *r = titan_llama_fp8_recipe(m, &buf, l, k, dinp ? TITAN_FP8_GO_GI : TITAN_FP8_GO_GW,
                                                        dw ? TITAN_FP8_NCASTS : TITAN_FP8_GO_GW, inp, w, dout, IC, OC);
+    r = with_share(r, &buf, TITAN_FP8_X_GW, dw ? share : TITAN_FP8_SHARE_NONE);
     if (r) m->fp8_gemms += m->be->fp8_matmul_backward(m->dt, r, acc, dinp, dw, dout, inp, w, m->N, IC, OC);
     else m->be->matmul_backward(m->dt, acc, dinp, dw, dout, inp, w, m->N, IC, OC);
+}
+
+static void linear_backward(titan_llama *m, int l, int k, int acc, void *dinp, float *dw, const void *dout,
+                            const void *inp, const void *w, int IC, int OC) {
+    linear_backward_shared(m, l, k, TITAN_FP8_SHARE_NONE, acc, dinp, dw, dout, inp, w, IC, OC);
 }
 
 /* dst = resid + inp[N, IC] @ w^T, a residual branch's output projection
@@ -424,19 +469,26 @@ static void layer_forward(titan_llama *m, int l, const void *x, void *out, int r
     int N = m->N, C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
 #define NEED(id) (!rerun || !layer_keeps(keep, id))
 
+    /* n1 feeds wk, wv, wq; n2 feeds w1, w3: float8 casts each once */
+    const int qkv[3] = {FP8_WK, FP8_WV, FP8_WQ}, ffn[2] = {FP8_W1, FP8_W3};
+    const int qkv_run[3] = {NEED(A_K), NEED(A_V), NEED(A_QPRE) && NEED(A_Q)}, ffn_run[2] = {NEED(A_H1), NEED(A_H3)};
+    int sq[3], sf[2];
+    fp8_share_flags(m, l, qkv, qkv_run, 3, sq);
+    fp8_share_flags(m, l, ffn, ffn_run, 2, sf);
+
     if (NEED(A_N1)) norm_forward(m, a.n1, a.rstd1, x, W_layer(m, l, P_ATTN_NORM));
-    if (NEED(A_K)) linear_forward(m, l, FP8_WK, a.k, a.n1, W_layer(m, l, P_WK), NULL, C, KVD);
-    if (NEED(A_V)) linear_forward(m, l, FP8_WV, a.v, a.n1, W_layer(m, l, P_WV), NULL, C, KVD);
+    if (qkv_run[0]) linear_forward_shared(m, l, FP8_WK, sq[0], a.k, a.n1, W_layer(m, l, P_WK), NULL, C, KVD);
+    if (qkv_run[1]) linear_forward_shared(m, l, FP8_WV, sq[1], a.v, a.n1, W_layer(m, l, P_WV), NULL, C, KVD);
     int k_early = m->cpa && NEED(A_ATT); /* the cp ring sends k, v while q is projected */
     if (k_early && NEED(A_K)) be->rope_forward(dt, a.k, a.k, m->act[A_COS], m->act[A_SIN], m->B, m->T, m->NKV, m->HD);
     if (k_early) keep_error(m, titan_attention_cp_prepare(m->cpa, a.k, a.v));
-    if (NEED(A_QPRE) && NEED(A_Q)) linear_forward(m, l, FP8_WQ, a.q_pre, a.n1, W_layer(m, l, P_WQ), NULL, C, QD);
+    if (qkv_run[2]) linear_forward_shared(m, l, FP8_WQ, sq[2], a.q_pre, a.n1, W_layer(m, l, P_WQ), NULL, C, QD);
     rope_attention_forward(m, &a, NEED(A_Q), NEED(A_K) && !k_early, NEED(A_ATT));
     if (NEED(A_H)) residual_out(m, l, FP8_WO, a.h, a.att, W_layer(m, l, P_WO), x, QD, out);
 
     if (NEED(A_N2)) norm_forward(m, a.n2, a.rstd2, a.h, W_layer(m, l, P_FFN_NORM));
-    if (NEED(A_H1)) linear_forward(m, l, FP8_W1, a.h1, a.n2, W_layer(m, l, P_W1), NULL, C, H);
-    if (NEED(A_H3)) linear_forward(m, l, FP8_W3, a.h3, a.n2, W_layer(m, l, P_W3), NULL, C, H);
+    if (ffn_run[0]) linear_forward_shared(m, l, FP8_W1, sf[0], a.h1, a.n2, W_layer(m, l, P_W1), NULL, C, H);
+    if (ffn_run[1]) linear_forward_shared(m, l, FP8_W3, sf[1], a.h3, a.n2, W_layer(m, l, P_W3), NULL, C, H);
     if (NEED(A_SW)) be->swiglu_forward(dt, a.sw, a.h1, a.h3, N, H);
     if (!rerun) residual_out(m, l, FP8_W2, out, a.sw, W_layer(m, l, P_W2), a.h, H, out);
 #undef NEED
@@ -723,6 +775,8 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw, int gn,
     void *dv = m->act[A_DV], *datt = m->act[A_DATT], *dkr = m->act[A_DKR];
     void *dh1 = m->act[A_DH1], *dh3 = m->act[A_DH3], *dsw = m->act[A_DSW];
     const int add = TITAN_ACC_DX;
+    int sq[3], sf[2];
+    fp8_backward_share(m, l, sq, sf);
 #define GW(k) (split ? NULL : G_layer(m, l, k))
     if (split) { /* the inputs the layer recomputed, before the next layer's recompute overwrites them */
         stash(m, split, l, WS_N1, a.n1, NC);
@@ -738,8 +792,8 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw, int gn,
     be->swiglu_backward(dt, 0, dh1, dh3, dsw, a.h1, a.h3, N, H);
     stash(m, split, l, WS_DH1, dh1, (size_t)N * H);
     stash(m, split, l, WS_DH3, dh3, (size_t)N * H);
-    linear_backward(m, l, FP8_W1, gw, dn, GW(P_W1), dh1, a.n2, W_layer(m, l, P_W1), C, H);
-    linear_backward(m, l, FP8_W3, add | gw, dn, GW(P_W3), dh3, a.n2, W_layer(m, l, P_W3), C, H);
+    linear_backward_shared(m, l, FP8_W1, sf[0], gw, dn, GW(P_W1), dh1, a.n2, W_layer(m, l, P_W1), C, H);
+    linear_backward_shared(m, l, FP8_W3, sf[1], add | gw, dn, GW(P_W3), dh3, a.n2, W_layer(m, l, P_W3), C, H);
     /* column-parallel w1, w3: partial over the rank's hidden units */
     void *dn_rows = tp_reduce_grad(m, dn);
     /* dresid already holds the residual path's share: the norm adds the rest. */
@@ -752,12 +806,12 @@ static void layer_backward(titan_llama *m, int l, const void *x, int gw, int gn,
     linear_backward(m, l, FP8_WO, gw, datt, GW(P_WO), dout, a.att, W_layer(m, l, P_WO), QD, C);
     attention_rope_backward(m, &a, 1);
     stash(m, split, l, WS_DQ, datt, (size_t)N * QD);
-    linear_backward(m, l, FP8_WQ, gw, dn, GW(P_WQ), datt, a.n1, W_layer(m, l, P_WQ), C, QD);
+    linear_backward_shared(m, l, FP8_WQ, sq[0], gw, dn, GW(P_WQ), datt, a.n1, W_layer(m, l, P_WQ), C, QD);
     attention_kv_backward_finish(m); /* after wq's product: the cp ring's sum of dk, dv waits less */
     stash(m, split, l, WS_DK, dkr, (size_t)N * KVD);
     stash(m, split, l, WS_DV, dv, (size_t)N * KVD);
-    linear_backward(m, l, FP8_WK, add | gw, dn, GW(P_WK), dkr, a.n1, W_layer(m, l, P_WK), C, KVD);
-    linear_backward(m, l, FP8_WV, add | gw, dn, GW(P_WV), dv, a.n1, W_layer(m, l, P_WV), C, KVD);
+    linear_backward_shared(m, l, FP8_WK, sq[1], add | gw, dn, GW(P_WK), dkr, a.n1, W_layer(m, l, P_WK), C, KVD);
+    linear_backward_shared(m, l, FP8_WV, sq[2], add | gw, dn, GW(P_WV), dv, a.n1, W_layer(m, l, P_WV), C, KVD);
     dn_rows = tp_reduce_grad(m, dn);
     norm_backward(m, add | gn, dresid, G_layer(m, l, P_ATTN_NORM), dn_rows, x, W_layer(m, l, P_ATTN_NORM),
                   a.rstd1);
@@ -771,16 +825,23 @@ static void layer_weights(titan_llama *m, int l, int gw) {
     int C = m->C, QD = m->QD, KVD = m->KVD, H = m->H;
     void *n1 = ws_input(m, l, WS_N1, a.n1), *att = ws_input(m, l, WS_ATT, a.att);
     void *n2 = ws_input(m, l, WS_N2, a.n2), *sw = ws_input(m, l, WS_SW, a.sw);
+    int sq[3], sf[2];
+    fp8_backward_share(m, l, sq, sf);
     /* linear_backward: a float8 linear's grad_w in float8 too, as unsplit */
     linear_backward(m, l, FP8_W2, gw, NULL, G_layer(m, l, P_W2), ws_at(m, l, WS_DRES_OUT), sw, W_layer(m, l, P_W2),
                     H, C);
-    linear_backward(m, l, FP8_W1, gw, NULL, G_layer(m, l, P_W1), ws_at(m, l, WS_DH1), n2, W_layer(m, l, P_W1), C, H);
-    linear_backward(m, l, FP8_W3, gw, NULL, G_layer(m, l, P_W3), ws_at(m, l, WS_DH3), n2, W_layer(m, l, P_W3), C, H);
+    linear_backward_shared(m, l, FP8_W1, sf[0], gw, NULL, G_layer(m, l, P_W1), ws_at(m, l, WS_DH1), n2,
+                           W_layer(m, l, P_W1), C, H);
+    linear_backward_shared(m, l, FP8_W3, sf[1], gw, NULL, G_layer(m, l, P_W3), ws_at(m, l, WS_DH3), n2,
+                           W_layer(m, l, P_W3), C, H);
     linear_backward(m, l, FP8_WO, gw, NULL, G_layer(m, l, P_WO), ws_at(m, l, WS_DRES_MID), att, W_layer(m, l, P_WO),
                     QD, C);
-    linear_backward(m, l, FP8_WQ, gw, NULL, G_layer(m, l, P_WQ), ws_at(m, l, WS_DQ), n1, W_layer(m, l, P_WQ), C, QD);
-    linear_backward(m, l, FP8_WK, gw, NULL, G_layer(m, l, P_WK), ws_at(m, l, WS_DK), n1, W_layer(m, l, P_WK), C, KVD);
-    linear_backward(m, l, FP8_WV, gw, NULL, G_layer(m, l, P_WV), ws_at(m, l, WS_DV), n1, W_layer(m, l, P_WV), C, KVD);
+    linear_backward_shared(m, l, FP8_WQ, sq[0], gw, NULL, G_layer(m, l, P_WQ), ws_at(m, l, WS_DQ), n1,
+                           W_layer(m, l, P_WQ), C, QD);
+    linear_backward_shared(m, l, FP8_WK, sq[1], gw, NULL, G_layer(m, l, P_WK), ws_at(m, l, WS_DK), n1,
+                           W_layer(m, l, P_WK), C, KVD);
+    linear_backward_shared(m, l, FP8_WV, sq[2], gw, NULL, G_layer(m, l, P_WV), ws_at(m, l, WS_DV), n1,
+                           W_layer(m, l, P_WV), C, KVD);
 }
 
 /* The backward (split: its input part) of the current slot. The first

@@ -169,7 +169,21 @@ typedef struct {
      * over the group, as torchao's float8 does for a DTensor. Per call:
      * the recipes above leave them NULL. */
     const float *amax[TITAN_FP8_NCASTS];
+    /* Per cast, whether its operand's cast serves neighbouring calls too
+     * (titan_fp8_share): x's casts only (X_OUT, X_GW), where consecutive
+     * linears read one x (the model's wk, wv and wq; w1 and w3). Per
+     * call: the recipes above leave them 0. */
+    unsigned char share[TITAN_FP8_NCASTS];
 } titan_fp8_recipe;
+
+/* A shared cast: SHARE_KEEP casts the operand and the backend holds the
+ * cast after the call; SHARE_USE takes the held cast instead of casting
+ * (the caller vouches that the operand is the same tensor, unchanged, and
+ * the cast the same: the bytes are those a cast would make) and holds it
+ * on; SHARE_LAST takes it and lets it go. A backend holds one cast per
+ * kind (X_OUT, X_GW); KEEP while one is held, or USE and LAST with none,
+ * are the caller's bug (the backend stops). */
+typedef enum { TITAN_FP8_SHARE_NONE = 0, TITAN_FP8_SHARE_KEEP, TITAN_FP8_SHARE_USE, TITAN_FP8_SHARE_LAST } titan_fp8_share;
 
 /* torchao's Float8LinearConfig.from_recipe_name: "tensorwise", "rowwise",
  * "rowwise_with_gw_hp". Returns 0, or -1 for another name. */

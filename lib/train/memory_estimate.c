@@ -139,12 +139,18 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
     double cdt = (double)titan_dtype_size(p->sh.compute);
     /* the cuda backend casts dy's two tensorwise layouts in one pass
      * (kernels/fp8_matmul.cu), so grad_w's dy^T is held through grad_in */
+    int gw8 = rc.format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE && rc.format[TITAN_FP8_X_GW] != TITAN_FP8_NONE;
     int dy_both = !dev->host && !rc.rowwise[TITAN_FP8_GO_GI] && !rc.rowwise[TITAN_FP8_GO_GW] &&
                   rc.format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE && rc.format[TITAN_FP8_X_GW] != TITAN_FP8_NONE &&
                   rc.format[TITAN_FP8_GO_GI] == rc.format[TITAN_FP8_GO_GW];
     for (int i = 0; i < n; i++) {
         if (!on[i]) continue;
-        int oc, ic, k = i % 7;
+        int oc, ic, k = i % 7, l0 = i - k;
+        /* wk, wv after wq, w3 after w1: the backward's shared cast of x^T
+         * (kernels/fp8_matmul.cu, cpu/fp8_matmul.c: dequantized in fp32
+         * on the cpu) is held through their grad_in */
+        int held = gw8 && i < mc->n_layers * 7 && (((k == 1 || k == 2) && (on[l0] || (k == 2 && on[l0 + 1]))) ||
+                                             (k == 6 && on[l0 + 4]));
         titan_llama_float8_shape(mc, i, &oc, &ic);
         /* column-parallel: the output rows; wo, w2: the input columns */
         if (i < mc->n_layers * 7 && (k == 3 || k == 5)) ic = (ic + tp - 1) / tp;
@@ -155,6 +161,7 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
             double a = g[j][0] * g[j][2], b = g[j][1] * g[j][2], out = g[j][0] * g[j][1];
             double bytes = a + b + 2.0 * (g[j][0] + g[j][1] + 64.0) * sizeof(float);
             if (j == 1 && dy_both) bytes += a + (1.0 + 64.0) * sizeof(float);
+            if (j == 1 && held) bytes += N * ic * (dev->host ? sizeof(float) : 1.0) + (ic + 64.0) * sizeof(float);
             /* emulated: fp32 operands; out and grad_in in fp32 first where the
              * compute type is not (the cpu widens a residual too); grad_w
              * writes the fp32 gradient itself */

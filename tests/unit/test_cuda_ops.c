@@ -1218,6 +1218,90 @@ static void test_fp8_given_amax(int N, int IC, int OC) {
     free(inp), free(w), free(dout), free(out), free(dinp), free(dw);
 }
 
+/* The bytes of n elements of type t at p on backend be (device or host) */
+static void *bytes_of(const titan_backend *be, const void *p, size_t n) {
+    void *h = xmalloc(n);
+    if (be == gpu) gpu->to_host(h, p, n);
+    else memcpy(h, p, n);
+    return h;
+}
+
+/* x's cast shared by three linears (the recipe's share: the model's wk,
+ * wv and wq): KEEP, USE, LAST give each product the bits of a call that
+ * casts x itself, forward (out) and backward (grad_w's x^T; dinp too), on
+ * both backends, every recipe, emulated and on float8 tensor cores. */
+static void test_fp8_share(int N, int IC) {
+    static const char *const RECIPES[] = {"tensorwise", "rowwise", "rowwise_with_gw_hp"};
+    static const int OCS[3] = {32, 48, 96};
+    titan_dtype dt = cur_dt;
+    size_t es = esize(dt), ni = (size_t)N * IC;
+    void *inp = randd(ni, -1, 1), *w[3], *dout[3];
+    for (int j = 0; j < 3; j++)
+        w[j] = randd((size_t)OCS[j] * IC, -0.5, 0.5), dout[j] = randd((size_t)N * OCS[j], -1e-3, 1e-3);
+    const titan_backend *bes[2] = {cpu, gpu};
+    for (int b = 0; b < 2; b++) {
+        const titan_backend *be = bes[b];
+        int dev = be == gpu;
+        void *x = dev ? upd(inp, ni) : inp, *wj[3], *dj[3], *o[2][3], *dx[2][3];
+        float *dw[2][3];
+        for (int j = 0; j < 3; j++) {
+            size_t nw = (size_t)OCS[j] * IC, no = (size_t)N * OCS[j];
+            wj[j] = dev ? upd(w[j], nw) : w[j];
+            dj[j] = dev ? upd(dout[j], no) : dout[j];
+            for (int v = 0; v < 2; v++) {
+                o[v][j] = dev ? allocd(no) : hostd(no);
+                dx[v][j] = dev ? allocd(ni) : hostd(ni);
+                dw[v][j] = dev ? gpu->alloc(nw * sizeof(float)) : xmalloc(nw * sizeof(float));
+            }
+        }
+        for (int rc = 0; rc < 3; rc++)
+            for (int emulate = 1; emulate >= (dev ? 0 : 1); emulate--) {
+                titan_fp8_recipe r;
+                titan_fp8_recipe_from_name(RECIPES[rc], &r);
+                r.emulate = (unsigned char)emulate;
+                static const unsigned char FLAGS[3] = {TITAN_FP8_SHARE_KEEP, TITAN_FP8_SHARE_USE,
+                                                       TITAN_FP8_SHARE_LAST};
+                for (int v = 0; v < 2; v++) /* v 0: each casts x; v 1: shared */
+                    for (int j = 0; j < 3; j++) {
+                        titan_fp8_recipe rj = r;
+                        rj.share[TITAN_FP8_X_OUT] = rj.share[TITAN_FP8_X_GW] = v ? FLAGS[j] : 0;
+                        be->fp8_matmul_forward(dt, &rj, o[v][j], x, wj[j], NULL, N, IC, OCS[j]);
+                    }
+                for (int v = 0; v < 2; v++)
+                    for (int j = 0; j < 3; j++) {
+                        titan_fp8_recipe rj = r;
+                        rj.share[TITAN_FP8_X_GW] = v ? FLAGS[j] : 0;
+                        be->fp8_matmul_backward(dt, &rj, 0, dx[v][j], dw[v][j], dj[j], x, wj[j], N, IC, OCS[j]);
+                    }
+                size_t bad = 0;
+                for (int j = 0; j < 3; j++) {
+                    size_t sizes[3] = {(size_t)N * OCS[j] * es, ni * es, (size_t)OCS[j] * IC * sizeof(float)};
+                    void *pa[3] = {o[0][j], dx[0][j], dw[0][j]}, *pb[3] = {o[1][j], dx[1][j], dw[1][j]};
+                    for (int t = 0; t < 3; t++) {
+                        void *ha = bytes_of(be, pa[t], sizes[t]), *hb = bytes_of(be, pb[t], sizes[t]);
+                        bad += memcmp(ha, hb, sizes[t]) != 0;
+                        free(ha), free(hb);
+                    }
+                }
+                char name[128], detail[64];
+                snprintf(name, sizeof name, "fp8 x cast shared by 3 linears, %s, %s%s", dev ? "gpu" : "cpu",
+                         RECIPES[rc], emulate ? " emulated" : "");
+                snprintf(detail, sizeof detail, "%zu of 9 outputs differ from unshared casts' bits", bad);
+                check_true(name, bad == 0, detail);
+            }
+        for (int j = 0; j < 3; j++) {
+            for (int v = 0; v < 2; v++) {
+                if (dev) gpu->free(o[v][j]), gpu->free(dx[v][j]), gpu->free(dw[v][j]);
+                else free(o[v][j]), free(dx[v][j]), free(dw[v][j]);
+            }
+            if (dev) gpu->free(wj[j]), gpu->free(dj[j]);
+        }
+        if (dev) gpu->free(x);
+    }
+    for (int j = 0; j < 3; j++) free(w[j]), free(dout[j]);
+    free(inp);
+}
+
 static void test_fp8(titan_dtype dt) {
     cur_dt = dt;
     printf("--- float8, dt = %s\n", dname());
@@ -1228,6 +1312,7 @@ static void test_fp8(titan_dtype dt) {
     test_fp8_matmul(64, 128, 96); /* dimensions of 16: the tensor-core path */
     test_fp8_matmul(40, 72, 24);  /* K = 72 (out), 24 (grad_in), 40 (grad_w): no float8 algorithm, emulated */
     test_fp8_given_amax(64, 128, 96);
+    test_fp8_share(64, 128);
 }
 
 static void test_dtype_ops(titan_dtype dt) {

@@ -7,7 +7,9 @@
  * precision (rowwise_with_gw_hp's grad_w) goes through the plain matmul.
  *
  * The casts run in row blocks fixed by the shape; amax is a max, exact in
- * any order, so the bytes and scales do not depend on the thread count. */
+ * any order, so the bytes and scales do not depend on the thread count.
+ * x's dequantized cast can serve several calls (the recipe's share): held
+ * here between them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,15 +99,53 @@ static void cast_operand(const titan_fp8_recipe *r, int c, float *deq, const voi
     free(q);
 }
 
+/* The dequantized casts held for the next calls (the recipe's share,
+ * tensor/fp8.h): one per kind, with what it was cast from. The model
+ * calls from one thread. */
+static struct {
+    float *deq;
+    const void *x;
+    titan_dtype dt;
+    int rows, cols, format, rowwise;
+} g_held[TITAN_FP8_NCASTS];
+
+/* cast c of x (fp32, dequantized [rows, cols]) for this call: the held one
+ * (share USE, LAST) or a new one (held after the call when KEEP) */
+static float *shared_operand(const titan_fp8_recipe *r, int c, const void *x, titan_dtype dt, int rows, int cols) {
+    int s = r->share[c];
+    if (s == TITAN_FP8_SHARE_USE || s == TITAN_FP8_SHARE_LAST) {
+        if (!g_held[c].deq || g_held[c].x != x || g_held[c].dt != dt || g_held[c].rows != rows ||
+            g_held[c].cols != cols || g_held[c].format != r->format[c] || g_held[c].rowwise != r->rowwise[c])
+            titan_panic(__FILE__, __LINE__, "cpu backend: float8 shared cast: no held cast of this operand");
+        return g_held[c].deq;
+    }
+    if (s == TITAN_FP8_SHARE_KEEP && g_held[c].deq)
+        titan_panic(__FILE__, __LINE__, "cpu backend: float8 shared cast: a cast of this kind is held already");
+    float *deq = xalloc((size_t)rows * cols * sizeof(float));
+    cast_operand(r, c, deq, x, dt, rows, cols);
+    if (s == TITAN_FP8_SHARE_KEEP) {
+        g_held[c].deq = deq, g_held[c].x = x, g_held[c].dt = dt, g_held[c].rows = rows, g_held[c].cols = cols;
+        g_held[c].format = r->format[c], g_held[c].rowwise = r->rowwise[c];
+    }
+    return deq;
+}
+
+/* the call is done with cast c: freed unless held for the next calls */
+static void release_operand(const titan_fp8_recipe *r, int c, float *deq) {
+    int s = r->share[c];
+    if (s == TITAN_FP8_SHARE_KEEP || s == TITAN_FP8_SHARE_USE) return;
+    if (s == TITAN_FP8_SHARE_LAST) g_held[c].deq = NULL;
+    free(deq);
+}
+
 static void widen(float *dst, const void *src, titan_dtype dt, size_t n) {
     titan_cpu_convert(dst, TITAN_DTYPE_F32, src, dt, n);
 }
 
 int titan_cpu_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void *out, const void *inp,
                                  const void *w, const void *resid, int N, int IC, int OC) {
-    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
-    float *x = xalloc(ni * sizeof(float)), *wd = xalloc(nw * sizeof(float));
-    cast_operand(r, TITAN_FP8_X_OUT, x, inp, dt, N, IC);
+    size_t nw = (size_t)OC * IC, no = (size_t)N * OC;
+    float *x = shared_operand(r, TITAN_FP8_X_OUT, inp, dt, N, IC), *wd = xalloc(nw * sizeof(float));
     cast_operand(r, TITAN_FP8_W_OUT, wd, w, dt, OC, IC);
     float *y = dt == TITAN_DTYPE_F32 ? out : xalloc(no * sizeof(float));
     if (resid) {
@@ -121,7 +161,7 @@ int titan_cpu_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void
         titan_cpu_convert(out, dt, y, TITAN_DTYPE_F32, no);
         free(y);
     }
-    free(x);
+    release_operand(r, TITAN_FP8_X_OUT, x);
     free(wd);
     return 1;
 }
@@ -147,13 +187,13 @@ static void grad_input(titan_dtype dt, const titan_fp8_recipe *r, int add, void 
 /* dw (+)= dout^T inp from float8 operands (fp32 dw) */
 static void grad_weight(titan_dtype dt, const titan_fp8_recipe *r, int add, float *dw, const void *dout,
                         const void *inp, int N, int IC, int OC) {
-    size_t ni = (size_t)N * IC, no = (size_t)N * OC;
-    float *g = xalloc(no * sizeof(float)), *x = xalloc(ni * sizeof(float));
+    size_t no = (size_t)N * OC;
+    float *g = xalloc(no * sizeof(float));
     cast_operand(r, TITAN_FP8_GO_GW, g, dout, dt, N, OC);
-    cast_operand(r, TITAN_FP8_X_GW, x, inp, dt, N, IC);
+    float *x = shared_operand(r, TITAN_FP8_X_GW, inp, dt, N, IC);
     titan_cpu_matmul_backward(add ? TITAN_ACC_DW : 0, NULL, dw, g, x, NULL, N, IC, OC);
     free(g);
-    free(x);
+    release_operand(r, TITAN_FP8_X_GW, x);
 }
 
 int titan_cpu_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r0, int acc, void *dinp, float *dw,
