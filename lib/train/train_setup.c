@@ -417,7 +417,8 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
 /* This rank's memory estimate (the dry run's, memory_estimate.h), on the
  * device and communicators it opened. */
 static titan_status estimate_memory(trainer *t, titan_memory_rank *r) {
-    titan_memory_device dev = titan_memory_device_of(t->cfg);
+    titan_memory_device dev;
+    TITAN_TRY(titan_memory_device_of(t->cfg, &dev));
     dev.host = t->dev.host;
     dev.device_comm = t->dev.host || t->dev.nccl;
     TITAN_TRY(titan_memory_estimate(t->cfg, &t->mc, t->mesh.world, t->mesh.rank, &dev, r));
