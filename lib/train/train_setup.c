@@ -461,9 +461,10 @@ static titan_status plan_device_memory(trainer *t, const setup_shape *sh) {
         t->be->memory(&held, NULL, NULL, 0);
         titan_info("device memory: planned %.1f MiB, %.1f at a step's peak (parameters and gradients %.1f, %s "
                    "compute copy %.1f, optimizer %.1f, activations %.1f, FSDP shard %.1f, communication %.1f); "
-                   "held %.1f MiB", r.held * mib, r.peak * mib, r.by_unit ? 0.0 : (r.params + r.grads) * mib,
-                   titan_dtype_name(sh->compute), r.by_unit ? 0.0 : r.compute_copy * mib, (r.optimizer + r.optimizer_work) * mib,
-                   r.activations * mib, r.shard * mib, (r.cp + r.pipeline) * mib, (double)held * mib);
+                   "held %.1f MiB; bytes: %zu held, %.0f planned", r.held * mib, r.peak * mib,
+                   r.by_unit ? 0.0 : (r.params + r.grads) * mib, titan_dtype_name(sh->compute),
+                   r.by_unit ? 0.0 : r.compute_copy * mib, (r.optimizer + r.optimizer_work) * mib, r.activations * mib,
+                   r.shard * mib, (r.cp + r.pipeline) * mib, (double)held * mib, held, r.held);
     }
     return TITAN_OK;
 }
