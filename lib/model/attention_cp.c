@@ -20,11 +20,13 @@ struct titan_attention_cp {
     size_t esz;
     int B, T, L, NH, NKV, HD, size, rank;
     int chunk[2];
-    /* [B, T, NKV, HD] in position order: keys, values, their gradients */
+    /* the all-gather's [B, T, NKV, HD] in position order: keys, values,
+     * their gradients; the ring's k: the rank's [k | v] pack, dk: the
+     * reduce-scatter's [dk | dv] (v, dv, stage NULL) */
     void *k, *v, *dk, *dv;
     void *stage; /* [cp][B][2][L][NKV, HD]: the collectives' rank-order buffer */
     size_t bytes;
-    /* the ring (titan_attention_cp_use_ring): backend scratch for the
+    /* the ring (TITAN_ATTENTION_CP_RING): backend scratch for the
      * online-softmax merge (backend.h's attention_merge): the rank's out
      * [B, 2, L, QD] so far in fp32 (its lse so far is the caller's lse),
      * one block's out (compute type) and lse; merged[b * 2 + j]: query
@@ -45,16 +47,63 @@ static size_t stage_row(const titan_attention_cp *a, int r, int b, int j) {
     return (size_t)r * a->B * 2 * a->L + local_row(a, b, j);
 }
 
+/* Values of the rank's keys (or values): [B, 2, L, NKV, HD]. */
+static size_t local_count(const titan_attention_cp *a) { return (size_t)a->B * 2 * a->L * a->NKV * a->HD; }
+
 /* Row of sequence b's position pos in a position-order buffer. */
 static size_t seq_row(const titan_attention_cp *a, int b, int pos) { return (size_t)b * a->T + (size_t)pos; }
 
+/* The sizes of a method's 5 backend buffers, in create's order: the plan
+ * sums them, create allocates them. The all-gather: the whole sequence
+ * [B, T, NKV, HD] of k, v, dk, dv and the rank-order stage. The ring: the
+ * rank's [k | v] pack and the reduce-scatter's [dk | dv] ([B, 2, L, NKV,
+ * HD] twice: a block of the group's window each), the merge's fp32 out
+ * [B, 2, L, NH, HD], a block's out [L, NH, HD] and lse [NH, L]. */
+static void buffer_sizes(titan_attention_cp_method method, titan_dtype dt, int B, int T, int NH, int NKV, int HD,
+                         int size, size_t bytes[5]) {
+    size_t esz = titan_dtype_size(dt), L = (size_t)T / (2 * (size_t)size), QD = (size_t)NH * HD;
+    if (method != TITAN_ATTENTION_CP_RING) {
+        for (int i = 0; i < 5; i++) bytes[i] = (size_t)B * T * NKV * HD * esz;
+        return;
+    }
+    bytes[0] = bytes[1] = 2 * (size_t)B * 2 * L * NKV * HD * esz;
+    bytes[2] = (size_t)B * 2 * L * QD * sizeof(float);
+    bytes[3] = L * QD * esz;
+    bytes[4] = L * NH * sizeof(float);
+}
+
+static titan_status alloc_buffers(titan_attention_cp *a) {
+    const titan_backend *be = a->be;
+    size_t bytes[5];
+    void *p[5] = {NULL};
+    buffer_sizes(a->ring ? TITAN_ATTENTION_CP_RING : TITAN_ATTENTION_CP_ALLGATHER, a->dt, a->B, a->T, a->NH, a->NKV,
+                 a->HD, a->size, bytes);
+    int i = 0;
+    while (i < 5 && (p[i] = be->alloc(bytes[i]))) i++;
+    if (a->ring) {
+        a->k = p[0], a->dk = p[1], a->acc = p[2], a->part = p[3], a->part_lse = p[4];
+        if (i < 5)
+            return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: cannot allocate %zu bytes of %s memory "
+                               "for the ring's buffers", bytes[i], be->name);
+        a->merged = titan_alloc((size_t)a->B * 2, "context parallel ring: the merge's flags");
+        return a->merged ? TITAN_OK : TITAN_ERR_NOMEM;
+    }
+    a->k = p[0], a->v = p[1], a->dk = p[2], a->dv = p[3], a->stage = p[4];
+    if (i < 5)
+        return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: cannot allocate 5 x %zu bytes of %s memory "
+                           "for the whole sequence's keys and values", bytes[i], be->name);
+    return TITAN_OK;
+}
+
 titan_status titan_attention_cp_create(titan_attention_cp **out, const titan_group *cp, const titan_backend *be,
-                                       titan_dtype dt, int B, int T, int NH, int NKV, int HD) {
+                                       titan_attention_cp_method method, titan_dtype dt, int B, int T, int NH,
+                                       int NKV, int HD) {
     *out = NULL;
-    int n = cp->size;
+    int n = cp->size, ring = method == TITAN_ATTENTION_CP_RING;
     if (T % (2 * n) != 0)
         return titan_error(TITAN_ERR_USAGE, "model: context parallelism: a sequence of %d tokens does not split into "
                            "2 x %d equal chunks", T, n);
+    if (ring) TITAN_TRY(titan_attention_cp_ring_check(cp, be));
     titan_attention_cp *a = titan_alloc(sizeof *a, "context parallel attention");
     if (!a) return TITAN_ERR_NOMEM;
     memset(a, 0, sizeof *a);
@@ -65,25 +114,17 @@ titan_status titan_attention_cp_create(titan_attention_cp **out, const titan_gro
     a->B = B, a->T = T, a->L = T / (2 * n), a->NH = NH, a->NKV = NKV, a->HD = HD;
     a->size = n;
     a->rank = cp->rank;
+    a->ring = ring;
     titan_layout_cp_chunks(T, n, a->rank, a->chunk);
-    size_t whole;
-    titan_attention_cp_plan_bytes(dt, B, T, NKV, HD, &whole);
-    titan_status st = cp->reserve(cp->ctx, whole);
+    size_t reserve, block;
+    a->bytes = titan_attention_cp_plan_bytes(method, dt, B, T, NH, NKV, HD, n, &reserve, &block);
+    /* the all-gather's staging on the group, or the ring's window */
+    titan_status st = ring ? cp->overlap_reserve(cp->ctx, block) : cp->reserve(cp->ctx, reserve);
+    if (st == TITAN_OK) st = alloc_buffers(a);
     if (st != TITAN_OK) {
         titan_attention_cp_free(a);
         return st;
     }
-    int nbufs = 5;
-    void **bufs[5] = {&a->k, &a->v, &a->dk, &a->dv, &a->stage};
-    for (int i = 0; i < nbufs; i++) {
-        *bufs[i] = be->alloc(whole);
-        if (!*bufs[i]) {
-            titan_attention_cp_free(a);
-            return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: cannot allocate %d x %zu bytes of %s "
-                               "memory for the whole sequence's keys and values", nbufs, whole, be->name);
-        }
-    }
-    a->bytes = titan_attention_cp_plan_bytes(dt, B, T, NKV, HD, NULL);
     *out = a;
     return TITAN_OK;
 }
@@ -99,12 +140,16 @@ void titan_attention_cp_free(titan_attention_cp *a) {
 
 size_t titan_attention_cp_bytes(const titan_attention_cp *a) { return a->bytes; }
 
-/* k, v, dk, dv and the rank-order staging: each the whole sequence's keys
- * or values (create allocates exactly these). */
-size_t titan_attention_cp_plan_bytes(titan_dtype dt, int B, int T, int NKV, int HD, size_t *reserve) {
-    size_t whole = (size_t)B * T * NKV * HD * titan_dtype_size(dt);
-    if (reserve) *reserve = whole;
-    return 5 * whole;
+size_t titan_attention_cp_plan_bytes(titan_attention_cp_method method, titan_dtype dt, int B, int T, int NH, int NKV,
+                                     int HD, int size, size_t *reserve, size_t *block) {
+    size_t bytes[5];
+    buffer_sizes(method, dt, B, T, NH, NKV, HD, size, bytes);
+    int ring = method == TITAN_ATTENTION_CP_RING;
+    /* the all-gather's largest collective is one whole-sequence buffer;
+     * the ring's window block, its [k | v] pack */
+    if (reserve) *reserve = ring ? 0 : bytes[0];
+    if (block) *block = ring ? bytes[0] : 0;
+    return bytes[0] + bytes[1] + bytes[2] + bytes[3] + bytes[4];
 }
 
 double titan_attention_cp_take_comm_s(titan_attention_cp *a) { return a->grp->take_comm_s(a->grp->ctx); }
@@ -176,32 +221,16 @@ static size_t at(const titan_attention_cp *a, size_t r, int width) { return r * 
  * before the queries' projection. Nothing of the whole sequence is
  * copied or kept. */
 
-static size_t local_count(const titan_attention_cp *a) { return (size_t)a->B * 2 * a->L * a->NKV * a->HD; }
-
-/* The ring's backend scratch: the merged out in fp32 [B, 2, L, NH, HD], a
- * block's out [L, NH, HD] and lse [NH, L]; *block (may be NULL): its block
- * of the group's window, [k | v] of the rank's rows. */
-size_t titan_attention_cp_ring_plan_bytes(titan_dtype dt, int B, int T, int NH, int NKV, int HD, int size,
-                                          size_t *block) {
-    size_t L = (size_t)T / (2 * (size_t)size), QD = (size_t)NH * HD;
-    size_t pack = 2 * (size_t)B * 2 * L * NKV * HD * titan_dtype_size(dt); /* [k | v] of the rank's rows */
-    if (block) *block = pack;
-    return 2 * pack + (size_t)B * 2 * L * QD * sizeof(float) + L * QD * titan_dtype_size(dt) +
-           L * NH * sizeof(float);
-}
-
-titan_status titan_attention_cp_ring_check(const titan_group *g, const titan_backend *be) {
-    if (be->attention_forward_at && be->attention_backward_at && be->attention_merge && g->all_gather_each &&
-        g->publish && g->reduce_scatter_start)
-        return TITAN_OK;
-    int guard = strcmp(be->name, "cpu-guard") == 0;
+titan_status titan_attention_cp_ring_refusal(const char *backend, int host, int block_attention, int windows) {
+    if (block_attention && windows) return TITAN_OK;
+    int guard = strcmp(backend, "cpu-guard") == 0;
     titan_error(TITAN_ERR_USAGE, "model: context parallelism: parallelism.context_parallel_rotate_method = "
                 "\"alltoall\" (the ring) needs a cp group whose ranks address each other's buffers (the shm "
                 "communicator's shared windows, for at most %d ranks: host buffers on cpu, device buffers the peers "
-                "map on cuda) and a backend with block attention; this run has %s%s", TITAN_SUM_RANKS_MAX, be->name,
+                "map on cuda) and a backend with block attention; this run has %s%s", TITAN_SUM_RANKS_MAX, backend,
                 guard ? ", whose buffers the peers cannot map"
-                : g->all_gather_each ? "" : " without shared windows (a nccl or mpi communicator, or more ranks)");
-    if (!be->host && !guard && !g->all_gather_each)
+                : windows ? "" : " without shared windows (a nccl or mpi communicator, or more ranks)");
+    if (!host && !guard && !windows)
         titan_error_hint("with the cuda backend and ranks on one host, TITAN_COMM=shm gives the cp group shared "
                          "windows over CUDA IPC");
     else
@@ -209,32 +238,10 @@ titan_status titan_attention_cp_ring_check(const titan_group *g, const titan_bac
     return TITAN_ERR_USAGE;
 }
 
-titan_status titan_attention_cp_use_ring(titan_attention_cp *a) {
-    const titan_group *g = a->grp;
-    const titan_backend *be = a->be;
-    TITAN_TRY(titan_attention_cp_ring_check(g, be));
-    size_t block, L = (size_t)a->L, QD = (size_t)a->NH * a->HD;
-    titan_attention_cp_ring_plan_bytes(a->dt, a->B, a->T, a->NH, a->NKV, a->HD, a->size, &block);
-    TITAN_TRY(g->overlap_reserve(g->ctx, block));
-    /* The all-gather's whole-sequence buffers give way to the rank's own
-     * [k | v] pack and the reduce-scatter's [dk | dv] (block bytes each). */
-    void **whole[5] = {&a->k, &a->v, &a->dk, &a->dv, &a->stage};
-    for (int i = 0; i < 5; i++) {
-        be->free(*whole[i]);
-        *whole[i] = NULL;
-    }
-    a->k = be->alloc(block);
-    a->dk = be->alloc(block);
-    a->acc = be->alloc((size_t)a->B * 2 * L * QD * sizeof(float));
-    a->part = be->alloc(L * QD * a->esz);
-    a->part_lse = be->alloc(L * (size_t)a->NH * sizeof(float));
-    a->merged = titan_alloc((size_t)a->B * 2, "context parallel ring: the merge's flags");
-    if (!a->k || !a->dk || !a->acc || !a->part || !a->part_lse || !a->merged)
-        return titan_error(TITAN_ERR_NOMEM, "model: context parallelism: no %s memory for the ring's buffers",
-                           a->merged ? be->name : "host");
-    a->bytes = titan_attention_cp_ring_plan_bytes(a->dt, a->B, a->T, a->NH, a->NKV, a->HD, a->size, NULL);
-    a->ring = 1;
-    return TITAN_OK;
+titan_status titan_attention_cp_ring_check(const titan_group *g, const titan_backend *be) {
+    return titan_attention_cp_ring_refusal(be->name, be->host,
+                                           be->attention_forward_at && be->attention_backward_at && be->attention_merge,
+                                           g->all_gather_each && g->publish && g->reduce_scatter_start);
 }
 
 typedef struct {

@@ -82,7 +82,8 @@ typedef struct {
      * sequence parallelism or where the tp group has no collective matmuls. */
     int async_tensor_parallel;
     /* With cp: the ring instead of the all-gather of keys and values
-     * (titan_attention_cp_use_ring; torchtitan's rotate method "alltoall"). */
+     * (TITAN_ATTENTION_CP_RING; torchtitan's rotate method "alltoall"):
+     * its buffers and window only, none of the all-gather's. */
     int cp_ring;
     /* Pipeline parallelism: the model is stage pp_stage of pp_size
      * (llama_config.h, titan_llama_pp; 0 or 1: the whole model). A stage
@@ -139,9 +140,10 @@ typedef struct {
     size_t arena_bytes;        /* the activation arena: every slot, the scratch, the tables */
     size_t slot_bytes;         /* what one micro-batch in flight keeps from forward to backward */
     int slots;                 /* micro-batches in flight (pipeline schedules) */
-    size_t cp_bytes;           /* context parallelism's whole-sequence keys and values */
+    size_t cp_bytes;           /* context parallelism's buffers (the all-gather's whole-sequence keys and
+                                * values, or the ring's own: titan_attention_cp_plan_bytes) */
     size_t tp_reserve_bytes;   /* the largest tensor-parallel collective */
-    size_t cp_reserve_bytes;   /* the largest context-parallel collective */
+    size_t cp_reserve_bytes;   /* the largest context-parallel collective (the all-gather's; 0 with the ring) */
     size_t tp_window_bytes;    /* async tp on a device backend: the shared window's buffer (backend memory) */
     size_t cp_window_bytes;    /* the cp ring on a device backend: the cp group's shared window (backend memory) */
     size_t stage_io_bytes;     /* a pipeline stage's output (or its gradient) */

@@ -286,6 +286,11 @@ static titan_status upload_rope(titan_llama *m, const titan_llama_config *c, int
     return TITAN_OK;
 }
 
+/* The cp attention's rotate method: the ring's buffers or the all-gather's, never both. */
+static titan_attention_cp_method cp_method(const request *r) {
+    return r->cp_ring ? TITAN_ATTENTION_CP_RING : TITAN_ATTENTION_CP_ALLGATHER;
+}
+
 /* Tensor parallelism's largest collective: an [N, C] activation. */
 static size_t tp_reserve_bytes(const titan_llama *m) {
     return (size_t)m->N * (size_t)m->C * titan_dtype_size(m->dt);
@@ -301,9 +306,7 @@ static titan_status alloc_extras(titan_llama *m, int B, int T, const request *r)
         if (!m->loss_host) return TITAN_ERR_NOMEM;
     }
     if (r->cp) {
-        titan_status st = titan_attention_cp_create(&m->cpa, r->cp, be, m->dt, B, T, m->NH, m->NKV, m->HD);
-        if (st != TITAN_OK) return st;
-        if (r->cp_ring) TITAN_TRY(titan_attention_cp_use_ring(m->cpa));
+        TITAN_TRY(titan_attention_cp_create(&m->cpa, r->cp, be, cp_method(r), m->dt, B, T, m->NH, m->NKV, m->HD));
     }
     if (r->tp) {
         m->ids_host = titan_alloc(2 * (size_t)N * sizeof(uint32_t), "model: tensor parallel token ids");
@@ -370,12 +373,11 @@ titan_status titan_llama_plan_memory(const titan_llama_config *c, int B, int T, 
         out->slots = m->slots;
         out->stage_io_bytes = (size_t)m->NR * (size_t)m->C * titan_dtype_size(dt);
         out->loss_host_bytes = host_backend ? 0 : (size_t)m->N * sizeof(float);
-        if (r.cp) out->cp_bytes = titan_attention_cp_plan_bytes(dt, B, T, m->NKV, m->HD, &out->cp_reserve_bytes);
-        if (r.cp_ring) { /* its buffers instead, and the cp group's window as the tp one below */
+        if (r.cp) { /* the ring's window counts as the tp one below */
             size_t ring_block;
-            out->cp_bytes = titan_attention_cp_ring_plan_bytes(dt, B, T, m->NH, m->NKV, m->HD, r.cp->size,
-                                                                &ring_block);
-            if (!host_backend) out->cp_window_bytes = titan_group_window_bytes(r.cp->size, ring_block);
+            out->cp_bytes = titan_attention_cp_plan_bytes(cp_method(&r), dt, B, T, m->NH, m->NKV, m->HD, r.cp->size,
+                                                          &out->cp_reserve_bytes, &ring_block);
+            if (r.cp_ring && !host_backend) out->cp_window_bytes = titan_group_window_bytes(r.cp->size, ring_block);
         }
         if (r.tp) out->tp_reserve_bytes = tp_reserve_bytes(m);
         /* async tp's window: blocks of NR rows; host memory (the shm

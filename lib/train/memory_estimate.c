@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "data/tokenizer.h"
+#include "model/attention_cp.h"
 #include "model/llama.h"
 #include "parallel/fsdp.h"
 #include "parallel/mesh.h"
@@ -22,9 +23,11 @@
  * recommended size on current NVIDIA GPUs). */
 #define CUDA_GRANULE ((size_t)2 << 20)
 
-titan_memory_device titan_memory_device_of(const titan_job_config *cfg) {
+titan_status titan_memory_device_of(const titan_job_config *cfg, titan_memory_device *out) {
+    titan_comm_backend comm;
+    TITAN_TRY(titan_comm_backend_choice((titan_comm_backend)cfg->comm_backend_kind, &comm));
     titan_memory_device d = {.host = 1, .device_comm = 1, .granule = titan_page_size(), .name = "cpu"};
-    int shm = cfg->comm_backend_kind == TITAN_JOB_COMM_SHM || cfg->comm_backend_kind == TITAN_JOB_COMM_MPI;
+    int shm = comm == TITAN_COMM_BACKEND_SHM || comm == TITAN_COMM_BACKEND_MPI;
     switch (cfg->training_device_kind) {
     case TITAN_JOB_DEVICE_CPU: break;
     case TITAN_JOB_DEVICE_CPU_GUARD: /* a GPU's rules on the CPU: shm communicators take host memory */
@@ -36,7 +39,13 @@ titan_memory_device titan_memory_device_of(const titan_job_config *cfg) {
         d = (titan_memory_device){.host = 0, .device_comm = !shm, .granule = CUDA_GRANULE, .name = "cuda"};
         break;
     }
-    return d;
+    d.comm = (titan_job_comm)comm;
+    /* cpu-guard has neither; auto takes nccl on cuda, shm on one host otherwise */
+    int guard = cfg->training_device_kind == TITAN_JOB_DEVICE_CPU_GUARD;
+    d.block_attention = !guard;
+    d.windows = !guard && (comm == TITAN_COMM_BACKEND_SHM || (comm == TITAN_COMM_BACKEND_AUTO && d.host));
+    *out = d;
+    return TITAN_OK;
 }
 
 /* The plans of rank `rank`: its model's, FSDP's, and the step's shape. */
@@ -259,7 +268,7 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
     if (cfg->checkpoint_enable && cfg->checkpoint_async != TITAN_JOB_ASYNC_DISABLED) r->host_ckpt = state;
     else if (!dev->host) r->host_ckpt = state;
     int shm = !dev->device_comm || dev->host;
-    if (world > 1 && shm && cfg->comm_backend_kind != TITAN_JOB_COMM_MPI)
+    if (world > 1 && shm && dev->comm != TITAN_JOB_COMM_MPI)
         r->shm_segment = (double)titan_comm_shm_segment_bytes(world);
     return TITAN_OK;
 }
@@ -317,11 +326,16 @@ static const char *ac_name(titan_ac_mode ac, char *buf, size_t cap) {
     return buf;
 }
 
-/* The job's line: layout, device, types, the step's shape. */
+/* The job's line: layout, device, types, the step's shape; rank 0's plan
+ * first, with the run's refusals. */
 static titan_status print_header(const titan_job_config *cfg, const titan_llama_config *mc, int world,
                                  const titan_memory_device *dev, FILE *f) {
     plans p;
     TITAN_TRY(plan_rank(cfg, mc, world, 0, dev, &p));
+    /* the run refuses the ring after the model's own checks (titan_llama_create_ex) */
+    if (cfg->parallelism_cp_ring && p.lay.cp > 1)
+        TITAN_TRY(titan_attention_cp_ring_refusal(dev->name, dev->host, dev->block_attention,
+                                                  dev->windows && p.lay.cp <= TITAN_SUM_RANKS_MAX));
     char lay[256], acb[64];
     titan_layout_format(&p.lay, lay, sizeof lay);
     fprintf(f, "memory estimate: %d rank%s (%s), device %s%s, model %s (%zu parameters), micro-batch %d x %d, "
@@ -404,6 +418,7 @@ titan_status titan_memory_dry_run_job(const titan_job_config *cfg, int world, FI
     if (cfg->parallelism_pipeline_parallel_schedule_csv[0])
         titan_warn("parallelism.pipeline_parallel_schedule_csv: the estimate keeps %s's micro-batches in flight "
                    "(the CSV's own order is not replayed here)", cfg->parallelism_pipeline_parallel_schedule);
-    titan_memory_device dev = titan_memory_device_of(cfg);
+    titan_memory_device dev;
+    TITAN_TRY(titan_memory_device_of(cfg, &dev));
     return titan_memory_dry_run(cfg, &mc, world, &dev, f);
 }

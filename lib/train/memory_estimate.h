@@ -26,11 +26,18 @@ typedef struct {
      * CUDA emulator) */
     size_t granule;
     const char *name;  /* for the report */
+    titan_job_comm comm; /* comm.backend, or TITAN_COMM where it is set (as the run's mesh takes it) */
+    /* what the cp ring needs (titan_attention_cp_ring_refusal's facts):
+     * block attention (cpu, cuda; not cpu-guard), and communicators with
+     * shared windows over the backend's buffers (shm, or auto on cpu: one
+     * host; not nccl, mpi or cpu-guard) */
+    int block_attention, windows;
 } titan_memory_device;
 
 /* The device of a job's training.device and comm.backend, as the run
- * would open it (auto: cuda). */
-titan_memory_device titan_memory_device_of(const titan_job_config *cfg);
+ * would open it (auto: cuda, over nccl); TITAN_ERR_USAGE where TITAN_COMM
+ * names no communicator. */
+titan_status titan_memory_device_of(const titan_job_config *cfg, titan_memory_device *out);
 
 /* One rank's estimate, bytes. */
 typedef struct {
@@ -48,7 +55,8 @@ typedef struct {
     double activations;      /* the arena: every slot, scratch, RoPE tables */
     double act_slot;         /* what one micro-batch in flight keeps */
     int slots;               /* micro-batches in flight */
-    double cp;               /* context parallelism: the whole sequence's keys and values */
+    double cp;               /* context parallelism: the all-gather's whole-sequence keys and values, or
+                              * the ring's own buffers */
     double pipeline;         /* outgoing stage gradients, a slot's each (device comm) */
     double tp_window;        /* shared windows over device memory: async tp's (2 x N x C x dtype) and the
                               * cp ring's (2 x cp x the rank's keys and values) */
@@ -73,7 +81,9 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
                                    const titan_memory_device *dev, titan_memory_rank *out);
 
 /* The dry run's report: the layout, then every rank (ranks with the same
- * figures on one line), then the host memory, to f. */
+ * figures on one line), then the host memory, to f. A cp ring that dev
+ * cannot run is refused as the run refuses it (TITAN_ERR_USAGE, the same
+ * message). */
 titan_status titan_memory_dry_run(const titan_job_config *cfg, const titan_llama_config *mc, int world,
                                   const titan_memory_device *dev, FILE *f);
 

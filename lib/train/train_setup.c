@@ -417,7 +417,8 @@ static titan_status build_parallel_plan(trainer *t, const setup_shape *sh) {
 /* This rank's memory estimate (the dry run's, memory_estimate.h), on the
  * device and communicators it opened. */
 static titan_status estimate_memory(trainer *t, titan_memory_rank *r) {
-    titan_memory_device dev = titan_memory_device_of(t->cfg);
+    titan_memory_device dev;
+    TITAN_TRY(titan_memory_device_of(t->cfg, &dev));
     dev.host = t->dev.host;
     dev.device_comm = t->dev.host || t->dev.nccl;
     TITAN_TRY(titan_memory_estimate(t->cfg, &t->mc, t->mesh.world, t->mesh.rank, &dev, r));
@@ -460,9 +461,10 @@ static titan_status plan_device_memory(trainer *t, const setup_shape *sh) {
         t->be->memory(&held, NULL, NULL, 0);
         titan_info("device memory: planned %.1f MiB, %.1f at a step's peak (parameters and gradients %.1f, %s "
                    "compute copy %.1f, optimizer %.1f, activations %.1f, FSDP shard %.1f, communication %.1f); "
-                   "held %.1f MiB", r.held * mib, r.peak * mib, r.by_unit ? 0.0 : (r.params + r.grads) * mib,
-                   titan_dtype_name(sh->compute), r.by_unit ? 0.0 : r.compute_copy * mib, (r.optimizer + r.optimizer_work) * mib,
-                   r.activations * mib, r.shard * mib, (r.cp + r.pipeline) * mib, (double)held * mib);
+                   "held %.1f MiB; bytes: %zu held, %.0f planned", r.held * mib, r.peak * mib,
+                   r.by_unit ? 0.0 : (r.params + r.grads) * mib, titan_dtype_name(sh->compute),
+                   r.by_unit ? 0.0 : r.compute_copy * mib, (r.optimizer + r.optimizer_work) * mib, r.activations * mib,
+                   r.shard * mib, (r.cp + r.pipeline) * mib, (double)held * mib, held, r.held);
     }
     return TITAN_OK;
 }

@@ -227,6 +227,25 @@ expect 0 "" "batch 16 fits 64 MiB with the GPU to itself" -- emu TITAN_EMU_MEMOR
 expect 6 "GPU 0 is shared by 2 ranks: .* past its share of 30.00 MiB" "2 ranks that do not fit one GPU's halves: refused" \
     -- emu TITAN_EMU_MEMORY_MIB=64 "$bin/titan-train" --nproc 2 "$tmp/m2" $CUDA --training.local_batch_size=16 --training.steps=1
 
+# planned NAME ERR PER: after setup the cuda allocator holds, to the byte,
+# the plan's held bytes (the run's "device memory" line in ERR, rank 0's)
+# and FSDP's full parameters and gradients, PER bytes a parameter of the
+# rank's (fp32: 8; bf16 adds its compute copy: 10), which the plan counts
+# a unit at a time (a GPU's VMM maps them on use) and the emulator, without
+# VMM (vmm.cu's fallback), holds whole. The step's peak is no such check
+# under FSDP: its staging buffers in flight vary with the collectives'
+# timing, and the plan's by-unit figures assume VMM.
+planned() {
+    hp=$(sed -n 's/.*device memory: .*; bytes: \([0-9]*\) held, \([0-9]*\) planned.*/\1 \2/p' "$2" | head -n 1)
+    np=$(sed -n 's/.*model: [0-9]* parameters (this rank: \([0-9]*\)).*/\1/p' "$2" | head -n 1)
+    set -- "$1" "$3" $hp $np
+    if [ $# = 5 ] && [ $(($3 - $4)) = $(($2 * $5)) ]; then
+        ok "$1: held after setup = the plan + FSDP's full buffers ($3 = $4 + $2 x $5 bytes)"
+    else
+        fail "$1: held after setup = the plan + FSDP's full buffers (held, planned, parameters: '$3 $4 $5')"
+    fi
+}
+
 # --- tensor and pipeline parallelism over 2 ranks: 2 kv heads, one per tp rank --------
 # cpu_vs_cuda NAME FLAGS LAYOUT MOVES: NAME ("tp 2") from $tmp/t, trained on
 # the cpu, on cuda over $COMMS, on one GPU both ranks share (shared-memory
@@ -239,6 +258,7 @@ cpu_vs_cuda() {
     expect 0 "" "train $1 on the cpu" -- "$bin/titan-train" --nproc 2 "${pr}c" $2
     expect 0 "$3" "train $1 on cuda (emulated, $COMMS)" -- \
         emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "${pr}g" $CUDA $2
+    cp "$tmp/err" "${pr}g.err"
     d=$(close "${pr}c" "${pr}g" 1e-5) && ok "$1 fp32 on cuda tracks the cpu's ($d)" || fail "$1 fp32 on cuda tracks the cpu's ($d)"
     expect 0 "shared-memory communicators" "train $1 on one GPU both ranks share ($4)" -- \
         emu "$bin/titan-train" --nproc 2 "${pr}s" $CUDA $2
@@ -296,6 +316,7 @@ cpu_vs_cuda "pp 2" "--parallelism.pipeline_parallel_degree=2" "layout dp_replica
 # tensor-core kernel's diagonal off its 64-key tiles); FSDP shards over cp.
 cpu_vs_cuda "cp 2" "--parallelism.context_parallel_degree=2" "layout dp_replicate=1,dp_shard=1,cp=2,tp=1,pp=1" \
     "host mirrors"
+planned "cp 2 all-gather on cuda" "$tmp/cpg.err" 8
 # The cp ring (rotate method "alltoall") on cuda: each rank's keys and
 # values in the cp group's shared window of device memory (CUDA IPC, as
 # async tp's), read in place by the peers' block attention
@@ -319,10 +340,13 @@ d=$(close "$tmp/cprc" "$tmp/cprs" 1e-5 1e-5 3) && ok "cp 2 ring on cuda tracks t
     || fail "cp 2 ring on cuda tracks the cpu's ring ($d)"
 expect 0 "" "train cp 2 ring on two GPUs, TITAN_COMM=shm (device windows across GPUs)" -- \
     emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/cpr2" $CUDA $RING --stop-at 2
+# its buffers and window only, none of the all-gather's (the plan's)
+planned "cp 2 ring on two GPUs" "$tmp/err" 8
 d=$(close "$tmp/cpg" "$tmp/cpr2" $RING_TOL $RING_TOL 2) && ok "cp 2 ring on two GPUs = the all-gather ($d)" \
     || fail "cp 2 ring on two GPUs = the all-gather ($d)"
 expect 0 "" "train cp 2 ring bf16 on two GPUs, TITAN_COMM=shm" -- \
     emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/cprb" $CUDA $RING $BF16 --stop-at 2
+planned "cp 2 ring bf16 on two GPUs" "$tmp/err" 10
 d=$(close "$tmp/cpbg" "$tmp/cprb" 2e-5 1e-5 2) && ok "cp 2 ring bf16 on cuda = the all-gather's bf16 ($d)" \
     || fail "cp 2 ring bf16 on cuda = the all-gather's bf16 ($d)"
 if [ "$COMMS" = nccl ]; then

@@ -14,7 +14,9 @@
 # skipped where the emulator is not built). The dry run prints, for any
 # world size, the figures each rank's run prints at start (the same code);
 # it allocates nothing (405B over 512 ranks under a 1 GiB address-space
-# limit); async tp on a GPU counts its shared window (8B, tp 8). TAP output.
+# limit); async tp on a GPU counts its shared window (8B, tp 8), the cp
+# ring its window and buffers, no staging, and a ring the run refuses is
+# refused alike (message, exit status). TAP output.
 set -u
 EXPECT_TIMEOUT=120
 . "$(dirname "$0")/lib/tap.sh"
@@ -122,20 +124,28 @@ read -r bufs0 held0 <"$tmp/sync8b"; read -r bufs1 held1 <"$tmp/async8b"
     ok "async tp's device window: 128 MiB more comm.bufs and held ($held0 -> $held1 MiB)" ||
     fail "async tp's device window: 128 MiB more comm.bufs and held (comm.bufs $bufs0 -> $bufs1, held $held0 -> $held1)"
 
-# The cp ring on a GPU adds its device window, 2 x cp x [k | v] of a
-# rank's rows (64 MiB for 8B at seq_len 8192 in bf16, cp 2), and its
-# merge's scratch, the rank's out in fp32 (64 MiB) with a block's out
-# (16 MiB) and lse (0.25 MiB); it holds the rank's [k | v] pack and the
-# reduce-scatter's [dk | dv] (16 MiB each) in place of the all-gather's
-# five whole-sequence buffers (16 MiB each): 96.25 MiB more comm.bufs
-# and held.
-expect 0 "" "dry run of 8B with cp 2" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 $EIGHT \
+# The cp ring on a GPU (over shm: auto is nccl there, which the ring
+# refuses) adds its device window, 2 x cp x [k | v] of a rank's rows: L =
+# 8192 / (2 x 2) = 2048 tokens a chunk, [k | v] = 2 x (1 x 2 x 2048 x 8 kv
+# heads x 128 x 2 bytes) = 16 MiB, the window 2 x 2 x 16 = 64 MiB; its
+# merge's scratch, the rank's out in fp32 (1 x 2 x 2048 x 4096 x 4 = 64
+# MiB), a block's out (2048 x 4096 x 2 = 16 MiB) and lse (2048 x 32 x 4 =
+# 0.25 MiB); and its [k | v] pack and the reduce-scatter's [dk | dv] (16
+# MiB each), where the all-gather holds five whole-sequence buffers (8192 x
+# 8 x 128 x 2 = 16 MiB each): 64 + 64 + 16 + 0.25 + 32 - 80 = 96.25 MiB
+# more comm.bufs and held. The ring reserves no staging on the cp group:
+# the all-gather's host mirror of one whole-sequence buffer (16 MiB) is
+# not made, 16 MiB less of collective mirrors.
+SHM="--comm.backend=shm"
+expect 0 "" "dry run of 8B with cp 2 over shm" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 $EIGHT $SHM \
     --parallelism.tensor_parallel_degree=1 --parallelism.context_parallel_degree=2
 awk '$NF == "0-1" {print $9, $11}' "$tmp/out" >"$tmp/cpag"
-expect 0 "" "dry run of 8B with the cp 2 ring" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 $EIGHT \
-    --parallelism.tensor_parallel_degree=1 --parallelism.context_parallel_degree=2 \
+mirrors_ag=$(sed -n 's/.*adds at most: \([0-9.]*\) MiB of collective mirrors.*/\1/p' "$tmp/out")
+expect 0 "" "dry run of 8B with the cp 2 ring over shm" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 \
+    $EIGHT $SHM --parallelism.tensor_parallel_degree=1 --parallelism.context_parallel_degree=2 \
     --parallelism.context_parallel_rotate_method=alltoall
 awk '$NF == "0-1" {print $9, $11}' "$tmp/out" >"$tmp/cpring"
+mirrors_ring=$(sed -n 's/.*adds at most: \([0-9.]*\) MiB of collective mirrors.*/\1/p' "$tmp/out")
 read -r bufs0 held0 <"$tmp/cpag"; read -r bufs1 held1 <"$tmp/cpring"
 d_bufs=$(awk -v a="$bufs0" -v b="$bufs1" 'BEGIN {printf "%.1f", b - a}')
 d_held=$(awk -v a="$held0" -v b="$held1" 'BEGIN {printf "%.1f", b - a}')
@@ -143,6 +153,37 @@ case "$d_bufs $d_held" in
 "96.2 96.2"|"96.2 96.3"|"96.3 96.2"|"96.3 96.3") ok "the cp ring's device window and buffers: 96.25 MiB more comm.bufs and held" ;;
 *) fail "the cp ring's device window and buffers: 96.25 MiB more (comm.bufs $bufs0 -> $bufs1, held $held0 -> $held1)" ;;
 esac
+[ -n "$mirrors_ag" ] && [ "$(awk -v a="$mirrors_ag" -v b="$mirrors_ring" 'BEGIN {printf "%.1f", a - b}')" = 16.0 ] &&
+    ok "the cp ring reserves no staging: 16 MiB less of host mirrors ($mirrors_ag -> $mirrors_ring MiB)" ||
+    fail "the cp ring reserves no staging: 16 MiB less of host mirrors ('$mirrors_ag' -> '$mirrors_ring' MiB)"
+# The dry run refuses the ring where the run does (titan_llama_create_ex:
+# exit 2, the same message): no shared windows over nccl (cuda's auto) or
+# mpi, none on cpu-guard; TITAN_COMM=shm, the hint's way, is taken.
+RING8="$EIGHT --parallelism.tensor_parallel_degree=1 --parallelism.context_parallel_degree=2
+ --parallelism.context_parallel_rotate_method=alltoall"
+NOWIN="this run has cuda without shared windows (a nccl or mpi communicator, or more ranks)"
+for c in auto nccl mpi; do
+    expect 2 "$NOWIN" "dry run of the cp ring over comm.backend = $c on cuda: refused" -- \
+        "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 $RING8 --comm.backend=$c
+done
+grep -q "^hint: with the cuda backend and ranks on one host, TITAN_COMM=shm gives the cp group shared windows" \
+    "$tmp/err" && ok "the dry run's refusal has the run's hint" || fail "the dry run's refusal has the run's hint"
+expect 0 "" "dry run of the cp ring on cuda with TITAN_COMM=shm" -- \
+    env TITAN_COMM=shm "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 $RING8
+expect 2 "this run has cpu-guard, whose buffers the peers cannot map" "dry run of the cp ring on cpu-guard: refused" -- \
+    "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 --parallelism.context_parallel_degree=2 \
+    --parallelism.data_parallel_shard_degree=1 --parallelism.context_parallel_rotate_method=alltoall $GUARD
+cp "$tmp/err" "$tmp/guard-dry-err"
+rm -rf "$tmp/guardring"; cp -r "$tmp/run" "$tmp/guardring"
+expect 2 "whose buffers the peers cannot map" "the run of the cp ring on cpu-guard: refused" -- \
+    "$bin/titan-train" --nproc 2 "$tmp/guardring" --parallelism.context_parallel_degree=2 \
+    --parallelism.data_parallel_shard_degree=1 --parallelism.context_parallel_rotate_method=alltoall $GUARD
+grep "^titan-train: error: " "$tmp/guard-dry-err" >"$tmp/guard-dry-msg"
+grep -q -F -f "$tmp/guard-dry-msg" "$tmp/err" && ok "cpu-guard: the dry run's refusal is the run's message" ||
+    fail "cpu-guard: the dry run's refusal is the run's message ($(cat "$tmp/guard-dry-msg"))"
+expect 0 "" "dry run of the cp ring on the cpu (auto: shm on one host)" -- \
+    "$bin/titan-train" --dry-run "$tmp/run" --world-size 2 --parallelism.context_parallel_degree=2 \
+    --parallelism.data_parallel_shard_degree=1 --parallelism.context_parallel_rotate_method=alltoall
 
 expect 2 "world-size: only with --dry-run" "--world-size without --dry-run is a usage error" -- \
     "$bin/titan-train" "$tmp/run" --world-size 2
@@ -161,6 +202,22 @@ if [ -f "$EMU" ]; then
     layout cuda-emu 1 --training.device=cuda
     layout cuda-emu-bf16-op 1 --training.device=cuda $BF16 --activation_checkpoint.mode=selective \
         --activation_checkpoint.selective_ac_option=op
+    # The cp ring over NCCL (the emulator's): the run's refusal is the dry run's.
+    if nm -D "$EMU" 2>/dev/null | grep -q titan_cuda_nccl_api; then
+        RINGE="--training.device=cuda --parallelism.context_parallel_degree=2
+         --parallelism.context_parallel_rotate_method=alltoall"
+        expect 2 "$NOWIN" "dry run of the cp ring on cuda (auto: nccl): refused" -- \
+            "$bin/titan-train" --dry-run "$tmp/emu" --world-size 2 $RINGE
+        grep "^titan-train: error: " "$tmp/err" >"$tmp/nccl-dry-msg"
+        cp -r "$tmp/emu" "$tmp/emu-ring"
+        expect 2 "$NOWIN" "the run of the cp ring over the emulator's NCCL: refused" -- \
+            env TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/emu-ring" $RINGE
+        [ -s "$tmp/nccl-dry-msg" ] && grep -q -F -f "$tmp/nccl-dry-msg" "$tmp/err" &&
+            ok "nccl: the dry run's refusal is the run's message" ||
+            fail "nccl: the dry run's refusal is the run's message ($(cat "$tmp/nccl-dry-msg"))"
+    else
+        skip "the cp ring over NCCL: the run's refusal is the dry run's" "the emulator has no NCCL"
+    fi
 else
     skip "estimate on the CUDA emulator" "no emulator library ($EMU: built where nvcc is)"
 fi

@@ -17,7 +17,8 @@
  * ring (rotate method "alltoall": every AC mode too, bit for bit; bf16's
  * logits further from the whole model's, 2.5e-3 against 2e-5, as each
  * block's output is rounded before the merge), and the refusal of a
- * sequence that does not split into 2 x cp chunks. */
+ * sequence that does not split into 2 x cp chunks; with either rotate
+ * method the model holds what the plan says, allocated once. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
@@ -200,16 +201,51 @@ static void test_refusals(void) {
     if (me == 0) printf("  cp %d refuses a sequence of %d tokens\n", nr, bad);
 }
 
+/* The model under cp allocates its rotate method's buffers only, once:
+ * the cpu allocator's peak while it is created is what it holds after,
+ * and that is the plan's (titan_llama_plan_memory: parameters, gradients,
+ * the compute copy, the arena and the cp buffers; the ring's window is
+ * the shm communicator's host memory, not the backend's). */
+static void test_memory(titan_dtype dt) {
+    const titan_backend *be = titan_backend_cpu();
+    titan_llama_config c = tiny_config(3, 4, 2, VOCAB, 0);
+    size_t before = 0, after = 0, peak = 0;
+    be->memory(&before, NULL, NULL, 1);
+    titan_llama *m = create(be, &c, TITAN_AC_NONE, dt, world);
+    be->memory(&after, &peak, NULL, 0);
+    titan_group places = {.rank = me, .size = nr};
+    titan_llama_options o = {.cp = &places, .cp_ring = cp_ring};
+    titan_llama_memory mm;
+    CHECK(titan_llama_plan_memory(&c, B, T, TITAN_AC_NONE, dt, &o, 1, &mm) == TITAN_OK, "plan: %s",
+          titan_error_message());
+    size_t plan = 2 * mm.params_bytes + mm.compute_copy_bytes + mm.arena_bytes + mm.cp_bytes;
+    CHECK(after - before == plan, "cp%s %s: the model holds %zu bytes, the plan %zu", cp_ring ? " ring" : "",
+          titan_dtype_name(dt), after - before, plan);
+    CHECK(peak == after, "cp%s %s: %zu bytes at the peak of create, %zu held after", cp_ring ? " ring" : "",
+          titan_dtype_name(dt), peak - before, after - before);
+    CHECK(mm.cp_reserve_bytes == (cp_ring ? 0 : (size_t)B * T * c.n_kv_heads * (c.dim / c.n_heads) *
+                                                    titan_dtype_size(dt)),
+          "cp%s: a reserve of %zu bytes planned", cp_ring ? " ring" : "", mm.cp_reserve_bytes);
+    titan_llama_free(m);
+    if (me == 0)
+        printf("  cp %d%s, %s: %zu bytes held, the plan's, none more while created (cp buffers %zu)\n", nr,
+               cp_ring ? " ring" : "", titan_dtype_name(dt), after - before, mm.cp_bytes);
+}
+
 static int run_rank(titan_comm *w, int rank, int ranks) {
     world = w, me = rank, nr = ranks;
     titan_backend_cpu_set_threads(1);
     double t0 = titan_now_s();
     test_refusals();
+    test_memory(TITAN_DTYPE_F32);
+    test_memory(TITAN_DTYPE_BF16);
     run_case(titan_backend_cpu(), 0, TITAN_DTYPE_F32);
     run_case(titan_backend_cpu(), 1, TITAN_DTYPE_F32);
     run_case(titan_backend_cpu(), 0, TITAN_DTYPE_BF16);
     run_case(titan_backend_cpu_guard(), 0, TITAN_DTYPE_F32);
     cp_ring = 1; /* the ring: keys and values published before q's projection and the layer's backward */
+    test_memory(TITAN_DTYPE_F32);
+    test_memory(TITAN_DTYPE_BF16);
     run_case(titan_backend_cpu(), 0, TITAN_DTYPE_F32);
     run_case(titan_backend_cpu(), 1, TITAN_DTYPE_F32);
     run_case(titan_backend_cpu(), 0, TITAN_DTYPE_BF16);
