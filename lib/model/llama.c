@@ -314,14 +314,6 @@ static void cast_block(titan_llama *m, int b) {
     }
 }
 
-/* The recipe r with cast c's share flag set (tensor/fp8.h), in buf */
-static const titan_fp8_recipe *with_share(const titan_fp8_recipe *r, titan_fp8_recipe *buf, int c, int share) {
-    if (!r || !share) return r;
-    if (r != buf) *buf = *r;
-    buf->share[c] = (unsigned char)share;
-    return buf;
-}
-
 /* Share flags for the linears ks[0..n) of layer l that read one x, in call
  * order (run[i]: ks[i] runs in this pass): among the float8 ones, the
  * first keeps x's cast, the middle ones use it, the last uses it and lets
@@ -353,8 +345,7 @@ static void linear_forward_shared(titan_llama *m, int l, int k, int share, void 
                                   const void *resid, int IC, int OC) {
     titan_fp8_recipe buf;
     const titan_fp8_recipe *r = titan_llama_fp8_recipe(m, &buf, l, k, TITAN_FP8_X_OUT, TITAN_FP8_GO_GI, inp, w, NULL,
-                                                       IC, OC);
-    r = with_share(r, &buf, TITAN_FP8_X_OUT, share);
+                                                       IC, OC, share);
     if (r) m->fp8_gemms += m->be->fp8_matmul_forward(m->dt, r, out, inp, w, resid, m->N, IC, OC);
     else if (resid) m->be->matmul_add_forward(m->dt, out, inp, w, resid, m->N, IC, OC);
     else m->be->matmul_forward(m->dt, out, inp, w, m->N, IC, OC);
@@ -372,8 +363,8 @@ static void linear_backward_shared(titan_llama *m, int l, int k, int share, int 
     titan_fp8_recipe buf;
     /* the casts of the GEMMs that run: grad_in's with dinp, grad_w's with dw */
     const titan_fp8_recipe *r = titan_llama_fp8_recipe(m, &buf, l, k, dinp ? TITAN_FP8_GO_GI : TITAN_FP8_GO_GW,
-                                                       dw ? TITAN_FP8_NCASTS : TITAN_FP8_GO_GW, inp, w, dout, IC, OC);
-    r = with_share(r, &buf, TITAN_FP8_X_GW, dw ? share : TITAN_FP8_SHARE_NONE);
+                                                       dw ? TITAN_FP8_NCASTS : TITAN_FP8_GO_GW, inp, w, dout, IC, OC,
+                                                       dw ? share : TITAN_FP8_SHARE_NONE);
     if (r) m->fp8_gemms += m->be->fp8_matmul_backward(m->dt, r, acc, dinp, dw, dout, inp, w, m->N, IC, OC);
     else m->be->matmul_backward(m->dt, acc, dinp, dw, dout, inp, w, m->N, IC, OC);
 }

@@ -292,6 +292,11 @@ void titan_llama_float8_shape(const titan_llama_config *c, int lin, int *out, in
  * group amaxes, TITAN_FP8_NCASTS x this many floats of backend memory (and
  * tp x this many on the host); N: tokens a micro-batch. */
 size_t titan_llama_fp8_tp_amax_floats(const titan_llama_config *c, int tp, int N);
+/* The amaxes a float8 model keeps from each forward's casts of x for its
+ * backward's (tensorwise x casts: one per micro-batch slot, layer and
+ * distinct input, and the output's), in floats of backend memory; 0 where
+ * the recipe's x casts are not both tensorwise. */
+size_t titan_llama_fp8_xamax_floats(const titan_fp8_recipe *r, int n_layers, int slots);
 /* Float8 training: the linears run as torchao's Float8Linear with recipe
  * r (tensor/fp8.h; the backend's fp8_matmul_* ops), those torchtitan's
  * float8 converter would convert (components/quantization/utils.py,

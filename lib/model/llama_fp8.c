@@ -48,9 +48,11 @@ void titan_llama_fp8_free(titan_llama *m) {
     titan_free(m->fp8_linear);
     if (m->fp8_amax_dev) m->be->free(m->fp8_amax_dev);
     if (m->fp8_wamax) m->be->free(m->fp8_wamax);
+    if (m->fp8_wamax_fwd) m->be->free(m->fp8_wamax_fwd);
+    if (m->fp8_xamax) m->be->free(m->fp8_xamax);
     titan_free(m->fp8_amax_host);
     m->fp8_linear = NULL;
-    m->fp8_amax_dev = m->fp8_amax_host = m->fp8_wamax = NULL;
+    m->fp8_amax_dev = m->fp8_amax_host = m->fp8_wamax = m->fp8_wamax_fwd = m->fp8_xamax = NULL;
     m->fp8_wamax_on = 0;
     m->fp8_amax_cap = 0;
 }
@@ -126,6 +128,17 @@ titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, c
     int count = titan_llama_float8_plan(&m->cfg, r, filter_fqns, m->fp8_linear);
     if (converted) *converted = count;
     if (total) *total = (int)n;
+    if (count && !r->rowwise[TITAN_FP8_W_OUT] && !r->rowwise[TITAN_FP8_W_GI]) {
+        m->fp8_wamax_fwd = m->be->alloc(n * sizeof(float));
+        if (!m->fp8_wamax_fwd)
+            return titan_error(TITAN_ERR_NOMEM, "float8 weight amax of the forward (%zu floats): out of memory", n);
+    }
+    if (count && titan_llama_fp8_xamax_floats(r, m->cfg.n_layers, m->slots)) {
+        size_t nx = titan_llama_fp8_xamax_floats(r, m->cfg.n_layers, m->slots);
+        m->fp8_xamax = m->be->alloc(nx * sizeof(float));
+        if (!m->fp8_xamax)
+            return titan_error(TITAN_ERR_NOMEM, "float8 activation amax of the forward (%zu floats): out of memory", nx);
+    }
     if (m->tp && m->tpp.size > 1 && count) return alloc_tp_amax(m);
     return TITAN_OK;
 }
@@ -170,6 +183,43 @@ static titan_status group_amax(titan_llama *m, float *dev, size_t ns) {
     return TITAN_OK;
 }
 
+/* dev = the tensorwise amax of w [OC, IC], the whole tensor's under tp
+ * (colwise: the linear's sharding) */
+static titan_status weight_amax(titan_llama *m, const titan_fp8_recipe *r, int colwise, const void *w, int IC, int OC,
+                                float *dev) {
+    m->be->fp8_amax(m->dt, dev, w, OC, IC, TITAN_FP8_TENSOR);
+    if (m->fp8_amax_dev && crosses_shard(r, TITAN_FP8_W_OUT, colwise)) return group_amax(m, dev, 1);
+    return TITAN_OK;
+}
+
+size_t titan_llama_fp8_xamax_floats(const titan_fp8_recipe *r, int n_layers, int slots) {
+    int tensorwise = !r->rowwise[TITAN_FP8_X_OUT] && !r->rowwise[TITAN_FP8_X_GW] &&
+                     r->format[TITAN_FP8_X_GW] != TITAN_FP8_NONE && r->format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE;
+    return tensorwise ? (size_t)slots * ((size_t)n_layers * FP8_INPUTS + 1) : 0;
+}
+
+/* linear k's input among a layer's FP8_INPUTS: wq, wk and wv read n1, wo
+ * att, w1 and w3 n2, w2 sw */
+static int input_of(int k) {
+    return k == FP8_WQ || k == FP8_WK || k == FP8_WV ? 0 : k == FP8_WO ? 1 : k == FP8_W2 ? 3 : 2;
+}
+
+/* x's amax for linear (l, k) in the current micro-batch slot */
+static float *xamax_slot(const titan_llama *m, int l, int k) {
+    size_t per_slot = (size_t)m->cfg.n_layers * FP8_INPUTS + 1;
+    size_t at = l >= m->L ? (size_t)m->cfg.n_layers * FP8_INPUTS : (size_t)l * FP8_INPUTS + (size_t)input_of(k);
+    return m->fp8_xamax + (size_t)m->slot * per_slot + at;
+}
+
+/* dev = the tensorwise amax of x [N, IC], the whole tensor's under tp
+ * where x is sharded (the row-parallel linears' x) */
+static titan_status input_amax(titan_llama *m, const titan_fp8_recipe *r, int colwise, const void *x, int IC,
+                               float *dev) {
+    m->be->fp8_amax(m->dt, dev, x, m->N, IC, TITAN_FP8_TENSOR);
+    if (m->fp8_amax_dev && crosses_shard(r, TITAN_FP8_X_OUT, colwise)) return group_amax(m, dev, 1);
+    return TITAN_OK;
+}
+
 /* The cast's amax given by the caller, or by the tp group: see
  * titan_llama_fp8_recipe. */
 static titan_status tp_amax(titan_llama *m, const titan_fp8_recipe *r, int c, int colwise, const void *x,
@@ -190,11 +240,15 @@ static titan_status tp_amax(titan_llama *m, const titan_fp8_recipe *r, int c, in
 }
 
 const titan_fp8_recipe *titan_llama_fp8_recipe(titan_llama *m, titan_fp8_recipe *buf, int l, int k, int c0, int c1,
-                                               const void *x, const void *w, const void *dy, int IC, int OC) {
+                                               const void *x, const void *w, const void *dy, int IC, int OC,
+                                               int xshare) {
     if (!titan_llama_float8_linear(m, l, k)) return NULL;
     const titan_fp8_recipe *r = &m->fp8;
-    if (!m->fp8_wamax_on && !m->fp8_amax_dev) return r;
+    if (!m->fp8_wamax_on && !m->fp8_amax_dev && !m->fp8_wamax_fwd && !m->fp8_xamax && !xshare) return r;
     *buf = *r;
+    int xcast = c0 == TITAN_FP8_X_OUT ? TITAN_FP8_X_OUT : TITAN_FP8_X_GW; /* the forward's, or grad_w's */
+    if (c0 <= xcast && xcast < c1) buf->share[xcast] = (unsigned char)xshare;
+    int held = xshare == TITAN_FP8_SHARE_USE || xshare == TITAN_FP8_SHARE_LAST;
     size_t lin = l >= m->L ? (size_t)m->L * FP8_PER_LAYER : (size_t)l * FP8_PER_LAYER + (size_t)k;
     int colwise = l >= m->L || !(k == FP8_WO || k == FP8_W2);
     /* a tied output's weight is the embedding, gathered in high precision */
@@ -203,6 +257,26 @@ const titan_fp8_recipe *titan_llama_fp8_recipe(titan_llama *m, titan_fp8_recipe 
         if (r->format[c] == TITAN_FP8_NONE) continue;
         if (gathered8 && operand_of(c) == OPERAND_W) {
             buf->amax[c] = m->fp8_wamax + lin; /* tensorwise: the all-gather's scale */
+            continue;
+        }
+        /* tensorwise: the forward takes w's amax, the backward's w^T reuses it */
+        if (m->fp8_wamax_fwd && operand_of(c) == OPERAND_W) {
+            float *slot = m->fp8_wamax_fwd + lin;
+            if (c == TITAN_FP8_W_OUT && m->err == TITAN_OK) {
+                titan_status st = weight_amax(m, r, colwise, w, IC, OC, slot);
+                if (st != TITAN_OK) m->err = st;
+            }
+            buf->amax[c] = slot;
+            continue;
+        }
+        /* tensorwise: the forward takes x's amax, grad_w's x^T reuses it */
+        if (m->fp8_xamax && operand_of(c) == OPERAND_X) {
+            float *slot = xamax_slot(m, l, k);
+            if (c == TITAN_FP8_X_OUT && !held && m->err == TITAN_OK) {
+                titan_status st = input_amax(m, r, colwise, x, IC, slot);
+                if (st != TITAN_OK) m->err = st;
+            }
+            buf->amax[c] = slot;
             continue;
         }
         /* tensorwise: grad_w's dy is grad_in's, reduced once */

@@ -147,6 +147,18 @@ struct titan_llama {
      * (backend memory) while fp8_wamax_on (titan_llama_set_fp8_weight_amax) */
     float *fp8_wamax;
     int fp8_wamax_on;
+    /* Tensorwise w casts: per linear, the whole weight's amax the forward
+     * took (backend memory), which the backward's cast of w^T scales from:
+     * w is the same tensor between them, so one amax pass (and under tp one
+     * group reduction) serves both. NULL where the recipe's w casts are
+     * rowwise. */
+    float *fp8_wamax_fwd;
+    /* Tensorwise x casts: per micro-batch slot, per layer and input (n1 for
+     * wq, wk, wv; att for wo; n2 for w1, w3; sw for w2; then the output's
+     * x), the amax (the whole tensor's under tp) the forward took, which
+     * grad_w's cast of x^T scales from: the same activation, so one amax
+     * pass serves both. NULL where x's casts are not both tensorwise. */
+    float *fp8_xamax;
     /* Split backward (titan_llama_options.split_backward): per slot, what
      * the weight part needs from the input part (ws_* below), wstash_stride
      * bytes a slot; w_pending[slot]: 1 from a slot's input part to its
@@ -158,18 +170,24 @@ struct titan_llama {
 
 /* The linears of a layer, in the order of fp8_linear. */
 enum { FP8_WQ, FP8_WK, FP8_WV, FP8_WO, FP8_W1, FP8_W2, FP8_W3, FP8_PER_LAYER };
+/* The float8 linears' distinct inputs in a layer: n1, att, n2, sw. */
+enum { FP8_INPUTS = 4 };
 
 /* llama_fp8.c: the recipe linear (l, k) (l = L: the output) runs with,
  * NULL when it runs in the compute dtype. Casts [c0, c1) are those of the
  * GEMMs about to run, on the operands x [N, IC], w [OC, IC], dy [N, OC]
  * (dy NULL in the forward). The weight's casts scale from the amax FSDP's
- * float8 all-gather gave (titan_llama_set_fp8_weight_amax); under tensor
+ * float8 all-gather gave (titan_llama_set_fp8_weight_amax), else
+ * (tensorwise) from the amax the forward's cast took (fp8_wamax_fwd); under tensor
  * parallelism each other cast whose amax reduces across the sharded
  * dimension gets the whole tensor's, reduced over the tp group. Where a
  * cast is given an amax the recipe is a copy in *buf. A group failure is
- * kept in m->err. */
+ * kept in m->err. xshare: x's cast in this call (X_OUT in the forward,
+ * X_GW in the backward) is shared with the neighbouring calls
+ * (titan_fp8_share); a USE or LAST takes the held cast and needs no amax. */
 const titan_fp8_recipe *titan_llama_fp8_recipe(titan_llama *m, titan_fp8_recipe *buf, int l, int k, int c0, int c1,
-                                               const void *x, const void *w, const void *dy, int IC, int OC);
+                                               const void *x, const void *w, const void *dy, int IC, int OC,
+                                               int xshare);
 void titan_llama_fp8_free(titan_llama *m);
 
 #define HOOK(m, which, b) ((m)->hooks.which ? (m)->hooks.which((m)->hooks.ctx, (b)) : TITAN_OK)

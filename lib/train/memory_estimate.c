@@ -181,6 +181,12 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
     }
     titan_free(on);
     r->fp8_scratch = most;
+    /* tensorwise w casts: the forward's amax of each linear's weight, held
+     * for the backward (llama_fp8.c) */
+    if (most > 0 && !rc.rowwise[TITAN_FP8_W_OUT] && !rc.rowwise[TITAN_FP8_W_GI])
+        r->fsdp_staging += (double)n * sizeof(float);
+    /* and x's, per micro-batch slot */
+    if (most > 0) r->fsdp_staging += (double)titan_llama_fp8_xamax_floats(&rc, mc->n_layers, p->mm.slots) * sizeof(float);
     if (tp > 1 && most > 0) /* the model's amax buffers */
         r->fsdp_staging += (double)TITAN_FP8_NCASTS * sizeof(float) *
                            (double)titan_llama_fp8_tp_amax_floats(mc, tp, (int)N);
