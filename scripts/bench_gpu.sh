@@ -6,7 +6,10 @@
 #   1B   Llama 3.2 1B: dim 2048, 16 layers, 32 heads, 8 kv heads, FFN 8192,
 #        vocab 128256, tied head (titan's 1B flavor)
 #   8B   Llama 3.1 8B's layers: dim 4096, 32 heads, 8 kv heads, FFN 14336,
-#        vocab 128256, cut to $BENCH_8B_LAYERS layers
+#        vocab 128256, cut to $BENCH_8B_LAYERS layers; "auto": the deepest
+#        whose titan dry run fits the GPU (scripts/deepest-8b.sh: at the
+#        longest seq_len, with each float8 row's scratch, within
+#        BENCH_MEM_FRACTION, 0.85, of its memory); the table's rows state it
 # at seq_len 2048 and 8192, random tokens (titan reads shards made with a
 # synthetic 128256-token tokenizer). titan computes in bf16 with fp32 master
 # weights (training.mixed_precision_param = "bfloat16"; BENCH_TITAN_DTYPE=float32
@@ -21,7 +24,9 @@
 #
 #   scripts/bench_gpu.sh [--peak-flops F]
 #   BENCH_PEAK_FLOPS (989e12: H100 SXM bf16 dense; H200 has the same compute)
-#   BENCH_8B_LAYERS (4)  BENCH_SEQS ("2048 8192")  BENCH_SHAPES ("1B 8B")
+#   BENCH_8B_LAYERS (4, or auto)  BENCH_SEQS ("2048 8192")  BENCH_SHAPES ("1B 8B")
+#   BENCH_GPU_MIB: the memory auto fits (default the GPU's; a smoke test
+#   searches for an 81559 MiB H100 and then runs 2 layers)
 #   BENCH_IMPLS ("eager compile titan titan-serial titan-det": titan as
 #   titan-train runs by default, attention through cuDNN's fused flash
 #   attention where libcudnn.so.9 opens (TITAN_CUDNN_LIB names it, else the
@@ -112,7 +117,8 @@ if [ $SMOKE -eq 1 ]; then
         export TITAN_CUDNN_LIB="$TITAN_CUDA_LIB"
     fi
 fi
-for v in "BENCH_8B_LAYERS=$L8" "BENCH_BATCH=$BATCH" "BENCH_STEPS=$STEPS" "BENCH_WARMUP=$WARMUP" \
+[ "$L8" = auto ] && L8v=1 || L8v=$L8 # auto: resolved once the vocabulary is written
+for v in "BENCH_8B_LAYERS=$L8v" "BENCH_BATCH=$BATCH" "BENCH_STEPS=$STEPS" "BENCH_WARMUP=$WARMUP" \
     "BENCH_RUN_TIMEOUT=$RUN_TIMEOUT" "BENCH_BUDGET=$BUDGET" "BENCH_MIN_RUN=$MIN_RUN" $(for s in $SEQS; do echo "BENCH_SEQS=$s"; done); do
     case ${v#*=} in
     ''|*[!0-9]*|0) [ "$v" = BENCH_WARMUP=0 ] || { echo "bench_gpu: error: $v: expected a positive integer" >&2; exit 2; } ;;
@@ -216,7 +222,6 @@ nvcc=$("${NVCC:-/usr/local/cuda/bin/nvcc}" --version 2>/dev/null | grep -o 'rele
     echo "smoke=$SMOKE"
 } >"$out/env.txt"
 say "$gpu; torch $torch_v; MFU against $PEAK FLOP/s ($peak_source)"
-say "shapes: $SHAPES (8B cut to $L8 layers); seq_len: $SEQS; batch $BATCH; $STEPS steps, first $WARMUP not timed"
 
 # --- data: a 128256-token vocabulary and shards of repository text ----------------
 vocab=$work/llama3-size.tiktoken
@@ -237,6 +242,42 @@ if [ $titan_ok -eq 1 ] && [ "${have:-0}" -lt "$need" ]; then
     fi
     rm -f "$work/corpus.txt"
 fi
+
+# --- the 8B shape's depth: BENCH_8B_LAYERS=auto ----------------------------------------
+# The deepest that fits for every row asked for: bf16 (or fp32) and each
+# float8 recipe's scratch, at the longest seq_len.
+case " $SHAPES " in *" 8B "*) ;; *) [ "$L8" = auto ] && L8=4 ;; esac # not run
+if [ "$L8" = auto ] && [ $titan_ok -eq 0 ]; then
+    L8=4
+    say "8B depth: 4 layers (auto needs titan's dry run: $titan_why)"
+fi
+if [ "$L8" = auto ]; then
+    gmib=${BENCH_GPU_MIB:-}
+    if [ -z "$gmib" ] && [ $SMOKE -eq 1 ]; then gmib=81559; fi
+    [ -n "$gmib" ] || gmib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 2>/dev/null | head -n 1)
+    frac=${BENCH_MEM_FRACTION:-0.85}
+    recipes="-"
+    case " $IMPLS " in *" titan-fp8 "*) recipes="$recipes tensorwise" ;; esac
+    case " $IMPLS " in *" titan-fp8r "*) recipes="$recipes rowwise" ;; esac
+    L8=33 deep_why=""
+    for r in $recipes; do
+        set -- --gpu-mib "$gmib" --tokenizer "tiktoken:$vocab" --seq "$maxseq" --batch "$BATCH" --dtype "$TDTYPE" \
+            --fraction "$frac"
+        [ "$r" = - ] || set -- "$@" --float8 "$r"
+        d=$(sh scripts/deepest-8b.sh "$@" 2>"$out/deepest-8b.err") ||
+            { echo "bench_gpu: error: BENCH_8B_LAYERS=auto: $(tail -n 1 "$out/deepest-8b.err")" >&2; exit 1; }
+        n=${d%% *}
+        if [ "$n" -lt "$L8" ]; then
+            L8=$n deep_why="${d#* } MiB planned"
+            [ "$r" = - ] || deep_why="$deep_why with float8 $r"
+        fi
+    done
+    [ "$L8" -gt 0 ] || { echo "bench_gpu: error: BENCH_8B_LAYERS=auto: not one 8B layer fits $gmib MiB x $frac" >&2; exit 1; }
+    say "8B depth: $L8 layers, the deepest whose dry run fits $frac of $gmib MiB ($deep_why, seq_len $maxseq)"
+    echo "deepest_8b=$L8 layers within $frac of $gmib MiB: $deep_why" >>"$out/env.txt"
+    [ $SMOKE -eq 0 ] || L8=2 # the smoke test's tiny 8B shape
+fi
+say "shapes: $SHAPES (8B cut to $L8 layers); seq_len: $SEQS; batch $BATCH; $STEPS steps, first $WARMUP not timed"
 
 # --- shapes ------------------------------------------------------------------------
 # shape NAME: flavor and dimensions (the flavor's own, or tiny ones for a smoke test)

@@ -221,4 +221,31 @@ if [ -f "$EMU" ]; then
 else
     skip "estimate on the CUDA emulator" "no emulator library ($EMU: built where nvcc is)"
 fi
+
+# scripts/deepest-8b.sh (bench_gpu.sh's BENCH_8B_LAYERS=auto): the most of
+# the 8B's layers whose dry run fits 0.85 of an H100's 81559 MiB at seq_len
+# 8192, checked against the dry run one layer deeper
+/usr/bin/python3 "$top/scripts/torch_gpu_bench.py" --write-tiktoken "$tmp/l3.tiktoken" 2>"$tmp/err"
+D8="--gpu-mib 81559 --tokenizer tiktoken:$tmp/l3.tiktoken"
+if d=$(sh "$top/scripts/deepest-8b.sh" $D8 2>"$tmp/err"); then
+    deep=${d%% *} p=${d#* }
+    more=$(TITAN_NO_REEXEC=1 "$bin/titan-train" --dry-run --job.config_file "$top/configs/debugmodel.toml" \
+        --model.flavor=8B --model.tokenizer="tiktoken:$tmp/l3.tiktoken" --model.dim=4096 \
+        --model.n_layers=$((deep + 1)) --model.n_heads=32 --model.n_kv_heads=8 --training.seq_len=8192 \
+        --training.local_batch_size=1 --training.device=cuda --training.mixed_precision_param=bfloat16 2>/dev/null |
+        sed -n 's/^  peak of the job.s ranks: \([0-9.]*\) MiB.*/\1/p')
+    awk -v n="$deep" -v p="$p" -v q="$more" 'BEGIN { m = 81559 * 0.85; exit !(n >= 1 && n < 32 && p <= m && q > m) }' &&
+        ok "deepest-8b: $deep layers fit an 80 GB H100 at seq_len 8192 ($p MiB planned; $((deep + 1)): ${more:-?} MiB)" ||
+        fail "deepest-8b: '$d', one layer deeper '$more' MiB (limit 0.85 x 81559)"
+else
+    fail "deepest-8b runs ($(tail -n 1 "$tmp/err"))"
+fi
+d2=$(sh "$top/scripts/deepest-8b.sh" $D8 --float8 rowwise 2>"$tmp/err") && [ "${d2%% *}" -le "${d%% *}" ] &&
+    ok "deepest-8b with float8 rowwise's scratch: no deeper (${d2%% *} layers)" ||
+    fail "deepest-8b with float8 rowwise's scratch: '$d2' against '$d'"
+[ "$(sh "$top/scripts/deepest-8b.sh" --gpu-mib 100 --tokenizer "tiktoken:$tmp/l3.tiktoken" 2>&1)" = "0 -" ] &&
+    ok "deepest-8b: a GPU too small for one layer: 0" || fail "deepest-8b: a GPU too small for one layer: 0"
+expect 2 "expected a number in (0, 1]" "deepest-8b: a fraction above 1 refused" -- \
+    sh "$top/scripts/deepest-8b.sh" $D8 --fraction 1.5
+expect 2 "--tokenizer is required" "deepest-8b: no tokenizer refused" -- sh "$top/scripts/deepest-8b.sh" --gpu-mib 81559
 tap_end
