@@ -18,7 +18,16 @@
 #            than BENCH_MIN_S (90) is left. Its "Optimizer overlap" table
 #            sets titan's AdamW beside the next forward against in order
 #            (titan-serial) in the same call: step time, AdamW's time and its
-#            exposed part, MFU.
+#            exposed part, MFU;
+#   float8   float8 training's speed (issue 27): tests/gpu/fp8_speed_check.cu
+#            (each cast in GB/s beside a copy, the float8 product beside
+#            bf16's, the tiled casts against the element-wise ones), then
+#            bench_gpu.sh's titan bf16, titan float8 tensorwise and rowwise,
+#            torch.compile bf16 and torchao's float8 under compile
+#            (FLOAT8_IMPLS; torchao from a carried wheel) on the deepest 8B
+#            that fits (BENCH_8B_LAYERS=auto) and the 1B (FLOAT8_SHAPES) at
+#            seq_len 8192 (FLOAT8_SEQS), with the time left; skipped when
+#            less than BENCH_MIN_S is left.
 # Usage: scripts/gpu-session.sh [PART...]
 #   no PART: the parts tests/gpu/records.tsv has no line for at the current
 #   code (then all of them, in the order above); --code prints the current
@@ -26,10 +35,10 @@
 #   tests/gpu's records and notes are not in it); --todo prints the parts
 #   it would run.
 # Results in $OUT (the device runner fetches at most 8 files): PART.txt (its
-# summary) and PART.tar.gz (its logs and files) for each part run, and
-# records.tsv: one line per part run, to append to tests/gpu/records.tsv
-# with the notes in tests/gpu/ (the date and the GPU are in it). The last
-# lines printed are each part's summary.
+# summary) for each part run, logs.tar.gz (every part's logs and files,
+# out-PART/), and records.tsv: one line per part run, to append to
+# tests/gpu/records.tsv with the notes in tests/gpu/ (the date and the GPU
+# are in it). The last lines printed are each part's summary.
 #
 # From a machine where apt works, once: scripts/gpu-deps.sh fetch (the C
 # libraries the device image lacks, into .gpu-deps/), then the device run
@@ -38,7 +47,7 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
-ALL_PARTS="check layouts bench"
+ALL_PARTS="check layouts bench float8"
 RECORDS=${GPU_RECORDS:-tests/gpu/records.tsv} # (another file: the suite's checks)
 
 code_id() {
@@ -95,15 +104,21 @@ worst=0
 left() { echo $((SESSION_S - ($(date +%s) - t0))); }
 # cap S: S, or the session's time left when less
 cap() { l=$(left); if [ "$l" -lt "$1" ]; then echo "$l"; else echo "$1"; fi; }
-# collect PART RC SUMMARY_FILE: the part's summary and files for $OUT, its record line
+# collect PART RC SUMMARY_FILE: the part's summary for $OUT, its record line
 collect() {
     p=$1; rc=$2
     [ -f "$3" ] && cp "$3" "$res/$p.txt" || echo "no summary (exit $rc)" >"$res/$p.txt"
-    [ -d "$res/out-$p" ] && tar -czf "$res/$p.tar.gz" -C "$res" "out-$p"
     if [ "$rc" -eq 0 ]; then r=pass; else r="fail (exit $rc): $(grep -c '^FAIL' "$res/$p.txt") checks"; worst=1; fi
     printf '%s\t%s\t%s\t%s\t%s\n' "$p" "$code" "$(date -u +%Y-%m-%d)" "$gpu" "$r" >>"$res/records.tsv"
 }
 built=0
+# build PART: make, unless an earlier part built (check does) or GPU_CHECK_BUILD=0
+build() {
+    if [ $built = 0 ] && [ "${GPU_CHECK_BUILD:-1}" != 0 ]; then
+        make -j"${JOBS:-16}" >"$res/make.log" 2>&1 || echo "gpu-session: make failed (build/gpu-session/make.log)"
+        built=1
+    fi
+}
 for p in $parts; do
     case $p in
     check)
@@ -118,10 +133,7 @@ for p in $parts; do
         built=1
         collect check $rc build/gpu-check/summary.txt ;;
     layouts)
-        if [ $built = 0 ] && [ "${GPU_CHECK_BUILD:-1}" != 0 ]; then
-            make -j"${JOBS:-16}" >"$res/make.log" 2>&1 || echo "gpu-session: make failed (build/gpu-session/make.log)"
-            built=1
-        fi
+        build
         s=$(cap "$LAYOUTS_S")
         OUT=$res/out-layouts STEP_TIMEOUT_S=${STEP_TIMEOUT_S:-120} CHECK_BUDGET_S=$s \
             timeout -k 30 $((s + 30)) scripts/gpu-layouts.sh
@@ -136,8 +148,48 @@ for p in $parts; do
         OUT=$res/out-bench BENCH_BUDGET=$((l - 15)) BENCH_RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-100} \
             BENCH_SHAPES=${BENCH_SHAPES:-1B} timeout -k 10 "$l" scripts/bench_gpu.sh
         collect bench $? build/bench_gpu/bench_gpu.md ;;
+    float8)
+        l=$(left)
+        if [ "$l" -lt "$BENCH_MIN_S" ]; then
+            echo "gpu-session: float8 skipped: $l s left, BENCH_MIN_S=$BENCH_MIN_S"
+            continue
+        fi
+        build
+        o=$res/out-float8
+        mkdir -p "$o"
+        sum=$res/float8-summary.txt
+        : >"$sum"
+        rc=0
+        if [ "${GPU_DEVICE:-cuda}" = cuda ]; then
+            # the casts and the float8 products apart (gpu-check runs it too; here beside the rows)
+            if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels \
+                    tests/gpu/fp8_speed_check.cu kernels/fp8.cu kernels/fp8_matmul.cu kernels/matmul.cu \
+                    kernels/elementwise.cu -lcublasLt -o build/fp8_speed_check >"$o/fp8_speed_check.log" 2>&1 &&
+                timeout -k 10 120 build/fp8_speed_check >>"$o/fp8_speed_check.log" 2>&1; then
+                echo "PASS  tests/gpu/fp8_speed_check.cu: $(tail -n 1 "$o/fp8_speed_check.log")" >>"$sum"
+            else
+                echo "FAIL  tests/gpu/fp8_speed_check.cu: $(tail -n 1 "$o/fp8_speed_check.log")" >>"$sum"
+                rc=1
+            fi
+            grep -E '^(cudaMemcpy|cast|gemm_fp8|bf16|float8)' "$o/fp8_speed_check.log" | sed 's/^/      /' >>"$sum"
+        else
+            echo "SKIP  tests/gpu/fp8_speed_check.cu: GPU_DEVICE=$GPU_DEVICE" >>"$sum"
+        fi
+        l=$(left)
+        OUT=$o BENCH_BUDGET=$((l - 15)) BENCH_RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-100} \
+            BENCH_SHAPES=${FLOAT8_SHAPES:-8B 1B} BENCH_SEQS=${FLOAT8_SEQS:-8192} \
+            BENCH_8B_LAYERS=${BENCH_8B_LAYERS:-auto} \
+            BENCH_IMPLS=${FLOAT8_IMPLS:-titan titan-fp8 titan-fp8r compile compile-fp8} \
+            timeout -k 10 "$l" scripts/bench_gpu.sh
+        brc=$?
+        [ $brc -eq 0 ] || rc=$brc
+        echo >>"$sum"
+        cat build/bench_gpu/bench_gpu.md >>"$sum" 2>/dev/null || echo "no bench table (exit $brc)" >>"$sum"
+        collect float8 $rc "$sum" ;;
     esac
 done
+[ -z "$(find "$res" -maxdepth 1 -name 'out-*' -print -quit)" ] ||
+    (cd "$res" && tar -czf logs.tar.gz out-*)
 
 echo
 echo "gpu-session: $(( $(date +%s) - t0 )) s of SESSION_S=$SESSION_S"
@@ -146,6 +198,7 @@ echo "--- records (append to $RECORDS)"
 cat "$res/records.tsv" 2>/dev/null
 if [ -n "$FINAL_OUT" ]; then
     mkdir -p "$FINAL_OUT"
-    for f in "$res"/*.txt "$res"/*.tar.gz "$res/records.tsv"; do [ ! -f "$f" ] || cp "$f" "$FINAL_OUT/"; done
+    for p in $parts; do [ ! -f "$res/$p.txt" ] || cp "$res/$p.txt" "$FINAL_OUT/"; done
+    for f in "$res/logs.tar.gz" "$res/records.tsv"; do [ ! -f "$f" ] || cp "$f" "$FINAL_OUT/"; done
 fi
 exit $worst

@@ -1,11 +1,12 @@
 #!/bin/sh
 # gpu_scripts.sh - the scripts a lent GPU machine runs, run here without one,
 # so that they do not rot between the rare sessions that have a GPU:
-# scripts/gpu-session.sh with its three parts on cpu-guard (GPU_DEVICE):
+# scripts/gpu-session.sh with its four parts on cpu-guard (GPU_DEVICE):
 # gpu-check.sh (the CUDA programs skipped, every training, resume, bf16 and
 # FSDP check run), gpu-layouts.sh (every layout in fp32 and bf16, resumes
-# across layouts) and bench_gpu.sh in its smoke mode (titan's rows on the
-# CUDA emulator where it is built), the results under $OUT as the device
+# across layouts), bench_gpu.sh in its smoke mode (titan's rows on the
+# CUDA emulator where it is built) and the float8 part (bench_gpu.sh's
+# float8 rows the same way), the results under $OUT as the device
 # runner fetches them, the records and the choice of parts by them; and
 # gpu-check.sh out of budget (CHECK_BUDGET_S): nothing run, results written.
 . "$(dirname "$0")/lib/tap.sh"
@@ -18,17 +19,19 @@ mkdir -p "$out"
 export GPU_CHECK_BUILD=0 JOBS=2 STEPS=4 INIT_ARGS="--training.seq_len=64 --model.dim=64 --training.threads=1" MEMCHECK_S=0
 
 OUT=$out GPU_DEVICE=cpu-guard BENCH_GPU_SMOKE=1 BENCH_SEQS=64 BENCH_SHAPES=1B BENCH_IMPLS="eager titan titan-serial" \
-    SESSION_S=800 CHECK_S=400 LAYOUTS_S=250 sh scripts/gpu-session.sh check layouts bench >"$tmp/session.log" 2>&1
+    FLOAT8_SEQS=64 FLOAT8_SHAPES=1B FLOAT8_IMPLS="titan titan-fp8" \
+    SESSION_S=1000 CHECK_S=400 LAYOUTS_S=250 sh scripts/gpu-session.sh check layouts bench float8 >"$tmp/session.log" 2>&1
 rc=$?
 for p in check layouts; do [ ! -f "$out/$p.txt" ] || sed 's/^/#   /' "$out/$p.txt"; done
 grep '^gpu-session' "$tmp/session.log" | sed 's/^/#   /'
 [ $rc -eq 0 ] && ok "gpu-session on cpu-guard passes" || fail "gpu-session on cpu-guard passes (exit $rc)"
-for f in check.txt check.tar.gz layouts.txt layouts.tar.gz bench.txt bench.tar.gz records.tsv; do
+for f in check.txt layouts.txt bench.txt float8.txt logs.tar.gz records.tsv; do
     [ -s "$out/$f" ] && ok "\$OUT/$f written" || fail "\$OUT/$f written"
 done
 [ "$(find "$out" -type f | wc -l)" -le 8 ] && ok "at most 8 files under \$OUT (the runner's limit)" ||
     fail "at most 8 files under \$OUT (the runner's limit)"
-for p in check layouts bench; do tar -xzf "$out/$p.tar.gz" -C "$tmp" || fail "$p.tar.gz unpacks"; done
+tar -xzf "$out/logs.tar.gz" -C "$tmp" || fail "logs.tar.gz unpacks"
+for p in check layouts bench float8; do [ -d "$tmp/out-$p" ] || fail "logs.tar.gz holds out-$p"; done
 s=$out/check.txt
 for want in "SKIP  make: GPU_CHECK_BUILD=0" "SKIP  test_cuda_ops (4 ways)" "PASS  tests/cli/train.sh" \
     "PASS  loss curves agree" "PASS  cpu-guard: stopped at step 2 and resumed, bitwise identical at step 4" \
@@ -64,10 +67,16 @@ grep -E '^\| PyTorch [^|]* \| eager bf16 \|.*\| 64 x 1 \| [0-9]+ \|' "$out/bench
 # AdamW beside the forward against in order: step times, AdamW's, exposed, MFU
 grep -E '^\| 1B \| 64 x 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| -?[0-9.]+ \| [0-9.]+% \| [0-9.]+% \|' "$out/bench.txt" >/dev/null &&
     ok "bench.txt: the optimizer overlap row" || fail "bench.txt: the optimizer overlap row"
+# the float8 part: its speed check skipped without a GPU, titan's bf16 and
+# float8 rows measured (on the emulator where built)
+grep -q "^SKIP  tests/gpu/fp8_speed_check.cu: GPU_DEVICE=cpu-guard" "$out/float8.txt" &&
+    ok "float8.txt: fp8_speed_check skipped without a GPU" || fail "float8.txt: fp8_speed_check skipped without a GPU"
+grep -E '^\| titan \| bf16 \(fp32 master\), float8 tensorwise \|.*\| 64 x 1 \| [0-9]+ \|' "$out/float8.txt" >/dev/null &&
+    ok "float8.txt: titan's float8 row has tokens/s" || fail "float8.txt: titan's float8 row has tokens/s"
 # one record line per part, at the current code
 code=$(sh scripts/gpu-session.sh --code)
-[ "$(grep -c "	$code	.*	pass\$" "$out/records.tsv")" -eq 3 ] && ok "records.tsv: 3 parts passed at code $code" ||
-    fail "records.tsv: 3 parts passed at code $code"
+[ "$(grep -c "	$code	.*	pass\$" "$out/records.tsv")" -eq 4 ] && ok "records.tsv: 4 parts passed at code $code" ||
+    fail "records.tsv: 4 parts passed at code $code"
 # the default is the parts not yet recorded at this code
 cp "$out/records.tsv" "$tmp/records.tsv"
 grep -v '^check' "$tmp/records.tsv" >"$tmp/records2.tsv"
