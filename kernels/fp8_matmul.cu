@@ -71,6 +71,7 @@ static struct {
     int on;
     titan_cuda_fp8_operand o;
     const void *x;
+    titan_dtype dt;
     int rows, cols, transpose;
 } g_held[TITAN_FP8_NCASTS];
 
@@ -87,8 +88,8 @@ static void cast_shared(titan_cuda_fp8_operand *o, const titan_fp8_recipe *r, in
     int s = r->share[c];
     if (s == TITAN_FP8_SHARE_USE || s == TITAN_FP8_SHARE_LAST) {
         const titan_cuda_fp8_operand *h = &g_held[c].o;
-        if (!g_held[c].on || g_held[c].x != x || g_held[c].rows != rows || g_held[c].cols != cols ||
-            g_held[c].transpose != transpose || h->format != (titan_fp8_format)r->format[c] ||
+        if (!g_held[c].on || g_held[c].x != x || g_held[c].dt != dt || g_held[c].rows != rows ||
+            g_held[c].cols != cols || g_held[c].transpose != transpose || h->format != (titan_fp8_format)r->format[c] ||
             h->rowwise != (titan_fp8_recipe_axis(r, c) != TITAN_FP8_TENSOR))
             titan_cuda_panic(__FILE__, __LINE__, "float8 shared cast", "no held cast of this operand");
         *o = *h;
@@ -99,7 +100,7 @@ static void cast_shared(titan_cuda_fp8_operand *o, const titan_fp8_recipe *r, in
                          g_held[c].on ? "a cast of this kind is held already" : "a cast product() would rescale");
     cast(o, r, c, dt, x, rows, cols, transpose);
     if (s == TITAN_FP8_SHARE_KEEP) {
-        g_held[c].on = 1, g_held[c].o = *o, g_held[c].x = x;
+        g_held[c].on = 1, g_held[c].o = *o, g_held[c].x = x, g_held[c].dt = dt;
         g_held[c].rows = rows, g_held[c].cols = cols, g_held[c].transpose = transpose;
     }
 }

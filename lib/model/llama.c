@@ -325,7 +325,7 @@ static void fp8_share_flags(const titan_llama *m, int l, const int *ks, const in
         flag[i] = TITAN_FP8_SHARE_NONE;
         if (run[i] && titan_llama_float8_linear(m, l, ks[i])) at[count++] = i;
     }
-    if (count < 2) return;
+    if (count < 2 || !m->fp8_reuse) return;
     for (int j = 0; j < count; j++)
         flag[at[j]] = j == 0 ? TITAN_FP8_SHARE_KEEP : j == count - 1 ? TITAN_FP8_SHARE_LAST : TITAN_FP8_SHARE_USE;
 }

@@ -121,6 +121,10 @@ titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, c
     /* the collective matmuls run plain GEMMs */
     if (m->overlap)
         return titan_error(TITAN_ERR_USAGE, "float8 training with async tensor parallelism: not supported yet");
+    const char *reuse = getenv("TITAN_FP8_REUSE");
+    if (reuse && *reuse && strcmp(reuse, "0") != 0 && strcmp(reuse, "1") != 0)
+        return titan_error(TITAN_ERR_USAGE, "TITAN_FP8_REUSE=%s: expected 0 or 1 (or unset)", reuse);
+    m->fp8_reuse = !(reuse && strcmp(reuse, "0") == 0);
     size_t n = (size_t)m->cfg.n_layers * FP8_PER_LAYER + 1;
     m->fp8_linear = titan_alloc(n, "float8 linear flags");
     if (!m->fp8_linear) return TITAN_ERR_NOMEM;
@@ -128,12 +132,12 @@ titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, c
     int count = titan_llama_float8_plan(&m->cfg, r, filter_fqns, m->fp8_linear);
     if (converted) *converted = count;
     if (total) *total = (int)n;
-    if (count && !r->rowwise[TITAN_FP8_W_OUT] && !r->rowwise[TITAN_FP8_W_GI]) {
+    if (count && m->fp8_reuse && !r->rowwise[TITAN_FP8_W_OUT] && !r->rowwise[TITAN_FP8_W_GI]) {
         m->fp8_wamax_fwd = m->be->alloc(n * sizeof(float));
         if (!m->fp8_wamax_fwd)
             return titan_error(TITAN_ERR_NOMEM, "float8 weight amax of the forward (%zu floats): out of memory", n);
     }
-    if (count && titan_llama_fp8_xamax_floats(r, m->cfg.n_layers, m->slots)) {
+    if (count && m->fp8_reuse && titan_llama_fp8_xamax_floats(r, m->cfg.n_layers, m->slots)) {
         size_t nx = titan_llama_fp8_xamax_floats(r, m->cfg.n_layers, m->slots);
         m->fp8_xamax = m->be->alloc(nx * sizeof(float));
         if (!m->fp8_xamax)

@@ -159,6 +159,10 @@ struct titan_llama {
      * grad_w's cast of x^T scales from: the same activation, so one amax
      * pass serves both. NULL where x's casts are not both tensorwise. */
     float *fp8_xamax;
+    /* 0 under TITAN_FP8_REUSE=0: every float8 cast takes its own amax and
+     * casts its own operand (no share flags, no kept amaxes): the bytes
+     * are the same, to check the reuse against */
+    int fp8_reuse;
     /* Split backward (titan_llama_options.split_backward): per slot, what
      * the weight part needs from the input part (ws_* below), wstash_stride
      * bytes a slot; w_pending[slot]: 1 from a slot's input part to its

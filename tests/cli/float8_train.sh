@@ -257,6 +257,40 @@ cmp -s "$tmp/pp8.l" "$tmp/pp8z.l" && [ "$(gemms "$tmp/pp8z")" = "84 " ] && [ "$(
     ok "float8 InterleavedZeroBubble = Interleaved1F1B bit for bit (losses, norms, checkpoint; 84 float8 GEMMs a step)" ||
     fail "float8 InterleavedZeroBubble = Interleaved1F1B bit for bit (losses, norms, checkpoint; 84 float8 GEMMs a step)"
 
+# --- reuse: one cast of x for the linears that read it, amaxes kept ----------
+# from the forward for the backward (llama_fp8.c); TITAN_FP8_REUSE=0 casts
+# every operand apart with its own amax: the same bytes, here under the
+# layouts that stress it: pp 2 Interleaved1F1B (micro-batches in flight,
+# each its slot's x amaxes), selective op checkpointing (some linears of a
+# group recomputed, not others) and tp 2 (amaxes reduced over the group)
+expect 0 "" "init float8 pp run for the reuse check" -- "$bin/titan-init" -q "$cfg" "$tmp/pp8r" $TINY $F8 \
+    --model.n_layers=4 --training.steps=3 --training.threads=1
+expect 0 "" "float8 pp 2 Interleaved1F1B, TITAN_FP8_REUSE=0" -- env TITAN_FP8_REUSE=0 "$bin/titan-train" -q \
+    --nproc 2 "$tmp/pp8r" --parallelism.pipeline_parallel_degree=2 \
+    --parallelism.pipeline_parallel_schedule=Interleaved1F1B
+same_ckpt() { # RUN_A RUN_B STEP: every rank's checkpoint file the same bytes
+    for f in "$1/checkpoint/step-0000000$3"/rank-*.bin; do
+        cmp -s "$f" "$2/checkpoint/step-0000000$3/$(basename "$f")" || return 1
+    done
+}
+same_ckpt "$tmp/pp8" "$tmp/pp8r" 3 && ok "float8 pp 2 Interleaved1F1B: the reuse's checkpoint is casting apart's, bit for bit" ||
+    fail "float8 pp 2 Interleaved1F1B: the reuse's checkpoint is casting apart's, bit for bit"
+AC_OP="--activation_checkpoint.mode=selective --activation_checkpoint.selective_ac_option=op"
+TP2="--nproc 2 --parallelism.tensor_parallel_degree=2"
+for v in op tp; do
+    case $v in op) X=$AC_OP ;; tp) X=$TP2 ;; esac
+    expect 0 "" "init float8 $v run" -- "$bin/titan-init" -q "$cfg" "$tmp/ru-$v" $TINY $F8 --training.steps=3
+    cp -r "$tmp/ru-$v" "$tmp/ra-$v"
+    # shellcheck disable=SC2086
+    expect 0 "" "float8 $v, reusing" -- "$bin/titan-train" -q "$tmp/ru-$v" $X
+    # shellcheck disable=SC2086
+    expect 0 "" "float8 $v, TITAN_FP8_REUSE=0" -- env TITAN_FP8_REUSE=0 "$bin/titan-train" -q "$tmp/ra-$v" $X
+    same_ckpt "$tmp/ru-$v" "$tmp/ra-$v" 3 && ok "float8 $v: the reuse's checkpoint is casting apart's, bit for bit" ||
+        fail "float8 $v: the reuse's checkpoint is casting apart's, bit for bit"
+done
+expect 2 "TITAN_FP8_REUSE=yes: expected 0 or 1" "TITAN_FP8_REUSE: an unknown value refused" -- \
+    env TITAN_FP8_REUSE=yes "$bin/titan-train" -q "$tmp/ra-op" --training.steps=4
+
 # --- checkpoints: master weights stay fp32, so runs change freely -------------
 # float8 to step 3, then plain bf16 to 6; plain fp32 to 3, then float8 to 6
 expect 0 "" "init float8 run to switch" -- "$bin/titan-init" -q "$cfg" "$tmp/sw" $TINY $F8

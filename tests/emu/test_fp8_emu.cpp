@@ -109,17 +109,26 @@ static const char *axis_name(titan_fp8_axis a) {
 /* the transposed cast under both kernels, and (tensorwise) the two-layout
  * cast, of one x */
 static void check_shape(titan_dtype dt, int rows, int cols, int offset, titan_fp8_format f, bool nan,
-                        const float *given_amax_host, const char *note) {
+                        const float *given_amax_host, const char *note, bool tiled) {
     std::vector<float> x = values(rows, cols, (unsigned)(rows * 131 + cols), nan);
     void *base = nullptr;
     const void *dx = upload(dt, x, offset, &base);
+    char name[256];
+    /* the kernel the case is for: the tiles where the shape and x allow
+     * (the outputs are the pool's, 256-byte aligned) */
+    titan_cuda_fp8_set_simple(0);
+    uint8_t *aligned = reinterpret_cast<uint8_t *>(256);
+    bool fits = dt == TITAN_DTYPE_BF16 ? tiles_fit<bf16>(aligned, aligned, (const bf16 *)dx, rows, cols)
+                                       : tiles_fit<float>(aligned, aligned, (const float *)dx, rows, cols);
+    snprintf(name, sizeof name, "%s %dx%d%s: the %s kernel runs", dt == TITAN_DTYPE_BF16 ? "bf16" : "f32", rows, cols,
+             note, tiled ? "tiled" : "element-wise");
+    report(fits == tiled, name);
     float *d_amax = nullptr;
     if (given_amax_host) {
         CUDA_CHECK(cudaMalloc(&d_amax, sizeof(float)));
         CUDA_CHECK(cudaMemcpy(d_amax, given_amax_host, sizeof(float), cudaMemcpyHostToDevice));
     }
     const char *tn = dt == TITAN_DTYPE_BF16 ? "bf16" : "f32";
-    char name[256];
     for (int a = 0; a < 3; a++) {
         titan_fp8_axis axis = (titan_fp8_axis)a;
         if (d_amax && axis != TITAN_FP8_TENSOR) continue;
@@ -168,18 +177,18 @@ static void check_shape(titan_dtype dt, int rows, int cols, int offset, titan_fp
 int main(void) {
     const titan_dtype dts[] = {TITAN_DTYPE_F32, TITAN_DTYPE_BF16};
     for (titan_dtype dt : dts) {
-        check_shape(dt, 64, 64, 0, TITAN_FP8_E4M3, false, nullptr, " (one whole tile)");
-        check_shape(dt, 128, 72, 0, TITAN_FP8_E5M2, false, nullptr, " (ragged columns)");
-        check_shape(dt, 80, 200, 0, TITAN_FP8_E4M3, false, nullptr, " (ragged rows and columns)");
-        check_shape(dt, 16, 8, 0, TITAN_FP8_E4M3, false, nullptr, " (smaller than a tile)");
-        check_shape(dt, 67, 129, 0, TITAN_FP8_E4M3, false, nullptr, " (odd: no tiles)");
-        check_shape(dt, 300, 64, 0, TITAN_FP8_E4M3, false, nullptr, " (rows not a multiple of 16: no tiles)");
-        check_shape(dt, 64, 96, 1, TITAN_FP8_E4M3, false, nullptr, " (an unaligned source: no tiles)");
-        check_shape(dt, 96, 64, 0, TITAN_FP8_E4M3, true, nullptr, " (a NaN)");
+        check_shape(dt, 64, 64, 0, TITAN_FP8_E4M3, false, nullptr, " (one whole tile)", true);
+        check_shape(dt, 128, 72, 0, TITAN_FP8_E5M2, false, nullptr, " (ragged columns)", true);
+        check_shape(dt, 80, 200, 0, TITAN_FP8_E4M3, false, nullptr, " (ragged rows and columns)", true);
+        check_shape(dt, 16, 8, 0, TITAN_FP8_E4M3, false, nullptr, " (smaller than a tile)", true);
+        check_shape(dt, 67, 129, 0, TITAN_FP8_E4M3, false, nullptr, " (odd: no tiles)", false);
+        check_shape(dt, 300, 64, 0, TITAN_FP8_E4M3, false, nullptr, " (rows not a multiple of 16: no tiles)", false);
+        check_shape(dt, 64, 96, 1, TITAN_FP8_E4M3, false, nullptr, " (an unaligned source: no tiles)", false);
+        check_shape(dt, 96, 64, 0, TITAN_FP8_E4M3, true, nullptr, " (a NaN)", true);
         /* a given amax below x's: codes saturate; far above: they underflow */
         const float small = 1e-3f, large = 1e6f;
-        check_shape(dt, 64, 128, 0, TITAN_FP8_E4M3, false, &small, " (given amax: saturating)");
-        check_shape(dt, 64, 128, 0, TITAN_FP8_E5M2, false, &large, " (given amax: subnormals and zeros)");
+        check_shape(dt, 64, 128, 0, TITAN_FP8_E4M3, false, &small, " (given amax: saturating)", true);
+        check_shape(dt, 64, 128, 0, TITAN_FP8_E5M2, false, &large, " (given amax: subnormals and zeros)", true);
     }
     printf("%d of %d cases passed\n", cases - failed, cases);
     return failed ? 1 : 0;

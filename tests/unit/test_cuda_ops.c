@@ -1218,6 +1218,12 @@ static void test_fp8_given_amax(int N, int IC, int OC) {
     free(inp), free(w), free(dout), free(out), free(dinp), free(dw);
 }
 
+/* n bytes of src (host) to p on backend be (device or host) */
+static void put(const titan_backend *be, void *p, const void *src, size_t n) {
+    if (be == gpu) gpu->to_device(p, src, n);
+    else memcpy(p, src, n);
+}
+
 /* The bytes of n elements of type t at p on backend be (device or host) */
 static void *bytes_of(const titan_backend *be, const void *p, size_t n) {
     void *h = xmalloc(n);
@@ -1229,20 +1235,24 @@ static void *bytes_of(const titan_backend *be, const void *p, size_t n) {
 /* x's cast shared by three linears (the recipe's share: the model's wk,
  * wv and wq): KEEP, USE, LAST give each product the bits of a call that
  * casts x itself, forward (out) and backward (grad_w's x^T; dinp too), on
- * both backends, every recipe, emulated and on float8 tensor cores. */
+ * both backends, every recipe, emulated and on float8 tensor cores. After
+ * the KEEP, x's buffer is overwritten with other numbers: a USE that cast
+ * x again instead of taking the held cast would show (grad_w kept in high
+ * precision reads x itself: not overwritten there). */
 static void test_fp8_share(int N, int IC) {
     static const char *const RECIPES[] = {"tensorwise", "rowwise", "rowwise_with_gw_hp"};
     static const int OCS[3] = {32, 48, 96};
     titan_dtype dt = cur_dt;
     size_t es = esize(dt), ni = (size_t)N * IC;
-    void *inp = randd(ni, -1, 1), *w[3], *dout[3];
+    void *inp = randd(ni, -1, 1), *other = randd(ni, -2, 2), *w[3], *dout[3];
     for (int j = 0; j < 3; j++)
         w[j] = randd((size_t)OCS[j] * IC, -0.5, 0.5), dout[j] = randd((size_t)N * OCS[j], -1e-3, 1e-3);
     const titan_backend *bes[2] = {cpu, gpu};
     for (int b = 0; b < 2; b++) {
         const titan_backend *be = bes[b];
         int dev = be == gpu;
-        void *x = dev ? upd(inp, ni) : inp, *wj[3], *dj[3], *o[2][3], *dx[2][3];
+        /* x a copy of inp (overwritten and put back below) */
+        void *x = dev ? upd(inp, ni) : memcpy(hostd(ni), inp, ni * es), *wj[3], *dj[3], *o[2][3], *dx[2][3];
         float *dw[2][3];
         for (int j = 0; j < 3; j++) {
             size_t nw = (size_t)OCS[j] * IC, no = (size_t)N * OCS[j];
@@ -1261,18 +1271,23 @@ static void test_fp8_share(int N, int IC) {
                 r.emulate = (unsigned char)emulate;
                 static const unsigned char FLAGS[3] = {TITAN_FP8_SHARE_KEEP, TITAN_FP8_SHARE_USE,
                                                        TITAN_FP8_SHARE_LAST};
+                int gw8 = r.format[TITAN_FP8_X_GW] != TITAN_FP8_NONE;
                 for (int v = 0; v < 2; v++) /* v 0: each casts x; v 1: shared */
                     for (int j = 0; j < 3; j++) {
                         titan_fp8_recipe rj = r;
                         rj.share[TITAN_FP8_X_OUT] = rj.share[TITAN_FP8_X_GW] = v ? FLAGS[j] : 0;
                         be->fp8_matmul_forward(dt, &rj, o[v][j], x, wj[j], NULL, N, IC, OCS[j]);
+                        if (v && j == 0) put(be, x, other, ni * es); /* the held cast, not x, from here */
                     }
+                put(be, x, inp, ni * es);
                 for (int v = 0; v < 2; v++)
                     for (int j = 0; j < 3; j++) {
                         titan_fp8_recipe rj = r;
                         rj.share[TITAN_FP8_X_GW] = v ? FLAGS[j] : 0;
                         be->fp8_matmul_backward(dt, &rj, 0, dx[v][j], dw[v][j], dj[j], x, wj[j], N, IC, OCS[j]);
+                        if (v && j == 0 && gw8) put(be, x, other, ni * es);
                     }
+                put(be, x, inp, ni * es);
                 size_t bad = 0;
                 for (int j = 0; j < 3; j++) {
                     size_t sizes[3] = {(size_t)N * OCS[j] * es, ni * es, (size_t)OCS[j] * IC * sizeof(float)};
@@ -1297,9 +1312,10 @@ static void test_fp8_share(int N, int IC) {
             if (dev) gpu->free(wj[j]), gpu->free(dj[j]);
         }
         if (dev) gpu->free(x);
+        else free(x);
     }
     for (int j = 0; j < 3; j++) free(w[j]), free(dout[j]);
-    free(inp);
+    free(inp), free(other);
 }
 
 static void test_fp8(titan_dtype dt) {
