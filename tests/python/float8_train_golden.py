@@ -64,7 +64,7 @@ def float8(model, recipe):
     return convert_to_float8_training(model, config=cfg, module_filter_fn=lambda mod, fqn: "output" not in fqn)
 
 
-def write(d, name, recipe, flat32, tok, tgt, res):
+def write(d, name, recipe, flat32, tok, tgt, res, plain):
     logits, loss, grads, losses, norms, lrs, after = res
     c = CONFIG
     kv = [("dim", c.dim), ("n_layers", c.n_layers), ("n_heads", c.n_heads), ("n_kv_heads", c.kv_heads),
@@ -79,6 +79,14 @@ def write(d, name, recipe, flat32, tok, tgt, res):
           ("training_steps", gg.STEPS), ("warmup_steps", TRAIN["warmup_steps"]),
           ("decay_ratio", TRAIN["decay_ratio"]), ("decay_type", TRAIN["decay_type"]),
           ("min_lr_factor", TRAIN["min_lr_factor"]), ("float8_recipe", recipe)]
+    # the yardstick: how far the same run in plain float32 lies from these
+    # goldens (test_parity holds titan to a fraction of it)
+    w0 = flat32.astype(np.float64)
+    kv += [("float8_plain_logits", gg.rel(plain[0], logits)), ("float8_plain_loss", gg.rel([plain[1].item()], [loss.item()])),
+           ("float8_plain_grads", gg.rel(plain[2], grads)),
+           ("float8_plain_losses", max(gg.rel([a], [b]) for a, b in zip(plain[3], losses))),
+           ("float8_plain_norms", max(gg.rel([a], [b]) for a, b in zip(plain[4], norms))),
+           ("float8_plain_updates", max(gg.rel(plain[6][s].numpy() - w0, after[s].numpy() - w0) for s in range(gg.STEPS)))]
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.txt"), "w") as f:
         for k, v in kv:
@@ -122,7 +130,7 @@ def main():
         n_f8 = sum(type(x).__name__ == "Float8Linear" for x in m.modules())
         res = gg.run(m, tok, tgt, TRAIN)
         name = "F8_" + recipe
-        write(os.path.join(out, name), name, recipe, flat32, tok, tgt, res)
+        write(os.path.join(out, name), name, recipe, flat32, tok, tgt, res, plain)
         names.append(name)
         w0 = flat32.astype(np.float64)
         upd = max(gg.rel(plain[6][s].numpy() - w0, res[6][s].numpy() - w0) for s in range(gg.STEPS))
