@@ -70,20 +70,43 @@ static void fill_nan(titan_fsdp *f, void *p, titan_dtype dt, size_t n) {
         f->be->to_device((char *)p + i * esz, chunk, (n - i < 4096 ? n - i : 4096) * esz);
 }
 
-/* A free staging buffer of at least `bytes`, waiting for the oldest queued
+/* The staging buffers of titan_fsdp_staging, allocated once at setup
+ * (again when the float8 all-gather changes the layout): what a rank holds
+ * for them is the same run to run, and the plan's (memory_estimate.c). */
+static titan_status stage_setup(titan_fsdp *f, int fp8_gather) {
+    titan_fsdp_memory m = {.nshards = f->nshards};
+    for (int u = 0; u < f->nunits; u++) {
+        const unit *x = &f->units[u];
+        if (x->p1 <= x->p0) continue;
+        m.nonempty++;
+        if (x->full_len > m.unit_max) m.unit_max = x->full_len;
+        if (x->p1 - x->p0 > m.unit_tensors_max) m.unit_tensors_max = x->p1 - x->p0;
+    }
+    int staged = f->mesh->replicate_comm && (f->rdtype != TITAN_DTYPE_F32 || f->mirror), n;
+    size_t bytes;
+    titan_fsdp_staging(&m, f->pdtype, f->rdtype, staged, fp8_gather, &n, &bytes);
+    for (int k = 0; k < NSTAGE; k++) {
+        if (k >= n) stage_free(f, &f->stages[k]);
+        else if (f->stages[k].cap != bytes) TITAN_TRY(stage_alloc(f, &f->stages[k], bytes));
+    }
+    f->nstage = n;
+    return TITAN_OK;
+}
+
+/* A free staging buffer (the first), waiting for the oldest queued
  * operation while all are busy; -1 on failure (kept in f->err). */
 static int stage_get(titan_fsdp *f, size_t bytes) {
     for (;;) {
         int k = -1;
-        for (int j = 0; j < NSTAGE; j++) /* a free one that fits, else any free one */
-            if (!f->stages[j].busy && (k < 0 || (f->stages[k].cap < bytes && f->stages[j].cap >= bytes))) k = j;
+        for (int j = 0; j < f->nstage && k < 0; j++)
+            if (!f->stages[j].busy) k = j;
         if (k >= 0) {
-            stage *s = &f->stages[k];
-            if (s->cap < bytes && stage_alloc(f, s, bytes) != TITAN_OK) {
-                keep(f, TITAN_ERR_NOMEM);
+            if (f->stages[k].cap < bytes) { /* titan_fsdp_staging's sizes cover every collective */
+                keep(f, titan_error(TITAN_ERR_FAIL, "fsdp: a collective of %zu bytes over its staging buffer's %zu",
+                                    bytes, f->stages[k].cap));
                 return -1;
             }
-            s->busy = 1;
+            f->stages[k].busy = 1;
             return k;
         }
         /* Every buffer belongs to a queued operation: complete the oldest. */
@@ -412,8 +435,6 @@ static titan_status hook_after_backward(void *ctx, int b) {
     return f->err;
 }
 
-int titan_fsdp_staging_buffers(void) { return NSTAGE; }
-
 titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *model,
                                const titan_fsdp_options *opt) {
     *out = NULL;
@@ -482,6 +503,7 @@ titan_status titan_fsdp_create(titan_fsdp **out, titan_mesh *mesh, titan_llama *
             return titan_error(TITAN_ERR_NOMEM, "fsdp: shard parameters and gradients, 2 x %zu bytes (%s): out of memory",
                                bytes, f->be->name);
     }
+    TITAN_TRY(stage_setup(f, 0));
     if (mesh->shard_comm || mesh->replicate_comm) {
         titan_llama_hooks h = {f, hook_before_forward, hook_after_forward, hook_before_backward,
                                hook_after_backward, .regathers = f->nshards > 1};
@@ -535,6 +557,8 @@ titan_status titan_fsdp_zero_grads(titan_fsdp *f) {
     for (int u = 0; u < f->nunits; u++) titan_llama_release_grads(f->model, f->units[u].full_off, f->units[u].full_len);
     return TITAN_OK;
 }
+
+titan_status titan_fsdp_fp8_staging(titan_fsdp *f) { return stage_setup(f, 1); }
 
 titan_status titan_fsdp_gather_params(titan_fsdp *f) {
     if (f->direct) { /* the caller wants the fp32 parameters: gather afresh into them */

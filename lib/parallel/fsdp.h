@@ -40,7 +40,8 @@
  * rank holds its fp32 shard (parameters, gradients, and AdamW's two
  * moments: 4/(dp_shard x cp) model sizes) plus the units in use: the gathered
  * parameters of the current and prefetched units, the full gradients of
- * units not yet reduced, and up to four staging buffers of a unit each. On
+ * units not yet reduced, and up to three staging buffers of the largest
+ * unit each (allocated at setup, titan_fsdp_staging). On
  * the host that is pages (mem.h); on a GPU, mapping granules (the partial
  * ones at a unit's ends stay, zeroed). With reshard_after_forward = never,
  * every unit stays gathered from its forward to its backward. Set
@@ -123,12 +124,22 @@ typedef struct {
     size_t unit_max;        /* the largest unit */
     size_t unit_shard_max;  /* the rank's largest shard of a unit */
     size_t first_unit, last_unit;
+    int unit_tensors_max;   /* the most tensors in a unit with parameters */
 } titan_fsdp_memory;
 titan_status titan_fsdp_plan_memory(const titan_layout *l, const titan_llama_config *mc, int rank,
                                     const titan_fsdp_options *opt, titan_fsdp_memory *out);
-/* Staging buffers a rank may hold at most (each grows to the largest
- * collective it served): gathers prefetched, reductions in flight. */
-int titan_fsdp_staging_buffers(void);
+/* The staging buffers a rank of plan fm allocates at setup, all of the
+ * same size, none growing in training (so the bytes held do not depend on
+ * the collectives' timing): *count buffers (at most 3: a prefetched
+ * gather and the reductions in flight; one a unit with parameters at
+ * most, each such unit having one collective in flight at a time) of
+ * *bytes each, the largest unit's gather (parameter dtype pd, or
+ * fp8_gather's float8 all-gather layout: at most 15 padding bytes a
+ * tensor and rank more) or reduction (reduce dtype rd). Without sharding
+ * only all-reduces over replicas stage (replicate_staged: in a reduce
+ * dtype other than fp32, or through host mirrors); else none: 0, 0. */
+void titan_fsdp_staging(const titan_fsdp_memory *fm, titan_dtype pd, titan_dtype rd, int replicate_staged,
+                        int fp8_gather, int *count, size_t *bytes);
 
 /* A unit whose shard gradient became final during the step (its
  * reduce-scatter completed, in a hook of the backward or in sync_grads):

@@ -162,7 +162,7 @@ titan_status titan_fsdp_set_float8_gather(titan_fsdp *f, size_t *saved) {
     }
     f->fp8_stale = 1;
     f->fp8_gather = any;
-    return TITAN_OK;
+    return titan_fsdp_fp8_staging(f); /* the layout's padding may take more */
 }
 
 void titan_fsdp_fp8_free(titan_fsdp *f) {

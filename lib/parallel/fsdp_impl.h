@@ -8,7 +8,13 @@
 
 #define DDP_BUCKET_BYTES ((size_t)25 << 20) /* torch DDP's default bucket_cap_mb */
 
-#define NSTAGE 4 /* staging buffers: a gather in use, one prefetched, reductions in flight */
+/* Staging buffers at most: the prefetched gather and the two latest
+ * reductions. A fourth held a gather issued before the oldest reduction
+ * completed, which the gather in use waits for anyway (a communicator
+ * completes in call order), or an all-reduce over replicas issued before
+ * the prefetched gather landed: little overlap, for memory that depended
+ * on timing. */
+#define NSTAGE 3
 
 /* What completing a queued operation leaves to do here. */
 enum { FIN_NONE, FIN_GATHER, FIN_REDUCE_SCATTER, FIN_ALL_REDUCE };
@@ -74,6 +80,7 @@ struct titan_fsdp {
     int next_ar;          /* HSDP/DDP: the next unit (descending) whose shard gradient goes to all-reduce */
     op_queue q[NQ];
     stage stages[NSTAGE];
+    int nstage;           /* of them allocated (titan_fsdp_staging), all of the same size */
     titan_status err;     /* first failure seen in a hook */
     double exposed_s, total_s;
     /* optimizer.early_step_in_backward: called as each unit's shard gradient
@@ -96,6 +103,8 @@ struct titan_fsdp {
  * rank's part of unit u in its gather layout into dst; the gathered
  * buffer into the flat model of type fdt. */
 titan_status titan_fsdp_fp8_refresh(titan_fsdp *f);
+/* fsdp.c: the staging buffers again for the float8 all-gather's layout */
+titan_status titan_fsdp_fp8_staging(titan_fsdp *f);
 void titan_fsdp_fp8_pack(titan_fsdp *f, const unit *u, void *dst);
 void titan_fsdp_fp8_unpack(titan_fsdp *f, const unit *u, const void *buf, void *flat, titan_dtype fdt);
 void titan_fsdp_fp8_free(titan_fsdp *f);

@@ -145,6 +145,12 @@ titan_status titan_fsdp_plan_memory(const titan_layout *l, const titan_llama_con
             if (len[u] > out->unit_max) out->unit_max = len[u];
             out->nonempty += len[u] > 0;
         }
+        /* fsdp.c's units count their tensors, empty ones (another stage's) too */
+        for (int u = 0; u < out->nunits; u++) {
+            int nt = 0;
+            for (int i = 0; i < nl; i++) nt += unit_of[loc[i].place.block] == u;
+            if (len[u] > 0 && nt > out->unit_tensors_max) out->unit_tensors_max = nt;
+        }
         /* a unit's shard: its tensors' pieces, packed in catalog order */
         memset(len, 0, (size_t)nb * sizeof *len);
         for (int i = 0; i < nl && i < np; i++) len[unit_of[loc[i].place.block]] += pieces[i].len;
@@ -210,4 +216,21 @@ titan_status titan_fsdp_make_units(titan_fsdp *f, const titan_fsdp_options *opt)
         if (S > 1) x->state = STALE;
     }
     return TITAN_OK;
+}
+
+void titan_fsdp_staging(const titan_fsdp_memory *fm, titan_dtype pd, titan_dtype rd, int replicate_staged,
+                        int fp8_gather, int *count, size_t *bytes) {
+    size_t pe = titan_dtype_size(pd), re = titan_dtype_size(rd);
+    *count = 0;
+    *bytes = 0;
+    if (fm->nshards > 1) { /* gathers, reduce-scatters, and all-reduces of a unit's shard */
+        *bytes = fm->unit_max * (pe > re ? pe : re);
+        /* fsdp_fp8.c: each rank's piece of a tensor rounded up to 16 bytes */
+        size_t fp8 = fm->unit_max * pe + (size_t)15 * (size_t)fm->nshards * (size_t)fm->unit_tensors_max;
+        if (fp8_gather && fp8 > *bytes) *bytes = fp8;
+    } else if (replicate_staged) {
+        *bytes = fm->unit_max * re;
+    }
+    if (*bytes) *count = fm->nonempty < NSTAGE ? fm->nonempty : NSTAGE;
+    if (!*count) *bytes = 0;
 }

@@ -82,11 +82,12 @@ static titan_status plan_rank(const titan_job_config *cfg, const titan_llama_con
 }
 
 /* What a step adds under FSDP (fsdp.h's schedule): the gathered units, the
- * full gradients not yet reduce-scattered, the staging buffers. */
+ * full gradients not yet reduce-scattered; and the staging buffers, held
+ * from setup on. */
 static void fsdp_step(const titan_llama_config *mc, const plans *p, const titan_memory_device *dev,
-                      titan_memory_rank *r) {
+                      int fp8_gather, titan_memory_rank *r) {
     const titan_fsdp_memory *fm = &p->fm;
-    size_t pe = titan_dtype_size(p->fo.param_dtype), re = titan_dtype_size(p->fo.reduce_dtype);
+    size_t pe = titan_dtype_size(p->fo.param_dtype);
     int sharded = fm->nshards > 1, replicate = p->lay.dp_replicate > 1;
     if (sharded) {
         /* Gathers in the compute type land in the compute copy alone
@@ -109,21 +110,14 @@ static void fsdp_step(const titan_llama_config *mc, const plans *p, const titan_
         if (dev->granule > titan_page_size()) /* a GPU: the end granules of each unit stay mapped */
             r->granules = (double)(fm->nunits - 1) * (double)dev->granule * 2.0;
     }
-    /* Staging (fsdp.c): buffers are taken as collectives start, freed as
-     * they finish, and each grows to the largest collective it served; over
-     * a step they swap units, so each may end at the largest unit's size.
-     * In use at once: the prefetched gather, the reduce-scatter just queued
-     * and the one before it, and never more than the units with parameters;
-     * the last of fsdp.c's buffers is taken only when a collective lags
-     * three behind (not seen in tests/cli/memory_estimate.sh's runs). */
-    int mirror = !dev->device_comm && !dev->host;
-    size_t esz = 0;
-    if (sharded) esz = pe > re ? pe : re; /* gathers and reduce-scatters */
-    else if (replicate && (p->fo.reduce_dtype != TITAN_DTYPE_F32 || mirror)) esz = re; /* all-reduces */
-    int k = titan_fsdp_staging_buffers() - 1;
-    if (k > fm->nonempty) k = fm->nonempty;
-    r->fsdp_staging = (double)k * (double)fm->unit_max * (double)esz;
-    if (mirror) r->host_mirrors += r->fsdp_staging;
+    /* Staging (fsdp.c): a prefetched gather and the reductions in flight
+     * at most, allocated at setup, all of the largest collective's size. */
+    int mirror = !dev->device_comm && !dev->host, n;
+    int staged = replicate && (p->fo.reduce_dtype != TITAN_DTYPE_F32 || mirror);
+    size_t bytes;
+    titan_fsdp_staging(fm, p->fo.param_dtype, p->fo.reduce_dtype, staged, fp8_gather, &n, &bytes);
+    r->fsdp_buffers = (double)n * (double)bytes;
+    if (mirror) r->host_mirrors += r->fsdp_buffers;
 }
 
 /* Float8 linears (model.converters): the scratch one call holds at most,
@@ -259,14 +253,14 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
                        (double)mm->stage_io_bytes;
     }
     if (mirror) r->host_mirrors += (double)mm->tp_reserve_bytes + (double)mm->cp_reserve_bytes;
-    fsdp_step(mc, &p, dev, r);
+    fsdp_step(mc, &p, dev, titan_config_float8(cfg) && cfg->float8_enable_fsdp_float8_all_gather, r);
     TITAN_TRY(float8_bytes(cfg, mc, &p, dev, r));
     /* FSDP's full buffers are releasable: held a unit at a time where the
      * device maps memory on use, wholly where it cannot. */
     double full = r->params + r->grads + r->compute_copy;
     int by_unit = r->by_unit = sharded && dev->granule > 0;
     r->held = (by_unit ? 0.0 : full) + r->shard + r->optimizer + r->optimizer_work + r->activations + r->cp +
-              r->pipeline + r->tp_window;
+              r->pipeline + r->tp_window + r->fsdp_buffers;
     double step = by_unit ? r->fsdp_gathered + r->fsdp_grads + r->granules : 0.0;
     r->peak = r->held + step + r->fsdp_staging + r->fp8_scratch;
     /* checkpoints: an async snapshot (host), or the staging of a device's saves */
@@ -310,7 +304,7 @@ static void print_row(FILE *f, const titan_memory_rank *r, const char *ranks) {
     double full = r->by_unit ? 0.0 : r->params + r->grads, copy = r->by_unit ? 0.0 : r->compute_copy;
     fprintf(f, "%3d %10.1f %8.1f %8.1f %8.1f %8.1f %3d %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n", r->c.pp, mib(full),
             mib(copy), mib(r->optimizer), mib(r->shard), mib(r->act_slot), r->slots, mib(r->activations),
-            mib(r->cp + r->pipeline + r->tp_window + r->fsdp_staging), mib(r->fsdp_gathered + r->fsdp_grads + r->granules),
+            mib(r->cp + r->pipeline + r->tp_window + r->fsdp_buffers + r->fsdp_staging), mib(r->fsdp_gathered + r->fsdp_grads + r->granules),
             mib(r->held), mib(r->peak), ranks);
 }
 
@@ -321,7 +315,7 @@ static int same_figures(const titan_memory_rank *a, const titan_memory_rank *b) 
            a->shard == b->shard && a->activations == b->activations && a->act_slot == b->act_slot &&
            a->slots == b->slots && a->cp == b->cp && a->pipeline == b->pipeline && a->tp_window == b->tp_window &&
            a->fsdp_gathered == b->fsdp_gathered && a->fsdp_grads == b->fsdp_grads &&
-           a->fsdp_staging == b->fsdp_staging && a->fp8_scratch == b->fp8_scratch && a->held == b->held && a->peak == b->peak && a->c.pp == b->c.pp;
+           a->fsdp_staging == b->fsdp_staging && a->fsdp_buffers == b->fsdp_buffers && a->fp8_scratch == b->fp8_scratch && a->held == b->held && a->peak == b->peak && a->c.pp == b->c.pp;
 }
 
 static const char *ac_name(titan_ac_mode ac, char *buf, size_t cap) {

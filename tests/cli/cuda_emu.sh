@@ -50,7 +50,7 @@ PY
 }
 
 expect 0 "" "init runs" -- "$bin/titan-init" "$cfg" "$tmp/c" $SMALL
-for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 s2 o2 m1 m2 h2 b2 c4 g4 fc fg fs fr fe a8c a8g gc gg gr; do
+for r in g r p f hc hg ha hn ho hd hm hx hb c2 g2 g2r s2 o2 m1 m2 h2 b2 c4 g4 fc fg fs fr fe a8c a8g gc gg gr; do
     cp -r "$tmp/c" "$tmp/$r"
 done
 
@@ -180,27 +180,73 @@ d=$(close "$tmp/fr" "$tmp/fe" 1e-5) && ok "float8 emulated on cuda tracks the cp
 expect 2 "TITAN_CUDA_ATTENTION=bogus: expected cudnn, titan or simple" "TITAN_CUDA_ATTENTION: an unknown value refused" -- \
     emu TITAN_CUDA_ATTENTION=bogus "$bin/titan-train" "$tmp/hb" $CUDA $BF16
 
+# planned NAME ERR PER: after setup the cuda allocator holds, to the byte,
+# the plan's held bytes (the run's "device memory" line in ERR, rank 0's)
+# and FSDP's full parameters and gradients, PER bytes a parameter of the
+# rank's (fp32: 8; bf16 adds its compute copy: 10), which the plan counts
+# a unit at a time (a GPU's VMM maps them on use) and the emulator, without
+# VMM (vmm.cu's fallback), holds whole. FSDP's staging buffers are in
+# both: allocated at setup, all of the largest unit's size (fsdp.c).
+planned() {
+    hp=$(sed -n 's/.*device memory: .*; bytes: \([0-9]*\) held, \([0-9]*\) planned.*/\1 \2/p' "$2" | head -n 1)
+    np=$(sed -n 's/.*model: [0-9]* parameters (this rank: \([0-9]*\)).*/\1/p' "$2" | head -n 1)
+    set -- "$1" "$3" $hp $np
+    if [ $# = 5 ] && [ $(($3 - $4)) = $(($2 * $5)) ]; then
+        ok "$1: held after setup = the plan + FSDP's full buffers ($3 = $4 + $2 x $5 bytes)"
+    else
+        fail "$1: held after setup = the plan + FSDP's full buffers (held, planned, parameters: '$3 $4 $5')"
+    fi
+}
+# steady NAME ERR: nothing grows in training on the emulator (its full
+# buffers held whole): rank 0's measured step peak (memory_estimation.enable)
+# is what it held after setup, FSDP's staging buffers included; they grew
+# with the collectives' timing once, by up to a unit's buffer.
+steady() {
+    hp=$(sed -n 's/.*device memory: .*; bytes: \([0-9]*\) held.*/\1/p' "$2" | head -n 1)
+    pk=$(sed -n 's/.*memory: rank 0: peak .*bytes: \([0-9]*\) measured.*/\1/p' "$2")
+    [ -n "$hp" ] && [ "$hp" = "$pk" ] && ok "$1: the step's peak is what setup held ($pk bytes)" ||
+        fail "$1: the step's peak is what setup held (held '$hp', peak '$pk')"
+}
+# peaks ERR: every rank's measured peak, in rank order
+peaks() { sed -n 's/.*memory: rank \([0-9]*\): peak .*bytes: \([0-9]*\) measured.*/\1 \2/p' "$1" | sort -n | tr '\n' ' '; }
+
 # --- data parallelism (each rank its own emulated GPU) --------------------------------
 # NCCL communicators (tests/emu/nccl_emu.cpp) where the library has them,
 # else shared-memory ones with device staging. FSDP over 2 ranks, and HSDP
 # 2 x 2 (communicator splits).
 if nm -D "$EMU" | grep -q titan_cuda_nccl_api; then COMMS=nccl; else COMMS=shared-memory; fi
 expect 0 "" "train 2 ranks on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/c2"
+MEM="--memory_estimation.enable=true"
 expect 0 "$COMMS communicators), layout dp_replicate=1,dp_shard=2" "train 2 ranks on cuda (emulated, $COMMS)" -- \
-    emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/g2" $CUDA
+    emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/g2" $CUDA $MEM
+planned "FSDP 2 on cuda" "$tmp/err" 8
+steady "FSDP 2 on cuda" "$tmp/err"
+p1=$(peaks "$tmp/err")
+# the same job again, other thread interleavings: the same peaks, rank by rank
+expect 0 "" "train 2 ranks on cuda again (other thread interleaving)" -- \
+    emu TITAN_EMU_DEVICES=2 TITAN_EMU_SEED=7 "$bin/titan-train" --nproc 2 "$tmp/g2r" $CUDA $MEM
+p2=$(peaks "$tmp/err")
+[ -n "$p1" ] && [ "$p1" = "$p2" ] && ok "FSDP 2 on cuda: the same peaks run to run ($p1)" ||
+    fail "FSDP 2 on cuda: the same peaks run to run ('$p1', '$p2')"
 d=$(close "$tmp/c2" "$tmp/g2" 1e-5) && ok "2-rank fp32 tracks the cpu's 2 ranks ($d)" \
     || fail "2-rank fp32 tracks the cpu's 2 ranks ($d)"
 expect 0 "shared-memory communicators" "train 2 ranks on cuda, TITAN_COMM=shm (device staging)" -- \
-    emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/s2" $CUDA
+    emu TITAN_EMU_DEVICES=2 TITAN_COMM=shm "$bin/titan-train" --nproc 2 "$tmp/s2" $CUDA $MEM
+planned "FSDP 2 on cuda, TITAN_COMM=shm" "$tmp/err" 8
+steady "FSDP 2 on cuda, TITAN_COMM=shm" "$tmp/err"
 d=$(close "$tmp/c2" "$tmp/s2" 1e-5) && ok "shared-memory communicators on cuda track the cpu ($d)" \
     || fail "shared-memory communicators on cuda track the cpu ($d)"
 expect 0 "" "train 2 ranks bf16 on the cpu" -- "$bin/titan-train" --nproc 2 "$tmp/h2" $BF16
-expect 0 "" "train 2 ranks bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/b2" $CUDA $BF16
+expect 0 "" "train 2 ranks bf16 on cuda" -- emu TITAN_EMU_DEVICES=2 "$bin/titan-train" --nproc 2 "$tmp/b2" $CUDA $BF16 $MEM
+planned "FSDP 2 bf16 on cuda" "$tmp/err" 10
+steady "FSDP 2 bf16 on cuda" "$tmp/err"
 d=$(close "$tmp/h2" "$tmp/b2" 5e-3) && ok "2-rank bf16 tracks the cpu's ($d)" || fail "2-rank bf16 tracks the cpu's ($d)"
 HSDP="--parallelism.data_parallel_replicate_degree=2 --parallelism.data_parallel_shard_degree=2"
 expect 0 "" "train HSDP 2x2 on the cpu" -- "$bin/titan-train" --nproc 4 "$tmp/c4" $HSDP
 expect 0 "layout dp_replicate=2,dp_shard=2" "train HSDP 2x2 on cuda" -- emu TITAN_EMU_DEVICES=4 "$bin/titan-train" \
-    --nproc 4 "$tmp/g4" $CUDA $HSDP
+    --nproc 4 "$tmp/g4" $CUDA $HSDP $MEM
+planned "HSDP 2x2 on cuda" "$tmp/err" 8
+steady "HSDP 2x2 on cuda" "$tmp/err"
 d=$(close "$tmp/c4" "$tmp/g4" 1e-5) && ok "HSDP on cuda tracks the cpu's ($d)" || fail "HSDP on cuda tracks the cpu's ($d)"
 # FSDP's float8 all-gather on cuda: float8 weights gathered as bytes
 # (NCCL's uint8), their amaxes reduced through device memory, the codes
@@ -227,24 +273,6 @@ expect 0 "" "batch 16 fits 64 MiB with the GPU to itself" -- emu TITAN_EMU_MEMOR
 expect 6 "GPU 0 is shared by 2 ranks: .* past its share of 30.00 MiB" "2 ranks that do not fit one GPU's halves: refused" \
     -- emu TITAN_EMU_MEMORY_MIB=64 "$bin/titan-train" --nproc 2 "$tmp/m2" $CUDA --training.local_batch_size=16 --training.steps=1
 
-# planned NAME ERR PER: after setup the cuda allocator holds, to the byte,
-# the plan's held bytes (the run's "device memory" line in ERR, rank 0's)
-# and FSDP's full parameters and gradients, PER bytes a parameter of the
-# rank's (fp32: 8; bf16 adds its compute copy: 10), which the plan counts
-# a unit at a time (a GPU's VMM maps them on use) and the emulator, without
-# VMM (vmm.cu's fallback), holds whole. The step's peak is no such check
-# under FSDP: its staging buffers in flight vary with the collectives'
-# timing, and the plan's by-unit figures assume VMM.
-planned() {
-    hp=$(sed -n 's/.*device memory: .*; bytes: \([0-9]*\) held, \([0-9]*\) planned.*/\1 \2/p' "$2" | head -n 1)
-    np=$(sed -n 's/.*model: [0-9]* parameters (this rank: \([0-9]*\)).*/\1/p' "$2" | head -n 1)
-    set -- "$1" "$3" $hp $np
-    if [ $# = 5 ] && [ $(($3 - $4)) = $(($2 * $5)) ]; then
-        ok "$1: held after setup = the plan + FSDP's full buffers ($3 = $4 + $2 x $5 bytes)"
-    else
-        fail "$1: held after setup = the plan + FSDP's full buffers (held, planned, parameters: '$3 $4 $5')"
-    fi
-}
 
 # --- tensor and pipeline parallelism over 2 ranks: 2 kv heads, one per tp rank --------
 # cpu_vs_cuda NAME FLAGS LAYOUT MOVES: NAME ("tp 2") from $tmp/t, trained on
