@@ -174,7 +174,11 @@ expect 0 "" "train float8 rowwise_with_gw_hp fp32 on the cpu" -- "$bin/titan-tra
 expect 0 "emulated: float8 operands" "train it on cuda, emulated (dequantized operands)" -- \
     emu "$bin/titan-train" "$tmp/fe" $CUDA $R8 --quantize.linear.float8.emulate=true
 [ "$(gemms "$tmp/fe")" = "28 " ] && ok "rowwise_with_gw_hp on cuda: 28 float8 GEMMs a step" || fail "rowwise_with_gw_hp on cuda: $(gemms "$tmp/fe")"
-d=$(close "$tmp/fr" "$tmp/fe" 1e-5) && ok "float8 emulated on cuda tracks the cpu's ($d)" ||
+# the same casts, fp32 products summed in another order: within fp32
+# rounding (measured 1.7e-7) but where a value lands within that of a float8
+# rounding boundary and takes the other code (a CI run: 1.5e-5); a wrong
+# cast or scale misses by the float8 effect, ~1e-2
+d=$(close "$tmp/fr" "$tmp/fe" 1e-4) && ok "float8 emulated on cuda tracks the cpu's ($d)" ||
     fail "float8 emulated on cuda tracks the cpu's ($d)"
 
 expect 2 "TITAN_CUDA_ATTENTION=bogus: expected cudnn, titan or simple" "TITAN_CUDA_ATTENTION: an unknown value refused" -- \

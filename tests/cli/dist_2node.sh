@@ -261,7 +261,9 @@ for f in sorted(os.listdir(sys.argv[1])):
     print(d["rank"], d["host"], d["reason"][:60])
 PY
 cat "$tmp/out" | sed 's/^/# dump: /'
-grep -q "^0 titan-a " "$tmp/out" && grep -q "^2 titan-b " "$tmp/out" &&
+# which survivors dump before mpirun's teardown reaches them is timing's
+# (a loaded CI machine once had ranks 1 and 2 dump, not 0): one per host
+grep -q "^[012] titan-a " "$tmp/out" && grep -q "^[012] titan-b " "$tmp/out" &&
     ok "ranks on both hosts wrote their flight recorder dumps" || { cp "$tmp/out" "$tmp/err"; fail "ranks on both hosts wrote their flight recorder dumps"; }
 "$bin/titan-trace" hang "$tmp/kill" >"$tmp/out" 2>"$tmp/err"
 sed 's/^/# hang: /' "$tmp/out" | head -n 20
