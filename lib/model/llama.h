@@ -297,6 +297,11 @@ size_t titan_llama_fp8_tp_amax_floats(const titan_llama_config *c, int tp, int N
  * distinct input, and the output's), in floats of backend memory; 0 where
  * the recipe's x casts are not both tensorwise. */
 size_t titan_llama_fp8_xamax_floats(const titan_fp8_recipe *r, int n_layers, int slots);
+/* Async tensor parallelism's refusal where the tp group has no shared
+ * windows (its ranks cannot address each other's buffers): TITAN_OK when
+ * windows, else TITAN_ERR_USAGE with the error and a hint set. The run
+ * (titan_llama_create_ex) and the memory plan ask it alike. */
+titan_status titan_llama_async_tp_refusal(int windows);
 /* Float8 training: the linears run as torchao's Float8Linear with recipe
  * r (tensor/fp8.h; the backend's fp8_matmul_* ops), those torchtitan's
  * float8 converter would convert (components/quantization/utils.py,

@@ -321,6 +321,17 @@ static titan_status alloc_extras(titan_llama *m, int B, int T, const request *r)
     return TITAN_OK;
 }
 
+titan_status titan_llama_async_tp_refusal(int windows) {
+    if (windows) return TITAN_OK;
+    titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism needs a tp group whose ranks address each "
+                "other's buffers: the shm communicator with host buffers (cpu) or with device buffers the "
+                "peers map (cuda); this one's communicator (nccl, mpi) or backend (cpu-guard) has no shared "
+                "windows");
+    titan_error_hint("with the cuda backend and ranks on one host, TITAN_COMM=shm gives the tp group shared "
+                     "windows over CUDA IPC");
+    return TITAN_ERR_USAGE;
+}
+
 titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *c,
                                    const titan_backend *be, int B, int T, titan_ac_mode ac,
                                    titan_dtype dt, const titan_llama_options *opt) {
@@ -329,15 +340,7 @@ titan_status titan_llama_create_ex(titan_llama **out, const titan_llama_config *
     TITAN_TRY(check_request(c, B, T, ac, dt, opt, &r));
     /* (a memory plan needs the groups' places only: these are checked here) */
     if (r.cp_ring) TITAN_TRY(titan_attention_cp_ring_check(r.cp, be));
-    if (r.overlap && !r.tp->all_gather_each) {
-        titan_error(TITAN_ERR_USAGE, "model: async tensor parallelism needs a tp group whose ranks address each "
-                    "other's buffers: the shm communicator with host buffers (cpu) or with device buffers the "
-                    "peers map (cuda); this one's communicator (nccl, mpi) or backend (cpu-guard) has no shared "
-                    "windows");
-        titan_error_hint("with the cuda backend and ranks on one host, TITAN_COMM=shm gives the tp group shared "
-                         "windows over CUDA IPC");
-        return TITAN_ERR_USAGE;
-    }
+    if (r.overlap) TITAN_TRY(titan_llama_async_tp_refusal(r.tp->all_gather_each != NULL));
     titan_llama *m = titan_alloc(sizeof *m, "model");
     if (!m) return TITAN_ERR_NOMEM;
     m->be = be;

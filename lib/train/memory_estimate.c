@@ -336,6 +336,9 @@ static titan_status print_header(const titan_job_config *cfg, const titan_llama_
     if (cfg->parallelism_cp_ring && p.lay.cp > 1)
         TITAN_TRY(titan_attention_cp_ring_refusal(dev->name, dev->host, dev->block_attention,
                                                   dev->windows && p.lay.cp <= TITAN_SUM_RANKS_MAX));
+    /* and async tp where its tp group has no shared windows */
+    if (cfg->parallelism_enable_async_tensor_parallel && p.lay.tp > 1)
+        TITAN_TRY(titan_llama_async_tp_refusal(dev->windows && p.lay.tp <= TITAN_SUM_RANKS_MAX));
     char lay[256], acb[64];
     titan_layout_format(&p.lay, lay, sizeof lay);
     fprintf(f, "memory estimate: %d rank%s (%s), device %s%s, model %s (%zu parameters), micro-batch %d x %d, "

@@ -113,16 +113,22 @@ grep -q "^memory estimate: 512 ranks (dp_replicate=1,dp_shard=8,cp=1,tp=8,pp=8),
 EIGHT="--model.flavor=8B --model.dim=0 --model.n_layers=0 --model.n_heads=0 --model.n_kv_heads=0
  --model.multiple_of=0 --training.seq_len=8192 --training.local_batch_size=1 $BF16 --training.device=cuda
  --parallelism.tensor_parallel_degree=8"
-expect 0 "" "dry run of 8B with tp 8" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 8 $EIGHT
+# (over shm: the windows are shm's; over nccl, auto's choice on cuda, the
+# run refuses async tp, and so does the dry run)
+expect 0 "" "dry run of 8B with tp 8" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 8 $EIGHT \
+    --comm.backend=shm
 awk '$NF == "0-6" {print $9, $11}' "$tmp/out" >"$tmp/sync8b"
 expect 0 "" "dry run of 8B with async tp 8" -- "$bin/titan-train" --dry-run "$tmp/run" --world-size 8 $EIGHT \
-    --parallelism.enable_async_tensor_parallel=true
+    --parallelism.enable_async_tensor_parallel=true --comm.backend=shm
 awk '$NF == "0-6" {print $9, $11}' "$tmp/out" >"$tmp/async8b"
 read -r bufs0 held0 <"$tmp/sync8b"; read -r bufs1 held1 <"$tmp/async8b"
 [ "$bufs0" = 0.0 ] && [ "$bufs1" = 128.0 ] &&
     [ "$(awk -v a="$held0" -v b="$held1" 'BEGIN {printf "%.1f", b - a}')" = 128.0 ] &&
     ok "async tp's device window: 128 MiB more comm.bufs and held ($held0 -> $held1 MiB)" ||
     fail "async tp's device window: 128 MiB more comm.bufs and held (comm.bufs $bufs0 -> $bufs1, held $held0 -> $held1)"
+expect 2 "async tensor parallelism needs a tp group whose ranks address each other's buffers" \
+    "dry run of async tp 8 over nccl (cuda's auto): refused, as the run refuses it" -- \
+    "$bin/titan-train" --dry-run "$tmp/run" --world-size 8 $EIGHT --parallelism.enable_async_tensor_parallel=true
 
 # The cp ring on a GPU (over shm: auto is nccl there, which the ring
 # refuses) adds its device window, 2 x cp x [k | v] of a rank's rows: L =
