@@ -448,16 +448,21 @@ static void cast_into(uint8_t *q, float *scale, float *inv, titan_dtype dt, cons
                         cast_launch<S>(q, (const S *)x, scale, rows, cols, axis, f, transpose));
 }
 
-void titan_cuda_fp8_cast(titan_cuda_fp8_operand *o, titan_dtype dt, const void *x, int rows, int cols,
-                         titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose, const float *amax) {
-    int ns = titan_cuda_fp8_nscales(axis, rows, cols);
+/* o's shape, format and scratch for x [rows, cols] (transposed: [cols, rows]) with ns scales */
+static void operand_alloc(titan_cuda_fp8_operand *o, int rows, int cols, int ns, int rowwise, titan_fp8_format f,
+                          int transpose) {
     o->rows = transpose ? cols : rows;
     o->cols = transpose ? rows : cols;
-    o->rowwise = axis != TITAN_FP8_TENSOR;
+    o->rowwise = rowwise;
     o->format = f;
     o->q = (uint8_t *)titan_cuda_scratch((size_t)rows * cols, "float8 cast");
     o->scale = (float *)titan_cuda_scratch((inv_offset(ns) + ns) * sizeof(float), "float8 scales");
     o->inv = o->scale + inv_offset(ns);
+}
+
+void titan_cuda_fp8_cast(titan_cuda_fp8_operand *o, titan_dtype dt, const void *x, int rows, int cols,
+                         titan_fp8_axis axis, titan_fp8_format f, int pow2, int transpose, const float *amax) {
+    operand_alloc(o, rows, cols, titan_cuda_fp8_nscales(axis, rows, cols), axis != TITAN_FP8_TENSOR, f, transpose);
     cast_into(o->q, o->scale, o->inv, dt, x, rows, cols, axis, f, pow2, transpose, amax);
 }
 
@@ -476,17 +481,10 @@ static void cast_both_launch(uint8_t *q, uint8_t *qt, const S *x, const float *s
 
 void titan_cuda_fp8_cast_both(titan_cuda_fp8_operand *o, titan_cuda_fp8_operand *ot, titan_dtype dt, const void *x,
                               int rows, int cols, titan_fp8_format f, int pow2, const float *amax) {
+    operand_alloc(o, rows, cols, 1, 0, f, 0);
+    operand_alloc(ot, rows, cols, 1, 0, f, 1);
+    /* each operand owns its scales (released apart): ot's are a copy */
     size_t sbytes = (inv_offset(1) + 1) * sizeof(float);
-    o->rows = ot->cols = rows;
-    o->cols = ot->rows = cols;
-    o->rowwise = ot->rowwise = 0;
-    o->format = ot->format = f;
-    o->q = (uint8_t *)titan_cuda_scratch((size_t)rows * cols, "float8 cast");
-    ot->q = (uint8_t *)titan_cuda_scratch((size_t)rows * cols, "float8 cast");
-    o->scale = (float *)titan_cuda_scratch(sbytes, "float8 scales");
-    ot->scale = (float *)titan_cuda_scratch(sbytes, "float8 scales");
-    o->inv = o->scale + inv_offset(1);
-    ot->inv = ot->scale + inv_offset(1);
     TITAN_CUDA_DISPATCH(dt, "float8 cast",
                         scales_launch<S>(o->scale, o->inv, (const S *)x, rows, cols, TITAN_FP8_TENSOR, f, pow2, amax);
                         cast_both_launch<S>(o->q, ot->q, (const S *)x, o->scale, rows, cols, TITAN_FP8_TENSOR, f));

@@ -297,6 +297,9 @@ size_t titan_llama_fp8_tp_amax_floats(const titan_llama_config *c, int tp, int N
  * distinct input, and the output's), in floats of backend memory; 0 where
  * the recipe's x casts are not both tensorwise. */
 size_t titan_llama_fp8_xamax_floats(const titan_fp8_recipe *r, int n_layers, int slots);
+/* The same for w (one per linear; 0 where the recipe's w casts are not
+ * both tensorwise). */
+size_t titan_llama_fp8_wamax_floats(const titan_fp8_recipe *r, int n_layers);
 /* Async tensor parallelism's refusal where the tp group has no shared
  * windows (its ranks cannot address each other's buffers): TITAN_OK when
  * windows, else TITAN_ERR_USAGE with the error and a hint set. The run

@@ -132,13 +132,14 @@ titan_status titan_llama_set_float8(titan_llama *m, const titan_fp8_recipe *r, c
     int count = titan_llama_float8_plan(&m->cfg, r, filter_fqns, m->fp8_linear);
     if (converted) *converted = count;
     if (total) *total = (int)n;
-    if (count && m->fp8_reuse && !r->rowwise[TITAN_FP8_W_OUT] && !r->rowwise[TITAN_FP8_W_GI]) {
-        m->fp8_wamax_fwd = m->be->alloc(n * sizeof(float));
+    size_t nw = count && m->fp8_reuse ? titan_llama_fp8_wamax_floats(r, m->cfg.n_layers) : 0;
+    size_t nx = count && m->fp8_reuse ? titan_llama_fp8_xamax_floats(r, m->cfg.n_layers, m->slots) : 0;
+    if (nw) {
+        m->fp8_wamax_fwd = m->be->alloc(nw * sizeof(float));
         if (!m->fp8_wamax_fwd)
-            return titan_error(TITAN_ERR_NOMEM, "float8 weight amax of the forward (%zu floats): out of memory", n);
+            return titan_error(TITAN_ERR_NOMEM, "float8 weight amax of the forward (%zu floats): out of memory", nw);
     }
-    if (count && m->fp8_reuse && titan_llama_fp8_xamax_floats(r, m->cfg.n_layers, m->slots)) {
-        size_t nx = titan_llama_fp8_xamax_floats(r, m->cfg.n_layers, m->slots);
+    if (nx) {
         m->fp8_xamax = m->be->alloc(nx * sizeof(float));
         if (!m->fp8_xamax)
             return titan_error(TITAN_ERR_NOMEM, "float8 activation amax of the forward (%zu floats): out of memory", nx);
@@ -187,13 +188,9 @@ static titan_status group_amax(titan_llama *m, float *dev, size_t ns) {
     return TITAN_OK;
 }
 
-/* dev = the tensorwise amax of w [OC, IC], the whole tensor's under tp
- * (colwise: the linear's sharding) */
-static titan_status weight_amax(titan_llama *m, const titan_fp8_recipe *r, int colwise, const void *w, int IC, int OC,
-                                float *dev) {
-    m->be->fp8_amax(m->dt, dev, w, OC, IC, TITAN_FP8_TENSOR);
-    if (m->fp8_amax_dev && crosses_shard(r, TITAN_FP8_W_OUT, colwise)) return group_amax(m, dev, 1);
-    return TITAN_OK;
+size_t titan_llama_fp8_wamax_floats(const titan_fp8_recipe *r, int n_layers) {
+    int tensorwise = !r->rowwise[TITAN_FP8_W_OUT] && !r->rowwise[TITAN_FP8_W_GI];
+    return tensorwise ? (size_t)n_layers * FP8_PER_LAYER + 1 : 0;
 }
 
 size_t titan_llama_fp8_xamax_floats(const titan_fp8_recipe *r, int n_layers, int slots) {
@@ -215,30 +212,28 @@ static float *xamax_slot(const titan_llama *m, int l, int k) {
     return m->fp8_xamax + (size_t)m->slot * per_slot + at;
 }
 
-/* dev = the tensorwise amax of x [N, IC], the whole tensor's under tp
- * where x is sharded (the row-parallel linears' x) */
-static titan_status input_amax(titan_llama *m, const titan_fp8_recipe *r, int colwise, const void *x, int IC,
-                               float *dev) {
-    m->be->fp8_amax(m->dt, dev, x, m->N, IC, TITAN_FP8_TENSOR);
-    if (m->fp8_amax_dev && crosses_shard(r, TITAN_FP8_X_OUT, colwise)) return group_amax(m, dev, 1);
-    return TITAN_OK;
+/* dev = cast c's amax of its operand (x [N, IC], w [OC, IC] or dy [N, OC]):
+ * the backend's, then the whole tensor's over the tp group where the
+ * cast's axis crosses the shard */
+static titan_status cast_amax(titan_llama *m, const titan_fp8_recipe *r, int c, int colwise, const void *x,
+                              const void *w, const void *dy, int IC, int OC, float *dev) {
+    int o = operand_of(c);
+    int rows = o == OPERAND_W ? OC : m->N, cols = o == OPERAND_DY ? OC : IC;
+    titan_fp8_axis axis = titan_fp8_recipe_axis(r, c);
+    m->be->fp8_amax(m->dt, dev, o == OPERAND_X ? x : o == OPERAND_W ? w : dy, rows, cols, axis);
+    if (!m->fp8_amax_dev || !crosses_shard(r, c, colwise)) return TITAN_OK;
+    size_t ns = (size_t)titan_fp8_nscales(axis, rows, cols);
+    TITAN_ASSERT(ns <= m->fp8_amax_cap);
+    return group_amax(m, dev, ns);
 }
 
-/* The cast's amax given by the caller, or by the tp group: see
- * titan_llama_fp8_recipe. */
+/* The cast's amax given by the tp group: see titan_llama_fp8_recipe. */
 static titan_status tp_amax(titan_llama *m, const titan_fp8_recipe *r, int c, int colwise, const void *x,
                             const void *w, const void *dy, int IC, int OC, const float **amax) {
     *amax = NULL;
     if (!m->fp8_amax_dev || !crosses_shard(r, c, colwise)) return TITAN_OK;
-    int o = operand_of(c);
-    int rows = o == OPERAND_W ? OC : m->N, cols = o == OPERAND_DY ? OC : IC;
-    const void *op = o == OPERAND_X ? x : o == OPERAND_W ? w : dy;
-    titan_fp8_axis axis = titan_fp8_recipe_axis(r, c);
-    size_t ns = (size_t)titan_fp8_nscales(axis, rows, cols);
     float *dev = m->fp8_amax_dev + (size_t)c * m->fp8_amax_cap;
-    TITAN_ASSERT(ns <= m->fp8_amax_cap);
-    m->be->fp8_amax(m->dt, dev, op, rows, cols, axis);
-    TITAN_TRY(group_amax(m, dev, ns));
+    TITAN_TRY(cast_amax(m, r, c, colwise, x, w, dy, IC, OC, dev));
     *amax = dev;
     return TITAN_OK;
 }
@@ -267,7 +262,7 @@ const titan_fp8_recipe *titan_llama_fp8_recipe(titan_llama *m, titan_fp8_recipe 
         if (m->fp8_wamax_fwd && operand_of(c) == OPERAND_W) {
             float *slot = m->fp8_wamax_fwd + lin;
             if (c == TITAN_FP8_W_OUT && m->err == TITAN_OK) {
-                titan_status st = weight_amax(m, r, colwise, w, IC, OC, slot);
+                titan_status st = cast_amax(m, r, c, colwise, x, w, dy, IC, OC, slot);
                 if (st != TITAN_OK) m->err = st;
             }
             buf->amax[c] = slot;
@@ -277,7 +272,7 @@ const titan_fp8_recipe *titan_llama_fp8_recipe(titan_llama *m, titan_fp8_recipe 
         if (m->fp8_xamax && operand_of(c) == OPERAND_X) {
             float *slot = xamax_slot(m, l, k);
             if (c == TITAN_FP8_X_OUT && !held && m->err == TITAN_OK) {
-                titan_status st = input_amax(m, r, colwise, x, IC, slot);
+                titan_status st = cast_amax(m, r, c, colwise, x, w, dy, IC, OC, slot);
                 if (st != TITAN_OK) m->err = st;
             }
             buf->amax[c] = slot;

@@ -143,8 +143,7 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
     /* the cuda backend casts dy's two tensorwise layouts in one pass
      * (kernels/fp8_matmul.cu), so grad_w's dy^T is held through grad_in */
     int gw8 = rc.format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE && rc.format[TITAN_FP8_X_GW] != TITAN_FP8_NONE;
-    int dy_both = !dev->host && !rc.rowwise[TITAN_FP8_GO_GI] && !rc.rowwise[TITAN_FP8_GO_GW] &&
-                  rc.format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE && rc.format[TITAN_FP8_X_GW] != TITAN_FP8_NONE &&
+    int dy_both = !dev->host && gw8 && !rc.rowwise[TITAN_FP8_GO_GI] && !rc.rowwise[TITAN_FP8_GO_GW] &&
                   rc.format[TITAN_FP8_GO_GI] == rc.format[TITAN_FP8_GO_GW];
     for (int i = 0; i < n; i++) {
         if (!on[i]) continue;
@@ -175,12 +174,10 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
     }
     titan_free(on);
     r->fp8_scratch = most;
-    /* tensorwise w casts: the forward's amax of each linear's weight, held
-     * for the backward (llama_fp8.c) */
-    if (most > 0 && !rc.rowwise[TITAN_FP8_W_OUT] && !rc.rowwise[TITAN_FP8_W_GI])
-        r->fsdp_staging += (double)n * sizeof(float);
-    /* and x's, per micro-batch slot */
-    if (most > 0) r->fsdp_staging += (double)titan_llama_fp8_xamax_floats(&rc, mc->n_layers, p->mm.slots) * sizeof(float);
+    /* the forward's amaxes of w and x kept for the backward (llama_fp8.c) */
+    if (most > 0)
+        r->fsdp_staging += (double)(titan_llama_fp8_wamax_floats(&rc, mc->n_layers) +
+                                    titan_llama_fp8_xamax_floats(&rc, mc->n_layers, p->mm.slots)) * sizeof(float);
     if (tp > 1 && most > 0) /* the model's amax buffers */
         r->fsdp_staging += (double)TITAN_FP8_NCASTS * sizeof(float) *
                            (double)titan_llama_fp8_tp_amax_floats(mc, tp, (int)N);

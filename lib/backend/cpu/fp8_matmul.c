@@ -166,12 +166,11 @@ int titan_cpu_fp8_matmul_forward(titan_dtype dt, const titan_fp8_recipe *r, void
     return 1;
 }
 
-/* dinp (+)= dout w from float8 operands */
-static void grad_input(titan_dtype dt, const titan_fp8_recipe *r, int add, void *dinp, const void *dout,
+/* dinp (+)= g w from float8 operands (g: dy cast for grad_in, dequantized) */
+static void grad_input(titan_dtype dt, const titan_fp8_recipe *r, int add, void *dinp, const float *g,
                        const void *w, int N, int IC, int OC) {
-    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
-    float *g = xalloc(no * sizeof(float)), *wd = xalloc(nw * sizeof(float));
-    cast_operand(r, TITAN_FP8_GO_GI, g, dout, dt, N, OC);
+    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC;
+    float *wd = xalloc(nw * sizeof(float));
     cast_operand(r, TITAN_FP8_W_GI, wd, w, dt, OC, IC);
     float *d = dt == TITAN_DTYPE_F32 ? dinp : xalloc(ni * sizeof(float));
     if (d != dinp && add) widen(d, dinp, dt, ni);
@@ -180,48 +179,46 @@ static void grad_input(titan_dtype dt, const titan_fp8_recipe *r, int add, void 
         titan_cpu_convert(dinp, dt, d, TITAN_DTYPE_F32, ni);
         free(d);
     }
-    free(g);
     free(wd);
 }
 
-/* dw (+)= dout^T inp from float8 operands (fp32 dw) */
-static void grad_weight(titan_dtype dt, const titan_fp8_recipe *r, int add, float *dw, const void *dout,
+/* dw (+)= g^T inp from float8 operands (fp32 dw; g: dy cast for grad_w) */
+static void grad_weight(titan_dtype dt, const titan_fp8_recipe *r, int add, float *dw, const float *g,
                         const void *inp, int N, int IC, int OC) {
-    size_t no = (size_t)N * OC;
-    float *g = xalloc(no * sizeof(float));
-    cast_operand(r, TITAN_FP8_GO_GW, g, dout, dt, N, OC);
     float *x = shared_operand(r, TITAN_FP8_X_GW, inp, dt, N, IC);
     titan_cpu_matmul_backward(add ? TITAN_ACC_DW : 0, NULL, dw, g, x, NULL, N, IC, OC);
-    free(g);
     release_operand(r, TITAN_FP8_X_GW, x);
 }
 
-int titan_cpu_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r0, int acc, void *dinp, float *dw,
+int titan_cpu_fp8_matmul_backward(titan_dtype dt, const titan_fp8_recipe *r, int acc, void *dinp, float *dw,
                                   const void *dout, const void *inp, const void *w, int N, int IC, int OC) {
     int gemms = 0;
-    /* Both products cast dy tensorwise (the tensorwise recipe): one amax
-     * pass for the two, as the cuda backend does (a max: the same bits). */
-    titan_fp8_recipe shared = *r0;
-    const titan_fp8_recipe *r = r0;
-    float dy_amax;
-    if (dinp && dw && r0->format[TITAN_FP8_GO_GW] != TITAN_FP8_NONE && r0->format[TITAN_FP8_X_GW] != TITAN_FP8_NONE &&
-        titan_fp8_recipe_axis(r0, TITAN_FP8_GO_GI) == TITAN_FP8_TENSOR &&
-        titan_fp8_recipe_axis(r0, TITAN_FP8_GO_GW) == TITAN_FP8_TENSOR && !r0->amax[TITAN_FP8_GO_GI] &&
-        !r0->amax[TITAN_FP8_GO_GW]) {
-        titan_cpu_fp8_amax(dt, &dy_amax, dout, N, OC, TITAN_FP8_TENSOR);
-        shared.amax[TITAN_FP8_GO_GI] = shared.amax[TITAN_FP8_GO_GW] = &dy_amax;
-        r = &shared;
-    }
+    size_t no = (size_t)N * OC;
+    int hp = r->format[TITAN_FP8_GO_GW] == TITAN_FP8_NONE || r->format[TITAN_FP8_X_GW] == TITAN_FP8_NONE;
+    /* Both products cast dy tensorwise to one format from one amax (the
+     * tensorwise recipe): the same dequantized dy serves both, one cast
+     * (as the cuda backend's titan_cuda_fp8_cast_both). */
+    int both = dinp && dw && !hp && titan_fp8_recipe_axis(r, TITAN_FP8_GO_GI) == TITAN_FP8_TENSOR &&
+               titan_fp8_recipe_axis(r, TITAN_FP8_GO_GW) == TITAN_FP8_TENSOR &&
+               r->format[TITAN_FP8_GO_GI] == r->format[TITAN_FP8_GO_GW] &&
+               r->amax[TITAN_FP8_GO_GI] == r->amax[TITAN_FP8_GO_GW];
+    float *g = NULL;
     if (dinp) {
-        grad_input(dt, r, acc & TITAN_ACC_DX, dinp, dout, w, N, IC, OC);
+        g = xalloc(no * sizeof(float));
+        cast_operand(r, TITAN_FP8_GO_GI, g, dout, dt, N, OC);
+        grad_input(dt, r, acc & TITAN_ACC_DX, dinp, g, w, N, IC, OC);
         gemms++;
     }
-    if (!dw) return gemms;
-    if (r->format[TITAN_FP8_GO_GW] == TITAN_FP8_NONE || r->format[TITAN_FP8_X_GW] == TITAN_FP8_NONE) {
-        /* high precision, torchao's DISABLED cast: the plain product */
+    if (dw && hp) { /* high precision, torchao's DISABLED cast: the plain product */
         titan_cpu_dt_matmul_backward(dt, acc & TITAN_ACC_DW, NULL, dw, dout, inp, w, N, IC, OC);
-        return gemms;
+    } else if (dw) {
+        if (!both) {
+            if (!g) g = xalloc(no * sizeof(float));
+            cast_operand(r, TITAN_FP8_GO_GW, g, dout, dt, N, OC);
+        }
+        grad_weight(dt, r, acc & TITAN_ACC_DW, dw, g, inp, N, IC, OC);
+        gemms++;
     }
-    grad_weight(dt, r, acc & TITAN_ACC_DW, dw, dout, inp, N, IC, OC);
-    return gemms + 1;
+    free(g);
+    return gemms;
 }
