@@ -111,7 +111,7 @@ collect() {
     if [ "$rc" -eq 0 ]; then r=pass; else r="fail (exit $rc): $(grep -c '^FAIL' "$res/$p.txt") checks"; worst=1; fi
     printf '%s\t%s\t%s\t%s\t%s\n' "$p" "$code" "$(date -u +%Y-%m-%d)" "$gpu" "$r" >>"$res/records.tsv"
 }
-built=0
+built=0 checked=0
 # build PART: make, unless an earlier part built (check does) or GPU_CHECK_BUILD=0
 build() {
     if [ $built = 0 ] && [ "${GPU_CHECK_BUILD:-1}" != 0 ]; then
@@ -130,7 +130,7 @@ for p in $parts; do
             timeout -k 60 $((s + 60)) scripts/gpu-check.sh
         rc=$?
         [ $rc -ne 124 ] || echo "gpu-session: gpu-check stopped from outside after $((s + 60)) s"
-        built=1
+        built=1 checked=1
         collect check $rc build/gpu-check/summary.txt ;;
     layouts)
         build
@@ -160,8 +160,14 @@ for p in $parts; do
         sum=$res/float8-summary.txt
         : >"$sum"
         rc=0
-        if [ "${GPU_DEVICE:-cuda}" = cuda ]; then
-            # the casts and the float8 products apart (gpu-check runs it too; here beside the rows)
+        # the casts and the float8 products apart, beside the rows: the check
+        # part's run of it when that part ran in this session (once a call)
+        if [ "$checked" = 1 ] && [ -s build/gpu-check/fp8_speed_check.log ]; then
+            cp build/gpu-check/fp8_speed_check.log "$o/"
+            if [ "$(tail -n 1 "$o/fp8_speed_check.log")" = "all ok" ]; then st=PASS; else st=FAIL rc=1; fi
+            echo "$st  tests/gpu/fp8_speed_check.cu (the check part's run): $(tail -n 1 "$o/fp8_speed_check.log")" >>"$sum"
+            grep -E '^(cudaMemcpy|cast|gemm_fp8|bf16|float8)' "$o/fp8_speed_check.log" | sed 's/^/      /' >>"$sum"
+        elif [ "${GPU_DEVICE:-cuda}" = cuda ]; then
             if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels \
                     tests/gpu/fp8_speed_check.cu kernels/fp8.cu kernels/fp8_matmul.cu kernels/matmul.cu \
                     kernels/elementwise.cu -lcublasLt -o build/fp8_speed_check >"$o/fp8_speed_check.log" 2>&1 &&
