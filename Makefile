@@ -387,5 +387,5 @@ clean:
 	rm -rf build bin build-asan bin-asan
 
 .PHONY: all check bench demo install clean fuzz FORCE asan check-asan
--include $(shell find build/obj build/emu build/fuzz/obj -name '*.d' 2>/dev/null)
+-include $(shell find build/obj build/emu build/tests build/fuzz/obj -name '*.d' 2>/dev/null)
 -include $(shell find build-asan/obj -name '*.d' 2>/dev/null)

@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "cuda_ops.cuh"
+#include "fp8_encode.cuh"
 
 /* COL_CHUNK: rows a thread of amax_cols_kernel walks; short, so that many
  * chunks keep loads in flight (256 rows one after another was a guess at
@@ -73,8 +74,9 @@ static size_t inv_offset(int ns) { return ((size_t)ns + 63) / 64 * 64; }
 
 /* ------------------------------------------------------------- codec */
 
-/* the codec is tensor/fp8.h's titan_fp8_encode_with / titan_fp8_decode_with,
- * the CPU's own lines compiled for the device */
+/* the codec: fp8_encode.cuh's titan_cuda_fp8_encode2 (the conversion
+ * instruction, tensor/fp8.h's titan_fp8_encode_with bytes) and tensor/fp8.h's
+ * titan_fp8_decode_with, the CPU's own lines compiled for the device */
 
 /* |x| as bits that order as unsigned integers (NaN above infinity) */
 static __device__ __forceinline__ unsigned abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
@@ -233,12 +235,11 @@ static __device__ __forceinline__ float scale_at(const float *s, int axis, int r
  * along the threads (no division per element) */
 template <typename S>
 __global__ void cast_kernel(uint8_t *q, const S *x, const float *scale, int rows, int cols, int axis, int f) {
-    titan_fp8_info fi = titan_fp8_info_of((titan_fp8_format)f);
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
         const S *xr = x + (size_t)r * cols;
         uint8_t *qr = q + (size_t)r * cols;
         for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x)
-            qr[c] = titan_fp8_encode_with(load_f32(xr + c) * scale_at(scale, axis, r, c), fi);
+            qr[c] = titan_cuda_fp8_encode(load_f32(xr + c) * scale_at(scale, axis, r, c), (titan_fp8_format)f);
     }
 }
 
@@ -249,7 +250,6 @@ template <typename S>
 __global__ void cast_vec_kernel(uint8_t *q, const S *x, const float *scale, int rows, int cols, int axis, int f) {
     constexpr int P = TITAN_PACK(S);
     typedef typename std::conditional<P == 8, uint2, uint32_t>::type packed;
-    titan_fp8_info fi = titan_fp8_info_of((titan_fp8_format)f);
     int nv = cols / P;
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
         const S *xr = x + (size_t)r * cols;
@@ -259,10 +259,13 @@ __global__ void cast_vec_kernel(uint8_t *q, const S *x, const float *scale, int 
             load_f32_vec(xr + (size_t)v * P, e);
             union {
                 packed u;
-                uint8_t b[P];
+                uint16_t two[P / 2];
             } o;
 #pragma unroll
-            for (int k = 0; k < P; k++) o.b[k] = titan_fp8_encode_with(e[k] * scale_at(scale, axis, r, v * P + k), fi);
+            for (int k = 0; k < P; k += 2)
+                o.two[k / 2] = titan_cuda_fp8_encode2(e[k] * scale_at(scale, axis, r, v * P + k),
+                                                      e[k + 1] * scale_at(scale, axis, r, v * P + k + 1),
+                                                      (titan_fp8_format)f);
             *reinterpret_cast<packed *>(qr + (size_t)v * P) = o.u;
         }
     }
@@ -273,12 +276,13 @@ template <typename S>
 __global__ void cast_transposed_kernel(uint8_t *qt, const S *x, const float *scale, int rows, int cols, int axis,
                                        int f) {
     __shared__ uint8_t tile[TILE][TILE + 4];
-    titan_fp8_info fi = titan_fp8_info_of((titan_fp8_format)f);
     int c0 = blockIdx.x * TILE, r0 = blockIdx.y * TILE;
     for (int dy = threadIdx.y; dy < TILE; dy += TILE_ROWS) {
         int r = r0 + dy, c = c0 + threadIdx.x;
         uint8_t v = 0;
-        if (r < rows && c < cols) v = titan_fp8_encode_with(load_f32(x + (size_t)r * cols + c) * scale_at(scale, axis, r, c), fi);
+        if (r < rows && c < cols)
+            v = titan_cuda_fp8_encode(load_f32(x + (size_t)r * cols + c) * scale_at(scale, axis, r, c),
+                                      (titan_fp8_format)f);
         tile[dy][threadIdx.x] = v;
     }
     __syncthreads();
@@ -303,19 +307,22 @@ __global__ void cast_tile_kernel(uint8_t *qt, uint8_t *q, const S *x, const floa
     typedef typename std::conditional<P == 8, uint2, uint32_t>::type packed;
     __shared__ uint32_t tile[W * W_PAD / 4]; /* tile byte [c][r] at c * W_PAD + r */
     uint8_t *tb = reinterpret_cast<uint8_t *>(tile);
-    titan_fp8_info fi = titan_fp8_info_of((titan_fp8_format)f);
     int c0 = blockIdx.x * W, r0 = blockIdx.y * W;
     for (int i = threadIdx.x; i < W * PACKS; i += blockDim.x) {
         int dr = i / PACKS, dc = i % PACKS * P, r = r0 + dr, c = c0 + dc;
         union {
             packed u;
+            uint16_t two[P / 2];
             uint8_t b[P];
         } o;
         if (r < rows && c < cols) {
             float e[P];
             load_f32_vec(x + (size_t)r * cols + c, e);
 #pragma unroll
-            for (int k = 0; k < P; k++) o.b[k] = titan_fp8_encode_with(e[k] * scale_at(scale, axis, r, c + k), fi);
+            for (int k = 0; k < P; k += 2)
+                o.two[k / 2] = titan_cuda_fp8_encode2(e[k] * scale_at(scale, axis, r, c + k),
+                                                      e[k + 1] * scale_at(scale, axis, r, c + k + 1),
+                                                      (titan_fp8_format)f);
             if (q) *reinterpret_cast<packed *>(q + (size_t)r * cols + c) = o.u;
         } else {
 #pragma unroll

@@ -218,7 +218,7 @@ if [ "$DEV" = cuda ]; then
        tmo build/fp8_speed_check >>"$out/fp8_speed_check.log" 2>&1; then
         pass "tests/gpu/fp8_speed_check.cu: $(tail -n 1 "$out/fp8_speed_check.log")"
     else failed "tests/gpu/fp8_speed_check.cu: $(tail -n 1 "$out/fp8_speed_check.log")"; fi
-    grep -E '^(cast|gemm_fp8|bf16|float8)' "$out/fp8_speed_check.log" | while IFS= read -r l; do say "      $l"; done
+    grep -E '^(encode|cast|gemm_fp8|bf16|float8)' "$out/fp8_speed_check.log" | while IFS= read -r l; do say "      $l"; done
     unit test_comm_nccl
 else
     say "SKIP  test_cuda_ops (4 ways), attention_tc_check, gemm_inplace_check, adamw_bw_check, fp8_speed_check, test_comm_nccl: GPU_DEVICE=$DEV"

@@ -166,7 +166,7 @@ for p in $parts; do
             cp build/gpu-check/fp8_speed_check.log "$o/"
             if [ "$(tail -n 1 "$o/fp8_speed_check.log")" = "all ok" ]; then st=PASS; else st=FAIL rc=1; fi
             echo "$st  tests/gpu/fp8_speed_check.cu (the check part's run): $(tail -n 1 "$o/fp8_speed_check.log")" >>"$sum"
-            grep -E '^(cudaMemcpy|cast|gemm_fp8|bf16|float8)' "$o/fp8_speed_check.log" | sed 's/^/      /' >>"$sum"
+            grep -E '^(encode|cudaMemcpy|cast|gemm_fp8|bf16|float8)' "$o/fp8_speed_check.log" | sed 's/^/      /' >>"$sum"
         elif [ "${GPU_DEVICE:-cuda}" = cuda ]; then
             if "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O3 -arch=native -Ilib -Ikernels \
                     tests/gpu/fp8_speed_check.cu kernels/fp8.cu kernels/fp8_matmul.cu kernels/matmul.cu \
@@ -177,7 +177,7 @@ for p in $parts; do
                 echo "FAIL  tests/gpu/fp8_speed_check.cu: $(tail -n 1 "$o/fp8_speed_check.log")" >>"$sum"
                 rc=1
             fi
-            grep -E '^(cudaMemcpy|cast|gemm_fp8|bf16|float8)' "$o/fp8_speed_check.log" | sed 's/^/      /' >>"$sum"
+            grep -E '^(encode|cudaMemcpy|cast|gemm_fp8|bf16|float8)' "$o/fp8_speed_check.log" | sed 's/^/      /' >>"$sum"
         else
             echo "SKIP  tests/gpu/fp8_speed_check.cu: GPU_DEVICE=$GPU_DEVICE" >>"$sum"
         fi

@@ -174,7 +174,37 @@ static void check_shape(titan_dtype dt, int rows, int cols, int offset, titan_fp
     CUDA_CHECK(cudaFree(base));
 }
 
+/* fp8_encode.cuh's pair encode (here cuda_fp8.h's host model of the
+ * conversion instruction; every pattern runs on a GPU in
+ * tests/gpu/fp8_speed_check.cu) against the codec, in format f: every
+ * sign, exponent and top 7 mantissa bits, with low bits that make ties,
+ * sticky bits and NaN payloads; each as a pair's first element and its
+ * complement as the second */
+static void check_encode(titan_fp8_format f) {
+    static const uint32_t LOW[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0xffff, 0x4000, 0x5555};
+    titan_fp8_info fi = titan_fp8_info_of(f);
+    size_t bad = 0, n = 0;
+    for (uint32_t hi = 0; hi < 0x10000; hi++) {
+        for (uint32_t lo : LOW) {
+            uint32_t b = hi << 16 | lo, nb = ~b;
+            float x, y;
+            memcpy(&x, &b, 4);
+            memcpy(&y, &nb, 4);
+            uint16_t two = titan_cuda_fp8_encode2(x, y, f);
+            bad += (two & 0xff) != titan_fp8_encode_with(x, fi);
+            bad += (two >> 8) != titan_fp8_encode_with(y, fi);
+            n += 2;
+        }
+    }
+    char name[160];
+    snprintf(name, sizeof name, "encode %s: the conversion's pair codes = the codec's, %zu patterns (%zu differ)",
+             f == TITAN_FP8_E5M2 ? "e5m2" : "e4m3fn", n, bad);
+    report(bad == 0, name);
+}
+
 int main(void) {
+    check_encode(TITAN_FP8_E4M3);
+    check_encode(TITAN_FP8_E5M2);
     const titan_dtype dts[] = {TITAN_DTYPE_F32, TITAN_DTYPE_BF16};
     for (titan_dtype dt : dts) {
         check_shape(dt, 64, 64, 0, TITAN_FP8_E4M3, false, nullptr, " (one whole tile)", true);

@@ -8,7 +8,9 @@
  * tiles (16-byte loads and stores; both of dy's layouts from one read) and
  * with the element-wise 32 x 32 tiles, one cast a layout
  * (TITAN_CUDA_FP8_CAST=simple), which must give the same bytes (checked
- * here on the GPU). The 1B's shapes by default: 8192 tokens, dim 2048, FFN
+ * here on the GPU). First, fp8_encode.cuh's conversion instruction against
+ * the codec's own lines (tensor/fp8.h) for every fp32 bit pattern, both
+ * formats, each element of a pair. The 1B's shapes by default: 8192 tokens, dim 2048, FFN
  * 8192. Prints one line per measurement, then "all ok".
  *   nvcc -std=c++17 -O3 -arch=native -Ilib -Ikernels tests/gpu/fp8_speed_check.cu kernels/fp8.cu \
  *        kernels/fp8_matmul.cu kernels/matmul.cu kernels/elementwise.cu -lcublasLt -o build/fp8_speed_check
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "cuda_ops.cuh"
+#include "fp8_encode.cuh"
 #include "../tests/gpu/cuda_standins.h"
 
 enum { REPS = 20 };
@@ -53,6 +56,64 @@ static bf16 *random_bf16(size_t n, float scale, uint32_t seed) {
     fill<<<4096, 256>>>(p, n, scale, seed);
     CUDA_CHECK_LAUNCH();
     return p;
+}
+
+/* every fp32 pattern b as a pair's first element (its partner ~b, the
+ * second): the instruction's codes against the codec's; wrong counts the
+ * codes that differ, first the lowest pattern where one does */
+__global__ void encode_every_kernel(unsigned long long *wrong, unsigned *first, int f) {
+    titan_fp8_info fi = titan_fp8_info_of((titan_fp8_format)f);
+    unsigned long long bad = 0;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (1ull << 32);
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint32_t b = (uint32_t)i, nb = ~b;
+        float x, y;
+        memcpy(&x, &b, 4);
+        memcpy(&y, &nb, 4);
+        uint16_t two = titan_cuda_fp8_encode2(x, y, (titan_fp8_format)f);
+        int miss = (two & 0xff) != titan_fp8_encode_with(x, fi);
+        miss += (two >> 8) != titan_fp8_encode_with(y, fi);
+        if (miss) {
+            bad += miss;
+            atomicMin(first, b);
+        }
+    }
+    if (bad) atomicAdd(wrong, bad);
+}
+
+/* 1 when every pattern's code is the codec's in both formats */
+static int encode_every(void) {
+    unsigned long long *wrong;
+    unsigned *first;
+    CUDA_CHECK(cudaMalloc(&wrong, sizeof *wrong));
+    CUDA_CHECK(cudaMalloc(&first, sizeof *first));
+    int ok = 1;
+    for (int f = TITAN_FP8_E4M3; f <= TITAN_FP8_E5M2; f++) {
+        unsigned long long w = 0;
+        unsigned fb = 0xffffffffu;
+        CUDA_CHECK(cudaMemcpy(wrong, &w, sizeof w, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(first, &fb, sizeof fb, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaEventRecord(ev_a));
+        encode_every_kernel<<<4096, 256>>>(wrong, first, f);
+        CUDA_CHECK_LAUNCH();
+        CUDA_CHECK(cudaEventRecord(ev_b));
+        CUDA_CHECK(cudaEventSynchronize(ev_b));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, ev_a, ev_b));
+        CUDA_CHECK(cudaMemcpy(&w, wrong, sizeof w, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(&fb, first, sizeof fb, cudaMemcpyDeviceToHost));
+        printf("encode %-6s every fp32 pattern, conversion instruction = codec: %s (%.1f ms)\n",
+               f == TITAN_FP8_E5M2 ? "e5m2" : "e4m3fn", w ? "NO" : "yes", ms);
+        if (w) {
+            float x;
+            memcpy(&x, &fb, 4);
+            printf("  %llu codes differ; the first at pattern 0x%08x (%g)\n", w, fb, x);
+            ok = 0;
+        }
+    }
+    CUDA_CHECK(cudaFree(wrong));
+    CUDA_CHECK(cudaFree(first));
+    return ok;
 }
 
 /* the mean time of REPS runs of the statement, after one warm-up */
@@ -136,6 +197,7 @@ int main(int argc, char **argv) {
     }
     CUDA_CHECK(cudaEventCreate(&ev_a));
     CUDA_CHECK(cudaEventCreate(&ev_b));
+    int encodes = encode_every();
     bf16 *x = random_bf16((size_t)N * IC, 2.0f, 1), *w = random_bf16((size_t)OC * IC, 0.1f, 2),
          *dy = random_bf16((size_t)N * OC, 1e-3f, 3), *y, *dx;
     float *dw;
@@ -205,6 +267,10 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaDeviceSynchronize());
     if (!same) {
         printf("the tiled and element-wise casts differ\n");
+        return 1;
+    }
+    if (!encodes) {
+        printf("the conversion instruction's codes are not the codec's\n");
         return 1;
     }
     printf("all ok\n");
