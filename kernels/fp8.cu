@@ -8,7 +8,8 @@
  *   scale  fp32(fmax / max(amax, 1e-12)) in double, rounded down to a power
  *          of two for the rowwise recipes, and its reciprocal (the dequant
  *          scale cuBLASLt multiplies by, as torch's _scaled_mm takes it);
- *   cast   encode(fp32(x * scale)), round to nearest even, saturating;
+ *   cast   encode(fp32(x * scale)), round to nearest even, saturating (two
+ *          codes an instruction: fp8_encode.cuh);
  *          optionally transposed, so that each GEMM operand is stored with
  *          its contraction dimension contiguous (the "TN" layout that float8
  *          cuBLASLt needs): the tile goes through shared memory so both the
