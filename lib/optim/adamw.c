@@ -36,12 +36,6 @@ titan_status titan_adamw_create(titan_adamw **out, const titan_backend *be, size
         return titan_error(TITAN_ERR_NOMEM, "optimizer: cannot allocate 2 x %zu bytes of %s memory",
                            bytes, be->name);
     }
-    /* Already zeros; written now so that the first touch of the cpu's
-     * untouched pages is a write. The first step read them first (the zero
-     * page mapped), then wrote: a copy-on-write fault and a TLB shootdown a
-     * page, 15 s of a 542M-parameter model's first step on a 2-core VM. */
-    be->zero(o->m, bytes);
-    be->zero(o->v, bytes);
     *out = o;
     return TITAN_OK;
 }

@@ -52,10 +52,15 @@ titan_status titan_shard_save_finish(titan_shard_save *s, int keep_latest_k);
  * the way out); rank 0 removes the staging dir. NULL is fine. */
 void titan_shard_save_abort(titan_shard_save *s);
 
-/* What a resume leaves out (checkpoint.exclude_from_loading). */
+/* What a resume leaves out (checkpoint.exclude_from_loading), and where
+ * the memory lies. */
 typedef struct {
     unsigned exclude; /* TITAN_PART_*: MODEL and OPTIMIZER are honoured here, the rest by the caller */
     uint64_t seed;    /* MODEL: the weights drawn as titan-init draws them from this seed */
+    /* non-NULL: shard and the moments are this backend's memory; each box
+     * goes through one host buffer of the largest box (titan_state_load_shards
+     * only: the _optim variant takes host memory) */
+    const titan_backend *dev;
 } titan_load_opts;
 
 /* Loads this rank's boxes (pieces, from titan_shard_plan) of the parameters

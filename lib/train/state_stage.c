@@ -16,25 +16,10 @@ titan_status titan_state_load_staged(const titan_backend *be, const char *path, 
                                      const titan_shard_piece *pieces, float *shard, titan_adamw *adam,
                                      titan_train_progress *pr, char *ckpt_path_out, size_t cap,
                                      const titan_load_opts *o) {
-    if (be->host)
-        return titan_state_load_shards(path, mc, pieces, shard, adam, pr, ckpt_path_out, cap, o);
-    size_t n = titan_adamw_numel(adam), bytes = n * sizeof(float);
-    /* A CPU optimizer of the same shape takes the moments (a seed checkpoint
-     * leaves them zero, like the device's). */
-    titan_adamw *host_adam = NULL;
-    float *host = titan_alloc_pages(bytes ? bytes : 1, "host copy of the parameters (checkpoint load)");
-    titan_status st = host ? TITAN_OK : TITAN_ERR_NOMEM;
-    if (st == TITAN_OK) st = titan_adamw_create(&host_adam, titan_backend_cpu(), n, titan_adamw_get_config(adam));
-    if (st == TITAN_OK) st = titan_state_load_shards(path, mc, pieces, host, host_adam, pr, ckpt_path_out, cap, o);
-    if (st == TITAN_OK) {
-        be->to_device(shard, host, bytes);
-        be->to_device(titan_adamw_m(adam), titan_adamw_m(host_adam), bytes);
-        be->to_device(titan_adamw_v(adam), titan_adamw_v(host_adam), bytes);
-        titan_adamw_set_step(adam, titan_adamw_get_step(host_adam));
-    }
-    titan_adamw_free(host_adam);
-    titan_free_pages(host);
-    return st;
+    titan_load_opts lo = {0};
+    if (o) lo = *o;
+    lo.dev = be->host ? NULL : be; /* box by box through one host buffer */
+    return titan_state_load_shards(path, mc, pieces, shard, adam, pr, ckpt_path_out, cap, &lo);
 }
 
 titan_status titan_state_load_staged_optim(const titan_backend *be, const char *path, const titan_llama_config *mc,

@@ -12,9 +12,9 @@
 #include "train/state.h"
 #include "train/state_dist.h"
 
-/* titan_state_load_shards into backend memory: the checkpoint is read into
- * host buffers (parameters and both moments: 3 x titan_adamw_numel(adam)
- * floats, freed before returning), then copied to shard and adam's moments. */
+/* titan_state_load_shards into backend memory: each box is read into one
+ * host buffer of the largest box, then copied to shard or adam's moments;
+ * moments the checkpoint lacks (a seed) are zeroed on the device. */
 titan_status titan_state_load_staged(const titan_backend *be, const char *path, const titan_llama_config *mc,
                                      const titan_shard_piece *pieces, float *shard, titan_adamw *adam,
                                      titan_train_progress *progress, char *ckpt_path_out, size_t cap,
