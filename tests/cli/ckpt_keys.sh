@@ -149,6 +149,19 @@ col "$tmp/S" loss > "$tmp/S.loss"
 same "all left out = the reference from its seed (6 losses)" "$tmp/r.loss" "$tmp/S.loss"
 same "... and the same final state" "$tmp/r/checkpoint/step-00000006/rank-00000.bin" \
     "$tmp/S/checkpoint/step-00000006/rank-00000.bin"
+# The device path (cpu-guard: the CPU's bits under a GPU's memory rules)
+# loads box by box through one host buffer, draws left-out weights there
+# too, and zeroes left-out moments in backend memory: the CPU's states.
+GUARD="--training.device=cpu-guard"
+for d in GO GS; do rm -rf "$tmp/$d"; cp -r "$tmp/r" "$tmp/$d"; done
+expect 0 "" "cpu-guard: exclude optimizer" -- "$bin/titan-train" -q "$tmp/GO" --checkpoint.load_step=2 \
+    --checkpoint.exclude_from_loading=optimizer $GUARD
+same "cpu-guard: optimizer left out = the cpu's, step 6's state byte for byte" \
+    "$tmp/O/checkpoint/step-00000006/rank-00000.bin" "$tmp/GO/checkpoint/step-00000006/rank-00000.bin"
+expect 0 "" "cpu-guard: exclude everything from step 4" -- "$bin/titan-train" -q "$tmp/GS" --checkpoint.load_step=4 \
+    --checkpoint.exclude_from_loading=model,optimizer,lr_scheduler,dataloader,train_state $GUARD
+same "cpu-guard: all left out = the cpu's, step 6's state byte for byte" \
+    "$tmp/S/checkpoint/step-00000006/rank-00000.bin" "$tmp/GS/checkpoint/step-00000006/rank-00000.bin"
 
 # --- last_save_model_only, export_dtype, last_save_in_hf ---------------------------------------
 MO="--checkpoint.last_save_model_only=true --checkpoint.export_dtype=bfloat16 --checkpoint.last_save_in_hf=true"

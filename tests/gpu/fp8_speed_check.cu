@@ -71,11 +71,10 @@ __global__ void encode_every_kernel(unsigned long long *wrong, unsigned *first, 
         memcpy(&x, &b, 4);
         memcpy(&y, &nb, 4);
         uint16_t two = titan_cuda_fp8_encode2(x, y, (titan_fp8_format)f);
-        int miss = (two & 0xff) != titan_fp8_encode_with(x, fi);
-        miss += (two >> 8) != titan_fp8_encode_with(y, fi);
-        if (miss) {
-            bad += miss;
-            atomicMin(first, b);
+        int lo = (two & 0xff) != titan_fp8_encode_with(x, fi), hi = (two >> 8) != titan_fp8_encode_with(y, fi);
+        if (lo || hi) {
+            bad += lo + hi;
+            atomicMin(first, lo ? b : nb); /* the pattern whose code differs */
         }
     }
     if (bad) atomicAdd(wrong, bad);
