@@ -176,10 +176,10 @@ static titan_status float8_bytes(const titan_job_config *cfg, const titan_llama_
     r->fp8_scratch = most;
     /* the forward's amaxes of w and x kept for the backward (llama_fp8.c) */
     if (most > 0)
-        r->fsdp_staging += (double)(titan_llama_fp8_wamax_floats(&rc, mc->n_layers) +
+        r->fp8_amaxes += (double)(titan_llama_fp8_wamax_floats(&rc, mc->n_layers) +
                                     titan_llama_fp8_xamax_floats(&rc, mc->n_layers, p->mm.slots)) * sizeof(float);
     if (tp > 1 && most > 0) /* the model's amax buffers */
-        r->fsdp_staging += (double)TITAN_FP8_NCASTS * sizeof(float) *
+        r->fp8_amaxes += (double)TITAN_FP8_NCASTS * sizeof(float) *
                            (double)titan_llama_fp8_tp_amax_floats(mc, tp, (int)N);
     return TITAN_OK;
 }
@@ -257,9 +257,9 @@ titan_status titan_memory_estimate(const titan_job_config *cfg, const titan_llam
     double full = r->params + r->grads + r->compute_copy;
     int by_unit = r->by_unit = sharded && dev->granule > 0;
     r->held = (by_unit ? 0.0 : full) + r->shard + r->optimizer + r->optimizer_work + r->activations + r->cp +
-              r->pipeline + r->tp_window + r->fsdp_buffers;
+              r->pipeline + r->tp_window + r->fsdp_buffers + r->fp8_amaxes;
     double step = by_unit ? r->fsdp_gathered + r->fsdp_grads + r->granules : 0.0;
-    r->peak = r->held + step + r->fsdp_staging + r->fp8_scratch;
+    r->peak = r->held + step + r->fp8_scratch;
     /* checkpoints: an async snapshot (host), or the staging of a device's saves */
     double state = (double)p.fm.nshard * sizeof(float) + r->optimizer; /* parameters, moments, GaLore's state */
     if (cfg->checkpoint_enable && cfg->checkpoint_async != TITAN_JOB_ASYNC_DISABLED) r->host_ckpt = state;
@@ -301,7 +301,7 @@ static void print_row(FILE *f, const titan_memory_rank *r, const char *ranks) {
     double full = r->by_unit ? 0.0 : r->params + r->grads, copy = r->by_unit ? 0.0 : r->compute_copy;
     fprintf(f, "%3d %10.1f %8.1f %8.1f %8.1f %8.1f %3d %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n", r->c.pp, mib(full),
             mib(copy), mib(r->optimizer), mib(r->shard), mib(r->act_slot), r->slots, mib(r->activations),
-            mib(r->cp + r->pipeline + r->tp_window + r->fsdp_buffers + r->fsdp_staging), mib(r->fsdp_gathered + r->fsdp_grads + r->granules),
+            mib(r->cp + r->pipeline + r->tp_window + r->fsdp_buffers + r->fp8_amaxes), mib(r->fsdp_gathered + r->fsdp_grads + r->granules),
             mib(r->held), mib(r->peak), ranks);
 }
 
@@ -312,7 +312,7 @@ static int same_figures(const titan_memory_rank *a, const titan_memory_rank *b) 
            a->shard == b->shard && a->activations == b->activations && a->act_slot == b->act_slot &&
            a->slots == b->slots && a->cp == b->cp && a->pipeline == b->pipeline && a->tp_window == b->tp_window &&
            a->fsdp_gathered == b->fsdp_gathered && a->fsdp_grads == b->fsdp_grads &&
-           a->fsdp_staging == b->fsdp_staging && a->fsdp_buffers == b->fsdp_buffers && a->fp8_scratch == b->fp8_scratch && a->held == b->held && a->peak == b->peak && a->c.pp == b->c.pp;
+           a->fp8_amaxes == b->fp8_amaxes && a->fsdp_buffers == b->fsdp_buffers && a->fp8_scratch == b->fp8_scratch && a->held == b->held && a->peak == b->peak && a->c.pp == b->c.pp;
 }
 
 static const char *ac_name(titan_ac_mode ac, char *buf, size_t cap) {

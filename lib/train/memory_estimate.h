@@ -61,10 +61,11 @@ typedef struct {
     double tp_window;        /* shared windows over device memory: async tp's (2 x N x C x dtype) and the
                               * cp ring's (2 x cp x the rank's keys and values) */
     double fsdp_buffers;     /* FSDP's staging buffers (titan_fsdp_staging, in comm.bufs) */
+    double fp8_amaxes;       /* float8's amax buffers, allocated with the recipe: those the forward's
+                              * casts keep for the backward, tp's group reductions (in comm.bufs) */
     /* backend memory a step adds (FSDP) */
     double fsdp_gathered;    /* gathered parameters held at once */
     double fsdp_grads;       /* full gradients held before their reduce-scatter */
-    double fsdp_staging;     /* float8: the amaxes kept for the backward (in comm.bufs) */
     double fp8_scratch;      /* float8: the largest linear's casts (and emulated operands) a call,
                               * with tp's amax buffers (in comm.bufs) */
     double granules;         /* partial granules left mapped at the units' ends */

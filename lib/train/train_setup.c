@@ -434,12 +434,12 @@ static void estimate_line(const trainer *t, const titan_memory_rank *r) {
     if (was < 1) titan_log_set_verbosity(1);
     titan_info("memory estimate: rank %d: peak %.1f MiB (held %.1f: parameters and gradients %.1f, compute copy "
                "%.1f, optimizer state %.1f + step buffers %.1f, FSDP shard %.1f, activations %.1f = %d x %.1f a "
-               "micro-batch + scratch, communication %.1f; a step adds %.1f gathered, %.1f gradients, %.1f float8 amaxes)",
+               "micro-batch + scratch, communication %.1f; a step adds %.1f gathered, %.1f gradients)",
                t->mesh.rank, r->peak * mib, r->held * mib, r->by_unit ? 0.0 : (r->params + r->grads) * mib,
                r->by_unit ? 0.0 : r->compute_copy * mib, r->optimizer * mib, r->optimizer_work * mib, r->shard * mib,
                r->activations * mib,
-               r->slots, r->act_slot * mib, (r->cp + r->pipeline + r->fsdp_buffers) * mib, r->fsdp_gathered * mib,
-               r->fsdp_grads * mib, r->fsdp_staging * mib);
+               r->slots, r->act_slot * mib, (r->cp + r->pipeline + r->fsdp_buffers + r->fp8_amaxes) * mib,
+               r->fsdp_gathered * mib, r->fsdp_grads * mib);
     titan_log_set_verbosity(was);
 }
 
@@ -464,7 +464,7 @@ static titan_status plan_device_memory(trainer *t, const setup_shape *sh) {
                    "held %.1f MiB; bytes: %zu held, %.0f planned", r.held * mib, r.peak * mib,
                    r.by_unit ? 0.0 : (r.params + r.grads) * mib, titan_dtype_name(sh->compute),
                    r.by_unit ? 0.0 : r.compute_copy * mib, (r.optimizer + r.optimizer_work) * mib, r.activations * mib,
-                   r.shard * mib, (r.cp + r.pipeline + r.fsdp_buffers) * mib, (double)held * mib, held, r.held);
+                   r.shard * mib, (r.cp + r.pipeline + r.fsdp_buffers + r.fp8_amaxes) * mib, (double)held * mib, held, r.held);
     }
     return TITAN_OK;
 }

@@ -110,6 +110,7 @@ expect 0 "" "train bf16 on the cpu" -- "$bin/titan-train" "$tmp/hc" $BF16
 # training.deterministic: titan's own attention kernels, whatever cuDNN there is
 DET="--training.deterministic=true"
 expect 0 "bf16 compute copy" "train bf16 on cuda (tensor-core attention)" -- emu "$bin/titan-train" "$tmp/hg" $CUDA $BF16 $DET
+cp "$tmp/err" "$tmp/hg.err"
 d=$(close "$tmp/hc" "$tmp/hg" 5e-3) && ok "bf16 tracks the cpu's bf16 ($d)" || fail "bf16 tracks the cpu's bf16 ($d)"
 expect 0 "" "train bf16 on cuda (CUDA-core attention)" -- emu TITAN_CUDA_ATTENTION=simple "$bin/titan-train" "$tmp/ha" $CUDA $BF16
 d=$(close "$tmp/hc" "$tmp/ha" 5e-3) && ok "bf16, CUDA-core attention, tracks the cpu ($d)" \
@@ -158,6 +159,13 @@ expect 0 "float8 tensor cores through cuBLASLt" "train float8 tensorwise bf16 on
 ! grep -q "no algorithm" "$tmp/err" && ok "float8 on cuda: cuBLASLt had a float8 algorithm for every product" ||
     fail "float8 on cuda: cuBLASLt had a float8 algorithm for every product"
 [ "$(gemms "$tmp/fg")" = "42 " ] && ok "float8 on cuda: 42 float8 GEMMs every step" || fail "float8 on cuda: $(gemms "$tmp/fg")"
+# what setup holds beyond the plan: the bf16 run's, float8's additions (the
+# amaxes kept for the backward) planned to the byte
+unplanned() { sed -n 's/.*device memory: .*; bytes: \([0-9]*\) held, \([0-9]*\) planned.*/\1 - \2/p' "$1" | head -n 1; }
+u8=$(unplanned "$tmp/err") u16=$(unplanned "$tmp/hg.err")
+[ -n "$u8" ] && [ -n "$u16" ] && [ $(($u8)) = $(($u16)) ] &&
+    ok "float8 on cuda: its setup memory is planned to the byte, as bf16's (held - planned: $(($u8)))" ||
+    fail "float8 on cuda: its setup memory is planned to the byte, as bf16's ('$u8' against '$u16')"
 d=$(close "$tmp/fc" "$tmp/fg" 5e-3) && ok "float8 bf16 on cuda tracks the cpu's emulation ($d)" ||
     fail "float8 bf16 on cuda tracks the cpu's emulation ($d)"
 # the element-wise transposed casts, a cast per layout of dy: the same bytes

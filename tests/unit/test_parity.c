@@ -398,8 +398,9 @@ static int set_float8(titan_llama *m, const golden_config *g) {
     titan_status st = titan_llama_set_float8(m, &r, "output", &conv, &total);
     if (st != TITAN_OK) return fail_status("float8", st);
     printf("  float8 %s: %d of %d linears; tolerances, half of plain fp32's distance: logits %.1e, loss %.1e, "
-           "the whole gradient %.1e, step losses %.1e, grad norms %.1e, updates %.1e\n", g->float8_recipe, conv,
-           total, g_tol, g_loss_tol, g_grad_tol, g_step_tol, g_norm_tol, g_update_tol);
+           "the whole gradient %.1e, step losses %.1e, updates %.1e; grad norms %.1e, a sanity bound (plain "
+           "fp32's distance %.1e)\n", g->float8_recipe, conv, total, g_tol, g_loss_tol, g_grad_tol, g_step_tol,
+           g_update_tol, g_norm_tol, g->plain_norms);
     return 0;
 }
 
